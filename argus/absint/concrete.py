@@ -1,0 +1,718 @@
+"""The concrete reference interpreter: runs tile IR with numpy for every thread and slot.
+
+Values and concrete tags travel together; tag assertions, LDS races (by barrier epoch),
+uninitialised LDS reads and out-of-bounds accesses are reported with workgroup, wave, lane,
+slot, element and op location. Workgroups run one after another, waves of a workgroup in lock
+step op by op, vectorised over (wave, lane, slot). It is the oracle the verifier is tested against.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import attrs
+import ml_dtypes
+import numpy as np
+
+from argus.ir import ops as O
+from argus.ir.expr import Expr, Var, evaluate, free_vars
+from argus.ir.types import LANES, AddressMap, GlobalType, IRError, RegType, ThreadLayout
+
+#: Tag value of an element whose tags are unknown (⊤): a racy LDS read, an out-of-bounds load.
+TOP = np.iinfo(np.int64).min
+_MANY = -2  # several threads read one LDS address within one barrier epoch
+
+
+class InterpError(IRError):
+    """The kernel cannot be run as given (missing input, unsatisfied assumption, bad IR shape)."""
+
+
+@attrs.frozen
+class Violation:
+    """One defect found at run time, located like a verifier counterexample."""
+
+    kind: str  # "tag-assertion", "lds-race", "lds-uninitialised", "out-of-bounds", "tag-missing"
+    message: str
+    loc: str
+    workgroup: tuple[int, ...]
+    wave: int
+    lane: int
+    slot: int
+    iteration: dict = attrs.field(factory=dict)
+    element: dict = attrs.field(factory=dict)
+    tags: dict = attrs.field(factory=dict)
+    detail: str = ""
+    count: int = 1
+
+    def __str__(self) -> str:
+        loops = "  ".join(f"{name}={value}" for name, value in self.iteration.items())
+        element = ", ".join(f"{k}={v}" for k, v in self.element.items())
+        lines = [f"{self.loc}: {self.kind}: {self.message}",
+                 f"  workgroup {self.workgroup}  wave {self.wave}  lane {self.lane}  "
+                 f"slot {self.slot}" + (f"  {loops}" if loops else ""),
+                 f"  element ({element})"]
+        for role, tags in self.tags.items():
+            lines.append(f"  {role}: ({_show_tags(tags)})")
+        if self.detail:
+            lines.append(f"  {self.detail}")
+        if self.count > 1:
+            lines.append(f"  ({self.count} elements violate it at this op execution)")
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        return json.dumps(attrs.asdict(self), default=str)
+
+
+def _show_tags(tags: dict) -> str:
+    return ", ".join(f"{k}=⊤" if v is None else f"{k}={v}" for k, v in tags.items())
+
+
+@attrs.frozen
+class RunResult:
+    outputs: dict[str, np.ndarray]
+    violations: tuple[Violation, ...]
+    sizes: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def report(self) -> str:
+        if self.ok:
+            return "no violations"
+        return "\n".join(str(v) for v in self.violations)
+
+
+@attrs.define
+class RegVal:
+    """A register tile's data and tags, each of shape (waves, 64, slots)."""
+
+    data: np.ndarray
+    tags: dict[str, np.ndarray]
+
+
+@attrs.define
+class LdsState:
+    """An LDS allocation with its shadow state for the race detector."""
+
+    data: np.ndarray
+    tags: dict[str, np.ndarray]
+    written: np.ndarray
+    write_epoch: np.ndarray
+    writer: np.ndarray
+    write_op: np.ndarray
+    read_epoch: np.ndarray
+    reader: np.ndarray
+
+    @classmethod
+    def fresh(cls, size: int) -> LdsState:
+        def ints(fill):
+            return np.full(size, fill, dtype=np.int64)
+        return cls(np.zeros(size, np.float32), {}, np.zeros(size, bool), ints(-1), ints(-1),
+                   ints(-1), ints(-1), ints(-1))
+
+
+def to_dtype(data: np.ndarray, dtype: str) -> np.ndarray:
+    """Round float32 data to `dtype` and hold it as float32 again (the interpreter's carrier)."""
+    data = np.asarray(data, np.float32)
+    if dtype == "bf16":
+        return data.astype(ml_dtypes.bfloat16).astype(np.float32)
+    if dtype == "f16":
+        return data.astype(np.float16).astype(np.float32)
+    if dtype == "i32":
+        return np.trunc(data).astype(np.float32)
+    return data
+
+
+NUMPY_DTYPES = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32,
+                "i32": np.int32}
+
+
+@lru_cache(maxsize=512)
+def _layout_table(layout: ThreadLayout) -> tuple[np.ndarray, ...]:
+    return layout.table()
+
+
+@lru_cache(maxsize=64)
+def _mfma_positions(instr: str):
+    """Per operand: (lane, slot) grids and the (block, row, col) each holds, from the catalogue."""
+    from argus.isa_cdna3.mfma import mfma
+
+    info = mfma(instr)
+    lane_k, slot_k = np.meshgrid(np.arange(LANES), np.arange(info.k_per_lane), indexing="ij")
+    lane_c, slot_c = np.meshgrid(np.arange(LANES), np.arange(info.c_values), indexing="ij")
+    a = tuple(np.asarray(c) + np.zeros_like(lane_k) for c in info.a_coord(lane_k, slot_k))
+    b = tuple(np.asarray(c) + np.zeros_like(lane_k) for c in info.b_coord(lane_k, slot_k))
+    c = tuple(np.asarray(x) + np.zeros_like(lane_c) for x in info.c_coord(lane_c, slot_c))
+    return info, (lane_k, slot_k), a, b, (lane_c, slot_c), c
+
+
+def _safe(tag: np.ndarray) -> np.ndarray:
+    return np.where(tag == TOP, 0, tag)
+
+
+def _first(mask: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
+class _Workgroup:
+    """Executes the kernel body for one workgroup."""
+
+    def __init__(self, run: _Run, pid: tuple[int, ...]):
+        self.run, self.pid = run, pid
+        self.env: dict[str, int] = dict(run.sizes)
+        self.values: dict[str, object] = {}
+        self.loops: list[str] = []
+        self.epoch = 0
+        self.waves = run.kernel.waves
+        thread = np.arange(self.waves)[:, None, None] * LANES + np.arange(LANES)[None, :, None]
+        self.thread = thread
+
+    # reporting
+
+    def report(self, op, kind: str, message: str, mask: np.ndarray, *, element=None, tags=None,
+               detail: str = "", position=None):
+        """Record a violation at the first (wave, lane, slot) where `mask` holds."""
+        if self.run.full:
+            return
+        where = position if position is not None else _first(mask)
+        wave, lane, slot = (tuple(where) + (0, 0, 0))[:3]
+        info_element = element(where) if callable(element) else (element or {})
+        info_tags = tags(where) if callable(tags) else (tags or {})
+        self.run.add(Violation(
+            kind=kind, message=message, loc=str(op.loc), workgroup=self.pid, wave=int(wave),
+            lane=int(lane), slot=int(slot),
+            iteration={name: self.env[name] for name in self.loops}, element=info_element,
+            tags=info_tags, detail=detail, count=int(np.count_nonzero(mask))))
+
+    # execution
+
+    def execute(self, block: O.Block):
+        for op in block.ops:
+            if self.run.full:
+                return None
+            if isinstance(op, O.Yield):
+                return [self.values[v.name] for v in op.values]
+            handler = getattr(self, "op_" + type(op).__name__)
+            handler(op)
+        return None
+
+    def scalar(self, e: Expr) -> int:
+        return int(evaluate(e, self.env))
+
+    def op_ProgramId(self, op: O.ProgramId):
+        self.env[op.var.name] = self.pid[op.axis]
+
+    def op_TagDef(self, op: O.TagDef):
+        self.run.tensor_tags[op.tensor.name] = op.tags
+
+    def op_TagTile(self, op: O.TagTile):
+        x = self.values[op.x.name]
+        coords = _layout_table(op.result.type.layout)
+        env = {**self.env, **{f"c{a}": c for a, c in enumerate(coords)}}
+        tags = {name: np.broadcast_to(np.asarray(evaluate(e, env), np.int64), x.data.shape).copy()
+                for name, e in op.tags}
+        self.values[op.result.name] = RegVal(x.data, tags)
+
+    def op_Full(self, op: O.Full):
+        t = op.result.type
+        shape = (t.layout.waves, LANES, t.layout.slots)
+        self.values[op.result.name] = RegVal(to_dtype(np.full(shape, op.value), t.dtype), {})
+
+    # global memory
+
+    def global_index(self, op, tensor, origin, axes, layout):
+        coords = _layout_table(layout)
+        base = [self.scalar(e) for e in origin]
+        index = [np.full(coords[0].shape if coords else (), b, np.int64) for b in base]
+        for tile_axis, tensor_axis in enumerate(axes):
+            index[tensor_axis] = index[tensor_axis] + coords[tile_axis]
+        shape = self.run.arrays[tensor.name].shape
+        inside = np.ones(index[0].shape, bool)
+        for axis, extent in enumerate(shape):
+            inside &= (index[axis] >= 0) & (index[axis] < extent)
+        if not inside.all():
+            self.report(op, "out-of-bounds",
+                        f"access outside {tensor} of shape {list(shape)}", ~inside,
+                        element=lambda w: {f"{tensor.name}[{a}]": int(index[a][w])
+                                           for a in range(len(shape))})
+        clipped = tuple(np.clip(i, 0, extent - 1) for i, extent in zip(index, shape))
+        return index, clipped, inside
+
+    def tensor_tags(self, tensor, index, inside) -> dict[str, np.ndarray]:
+        tags = {}
+        env = {**self.env, **{f"c{a}": i for a, i in enumerate(index)}}
+        for name, e in self.run.tensor_tags.get(tensor.name, ()):
+            value = np.broadcast_to(np.asarray(evaluate(e, env), np.int64), inside.shape)
+            tags[name] = np.where(inside, value, TOP)
+        return tags
+
+    def op_GlobalLoad(self, op: O.GlobalLoad):
+        t = op.result.type
+        index, clipped, inside = self.global_index(op, op.tensor, op.origin, op.axes, t.layout)
+        data = np.where(inside, self.run.arrays[op.tensor.name][clipped], 0).astype(np.float32)
+        self.values[op.result.name] = RegVal(data, self.tensor_tags(op.tensor, index, inside))
+
+    def op_GlobalStore(self, op: O.GlobalStore):
+        value = self.values[op.value.name]
+        layout = op.value.type.layout
+        index, clipped, inside = self.global_index(op, op.tensor, op.origin, op.axes, layout)
+        self.check(op, {"V": value.tags, "D": self.tensor_tags(op.tensor, index, inside)},
+                   layout, value.data.shape)
+        target = self.run.arrays[op.tensor.name]
+        data = to_dtype(value.data, op.tensor.type.dtype)
+        where = tuple(i[inside] for i in clipped)
+        if isinstance(op, O.GlobalAtomicAdd):
+            np.add.at(target, where, data[inside])
+            target[...] = to_dtype(target, op.tensor.type.dtype)
+        else:
+            target[where] = data[inside]
+
+    op_GlobalAtomicAdd = op_GlobalStore
+
+    # assertions
+
+    def check(self, op, roles: dict[str, dict[str, np.ndarray]], layout, shape,
+              extra_env=None, agree_with=None):
+        """Evaluate op's assertions on arrays of `shape`; roles map to tag arrays."""
+        for assertion in getattr(op, "asserts", ()):
+            env = dict(self.env) | (extra_env or {})
+            unknown = np.zeros(shape, bool)
+            missing = []
+            for var in free_vars(assertion.predicate):
+                role, _, tag = var.name.partition("_")
+                if role not in roles:
+                    continue
+                values = roles[role].get(tag)
+                if values is None:
+                    missing.append(f"{role}.{tag}")
+                    continue
+                unknown |= np.broadcast_to(values == TOP, shape)
+                env[var.name] = _safe(values)
+            if missing:
+                self.report(op, "tag-missing",
+                            f"assertion '{assertion.message}' reads {', '.join(missing)}, which "
+                            f"the operands do not carry (they have "
+                            f"{ {r: sorted(t) for r, t in roles.items()} })",
+                            np.ones(shape, bool))
+                continue
+            holds = np.broadcast_to(np.asarray(evaluate(assertion.predicate, env), bool), shape)
+            if agree_with is not None:
+                holds = holds == agree_with
+            failed = unknown | ~holds
+            if failed.any():
+                position = _first(failed)
+                self.report_assertion(op, assertion, failed, roles, layout, position)
+
+    def report_assertion(self, op, assertion, failed, roles, layout, position):
+        if isinstance(op, O.Mfma):
+            self.report_mfma(op, assertion, failed, roles, position)
+            return
+        coords = _layout_table(layout)
+        element = {f"c{a}": int(c[position]) for a, c in enumerate(coords)}
+        tags = {role: {name: _tag(values, position) for name, values in role_tags.items()}
+                for role, role_tags in roles.items()}
+        self.report(op, "tag-assertion", f"tag assertion '{assertion.message}' does not hold",
+                    failed, element=element, tags=tags, position=position,
+                    detail=f"predicate: {assertion.predicate}")
+
+    def report_mfma(self, op, assertion, failed, roles, position):
+        w, block, i, j, k = position
+        info, (lane_k, slot_k), a_pos, *_ = _mfma_positions(op.instr)
+        holder = (a_pos[0] == block) & (a_pos[1] == i) & (a_pos[2] == k)
+        lane, slot = (int(x[holder][0]) for x in (lane_k, slot_k))
+        tags = {role: {name: _tag(values, (w, block, i, j, k)) for name, values in rt.items()}
+                for role, rt in roles.items()}
+        self.report(op, "tag-assertion", f"tag assertion '{assertion.message}' does not hold",
+                    failed, element={"block": block, "i": i, "j": j, "k": k}, tags=tags,
+                    position=(w, lane, slot),
+                    detail=f"at {info.name}: A[{i},{k}] (register slot a[{slot}]) meets "
+                           f"B[{k},{j}] and C[{i},{j}]; predicate: {assertion.predicate}")
+
+    # MFMA
+
+    def op_Mfma(self, op: O.Mfma):
+        info, (lane_k, slot_k), a_pos, b_pos, (lane_c, slot_c), c_pos = _mfma_positions(op.instr)
+        a, b, c = (self.values[v.name] for v in (op.a, op.b, op.c))
+        waves = a.data.shape[0]
+
+        def gather(value, pos, lanes, slots, shape):
+            dense = np.zeros((waves,) + shape, value.dtype)
+            dense[(slice(None),) + pos] = value[:, lanes, slots]
+            return dense
+
+        blocks = info.blocks
+        a_shape, b_shape, c_shape = (blocks, info.m, info.k), (blocks, info.k, info.n), \
+            (blocks, info.m, info.n)
+        a_mat = gather(a.data, a_pos, lane_k, slot_k, a_shape)
+        b_mat = gather(b.data, b_pos, lane_k, slot_k, b_shape)
+        c_mat = gather(c.data, c_pos, lane_c, slot_c, c_shape)
+        d_mat = np.matmul(a_mat.astype(np.float32), b_mat.astype(np.float32)) + c_mat
+        data = d_mat[:, c_pos[0], c_pos[1], c_pos[2]].astype(np.float32)
+
+        def tag_mats(value, pos, lanes, slots, shape):
+            return {n: gather(t, pos, lanes, slots, shape) for n, t in value.tags.items()}
+
+        a_tags = tag_mats(a, a_pos, lane_k, slot_k, a_shape)
+        b_tags = tag_mats(b, b_pos, lane_k, slot_k, b_shape)
+        c_tags = tag_mats(c, c_pos, lane_c, slot_c, c_shape)
+        if op.asserts:
+            # broadcast every operand over (wave, block, i, j, k)
+            roles = {"A": {n: t[:, :, :, None, :] for n, t in a_tags.items()},
+                     "B": {n: t.transpose(0, 1, 3, 2)[:, :, None, :, :] for n, t in b_tags.items()},
+                     "C": {n: t[:, :, :, :, None] for n, t in c_tags.items()}}
+            self.check(op, roles, None, (waves, blocks, info.m, info.n, info.k))
+        shared = set(a_tags) & set(b_tags)
+        tags = {}
+        for name, t in a_tags.items():
+            if name not in shared:
+                tags[name] = np.broadcast_to(t[:, :, :, :1], (waves,) + c_shape)
+        for name, t in b_tags.items():
+            if name not in shared:
+                tags[name] = np.broadcast_to(t[:, :, :1, :], (waves,) + c_shape)
+        out_tags = {n: t[:, c_pos[0], c_pos[1], c_pos[2]] for n, t in tags.items()}
+        self.values[op.result.name] = RegVal(data, out_tags)
+
+    # elementwise
+
+    def op_Unary(self, op: O.Unary):
+        x = self.values[op.x.name]
+        with np.errstate(all="ignore"):
+            data = _UNARY[op.fn](x.data.astype(np.float32))
+        self.check(op, {"X": x.tags}, op.x.type.layout, x.data.shape)
+        self.values[op.result.name] = RegVal(data.astype(np.float32), dict(x.tags))
+
+    def op_Binary(self, op: O.Binary):
+        x, y = self.values[op.x.name], self.values[op.y.name]
+        self.check(op, {"X": x.tags, "Y": y.tags}, op.x.type.layout, x.data.shape)
+        with np.errstate(all="ignore"):
+            data = _BINARY[op.fn](x.data, y.data).astype(np.float32)
+        self.values[op.result.name] = RegVal(data, merge_tags(x.tags, y.tags))
+
+    def op_Cast(self, op: O.Cast):
+        x = self.values[op.x.name]
+        self.values[op.result.name] = RegVal(to_dtype(x.data, op.result.type.dtype), x.tags)
+
+    def op_Mask(self, op: O.Mask):
+        x = self.values[op.x.name]
+        coords = _layout_table(op.x.type.layout)
+        env = {**self.env, **{f"c{a}": c for a, c in enumerate(coords)}}
+        keep = np.broadcast_to(np.asarray(evaluate(op.keep, env), bool), x.data.shape)
+        self.check(op, {"X": x.tags}, op.x.type.layout, x.data.shape, agree_with=keep)
+        data = np.where(keep, x.data, np.float32(op.fill)).astype(np.float32)
+        self.values[op.result.name] = RegVal(data, x.tags)
+
+    # cross-lane
+
+    def dense(self, op, value: RegVal, t: RegType):
+        """The wave-local view of a tile: (waves, *shape) arrays and which elements are held."""
+        coords = _layout_table(t.layout)
+        waves = value.data.shape[0]
+        wave_index = np.broadcast_to(np.arange(waves)[:, None, None], value.data.shape)
+        key = (wave_index,) + tuple(coords)
+        present = np.zeros((waves,) + t.shape, bool)
+        present[key] = True
+        data = np.zeros((waves,) + t.shape, np.float32)
+        data[key] = value.data
+        tags = {}
+        for name, tag in value.tags.items():
+            dense = np.full((waves,) + t.shape, TOP, np.int64)
+            dense[key] = tag
+            tags[name] = dense
+        return data, tags, present
+
+    def op_Reduce(self, op: O.Reduce):
+        x = self.values[op.x.name]
+        data, tags, present = self.dense(op, x, op.x.type)
+        axis = op.axis + 1
+        if op.fn == "max":
+            reduced = np.max(np.where(present, data, -np.inf), axis=axis)
+        else:
+            reduced = np.sum(np.where(present, data, 0), axis=axis)
+        complete = present.all(axis=axis)
+        out_tags = {}
+        for name, tag in tags.items():
+            if name in op.drop:
+                continue
+            big = np.iinfo(np.int64).max
+            low = np.min(np.where(present, tag, big), axis=axis)
+            high = np.max(np.where(present, tag, TOP), axis=axis)
+            out_tags[name] = np.where((low == high) & (low != TOP), low, TOP)
+        self.values[op.result.name] = self.gather(op, reduced, out_tags, complete,
+                                                  op.result.type, None)
+
+    def op_Broadcast(self, op: O.Broadcast):
+        x = self.values[op.x.name]
+        data, tags, present = self.dense(op, x, op.x.type)
+        self.values[op.result.name] = self.gather(op, data, tags, present, op.result.type,
+                                                  op.axis)
+
+    def gather(self, op, data, tags, present, t: RegType, drop_axis):
+        """Read a wave-local dense tile out in layout `t` (without `drop_axis` of its coords)."""
+        coords = list(_layout_table(t.layout))
+        if drop_axis is not None:
+            del coords[drop_axis]
+        waves = data.shape[0]
+        wave_index = np.broadcast_to(np.arange(waves)[:, None, None],
+                                     (waves, LANES, t.layout.slots))
+        key = (wave_index,) + tuple(np.broadcast_to(c, wave_index.shape) for c in coords)
+        held = present[key]
+        if not held.all():
+            w, lane, slot = _first(~held)
+            raise InterpError(
+                f"{op.loc}: {op.mnemonic}: wave {w} lane {lane} slot {slot} needs element "
+                f"{tuple(int(c[w, lane, slot]) for c in key[1:])}, which its own wave does not "
+                f"hold in full; cross-lane exchange stays within a wave, so lay the tile out "
+                f"so each wave holds whole rows")
+        return RegVal(data[key].astype(np.float32), {n: tag[key] for n, tag in tags.items()})
+
+    def op_SlotSlice(self, op: O.SlotSlice):
+        x = self.values[op.x.name]
+        part = slice(op.start, op.start + op.result.type.layout.slots)
+        self.values[op.result.name] = RegVal(x.data[:, :, part],
+                                             {n: t[:, :, part] for n, t in x.tags.items()})
+
+    # LDS
+
+    def op_LdsAlloc(self, op: O.LdsAlloc):
+        self.values[op.result.name] = LdsState.fresh(op.result.type.size)
+
+    def lds_addresses(self, op, addr: AddressMap, origin, layout: ThreadLayout, size: int):
+        coords = _layout_table(layout)
+        base = [self.scalar(e) for e in origin]
+        lead = len(addr.shape) - len(coords)
+        full = [np.full(coords[0].shape, b, np.int64) for b in base]
+        for tile_axis, c in enumerate(coords):
+            full[lead + tile_axis] = full[lead + tile_axis] + c
+        address = np.broadcast_to(np.asarray(addr(*full), np.int64), full[0].shape)
+        inside = (address >= 0) & (address < size)
+        for axis, extent in enumerate(addr.shape):
+            inside &= (full[axis] >= 0) & (full[axis] < extent)
+        if not inside.all():
+            self.report(op, "out-of-bounds",
+                        f"LDS access outside the view {list(addr.shape)} / allocation of {size} "
+                        "elements", ~inside,
+                        element=lambda w: {**{f"d{a}": int(full[a][w]) for a in range(len(full))},
+                                           "address": int(address[w])})
+        return address, inside, full
+
+    def op_LdsStore(self, op: O.LdsStore):
+        lds: LdsState = self.values[op.buffer.name]
+        value = self.values[op.value.name]
+        layout = op.value.type.layout
+        address, inside, full = self.lds_addresses(op, op.addr, op.origin, layout, lds.data.size)
+        self.check(op, {"V": value.tags}, layout, value.data.shape)
+        thread = np.broadcast_to(self.thread, address.shape)
+        addr, who = address[inside], thread[inside]
+        element = self.lds_element(full, address)
+        # write/write by another thread in this epoch, or within this very op
+        lo = np.full(lds.data.size, np.iinfo(np.int64).max)
+        hi = np.full(lds.data.size, -1)
+        np.minimum.at(lo, addr, who)
+        np.maximum.at(hi, addr, who)
+        same_op = np.zeros(address.shape, bool)
+        same_op[inside] = lo[addr] != hi[addr]
+        earlier = np.zeros(address.shape, bool)
+        earlier[inside] = (lds.write_epoch[addr] == self.epoch) & (lds.writer[addr] != who)
+        if (clash := same_op | earlier).any():
+            position = _first(clash)
+            other = self.other_thread(position, lds.writer, address, lo, hi)
+            self.report(op, "lds-race",
+                        "write/write race: two threads write one LDS address without a barrier "
+                        "between", clash, element=element, position=position,
+                        detail=f"the other writer is {other}")
+        stale_read = np.zeros(address.shape, bool)
+        stale_read[inside] = (lds.read_epoch[addr] == self.epoch) & (lds.reader[addr] != who)
+        if stale_read.any():
+            position = _first(stale_read)
+            reader = lds.reader[address[position]]
+            by = "several threads" if reader == _MANY else self.thread_name(reader)
+            self.report(op, "lds-race",
+                        "write-after-read race: this write may overwrite data another thread "
+                        "has not read yet (no barrier since that read)", stale_read,
+                        element=element, position=position, detail=f"read by {by}")
+        lds.data[addr] = to_dtype(value.data[inside], op.buffer.type.dtype)
+        for name in set(lds.tags) | set(value.tags):
+            if name not in lds.tags:
+                lds.tags[name] = np.full(lds.data.size, TOP, np.int64)
+            source = value.tags.get(name)
+            lds.tags[name][addr] = TOP if source is None else source[inside]
+        lds.written[addr] = True
+        lds.write_epoch[addr] = self.epoch
+        lds.writer[addr] = who
+        lds.write_op[addr] = self.run.op_index(op)
+
+    def op_LdsLoad(self, op: O.LdsLoad):
+        lds: LdsState = self.values[op.buffer.name]
+        t = op.result.type
+        address, inside, full = self.lds_addresses(op, op.addr, op.origin, t.layout,
+                                                   lds.data.size)
+        safe = np.where(inside, address, 0)
+        thread = np.broadcast_to(self.thread, address.shape)
+        element = self.lds_element(full, address)
+        never = inside & ~lds.written[safe]
+        if never.any():
+            self.report(op, "lds-uninitialised", "reads LDS that no thread has written", never,
+                        element=element)
+        racy = inside & (lds.write_epoch[safe] == self.epoch) & (lds.writer[safe] != thread)
+        if racy.any():
+            position = _first(racy)
+            writer = self.thread_name(lds.writer[safe[position]])
+            where = self.run.op_loc(lds.write_op[safe[position]])
+            self.report(op, "lds-race",
+                        "read-after-write race: another thread wrote this LDS address with no "
+                        "barrier in between", racy, element=element, position=position,
+                        detail=f"written by {writer} at {where}")
+        unknown = ~inside | never | racy
+        data = np.where(inside, lds.data[safe], 0).astype(np.float32)
+        tags = {name: np.where(unknown, TOP, tag[safe]) for name, tag in lds.tags.items()}
+        self.values[op.result.name] = RegVal(data, tags)
+        addr, who = address[inside], thread[inside]
+        lo = np.full(lds.data.size, np.iinfo(np.int64).max)
+        hi = np.full(lds.data.size, -1)
+        np.minimum.at(lo, addr, who)
+        np.maximum.at(hi, addr, who)
+        touched = np.unique(addr)
+        single = lo[touched] == hi[touched]
+        previous = (lds.read_epoch[touched] == self.epoch) & (lds.reader[touched] != lo[touched])
+        lds.reader[touched] = np.where(single & ~previous, lo[touched], _MANY)
+        lds.read_epoch[touched] = self.epoch
+
+    def lds_element(self, full, address):
+        return lambda w: {**{f"d{a}": int(f[w]) for a, f in enumerate(full)},
+                          "address": int(address[w])}
+
+    def thread_name(self, thread: int) -> str:
+        return f"wave {int(thread) // LANES} lane {int(thread) % LANES}"
+
+    def other_thread(self, position, writer, address, lo, hi) -> str:
+        me = int(self.thread[position[0], position[1], 0])
+        a = int(address[position])
+        for candidate in (int(lo[a]), int(hi[a]), int(writer[a])):
+            if candidate >= 0 and candidate != me and candidate != np.iinfo(np.int64).max:
+                return self.thread_name(candidate)
+        return "another thread"
+
+    def op_Barrier(self, op: O.Barrier):
+        self.epoch += 1
+
+    # control flow
+
+    def op_For(self, op: O.For):
+        carried = [self.values[v.name] for v in op.inits]
+        start, stop = self.scalar(op.start), self.scalar(op.stop)
+        self.loops.append(op.iv.name)
+        for i in range(start, stop, op.step):
+            self.env[op.iv.name] = i
+            for arg, value in zip(op.body.args, carried):
+                self.values[arg.name] = value
+            carried = self.execute(op.body)
+            if carried is None:
+                break
+        self.loops.pop()
+        self.env.pop(op.iv.name, None)
+        if carried is not None:
+            for result, value in zip(op.results, carried):
+                self.values[result.name] = value
+
+    def op_If(self, op: O.If):
+        branch = op.then if self.scalar(op.cond) else op.orelse
+        produced = self.execute(branch)
+        for result, value in zip(op.results, produced or ()):
+            self.values[result.name] = value
+
+
+def _tag(values: np.ndarray, position) -> int | None:
+    v = int(np.broadcast_to(values, values.shape)[tuple(
+        p if s > 1 else 0 for p, s in zip(position, values.shape))])
+    return None if v == TOP else v
+
+
+def merge_tags(x: dict, y: dict) -> dict:
+    """Elementwise tag rule: the union of names; a name both carry keeps equal values, else ⊤."""
+    tags = dict(x)
+    for name, values in y.items():
+        tags[name] = np.where(x[name] == values, values, TOP) if name in x else values
+    return tags
+
+
+_UNARY = {"neg": np.negative, "abs": np.abs, "exp2": np.exp2, "log2": np.log2,
+          "rcp": lambda v: np.float32(1) / v, "sqrt": np.sqrt}
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+           "max": np.maximum, "min": np.minimum}
+
+
+class _Run:
+    def __init__(self, kernel, arrays, sizes, max_violations):
+        self.kernel, self.arrays, self.sizes = kernel, arrays, sizes
+        self.max_violations = max_violations
+        self.violations: list[Violation] = []
+        self.tensor_tags: dict = {}
+        self.ops = list(kernel.ops())
+        self._index = {id(op): n for n, op in enumerate(self.ops)}
+
+    @property
+    def full(self) -> bool:
+        return len(self.violations) >= self.max_violations
+
+    def add(self, violation: Violation):
+        self.violations.append(violation)
+
+    def op_index(self, op) -> int:
+        return self._index[id(op)]
+
+    def op_loc(self, index: int) -> str:
+        return str(self.ops[index].loc) if index >= 0 else "?"
+
+
+def bind_sizes(kernel: O.Kernel, inputs: dict[str, np.ndarray],
+               scalars: dict[str, int] | None = None) -> dict[str, int]:
+    """Symbolic sizes from the input arrays' shapes (plus scalar arguments), checked."""
+    env: dict[str, int] = dict(scalars or {})
+    for tensor in kernel.tensors:
+        if tensor.name not in inputs:
+            raise InterpError(f"no array for argument {tensor.name} "
+                              f"({tensor.type}); pass one per tensor argument")
+        array = inputs[tensor.name]
+        if array.ndim != len(tensor.type.shape):
+            raise InterpError(f"{tensor.name} needs rank {len(tensor.type.shape)}, got shape "
+                              f"{array.shape}")
+        for extent, actual in zip(tensor.type.shape, array.shape):
+            if isinstance(extent, Var) and extent.name not in env:
+                env[extent.name] = int(actual)
+    for tensor in kernel.tensors:
+        for extent, actual in zip(tensor.type.shape, inputs[tensor.name].shape):
+            if int(evaluate(extent, env)) != actual:
+                raise InterpError(f"{tensor.name} has extent {actual} where {extent} = "
+                                  f"{evaluate(extent, env)}; shapes disagree")
+    for var in kernel.scalars:
+        if var.name not in env:
+            raise InterpError(f"scalar argument {var.name} needs a value")
+    for assumption in kernel.assumes:
+        if not evaluate(assumption, env):
+            raise InterpError(f"kernel {kernel.name} assumes {assumption}, which fails for "
+                              f"{ {v.name: env[v.name] for v in free_vars(assumption)} }")
+    return env
+
+
+def run(kernel: O.Kernel, inputs: dict[str, np.ndarray], scalars: dict[str, int] | None = None,
+        *, max_violations: int = 20, workgroups=None) -> RunResult:
+    """Execute `kernel` on `inputs` (one array per tensor argument; outputs are updated copies).
+
+    `workgroups` restricts the run to some workgroup ids (for replaying a counterexample).
+    """
+    sizes = bind_sizes(kernel, inputs, scalars)
+    arrays = {t.name: to_dtype(np.asarray(inputs[t.name], np.float32), t.type.dtype).copy()
+              for t in kernel.tensors}
+    state = _Run(kernel, arrays, sizes, max_violations)
+    grid = [int(evaluate(g, sizes)) for g in kernel.grid]
+    pids = workgroups if workgroups is not None else np.ndindex(*grid)
+    for pid in pids:
+        if state.full:
+            break
+        pid = tuple(int(p) for p in pid) + (0,) * (3 - len(grid))
+        _Workgroup(state, pid).execute(kernel.body)
+    outputs = {t.name: arrays[t.name].astype(NUMPY_DTYPES[t.type.dtype]) for t in kernel.tensors
+               if isinstance(t.type, GlobalType)}
+    return RunResult(outputs, tuple(state.violations), sizes)

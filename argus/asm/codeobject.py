@@ -1,0 +1,471 @@
+"""HSA code objects (AMDGPU ELF): assembling them with LLVM and reading their kernels back.
+
+`assemble` turns gfx942 assembly text into a `CodeObject`; a `CodeObject` exposes its kernels as
+`KernelInfo` records (from the msgpack metadata note and the 64-byte kernel descriptor) and
+decodes its `.text` into `Instruction` records with llvm-objdump as the golden decoder.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from argus.asm.instruction import Instruction
+from argus.asm.toolchain import Toolchain, find_toolchain
+
+NT_AMDGPU_METADATA = 32
+KERNEL_DESCRIPTOR_SIZE = 64
+# e_flags & EF_AMDGPU_MACH -> processor name, for the processors Argus meets in practice.
+MACHINES = {0x2F: "gfx90a", 0x30: "gfx908", 0x3F: "gfx90a", 0x40: "gfx940", 0x4B: "gfx941",
+            0x4C: "gfx942", 0x4F: "gfx950"}
+EF_AMDGPU_MACH = 0xFF
+
+
+class CodeObjectError(ValueError):
+    """The bytes are not a readable AMDGPU code object (truncated, not ELF, wrong machine...)."""
+
+
+class AssemblyError(ValueError):
+    """LLVM rejected assembly text; carries the offending line of the caller's source."""
+
+    def __init__(self, message: str, *, line: int | None = None, source_line: str = "",
+                 diagnostics: str = ""):
+        super().__init__(message)
+        self.line = line
+        self.source_line = source_line
+        self.diagnostics = diagnostics
+
+
+# ---------------------------------------------------------------- msgpack (metadata note)
+
+def unpack_msgpack(data: bytes) -> Any:
+    """Decode one msgpack value (the AMDGPU metadata note); raises CodeObjectError if malformed."""
+    value, end = _msgpack_value(data, 0)
+    if end != len(data):
+        raise CodeObjectError(f"msgpack metadata has {len(data) - end} trailing bytes")
+    return value
+
+
+def _msgpack_value(data: bytes, pos: int) -> tuple[Any, int]:
+    try:
+        tag = data[pos]
+    except IndexError:
+        raise CodeObjectError("msgpack metadata is truncated") from None
+    pos += 1
+    if tag <= 0x7F:
+        return tag, pos
+    if tag >= 0xE0:
+        return tag - 0x100, pos
+    if 0x80 <= tag <= 0x8F:
+        return _msgpack_map(data, pos, tag & 0x0F)
+    if 0x90 <= tag <= 0x9F:
+        return _msgpack_array(data, pos, tag & 0x0F)
+    if 0xA0 <= tag <= 0xBF:
+        return _msgpack_str(data, pos, tag & 0x1F)
+    simple = {0xC0: None, 0xC2: False, 0xC3: True}
+    if tag in simple:
+        return simple[tag], pos
+    sized = {0xCC: "B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: "b", 0xD1: ">h", 0xD2: ">i",
+             0xD3: ">q", 0xCA: ">f", 0xCB: ">d"}
+    if tag in sized:
+        fmt = sized[tag]
+        size = struct.calcsize(fmt)
+        _need(data, pos, size)
+        return struct.unpack_from(fmt, data, pos)[0], pos + size
+    lengths = {0xD9: (">B", "str"), 0xDA: (">H", "str"), 0xDB: (">I", "str"),
+               0xC4: (">B", "bin"), 0xC5: (">H", "bin"), 0xC6: (">I", "bin"),
+               0xDC: (">H", "array"), 0xDD: (">I", "array"),
+               0xDE: (">H", "map"), 0xDF: (">I", "map")}
+    if tag not in lengths:
+        raise CodeObjectError(f"unsupported msgpack type byte 0x{tag:02x} in metadata")
+    fmt, kind = lengths[tag]
+    size = struct.calcsize(fmt)
+    _need(data, pos, size)
+    count = struct.unpack_from(fmt, data, pos)[0]
+    pos += size
+    if kind == "str":
+        return _msgpack_str(data, pos, count)
+    if kind == "bin":
+        _need(data, pos, count)
+        return bytes(data[pos:pos + count]), pos + count
+    if kind == "array":
+        return _msgpack_array(data, pos, count)
+    return _msgpack_map(data, pos, count)
+
+
+def _need(data: bytes, pos: int, size: int) -> None:
+    if pos + size > len(data):
+        raise CodeObjectError("msgpack metadata is truncated")
+
+
+def _msgpack_str(data: bytes, pos: int, length: int) -> tuple[str, int]:
+    _need(data, pos, length)
+    return data[pos:pos + length].decode("utf-8", "replace"), pos + length
+
+
+def _msgpack_array(data: bytes, pos: int, count: int) -> tuple[list, int]:
+    items = []
+    for _ in range(count):
+        item, pos = _msgpack_value(data, pos)
+        items.append(item)
+    return items, pos
+
+
+def _msgpack_map(data: bytes, pos: int, count: int) -> tuple[dict, int]:
+    items = {}
+    for _ in range(count):
+        key, pos = _msgpack_value(data, pos)
+        items[key], pos = _msgpack_value(data, pos)
+    return items, pos
+
+
+# ---------------------------------------------------------------- kernel records
+
+@attrs.frozen
+class KernelArg:
+    """One kernel argument in the kernarg segment."""
+
+    name: str
+    offset: int
+    size: int
+    value_kind: str
+    address_space: str = ""
+    value_type: str = ""
+
+
+@attrs.frozen
+class KernelDescriptor:
+    """The 64-byte AMDHSA kernel descriptor (`<kernel>.kd`), with the gfx90a/gfx942 granules."""
+
+    group_segment_fixed_size: int
+    private_segment_fixed_size: int
+    kernarg_size: int
+    entry_offset: int
+    compute_pgm_rsrc3: int
+    compute_pgm_rsrc1: int
+    compute_pgm_rsrc2: int
+    kernel_code_properties: int
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> KernelDescriptor:
+        if len(raw) < KERNEL_DESCRIPTOR_SIZE:
+            raise CodeObjectError(
+                f"kernel descriptor is {len(raw)} bytes, expected {KERNEL_DESCRIPTOR_SIZE}")
+        group, private, kernarg, _, entry, _, rsrc3, rsrc1, rsrc2, props, _, _ = struct.unpack(
+            "<IIIIq20sIIIHH4s", raw[:KERNEL_DESCRIPTOR_SIZE])
+        return cls(group, private, kernarg, entry, rsrc3, rsrc1, rsrc2, props)
+
+    @property
+    def unified_vgpr_count(self) -> int:
+        """VGPRs + AGPRs allocated per lane (granule 8 on gfx90a/gfx942)."""
+        return ((self.compute_pgm_rsrc1 & 0x3F) + 1) * 8
+
+    @property
+    def sgpr_count(self) -> int:
+        """SGPRs per wave including VCC/FLAT_SCRATCH/XNACK_MASK, as encoded (granule 8; the
+        hardware rounds the allocation up further to 16)."""
+        return (((self.compute_pgm_rsrc1 >> 6) & 0xF) + 1) * 8
+
+    @property
+    def accum_offset(self) -> int:
+        """First AGPR's index in the unified VGPR file."""
+        return ((self.compute_pgm_rsrc3 & 0x3F) + 1) * 4
+
+    @property
+    def user_sgpr_count(self) -> int:
+        return (self.compute_pgm_rsrc2 >> 1) & 0x1F
+
+    @property
+    def workgroup_id_enabled(self) -> tuple[bool, bool, bool]:
+        return tuple(bool(self.compute_pgm_rsrc2 >> bit & 1) for bit in (7, 8, 9))
+
+    @property
+    def workitem_id_dims(self) -> int:
+        """Number of workitem-id dimensions packed into v0 (1..3)."""
+        return ((self.compute_pgm_rsrc2 >> 11) & 3) + 1
+
+    @property
+    def wavefront_size(self) -> int:
+        return 32 if self.kernel_code_properties >> 10 & 1 else 64
+
+    @property
+    def user_sgprs(self) -> tuple[str, ...]:
+        """Names of the enabled user SGPR inputs, in SGPR order (each is 2 SGPRs except the
+        private segment buffer, which is 4)."""
+        names = ("private_segment_buffer", "dispatch_ptr", "queue_ptr", "kernarg_segment_ptr",
+                 "dispatch_id", "flat_scratch_init", "private_segment_size")
+        return tuple(n for bit, n in enumerate(names) if self.kernel_code_properties >> bit & 1)
+
+
+@attrs.frozen
+class KernelInfo:
+    """A kernel of a code object: metadata note plus kernel descriptor.
+
+    `vgpr_count`/`sgpr_count`/`agpr_count` are what the metadata states (vendor code objects
+    sometimes put the unified total in `vgpr_count`); `unified_vgpr_count` and `accum_offset`
+    come from the descriptor and are what the hardware allocates.
+    """
+
+    name: str
+    symbol: str
+    args: tuple[KernelArg, ...]
+    kernarg_size: int
+    sgpr_count: int
+    vgpr_count: int
+    agpr_count: int
+    accum_offset: int
+    unified_vgpr_count: int
+    group_segment_size: int
+    private_segment_size: int
+    wavefront_size: int
+    max_flat_workgroup_size: int
+    entry: int
+    code_size: int
+    descriptor: KernelDescriptor
+    metadata: dict = attrs.field(eq=False, hash=False, repr=False, factory=dict)
+
+    @property
+    def kernarg_layout(self) -> tuple[KernelArg, ...]:
+        return self.args
+
+
+def _kernel_args(meta: dict) -> tuple[KernelArg, ...]:
+    return tuple(
+        KernelArg(name=str(arg.get(".name", "")), offset=int(arg[".offset"]),
+                  size=int(arg[".size"]), value_kind=str(arg.get(".value_kind", "")),
+                  address_space=str(arg.get(".address_space", "")),
+                  value_type=str(arg.get(".value_type", "")))
+        for arg in meta.get(".args", ()))
+
+
+# ---------------------------------------------------------------- the code object
+
+@attrs.frozen
+class Symbol:
+    name: str
+    value: int
+    size: int
+    kind: str  # STT_FUNC, STT_OBJECT, STT_NOTYPE, ...
+
+
+class CodeObject:
+    """An AMDGPU ELF code object held in memory; kernels and disassembly are read lazily."""
+
+    def __init__(self, data: bytes, *, path: Path | None = None):
+        self.data = bytes(data)
+        self.path = path
+        self._disassembly: list[Instruction] | None = None
+        where = f" ({path})" if path else ""
+        if self.data[:4] != b"\x7fELF":
+            raise CodeObjectError(f"not an ELF file{where}: starts with {self.data[:4]!r}; "
+                                  "expected a .hsaco/.co produced by clang + ld.lld")
+        try:
+            elf = ELFFile(io.BytesIO(self.data))
+            machine = elf["e_machine"]
+            self.e_flags = elf["e_flags"]
+            self.sections = {s.name: s for s in elf.iter_sections()}
+            self.symbols = _read_symbols(elf)
+            self.metadata = _read_metadata(elf)
+            text = self.sections.get(".text")
+            self.text = text.data() if text is not None else b""
+            self.text_address = text["sh_addr"] if text is not None else 0
+            self.segments = [(s["p_vaddr"], s.data()) for s in elf.iter_segments()
+                             if s["p_type"] == "PT_LOAD"]
+        except (ELFError, struct.error, OSError, ValueError) as err:
+            if isinstance(err, CodeObjectError):
+                raise
+            raise CodeObjectError(f"truncated or corrupt ELF{where}: {err}") from err
+        if machine != "EM_AMDGPU":
+            raise CodeObjectError(f"ELF machine is {machine}{where}, not EM_AMDGPU")
+        if text is not None and len(self.text) != text["sh_size"]:
+            raise CodeObjectError(f"truncated ELF{where}: .text is cut short")
+        self.kernels = self._read_kernels()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CodeObject:
+        return cls(data)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> CodeObject:
+        path = Path(path)
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise CodeObjectError(f"cannot read code object {path}: {err.strerror}") from err
+        return cls(data, path=path)
+
+    def to_file(self, path: str | os.PathLike) -> Path:
+        """Write atomically: readers see the old file or the complete new one, never a part."""
+        return write_atomic(Path(path), self.data)
+
+    @property
+    def mcpu(self) -> str:
+        mach = self.e_flags & EF_AMDGPU_MACH
+        return MACHINES.get(mach, f"unknown (EF_AMDGPU_MACH 0x{mach:x})")
+
+    def kernel(self, name: str) -> KernelInfo:
+        for info in self.kernels:
+            if name in (info.name, info.symbol):
+                return info
+        known = ", ".join(k.name for k in self.kernels) or "none"
+        raise KeyError(f"no kernel {name!r} in this code object (kernels: {known})")
+
+    def read(self, address: int, size: int) -> bytes:
+        """Bytes of the loaded image at a virtual address."""
+        for base, blob in self.segments:
+            if base <= address and address + size <= base + len(blob):
+                return blob[address - base:address - base + size]
+        raise CodeObjectError(f"address 0x{address:x}+{size} is outside the loaded segments")
+
+    def disassemble(self, kernel: str | KernelInfo | None = None,
+                    toolchain: Toolchain | None = None) -> list[Instruction]:
+        """Instructions of one kernel, or of the whole `.text` when `kernel` is None."""
+        if self._disassembly is None:
+            from argus.asm.disasm import disassemble_code_object
+
+            self._disassembly = disassemble_code_object(self, toolchain or find_toolchain())
+        if kernel is None:
+            return list(self._disassembly)
+        info = kernel if isinstance(kernel, KernelInfo) else self.kernel(kernel)
+        end = info.entry + info.code_size
+        return [ins for ins in self._disassembly if info.entry <= ins.address < end]
+
+    def _read_kernels(self) -> list[KernelInfo]:
+        by_name = {sym.name: sym for sym in self.symbols}
+        metas = self.metadata.get("amdhsa.kernels", []) if self.metadata else []
+        if not metas:
+            metas = [{".name": s.name[:-3], ".symbol": s.name} for s in self.symbols
+                     if s.name.endswith(".kd") and s.kind == "STT_OBJECT"]
+        entries = []
+        for meta in metas:
+            symbol = str(meta.get(".symbol", f"{meta.get('.name')}.kd"))
+            if symbol not in by_name:
+                raise CodeObjectError(f"kernel {meta.get('.name')!r}: descriptor symbol "
+                                      f"{symbol!r} is missing from the symbol table")
+            kd_addr = by_name[symbol].value
+            desc = KernelDescriptor.from_bytes(self.read(kd_addr, KERNEL_DESCRIPTOR_SIZE))
+            entries.append((meta, symbol, desc, kd_addr + desc.entry_offset))
+        text_end = self.text_address + len(self.text)
+        starts = sorted({e for *_, e in entries} | {s.value for s in self.symbols
+                                                    if s.kind == "STT_FUNC"} | {text_end})
+        kernels = []
+        for meta, symbol, desc, entry in entries:
+            end = next(s for s in starts if s > entry) if entry < text_end else entry
+            total = desc.unified_vgpr_count
+            agprs = meta.get(".agpr_count", max(0, total - desc.accum_offset)
+                             if total > desc.accum_offset else 0)
+            kernels.append(KernelInfo(
+                name=str(meta.get(".name", symbol[:-3])), symbol=symbol, args=_kernel_args(meta),
+                kernarg_size=int(meta.get(".kernarg_segment_size", desc.kernarg_size)),
+                sgpr_count=int(meta.get(".sgpr_count", desc.sgpr_count)),
+                vgpr_count=int(meta.get(".vgpr_count", desc.accum_offset)),
+                agpr_count=int(agprs), accum_offset=desc.accum_offset,
+                unified_vgpr_count=total,
+                group_segment_size=int(meta.get(".group_segment_fixed_size",
+                                                desc.group_segment_fixed_size)),
+                private_segment_size=int(meta.get(".private_segment_fixed_size",
+                                                  desc.private_segment_fixed_size)),
+                wavefront_size=int(meta.get(".wavefront_size", desc.wavefront_size)),
+                max_flat_workgroup_size=int(meta.get(".max_flat_workgroup_size", 1024)),
+                entry=entry, code_size=end - entry, descriptor=desc, metadata=meta))
+        return kernels
+
+
+def _read_symbols(elf: ELFFile) -> list[Symbol]:
+    seen = {}
+    for name in (".symtab", ".dynsym"):
+        table = elf.get_section_by_name(name)
+        if table is None:
+            continue
+        for sym in table.iter_symbols():
+            if sym.name and sym.name not in seen:
+                seen[sym.name] = Symbol(sym.name, sym["st_value"], sym["st_size"],
+                                        sym["st_info"]["type"])
+    return list(seen.values())
+
+
+def _read_metadata(elf: ELFFile) -> dict:
+    for section in elf.iter_sections():
+        if section["sh_type"] != "SHT_NOTE":
+            continue
+        for note in section.iter_notes():
+            if note["n_name"] == "AMDGPU" and note["n_type"] == NT_AMDGPU_METADATA:
+                desc = note["n_desc"]
+                return unpack_msgpack(desc if isinstance(desc, bytes) else desc.encode("latin-1"))
+    return {}
+
+
+def write_atomic(path: Path, data: bytes) -> Path:
+    """Write via a temporary file in the same directory and rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# ---------------------------------------------------------------- assembling
+
+_DIAGNOSTIC = re.compile(r"^(?P<file>[^\n:]*):(?P<line>\d+):(?P<col>\d+): (?P<kind>error|warning): "
+                         r"(?P<msg>.*)$", re.MULTILINE)
+
+
+def assemble(source: str, *, mcpu: str = "gfx942", toolchain: Toolchain | None = None,
+             name: str = "<source>") -> CodeObject:
+    """Assemble and link gfx942 assembly text into a code object.
+
+    Raises AssemblyError naming the first offending line of `source` and LLVM's message.
+    """
+    tools = toolchain or find_toolchain()
+    with tempfile.TemporaryDirectory(prefix="argus-asm-") as tmp:
+        src, obj, out = (Path(tmp) / n for n in ("kernel.s", "kernel.o", "kernel.hsaco"))
+        src.write_text(source if source.endswith("\n") else source + "\n")
+        done = tools.run("clang", ["-x", "assembler", "-target", "amdgcn-amd-amdhsa",
+                                   f"-mcpu={mcpu}", "-c", "-o", str(obj), str(src)])
+        if done.returncode != 0:
+            raise _assembly_error(done.stderr.decode(errors="replace"), source, name, src.name)
+        # Like clang's AMDGPU driver: the loader cannot resolve symbols, so none may be left.
+        done = tools.run("lld", ["-shared", "--no-undefined", "-o", str(out), str(obj)])
+        if done.returncode != 0:
+            raise AssemblyError(f"{name}: ld.lld failed: "
+                                f"{done.stderr.decode(errors='replace').strip()}",
+                                diagnostics=done.stderr.decode(errors="replace"))
+        return CodeObject(out.read_bytes())
+
+
+def assemble_file(source: str | os.PathLike, output: str | os.PathLike, *,
+                  mcpu: str = "gfx942") -> CodeObject:
+    """Assemble FILE.s and write the code object atomically to `output`."""
+    source = Path(source)
+    code = assemble(source.read_text(), mcpu=mcpu, name=str(source))
+    code.to_file(output)
+    return code
+
+
+def _assembly_error(stderr: str, source: str, name: str, temp_name: str) -> AssemblyError:
+    lines = source.splitlines()
+    errors = [m for m in _DIAGNOSTIC.finditer(stderr) if m["kind"] == "error"]
+    if not errors:
+        return AssemblyError(f"{name}: clang failed: {stderr.strip()}", diagnostics=stderr)
+    first = errors[0]
+    line = int(first["line"])
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    caret = " " * (int(first["col"]) - 1) + "^"
+    more = f"\n(and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+    message = (f"{name}:{line}:{first['col']}: {first['msg']}\n    {text}\n    {caret}{more}")
+    return AssemblyError(message, line=line, source_line=text,
+                         diagnostics=stderr.replace(temp_name, name))

@@ -1,0 +1,228 @@
+"""Instruction statistics for comparing kernels by hand: mix by class, loops, resource usage.
+
+`kernel_stats` summarises one kernel of a code object; loops are found from backward branches.
+`disasm_command` is what `argus disasm` runs (rich tables for people, JSON for machines).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import attrs
+
+from argus.asm.codeobject import CodeObject, KernelInfo, assemble
+from argus.asm.instruction import Instruction, Label, Reg
+
+CLASSES = ("MFMA", "VALU", "SALU", "SMEM", "DS read", "DS write", "DS other",
+           "buffer load", "buffer load to LDS", "buffer store", "buffer atomic",
+           "global load", "global store", "global atomic", "flat/scratch",
+           "s_waitcnt", "s_barrier", "s_nop", "branch", "other")
+
+_CONTROL = {"s_waitcnt": "s_waitcnt", "s_barrier": "s_barrier", "s_nop": "s_nop"}
+_SMEM_PREFIXES = ("s_load_", "s_store_", "s_buffer_", "s_atomic_", "s_dcache_", "s_scratch_",
+                  "s_memtime", "s_memrealtime")
+_OTHER = frozenset(("s_endpgm", "s_code_end", "s_sendmsg", "s_trap", "s_sethalt", "s_icache_inv",
+                    "s_setprio", "s_sleep"))
+
+
+def classify(ins: Instruction) -> str:
+    """The statistics class of one instruction (one of CLASSES)."""
+    op = ins.opcode
+    if op in _CONTROL:
+        return _CONTROL[op]
+    if op.startswith(("v_mfma", "v_smfmac")):
+        return "MFMA"
+    if op.startswith("v_"):
+        return "VALU"
+    if op.startswith(("s_branch", "s_cbranch", "s_setpc", "s_swappc", "s_call")):
+        return "branch"
+    if op.startswith(_SMEM_PREFIXES):
+        return "SMEM"
+    if op in _OTHER:
+        return "other"
+    if op.startswith("s_"):
+        return "SALU"
+    if op.startswith("ds_"):
+        if op.startswith(("ds_read", "ds_load")):
+            return "DS read"
+        if op.startswith(("ds_write", "ds_store")):
+            return "DS write"
+        return "DS other"
+    for prefix in ("buffer", "global"):
+        if op.startswith(prefix + "_"):
+            if "_atomic" in op:
+                return f"{prefix} atomic"
+            if "_load" in op:
+                return "buffer load to LDS" if ins.has("lds") else f"{prefix} load"
+            if "_store" in op:
+                return f"{prefix} store"
+    if op.startswith(("flat_", "scratch_")):
+        return "flat/scratch"
+    return "other"
+
+
+def instruction_mix(instructions: Iterable[Instruction]) -> dict[str, int]:
+    """Count per class, in CLASSES order, classes with no instruction left out."""
+    counts = Counter(classify(ins) for ins in instructions)
+    return {name: counts[name] for name in CLASSES if counts[name]}
+
+
+@attrs.frozen
+class Loop:
+    """A loop found from backward branches: body spans [start, end] (end is the last branch)."""
+
+    start: int
+    end: int
+    branches: tuple[str, ...]
+    instructions: int
+    mix: dict = attrs.field(eq=False, hash=False)
+    depth: int = 0
+
+    def to_json(self) -> dict:
+        return {"start": f"0x{self.start:x}", "end": f"0x{self.end:x}", "depth": self.depth,
+                "branches": list(self.branches), "instructions": self.instructions,
+                "mix": self.mix}
+
+
+def find_loops(instructions: Sequence[Instruction]) -> list[Loop]:
+    """One loop per backward-branch target, ending at the last backward branch to it."""
+    backward: dict[int, list[Instruction]] = {}
+    for ins in instructions:
+        target = branch_target(ins)
+        if target is not None and target <= ins.address:
+            backward.setdefault(target, []).append(ins)
+    spans = sorted(((start, max(b.address for b in branches), branches)
+                    for start, branches in backward.items()), key=lambda s: (s[0], -s[1]))
+    loops = []
+    for start, end, branches in spans:
+        body = [ins for ins in instructions if start <= ins.address <= end]
+        depth = sum(1 for s, e, _ in spans if s <= start and end <= e and (s, e) != (start, end))
+        loops.append(Loop(start, end, tuple(b.opcode for b in branches), len(body),
+                          instruction_mix(body), depth))
+    return loops
+
+
+def registers_referenced(instructions: Iterable[Instruction]) -> dict[str, int]:
+    """Highest register index named per file, plus one (0 when the file is never named)."""
+    highest = {"s": 0, "v": 0, "a": 0}
+    for ins in instructions:
+        for op in ins.operands:
+            if isinstance(op, Reg) and op.file in highest:
+                highest[op.file] = max(highest[op.file], op.last + 1)
+    return highest
+
+
+@attrs.frozen
+class KernelStats:
+    kernel: KernelInfo
+    instructions: int
+    code_bytes: int
+    mix: dict = attrs.field(eq=False, hash=False)
+    loops: tuple[Loop, ...]
+    referenced: dict = attrs.field(eq=False, hash=False)
+
+    def resources(self) -> dict[str, int]:
+        k = self.kernel
+        return {"sgpr_count": k.sgpr_count, "vgpr_count": k.vgpr_count,
+                "agpr_count": k.agpr_count, "accum_offset": k.accum_offset,
+                "unified_vgpr_count": k.unified_vgpr_count,
+                "lds_bytes": k.group_segment_size, "scratch_bytes": k.private_segment_size,
+                "kernarg_bytes": k.kernarg_size, "wavefront_size": k.wavefront_size,
+                "max_flat_workgroup_size": k.max_flat_workgroup_size,
+                "sgprs_named_in_code": self.referenced["s"],
+                "vgprs_named_in_code": self.referenced["v"],
+                "agprs_named_in_code": self.referenced["a"]}
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel.name, "instructions": self.instructions,
+                "code_bytes": self.code_bytes, "resources": self.resources(), "mix": self.mix,
+                "loops": [loop.to_json() for loop in self.loops]}
+
+
+def kernel_stats(code: CodeObject, kernel: KernelInfo) -> KernelStats:
+    instructions = code.disassemble(kernel)
+    return KernelStats(kernel, len(instructions), sum(i.size for i in instructions),
+                       instruction_mix(instructions), tuple(find_loops(instructions)),
+                       registers_referenced(instructions))
+
+
+def load_code_object(path: str | Path) -> CodeObject:
+    """A code object from `.hsaco`/`.co`, or assembled from `.s` (nothing written to disk)."""
+    path = Path(path)
+    if path.suffix in (".s", ".S", ".asm"):
+        return assemble(path.read_text(), name=str(path))
+    return CodeObject.from_file(path)
+
+
+def _selected(code: CodeObject, kernel: str | None) -> list[KernelInfo]:
+    return [code.kernel(kernel)] if kernel else list(code.kernels)
+
+
+def disasm_command(path: str, *, kernel: str | None, stats: bool, as_json: bool,
+                   echo: Callable[[str], None]) -> None:
+    """`argus disasm`: a listing, or statistics with --stats; JSON with --json."""
+    code = load_code_object(path)
+    kernels = _selected(code, kernel)
+    if stats:
+        summaries = [kernel_stats(code, k) for k in kernels]
+        if as_json:
+            echo(json.dumps({"file": str(path), "mcpu": code.mcpu,
+                             "kernels": [s.to_json() for s in summaries]}, indent=2))
+        else:
+            _print_stats(summaries)
+        return
+    if as_json:
+        echo(json.dumps({"file": str(path), "mcpu": code.mcpu, "kernels": [
+            {"kernel": k.name, "instructions": [
+                {"address": f"0x{i.address:x}", "encoding": dwords(i), "text": i.text,
+                 **({"target": f"0x{t:x}"} if (t := branch_target(i)) is not None else {})}
+                for i in code.disassemble(k)]} for k in kernels]}, indent=2))
+        return
+    for k in kernels:
+        echo(f"{k.name}:  // {k.symbol}, entry 0x{k.entry:x}, {k.code_size} bytes")
+        for ins in code.disassemble(k):
+            target = branch_target(ins)
+            note = f" -> 0x{target:x}" if target is not None else ""
+            echo(f"  {ins.text:<60s} // {ins.address:08x}: {dwords(ins)}{note}")
+
+
+def dwords(ins: Instruction) -> str:
+    """The encoding as llvm-objdump prints it: little-endian dwords in hex."""
+    words = struct.unpack(f"<{len(ins.encoding) // 4}I", ins.encoding)
+    return " ".join(f"{word:08X}" for word in words)
+
+
+def branch_target(ins: Instruction) -> int | None:
+    labels = [op.target for op in ins.operands if isinstance(op, Label)]
+    return labels[0] if labels else None
+
+
+def _print_stats(summaries: Sequence[KernelStats]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=110)
+    for summary in summaries:
+        console.print(f"[bold]{summary.kernel.name}[/bold]: {summary.instructions} instructions, "
+                      f"{summary.code_bytes} bytes")
+        resources = Table("resource", "value", title="registers and memory (metadata)")
+        for name, value in summary.resources().items():
+            resources.add_row(name, str(value))
+        console.print(resources)
+        mix = Table("class", "count", "share", title="instruction mix")
+        for name, count in summary.mix.items():
+            mix.add_row(name, str(count), f"{100 * count / max(summary.instructions, 1):.1f}%")
+        console.print(mix)
+        if not summary.loops:
+            console.print("no loops (no backward branches)")
+            continue
+        loops = Table("loop", "span", "depth", "instructions", "mix", title="loops")
+        for index, loop in enumerate(summary.loops):
+            body_mix = ", ".join(f"{name} {count}" for name, count in loop.mix.items())
+            loops.add_row(str(index), f"0x{loop.start:x}-0x{loop.end:x}", str(loop.depth),
+                          str(loop.instructions), body_mix)
+        console.print(loops)

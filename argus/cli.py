@@ -1,0 +1,116 @@
+"""The `argus` command line: toolchain checks, assembling and inspecting gfx942 code objects.
+
+Each subcommand only parses arguments and prints; the work is done in the library.
+Engineers add their subcommands as small functions at the end of this file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+import click
+
+
+@contextlib.contextmanager
+def _user_errors():
+    """Library errors are the user's to fix: print the message, not a traceback."""
+    from argus.asm import AssemblyError, CodeObjectError, DisassemblyError, ToolchainError
+
+    try:
+        yield
+    except (AssemblyError, CodeObjectError, DisassemblyError, ToolchainError, KeyError) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+        raise click.ClickException(str(message)) from err
+
+
+@click.group()
+@click.version_option(package_name="argus")
+def main() -> None:
+    """Argus: verified, search-tuned AMD CDNA3 (gfx942) GPU kernels."""
+
+
+@main.command()
+def doctor() -> None:
+    """Check the gfx942 toolchain, Python packages and SMT back-ends."""
+    from argus.asm.toolchain import doctor as run_checks
+
+    ok = run_checks(click.echo)
+    if not ok:
+        click.echo("argus doctor: required pieces are missing (see the fixes above)", err=True)
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
+@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
+              help="Code object (.hsaco) to write; written atomically.")
+def asm(source: str, output: str) -> None:
+    """Assemble a gfx942 assembly FILE.s into a code object."""
+    from argus.asm import assemble_file
+
+    with _user_errors():
+        code = assemble_file(source, output)
+    names = ", ".join(k.name for k in code.kernels) or "no kernels"
+    click.echo(f"wrote {output} ({len(code.data)} bytes; {names})")
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--kernel", default=None, help="Only this kernel (symbol name).")
+@click.option("--stats", is_flag=True, help="Instruction mix, loops and resource usage.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def disasm(path: str, kernel: str | None, stats: bool, as_json: bool) -> None:
+    """Disassemble a .s, .hsaco or .co file."""
+    from argus.asm.stats import disasm_command
+
+    with _user_errors():
+        disasm_command(path, kernel=kernel, stats=stats, as_json=as_json, echo=click.echo)
+
+
+def _assignments(items: tuple[str, ...], what: str) -> dict:
+    """NAME=VALUE pairs; values read as int, true/false, else kept as text."""
+    values = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint=what)
+        lowered = text.lower()
+        values[name] = (lowered == "true" if lowered in ("true", "false")
+                        else int(text) if text.lstrip("-").isdigit() else text)
+    return values
+
+
+@main.command()
+@click.argument("kernel")
+@click.option("--interp", is_flag=True, help="Run in the concrete reference interpreter.")
+@click.option("--size", "sizes", multiple=True, help="Symbolic size, e.g. --size M=256.")
+@click.option("--param", "params", multiple=True, help="Kernel parameter, e.g. causal=true.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--ir", "show_ir", is_flag=True, help="Print the kernel's IR first.")
+def run(kernel: str, interp: bool, sizes: tuple[str, ...], params: tuple[str, ...], seed: int,
+        show_ir: bool) -> None:
+    """Run library KERNEL on random data and compare it with numpy."""
+    from argus.kernels import library, run_interp
+
+    if not interp:
+        raise click.UsageError("only the reference interpreter is available here: add --interp")
+    if kernel not in library():
+        raise click.BadParameter(f"choose one of {', '.join(sorted(library()))}",
+                                 param_hint="KERNEL")
+    from argus.ir.types import IRError
+    from argus.lang import DSLError
+
+    try:
+        outcome = run_interp(kernel, _assignments(sizes, "--size"),
+                             _assignments(params, "--param"), seed)
+    except (IRError, DSLError, ValueError) as err:
+        raise click.ClickException(str(err)) from err
+    if show_ir:
+        click.echo(library()[kernel].kernel.trace(**outcome.params))
+    shown = " ".join(f"{k}={v}" for k, v in outcome.sizes.items())
+    click.echo(f"{kernel} [{shown}] {outcome.params or ''}".rstrip())
+    click.echo(outcome.result.report())
+    click.echo(f"max error vs numpy {outcome.max_error:.3g} (relative to max |reference|; "
+               f"tolerance {outcome.tolerance:g})")
+    sys.exit(0 if outcome.ok else 1)

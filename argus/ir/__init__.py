@@ -1,0 +1,1 @@
+"""Argus IR: symbolic integer expressions, the CuTe layout algebra, and the SSA tile IR."""

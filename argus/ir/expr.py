@@ -1,0 +1,929 @@
+"""Symbolic integer expressions over bounded variables: the language Argus proofs are written in.
+
+Expressions are immutable and hash-consed (structurally equal terms are the same object), evaluate
+on Python ints and numpy arrays alike, have sound interval `bounds`, and a bounds-justified
+normaliser `simplify`. Division and modulo follow Python's floor semantics everywhere.
+"""
+
+from __future__ import annotations
+
+import operator
+import weakref
+
+import attrs
+import numpy as np
+
+__all__ = [
+    "Expr", "Var", "Const", "Term", "ite", "min_", "max_", "And", "Or", "Not",
+    "evaluate", "bounds", "simplify", "free_vars", "substitute", "as_expr",
+]
+
+_INTERNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+class _Interned(type):
+    """Metaclass that returns the existing node when a structurally equal one is alive."""
+
+    def __call__(cls, *args):
+        key = (cls, cls._intern_key(*args))
+        node = _INTERNED.get(key)
+        if node is None:
+            node = super().__call__(*args)
+            _INTERNED[key] = node
+        return node
+
+
+# name -> (arity, printed symbol, precedence, yields a boolean); precedences follow Python's.
+_OPS = {
+    "add": (2, "+", 60, False), "sub": (2, "-", 60, False), "mul": (2, "*", 70, False),
+    "floordiv": (2, "//", 70, False), "mod": (2, "%", 70, False), "neg": (1, "-", 80, False),
+    "shl": (2, "<<", 50, False), "shr": (2, ">>", 50, False), "and": (2, "&", 40, False),
+    "xor": (2, "^", 30, False), "or": (2, "|", 20, False),
+    "min": (2, "min", 100, False), "max": (2, "max", 100, False), "ite": (3, "ite", 100, False),
+    "lt": (2, "<", 10, True), "le": (2, "<=", 10, True), "eq": (2, "==", 10, True),
+    "ne": (2, "!=", 10, True), "land": (2, "&", 40, True), "lor": (2, "|", 20, True),
+    "lnot": (1, "~", 80, True),
+}
+
+
+class Expr:
+    """Base of all expression nodes; Python operators build new terms.
+
+    `==` is structural identity (nodes are hash-consed), so use `e.eq(f)` / `e.ne(f)` to build an
+    equation. A symbolic condition has no Python truth value: `if lane < 8:` raises.
+    """
+
+    __slots__ = ()
+    __array_ufunc__ = None  # numpy scalars defer to our reflected operators
+
+    @property
+    def is_bool(self) -> bool:
+        raise NotImplementedError
+
+    def __bool__(self):
+        raise TypeError(
+            f"the symbolic condition '{self}' has no Python truth value; build the choice with "
+            "ite(cond, a, b), or evaluate(cond, env) for a concrete answer")
+
+    # arithmetic
+    def __add__(self, other): return _term("add", self, other)
+    def __radd__(self, other): return _term("add", other, self)
+    def __sub__(self, other): return _term("sub", self, other)
+    def __rsub__(self, other): return _term("sub", other, self)
+    def __mul__(self, other): return _term("mul", self, other)
+    def __rmul__(self, other): return _term("mul", other, self)
+    def __floordiv__(self, other): return _term("floordiv", self, other)
+    def __rfloordiv__(self, other): return _term("floordiv", other, self)
+    def __mod__(self, other): return _term("mod", self, other)
+    def __rmod__(self, other): return _term("mod", other, self)
+    def __lshift__(self, other): return _term("shl", self, other)
+    def __rlshift__(self, other): return _term("shl", other, self)
+    def __rshift__(self, other): return _term("shr", self, other)
+    def __rrshift__(self, other): return _term("shr", other, self)
+    def __xor__(self, other): return _term("xor", self, other)
+    def __rxor__(self, other): return _term("xor", other, self)
+    def __neg__(self): return _term("neg", self)
+    def __pos__(self): return self
+
+    # `&`, `|`, `~` are bitwise on integers and logical on conditions, as for numpy bool arrays
+    def __and__(self, other): return _bitwise_or_logic("and", "land", self, other)
+    def __rand__(self, other): return _bitwise_or_logic("and", "land", other, self)
+    def __or__(self, other): return _bitwise_or_logic("or", "lor", self, other)
+    def __ror__(self, other): return _bitwise_or_logic("or", "lor", other, self)
+
+    def __invert__(self):
+        return _term("lnot", self) if self.is_bool else -self - 1
+
+    # comparisons build conditions; `==` stays identity so expressions can be dict keys
+    def __lt__(self, other): return _term("lt", self, other)
+    def __le__(self, other): return _term("le", self, other)
+    def __gt__(self, other): return _term("lt", other, self)
+    def __ge__(self, other): return _term("le", other, self)
+    def eq(self, other) -> Expr: return _term("eq", self, other)
+    def ne(self, other) -> Expr: return _term("ne", self, other)
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+
+def _check_name(_node, _attribute, name):
+    if not (isinstance(name, str) and name.isidentifier()):
+        raise ValueError(f"Var name must be a Python identifier, got {name!r}")
+
+
+@attrs.frozen(eq=False, repr=False, weakref_slot=True)
+class Var(Expr, metaclass=_Interned):
+    """An integer variable ranging over the half-open interval [lo, hi)."""
+
+    name: str = attrs.field(validator=_check_name)
+    lo: int = attrs.field(converter=operator.index)
+    hi: int = attrs.field(converter=operator.index)
+
+    def __attrs_post_init__(self):
+        if self.lo >= self.hi:
+            raise ValueError(
+                f"Var {self.name!r} has the empty range [{self.lo}, {self.hi}); give lo < hi "
+                "(the upper bound is exclusive)")
+
+    @staticmethod
+    def _intern_key(name, lo, hi):
+        return (name, operator.index(lo), operator.index(hi))
+
+    @property
+    def is_bool(self) -> bool:
+        return False
+
+    def __reduce__(self):
+        return (Var, (self.name, self.lo, self.hi))
+
+    def __repr__(self):
+        return f"Var({self.name!r}, {self.lo}, {self.hi})"
+
+    def __str__(self):
+        return self.name
+
+
+def _const_value(value):
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    return operator.index(value)
+
+
+@attrs.frozen(eq=False, repr=False, weakref_slot=True)
+class Const(Expr, metaclass=_Interned):
+    """An integer (or, for conditions, boolean) constant."""
+
+    value: int | bool = attrs.field(converter=_const_value)
+
+    @staticmethod
+    def _intern_key(value):
+        value = _const_value(value)
+        return (type(value), value)
+
+    @property
+    def is_bool(self) -> bool:
+        return isinstance(self.value, bool)
+
+    def __reduce__(self):
+        return (Const, (self.value,))
+
+    def __repr__(self):
+        return f"Const({self.value!r})"
+
+    def __str__(self):
+        return str(self.value)
+
+
+@attrs.frozen(eq=False, repr=False, weakref_slot=True)
+class Term(Expr, metaclass=_Interned):
+    """An operator applied to sub-expressions; `op` is a key of the operator table `_OPS`."""
+
+    op: str
+    args: tuple = attrs.field(converter=tuple)
+
+    @staticmethod
+    def _intern_key(op, args):
+        return (op, tuple(args))
+
+    @property
+    def is_bool(self) -> bool:
+        return _OPS[self.op][3] or (self.op == "ite" and self.args[1].is_bool)
+
+    def __reduce__(self):
+        return (Term, (self.op, self.args))
+
+    def __repr__(self):
+        return f"Expr({self})"
+
+    def __str__(self):
+        return _show(self)
+
+
+def as_expr(value) -> Expr:
+    """Lift an int, bool or numpy integer to a `Const`; pass expressions through."""
+    if isinstance(value, Expr):
+        return value
+    try:
+        return Const(value)
+    except TypeError:
+        raise TypeError(
+            f"cannot use {value!r} of type {type(value).__name__} in an expression; "
+            "expressions combine Expr, int and bool values") from None
+
+
+_BOOL_OPERANDS = {"land", "lor", "lnot"}
+_SHAPELESS_OPERANDS = {"eq", "ne"}
+
+
+def _term(op, *operands) -> Expr:
+    args = tuple(as_expr(a) for a in operands)
+    _check_sorts(op, args)
+    if op in ("floordiv", "mod") and isinstance(args[1], Const) and args[1].value == 0:
+        raise ZeroDivisionError(f"{_show(Term(op, args))}: division by the constant 0")
+    if all(isinstance(a, Const) for a in args):
+        return Const(_apply(op, [a.value for a in args]))
+    return Term(op, args)
+
+
+def _check_sorts(op, args):
+    if op == "ite":
+        if not args[0].is_bool:
+            raise TypeError(f"ite: the condition '{args[0]}' is an integer; compare it first")
+        if args[1].is_bool != args[2].is_bool:
+            raise TypeError(f"ite: branches '{args[1]}' and '{args[2]}' mix a condition and an "
+                            "integer")
+        return
+    if op in _SHAPELESS_OPERANDS:
+        if args[0].is_bool != args[1].is_bool:
+            raise TypeError(f"cannot compare the condition and the integer in "
+                            f"'{args[0]}' vs '{args[1]}'")
+        return
+    want_bool = op in _BOOL_OPERANDS
+    for a in args:
+        if a.is_bool != want_bool:
+            kind = "condition" if a.is_bool else "integer"
+            raise TypeError(
+                f"operator '{_OPS[op][1]}' needs {'conditions' if want_bool else 'integers'}, "
+                f"but '{a}' is a {kind}")
+
+
+def _bitwise_or_logic(int_op, bool_op, a, b) -> Expr:
+    a, b = as_expr(a), as_expr(b)
+    return _term(bool_op if a.is_bool and b.is_bool else int_op, a, b)
+
+
+def ite(cond, a, b) -> Expr:
+    """`a` where `cond` holds, else `b`."""
+    return _term("ite", cond, a, b)
+
+
+def min_(a, b) -> Expr:
+    return _term("min", a, b)
+
+
+def max_(a, b) -> Expr:
+    return _term("max", a, b)
+
+
+def And(*conds) -> Expr:
+    """Conjunction of conditions; `And()` is true."""
+    result = Const(True)
+    for i, c in enumerate(conds):
+        result = as_expr(c) if i == 0 else _term("land", result, c)
+    return result
+
+
+def Or(*conds) -> Expr:
+    """Disjunction of conditions; `Or()` is false."""
+    result = Const(False)
+    for i, c in enumerate(conds):
+        result = as_expr(c) if i == 0 else _term("lor", result, c)
+    return result
+
+
+def Not(cond) -> Expr:
+    return _term("lnot", cond)
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
+
+
+def _is_array(*values) -> bool:
+    return any(isinstance(v, np.ndarray) for v in values)
+
+
+def _floordiv(a, b):
+    if _is_array(a, b):
+        if np.any(np.asarray(b) == 0):
+            raise ZeroDivisionError("integer division by zero in evaluate")
+        return np.floor_divide(a, b)
+    return a // b
+
+
+def _mod(a, b):
+    if _is_array(a, b):
+        if np.any(np.asarray(b) == 0):
+            raise ZeroDivisionError("integer modulo by zero in evaluate")
+        return np.mod(a, b)
+    return a % b
+
+
+def _shift(fn):
+    def shift(a, b):
+        if np.any(np.asarray(b) < 0):
+            raise ValueError("negative shift count in evaluate")
+        return fn(a, b)
+    return shift
+
+
+def _elementwise(scalar_fn, array_fn):
+    return lambda *xs: array_fn(*xs) if _is_array(*xs) else scalar_fn(*xs)
+
+
+_EVAL = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "floordiv": _floordiv,
+    "mod": _mod, "neg": operator.neg, "shl": _shift(operator.lshift),
+    "shr": _shift(operator.rshift), "and": operator.and_, "xor": operator.xor,
+    "or": operator.or_, "min": _elementwise(min, np.minimum), "max": _elementwise(max, np.maximum),
+    "lt": operator.lt, "le": operator.le, "eq": operator.eq, "ne": operator.ne,
+    "land": _elementwise(lambda a, b: bool(a and b), np.logical_and),
+    "lor": _elementwise(lambda a, b: bool(a or b), np.logical_or),
+    "lnot": _elementwise(lambda a: not a, np.logical_not),
+    "ite": lambda c, a, b: np.where(c, a, b) if _is_array(c, a, b) else (a if c else b),
+}
+
+
+def _apply(op, values):
+    return _EVAL[op](*values)
+
+
+def _env_by_name(env) -> dict:
+    return {(k.name if isinstance(k, Var) else k): v for k, v in env.items()}
+
+
+_INT64_SAFE = 2**62
+
+
+def evaluate(expr, env):
+    """Value of `expr` with variables taken from `env` (name or Var -> int or numpy int array).
+
+    Arrays broadcast against each other, so one call evaluates a formula for every lane at once.
+    Values outside a variable's declared range are allowed (replay of arbitrary points). Arrays
+    switch to exact Python-int arithmetic when the expression's bounds could overflow int64.
+    """
+    expr = as_expr(expr)
+    values = _env_by_name(env)
+    if any(isinstance(v, np.ndarray) for v in values.values()):
+        lo, hi = _magnitude(expr)
+        if lo < -_INT64_SAFE or hi > _INT64_SAFE:
+            values = {k: (np.asarray(v).astype(object) if isinstance(v, np.ndarray) else v)
+                      for k, v in values.items()}
+    memo: dict = {}
+
+    def go(e):
+        hit = memo.get(e)
+        if hit is not None:
+            return hit
+        if isinstance(e, Const):
+            result = e.value
+        elif isinstance(e, Var):
+            try:
+                result = values[e.name]
+            except KeyError:
+                raise KeyError(
+                    f"evaluate: no value for variable '{e.name}' in {_show(expr)}; "
+                    f"the environment has {sorted(values)}") from None
+        elif e.op == "ite" and not _is_array(cond := go(e.args[0])):
+            # scalar ite is lazy so that the untaken branch may divide by zero
+            result = go(e.args[1]) if cond else go(e.args[2])
+        else:
+            result = _apply(e.op, [go(a) for a in e.args])
+        memo[e] = result
+        return result
+
+    return go(expr)
+
+
+def _magnitude(expr) -> tuple[int, int]:
+    """Smallest and largest bound over every subterm, to choose an overflow-free array dtype."""
+    lo, hi = 0, 0
+    for e in _postorder(expr):
+        elo, ehi = bounds(e)
+        lo, hi = min(lo, elo), max(hi, ehi)
+    return lo, hi
+
+
+def _postorder(expr):
+    seen, order, stack = set(), [], [(expr, False)]
+    while stack:
+        e, expanded = stack.pop()
+        if expanded:
+            order.append(e)
+        elif e not in seen:
+            seen.add(e)
+            stack.append((e, True))
+            if isinstance(e, Term):
+                stack.extend((a, False) for a in e.args)
+    return order
+
+
+# ---------------------------------------------------------------------------------------------
+# interval analysis
+
+_BOUNDS_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def bounds(expr) -> tuple[int, int]:
+    """Inclusive (lo, hi) containing every value `expr` takes with its variables in range.
+
+    Conditions have bounds within (0, 1). Divisors and shift counts only count the values at which
+    the operation is defined (non-zero, non-negative); a divisor that is always zero raises.
+    """
+    expr = as_expr(expr)
+    hit = _BOUNDS_CACHE.get(expr)
+    if hit is not None:
+        return hit
+    for e in _postorder(expr):
+        if e not in _BOUNDS_CACHE:
+            _BOUNDS_CACHE[e] = _node_bounds(e)
+    return _BOUNDS_CACHE[expr]
+
+
+def _node_bounds(e) -> tuple[int, int]:
+    if isinstance(e, Const):
+        return (int(e.value), int(e.value))
+    if isinstance(e, Var):
+        return (e.lo, e.hi - 1)
+    args = [_BOUNDS_CACHE[a] for a in e.args]
+    return _INTERVAL[e.op](e, *args)
+
+
+def _corners(fn, a, b):
+    values = [fn(x, y) for x in a for y in b]
+    return (min(values), max(values))
+
+
+def _nonzero_parts(e, d):
+    """The negative and positive sub-ranges of divisor range d (zero is excluded)."""
+    parts = []
+    if d[0] <= -1:
+        parts.append((d[0], min(d[1], -1)))
+    if d[1] >= 1:
+        parts.append((max(d[0], 1), d[1]))
+    if not parts:
+        raise ZeroDivisionError(f"'{_show(e)}' always divides by zero")
+    return parts
+
+
+def _union(intervals):
+    return (min(i[0] for i in intervals), max(i[1] for i in intervals))
+
+
+def _floordiv_bounds(e, x, d):
+    # for a divisor of fixed sign x/d is monotone in each argument, so corners bound it
+    return _union([_corners(operator.floordiv, x, part) for part in _nonzero_parts(e, d)])
+
+
+def _mod_bounds(e, x, d):
+    out = []
+    for lo, hi in _nonzero_parts(e, d):
+        if lo == hi and x[0] // lo == x[1] // lo:
+            q = x[0] // lo
+            out.append((x[0] - q * lo, x[1] - q * lo))
+        elif lo > 0:
+            if x[0] >= 0 and x[1] < lo:
+                out.append(x)
+            else:
+                out.append((0, min(hi - 1, x[1]) if x[0] >= 0 else hi - 1))
+        elif x[1] <= 0 and x[0] > hi:
+            out.append(x)
+        else:
+            out.append((lo + 1 if x[1] > 0 else max(lo + 1, x[0]), 0))
+    return _union(out)
+
+
+def _shift_bounds(fn):
+    def shift_bounds(e, x, s):
+        if s[1] < 0:
+            raise ValueError(f"'{_show(e)}' always shifts by a negative count")
+        return _corners(fn, x, (max(s[0], 0), s[1]))
+    return shift_bounds
+
+
+def _two_complement_width(*intervals) -> int:
+    return max((v if v >= 0 else ~v).bit_length() for i in intervals for v in i)
+
+
+def _bitwise_bounds(op):
+    def bitwise_bounds(e, a, b):
+        if a[0] >= 0 and b[0] >= 0:
+            top = (1 << max(a[1], b[1]).bit_length()) - 1
+            if op == "and":
+                return (0, min(a[1], b[1]))
+            if op == "or":
+                return (max(a[0], b[0]), top)
+            return (0, top)
+        if op == "and" and (a[0] >= 0 or b[0] >= 0):
+            return (0, a[1] if a[0] >= 0 else b[1])
+        n = _two_complement_width(a, b)
+        if op == "or" and (a[1] < 0 or b[1] < 0):
+            return (-(1 << n), -1)
+        return (-(1 << n), (1 << n) - 1)
+    return bitwise_bounds
+
+
+def _compare_bounds(decide):
+    def compare_bounds(e, a, b):
+        verdict = decide(a, b)
+        return (0, 1) if verdict is None else (int(verdict), int(verdict))
+    return compare_bounds
+
+
+def _decide_lt(a, b):
+    return True if a[1] < b[0] else False if a[0] >= b[1] else None
+
+
+def _decide_le(a, b):
+    return True if a[1] <= b[0] else False if a[0] > b[1] else None
+
+
+def _decide_eq(a, b):
+    if a[0] == a[1] == b[0] == b[1]:
+        return True
+    return False if a[1] < b[0] or b[1] < a[0] else None
+
+
+def _negate(verdict):
+    return None if verdict is None else not verdict
+
+
+def _ite_bounds(e, c, a, b):
+    if c == (1, 1):
+        return a
+    if c == (0, 0):
+        return b
+    return _union([a, b])
+
+
+_INTERVAL = {
+    "add": lambda e, a, b: (a[0] + b[0], a[1] + b[1]),
+    "sub": lambda e, a, b: (a[0] - b[1], a[1] - b[0]),
+    "mul": lambda e, a, b: _corners(operator.mul, a, b),
+    "neg": lambda e, a: (-a[1], -a[0]),
+    "floordiv": _floordiv_bounds,
+    "mod": _mod_bounds,
+    "shl": _shift_bounds(operator.lshift),
+    "shr": _shift_bounds(operator.rshift),
+    "and": _bitwise_bounds("and"), "or": _bitwise_bounds("or"), "xor": _bitwise_bounds("xor"),
+    "min": lambda e, a, b: (min(a[0], b[0]), min(a[1], b[1])),
+    "max": lambda e, a, b: (max(a[0], b[0]), max(a[1], b[1])),
+    "ite": _ite_bounds,
+    "lt": _compare_bounds(_decide_lt),
+    "le": _compare_bounds(_decide_le),
+    "eq": _compare_bounds(_decide_eq),
+    "ne": _compare_bounds(lambda a, b: _negate(_decide_eq(a, b))),
+    "land": lambda e, a, b: (a[0] & b[0], a[1] & b[1]),
+    "lor": lambda e, a, b: (a[0] | b[0], a[1] | b[1]),
+    "lnot": lambda e, a: (1 - a[1], 1 - a[0]),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# traversal
+
+
+def free_vars(expr) -> frozenset:
+    """The variables `expr` mentions."""
+    return frozenset(e for e in _postorder(as_expr(expr)) if isinstance(e, Var))
+
+
+def substitute(expr, mapping) -> Expr:
+    """Replace variables (keyed by name or Var) by expressions or ints, rebuilding bottom-up."""
+    by_name = {k: as_expr(v) for k, v in _env_by_name(mapping).items()}
+    return _rebuild(as_expr(expr), lambda v: by_name.get(v.name, v))
+
+
+def _rebuild(expr, on_var, on_term=None):
+    memo: dict = {}
+    for e in _postorder(expr):
+        if isinstance(e, Var):
+            memo[e] = on_var(e)
+        elif isinstance(e, Const):
+            memo[e] = e
+        else:
+            args = [memo[a] for a in e.args]
+            memo[e] = on_term(e.op, args) if on_term else _term(e.op, *args)
+    return memo[expr]
+
+
+# ---------------------------------------------------------------------------------------------
+# printing
+
+
+def _show(e, parent_prec=0, right=False) -> str:
+    if not isinstance(e, Term):
+        text = str(e)
+        negative_const = isinstance(e, Const) and not e.is_bool and e.value < 0
+        return f"({text})" if negative_const and parent_prec >= 60 else text
+    _, symbol, prec, _ = _OPS[e.op]
+    if prec == 100:
+        return f"{symbol}({', '.join(_show(a) for a in e.args)})"
+    if len(e.args) == 1:
+        text = f"{symbol}{_show(e.args[0], prec)}"
+    elif e.op in ("lt", "le") and isinstance(e.args[0], Const) and not isinstance(e.args[1], Const):
+        # the normaliser puts constants on the right of an equation; read `3 <= x` as `x >= 3`
+        mirrored = {"lt": ">", "le": ">="}[e.op]
+        text = f"{_show(e.args[1], prec + 1)} {mirrored} {_show(e.args[0], prec + 1)}"
+    else:
+        # comparisons do not chain in our reading, so both sides of one are parenthesised alike
+        left = _show(e.args[0], prec + (1 if prec == 10 else 0))
+        text = f"{left} {symbol} {_show(e.args[1], prec, right=True)}"
+    needs = prec < parent_prec or (right and prec == parent_prec) or (prec == 10 and parent_prec)
+    return f"({text})" if needs else text
+
+
+# ---------------------------------------------------------------------------------------------
+# normaliser
+
+
+def simplify(expr) -> Expr:
+    """An equivalent, usually smaller expression in a canonical shape.
+
+    Rules: constant folding; identities (x+0, x*1, x^0, …); sums collected into linear form with
+    like terms merged; `(a*n + b) // n -> a + b // n` and `(a*n + b) % n -> b % n`; `x % n -> x` and
+    `x // n -> q` when bounds confine x to one period; `x % n + n*(x // n) -> x`; nested div/mod
+    merged; power-of-two div/mod by constants become shifts/masks; comparisons, min/max and ite
+    decided by bounds where possible.
+    """
+    return _rebuild(as_expr(expr), lambda v: v, _simplify_node)
+
+
+def _simplify_node(op, args) -> Expr:
+    rule = _RULES.get(op)
+    result = rule(*args) if rule else None
+    return _term(op, *args) if result is None else result
+
+
+def _pow2_exponent(n) -> int | None:
+    return n.bit_length() - 1 if n > 0 and n & (n - 1) == 0 else None
+
+
+def _const(e):
+    return e.value if isinstance(e, Const) and not e.is_bool else None
+
+
+def _as_div(e):
+    """(x, n) when e computes x // n for a positive constant n (also as a right shift)."""
+    if isinstance(e, Term) and (n := _const(e.args[1] if len(e.args) == 2 else None)) is not None:
+        if e.op == "floordiv" and n > 0:
+            return e.args[0], n
+        if e.op == "shr" and n >= 0:
+            return e.args[0], 1 << n
+    return None
+
+
+def _as_mod(e):
+    """(x, n) when e computes x % n for a positive constant n (also as a low-bit mask)."""
+    if isinstance(e, Term) and (n := _const(e.args[1] if len(e.args) == 2 else None)) is not None:
+        if e.op == "mod" and n > 0:
+            return e.args[0], n
+        if e.op == "and" and n >= 0 and _pow2_exponent(n + 1) is not None:
+            return e.args[0], n + 1
+    return None
+
+
+def _linear(e) -> tuple[dict, int]:
+    """e as {atom: coefficient} plus a constant, looking through + - neg and constant factors."""
+    if (c := _const(e)) is not None:
+        return {}, c
+    if isinstance(e, Term):
+        if e.op in ("add", "sub"):
+            (ta, ca), (tb, cb) = _linear(e.args[0]), _linear(e.args[1])
+            sign = 1 if e.op == "add" else -1
+            terms = dict(ta)
+            for atom, k in tb.items():
+                terms[atom] = terms.get(atom, 0) + sign * k
+            return terms, ca + sign * cb
+        if e.op == "neg":
+            terms, c = _linear(e.args[0])
+            return {a: -k for a, k in terms.items()}, -c
+        if e.op in ("mul", "shl"):
+            factor = _const(e.args[1])
+            if e.op == "shl" and factor is not None:
+                factor = 1 << factor if factor >= 0 else None
+            inner = e.args[0]
+            if factor is None and e.op == "mul" and (factor := _const(e.args[0])) is not None:
+                inner = e.args[1]
+            if factor is not None:
+                terms, c = _linear(inner)
+                return {a: k * factor for a, k in terms.items()}, c * factor
+    return {e: 1}, 0
+
+
+def _merge_div_mod(terms: dict) -> dict:
+    """Replace c*(x % n) + c*n*(x // n) by c*x, the division identity."""
+    terms = dict(terms)
+    for atom in list(terms):
+        if atom not in terms or (m := _as_mod(atom)) is None:
+            continue
+        x, n = m
+        for other in list(terms):
+            if _as_div(other) == (x, n) and terms[other] == terms[atom] * n:
+                coeff = terms.pop(atom)
+                del terms[other]
+                sub_terms, c = _linear(x)
+                for a, k in sub_terms.items():
+                    terms[a] = terms.get(a, 0) + coeff * k
+                terms[Const(1)] = terms.get(Const(1), 0) + coeff * c
+                break
+    return terms
+
+
+def _from_linear(terms: dict, const: int) -> Expr:
+    const += terms.pop(Const(1), 0)
+    atoms = sorted(((a, k) for a, k in terms.items() if k != 0), key=lambda ak: (str(ak[0])))
+    atoms.sort(key=lambda ak: ak[1] < 0)  # positive terms first so sums read without leading '-'
+    result = None
+    for atom, k in atoms:
+        scaled = atom if abs(k) == 1 else Term("mul", (atom, Const(abs(k))))
+        if result is None:
+            result = scaled if k > 0 else Term("neg", (scaled,))
+        else:
+            result = Term("add" if k > 0 else "sub", (result, scaled))
+    if result is None:
+        return Const(const)
+    if const:
+        result = Term("add" if const > 0 else "sub", (result, Const(abs(const))))
+    return result
+
+
+def _normal_sum(e) -> Expr:
+    terms, const = _linear(e)
+    return _from_linear(_merge_div_mod(terms), const)
+
+
+def _split_multiples(x, n) -> tuple[dict, Expr]:
+    """x = n*q + rest with q collected from the terms whose coefficients n divides."""
+    terms, const = _linear(x)
+    quotient, rest = {}, {}
+    for atom, k in terms.items():
+        if k % n == 0:
+            quotient[atom] = k // n
+        else:
+            rest[atom] = k
+    quotient_const, rest_const = divmod(const, n)
+    return quotient, quotient_const, _from_linear(rest, rest_const)
+
+
+def _simplify_floordiv(x, d):
+    n = _const(d)
+    if n is None or n <= 0:
+        return None
+    if n == 1:
+        return x
+    quotient, q_const, rest = _split_multiples(x, n)
+    lo, hi = bounds(rest)
+    if lo // n == hi // n:
+        return _from_linear(quotient, q_const + lo // n)
+    if (inner := _as_div(rest)) is not None:
+        rest_div = _simplify_floordiv(inner[0], Const(inner[1] * n))
+    else:
+        k = _pow2_exponent(n)
+        rest_div = _term("shr", rest, k) if k is not None else _term("floordiv", rest, n)
+    if not quotient and not q_const:
+        return rest_div
+    quotient[rest_div] = quotient.get(rest_div, 0) + 1
+    return _normal_sum(_from_linear(quotient, q_const))
+
+
+def _simplify_mod(x, d):
+    n = _const(d)
+    if n is None or n <= 0:
+        return None
+    if n == 1:
+        return Const(0)
+    _, _, rest = _split_multiples(x, n)
+    lo, hi = bounds(rest)
+    if lo // n == hi // n:
+        return _normal_sum(rest - lo // n * n)
+    if (inner := _as_mod(rest)) is not None and inner[1] % n == 0:
+        return _simplify_mod(inner[0], Const(n))
+    k = _pow2_exponent(n)
+    return _term("and", rest, n - 1) if k is not None else _term("mod", rest, n)
+
+
+def _simplify_sum(a, b, op):
+    return _normal_sum(_term(op, a, b))
+
+
+def _simplify_mul(a, b):
+    if _const(a) is not None or _const(b) is not None:
+        return _normal_sum(_term("mul", a, b))
+    return None
+
+
+def _simplify_shl(x, s):
+    if (k := _const(s)) is not None and k >= 0:
+        return _normal_sum(_term("mul", x, 1 << k))
+    return None
+
+
+def _simplify_shr(x, s):
+    if (k := _const(s)) is not None and k >= 0:
+        return _simplify_floordiv(x, Const(1 << k))
+    return None
+
+
+def _simplify_and(a, b):
+    if _const(a) is not None and _const(b) is None:
+        a, b = b, a
+    if a is b:
+        return a
+    mask = _const(b)
+    if mask == 0:
+        return Const(0)
+    if mask is not None and _pow2_exponent(mask + 1) is not None:
+        return _simplify_mod(a, Const(mask + 1))
+    return None
+
+
+def _simplify_or_xor(op):
+    def rule(a, b):
+        if _const(a) == 0:
+            return b
+        if _const(b) == 0:
+            return a
+        if a is b:
+            return a if op == "or" else Const(0)
+        return None
+    return rule
+
+
+def _simplify_compare(op):
+    decide = {"lt": _decide_lt, "le": _decide_le, "eq": _decide_eq,
+              "ne": lambda x, y: _negate(_decide_eq(x, y))}[op]
+
+    def rule(a, b):
+        if a.is_bool:
+            if a is b:
+                return Const(op == "eq")
+            return None
+        difference = _normal_sum(a - b)
+        verdict = decide(bounds(difference), (0, 0))
+        if verdict is not None:
+            return Const(verdict)
+        # compare the difference against its constant so that x + 1 < y + 3 reads x - y < 2
+        terms, const = _linear(difference)
+        if all(k < 0 for k in terms.values()) and op in ("lt", "le"):
+            return _term(op, const, _from_linear({a: -k for a, k in terms.items()}, 0))
+        return _term(op, _from_linear(terms, 0), -const)
+    return rule
+
+
+def _simplify_minmax(op):
+    def rule(a, b):
+        if a is b:
+            return a
+        (alo, ahi), (blo, bhi) = bounds(a), bounds(b)
+        if ahi <= blo:
+            return a if op == "min" else b
+        if bhi <= alo:
+            return b if op == "min" else a
+        return None
+    return rule
+
+
+def _simplify_ite(c, a, b):
+    if a is b:
+        return a
+    lo, hi = bounds(c)
+    if lo == hi:
+        return a if lo else b
+    return None
+
+
+def _simplify_logic(op):
+    def rule(a, b):
+        unit, absorbing = (True, False) if op == "land" else (False, True)
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, Const) and x.value == unit:
+                return y
+            if isinstance(x, Const) and x.value == absorbing:
+                return Const(absorbing)
+        return a if a is b else None
+    return rule
+
+
+_FLIPPED = {"lt": ("le", True), "le": ("lt", True), "eq": ("ne", False), "ne": ("eq", False)}
+
+
+def _simplify_not(a):
+    if isinstance(a, Term) and a.op == "lnot":
+        return a.args[0]
+    if isinstance(a, Term) and a.op in _FLIPPED:
+        op, swap = _FLIPPED[a.op]
+        x, y = a.args
+        return _simplify_node(op, [y, x] if swap else [x, y])
+    return None
+
+
+_RULES = {
+    "add": lambda a, b: _simplify_sum(a, b, "add"),
+    "sub": lambda a, b: _simplify_sum(a, b, "sub"),
+    "neg": lambda a: _normal_sum(_term("neg", a)),
+    "mul": _simplify_mul,
+    "floordiv": _simplify_floordiv,
+    "mod": _simplify_mod,
+    "shl": _simplify_shl,
+    "shr": _simplify_shr,
+    "and": _simplify_and,
+    "or": _simplify_or_xor("or"),
+    "xor": _simplify_or_xor("xor"),
+    "lt": _simplify_compare("lt"), "le": _simplify_compare("le"),
+    "eq": _simplify_compare("eq"), "ne": _simplify_compare("ne"),
+    "min": _simplify_minmax("min"), "max": _simplify_minmax("max"),
+    "ite": _simplify_ite,
+    "land": _simplify_logic("land"), "lor": _simplify_logic("lor"),
+    "lnot": _simplify_not,
+}

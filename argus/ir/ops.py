@@ -1,0 +1,757 @@
+"""The ops of the Argus tile IR and the kernel that holds them.
+
+Ops are frozen values with typed operands and results; scalar integers (program ids, loop
+induction variables, sizes) are `ir.expr` variables, so every index and layout is a formula.
+Each op's `verify()` raises `IRError` naming the op and its source location.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import attrs
+
+from argus.ir.expr import Expr, Var, as_expr, free_vars
+from argus.ir.types import (
+    DTYPE_BYTES, LANES, LDS_BUDGET, SIZE_RANGE, TAG_RANGE, VGPR_BUDGET, AddressMap, GlobalType,
+    IRError, LdsType, RegType, SourceLoc, Value, coord_vars,
+)
+
+_exprs = attrs.Factory(tuple)
+
+
+def _expr_tuple(values) -> tuple[Expr, ...]:
+    return tuple(as_expr(v) for v in values)
+
+
+def role_var(role: str, tag: str) -> Var:
+    """The variable standing for tag `tag` of the element playing `role` in an assertion."""
+    return Var(f"{role}_{tag}", *TAG_RANGE)
+
+
+def split_role_var(name: str) -> tuple[str, str]:
+    role, _, tag = name.partition("_")
+    return role, tag
+
+
+def global_coord_vars(rank: int) -> tuple[Var, ...]:
+    """Coordinates of a global tensor's element, used in its tag definition."""
+    return tuple(Var(f"c{axis}", 0, SIZE_RANGE[1]) for axis in range(rank))
+
+
+@attrs.frozen
+class TagAssertion:
+    """A compile-time predicate over the tags of the elements that meet at one op."""
+
+    predicate: Expr = attrs.field(converter=as_expr)
+    message: str
+    loc: SourceLoc
+
+    def roles(self) -> set[str]:
+        return {split_role_var(v.name)[0] for v in free_vars(self.predicate) if "_" in v.name}
+
+
+def _fail(op, message: str):
+    raise IRError(f"{op.loc}: {op.mnemonic}: {message}")
+
+
+class Op:
+    """Common behaviour: operands, results, nested blocks, assertion roles."""
+
+    mnemonic = "op"
+    roles: tuple[str, ...] = ()
+
+    @property
+    def operands(self) -> tuple[Value, ...]:
+        return ()
+
+    @property
+    def results(self) -> tuple[Value, ...]:
+        result = getattr(self, "result", None)
+        return (result,) if result is not None else ()
+
+    @property
+    def blocks(self) -> tuple[Block, ...]:
+        return ()
+
+    def verify(self) -> None:
+        for assertion in getattr(self, "asserts", ()):
+            unknown = assertion.roles() - set(self.roles)
+            if unknown:
+                _fail(self, f"assertion '{assertion.message}' uses role(s) {sorted(unknown)}; "
+                            f"at this op the roles are {list(self.roles) or 'none'}")
+
+
+def _reg(op, value: Value, what: str) -> RegType:
+    if not isinstance(value.type, RegType):
+        _fail(op, f"{what} {value} must be a register tile, not {value.type}")
+    return value.type
+
+
+def _same_shape(op, x: RegType, y: RegType, what: str):
+    if x.shape != y.shape:
+        _fail(op, f"{what}: shapes {list(x.shape)} and {list(y.shape)} differ")
+    if x.layout.slots != y.layout.slots or x.layout.waves != y.layout.waves:
+        _fail(op, f"{what}: operands hold {x.layout.slots} and {y.layout.slots} slots per lane; "
+                  "elementwise ops combine the same registers, so give both the same layout")
+
+
+@attrs.frozen
+class ProgramId(Op):
+    """Binds `var` to the workgroup id along `axis` of the grid."""
+
+    var: Var
+    axis: int
+    loc: SourceLoc
+    mnemonic = "program_id"
+
+    def verify(self):
+        if self.axis not in (0, 1, 2):
+            _fail(self, f"axis {self.axis} is not 0, 1 or 2")
+
+
+@attrs.frozen
+class TagDef(Op):
+    """Tags of a global tensor's elements: each name a formula in the coordinates c0, c1, ..."""
+
+    tensor: Value
+    tags: tuple[tuple[str, Expr], ...] = attrs.field(
+        converter=lambda ts: tuple((n, as_expr(e)) for n, e in ts))
+    loc: SourceLoc
+    mnemonic = "tag"
+
+    @property
+    def operands(self):
+        return (self.tensor,)
+
+    def verify(self):
+        if not isinstance(self.tensor.type, GlobalType):
+            _fail(self, f"{self.tensor} is not a global tensor; tag register tiles with tag_tile")
+        _check_tag_names(self, self.tags)
+
+
+def _check_tag_names(op, tags):
+    names = [n for n, _ in tags]
+    if len(set(names)) != len(names) or not all(n.isidentifier() and "_" not in n for n in names):
+        _fail(op, f"tag names {names} must be distinct identifiers without '_'")
+
+
+@attrs.frozen
+class TagTile(Op):
+    """A copy of register tile `x` whose elements get new tags, formulas in its coordinates."""
+
+    result: Value
+    x: Value
+    tags: tuple[tuple[str, Expr], ...] = attrs.field(
+        converter=lambda ts: tuple((n, as_expr(e)) for n, e in ts))
+    loc: SourceLoc
+    mnemonic = "tag_tile"
+
+    @property
+    def operands(self):
+        return (self.x,)
+
+    def verify(self):
+        x = _reg(self, self.x, "operand")
+        if self.result.type != x:
+            _fail(self, "the result type must equal the operand type")
+        _check_tag_names(self, self.tags)
+
+
+def _check_global_access(op, tensor: Value, origin, axes, tile: RegType):
+    if not isinstance(tensor.type, GlobalType):
+        _fail(op, f"{tensor} is not a global tensor")
+    rank = len(tensor.type.shape)
+    if len(origin) != rank:
+        _fail(op, f"origin has {len(origin)} coordinates but {tensor} has rank {rank}")
+    if len(axes) != len(tile.shape) or len(set(axes)) != len(axes) or \
+            not all(0 <= a < rank for a in axes):
+        _fail(op, f"axes {list(axes)} must name {len(tile.shape)} distinct axes of {tensor} "
+                  f"(rank {rank}), one per tile dimension")
+    if tile.dtype != tensor.type.dtype:
+        _fail(op, f"tile dtype {tile.dtype} differs from {tensor} dtype {tensor.type.dtype}; "
+                  "cast the tile first")
+
+
+@attrs.frozen
+class GlobalLoad(Op):
+    """result[c] = tensor[origin + c placed on `axes`] for every element the layout holds."""
+
+    result: Value
+    tensor: Value
+    origin: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
+    axes: tuple[int, ...] = attrs.field(converter=tuple)
+    loc: SourceLoc
+    mnemonic = "global.load"
+
+    @property
+    def operands(self):
+        return (self.tensor,)
+
+    def verify(self):
+        _check_global_access(self, self.tensor, self.origin, self.axes,
+                             _reg(self, self.result, "result"))
+
+
+@attrs.frozen
+class GlobalStore(Op):
+    """tensor[origin + c on `axes`] = value[c]. Assertion roles: V (value), D (destination)."""
+
+    tensor: Value
+    origin: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
+    axes: tuple[int, ...] = attrs.field(converter=tuple)
+    value: Value
+    loc: SourceLoc
+    asserts: tuple[TagAssertion, ...] = ()
+    mnemonic = "global.store"
+    roles = ("V", "D")
+
+    @property
+    def operands(self):
+        return (self.tensor, self.value)
+
+    def verify(self):
+        super().verify()
+        _check_global_access(self, self.tensor, self.origin, self.axes,
+                             _reg(self, self.value, "value"))
+
+
+@attrs.frozen
+class GlobalAtomicAdd(GlobalStore):
+    """tensor[origin + c on `axes`] += value[c], atomically."""
+
+    mnemonic = "global.atomic_add"
+
+
+@attrs.frozen
+class LdsAlloc(Op):
+    """A workgroup-shared LDS allocation."""
+
+    result: Value
+    loc: SourceLoc
+    mnemonic = "lds.alloc"
+
+    def verify(self):
+        if not isinstance(self.result.type, LdsType) or self.result.type.size <= 0:
+            _fail(self, "the result must be an LDS buffer of positive size")
+
+
+def _check_lds_access(op, buffer: Value, addr: AddressMap, origin, tile: RegType):
+    if not isinstance(buffer.type, LdsType):
+        _fail(op, f"{buffer} is not an LDS buffer")
+    if len(origin) != len(addr.shape):
+        _fail(op, f"origin has {len(origin)} coordinates but the LDS view has rank "
+                  f"{len(addr.shape)}")
+    if len(tile.shape) > len(addr.shape):
+        _fail(op, f"tile rank {len(tile.shape)} exceeds the LDS view rank {len(addr.shape)}")
+    if tile.dtype != buffer.type.dtype:
+        _fail(op, f"tile dtype {tile.dtype} differs from LDS dtype {buffer.type.dtype}")
+
+
+@attrs.frozen
+class LdsStore(Op):
+    """buffer[addr(origin + c)] = value[c]; the tile fills the view's trailing dimensions."""
+
+    buffer: Value
+    addr: AddressMap
+    origin: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
+    value: Value
+    loc: SourceLoc
+    asserts: tuple[TagAssertion, ...] = ()
+    mnemonic = "lds.store"
+    roles = ("V",)
+
+    @property
+    def operands(self):
+        return (self.buffer, self.value)
+
+    def verify(self):
+        super().verify()
+        _check_lds_access(self, self.buffer, self.addr, self.origin,
+                          _reg(self, self.value, "value"))
+
+
+@attrs.frozen
+class LdsLoad(Op):
+    """result[c] = buffer[addr(origin + c)]; the tile reads the view's trailing dimensions."""
+
+    result: Value
+    buffer: Value
+    addr: AddressMap
+    origin: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
+    loc: SourceLoc
+    mnemonic = "lds.load"
+
+    @property
+    def operands(self):
+        return (self.buffer,)
+
+    def verify(self):
+        _check_lds_access(self, self.buffer, self.addr, self.origin,
+                          _reg(self, self.result, "result"))
+
+
+@attrs.frozen
+class Mfma(Op):
+    """One MFMA instruction per wave: D = A @ B + C on the registers, by the catalogue layouts.
+
+    Assertion roles A, B, C range over every (i, j, k) the instruction combines. The result's
+    tags: A's tags and B's tags without the names they share (the contracted ones, e.g. k).
+    """
+
+    result: Value
+    instr: str
+    a: Value
+    b: Value
+    c: Value
+    loc: SourceLoc
+    asserts: tuple[TagAssertion, ...] = ()
+    mnemonic = "mfma"
+    roles = ("A", "B", "C")
+
+    @property
+    def operands(self):
+        return (self.a, self.b, self.c)
+
+    def verify(self):
+        from argus.isa_cdna3.mfma import UnknownMfmaError, mfma
+
+        super().verify()
+        try:
+            info = mfma(self.instr)
+        except UnknownMfmaError as error:
+            _fail(self, str(error))
+        if info.sparse:
+            _fail(self, f"{info.name} is a sparse SMFMAC; the IR supports dense MFMAs only")
+        a, b, c = (_reg(self, v, n) for v, n in ((self.a, "A"), (self.b, "B"), (self.c, "C")))
+        result = _reg(self, self.result, "result")
+        for name, tile, dtype, slots in (("A", a, info.a_type, info.k_per_lane),
+                                         ("B", b, info.b_type, info.k_per_lane),
+                                         ("C", c, info.c_type, info.c_values),
+                                         ("result", result, info.c_type, info.c_values)):
+            if tile.dtype != dtype:
+                _fail(self, f"{info.name} takes {name} as {dtype}, got {tile.dtype}")
+            if tile.layout.slots != slots:
+                _fail(self, f"{info.name} takes {slots} {name} element(s) per lane, the tile holds "
+                            f"{tile.layout.slots}")
+        if len({a.layout.waves, b.layout.waves, c.layout.waves}) != 1:
+            _fail(self, "A, B and C must be laid out over the same number of waves")
+
+
+@attrs.frozen
+class Full(Op):
+    """A register tile with every element `value` (and no tags)."""
+
+    result: Value
+    value: float
+    loc: SourceLoc
+    mnemonic = "full"
+
+    def verify(self):
+        _reg(self, self.result, "result")
+
+
+UNARY_FNS = ("neg", "abs", "exp2", "log2", "rcp", "sqrt")
+BINARY_FNS = ("add", "sub", "mul", "div", "max", "min")
+
+
+@attrs.frozen
+class Unary(Op):
+    result: Value
+    fn: str
+    x: Value
+    loc: SourceLoc
+    asserts: tuple[TagAssertion, ...] = ()
+    mnemonic = "unary"
+    roles = ("X",)
+
+    @property
+    def operands(self):
+        return (self.x,)
+
+    def verify(self):
+        super().verify()
+        if self.fn not in UNARY_FNS:
+            _fail(self, f"unknown function {self.fn!r}; use one of {UNARY_FNS}")
+        x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
+        _same_shape(self, x, result, "operand and result")
+        if x.dtype != "f32" or result.dtype != "f32":
+            _fail(self, f"{self.fn} computes on f32 tiles; cast {x.dtype} first")
+
+
+@attrs.frozen
+class Binary(Op):
+    """Elementwise on the same (thread, slot) of both operands; roles X and Y."""
+
+    result: Value
+    fn: str
+    x: Value
+    y: Value
+    loc: SourceLoc
+    asserts: tuple[TagAssertion, ...] = ()
+    mnemonic = "binary"
+    roles = ("X", "Y")
+
+    @property
+    def operands(self):
+        return (self.x, self.y)
+
+    def verify(self):
+        super().verify()
+        if self.fn not in BINARY_FNS:
+            _fail(self, f"unknown function {self.fn!r}; use one of {BINARY_FNS}")
+        x, y = _reg(self, self.x, "X"), _reg(self, self.y, "Y")
+        result = _reg(self, self.result, "result")
+        _same_shape(self, x, y, "X and Y")
+        _same_shape(self, x, result, "operands and result")
+        if not x.dtype == y.dtype == result.dtype == "f32":
+            _fail(self, f"{self.fn} computes on f32 tiles, got {x.dtype} and {y.dtype}")
+
+
+@attrs.frozen
+class Cast(Op):
+    """Convert element type (round to nearest even); layout and tags are kept."""
+
+    result: Value
+    x: Value
+    loc: SourceLoc
+    mnemonic = "cast"
+
+    @property
+    def operands(self):
+        return (self.x,)
+
+    def verify(self):
+        x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
+        _same_shape(self, x, result, "operand and result")
+
+
+@attrs.frozen
+class Mask(Op):
+    """Keep elements whose coordinates satisfy `keep` (a condition in c0, c1, ... and scalars),
+    set the others to `fill`. An assertion here (role X) must agree with `keep` per element.
+    """
+
+    result: Value
+    x: Value
+    keep: Expr = attrs.field(converter=as_expr)
+    fill: float
+    loc: SourceLoc
+    asserts: tuple[TagAssertion, ...] = ()
+    mnemonic = "mask"
+    roles = ("X",)
+
+    @property
+    def operands(self):
+        return (self.x,)
+
+    def verify(self):
+        super().verify()
+        x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
+        _same_shape(self, x, result, "operand and result")
+        if not self.keep.is_bool:
+            _fail(self, f"the mask '{self.keep}' must be a condition (compare it)")
+
+
+REDUCE_FNS = ("max", "sum")
+
+
+@attrs.frozen
+class Reduce(Op):
+    """Cross-lane reduction along `axis` within each wave; tags in `drop` are removed, the others
+    must agree along the axis."""
+
+    result: Value
+    fn: str
+    x: Value
+    axis: int
+    drop: tuple[str, ...] = attrs.field(converter=tuple)
+    loc: SourceLoc
+    mnemonic = "reduce"
+
+    @property
+    def operands(self):
+        return (self.x,)
+
+    def verify(self):
+        if self.fn not in REDUCE_FNS:
+            _fail(self, f"unknown reduction {self.fn!r}; use one of {REDUCE_FNS}")
+        x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
+        if not 0 <= self.axis < len(x.shape):
+            _fail(self, f"axis {self.axis} is out of range for shape {list(x.shape)}")
+        expected = x.shape[:self.axis] + x.shape[self.axis + 1:]
+        if result.shape != expected:
+            _fail(self, f"reducing {list(x.shape)} along axis {self.axis} gives "
+                        f"{list(expected)}, not {list(result.shape)}")
+
+
+@attrs.frozen
+class Broadcast(Op):
+    """result[c] = x[c without `axis`], exchanged across lanes within each wave."""
+
+    result: Value
+    x: Value
+    axis: int
+    loc: SourceLoc
+    mnemonic = "broadcast"
+
+    @property
+    def operands(self):
+        return (self.x,)
+
+    def verify(self):
+        x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
+        if not 0 <= self.axis < len(result.shape):
+            _fail(self, f"axis {self.axis} is out of range for shape {list(result.shape)}")
+        if result.shape[:self.axis] + result.shape[self.axis + 1:] != x.shape:
+            _fail(self, f"cannot broadcast {list(x.shape)} to {list(result.shape)} along "
+                        f"axis {self.axis}")
+
+
+@attrs.frozen
+class SlotSlice(Op):
+    """Reinterpret slots [start, start + result slots) of `x` as a new tile: no data moves,
+    only the claimed logical coordinates change (tags travel with the data)."""
+
+    result: Value
+    x: Value
+    start: int
+    loc: SourceLoc
+    mnemonic = "slot_slice"
+
+    @property
+    def operands(self):
+        return (self.x,)
+
+    def verify(self):
+        x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
+        if x.dtype != result.dtype:
+            _fail(self, "slicing slots cannot change the dtype; cast instead")
+        if not 0 <= self.start <= self.start + result.layout.slots <= x.layout.slots:
+            _fail(self, f"slots [{self.start}, {self.start + result.layout.slots}) are not "
+                        f"within the {x.layout.slots} slots of {self.x}")
+
+
+@attrs.frozen
+class Barrier(Op):
+    """s_barrier: orders the LDS accesses of all waves of the workgroup."""
+
+    loc: SourceLoc
+    mnemonic = "barrier"
+
+
+@attrs.frozen
+class Yield(Op):
+    values: tuple[Value, ...] = attrs.field(converter=tuple)
+    loc: SourceLoc
+    mnemonic = "yield"
+
+    @property
+    def operands(self):
+        return self.values
+
+
+@attrs.frozen
+class Block:
+    """A straight-line region; `args` are bound by the enclosing op (loop-carried values)."""
+
+    args: tuple[Value, ...] = attrs.field(converter=tuple)
+    ops: tuple[Op, ...] = attrs.field(converter=tuple)
+
+
+def _check_yield(op, block: Block, results: tuple[Value, ...], what: str):
+    last = block.ops[-1] if block.ops else None
+    if not isinstance(last, Yield):
+        _fail(op, f"the {what} must end with yield")
+    if [v.type for v in last.values] != [r.type for r in results]:
+        _fail(op, f"the {what} yields {[str(v.type) for v in last.values]} but the op results "
+                  f"are {[str(r.type) for r in results]}; loop-carried values keep their type")
+
+
+@attrs.frozen
+class For(Op):
+    """for iv in range(start, stop, step) with loop-carried values; policies annotate it."""
+
+    iv: Var
+    start: Expr = attrs.field(converter=as_expr)
+    stop: Expr = attrs.field(converter=as_expr)
+    step: int
+    inits: tuple[Value, ...] = attrs.field(converter=tuple)
+    body: Block
+    results: tuple[Value, ...] = attrs.field(converter=tuple)
+    loc: SourceLoc
+    stages: int = 1
+    unroll: int = 1
+    hints: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    mnemonic = "for"
+
+    @property
+    def operands(self):
+        return self.inits
+
+    @property
+    def blocks(self):
+        return (self.body,)
+
+    def verify(self):
+        if self.step <= 0:
+            _fail(self, f"step {self.step} must be positive")
+        if self.stages < 1 or self.unroll < 1:
+            _fail(self, "stages and unroll must be at least 1")
+        if [v.type for v in self.inits] != [a.type for a in self.body.args]:
+            _fail(self, "the initial values and the body arguments differ in type")
+        _check_yield(self, self.body, self.results, "loop body")
+
+
+@attrs.frozen
+class If(Op):
+    """A workgroup-uniform branch on a scalar condition."""
+
+    cond: Expr = attrs.field(converter=as_expr)
+    then: Block
+    orelse: Block
+    results: tuple[Value, ...] = attrs.field(converter=tuple)
+    loc: SourceLoc
+    mnemonic = "if"
+
+    @property
+    def blocks(self):
+        return (self.then, self.orelse)
+
+    def verify(self):
+        if not self.cond.is_bool:
+            _fail(self, f"the condition '{self.cond}' must be a comparison")
+        _check_yield(self, self.then, self.results, "then-branch")
+        _check_yield(self, self.orelse, self.results, "else-branch")
+
+
+def walk(block: Block) -> Iterator[Op]:
+    """Every op of `block`, nested ones included, in program order."""
+    for op in block.ops:
+        yield op
+        for inner in op.blocks:
+            yield from walk(inner)
+
+
+@attrs.frozen
+class Kernel:
+    """A traced kernel: arguments, symbolic sizes, grid, waves per workgroup, assumptions."""
+
+    name: str
+    args: tuple[Value | Var, ...] = attrs.field(converter=tuple)
+    sizes: tuple[Var, ...] = attrs.field(converter=tuple)
+    grid: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
+    waves: int
+    assumes: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
+    body: Block
+    loc: SourceLoc
+    hints: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+    @property
+    def tensors(self) -> tuple[Value, ...]:
+        return tuple(a for a in self.args if isinstance(a, Value))
+
+    @property
+    def scalars(self) -> tuple[Var, ...]:
+        return tuple(a for a in self.args if isinstance(a, Var))
+
+    def ops(self) -> Iterator[Op]:
+        return walk(self.body)
+
+    def __str__(self) -> str:
+        from argus.ir.text import print_kernel
+
+        return print_kernel(self)
+
+    @property
+    def lds_bytes(self) -> int:
+        return sum(op.result.type.nbytes for op in self.ops() if isinstance(op, LdsAlloc))
+
+    def verify(self) -> Kernel:
+        """Check every op and the kernel-wide invariants; returns self for chaining."""
+        if not 1 <= self.waves <= 16:
+            raise IRError(f"{self.loc}: kernel {self.name}: {self.waves} waves per workgroup; "
+                          "gfx942 allows 1..16 (1024 threads)")
+        if not 1 <= len(self.grid) <= 3:
+            raise IRError(f"{self.loc}: kernel {self.name}: the grid needs 1 to 3 dimensions")
+        if self.lds_bytes > LDS_BUDGET:
+            raise IRError(f"{self.loc}: kernel {self.name} allocates {self.lds_bytes} bytes of "
+                          f"LDS; a gfx942 workgroup has {LDS_BUDGET}")
+        _verify_block(self, self.body, _Scope.top(self))
+        return self
+
+
+class _Scope:
+    """SSA names and scalar variables visible at a point."""
+
+    def __init__(self, values: dict, scalars: dict):
+        self.values, self.scalars = values, scalars
+
+    @classmethod
+    def top(cls, kernel: Kernel) -> _Scope:
+        scalars = {v.name: v for v in kernel.sizes + kernel.scalars}
+        return cls({v.name: v for v in kernel.tensors}, scalars)
+
+    def child(self) -> _Scope:
+        return _Scope(dict(self.values), dict(self.scalars))
+
+    def define(self, op, value: Value):
+        if value.name in self.values:
+            _fail(op, f"{value} is defined twice")
+        self.values[value.name] = value
+
+    def bind(self, op, var: Var):
+        if var.name in self.scalars and self.scalars[var.name] != var:
+            _fail(op, f"scalar {var.name} is bound twice")
+        self.scalars[var.name] = var
+
+
+def _scalar_exprs(op) -> list[Expr]:
+    fields = {"origin", "start", "stop", "cond"}
+    exprs = []
+    for name in fields:
+        value = getattr(op, name, None)
+        if isinstance(value, tuple):
+            exprs.extend(value)
+        elif isinstance(value, Expr):
+            exprs.append(value)
+    return exprs
+
+
+def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
+    for arg in block.args:
+        scope.values[arg.name] = arg
+    for op in block.ops:
+        op.verify()
+        for used in op.operands:
+            if scope.values.get(used.name) != used:
+                _fail(op, f"{used} is used before it is defined (or with another type)")
+        for e in _scalar_exprs(op):
+            unbound = {v.name for v in free_vars(e)} - set(scope.scalars)
+            if unbound:
+                _fail(op, f"'{e}' uses {sorted(unbound)}, which are not sizes, scalar arguments, "
+                          "program ids or enclosing loop variables here")
+        for value in op.results:
+            if isinstance(value.type, RegType) and value.type.vgprs > VGPR_BUDGET:
+                _fail(op, f"{value} needs {value.type.vgprs} VGPRs per lane; gfx942 has "
+                          f"{VGPR_BUDGET} (arch + acc)")
+        if isinstance(op, ProgramId):
+            scope.bind(op, op.var)
+        if isinstance(op, For):
+            inner = scope.child()
+            inner.bind(op, op.iv)
+            _verify_block(kernel, op.body, inner)
+        elif isinstance(op, If):
+            _verify_block(kernel, op.then, scope.child())
+            _verify_block(kernel, op.orelse, scope.child())
+        for value in op.results:
+            scope.define(op, value)
+
+
+__all__ = [
+    "Op", "ProgramId", "TagDef", "TagTile", "GlobalLoad", "GlobalStore", "GlobalAtomicAdd",
+    "LdsAlloc", "LdsStore", "LdsLoad", "Mfma", "Full", "Unary", "Binary", "Cast", "Mask",
+    "Reduce", "Broadcast", "SlotSlice", "Barrier", "Yield", "Block", "For", "If", "Kernel",
+    "TagAssertion", "walk", "role_var", "split_role_var", "global_coord_vars", "UNARY_FNS",
+    "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES", "coord_vars",
+]

@@ -1,0 +1,388 @@
+"""Run a gfx942 kernel from a code object on numpy: `emulate(code_object, kernel, grid=, block=,
+args=, check=) -> Emulation`.
+
+All waves of all workgroups are resident at once; the waves at the lowest PC execute together as
+one group (a divergent scalar branch splits a group; `s_barrier` is a rendezvous per workgroup).
+The launch follows the HSA ABI: user SGPRs from the kernel descriptor, workgroup ids after them,
+packed work-item ids in v0, kernel arguments packed from the code object's metadata.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from argus.asm.codeobject import CodeObject, KernelInfo
+from argus.asm.instruction import Instruction
+from argus.isa_cdna3 import isa
+from argus.isa_cdna3.operands import OperandError
+from argus.isa_cdna3.semantics import DIVERGED, compile_instruction, nop_wait_states
+from argus.isa_cdna3.state import (
+    AT_BARRIER,
+    ENDED,
+    RUNNING,
+    EmulatorError,
+    FlatMemory,
+    Group,
+    Hazard,
+    LaunchError,
+    Machine,
+    UnsupportedOpcodeError,
+)
+
+CHECK_MODES = ("strict", "warn", "off")
+
+
+@attrs.define(eq=False)
+class Emulation:
+    """What a run produced: outputs are written back into the caller's arrays; this holds the
+    trace (executions and bytes per PC), hazards found in `warn` mode and timing."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    workgroups: int
+    waves: int
+    seconds: float
+    counts: dict[int, int]
+    bytes: dict[int, int]
+    hazards: list[Hazard]
+    instructions: list[Instruction] = attrs.field(repr=False)
+
+    @property
+    def wave_instructions(self) -> int:
+        return int(sum(self.counts.values()))
+
+    @property
+    def lane_instructions(self) -> int:
+        return self.wave_instructions * isa.WAVE_SIZE
+
+    @property
+    def lane_instructions_per_second(self) -> float:
+        return self.lane_instructions / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def bytes_moved(self) -> int:
+        return int(sum(self.bytes.values()))
+
+    def opcode_counts(self) -> Counter:
+        """Executed wave-instructions per opcode."""
+        by_pc = {ins.address: ins.opcode for ins in self.instructions}
+        totals: Counter = Counter()
+        for pc, count in self.counts.items():
+            totals[by_pc[pc]] += count
+        return totals
+
+
+def _xyz(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
+        raise LaunchError(f"{what} must be 1 to 3 positive sizes, got {value!r}")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+def _load(code_object: CodeObject | str | os.PathLike | bytes) -> CodeObject:
+    if isinstance(code_object, CodeObject):
+        return code_object
+    if isinstance(code_object, (bytes, bytearray)):
+        return CodeObject.from_bytes(bytes(code_object))
+    return CodeObject.from_file(Path(code_object))
+
+
+def _kernel(co: CodeObject, kernel: str | KernelInfo | None) -> KernelInfo:
+    if isinstance(kernel, KernelInfo):
+        return kernel
+    if kernel is None:
+        if len(co.kernels) != 1:
+            names = ", ".join(k.name for k in co.kernels)
+            raise LaunchError(f"the code object has {len(co.kernels)} kernels ({names}); "
+                              f"pass kernel=NAME")
+        return co.kernels[0]
+    return co.kernel(kernel)
+
+
+def compile_program(instructions: list[Instruction], info: KernelInfo) -> list[Any]:
+    """Executors for every instruction, or UnsupportedOpcodeError listing all that are missing."""
+    executors, missing = [], {}
+    for inst in instructions:
+        try:
+            executors.append(compile_instruction(inst, info.accum_offset))
+        except (OperandError, KeyError, ValueError, IndexError, TypeError) as err:
+            reason = str(err).strip("'\"") if isinstance(err, OperandError) else "not implemented"
+            key = inst.opcode if reason == "not implemented" else f"{inst.opcode} ({reason})"
+            missing.setdefault(key, []).append(f"0x{inst.address:x}")
+    if missing:
+        raise UnsupportedOpcodeError(info.name, missing)
+    return executors
+
+
+def unsupported_opcodes(code_object: CodeObject | str | os.PathLike | bytes,
+                        kernel: str | KernelInfo | None = None) -> dict[str, list[str]]:
+    """Opcode forms of the kernel the emulator cannot run (empty when it runs all of them)."""
+    co = _load(code_object)
+    info = _kernel(co, kernel)
+    try:
+        compile_program(co.disassemble(info), info)
+    except UnsupportedOpcodeError as err:
+        return err.missing
+    return {}
+
+
+# ---------------------------------------------------------------------------------- kernargs
+def _by_value_bytes(value: Any, size: int, name: str) -> bytes:
+    if isinstance(value, np.generic):
+        raw = value.tobytes()
+    elif isinstance(value, bool):
+        raw = int(value).to_bytes(size, "little")
+    elif isinstance(value, (int, np.integer)):
+        raw = int(value).to_bytes(size, "little", signed=int(value) < 0)
+    elif isinstance(value, float):
+        raw = struct.pack("<f" if size == 4 else "<d", value)
+    else:
+        raise LaunchError(f"argument {name!r}: by-value arguments take int, float or a numpy "
+                          f"scalar, got {type(value).__name__}")
+    if len(raw) > size:
+        raise LaunchError(f"argument {name!r} is {len(raw)} bytes, the kernel expects {size}")
+    return raw.ljust(size, b"\0")
+
+
+def _bind_args(info: KernelInfo, args: Mapping[str, Any] | Sequence[Any]
+               ) -> list[tuple[Any, Any]]:
+    """(KernelArg, value) for every explicit argument; unnamed by-value ones default to 0."""
+    explicit = [a for a in info.args if not a.value_kind.startswith("hidden_")]
+    if isinstance(args, Mapping):
+        names = {a.name for a in explicit}
+        unknown = set(args) - names
+        if unknown:
+            raise LaunchError(f"kernel {info.name} has no argument(s) {sorted(unknown)}; its "
+                              f"arguments are {[a.name for a in explicit]}")
+        bound = []
+        for arg in explicit:
+            if arg.name in args:
+                bound.append((arg, args[arg.name]))
+            elif arg.value_kind == "by_value":
+                bound.append((arg, 0))
+            else:
+                bound.append((arg, None))
+        return bound
+    if len(args) != len(explicit):
+        raise LaunchError(f"kernel {info.name} takes {len(explicit)} arguments "
+                          f"({', '.join(a.name for a in explicit)}), got {len(args)}; pass a "
+                          f"dict to name only some of them")
+    return list(zip(explicit, args))
+
+
+def _hidden_value(kind: str, grid: tuple[int, int, int], block: tuple[int, int, int]) -> int:
+    axis = {"x": 0, "y": 1, "z": 2}.get(kind[-1], 0)
+    if kind.startswith("hidden_block_count_"):
+        return grid[axis]
+    if kind.startswith("hidden_group_size_"):
+        return block[axis]
+    if kind == "hidden_grid_dims":
+        return sum(1 for g, b in zip(grid, block) if g * b > 1) or 1
+    return 0
+
+
+# ---------------------------------------------------------------------------------- launch
+def _initial_state(m: Machine, info: KernelInfo, grid: tuple[int, int, int],
+                   block: tuple[int, int, int], kernarg_addr: int, packet_addr: int) -> None:
+    desc = info.descriptor
+    user = []
+    for name in desc.user_sgprs:
+        if name == "private_segment_buffer":
+            user += [0, 0, 0, 0]
+        elif name == "private_segment_size":
+            user += [0]
+        elif name == "kernarg_segment_ptr":
+            user += [kernarg_addr & 0xFFFFFFFF, kernarg_addr >> 32]
+        elif name == "dispatch_ptr":
+            user += [packet_addr & 0xFFFFFFFF, packet_addr >> 32]
+        else:
+            user += [0, 0]
+    for s, value in enumerate(user[: desc.user_sgpr_count]):
+        m.sgpr[s] = value
+    wg = m.workgroup
+    wg_id = np.stack([wg % grid[0], wg // grid[0] % grid[1], wg // (grid[0] * grid[1])])
+    s = desc.user_sgpr_count
+    for axis, enabled in enumerate(desc.workgroup_id_enabled):
+        if enabled:
+            m.sgpr[s] = wg_id[axis]
+            s += 1
+    threads = block[0] * block[1] * block[2]
+    tid = m.wave_in_group[:, None] * isa.WAVE_SIZE + np.arange(isa.WAVE_SIZE)[None, :]
+    x, y, z = tid % block[0], tid // block[0] % block[1], tid // (block[0] * block[1])
+    m.vgpr[0] = (x | (y << 10) | (z << 20)).astype(np.uint32)
+    lanes = tid < threads
+    packed = np.packbits(lanes, axis=1, bitorder="little").view(np.uint32)
+    m.sgpr[isa.EXEC] = packed[:, 0]
+    m.sgpr[isa.EXEC + 1] = packed[:, 1]
+    m.exec_lanes[:] = lanes
+    m.pc[:] = info.entry
+
+
+def _dispatch_packet(grid, block, info: KernelInfo, kernarg_addr: int) -> bytes:
+    """The AQL kernel dispatch packet a `dispatch_ptr` user SGPR points at."""
+    sizes = [g * b for g, b in zip(grid, block)]
+    dims = 3 if grid[2] * block[2] > 1 else (2 if grid[1] * block[1] > 1 else 1)
+    return struct.pack("<HHHHHHIIIIIQQQQ", 0, dims, *block, 0, *sizes,
+                       info.private_segment_size, info.group_segment_size, 0, kernarg_addr, 0, 0)
+
+
+def emulate(code_object: CodeObject | str | os.PathLike | bytes,
+            kernel: str | KernelInfo | None = None, *, grid: int | Sequence[int],
+            block: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any] = (),
+            check: str = "strict", max_wave_instructions: int = 500_000_000) -> Emulation:
+    """Run `kernel` over `grid` workgroups of `block` work-items (HIP's gridDim/blockDim).
+
+    `args` are the kernel's explicit arguments, positionally or by name (unnamed by-value
+    arguments are 0): numpy arrays become device buffers and are written back in place, Python
+    or numpy scalars are packed by value. `check`: "strict" raises HazardError at the first
+    hazard, "warn" records them in `Emulation.hazards`, "off" ignores them; in every mode a
+    read before the producer delivered returns the stale value.
+    """
+    if check not in CHECK_MODES:
+        raise LaunchError(f"check must be one of {CHECK_MODES}, got {check!r}")
+    co = _load(code_object)
+    info = _kernel(co, kernel)
+    grid3, block3 = _xyz(grid, "grid"), _xyz(block, "block")
+    threads = block3[0] * block3[1] * block3[2]
+    if threads > info.max_flat_workgroup_size:
+        raise LaunchError(f"block of {threads} work-items exceeds the kernel's "
+                          f"max_flat_workgroup_size {info.max_flat_workgroup_size}")
+    reqd = info.metadata.get(".reqd_workgroup_size")
+    if reqd and tuple(reqd) != block3:
+        raise LaunchError(f"kernel {info.name} requires block {tuple(reqd)}, got {block3}")
+    if info.private_segment_size:
+        raise LaunchError(f"kernel {info.name} uses {info.private_segment_size} bytes of "
+                          f"scratch per work-item; scratch memory is not emulated")
+    if info.wavefront_size != isa.WAVE_SIZE:
+        raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64")
+    instructions = co.disassemble(info)
+    executors = compile_program(instructions, info)
+
+    bound = _bind_args(info, args)
+    arrays = [(arg, value) for arg, value in bound if isinstance(value, np.ndarray)]
+    for arg, value in arrays:
+        if arg.value_kind != "global_buffer":
+            raise LaunchError(f"argument {arg.name!r} is {arg.value_kind}; only global_buffer "
+                              f"arguments take arrays")
+        if not value.flags.c_contiguous:
+            raise LaunchError(f"argument {arg.name!r} must be C-contiguous "
+                              f"(use np.ascontiguousarray)")
+    memory = FlatMemory([(arg.name, value.nbytes) for arg, value in arrays]
+                        + [("kernarg", max(info.kernarg_size, 8)), ("dispatch packet", 64)])
+    for index, (_, value) in enumerate(arrays):
+        memory.view(index)[:] = value.reshape(-1).view(np.uint8)
+    address_of = {id(value): memory.address(i) for i, (_, value) in enumerate(arrays)}
+    kernarg_addr = memory.address(len(arrays))
+    packet_addr = memory.address(len(arrays) + 1)
+    kernarg = bytearray(max(info.kernarg_size, 8))
+    for arg, value in bound:
+        if isinstance(value, np.ndarray):
+            raw = address_of[id(value)].to_bytes(8, "little")
+        elif value is None:
+            raw = bytes(arg.size)
+        elif arg.value_kind == "global_buffer":
+            raise LaunchError(f"argument {arg.name!r} is a buffer; pass a numpy array or None")
+        else:
+            raw = _by_value_bytes(value, arg.size, arg.name)
+        kernarg[arg.offset:arg.offset + arg.size] = raw[: arg.size]
+    for arg in info.args:
+        if arg.value_kind.startswith("hidden_"):
+            kernarg[arg.offset:arg.offset + arg.size] = _hidden_value(
+                arg.value_kind, grid3, block3).to_bytes(arg.size, "little")
+    memory.view(len(arrays))[:] = np.frombuffer(bytes(kernarg), np.uint8)
+    memory.view(len(arrays) + 1)[:] = np.frombuffer(
+        _dispatch_packet(grid3, block3, info, kernarg_addr), np.uint8)
+
+    workgroups = grid3[0] * grid3[1] * grid3[2]
+    waves_per_group = -(-threads // isa.WAVE_SIZE)
+    m = Machine(waves=workgroups * waves_per_group, workgroups=workgroups,
+                waves_per_group=waves_per_group, lds_bytes=info.group_segment_size,
+                memory=memory, accum_offset=info.accum_offset, check=check)
+    _initial_state(m, info, grid3, block3, kernarg_addr, packet_addr)
+
+    start = time.perf_counter()
+    counts = _run(m, instructions, executors, max_wave_instructions, info.name)
+    seconds = time.perf_counter() - start
+    m.drain()
+    for index, (_, value) in enumerate(arrays):
+        value.reshape(-1).view(np.uint8)[:] = memory.view(index)
+    trace = {ins.address: int(c) for ins, c in zip(instructions, counts) if c}
+    return Emulation(info.name, grid3, block3, workgroups, m.waves, seconds, trace,
+                     dict(m.bytes_moved), list(m.hazards), instructions)
+
+
+def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
+         limit: int, name: str) -> np.ndarray:
+    index_of = {ins.address: i for i, ins in enumerate(instructions)}
+    next_pc = [ins.next_address for ins in instructions]
+    ticks = [nop_wait_states(ins) for ins in instructions]
+    counts = np.zeros(len(instructions), np.int64)
+    debug = int(os.environ.get("ARGUS_DEBUG", "0") or 0) >= 4
+    executed = 0
+    group: Group | None = None
+    while True:
+        if group is None:
+            group = _next_group(m, name)
+            if group is None:
+                return counts
+        i = index_of.get(group.pc)
+        if i is None:
+            raise EmulatorError(f"kernel {name}: waves {group.waves[:4].tolist()} jumped to "
+                                f"0x{group.pc:x}, which is not an instruction of the kernel")
+        if debug:
+            print(f"[emu] pc 0x{group.pc:x} waves {group.n}: {instructions[i].text}")
+        result = executors[i](m, group)
+        counts[i] += group.n
+        group.tick += ticks[i]
+        executed += group.n
+        if result is None:
+            group.pc = next_pc[i]
+        elif result != DIVERGED:
+            group.pc = result
+        else:
+            m.clock[group.sel] += group.tick
+            group = None
+        if executed > limit:
+            raise EmulatorError(f"kernel {name} executed more than {limit} wave-instructions "
+                                f"without finishing; an endless loop, or raise "
+                                f"max_wave_instructions")
+
+
+def _next_group(m: Machine, name: str) -> Group | None:
+    _release_barriers(m)
+    running = m.state == RUNNING
+    if not running.any():
+        if (m.state == AT_BARRIER).any():
+            stuck = np.flatnonzero(m.state == AT_BARRIER)[:4]
+            raise EmulatorError(f"kernel {name}: deadlock, waves {stuck.tolist()} wait at "
+                                f"s_barrier but their workgroup can never arrive")
+        return None
+    pcs = np.where(running, m.pc, np.iinfo(np.int64).max)
+    pc = int(pcs.min())
+    waves = np.flatnonzero(pcs == pc)
+    group = Group(waves, m.waves, pc)
+    group.exec = m.exec_lanes[group.sel]
+    group.exec_full = bool(group.exec.all())
+    return group
+
+
+def _release_barriers(m: Machine) -> None:
+    waiting = m.state == AT_BARRIER
+    if not waiting.any():
+        return
+    groups = m.lds.shape[0]
+    arrived = np.bincount(m.workgroup, weights=waiting, minlength=groups)
+    alive = np.bincount(m.workgroup, weights=m.state != ENDED, minlength=groups)
+    ready = (arrived > 0) & (arrived == alive)
+    release = waiting & ready[m.workgroup]
+    m.state[release] = RUNNING

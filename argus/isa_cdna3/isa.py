@@ -1,0 +1,61 @@
+"""gfx942 machine facts the emulator, lowering and performance model share.
+
+Register files and their encodings, the hazard wait-state table (LLVM GCNHazardRecognizer, gfx940
+path), `s_waitcnt` counter limits and LDS geometry. One fact, one place: nothing else in Argus
+re-states these numbers.
+"""
+
+from __future__ import annotations
+
+from argus.isa_cdna3.mfma import MfmaInfo
+
+WAVE_SIZE = 64
+SGPRS = 102                  # s0..s101 addressable by a kernel
+VGPRS_UNIFIED = 512          # arch VGPRs + AGPRs per lane, AGPRs start at accum_offset
+ARCH_VGPRS = 256
+AGPRS = 256
+
+#: Scalar operand encodings (SSRC) of the special registers; the emulator's SGPR file is indexed
+#: by these, so `s_mov_b64 exec, ...` and `s_mov_b32 s126, ...` name the same storage.
+SPECIAL_SGPRS = {
+    "flat_scratch_lo": 102, "flat_scratch_hi": 103, "xnack_mask_lo": 104, "xnack_mask_hi": 105,
+    "vcc_lo": 106, "vcc_hi": 107, "m0": 124, "exec_lo": 126, "exec_hi": 127,
+}
+SPECIAL_SGPR_PAIRS = {"flat_scratch": 102, "xnack_mask": 104, "vcc": 106, "exec": 126}
+TTMP_BASE = 108
+SGPR_FILE = 128
+VCC = 106
+M0 = 124
+EXEC = 126
+
+# --- s_waitcnt (gfx9 encoding: vmcnt[3:0] | expcnt[6:4] | lgkmcnt[11:8] | vmcnt[5:4] << 14) ---
+VMCNT_MAX = 63
+LGKMCNT_MAX = 15
+EXPCNT_MAX = 7
+
+# --- LDS ---
+LDS_BYTES = 65536            # per workgroup and per CU on gfx942
+LDS_BANKS = 32
+LDS_BANK_BYTES = 4
+
+# --- hazards, in wait states (one per issued instruction; `s_nop N` provides N + 1) ---
+VALU_WRITE_VGPR_TO_MFMA_READ = 2
+VALU_WRITE_EXEC_TO_MFMA = 4
+SNOP_MAX = 15
+
+
+def mfma_to_read_wait_states(producer: MfmaInfo) -> int:
+    """Wait states between an MFMA and a VALU/VMEM/LDS read (or WAW) of its result, which is
+    also what an MFMA reading the result as SrcA/SrcB needs (XDL: passes + 3, else passes + 2)."""
+    return producer.passes + (3 if producer.is_xdl else 2)
+
+
+def mfma_to_srcc_wait_states(producer: MfmaInfo, *, same_registers: bool) -> int:
+    """Wait states before an MFMA may read `producer`'s result as SrcC (the accumulator).
+
+    Reading exactly the registers just written is forwarded (0), except after a 2-pass 4x4
+    XDL producer (2). Partially overlapping registers need passes + 1 (XDL) or passes (other).
+    """
+    if same_registers:
+        return 2 if producer.is_xdl and producer.passes == 2 else 0
+    return producer.passes + (1 if producer.is_xdl else 0)

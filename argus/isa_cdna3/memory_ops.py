@@ -1,0 +1,540 @@
+"""Memory instructions: SMEM, MUBUF (buffer_*), FLAT-global (global_*) and LDS (ds_*).
+
+Loads read memory when issued and hand their data to the machine's queue; registers (or LDS, for
+`buffer_load ... lds`) change only when `s_waitcnt` retires them, so a missing wait reads stale
+data exactly as on hardware. Stores and atomics write when issued and still occupy their counter.
+Buffer accesses are range-checked per dword against V#.num_records (voffset + inst_offset;
+soffset is not part of the check): out-of-range loads read 0 and stores are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from argus.asm.instruction import Imm, Instruction, Reg, Special
+from argus.isa_cdna3 import isa, numerics
+from argus.isa_cdna3.operands import (
+    OperandError,
+    is_vgpr,
+    scalar_reader,
+    sgpr_index,
+    vector_reader,
+    vgpr_index,
+)
+from argus.isa_cdna3.state import Group, Machine, MemoryFault
+
+U32 = np.uint32
+U64 = np.uint64
+
+_SIZES = {"dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16, "dwordx8": 32,
+          "dwordx16": 64, "ubyte": 1, "sbyte": 1, "ushort": 2, "sshort": 2, "byte": 1,
+          "short": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16, "u8": 1, "i8": 1, "u16": 2,
+          "i16": 2, "b8": 1, "b16": 2}
+
+SMEM = re.compile(r"^s_(buffer_)?load_(dword|dwordx2|dwordx4|dwordx8|dwordx16)$")
+BUFFER = re.compile(r"^buffer_(load|store)_(dword|dwordx2|dwordx3|dwordx4|ubyte|sbyte|ushort|"
+                    r"sshort|byte|short)$")
+GLOBAL = re.compile(r"^global_(load|store)_(dword|dwordx2|dwordx3|dwordx4|ubyte|sbyte|ushort|"
+                    r"sshort|byte|short)$")
+DS_READ = re.compile(r"^ds_read_(b32|b64|b96|b128|u8|i8|u16|i16)$")
+DS_WRITE = re.compile(r"^ds_write_(b8|b16|b32|b64|b96|b128)$")
+DS_READ2 = re.compile(r"^ds_read2(st64)?_(b32|b64)$")
+DS_WRITE2 = re.compile(r"^ds_write2(st64)?_(b32|b64)$")
+ATOMICS = {"buffer_atomic_add_f32", "global_atomic_add_f32", "global_atomic_pk_add_bf16",
+           "buffer_atomic_pk_add_bf16", "global_atomic_add_u32", "buffer_atomic_add_u32"}
+PERMUTES = {"ds_bpermute_b32", "ds_permute_b32"}
+
+
+class _Opcodes:
+    """Membership test for every memory opcode this module implements."""
+
+    def __contains__(self, name: str) -> bool:
+        return bool(SMEM.match(name) or BUFFER.match(name) or GLOBAL.match(name)
+                    or DS_READ.match(name) or DS_WRITE.match(name) or DS_READ2.match(name)
+                    or DS_WRITE2.match(name) or name in ATOMICS or name in PERMUTES
+                    or name == "global_load_lds_dword")
+
+
+MEMORY_OPCODES = _Opcodes()
+
+
+def compile_memory(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
+    name = inst.opcode
+    if SMEM.match(name):
+        return _smem(inst)
+    if name in ATOMICS:
+        return _atomic(inst, accum)
+    if BUFFER.match(name):
+        return _buffer(inst, accum)
+    if GLOBAL.match(name) or name == "global_load_lds_dword":
+        return _global(inst, accum)
+    if name in PERMUTES:
+        return _permute(inst, accum)
+    if DS_READ.match(name) or DS_READ2.match(name):
+        return _ds_read(inst, accum)
+    if DS_WRITE.match(name) or DS_WRITE2.match(name):
+        return _ds_write(inst, accum)
+    raise KeyError(name)
+
+
+def _account(m: Machine, g: Group, inst: Instruction, nbytes: int, lanes: int | None = None
+             ) -> None:
+    active = lanes if lanes is not None else (
+        g.n * isa.WAVE_SIZE if g.exec_full else int(g.exec.sum()))
+    m.bytes_moved[inst.address] = m.bytes_moved.get(inst.address, 0) + active * nbytes
+
+
+def _dword_count(nbytes: int) -> int:
+    return max(1, nbytes // 4)
+
+
+def _extend(raw: np.ndarray, kind: str) -> np.ndarray:
+    """Sub-dword loads: zero- or sign-extend the loaded bytes into a dword."""
+    if kind in ("ubyte", "u8"):
+        return (raw & U32(0xFF))
+    if kind in ("sbyte", "i8"):
+        return (raw & U32(0xFF)).astype(np.uint8).view(np.int8).astype(np.int32).view(U32)
+    if kind in ("ushort", "u16"):
+        return raw & U32(0xFFFF)
+    if kind in ("sshort", "i16"):
+        return (raw & U32(0xFFFF)).astype(np.uint16).view(np.int16).astype(np.int32).view(U32)
+    return raw
+
+
+def _register_commit(m: Machine, g: Group, regs: list[int], values: np.ndarray,
+                     lanes: np.ndarray | None) -> Callable[[np.ndarray], None]:
+    """Commit action writing `values` [n, 64, k] into VGPRs `regs` for the retired rows."""
+    waves = g.waves.copy()
+
+    def commit(rows: np.ndarray) -> None:
+        ids = waves[rows]
+        for k, reg in enumerate(regs):
+            new = values[rows, :, k]
+            if lanes is not None:
+                new = np.where(lanes[rows], new, m.vgpr[reg][ids])
+            m.vgpr[reg][ids] = new
+    return commit
+
+
+# ---------------------------------------------------------------------------------- SMEM
+def _smem(inst: Instruction) -> Callable[[Machine, Group], Any]:
+    kind = SMEM.match(inst.opcode).group(2)
+    count = _dword_count(_SIZES[kind])
+    buffered = inst.opcode.startswith("s_buffer_")
+    dst, base_op, offset_op = inst.operands[:3]
+    dst_idx = sgpr_index(dst)
+    base = scalar_reader(base_op, inst, wide=not buffered)
+    base_idx = sgpr_index(base_op)
+    offset = scalar_reader(offset_op, inst)
+    sgprs = tuple(range(dst_idx, dst_idx + count))
+
+    def run(m: Machine, g: Group) -> None:
+        if buffered:
+            lo = m.read_s(g, base_idx, inst).astype(U64)
+            hi = (m.read_s(g, base_idx + 1, inst) & U32(0xFFFF)).astype(U64)
+            addr = lo | (hi << U64(32))
+        else:
+            addr = base(m, g)
+        addr = (addr + offset(m, g).astype(U64)) & ~U64(3)
+        where = _checked(m, g, inst, addr[:, None], 4 * count, np.ones((g.n, 1), bool))
+        values = m.memory.read_dwords(where[:, 0], count)
+        waves = g.waves.copy()
+
+        def commit(rows: np.ndarray) -> None:
+            ids = waves[rows]
+            for k, reg in enumerate(sgprs):
+                m.sgpr[reg][ids] = values[rows, k]
+        m.enqueue(g, "lgkm", commit, inst, sgprs=sgprs)
+        _account(m, g, inst, 4 * count, lanes=g.n)
+    return run
+
+
+def _checked(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, nbytes: int,
+             active: np.ndarray) -> np.ndarray:
+    try:
+        return m.memory.check(addr, nbytes, active)
+    except MemoryFault as fault:
+        row = int(np.argwhere(active)[0][0]) if active.any() else 0
+        wave = int(g.waves[row])
+        raise MemoryFault(
+            f"workgroup {int(m.workgroup[wave])} wave {int(m.wave_in_group[wave])} pc "
+            f"0x{inst.address:x} `{inst.text or inst}`: {fault}") from None
+
+
+# ---------------------------------------------------------------------------------- MUBUF
+def _buffer_operands(inst: Instruction, accum: int, *, has_data: bool):
+    ops = list(inst.operands)
+    data = ops.pop(0) if has_data else None
+    vaddr, rsrc, soffset = ops[:3]
+    if not isinstance(rsrc, Reg) or rsrc.file not in ("s", "ttmp") or rsrc.count != 4:
+        raise OperandError(f"{inst.opcode}: resource must be an SGPR quad, got {rsrc}")
+    offen, idxen = inst.has("offen"), inst.has("idxen")
+    vaddr_idx = vgpr_index(vaddr, accum) if is_vgpr(vaddr) else None
+    if (offen or idxen) and vaddr_idx is None:
+        raise OperandError(f"{inst.opcode}: offen/idxen need a VGPR address, got {vaddr}")
+    return data, vaddr_idx, sgpr_index(rsrc), scalar_reader(soffset, inst), offen, idxen
+
+
+def _buffer_address(m: Machine, g: Group, inst: Instruction, vaddr_idx, rsrc_idx, soffset,
+                    offen: bool, idxen: bool, nbytes: int):
+    """Per-lane, per-dword byte addresses [n, 64, k] and their in-range mask."""
+    word0 = m.read_s(g, rsrc_idx, inst).astype(U64)
+    word1 = m.read_s(g, rsrc_idx + 1, inst).astype(U64)
+    num_records = m.read_s(g, rsrc_idx + 2, inst).astype(np.int64)
+    base = word0 | ((word1 & U64(0xFFFF)) << U64(32))
+    stride = ((word1 >> U64(16)) & U64(0x3FFF)).astype(np.int64)
+    offset = np.full((g.n, isa.WAVE_SIZE), int(inst.mod("offset", 0)), np.int64)
+    index = np.zeros((g.n, isa.WAVE_SIZE), np.int64)
+    if idxen:
+        index = m.read_v(g, vaddr_idx, inst).astype(np.int64)
+    if offen:
+        offset = offset + m.read_v(g, vaddr_idx + (1 if idxen else 0), inst).astype(np.int64)
+    words = _dword_count(nbytes)
+    step = np.arange(words, dtype=np.int64) * 4
+    if idxen:
+        in_range = np.broadcast_to((index < num_records[:, None])[..., None],
+                                   (g.n, isa.WAVE_SIZE, words))
+        offset = offset + index * stride[:, None]
+    else:
+        in_range = (offset[..., None] + step + min(nbytes, 4)) <= num_records[:, None, None]
+    total = (base + soffset(m, g).astype(U64))[:, None, None] + (
+        offset[..., None] + step).astype(U64)
+    return total, in_range & g.exec[..., None]
+
+
+def _buffer(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
+    op, kind = BUFFER.match(inst.opcode).groups()
+    nbytes = _SIZES[kind]
+    words = _dword_count(nbytes)
+    to_lds = inst.has("lds")
+    is_load = op == "load"
+    data, vaddr_idx, rsrc_idx, soffset, offen, idxen = _buffer_operands(
+        inst, accum, has_data=not (is_load and to_lds))
+    data_idx = vgpr_index(data, accum) if data is not None else None
+    inst_offset = int(inst.mod("offset", 0))
+
+    def run(m: Machine, g: Group) -> None:
+        addr, active = _buffer_address(m, g, inst, vaddr_idx, rsrc_idx, soffset, offen, idxen,
+                                       nbytes)
+        where = _checked(m, g, inst, addr, min(nbytes, 4), active)
+        if is_load:
+            if nbytes >= 4:
+                values = m.memory.read_dwords(where.reshape(-1), 1).reshape(addr.shape)
+            else:
+                raw = m.memory.read_bytes(where[..., 0], nbytes)
+                values = _extend(_bytes_to_u32(raw), kind)[..., None]
+            values = np.where(active, values, U32(0))
+            if to_lds:
+                _queue_lds_dma(m, g, inst, values[..., 0], inst_offset, nbytes)
+            else:
+                regs = [data_idx + k for k in range(words)]
+                m.enqueue(g, "vm", _register_commit(m, g, regs, values, g.exec), inst,
+                          vgprs=tuple(regs))
+        else:
+            values = np.stack([m.read_v(g, data_idx + k, inst) for k in range(words)], -1)
+            if nbytes >= 4:
+                m.memory.write_dwords(where.reshape(-1), values.reshape(-1, 1),
+                                      active.reshape(-1))
+            else:
+                raw = values[..., 0:1].view(np.uint8)[..., :nbytes]
+                m.memory.write_bytes(where[..., 0], raw, active[..., 0])
+            m.enqueue(g, "vm", None, inst)
+        _account(m, g, inst, nbytes)
+    return run
+
+
+def _bytes_to_u32(raw: np.ndarray) -> np.ndarray:
+    padded = np.zeros((*raw.shape[:-1], 4), np.uint8)
+    padded[..., : raw.shape[-1]] = raw
+    return padded.view(U32)[..., 0]
+
+
+def _queue_lds_dma(m: Machine, g: Group, inst: Instruction, values: np.ndarray,
+                   inst_offset: int, nbytes: int) -> None:
+    """buffer/global load ... lds: LDS[M0 + inst_offset + lane * 4] = data, at the vmcnt."""
+    m0 = (m.read_s(g, isa.M0, inst) & U32(0x3FFFF)).astype(np.int64)
+    lds_addr = m0[:, None] + inst_offset + np.arange(isa.WAVE_SIZE) * 4
+    lanes = g.exec.copy()
+    _check_lds(m, g, inst, lds_addr, 4, lanes)
+    wgs = m.workgroup[g.waves]
+
+    def commit(rows: np.ndarray) -> None:
+        active = lanes[rows]
+        rows_wg = np.broadcast_to(wgs[rows][:, None], active.shape)[active]
+        word = (lds_addr[rows] >> 2)[active]
+        if nbytes >= 4:
+            m.lds[rows_wg, word] = values[rows][active]
+        else:
+            lds_bytes = m.lds.view(np.uint8)
+            lds_bytes[rows_wg, lds_addr[rows][active]] = values[rows][active].astype(np.uint8)
+    m.enqueue(g, "vm", commit, inst)
+
+
+# ---------------------------------------------------------------------------------- global
+def _global_address(m: Machine, g: Group, inst: Instruction, vaddr_op, saddr_op, accum: int
+                    ) -> np.ndarray:
+    offset = np.int64(inst.mod("offset", 0))
+    vaddr_idx = vgpr_index(vaddr_op, accum)
+    if isinstance(saddr_op, Special) and saddr_op.name == "off":
+        lo = m.read_v(g, vaddr_idx, inst).astype(U64)
+        hi = m.read_v(g, vaddr_idx + 1, inst).astype(U64)
+        return ((lo | (hi << U64(32))).astype(np.int64) + offset).astype(U64)
+    base = scalar_reader(saddr_op, inst, wide=True)(m, g)
+    voff = m.read_v(g, vaddr_idx, inst).astype(np.int64)
+    return (base.astype(np.int64)[:, None] + voff + offset).astype(U64)
+
+
+def _global(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
+    if inst.opcode == "global_load_lds_dword":
+        op, kind = "load", "dword"
+        vaddr_op, saddr_op = inst.operands[:2]
+        data = None
+    else:
+        op, kind = GLOBAL.match(inst.opcode).groups()
+        if op == "load":
+            data, vaddr_op, saddr_op = inst.operands[:3]
+        else:
+            vaddr_op, data, saddr_op = inst.operands[:3]
+    nbytes = _SIZES[kind]
+    words = _dword_count(nbytes)
+    data_idx = vgpr_index(data, accum) if data is not None else None
+
+    def run(m: Machine, g: Group) -> None:
+        addr = _global_address(m, g, inst, vaddr_op, saddr_op, accum)
+        where = _checked(m, g, inst, addr, nbytes, g.exec)
+        if op == "load":
+            if nbytes >= 4:
+                values = m.memory.read_dwords(where, words)
+            else:
+                values = _extend(_bytes_to_u32(m.memory.read_bytes(where, nbytes)), kind)[
+                    ..., None]
+            if data_idx is None:
+                _queue_lds_dma(m, g, inst, values[..., 0], 0, 4)
+            else:
+                regs = [data_idx + k for k in range(words)]
+                m.enqueue(g, "vm", _register_commit(m, g, regs, values, g.exec), inst,
+                          vgprs=tuple(regs))
+        else:
+            values = np.stack([m.read_v(g, data_idx + k, inst) for k in range(words)], -1)
+            if nbytes >= 4:
+                m.memory.write_dwords(where, values, g.exec)
+            else:
+                m.memory.write_bytes(where, values[..., 0:1].view(np.uint8)[..., :nbytes],
+                                     g.exec)
+            m.enqueue(g, "vm", None, inst)
+        _account(m, g, inst, nbytes)
+    return run
+
+
+# ---------------------------------------------------------------------------------- atomics
+def _atomic(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
+    name = inst.opcode
+    returns = inst.has("sc0") or inst.has("glc")
+    ops = list(inst.operands)
+    ret = ops.pop(0) if returns else None
+    ret_idx = vgpr_index(ret, accum) if ret is not None else None
+    is_buffer = name.startswith("buffer_")
+    if is_buffer:
+        data, vaddr_idx, rsrc_idx, soffset, offen, idxen = _buffer_operands(
+            inst, accum, has_data=True)
+    else:
+        vaddr_op, data, saddr_op = ops[:3]
+    data_idx = vgpr_index(data, accum)
+    kind = name.rsplit("_", 1)[-1]
+    if name.endswith("pk_add_bf16"):
+        kind = "pk_bf16"
+
+    def run(m: Machine, g: Group) -> None:
+        if is_buffer:
+            addr, active = _buffer_address(m, g, inst, vaddr_idx, rsrc_idx, soffset, offen,
+                                           idxen, 4)
+            addr, active = addr[..., 0], active[..., 0]
+        else:
+            addr = _global_address(m, g, inst, vaddr_op, saddr_op, accum)
+            active = g.exec
+        where = _checked(m, g, inst, addr, 4, active)
+        value = m.read_v(g, data_idx, inst)
+        old = m.memory.read_dwords(where, 1)[..., 0]
+        _apply_atomic(m.memory.heap, where[active], value[active], kind)
+        if ret_idx is not None:
+            m.enqueue(g, "vm", _register_commit(m, g, [ret_idx], old[..., None], active), inst,
+                      vgprs=(ret_idx,))
+        else:
+            m.enqueue(g, "vm", None, inst)
+        _account(m, g, inst, 4)
+    return run
+
+
+def _apply_atomic(heap: np.ndarray, offsets: np.ndarray, values: np.ndarray, kind: str) -> None:
+    """Read-modify-write each lane in turn; lanes hitting the same address all take effect."""
+    if offsets.size == 0:
+        return
+    words = heap[: len(heap) // 4 * 4].view(U32)
+    index = offsets >> 2
+    if kind == "f32":
+        np.add.at(words.view(np.float32), index, values.view(np.float32))
+        return
+    if kind == "u32":
+        np.add.at(words, index, values)
+        return
+    pending_index, pending_values = index, values
+    while pending_index.size:  # bf16 rounding per add: apply one lane per address per round
+        _, first = np.unique(pending_index, return_index=True)
+        idx, val = pending_index[first], pending_values[first]
+        current = words[idx]
+        lo = _bf16_add(current & U32(0xFFFF), val & U32(0xFFFF))
+        hi = _bf16_add(current >> U32(16), val >> U32(16))
+        words[idx] = lo | (hi << U32(16))
+        keep = np.ones(pending_index.size, bool)
+        keep[first] = False
+        pending_index, pending_values = pending_index[keep], pending_values[keep]
+
+
+def _bf16_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    fa = (a.astype(U32) << U32(16)).view(np.float32)
+    fb = (b.astype(U32) << U32(16)).view(np.float32)
+    total = (fa + fb).astype(numerics.BF16)
+    return total.view(np.uint16).astype(U32)
+
+
+# ---------------------------------------------------------------------------------- LDS
+def _check_lds(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, nbytes: int,
+               lanes: np.ndarray) -> None:
+    bad = lanes & ((addr < 0) | (addr + nbytes > m.lds_bytes))
+    if bad.any():
+        row, lane = (int(x) for x in np.argwhere(bad)[0])
+        wave = int(g.waves[row])
+        raise MemoryFault(
+            f"workgroup {int(m.workgroup[wave])} wave {int(m.wave_in_group[wave])} lane {lane} "
+            f"pc 0x{inst.address:x} `{inst.text or inst}`: LDS address "
+            f"0x{int(addr[row, lane]):x} (+{nbytes} bytes) is outside the workgroup's "
+            f"{m.lds_bytes}-byte LDS allocation (group_segment_fixed_size)")
+
+
+def _lds_gather(m: Machine, g: Group, addr: np.ndarray, words: int) -> np.ndarray:
+    wgs = m.workgroup[g.waves][:, None, None]
+    safe = np.where(addr >= 0, addr, 0)
+    if not (safe & 3).any():
+        index = (safe >> 2)[..., None] + np.arange(words)
+        index = np.minimum(index, m.lds.shape[1] - 1)
+        return m.lds[wgs, index]
+    lds_bytes = m.lds.view(np.uint8)
+    index = np.minimum(safe[..., None] + np.arange(4 * words), lds_bytes.shape[1] - 1)
+    raw = lds_bytes[wgs, index]
+    return np.ascontiguousarray(raw).view(U32).reshape(*addr.shape, words)
+
+
+def _lds_scatter(m: Machine, g: Group, addr: np.ndarray, values: np.ndarray, lanes: np.ndarray
+                 ) -> None:
+    nbytes = values.shape[-1] * 4
+    wgs = np.broadcast_to(m.workgroup[g.waves][:, None], addr.shape)[lanes]
+    if not (addr & 3).any():
+        index = (addr[lanes] >> 2)[:, None] + np.arange(values.shape[-1])
+        m.lds[wgs[:, None], index] = values[lanes]
+        return
+    lds_bytes = m.lds.view(np.uint8)
+    index = addr[lanes][:, None] + np.arange(nbytes)
+    lds_bytes[wgs[:, None], index] = np.ascontiguousarray(values[lanes]).view(np.uint8)
+
+
+def _ds_read(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
+    two = DS_READ2.match(inst.opcode)
+    if two:
+        stride64, kind = two.groups()
+        size = _SIZES[kind]
+        unit = size * (64 if stride64 else 1)
+        offsets = [int(inst.mod("offset0", 0)) * unit, int(inst.mod("offset1", 0)) * unit]
+    else:
+        kind = DS_READ.match(inst.opcode).group(1)
+        size = _SIZES[kind]
+        offsets = [int(inst.mod("offset", 0))]
+    dst, vaddr = inst.operands[:2]
+    dst_idx = vgpr_index(dst, accum)
+    addr_idx = vgpr_index(vaddr, accum)
+    words = _dword_count(size)
+
+    def run(m: Machine, g: Group) -> None:
+        base = m.read_v(g, addr_idx, inst).astype(np.int64)
+        parts = []
+        for off in offsets:
+            addr = base + off
+            _check_lds(m, g, inst, addr, size, g.exec)
+            if size >= 4:
+                parts.append(_lds_gather(m, g, addr, words))
+            else:
+                raw = m.lds.view(np.uint8)[m.workgroup[g.waves][:, None, None],
+                                           np.clip(addr, 0, m.lds_bytes - 1)[..., None]
+                                           + np.arange(size)]
+                parts.append(_extend(_bytes_to_u32(raw), kind)[..., None])
+        values = np.concatenate(parts, -1)
+        regs = [dst_idx + k for k in range(values.shape[-1])]
+        m.enqueue(g, "lgkm", _register_commit(m, g, regs, values, g.exec), inst,
+                  vgprs=tuple(regs))
+        _account(m, g, inst, size * len(offsets))
+    return run
+
+
+def _ds_write(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
+    two = DS_WRITE2.match(inst.opcode)
+    if two:
+        stride64, kind = two.groups()
+        size = _SIZES[kind]
+        unit = size * (64 if stride64 else 1)
+        vaddr, d0, d1 = inst.operands[:3]
+        plan = [(int(inst.mod("offset0", 0)) * unit, vgpr_index(d0, accum)),
+                (int(inst.mod("offset1", 0)) * unit, vgpr_index(d1, accum))]
+    else:
+        kind = DS_WRITE.match(inst.opcode).group(1)
+        size = _SIZES[kind]
+        vaddr, d0 = inst.operands[:2]
+        plan = [(int(inst.mod("offset", 0)), vgpr_index(d0, accum))]
+    addr_idx = vgpr_index(vaddr, accum)
+    words = _dword_count(size)
+
+    def run(m: Machine, g: Group) -> None:
+        base = m.read_v(g, addr_idx, inst).astype(np.int64)
+        for off, data_idx in plan:
+            addr = base + off
+            _check_lds(m, g, inst, addr, size, g.exec)
+            values = np.stack([m.read_v(g, data_idx + k, inst) for k in range(words)], -1)
+            if size >= 4:
+                _lds_scatter(m, g, addr, values, g.exec)
+            else:
+                lanes = g.exec
+                wgs = np.broadcast_to(m.workgroup[g.waves][:, None], addr.shape)[lanes]
+                raw = np.ascontiguousarray(values[..., 0]).view(np.uint8).reshape(
+                    *addr.shape, 4)[..., :size]
+                index = addr[lanes][:, None] + np.arange(size)
+                m.lds.view(np.uint8)[wgs[:, None], index] = raw[lanes]
+        m.enqueue(g, "lgkm", None, inst)
+        _account(m, g, inst, size * len(plan))
+    return run
+
+
+def _permute(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
+    """ds_bpermute_b32: D[l] = S[addr[l] / 4]; ds_permute_b32: D[addr[l] / 4] = S[l]."""
+    dst, vaddr, data = inst.operands[:3]
+    dst_idx = vgpr_index(dst, accum)
+    read_addr = vector_reader(vaddr, inst, accum)
+    read_data = vector_reader(data, inst, accum)
+    offset = int(inst.mod("offset", 0))
+    backward = inst.opcode == "ds_bpermute_b32"
+
+    def run(m: Machine, g: Group) -> None:
+        lane = ((read_addr(m, g).astype(np.int64) + offset) >> 2) & 63
+        src = np.broadcast_to(read_data(m, g), (g.n, isa.WAVE_SIZE))
+        rows = np.arange(g.n)[:, None]
+        if backward:
+            values = src[rows, lane]
+        else:
+            values = np.zeros((g.n, isa.WAVE_SIZE), U32)
+            lanes = g.exec
+            values[np.broadcast_to(rows, lane.shape)[lanes], lane[lanes]] = src[lanes]
+        m.enqueue(g, "lgkm", _register_commit(m, g, [dst_idx], values[..., None], g.exec),
+                  inst, vgprs=(dst_idx,))
+    return run
+

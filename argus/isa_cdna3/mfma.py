@@ -1,0 +1,238 @@
+"""The gfx942 MFMA catalogue: shapes, types, timing, register counts and operand layouts.
+
+Every layout is one formula in lane and slot/register built from + - * // % only, so it evaluates on
+Python ints, numpy int arrays and `argus.ir.expr` terms alike. Source: AMD's
+amd_matrix_instruction_calculator (`-a cdna3 -d`), cross-checked against cdna3-facts.md §1.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+#: Bits per element of each operand type; "xf32" is f32 data computed at reduced precision.
+TYPE_BITS = {"f16": 16, "bf16": 16, "fp8": 8, "bf8": 8, "i8": 8, "xf32": 32, "f32": 32,
+             "f64": 64, "i32": 32}
+
+
+class UnknownMfmaError(KeyError, ValueError):
+    """An MFMA name that is not in the gfx942 catalogue."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class MfmaLayoutError(ValueError):
+    """The operand layout of this MFMA is not modelled (4:2 sparse SMFMAC A operand)."""
+
+
+@attrs.frozen
+class MfmaInfo:
+    """One gfx942 matrix instruction: D[b] = A[b] @ B[b] + C[b] for each of `blocks` blocks.
+
+    Register counts are 32-bit registers per lane. `k_per_lane` is the number of A (and B)
+    elements one lane holds; `c_values` the number of C/D elements one lane holds (c_regs, or
+    c_regs // 2 for f64). Coordinates: a_coord(lane, slot) -> (block, i, k),
+    b_coord(lane, slot) -> (block, k, j), c_coord(lane, value) -> (block, i, j).
+    """
+
+    name: str
+    m: int
+    n: int
+    k: int
+    blocks: int
+    a_type: str
+    b_type: str
+    c_type: str
+    cycles: int
+    a_regs: int
+    b_regs: int
+    c_regs: int
+    opcode: int
+    sparse: bool = False
+
+    @property
+    def passes(self) -> int:
+        return self.cycles // 4
+
+    @property
+    def is_xdl(self) -> bool:
+        # LLVM's GFX940 XDL set: every MFMA except the legacy f32 and the f64 (DGEMM) ones.
+        return self.a_type not in ("f32", "f64")
+
+    @property
+    def is_dgemm(self) -> bool:
+        return self.c_type == "f64"
+
+    @property
+    def k_per_lane(self) -> int:
+        return self.a_regs * 32 // TYPE_BITS[self.a_type]
+
+    @property
+    def c_values(self) -> int:
+        return self.c_regs * 32 // TYPE_BITS[self.c_type]
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k * self.blocks
+
+    def a_coord(self, lane: Any, slot: Any) -> tuple[Any, Any, Any]:
+        block, i, k = _operand_coord(self, lane, slot, self.m)
+        return block, i, k
+
+    def b_coord(self, lane: Any, slot: Any) -> tuple[Any, Any, Any]:
+        block, j, k = _operand_coord(self, lane, slot, self.n)
+        return block, k, j
+
+    def c_coord(self, lane: Any, value: Any) -> tuple[Any, Any, Any]:
+        if self.sparse:
+            return _dense_c_coord(self, lane, value)
+        return _C_LAYOUTS[(self.m, self.c_type == "f64")](self, lane, value)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _operand_coord(info: MfmaInfo, lane: Any, slot: Any, rows: int) -> tuple[Any, Any, Any]:
+    """A and B share one rule: lane = row + rows*block + rows*blocks*kgroup.
+
+    Within a lane, `slot` walks K (low half/byte of the first register first). The lane group
+    above all blocks selects which k_per_lane-wide slice of K the lane holds.
+    """
+    if info.sparse:
+        raise MfmaLayoutError(
+            f"{info.name}: the 4:2-sparse A/B operand layout with its compression index is not "
+            f"modelled; use a dense v_mfma_* instruction")
+    row = lane % rows
+    block = lane // rows % info.blocks
+    kgroup = lane // (rows * info.blocks)
+    return block, row, kgroup * info.k_per_lane + slot
+
+
+def _c_coord_32(info: MfmaInfo, lane: Any, reg: Any) -> tuple[Any, Any, Any]:
+    # 16 registers per block; each group of 4 registers covers 8 rows split over two lane halves.
+    in_block = reg % 16
+    i = in_block // 4 * 8 + lane // 32 * 4 + in_block % 4
+    return reg // 16, i, lane % 32
+
+
+def _c_coord_16(info: MfmaInfo, lane: Any, reg: Any) -> tuple[Any, Any, Any]:
+    return reg // 4, lane // 16 * 4 + reg % 4, lane % 16
+
+
+def _c_coord_4(info: MfmaInfo, lane: Any, reg: Any) -> tuple[Any, Any, Any]:
+    # 4x4 blocks live side by side across lanes, one row per register.
+    return lane // 4, reg % 4, lane % 4
+
+
+def _c_coord_16_f64(info: MfmaInfo, lane: Any, value: Any) -> tuple[Any, Any, Any]:
+    return value * 0, value * 4 + lane // 16, lane % 16
+
+
+def _c_coord_4_f64(info: MfmaInfo, lane: Any, value: Any) -> tuple[Any, Any, Any]:
+    return lane // 4 % 4, lane // 16 + value * 0, lane % 4
+
+
+def _dense_c_coord(info: MfmaInfo, lane: Any, value: Any) -> tuple[Any, Any, Any]:
+    return _C_LAYOUTS[(info.m, False)](info, lane, value)
+
+
+_C_LAYOUTS: dict[tuple[int, bool], Callable[[MfmaInfo, Any, Any], tuple[Any, Any, Any]]] = {
+    (32, False): _c_coord_32,
+    (16, False): _c_coord_16,
+    (4, False): _c_coord_4,
+    (16, True): _c_coord_16_f64,
+    (4, True): _c_coord_4_f64,
+}
+
+
+# name, M, N, K, blocks, cycles, A regs, B regs, C regs, VOP3P opcode (calculator `-a cdna3 -d`)
+_TABLE = """
+v_mfma_f32_16x16x8_xf32      16 16  8  1 16 2 2  4 0x3e
+v_mfma_f32_32x32x4_xf32      32 32  4  1 32 2 2 16 0x3f
+v_mfma_f32_32x32x1_2b_f32    32 32  1  2 64 1 1 32 0x40
+v_mfma_f32_16x16x1_4b_f32    16 16  1  4 32 1 1 16 0x41
+v_mfma_f32_4x4x1_16b_f32      4  4  1 16  8 1 1  4 0x42
+v_mfma_f32_32x32x2_f32       32 32  2  1 64 1 1 16 0x44
+v_mfma_f32_16x16x4_f32       16 16  4  1 32 1 1  4 0x45
+v_mfma_f32_32x32x4_2b_f16    32 32  4  2 64 2 2 32 0x48
+v_mfma_f32_16x16x4_4b_f16    16 16  4  4 32 2 2 16 0x49
+v_mfma_f32_4x4x4_16b_f16      4  4  4 16  8 2 2  4 0x4a
+v_mfma_f32_32x32x8_f16       32 32  8  1 32 2 2 16 0x4c
+v_mfma_f32_16x16x16_f16      16 16 16  1 16 2 2  4 0x4d
+v_mfma_i32_32x32x4_2b_i8     32 32  4  2 64 1 1 32 0x50
+v_mfma_i32_16x16x4_4b_i8     16 16  4  4 32 1 1 16 0x51
+v_mfma_i32_4x4x4_16b_i8       4  4  4 16  8 1 1  4 0x52
+v_mfma_i32_32x32x16_i8       32 32 16  1 32 2 2 16 0x56
+v_mfma_i32_16x16x32_i8       16 16 32  1 16 2 2  4 0x57
+v_mfma_f32_32x32x4_2b_bf16   32 32  4  2 64 2 2 32 0x5d
+v_mfma_f32_16x16x4_4b_bf16   16 16  4  4 32 2 2 16 0x5e
+v_mfma_f32_4x4x4_16b_bf16     4  4  4 16  8 2 2  4 0x5f
+v_mfma_f32_32x32x8_bf16      32 32  8  1 32 2 2 16 0x60
+v_mfma_f32_16x16x16_bf16     16 16 16  1 16 2 2  4 0x61
+v_smfmac_f32_16x16x32_f16    16 16 32  1 16 2 4  4 0x62
+v_smfmac_f32_32x32x16_f16    32 32 16  1 32 2 4 16 0x64
+v_smfmac_f32_16x16x32_bf16   16 16 32  1 16 2 4  4 0x66
+v_smfmac_f32_32x32x16_bf16   32 32 16  1 32 2 4 16 0x68
+v_smfmac_i32_16x16x64_i8     16 16 64  1 16 2 4  4 0x6a
+v_smfmac_i32_32x32x32_i8     32 32 32  1 32 2 4 16 0x6c
+v_mfma_f64_16x16x4_f64       16 16  4  1 32 2 2  8 0x6e
+v_mfma_f64_4x4x4_4b_f64       4  4  4  4 16 2 2  2 0x6f
+v_mfma_f32_16x16x32_bf8_bf8  16 16 32  1 16 2 2  4 0x70
+v_mfma_f32_16x16x32_bf8_fp8  16 16 32  1 16 2 2  4 0x71
+v_mfma_f32_16x16x32_fp8_bf8  16 16 32  1 16 2 2  4 0x72
+v_mfma_f32_16x16x32_fp8_fp8  16 16 32  1 16 2 2  4 0x73
+v_mfma_f32_32x32x16_bf8_bf8  32 32 16  1 32 2 2 16 0x74
+v_mfma_f32_32x32x16_bf8_fp8  32 32 16  1 32 2 2 16 0x75
+v_mfma_f32_32x32x16_fp8_bf8  32 32 16  1 32 2 2 16 0x76
+v_mfma_f32_32x32x16_fp8_fp8  32 32 16  1 32 2 2 16 0x77
+v_smfmac_f32_16x16x64_bf8_bf8  16 16 64 1 16 2 4  4 0x78
+v_smfmac_f32_16x16x64_bf8_fp8  16 16 64 1 16 2 4  4 0x79
+v_smfmac_f32_16x16x64_fp8_bf8  16 16 64 1 16 2 4  4 0x7a
+v_smfmac_f32_16x16x64_fp8_fp8  16 16 64 1 16 2 4  4 0x7b
+v_smfmac_f32_32x32x32_bf8_bf8  32 32 32 1 32 2 4 16 0x7c
+v_smfmac_f32_32x32x32_bf8_fp8  32 32 32 1 32 2 4 16 0x7d
+v_smfmac_f32_32x32x32_fp8_bf8  32 32 32 1 32 2 4 16 0x7e
+v_smfmac_f32_32x32x32_fp8_fp8  32 32 32 1 32 2 4 16 0x7f
+"""
+
+
+def _operand_types(name: str) -> tuple[str, str, str]:
+    """("bf16", "bf16", "f32") from the mnemonic: c type first, then one or two source types."""
+    parts = name.split("_")
+    c_type = parts[2]
+    sources = [p for p in parts[4:] if p in TYPE_BITS]
+    a_type = sources[0]
+    b_type = sources[1] if len(sources) > 1 else a_type
+    return a_type, b_type, c_type
+
+
+def _parse_table(text: str) -> dict[str, MfmaInfo]:
+    table = {}
+    for line in text.strip().splitlines():
+        name, *fields = line.split()
+        m, n, k, blocks, cycles, a_regs, b_regs, c_regs = map(int, fields[:8])
+        a_type, b_type, c_type = _operand_types(name)
+        table[name] = MfmaInfo(
+            name=name, m=m, n=n, k=k, blocks=blocks, a_type=a_type, b_type=b_type,
+            c_type=c_type, cycles=cycles, a_regs=a_regs, b_regs=b_regs, c_regs=c_regs,
+            opcode=int(fields[8], 16), sparse=name.startswith("v_smfmac"))
+    return table
+
+
+MFMA: dict[str, MfmaInfo] = _parse_table(_TABLE)
+
+
+def mfma(name: str) -> MfmaInfo:
+    """The catalogue entry for `name` (LLVM gfx940+ spelling, with or without an `_e64` suffix)."""
+    key = name.strip().lower().removesuffix("_e64")
+    if key in MFMA:
+        return MFMA[key]
+    close = difflib.get_close_matches(key, MFMA, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise UnknownMfmaError(
+        f"{name!r} is not a gfx942 MFMA{hint} (gfx940+ spells bf16 without `_1k` and blocks as "
+        f"`_Nb_`, e.g. v_mfma_f32_4x4x4_16b_bf16)")

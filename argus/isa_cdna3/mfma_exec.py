@@ -1,0 +1,143 @@
+"""Executing MFMA instructions: gather A/B/C through the catalogue's layouts, multiply, scatter D.
+
+Products of 16- and 8-bit inputs are exact in f32 and summed in f32 (numpy's order, the
+hardware's is undocumented: results agree to f32 rounding of a K-term sum); i8 sums are exact in
+int32; xf32 inputs are used at full f32 precision (hardware rounds them, so xf32 results are
+more accurate here than on silicon). MFMAs execute on all 64 lanes regardless of EXEC.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from argus.asm.instruction import Imm, Instruction
+from argus.isa_cdna3 import isa, numerics
+from argus.isa_cdna3.mfma import MfmaInfo
+from argus.isa_cdna3.operands import OperandError, constant_bits, is_vgpr, vgpr_index
+from argus.isa_cdna3.state import Group, Machine
+
+U32 = np.uint32
+
+
+@functools.cache
+def operand_maps(info: MfmaInfo) -> dict[str, np.ndarray]:
+    """Flat gather indices between per-lane registers and matrices, from the layouts.
+
+    a: for every (block, i, k), the position lane * k_per_lane + slot holding A[block][i][k];
+    b: likewise for B[block][k][j]; c: for every (lane, value), the position
+    (block * m + i) * n + j of the D element that lane/value holds.
+    """
+    lanes = np.arange(isa.WAVE_SIZE)[:, None]
+    slots = np.arange(info.k_per_lane)[None, :]
+    shape = (isa.WAVE_SIZE, info.k_per_lane)
+    position = lanes * info.k_per_lane + slots
+    a_pos = np.zeros((info.blocks, info.m, info.k), np.int64)
+    blk, i, k = (np.broadcast_to(x, shape) for x in info.a_coord(lanes, slots))
+    a_pos[blk, i, k] = position
+    b_pos = np.zeros((info.blocks, info.k, info.n), np.int64)
+    blk, k, j = (np.broadcast_to(x, shape) for x in info.b_coord(lanes, slots))
+    b_pos[blk, k, j] = position
+    values = np.arange(info.c_values)[None, :]
+    blk, i, j = (np.broadcast_to(x, (isa.WAVE_SIZE, info.c_values))
+                 for x in info.c_coord(lanes, values))
+    c_pos = (blk * info.m + i) * info.n + j
+    return {"a": a_pos.reshape(-1), "b": b_pos.reshape(-1), "c": c_pos.reshape(-1)}
+
+
+def _elements(regs: np.ndarray, element: str) -> np.ndarray:
+    """[n, 64, r] uint32 -> [n, 64 * elements] in the accumulation type."""
+    values = numerics.to_f32_exact(numerics.unpack(regs, element))
+    return values.reshape(values.shape[0], -1)
+
+
+def multiply(info: MfmaInfo, a_regs: np.ndarray, b_regs: np.ndarray, c_regs: np.ndarray
+             ) -> np.ndarray:
+    """D registers [n, 64, c_regs] uint32 of one MFMA for n waves (the reference semantics)."""
+    maps = operand_maps(info)
+    count = a_regs.shape[0]
+    a_mat = np.take(_elements(a_regs, info.a_type), maps["a"], axis=1).reshape(
+        count, info.blocks, info.m, info.k)
+    b_mat = np.take(_elements(b_regs, info.b_type), maps["b"], axis=1).reshape(
+        count, info.blocks, info.k, info.n)
+    product = np.matmul(a_mat, b_mat).reshape(count, -1)
+    gathered = np.take(product, maps["c"], axis=1).reshape(count, isa.WAVE_SIZE, info.c_values)
+    if info.c_type == "i32":
+        acc = c_regs.view(np.int32).astype(np.int64) + gathered
+        return (acc & 0xFFFFFFFF).astype(U32)
+    if info.c_type == "f64":
+        acc = np.ascontiguousarray(c_regs).view(np.float64) + gathered
+        return np.ascontiguousarray(acc).view(U32)
+    acc = c_regs.view(np.float32) + gathered.astype(np.float32)
+    return acc.view(U32)
+
+
+def compile_mfma(inst: Instruction, info: MfmaInfo, accum: int
+                 ) -> Callable[[Machine, Group], Any]:
+    if info.sparse:
+        raise OperandError(f"{info.name}: sparse SMFMAC execution is not implemented")
+    for name in ("cbsz", "abid", "blgp"):
+        if inst.mod(name, 0):
+            raise OperandError(f"{info.name}: {name} broadcast modifiers are not implemented")
+    if inst.has("neg"):
+        raise OperandError(f"{info.name}: neg modifiers are not implemented")
+    d_op, a_op, b_op, c_op = inst.operands[:4]
+    d_idx = vgpr_index(d_op, accum)
+    a_idx = vgpr_index(a_op, accum)
+    b_idx = vgpr_index(b_op, accum)
+    c_range = list(range(info.c_regs))
+    if is_vgpr(c_op):
+        c_idx = vgpr_index(c_op, accum)
+        c_const = None
+    elif isinstance(c_op, Imm):
+        c_idx = None
+        kind = "f64" if info.c_type == "f64" else "u32"
+        c_const = constant_bits(c_op, kind)
+    else:
+        raise OperandError(f"{info.name}: SrcC must be registers or an inline constant")
+    src_regs = [a_idx + r for r in range(info.a_regs)] + [b_idx + r for r in range(info.b_regs)]
+    if c_idx is not None:
+        src_regs += [c_idx + r for r in c_range]
+    src_regs_arr = np.array(src_regs)
+    read_wait = isa.mfma_to_read_wait_states(info)
+
+    def run(m: Machine, g: Group) -> None:
+        _check_valu_to_mfma(m, g, inst, src_regs_arr)
+        a = np.stack([m.read_v(g, a_idx + r, inst) for r in range(info.a_regs)], -1)
+        b = np.stack([m.read_v(g, b_idx + r, inst) for r in range(info.b_regs)], -1)
+        if c_idx is not None:
+            span = (c_idx, info.c_regs)
+            c = np.stack([m.read_v(g, c_idx + r, inst, mfma_srcc=span) for r in c_range], -1)
+        elif info.c_type == "f64":
+            c = np.broadcast_to(np.array([c_const], np.uint64).view(U32),
+                                (g.n, isa.WAVE_SIZE, 2)).reshape(g.n, isa.WAVE_SIZE, 2)
+            c = np.tile(c, (1, 1, info.c_values))
+        else:
+            c = np.full((g.n, isa.WAVE_SIZE, info.c_regs), c_const, U32)
+        d = multiply(info, a, b, np.ascontiguousarray(c))
+        clocks = m.clocks(g)
+        for r in range(info.c_regs):
+            reg = d_idx + r
+            m.stale[reg][g.sel] = m.vgpr[reg][g.sel]
+            m.vgpr[reg][g.sel] = d[..., r]
+            m.mfma_ready[reg][g.sel] = clocks + 1 + read_wait
+            m.mfma_producer[reg] = (inst, info, d_idx, info.c_regs)
+    return run
+
+
+def _check_valu_to_mfma(m: Machine, g: Group, inst: Instruction, regs: np.ndarray) -> None:
+    """A VALU write of an MFMA source needs 2 wait states before the MFMA reads it."""
+    written = m.valu_clock[regs][:, g.sel]
+    early = m.clocks(g)[None, :] < written + 1 + isa.VALU_WRITE_VGPR_TO_MFMA_READ
+    if early.any():
+        reg_row, _ = (int(x) for x in np.argwhere(early)[0])
+        reg = int(regs[reg_row])
+        producer = m.valu_writer.get(reg)
+        m.report(g, early[reg_row], "valu-to-mfma", inst,
+                 producer.address if producer else -1, producer.text if producer else "?",
+                 m.vgpr_name(reg),
+                 f"a VALU write needs {isa.VALU_WRITE_VGPR_TO_MFMA_READ} wait states before an "
+                 f"MFMA reads the register; insert `s_nop 1`")

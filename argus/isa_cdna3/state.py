@@ -1,0 +1,360 @@
+"""Mutable machine state of the emulator: register files of every wave, LDS, the flat address space,
+the queue of memory results waiting for `s_waitcnt`, and the hazard bookkeeping.
+
+Everything is a numpy array with a wave axis, so one instruction runs for a whole group of waves
+(all waves at the same PC) with one numpy call per operand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+
+from argus.asm.instruction import Instruction
+from argus.isa_cdna3 import isa
+from argus.isa_cdna3.mfma import MfmaInfo
+
+RUNNING, AT_BARRIER, ENDED = 0, 1, 2
+_LANE_BITS = np.arange(32, dtype=np.uint32)
+
+
+class EmulatorError(Exception):
+    """Base class of everything the emulator raises about the program it runs."""
+
+
+class LaunchError(EmulatorError, ValueError):
+    """The launch (grid, block, arguments) does not fit the kernel."""
+
+
+class UnsupportedOpcodeError(EmulatorError):
+    """The kernel uses opcodes (or operand forms) the emulator does not implement."""
+
+    def __init__(self, kernel: str, missing: dict[str, list[str]]):
+        self.kernel = kernel
+        self.missing = missing
+        lines = [f"  {name}: {len(where)}x, first at {where[0]}" for name, where in
+                 sorted(missing.items())]
+        super().__init__(
+            f"kernel {kernel} uses {len(missing)} opcode form(s) the gfx942 emulator does not "
+            f"implement (nothing was executed):\n" + "\n".join(lines))
+
+
+class MemoryFault(EmulatorError):
+    """An access outside every mapped buffer, or outside the workgroup's LDS allocation."""
+
+
+class HazardError(EmulatorError):
+    """A read of a register whose producer has not finished (strict mode)."""
+
+    def __init__(self, hazard: Hazard):
+        self.hazard = hazard
+        super().__init__(str(hazard))
+
+
+@attrs.frozen
+class Hazard:
+    """One violated dependency: `consumer` read (or overwrote) what `producer` had not delivered."""
+
+    kind: str                 # "pending-load" | "mfma-result" | "valu-to-mfma"
+    workgroup: int
+    wave: int                 # wave index inside the workgroup
+    pc: int
+    consumer: str
+    producer_pc: int
+    producer: str
+    register: str
+    detail: str
+
+    def __str__(self) -> str:
+        return (f"{self.kind} hazard in workgroup {self.workgroup} wave {self.wave} at "
+                f"pc 0x{self.pc:x}: `{self.consumer}` uses {self.register} before "
+                f"`{self.producer}` (pc 0x{self.producer_pc:x}) delivered it; {self.detail}")
+
+
+class Group:
+    """The waves that execute the next instruction together; `sel` indexes the wave axis."""
+
+    __slots__ = ("waves", "sel", "n", "pc", "tick", "exec", "exec_full")
+
+    def __init__(self, waves: np.ndarray, total: int, pc: int):
+        self.waves = waves
+        self.sel: Any = slice(None) if len(waves) == total else waves
+        self.n = len(waves)
+        self.pc = pc
+        self.tick = 0            # wait states issued since the group formed
+        self.exec: np.ndarray = np.ones((self.n, isa.WAVE_SIZE), bool)
+        self.exec_full = True
+
+
+@attrs.define
+class PendingResult:
+    """One memory instruction of a group, waiting for its counter to retire it."""
+
+    counter: str                          # "vm" | "lgkm"
+    waves: np.ndarray
+    seq: np.ndarray                       # per-wave issue number on that counter
+    done: np.ndarray
+    commit: Callable[[np.ndarray], None] | None
+    vgprs: tuple[int, ...] = ()
+    sgprs: tuple[int, ...] = ()
+    pc: int = 0
+    text: str = ""
+
+
+@attrs.define
+class MemoryRegion:
+    name: str
+    start: int                 # offset in the heap
+    size: int
+
+
+class FlatMemory:
+    """The device's virtual address space: argument buffers laid out in one byte heap.
+
+    Each buffer starts at a 256-byte aligned address with an unmapped guard gap after it, so an
+    overrun faults instead of silently reading a neighbour.
+    """
+
+    BASE = 0x1_0000_0000
+    GUARD = 4096
+
+    def __init__(self, sizes: list[tuple[str, int]]):
+        offset = self.GUARD
+        self.regions: list[MemoryRegion] = []
+        for name, size in sizes:
+            self.regions.append(MemoryRegion(name, offset, size))
+            offset += -(-max(size, 1) // 256) * 256 + self.GUARD
+        self.heap = np.zeros(offset + 16, np.uint8)
+        self.mapped = np.zeros(offset + 16, bool)
+        for region in self.regions:
+            self.mapped[region.start:region.start + region.size] = True
+
+    def address(self, region: int) -> int:
+        return self.BASE + self.regions[region].start
+
+    def view(self, region: int) -> np.ndarray:
+        r = self.regions[region]
+        return self.heap[r.start:r.start + r.size]
+
+    def check(self, addr: np.ndarray, nbytes: int, active: np.ndarray) -> np.ndarray:
+        """Heap offsets of `addr` (uint64); raises on an active lane touching unmapped bytes."""
+        offset = addr.astype(np.int64) - self.BASE
+        last = offset + (nbytes - 1)
+        inside = (offset >= 0) & (last < len(self.heap))
+        safe_first = np.where(inside, offset, 0)
+        safe_last = np.where(inside, last, 0)
+        ok = inside & self.mapped[safe_first] & self.mapped[safe_last]
+        bad = active & ~ok
+        if bad.any():
+            position = np.argwhere(bad)[0]
+            raise MemoryFault(
+                f"access of {nbytes} bytes at address 0x{int(addr[tuple(position)]):x} is outside "
+                f"every mapped buffer (lane position {tuple(int(p) for p in position)})")
+        return np.where(active, safe_first, 0)
+
+    def read_dwords(self, offset: np.ndarray, count: int) -> np.ndarray:
+        """(..., count) uint32 from byte offsets (any alignment)."""
+        if not (offset & 3).any():
+            words = self.heap[: len(self.heap) // 4 * 4].view(np.uint32)
+            return words[(offset >> 2)[..., None] + np.arange(count)]
+        idx = offset[..., None] + np.arange(4 * count)
+        return self.heap[idx].reshape(*offset.shape, count, 4).view(np.uint32)[..., 0]
+
+    def write_dwords(self, offset: np.ndarray, values: np.ndarray, active: np.ndarray) -> None:
+        count = values.shape[-1]
+        byte_idx = offset[active][:, None] + np.arange(4 * count)
+        data = np.ascontiguousarray(values[active], dtype=np.uint32).view(np.uint8)
+        self.heap[byte_idx.reshape(-1)] = data.reshape(-1)
+
+    def read_bytes(self, offset: np.ndarray, nbytes: int) -> np.ndarray:
+        return self.heap[offset[..., None] + np.arange(nbytes)]
+
+    def write_bytes(self, offset: np.ndarray, data: np.ndarray, active: np.ndarray) -> None:
+        nbytes = data.shape[-1]
+        idx = offset[active][:, None] + np.arange(nbytes)
+        self.heap[idx.reshape(-1)] = data[active].reshape(-1)
+
+
+class Machine:
+    """Registers, LDS, memory and bookkeeping of every wave of a launch."""
+
+    def __init__(self, *, waves: int, workgroups: int, waves_per_group: int, lds_bytes: int,
+                 memory: FlatMemory, accum_offset: int, check: str):
+        self.waves = waves
+        self.check = check
+        self.accum_offset = accum_offset
+        self.sgpr = np.zeros((isa.SGPR_FILE, waves), np.uint32)
+        self.vgpr = np.zeros((isa.VGPRS_UNIFIED, waves, isa.WAVE_SIZE), np.uint32)
+        self.scc = np.zeros(waves, np.uint32)
+        self.exec_lanes = np.zeros((waves, isa.WAVE_SIZE), bool)
+        self.pc = np.zeros(waves, np.int64)
+        self.state = np.full(waves, RUNNING, np.int8)
+        self.clock = np.zeros(waves, np.int64)
+        self.workgroup = np.repeat(np.arange(workgroups), waves_per_group)
+        self.wave_in_group = np.tile(np.arange(waves_per_group), workgroups)
+        self.lds_bytes = lds_bytes
+        self.lds = np.zeros((workgroups, max(lds_bytes, 4) // 4), np.uint32)
+        self.memory = memory
+        # s_waitcnt: per-wave issue counts and outstanding results, oldest first
+        self.issued = {"vm": np.zeros(waves, np.int64), "lgkm": np.zeros(waves, np.int64)}
+        self.outstanding = {"vm": np.zeros(waves, np.int64), "lgkm": np.zeros(waves, np.int64)}
+        self.queue: dict[str, list[PendingResult]] = {"vm": [], "lgkm": []}
+        self.pending_v: dict[int, np.ndarray] = {}
+        self.pending_s: dict[int, np.ndarray] = {}
+        self.pending_by_reg: dict[tuple[str, int], PendingResult] = {}
+        # MFMA results: readable from clock `mfma_ready`; the value before it in `stale`
+        self.mfma_ready = np.zeros((isa.VGPRS_UNIFIED, waves), np.int64)
+        self.mfma_producer: dict[int, tuple[Instruction, MfmaInfo, int, int]] = {}
+        self.stale = np.zeros_like(self.vgpr)
+        self.valu_clock = np.full((isa.VGPRS_UNIFIED, waves), -1000, np.int64)
+        self.valu_writer: dict[int, Instruction] = {}
+        self.hazards: list[Hazard] = []
+        self.bytes_moved: dict[int, int] = {}
+
+    # --- exec ---------------------------------------------------------------------------------
+    def refresh_exec(self, g: Group) -> None:
+        lo = self.sgpr[isa.EXEC][g.sel]
+        hi = self.sgpr[isa.EXEC + 1][g.sel]
+        lanes = np.concatenate([(lo[:, None] >> _LANE_BITS) & 1, (hi[:, None] >> _LANE_BITS) & 1],
+                               axis=1).astype(bool)
+        self.exec_lanes[g.sel] = lanes
+        g.exec = lanes
+        g.exec_full = bool(lanes.all())
+
+    def clocks(self, g: Group) -> np.ndarray:
+        return self.clock[g.sel] + g.tick
+
+    # --- hazards ------------------------------------------------------------------------------
+    def report(self, g: Group, rows: np.ndarray, kind: str, consumer: Instruction,
+               producer_pc: int, producer: str, register: str, detail: str) -> None:
+        row = int(np.flatnonzero(rows)[0])
+        wave = int(g.waves[row])
+        hazard = Hazard(kind, int(self.workgroup[wave]), int(self.wave_in_group[wave]), g.pc,
+                        consumer.text or str(consumer), producer_pc, producer, register, detail)
+        if self.check == "strict":
+            raise HazardError(hazard)
+        if self.check == "warn":
+            self.hazards.append(hazard)
+
+    def vgpr_name(self, idx: int) -> str:
+        return f"a{idx - self.accum_offset}" if idx >= self.accum_offset else f"v{idx}"
+
+    def read_v(self, g: Group, idx: int, inst: Instruction, *, mfma_srcc: tuple[int, int]
+               | None = None) -> np.ndarray:
+        """VGPR/AGPR `idx` of the group, checked against pending loads and unfinished MFMAs."""
+        value = self.vgpr[idx][g.sel]
+        if idx in self.pending_v:
+            self._check_pending(g, idx, inst, self.pending_v[idx], "v")
+        if idx in self.mfma_producer:
+            producer, info, start, count = self.mfma_producer[idx]
+            ready = self.mfma_ready[idx][g.sel]
+            if mfma_srcc is not None and mfma_srcc == (start, count):
+                return value
+            early = self.clocks(g) < ready
+            if early.any():
+                need = int(ready[early].max() - self.clocks(g)[early].min())
+                self.report(g, early, "mfma-result", inst, producer.address, producer.text,
+                            self.vgpr_name(idx),
+                            f"{info.name} needs more wait states ({need} missing); insert "
+                            f"`s_nop` or independent instructions")
+                value = np.where(early[:, None], self.stale[idx][g.sel], value)
+        return value
+
+    def read_s(self, g: Group, idx: int, inst: Instruction) -> np.ndarray:
+        if idx in self.pending_s:
+            self._check_pending(g, idx, inst, self.pending_s[idx], "s")
+        return self.sgpr[idx][g.sel]
+
+    def _check_pending(self, g: Group, idx: int, inst: Instruction, counts: np.ndarray,
+                       file: str) -> None:
+        waiting = counts[g.sel] > 0
+        if waiting.any():
+            entry = self.pending_by_reg.get((file, idx))
+            name = self.vgpr_name(idx) if file == "v" else f"s{idx}"
+            counter = entry.counter if entry else "vm"
+            self.report(g, waiting, "pending-load", inst, entry.pc if entry else -1,
+                        entry.text if entry else "?", name,
+                        f"its load is still in flight; add `s_waitcnt {counter}cnt(...)` "
+                        f"that retires it before this instruction")
+
+    def write_v(self, g: Group, idx: int, value: Any, inst: Instruction, *,
+                masked: bool = True) -> None:
+        if idx in self.pending_v:
+            self._check_pending(g, idx, inst, self.pending_v[idx], "v")
+        if idx in self.mfma_producer and not inst.opcode.startswith(("v_mfma", "v_smfmac")):
+            self.read_v(g, idx, inst)
+        if masked and not g.exec_full:
+            value = np.where(g.exec, value, self.vgpr[idx][g.sel])
+        self.vgpr[idx][g.sel] = value
+        self.valu_clock[idx][g.sel] = self.clocks(g)
+        self.valu_writer[idx] = inst
+
+    def write_s(self, g: Group, idx: int, value: Any) -> None:
+        self.sgpr[idx][g.sel] = value
+        if idx in (isa.EXEC, isa.EXEC + 1):
+            self.refresh_exec(g)
+
+    # --- s_waitcnt ----------------------------------------------------------------------------
+    def enqueue(self, g: Group, counter: str, commit: Callable[[np.ndarray], None] | None,
+                inst: Instruction, *, vgprs: tuple[int, ...] = (),
+                sgprs: tuple[int, ...] = ()) -> None:
+        issued = self.issued[counter]
+        entry = PendingResult(counter, g.waves.copy(), issued[g.sel].copy(),
+                              np.zeros(g.n, bool), commit, vgprs, sgprs, inst.address,
+                              inst.text or str(inst))
+        issued[g.sel] += 1
+        self.outstanding[counter][g.sel] += 1
+        for idx in vgprs:
+            self.pending_v.setdefault(idx, np.zeros(self.waves, np.int32))[g.sel] += 1
+            self.pending_by_reg[("v", idx)] = entry
+        for idx in sgprs:
+            self.pending_s.setdefault(idx, np.zeros(self.waves, np.int32))[g.sel] += 1
+            self.pending_by_reg[("s", idx)] = entry
+        self.queue[counter].append(entry)
+
+    def wait(self, g: Group, counter: str, limit: int) -> None:
+        """Retire, oldest first, the results of `counter` until at most `limit` are in flight."""
+        if (self.outstanding[counter][g.sel] <= limit).all():
+            return
+        threshold = np.full(self.waves, -1, np.int64)
+        threshold[g.waves] = self.issued[counter][g.sel] - limit
+        survivors = []
+        for entry in self.queue[counter]:
+            rows = ~entry.done & (entry.seq < threshold[entry.waves])
+            if rows.any():
+                self._retire(entry, rows)
+            if not entry.done.all():
+                survivors.append(entry)
+        self.queue[counter] = survivors
+
+    def _retire(self, entry: PendingResult, rows: np.ndarray) -> None:
+        if entry.commit is not None:
+            entry.commit(rows)
+        entry.done |= rows
+        waves = entry.waves[rows]
+        self.outstanding[entry.counter][waves] -= 1
+        for idx in entry.vgprs:
+            self._release(self.pending_v, idx, waves, ("v", idx), entry)
+        for idx in entry.sgprs:
+            self._release(self.pending_s, idx, waves, ("s", idx), entry)
+
+    def _release(self, table: dict[int, np.ndarray], idx: int, waves: np.ndarray,
+                 key: tuple[str, int], entry: PendingResult) -> None:
+        counts = table[idx]
+        counts[waves] -= 1
+        if not counts.any():
+            del table[idx]
+            if self.pending_by_reg.get(key) is entry:
+                del self.pending_by_reg[key]
+
+    def drain(self) -> None:
+        """Retire everything (end of the launch): stores and atomics are already in memory."""
+        for counter in ("vm", "lgkm"):
+            for entry in self.queue[counter]:
+                rows = ~entry.done
+                if rows.any():
+                    self._retire(entry, rows)
+            self.queue[counter] = []

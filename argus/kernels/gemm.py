@@ -1,0 +1,101 @@
+"""bf16 GEMM, C = A @ B.T, on v_mfma_f32_32x32x8_bf16: 4 waves in a 2x2 grid, A and B staged
+through XOR-swizzled, double-buffered LDS, one barrier per K tile, tags on A, B and C with
+assertions at every MFMA and at the store.
+
+`gemm_program` is the kernel body; its keyword hooks let tests build the classic defects
+(forgotten swizzle on the read side, wrong buffer slot, missing barrier, wrong k mapping).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import argus.lang as T
+from argus.ir.expr import And
+from argus.lang import Tensor, TileSpec
+
+MFMA = "v_mfma_f32_32x32x8_bf16"
+WAVE_GRID = (2, 2)
+#: (bits, base, shift) in bf16 elements: the row index mod 8 permutes 4-element (8-byte) chunks.
+SWIZZLE = (3, 2, 3)
+
+
+def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: bool,
+                 read_swizzled: bool = True, next_slot: Callable | None = None,
+                 sync: bool = True, a_fragment: TileSpec | None = None):
+    """Trace the GEMM body; the keyword hooks default to the correct kernel."""
+    M, K = A.shape
+    N = B.shape[0]
+    for extent, block in ((M, block_m), (N, block_n), (K, block_k)):
+        T.assume((extent % block).eq(0))
+    T.grid(M // block_m, N // block_n)
+    m0, n0 = T.program_id(0) * block_m, T.program_id(1) * block_n
+    T.tag(A, lambda m, k: {"row": m, "k": k})
+    T.tag(B, lambda n, k: {"col": n, "k": k})
+    T.tag(C, lambda m, n: {"row": m, "col": n})
+
+    a_spec = a_fragment or T.mfma_layout(MFMA, "a", WAVE_GRID)
+    b_spec = T.mfma_layout(MFMA, "b", WAVE_GRID)
+    c_spec = T.mfma_layout(MFMA, "c", WAVE_GRID)
+    reps_m, reps_n = block_m // a_spec.shape[0], block_n // b_spec.shape[0]
+    k_steps = block_k // a_spec.shape[1]
+    copy_a = T.copy_layout((block_m, block_k), 4, 8)
+    copy_b = T.copy_layout((block_n, block_k), 4, 8)
+    sw = SWIZZLE if swizzle else None
+    a_smem = T.lds((2, block_m, block_k), "bf16", swizzle=sw)
+    b_smem = T.lds((2, block_n, block_k), "bf16", swizzle=sw)
+    a_read = a_smem if read_swizzled else a_smem.view(T.lds_layout((2, block_m, block_k)))
+    next_slot = next_slot or (lambda kt: (kt + 1) % 2)
+
+    def compute(slot, kt, acc):
+        for ks in range(k_steps):
+            a = [a_read.load((slot, r * a_spec.shape[0], ks * 8), a_spec) for r in range(reps_m)]
+            b = [b_smem.load((slot, s * b_spec.shape[0], ks * 8), b_spec) for s in range(reps_n)]
+            for (r, s), c in acc.items():
+                acc[r, s] = T.mfma(MFMA, a[r], b[s], c)
+                T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), (A.k // block_k).eq(kt),
+                                                 A.row.eq(C.row), B.col.eq(C.col)),
+                             "A and B meet at one k of this K tile, on C's row and column")
+        return acc
+
+    a_smem.store((0, 0, 0), A.load((m0, 0), copy_a))
+    b_smem.store((0, 0, 0), B.load((n0, 0), copy_b))
+    T.barrier()
+    acc = {}
+    for r in range(reps_m):
+        for s in range(reps_n):
+            rows, cols = m0 + r * c_spec.shape[0], n0 + s * c_spec.shape[1]
+            acc[r, s] = T.tag(T.zeros(c_spec),
+                              lambda i, j, rows=rows, cols=cols: {"row": rows + i,
+                                                                  "col": cols + j})
+    nk = K // block_k
+    loop = T.range(0, nk - 1, stages=2, **{f"acc{r}_{s}": c for (r, s), c in acc.items()})
+    for kt in loop:
+        a_next = A.load((m0, (kt + 1) * block_k), copy_a)
+        b_next = B.load((n0, (kt + 1) * block_k), copy_b)
+        carried = compute(kt % 2, kt, {rs: getattr(loop, f"acc{rs[0]}_{rs[1]}") for rs in acc})
+        for (r, s), c in carried.items():
+            setattr(loop, f"acc{r}_{s}", c)
+        a_smem.store((next_slot(kt), 0, 0), a_next)
+        b_smem.store((next_slot(kt), 0, 0), b_next)
+        if sync:
+            T.barrier()
+    last = nk - 1
+    acc = compute(last % 2, last, {rs: getattr(loop, f"acc{rs[0]}_{rs[1]}") for rs in acc})
+    for (r, s), c in acc.items():
+        C.store((m0 + r * c_spec.shape[0], n0 + s * c_spec.shape[1]), c)
+        T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
+                     "each C element lands on its own row and column")
+
+
+@T.kernel(waves=4)
+def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"), C: Tensor("f32", "M", "N"),
+         *, block_m: int = 64, block_n: int = 64, block_k: int = 32, swizzle: bool = True):
+    """C = A @ B.T in bf16 with f32 accumulation (block sizes multiples of 64, 64, 8)."""
+    gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle)
+
+
+def reference(A, B):
+    import numpy as np
+
+    return np.asarray(A, np.float32) @ np.asarray(B, np.float32).T

@@ -1,0 +1,128 @@
+"""Layout helpers for kernel authors: MFMA operand fragments over a wave grid, vectorised copy
+layouts, XOR-swizzled LDS views. MFMA facts come from `argus.isa_cdna3.mfma`; a helper only
+places the catalogue's per-wave layout into a tile.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+
+from argus.ir.expr import Var, evaluate, free_vars, substitute
+from argus.ir.layout import Layout, Swizzle
+from argus.ir.types import LANES, AddressMap, ThreadLayout, coord_vars, thread_vars
+from argus.lang.errors import DSLError, user_loc
+
+
+@attrs.frozen
+class TileSpec:
+    """A register tile's logical shape and the thread layout that holds it."""
+
+    shape: tuple[int, ...]
+    layout: ThreadLayout
+
+    @property
+    def slots(self) -> int:
+        return self.layout.slots
+
+    def permute(self, order: tuple[int, ...]) -> TileSpec:
+        return TileSpec(tuple(self.shape[i] for i in order), self.layout.permute(order))
+
+
+def _mfma_info(instr: str):
+    from argus.isa_cdna3.mfma import UnknownMfmaError, mfma
+
+    try:
+        info = mfma(instr)
+    except UnknownMfmaError as error:
+        raise DSLError(str(error), user_loc()) from None
+    if info.blocks != 1 or info.sparse:
+        raise DSLError(f"{info.name}: the wave-grid helpers place single-block dense MFMAs; "
+                       "write the layout by hand for multi-block or sparse instructions",
+                       user_loc())
+    return info
+
+
+def mfma_layout(instr: str, operand: str, wave_grid: tuple[int, int] = (1, 1)) -> TileSpec:
+    """The fragment of one MFMA per wave, waves tiled row-major over `wave_grid` (rows, cols).
+
+    "a" is an (rows*m, k) tile, "b" an (cols*n, k) tile (K-minor, as for C = A @ B.T) and "c" an
+    (rows*m, cols*n) tile. Waves in the same grid row share A, in the same grid column share B.
+    """
+    info = _mfma_info(instr)
+    rows, cols = wave_grid
+    waves = rows * cols
+    slots = info.c_values if operand == "c" else info.k_per_lane
+    wave, lane, slot = thread_vars(waves, slots)
+    grid_row, grid_col = wave // cols, wave % cols
+    if operand == "a":
+        _, i, k = info.a_coord(lane, slot)
+        return TileSpec((rows * info.m, info.k),
+                        ThreadLayout(waves, slots, (grid_row * info.m + i, k)))
+    if operand == "b":
+        _, k, j = info.b_coord(lane, slot)
+        return TileSpec((cols * info.n, info.k),
+                        ThreadLayout(waves, slots, (grid_col * info.n + j, k)))
+    if operand == "c":
+        _, i, j = info.c_coord(lane, slot)
+        return TileSpec((rows * info.m, cols * info.n),
+                        ThreadLayout(waves, slots, (grid_row * info.m + i, grid_col * info.n + j)))
+    raise DSLError(f"operand {operand!r} is not 'a', 'b' or 'c'", user_loc())
+
+
+def reduced(spec: TileSpec, axis: int) -> TileSpec:
+    """The layout a reduction along `axis` produces: each thread keeps its other coordinates
+    (one slot if they do not depend on the slot)."""
+    coords = spec.layout.coords[:axis] + spec.layout.coords[axis + 1:]
+    shape = spec.shape[:axis] + spec.shape[axis + 1:]
+    slot = thread_vars(spec.layout.waves, spec.layout.slots)[2]
+    if any(slot in free_vars(c) for c in coords):
+        return TileSpec(shape, ThreadLayout(spec.layout.waves, spec.layout.slots, coords))
+    one = Var("slot", 0, 1)
+    coords = tuple(substitute(c, {"slot": one}) for c in coords)
+    return TileSpec(shape, ThreadLayout(spec.layout.waves, 1, coords))
+
+
+def copy_layout(shape: tuple[int, int], waves: int, vector: int) -> TileSpec:
+    """Row-major tile copied by all threads, each moving `vector` contiguous elements at a time
+    (8 bf16 = one 16-byte load), consecutive threads on consecutive vectors."""
+    rows, cols = shape
+    threads = waves * LANES
+    if cols % vector or (rows * cols) % (threads * vector):
+        raise DSLError(f"a {rows}x{cols} tile cannot be split into {vector}-element vectors over "
+                       f"{threads} threads; pick sizes where {vector} divides {cols} and "
+                       f"{threads * vector} divides {rows * cols}", user_loc())
+    slots = rows * cols // threads
+    wave, lane, slot = thread_vars(waves, slots)
+    element = ((slot // vector) * threads + wave * LANES + lane) * vector + slot % vector
+    return TileSpec(shape, ThreadLayout(waves, slots, (element // cols, element % cols)))
+
+
+def lds_layout(shape: tuple[int, ...], swizzle: tuple[int, int, int] | None = None) -> AddressMap:
+    """Row-major LDS addresses for `shape`; the XOR swizzle (bits, base, shift), in elements,
+    permutes each trailing 2-D tile so that the lanes of one access hit different banks."""
+    coords = coord_vars(shape)
+    inner = math.prod(shape[-2:])
+    tile = Layout(tuple(shape[-2:]), (shape[-1], 1))(*coords[-2:])
+    if swizzle is not None:
+        sw = Swizzle(*swizzle)
+        if sw.span > inner:
+            raise DSLError(f"swizzle {sw} permutes {sw.span} elements but a {shape[-2]}x"
+                           f"{shape[-1]} tile has {inner}; use fewer bits or a smaller shift",
+                           user_loc())
+        tile = sw(tile)
+    if len(shape) == 2:
+        return AddressMap(tuple(shape), tile)
+    lead = coords[0]
+    for axis in range(1, len(shape) - 2):
+        lead = lead * shape[axis] + coords[axis]
+    return AddressMap(tuple(shape), lead * inner + tile)
+
+
+def cosize(addr: AddressMap) -> int:
+    """One past the largest address the view touches (by enumeration)."""
+    grids = np.meshgrid(*(np.arange(n) for n in addr.shape), indexing="ij")
+    offsets = np.asarray(evaluate(addr.offset, {f"c{a}": g for a, g in enumerate(grids)}))
+    return int(offsets.max()) + 1

@@ -1,0 +1,653 @@
+"""Tracing a Python kernel function into tile IR.
+
+`@kernel` runs the function once per choice of compile-time parameters with symbolic sizes; the
+DSL calls below append ops to the innermost open block. Every op records the author's source line
+and is verified as it is built, so misuse fails at the line that caused it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+
+import attrs
+
+from argus.ir import ops as O
+from argus.ir.expr import Expr, Var, as_expr, simplify
+from argus.ir.types import (
+    DTYPE_BYTES, LDS_BUDGET, SIZE_RANGE, VGPR_BUDGET, GlobalType, IRError, LdsType, RegType,
+    SourceLoc, ThreadLayout, Value, coord_vars,
+)
+from argus.lang.errors import DSLError, short_path, user_loc
+from argus.lang.layouts import TileSpec, cosize, lds_layout
+
+_BUILDER: list[_Builder] = []
+
+
+def _builder() -> _Builder:
+    if not _BUILDER:
+        raise DSLError("DSL operations only work inside a function traced by @kernel",
+                       user_loc())
+    return _BUILDER[-1]
+
+
+class _Builder:
+    def __init__(self, name: str, waves: int, loc: SourceLoc):
+        self.name, self.waves, self.loc = name, waves, loc
+        self.blocks: list[list[O.Op]] = [[]]
+        self.counter = 0
+        self.sizes: dict[str, Var] = {}
+        self.grid: tuple[Expr, ...] | None = None
+        self.assumes: list[Expr] = []
+        self.hints: list[str] = []
+        self.lds_bytes = 0
+        self.pids: dict[int, Var] = {}
+
+    def fresh(self, hint: str = "v") -> str:
+        self.counter += 1
+        return f"{hint}{self.counter}"
+
+    def emit(self, op: O.Op) -> O.Op:
+        try:
+            op.verify()
+        except IRError as error:
+            message = str(error)
+            prefix = f"{op.loc}: "
+            raise DSLError(message.removeprefix(prefix), op.loc) from None
+        self.blocks[-1].append(op)
+        return op
+
+    def reg_type(self, dtype: str, spec: TileSpec, loc: SourceLoc) -> RegType:
+        check_spec(spec, loc)
+        if dtype not in DTYPE_BYTES:
+            raise DSLError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPE_BYTES)}", loc)
+        if spec.layout.waves != self.waves:
+            raise DSLError(f"the layout spans {spec.layout.waves} waves but kernel {self.name} "
+                           f"runs {self.waves} per workgroup", loc)
+        t = RegType(dtype, spec.shape, spec.layout)
+        if t.vgprs > VGPR_BUDGET:
+            raise DSLError(f"a {dtype} tile of shape {list(spec.shape)} needs {t.vgprs} VGPRs per "
+                           f"lane; gfx942 has {VGPR_BUDGET}: use a smaller tile or more waves", loc)
+        return t
+
+
+def check_spec(spec: TileSpec, loc: SourceLoc):
+    """The layout must put every thread slot inside the tile and hold every element."""
+    import numpy as np
+
+    layout = spec.layout
+    if layout.rank != len(spec.shape):
+        raise DSLError(f"the layout gives {layout.rank} coordinates for a rank-"
+                       f"{len(spec.shape)} tile of shape {list(spec.shape)}", loc)
+    table = layout.table()
+    for axis, (coord, extent) in enumerate(zip(table, spec.shape)):
+        if coord.min() < 0 or coord.max() >= extent:
+            bad = np.argwhere((coord < 0) | (coord >= extent))[0]
+            raise DSLError(f"the layout puts wave {bad[0]} lane {bad[1]} slot {bad[2]} at "
+                           f"coordinate {coord[tuple(bad)]} on axis {axis}, outside the tile "
+                           f"shape {list(spec.shape)}", loc)
+    held = np.zeros(spec.shape, bool)
+    held[tuple(table)] = True
+    if not held.all():
+        missing = tuple(int(i) for i in np.argwhere(~held)[0])
+        raise DSLError(f"the layout does not cover the tile: element {missing} of shape "
+                       f"{list(spec.shape)} is held by no thread", loc)
+
+
+# ---------------------------------------------------------------------------------------------
+# values
+
+
+class Tile:
+    """A register tile in the DSL; arithmetic builds elementwise ops."""
+
+    def __init__(self, value: Value):
+        self.value = value
+
+    @property
+    def type(self) -> RegType:
+        return self.value.type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.type.dtype
+
+    @property
+    def spec(self) -> TileSpec:
+        return TileSpec(self.type.shape, self.type.layout)
+
+    def _binary(self, fn: str, other, swap: bool = False) -> Tile:
+        loc = user_loc()
+        if not isinstance(other, Tile):
+            if not isinstance(other, (int, float)):
+                raise DSLError(f"cannot combine a tile with {type(other).__name__}", loc)
+            other = full(self.spec, float(other), self.dtype, _loc=loc)
+        elif other.shape != self.shape:
+            raise DSLError(f"shape mismatch in {fn}: {list(self.shape)} and "
+                           f"{list(other.shape)}; broadcast the smaller tile first", loc)
+        x, y = (other, self) if swap else (self, other)
+        return _result(O.Binary, self.type, loc, fn=fn, x=x.value, y=y.value)
+
+    def __add__(self, other): return self._binary("add", other)
+    def __radd__(self, other): return self._binary("add", other, swap=True)
+    def __sub__(self, other): return self._binary("sub", other)
+    def __rsub__(self, other): return self._binary("sub", other, swap=True)
+    def __mul__(self, other): return self._binary("mul", other)
+    def __rmul__(self, other): return self._binary("mul", other, swap=True)
+    def __truediv__(self, other): return self._binary("div", other)
+    def __rtruediv__(self, other): return self._binary("div", other, swap=True)
+
+    def __neg__(self):
+        return _result(O.Unary, self.type, user_loc(), fn="neg", x=self.value)
+
+    def to(self, dtype: str) -> Tile:
+        """Convert the element type (round to nearest even)."""
+        loc = user_loc()
+        t = _builder().reg_type(dtype, self.spec, loc)
+        return _result(O.Cast, t, loc, x=self.value)
+
+    def __repr__(self) -> str:
+        return f"Tile({self.value}: {self.type})"
+
+
+def _result(kind, t, loc, **fields) -> Tile:
+    builder = _builder()
+    value = Value(builder.fresh(), t)
+    builder.emit(kind(result=value, loc=loc, **fields))
+    return Tile(value)
+
+
+def _exprs(values, what: str, loc: SourceLoc) -> tuple[Expr, ...]:
+    try:
+        return tuple(simplify(as_expr(v)) for v in values)
+    except TypeError:
+        raise DSLError(f"{what} must be integers or size expressions, got {values!r}",
+                       loc) from None
+
+
+class Global:
+    """A global-memory tensor argument."""
+
+    def __init__(self, value: Value):
+        self.value = value
+
+    @property
+    def shape(self) -> tuple[Expr, ...]:
+        return self.value.type.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.value.type.dtype
+
+    def _axes(self, axes, spec: TileSpec, loc) -> tuple[int, ...]:
+        rank = len(self.shape)
+        if axes is None:
+            if len(spec.shape) > rank:
+                raise DSLError(f"a rank-{len(spec.shape)} tile does not fit {self.value.name} "
+                               f"of rank {rank}", loc)
+            return tuple(range(rank - len(spec.shape), rank))
+        return tuple(axes)
+
+    def load(self, origin, spec: TileSpec, *, axes=None) -> Tile:
+        """Tile element c is tensor[origin + c] (tile axis t placed on tensor axis axes[t])."""
+        loc = user_loc()
+        t = _builder().reg_type(self.dtype, spec, loc)
+        return _result(O.GlobalLoad, t, loc, tensor=self.value,
+                       origin=_exprs(origin, "origin", loc), axes=self._axes(axes, spec, loc))
+
+    def store(self, origin, tile: Tile, *, axes=None):
+        self._store(O.GlobalStore, origin, tile, axes)
+
+    def atomic_add(self, origin, tile: Tile, *, axes=None):
+        self._store(O.GlobalAtomicAdd, origin, tile, axes)
+
+    def _store(self, kind, origin, tile: Tile, axes):
+        loc = user_loc()
+        _builder().emit(kind(tensor=self.value, origin=_exprs(origin, "origin", loc),
+                             axes=self._axes(axes, tile.spec, loc), value=tile.value, loc=loc))
+
+
+class Lds:
+    """A view of an LDS allocation: the allocation plus an address map."""
+
+    def __init__(self, value: Value, addr):
+        self.value, self.addr = value, addr
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.addr.shape
+
+    def view(self, addr) -> Lds:
+        """The same memory through another address map (e.g. without the swizzle)."""
+        if addr.shape != self.addr.shape:
+            raise DSLError(f"a view of shape {list(addr.shape)} does not match "
+                           f"{list(self.addr.shape)}", user_loc())
+        return Lds(self.value, addr)
+
+    def store(self, origin, tile: Tile):
+        loc = user_loc()
+        _builder().emit(O.LdsStore(buffer=self.value, addr=self.addr,
+                                   origin=_exprs(origin, "origin", loc), value=tile.value,
+                                   loc=loc))
+
+    def load(self, origin, spec: TileSpec) -> Tile:
+        loc = user_loc()
+        t = _builder().reg_type(self.value.type.dtype, spec, loc)
+        return _result(O.LdsLoad, t, loc, buffer=self.value, addr=self.addr,
+                       origin=_exprs(origin, "origin", loc))
+
+
+# ---------------------------------------------------------------------------------------------
+# the DSL surface
+
+
+def grid(*extents) -> None:
+    """The number of workgroups along each axis (size expressions)."""
+    loc = user_loc()
+    builder = _builder()
+    if builder.grid is not None:
+        raise DSLError("grid(...) is given twice", loc)
+    if not 1 <= len(extents) <= 3:
+        raise DSLError(f"a grid has 1 to 3 dimensions, got {len(extents)}", loc)
+    builder.grid = _exprs(extents, "grid extents", loc)
+
+
+def program_id(axis: int) -> Var:
+    """This workgroup's index along grid `axis`, as a symbolic integer."""
+    loc = user_loc()
+    builder = _builder()
+    if axis not in builder.pids:
+        var = Var(f"wg{axis}", 0, SIZE_RANGE[1])
+        builder.emit(O.ProgramId(var=var, axis=axis, loc=loc))
+        builder.pids[axis] = var
+    return builder.pids[axis]
+
+
+def assume(condition) -> None:
+    """A precondition on sizes (e.g. `M % 64 == 0` written `(M % 64).eq(0)`)."""
+    loc = user_loc()
+    _no_python_bool(condition, "assume", loc)
+    condition = as_expr(condition)
+    if not condition.is_bool:
+        raise DSLError(f"assume needs a condition, got the integer '{condition}'", loc)
+    _builder().assumes.append(condition)
+
+
+def _no_python_bool(condition, where: str, loc: SourceLoc):
+    # `==` on expressions is structural identity, so `a == b` quietly yields a Python bool
+    if isinstance(condition, bool):
+        raise DSLError(f"{where} got the Python bool {condition}; write equations with .eq(), "
+                       "e.g. `A.k.eq(B.k)` or `(M % 64).eq(0)`", loc)
+
+
+def hint(text: str) -> None:
+    """A scheduling hint for the compiler, kept on the kernel."""
+    _builder().hints.append(text)
+
+
+def tag(tensor, fn: Callable):
+    """Tag every element of a global tensor (in place) or register tile (returns a new tile):
+    `fn(*coords) -> {name: expr}`."""
+    loc = user_loc()
+    builder = _builder()
+    if isinstance(tensor, Global):
+        coords = O.global_coord_vars(len(tensor.shape))
+        builder.emit(O.TagDef(tensor=tensor.value, tags=_tag_items(fn, coords, loc), loc=loc))
+        return tensor
+    if isinstance(tensor, Tile):
+        coords = coord_vars(tensor.shape)
+        return _result(O.TagTile, tensor.type, loc, x=tensor.value,
+                       tags=_tag_items(fn, coords, loc))
+    raise DSLError(f"tag() takes a tensor argument or a register tile, not "
+                   f"{type(tensor).__name__}", loc)
+
+
+def _tag_items(fn, coords, loc):
+    tags = fn(*coords)
+    if not isinstance(tags, dict) or not tags:
+        raise DSLError("the tag function must return a non-empty dict {name: expression}", loc)
+    return tuple((name, simplify(as_expr(e))) for name, e in tags.items())
+
+
+class _Role:
+    """Stands for one operand in a tag-assertion predicate: `A.k` is its tag `k`."""
+
+    def __init__(self, role: str):
+        self._role = role
+
+    def __getattr__(self, tag: str) -> Var:
+        if tag.startswith("_") or "_" in tag:
+            raise AttributeError(tag)
+        return O.role_var(self._role, tag)
+
+
+def tag_assert(predicate: Callable, message: str, *, on: Tile | None = None) -> None:
+    """Attach a tag assertion to the op that produced `on`, or else to the most recent op that
+    takes assertions (MFMA, store, elementwise, mask). `predicate(*roles)` gets one argument
+    per role of that op (MFMA: A, B, C; store: V, D; binary: X, Y; mask: X)."""
+    loc = user_loc()
+    ops = _builder().blocks[-1]
+    index = _assertion_target(ops, on, loc)
+    op = ops[index]
+    arity = len(inspect.signature(predicate).parameters)
+    if arity != len(op.roles):
+        raise DSLError(f"the predicate takes {arity} argument(s) but {op.mnemonic} has the roles "
+                       f"{', '.join(op.roles)}", loc)
+    condition = predicate(*(_Role(r) for r in op.roles))
+    _no_python_bool(condition, "tag_assert", loc)
+    condition = as_expr(condition)
+    if not condition.is_bool:
+        raise DSLError(f"the predicate must be a condition, got the integer '{condition}'", loc)
+    ops[index] = attrs.evolve(op, asserts=op.asserts + (O.TagAssertion(condition, message,
+                                                                         loc),))
+
+
+def _assertion_target(ops, on, loc) -> int:
+    for index, op in reversed(list(enumerate(ops))):
+        if not hasattr(op, "asserts"):
+            continue
+        if on is None or op.results == (on.value,):
+            return index
+    what = f"the op producing {on.value}" if on is not None else "an op that takes assertions"
+    raise DSLError(f"tag_assert finds no {what} earlier in this block", loc)
+
+
+def lds(shape, dtype: str, *, swizzle=None, addr=None) -> Lds:
+    """Allocate workgroup-shared memory viewed through `addr` (default: row-major, optionally
+    XOR-swizzled with (bits, base, shift))."""
+    loc = user_loc()
+    builder = _builder()
+    addr = addr if addr is not None else lds_layout(tuple(shape), swizzle)
+    size = cosize(addr)
+    builder.lds_bytes += size * DTYPE_BYTES[dtype]
+    if builder.lds_bytes > LDS_BUDGET:
+        raise DSLError(f"LDS use reaches {builder.lds_bytes} bytes; a gfx942 workgroup has "
+                       f"{LDS_BUDGET} (64 KiB): shrink the tiles or the number of stages", loc)
+    value = Value(builder.fresh("lds"), LdsType(dtype, size))
+    builder.emit(O.LdsAlloc(result=value, loc=loc))
+    return Lds(value, addr)
+
+
+def full(spec: TileSpec, value: float, dtype: str = "f32", *, _loc=None) -> Tile:
+    loc = _loc or user_loc()
+    return _result(O.Full, _builder().reg_type(dtype, spec, loc), loc, value=float(value))
+
+
+def zeros(spec: TileSpec, dtype: str = "f32") -> Tile:
+    loc = user_loc()
+    return _result(O.Full, _builder().reg_type(dtype, spec, loc), loc, value=0.0)
+
+
+def mfma(instr: str, a: Tile, b: Tile, c: Tile) -> Tile:
+    """One MFMA per wave; the result has C's layout."""
+    loc = user_loc()
+    return _result(O.Mfma, c.type, loc, instr=instr, a=a.value, b=b.value, c=c.value)
+
+
+def _unary(fn: str, x: Tile) -> Tile:
+    return _result(O.Unary, x.type, user_loc(), fn=fn, x=x.value)
+
+
+def exp2(x: Tile) -> Tile:
+    return _unary("exp2", x)
+
+
+def log2(x: Tile) -> Tile:
+    return _unary("log2", x)
+
+
+def rcp(x: Tile) -> Tile:
+    return _unary("rcp", x)
+
+
+def maximum(x: Tile, y: Tile) -> Tile:
+    return x._binary("max", y)
+
+
+def minimum(x: Tile, y: Tile) -> Tile:
+    return x._binary("min", y)
+
+
+def mask(x: Tile, keep: Callable, fill: float) -> Tile:
+    """Elements whose coordinates satisfy `keep(*coords)` stay, the others become `fill`."""
+    loc = user_loc()
+    condition = as_expr(keep(*coord_vars(x.shape)))
+    return _result(O.Mask, x.type, loc, x=x.value, keep=condition, fill=float(fill))
+
+
+def reduce(x: Tile, fn: str, axis: int, spec: TileSpec, *, drop=()) -> Tile:
+    """Cross-lane `fn` ("max" or "sum") along `axis` within each wave, into layout `spec`;
+    the tags named in `drop` (those that vary along the axis) are removed."""
+    loc = user_loc()
+    t = _builder().reg_type(x.dtype, spec, loc)
+    return _result(O.Reduce, t, loc, fn=fn, x=x.value, axis=axis, drop=tuple(drop))
+
+
+def broadcast(x: Tile, axis: int, spec: TileSpec) -> Tile:
+    """Spread a reduced tile back along `axis` into layout `spec` (within each wave)."""
+    loc = user_loc()
+    t = _builder().reg_type(x.dtype, spec, loc)
+    return _result(O.Broadcast, t, loc, x=x.value, axis=axis)
+
+
+def slots(x: Tile, start: int, spec: TileSpec) -> Tile:
+    """Registers [start, start + spec.slots) of `x`, seen as a tile of layout `spec`."""
+    loc = user_loc()
+    t = _builder().reg_type(x.dtype, spec, loc)
+    return _result(O.SlotSlice, t, loc, x=x.value, start=start)
+
+
+def barrier() -> None:
+    _builder().emit(O.Barrier(loc=user_loc()))
+
+
+class _Carried:
+    """Loop-carried (or branch-merged) tiles by name; read and assign them as attributes."""
+
+    def __init__(self, values: dict[str, Tile]):
+        object.__setattr__(self, "_values", dict(values))
+
+    def __getattr__(self, name: str) -> Tile:
+        values = object.__getattribute__(self, "_values")
+        if name not in values:
+            raise AttributeError(f"{name!r} is not carried; carried are {sorted(values)}")
+        return values[name]
+
+    def __setattr__(self, name: str, tile: Tile):
+        values = object.__getattribute__(self, "_values")
+        if name not in values:
+            raise DSLError(f"{name!r} is not a carried value (carried are {sorted(values)}); "
+                           "declare it when opening the loop or branch", user_loc())
+        if tile.type != values[name].type:
+            raise DSLError(f"carried {name!r} changes type from {values[name].type} to "
+                           f"{tile.type}; a loop-carried value keeps its layout and dtype",
+                           user_loc())
+        values[name] = tile
+
+
+class Range(_Carried):
+    """`for k in T.range(start, stop, step, stages=, unroll=, hints=, **carried)`: a loop with a
+    symbolic induction variable; carried tiles are attributes of the range object."""
+
+    def __init__(self, start, stop=None, step: int = 1, *, stages: int = 1, unroll: int = 1,
+                 hints=(), **carried: Tile):
+        super().__init__(carried)
+        if stop is None:
+            start, stop = 0, start
+        loc = user_loc()
+        object.__setattr__(self, "_spec", (as_expr(start), as_expr(stop), step, stages, unroll,
+                                           tuple(hints), loc))
+
+    def __iter__(self):
+        builder = _builder()
+        start, stop, step, stages, unroll, hints, loc = object.__getattribute__(self, "_spec")
+        values = object.__getattribute__(self, "_values")
+        iv = Var(builder.fresh("k"), 0, SIZE_RANGE[1])
+        names = list(values)
+        inits = [values[n].value for n in names]
+        args = [Value(builder.fresh(n), v.type) for n, v in zip(names, inits)]
+        for n, arg in zip(names, args):
+            values[n] = Tile(arg)
+        builder.blocks.append([])
+        yield iv
+        yielded = [values[n].value for n in names]
+        builder.emit(O.Yield(values=tuple(yielded), loc=loc))
+        body = O.Block(tuple(args), tuple(builder.blocks.pop()))
+        results = [Value(builder.fresh(n), v.type) for n, v in zip(names, inits)]
+        builder.emit(O.For(iv=iv, start=start, stop=stop, step=step, inits=tuple(inits),
+                           body=body, results=tuple(results), loc=loc, stages=stages,
+                           unroll=unroll, hints=hints))
+        for n, result in zip(names, results):
+            values[n] = Tile(result)
+
+
+class when(_Carried):
+    """`with T.when(cond, **carried) as br:` — a uniform branch; the body may reassign carried
+    tiles (`br.s = ...`), which keep their old value when `cond` is false."""
+
+    def __init__(self, cond, **carried: Tile):
+        super().__init__(carried)
+        object.__setattr__(self, "_cond", (as_expr(cond), user_loc()))
+
+    def __enter__(self):
+        _builder().blocks.append([])
+        values = object.__getattribute__(self, "_values")
+        object.__setattr__(self, "_before", dict(values))
+        return self
+
+    def __exit__(self, kind, error, trace):
+        builder = _builder()
+        if kind is not None:
+            builder.blocks.pop()
+            return False
+        cond, loc = object.__getattribute__(self, "_cond")
+        values = object.__getattribute__(self, "_values")
+        before = object.__getattribute__(self, "_before")
+        names = list(values)
+        builder.emit(O.Yield(values=tuple(values[n].value for n in names), loc=loc))
+        then = O.Block((), tuple(builder.blocks.pop()))
+        orelse = O.Block((), (O.Yield(values=tuple(before[n].value for n in names), loc=loc),))
+        results = tuple(Value(builder.fresh(n), before[n].type) for n in names)
+        builder.emit(O.If(cond=cond, then=then, orelse=orelse, results=results, loc=loc))
+        for n, result in zip(names, results):
+            values[n] = Tile(result)
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels
+
+
+@attrs.frozen
+class Tensor:
+    """Annotation of a tensor argument: `Tensor("bf16", "M", "K")` — names are symbolic sizes."""
+
+    dtype: str
+    shape: tuple = ()
+
+    def __init__(self, dtype: str, *shape):
+        self.__attrs_init__(dtype, tuple(shape))
+
+
+@attrs.frozen
+class Scalar:
+    """Annotation of an integer scalar argument with its range [lo, hi)."""
+
+    lo: int = 0
+    hi: int = SIZE_RANGE[1]
+
+
+class KernelDef:
+    """A traceable kernel: `.trace(**params)` gives its IR, `.ir` uses the default params."""
+
+    def __init__(self, fn: Callable, waves: int):
+        self.fn, self.waves = fn, waves
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+        signature = inspect.signature(fn)
+        self.params = {n: p.default for n, p in signature.parameters.items()
+                       if p.kind is p.KEYWORD_ONLY}
+        self._cache: dict = {}
+
+    @property
+    def ir(self) -> O.Kernel:
+        return self.trace()
+
+    def trace(self, **params) -> O.Kernel:
+        unknown = set(params) - set(self.params)
+        if unknown:
+            raise DSLError(f"kernel {self.name} has no parameter(s) {sorted(unknown)}; it takes "
+                           f"{sorted(self.params)}", _def_loc(self.fn))
+        chosen = {**self.params, **params}
+        key = tuple(sorted(chosen.items()))
+        if key not in self._cache:
+            self._cache[key] = self._trace(chosen)
+        return self._cache[key]
+
+    def _trace(self, params: dict) -> O.Kernel:
+        loc = _def_loc(self.fn)
+        builder = _Builder(self.name, self.waves, loc)
+        annotations = inspect.get_annotations(self.fn, eval_str=True)
+        args, handles = [], []
+        for name, p in inspect.signature(self.fn).parameters.items():
+            if p.kind is p.KEYWORD_ONLY:
+                continue
+            note = annotations.get(name)
+            if isinstance(note, Tensor):
+                shape = tuple(builder.sizes.setdefault(d, Var(d, *SIZE_RANGE))
+                              if isinstance(d, str) else d for d in note.shape)
+                value = Value(name, GlobalType(note.dtype, shape))
+                args.append(value)
+                handles.append(Global(value))
+            elif isinstance(note, Scalar):
+                var = Var(name, note.lo, note.hi)
+                args.append(var)
+                handles.append(var)
+            else:
+                raise DSLError(f"argument {name!r} needs an annotation Tensor(dtype, *sizes) or "
+                               f"Scalar(lo, hi)", loc)
+        _BUILDER.append(builder)
+        try:
+            self.fn(*handles, **params)
+        finally:
+            _BUILDER.pop()
+        if builder.grid is None:
+            raise DSLError(f"kernel {self.name} never calls grid(...)", loc)
+        if len(builder.blocks) != 1:
+            raise DSLError(f"kernel {self.name} leaves a loop or branch open", loc)
+        kernel = O.Kernel(self.name, tuple(args), tuple(builder.sizes.values()), builder.grid,
+                          self.waves, tuple(builder.assumes), O.Block((), builder.blocks[0]), loc,
+                          tuple(builder.hints))
+        try:
+            return kernel.verify()
+        except IRError as error:
+            raise DSLError(str(error), loc) from None
+
+
+def _def_loc(fn) -> SourceLoc:
+    code = fn.__code__
+    return SourceLoc(short_path(code.co_filename), code.co_firstlineno, 1)
+
+
+def kernel(fn: Callable | None = None, *, waves: int = 4):
+    """Decorator: `@kernel` or `@kernel(waves=4)` makes a traceable KernelDef."""
+    if fn is None:
+        return lambda f: KernelDef(f, waves)
+    return KernelDef(fn, waves)
+
+
+def ceil_div(a, b):
+    return (a + b - 1) // b if isinstance(a, Expr) or isinstance(b, Expr) else math.ceil(a / b)
+
+
+__all__ = [
+    "kernel", "KernelDef", "Tensor", "Scalar", "Tile", "Global", "Lds", "grid", "program_id",
+    "assume", "hint", "tag", "tag_assert", "lds", "full", "zeros", "mfma", "exp2", "log2", "rcp",
+    "maximum", "minimum", "mask", "reduce", "broadcast", "slots", "barrier", "Range", "when",
+    "ThreadLayout",
+]

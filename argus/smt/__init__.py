@@ -1,0 +1,11 @@
+"""Argus' SMT layer: decide statements about `argus.ir.expr` terms with z3 or cvc5 via pysmt.
+
+`prove(goal, assume)` returns Proved, Refuted(witness) or Unknown(reason); `to_smtlib` dumps the
+same obligation for bug reports.
+"""
+
+from argus.smt.solve import SOLVERS, cache_info, clear_cache, prove, to_smtlib
+from argus.smt.verdict import Proved, Refuted, Unknown, Verdict
+
+__all__ = ["prove", "to_smtlib", "Proved", "Refuted", "Unknown", "Verdict", "SOLVERS",
+           "cache_info", "clear_cache"]

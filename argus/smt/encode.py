@@ -1,0 +1,163 @@
+"""Lowering of `argus.ir.expr` terms to pysmt bit-vector formulas that cannot overflow.
+
+The width is chosen from the interval bounds of every subterm, so signed two's-complement
+arithmetic at that width equals integer arithmetic; floor division and modulo are encoded
+exactly for negative operands. Points where a term is undefined are made explicit by `defined`.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from pysmt.environment import Environment
+
+from argus.ir.expr import Const, Expr, Term, Var, as_expr, bounds, ite
+
+_ENVIRONMENTS: dict[int, Environment] = {}
+_LOWERED: dict[int, weakref.WeakKeyDictionary] = {}
+
+
+def environment(width: int) -> Environment:
+    """One pysmt environment per width, so a variable keeps its plain name in every query."""
+    env = _ENVIRONMENTS.get(width)
+    if env is None:
+        env = _ENVIRONMENTS[width] = Environment()
+        _LOWERED[width] = weakref.WeakKeyDictionary()
+    return env
+
+
+def _signed_bits(value: int) -> int:
+    return (value if value >= 0 else ~value).bit_length() + 1
+
+
+def width_for(exprs) -> int:
+    """Bit width holding every value of every subterm, plus a spare bit, rounded up to bytes."""
+    needed = 1
+    for e in exprs:
+        for sub in _subterms(e):
+            lo, hi = bounds(sub)
+            needed = max(needed, _signed_bits(lo), _signed_bits(hi))
+    return max(8, -(-(needed + 1) // 8) * 8)
+
+
+def _subterms(expr):
+    seen, stack = set(), [expr]
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        yield e
+        if isinstance(e, Term):
+            stack.extend(e.args)
+
+
+def defined(expr) -> Expr:
+    """Condition under which evaluating `expr` raises nothing: divisors are non-zero and shift
+    counts non-negative wherever evaluation reaches them (ite evaluates one branch)."""
+    memo: dict = {}
+
+    def go(e):
+        if e in memo:
+            return memo[e]
+        if not isinstance(e, Term):
+            result = Const(True)
+        elif e.op == "ite":
+            c, a, b = e.args
+            result = _conjoin(go(c), ite(c, go(a), go(b)))
+        else:
+            result = Const(True)
+            for arg in e.args:
+                result = _conjoin(result, go(arg))
+            lo, hi = bounds(e.args[1])
+            if e.op in ("floordiv", "mod") and lo <= 0 <= hi:
+                result = _conjoin(result, e.args[1].ne(0))
+            if e.op in ("shl", "shr") and lo < 0:
+                result = _conjoin(result, e.args[1] >= 0)
+        memo[e] = result
+        return result
+
+    return go(as_expr(expr))
+
+
+def _conjoin(a, b):
+    if a is Const(True):
+        return b
+    return a if b is Const(True) else a & b
+
+
+def lower(expr, width: int):
+    """The pysmt term for `expr` over signed bit-vectors of `width` bits, in the pysmt
+    environment `environment(width)`."""
+    env = environment(width)
+    cache = _LOWERED[width]
+    fm = env.formula_manager
+    bv_type = env.type_manager.BVType(width)
+    stack = [as_expr(expr)]
+    while stack:
+        e = stack[-1]
+        if e in cache:
+            stack.pop()
+            continue
+        if isinstance(e, Term):
+            pending = [a for a in e.args if a not in cache]
+            if pending:
+                stack.extend(pending)
+                continue
+        stack.pop()
+        cache[e] = _lower_node(e, fm, bv_type, width, cache)
+    return cache[as_expr(expr)]
+
+
+def _lower_node(e, fm, bv_type, width, cache):
+    if isinstance(e, Var):
+        return fm.Symbol(e.name, bv_type)
+    if isinstance(e, Const):
+        if e.is_bool:
+            return fm.Bool(e.value)
+        return fm.SBV(e.value, width)
+    args = [cache[a] for a in e.args]
+    op = e.op
+    if op in _SIMPLE:
+        return getattr(fm, _SIMPLE[op])(*args)
+    if op == "eq":
+        return fm.Iff(*args) if e.args[0].is_bool else fm.Equals(*args)
+    if op == "ne":
+        return fm.Not(fm.Iff(*args) if e.args[0].is_bool else fm.Equals(*args))
+    if op == "min":
+        return fm.Ite(fm.BVSLE(*args), *args)
+    if op == "max":
+        return fm.Ite(fm.BVSLE(*args), args[1], args[0])
+    if op in ("floordiv", "mod"):
+        return _floor_div_mod(op, e, args, fm, width)
+    raise AssertionError(f"no SMT lowering for operator {op!r}")
+
+
+_SIMPLE = {
+    "add": "BVAdd", "sub": "BVSub", "mul": "BVMul", "neg": "BVNeg", "and": "BVAnd",
+    "or": "BVOr", "xor": "BVXor", "shl": "BVLShl", "shr": "BVAShr", "lt": "BVSLT",
+    "le": "BVSLE", "land": "And", "lor": "Or", "lnot": "Not", "ite": "Ite",
+}
+
+
+def _floor_div_mod(op, e, args, fm, width):
+    x, y = args
+    xlo, ylo = bounds(e.args[0])[0], bounds(e.args[1])[0]
+    divisor = e.args[1].value if isinstance(e.args[1], Const) else None
+    if divisor is not None and divisor > 0 and divisor & (divisor - 1) == 0:
+        shift = divisor.bit_length() - 1
+        if op == "floordiv":
+            return fm.BVAShr(x, fm.BV(shift, width))  # arithmetic shift is floor division
+        return fm.BVAnd(x, fm.BV(divisor - 1, width))  # two's-complement mask is floor modulo
+    if xlo >= 0 and ylo > 0:
+        return (fm.BVUDiv if op == "floordiv" else fm.BVURem)(x, y)
+    zero = fm.BV(0, width)
+    remainder = fm.BVSRem(x, y)
+    # truncating division rounds towards zero; floor differs when the remainder is non-zero and
+    # its sign differs from the divisor's
+    off_by_one = fm.And(fm.Not(fm.Equals(remainder, zero)),
+                        fm.Xor(fm.BVSLT(remainder, zero), fm.BVSLT(y, zero)))
+    if op == "floordiv":
+        quotient = fm.BVSDiv(x, y)
+        return fm.Ite(off_by_one, fm.BVSub(quotient, fm.BV(1, width)), quotient)
+    return fm.Ite(off_by_one, fm.BVAdd(remainder, y), remainder)

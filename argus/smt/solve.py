@@ -1,0 +1,209 @@
+"""Deciding proof obligations: `prove(goal, assume)` with z3 or cvc5 through pysmt.
+
+A query asks for a point inside the variable bounds where the assumptions hold and the goal
+fails (or is undefined). Models are replayed with `evaluate` before they are reported, witnesses
+can be minimised lexicographically, timeouts become Unknown, and verdicts are cached.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import time
+from collections import OrderedDict
+
+from pysmt.exceptions import SolverReturnedUnknownResultError
+from pysmt.logics import QF_BV
+from pysmt.smtlib.script import smtlibscript_from_formula
+
+from argus.ir.expr import Const, Var, as_expr, evaluate, free_vars, simplify
+from argus.smt.encode import defined, environment, lower, width_for
+from argus.smt.verdict import Proved, Refuted, Unknown
+
+SOLVERS = ("z3", "cvc5")
+_CACHE_SIZE = 4096
+_cache: OrderedDict = OrderedDict()
+_stats = {"hits": 0, "misses": 0}
+
+
+def _timeout_option(solver: str, timeout_ms: int) -> dict:
+    return {"timeout": timeout_ms} if solver == "z3" else {"tlimit-per": timeout_ms}
+
+
+def _check_solver(solver):
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+
+
+class _Query:
+    """A goal and its assumptions, simplified, with the pieces the solver needs."""
+
+    def __init__(self, goal, assume):
+        goal = as_expr(goal)
+        assume = tuple(as_expr(a) for a in assume)
+        for what, e in [("goal", goal)] + [("assumption", a) for a in assume]:
+            if not e.is_bool:
+                raise TypeError(f"the {what} '{e}' is an integer; state a condition such as "
+                                f"'({e}).eq(0)' or '{e} < n'")
+        self.original_goal, self.original_assume = goal, assume
+        self.goal = simplify(goal)
+        self.assume = tuple(simplify(a) for a in assume)
+        self.goal_defined = simplify(defined(self.goal))
+        self.assume_defined = tuple(simplify(defined(a)) for a in self.assume)
+        terms = (self.goal, self.goal_defined) + self.assume + self.assume_defined
+        # variables that simplification removed still belong in the witness
+        mentioned = (goal,) + assume + terms
+        self.variables = sorted(set().union(*(free_vars(t) for t in mentioned)),
+                                key=lambda v: v.name)
+        names = [v.name for v in self.variables]
+        for v in self.variables:
+            if names.count(v.name) > 1:
+                clash = [repr(w) for w in self.variables if w.name == v.name]
+                raise ValueError(f"variable name {v.name!r} is used with different ranges: "
+                                 f"{', '.join(clash)}; give each range its own name")
+        self.width = width_for(terms + tuple(self.variables))
+        self.key = (self.goal, frozenset(self.assume))
+
+    def formula(self):
+        """Bounds ∧ assumptions ∧ ¬(goal defined and true): satisfiable iff refuted."""
+        fm = environment(self.width).formula_manager
+        parts = []
+        for v in self.variables:
+            symbol = lower(v, self.width)
+            parts.append(fm.BVSLE(fm.SBV(v.lo, self.width), symbol))
+            parts.append(fm.BVSLE(symbol, fm.SBV(v.hi - 1, self.width)))
+        for a, d in zip(self.assume, self.assume_defined):
+            parts += [lower(d, self.width), lower(a, self.width)]
+        parts = [p for p in parts if not p.is_true()]
+        holds = lower(self.goal, self.width)
+        if self.goal_defined is not Const(True):
+            holds = fm.And(lower(self.goal_defined, self.width), holds)
+        parts.append(fm.Not(holds))
+        return fm.And(parts)
+
+    def violated_at(self, point) -> bool:
+        """Replays a witness: assumptions true and the goal false or undefined at `point`."""
+        if not all(evaluate(a, point) for a in self.original_assume):
+            return False
+        try:
+            return not evaluate(self.original_goal, point)
+        except (ZeroDivisionError, ValueError):
+            return True
+
+
+def prove(goal, assume=(), *, solver="z3", timeout_ms=10_000, minimize=()):
+    """Decide whether `goal` holds for all variable values in range where `assume` holds.
+
+    Returns Proved(), Refuted(witness) with a replayed counterexample (lexicographically
+    smallest over the `minimize` variables, given as Vars or names), or Unknown(reason).
+    """
+    _check_solver(solver)
+    query = _Query(goal, assume)
+    order = tuple(v.name if isinstance(v, Var) else v for v in minimize)
+    unknown_names = set(order) - {v.name for v in query.variables}
+    if unknown_names:
+        raise ValueError(f"minimize names {sorted(unknown_names)} that the goal and "
+                         f"assumptions do not mention; they mention "
+                         f"{[v.name for v in query.variables]}")
+    key = (query.key, solver, order)
+    if key in _cache:
+        _stats["hits"] += 1
+        _cache.move_to_end(key)
+        return _cache[key]
+    _stats["misses"] += 1
+    verdict = _decide(query, solver, timeout_ms, order)
+    if not isinstance(verdict, Unknown):
+        _cache[key] = verdict
+        if len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    _debug(query, solver, verdict)
+    return verdict
+
+
+def _decide(query, solver, timeout_ms, order):
+    trivially_true = query.goal is Const(True) and query.goal_defined is Const(True)
+    if trivially_true or Const(False) in query.assume:
+        return Proved()
+    deadline = time.monotonic() + timeout_ms / 1000
+    env = environment(query.width)
+    with env.factory.Solver(name=solver, logic=QF_BV, incremental=True,
+                            solver_options=_timeout_option(solver, timeout_ms)) as smt:
+        smt.add_assertion(query.formula())
+        try:
+            if not smt.solve():
+                return Proved()
+        except SolverReturnedUnknownResultError:
+            return Unknown(f"{solver} returned unknown within {timeout_ms} ms "
+                           f"({query.width}-bit query)")
+        point = _model(smt, query)
+        minimal = True
+        for name in order:
+            point, complete = _minimise(smt, query, name, point, deadline)
+            minimal = minimal and complete
+    if not query.violated_at(point):
+        return Unknown(f"{solver} returned a model that does not replay: {point}; "
+                       "this is a bug in the SMT encoding, please report it with to_smtlib()")
+    return Refuted(point, minimal=minimal and bool(order))
+
+
+def _model(smt, query) -> dict[str, int]:
+    return {v.name: smt.get_value(lower(v, query.width)).bv_signed_value()
+            for v in query.variables}
+
+
+def _minimise(smt, query, name, point, deadline):
+    """Binary-search the smallest value of `name` with the earlier variables fixed, then fix it.
+
+    Returns the new model and whether the search finished before the deadline."""
+    var = next(v for v in query.variables if v.name == name)
+    fm = environment(query.width).formula_manager
+    symbol = lower(var, query.width)
+    lo, hi = var.lo, point[name]
+    complete = True
+    while lo < hi:
+        if time.monotonic() > deadline:
+            complete = False
+            break
+        mid = (lo + hi) // 2
+        try:
+            if smt.solve([fm.BVSLE(symbol, fm.SBV(mid, query.width))]):
+                point = _model(smt, query)
+                hi = point[name]
+            else:
+                lo = mid + 1
+        except SolverReturnedUnknownResultError:
+            complete = False
+            break
+    smt.add_assertion(fm.Equals(symbol, fm.SBV(hi, query.width)))
+    if not smt.solve():
+        raise AssertionError(f"minimising {name} lost the model at {name}={hi}")
+    return _model(smt, query), complete
+
+
+def to_smtlib(goal, assume=()) -> str:
+    """An SMT-LIB 2 script for the obligation: `sat` means refuted, `unsat` means proved."""
+    query = _Query(goal, assume)
+    script = smtlibscript_from_formula(query.formula(), logic=QF_BV)
+    out = io.StringIO()
+    out.write(f"; argus obligation: {query.original_goal}\n")
+    for a in query.original_assume:
+        out.write(f"; assuming: {a}\n")
+    out.write(f"; {query.width}-bit signed bit-vectors; sat = refuted, unsat = proved\n")
+    script.serialize(out, daggify=False)
+    return out.getvalue()
+
+
+def cache_info() -> dict[str, int]:
+    return {**_stats, "size": len(_cache)}
+
+
+def clear_cache() -> None:
+    _cache.clear()
+    _stats.update(hits=0, misses=0)
+
+
+def _debug(query, solver, verdict):
+    if int(os.environ.get("ARGUS_DEBUG") or 0) >= 1:
+        print(f"argus.smt [{solver}, {query.width}-bit] {query.original_goal}: {verdict}",
+              file=sys.stderr)

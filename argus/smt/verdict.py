@@ -1,0 +1,45 @@
+"""The three answers a proof obligation can get: Proved, Refuted with a witness, or Unknown.
+
+Unknown is never a bug report: it says the solver gave up (timeout, resource limit) and why.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class Proved:
+    """The goal holds at every point allowed by the variable bounds and the assumptions."""
+
+    def __str__(self):
+        return "proved"
+
+
+@attrs.frozen
+class Refuted:
+    """The goal fails (or is undefined: division by zero, negative shift) at `witness`.
+
+    `minimal` says whether the witness is the lexicographically smallest one over the requested
+    `minimize` variables (False when minimisation ran out of time or was not asked for).
+    """
+
+    witness: dict[str, int] = attrs.field(converter=dict, hash=False)
+    minimal: bool = False
+
+    def __str__(self):
+        point = ", ".join(f"{name}={value}" for name, value in self.witness.items())
+        return f"refuted at {point or 'every point'}"
+
+
+@attrs.frozen
+class Unknown:
+    """The solver could not decide the goal; `reason` says why (timeout, unknown result)."""
+
+    reason: str
+
+    def __str__(self):
+        return f"unknown ({self.reason})"
+
+
+Verdict = Proved | Refuted | Unknown

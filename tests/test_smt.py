@@ -1,0 +1,189 @@
+"""The SMT layer against brute force: verdicts and minimal witnesses equal exhaustive enumeration,
+z3 and cvc5 agree, the bit-vector encoding agrees with `evaluate`, and the MFMA acceptance
+properties are proved / refuted with the smallest counterexample.
+"""
+
+import numpy as np
+import pytest
+import z3
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_expr import GRID, VARS, int_exprs
+
+from argus.ir.expr import And, Const, Var, evaluate, ite
+from argus.isa_cdna3.mfma import mfma
+from argus.smt import Proved, Refuted, Unknown, cache_info, clear_cache, prove, to_smtlib
+
+SLOW = settings(max_examples=min(settings().max_examples, 60))
+
+LANE = Var("lane", 0, 64)
+ITERATION = Var("iv", 0, 1024)
+
+
+def lexmin_violation(condition):
+    """The lexicographically smallest grid point (in VARS order) where `condition` is false."""
+    holds = np.broadcast_to(evaluate(condition, GRID), [v.hi - v.lo for v in VARS])
+    bad = np.argwhere(~holds)
+    if len(bad) == 0:
+        return None
+    return {v.name: int(i) + v.lo for v, i in zip(VARS, bad[0])}
+
+
+conditions = st.builds(
+    lambda op, a, b: {"<": a < b, "<=": a <= b, "eq": a.eq(b), "ne": a.ne(b)}[op],
+    st.sampled_from(["<", "<=", "eq", "ne"]), int_exprs, int_exprs)
+
+
+# ------------------------------------------------------------------- brute-force oracle
+
+
+@SLOW
+@given(conditions, st.sampled_from(["z3", "cvc5"]))
+def test_verdict_and_minimal_witness_match_enumeration(condition, solver):
+    expected = lexmin_violation(condition)
+    verdict = prove(condition, solver=solver, minimize=VARS)
+    if expected is None:
+        assert verdict == Proved()
+    else:
+        assert isinstance(verdict, Refuted), verdict
+        assert verdict.minimal
+        witness = {v.name: verdict.witness[v.name] for v in VARS if v.name in verdict.witness}
+        assert witness == {k: expected[k] for k in witness}, condition
+
+
+@SLOW
+@given(conditions)
+def test_z3_and_cvc5_agree(condition):
+    by_z3 = prove(condition, solver="z3", minimize=VARS)
+    by_cvc5 = prove(condition, solver="cvc5", minimize=VARS)
+    assert by_z3 == by_cvc5
+
+
+@given(int_exprs, st.data())
+def test_encoding_agrees_with_evaluate(e, data):
+    point = {v.name: data.draw(st.integers(v.lo, v.hi - 1), label=v.name) for v in VARS}
+    value = evaluate(e, point)
+    at_point = [v.eq(point[v.name]) for v in VARS]
+    assert prove(e.eq(value), at_point) == Proved(), f"{e} at {point} should be {value}"
+
+
+# --------------------------------------------------------------------- MFMA acceptance
+
+
+@pytest.mark.parametrize("solver", ["z3", "cvc5"])
+def test_mfma_32x32x8_a_and_b_k_coordinates_agree(solver):
+    info = mfma("v_mfma_f32_32x32x8_bf16")
+    slot = Var("slot", 0, info.k_per_lane)
+    _, _, k_a = info.a_coord(LANE, slot)
+    _, k_b, _ = info.b_coord(LANE, slot)
+    # the B fetch as a kernel computes it: lane group shifted into bit 2, slot OR-ed in
+    k_b_kernel = ((LANE >> 5) << 2) | slot
+    goal = (k_a + info.k * ITERATION).eq(k_b_kernel + info.k * ITERATION)
+    assert prove(goal, solver=solver) == Proved()
+    assert prove((k_a + info.k * ITERATION).eq(k_b + info.k * ITERATION), solver=solver) == Proved()
+
+
+@pytest.mark.parametrize("solver", ["z3", "cvc5"])
+def test_mutated_mfma_k_is_refuted_with_the_smallest_witness(solver):
+    info = mfma("v_mfma_f32_32x32x8_bf16")
+    slot = Var("slot", 0, info.k_per_lane)
+    _, _, k_a = info.a_coord(LANE, slot)
+    mutated = 4 * (LANE % 2) + slot
+    goal = (k_a + 8 * ITERATION).eq(mutated + 8 * ITERATION)
+    verdict = prove(goal, solver=solver, minimize=(ITERATION, LANE, slot))
+    lanes, slots = np.meshgrid(np.arange(64), np.arange(4), indexing="ij")
+    k_a_values = evaluate(k_a, {"lane": lanes, "slot": slots})
+    bad = np.argwhere(k_a_values != 4 * (lanes % 2) + slots)
+    assert verdict == Refuted({"iv": 0, "lane": int(bad[0][0]), "slot": int(bad[0][1])},
+                              minimal=True)
+    assert verdict.witness == {"iv": 0, "lane": 1, "slot": 0}
+
+
+def test_mfma_accumulator_rows_from_the_catalogue_match_the_manual_formula():
+    info = mfma("v_mfma_f32_32x32x8_bf16")
+    reg = Var("reg", 0, info.c_values)
+    _, row, column = info.c_coord(LANE, reg)
+    manual_row = 8 * (reg // 4) + 4 * (LANE // 32) + reg % 4
+    assert prove(And(row.eq(manual_row), column.eq(LANE & 31)), solver="cvc5") == Proved()
+
+
+# ------------------------------------------------------------------------ behaviour
+
+
+def test_undefined_points_refute_unless_assumed_away():
+    x, d = Var("x", -100, 100), Var("d", -5, 6)
+    identity = (x // d * d + x % d).eq(x)
+    verdict = prove(identity, minimize=(d, x))
+    assert verdict == Refuted({"d": 0, "x": -100}, minimal=True)
+    assert prove(identity, [d.ne(0)]) == Proved()
+    guarded = ite(d.eq(0), Const(0), x // d)
+    assert prove((guarded <= 100) & (guarded >= -100)) == Proved()
+
+
+def test_wide_values_get_a_wide_encoding():
+    x, y = Var("x", -100, 100), Var("y", 0, 2**70)
+    shifted = (x * 2**70) ^ y
+    assert prove((shifted >> 70).eq(x), solver="z3") == Proved()
+    assert prove((shifted >> 70).eq(x), solver="cvc5") == Proved()
+    verdict = prove((shifted >> 69).eq(2 * x), minimize=(x, y))
+    assert verdict == Refuted({"x": -100, "y": 2**69}, minimal=True)
+
+
+@pytest.mark.parametrize("solver", ["z3", "cvc5"])
+def test_timeouts_become_unknown(solver):
+    p, q = Var("p", 2, 2**31), Var("q", 2, 2**31)
+    semiprime = 2147483647 * 2147483629
+    verdict = prove((p * q).ne(semiprime), [p <= q], solver=solver, timeout_ms=50)
+    assert isinstance(verdict, Unknown), verdict
+    assert "50 ms" in verdict.reason
+
+
+def test_cache_returns_the_verdict_for_equal_canonical_forms():
+    clear_cache()
+    a, b = Var("a", 0, 50), Var("b", 0, 50)
+    first = prove((a + b + 1) * 2 > (a | b))
+    assert cache_info()["misses"] == 1
+    assert prove(2 * (1 + b + a) > (a | b)) == first
+    assert cache_info()["hits"] == 1
+    prove((a + b + 1) * 2 > (a | b), solver="cvc5")
+    assert cache_info()["misses"] == 2
+
+
+def test_assumptions_restrict_the_domain():
+    wave, lane = Var("wave", 0, 8), Var("lane", 0, 64)
+    thread = wave * 64 + lane
+    assert prove(thread < 256, [wave < 4]) == Proved()
+    assert prove(thread < 256, minimize=(wave, lane)) == Refuted({"lane": 0, "wave": 4},
+                                                                 minimal=True)
+    assert prove(thread < 0, [wave < 0]) == Proved()
+
+
+@pytest.mark.parametrize("goal_holds", [True, False])
+def test_smtlib_dump_gives_the_same_answer_in_z3(goal_holds):
+    lane, slot = Var("lane", 0, 64), Var("slot", 0, 4)
+    k_a = 4 * (lane // 32) + slot
+    k_b = ((lane >> 5) << 2) | slot if goal_holds else 4 * (lane % 2) + slot
+    script = to_smtlib(k_a.eq(k_b), [slot < 4])
+    assert script.startswith("; argus obligation:") and "(set-logic QF_BV)" in script
+    solver = z3.Solver()
+    solver.add(z3.parse_smt2_string(script))
+    assert solver.check() == (z3.unsat if goal_holds else z3.sat)
+    assert isinstance(prove(k_a.eq(k_b)), Proved if goal_holds else Refuted)
+
+
+def test_bad_queries_raise_actionable_errors():
+    lane = Var("lane", 0, 64)
+    with pytest.raises(TypeError, match="is an integer"):
+        prove(lane + 1)
+    with pytest.raises(ValueError, match="different ranges"):
+        prove((lane + Var("lane", 0, 32)) < 200)
+    with pytest.raises(ValueError, match="unknown solver"):
+        prove(lane < 64, solver="yices")
+    with pytest.raises(ValueError, match="minimize names"):
+        prove(lane < 3, minimize=("wave",))
+
+
+def test_verdicts_read_well():
+    assert str(Proved()) == "proved"
+    assert str(Refuted({"lane": 1, "slot": 0})) == "refuted at lane=1, slot=0"
+    assert str(Unknown("timeout")) == "unknown (timeout)"
