@@ -114,3 +114,50 @@ def run(kernel: str, interp: bool, sizes: tuple[str, ...], params: tuple[str, ..
     click.echo(f"max error vs numpy {outcome.max_error:.3g} (relative to max |reference|; "
                f"tolerance {outcome.tolerance:g})")
     sys.exit(0 if outcome.ok else 1)
+
+
+@main.command("emulate")
+@click.argument("name", required=False)
+@click.option("--size", "sizes", multiple=True,
+              help="Problem size: m=, n=, k=, splitk= (GEMM) or b=, h=, s=, sk= (attention).")
+@click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--check", type=click.Choice(["strict", "warn", "off"]), default="warn",
+              show_default=True, help="Hazard checking: raise, record, or ignore.")
+@click.option("--list", "list_kernels", is_flag=True, help="List the runnable vendor kernels.")
+def emulate_command(name: str | None, sizes: tuple[str, ...], seed: int, check: str,
+                    list_kernels: bool) -> None:
+    """Run AMD vendor kernel NAME (amd-aiter, gfx942) in the emulator against numpy."""
+    from argus.isa_cdna3 import EmulatorError
+    from argus.isa_cdna3.vendor import VendorKernelError, run_vendor, vendor_kernels
+
+    if list_kernels or name is None:
+        click.echo("\n".join(vendor_kernels()))
+        return
+    shape = {key: int(value) for key, value in _assignments(sizes, "--size").items()}
+    try:
+        outcome = run_vendor(name, shape=shape, seed=seed, check=check)
+    except (VendorKernelError, EmulatorError) as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(outcome.report())
+    sys.exit(0 if outcome.ok else 1)
+
+
+@main.command("example")
+@click.argument("name", required=False, default="mfma_gemm_32x32")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Code object to write (default: NAME.hsaco in the current directory).")
+@click.option("--list", "list_examples", is_flag=True, help="List the built-in examples.")
+def example_command(name: str, output: str | None, list_examples: bool) -> None:
+    """Assemble built-in example kernel NAME and show what is inside it."""
+    from argus.asm import assemble_file, example_names, example_path
+    from argus.asm.stats import disasm_command
+
+    if list_examples:
+        click.echo("\n".join(example_names()))
+        return
+    with _user_errors():
+        source = example_path(name)
+        output = output or f"{name}.hsaco"
+        assemble_file(source, output)
+        click.echo(f"assembled {source} -> {output}")
+        disasm_command(output, kernel=None, stats=True, as_json=False, echo=click.echo)

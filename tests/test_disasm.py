@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from argus.asm import CodeObject, DisassemblyError, Imm, Label, Reg, Special, assemble
@@ -202,7 +202,7 @@ def test_undecodable_bytes_in_text_raise(code_objects):
     corrupted = bytearray(code.data)
     for word in (0xFFFFFFFF, 0xBFC00000):  # neither is a gfx942 instruction
         corrupted[offset:offset + 4] = struct.pack("<I", word)
-        with pytest.raises(DisassemblyError, match="cannot decode the bytes at 0x"):
+        with pytest.raises(DisassemblyError, match=r"at 0x[0-9a-f]+: llvm-objdump cannot decode"):
             CodeObject.from_bytes(bytes(corrupted)).disassemble()
 
 
@@ -221,3 +221,108 @@ specials = st.sampled_from(sorted(SPECIALS)).map(Special)
 @given(st.one_of(decorated, immediates, specials))
 def test_operand_text_parses_back(operand):
     assert parse_operand(str(operand)) == operand
+
+
+# ---------------------------------------------------------------- random instructions vs LLVM
+
+INLINE_FLOAT_BITS = {struct.unpack("<I", struct.pack("<f", f))[0]
+                     for f in (0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0, 0.15915494)}
+
+
+def _sgpr(draw, count=1):
+    index = draw(st.integers(0, 100 - count)) // count * count
+    return Reg("s", index, count)
+
+
+@st.composite
+def scalar_source(draw):
+    kind = draw(st.sampled_from(["sgpr", "inline", "literal", "special", "float"]))
+    if kind == "sgpr":
+        return _sgpr(draw)
+    if kind == "inline":
+        return Imm(draw(st.integers(-16, 64)))
+    if kind == "literal":
+        # LLVM encodes a value that an inline constant can express inline: not a literal.
+        value = draw(st.integers(65, 2**32 - 17).filter(lambda v: v not in INLINE_FLOAT_BITS))
+        return Imm(value, literal=True)
+    if kind == "float":
+        return Imm(draw(st.sampled_from([0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0])))
+    return Special(draw(st.sampled_from(["vcc_lo", "vcc_hi", "exec_lo", "exec_hi", "m0"])))
+
+
+@st.composite
+def vector_source(draw):
+    if draw(st.booleans()):
+        return Reg("v", draw(st.integers(0, 255)))
+    return draw(scalar_source())
+
+
+@st.composite
+def random_instruction(draw):
+    """(source text, expected opcode, operands, modifiers) of a random gfx942 instruction."""
+    form = draw(st.sampled_from(["vop2", "vop3", "sop2", "mfma", "global", "ds", "mubuf",
+                                 "waitcnt"]))
+    v = lambda: Reg("v", draw(st.integers(0, 255)))  # noqa: E731
+    if form == "vop2":
+        ops = (v(), draw(vector_source()), v())
+        return "v_add_u32_e32", ops, ()
+    if form == "vop3":
+        ops = [v()]
+        for reg_files in ("vs", "v"):  # one SGPR at most: the constant bus
+            reg = draw(st.sampled_from(reg_files))
+            ops.append(Reg(reg, draw(st.integers(0, 100 if reg == "s" else 255)),
+                           neg=draw(st.booleans()), abs=draw(st.booleans())))
+        return "v_mul_f32_e64", tuple(ops), ()
+    if form == "sop2":
+        first = draw(scalar_source())
+        second = _sgpr(draw) if isinstance(first, Imm) and first.literal else draw(scalar_source())
+        if isinstance(second, Imm) and second.literal and isinstance(first, Imm) and first.literal:
+            second = _sgpr(draw)
+        return "s_add_u32", (_sgpr(draw), first, second), ()
+    if form == "mfma":
+        files = [draw(st.sampled_from("va")) for _ in range(3)]
+        acc = draw(st.integers(0, 15)) * 16
+        ops = (Reg(files[0], acc, 16), Reg(files[1], draw(st.integers(0, 127)) * 2, 2),
+               Reg(files[2], draw(st.integers(0, 127)) * 2, 2), Reg(files[0], acc, 16))
+        return "v_mfma_f32_32x32x8_bf16", ops, ()
+    if form == "global":
+        offset = draw(st.integers(-4096, 4095))
+        mods = (("offset", offset),) if offset else ()
+        return "global_load_dword", (v(), v(), _sgpr(draw, 2)), mods
+    if form == "ds":
+        offset = draw(st.integers(0, 65535))
+        mods = (("offset", offset),) if offset else ()
+        return "ds_read_b64", (Reg("v", draw(st.integers(0, 127)) * 2, 2), v()), mods
+    if form == "mubuf":
+        offset = draw(st.integers(0, 4095))
+        mods = (("offen", True),) + ((("offset", offset),) if offset else ())
+        soffset = draw(st.one_of(st.integers(0, 64).map(Imm), st.builds(lambda: None)))
+        soffset = soffset if soffset is not None else _sgpr(draw)
+        return "buffer_load_dword", (v(), v(), _sgpr(draw, 4), soffset), mods
+    counts = (draw(st.integers(0, 63)), draw(st.integers(0, 7)), draw(st.integers(0, 15)))
+    return "s_waitcnt", (), tuple(zip(("vmcnt", "expcnt", "lgkmcnt"), counts))
+
+
+def _source_text(opcode, operands, modifiers):
+    def show(op):
+        if isinstance(op, Imm) and op.literal:
+            return hex(op.value)
+        return str(op)
+
+    if opcode == "s_waitcnt":
+        return "s_waitcnt " + " ".join(f"{name}({value})" for name, value in modifiers)
+    text = f"{opcode} " + ", ".join(map(show, operands))
+    for name, value in modifiers:
+        text += f" {name}" if value is True else f" {name}:{value}"
+    return text
+
+
+@settings(deadline=None)
+@given(st.lists(random_instruction(), min_size=1, max_size=24))
+def test_random_instructions_decode_to_what_was_written(program):
+    code = assemble(HEADER + "\n".join(_source_text(*ins) for ins in program))
+    decoded = code.disassemble()
+    assert len(decoded) == len(program)
+    for (opcode, operands, modifiers), ins in zip(program, decoded):
+        assert (ins.opcode, ins.operands, ins.modifiers) == (opcode, operands, modifiers), (
+            _source_text(opcode, operands, modifiers), ins.text)

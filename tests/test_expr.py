@@ -271,4 +271,7 @@ def test_errors_name_the_problem():
         bounds(lane // Var("zero", 0, 1))
     with pytest.raises(TypeError, match="cannot use"):
         lane + 1.5
+    with pytest.raises(ValueError, match="shift left by up to"):
+        bounds(lane << Var("count", 0, 2**40))
+    assert bounds(lane >> Var("count", 0, 2**40)) == (0, 63)
     assert Or() is Const(False) and And() is Const(True)

@@ -30,8 +30,8 @@ from argus.ir.layout import (
     logical_divide,
     logical_product,
     make_layout,
-    rank,
     raked_product,
+    rank,
     right_inverse,
     size,
     tiled_divide,
@@ -415,6 +415,10 @@ def test_examples_from_the_cute_documentation():
     assert zipped_divide(Layout((8, 8)), (2, 4)) == Layout(((2, 4), (4, 2)), ((1, 8), (2, 32)))
     assert right_inverse(Layout((4, 8), (8, 1))) == Layout((8, 4), (4, 1))
     assert str(Layout((4, (2, 3)), (2, (1, 8)))) == "(4,(2,3)):(2,(1,8))"
+
+
+def test_numpy_integers_and_lists_are_accepted():
+    assert Layout([np.int64(4), 8], (np.int32(8), 1)) == Layout((4, 8), (8, 1))
 
 
 def test_logical_product_with_an_int_is_a_product_not_a_divide():

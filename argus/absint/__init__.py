@@ -1,1 +1,1 @@
-"""Abstract interpretation of tile IR, and the concrete reference interpreter it is tested against."""
+"""Abstract interpretation of tile IR and the concrete reference interpreter (its oracle)."""

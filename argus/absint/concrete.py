@@ -12,12 +12,21 @@ import json
 from functools import lru_cache
 
 import attrs
-import ml_dtypes
 import numpy as np
 
 from argus.ir import ops as O
 from argus.ir.expr import Expr, Var, evaluate, free_vars
-from argus.ir.types import LANES, AddressMap, GlobalType, IRError, RegType, ThreadLayout
+from argus.ir.types import (
+    DTYPE_BYTES,
+    LANES,
+    AddressMap,
+    GlobalType,
+    IRError,
+    RegType,
+    ThreadLayout,
+)
+from argus.isa_cdna3 import numerics
+from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 
 #: Tag value of an element whose tags are unknown (⊤): a racy LDS read, an out-of-bounds load.
 TOP = np.iinfo(np.int64).min
@@ -44,11 +53,25 @@ class Violation:
     tags: dict = attrs.field(factory=dict)
     detail: str = ""
     count: int = 1
+    #: every failing point of this op execution: a boolean array over `axes`
+    failing: np.ndarray | None = attrs.field(default=None, eq=False, repr=False)
+    axes: tuple[str, ...] = ("wave", "lane", "slot")
+
+    def fails_at(self, **point: int) -> bool:
+        """Whether the op execution fails at this point, e.g. wave=1, lane=37, slot=2 (for an
+        MFMA assertion: wave, block, i, j, k) — for confirming a verifier's witness."""
+        if self.failing is None:
+            return False
+        missing = set(self.axes) - set(point)
+        if missing:
+            raise KeyError(f"give every coordinate of {self.axes}; missing {sorted(missing)}")
+        index = tuple(point[a] if n > 1 else 0 for a, n in zip(self.axes, self.failing.shape))
+        return bool(self.failing[index])
 
     def __str__(self) -> str:
         loops = "  ".join(f"{name}={value}" for name, value in self.iteration.items())
         element = ", ".join(f"{k}={v}" for k, v in self.element.items())
-        lines = [f"{self.loc}: {self.kind}: {self.message}",
+        lines = [f"{self.loc}: {self.message}",
                  f"  workgroup {self.workgroup}  wave {self.wave}  lane {self.lane}  "
                  f"slot {self.slot}" + (f"  {loops}" if loops else ""),
                  f"  element ({element})"]
@@ -61,7 +84,8 @@ class Violation:
         return "\n".join(lines)
 
     def to_json(self) -> str:
-        return json.dumps(attrs.asdict(self), default=str)
+        record = attrs.asdict(self, filter=lambda field, _: field.name not in ("failing",))
+        return json.dumps(record, default=str)
 
 
 def _show_tags(tags: dict) -> str:
@@ -114,19 +138,16 @@ class LdsState:
 
 
 def to_dtype(data: np.ndarray, dtype: str) -> np.ndarray:
-    """Round float32 data to `dtype` and hold it as float32 again (the interpreter's carrier)."""
+    """Round float32 data to `dtype` (nearest even; fp8/bf8 are gfx942's fnuz formats) and hold
+    it as float32 again, the interpreter's carrier for every element type."""
     data = np.asarray(data, np.float32)
-    if dtype == "bf16":
-        return data.astype(ml_dtypes.bfloat16).astype(np.float32)
-    if dtype == "f16":
-        return data.astype(np.float16).astype(np.float32)
     if dtype == "i32":
         return np.trunc(data).astype(np.float32)
-    return data
+    with np.errstate(all="ignore"):
+        return data.astype(NUMPY_DTYPES[dtype]).astype(np.float32)
 
 
-NUMPY_DTYPES = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32,
-                "i32": np.int32}
+NUMPY_DTYPES = {name: ELEMENT_DTYPES[name] for name in DTYPE_BYTES}
 
 
 @lru_cache(maxsize=512)
@@ -172,7 +193,7 @@ class _Workgroup:
     # reporting
 
     def report(self, op, kind: str, message: str, mask: np.ndarray, *, element=None, tags=None,
-               detail: str = "", position=None):
+               detail: str = "", position=None, axes=("wave", "lane", "slot")):
         """Record a violation at the first (wave, lane, slot) where `mask` holds."""
         if self.run.full:
             return
@@ -184,7 +205,8 @@ class _Workgroup:
             kind=kind, message=message, loc=str(op.loc), workgroup=self.pid, wave=int(wave),
             lane=int(lane), slot=int(slot),
             iteration={name: self.env[name] for name in self.loops}, element=info_element,
-            tags=info_tags, detail=detail, count=int(np.count_nonzero(mask))))
+            tags=info_tags, detail=detail, count=int(np.count_nonzero(mask)),
+            failing=np.array(mask, bool), axes=axes))
 
     # execution
 
@@ -228,38 +250,69 @@ class _Workgroup:
         index = [np.full(coords[0].shape if coords else (), b, np.int64) for b in base]
         for tile_axis, tensor_axis in enumerate(axes):
             index[tensor_axis] = index[tensor_axis] + coords[tile_axis]
+        if op.gather is not None:
+            index[op.gather.axis] = self.gathered(op, coords)
         shape = self.run.arrays[tensor.name].shape
         inside = np.ones(index[0].shape, bool)
         for axis, extent in enumerate(shape):
             inside &= (index[axis] >= 0) & (index[axis] < extent)
-        if not inside.all():
+        if not inside.all() and not op.guard:
             self.report(op, "out-of-bounds",
-                        f"access outside {tensor} of shape {list(shape)}", ~inside,
+                        f"out-of-bounds access outside {tensor} of shape {list(shape)}", ~inside,
                         element=lambda w: {f"{tensor.name}[{a}]": int(index[a][w])
                                            for a in range(len(shape))})
         clipped = tuple(np.clip(i, 0, extent - 1) for i, extent in zip(index, shape))
         return index, clipped, inside
 
-    def tensor_tags(self, tensor, index, inside) -> dict[str, np.ndarray]:
+    def gathered(self, op, coords) -> np.ndarray:
+        """Row ids read from the gather's index tensor, one per thread slot."""
+        gather = op.gather
+        ids = self.run.arrays[gather.index.name]
+        where = self.scalar(gather.origin) + coords[gather.tile_axis]
+        valid = (where >= 0) & (where < ids.shape[0])
+        if not valid.all():
+            self.report(op, "out-of-bounds",
+                        f"out-of-bounds gather: position outside {gather.index} of length "
+                        f"{ids.shape[0]}",
+                        ~valid, element=lambda w: {f"{gather.index.name}[0]": int(where[w])})
+        return np.where(valid, ids[np.clip(where, 0, ids.shape[0] - 1)], -1).astype(np.int64)
+
+    def tensor_tags(self, tensor, index, inside, guard=False) -> dict[str, np.ndarray]:
+        """Tags by the tensor's formulas; unknown out of range unless the access is guarded
+        (a guarded access is defined there: it reads 0 or writes nothing)."""
         tags = {}
         env = {**self.env, **{f"c{a}": i for a, i in enumerate(index)}}
         for name, e in self.run.tensor_tags.get(tensor.name, ()):
             value = np.broadcast_to(np.asarray(evaluate(e, env), np.int64), inside.shape)
-            tags[name] = np.where(inside, value, TOP)
+            tags[name] = value if guard else np.where(inside, value, TOP)
         return tags
+
+    def op_ScalarLoad(self, op: O.ScalarLoad):
+        array = self.run.arrays[op.tensor.name]
+        index = tuple(self.scalar(e) for e in op.index)
+        if not all(0 <= i < n for i, n in zip(index, array.shape)):
+            raise InterpError(f"{op.loc}: scalar.load: index {index} is outside {op.tensor} of "
+                              f"shape {list(array.shape)}")
+        value = int(array[index])
+        if not op.var.lo <= value < op.var.hi:
+            raise InterpError(f"{op.loc}: scalar.load: {op.tensor}{list(index)} = {value} is "
+                              f"outside the declared range [{op.var.lo}, {op.var.hi}) of "
+                              f"{op.var.name}")
+        self.env[op.var.name] = value
 
     def op_GlobalLoad(self, op: O.GlobalLoad):
         t = op.result.type
         index, clipped, inside = self.global_index(op, op.tensor, op.origin, op.axes, t.layout)
         data = np.where(inside, self.run.arrays[op.tensor.name][clipped], 0).astype(np.float32)
-        self.values[op.result.name] = RegVal(data, self.tensor_tags(op.tensor, index, inside))
+        tags = self.tensor_tags(op.tensor, index, inside, op.guard)
+        self.values[op.result.name] = RegVal(data, tags)
 
     def op_GlobalStore(self, op: O.GlobalStore):
         value = self.values[op.value.name]
         layout = op.value.type.layout
         index, clipped, inside = self.global_index(op, op.tensor, op.origin, op.axes, layout)
-        self.check(op, {"V": value.tags, "D": self.tensor_tags(op.tensor, index, inside)},
-                   layout, value.data.shape)
+        destination = self.tensor_tags(op.tensor, index, inside, op.guard)
+        self.check(op, {"V": value.tags, "D": destination}, layout, value.data.shape)
         target = self.run.arrays[op.tensor.name]
         data = to_dtype(value.data, op.tensor.type.dtype)
         where = tuple(i[inside] for i in clipped)
@@ -280,7 +333,7 @@ class _Workgroup:
             env = dict(self.env) | (extra_env or {})
             unknown = np.zeros(shape, bool)
             missing = []
-            for var in free_vars(assertion.predicate):
+            for var in sorted(free_vars(assertion.predicate), key=lambda v: v.name):
                 role, _, tag = var.name.partition("_")
                 if role not in roles:
                     continue
@@ -326,7 +379,7 @@ class _Workgroup:
                 for role, rt in roles.items()}
         self.report(op, "tag-assertion", f"tag assertion '{assertion.message}' does not hold",
                     failed, element={"block": block, "i": i, "j": j, "k": k}, tags=tags,
-                    position=(w, lane, slot),
+                    position=(w, lane, slot), axes=("wave", "block", "i", "j", "k"),
                     detail=f"at {info.name}: A[{i},{k}] (register slot a[{slot}]) meets "
                            f"B[{k},{j}] and C[{i},{j}]; predicate: {assertion.predicate}")
 
@@ -491,8 +544,8 @@ class _Workgroup:
             inside &= (full[axis] >= 0) & (full[axis] < extent)
         if not inside.all():
             self.report(op, "out-of-bounds",
-                        f"LDS access outside the view {list(addr.shape)} / allocation of {size} "
-                        "elements", ~inside,
+                        f"out-of-bounds LDS access outside the view {list(addr.shape)} / "
+                        f"allocation of {size} elements", ~inside,
                         element=lambda w: {**{f"d{a}": int(full[a][w]) for a in range(len(full))},
                                            "address": int(address[w])})
         return address, inside, full
@@ -533,7 +586,7 @@ class _Workgroup:
                         "has not read yet (no barrier since that read)", stale_read,
                         element=element, position=position, detail=f"read by {by}")
         lds.data[addr] = to_dtype(value.data[inside], op.buffer.type.dtype)
-        for name in set(lds.tags) | set(value.tags):
+        for name in list(lds.tags) + [n for n in value.tags if n not in lds.tags]:
             if name not in lds.tags:
                 lds.tags[name] = np.full(lds.data.size, TOP, np.int64)
             source = value.tags.get(name)
@@ -553,7 +606,8 @@ class _Workgroup:
         element = self.lds_element(full, address)
         never = inside & ~lds.written[safe]
         if never.any():
-            self.report(op, "lds-uninitialised", "reads LDS that no thread has written", never,
+            self.report(op, "lds-uninitialised",
+                        "uninitialised LDS read: no thread has written this address", never,
                         element=element)
         racy = inside & (lds.write_epoch[safe] == self.epoch) & (lds.writer[safe] != thread)
         if racy.any():
@@ -637,8 +691,9 @@ def merge_tags(x: dict, y: dict) -> dict:
     return tags
 
 
-_UNARY = {"neg": np.negative, "abs": np.abs, "exp2": np.exp2, "log2": np.log2,
-          "rcp": lambda v: np.float32(1) / v, "sqrt": np.sqrt}
+# transcendentals as the hardware computes them (within an ulp), from the ISA tables
+_UNARY = {"neg": np.negative, "abs": np.abs, "exp2": numerics.exp2, "log2": numerics.log2,
+          "rcp": numerics.rcp, "sqrt": numerics.sqrt}
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
            "max": np.maximum, "min": np.minimum}
 
@@ -716,3 +771,20 @@ def run(kernel: O.Kernel, inputs: dict[str, np.ndarray], scalars: dict[str, int]
     outputs = {t.name: arrays[t.name].astype(NUMPY_DTYPES[t.type.dtype]) for t in kernel.tensors
                if isinstance(t.type, GlobalType)}
     return RunResult(outputs, tuple(state.violations), sizes)
+
+
+def zero_inputs(kernel: O.Kernel, sizes: dict[str, int]) -> dict[str, np.ndarray]:
+    """Zero arrays of the right shapes for every tensor argument (tags do not depend on data)."""
+    arrays = {}
+    for tensor in kernel.tensors:
+        shape = tuple(int(evaluate(e, sizes)) for e in tensor.type.shape)
+        arrays[tensor.name] = np.zeros(shape, NUMPY_DTYPES[tensor.type.dtype])
+    return arrays
+
+
+def replay(kernel: O.Kernel, sizes: dict[str, int], workgroup: tuple[int, ...],
+           scalars: dict[str, int] | None = None, inputs: dict[str, np.ndarray] | None = None,
+           max_violations: int = 20) -> RunResult:
+    """Run one workgroup (for confirming a verifier counterexample); zero data by default."""
+    inputs = inputs if inputs is not None else zero_inputs(kernel, {**sizes, **(scalars or {})})
+    return run(kernel, inputs, scalars, max_violations=max_violations, workgroups=[workgroup])

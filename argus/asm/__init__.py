@@ -1,8 +1,11 @@
 """Assembling, linking, reading and disassembling gfx942 code objects with LLVM.
 
 `assemble(text) -> CodeObject`; `CodeObject.from_file(path).kernels / .disassemble()`;
-`find_toolchain()` locates clang, ld.lld and llvm-objdump (ROCm first, then LLVM 19).
+`find_toolchain()` locates clang, ld.lld and llvm-objdump (ROCm first, then LLVM 19);
+`example_path(name)` is a built-in example kernel (argus/examples/*.s).
 """
+
+from pathlib import Path
 
 from argus.asm.codeobject import (
     AssemblyError,
@@ -18,8 +21,24 @@ from argus.asm.disasm import DisassemblyError
 from argus.asm.instruction import Imm, Instruction, Label, Operand, Reg, Special
 from argus.asm.toolchain import Toolchain, ToolchainError, find_toolchain
 
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+
+
+def example_names() -> list[str]:
+    return sorted(path.stem for path in EXAMPLES_DIR.glob("*.s"))
+
+
+def example_path(name: str = "mfma_gemm_32x32") -> Path:
+    """Source of a built-in example kernel."""
+    path = EXAMPLES_DIR / f"{name}.s"
+    if not path.is_file():
+        raise KeyError(f"no built-in example {name!r}; choose one of {', '.join(example_names())}")
+    return path
+
+
 __all__ = [
     "AssemblyError", "CodeObject", "CodeObjectError", "DisassemblyError", "Imm", "Instruction",
     "KernelArg", "KernelDescriptor", "KernelInfo", "Label", "Operand", "Reg", "Special",
-    "Toolchain", "ToolchainError", "assemble", "assemble_file", "find_toolchain",
+    "Toolchain", "ToolchainError", "assemble", "assemble_file", "example_names", "example_path",
+    "find_toolchain",
 ]

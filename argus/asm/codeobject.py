@@ -11,6 +11,7 @@ import io
 import os
 import re
 import struct
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -339,6 +340,17 @@ class CodeObject:
         end = info.entry + info.code_size
         return [ins for ins in self._disassembly if info.entry <= ins.address < end]
 
+    @staticmethod
+    def disassemble_all(codes: list[CodeObject], toolchain: Toolchain | None = None) -> None:
+        """Decode many code objects with a single llvm-objdump run (its startup dominates for
+        small files); afterwards each one's `disassemble()` answers from memory."""
+        from argus.asm.disasm import disassemble_code_objects
+
+        todo = [code for code in codes if code._disassembly is None]
+        for code, listing in zip(todo, disassemble_code_objects(todo, toolchain or
+                                                                find_toolchain())):
+            code._disassembly = listing
+
     def _read_kernels(self) -> list[KernelInfo]:
         by_name = {sym.name: sym for sym in self.symbols}
         metas = self.metadata.get("amdhsa.kernels", []) if self.metadata else []
@@ -431,6 +443,8 @@ def assemble(source: str, *, mcpu: str = "gfx942", toolchain: Toolchain | None =
     Raises AssemblyError naming the first offending line of `source` and LLVM's message.
     """
     tools = toolchain or find_toolchain()
+    if debug_level() >= 3:
+        print(f"--- ARGUS_DEBUG=3: assembling {name} for {mcpu}\n{source}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="argus-asm-") as tmp:
         src, obj, out = (Path(tmp) / n for n in ("kernel.s", "kernel.o", "kernel.hsaco"))
         src.write_text(source if source.endswith("\n") else source + "\n")
@@ -445,6 +459,12 @@ def assemble(source: str, *, mcpu: str = "gfx942", toolchain: Toolchain | None =
                                 f"{done.stderr.decode(errors='replace').strip()}",
                                 diagnostics=done.stderr.decode(errors="replace"))
         return CodeObject(out.read_bytes())
+
+
+def debug_level() -> int:
+    """ARGUS_DEBUG: 1 verdicts, 2 IR, 3 assembly, 4 emulator trace."""
+    value = os.environ.get("ARGUS_DEBUG", "0")
+    return int(value) if value.isdigit() else 0
 
 
 def assemble_file(source: str | os.PathLike, output: str | os.PathLike, *,

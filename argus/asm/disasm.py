@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import struct
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -217,38 +218,49 @@ def waitcnt_counters(simm16: int) -> dict[str, int]:
 
 
 def make_instruction(asm: str, address: int, encoding: bytes,
-                     parsed: tuple[str, tuple, tuple] | None = None,
                      symbols: dict[int, str] | None = None) -> Instruction:
     """An Instruction from objdump's text and the bytes it decoded."""
-    opcode, operands, modifiers = parsed or parse_asm(asm)
+    opcode, operands, modifiers = decode_fields(asm, encoding)
+    if opcode in BRANCHES:
+        operands = _resolve_branch(operands, address, encoding, symbols or {}, asm)
+    return Instruction(address, encoding, opcode, operands, modifiers, asm)
+
+
+def decode_fields(asm: str, encoding: bytes) -> tuple[str, tuple, tuple]:
+    """(opcode, operands, modifiers) with the encoding's facts applied: literal flags,
+    s_waitcnt counters, ds_swizzle patterns. Independent of the address (branches excepted)."""
+    if asm.startswith((".", "<unknown>", ";")) or "illegal" in asm:
+        # llvm-objdump prints undecodable words as `.long 0x...` (older: `<unknown>`).
+        raise DisassemblyError(f"llvm-objdump cannot decode the bytes {encoding.hex()}: {asm!r}")
+    opcode, operands, modifiers = parse_asm(asm)
     word = int.from_bytes(encoding[:4], "little")
     base = base_size(word)
     if len(encoding) == base + 4:
         operands = _with_literal(operands, int.from_bytes(encoding[-4:], "little"), asm)
     elif len(encoding) != base:
-        raise DisassemblyError(f"{asm!r} at 0x{address:x} is {len(encoding)} bytes; its "
-                               f"format is {base} bytes (+4 for a literal)")
-    if opcode in BRANCHES:
-        operands = _resolve_branch(opcode, operands, address, word, symbols or {}, asm)
-    elif opcode == "s_waitcnt":
+        raise DisassemblyError(f"{asm!r} is {len(encoding)} bytes; its format is {base} bytes "
+                               "(+4 for a literal)")
+    if opcode == "s_waitcnt":
         modifiers = _waitcnt_modifiers(modifiers, operands, word & 0xFFFF, asm)
         operands = ()
     elif opcode == "ds_swizzle_b32":
         modifiers = _swizzle_modifiers(modifiers, word & 0xFFFF)
-    return Instruction(address, encoding, opcode, operands, modifiers, asm)
+    return opcode, operands, modifiers
 
 
-def _resolve_branch(opcode: str, operands: tuple, address: int, word: int,
-                    symbols: dict[int, str], asm: str) -> tuple:
-    offset = struct.unpack("<h", struct.pack("<H", word & 0xFFFF))[0]
+def _resolve_branch(operands: tuple, address: int, encoding: bytes, symbols: dict[int, str],
+                    asm: str) -> tuple:
+    """The target comes from the encoding's simm16 (in dwords, relative to the next PC)."""
+    offset = struct.unpack_from("<h", encoding)[0]
+    word = offset & 0xFFFF
     target = address + 4 + 4 * offset
     *rest, last = operands or (None,)
     if last is None:
         raise DisassemblyError(f"branch without a target: {asm!r}")
     name = last.name if isinstance(last, Label) else symbols.get(target, "")
-    if isinstance(last, Imm) and last.value & 0xFFFF != word & 0xFFFF:
+    if isinstance(last, Imm) and last.value & 0xFFFF != word:
         raise DisassemblyError(f"branch offset {last.value} in {asm!r} does not match the "
-                               f"encoding {word:#010x}")
+                               f"encoding's {word:#06x}")
     return (*rest, Label(target, name))
 
 
@@ -277,14 +289,18 @@ def _swizzle_modifiers(modifiers: tuple, offset: int) -> tuple:
     return tuple(result)
 
 
-def parse_objdump(listing: str, text: bytes, text_address: int) -> list[Instruction]:
-    """Every instruction line of an `llvm-objdump -d` listing of the `.text` at `text_address`."""
-    symbols: dict[int, str] = {}
+def parse_objdump(listing: str, text: bytes, text_address: int,
+                  decoded: dict | None = None) -> list[Instruction]:
+    """Every instruction line of an `llvm-objdump -d` listing of the `.text` at `text_address`.
+
+    `decoded` memoises (text, encoding) -> fields and may be shared between code objects."""
     lines = listing.splitlines()
+    symbols: dict[int, str] = {}
     for line in lines:
         if line and line[0] != "\t" and (sym := _SYMBOL_LINE.match(line)):
             symbols.setdefault(int(sym["addr"], 16), sym["name"])
-    parsed_cache: dict[str, tuple[str, tuple, tuple]] = {}
+    # Unrolled kernels repeat instructions; equal text and bytes decode equally.
+    decoded = {} if decoded is None else decoded
     instructions = []
     end = text_address + len(text)
     for line in lines:
@@ -298,34 +314,63 @@ def parse_objdump(listing: str, text: bytes, text_address: int) -> list[Instruct
         size = 4 * (len(match["words"]) + 1) // 9
         if not (text_address <= address and address + size <= end):
             raise DisassemblyError(f"{asm!r} at 0x{address:x} lies outside .text")
-        parsed = parsed_cache.get(asm)
-        if parsed is None:
-            # llvm-objdump prints undecodable words as `.long 0x...` (older: `<unknown>`).
-            if asm.startswith((".", "<unknown>", ";")) or "illegal" in asm:
-                raise DisassemblyError(f"llvm-objdump cannot decode the bytes at 0x{address:x}: "
-                                       f"{line.strip()!r}")
-            parsed = parsed_cache[asm] = parse_asm(asm)
         encoding = text[address - text_address:address - text_address + size]
-        instructions.append(make_instruction(asm, address, encoding, parsed, symbols))
+        fields = decoded.get((asm, encoding))
+        if fields is None:
+            try:
+                fields = decoded[asm, encoding] = decode_fields(asm, encoding)
+            except DisassemblyError as err:
+                raise DisassemblyError(f"at 0x{address:x}: {err}") from None
+        opcode, operands, modifiers = fields
+        if opcode in BRANCHES:
+            operands = _resolve_branch(operands, address, encoding, symbols, asm)
+        instructions.append(Instruction(address, encoding, opcode, operands, modifiers, asm))
     return instructions
+
+
+def disassemble_code_objects(codes: Sequence[CodeObject], toolchain: Toolchain
+                             ) -> list[list[Instruction]]:
+    """Decode many code objects with one llvm-objdump run per processor (startup dominates)."""
+    results: list[list[Instruction] | None] = [None] * len(codes)
+    by_mcpu: dict[str, list[int]] = {}
+    for index, code in enumerate(codes):
+        mcpu = code.mcpu if code.mcpu.startswith("gfx") else "gfx942"
+        by_mcpu.setdefault(mcpu, []).append(index)
+    with tempfile.TemporaryDirectory(prefix="argus-disasm-") as tmp:
+        for mcpu, indices in by_mcpu.items():
+            paths = []
+            for index in indices:
+                path = codes[index].path
+                if path is None:
+                    path = Path(tmp) / f"code{index}.hsaco"
+                    path.write_bytes(codes[index].data)
+                paths.append(path)
+            listings = _split_listing(_objdump(toolchain, paths, mcpu), len(paths))
+            decoded: dict[tuple[str, bytes], tuple[str, tuple, tuple]] = {}
+            for index, listing in zip(indices, listings):
+                code = codes[index]
+                results[index] = parse_objdump(listing, code.text, code.text_address, decoded)
+    return results
 
 
 def disassemble_code_object(code: CodeObject, toolchain: Toolchain) -> list[Instruction]:
     """Run llvm-objdump once over the code object and parse the listing."""
-    mcpu = code.mcpu if code.mcpu.startswith("gfx") else "gfx942"
-    if code.path is not None:
-        listing = _objdump(toolchain, code.path, mcpu)
-    else:
-        with tempfile.TemporaryDirectory(prefix="argus-disasm-") as tmp:
-            path = Path(tmp) / "code.hsaco"
-            path.write_bytes(code.data)
-            listing = _objdump(toolchain, path, mcpu)
-    return parse_objdump(listing, code.text, code.text_address)
+    return disassemble_code_objects([code], toolchain)[0]
 
 
-def _objdump(toolchain: Toolchain, path: Path, mcpu: str) -> str:
-    done = toolchain.run("objdump", ["-d", f"--mcpu={mcpu}", str(path)])
+_FILE_HEADER = re.compile(r"^.*:\tfile format ", re.MULTILINE)
+
+
+def _split_listing(listing: str, count: int) -> list[str]:
+    starts = [m.start() for m in _FILE_HEADER.finditer(listing)]
+    if len(starts) != count:
+        raise DisassemblyError(f"llvm-objdump listed {len(starts)} files, expected {count}")
+    return [listing[a:b] for a, b in zip(starts, starts[1:] + [len(listing)])]
+
+
+def _objdump(toolchain: Toolchain, paths: Sequence[Path], mcpu: str) -> str:
+    done = toolchain.run("objdump", ["-d", f"--mcpu={mcpu}", *map(str, paths)])
     if done.returncode != 0:
-        raise ToolchainError(f"llvm-objdump failed on {path}: "
+        raise ToolchainError(f"llvm-objdump failed on {', '.join(map(str, paths))}: "
                              f"{done.stderr.decode(errors='replace').strip()}")
     return done.stdout.decode(errors="replace")

@@ -121,6 +121,14 @@ class Instruction:
     def next_address(self) -> int:
         return self.address + len(self.encoding)
 
+    @property
+    def branch_target(self) -> int | None:
+        """Byte address a branch jumps to (resolved from the encoding), None for others."""
+        for op in self.operands:
+            if isinstance(op, Label):
+                return op.target
+        return None
+
     def mod(self, name: str, default: Any = None) -> Any:
         for key, value in self.modifiers:
             if key == name:

@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 
 from argus.asm.codeobject import CodeObject, KernelInfo, assemble
-from argus.asm.instruction import Instruction, Label, Reg
+from argus.asm.instruction import Instruction, Reg
 
 CLASSES = ("MFMA", "VALU", "SALU", "SMEM", "DS read", "DS write", "DS other",
            "buffer load", "buffer load to LDS", "buffer store", "buffer atomic",
@@ -197,8 +197,7 @@ def dwords(ins: Instruction) -> str:
 
 
 def branch_target(ins: Instruction) -> int | None:
-    labels = [op.target for op in ins.operands if isinstance(op, Label)]
-    return labels[0] if labels else None
+    return ins.branch_target
 
 
 def _print_stats(summaries: Sequence[KernelStats]) -> None:

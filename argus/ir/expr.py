@@ -15,7 +15,7 @@ import numpy as np
 
 __all__ = [
     "Expr", "Var", "Const", "Term", "ite", "min_", "max_", "And", "Or", "Not",
-    "evaluate", "bounds", "simplify", "free_vars", "substitute", "as_expr",
+    "evaluate", "bounds", "simplify", "free_vars", "substitute", "as_expr", "subterms",
 ]
 
 _INTERNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -212,7 +212,7 @@ def as_expr(value) -> Expr:
 
 
 _BOOL_OPERANDS = {"land", "lor", "lnot"}
-_SHAPELESS_OPERANDS = {"eq", "ne"}
+_EITHER_SORT_OPERANDS = {"eq", "ne"}
 
 
 def _term(op, *operands) -> Expr:
@@ -233,7 +233,7 @@ def _check_sorts(op, args):
             raise TypeError(f"ite: branches '{args[1]}' and '{args[2]}' mix a condition and an "
                             "integer")
         return
-    if op in _SHAPELESS_OPERANDS:
+    if op in _EITHER_SORT_OPERANDS:
         if args[0].is_bool != args[1].is_bool:
             raise TypeError(f"cannot compare the condition and the integer in "
                             f"'{args[0]}' vs '{args[1]}'")
@@ -353,36 +353,54 @@ def evaluate(expr, env):
     switch to exact Python-int arithmetic when the expression's bounds could overflow int64.
     """
     expr = as_expr(expr)
-    values = _env_by_name(env)
+    values = {name: np.asarray(v) if isinstance(v, (list, tuple)) else v
+              for name, v in _env_by_name(env).items()}
     if any(isinstance(v, np.ndarray) for v in values.values()):
         lo, hi = _magnitude(expr)
         if lo < -_INT64_SAFE or hi > _INT64_SAFE:
             values = {k: (np.asarray(v).astype(object) if isinstance(v, np.ndarray) else v)
                       for k, v in values.items()}
     memo: dict = {}
-
-    def go(e):
-        hit = memo.get(e)
-        if hit is not None:
-            return hit
+    for e in _postorder(expr):
         if isinstance(e, Const):
-            result = e.value
+            memo[e] = e.value
         elif isinstance(e, Var):
-            try:
-                result = values[e.name]
-            except KeyError:
-                raise KeyError(
+            memo[e] = values.get(e.name, _missing)
+            if memo[e] is _missing:
+                memo[e] = _Failure(KeyError(
                     f"evaluate: no value for variable '{e.name}' in {_show(expr)}; "
-                    f"the environment has {sorted(values)}") from None
-        elif e.op == "ite" and not _is_array(cond := go(e.args[0])):
-            # scalar ite is lazy so that the untaken branch may divide by zero
-            result = go(e.args[1]) if cond else go(e.args[2])
+                    f"the environment has {sorted(values)}"))
         else:
-            result = _apply(e.op, [go(a) for a in e.args])
-        memo[e] = result
-        return result
+            memo[e] = _evaluate_node(e.op, [memo[a] for a in e.args])
+    result = memo[expr]
+    if isinstance(result, _Failure):
+        raise result.error
+    return result
 
-    return go(expr)
+
+_missing = object()
+
+
+class _Failure:
+    """An error met while evaluating a subterm, held until a scalar ite decides whether the
+    subterm is needed (ite evaluates lazily, as Python's conditional expression does)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _evaluate_node(op, args):
+    if op == "ite" and not isinstance(args[0], _Failure) and not _is_array(args[0]):
+        return args[1] if args[0] else args[2]
+    for a in args:
+        if isinstance(a, _Failure):
+            return a
+    try:
+        return _apply(op, args)
+    except (ZeroDivisionError, ValueError) as error:
+        return _Failure(error)
 
 
 def _magnitude(expr) -> tuple[int, int]:
@@ -392,6 +410,12 @@ def _magnitude(expr) -> tuple[int, int]:
         elo, ehi = bounds(e)
         lo, hi = min(lo, elo), max(hi, ehi)
     return lo, hi
+
+
+def subterms(expr) -> list:
+    """Every distinct subterm of `expr` once, children before parents (iterative, so deep terms
+    are fine)."""
+    return _postorder(as_expr(expr))
 
 
 def _postorder(expr):
@@ -483,11 +507,22 @@ def _mod_bounds(e, x, d):
     return _union(out)
 
 
+_LARGEST_LEFT_SHIFT = 4096
+
+
 def _shift_bounds(fn):
     def shift_bounds(e, x, s):
         if s[1] < 0:
             raise ValueError(f"'{_show(e)}' always shifts by a negative count")
-        return _corners(fn, x, (max(s[0], 0), s[1]))
+        counts = (max(s[0], 0), s[1])
+        if fn is operator.rshift:
+            # shifting right past the sign bit changes nothing more, so huge counts are cheap
+            saturated = _two_complement_width(x) + 1
+            counts = (min(counts[0], saturated), min(counts[1], saturated))
+        elif counts[1] > _LARGEST_LEFT_SHIFT and x != (0, 0):
+            raise ValueError(f"'{_show(e)}' may shift left by up to {counts[1]} bits; bound the "
+                             f"shift count below {_LARGEST_LEFT_SHIFT} (e.g. with % or min_)")
+        return _corners(fn, x, counts)
     return shift_bounds
 
 
@@ -593,7 +628,7 @@ def _rebuild(expr, on_var, on_term=None):
             memo[e] = e
         else:
             args = [memo[a] for a in e.args]
-            memo[e] = on_term(e.op, args) if on_term else _term(e.op, *args)
+            memo[e] = on_term(e, args) if on_term else _term(e.op, *args)
     return memo[expr]
 
 
@@ -601,26 +636,37 @@ def _rebuild(expr, on_var, on_term=None):
 # printing
 
 
-def _show(e, parent_prec=0, right=False) -> str:
+def _show(expr) -> str:
+    shown: dict = {}
+    for e in _postorder(expr):
+        shown[e] = _show_node(e, shown)
+    return shown[expr][0]
+
+
+def _show_node(e, shown) -> tuple[str, int]:
+    """(text, precedence) of one node, parenthesising its operands as Python would need."""
     if not isinstance(e, Term):
-        text = str(e)
         negative_const = isinstance(e, Const) and not e.is_bool and e.value < 0
-        return f"({text})" if negative_const and parent_prec >= 60 else text
+        return str(e), 59 if negative_const else 100  # below '+' so that 'x - (-3)' reads well
     _, symbol, prec, _ = _OPS[e.op]
+
+    def operand(arg, context, right=False):
+        text, inner = shown[arg]
+        needs = inner < context or (right and inner == context) or (inner == 10 and context)
+        return f"({text})" if needs else text
+
     if prec == 100:
-        return f"{symbol}({', '.join(_show(a) for a in e.args)})"
+        return f"{symbol}({', '.join(shown[a][0] for a in e.args)})", prec
     if len(e.args) == 1:
-        text = f"{symbol}{_show(e.args[0], prec)}"
-    elif e.op in ("lt", "le") and isinstance(e.args[0], Const) and not isinstance(e.args[1], Const):
+        return f"{symbol}{operand(e.args[0], prec)}", prec
+    left, right = e.args
+    if e.op in ("lt", "le") and isinstance(left, Const) and not isinstance(right, Const):
         # the normaliser puts constants on the right of an equation; read `3 <= x` as `x >= 3`
         mirrored = {"lt": ">", "le": ">="}[e.op]
-        text = f"{_show(e.args[1], prec + 1)} {mirrored} {_show(e.args[0], prec + 1)}"
-    else:
-        # comparisons do not chain in our reading, so both sides of one are parenthesised alike
-        left = _show(e.args[0], prec + (1 if prec == 10 else 0))
-        text = f"{left} {symbol} {_show(e.args[1], prec, right=True)}"
-    needs = prec < parent_prec or (right and prec == parent_prec) or (prec == 10 and parent_prec)
-    return f"({text})" if needs else text
+        return f"{operand(right, prec + 1)} {mirrored} {operand(left, prec + 1)}", prec
+    # comparisons do not chain in our reading, so both sides of one are parenthesised alike
+    left_context = prec + 1 if prec == 10 else prec
+    return f"{operand(left, left_context)} {symbol} {operand(right, prec, right=True)}", prec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -636,7 +682,31 @@ def simplify(expr) -> Expr:
     merged; power-of-two div/mod by constants become shifts/masks; comparisons, min/max and ite
     decided by bounds where possible.
     """
-    return _rebuild(as_expr(expr), lambda v: v, _simplify_node)
+    expr = as_expr(expr)
+    inside = _inside_sums(expr)
+
+    def on_term(node, args):
+        # a sum nested in a larger sum is normalised once, as part of the outermost one
+        return _term(node.op, *args) if node in inside else _simplify_node(node.op, args)
+
+    return _rebuild(expr, lambda v: v, on_term)
+
+
+def _inside_sums(expr) -> set:
+    """Linear subterms whose every use is as an operand of another linear term."""
+    linear_uses: dict = {}
+    other_uses = {expr}
+    for e in _postorder(expr):
+        if not isinstance(e, Term):
+            continue
+        step = _linear_step(e)
+        linear_operands = {operand for operand, _ in step or ()}
+        for a in e.args:
+            if a in linear_operands:
+                linear_uses[a] = True
+            else:
+                other_uses.add(a)
+    return {e for e in linear_uses if e not in other_uses and _linear_step(e) is not None}
 
 
 def _simplify_node(op, args) -> Expr:
@@ -673,50 +743,81 @@ def _as_mod(e):
     return None
 
 
+def _linear_step(e):
+    """[(operand, factor)] when e is linear in its operands (+ - neg, constant factors)."""
+    if not isinstance(e, Term):
+        return None
+    if e.op == "add":
+        return [(e.args[0], 1), (e.args[1], 1)]
+    if e.op == "sub":
+        return [(e.args[0], 1), (e.args[1], -1)]
+    if e.op == "neg":
+        return [(e.args[0], -1)]
+    if e.op == "mul":
+        if (factor := _const(e.args[1])) is not None:
+            return [(e.args[0], factor)]
+        if (factor := _const(e.args[0])) is not None:
+            return [(e.args[1], factor)]
+    if e.op == "shl" and (k := _const(e.args[1])) is not None and k >= 0:
+        return [(e.args[0], 1 << k)]
+    return None
+
+
 def _linear(e) -> tuple[dict, int]:
-    """e as {atom: coefficient} plus a constant, looking through + - neg and constant factors."""
+    """e as {atom: coefficient} plus a constant, looking through + - neg and constant factors.
+
+    Coefficients flow from the root down the sum's DAG in topological order, so shared and very
+    long sums cost time linear in their size."""
     if (c := _const(e)) is not None:
         return {}, c
-    if isinstance(e, Term):
-        if e.op in ("add", "sub"):
-            (ta, ca), (tb, cb) = _linear(e.args[0]), _linear(e.args[1])
-            sign = 1 if e.op == "add" else -1
-            terms = dict(ta)
-            for atom, k in tb.items():
-                terms[atom] = terms.get(atom, 0) + sign * k
-            return terms, ca + sign * cb
-        if e.op == "neg":
-            terms, c = _linear(e.args[0])
-            return {a: -k for a, k in terms.items()}, -c
-        if e.op in ("mul", "shl"):
-            factor = _const(e.args[1])
-            if e.op == "shl" and factor is not None:
-                factor = 1 << factor if factor >= 0 else None
-            inner = e.args[0]
-            if factor is None and e.op == "mul" and (factor := _const(e.args[0])) is not None:
-                inner = e.args[1]
-            if factor is not None:
-                terms, c = _linear(inner)
-                return {a: k * factor for a, k in terms.items()}, c * factor
-    return {e: 1}, 0
+    region = [n for n in _postorder_through(e, _linear_step) if _linear_step(n) is not None]
+    coefficient = {e: 1}
+    terms: dict = {}
+    const = 0
+    for node in reversed(region):
+        k = coefficient.pop(node, 0)
+        for operand, factor in _linear_step(node):
+            if (c := _const(operand)) is not None:
+                const += k * factor * c
+            else:
+                coefficient[operand] = coefficient.get(operand, 0) + k * factor
+    for atom, k in coefficient.items():
+        terms[atom] = terms.get(atom, 0) + k
+    return terms, const
+
+
+def _postorder_through(expr, step):
+    """Nodes reachable from expr through `step`'s operands, children before parents."""
+    seen, order, stack = set(), [], [(expr, False)]
+    while stack:
+        e, expanded = stack.pop()
+        if expanded:
+            order.append(e)
+        elif e not in seen:
+            seen.add(e)
+            stack.append((e, True))
+            stack.extend((operand, False) for operand, _ in step(e) or ())
+    return order
 
 
 def _merge_div_mod(terms: dict) -> dict:
     """Replace c*(x % n) + c*n*(x // n) by c*x, the division identity."""
+    divisions = {d: atom for atom in terms if (d := _as_div(atom)) is not None}
+    if not divisions:
+        return terms
     terms = dict(terms)
     for atom in list(terms):
         if atom not in terms or (m := _as_mod(atom)) is None:
             continue
-        x, n = m
-        for other in list(terms):
-            if _as_div(other) == (x, n) and terms[other] == terms[atom] * n:
-                coeff = terms.pop(atom)
-                del terms[other]
-                sub_terms, c = _linear(x)
-                for a, k in sub_terms.items():
-                    terms[a] = terms.get(a, 0) + coeff * k
-                terms[Const(1)] = terms.get(Const(1), 0) + coeff * c
-                break
+        quotient = divisions.get(m)
+        if quotient is None or quotient not in terms or terms[quotient] != terms[atom] * m[1]:
+            continue
+        coeff = terms.pop(atom)
+        del terms[quotient]
+        sub_terms, c = _linear(m[0])
+        for a, k in sub_terms.items():
+            terms[a] = terms.get(a, 0) + coeff * k
+        terms[Const(1)] = terms.get(Const(1), 0) + coeff * c
     return terms
 
 

@@ -8,6 +8,7 @@ the offending modes where pycute would silently floor a shape that does not divi
 from __future__ import annotations
 
 import math
+import operator
 from itertools import accumulate
 
 import attrs
@@ -133,7 +134,12 @@ def _check_shape(shape):
 
 
 def _normalise_tuple(t):
-    return tuple(_normalise_tuple(x) for x in t) if isinstance(t, (tuple, list)) else t
+    """Lists become tuples and numpy integers become ints; anything else is left to validation."""
+    if isinstance(t, (tuple, list)):
+        return tuple(_normalise_tuple(x) for x in t)
+    if hasattr(t, "__index__") and not isinstance(t, bool):
+        return operator.index(t)
+    return t
 
 
 @attrs.frozen(repr=False)

@@ -13,8 +13,20 @@ import attrs
 
 from argus.ir.expr import Expr, Var, as_expr, free_vars
 from argus.ir.types import (
-    DTYPE_BYTES, LANES, LDS_BUDGET, SIZE_RANGE, TAG_RANGE, VGPR_BUDGET, AddressMap, GlobalType,
-    IRError, LdsType, RegType, SourceLoc, Value, coord_vars,
+    DTYPE_BYTES,
+    LANES,
+    LDS_BUDGET,
+    SIZE_RANGE,
+    TAG_RANGE,
+    VGPR_BUDGET,
+    AddressMap,
+    GlobalType,
+    IRError,
+    LdsType,
+    RegType,
+    SourceLoc,
+    Value,
+    coord_vars,
 )
 
 _exprs = attrs.Factory(tuple)
@@ -174,28 +186,63 @@ def _check_global_access(op, tensor: Value, origin, axes, tile: RegType):
 
 
 @attrs.frozen
+class Gather:
+    """An indirect coordinate: along tensor axis `axis` the access uses
+    `index[origin + c[tile_axis]]` (a rank-1 i32 tensor of row ids) instead of origin + c."""
+
+    index: Value
+    origin: Expr = attrs.field(converter=as_expr)
+    tile_axis: int
+    axis: int
+
+
+def _check_gather(op, gather: Gather | None, tile: RegType, tensor: Value):
+    if gather is None:
+        return
+    t = gather.index.type
+    if not isinstance(t, GlobalType) or len(t.shape) != 1 or t.dtype != "i32":
+        _fail(op, f"gather index {gather.index} must be a rank-1 i32 global tensor, not {t}")
+    if not 0 <= gather.tile_axis < len(tile.shape):
+        _fail(op, f"gather tile axis {gather.tile_axis} is not an axis of the tile")
+    if not 0 <= gather.axis < len(tensor.type.shape):
+        _fail(op, f"gather axis {gather.axis} is not an axis of {tensor}")
+
+
+@attrs.frozen
 class GlobalLoad(Op):
-    """result[c] = tensor[origin + c placed on `axes`] for every element the layout holds."""
+    """result[c] = tensor[origin + c placed on `axes`] for every element the layout holds; its
+    tags are the tensor's tag formulas at that coordinate (⊤ out of range).
+
+    `gather` replaces one coordinate by a row id read from an index tensor. `guard` gives
+    buffer-instruction semantics: out-of-range elements read 0 (tags still follow the formula)
+    instead of being out-of-bounds errors.
+    """
 
     result: Value
     tensor: Value
     origin: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
     axes: tuple[int, ...] = attrs.field(converter=tuple)
     loc: SourceLoc
+    gather: Gather | None = None
+    guard: bool = False
     mnemonic = "global.load"
 
     @property
     def operands(self):
-        return (self.tensor,)
+        return (self.tensor,) + ((self.gather.index,) if self.gather else ())
 
     def verify(self):
-        _check_global_access(self, self.tensor, self.origin, self.axes,
-                             _reg(self, self.result, "result"))
+        result = _reg(self, self.result, "result")
+        _check_global_access(self, self.tensor, self.origin, self.axes, result)
+        _check_gather(self, self.gather, result, self.tensor)
 
 
 @attrs.frozen
 class GlobalStore(Op):
-    """tensor[origin + c on `axes`] = value[c]. Assertion roles: V (value), D (destination)."""
+    """tensor[origin + c on `axes`] = value[c]. Assertion roles: V (value), D (destination).
+
+    `gather` and `guard` as for GlobalLoad (guarded out-of-range elements are not written).
+    """
 
     tensor: Value
     origin: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
@@ -203,17 +250,44 @@ class GlobalStore(Op):
     value: Value
     loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = ()
+    gather: Gather | None = None
+    guard: bool = False
     mnemonic = "global.store"
     roles = ("V", "D")
 
     @property
     def operands(self):
-        return (self.tensor, self.value)
+        return (self.tensor, self.value) + ((self.gather.index,) if self.gather else ())
 
     def verify(self):
         super().verify()
-        _check_global_access(self, self.tensor, self.origin, self.axes,
-                             _reg(self, self.value, "value"))
+        value = _reg(self, self.value, "value")
+        _check_global_access(self, self.tensor, self.origin, self.axes, value)
+        _check_gather(self, self.gather, value, self.tensor)
+
+
+@attrs.frozen
+class ScalarLoad(Op):
+    """Binds `var` to one element of an i32 tensor (workgroup-uniform, e.g. an expert id);
+    its declared range [lo, hi) is checked at run time."""
+
+    var: Var
+    tensor: Value
+    index: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
+    loc: SourceLoc
+    mnemonic = "scalar.load"
+
+    @property
+    def operands(self):
+        return (self.tensor,)
+
+    def verify(self):
+        t = self.tensor.type
+        if not isinstance(t, GlobalType) or t.dtype != "i32":
+            _fail(self, f"{self.tensor} must be an i32 global tensor")
+        if len(self.index) != len(t.shape):
+            _fail(self, f"index has {len(self.index)} coordinates but {self.tensor} has rank "
+                        f"{len(t.shape)}")
 
 
 @attrs.frozen
@@ -250,7 +324,8 @@ def _check_lds_access(op, buffer: Value, addr: AddressMap, origin, tile: RegType
 
 @attrs.frozen
 class LdsStore(Op):
-    """buffer[addr(origin + c)] = value[c]; the tile fills the view's trailing dimensions."""
+    """buffer[addr(origin + c)] = value[c]; the tile fills the view's trailing dimensions. Tags
+    are stored with the data, per address. Role V."""
 
     buffer: Value
     addr: AddressMap
@@ -273,7 +348,11 @@ class LdsStore(Op):
 
 @attrs.frozen
 class LdsLoad(Op):
-    """result[c] = buffer[addr(origin + c)]; the tile reads the view's trailing dimensions."""
+    """result[c] = buffer[addr(origin + c)]; the tile reads the view's trailing dimensions.
+
+    A read sees the last write ordered before it (same thread, or an earlier barrier epoch);
+    a write by another thread in the current epoch is a race and makes the tags ⊤, as does
+    reading an address nobody wrote."""
 
     result: Value
     buffer: Value
@@ -340,7 +419,7 @@ class Mfma(Op):
 
 @attrs.frozen
 class Full(Op):
-    """A register tile with every element `value` (and no tags)."""
+    """A register tile with every element `value`, carrying no tags."""
 
     result: Value
     value: float
@@ -357,6 +436,8 @@ BINARY_FNS = ("add", "sub", "mul", "div", "max", "min")
 
 @attrs.frozen
 class Unary(Op):
+    """f32 math per element; tags are kept. Role X."""
+
     result: Value
     fn: str
     x: Value
@@ -381,7 +462,8 @@ class Unary(Op):
 
 @attrs.frozen
 class Binary(Op):
-    """Elementwise on the same (thread, slot) of both operands; roles X and Y."""
+    """Elementwise on the same (thread, slot) of both operands; roles X and Y. Tags: the union
+    of both operands' names; a name both carry keeps its value where they agree, else ⊤."""
 
     result: Value
     fn: str
@@ -678,7 +760,54 @@ class Kernel:
             raise IRError(f"{self.loc}: kernel {self.name} allocates {self.lds_bytes} bytes of "
                           f"LDS; a gfx942 workgroup has {LDS_BUDGET}")
         _verify_block(self, self.body, _Scope.top(self))
+        peak, op = register_pressure(self)
+        if peak > VGPR_BUDGET:
+            _fail(op, f"about {peak} VGPRs per lane are live here (register tiles defined "
+                      f"earlier and still used later); gfx942 has {VGPR_BUDGET}: consume tiles "
+                      "sooner or shrink them")
         return self
+
+
+def register_pressure(kernel: Kernel) -> tuple[int, Op | None]:
+    """Peak VGPRs per lane held by live register tiles, and the op where the peak occurs.
+
+    A tile is live from its definition to its last use; values a loop or branch uses from
+    outside stay live through all of it. An estimate: the allocator may do a little better.
+    """
+    return _block_pressure(kernel.body, frozenset())
+
+
+def _vgprs(values) -> int:
+    return sum(v.type.vgprs for v in values if isinstance(v.type, RegType))
+
+
+def _outside_uses(op: Op) -> set[Value]:
+    """Values the op's nested blocks use but do not define."""
+    used, defined = set(), set()
+    for block in op.blocks:
+        defined.update(block.args)
+        for inner in walk(block):
+            used.update(inner.operands)
+            defined.update(inner.results)
+            for nested in inner.blocks:
+                defined.update(nested.args)
+    return used - defined
+
+
+def _block_pressure(block: Block, live_out: frozenset) -> tuple[int, Op | None]:
+    peak, where = 0, None
+    later = set(live_out)
+    for op in reversed(block.ops):
+        outside = _outside_uses(op)
+        live = later | set(op.operands) | outside | set(op.results)
+        if _vgprs(live) > peak:
+            peak, where = _vgprs(live), op
+        for inner in op.blocks:
+            inner_peak, inner_op = _block_pressure(inner, frozenset(later | outside))
+            if inner_peak > peak:
+                peak, where = inner_peak, inner_op
+        later = (later - set(op.results)) | set(op.operands) | outside
+    return peak, where
 
 
 class _Scope:
@@ -707,7 +836,7 @@ class _Scope:
 
 
 def _scalar_exprs(op) -> list[Expr]:
-    fields = {"origin", "start", "stop", "cond"}
+    fields = {"origin", "start", "stop", "cond", "index"}
     exprs = []
     for name in fields:
         value = getattr(op, name, None)
@@ -726,16 +855,20 @@ def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
         for used in op.operands:
             if scope.values.get(used.name) != used:
                 _fail(op, f"{used} is used before it is defined (or with another type)")
-        for e in _scalar_exprs(op):
+        gather = getattr(op, "gather", None)
+        for e in _scalar_exprs(op) + ([gather.origin] if gather else []):
             unbound = {v.name for v in free_vars(e)} - set(scope.scalars)
             if unbound:
                 _fail(op, f"'{e}' uses {sorted(unbound)}, which are not sizes, scalar arguments, "
                           "program ids or enclosing loop variables here")
         for value in op.results:
+            if isinstance(value.type, RegType) and value.type.layout.waves != kernel.waves:
+                _fail(op, f"{value} is laid out over {value.type.layout.waves} waves but the "
+                          f"kernel runs {kernel.waves} per workgroup")
             if isinstance(value.type, RegType) and value.type.vgprs > VGPR_BUDGET:
                 _fail(op, f"{value} needs {value.type.vgprs} VGPRs per lane; gfx942 has "
                           f"{VGPR_BUDGET} (arch + acc)")
-        if isinstance(op, ProgramId):
+        if isinstance(op, ProgramId | ScalarLoad):
             scope.bind(op, op.var)
         if isinstance(op, For):
             inner = scope.child()
@@ -749,9 +882,10 @@ def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
 
 
 __all__ = [
-    "Op", "ProgramId", "TagDef", "TagTile", "GlobalLoad", "GlobalStore", "GlobalAtomicAdd",
+    "Op", "ProgramId", "ScalarLoad", "Gather", "TagDef", "TagTile", "GlobalLoad", "GlobalStore",
+    "GlobalAtomicAdd",
     "LdsAlloc", "LdsStore", "LdsLoad", "Mfma", "Full", "Unary", "Binary", "Cast", "Mask",
     "Reduce", "Broadcast", "SlotSlice", "Barrier", "Yield", "Block", "For", "If", "Kernel",
     "TagAssertion", "walk", "role_var", "split_role_var", "global_coord_vars", "UNARY_FNS",
-    "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES", "coord_vars",
+    "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES", "coord_vars", "register_pressure",
 ]

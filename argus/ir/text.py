@@ -9,10 +9,20 @@ from __future__ import annotations
 import ast
 import re
 
+import attrs
+
 from argus.ir import ops as O
 from argus.ir.expr import And, Expr, Not, Or, Var, as_expr, ite, max_, min_
 from argus.ir.types import (
-    LANES, AddressMap, GlobalType, IRError, LdsType, RegType, SourceLoc, ThreadLayout, Value,
+    LANES,
+    AddressMap,
+    GlobalType,
+    IRError,
+    LdsType,
+    RegType,
+    SourceLoc,
+    ThreadLayout,
+    Value,
     coord_vars,
 )
 
@@ -72,11 +82,14 @@ def _op_text(op) -> str:
             return f"tag {op.tensor} {_tags(op.tags)}"
         case O.TagTile():
             return f"tag_tile {op.x} {_tags(op.tags)}"
+        case O.ScalarLoad():
+            return f"scalar.load {_decl(op.var)} from {op.tensor}{_origin(op.index)}"
         case O.GlobalLoad():
-            return f"global.load {op.tensor}{_origin(op.origin)} axes {_tuple(op.axes)}"
+            return (f"global.load {op.tensor}{_origin(op.origin)} axes {_tuple(op.axes)}"
+                    f"{_indirect(op)}")
         case O.GlobalStore():
             return (f"{op.mnemonic} {op.tensor}{_origin(op.origin)} axes {_tuple(op.axes)}, "
-                    f"{op.value}")
+                    f"{op.value}{_indirect(op)}")
         case O.LdsAlloc():
             return "lds.alloc"
         case O.LdsStore():
@@ -106,6 +119,14 @@ def _op_text(op) -> str:
         case O.Yield():
             return f"yield {_values(op.values)}".rstrip()
     raise IRError(f"cannot print {type(op).__name__}")
+
+
+def _indirect(op) -> str:
+    text = ""
+    if op.gather is not None:
+        g = op.gather
+        text += f" gather({g.index}[{g.origin}] tile_axis {g.tile_axis} axis {g.axis})"
+    return text + (" guard" if op.guard else "")
 
 
 def _tuple(items) -> str:
@@ -324,6 +345,7 @@ class _Parser:
         self.lines = [(n + 1, line) for n, line in enumerate(text.splitlines()) if line.strip()]
         self.index = 0
         self.values: dict[str, Value] = {}
+        self.closing = ""  # the brace line that ended the last block ("}" or "} else {")
 
     def next_line(self) -> tuple[int, str]:
         if self.index >= len(self.lines):
@@ -515,8 +537,6 @@ class _Parser:
 
 
 def _with_assertion(op, assertion):
-    import attrs
-
     return attrs.evolve(op, asserts=op.asserts + (assertion,))
 
 
@@ -555,17 +575,46 @@ def _global_access(p, c, scope):
     return tensor, origin, axes
 
 
+def _read_indirect(p, c, scope) -> dict:
+    fields = {}
+    if c.peek("gather"):
+        c.expect("gather")
+        inner = c.group("(")
+        match = re.fullmatch(r"(%\w+)\[(.*)\] tile_axis (\d+) axis (\d+)", inner.strip())
+        if not match:
+            raise ParseError(f"cannot read gather({inner})")
+        fields["gather"] = O.Gather(p.value(match.group(1)), parse_expr(match.group(2), scope),
+                                    int(match.group(3)), int(match.group(4)))
+    if c.peek("guard"):
+        c.expect("guard")
+        fields["guard"] = True
+    return fields
+
+
 def _read_global_load(p, c, result, scope, loc):
     tensor, origin, axes = _global_access(p, c, scope)
-    return O.GlobalLoad(result, tensor, origin, axes, loc)
+    return O.GlobalLoad(result, tensor, origin, axes, loc, **_read_indirect(p, c, scope))
 
 
 def _read_global_store(kind):
     def read(p, c, result, scope, loc):
         tensor, origin, axes = _global_access(p, c, scope)
         c.expect(",")
-        return kind(tensor, origin, axes, p.value(c.word()), loc)
+        value = p.value(c.word())
+        return kind(tensor, origin, axes, value, loc, **_read_indirect(p, c, scope))
     return read
+
+
+def _read_scalar_load(p, c, result, scope, loc):
+    var = _parse_decl(c.until(" from "))
+    c.expect("from")
+    c.skip()
+    name_end = c.text.index("[", c.pos)
+    tensor = p.value(c.text[c.pos:name_end])
+    c.pos = name_end
+    index = tuple(parse_expr(e, scope) for e in split_top(c.group("[")))
+    scope[var.name] = var
+    return O.ScalarLoad(var, tensor, index, loc)
 
 
 def _lds_access(p, c, scope):
@@ -623,6 +672,7 @@ def _read_int_after(keyword, make):
 
 _OP_READERS = {
     "program_id": _read_program_id,
+    "scalar.load": _read_scalar_load,
     "tag": _read_tag,
     "tag_tile": _read_tag_tile,
     "global.load": _read_global_load,

@@ -11,7 +11,7 @@ import numpy as np
 from argus.ir.expr import Expr, Var, as_expr, evaluate, free_vars, substitute
 
 #: Bytes per element of each value dtype the IR knows.
-DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4}
+DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "fp8": 1, "bf8": 1}
 
 LANES = 64
 #: Register file per lane on gfx942 (arch + acc VGPRs, unified).
@@ -150,7 +150,7 @@ class RegType:
 
     @property
     def vgprs(self) -> int:
-        """32-bit registers per lane this tile occupies (16-bit elements pack two per VGPR)."""
+        """32-bit registers per lane this tile occupies (narrow elements pack into a VGPR)."""
         return -(-self.layout.slots * DTYPE_BYTES[self.dtype] // 4)
 
     def __str__(self) -> str:

@@ -24,7 +24,12 @@ from argus.asm.codeobject import CodeObject, KernelInfo
 from argus.asm.instruction import Instruction
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.operands import OperandError
-from argus.isa_cdna3.semantics import DIVERGED, compile_instruction, nop_wait_states
+from argus.isa_cdna3.semantics import (
+    DIVERGED,
+    compile_instruction,
+    is_vector,
+    nop_wait_states,
+)
 from argus.isa_cdna3.state import (
     AT_BARRIER,
     ENDED,
@@ -121,7 +126,27 @@ def compile_program(instructions: list[Instruction], info: KernelInfo) -> list[A
             missing.setdefault(key, []).append(f"0x{inst.address:x}")
     if missing:
         raise UnsupportedOpcodeError(info.name, missing)
+    if any(inst.opcode == "s_setvskip" for inst in instructions):
+        executors = [_skippable(ex) if is_vector(inst) else ex
+                     for inst, ex in zip(instructions, executors)]
     return executors
+
+
+def _skippable(executor: Any) -> Any:
+    """Run a vector instruction only for the waves whose VSKIP is clear."""
+    def run(m: Machine, g: Group) -> Any:
+        skip = m.vskip[g.sel]
+        if not skip.any():
+            return executor(m, g)
+        if skip.all():
+            return None
+        exec_lanes, full = g.exec, g.exec_full
+        g.exec, g.exec_full = exec_lanes & ~skip[:, None], False
+        try:
+            return executor(m, g)
+        finally:
+            g.exec, g.exec_full = exec_lanes, full
+    return run
 
 
 def unsupported_opcodes(code_object: CodeObject | str | os.PathLike | bytes,
@@ -311,7 +336,8 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
     _initial_state(m, info, grid3, block3, kernarg_addr, packet_addr)
 
     start = time.perf_counter()
-    counts = _run(m, instructions, executors, max_wave_instructions, info.name)
+    with np.errstate(all="ignore"):  # IEEE overflow/NaN are results here, not Python errors
+        counts = _run(m, instructions, executors, max_wave_instructions, info.name)
     seconds = time.perf_counter() - start
     m.drain()
     for index, (_, value) in enumerate(arrays):

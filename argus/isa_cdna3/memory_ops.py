@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from argus.asm.instruction import Imm, Instruction, Reg, Special
+from argus.asm.instruction import Instruction, Reg, Special
 from argus.isa_cdna3 import isa, numerics
 from argus.isa_cdna3.operands import (
     OperandError,
@@ -107,16 +107,24 @@ def _extend(raw: np.ndarray, kind: str) -> np.ndarray:
 
 def _register_commit(m: Machine, g: Group, regs: list[int], values: np.ndarray,
                      lanes: np.ndarray | None) -> Callable[[np.ndarray], None]:
-    """Commit action writing `values` [n, 64, k] into VGPRs `regs` for the retired rows."""
-    waves = g.waves.copy()
+    """Commit action writing `values` [n, 64, k] into consecutive VGPRs `regs` for the retired
+    rows (waves) of the group, in active lanes only."""
+    waves, sel = g.waves.copy(), g.sel
+    first, count = regs[0], len(regs)
+    block = np.moveaxis(values, -1, 0)                       # [k, n, 64]
+    full = lanes is None or bool(lanes.all())
 
     def commit(rows: np.ndarray) -> None:
-        ids = waves[rows]
-        for k, reg in enumerate(regs):
-            new = values[rows, :, k]
-            if lanes is not None:
-                new = np.where(lanes[rows], new, m.vgpr[reg][ids])
-            m.vgpr[reg][ids] = new
+        target = m.vgpr[first:first + count]
+        if rows.all():
+            ids, new = sel, block
+            mask = lanes
+        else:
+            ids, new = waves[rows], block[:, rows]
+            mask = lanes[rows] if lanes is not None else None
+        if not full:
+            new = np.where(mask, new, target[:, ids])
+        target[:, ids] = new
     return commit
 
 
@@ -260,17 +268,21 @@ def _queue_lds_dma(m: Machine, g: Group, inst: Instruction, values: np.ndarray,
     lds_addr = m0[:, None] + inst_offset + np.arange(isa.WAVE_SIZE) * 4
     lanes = g.exec.copy()
     _check_lds(m, g, inst, lds_addr, 4, lanes)
-    wgs = m.workgroup[g.waves]
+    words_per_group = m.lds.shape[1]
+    if nbytes >= 4:
+        flat = m.workgroup[g.waves][:, None] * words_per_group + (lds_addr >> 2)
+    else:
+        flat = m.workgroup[g.waves][:, None] * (4 * words_per_group) + lds_addr
+    full = bool(lanes.all())
 
     def commit(rows: np.ndarray) -> None:
-        active = lanes[rows]
-        rows_wg = np.broadcast_to(wgs[rows][:, None], active.shape)[active]
-        word = (lds_addr[rows] >> 2)[active]
-        if nbytes >= 4:
-            m.lds[rows_wg, word] = values[rows][active]
-        else:
-            lds_bytes = m.lds.view(np.uint8)
-            lds_bytes[rows_wg, lds_addr[rows][active]] = values[rows][active].astype(np.uint8)
+        target = m.lds.reshape(-1) if nbytes >= 4 else m.lds.reshape(-1).view(np.uint8)
+        data = values if nbytes >= 4 else values.astype(np.uint8)
+        if full and rows.all():
+            target[flat.reshape(-1)] = data.reshape(-1)
+            return
+        active = lanes & rows[:, None]
+        target[flat[active]] = data[active]
     m.enqueue(g, "vm", commit, inst)
 
 
@@ -416,29 +428,30 @@ def _check_lds(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, nbytes
 
 
 def _lds_gather(m: Machine, g: Group, addr: np.ndarray, words: int) -> np.ndarray:
-    wgs = m.workgroup[g.waves][:, None, None]
-    safe = np.where(addr >= 0, addr, 0)
+    """[n, 64, words] dwords of each wave's own workgroup LDS at byte addresses `addr`."""
+    per_group = m.lds.shape[1]
+    base = (m.workgroup[g.waves] * per_group)[:, None]
+    safe = np.clip(addr, 0, 4 * per_group - 4 * words)
     if not (safe & 3).any():
-        index = (safe >> 2)[..., None] + np.arange(words)
-        index = np.minimum(index, m.lds.shape[1] - 1)
-        return m.lds[wgs, index]
-    lds_bytes = m.lds.view(np.uint8)
-    index = np.minimum(safe[..., None] + np.arange(4 * words), lds_bytes.shape[1] - 1)
-    raw = lds_bytes[wgs, index]
+        index = (base + (safe >> 2))[..., None] + np.arange(words)
+        return m.lds.reshape(-1).take(index)
+    lds_bytes = m.lds.reshape(-1).view(np.uint8)
+    index = (4 * base + safe)[..., None] + np.arange(4 * words)
+    raw = lds_bytes.take(index)
     return np.ascontiguousarray(raw).view(U32).reshape(*addr.shape, words)
 
 
 def _lds_scatter(m: Machine, g: Group, addr: np.ndarray, values: np.ndarray, lanes: np.ndarray
                  ) -> None:
-    nbytes = values.shape[-1] * 4
-    wgs = np.broadcast_to(m.workgroup[g.waves][:, None], addr.shape)[lanes]
+    per_group = m.lds.shape[1]
+    base = (m.workgroup[g.waves] * per_group)[:, None]
     if not (addr & 3).any():
-        index = (addr[lanes] >> 2)[:, None] + np.arange(values.shape[-1])
-        m.lds[wgs[:, None], index] = values[lanes]
+        index = (base + (addr >> 2))[lanes][:, None] + np.arange(values.shape[-1])
+        m.lds.reshape(-1)[index] = values[lanes]
         return
-    lds_bytes = m.lds.view(np.uint8)
-    index = addr[lanes][:, None] + np.arange(nbytes)
-    lds_bytes[wgs[:, None], index] = np.ascontiguousarray(values[lanes]).view(np.uint8)
+    nbytes = values.shape[-1] * 4
+    index = (4 * base + addr)[lanes][:, None] + np.arange(nbytes)
+    m.lds.reshape(-1).view(np.uint8)[index] = np.ascontiguousarray(values[lanes]).view(np.uint8)
 
 
 def _ds_read(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:

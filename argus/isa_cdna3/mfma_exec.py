@@ -88,7 +88,6 @@ def compile_mfma(inst: Instruction, info: MfmaInfo, accum: int
     d_idx = vgpr_index(d_op, accum)
     a_idx = vgpr_index(a_op, accum)
     b_idx = vgpr_index(b_op, accum)
-    c_range = list(range(info.c_regs))
     if is_vgpr(c_op):
         c_idx = vgpr_index(c_op, accum)
         c_const = None
@@ -106,24 +105,22 @@ def compile_mfma(inst: Instruction, info: MfmaInfo, accum: int
 
     def run(m: Machine, g: Group) -> None:
         _check_valu_to_mfma(m, g, inst, src_regs_arr)
-        a = np.stack([m.read_v(g, a_idx + r, inst) for r in range(info.a_regs)], -1)
-        b = np.stack([m.read_v(g, b_idx + r, inst) for r in range(info.b_regs)], -1)
+        a = np.moveaxis(m.read_block(g, a_idx, info.a_regs, inst), 0, -1)
+        b = np.moveaxis(m.read_block(g, b_idx, info.b_regs, inst), 0, -1)
         if c_idx is not None:
-            span = (c_idx, info.c_regs)
-            c = np.stack([m.read_v(g, c_idx + r, inst, mfma_srcc=span) for r in c_range], -1)
+            c = np.moveaxis(m.read_block(g, c_idx, info.c_regs, inst,
+                                         mfma_srcc=(c_idx, info.c_regs)), 0, -1)
         elif info.c_type == "f64":
-            c = np.broadcast_to(np.array([c_const], np.uint64).view(U32),
-                                (g.n, isa.WAVE_SIZE, 2)).reshape(g.n, isa.WAVE_SIZE, 2)
-            c = np.tile(c, (1, 1, info.c_values))
+            pair = np.array([c_const], np.uint64).view(U32)
+            c = np.tile(pair, (g.n, isa.WAVE_SIZE, info.c_values))
         else:
             c = np.full((g.n, isa.WAVE_SIZE, info.c_regs), c_const, U32)
         d = multiply(info, a, b, np.ascontiguousarray(c))
-        clocks = m.clocks(g)
-        for r in range(info.c_regs):
-            reg = d_idx + r
-            m.stale[reg][g.sel] = m.vgpr[reg][g.sel]
-            m.vgpr[reg][g.sel] = d[..., r]
-            m.mfma_ready[reg][g.sel] = clocks + 1 + read_wait
+        dest = slice(d_idx, d_idx + info.c_regs)
+        m.stale[dest, g.sel] = m.vgpr[dest, g.sel]
+        m.vgpr[dest, g.sel] = np.moveaxis(d, -1, 0)
+        m.mfma_ready[dest, g.sel] = m.clocks(g) + 1 + read_wait
+        for reg in range(d_idx, d_idx + info.c_regs):
             m.mfma_producer[reg] = (inst, info, d_idx, info.c_regs)
     return run
 

@@ -40,7 +40,7 @@ _M32 = np.uint64(0xFFFFFFFF)
 
 
 def base_opcode(opcode: str) -> str:
-    for suffix in ("_e32", "_e64", "_vop3"):
+    for suffix in ("_e32", "_e64", "_vop3", "_dpp"):
         if opcode.endswith(suffix):
             return opcode[: -len(suffix)]
     return opcode
@@ -81,7 +81,8 @@ def _bfe(value, spec, signed, bits):
     width = (spec >> 16) & 0x7F
     dtype = np.uint64
     v = value.astype(dtype)
-    mask = np.where(width >= 64, ~np.uint64(0), (np.uint64(1) << width.astype(dtype)) - np.uint64(1))
+    ones = (np.uint64(1) << width.astype(dtype)) - np.uint64(1)
+    mask = np.where(width >= 64, ~np.uint64(0), ones)
     field = (v >> offset.astype(dtype)) & mask
     if signed:
         shift = (np.uint64(64) - width.astype(dtype)) % np.uint64(64)
@@ -354,6 +355,21 @@ def _compile_waitcnt(inst: Instruction) -> Executor:
     return run
 
 
+def _compile_setvskip(inst: Instruction) -> Executor:
+    """s_setvskip S0, S1: VSKIP = bit S1[4:0] of S0; while set, vector instructions are skipped."""
+    value = scalar_reader(inst.operands[0], inst)
+    bit = scalar_reader(inst.operands[1], inst)
+
+    def run(m: Machine, g: Group) -> None:
+        m.vskip[g.sel] = ((value(m, g) >> (bit(m, g) & U32(31))) & U32(1)).astype(bool)
+    return run
+
+
+def is_vector(inst: Instruction) -> bool:
+    """Instructions VSKIP suppresses: VALU, MFMA, VMEM and LDS."""
+    return inst.opcode.startswith(("v_", "buffer_", "global_", "flat_", "ds_"))
+
+
 def _end(m: Machine, g: Group) -> int:
     m.state[g.sel] = ENDED
     return DIVERGED
@@ -369,8 +385,8 @@ def _barrier(inst: Instruction) -> Executor:
     return run
 
 
-NOP_OPCODES = {"s_nop", "s_setprio", "s_sleep", "s_dcache_wb", "s_icache_inv", "s_dcache_inv",
-               "s_sethalt", "s_ttracedata", "buffer_wbinvl1", "buffer_wbinvl1_vol",
+NOP_OPCODES = {"s_nop", "v_nop", "s_setprio", "s_sleep", "s_dcache_wb", "s_icache_inv",
+               "s_dcache_inv", "s_sethalt", "s_ttracedata", "buffer_wbinvl1", "buffer_wbinvl1_vol",
                "buffer_inv", "buffer_wbl2", "s_waitcnt_vscnt", "s_setreg_imm32_b32"}
 
 
@@ -542,11 +558,79 @@ def _omod_clamp(inst: Instruction, value: Any) -> Any:
     return value
 
 
+_LANES = np.arange(isa.WAVE_SIZE)
+
+
+def dpp_source_lanes(inst: Instruction) -> np.ndarray:
+    """For each lane, the lane its DPP src0 comes from (-1: no valid source)."""
+    lane, row = _LANES, _LANES // 16 * 16
+    within = _LANES % 16
+    if inst.has("quad_perm"):
+        perm = np.array(inst.mod("quad_perm"))
+        return (_LANES & ~3) + perm[_LANES & 3]
+    if inst.has("row_shl"):
+        n = int(inst.mod("row_shl"))
+        return np.where(within + n < 16, lane + n, -1)
+    if inst.has("row_shr"):
+        n = int(inst.mod("row_shr"))
+        return np.where(within - n >= 0, lane - n, -1)
+    if inst.has("row_ror"):
+        return row + (within - int(inst.mod("row_ror"))) % 16
+    if inst.has("row_mirror"):
+        return row + 15 - within
+    if inst.has("row_half_mirror"):
+        return _LANES // 8 * 8 + 7 - _LANES % 8
+    if inst.has("row_newbcast"):
+        return row + int(inst.mod("row_newbcast"))
+    if inst.has("row_bcast"):
+        source = int(inst.mod("row_bcast"))
+        first_row = 1 if source == 15 else 2
+        return np.where(_LANES // 16 >= first_row, (row - 1) if source == 15 else
+                        np.full(64, 31), -1)
+    for name, step, wrap in (("wave_shl", 1, False), ("wave_shr", -1, False),
+                             ("wave_rol", 1, True), ("wave_ror", -1, True)):
+        if inst.has(name):
+            target = lane + step
+            return target % 64 if wrap else np.where((target >= 0) & (target < 64), target, -1)
+    raise OperandError(f"{inst.opcode}: unknown DPP control in `{inst.text}`")
+
+
+def _dpp_write_lanes(inst: Instruction) -> np.ndarray:
+    row_mask = int(inst.mod("row_mask", 0xF))
+    bank_mask = int(inst.mod("bank_mask", 0xF))
+    return (((row_mask >> (_LANES // 16)) & 1) & ((bank_mask >> (_LANES // 4 % 4)) & 1)
+            ).astype(bool)
+
+
+def _compile_dpp(inst: Instruction, accum: int, kinds, fn) -> Executor:
+    """VOP1/VOP2 with DPP: src0 comes from another lane of the wave; an invalid or inactive
+    source lane reads 0 with bound_ctrl, otherwise the lane is left unwritten."""
+    dst, *srcs = inst.operands
+    readers = [vector_reader(op, inst, accum, kind) for op, kind in zip(srcs, kinds)]
+    idx = vgpr_index(dst, accum)
+    source = dpp_source_lanes(inst)
+    valid = source >= 0
+    gather = np.where(valid, source, 0)
+    enabled = _dpp_write_lanes(inst)
+    zero_fill = bool(inst.mod("bound_ctrl", False))
+
+    def run(m: Machine, g: Group) -> None:
+        src0 = np.broadcast_to(readers[0](m, g), (g.n, isa.WAVE_SIZE))
+        ok = valid & g.exec[:, gather]
+        src0 = np.where(ok, src0[:, gather], src0.dtype.type(0))
+        value = to_bits(fn(src0, *(r(m, g) for r in readers[1:])), g.n)
+        lanes = g.exec & enabled & (ok | zero_fill)
+        m.write_v(g, idx, np.where(lanes, value, m.vgpr[idx][g.sel]), inst, masked=False)
+    return run
+
+
 def _compile_vop(inst: Instruction, accum: int) -> Executor:
     kinds, fn = VOP[base_opcode(inst.opcode)]
     dst, *srcs = inst.operands
     if len(srcs) != len(kinds):
         raise OperandError(f"{inst.opcode} expects {len(kinds)} sources, got {len(srcs)}")
+    if inst.opcode.endswith("_dpp"):
+        return _compile_dpp(inst, accum, kinds, fn)
     readers = [vector_reader(op, inst, accum, kind) for op, kind in zip(srcs, kinds)]
     idx = vgpr_index(dst, accum)
     if len(readers) == 1:
@@ -922,8 +1006,8 @@ def compile_instruction(inst: Instruction, accum: int) -> Executor:
     """The executor of `inst`; raises OperandError/KeyError for anything not implemented."""
     name = inst.opcode
     base = base_opcode(name)
-    if name.endswith(("_sdwa", "_dpp")) or inst.has("row_shr") or inst.has("quad_perm"):
-        raise OperandError(f"{name}: DPP/SDWA operand forms are not implemented")
+    if name.endswith("_sdwa") or (name.endswith("_dpp") and base not in VOP):
+        raise OperandError(f"{name}: this DPP/SDWA operand form is not implemented")
     if name in NOP_OPCODES:
         return lambda m, g: None
     if name == "s_waitcnt":
@@ -932,6 +1016,8 @@ def compile_instruction(inst: Instruction, accum: int) -> Executor:
         return _end
     if name == "s_barrier":
         return _barrier(inst)
+    if name == "s_setvskip":
+        return _compile_setvskip(inst)
     if name.startswith(("s_branch", "s_cbranch_")):
         return _compile_branch(inst)
     if name in SOP2:

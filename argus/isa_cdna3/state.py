@@ -81,8 +81,9 @@ class Group:
 
     def __init__(self, waves: np.ndarray, total: int, pc: int):
         self.waves = waves
-        self.sel: Any = slice(None) if len(waves) == total else waves
         self.n = len(waves)
+        contiguous = self.n > 0 and int(waves[-1]) - int(waves[0]) + 1 == self.n
+        self.sel: Any = slice(int(waves[0]), int(waves[-1]) + 1) if contiguous else waves
         self.pc = pc
         self.tick = 0            # wait states issued since the group formed
         self.exec: np.ndarray = np.ones((self.n, isa.WAVE_SIZE), bool)
@@ -102,6 +103,8 @@ class PendingResult:
     sgprs: tuple[int, ...] = ()
     pc: int = 0
     text: str = ""
+    sel: Any = None                       # the issuing group's wave selection
+    uniform: int | None = None            # the common seq when all waves issued alike
 
 
 @attrs.define
@@ -142,6 +145,11 @@ class FlatMemory:
     def check(self, addr: np.ndarray, nbytes: int, active: np.ndarray) -> np.ndarray:
         """Heap offsets of `addr` (uint64); raises on an active lane touching unmapped bytes."""
         offset = addr.astype(np.int64) - self.BASE
+        if active.all():
+            low, high = int(offset.min()), int(offset.max()) + nbytes
+            for region in self.regions:   # the common case: one buffer holds every access
+                if region.start <= low and high <= region.start + region.size:
+                    return offset
         last = offset + (nbytes - 1)
         inside = (offset >= 0) & (last < len(self.heap))
         safe_first = np.where(inside, offset, 0)
@@ -193,8 +201,11 @@ class Machine:
         self.pc = np.zeros(waves, np.int64)
         self.state = np.full(waves, RUNNING, np.int8)
         self.clock = np.zeros(waves, np.int64)
-        self.workgroup = np.repeat(np.arange(workgroups), waves_per_group)
-        self.wave_in_group = np.tile(np.arange(waves_per_group), workgroups)
+        self.vskip = np.zeros(waves, bool)
+        # Wave w is wave w // workgroups of workgroup w % workgroups: waves that take the same
+        # path because of their index inside the workgroup form one contiguous slice.
+        self.workgroup = np.tile(np.arange(workgroups), waves_per_group)
+        self.wave_in_group = np.repeat(np.arange(waves_per_group), workgroups)
         self.lds_bytes = lds_bytes
         self.lds = np.zeros((workgroups, max(lds_bytes, 4) // 4), np.uint32)
         self.memory = memory
@@ -205,6 +216,7 @@ class Machine:
         self.pending_v: dict[int, np.ndarray] = {}
         self.pending_s: dict[int, np.ndarray] = {}
         self.pending_by_reg: dict[tuple[str, int], PendingResult] = {}
+        self.pending_total: dict[tuple[str, int], int] = {}
         # MFMA results: readable from clock `mfma_ready`; the value before it in `stale`
         self.mfma_ready = np.zeros((isa.VGPRS_UNIFIED, waves), np.int64)
         self.mfma_producer: dict[int, tuple[Instruction, MfmaInfo, int, int]] = {}
@@ -260,8 +272,22 @@ class Machine:
                             self.vgpr_name(idx),
                             f"{info.name} needs more wait states ({need} missing); insert "
                             f"`s_nop` or independent instructions")
-                value = np.where(early[:, None], self.stale[idx][g.sel], value)
+                if self.check == "off":
+                    value = np.where(early[:, None], self.stale[idx][g.sel], value)
         return value
+
+    def read_block(self, g: Group, first: int, count: int, inst: Instruction, *,
+                   mfma_srcc: tuple[int, int] | None = None) -> np.ndarray:
+        """VGPRs first..first+count-1 as one [count, n, 64] array, with the checks of read_v."""
+        block = self.vgpr[first:first + count, g.sel]
+        for idx in range(first, first + count):
+            if idx in self.pending_v or idx in self.mfma_producer:
+                checked = self.read_v(g, idx, inst, mfma_srcc=mfma_srcc)
+                if checked is not block[idx - first] and not np.shares_memory(
+                        checked, self.vgpr[idx]):
+                    block = block.copy()
+                    block[idx - first] = checked
+        return block
 
     def read_s(self, g: Group, idx: int, inst: Instruction) -> np.ndarray:
         if idx in self.pending_s:
@@ -302,53 +328,65 @@ class Machine:
                 inst: Instruction, *, vgprs: tuple[int, ...] = (),
                 sgprs: tuple[int, ...] = ()) -> None:
         issued = self.issued[counter]
-        entry = PendingResult(counter, g.waves.copy(), issued[g.sel].copy(),
-                              np.zeros(g.n, bool), commit, vgprs, sgprs, inst.address,
-                              inst.text or str(inst))
+        seq = issued[g.sel].copy()
+        uniform = int(seq[0]) if seq[0] == seq[-1] and (seq == seq[0]).all() else None
+        entry = PendingResult(counter, g.waves, seq, np.zeros(g.n, bool), commit, vgprs, sgprs,
+                              inst.address, inst.text or str(inst), g.sel, uniform)
         issued[g.sel] += 1
         self.outstanding[counter][g.sel] += 1
-        for idx in vgprs:
-            self.pending_v.setdefault(idx, np.zeros(self.waves, np.int32))[g.sel] += 1
-            self.pending_by_reg[("v", idx)] = entry
-        for idx in sgprs:
-            self.pending_s.setdefault(idx, np.zeros(self.waves, np.int32))[g.sel] += 1
-            self.pending_by_reg[("s", idx)] = entry
+        for table, file, regs in ((self.pending_v, "v", vgprs), (self.pending_s, "s", sgprs)):
+            for idx in regs:
+                if idx not in table:
+                    table[idx] = np.zeros(self.waves, np.int32)
+                    self.pending_total[(file, idx)] = 0
+                table[idx][g.sel] += 1
+                self.pending_total[(file, idx)] += g.n
+                self.pending_by_reg[(file, idx)] = entry
         self.queue[counter].append(entry)
 
     def wait(self, g: Group, counter: str, limit: int) -> None:
         """Retire, oldest first, the results of `counter` until at most `limit` are in flight."""
-        if (self.outstanding[counter][g.sel] <= limit).all():
+        outstanding = self.outstanding[counter][g.sel]
+        if outstanding.max() <= limit:
             return
-        threshold = np.full(self.waves, -1, np.int64)
-        threshold[g.waves] = self.issued[counter][g.sel] - limit
+        issued = self.issued[counter][g.sel]
+        # Fast path: every wave of the group issued the same number of results.
+        uniform = int(issued[0]) - limit if (issued == issued[0]).all() else None
+        threshold = None
         survivors = []
         for entry in self.queue[counter]:
-            rows = ~entry.done & (entry.seq < threshold[entry.waves])
-            if rows.any():
-                self._retire(entry, rows)
+            if (uniform is not None and entry.uniform is not None
+                    and _same_waves(entry.sel, g.sel)):
+                if entry.uniform < uniform and not entry.done.any():
+                    self._retire(entry, np.ones(len(entry.waves), bool), whole=True)
+            else:
+                if threshold is None:
+                    threshold = np.full(self.waves, -1, np.int64)
+                    threshold[g.waves] = issued - limit
+                rows = ~entry.done & (entry.seq < threshold[entry.waves])
+                if rows.any():
+                    self._retire(entry, rows, whole=False)
             if not entry.done.all():
                 survivors.append(entry)
         self.queue[counter] = survivors
 
-    def _retire(self, entry: PendingResult, rows: np.ndarray) -> None:
+    def _retire(self, entry: PendingResult, rows: np.ndarray, *, whole: bool) -> None:
         if entry.commit is not None:
             entry.commit(rows)
         entry.done |= rows
-        waves = entry.waves[rows]
-        self.outstanding[entry.counter][waves] -= 1
-        for idx in entry.vgprs:
-            self._release(self.pending_v, idx, waves, ("v", idx), entry)
-        for idx in entry.sgprs:
-            self._release(self.pending_s, idx, waves, ("s", idx), entry)
-
-    def _release(self, table: dict[int, np.ndarray], idx: int, waves: np.ndarray,
-                 key: tuple[str, int], entry: PendingResult) -> None:
-        counts = table[idx]
-        counts[waves] -= 1
-        if not counts.any():
-            del table[idx]
-            if self.pending_by_reg.get(key) is entry:
-                del self.pending_by_reg[key]
+        where = entry.sel if whole else entry.waves[rows]
+        count = len(entry.waves) if whole else int(rows.sum())
+        self.outstanding[entry.counter][where] -= 1
+        for table, file, regs in ((self.pending_v, "v", entry.vgprs),
+                                  (self.pending_s, "s", entry.sgprs)):
+            for idx in regs:
+                key = (file, idx)
+                table[idx][where] -= 1
+                self.pending_total[key] -= count
+                if self.pending_total[key] == 0:
+                    del table[idx], self.pending_total[key]
+                    if self.pending_by_reg.get(key) is entry:
+                        del self.pending_by_reg[key]
 
     def drain(self) -> None:
         """Retire everything (end of the launch): stores and atomics are already in memory."""
@@ -356,5 +394,11 @@ class Machine:
             for entry in self.queue[counter]:
                 rows = ~entry.done
                 if rows.any():
-                    self._retire(entry, rows)
+                    self._retire(entry, rows, whole=False)
             self.queue[counter] = []
+
+
+def _same_waves(a: Any, b: Any) -> bool:
+    if isinstance(a, slice) and isinstance(b, slice):
+        return a.start == b.start and a.stop == b.stop
+    return False

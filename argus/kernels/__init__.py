@@ -21,20 +21,30 @@ class LibraryKernel:
     sizes: dict[str, int]
     reference: Callable[[dict, dict], np.ndarray]
     tolerance: float
+    special: Callable[[dict, dict, np.random.Generator], dict] | None = None
 
     def inputs(self, sizes: dict[str, int], params: dict, seed: int = 0) -> dict[str, np.ndarray]:
-        """Random bf16 inputs (standard normal) and a zeroed output for these sizes."""
+        """Random inputs (standard normal; index tensors from `special`) and a zeroed output."""
         ir = self.kernel.trace(**params)
         rng = np.random.default_rng(seed)
+        if self.special is not None:
+            fixed = self.special(sizes, params, rng)
+            sizes = {**sizes, **fixed.pop("sizes", {})}
+        else:
+            fixed = {}
         arrays = {}
         for tensor in ir.tensors:
+            if tensor.name in fixed:
+                arrays[tensor.name] = fixed[tensor.name]
+                continue
             shape = tuple(_extent(e, sizes, tensor.name) for e in tensor.type.shape)
             dtype = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}.get(tensor.type.dtype,
                                                                         np.float32)
             data = (np.zeros(shape) if tensor.name == self.output
                     else rng.standard_normal(shape))
             arrays[tensor.name] = data.astype(dtype)
-        return arrays
+        # extra entries (e.g. the routing a reference needs) ride along; run() ignores them
+        return {**fixed, **arrays}
 
 
 def _extent(e, sizes, tensor):
@@ -59,14 +69,32 @@ def _attention_reference(inputs, params):
     return reference(inputs["Q"], inputs["K"], inputs["V"], params.get("causal", False))
 
 
+def _moe_routing(sizes, params, rng):
+    from argus.kernels.moe import route
+
+    block_m = params.get("block_m", 64)
+    choice, sorted_ids, block_expert = route(sizes["TOKENS"], sizes["E"], block_m, rng)
+    return {"sorted_ids": sorted_ids, "block_expert": block_expert, "choice": choice,
+            "sizes": {"P": len(sorted_ids), "BLOCKS": len(block_expert)}}
+
+
+def _moe_reference(inputs, params):
+    from argus.kernels.moe import reference
+
+    return reference(inputs["X"], inputs["W"], inputs["choice"])
+
+
 def library() -> dict[str, LibraryKernel]:
     from argus.kernels.attention import attention_fwd
     from argus.kernels.gemm import gemm
+    from argus.kernels.moe import moe_gemm
 
     return {
         "gemm": LibraryKernel(gemm, "C", {"M": 128, "N": 128, "K": 64}, _gemm_reference, 1e-3),
         "attention_fwd": LibraryKernel(attention_fwd, "O", {"BH": 1, "S": 128, "D": 64},
                                        _attention_reference, 2e-2),
+        "moe_gemm": LibraryKernel(moe_gemm, "Y", {"TOKENS": 200, "H": 64, "E": 4, "N": 128},
+                                  _moe_reference, 1e-3, _moe_routing),
     }
 
 

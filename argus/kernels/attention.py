@@ -1,8 +1,9 @@
 """Flash-attention forward, bf16, head dim 64 or 128, online softmax, optional causal mask.
 
-Each of the 4 waves owns 32 query rows; key/value blocks of 32 stream through. The kernel
+Each of the 4 waves owns 32 query rows; key/value blocks of 32 are loaded cooperatively into
+XOR-swizzled, double-buffered LDS (one barrier per block) and read by all waves. The kernel
 computes S^T = K Q^T so that the f32 accumulator, cast to bf16, is already the B operand of
-O^T = V^T P^T (register slots 4t..4t+3 hold k-step t) — no LDS round trip for P. Softmax
+O^T = V^T P^T (register slots 4t..4t+3 hold k-step t): no LDS round trip for P. Softmax
 statistics are per query column, reduced across the two lane halves of each wave.
 """
 
@@ -25,9 +26,11 @@ LOG2E = 1.4426950408889634
 
 
 def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
-                      keep: Callable | None = None, drop: tuple[str, ...] = ("key",)):
+                      keep: Callable | None = None, drop: tuple[str, ...] = ("key",),
+                      sync: bool = True):
     """Trace the attention body. Hooks for tests: `keep(kv0, q0, i, j)` is the causal mask's
-    condition on (key, query) coordinates; `drop` names the tags the softmax reductions drop."""
+    condition on (key, query) coordinates; `drop` names the tags the softmax reductions drop;
+    `sync=False` leaves out the barrier after each K/V block is staged."""
     keep = keep or (lambda kv0, q0, i, j: kv0 + i <= q0 + j)
     BH, S, D = Q.shape
     T.assume(D.eq(head_dim))
@@ -44,24 +47,31 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     q_frag = T.mfma_layout(MFMA, "b", grid)        # (128 queries, 8 d)
     scores = T.mfma_layout(MFMA, "c", grid)        # S^T: (32 keys, 128 queries)
     column = T.reduced(scores, 0)                  # one value per query
-    v_frag = k_frag                                # V^T fragment: (32 dv, 8 keys)
+    v_frag = k_frag.permute((1, 0))                # V^T fragment as (8 keys, 32 dv) in LDS order
     p_frag = q_frag                                # P^T fragment: (128 queries, 8 keys)
     d_steps, kv_steps, d_blocks = head_dim // 8, BLOCK_KV // 8, head_dim // 32
     scale = LOG2E / math.sqrt(head_dim)
 
-    q = [Q.load((bh, q0, 8 * t), q_frag, axes=(1, 2)) for t in range(d_steps)]
-    m = T.tag(T.full(column, -math.inf), lambda j: {"query": q0 + j})
-    l = T.tag(T.zeros(column), lambda j: {"query": q0 + j})
-    o = {f"o{b}": T.tag(T.zeros(scores), lambda i, j, b=b: {"head": bh, "dv": 32 * b + i,
-                                                            "query": q0 + j})
-         for b in range(d_blocks)}
-    stop = (q0 + BLOCK_Q) // BLOCK_KV if causal else S // BLOCK_KV
-    loop = T.range(0, stop, m=m, l=l, **o)
-    for kb in loop:
+    copy = T.copy_layout((BLOCK_KV, head_dim), WAVES, 8)
+    # rows are head_dim elements: XOR the row (mod 8) into the 4-element chunk index
+    swizzle = (3, 2, int(math.log2(head_dim)) - 2)
+    k_smem = T.lds((2, BLOCK_KV, head_dim), "bf16", swizzle=swizzle)
+    v_smem = T.lds((2, BLOCK_KV, head_dim), "bf16", swizzle=swizzle)
+
+    def fetch(kb):
+        return (K.load((bh, kb * BLOCK_KV, 0), copy, axes=(1, 2)),
+                V.load((bh, kb * BLOCK_KV, 0), copy, axes=(1, 2)))
+
+    def stage(slot, tiles):
+        k_smem.store((slot, 0, 0), tiles[0])
+        v_smem.store((slot, 0, 0), tiles[1])
+
+    def attend(state, kb, slot):
+        """One key/value block: scores, online softmax, and O^T += V^T P^T."""
         kv0 = kb * BLOCK_KV
         s = T.zeros(scores)
         for t in range(d_steps):
-            s = T.mfma(MFMA, K.load((bh, kv0, 8 * t), k_frag, axes=(1, 2)), q[t], s)
+            s = T.mfma(MFMA, k_smem.load((slot, 0, 8 * t), k_frag), q[t], s)
             T.tag_assert(lambda A, B, C: And(A.d.eq(B.d), A.head.eq(B.head)),
                          "K and Q meet at the same head and feature")
         s = s * scale
@@ -70,28 +80,49 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
                 diagonal.s = T.mask(diagonal.s, lambda i, j: keep(kv0, q0, i, j), -math.inf)
                 T.tag_assert(lambda X: X.key <= X.query, "the causal mask keeps key <= query")
             s = diagonal.s
-        m_new = T.maximum(loop.m, T.reduce(s, "max", 0, column, drop=drop))
+        m_new = T.maximum(state["m"], T.reduce(s, "max", 0, column, drop=drop))
         T.tag_assert(lambda X, Y: X.query.eq(Y.query), "running max of the same query")
-        alpha = T.exp2(loop.m - m_new)
+        alpha = T.exp2(state["m"] - m_new)
         p = s - T.broadcast(m_new, 0, scores)
         T.tag_assert(lambda X, Y: X.query.eq(Y.query), "scores shifted by their own query's max")
         p = T.exp2(p)
-        loop.l = loop.l * alpha + T.reduce(p, "sum", 0, column, drop=drop)
-        loop.m = m_new
+        state["l"] = state["l"] * alpha + T.reduce(p, "sum", 0, column, drop=drop)
+        state["m"] = m_new
         p16 = p.to("bf16")
         rescale = T.broadcast(alpha, 0, scores)
         for b in range(d_blocks):
-            acc = getattr(loop, f"o{b}") * rescale
+            acc = state[f"o{b}"] * rescale
             for t in range(kv_steps):
-                v = V.load((bh, kv0 + 8 * t, 32 * b), v_frag, axes=(2, 1))
+                v = v_smem.load((slot, 8 * t, 32 * b), v_frag)
                 acc = T.mfma(MFMA, v, T.slots(p16, 4 * t, p_frag), acc)
                 T.tag_assert(lambda A, B, C: And(A.key.eq(B.key), A.dv.eq(C.dv),
                                                  B.query.eq(C.query), A.head.eq(C.head)),
                              "V and P meet at the same key, on O's feature and query")
-            setattr(loop, f"o{b}", acc)
-    inverse = T.broadcast(T.rcp(loop.l), 0, scores)
+            state[f"o{b}"] = acc
+        return state
+
+    q = [Q.load((bh, q0, 8 * t), q_frag, axes=(1, 2)) for t in range(d_steps)]
+    state = {"m": T.tag(T.full(column, -math.inf), lambda j: {"query": q0 + j}),
+             "l": T.tag(T.zeros(column), lambda j: {"query": q0 + j})}
     for b in range(d_blocks):
-        out = (getattr(loop, f"o{b}") * inverse).to("bf16")
+        state[f"o{b}"] = T.tag(T.zeros(scores), lambda i, j, b=b: {"head": bh, "dv": 32 * b + i,
+                                                                   "query": q0 + j})
+    blocks = (q0 + BLOCK_Q) // BLOCK_KV if causal else S // BLOCK_KV
+    stage(0, fetch(0))
+    T.barrier()
+    loop = T.range(0, blocks - 1, stages=2, name="kb", **state)
+    for kb in loop:
+        ahead = fetch(kb + 1)
+        carried = attend({name: getattr(loop, name) for name in state}, kb, kb % 2)
+        for name, value in carried.items():
+            setattr(loop, name, value)
+        stage((kb + 1) % 2, ahead)
+        if sync:
+            T.barrier()
+    state = attend({name: getattr(loop, name) for name in state}, blocks - 1, (blocks - 1) % 2)
+    inverse = T.broadcast(T.rcp(state["l"]), 0, scores)
+    for b in range(d_blocks):
+        out = (state[f"o{b}"] * inverse).to("bf16")
         O.store((bh, q0, 32 * b), out, axes=(2, 1))
         T.tag_assert(lambda V, D: And(V.query.eq(D.query), V.dv.eq(D.dv), V.head.eq(D.head)),
                      "each output lands on its own query and feature")

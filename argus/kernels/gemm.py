@@ -69,7 +69,8 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
                               lambda i, j, rows=rows, cols=cols: {"row": rows + i,
                                                                   "col": cols + j})
     nk = K // block_k
-    loop = T.range(0, nk - 1, stages=2, **{f"acc{r}_{s}": c for (r, s), c in acc.items()})
+    loop = T.range(0, nk - 1, stages=2, name="kt",
+                   **{f"acc{r}_{s}": c for (r, s), c in acc.items()})
     for kt in loop:
         a_next = A.load((m0, (kt + 1) * block_k), copy_a)
         b_next = B.load((n0, (kt + 1) * block_k), copy_b)

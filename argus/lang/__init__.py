@@ -3,17 +3,46 @@
 from argus.lang.errors import DSLError
 from argus.lang.layouts import TileSpec, copy_layout, lds_layout, mfma_layout, reduced
 from argus.lang.trace import (
-    Global, KernelDef, Lds, Scalar, Tensor, Tile, assume, barrier, broadcast, exp2, full, grid,
-    hint, kernel, lds, log2, mask, maximum, mfma, minimum, program_id, Range, rcp, reduce, slots, tag,
-    tag_assert, when, zeros,
+    Gather,
+    Global,
+    KernelDef,
+    Lds,
+    Range,
+    Scalar,
+    Tensor,
+    Tile,
+    assume,
+    barrier,
+    broadcast,
+    exp2,
+    full,
+    grid,
+    hint,
+    kernel,
+    lds,
+    load_scalar,
+    log2,
+    mask,
+    maximum,
+    mfma,
+    minimum,
+    program_id,
+    rcp,
+    reduce,
+    slots,
+    tag,
+    tag_assert,
+    when,
+    zeros,
 )
 
-#: `for k in T.range(start, stop, **carried)`: the DSL loop (named like Python's range on purpose).
+#: `for k in T.range(start, stop, **carried)`: the DSL loop, spelled like Python's range.
 range = Range  # noqa: A001
 
 __all__ = [
-    "DSLError", "TileSpec", "copy_layout", "lds_layout", "mfma_layout", "reduced", "Global",
+    "DSLError", "Gather", "load_scalar", "TileSpec", "copy_layout", "lds_layout", "mfma_layout",
+    "reduced", "Global",
     "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume", "barrier", "broadcast", "exp2",
-    "full", "grid", "hint", "kernel", "lds", "log2", "mask", "maximum", "mfma", "minimum", "program_id",
-    "range", "rcp", "reduce", "slots", "tag", "tag_assert", "when", "zeros",
+    "full", "grid", "hint", "kernel", "lds", "log2", "mask", "maximum", "mfma", "minimum",
+    "program_id", "range", "rcp", "reduce", "slots", "tag", "tag_assert", "when", "zeros",
 ]

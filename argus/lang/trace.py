@@ -9,15 +9,28 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
+import sys
 from collections.abc import Callable
 
 import attrs
+import numpy as np
 
 from argus.ir import ops as O
 from argus.ir.expr import Expr, Var, as_expr, simplify
 from argus.ir.types import (
-    DTYPE_BYTES, LDS_BUDGET, SIZE_RANGE, VGPR_BUDGET, GlobalType, IRError, LdsType, RegType,
-    SourceLoc, ThreadLayout, Value, coord_vars,
+    DTYPE_BYTES,
+    LDS_BUDGET,
+    SIZE_RANGE,
+    VGPR_BUDGET,
+    GlobalType,
+    IRError,
+    LdsType,
+    RegType,
+    SourceLoc,
+    ThreadLayout,
+    Value,
+    coord_vars,
 )
 from argus.lang.errors import DSLError, short_path, user_loc
 from argus.lang.layouts import TileSpec, cosize, lds_layout
@@ -45,6 +58,12 @@ class _Builder:
         self.pids: dict[int, Var] = {}
 
     def fresh(self, hint: str = "v") -> str:
+        """A new SSA value name: v12, or acc.12 for a named value."""
+        self.counter += 1
+        return f"{hint}{self.counter}" if hint == "v" else f"{hint}.{self.counter}"
+
+    def fresh_var(self, hint: str) -> str:
+        """A new scalar variable name (an identifier: k12)."""
         self.counter += 1
         return f"{hint}{self.counter}"
 
@@ -74,8 +93,6 @@ class _Builder:
 
 def check_spec(spec: TileSpec, loc: SourceLoc):
     """The layout must put every thread slot inside the tile and hold every element."""
-    import numpy as np
-
     layout = spec.layout
     if layout.rank != len(spec.shape):
         raise DSLError(f"the layout gives {layout.rank} coordinates for a rank-"
@@ -193,23 +210,64 @@ class Global:
             return tuple(range(rank - len(spec.shape), rank))
         return tuple(axes)
 
-    def load(self, origin, spec: TileSpec, *, axes=None) -> Tile:
-        """Tile element c is tensor[origin + c] (tile axis t placed on tensor axis axes[t])."""
+    def load(self, origin, spec: TileSpec, *, axes=None, gather: Gather | None = None,
+             guard: bool = False) -> Tile:
+        """Tile element c is tensor[origin + c] (tile axis t placed on tensor axis axes[t]).
+
+        `gather` takes one coordinate from an index tensor (rows gathered by id); `guard`
+        makes out-of-range elements read 0, like a bounds-checked buffer load.
+        """
         loc = user_loc()
         t = _builder().reg_type(self.dtype, spec, loc)
         return _result(O.GlobalLoad, t, loc, tensor=self.value,
-                       origin=_exprs(origin, "origin", loc), axes=self._axes(axes, spec, loc))
+                       origin=_exprs(origin, "origin", loc), axes=self._axes(axes, spec, loc),
+                       gather=_gather(gather, loc), guard=guard)
 
-    def store(self, origin, tile: Tile, *, axes=None):
-        self._store(O.GlobalStore, origin, tile, axes)
+    def store(self, origin, tile: Tile, *, axes=None, gather: Gather | None = None,
+              guard: bool = False):
+        """tensor[origin + c] = tile[c]; `gather`/`guard` as for load (guarded elements out of
+        range are not written)."""
+        self._store(O.GlobalStore, origin, tile, axes, gather, guard)
 
-    def atomic_add(self, origin, tile: Tile, *, axes=None):
-        self._store(O.GlobalAtomicAdd, origin, tile, axes)
+    def atomic_add(self, origin, tile: Tile, *, axes=None, gather: Gather | None = None,
+                   guard: bool = False):
+        self._store(O.GlobalAtomicAdd, origin, tile, axes, gather, guard)
 
-    def _store(self, kind, origin, tile: Tile, axes):
+    def _store(self, kind, origin, tile: Tile, axes, gather, guard):
         loc = user_loc()
         _builder().emit(kind(tensor=self.value, origin=_exprs(origin, "origin", loc),
-                             axes=self._axes(axes, tile.spec, loc), value=tile.value, loc=loc))
+                             axes=self._axes(axes, tile.spec, loc), value=tile.value, loc=loc,
+                             gather=_gather(gather, loc), guard=guard))
+
+
+@attrs.frozen
+class Gather:
+    """Rows by id: along tensor `axis`, use `index[start + c[tile_axis]]` (index: an i32 rank-1
+    tensor argument)."""
+
+    index: Global
+    start: object
+    tile_axis: int = 0
+    axis: int = 0
+
+
+def _gather(gather: Gather | None, loc: SourceLoc) -> O.Gather | None:
+    if gather is None:
+        return None
+    if not isinstance(gather.index, Global):
+        raise DSLError("Gather needs an index tensor argument", loc)
+    return O.Gather(gather.index.value, _exprs((gather.start,), "gather start", loc)[0],
+                    gather.tile_axis, gather.axis)
+
+
+def load_scalar(tensor: Global, index, lo: int, hi: int) -> Var:
+    """One element of an i32 tensor as a workgroup-uniform integer in [lo, hi)."""
+    loc = user_loc()
+    builder = _builder()
+    var = Var(builder.fresh_var("s"), lo, hi)
+    builder.emit(O.ScalarLoad(var=var, tensor=tensor.value, index=_exprs(index, "index", loc),
+                              loc=loc))
+    return var
 
 
 class Lds:
@@ -263,7 +321,10 @@ def program_id(axis: int) -> Var:
     builder = _builder()
     if axis not in builder.pids:
         var = Var(f"wg{axis}", 0, SIZE_RANGE[1])
-        builder.emit(O.ProgramId(var=var, axis=axis, loc=loc))
+        op = O.ProgramId(var=var, axis=axis, loc=loc)
+        op.verify()
+        # bound at kernel level even when first asked for inside a loop or branch
+        builder.blocks[0].append(op)
         builder.pids[axis] = var
     return builder.pids[axis]
 
@@ -471,23 +532,29 @@ class _Carried:
 
 
 class Range(_Carried):
-    """`for k in T.range(start, stop, step, stages=, unroll=, hints=, **carried)`: a loop with a
-    symbolic induction variable; carried tiles are attributes of the range object."""
+    """`for k in T.range(start, stop, step, stages=, unroll=, hints=, name=, **carried)`: a loop
+    with a symbolic induction variable (named `name` in the IR); carried tiles are attributes
+    of the range object."""
 
     def __init__(self, start, stop=None, step: int = 1, *, stages: int = 1, unroll: int = 1,
-                 hints=(), **carried: Tile):
+                 hints=(), name: str | None = None, **carried: Tile):
         super().__init__(carried)
         if stop is None:
             start, stop = 0, start
         loc = user_loc()
         object.__setattr__(self, "_spec", (as_expr(start), as_expr(stop), step, stages, unroll,
-                                           tuple(hints), loc))
+                                           tuple(hints), loc, name))
 
     def __iter__(self):
         builder = _builder()
-        start, stop, step, stages, unroll, hints, loc = object.__getattribute__(self, "_spec")
+        start, stop, step, stages, unroll, hints, loc, name = object.__getattribute__(self,
+                                                                                     "_spec")
+        if object.__getattribute__(self, "__dict__").get("_traced"):
+            raise DSLError("this T.range was already iterated; open a new T.range per loop",
+                           user_loc())
+        object.__setattr__(self, "_traced", True)
         values = object.__getattribute__(self, "_values")
-        iv = Var(builder.fresh("k"), 0, SIZE_RANGE[1])
+        iv = Var(name or builder.fresh_var("k"), 0, SIZE_RANGE[1])
         names = list(values)
         inits = [values[n].value for n in names]
         args = [Value(builder.fresh(n), v.type) for n, v in zip(names, inits)]
@@ -565,8 +632,10 @@ class Scalar:
 class KernelDef:
     """A traceable kernel: `.trace(**params)` gives its IR, `.ir` uses the default params."""
 
-    def __init__(self, fn: Callable, waves: int):
+    def __init__(self, fn: Callable, waves: int, namespace: dict | None = None):
         self.fn, self.waves = fn, waves
+        # names visible where the kernel was defined, for string annotations of nested kernels
+        self.namespace = dict(namespace or {})
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
         signature = inspect.signature(fn)
@@ -592,7 +661,11 @@ class KernelDef:
     def _trace(self, params: dict) -> O.Kernel:
         loc = _def_loc(self.fn)
         builder = _Builder(self.name, self.waves, loc)
-        annotations = inspect.get_annotations(self.fn, eval_str=True)
+        try:
+            annotations = inspect.get_annotations(self.fn, eval_str=True, locals=self.namespace)
+        except NameError as error:
+            raise DSLError(f"cannot evaluate an argument annotation of {self.name}: {error}",
+                           loc) from None
         args, handles = [], []
         for name, p in inspect.signature(self.fn).parameters.items():
             if p.kind is p.KEYWORD_ONLY:
@@ -624,21 +697,46 @@ class KernelDef:
                           self.waves, tuple(builder.assumes), O.Block((), builder.blocks[0]), loc,
                           tuple(builder.hints))
         try:
-            return kernel.verify()
+            kernel.verify()
         except IRError as error:
-            raise DSLError(str(error), loc) from None
+            message = str(error)
+            where = _loc_prefix(message) or loc
+            raise DSLError(message.removeprefix(f"{where}: "), where) from None
+        if int(os.environ.get("ARGUS_DEBUG", "0") or 0) >= 2:
+            print(kernel, file=sys.stderr)
+        return kernel
+
+
+def _loc_prefix(message: str) -> SourceLoc | None:
+    """The `file:line:col` an IRError message starts with, if any."""
+    head = message.split(": ", 1)[0]
+    parts = head.rsplit(":", 2)
+    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+        return SourceLoc(parts[0], int(parts[1]), int(parts[2]))
+    return None
 
 
 def _def_loc(fn) -> SourceLoc:
+    """The `def` line of a kernel function (after its decorators)."""
     code = fn.__code__
-    return SourceLoc(short_path(code.co_filename), code.co_firstlineno, 1)
+    line = code.co_firstlineno
+    try:
+        source, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return SourceLoc(short_path(code.co_filename), line, 1)
+    for offset, text in enumerate(source):
+        if text.lstrip().startswith(("def ", "async def ")):
+            return SourceLoc(short_path(code.co_filename), start + offset,
+                             len(text) - len(text.lstrip()) + 1)
+    return SourceLoc(short_path(code.co_filename), line, 1)
 
 
 def kernel(fn: Callable | None = None, *, waves: int = 4):
     """Decorator: `@kernel` or `@kernel(waves=4)` makes a traceable KernelDef."""
+    namespace = sys._getframe(1).f_locals
     if fn is None:
-        return lambda f: KernelDef(f, waves)
-    return KernelDef(fn, waves)
+        return lambda f: KernelDef(f, waves, sys._getframe(1).f_locals)
+    return KernelDef(fn, waves, namespace)
 
 
 def ceil_div(a, b):
@@ -649,5 +747,5 @@ __all__ = [
     "kernel", "KernelDef", "Tensor", "Scalar", "Tile", "Global", "Lds", "grid", "program_id",
     "assume", "hint", "tag", "tag_assert", "lds", "full", "zeros", "mfma", "exp2", "log2", "rcp",
     "maximum", "minimum", "mask", "reduce", "broadcast", "slots", "barrier", "Range", "when",
-    "ThreadLayout",
+    "ThreadLayout", "Gather", "load_scalar",
 ]

@@ -11,7 +11,7 @@ import weakref
 
 from pysmt.environment import Environment
 
-from argus.ir.expr import Const, Expr, Term, Var, as_expr, bounds, ite
+from argus.ir.expr import Const, Expr, Term, Var, as_expr, bounds, ite, subterms
 
 _ENVIRONMENTS: dict[int, Environment] = {}
 _LOWERED: dict[int, weakref.WeakKeyDictionary] = {}
@@ -34,50 +34,37 @@ def width_for(exprs) -> int:
     """Bit width holding every value of every subterm, plus a spare bit, rounded up to bytes."""
     needed = 1
     for e in exprs:
-        for sub in _subterms(e):
+        for sub in subterms(e):
             lo, hi = bounds(sub)
             needed = max(needed, _signed_bits(lo), _signed_bits(hi))
     return max(8, -(-(needed + 1) // 8) * 8)
-
-
-def _subterms(expr):
-    seen, stack = set(), [expr]
-    while stack:
-        e = stack.pop()
-        if e in seen:
-            continue
-        seen.add(e)
-        yield e
-        if isinstance(e, Term):
-            stack.extend(e.args)
 
 
 def defined(expr) -> Expr:
     """Condition under which evaluating `expr` raises nothing: divisors are non-zero and shift
     counts non-negative wherever evaluation reaches them (ite evaluates one branch)."""
     memo: dict = {}
-
-    def go(e):
-        if e in memo:
-            return memo[e]
+    for e in subterms(expr):
         if not isinstance(e, Term):
-            result = Const(True)
+            memo[e] = Const(True)
         elif e.op == "ite":
             c, a, b = e.args
-            result = _conjoin(go(c), ite(c, go(a), go(b)))
+            memo[e] = _conjoin(memo[c], ite(c, memo[a], memo[b]))
         else:
             result = Const(True)
             for arg in e.args:
-                result = _conjoin(result, go(arg))
-            lo, hi = bounds(e.args[1])
-            if e.op in ("floordiv", "mod") and lo <= 0 <= hi:
-                result = _conjoin(result, e.args[1].ne(0))
-            if e.op in ("shl", "shr") and lo < 0:
-                result = _conjoin(result, e.args[1] >= 0)
-        memo[e] = result
-        return result
+                result = _conjoin(result, memo[arg])
+            if e.op in ("floordiv", "mod", "shl", "shr"):
+                result = _conjoin(result, _operand_defined(e.op, e.args[1]))
+            memo[e] = result
+    return memo[as_expr(expr)]
 
-    return go(as_expr(expr))
+
+def _operand_defined(op, operand):
+    lo, hi = bounds(operand)
+    if op in ("floordiv", "mod"):
+        return operand.ne(0) if lo <= 0 <= hi else Const(True)
+    return operand >= 0 if lo < 0 else Const(True)
 
 
 def _conjoin(a, b):

@@ -17,7 +17,7 @@ from pysmt.exceptions import SolverReturnedUnknownResultError
 from pysmt.logics import QF_BV
 from pysmt.smtlib.script import smtlibscript_from_formula
 
-from argus.ir.expr import Const, Var, as_expr, evaluate, free_vars, simplify
+from argus.ir.expr import Const, Expr, Var, as_expr, evaluate, free_vars, simplify
 from argus.smt.encode import defined, environment, lower, width_for
 from argus.smt.verdict import Proved, Refuted, Unknown
 
@@ -39,7 +39,7 @@ def _check_solver(solver):
 class _Query:
     """A goal and its assumptions, simplified, with the pieces the solver needs."""
 
-    def __init__(self, goal, assume):
+    def __init__(self, goal, assume, extra_variables=()):
         goal = as_expr(goal)
         assume = tuple(as_expr(a) for a in assume)
         for what, e in [("goal", goal)] + [("assumption", a) for a in assume]:
@@ -54,8 +54,8 @@ class _Query:
         terms = (self.goal, self.goal_defined) + self.assume + self.assume_defined
         # variables that simplification removed still belong in the witness
         mentioned = (goal,) + assume + terms
-        self.variables = sorted(set().union(*(free_vars(t) for t in mentioned)),
-                                key=lambda v: v.name)
+        self.variables = sorted(set().union(*(free_vars(t) for t in mentioned),
+                                            extra_variables), key=lambda v: v.name)
         names = [v.name for v in self.variables]
         for v in self.variables:
             if names.count(v.name) > 1:
@@ -97,16 +97,18 @@ def prove(goal, assume=(), *, solver="z3", timeout_ms=10_000, minimize=()):
 
     Returns Proved(), Refuted(witness) with a replayed counterexample (lexicographically
     smallest over the `minimize` variables, given as Vars or names), or Unknown(reason).
+    The witness names every variable of the goal, the assumptions and `minimize`.
     """
     _check_solver(solver)
-    query = _Query(goal, assume)
+    assume, minimize = _as_tuple(assume), _as_tuple(minimize)
+    query = _Query(goal, assume, [v for v in minimize if isinstance(v, Var)])
     order = tuple(v.name if isinstance(v, Var) else v for v in minimize)
     unknown_names = set(order) - {v.name for v in query.variables}
     if unknown_names:
         raise ValueError(f"minimize names {sorted(unknown_names)} that the goal and "
                          f"assumptions do not mention; they mention "
                          f"{[v.name for v in query.variables]}")
-    key = (query.key, solver, order)
+    key = (query.key, solver, order, tuple(query.variables))
     if key in _cache:
         _stats["hits"] += 1
         _cache.move_to_end(key)
@@ -119,6 +121,11 @@ def prove(goal, assume=(), *, solver="z3", timeout_ms=10_000, minimize=()):
             _cache.popitem(last=False)
     _debug(query, solver, verdict)
     return verdict
+
+
+def _as_tuple(items) -> tuple:
+    """One expression, Var or name, or a sequence of them."""
+    return (items,) if isinstance(items, (Expr, str)) else tuple(items)
 
 
 def _decide(query, solver, timeout_ms, order):
@@ -183,7 +190,7 @@ def _minimise(smt, query, name, point, deadline):
 
 def to_smtlib(goal, assume=()) -> str:
     """An SMT-LIB 2 script for the obligation: `sat` means refuted, `unsat` means proved."""
-    query = _Query(goal, assume)
+    query = _Query(goal, _as_tuple(assume))
     script = smtlibscript_from_formula(query.formula(), logic=QF_BV)
     out = io.StringIO()
     out.write(f"; argus obligation: {query.original_goal}\n")
@@ -204,6 +211,7 @@ def clear_cache() -> None:
 
 
 def _debug(query, solver, verdict):
-    if int(os.environ.get("ARGUS_DEBUG") or 0) >= 1:
+    level = os.environ.get("ARGUS_DEBUG", "0")
+    if level.isdigit() and int(level) >= 1:
         print(f"argus.smt [{solver}, {query.width}-bit] {query.original_goal}: {verdict}",
               file=sys.stderr)

@@ -1,0 +1,278 @@
+"""The LDS memory model: write records, ring-buffer layers for loops, and read resolution.
+
+A read at a symbolic thread resolves, write by write from the newest, whether that write covers
+its address; the writer is named through the inverse of the address map and the writer's
+layout, as fresh variables fixed by total constraints, so queries stay quantifier-free. A write
+by another thread in the reader's barrier epoch makes the read ⊤ (and is a race).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import attrs
+import numpy as np
+
+from argus.absint.domain import FALSE, TRUE, TileTags, fresh_in, fresh_var
+from argus.ir.expr import And, Const, Expr, Not, Or, Var, ite, simplify, substitute
+from argus.ir.types import LANES, AddressMap, ThreadLayout
+
+
+@attrs.frozen
+class WriteRec:
+    """One lds.store as the verifier remembers it."""
+
+    op: object = attrs.field(eq=False)
+    addr: AddressMap
+    origin: tuple[Expr, ...]
+    tile: TileTags
+    layout: ThreadLayout
+    shape: tuple[int, ...]
+    size: int
+    guard: Expr
+    epoch: Expr
+
+    def substitute(self, mapping: dict) -> WriteRec:
+        def put(e):
+            return simplify(substitute(e, mapping))
+        return attrs.evolve(self, origin=tuple(put(o) for o in self.origin),
+                            tile=self.tile.substitute(mapping), guard=put(self.guard),
+                            epoch=put(self.epoch))
+
+
+@attrs.frozen
+class Empty:
+    """Nothing written yet: reads are uninitialised."""
+
+
+@attrs.frozen
+class Opaque:
+    """Contents the verifier gave up on (⊤)."""
+
+
+@attrs.frozen
+class Writes:
+    """`records` (oldest first) on top of the state `below`."""
+
+    records: tuple[WriteRec, ...]
+    below: object
+
+
+@attrs.frozen
+class Layers:
+    """The state at loop iteration `at`: the writes of iterations at-1..at-depth (the body's
+    `records` with the induction variable shifted), older iterations ⊤, and `below` (the state
+    before the loop) when fewer iterations have run. `records=None` means the body is unknown."""
+
+    iv: Var
+    start: Expr
+    step: int
+    records: tuple[WriteRec, ...] | None
+    depth: int
+    at: Expr
+    below: object
+
+
+def push(state, record: WriteRec):
+    if isinstance(state, Writes):
+        return Writes(state.records + (record,), state.below)
+    return Writes((record,), state)
+
+
+@attrs.frozen
+class ReadSite:
+    """A read by a symbolic thread: view coordinates, address, thread id, epoch."""
+
+    addr: AddressMap
+    view: tuple[Expr, ...]
+    address: Expr
+    thread_id: Expr
+    epoch: Expr
+
+
+@attrs.define
+class Resolution:
+    """Per tag name the value and ⊤-condition a read sees, and how it was found."""
+
+    values: dict
+    tops: dict
+    uninitialised: Expr
+    opaque: Expr
+    race: Expr
+    defs: list
+    fresh: set
+
+    @classmethod
+    def bottom(cls, names, *, opaque: bool) -> Resolution:
+        return cls({n: Const(0) for n in names}, {n: TRUE for n in names},
+                   FALSE if opaque else TRUE, TRUE if opaque else FALSE, FALSE, [], set())
+
+    def choose(self, cond: Expr, other: Resolution) -> Resolution:
+        """`self` where `cond` holds, else `other`."""
+        return Resolution(
+            {n: ite(cond, self.values[n], other.values[n]) for n in self.values},
+            {n: ite(cond, self.tops[n], other.tops[n]) for n in self.tops},
+            ite(cond, self.uninitialised, other.uninitialised),
+            ite(cond, self.opaque, other.opaque), ite(cond, self.race, other.race),
+            self.defs + other.defs, self.fresh | other.fresh)
+
+
+@lru_cache(maxsize=256)
+def is_bijection(addr: AddressMap) -> bool:
+    """The address map sends its view one-to-one onto [0, number of view elements)."""
+    grids = np.meshgrid(*(np.arange(n) for n in addr.shape), indexing="ij")
+    offsets = np.broadcast_to(np.asarray(addr(*grids)), grids[0].shape).ravel()
+    return bool(np.array_equal(np.sort(offsets), np.arange(offsets.size)))
+
+
+@lru_cache(maxsize=256)
+def covers_tile(layout: ThreadLayout, shape: tuple[int, ...]) -> bool:
+    """Every element of the tile is held by some thread of the layout."""
+    coords = layout.table()
+    inside = np.ones(coords[0].shape, bool)
+    for c, extent in zip(coords, shape):
+        inside &= (c >= 0) & (c < extent)
+    flat = np.ravel_multi_index(tuple(c[inside] for c in coords), shape)
+    return bool(np.unique(flat).size == int(np.prod(shape)))
+
+
+def thread_exprs(layout: ThreadLayout, wave, lane, slot) -> tuple[Expr, ...]:
+    names = {"wave": wave, "lane": lane, "slot": slot}
+    return tuple(substitute(c, names) for c in layout.coords)
+
+
+def view_coords(addr: AddressMap, origin, tile_coords) -> tuple[Expr, ...]:
+    """The view coordinates a tile element lands on: the tile fills the trailing dimensions."""
+    lead = len(addr.shape) - len(tile_coords)
+    return tuple(origin[d] if d < lead else origin[d] + tile_coords[d - lead]
+                 for d in range(len(addr.shape)))
+
+
+def inside_view(addr: AddressMap, view, address, size: int) -> Expr:
+    parts = [And(0 <= v, v < n) for v, n in zip(view, addr.shape)]
+    return And(*parts, 0 <= address, address < size)
+
+
+def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
+    """What the read sees if `record` is the newest write covering its address (None: the
+    verifier cannot name the writer, so the record makes the read ⊤)."""
+    defs, fresh = [], set()
+    if record.addr == site.addr:
+        view, in_image = site.view, TRUE
+    else:
+        if not is_bijection(record.addr):
+            return None
+        view = tuple(fresh_var("view", 0, n) for n in record.addr.shape)
+        fresh |= set(view)
+        in_image = And(0 <= site.address, site.address < len_of(record.addr))
+        defs.append(Or(Not(in_image), record.addr.at(view).eq(site.address)))
+    if not covers_tile(record.layout, record.shape):
+        return None
+    lead = len(record.addr.shape) - len(record.shape)
+    box = [view[d].eq(record.origin[d]) for d in range(lead)]
+    box += [And(record.origin[d] <= view[d], view[d] < record.origin[d] + record.shape[d - lead])
+            for d in range(lead, len(view))]
+    cover = And(record.guard, in_image, inside_view(record.addr, view, site.address,
+                                                     record.size), *box)
+    writer = (fresh_var("wwave", 0, record.layout.waves), fresh_var("wlane", 0, LANES),
+              fresh_var("wslot", 0, record.layout.slots))
+    fresh |= set(writer)
+    held = thread_exprs(record.layout, *writer)
+    wanted = [view[d] - record.origin[d] for d in range(lead, len(view))]
+    defs.append(Or(Not(cover), And(*(h.eq(w) for h, w in zip(held, wanted)))))
+    instance = record.tile.at(*writer)
+    defs += instance.defs
+    fresh |= fresh_in(*defs, *(t.value for t in instance.tags.values()),
+                      *(t.top for t in instance.tags.values()))
+    race = And(record.epoch.eq(site.epoch), (writer[0] * LANES + writer[1]).ne(site.thread_id))
+    values, tops = {}, {}
+    for n in names:
+        tag = instance.tags.get(n)
+        values[n] = tag.value if tag is not None else Const(0)
+        tops[n] = Or(tag.top, race) if tag is not None else TRUE
+    return _Guarded(cover, Resolution(values, tops, FALSE, FALSE, race, defs, fresh))
+
+
+@attrs.frozen
+class _Guarded:
+    cover: Expr
+    layer: Resolution
+
+
+def len_of(addr: AddressMap) -> int:
+    return int(np.prod(addr.shape))
+
+
+def record_names(state) -> set:
+    """Tag names of every write reachable in `state`."""
+    if isinstance(state, Writes):
+        return set().union(*(r.tile.names for r in state.records)) | record_names(state.below)
+    if isinstance(state, Layers):
+        body = set().union(*(r.tile.names for r in state.records or ()))
+        return body | record_names(state.below)
+    return set()
+
+
+def resolve(state, site: ReadSite, names) -> Resolution:
+    """The tags a read at `site` sees in `state`."""
+    if isinstance(state, Empty):
+        return Resolution.bottom(names, opaque=False)
+    if isinstance(state, Opaque):
+        return Resolution.bottom(names, opaque=True)
+    if isinstance(state, Writes):
+        result = resolve(state.below, site, names)
+        for record in state.records:
+            result = _stack(record, TRUE, site, names, result)
+        return result
+    at, step, start = state.at, state.step, state.start
+    if state.records is None:
+        return Resolution.bottom(names, opaque=True).choose(
+            simplify(at - step >= start), resolve(state.below, site, names))
+    older = simplify(at - (state.depth + 1) * step >= start)
+    result = Resolution.bottom(names, opaque=True).choose(older,
+                                                          resolve(state.below, site, names))
+    for j in range(state.depth, 0, -1):
+        iteration = simplify(at - j * step)
+        ran = simplify(iteration >= start)
+        for record in state.records:
+            shifted = record.substitute({state.iv.name: iteration})
+            result = _stack(shifted, ran, site, names, result)
+    return result
+
+
+def _stack(record, ran, site, names, below: Resolution) -> Resolution:
+    guarded = _layer(record, site, names)
+    if guarded is None:
+        return Resolution.bottom(names, opaque=True).choose(ran, below)
+    cond = simplify(And(ran, guarded.cover))
+    if cond is FALSE:
+        return below
+    return guarded.layer.choose(cond, below)
+
+
+@attrs.frozen
+class Access:
+    """An LDS access for the race checks: where, by whom, in which epoch and loops."""
+
+    op: object = attrs.field(eq=False)
+    write: bool
+    buffer: str
+    addr: AddressMap
+    origin: tuple[Expr, ...]
+    layout: ThreadLayout
+    size: int
+    guard: Expr
+    epoch: Expr
+    loops: tuple = ()
+    order: int = 0
+
+    def footprint(self, mapping: dict):
+        """(thread vars, thread id, address, inside) of a fresh symbolic thread."""
+        thread = (fresh_var("wave", 0, self.layout.waves), fresh_var("lane", 0, LANES),
+                  fresh_var("slot", 0, self.layout.slots))
+        coords = thread_exprs(self.layout, *thread)
+        origin = tuple(substitute(o, mapping) for o in self.origin)
+        view = view_coords(self.addr, origin, coords)
+        address = self.addr.at(view)
+        inside = inside_view(self.addr, view, address, self.size)
+        return thread, thread[0] * LANES + thread[1], address, inside

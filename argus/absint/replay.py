@@ -1,0 +1,54 @@
+"""Concrete replay of a solver witness on the reference interpreter: a refutation is reported
+only when the interpreter, run on the witness's sizes and workgroup, really violates the same
+check at the same op; the counterexample then carries the interpreter's concrete facts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+
+from argus.absint.report import Counterexample
+from argus.ir.expr import evaluate
+
+#: Largest total number of tensor elements a replay may allocate.
+MAX_REPLAY_ELEMENTS = 1 << 24
+
+
+class ReplayError(Exception):
+    """The witness could not be replayed, or the replay shows no violation."""
+
+
+def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict
+                      ) -> Counterexample:
+    """Run `kernel` for the witness's workgroup; return the confirmed counterexample."""
+    from argus.absint.concrete import InterpError, run
+
+    sizes = dict(cex.sizes)
+    inputs = {}
+    for tensor in kernel.tensors:
+        shape = tuple(int(evaluate(e, sizes)) for e in tensor.type.shape)
+        inputs[tensor.name] = np.zeros(shape, np.float32)
+    total = sum(math.prod(a.shape) for a in inputs.values())
+    if total > MAX_REPLAY_ELEMENTS:
+        raise ReplayError(f"sizes {sizes} need {total} elements, more than the replay allows")
+    scalars = {v.name: sizes[v.name] for v in kernel.scalars}
+    pid = cex.workgroup[:len(kernel.grid)]
+    try:
+        result = run(kernel, inputs, scalars, max_violations=100_000, workgroups=[pid])
+    except InterpError as error:
+        raise ReplayError(str(error)) from None
+    found = [v for v in result.violations if v.loc == str(op.loc) and v.kind == kind]
+    if not found:
+        others = sorted({f"{v.kind} at {v.loc}" for v in result.violations})
+        raise ReplayError(f"the interpreter found no {kind} at {op.loc} for sizes {sizes}, "
+                          f"workgroup {pid}" + (f" (it found {others})" if others else ""))
+    same_iteration = [v for v in found if v.iteration == cex.iteration]
+    v = (same_iteration or found)[0]
+    return attrs.evolve(cex, workgroup=tuple(v.workgroup), wave=v.wave, lane=v.lane,
+                        slot=v.slot, iteration=dict(v.iteration),
+                        element=dict(v.element) or cex.element,
+                        tags=dict(v.tags) or cex.tags, detail=v.detail or cex.detail,
+                        confirmed=True)

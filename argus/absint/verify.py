@@ -1,0 +1,719 @@
+"""`verify(kernel, **sizes) -> Report`: prove every tag assertion and built-in check of a kernel
+for all workgroups, waves, lanes, slots and loop iterations, with symbolic sizes.
+
+The walk is an abstract interpretation over tag maps (`domain`) and the LDS model (`lds`); every
+obligation becomes one quantifier-free SMT query; a refutation is reported only after the
+witness replays on the reference interpreter (`replay`), otherwise it is Unknown.
+"""
+
+from __future__ import annotations
+
+import time
+
+import attrs
+
+from argus.absint import lds as L
+from argus.absint.domain import (
+    FALSE,
+    TOP_TAG,
+    TRUE,
+    Tag,
+    TileTags,
+    equal_tags,
+    fresh_in,
+    fresh_var,
+    join_tags,
+    merge_tags,
+    tile_tags,
+)
+from argus.absint.replay import ReplayError, replay_obligation
+from argus.absint.report import PROVED, REFUTED, UNKNOWN, Counterexample, Obligation, Report
+from argus.ir import ops as O
+from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, free_vars, max_, simplify
+from argus.ir.expr import substitute as subst
+from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
+from argus.smt import Proved, Refuted, prove
+
+MAX_LOOP_PASSES = 6
+
+
+class VerifyError(ValueError):
+    """The kernel uses a construct the verifier does not model; the message says which."""
+
+
+@attrs.frozen
+class LoopCtx:
+    iv: Var
+    start: Expr
+    stop: Expr
+    step: int
+
+    def bounds(self, iv=None) -> list[Expr]:
+        iv = self.iv if iv is None else iv
+        return [self.start <= iv, iv < self.stop, ((iv - self.start) % self.step).eq(0)]
+
+
+def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool = True,
+           **sizes_or_params) -> Report:
+    """Verify `kernel` (a traced IR kernel or an `@kernel` function).
+
+    Keyword arguments that name kernel parameters choose the trace; those that name sizes pin
+    them (`M=256`), every other size stays symbolic."""
+    started = time.perf_counter()
+    ir, pins = _trace(kernel, sizes_or_params)
+    verifier = _Verifier(ir, pins, solver, timeout_ms, replay)
+    verifier.run()
+    return Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
+                  time.perf_counter() - started)
+
+
+def _trace(kernel, kwargs: dict):
+    if isinstance(kernel, O.Kernel):
+        ir, rest = kernel, dict(kwargs)
+    else:
+        params = {k: v for k, v in kwargs.items() if k in getattr(kernel, "params", {})}
+        rest = {k: v for k, v in kwargs.items() if k not in params}
+        ir = kernel.trace(**params)
+    names = {v.name for v in ir.sizes + ir.scalars}
+    unknown = set(rest) - names
+    if unknown:
+        raise VerifyError(f"kernel {ir.name} has no size or parameter {sorted(unknown)}; its "
+                          f"sizes are {sorted(names)}")
+    return ir, {k: int(v) for k, v in rest.items()}
+
+
+class _Verifier:
+    def __init__(self, kernel: O.Kernel, pins: dict, solver: str, timeout_ms: int,
+                 replay: bool):
+        self.kernel, self.solver, self.timeout_ms, self.replay = kernel, solver, timeout_ms, replay
+        sizes = {v.name: v for v in kernel.sizes + kernel.scalars}
+        self.assumes: list[Expr] = [v >= v.lo for v in sizes.values()]
+        self.assumes += list(kernel.assumes) + [sizes[n].eq(v) for n, v in pins.items()]
+        self.values: dict = {}
+        self.tensor_tags: dict = {}
+        self.lds: dict = {}
+        self.lds_size: dict = {}
+        self.epoch: Expr = Const(0)
+        self.guard: Expr = TRUE
+        self.loops: list[LoopCtx] = []
+        self.loop_writes: list[dict] = []
+        self.accesses: list[L.Access] = []
+        self.pids: dict[int, Var] = {}
+        self.collect = True
+        self.in_branch = False
+        self.obligations: list[Obligation] = []
+        self.bank_facts: list = []
+        self.order = 0
+
+    # driver
+
+    def run(self):
+        self.execute(self.kernel.body)
+        self.check_races()
+        self.check_budgets()
+        from argus.absint.banks import bank_facts
+
+        self.bank_facts = bank_facts(self.kernel)
+
+    def execute(self, block: O.Block):
+        for op in block.ops:
+            if isinstance(op, O.Yield):
+                return [self.values[v.name] for v in op.values]
+            handler = getattr(self, "op_" + type(op).__name__, None)
+            if handler is None:
+                raise VerifyError(f"{op.loc}: {op.mnemonic}: the verifier has no rule for this "
+                                  "op")
+            handler(op)
+        return []
+
+    # obligations
+
+    def minimize_order(self, thread) -> list[str]:
+        names = [v.name for v in self.kernel.sizes + self.kernel.scalars]
+        names += [c.iv.name for c in self.loops]
+        names += [self.pids[a].name for a in sorted(self.pids)]
+        return names + [v.name for v in thread]
+
+    def obligation(self, op, kind: str, message: str, goal: Expr, defs=(), thread=(),
+                   describe=None, loc=None):
+        """Decide `goal` for every point of the current context; record the verdict."""
+        if not self.collect:
+            return
+        started = time.perf_counter()
+        assume = self.assumes + list(defs) + [v >= v.lo for v in thread]
+        mentioned = set().union(*(free_vars(e) for e in [goal, *assume]))
+        order = [n for n in self.minimize_order(thread) if n in {v.name for v in mentioned}]
+        verdict = prove(goal, assume, solver=self.solver, timeout_ms=self.timeout_ms,
+                        minimize=order)
+        loc = str(loc or op.loc)
+        if isinstance(verdict, Proved):
+            self.obligations.append(Obligation(kind, message, loc, PROVED,
+                                               seconds=time.perf_counter() - started))
+            return
+        if not isinstance(verdict, Refuted):
+            self.obligations.append(Obligation(kind, message, loc, UNKNOWN,
+                                               reason=verdict.reason,
+                                               seconds=time.perf_counter() - started))
+            return
+        witness = verdict.witness
+        cex = self.counterexample(witness, thread, describe)
+        verdict_name, reason = REFUTED, ""
+        if self.replay:
+            try:
+                cex = replay_obligation(self.kernel, op, kind, cex, witness)
+            except ReplayError as error:
+                verdict_name, reason = UNKNOWN, f"the solver's witness did not replay: {error}"
+                cex = attrs.evolve(cex, confirmed=False)
+        else:
+            cex = attrs.evolve(cex, confirmed=False)
+        self.obligations.append(Obligation(kind, message, loc, verdict_name, cex, reason,
+                                           time.perf_counter() - started))
+
+    def counterexample(self, witness: dict, thread, describe) -> Counterexample:
+        sizes = {v.name: witness.get(v.name, v.lo) for v in self.kernel.sizes + self.kernel.scalars}
+        workgroup = tuple(witness.get(self.pids[a].name, 0) if a in self.pids else 0
+                          for a in range(3))
+        point = [witness.get(v.name, 0) for v in thread] + [0, 0, 0]
+        extra = describe(witness) if describe else {}
+        return Counterexample(
+            workgroup, point[0], point[1], point[2],
+            iteration={c.iv.name: witness.get(c.iv.name, 0) for c in self.loops},
+            element=extra.get("element", {}), tags=extra.get("tags", {}), sizes=sizes,
+            detail=extra.get("detail", ""), confirmed=False)
+
+    def assertions(self, op, roles: dict, defs, thread, element=None, agree=None):
+        """Obligations for the op's tag assertions; `roles` maps role -> {tag name: Tag}."""
+        for assertion in getattr(op, "asserts", ()):
+            used = [v for v in free_vars(assertion.predicate) if "_" in v.name]
+            missing = sorted({f"{r}.{t}" for r, t in (O.split_role_var(v.name) for v in used)
+                              if t not in roles.get(r, {})})
+            if missing:
+                carried = {r: sorted(t) for r, t in roles.items()}
+                self.obligation(op, "tag-missing",
+                                f"assertion '{assertion.message}' reads {', '.join(missing)}, "
+                                f"which the operands do not carry (they have {carried})",
+                                FALSE, defs, thread)
+                continue
+            mapping, tops = {}, []
+            for v in used:
+                role, tag = O.split_role_var(v.name)
+                mapping[v.name] = roles[role][tag].value
+                tops.append(roles[role][tag].top)
+            holds = subst(assertion.predicate, mapping)
+            if agree is not None:
+                holds = holds.eq(agree)
+            goal = And(Not(Or(*tops)), holds)
+
+            def describe(witness, roles=roles, predicate=assertion.predicate):
+                shown = {r: {n: _show(t, witness) for n, t in tags.items()}
+                         for r, tags in roles.items()}
+                return {"element": element(witness) if element else {}, "tags": shown,
+                        "detail": f"predicate: {predicate}"}
+            self.obligation(op, "tag-assertion", assertion.message, goal, defs, thread,
+                            describe, loc=assertion.loc)
+
+    # helpers
+
+    def tags(self, value) -> TileTags:
+        return self.values[value.name]
+
+    @staticmethod
+    def thread(t: RegType):
+        return thread_vars(t.layout.waves, t.layout.slots)
+
+    # scalars and tags
+
+    def op_ProgramId(self, op: O.ProgramId):
+        self.pids[op.axis] = op.var
+        if op.axis < len(self.kernel.grid):
+            self.assumes += [op.var >= 0, op.var < self.kernel.grid[op.axis]]
+        else:
+            self.assumes.append(op.var.eq(0))
+
+    def op_TagDef(self, op: O.TagDef):
+        self.tensor_tags[op.tensor.name] = op.tags
+
+    def op_TagTile(self, op: O.TagTile):
+        t = op.result.type
+        coords = {f"c{a}": c for a, c in enumerate(t.layout.coords)}
+        self.values[op.result.name] = tile_tags(
+            self.thread(t), {n: Tag(subst(e, coords)) for n, e in op.tags})
+
+    def op_Full(self, op: O.Full):
+        self.values[op.result.name] = TileTags(self.thread(op.result.type))
+
+    # global memory
+
+    def global_index(self, op, tensor, origin, axes, layout):
+        index = list(origin)
+        for tile_axis, tensor_axis in enumerate(axes):
+            index[tensor_axis] = index[tensor_axis] + layout.coords[tile_axis]
+        inside = And(*(And(0 <= i, i < e) for i, e in zip(index, tensor.type.shape)))
+        return index, simplify(inside)
+
+    def global_tags(self, tensor, index, inside) -> dict:
+        env = {f"c{a}": i for a, i in enumerate(index)}
+        return {n: Tag(subst(e, env), Not(inside))
+                for n, e in self.tensor_tags.get(tensor.name, ())}
+
+    def check_bounds(self, op, inside, thread, what, element):
+        def describe(witness):
+            return {"element": element(witness)}
+        self.obligation(op, "out-of-bounds", what, inside, (), thread, describe)
+
+    def op_GlobalLoad(self, op: O.GlobalLoad):
+        t = op.result.type
+        index, inside = self.global_index(op, op.tensor, op.origin, op.axes, t.layout)
+        self.check_bounds(op, inside, self.thread(t),
+                          f"access outside {op.tensor} of shape {list(op.tensor.type.shape)}",
+                          _evaluator({f"{op.tensor.name}[{a}]": i for a, i in enumerate(index)}))
+        self.values[op.result.name] = tile_tags(self.thread(t),
+                                                self.global_tags(op.tensor, index, inside))
+
+    def op_GlobalStore(self, op: O.GlobalStore):
+        t = op.value.type
+        thread = self.thread(t)
+        index, inside = self.global_index(op, op.tensor, op.origin, op.axes, t.layout)
+        self.check_bounds(op, inside, thread,
+                          f"access outside {op.tensor} of shape {list(op.tensor.type.shape)}",
+                          _evaluator({f"{op.tensor.name}[{a}]": i for a, i in enumerate(index)}))
+        value = self.tags(op.value).at(*thread)
+        roles = {"V": value.tags, "D": self.global_tags(op.tensor, index, inside)}
+        self.assertions(op, roles, value.defs, thread, _coords(t))
+
+    op_GlobalAtomicAdd = op_GlobalStore
+
+    # elementwise
+
+    def op_Unary(self, op: O.Unary):
+        thread = self.thread(op.x.type)
+        x = self.tags(op.x).at(*thread)
+        self.assertions(op, {"X": x.tags}, x.defs, thread, _coords(op.x.type))
+        self.values[op.result.name] = self.tags(op.x)
+
+    def op_Cast(self, op: O.Cast):
+        self.values[op.result.name] = self.tags(op.x)
+
+    def op_Binary(self, op: O.Binary):
+        thread = self.thread(op.x.type)
+        x, y = self.tags(op.x).at(*thread), self.tags(op.y).at(*thread)
+        self.assertions(op, {"X": x.tags, "Y": y.tags}, x.defs + y.defs, thread,
+                        _coords(op.x.type))
+        merged = dict(x.tags)
+        for name, tag in y.tags.items():
+            merged[name] = merge_tags(x.tags[name], tag) if name in x.tags else tag
+        self.values[op.result.name] = tile_tags(thread, merged, x.defs + y.defs)
+
+    def op_Mask(self, op: O.Mask):
+        t = op.x.type
+        thread = self.thread(t)
+        keep = subst(op.keep, {f"c{a}": c for a, c in enumerate(t.layout.coords)})
+        x = self.tags(op.x).at(*thread)
+        self.assertions(op, {"X": x.tags}, x.defs, thread, _coords(t), agree=keep)
+        self.values[op.result.name] = self.tags(op.x)
+
+    # cross-lane
+
+    def holder(self, x_type: RegType, x: TileTags, wave, wanted, axis_dropped):
+        """A fresh thread of x's layout (same wave) holding an element whose coordinates,
+        without `axis_dropped`, equal `wanted`: (instance, holding condition)."""
+        lane = fresh_var("hlane", 0, LANES)
+        slot = fresh_var("hslot", 0, x_type.layout.slots)
+        coords = list(L.thread_exprs(x_type.layout, wave, lane, slot))
+        if axis_dropped is not None:
+            del coords[axis_dropped]
+        held = And(*(c.eq(w) for c, w in zip(coords, wanted)))
+        return x.at(wave, lane, slot), held
+
+    def exchange(self, op, x_type, result_type, wanted_axis, drop_names=()):
+        """Tags after a cross-lane exchange: any holder's value, ⊤ unless all holders agree."""
+        thread = self.thread(result_type)
+        coords = list(result_type.layout.coords)
+        if wanted_axis is not None and len(coords) > len(x_type.shape):
+            del coords[wanted_axis]
+        x = self.tags(op.x)
+        dropped = wanted_axis if len(coords) < len(x_type.shape) else None
+        first, held_first = self.holder(x_type, x, thread[0], coords, dropped)
+        other, held_other = self.holder(x_type, x, thread[0], coords, dropped)
+        tags = {}
+        for name, tag in first.tags.items():
+            if name in drop_names:
+                continue
+            alt = other.tags[name]
+            tags[name] = Tag(tag.value, Or(tag.top, And(held_other, Or(alt.top,
+                                                                       alt.value.ne(tag.value)))))
+        defs = (held_first,) + first.defs + other.defs
+        self.values[op.result.name] = tile_tags(thread, tags, defs)
+
+    def op_Reduce(self, op: O.Reduce):
+        self.exchange(op, op.x.type, op.result.type, op.axis, op.drop)
+
+    def op_Broadcast(self, op: O.Broadcast):
+        self.exchange(op, op.x.type, op.result.type, op.axis)
+
+    def op_SlotSlice(self, op: O.SlotSlice):
+        thread = self.thread(op.result.type)
+        inst = self.tags(op.x).at(thread[0], thread[1], thread[2] + op.start)
+        self.values[op.result.name] = tile_tags(thread, inst.tags, inst.defs)
+
+    # MFMA
+
+    def op_Mfma(self, op: O.Mfma):
+        from argus.isa_cdna3.mfma import mfma
+
+        info = mfma(op.instr)
+        a_type = op.a.type
+        wave, lane, slot = thread_vars(a_type.layout.waves, info.k_per_lane)
+        lb, sb = fresh_var("lane_b", 0, LANES), fresh_var("slot_b", 0, info.k_per_lane)
+        lc, sc = fresh_var("lane_c", 0, LANES), fresh_var("slot_c", 0, info.c_values)
+        blk, i, k = info.a_coord(lane, slot)
+        blk_b, k_b, j = info.b_coord(lb, sb)
+        blk_c, i_c, j_c = info.c_coord(lc, sc)
+        meet = [blk.eq(blk_b), blk.eq(blk_c), k.eq(k_b), i.eq(i_c), j.eq(j_c)]
+        a = self.tags(op.a).at(wave, lane, slot)
+        b = self.tags(op.b).at(wave, lb, sb)
+        c = self.tags(op.c).at(wave, lc, sc)
+
+        def element(witness):
+            env = dict(witness)
+            return {"block": evaluate(blk, env), "i": evaluate(i, env),
+                    "j": evaluate(j, env), "k": evaluate(k, env)}
+        self.assertions(op, {"A": a.tags, "B": b.tags, "C": c.tags},
+                        meet + list(a.defs + b.defs + c.defs), (wave, lane, slot), element)
+        self.values[op.result.name] = self.mfma_result(op, info)
+
+    def mfma_result(self, op, info) -> TileTags:
+        """Row tags from A[i, 0], column tags from B[0, j]; tags both carry are dropped."""
+        thread = self.thread(op.result.type)
+        blk, i, j = info.c_coord(thread[1], thread[2])
+        la, sa = fresh_var("alane", 0, LANES), fresh_var("aslot", 0, info.k_per_lane)
+        lb, sb = fresh_var("blane", 0, LANES), fresh_var("bslot", 0, info.k_per_lane)
+        a_blk, a_i, a_k = info.a_coord(la, sa)
+        b_blk, b_k, b_j = info.b_coord(lb, sb)
+        defs = [And(a_blk.eq(blk), a_i.eq(i), a_k.eq(0)), And(b_blk.eq(blk), b_j.eq(j),
+                                                               b_k.eq(0))]
+        a = self.tags(op.a).at(thread[0], la, sa)
+        b = self.tags(op.b).at(thread[0], lb, sb)
+        shared = set(a.tags) & set(b.tags)
+        tags = {n: t for n, t in a.tags.items() if n not in shared}
+        tags.update({n: t for n, t in b.tags.items() if n not in shared})
+        return tile_tags(thread, tags, defs + list(a.defs + b.defs))
+
+    # LDS
+
+    def op_LdsAlloc(self, op: O.LdsAlloc):
+        self.lds[op.result.name] = L.Empty()
+        self.lds_size[op.result.name] = op.result.type.size
+
+    def lds_access(self, op, buffer, t: RegType):
+        thread = self.thread(t)
+        view = L.view_coords(op.addr, op.origin, t.layout.coords)
+        address = op.addr.at(view)
+        inside = simplify(L.inside_view(op.addr, view, address, self.lds_size[buffer.name]))
+        shown = {f"d{a}": v for a, v in enumerate(view)} | {"address": address}
+        self.check_bounds(op, inside, thread,
+                          f"LDS access outside the view {list(op.addr.shape)} / allocation of "
+                          f"{self.lds_size[buffer.name]} elements", _evaluator(shown))
+        if self.collect:
+            self.order += 1
+            self.accesses.append(L.Access(
+                op, isinstance(op, O.LdsStore), buffer.name, op.addr, op.origin, t.layout,
+                self.lds_size[buffer.name], self.guard, self.epoch, tuple(self.loops),
+                self.order))
+        return thread, view, address, inside, _evaluator(shown)
+
+    def op_LdsStore(self, op: O.LdsStore):
+        t = op.value.type
+        thread, *_ , element = self.lds_access(op, op.buffer, t)
+        value = self.tags(op.value)
+        inst = value.at(*thread)
+        self.assertions(op, {"V": inst.tags}, inst.defs, thread, _coords(t))
+        record = L.WriteRec(op, op.addr, op.origin, value, t.layout, t.shape,
+                            self.lds_size[op.buffer.name], self.guard, self.epoch)
+        self.lds[op.buffer.name] = L.push(self.lds[op.buffer.name], record)
+        if self.loop_writes:
+            self.loop_writes[-1].setdefault(op.buffer.name, []).append(record)
+
+    def op_LdsLoad(self, op: O.LdsLoad):
+        t = op.result.type
+        thread, view, address, inside, element = self.lds_access(op, op.buffer, t)
+        state = self.lds[op.buffer.name]
+        site = L.ReadSite(op.addr, view, address, thread[0] * LANES + thread[1], self.epoch)
+        names = sorted(L.record_names(state))
+        res = L.resolve(state, site, names)
+        tags = {n: Tag(res.values[n], Or(res.tops[n], Not(inside))) for n in names}
+        self.values[op.result.name] = tile_tags(thread, tags, res.defs)
+        self.obligation(op, "lds-race",
+                        "read-after-write race: another thread wrote this LDS address with no "
+                        "barrier in between",
+                        Or(Not(inside), And(Not(res.race), Not(res.opaque))), res.defs, thread,
+                        lambda w: {"element": element(w)})
+        self.obligation(op, "lds-uninitialised", "reads LDS that no thread has written",
+                        Or(Not(inside), And(Not(res.uninitialised), Not(res.opaque))),
+                        res.defs, thread, lambda w: {"element": element(w)})
+
+    def op_Barrier(self, op: O.Barrier):
+        if self.in_branch:
+            raise VerifyError(f"{op.loc}: barrier inside a branch: every wave must reach the "
+                              "same barriers; move it out of the `when` block")
+        self.epoch = simplify(self.epoch + 1)
+
+    # control flow
+
+    def op_If(self, op: O.If):
+        outer_guard, outer_branch = self.guard, self.in_branch
+        produced = []
+        for cond, block in ((op.cond, op.then), (Not(op.cond), op.orelse)):
+            self.assumes.append(cond)
+            self.guard, self.in_branch = simplify(And(outer_guard, cond)), True
+            produced.append(self.execute(block))
+            self.assumes.pop()
+        self.guard, self.in_branch = outer_guard, outer_branch
+        for result, then, orelse in zip(op.results, *produced):
+            self.values[result.name] = _join(op.cond, then, orelse, self.thread(result.type))
+
+    def op_For(self, op: O.For):
+        loop = LoopCtx(op.iv, op.start, op.stop, op.step)
+        trips = max_(0, (op.stop - op.start + op.step - 1) // op.step)
+        barriers = _barriers(op.body)
+        entry_epoch, entry_lds = self.epoch, dict(self.lds)
+        depth = max(1, op.stages - 1)
+        inits = [self.tags(v) for v in op.inits]
+        cands = list(inits)
+        widened: set[int] = set()
+        records = None
+        outer_collect = self.collect
+        self.collect = False
+        converged = False
+        for _ in range(MAX_LOOP_PASSES):
+            stable_check = records is not None
+            yields, writes, failing = self.loop_pass(
+                op, loop, cands, records, depth, entry_epoch, entry_lds, barriers,
+                widened if stable_check else set(range(len(inits))))
+            if not stable_check or not _same_records(records, writes):
+                records = writes
+                continue
+            if not failing:
+                converged = True
+                break
+            for index in failing:
+                cands[index] = _widen(inits[index], yields[index], op.iv.eq(op.start))
+                widened.add(index)
+        if not converged:
+            # no inductive LDS layering: older iterations' writes become ⊤
+            records = None
+            for _ in range(MAX_LOOP_PASSES):
+                yields, writes, failing = self.loop_pass(op, loop, cands, None, depth,
+                                                         entry_epoch, entry_lds, barriers,
+                                                         widened)
+                for index in failing:
+                    cands[index] = _widen(inits[index], yields[index], op.iv.eq(op.start))
+                    widened.add(index)
+                if not failing:
+                    break
+            else:
+                cands = [_widen(i, i, op.iv.eq(op.start)) for i in inits]
+        self.collect = outer_collect
+        yields, writes, _ = self.loop_pass(op, loop, cands, records, depth, entry_epoch,
+                                           entry_lds, barriers, set(range(len(inits))))
+        last = simplify(op.start + (trips - 1) * op.step)
+        ran = simplify(trips > 0)
+        for result, init, y in zip(op.results, inits, yields):
+            self.values[result.name] = _join(ran, y.substitute({op.iv.name: last}), init,
+                                             self.thread(result.type))
+        exit_at = simplify(op.start + trips * op.step)
+        for name, state in entry_lds.items():
+            if name in writes:
+                self.lds[name] = L.Layers(op.iv, op.start, op.step,
+                                          None if records is None else tuple(records[name]),
+                                          depth, exit_at, state)
+            else:
+                self.lds[name] = state
+        self.epoch = simplify(entry_epoch + trips * barriers)
+
+    def loop_pass(self, op, loop, cands, records, depth, entry_epoch, entry_lds, barriers,
+                  trusted):
+        """One abstract run of the body at symbolic iteration iv: returns the yielded maps, the
+        LDS writes per buffer and the carried values whose candidate invariant failed."""
+        saved = (dict(self.values), dict(self.lds), self.epoch, list(self.assumes))
+        self.loops.append(loop)
+        self.loop_writes.append({})
+        self.assumes += loop.bounds()
+        self.epoch = simplify(entry_epoch + (op.iv - op.start) // op.step * barriers)
+        for name, state in entry_lds.items():
+            body = None if records is None else tuple(records.get(name, ()))
+            self.lds[name] = L.Layers(op.iv, op.start, op.step, body, depth, op.iv, state)
+        for arg, cand in zip(op.body.args, cands):
+            self.values[arg.name] = cand
+        yields = self.execute(op.body)
+        failing = [index for index, (y, cand) in enumerate(zip(yields, cands))
+                   if index not in trusted and not self.same_tags(y, cand)]
+        writes = {n: list(rs) for n, rs in self.loop_writes.pop().items()}
+        self.loops.pop()
+        self.values, self.lds, self.epoch, self.assumes = saved
+        return yields, writes, failing
+
+    def same_tags(self, y: TileTags, cand: TileTags) -> bool:
+        """Does the body preserve the candidate invariant of this carried tile?"""
+        if set(y.names) != set(cand.names):
+            return False
+        a, b = y.at(*cand.thread), cand.at(*cand.thread)
+        goal = And(*(equal_tags(a.tags[n], b.tags[n]) for n in cand.names))
+        verdict = prove(goal, self.assumes + list(a.defs + b.defs), solver=self.solver,
+                        timeout_ms=self.timeout_ms)
+        return isinstance(verdict, Proved)
+
+    # races and budgets
+
+    def check_races(self):
+        """Write/write and write-after-read races: two symbolic threads, two iterations."""
+        for later in self.accesses:
+            if not later.write:
+                continue
+            pairs = [self.race_pair(earlier, later) for earlier in self.accesses
+                     if earlier.buffer == later.buffer]
+            pairs = [p for p in pairs if p is not None]
+            if not pairs:
+                self.obligations.append(Obligation("lds-race", _race_message(later),
+                                                   str(later.op.loc), PROVED))
+                continue
+            thread = pairs[0][1]
+            defs = [d for p in pairs for d in p[2]]
+            saved_loops, self.loops = self.loops, list(later.loops)
+            saved_assumes = self.assumes
+            self.assumes = self.assumes + [b for c in later.loops for b in c.bounds()]
+            conds = [p[0] for p in pairs]
+
+            def describe(witness, pairs=pairs):
+                for cond, _, _, earlier, other in pairs:
+                    if evaluate(cond, witness):
+                        kind = "written" if earlier.write else "read"
+                        w, lane = (witness.get(v.name, 0) for v in other[:2])
+                        return {"detail": f"also {kind} by wave {w} lane {lane} at "
+                                          f"{earlier.op.loc}"}
+                return {}
+            self.obligation(later.op, "lds-race", _race_message(later), Not(Or(*conds)), defs,
+                            thread, describe)
+            self.loops, self.assumes = saved_loops, saved_assumes
+
+    def race_pair(self, earlier: L.Access, later: L.Access):
+        shared = [c for c in earlier.loops if c in later.loops]
+        if earlier.order > later.order and not shared:
+            return None
+        mapping, constraints = {}, []
+        for ctx in earlier.loops:
+            iv = fresh_var(ctx.iv.name, ctx.iv.lo, ctx.iv.hi)
+            mapping[ctx.iv.name] = iv
+            constraints += ctx.bounds(iv)
+        eqs, lex = [], []
+        for ctx in shared:
+            mine = mapping[ctx.iv.name]
+            lex.append(And(*eqs, mine < ctx.iv))
+            eqs.append(mine.eq(ctx.iv))
+        same_iteration_first = TRUE if earlier.order <= later.order else FALSE
+        constraints.append(Or(*lex, And(*eqs, same_iteration_first)))
+        epoch_eq = subst(earlier.epoch, mapping).eq(later.epoch)
+        context = self.assumes + [b for c in later.loops for b in c.bounds()] + constraints
+        if isinstance(prove(Not(epoch_eq), context, solver=self.solver,
+                            timeout_ms=self.timeout_ms), Proved):
+            return None
+        thread, tid, address, inside = later.footprint({})
+        other, tid_other, address_other, inside_other = earlier.footprint(mapping)
+        cond = And(*constraints, epoch_eq, later.guard, subst(earlier.guard, mapping), inside,
+                   inside_other, address.eq(address_other), tid.ne(tid_other))
+        return cond, thread, [], earlier, other
+
+    def check_budgets(self):
+        lds_bytes = self.kernel.lds_bytes
+        self.obligations.append(Obligation(
+            "budget", f"LDS use {lds_bytes} of {LDS_BUDGET} bytes per workgroup",
+            str(self.kernel.loc), PROVED if lds_bytes <= LDS_BUDGET else REFUTED))
+        widest = max((v.type.vgprs for op in self.kernel.ops() for v in op.results
+                      if isinstance(v.type, RegType)), default=0)
+        self.obligations.append(Obligation(
+            "budget", f"largest register tile {widest} of {VGPR_BUDGET} VGPRs per lane",
+            str(self.kernel.loc), PROVED if widest <= VGPR_BUDGET else REFUTED))
+
+
+def _race_message(access: L.Access) -> str:
+    return ("this write may race with another thread's access to the same LDS address in the "
+            "same barrier epoch (write/write or write-after-read)")
+
+
+def _barriers(block: O.Block) -> Expr:
+    count: Expr = Const(0)
+    for op in block.ops:
+        if isinstance(op, O.Barrier):
+            count = count + 1
+        elif isinstance(op, O.For):
+            trips = max_(0, (op.stop - op.start + op.step - 1) // op.step)
+            count = count + trips * _barriers(op.body)
+        elif isinstance(op, O.If):
+            for inner in op.blocks:
+                if any(isinstance(x, O.Barrier) for x in O.walk(inner)):
+                    raise VerifyError(f"{op.loc}: barrier inside a branch: every wave must "
+                                      "reach the same barriers; move it out of the branch")
+    return simplify(count)
+
+
+def _join(cond, then: TileTags, orelse: TileTags, thread) -> TileTags:
+    a, b = then.at(*thread), orelse.at(*thread)
+    names = list(dict.fromkeys(list(a.tags) + list(b.tags)))
+    tags = {n: join_tags(cond, a.tags.get(n, TOP_TAG), b.tags.get(n, TOP_TAG)) for n in names}
+    return tile_tags(thread, tags, a.defs + b.defs)
+
+
+def _widen(init: TileTags, y: TileTags, first) -> TileTags:
+    """The init's tags at the first iteration, ⊤ afterwards."""
+    names = list(dict.fromkeys(list(init.names) + list(y.names)))
+    inst = init.at(*init.thread)
+    tags = {n: join_tags(first, inst.tags.get(n, TOP_TAG), TOP_TAG) for n in names}
+    return tile_tags(init.thread, tags, inst.defs)
+
+
+def _canonical(tile: TileTags):
+    ordered = sorted(tile.fresh, key=lambda v: int(v.name.rpartition("__")[2]))
+    mapping = {v.name: Var(f"{v.name.rpartition('__')[0]}__c{n}", v.lo, v.hi)
+               for n, v in enumerate(ordered)}
+    return tile.substitute(mapping)
+
+
+def _same_records(old: dict, new: dict) -> bool:
+    if set(old) != set(new):
+        return False
+    for name in old:
+        if len(old[name]) != len(new[name]):
+            return False
+        for a, b in zip(old[name], new[name]):
+            if a.op is not b.op or attrs.evolve(a, tile=_canonical(a.tile)) != \
+                    attrs.evolve(b, tile=_canonical(b.tile)):
+                return False
+    return True
+
+
+def _show(tag: Tag, witness: dict):
+    try:
+        if evaluate(tag.top, witness):
+            return None
+        return int(evaluate(tag.value, witness))
+    except (KeyError, ZeroDivisionError, ValueError):
+        return None
+
+
+def _evaluator(named: dict):
+    def element(witness):
+        out = {}
+        for name, e in named.items():
+            try:
+                out[name] = int(evaluate(e, witness))
+            except (KeyError, ZeroDivisionError, ValueError):
+                out[name] = None
+        return out
+    return element
+
+
+def _coords(t: RegType):
+    return _evaluator({f"c{a}": c for a, c in enumerate(t.layout.coords)})
+
+
+__all__ = ["verify", "VerifyError", "fresh_in"]

@@ -1,0 +1,160 @@
+"""AMD's hand-written gfx942 kernels (amd-aiter) run in the emulator with random inputs and checked
+against numpy: the bf16 GEMMs and the FlashAttention-v3 forward kernels.
+
+Kernel arguments, grid and block follow aiter's launchers: csrc/py_itfs_cu/asm_gemm_a16w16.cu
+(GEMM) and hsa/gfx942/fmha_v3_fwd/codegen.py (attention).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import attrs
+import ml_dtypes
+import numpy as np
+
+from argus.asm.codeobject import CodeObject
+from argus.isa_cdna3.emulator import Emulation, emulate
+
+BF16 = ml_dtypes.bfloat16
+GEMM = re.compile(r"^bf16gemm_outf32_tn_(\d+)x64_pf3$")
+FMHA = re.compile(r"^fwd_hd128_bf16(_causal)?(_rtne|_rtna|_rtz)?$")
+
+
+class VendorKernelError(ValueError):
+    """An unknown vendor kernel name or a shape it cannot run."""
+
+
+@attrs.frozen
+class VendorRun:
+    """Outcome of one vendor kernel run: error against numpy and the emulator's trace."""
+
+    name: str
+    shape: dict[str, int]
+    max_error: float
+    tolerance: float
+    emulation: Emulation
+
+    @property
+    def ok(self) -> bool:
+        return self.max_error <= self.tolerance
+
+    def report(self, top: int = 8) -> str:
+        """Human-readable summary: error, time, instruction counts, bytes and hazards."""
+        run = self.emulation
+        shape = " ".join(f"{k}={v}" for k, v in self.shape.items())
+        lines = [
+            f"{self.name} [{shape}] grid {run.grid} block {run.block} "
+            f"({run.workgroups} workgroups, {run.waves} waves)",
+            f"max error vs numpy {self.max_error:.3g} (tolerance {self.tolerance:.3g}): "
+            f"{'OK' if self.ok else 'MISMATCH'}",
+            f"emulated in {run.seconds:.3f} s: {run.wave_instructions} wave-instructions, "
+            f"{run.lane_instructions_per_second:.3g} lane-instructions/s, "
+            f"{run.bytes_moved} bytes moved",
+            "top opcodes: " + ", ".join(f"{op} {count}" for op, count in
+                                        run.opcode_counts().most_common(top)),
+        ]
+        kinds: dict[str, int] = {}
+        for hazard in run.hazards:
+            kinds[hazard.kind] = kinds.get(hazard.kind, 0) + 1
+        lines.append("hazards: " + (", ".join(f"{k} {n}" for k, n in kinds.items()) or "none"))
+        lines += [f"  {hazard}" for hazard in run.hazards[:3]]
+        return "\n".join(lines)
+
+
+def vendor_kernels() -> list[str]:
+    """Names `run_vendor` accepts."""
+    names = [f"bf16gemm_outf32_tn_{t}x64_pf3" for t in (32, 48, 64, 96)]
+    for causal in ("", "_causal"):
+        for rounding in ("", "_rtne", "_rtna", "_rtz"):
+            names.append(f"fwd_hd128_bf16{causal}{rounding}")
+    return names
+
+
+def code_object_path(root: Path, name: str) -> Path:
+    base = root / "aiter_meta" / "hsa" / "gfx942"
+    if GEMM.match(name):
+        return base / "bf16gemm" / f"{name}.co"
+    if FMHA.match(name):
+        return base / "fmha_v3_fwd" / "MI300" / f"{name}.co"
+    raise VendorKernelError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
+
+
+def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
+               check: str = "warn", code: CodeObject | None = None,
+               root: Path | None = None) -> VendorRun:
+    """Run vendor kernel `name` on random inputs; `shape` overrides the default problem size
+    (GEMM: m, n, k, splitk; attention: b, h, s, sk)."""
+    if code is None:
+        from argus.asm.aiter import aiter_root
+
+        code = CodeObject.from_file(code_object_path(root or aiter_root(), name))
+    rng = np.random.default_rng(seed)
+    if (match := GEMM.match(name)):
+        return _gemm(name, int(match.group(1)), code, rng, shape or {}, check)
+    if (match := FMHA.match(name)):
+        return _fmha(name, bool(match.group(1)), code, rng, shape or {}, check)
+    raise VendorKernelError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
+
+
+def _sizes(defaults: dict[str, int], given: dict[str, int], name: str) -> dict[str, int]:
+    unknown = set(given) - set(defaults)
+    if unknown:
+        raise VendorKernelError(f"{name} takes sizes {sorted(defaults)}, not {sorted(unknown)}")
+    return {**defaults, **given}
+
+
+def _gemm(name: str, tile: int, code: CodeObject, rng: np.random.Generator,
+          given: dict[str, int], check: str) -> VendorRun:
+    size = _sizes({"m": tile, "n": 128, "k": 256, "splitk": 1}, given, name)
+    m, n, k, splitk = size["m"], size["n"], size["k"], size["splitk"]
+    if n % 64 or k % 64 or min(m, n, k, splitk) < 1:
+        raise VendorKernelError(f"{name}: N and K must be positive multiples of 64 "
+                                f"(aiter's launcher requirement), got n={n} k={k}")
+    a = rng.standard_normal((m, k)).astype(BF16)
+    b = rng.standard_normal((n, k)).astype(BF16)
+    out = np.zeros((m, n), np.float32)
+    args = dict(D=out, A=a.view(np.uint16), B=b.view(np.uint16), alpha=1.0, beta=0.0,
+                strideD0=n * 4, strideC0=n * 4, strideA0=k * 2, strideB0=k * 2,
+                Mdim=m, Ndim=n, Kdim=k, splitk=splitk)
+    run = emulate(code, grid=(n // 64, -(-m // tile), splitk), block=256, args=args, check=check)
+    reference = a.astype(np.float64) @ b.astype(np.float64).T
+    # bf16 products are exact in f32; only the summation order differs from numpy
+    tolerance = 4 * k * float(np.finfo(np.float32).eps) * (float(np.abs(reference).max()) + 1)
+    return VendorRun(name, size, float(np.abs(out - reference).max()), tolerance, run)
+
+
+def _fmha(name: str, causal: bool, code: CodeObject, rng: np.random.Generator,
+          given: dict[str, int], check: str) -> VendorRun:
+    size = _sizes({"b": 1, "h": 1, "s": 256, "sk": 256}, given, name)
+    b, h, s, sk, d = size["b"], size["h"], size["s"], size["sk"], 128
+    q = rng.standard_normal((b, s, h, d)).astype(BF16)
+    k = rng.standard_normal((b, sk, h, d)).astype(BF16)
+    v = rng.standard_normal((b, sk, h, d)).astype(BF16)
+    out = np.zeros((b, s, h, d), np.uint16)
+    lse = np.zeros((b, h, s), np.float32)
+    scale = 1.0 / np.sqrt(d)
+    row = h * d * 2     # bytes between consecutive sequence positions (BSHD layout)
+    args: dict[str, Any] = dict(
+        R=out, Q=q.view(np.uint16), K=k.view(np.uint16), V=v.view(np.uint16), LSE=lse,
+        scalar=float(scale), seq_len=s, Seqs=row, Ts=256 * row, Hs=d * 2, Bs=s * row, gqa=1,
+        k_Seqs=row, k_Hs=d * 2, k_Bs=sk * row, msk_opt=5, lse=0, kv_seq_len=sk,
+        qk_head_dim=d, v_head_dim=d, q_head_num=h, v_Seqs=row, v_Hs=d * 2, v_Bs=sk * row,
+        r_Seqs=row, r_Hs=d * 2, r_Bs=s * row, lse_Hs=s * 4)
+    tiles = -(-s // 256)
+    groups = -(-tiles // 2) if causal else tiles
+    run = emulate(code, grid=(groups, h, b), block=512, args=args, check=check)
+    logits = np.einsum("bshd,bthd->bhst", q.astype(np.float64), k.astype(np.float64)) * scale
+    if causal:  # bottom-right aligned, as aiter's mask for sq <= sk
+        masked = np.arange(sk)[None, :] > np.arange(s)[:, None] + (sk - s)
+        logits = np.where(masked, -np.inf, logits)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    reference = np.einsum("bhst,bthd->bshd", probs, v.astype(np.float64))
+    result = out.view(BF16).astype(np.float64)
+    # bf16 output (8 significant bits) plus bf16 rounding of P before the second GEMM
+    tolerance = 2.0 ** -6 * float(np.abs(reference).max()) + 1e-3
+    return VendorRun(name, size, float(np.abs(result - reference).max()), tolerance, run)
+

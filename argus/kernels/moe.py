@@ -1,0 +1,86 @@
+"""MoE expert GEMM (top-1 routing), bf16: token rows gathered by expert, Y[t] = X[t] @ W[e(t)].T.
+
+Tokens arrive sorted by expert and padded per expert to whole row blocks (`sorted_ids`, padding
+id = number of tokens); `block_expert[b]` names the expert of row block b. Each workgroup loads
+its expert id as a uniform scalar, gathers its token rows with guarded (buffer-style) loads, runs
+v_mfma_f32_32x32x8_bf16 on a 2x2 wave grid and scatters the rows back; padding rows read zeros
+and are not written. Tags follow the gathered tokens, so the store asserts token and column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import argus.lang as T
+from argus.ir.expr import And
+from argus.lang import Tensor
+
+MFMA = "v_mfma_f32_32x32x8_bf16"
+WAVE_GRID = (2, 2)
+
+
+@T.kernel(waves=4)
+def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
+             sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
+             Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 64, block_n: int = 64,
+             block_k: int = 32):
+    """Grouped GEMM over the row blocks of `sorted_ids` (block sizes multiples of 64, 64, 8)."""
+    _, H = X.shape
+    _, N, _ = W.shape
+    P, BLOCKS = sorted_ids.shape[0], block_expert.shape[0]
+    T.assume(P.eq(BLOCKS * block_m))
+    T.assume((N % block_n).eq(0))
+    T.assume((H % block_k).eq(0))
+    T.grid(BLOCKS, N // block_n)
+    block, n0 = T.program_id(0), T.program_id(1) * block_n
+    expert = T.load_scalar(block_expert, (block,), 0, 2**31)
+    T.tag(X, lambda t, h: {"token": t, "k": h})
+    T.tag(W, lambda e, n, h: {"expert": e, "col": n, "k": h})
+    T.tag(Y, lambda t, n: {"token": t, "col": n})
+
+    a_spec = T.mfma_layout(MFMA, "a", WAVE_GRID)
+    b_spec = T.mfma_layout(MFMA, "b", WAVE_GRID)
+    c_spec = T.mfma_layout(MFMA, "c", WAVE_GRID)
+    reps_m, reps_n = block_m // a_spec.shape[0], block_n // b_spec.shape[0]
+
+    def rows(r):
+        return T.Gather(sorted_ids, block * block_m + r * a_spec.shape[0])
+
+    loop = T.range(0, H // block_k, name="kt",
+                   **{f"acc{r}_{s}": T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)})
+    for kt in loop:
+        for ks in range(block_k // 8):
+            k0 = kt * block_k + ks * 8
+            a = [X.load((0, k0), a_spec, gather=rows(r), guard=True) for r in range(reps_m)]
+            b = [W.load((expert, n0 + s * b_spec.shape[0], k0), b_spec, axes=(1, 2))
+                 for s in range(reps_n)]
+            for r in range(reps_m):
+                for s in range(reps_n):
+                    name = f"acc{r}_{s}"
+                    setattr(loop, name, T.mfma(MFMA, a[r], b[s], getattr(loop, name)))
+                    T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), B.expert.eq(expert)),
+                                 "token and expert weights meet at one k")
+    for r in range(reps_m):
+        for s in range(reps_n):
+            Y.store((0, n0 + s * c_spec.shape[1]), getattr(loop, f"acc{r}_{s}"),
+                    gather=rows(r), guard=True)
+            T.tag_assert(lambda V, D: And(V.token.eq(D.token), V.col.eq(D.col)),
+                         "each row goes back to its own token and column")
+
+
+def route(tokens: int, experts: int, block_m: int, rng) -> tuple[np.ndarray, ...]:
+    """Random top-1 routing: (expert per token, sorted_ids padded per expert, block_expert)."""
+    choice = rng.integers(0, experts, tokens)
+    sorted_ids, block_expert = [], []
+    for e in range(experts):
+        mine = np.flatnonzero(choice == e)
+        blocks = -(-len(mine) // block_m)
+        sorted_ids.extend(mine)
+        sorted_ids.extend([tokens] * (blocks * block_m - len(mine)))
+        block_expert.extend([e] * blocks)
+    return (choice, np.asarray(sorted_ids, np.int32), np.asarray(block_expert, np.int32))
+
+
+def reference(X, W, choice) -> np.ndarray:
+    x, w = np.asarray(X, np.float64), np.asarray(W, np.float64)
+    return np.einsum("th,tnh->tn", x, w[choice])

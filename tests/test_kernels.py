@@ -1,0 +1,345 @@
+"""Library kernels in the reference interpreter: numpy agreement, seeded defects reported with
+thread, element and op location, IR text round trip, and the `argus run` command."""
+
+from __future__ import annotations
+
+import pathlib
+
+import ml_dtypes
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import argus.lang as T
+from argus.absint.concrete import run
+from argus.cli import main
+from argus.ir.text import parse_kernel, print_kernel
+from argus.ir.types import ThreadLayout, thread_vars
+from argus.kernels import attention, gemm, library, run_interp
+from argus.lang import Tensor, TileSpec
+
+GEMM_SOURCE = pathlib.Path(gemm.__file__)
+ATTENTION_SOURCE = pathlib.Path(attention.__file__)
+
+
+def line_of(path: pathlib.Path, needle: str) -> int:
+    """The 1-based line of the unique occurrence of `needle` in a kernel source."""
+    lines = [n for n, text in enumerate(path.read_text().splitlines(), 1) if needle in text]
+    assert len(lines) == 1, f"{needle!r} occurs on lines {lines}"
+    return lines[0]
+
+
+def bf16(rng, *shape):
+    return rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
+
+
+def run_gemm(kernel, M, N, K, seed=0, **options):
+    rng = np.random.default_rng(seed)
+    a, b = bf16(rng, M, K), bf16(rng, N, K)
+    result = run(kernel, {"A": a, "B": b, "C": np.zeros((M, N), np.float32)}, **options)
+    return result, gemm.reference(a, b)
+
+
+@pytest.mark.parametrize("M,N,K,params", [
+    (64, 64, 32, {}),
+    (128, 64, 96, {}),
+    (64, 192, 64, {"swizzle": False}),
+    (128, 128, 128, {"block_m": 128, "block_n": 128, "block_k": 64}),
+])
+def test_gemm_matches_numpy(M, N, K, params):
+    result, expected = run_gemm(gemm.gemm.trace(**params), M, N, K)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(result.outputs["C"], expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("head_dim,causal,BH,S", [
+    (64, False, 2, 128), (64, True, 1, 256), (128, False, 1, 128), (128, True, 1, 256),
+])
+def test_attention_matches_numpy(head_dim, causal, BH, S):
+    rng = np.random.default_rng(1)
+    q, k, v = (bf16(rng, BH, S, head_dim) for _ in range(3))
+    out = np.zeros((BH, S, head_dim), ml_dtypes.bfloat16)
+    kernel = attention.attention_fwd.trace(head_dim=head_dim, causal=causal)
+    result = run(kernel, {"Q": q, "K": k, "V": v, "O": out})
+    assert result.ok, result.report()
+    got = result.outputs["O"].astype(np.float64)
+    expected = attention.reference(q, k, v, causal)
+    # P is rounded to bf16 before P @ V and O to bf16 at the store
+    np.testing.assert_allclose(got, expected, atol=2e-2, rtol=2e-2)
+    if causal:
+        unmasked = attention.reference(q, k, v, False)
+        assert np.abs(got - unmasked).max() > 0.1, "the causal mask changed nothing"
+
+
+# ---------------------------------------------------------------------------------------------
+# seeded defects
+
+
+def gemm_variant(**hooks):
+    @T.kernel(waves=4)
+    def gemm_bug(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"),
+                 C: Tensor("f32", "M", "N")):
+        gemm.gemm_program(A, B, C, block_m=64, block_n=64, block_k=32, swizzle=True, **hooks)
+    return gemm_bug.ir
+
+
+def first(result, kind):
+    found = [v for v in result.violations if v.kind == kind]
+    assert found, f"no {kind} among:\n{result.report()}"
+    return found[0]
+
+
+MFMA_LINE = "acc[r, s] = T.mfma("
+A_READ_LINE = "a = [a_read.load("
+A_STORE_LINE = "a_smem.store((next_slot(kt), 0, 0), a_next)"
+
+
+def test_forgotten_swizzle_on_read_is_reported_at_the_mfma():
+    result, expected = run_gemm(gemm_variant(read_swizzled=False), 64, 64, 64)
+    bug = first(result, "tag-assertion")
+    assert bug.loc.startswith(f"argus/kernels/gemm.py:{line_of(GEMM_SOURCE, MFMA_LINE)}:")
+    assert bug.workgroup == (0, 0, 0) and 0 <= bug.wave < 4 and 0 <= bug.lane < 64
+    assert set(bug.element) == {"block", "i", "j", "k"}
+    assert bug.tags["A"]["k"] != bug.tags["B"]["k"]
+    assert not np.allclose(result.outputs["C"], expected, atol=1e-2)
+
+
+def test_wrong_double_buffer_slot_is_a_race_and_a_stale_read():
+    result, _ = run_gemm(gemm_variant(next_slot=lambda kt: kt % 2), 64, 64, 96)
+    race = first(result, "lds-race")
+    assert race.loc.startswith(f"argus/kernels/gemm.py:{line_of(GEMM_SOURCE, A_STORE_LINE)}:")
+    assert "write-after-read" in race.message and race.iteration
+    stale = first(result, "lds-uninitialised")
+    assert stale.loc.startswith(f"argus/kernels/gemm.py:{line_of(GEMM_SOURCE, A_READ_LINE)}:")
+    assert stale.element["d0"] == 1
+
+
+def test_missing_barrier_is_a_read_after_write_race():
+    result, _ = run_gemm(gemm_variant(sync=False), 64, 64, 96)
+    race = first(result, "lds-race")
+    assert race.loc.startswith(f"argus/kernels/gemm.py:{line_of(GEMM_SOURCE, A_READ_LINE)}:")
+    assert "read-after-write" in race.message
+    store_line = line_of(GEMM_SOURCE, A_STORE_LINE)
+    assert f"at argus/kernels/gemm.py:{store_line}:" in race.detail
+    assert race.iteration == {next(iter(race.iteration)): 1}
+    assert {"d0", "d1", "d2", "address"} <= set(race.element)
+    # the racy read's tags are unknown, so the MFMA assertion downstream fails too
+    assert first(result, "tag-assertion").tags["A"]["k"] is None
+
+
+def test_wrong_mfma_k_mapping_is_reported_with_the_register_slot():
+    wave, lane, slot = thread_vars(4, 4)
+    # k interleaved across the lane halves instead of 4 consecutive k per lane (a kWidth bug)
+    swapped = TileSpec((64, 8), ThreadLayout(4, 4, (wave // 2 * 32 + lane % 32,
+                                                    lane // 32 + 2 * slot)))
+    result, expected = run_gemm(gemm_variant(a_fragment=swapped), 64, 64, 32)
+    bug = first(result, "tag-assertion")
+    assert bug.loc.startswith(f"argus/kernels/gemm.py:{line_of(GEMM_SOURCE, MFMA_LINE)}:")
+    assert bug.tags["A"]["k"] != bug.tags["B"]["k"]
+    assert f"a[{bug.slot}]" in bug.detail
+    assert not np.allclose(result.outputs["C"], expected, atol=1e-2)
+
+
+def attention_variant(**hooks):
+    @T.kernel(waves=4)
+    def attention_bug(Q: Tensor("bf16", "BH", "S", "D"), K: Tensor("bf16", "BH", "S", "D"),
+                      V: Tensor("bf16", "BH", "S", "D"), O: Tensor("bf16", "BH", "S", "D")):
+        attention.attention_program(Q, K, V, O, head_dim=64, causal=True, **hooks)
+    return attention_bug.ir
+
+
+def run_attention(kernel, S=128):
+    rng = np.random.default_rng(2)
+    q, k, v = (bf16(rng, 1, S, 64) for _ in range(3))
+    return run(kernel, {"Q": q, "K": k, "V": v, "O": np.zeros_like(q)})
+
+
+def test_causal_mask_on_the_wrong_coordinates_is_reported_at_the_mask():
+    result = run_attention(attention_variant(keep=lambda kv0, q0, i, j: kv0 + i < q0 + j))
+    bug = first(result, "tag-assertion")
+    assert bug.loc.startswith(
+        f"argus/kernels/attention.py:{line_of(ATTENTION_SOURCE, 'diagonal.s = T.mask(')}:")
+    assert bug.tags["X"]["key"] == bug.tags["X"]["query"]
+
+
+def test_attention_without_the_staging_barrier_races_on_k():
+    result = run_attention(attention_variant(sync=False), S=256)
+    race = first(result, "lds-race")
+    assert race.loc.startswith(
+        f"argus/kernels/attention.py:{line_of(ATTENTION_SOURCE, 'k_smem.load((slot, 0, 8 * t)')}:")
+    assert "read-after-write" in race.message
+    assert f"attention.py:{line_of(ATTENTION_SOURCE, 'k_smem.store((slot, 0, 0)')}:" in race.detail
+
+
+def test_softmax_reduction_that_keeps_the_key_tag_poisons_p_at_the_pv_mfma():
+    # the row max mixes 32 keys, so a kept `key` tag becomes unknown and flows into P
+    result = run_attention(attention_variant(drop=()))
+    bug = first(result, "tag-assertion")
+    assert bug.loc.startswith(
+        f"argus/kernels/attention.py:{line_of(ATTENTION_SOURCE, 'acc = T.mfma(MFMA, v,')}:")
+    assert bug.tags["B"]["key"] is None and bug.tags["A"]["key"] is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# IR text and the command line
+
+
+@pytest.mark.parametrize("kernel", [
+    gemm.gemm.trace(), gemm.gemm.trace(block_m=128, block_n=128, block_k=64, swizzle=False),
+    attention.attention_fwd.trace(), attention.attention_fwd.trace(head_dim=128, causal=True),
+    library()["moe_gemm"].kernel.trace(),
+], ids=["gemm", "gemm-128", "attention", "attention-128-causal", "moe"])
+def test_kernel_ir_text_round_trips(kernel):
+    text = print_kernel(kernel)
+    again = parse_kernel(text)
+    assert again == kernel
+    assert print_kernel(again) == text
+
+
+def test_every_library_kernel_runs_clean_from_the_library():
+    for name in library():
+        outcome = run_interp(name)
+        assert outcome.ok, (name, outcome.max_error, outcome.result.report())
+
+
+def test_argus_run_interp_reports_and_exits_zero():
+    out = CliRunner().invoke(main, ["run", "attention_fwd", "--interp", "--param", "causal=true",
+                                    "--size", "S=256"])
+    assert out.exit_code == 0, out.output
+    assert "no violations" in out.output and "S=256" in out.output
+
+
+def test_argus_run_rejects_sizes_that_break_an_assumption():
+    out = CliRunner().invoke(main, ["run", "gemm", "--interp", "--size", "M=100"])
+    assert out.exit_code != 0
+    assert "assumes M % 64 == 0" in out.output
+
+
+# ---------------------------------------------------------------------------------------------
+# MoE: gathered rows
+
+
+def test_moe_gemm_matches_numpy_with_padded_expert_blocks():
+    for sizes in ({"TOKENS": 130, "E": 3, "H": 64, "N": 64}, {"TOKENS": 64, "E": 1}):
+        outcome = run_interp("moe_gemm", sizes, seed=3)
+        assert outcome.result.ok, outcome.result.report()
+        assert outcome.max_error < 1e-5
+        bound = outcome.result.sizes
+        assert bound["P"] % 64 == 0 and bound["P"] >= bound["TOKENS"]
+
+
+def mutate(block, match, change):
+    """The block with every op satisfying `match` replaced by `change(op)`, nested ones too."""
+    import attrs
+
+    from argus.ir import ops as O
+
+    ops = []
+    for op in block.ops:
+        if isinstance(op, O.For):
+            op = attrs.evolve(op, body=mutate(op.body, match, change))
+        elif isinstance(op, O.If):
+            op = attrs.evolve(op, then=mutate(op.then, match, change),
+                              orelse=mutate(op.orelse, match, change))
+        ops.append(change(op) if match(op) else op)
+    return attrs.evolve(block, ops=tuple(ops))
+
+
+def test_moe_store_that_forgets_the_gather_writes_to_the_wrong_tokens():
+    import attrs
+
+    from argus.ir import ops as O
+    from argus.kernels import moe
+
+    kernel = moe.moe_gemm.ir
+    broken = attrs.evolve(kernel, body=mutate(
+        kernel.body, lambda op: isinstance(op, O.GlobalStore),
+        lambda op: attrs.evolve(op, gather=None))).verify()
+    entry = library()["moe_gemm"]
+    inputs = entry.inputs({"TOKENS": 100, "E": 2, "H": 32, "N": 64}, {}, seed=4)
+    result = run(broken, inputs)
+    bug = first(result, "tag-assertion")
+    store_line = line_of(pathlib.Path(moe.__file__), "Y.store((0, n0 + s * c_spec.shape[1])")
+    assert bug.loc.startswith(f"argus/kernels/moe.py:{store_line}:")
+    assert bug.tags["V"]["token"] != bug.tags["D"]["token"]
+    assert bug.tags["V"]["col"] == bug.tags["D"]["col"]
+
+
+# ---------------------------------------------------------------------------------------------
+# properties: any admissible configuration is right, and no mutation goes unnoticed
+
+
+def at_most(examples: int):
+    """Fewer examples than the profile asks for, for tests that run whole kernels."""
+    return settings(max_examples=min(examples, settings.default.max_examples))
+
+
+@at_most(12)
+@given(st.sampled_from([64, 128]), st.sampled_from([64, 128]), st.sampled_from([32, 64]),
+       st.booleans(), st.integers(1, 3), st.integers(1, 2), st.integers(1, 3))
+def test_gemm_is_right_for_any_admissible_configuration(block_m, block_n, block_k, swizzle,
+                                                        m_blocks, n_blocks, k_blocks):
+    kernel = gemm.gemm.trace(block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle)
+    result, expected = run_gemm(kernel, block_m * m_blocks, block_n * n_blocks,
+                                block_k * k_blocks)
+    assert result.ok, result.report()
+    np.testing.assert_allclose(result.outputs["C"], expected, rtol=1e-5, atol=1e-4)
+
+
+def mutate_nth(block, kind, n, change, counter=None):
+    """The block with the n-th op of type `kind` (program order, nested too) replaced."""
+    import attrs
+
+    from argus.ir import ops as O
+
+    counter = counter if counter is not None else [0]
+    ops = []
+    for op in block.ops:
+        if isinstance(op, kind):
+            if counter[0] == n:
+                op = change(op)
+            counter[0] += 1
+        if isinstance(op, O.For):
+            op = attrs.evolve(op, body=mutate_nth(op.body, kind, n, change, counter))
+        ops.append(op)
+    return attrs.evolve(block, ops=tuple(op for op in ops if op is not None))
+
+
+def _shift_origin(axis, delta):
+    import attrs
+
+    def change(op):
+        origin = list(op.origin)
+        origin[axis % len(origin)] = origin[axis % len(origin)] + delta
+        return attrs.evolve(op, origin=tuple(origin))
+    return change
+
+
+MUTATIONS = {
+    "lds-load-origin": ("LdsLoad", _shift_origin),
+    "lds-store-origin": ("LdsStore", _shift_origin),
+    "global-load-origin": ("GlobalLoad", _shift_origin),
+    "global-store-origin": ("GlobalStore", _shift_origin),
+    "drop-barrier": ("Barrier", lambda axis, delta: lambda op: None),
+}
+
+
+@at_most(40)
+@given(st.sampled_from(sorted(MUTATIONS)), st.integers(0, 30), st.integers(0, 2),
+       st.sampled_from([-8, -1, 1, 2, 4, 8, 32]))
+def test_a_mutated_gemm_is_either_still_right_or_reported(mutation, nth, axis, delta):
+    import attrs
+
+    from argus.ir import ops as O
+
+    kind_name, make = MUTATIONS[mutation]
+    kind = getattr(O, kind_name)
+    base = gemm.gemm.trace()
+    count = sum(isinstance(op, kind) for op in base.ops())
+    mutant = attrs.evolve(base, body=mutate_nth(base.body, kind, nth % count, make(axis, delta)))
+    result, expected = run_gemm(mutant.verify(), 128, 64, 96, max_violations=1)
+    if result.ok:
+        # the oracle may only stay silent when the answer is still right
+        np.testing.assert_allclose(result.outputs["C"], expected, rtol=1e-5, atol=1e-4)
