@@ -45,12 +45,13 @@ def doctor() -> None:
 @click.argument("source", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
               help="Code object (.hsaco) to write; written atomically.")
-def asm(source: str, output: str) -> None:
+@click.option("--mcpu", default="gfx942", show_default=True, help="Target processor.")
+def asm(source: str, output: str, mcpu: str) -> None:
     """Assemble a gfx942 assembly FILE.s into a code object."""
     from argus.asm import assemble_file
 
     with _user_errors():
-        code = assemble_file(source, output)
+        code = assemble_file(source, output, mcpu=mcpu)
     names = ", ".join(k.name for k in code.kernels) or "no kernels"
     click.echo(f"wrote {output} ({len(code.data)} bytes; {names})")
 
@@ -60,12 +61,18 @@ def asm(source: str, output: str) -> None:
 @click.option("--kernel", default=None, help="Only this kernel (symbol name).")
 @click.option("--stats", is_flag=True, help="Instruction mix, loops and resource usage.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def disasm(path: str, kernel: str | None, stats: bool, as_json: bool) -> None:
+@click.option("--compare", "other", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Statistics of PATH and this second kernel side by side.")
+def disasm(path: str, kernel: str | None, stats: bool, as_json: bool, other: str | None
+           ) -> None:
     """Disassemble a .s, .hsaco or .co file."""
-    from argus.asm.stats import disasm_command
+    from argus.asm.stats import compare_command, disasm_command
 
     with _user_errors():
-        disasm_command(path, kernel=kernel, stats=stats, as_json=as_json, echo=click.echo)
+        if other:
+            compare_command(path, other, kernel=kernel, as_json=as_json, echo=click.echo)
+        else:
+            disasm_command(path, kernel=kernel, stats=stats, as_json=as_json, echo=click.echo)
 
 
 def _assignments(items: tuple[str, ...], what: str) -> dict:
@@ -88,8 +95,9 @@ def _assignments(items: tuple[str, ...], what: str) -> dict:
 @click.option("--param", "params", multiple=True, help="Kernel parameter, e.g. causal=true.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--ir", "show_ir", is_flag=True, help="Print the kernel's IR first.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def run(kernel: str, interp: bool, sizes: tuple[str, ...], params: tuple[str, ...], seed: int,
-        show_ir: bool) -> None:
+        show_ir: bool, as_json: bool) -> None:
     """Run library KERNEL on random data and compare it with numpy."""
     from argus.kernels import library, run_interp
 
@@ -108,6 +116,14 @@ def run(kernel: str, interp: bool, sizes: tuple[str, ...], params: tuple[str, ..
         raise click.ClickException(str(err)) from err
     if show_ir:
         click.echo(library()[kernel].kernel.trace(**outcome.params))
+    if as_json:
+        import json
+
+        click.echo(json.dumps({
+            "kernel": kernel, "sizes": outcome.result.sizes, "params": outcome.params,
+            "ok": outcome.ok, "max_error": outcome.max_error, "tolerance": outcome.tolerance,
+            "violations": [json.loads(v.to_json()) for v in outcome.result.violations]}))
+        sys.exit(0 if outcome.ok else 1)
     shown = " ".join(f"{k}={v}" for k, v in outcome.sizes.items())
     click.echo(f"{kernel} [{shown}] {outcome.params or ''}".rstrip())
     click.echo(outcome.result.report())
@@ -161,3 +177,33 @@ def example_command(name: str, output: str | None, list_examples: bool) -> None:
         assemble_file(source, output)
         click.echo(f"assembled {source} -> {output}")
         disasm_command(output, kernel=None, stats=True, as_json=False, echo=click.echo)
+
+
+@main.command("verify")
+@click.argument("target", metavar="KERNEL_OR_FILE")
+@click.option("--size", "sizes", multiple=True, help="Pin a size, e.g. --size M=256.")
+@click.option("--param", "params", multiple=True, help="Kernel parameter, e.g. causal=true.")
+@click.option("--solver", type=click.Choice(["z3", "cvc5"]), default="z3", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--banks", is_flag=True, help="Also print LDS bank-conflict facts.")
+def verify_command(target: str, sizes: tuple[str, ...], params: tuple[str, ...], solver: str,
+                   as_json: bool, banks: bool) -> None:
+    """Prove KERNEL_OR_FILE's tag assertions and built-in checks; exit 0 only if all hold."""
+    from argus.absint.verify import VerifyError, resolve_kernel, verify
+    from argus.ir.types import IRError
+    from argus.lang import DSLError
+
+    try:
+        kernel = resolve_kernel(target)
+        report = verify(kernel, solver=solver, **_assignments(params, "--param"),
+                        **_assignments(sizes, "--size"))
+    except (VerifyError, IRError, DSLError) as err:
+        raise click.ClickException(str(err)) from err
+    if as_json:
+        click.echo(report.to_json())
+    else:
+        click.echo(str(report))
+        if banks:
+            for fact in report.bank_facts:
+                click.echo(str(fact))
+    sys.exit(0 if report.ok else 1)

@@ -12,10 +12,10 @@ from multiprocessing import get_context
 
 import pytest
 
-from argus.asm import CodeObject, Imm, Label
+from argus.asm import CodeObject, Imm, Label, assemble
 from argus.asm.aiter import gfx942_code_objects
 
-BATCH = 32  # code objects per llvm-objdump run
+BATCH = 64  # code objects per llvm-objdump run
 
 
 def summarise_batch(paths) -> list[dict]:
@@ -40,6 +40,11 @@ def summarise(code: CodeObject) -> dict:
         if info.wavefront_size != 64 or not 0 < info.accum_offset <= 512:
             problems.append(f"kernel {info.name}: implausible descriptor {info.descriptor}")
         counts["kernel_args"] += len(info.args)
+        user = sum(count for name, _, count in info.descriptor.sgpr_inputs
+                   if not name.startswith(("workgroup", "private_segment_wave")))
+        if user != info.descriptor.user_sgpr_count:
+            problems.append(f"kernel {info.name}: user SGPR inputs {info.descriptor.sgpr_inputs}"
+                            f" do not add up to USER_SGPR_COUNT {info.descriptor.user_sgpr_count}")
     for ins in instructions:
         for op in ins.operands:
             if isinstance(op, Label):
@@ -85,3 +90,36 @@ def test_every_vendor_code_object_disassembles(aiter_root, capsys):
               f"{total['operands']} operands, {total['modifiers']} modifiers, "
               f"{total['branches']} branch labels, {total['literals']} literals, "
               f"{total['kernel_args']} kernel arguments) in {elapsed:.1f} s")
+
+
+def reassembly_source(code: CodeObject) -> str:
+    """The decoded listing as assembly, with our own labels at every resolved branch target."""
+    instructions = code.disassemble()
+    targets = {ins.branch_target for ins in instructions} - {None}
+    lines = ['.amdgcn_target "amdgcn-amd-amdhsa--gfx942"', ".text"]
+    for ins in instructions:
+        if ins.address in targets:
+            lines.append(f"L_{ins.address:x}:")
+        text = ins.text
+        if ins.branch_target is not None:
+            text = f"{text.rpartition(' ')[0]} L_{ins.branch_target:x}"
+        lines.append(text)
+    return "\n".join(lines) + "\n"
+
+
+def round_trip_batch(paths) -> list[str]:
+    codes = [CodeObject.from_file(path) for path in paths]
+    CodeObject.disassemble_all(codes)
+    return [str(code.path) for code in codes
+            if assemble(reassembly_source(code), name=str(code.path)).text != code.text]
+
+
+@pytest.mark.aiter
+def test_vendor_kernels_reassemble_to_identical_bytes(aiter_root):
+    """Decoded text + resolved branch targets -> clang -> the vendor's exact .text bytes."""
+    files = gfx942_code_objects(aiter_root)
+    sample = files[::24] + [f for f in files if "bf16gemm" in str(f)]
+    with get_context("fork").Pool(min(2, os.cpu_count() or 1)) as pool:
+        mismatches = pool.map(round_trip_batch, [sample[i::2] for i in range(2)])
+    assert [path for batch in mismatches for path in batch] == []
+    assert len(sample) > 50

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from argus.asm import CodeObject
+from argus.asm.stats import CLASSES
 from argus.cli import main
 
 EXAMPLE = Path(__file__).parent.parent / "argus" / "examples" / "mfma_gemm_32x32.s"
@@ -134,3 +135,17 @@ def test_debug_level_3_prints_the_assembly(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("ARGUS_DEBUG", "3")
     assemble(".text\ns_endpgm\n", name="tiny.s")
     assert "assembling tiny.s for gfx942" in capfd.readouterr().err
+
+
+def test_disasm_compare(run, tmp_path):
+    result = run("disasm", EXAMPLE, "--compare", EXAMPLE, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["kernels"] == ["mfma_gemm_32x32", "mfma_gemm_32x32"]
+    assert report["mix"]["MFMA"] == [1, 1] and report["main_loop_instructions"] == [8, 8]
+    assert list(report["mix"]) == [c for c in CLASSES if c in report["mix"]]
+    table = run("disasm", SALU, "--compare", EXAMPLE)
+    assert table.exit_code == 0, table.output
+    assert "main loop mix" in table.output and "salu_branches" in table.output
+    two = run("disasm", Path(__file__).parent / "asm" / "two_kernels.s", "--compare", EXAMPLE)
+    assert two.exit_code == 1 and "choose one with --kernel" in two.output

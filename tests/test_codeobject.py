@@ -112,6 +112,12 @@ def check_against_llvm(code: CodeObject, path: Path) -> int:
         assert ("kernarg_segment_ptr" in info.descriptor.user_sgprs) == bool(
             kd["user_sgpr_kernarg_segment_ptr"])
         assert ("dispatch_ptr" in info.descriptor.user_sgprs) == bool(kd["user_sgpr_dispatch_ptr"])
+        assert ("private_segment_wave_offset" in dict(
+            (name, first) for name, first, _ in info.descriptor.sgpr_inputs)) == bool(
+            kd["enable_private_segment"])
+        user = [count for name, _, count in info.descriptor.sgpr_inputs
+                if not name.startswith(("workgroup", "private_segment_wave"))]
+        assert sum(user) == info.descriptor.user_sgpr_count
     return len(code.kernels)
 
 
@@ -119,7 +125,7 @@ def check_against_llvm(code: CodeObject, path: Path) -> int:
 def test_kernel_info_matches_llvm_tools_on_own_kernels(source, tmp_path):
     code = assemble(source.read_text(), name=str(source))
     path = code.to_file(tmp_path / "k.hsaco")
-    assert check_against_llvm(code, path) == 1
+    assert check_against_llvm(code, path) == source.read_text().count(".amdhsa_kernel ")
 
 
 @pytest.mark.aiter
@@ -187,6 +193,27 @@ def test_every_truncation_is_a_code_object_error(data):
     cut = data.draw(st.integers(0, len(blob) - 1))
     with pytest.raises(CodeObjectError, match="truncated|not an ELF|corrupt|outside"):
         CodeObject.from_bytes(blob[:cut])
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**20), st.integers(0, 255)), min_size=1, max_size=4),
+       st.booleans())
+def test_corrupt_bytes_give_a_code_object_or_a_clear_error(flips, in_header):
+    """Never a stray IndexError/TypeError from deep inside the ELF reader."""
+    from argus.asm import DisassemblyError, ToolchainError
+
+    blob = bytearray(_example_bytes())
+    for position, value in flips:
+        blob[position % (64 if in_header else len(blob))] = value
+    try:
+        code = CodeObject.from_bytes(bytes(blob))
+    except CodeObjectError as err:
+        assert str(err)
+        return
+    try:
+        code.disassemble()
+    except (DisassemblyError, ToolchainError) as err:
+        assert str(err)
 
 
 _CACHE: dict[str, bytes] = {}
@@ -314,3 +341,27 @@ def test_metadata_note_decodes_like_readelf(example):
         path = example.to_file(Path(tmp) / "k.hsaco")
         assert readelf_metadata(path)["amdhsa.kernels"][0][".agpr_count"] == (
             example.metadata["amdhsa.kernels"][0][".agpr_count"])
+
+
+def test_two_kernels_keep_their_own_code_and_descriptors():
+    source = Path(__file__).parent / "asm" / "two_kernels.s"
+    code = assemble(source.read_text())
+    first, second = code.kernels
+    assert (first.name, second.name) == ("first", "second")  # no metadata: from `.kd` symbols
+    assert first.entry + first.code_size == second.entry
+    body = code.disassemble(first)
+    assert [i.opcode for i in body] == ["s_load_dword", "s_waitcnt", "v_mov_b32_e32", "s_endpgm"]
+    filler = [i for i in code.disassemble() if first.entry <= i.address < second.entry][4:]
+    assert filler and all(i.text == "s_nop 0" for i in filler)  # .p2align 8 padding
+    assert code.disassemble(second)[0].address == second.entry
+    assert code.disassemble(second)[-1].opcode == "s_endpgm"
+    assert len(code.disassemble()) == len(body) + len(filler) + len(code.disassemble(second))
+    desc = second.descriptor
+    assert desc.workgroup_id_enabled == (True, True, True) and desc.workitem_id_dims == 3
+    assert desc.user_sgprs == ("dispatch_ptr", "kernarg_segment_ptr")
+    assert desc.sgpr_inputs == (
+        ("dispatch_ptr", 0, 2), ("kernarg_segment_ptr", 2, 2), ("workgroup_id_x", 4, 1),
+        ("workgroup_id_y", 5, 1), ("workgroup_id_z", 6, 1),
+        ("private_segment_wave_offset", 7, 1))
+    assert (second.group_segment_size, second.private_segment_size) == (1024, 64)
+    assert first.descriptor.workgroup_id_enabled == (True, False, False)

@@ -317,7 +317,8 @@ def _source_text(opcode, operands, modifiers):
     return text
 
 
-@settings(deadline=None)
+# Each example assembles and disassembles a program: keep the slow profiles in budget.
+@settings(deadline=None, max_examples=min(60, settings.default.max_examples))
 @given(st.lists(random_instruction(), min_size=1, max_size=24))
 def test_random_instructions_decode_to_what_was_written(program):
     code = assemble(HEADER + "\n".join(_source_text(*ins) for ins in program))
@@ -326,3 +327,40 @@ def test_random_instructions_decode_to_what_was_written(program):
     for (opcode, operands, modifiers), ins in zip(program, decoded):
         assert (ins.opcode, ins.operands, ins.modifiers) == (opcode, operands, modifiers), (
             _source_text(opcode, operands, modifiers), ins.text)
+
+
+def test_nested_loops_and_mix():
+    from argus.asm.stats import classify, find_loops, instruction_mix, kernel_stats, main_loop
+
+    code = assemble(HEADER + """
+        s_mov_b32 s0, 4
+    outer:
+        s_mov_b32 s1, 8
+    inner:
+        v_mfma_f32_32x32x8_bf16 a[0:15], v[0:1], v[2:3], a[0:15]
+        ds_read_b128 v[4:7], v8 offset:16
+        buffer_load_dword v9, s[4:7], 0 offen lds
+        s_sub_u32 s1, s1, 1
+        s_cmp_lg_u32 s1, 0
+        s_cbranch_scc1 inner
+        s_waitcnt vmcnt(0)
+        s_barrier
+        s_sub_u32 s0, s0, 1
+        s_cmp_lg_u32 s0, 0
+        s_cbranch_scc1 outer
+        s_endpgm
+    """)
+    instructions = code.disassemble()
+    assert [classify(i) for i in instructions[2:5]] == ["MFMA", "DS read", "buffer load to LDS"]
+    outer, inner = find_loops(instructions)
+    assert (outer.depth, inner.depth) == (0, 1)
+    assert outer.start == instructions[1].address and outer.end == instructions[12].address
+    assert inner.instructions == 6 and outer.instructions == 12
+    assert inner.mix == {"MFMA": 1, "SALU": 2, "DS read": 1, "buffer load to LDS": 1,
+                         "branch": 1}
+    assert sum(instruction_mix(instructions).values()) == len(instructions)
+    assert code.kernels == []  # no descriptor: nothing to summarise per kernel
+    with_kernel = assemble((ASM_DIR / "salu_branches.s").read_text())
+    summary = kernel_stats(with_kernel, with_kernel.kernels[0])
+    loop = main_loop(summary)  # .Lloop is closed by s_cbranch_scc1 and, later, execnz
+    assert loop.instructions == 9 and loop.branches == ("s_cbranch_scc1", "s_cbranch_execnz")

@@ -2,6 +2,7 @@
 operands (different per lane / per wave); results are compared with numpy reference semantics
 (integer ops bit-exact, f32 arithmetic correctly rounded, transcendentals within 1 ulp)."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given
@@ -116,6 +117,56 @@ INTEGER_OPS = [
     ("v_readfirstlane_b32 s20, v2\n  v_mov_b32_e32 v10, s20",
      lambda a, b, c: np.repeat(a.reshape(-1, 64)[:, :1], 64, axis=1).reshape(a.shape)),
     ("v_accvgpr_write_b32 a3, v2\n  s_nop 1\n  v_accvgpr_read_b32 v10, a3", lambda a, b, c: a),
+    ("v_pk_mov_b32 v[10:11], v[2:3], v[4:5] op_sel:[1,0]", lambda a, b, c: b),
+    ("v_min_i32_e32 v10, v2, v3", lambda a, b, c: np.minimum(s32(a), s32(b))),
+    ("v_max_u32_e32 v10, v2, v3", lambda a, b, c: np.maximum(a, b)),
+    ("v_min3_u32 v10, v2, v3, v4", lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    ("v_max3_i32 v10, v2, v3, v4", lambda a, b, c: np.maximum(np.maximum(s32(a), s32(b)),
+                                                               s32(c))),
+    ("v_mad_i32_i24 v10, v2, v3, v4", lambda a, b, c: i24(a) * i24(b) + c),
+    ("v_mul_hi_u32_u24_e32 v10, v2, v3", lambda a, b, c: ((a & 0xFFFFFF) * (b & 0xFFFFFF))
+     >> 32),
+    ("v_alignbyte_b32 v10, v2, v3, v4", lambda a, b, c: ((a.astype(object) << 32) | b)
+     >> (8 * (c & 3))),
+    ("v_xad_u32 v10, v2, v3, v4", lambda a, b, c: (a ^ b) + c),
+    ("v_add_lshl_u32 v10, v2, v3, v4", lambda a, b, c: ((a + b) & M32) << (c & 31)),
+    ("v_bfrev_b32_e32 v10, v2", lambda a, b, c: np.array(
+        [int(f"{int(x):032b}"[::-1], 2) for x in a.flat]).reshape(a.shape)),
+    ("v_add_i32 v10, v2, v3", lambda a, b, c: a + b),
+    ("v_sub_i32 v10, v2, v3", lambda a, b, c: a - b),
+    ("v_subrev_co_u32_e32 v10, vcc, v2, v3", lambda a, b, c: b - a),
+    ("v_sub_co_u32_e32 v10, vcc, v2, v3\n  v_subb_co_u32_e32 v10, vcc, v10, v4, vcc",
+     lambda a, b, c: a - b - c - (a < b)),
+    ("v_sub_co_u32_e32 v10, vcc, v2, v3\n  v_subbrev_co_u32_e32 v10, vcc, v10, v4, vcc",
+     lambda a, b, c: c - ((a - b) & M32) - (a < b)),
+    ("v_cvt_f32_i32_e32 v10, v2", lambda a, b, c: s32(a).astype(np.float64).astype(np.float32)
+     .view(np.uint32)),
+    ("v_cvt_f32_ubyte0_e32 v10, v2", lambda a, b, c: (a & 0xFF).astype(np.float32)
+     .view(np.uint32)),
+    ("v_cvt_f32_ubyte1_e32 v10, v2", lambda a, b, c: (a >> 8 & 0xFF).astype(np.float32)
+     .view(np.uint32)),
+    ("v_cvt_f32_ubyte2_e32 v10, v2", lambda a, b, c: (a >> 16 & 0xFF).astype(np.float32)
+     .view(np.uint32)),
+    ("v_cvt_f32_ubyte3_e32 v10, v2", lambda a, b, c: (a >> 24).astype(np.float32)
+     .view(np.uint32)),
+    ("v_pack_b32_f16 v10, v2, v3", lambda a, b, c: (a & 0xFFFF) | ((b & 0xFFFF) << 16)),
+    ("v_mbcnt_hi_u32_b32 v10, v2, v3", lambda a, b, c: np.array(
+        [bin(int(a.flat[i]) & ((1 << max(i % 64 - 32, 0)) - 1)).count("1")
+         for i in range(a.size)]).reshape(a.shape) + b),
+    ("v_readlane_b32 s20, v2, 5\n  v_mov_b32_e32 v10, s20",
+     lambda a, b, c: np.repeat(a.reshape(-1, 64)[:, 5:6], 64, axis=1).reshape(a.shape)),
+    ("v_readfirstlane_b32 s20, v4\n  v_mov_b32_e32 v10, v3\n  v_writelane_b32 v10, s20, 7",
+     lambda a, b, c: np.where(np.arange(64) == 7, c.reshape(-1, 64)[:, :1], b)),
+    ("v_mov_b64 v[10:11], v[2:3]", lambda a, b, c: a),
+    ("v_mov_b64 v[10:11], v[2:3]\n  v_mov_b32_e32 v10, v11", lambda a, b, c: b),
+    ("v_lshl_add_u64 v[10:11], v[2:3], 2, v[4:5]", lambda a, b, c: (a << 2) + c),
+    ("v_lshl_add_u64 v[10:11], v[2:3], 2, v[4:5]\n  v_mov_b32_e32 v10, v11",
+     lambda a, b, c: ((((b.astype(object) << 32) | a) << 2) + c) >> 32),
+    ("v_mad_i64_i32 v[10:11], s[20:21], v2, v3, v[4:5]\n  v_mov_b32_e32 v10, v11",
+     lambda a, b, c: (s32(a).astype(object) * s32(b) + c) >> 32),
+    ("v_pk_mov_b32 v[10:11], v[4:5], v[2:3] op_sel:[0,1]", lambda a, b, c: c),
+    ("v_pk_mov_b32 v[10:11], v[4:5], v[2:3] op_sel:[0,1]\n  v_mov_b32_e32 v10, v11",
+     lambda a, b, c: b),
 ]
 
 
@@ -223,7 +274,41 @@ FLOAT_OPS = [
      lambda a, b, c: np.where(a < b, 1.0, 0.0), 0),
     ("v_pk_mul_f32 v[10:11], v[2:3], v[2:3] op_sel_hi:[0,0]",
      lambda a, b, c: a * a, 0),
+    ("v_cvt_pkrtz_f16_f32 v10, v2, v3", None, 0),
+    ("v_subrev_f32_e32 v10, v2, v3", lambda a, b, c: b - a, 0),
+    ("v_min_f32_e32 v10, v2, v3", lambda a, b, c: np.minimum(a, b), 0),
+    ("v_max3_f32 v10, v2, v3, v4", lambda a, b, c: np.maximum(np.maximum(a, b), c), 0),
+    ("v_med3_f32 v10, v2, v3, v4", lambda a, b, c: np.median(np.stack([a, b, c]), axis=0), 0),
+    ("v_mul_f32_e64 v10, v2, v3 clamp", lambda a, b, c: np.clip(a * b, 0, 1), 0),
+    ("v_add_f32_e64 v10, v2, v3 mul:2", lambda a, b, c: 2 * rounded(a + b), 0),
+    ("v_trunc_f32_e32 v10, v2", lambda a, b, c: np.trunc(a), 0),
+    ("v_floor_f32_e32 v10, v2", lambda a, b, c: np.floor(a), 0),
+    ("v_ceil_f32_e32 v10, v2", lambda a, b, c: np.ceil(a), 0),
+    ("v_rndne_f32_e32 v10, v2", lambda a, b, c: np.rint(a), 0),
+    ("v_fract_f32_e32 v10, v2", lambda a, b, c: np.minimum(rounded(a - np.floor(a)),
+                                                            0.99999994039535522), 0),
+    ("v_rcp_iflag_f32_e32 v10, v2", lambda a, b, c: 1 / a, 1),
+    ("v_cvt_f16_f32_e32 v10, v2", None, 0),
+    ("v_cvt_f32_f16_e32 v10, v2", None, 0),
+    ("v_mov_b32_e32 v10, 0\n  v_cvt_pk_fp8_f32 v10, v2, v3", None, 0),
+    ("v_mov_b32_e32 v10, 0\n  v_cvt_pk_bf8_f32 v10, v2, v3", None, 0),
+    ("v_cvt_f32_fp8_e32 v10, v2", None, 0),
+    ("v_cvt_f32_bf8_e32 v10, v2", None, 0),
+    ("v_pk_add_f32 v[10:11], v[2:3], v[4:5]", lambda a, b, c: a + c, 0),
+    ("v_pk_fma_f32 v[10:11], v[2:3], v[4:5], v[2:3]", lambda a, b, c: a * c + a, 1),
 ]
+
+F16_VALUES = np.sort(np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)[
+    np.isfinite(np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16))].astype(
+    np.float64))
+
+
+def f16_toward_zero(x):
+    """The f16 of largest magnitude not exceeding |x|, by search over all finite f16 values."""
+    magnitude = np.abs(x)
+    positive = F16_VALUES[F16_VALUES >= 0]
+    floor = positive[np.searchsorted(positive, magnitude, side="right") - 1]
+    return np.where(np.isnan(x), np.nan, np.copysign(floor, x)).astype(np.float16)
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +343,36 @@ def test_float_valu_ops_are_correctly_rounded(float_kernel, inputs):
         if "cvt_u32" in asm:
             np.testing.assert_array_equal(out[:, k, :], np.clip(np.trunc(a), 0, M32)
                                           .astype(np.uint32), err_msg=asm)
+            continue
+        if asm.endswith("f16_f32_e32 v10, v2"):
+            expect = a.astype(np.float32).astype(np.float16).view(np.uint16).astype(np.uint32)
+            np.testing.assert_array_equal(out[:, k, :], expect, err_msg=asm)
+            continue
+        if "f32_f16" in asm:
+            half = (inputs[:, 0, :].view(np.uint32) & 0xFFFF).astype(np.uint16).view(np.float16)
+            _ulp_close(out[:, k, :], half.astype(np.float64), 0, asm)
+            continue
+        if "cvt_pk_" in asm:
+            dtype = ml_dtypes.float8_e4m3fnuz if "fp8" in asm else ml_dtypes.float8_e5m2fnuz
+            limit = float(ml_dtypes.finfo(dtype).max)
+            for byte, source in ((0, a), (1, b)):
+                got = (out[:, k, :] >> (8 * byte) & 0xFF).astype(np.uint8).view(dtype)
+                inside = np.abs(source) <= limit     # beyond: ml_dtypes' overflow, unverified
+                np.testing.assert_array_equal(got[inside].astype(np.float64),
+                                              source[inside].astype(np.float32).astype(dtype)
+                                              .astype(np.float64), err_msg=asm)
+            assert (out[:, k, :] >> 16 == 0).all(), asm
+            continue
+        if "cvt_f32_fp8" in asm or "cvt_f32_bf8" in asm:
+            dtype = ml_dtypes.float8_e4m3fnuz if "fp8" in asm else ml_dtypes.float8_e5m2fnuz
+            byte = (inputs[:, 0, :].view(np.uint32) & 0xFF).astype(np.uint8).view(dtype)
+            _ulp_close(out[:, k, :], byte.astype(np.float64), 0, asm)
+            continue
+        if "pkrtz" in asm:
+            packed = out[:, k, :]
+            for half, source in ((0, a), (1, b)):
+                got = (packed >> (16 * half) & 0xFFFF).astype(np.uint16).view(np.float16)
+                np.testing.assert_array_equal(got, f16_toward_zero(source), err_msg=asm)
             continue
         if "cvt_i32" in asm:
             np.testing.assert_array_equal(out[:, k, :].view(np.int32), np.clip(
@@ -304,6 +419,54 @@ SCALAR_OPS = [
         r := bin(a).count("1"), int(r != 0))),
     ("s_lshl_b64 s[20:21], s[10:11], s14\n  s_mov_b32 s20, s21", lambda a, b, c, scc: (
         (r := (((b << 32) | a) << (c & 63)) & (2**64 - 1)) >> 32, int(r != 0))),
+    ("s_mul_hi_i32 s20, s10, s11", lambda a, b, c, scc: ((int(s32(a)) * int(s32(b))) >> 32,
+                                                           scc)),
+    ("s_min_i32 s20, s10, s11", lambda a, b, c, scc: (
+        min(int(s32(a)), int(s32(b))), int(s32(a) < s32(b)))),
+    ("s_max_u32 s20, s10, s11", lambda a, b, c, scc: (max(a, b), int(a > b))),
+    ("s_ashr_i64 s[20:21], s[10:11], s14", lambda a, b, c, scc: (
+        r := (int(s32(b)) * 2**32 + a) >> (c & 63), int(r & (2**64 - 1) != 0))),
+    ("s_lshr_b64 s[20:21], s[10:11], s14\n  s_mov_b32 s20, s21", lambda a, b, c, scc: (
+        (r := ((b << 32) | a) >> (c & 63)) >> 32, int(r != 0))),
+    ("s_bfe_i32 s20, s10, s11", lambda a, b, c, scc: (
+        r := int(bfe(a, b & 31, (b >> 16) & 0x7F, True)) if (b >> 16) & 0x7F < 32 else
+        int(s32(a)) >> (b & 31), int(r & M32 != 0))),
+    ("s_bfm_b32 s20, s10, s11", lambda a, b, c, scc: (((1 << (a & 31)) - 1) << (b & 31), scc)),
+    ("s_lshl2_add_u32 s20, s10, s11", lambda a, b, c, scc: (
+        r := (a << 2) + b, int(r >= 2**32))),
+    ("s_absdiff_i32 s20, s10, s11", lambda a, b, c, scc: (
+        r := abs(int(s32(a)) - int(s32(b))), int(r & M32 != 0))),
+    ("s_orn2_b32 s20, s10, s11", lambda a, b, c, scc: (r := (a | ~b) & M32, int(r != 0))),
+    ("s_nand_b32 s20, s10, s11", lambda a, b, c, scc: (r := ~(a & b) & M32, int(r != 0))),
+    ("s_nor_b32 s20, s10, s11", lambda a, b, c, scc: (r := ~(a | b) & M32, int(r != 0))),
+    ("s_xnor_b32 s20, s10, s11", lambda a, b, c, scc: (r := ~(a ^ b) & M32, int(r != 0))),
+    ("s_and_b64 s[20:21], s[10:11], s[12:13]\n  s_mov_b32 s20, s21", lambda a, b, c, scc: (
+        b & c, int(((b << 32 | a) & (c << 32 | a)) != 0))),
+    ("s_not_b64 s[20:21], s[10:11]", lambda a, b, c, scc: (~a & M32, int((b << 32 | a)
+                                                                         != 2**64 - 1))),
+    ("s_cselect_b64 s[20:21], s[10:11], s[12:13]", lambda a, b, c, scc: (a, scc)),
+    ("s_brev_b32 s20, s10", lambda a, b, c, scc: (int(f"{a:032b}"[::-1], 2), scc)),
+    ("s_bcnt1_i32_b64 s20, s[10:11]", lambda a, b, c, scc: (
+        r := bin(a).count("1") + bin(b).count("1"), int(r != 0))),
+    ("s_ff1_i32_b32 s20, s10", lambda a, b, c, scc: (
+        (a & -a).bit_length() - 1 if a else M32, scc)),
+    ("s_ff1_i32_b64 s20, s[10:11]", lambda a, b, c, scc: (
+        ((v := b << 32 | a) & -v).bit_length() - 1 if (b << 32 | a) else M32, scc)),
+    ("s_abs_i32 s20, s10", lambda a, b, c, scc: (r := abs(int(s32(a))) & M32, int(r != 0))),
+    ("s_sext_i32_i8 s20, s10", lambda a, b, c, scc: ((a & 0xFF) - (a & 0x80) * 2, scc)),
+    ("s_sext_i32_i16 s20, s10", lambda a, b, c, scc: ((a & 0xFFFF) - (a & 0x8000) * 2, scc)),
+    ("s_mov_b32 s20, s11\n  s_cmov_b32 s20, s10", lambda a, b, c, scc: (a if scc else b, scc)),
+    ("s_mov_b32 s20, s10\n  s_mulk_i32 s20, 0xfff3", lambda a, b, c, scc: (a * -13, scc)),
+    ("s_cmpk_lt_i32 s10, 0xff00\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (
+        0, int(s32(a) < -256))),
+    ("s_cmpk_ge_u32 s10, 0xff00\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (0, int(a >= 0xFF00))),
+    ("s_bitcmp1_b32 s10, s11\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (0, a >> (b & 31) & 1)),
+    ("s_bitcmp0_b32 s10, s11\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (
+        0, 1 - (a >> (b & 31) & 1))),
+    ("s_cmp_eq_u64 s[10:11], s[12:13]\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (
+        0, int(b == c and a == a))),
+    ("s_cmp_lg_u64 s[10:11], s[12:13]\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (
+        0, int(b != c))),
     ("s_and_saveexec_b64 s[22:23], s[10:11]\n  s_mov_b32 s20, exec_lo\n"
      "  s_mov_b64 exec, s[22:23]", lambda a, b, c, scc: (a, int((a | (b << 32)) != 0))),
 ]

@@ -136,3 +136,22 @@ def test_valu_write_then_mfma_read_needs_two_wait_states():
     zeros = np.zeros(256, np.uint16)
     with pytest.raises(HazardError, match="valu-to-mfma"):
         emulate(code, grid=1, block=64, args=[zeros, zeros, np.zeros(256, np.float32)])
+
+
+@pytest.mark.parametrize("nops, ok", [(5, False), (6, True)])
+def test_mfma_to_valu_wait_states_boundary(nops, ok):
+    """16x16x16 bf16: 4 passes, XDL -> 7 wait states (`s_nop 6`), LLVM's gfx940 table."""
+    if ok:
+        run_mfma(f"s_nop {nops}", "strict")
+    else:
+        with pytest.raises(HazardError, match="1 missing"):
+            run_mfma(f"s_nop {nops}", "strict")
+
+
+def test_back_to_back_accumulation_needs_no_wait_but_overlapping_srcc_does():
+    same = "v_mfma_f32_16x16x16_bf16 v[6:9], v[2:3], v[4:5], v[6:9]\n  s_nop 6"
+    d, expect, _ = run_mfma(same, "strict")
+    np.testing.assert_allclose(d, 2 * expect, rtol=1e-5, atol=1e-5)
+    overlap = "v_mfma_f32_16x16x16_bf16 v[10:13], v[2:3], v[4:5], v[8:11]\n  s_nop 6"
+    with pytest.raises(HazardError, match="mfma-result"):
+        run_mfma(overlap, "strict")

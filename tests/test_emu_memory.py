@@ -239,6 +239,25 @@ def test_atomic_add_from_every_lane_of_every_wave():
     assert out[0] == data.sum()
 
 
+@pytest.mark.parametrize("opcode, dtype", [("global_atomic_pk_add_bf16", ml_dtypes.bfloat16),
+                                           ("global_atomic_pk_add_f16", np.float16)])
+def test_packed_16bit_atomics_add_both_halves(opcode, dtype):
+    body = f"""
+  global_load_dword v2, v1, s[4:5]
+  v_and_b32_e32 v3, 12, v1
+  s_waitcnt vmcnt(0)
+  {opcode} v3, v2, s[6:7]
+  s_waitcnt vmcnt(0)
+  s_endpgm
+"""
+    code = build(opcode, body)
+    values = np.random.default_rng(5).integers(-8, 8, (64, 2)).astype(dtype)
+    out = np.zeros((4, 2), dtype)
+    emulate(code, grid=1, block=64, args=[values.view(np.uint32).reshape(-1), out.view(np.uint32)])
+    expect = values.astype(np.float64).reshape(16, 4, 2).sum(0)    # small integers: exact
+    np.testing.assert_array_equal(out.astype(np.float64), expect)
+
+
 def test_divergent_branches_and_exec_masking():
     """Odd work-items take one path, even ones another (per-lane via EXEC); waves 2k and
     2k+1 branch differently on a scalar condition."""
@@ -275,6 +294,9 @@ def test_divergent_branches_and_exec_masking():
     expect = np.where(np.arange(256) % 2 == 1, expect * 3, expect)
     np.testing.assert_array_equal(out, expect)
     assert run.counts[min(run.counts)] == 4
+    per_wave = run.wave_instruction_counts()
+    assert per_wave.shape == (4, 1) and per_wave.sum() == run.wave_instructions
+    assert per_wave[0, 0] == per_wave[2, 0] and per_wave[0, 0] != per_wave[1, 0]
 
 
 def test_unsupported_opcodes_are_listed_before_running():

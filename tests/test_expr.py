@@ -6,6 +6,7 @@ Random expressions are evaluated over the full grid of their variables' ranges w
 
 import gc
 import pickle
+import weakref
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from argus.ir.expr import (
     Expr,
     Not,
     Or,
+    Term,
     Var,
     as_expr,
     bounds,
@@ -167,12 +169,15 @@ def test_hash_consing_makes_equal_terms_identical():
 
 
 def test_intern_table_does_not_keep_dead_terms_alive():
-    before = len(expr_module._INTERNED)
     temporary = Var("scratch_variable", 0, 1000) * 12345 + 678
-    assert len(expr_module._INTERNED) > before
+    bounds(temporary)  # the bounds cache must not keep it alive either
+    alive = weakref.ref(temporary)
+    key = (Term, ("add", temporary.args))
+    assert expr_module._INTERNED[key] is temporary
     del temporary
     gc.collect()
-    assert len(expr_module._INTERNED) == before
+    assert alive() is None
+    assert key not in expr_module._INTERNED
 
 
 def test_operators_follow_python_floor_semantics():

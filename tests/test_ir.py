@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import argus.lang as T
 from argus.ir import ops as O
 from argus.ir.expr import Var, ite, max_, min_
-from argus.ir.text import ParseError, parse_expr, parse_kernel, print_kernel
+from argus.ir.text import ParseError, expr_text, parse_expr, parse_kernel, print_kernel
 from argus.ir.types import (
     AddressMap,
     GlobalType,
@@ -88,7 +88,7 @@ def test_kernel_verify_catches_use_before_definition_and_unbound_scalars():
     load = O.GlobalLoad(tile("a"), X, (0, 0), (0, 1), LOC)
     store = O.GlobalStore(X, (0, 0), (0, 1), tile("a"), LOC)
     kernel_of(load, store).verify()
-    with pytest.raises(IRError, match="%a is used before it is defined"):
+    with pytest.raises(IRError, match="%a is used where it is not defined"):
         kernel_of(store, load).verify()
     with pytest.raises(IRError, match=r"uses \['wg0'\], which are not sizes"):
         kernel_of(O.GlobalLoad(tile("a"), X, (Var("wg0", 0, 9), 0), (0, 1), LOC)).verify()
@@ -161,13 +161,35 @@ def _combine(parts):
     return builders[op]()
 
 
-@given(_exprs(3), _exprs(2))
-def test_random_layout_expressions_print_and_parse_back(first, second):
+def _conditions(depth):
+    comparisons = st.tuples(_exprs(depth), _exprs(depth), st.sampled_from(["<", "<=", "==", "!="]))
+    leaves = comparisons.map(_compare)
+    if depth == 0:
+        return leaves
+    sub = _conditions(depth - 1)
+    return leaves | st.tuples(sub, sub, st.sampled_from(["&", "|", "~"])).map(_connect)
+
+
+def _compare(parts):
+    a, b, op = parts
+    a = LANE + a if isinstance(a, int) else a
+    return {"<": lambda: a < b, "<=": lambda: a <= b, "==": lambda: a.eq(b),
+            "!=": lambda: a.ne(b)}[op]()
+
+
+def _connect(parts):
+    p, q, op = parts
+    return {"&": lambda: p & q, "|": lambda: p | q, "~": lambda: ~p}[op]()
+
+
+@given(_exprs(3) | _conditions(2), _exprs(2))
+def test_random_expressions_print_and_parse_back(first, second):
     scope = {"wave": WAVE, "lane": LANE, "slot": SLOT}
     for e in (first, second):
         if isinstance(e, int):
             continue
-        assert parse_expr(str(e), scope) is e
+        assert parse_expr(expr_text(e), scope) is e
+        assert parse_expr(expr_text(ite(LANE < 8, e, e)), scope) is ite(LANE < 8, e, e)
 
 
 @given(st.sampled_from([64, 128]), st.sampled_from([64, 128]), st.sampled_from([32, 64]),
@@ -191,3 +213,36 @@ def test_parse_errors_name_the_line():
         parse_kernel(text.rstrip().rstrip("}"))
     with pytest.raises(ParseError, match="must start with 'kernel NAME @LOC'"):
         parse_kernel("module x\n")
+
+
+def test_locations_with_spaces_and_at_signs_round_trip():
+    from argus.kernels.attention import attention_fwd
+
+    text = print_kernel(attention_fwd.trace(causal=True))
+    moved = text.replace("argus/kernels/", "/home/me/my kernels @v2/")
+    again = parse_kernel(moved)
+    assert print_kernel(again) == moved
+    assert all(op.loc.file == "/home/me/my kernels @v2/attention.py" for op in again.ops())
+
+
+def test_strip_tags_keeps_the_computation_bit_for_bit():
+    import ml_dtypes
+    import numpy as np
+
+    from argus.absint.concrete import run
+    from argus.ir.passes import strip_tags
+    from argus.kernels.attention import attention_fwd
+
+    kernel = attention_fwd.trace(causal=True)
+    bare = strip_tags(kernel)
+    assert not any(isinstance(op, O.TagDef | O.TagTile) for op in bare.ops())
+    assert not any(getattr(op, "asserts", ()) for op in bare.ops())
+    assert sum(1 for _ in bare.ops()) < sum(1 for _ in kernel.ops())
+    assert parse_kernel(print_kernel(bare)) == bare
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 128, 64)).astype(ml_dtypes.bfloat16) for _ in range(3))
+    inputs = {"Q": q, "K": k, "V": v, "O": np.zeros_like(q)}
+    tagged, untagged = run(kernel, inputs), run(bare, inputs)
+    assert tagged.ok and untagged.ok
+    np.testing.assert_array_equal(tagged.outputs["O"].view(np.uint16),
+                                  untagged.outputs["O"].view(np.uint16))

@@ -47,6 +47,7 @@ def run_gemm(kernel, M, N, K, seed=0, **options):
     (128, 64, 96, {}),
     (64, 192, 64, {"swizzle": False}),
     (128, 128, 128, {"block_m": 128, "block_n": 128, "block_k": 64}),
+    (64, 128, 192, {"split_k": 3}),
 ])
 def test_gemm_matches_numpy(M, N, K, params):
     result, expected = run_gemm(gemm.gemm.trace(**params), M, N, K)
@@ -129,6 +130,22 @@ def test_missing_barrier_is_a_read_after_write_race():
     assert first(result, "tag-assertion").tags["A"]["k"] is None
 
 
+def test_split_k_with_a_plain_store_is_a_global_race():
+    import attrs
+
+    from argus.ir import ops as O
+
+    kernel = gemm.gemm.trace(split_k=2)
+    plain = attrs.evolve(kernel, body=mutate(
+        kernel.body, lambda op: isinstance(op, O.GlobalAtomicAdd),
+        lambda op: O.GlobalStore(**{f.name: getattr(op, f.name)
+                                    for f in attrs.fields(O.GlobalStore)}))).verify()
+    result, expected = run_gemm(plain, 64, 64, 128)
+    race = first(result, "global-race")
+    assert race.workgroup == (0, 0, 1) and "workgroups (0, 0, 0) and (0, 0, 1)" in race.message
+    assert not np.allclose(result.outputs["C"], expected, atol=1e-2)
+
+
 def test_wrong_mfma_k_mapping_is_reported_with_the_register_slot():
     wave, lane, slot = thread_vars(4, 4)
     # k interleaved across the lane halves instead of 4 consecutive k per lane (a kWidth bug)
@@ -168,7 +185,7 @@ def test_attention_without_the_staging_barrier_races_on_k():
     result = run_attention(attention_variant(sync=False), S=256)
     race = first(result, "lds-race")
     assert race.loc.startswith(
-        f"argus/kernels/attention.py:{line_of(ATTENTION_SOURCE, 'k_smem.load((slot, 0, 8 * t)')}:")
+        f"argus/kernels/attention.py:{line_of(ATTENTION_SOURCE, 'k_smem.load((slot, 0, MK * t)')}:")
     assert "read-after-write" in race.message
     assert f"attention.py:{line_of(ATTENTION_SOURCE, 'k_smem.store((slot, 0, 0)')}:" in race.detail
 
@@ -209,6 +226,15 @@ def test_argus_run_interp_reports_and_exits_zero():
                                     "--size", "S=256"])
     assert out.exit_code == 0, out.output
     assert "no violations" in out.output and "S=256" in out.output
+
+
+def test_argus_run_json_is_machine_readable():
+    import json
+
+    out = CliRunner().invoke(main, ["run", "moe_gemm", "--interp", "--json", "--size", "E=2"])
+    assert out.exit_code == 0, out.output
+    record = json.loads(out.output)
+    assert record["ok"] and record["violations"] == [] and record["sizes"]["E"] == 2
 
 
 def test_argus_run_rejects_sizes_that_break_an_assumption():

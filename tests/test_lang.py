@@ -255,6 +255,18 @@ def test_python_equality_in_an_assertion_is_caught():
     expect_misuse(bad, "python-eq", "write equations with .eq()")
 
 
+def test_assertion_on_a_tag_the_operand_lacks():
+    @T.kernel(waves=1)
+    def bad(X: Tensor("f32", 16, 16), Y: Tensor("f32", 16, 16)):
+        T.grid(1)
+        T.tag(X, lambda r, c: {"row": r, "col": c})
+        T.tag(Y, lambda r, c: {"row": r, "col": c})
+        Y.store((0, 0), X.load((0, 0), T.copy_layout((16, 16), 1, 4)))
+        T.tag_assert(lambda V, D: V.rows.eq(D.row), "rows")  # unknown-tag
+
+    expect_misuse(bad, "unknown-tag", "V.rows: V (%v", "carries col, row here")
+
+
 def test_assertion_arity_must_match_the_roles():
     @T.kernel(waves=1)
     def bad(X: Tensor("f32", 16, 16), Y: Tensor("f32", 16, 16)):
@@ -276,6 +288,19 @@ def test_loop_carried_value_must_keep_its_type():
             loop.acc = loop.acc.to("bf16")  # carried-type
 
     expect_misuse(bad, "carried-type", "changes type", "keeps its layout and dtype")
+
+
+def test_value_escaping_its_loop_points_at_the_use():
+    spec = T.copy_layout((16, 16), 1, 4)
+
+    @T.kernel(waves=1)
+    def bad(X: Tensor("f32", 16, 16), Y: Tensor("f32", 16, 16)):
+        T.grid(1)
+        for _ in T.range(2):
+            x = X.load((0, 0), spec)
+        Y.store((0, 0), x)  # escaped
+
+    expect_misuse(bad, "escaped", "visible only there")
 
 
 def test_missing_grid_points_at_the_kernel():
@@ -311,3 +336,48 @@ def test_mask_fill_is_float_and_predicate_a_condition():
         bad.trace()
     assert "must be a condition" in str(caught.value)
     assert caught.value.loc.line in (marked("mask-cond") - 1, marked("mask-cond"))
+
+
+def test_sizes_with_underscores_are_not_mistaken_for_tag_roles():
+    spec = T.copy_layout((16, 16), 1, 4)
+
+    @T.kernel(waves=1)
+    def rows(X: Tensor("f32", "seq_len", 16), Y: Tensor("f32", "seq_len", 16)):
+        seq_len = X.shape[0]
+        T.grid(1)
+        T.tag(Y, lambda r, c: {"row": r})
+        T.tag(X, lambda r, c: {"row": r})
+        Y.store((0, 0), X.load((0, 0), spec))
+        T.tag_assert(lambda V, D: V.row.eq(D.row) & (V.row < seq_len), "rows inside")
+
+    from argus.absint.concrete import run
+    from argus.ir.text import parse_kernel, print_kernel
+
+    kernel = rows.ir
+    assert parse_kernel(print_kernel(kernel)) == kernel
+    result = run(kernel, {"X": np.ones((16, 16), np.float32), "Y": np.zeros((16, 16), np.float32)})
+    assert result.ok, result.report()
+
+
+def test_argus_debug_2_prints_each_traced_kernel(monkeypatch, capsys):
+    monkeypatch.setenv("ARGUS_DEBUG", "2")
+
+    @T.kernel(waves=1)
+    def copy(X: Tensor("f32", 16, 16), Y: Tensor("f32", 16, 16)):
+        T.grid(1)
+        Y.store((0, 0), X.load((0, 0), T.copy_layout((16, 16), 1, 4)))
+
+    copy.trace()
+    err = capsys.readouterr().err
+    assert err.startswith("kernel copy @tests/test_lang.py:") and "global.store %Y[0, 0]" in err
+
+
+def test_tidy_drops_loop_leftovers_but_keeps_the_authors_spelling():
+    from argus.ir.expr import Var
+    from argus.lang.trace import tidy
+
+    n, k = Var("N", 1, 2**31), Var("k", 0, 64)
+    assert tidy(n * 1 + 0) is n
+    assert tidy(0 * k + (n // 16 + 0)) is n // 16
+    assert str(tidy((k + 0) * 32 + 0 * n)) == "k * 32"
+    assert str(tidy(n // 16)) == "N // 16"

@@ -184,7 +184,12 @@ def test_assumptions_restrict_the_domain():
     assert prove(thread < 256, [wave < 4]) == Proved()
     assert prove(thread < 256, minimize=(wave, lane)) == Refuted({"lane": 0, "wave": 4},
                                                                  minimal=True)
-    assert prove(thread < 0, [wave < 0]) == Proved()
+    assert prove(thread < 0, [wave < 0]) == Proved(vacuous=True)
+    assert prove(thread < 0, [wave > lane + 70]) == Proved(vacuous=True)
+    assert prove(thread < 512, [wave < 4]) == Proved(vacuous=False)
+    contradiction = [wave.eq(lane), wave > 5, lane < 3]
+    assert prove(thread.eq(3), contradiction, solver="cvc5") == Proved(vacuous=True)
+    assert prove(thread > 64, [wave.eq(lane), wave > 2]) == Proved(vacuous=False)
     assert prove(thread < 128, wave < 2, minimize=lane) == Proved()
 
 
@@ -256,5 +261,6 @@ def test_debug_level_one_prints_verdicts(monkeypatch, capsys):
 
 def test_verdicts_read_well():
     assert str(Proved()) == "proved"
+    assert "vacuously" in str(Proved(vacuous=True))
     assert str(Refuted({"lane": 1, "slot": 0})) == "refuted at lane=1, slot=0"
     assert str(Unknown("timeout")) == "unknown (timeout)"

@@ -1,9 +1,10 @@
 """The concrete reference interpreter: runs tile IR with numpy for every thread and slot.
 
-Values and concrete tags travel together; tag assertions, LDS races (by barrier epoch),
-uninitialised LDS reads and out-of-bounds accesses are reported with workgroup, wave, lane,
-slot, element and op location. Workgroups run one after another, waves of a workgroup in lock
-step op by op, vectorised over (wave, lane, slot). It is the oracle the verifier is tested against.
+Values and concrete tags travel together; tag assertions, LDS races (by barrier epoch), global
+write/write races between workgroups, uninitialised LDS reads and out-of-bounds accesses are
+reported with workgroup, wave, lane, slot, element and op location. Workgroups run one after
+another, their waves in lock step op by op, vectorised over (wave, lane, slot): the oracle the
+verifier is tested against.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class InterpError(IRError):
 class Violation:
     """One defect found at run time, located like a verifier counterexample."""
 
-    kind: str  # "tag-assertion", "lds-race", "lds-uninitialised", "out-of-bounds", "tag-missing"
+    #: tag-assertion, tag-missing, lds-race, lds-uninitialised, global-race, out-of-bounds
+    kind: str
     message: str
     loc: str
     workgroup: tuple[int, ...]
@@ -306,6 +308,30 @@ class _Workgroup:
         data = np.where(inside, self.run.arrays[op.tensor.name][clipped], 0).astype(np.float32)
         tags = self.tensor_tags(op.tensor, index, inside, op.guard)
         self.values[op.result.name] = RegVal(data, tags)
+        if op.tensor.name in self.run.stored:
+            self.check_global_read(op, clipped, inside)
+
+    def check_global_read(self, op, clipped, inside):
+        """Reading what another (unordered) workgroup stores is a race either way round."""
+        me = self.run.workgroup_index(self.pid)
+        owner = self.run.owners.get(op.tensor.name)
+        if owner is not None:
+            writer = np.where(inside, owner[clipped], -1)
+            clash = (writer >= 0) & (writer != me)
+            if clash.any():
+                position = _first(clash)
+                other = self.run.workgroup_of(int(writer[position]))
+                self.report(op, "global-race",
+                            f"read/write race on global memory: workgroup {self.pid} reads an "
+                            f"element of {op.tensor} that workgroup {other} stores, and "
+                            "workgroups are unordered", clash, position=position,
+                            element={f"{op.tensor.name}[{a}]": int(c[position])
+                                     for a, c in enumerate(clipped)})
+        readers = self.run.readers.setdefault(op.tensor.name, np.full(
+            self.run.arrays[op.tensor.name].shape, -1, np.int64))
+        where = tuple(c[inside] for c in clipped)
+        previous = readers[where]
+        readers[where] = np.where((previous == -1) | (previous == me), me, _MANY)
 
     def op_GlobalStore(self, op: O.GlobalStore):
         value = self.values[op.value.name]
@@ -316,6 +342,8 @@ class _Workgroup:
         target = self.run.arrays[op.tensor.name]
         data = to_dtype(value.data, op.tensor.type.dtype)
         where = tuple(i[inside] for i in clipped)
+        if not isinstance(op, O.GlobalAtomicAdd):
+            self.check_global_owner(op, clipped, inside)
         if isinstance(op, O.GlobalAtomicAdd):
             np.add.at(target, where, data[inside])
             target[...] = to_dtype(target, op.tensor.type.dtype)
@@ -323,6 +351,39 @@ class _Workgroup:
             target[where] = data[inside]
 
     op_GlobalAtomicAdd = op_GlobalStore
+
+    def check_global_owner(self, op, clipped, inside):
+        """Workgroups are unordered, so two of them storing one element is a race."""
+        owner = self.run.owners.setdefault(op.tensor.name, np.full(
+            self.run.arrays[op.tensor.name].shape, -1, np.int64))
+        me = self.run.workgroup_index(self.pid)
+        previous = np.where(inside, owner[clipped], -1)
+        clash = (previous >= 0) & (previous != me)
+        if clash.any():
+            position = _first(clash)
+            other = self.run.workgroup_of(int(previous[position]))
+            self.report(op, "global-race",
+                        f"write/write race on global memory: workgroups {other} and {self.pid} "
+                        f"both store this element of {op.tensor}, and workgroups are unordered",
+                        clash, position=position,
+                        element={f"{op.tensor.name}[{a}]": int(c[position])
+                                 for a, c in enumerate(clipped)})
+        readers = self.run.readers.get(op.tensor.name)
+        if readers is not None:
+            reader = np.where(inside, readers[clipped], -1)
+            clash = (reader != -1) & (reader != me)
+            if clash.any():
+                position = _first(clash)
+                who = reader[position]
+                other = "several workgroups" if who == _MANY else \
+                    f"workgroup {self.run.workgroup_of(int(who))}"
+                self.report(op, "global-race",
+                            f"write/read race on global memory: workgroup {self.pid} stores an "
+                            f"element of {op.tensor} that {other} reads, and workgroups are "
+                            "unordered", clash, position=position,
+                            element={f"{op.tensor.name}[{a}]": int(c[position])
+                                     for a, c in enumerate(clipped)})
+        owner[tuple(c[inside] for c in clipped)] = me
 
     # assertions
 
@@ -334,8 +395,8 @@ class _Workgroup:
             unknown = np.zeros(shape, bool)
             missing = []
             for var in sorted(free_vars(assertion.predicate), key=lambda v: v.name):
-                role, _, tag = var.name.partition("_")
-                if role not in roles:
+                role, tag = O.split_role_var(var.name)
+                if not O.is_role_var(var) or role not in roles:
                     continue
                 values = roles[role].get(tag)
                 if values is None:
@@ -706,6 +767,19 @@ class _Run:
         self.tensor_tags: dict = {}
         self.ops = list(kernel.ops())
         self._index = {id(op): n for n, op in enumerate(self.ops)}
+        self.owners: dict[str, np.ndarray] = {}
+        self.readers: dict[str, np.ndarray] = {}
+        # only tensors some op stores to (not atomically) can race with a read
+        self.stored = {op.tensor.name for op in self.ops if type(op) is O.GlobalStore}
+        self.seen: list[tuple[int, ...]] = []
+
+    def workgroup_index(self, pid: tuple[int, ...]) -> int:
+        if not self.seen or self.seen[-1] != pid:
+            self.seen.append(pid)
+        return len(self.seen) - 1
+
+    def workgroup_of(self, index: int) -> tuple[int, ...]:
+        return self.seen[index]
 
     @property
     def full(self) -> bool:

@@ -20,7 +20,6 @@ from argus.absint.domain import (
     Tag,
     TileTags,
     equal_tags,
-    fresh_in,
     fresh_var,
     join_tags,
     merge_tags,
@@ -35,6 +34,8 @@ from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
 from argus.smt import Proved, Refuted, prove
 
 MAX_LOOP_PASSES = 6
+#: Sizes tried first when minimising a witness.
+SMALL_SIZE = 1024
 
 
 class VerifyError(ValueError):
@@ -65,6 +66,42 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
     verifier.run()
     return Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
                   time.perf_counter() - started)
+
+
+def resolve_kernel(target: str):
+    """A library kernel name (`gemm`), or `path/to/file.py[:name]` naming an `@kernel`
+    function or a module-level KERNEL in that file."""
+    import importlib.util
+    from pathlib import Path
+
+    from argus.kernels import library
+
+    kernels = library()
+    if target in kernels:
+        return kernels[target].kernel
+    path, _, name = target.partition(":")
+    if not path.endswith(".py") or not Path(path).is_file():
+        raise VerifyError(f"{target!r} is neither a library kernel ({', '.join(sorted(kernels))}) "
+                          "nor an existing .py file")
+    folder = str(Path(path).resolve().parent)
+    import sys
+
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = {k: v for k, v in vars(module).items()
+             if isinstance(v, O.Kernel) or hasattr(v, "trace")}
+    if name:
+        if name not in found:
+            raise VerifyError(f"{path} has no kernel {name!r}; it has {sorted(found)}")
+        return found[name]
+    if "KERNEL" in found:
+        return found["KERNEL"]
+    if len(found) != 1:
+        raise VerifyError(f"{path} defines kernels {sorted(found)}; pick one with {path}:NAME")
+    return next(iter(found.values()))
 
 
 def _trace(kernel, kwargs: dict):
@@ -143,8 +180,9 @@ class _Verifier:
         assume = self.assumes + list(defs) + [v >= v.lo for v in thread]
         mentioned = set().union(*(free_vars(e) for e in [goal, *assume]))
         order = [n for n in self.minimize_order(thread) if n in {v.name for v in mentioned}]
-        verdict = prove(goal, assume, solver=self.solver, timeout_ms=self.timeout_ms,
-                        minimize=order)
+        verdict = prove(goal, assume, solver=self.solver, timeout_ms=self.timeout_ms)
+        if isinstance(verdict, Refuted):
+            verdict = self.small_witness(goal, assume, order) or verdict
         loc = str(loc or op.loc)
         if isinstance(verdict, Proved):
             self.obligations.append(Obligation(kind, message, loc, PROVED,
@@ -168,6 +206,17 @@ class _Verifier:
             cex = attrs.evolve(cex, confirmed=False)
         self.obligations.append(Obligation(kind, message, loc, verdict_name, cex, reason,
                                            time.perf_counter() - started))
+
+    def small_witness(self, goal, assume, order):
+        """The lexicographically smallest witness, searched first among small sizes and
+        iterations (cheap to minimise and to replay), then everywhere."""
+        small = [v <= SMALL_SIZE for v in self.kernel.sizes + self.kernel.scalars]
+        for extra in (small, []):
+            verdict = prove(goal, assume + extra, solver=self.solver,
+                            timeout_ms=self.timeout_ms, minimize=order)
+            if isinstance(verdict, Refuted):
+                return verdict
+        return None
 
     def counterexample(self, witness: dict, thread, describe) -> Counterexample:
         sizes = {v.name: witness.get(v.name, v.lo) for v in self.kernel.sizes + self.kernel.scalars}
@@ -265,7 +314,7 @@ class _Verifier:
         t = op.result.type
         index, inside = self.global_index(op, op.tensor, op.origin, op.axes, t.layout)
         self.check_bounds(op, inside, self.thread(t),
-                          f"access outside {op.tensor} of shape {list(op.tensor.type.shape)}",
+                          f"access outside {op.tensor} of shape [{_shape(op.tensor)}]",
                           _evaluator({f"{op.tensor.name}[{a}]": i for a, i in enumerate(index)}))
         self.values[op.result.name] = tile_tags(self.thread(t),
                                                 self.global_tags(op.tensor, index, inside))
@@ -275,7 +324,7 @@ class _Verifier:
         thread = self.thread(t)
         index, inside = self.global_index(op, op.tensor, op.origin, op.axes, t.layout)
         self.check_bounds(op, inside, thread,
-                          f"access outside {op.tensor} of shape {list(op.tensor.type.shape)}",
+                          f"access outside {op.tensor} of shape [{_shape(op.tensor)}]",
                           _evaluator({f"{op.tensor.name}[{a}]": i for a, i in enumerate(index)}))
         value = self.tags(op.value).at(*thread)
         roles = {"V": value.tags, "D": self.global_tags(op.tensor, index, inside)}
@@ -635,6 +684,10 @@ class _Verifier:
             str(self.kernel.loc), PROVED if widest <= VGPR_BUDGET else REFUTED))
 
 
+def _shape(tensor) -> str:
+    return ", ".join(map(str, tensor.type.shape))
+
+
 def _race_message(access: L.Access) -> str:
     return ("this write may race with another thread's access to the same LDS address in the "
             "same barrier epoch (write/write or write-after-read)")
@@ -716,4 +769,4 @@ def _coords(t: RegType):
     return _evaluator({f"c{a}": c for a, c in enumerate(t.layout.coords)})
 
 
-__all__ = ["verify", "VerifyError", "fresh_in"]
+__all__ = ["verify", "resolve_kernel", "VerifyError"]

@@ -31,6 +31,12 @@ MACHINES = {0x2F: "gfx90a", 0x30: "gfx908", 0x3F: "gfx90a", 0x40: "gfx940", 0x4B
 EF_AMDGPU_MACH = 0xFF
 
 
+# kernel_code_properties bit i enables USER_SGPR_INPUTS[i]: (name, SGPRs), in SGPR order.
+USER_SGPR_INPUTS = (("private_segment_buffer", 4), ("dispatch_ptr", 2), ("queue_ptr", 2),
+                    ("kernarg_segment_ptr", 2), ("dispatch_id", 2), ("flat_scratch_init", 2),
+                    ("private_segment_size", 1))
+
+
 class CodeObjectError(ValueError):
     """The bytes are not a readable AMDGPU code object (truncated, not ELF, wrong machine...)."""
 
@@ -125,6 +131,8 @@ def _msgpack_map(data: bytes, pos: int, count: int) -> tuple[dict, int]:
     items = {}
     for _ in range(count):
         key, pos = _msgpack_value(data, pos)
+        if isinstance(key, list | dict):
+            raise CodeObjectError("msgpack metadata has a map key that is not a scalar")
         items[key], pos = _msgpack_value(data, pos)
     return items, pos
 
@@ -155,15 +163,16 @@ class KernelDescriptor:
     compute_pgm_rsrc1: int
     compute_pgm_rsrc2: int
     kernel_code_properties: int
+    kernarg_preload: int = 0
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> KernelDescriptor:
         if len(raw) < KERNEL_DESCRIPTOR_SIZE:
             raise CodeObjectError(
                 f"kernel descriptor is {len(raw)} bytes, expected {KERNEL_DESCRIPTOR_SIZE}")
-        group, private, kernarg, _, entry, _, rsrc3, rsrc1, rsrc2, props, _, _ = struct.unpack(
-            "<IIIIq20sIIIHH4s", raw[:KERNEL_DESCRIPTOR_SIZE])
-        return cls(group, private, kernarg, entry, rsrc3, rsrc1, rsrc2, props)
+        (group, private, kernarg, _, entry, _, rsrc3, rsrc1, rsrc2, props, preload,
+         _) = struct.unpack("<IIIIq20sIIIHH4s", raw[:KERNEL_DESCRIPTOR_SIZE])
+        return cls(group, private, kernarg, entry, rsrc3, rsrc1, rsrc2, props, preload)
 
     @property
     def unified_vgpr_count(self) -> int:
@@ -200,11 +209,27 @@ class KernelDescriptor:
 
     @property
     def user_sgprs(self) -> tuple[str, ...]:
-        """Names of the enabled user SGPR inputs, in SGPR order (each is 2 SGPRs except the
-        private segment buffer, which is 4)."""
-        names = ("private_segment_buffer", "dispatch_ptr", "queue_ptr", "kernarg_segment_ptr",
-                 "dispatch_id", "flat_scratch_init", "private_segment_size")
-        return tuple(n for bit, n in enumerate(names) if self.kernel_code_properties >> bit & 1)
+        """Names of the enabled user SGPR inputs, in SGPR order."""
+        return tuple(name for bit, (name, _) in enumerate(USER_SGPR_INPUTS)
+                     if self.kernel_code_properties >> bit & 1)
+
+    @property
+    def sgpr_inputs(self) -> tuple[tuple[str, int, int], ...]:
+        """(input, first SGPR, SGPR count) of everything the dispatcher preloads into SGPRs:
+        user SGPRs (kernel_code_properties), then system SGPRs (compute_pgm_rsrc2)."""
+        sizes = dict(USER_SGPR_INPUTS)
+        wanted = [(name, sizes[name]) for name in self.user_sgprs]
+        preload = self.kernarg_preload & 0x7F
+        if preload:
+            wanted.append(("kernarg_preload", preload))
+        system = (("workgroup_id_x", 7), ("workgroup_id_y", 8), ("workgroup_id_z", 9),
+                  ("workgroup_info", 10), ("private_segment_wave_offset", 0))
+        wanted += [(name, 1) for name, bit in system if self.compute_pgm_rsrc2 >> bit & 1]
+        inputs, first = [], 0
+        for name, count in wanted:
+            inputs.append((name, first, count))
+            first += count
+        return tuple(inputs)
 
 
 @attrs.frozen
@@ -230,7 +255,7 @@ class KernelInfo:
     wavefront_size: int
     max_flat_workgroup_size: int
     entry: int
-    code_size: int
+    code_size: int  # bytes from the entry to the next kernel or the end of .text, filler included
     descriptor: KernelDescriptor
     metadata: dict = attrs.field(eq=False, hash=False, repr=False, factory=dict)
 
@@ -240,12 +265,18 @@ class KernelInfo:
 
 
 def _kernel_args(meta: dict) -> tuple[KernelArg, ...]:
-    return tuple(
-        KernelArg(name=str(arg.get(".name", "")), offset=int(arg[".offset"]),
-                  size=int(arg[".size"]), value_kind=str(arg.get(".value_kind", "")),
-                  address_space=str(arg.get(".address_space", "")),
-                  value_type=str(arg.get(".value_type", "")))
-        for arg in meta.get(".args", ()))
+    args = []
+    for index, arg in enumerate(meta.get(".args", ())):
+        missing = [key for key in (".offset", ".size") if key not in arg]
+        if missing:
+            raise CodeObjectError(f"kernel {meta.get('.name')!r}: argument {index} "
+                                  f"({arg.get('.name', 'unnamed')}) lacks {', '.join(missing)} "
+                                  "in the metadata")
+        args.append(KernelArg(name=str(arg.get(".name", "")), offset=int(arg[".offset"]),
+                              size=int(arg[".size"]), value_kind=str(arg.get(".value_kind", "")),
+                              address_space=str(arg.get(".address_space", "")),
+                              value_type=str(arg.get(".value_type", ""))))
+    return tuple(args)
 
 
 # ---------------------------------------------------------------- the code object
@@ -281,7 +312,9 @@ class CodeObject:
             self.text_address = text["sh_addr"] if text is not None else 0
             self.segments = [(s["p_vaddr"], s.data()) for s in elf.iter_segments()
                              if s["p_type"] == "PT_LOAD"]
-        except (ELFError, struct.error, OSError, ValueError) as err:
+        # pyelftools reports corrupt input with whatever exception its parsing hits first.
+        except (ELFError, struct.error, OSError, ValueError, OverflowError, AttributeError,
+                TypeError, KeyError, IndexError) as err:
             if isinstance(err, CodeObjectError):
                 raise
             raise CodeObjectError(f"truncated or corrupt ELF{where}: {err}") from err
@@ -289,7 +322,13 @@ class CodeObject:
             raise CodeObjectError(f"ELF machine is {machine}{where}, not EM_AMDGPU")
         if text is not None and len(self.text) != text["sh_size"]:
             raise CodeObjectError(f"truncated ELF{where}: .text is cut short")
-        self.kernels = self._read_kernels()
+        try:
+            self.kernels = self._read_kernels()
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            if isinstance(err, CodeObjectError):
+                raise
+            raise CodeObjectError(f"malformed kernel metadata{where}: {type(err).__name__} "
+                                  f"{err}") from err
 
     @classmethod
     def from_bytes(cls, data: bytes) -> CodeObject:
@@ -338,7 +377,8 @@ class CodeObject:
             return list(self._disassembly)
         info = kernel if isinstance(kernel, KernelInfo) else self.kernel(kernel)
         end = info.entry + info.code_size
-        return [ins for ins in self._disassembly if info.entry <= ins.address < end]
+        return _without_padding([ins for ins in self._disassembly
+                                 if info.entry <= ins.address < end])
 
     @staticmethod
     def disassemble_all(codes: list[CodeObject], toolchain: Toolchain | None = None) -> None:
@@ -390,6 +430,27 @@ class CodeObject:
                 max_flat_workgroup_size=int(meta.get(".max_flat_workgroup_size", 1024)),
                 entry=entry, code_size=end - entry, descriptor=desc, metadata=meta))
         return kernels
+
+
+def _without_padding(instructions: list[Instruction]) -> list[Instruction]:
+    """Drop the `s_nop 0`/`s_code_end` alignment filler after a kernel's last jump or end."""
+    last = len(instructions)
+    while last and _is_filler(instructions[last - 1]):
+        last -= 1
+    if last == len(instructions) or not last:
+        return instructions
+    final = instructions[last - 1].opcode
+    if final not in ("s_endpgm", "s_branch", "s_setpc_b64"):
+        return instructions  # control could fall into the "filler": it is code
+    targets = {ins.branch_target for ins in instructions}
+    if any(ins.address in targets for ins in instructions[last:]):
+        return instructions
+    return instructions[:last]
+
+
+def _is_filler(ins: Instruction) -> bool:
+    return ins.opcode == "s_code_end" or (
+        ins.opcode == "s_nop" and all(getattr(op, "value", None) == 0 for op in ins.operands))
 
 
 def _read_symbols(elf: ELFFile) -> list[Symbol]:

@@ -92,7 +92,7 @@ def find_loops(instructions: Sequence[Instruction]) -> list[Loop]:
     """One loop per backward-branch target, ending at the last backward branch to it."""
     backward: dict[int, list[Instruction]] = {}
     for ins in instructions:
-        target = branch_target(ins)
+        target = ins.branch_target
         if target is not None and target <= ins.address:
             backward.setdefault(target, []).append(ins)
     spans = sorted(((start, max(b.address for b in branches), branches)
@@ -162,6 +162,64 @@ def _selected(code: CodeObject, kernel: str | None) -> list[KernelInfo]:
     return [code.kernel(kernel)] if kernel else list(code.kernels)
 
 
+def main_loop(summary: KernelStats) -> Loop | None:
+    """The innermost loop, the longest among equally deep ones: where a kernel spends its time."""
+    return max(summary.loops, key=lambda loop: (loop.depth, loop.instructions), default=None)
+
+
+def compare_stats(left: KernelStats, right: KernelStats) -> dict:
+    """Side by side: resources, instruction mix of the kernel and of its main loop."""
+    def pairs(a: dict, b: dict, order: Sequence[str] = CLASSES) -> dict:
+        return {name: [a.get(name, 0), b.get(name, 0)] for name in order
+                if name in a or name in b}
+
+    loops = [main_loop(left), main_loop(right)]
+    loop_mix = [loop.mix if loop else {} for loop in loops]
+    return {"kernels": [left.kernel.name, right.kernel.name],
+            "instructions": [left.instructions, right.instructions],
+            "resources": pairs(left.resources(), right.resources(), list(left.resources())),
+            "mix": pairs(left.mix, right.mix),
+            "main_loop_instructions": [loop.instructions if loop else 0 for loop in loops],
+            "main_loop_mix": pairs(*loop_mix)}
+
+
+def _single_kernel(code: CodeObject, kernel: str | None, path: str) -> KernelInfo:
+    if kernel:
+        return code.kernel(kernel)
+    if len(code.kernels) != 1:
+        names = ", ".join(k.name for k in code.kernels) or "none"
+        raise KeyError(f"{path} holds {len(code.kernels)} kernels ({names}); choose one with "
+                       "--kernel")
+    return code.kernels[0]
+
+
+def compare_command(path: str, other: str, *, kernel: str | None, as_json: bool,
+                    echo: Callable[[str], None]) -> None:
+    """`argus disasm A --compare B`: statistics of two kernels side by side."""
+    summaries = []
+    for each in (path, other):
+        code = load_code_object(each)
+        summaries.append(kernel_stats(code, _single_kernel(code, kernel if each == path else
+                                                           None, each)))
+    report = compare_stats(*summaries)
+    if as_json:
+        echo(json.dumps({"files": [str(path), str(other)], **report}, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=110)
+    left, right = report["kernels"]
+    for title, rows in (("resources", report["resources"]),
+                        ("instruction mix", {"all": report["instructions"], **report["mix"]}),
+                        ("main loop mix", {"all": report["main_loop_instructions"],
+                                           **report["main_loop_mix"]})):
+        table = Table("", left, right, "ratio", title=title)
+        for name, (a, b) in rows.items():
+            table.add_row(name, str(a), str(b), f"{b / a:.2f}" if a else "-")
+        console.print(table)
+
+
 def disasm_command(path: str, *, kernel: str | None, stats: bool, as_json: bool,
                    echo: Callable[[str], None]) -> None:
     """`argus disasm`: a listing, or statistics with --stats; JSON with --json."""
@@ -179,13 +237,13 @@ def disasm_command(path: str, *, kernel: str | None, stats: bool, as_json: bool,
         echo(json.dumps({"file": str(path), "mcpu": code.mcpu, "kernels": [
             {"kernel": k.name, "instructions": [
                 {"address": f"0x{i.address:x}", "encoding": dwords(i), "text": i.text,
-                 **({"target": f"0x{t:x}"} if (t := branch_target(i)) is not None else {})}
+                 **({"target": f"0x{t:x}"} if (t := i.branch_target) is not None else {})}
                 for i in code.disassemble(k)]} for k in kernels]}, indent=2))
         return
     for k in kernels:
         echo(f"{k.name}:  // {k.symbol}, entry 0x{k.entry:x}, {k.code_size} bytes")
         for ins in code.disassemble(k):
-            target = branch_target(ins)
+            target = ins.branch_target
             note = f" -> 0x{target:x}" if target is not None else ""
             echo(f"  {ins.text:<60s} // {ins.address:08x}: {dwords(ins)}{note}")
 
@@ -194,10 +252,6 @@ def dwords(ins: Instruction) -> str:
     """The encoding as llvm-objdump prints it: little-endian dwords in hex."""
     words = struct.unpack(f"<{len(ins.encoding) // 4}I", ins.encoding)
     return " ".join(f"{word:08X}" for word in words)
-
-
-def branch_target(ins: Instruction) -> int | None:
-    return ins.branch_target
 
 
 def _print_stats(summaries: Sequence[KernelStats]) -> None:

@@ -1,5 +1,5 @@
 """Argus IR: symbolic integer expressions, the CuTe layout algebra, and the SSA tile IR.
 
 `argus.ir.ops` holds the ops and `Kernel`, `argus.ir.types` the value types and layouts,
-`argus.ir.text` the printer and parser (`print_kernel`, `parse_kernel`).
+`argus.ir.text` the printer and parser, `argus.ir.passes` the IR-to-IR passes.
 """

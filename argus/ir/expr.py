@@ -418,7 +418,8 @@ def subterms(expr) -> list:
     return _postorder(as_expr(expr))
 
 
-def _postorder(expr):
+def _postorder(expr, operands=lambda e: e.args if isinstance(e, Term) else ()):
+    """Nodes reachable from expr through `operands`, each once, children before parents."""
     seen, order, stack = set(), [], [(expr, False)]
     while stack:
         e, expanded = stack.pop()
@@ -427,8 +428,7 @@ def _postorder(expr):
         elif e not in seen:
             seen.add(e)
             stack.append((e, True))
-            if isinstance(e, Term):
-                stack.extend((a, False) for a in e.args)
+            stack.extend((a, False) for a in operands(e))
     return order
 
 
@@ -770,7 +770,10 @@ def _linear(e) -> tuple[dict, int]:
     long sums cost time linear in their size."""
     if (c := _const(e)) is not None:
         return {}, c
-    region = [n for n in _postorder_through(e, _linear_step) if _linear_step(n) is not None]
+    def linear_operands(node):
+        return [operand for operand, _ in _linear_step(node) or ()]
+
+    region = [n for n in _postorder(e, linear_operands) if _linear_step(n) is not None]
     coefficient = {e: 1}
     terms: dict = {}
     const = 0
@@ -784,20 +787,6 @@ def _linear(e) -> tuple[dict, int]:
     for atom, k in coefficient.items():
         terms[atom] = terms.get(atom, 0) + k
     return terms, const
-
-
-def _postorder_through(expr, step):
-    """Nodes reachable from expr through `step`'s operands, children before parents."""
-    seen, order, stack = set(), [], [(expr, False)]
-    while stack:
-        e, expanded = stack.pop()
-        if expanded:
-            order.append(e)
-        elif e not in seen:
-            seen.add(e)
-            stack.append((e, True))
-            stack.extend((operand, False) for operand, _ in step(e) or ())
-    return order
 
 
 def _merge_div_mod(terms: dict) -> dict:
@@ -844,7 +833,7 @@ def _normal_sum(e) -> Expr:
     return _from_linear(_merge_div_mod(terms), const)
 
 
-def _split_multiples(x, n) -> tuple[dict, Expr]:
+def _split_multiples(x, n) -> tuple[dict, int, Expr]:
     """x = n*q + rest with q collected from the terms whose coefficients n divides."""
     terms, const = _linear(x)
     quotient, rest = {}, {}

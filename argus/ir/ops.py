@@ -7,6 +7,7 @@ Each op's `verify()` raises `IRError` naming the op and its source location.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import attrs
@@ -29,7 +30,7 @@ from argus.ir.types import (
     coord_vars,
 )
 
-_exprs = attrs.Factory(tuple)
+_ROLE_NAME = re.compile(r"^[A-Z]_[A-Za-z0-9]+$")
 
 
 def _expr_tuple(values) -> tuple[Expr, ...]:
@@ -46,6 +47,11 @@ def split_role_var(name: str) -> tuple[str, str]:
     return role, tag
 
 
+def is_role_var(var: Var) -> bool:
+    """Whether `var` stands for an operand's tag (like A_k) rather than a size or loop index."""
+    return bool(_ROLE_NAME.match(var.name)) and (var.lo, var.hi) == TAG_RANGE
+
+
 def global_coord_vars(rank: int) -> tuple[Var, ...]:
     """Coordinates of a global tensor's element, used in its tag definition."""
     return tuple(Var(f"c{axis}", 0, SIZE_RANGE[1]) for axis in range(rank))
@@ -60,7 +66,7 @@ class TagAssertion:
     loc: SourceLoc
 
     def roles(self) -> set[str]:
-        return {split_role_var(v.name)[0] for v in free_vars(self.predicate) if "_" in v.name}
+        return {split_role_var(v.name)[0] for v in free_vars(self.predicate) if is_role_var(v)}
 
 
 def _fail(op, message: str):
@@ -768,6 +774,65 @@ class Kernel:
         return self
 
 
+def tag_names(ops) -> tuple[dict[str, frozenset | None], dict[str, frozenset]]:
+    """The tag names each register value carries, by the ops' transfer rules, and those of each
+    tagged tensor; None where it depends on the loop iteration (loop-carried values)."""
+    names: dict[str, frozenset | None] = {}
+    tensors: dict[str, frozenset] = {}
+    buffers: dict[str, frozenset | None] = {}
+
+    def of(value: Value):
+        return names.get(value.name)
+
+    for op in ops:
+        result = getattr(op, "result", None)
+        match op:
+            case TagDef():
+                tensors[op.tensor.name] = frozenset(n for n, _ in op.tags)
+            case TagTile():
+                names[result.name] = frozenset(n for n, _ in op.tags)
+            case GlobalLoad():
+                names[result.name] = tensors.get(op.tensor.name, frozenset())
+            case LdsStore():
+                held, new = buffers.get(op.buffer.name, frozenset()), of(op.value)
+                buffers[op.buffer.name] = None if held is None or new is None else held | new
+            case LdsLoad():
+                names[result.name] = buffers.get(op.buffer.name, frozenset())
+            case Mfma():
+                a, b = of(op.a), of(op.b)
+                names[result.name] = None if a is None or b is None else (a | b) - (a & b)
+            case Binary():
+                x, y = of(op.x), of(op.y)
+                names[result.name] = None if x is None or y is None else x | y
+            case Reduce():
+                x = of(op.x)
+                names[result.name] = None if x is None else x - set(op.drop)
+            case Unary() | Cast() | Mask() | SlotSlice() | Broadcast():
+                names[result.name] = of(op.x)
+            case Full():
+                names[result.name] = frozenset()
+            case For() | If():
+                for value in op.results + tuple(a for blk in op.blocks for a in blk.args):
+                    names[value.name] = None
+    return names, tensors
+
+
+def role_operands(op: Op) -> dict[str, Value]:
+    """Which value (or, for D, destination tensor) plays each assertion role of `op`."""
+    match op:
+        case Mfma():
+            return {"A": op.a, "B": op.b, "C": op.c}
+        case GlobalStore():
+            return {"V": op.value, "D": op.tensor}
+        case LdsStore():
+            return {"V": op.value}
+        case Binary():
+            return {"X": op.x, "Y": op.y}
+        case Unary() | Mask():
+            return {"X": op.x}
+    return {}
+
+
 def register_pressure(kernel: Kernel) -> tuple[int, Op | None]:
     """Peak VGPRs per lane held by live register tiles, and the op where the peak occurs.
 
@@ -854,7 +919,9 @@ def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
         op.verify()
         for used in op.operands:
             if scope.values.get(used.name) != used:
-                _fail(op, f"{used} is used before it is defined (or with another type)")
+                _fail(op, f"{used} is used where it is not defined: values made inside a loop "
+                          "or branch are visible only there (carry them out as loop-carried or "
+                          "branch results), and a use must follow its definition")
         gather = getattr(op, "gather", None)
         for e in _scalar_exprs(op) + ([gather.origin] if gather else []):
             unbound = {v.name for v in free_vars(e)} - set(scope.scalars)
@@ -883,9 +950,9 @@ def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
 
 __all__ = [
     "Op", "ProgramId", "ScalarLoad", "Gather", "TagDef", "TagTile", "GlobalLoad", "GlobalStore",
-    "GlobalAtomicAdd",
-    "LdsAlloc", "LdsStore", "LdsLoad", "Mfma", "Full", "Unary", "Binary", "Cast", "Mask",
-    "Reduce", "Broadcast", "SlotSlice", "Barrier", "Yield", "Block", "For", "If", "Kernel",
-    "TagAssertion", "walk", "role_var", "split_role_var", "global_coord_vars", "UNARY_FNS",
-    "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES", "coord_vars", "register_pressure",
+    "GlobalAtomicAdd", "LdsAlloc", "LdsStore", "LdsLoad", "Mfma", "Full", "Unary", "Binary",
+    "Cast", "Mask", "Reduce", "Broadcast", "SlotSlice", "Barrier", "Yield", "Block", "For", "If",
+    "Kernel", "TagAssertion", "walk", "role_var", "split_role_var", "is_role_var",
+    "global_coord_vars", "UNARY_FNS", "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES",
+    "coord_vars", "register_pressure", "tag_names", "role_operands",
 ]

@@ -12,7 +12,7 @@ import re
 import attrs
 
 from argus.ir import ops as O
-from argus.ir.expr import And, Expr, Not, Or, Var, as_expr, ite, max_, min_
+from argus.ir.expr import And, Expr, Not, Or, Term, Var, as_expr, ite, max_, min_
 from argus.ir.types import (
     LANES,
     AddressMap,
@@ -32,6 +32,36 @@ INDENT = "  "
 # ---------------------------------------------------------------------------------------------
 # printing
 
+# Python precedence of each expression operator, so that the text parses back with `ast`
+_PREC = {"lt": 10, "le": 10, "eq": 10, "ne": 10, "or": 20, "lor": 20, "xor": 30, "and": 40,
+         "land": 40, "shl": 50, "shr": 50, "add": 60, "sub": 60, "mul": 70, "floordiv": 70,
+         "mod": 70, "neg": 90, "lnot": 90}
+_SYMBOL = {"lt": "<", "le": "<=", "eq": "==", "ne": "!=", "or": "|", "lor": "|", "xor": "^",
+           "and": "&", "land": "&", "shl": "<<", "shr": ">>", "add": "+", "sub": "-", "mul": "*",
+           "floordiv": "//", "mod": "%", "neg": "-", "lnot": "~"}
+_CALL = {"min": "min", "max": "max", "ite": "ite"}
+
+
+def expr_text(e) -> str:
+    """An expression in Python syntax (the IR's own spelling, independent of `str(expr)`)."""
+    return _expr_text(as_expr(e), 0, False)
+
+
+def _expr_text(e, parent: int, right: bool) -> str:
+    if not isinstance(e, Term):
+        return str(e.name if isinstance(e, Var) else e.value)
+    if e.op in _CALL:
+        return f"{_CALL[e.op]}({', '.join(_expr_text(a, 0, False) for a in e.args)})"
+    prec = _PREC[e.op]
+    if len(e.args) == 1:
+        text = f"{_SYMBOL[e.op]}{_expr_text(e.args[0], prec, True)}"
+    else:
+        # comparisons do not chain in Python the way terms nest, so they always group
+        left = _expr_text(e.args[0], prec + (1 if prec == 10 else 0), False)
+        text = f"{left} {_SYMBOL[e.op]} {_expr_text(e.args[1], prec, True)}"
+    grouped = prec < parent or (right and prec == parent) or (prec == 10 and parent)
+    return f"({text})" if grouped else text
+
 
 def print_kernel(kernel: O.Kernel) -> str:
     lines = [f"kernel {kernel.name} @{kernel.loc}"]
@@ -39,9 +69,9 @@ def print_kernel(kernel: O.Kernel) -> str:
     for arg in kernel.args:
         text = f"{arg}: {type_str(arg.type)}" if isinstance(arg, Value) else _decl(arg)
         lines.append(f"{INDENT}arg {text}")
-    lines.append(f"{INDENT}grid ({', '.join(map(str, kernel.grid))})")
+    lines.append(f"{INDENT}grid ({_exprs(kernel.grid)})")
     lines.append(f"{INDENT}waves {kernel.waves}")
-    lines += [f"{INDENT}assume {a}" for a in kernel.assumes]
+    lines += [f"{INDENT}assume {expr_text(a)}" for a in kernel.assumes]
     lines += [f"{INDENT}hint {h!r}" for h in kernel.hints]
     lines.append("{")
     _print_block(kernel.body, 1, lines)
@@ -55,10 +85,20 @@ def _decl(var: Var) -> str:
 
 def type_str(t) -> str:
     if isinstance(t, GlobalType):
-        return f"global<{t.dtype}>[{', '.join(map(str, t.shape))}]"
+        return f"global<{t.dtype}>[{_exprs(t.shape)}]"
     if isinstance(t, LdsType):
         return f"lds<{t.dtype}>[{t.size}]"
-    return f"reg<{t.dtype}>[{', '.join(map(str, t.shape))}] {t.layout}"
+    layout = t.layout
+    return (f"reg<{t.dtype}>[{', '.join(map(str, t.shape))}] "
+            f"{{wave {layout.waves}, slot {layout.slots} -> {_exprs(layout.coords)}}}")
+
+
+def _exprs(items) -> str:
+    return ", ".join(expr_text(e) for e in items)
+
+
+def _addr(addr: AddressMap) -> str:
+    return f"{{{', '.join(map(str, addr.shape))} -> {expr_text(addr.offset)}}}"
 
 
 def _values(values) -> str:
@@ -66,11 +106,11 @@ def _values(values) -> str:
 
 
 def _tags(tags) -> str:
-    return "{" + ", ".join(f"{n} = {e}" for n, e in tags) + "}"
+    return "{" + ", ".join(f"{n} = {expr_text(e)}" for n, e in tags) + "}"
 
 
 def _origin(origin) -> str:
-    return "[" + ", ".join(map(str, origin)) + "]"
+    return f"[{_exprs(origin)}]"
 
 
 def _op_text(op) -> str:
@@ -93,9 +133,9 @@ def _op_text(op) -> str:
         case O.LdsAlloc():
             return "lds.alloc"
         case O.LdsStore():
-            return f"lds.store {op.buffer} {op.addr} {_origin(op.origin)}, {op.value}"
+            return f"lds.store {op.buffer} {_addr(op.addr)} {_origin(op.origin)}, {op.value}"
         case O.LdsLoad():
-            return f"lds.load {op.buffer} {op.addr} {_origin(op.origin)}"
+            return f"lds.load {op.buffer} {_addr(op.addr)} {_origin(op.origin)}"
         case O.Mfma():
             return f"mfma {op.instr} {_values((op.a, op.b, op.c))}"
         case O.Full():
@@ -107,7 +147,7 @@ def _op_text(op) -> str:
         case O.Cast():
             return f"cast {op.x}"
         case O.Mask():
-            return f"mask {op.x} keep ({op.keep}) fill {op.fill!r}"
+            return f"mask {op.x} keep ({expr_text(op.keep)}) fill {op.fill!r}"
         case O.Reduce():
             return f"reduce {op.fn} {op.x} axis {op.axis} drop ({', '.join(op.drop)})"
         case O.Broadcast():
@@ -125,7 +165,8 @@ def _indirect(op) -> str:
     text = ""
     if op.gather is not None:
         g = op.gather
-        text += f" gather({g.index}[{g.origin}] tile_axis {g.tile_axis} axis {g.axis})"
+        text += (f" gather({g.index}[{expr_text(g.origin)}] tile_axis {g.tile_axis} "
+                 f"axis {g.axis})")
     return text + (" guard" if op.guard else "")
 
 
@@ -140,13 +181,14 @@ def _print_block(block: O.Block, depth: int, lines: list[str]):
         if isinstance(op, O.For):
             carried = ", ".join(f"{a} = {i}" for a, i in zip(op.body.args, op.inits))
             hints = ", ".join(repr(h) for h in op.hints)
-            lines.append(f"{pad}{results}for {_decl(op.iv)} from {op.start} to {op.stop} step "
+            lines.append(f"{pad}{results}for {_decl(op.iv)} from {expr_text(op.start)} to "
+                         f"{expr_text(op.stop)} step "
                          f"{op.step} iter({carried}) stages {op.stages} unroll {op.unroll} "
                          f"hints ({hints}) @{op.loc} {{")
             _print_block(op.body, depth + 1, lines)
             lines.append(f"{pad}}}")
         elif isinstance(op, O.If):
-            lines.append(f"{pad}{results}if {op.cond} @{op.loc} {{")
+            lines.append(f"{pad}{results}if {expr_text(op.cond)} @{op.loc} {{")
             _print_block(op.then, depth + 1, lines)
             lines.append(f"{pad}}} else {{")
             _print_block(op.orelse, depth + 1, lines)
@@ -155,7 +197,8 @@ def _print_block(block: O.Block, depth: int, lines: list[str]):
             typed = f" : {type_str(op.result.type)}" if getattr(op, "result", None) else ""
             lines.append(f"{pad}{results}{_op_text(op)}{typed} @{op.loc}")
         for assertion in getattr(op, "asserts", ()):
-            lines.append(f"{pad}{INDENT}assert {assertion.message!r} ({assertion.predicate}) "
+            lines.append(f"{pad}{INDENT}assert {assertion.message!r} "
+                         f"({expr_text(assertion.predicate)}) "
                          f"@{assertion.loc}")
 
 
@@ -312,20 +355,23 @@ class _Cursor:
         return piece.strip()
 
     def loc(self) -> SourceLoc:
+        """A location ends its line (before a block's opening brace); paths may hold spaces."""
         self.expect("@")
-        return _parse_loc(self.word_to_space())
+        match = re.compile(r"(.+?:\d+:\d+)(?= \{$|$)").match(self.text, self.pos)
+        if not match:
+            raise self.error("a location FILE:LINE:COL")
+        self.pos = match.end()
+        return _parse_loc(match.group(1))
 
-    def word_to_space(self) -> str:
-        self.skip()
-        end = self.text.find(" ", self.pos)
-        end = len(self.text) if end < 0 else end
-        piece = self.text[self.pos:end]
-        self.pos = end
-        return piece
 
-    def done(self) -> bool:
-        self.skip()
-        return self.pos >= len(self.text)
+def _split_loc(line: str) -> tuple[str, str]:
+    """(text, location) of a line ending in ` @FILE:LINE:COL` (the file may hold ' @')."""
+    start = line.find(" @")
+    while start >= 0:
+        if re.fullmatch(r".+:\d+:\d+", line[start + 2:]):
+            return line[:start], line[start + 2:]
+        start = line.find(" @", start + 1)
+    raise ParseError(f"expected a location ' @FILE:LINE:COL' at the end of {line!r}")
 
 
 def _parse_loc(text: str) -> SourceLoc:
@@ -413,7 +459,7 @@ class _Parser:
 
     def kernel(self) -> O.Kernel:
         _, head = self.next_line()
-        match = re.fullmatch(r"kernel (\w+) @(\S+)", head.strip())
+        match = re.fullmatch(r"kernel (\w+) @(.+:\d+:\d+)", head.strip())
         if not match:
             raise ParseError(f"IR must start with 'kernel NAME @LOC', got {head!r}")
         name, loc = match.group(1), _parse_loc(match.group(2))
@@ -485,12 +531,12 @@ class _Parser:
             return self.if_op(cursor, results, scope)
         if " : " in head and results:
             body, _, typed = head.rpartition(" : ")
-            type_text, _, loc_text = typed.rpartition(" @")
+            type_text, loc_text = _split_loc(typed)
             result_type = self.type(type_text, scope)
             cursor = _Cursor(body, lineno)
             cursor.word()
         else:
-            body, _, loc_text = head.rpartition(" @")
+            body, loc_text = _split_loc(head)
             cursor = _Cursor(body, lineno)
             cursor.word()
             result_type = None

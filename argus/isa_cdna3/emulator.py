@@ -56,11 +56,17 @@ class Emulation:
     block: tuple[int, int, int]
     workgroups: int
     waves: int
-    seconds: float
-    counts: dict[int, int]
-    bytes: dict[int, int]
+    seconds: float                # wall time of the execution loop
+    cpu_seconds: float            # CPU time of this process during it (robust to a busy host)
+    counts: dict[int, int]          # pc -> executions summed over waves
+    bytes: dict[int, int]           # pc -> bytes moved by the memory instruction there
     hazards: list[Hazard]
     instructions: list[Instruction] = attrs.field(repr=False)
+    per_wave: np.ndarray = attrs.field(repr=False, factory=lambda: np.zeros(0, np.int64))
+
+    def wave_instruction_counts(self) -> np.ndarray:
+        """Instructions each wave executed, indexed [workgroup, wave in workgroup]."""
+        return self.per_wave.reshape(-1, self.workgroups).T
 
     @property
     def wave_instructions(self) -> int:
@@ -269,9 +275,14 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
 
     `args` are the kernel's explicit arguments, positionally or by name (unnamed by-value
     arguments are 0): numpy arrays become device buffers and are written back in place, Python
-    or numpy scalars are packed by value. `check`: "strict" raises HazardError at the first
-    hazard, "warn" records them in `Emulation.hazards`, "off" ignores them; in every mode a
-    read before the producer delivered returns the stale value.
+    or numpy scalars are packed by value.
+
+    `check` says what happens when a register is read before its producer delivered it:
+    "strict" raises HazardError at the first such read; "warn" records each in
+    `Emulation.hazards` and goes on; "off" records nothing. A load not yet retired by
+    `s_waitcnt` always reads the register's old value. An MFMA result read sooner than the
+    wait-state table (LLVM's, which is conservative: AMD's own attention kernels under-wait it
+    and are correct on silicon) reads the old value only in "off" mode, the adversarial model.
     """
     if check not in CHECK_MODES:
         raise LaunchError(f"check must be one of {CHECK_MODES}, got {check!r}")
@@ -335,16 +346,17 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
                 memory=memory, accum_offset=info.accum_offset, check=check)
     _initial_state(m, info, grid3, block3, kernarg_addr, packet_addr)
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     with np.errstate(all="ignore"):  # IEEE overflow/NaN are results here, not Python errors
         counts = _run(m, instructions, executors, max_wave_instructions, info.name)
     seconds = time.perf_counter() - start
+    cpu_seconds = time.process_time() - cpu_start
     m.drain()
     for index, (_, value) in enumerate(arrays):
         value.reshape(-1).view(np.uint8)[:] = memory.view(index)
     trace = {ins.address: int(c) for ins, c in zip(instructions, counts) if c}
-    return Emulation(info.name, grid3, block3, workgroups, m.waves, seconds, trace,
-                     dict(m.bytes_moved), list(m.hazards), instructions)
+    return Emulation(info.name, grid3, block3, workgroups, m.waves, seconds, cpu_seconds, trace,
+                     dict(m.bytes_moved), list(m.hazards), instructions, m.executed.copy())
 
 
 def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
@@ -353,6 +365,7 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
     next_pc = [ins.next_address for ins in instructions]
     ticks = [nop_wait_states(ins) for ins in instructions]
     counts = np.zeros(len(instructions), np.int64)
+    per_wave = m.executed
     debug = int(os.environ.get("ARGUS_DEBUG", "0") or 0) >= 4
     executed = 0
     group: Group | None = None
@@ -369,6 +382,7 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
             print(f"[emu] pc 0x{group.pc:x} waves {group.n}: {instructions[i].text}")
         result = executors[i](m, group)
         counts[i] += group.n
+        per_wave[group.sel] += 1
         group.tick += ticks[i]
         executed += group.n
         if result is None:

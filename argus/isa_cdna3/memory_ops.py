@@ -45,7 +45,8 @@ DS_WRITE = re.compile(r"^ds_write_(b8|b16|b32|b64|b96|b128)$")
 DS_READ2 = re.compile(r"^ds_read2(st64)?_(b32|b64)$")
 DS_WRITE2 = re.compile(r"^ds_write2(st64)?_(b32|b64)$")
 ATOMICS = {"buffer_atomic_add_f32", "global_atomic_add_f32", "global_atomic_pk_add_bf16",
-           "buffer_atomic_pk_add_bf16", "global_atomic_add_u32", "buffer_atomic_add_u32"}
+           "buffer_atomic_pk_add_bf16", "global_atomic_add_u32", "buffer_atomic_add_u32",
+           "global_atomic_pk_add_f16", "buffer_atomic_pk_add_f16"}
 PERMUTES = {"ds_bpermute_b32", "ds_permute_b32"}
 
 
@@ -105,20 +106,18 @@ def _extend(raw: np.ndarray, kind: str) -> np.ndarray:
     return raw
 
 
-def _register_commit(m: Machine, g: Group, regs: list[int], values: np.ndarray,
+def _register_commit(m: Machine, g: Group, regs: list[int], block: np.ndarray,
                      lanes: np.ndarray | None) -> Callable[[np.ndarray], None]:
-    """Commit action writing `values` [n, 64, k] into consecutive VGPRs `regs` for the retired
+    """Commit action writing `block` [k, n, 64] into consecutive VGPRs `regs` for the retired
     rows (waves) of the group, in active lanes only."""
-    waves, sel = g.waves.copy(), g.sel
+    waves, sel = g.waves, g.sel
     first, count = regs[0], len(regs)
-    block = np.moveaxis(values, -1, 0)                       # [k, n, 64]
     full = lanes is None or bool(lanes.all())
 
     def commit(rows: np.ndarray) -> None:
         target = m.vgpr[first:first + count]
         if rows.all():
-            ids, new = sel, block
-            mask = lanes
+            ids, new, mask = sel, block, lanes
         else:
             ids, new = waves[rows], block[:, rows]
             mask = lanes[rows] if lanes is not None else None
@@ -189,29 +188,31 @@ def _buffer_operands(inst: Instruction, accum: int, *, has_data: bool):
 
 def _buffer_address(m: Machine, g: Group, inst: Instruction, vaddr_idx, rsrc_idx, soffset,
                     offen: bool, idxen: bool, nbytes: int):
-    """Per-lane, per-dword byte addresses [n, 64, k] and their in-range mask."""
-    word0 = m.read_s(g, rsrc_idx, inst).astype(U64)
-    word1 = m.read_s(g, rsrc_idx + 1, inst).astype(U64)
-    num_records = m.read_s(g, rsrc_idx + 2, inst).astype(np.int64)
-    base = word0 | ((word1 & U64(0xFFFF)) << U64(32))
-    stride = ((word1 >> U64(16)) & U64(0x3FFF)).astype(np.int64)
-    offset = np.full((g.n, isa.WAVE_SIZE), int(inst.mod("offset", 0)), np.int64)
-    index = np.zeros((g.n, isa.WAVE_SIZE), np.int64)
+    """Byte addresses [k, n, 64] of each dword k and lane (int64), and which are in range."""
+    word0 = m.read_s(g, rsrc_idx, inst).astype(np.int64)
+    word1 = m.read_s(g, rsrc_idx + 1, inst).astype(np.int64)
+    num_records = m.read_s(g, rsrc_idx + 2, inst).astype(np.int64)[:, None]
+    base = word0 | ((word1 & 0xFFFF) << 32)
+    offset = int(inst.mod("offset", 0))
+    if offen:
+        offset = m.read_v(g, vaddr_idx + (1 if idxen else 0), inst).astype(np.int64) + offset
+    else:
+        offset = np.full((g.n, isa.WAVE_SIZE), offset, np.int64)
+    words = _dword_count(nbytes)
+    step = (np.arange(words, dtype=np.int64) * 4)[:, None, None]
     if idxen:
         index = m.read_v(g, vaddr_idx, inst).astype(np.int64)
-    if offen:
-        offset = offset + m.read_v(g, vaddr_idx + (1 if idxen else 0), inst).astype(np.int64)
-    words = _dword_count(nbytes)
-    step = np.arange(words, dtype=np.int64) * 4
-    if idxen:
-        in_range = np.broadcast_to((index < num_records[:, None])[..., None],
-                                   (g.n, isa.WAVE_SIZE, words))
+        stride = (word1 >> 16) & 0x3FFF
+        in_range = np.broadcast_to(index < num_records, (words, g.n, isa.WAVE_SIZE))
         offset = offset + index * stride[:, None]
+    elif words == 1:
+        in_range = (offset + min(nbytes, 4) <= num_records)[None]
     else:
-        in_range = (offset[..., None] + step + min(nbytes, 4)) <= num_records[:, None, None]
-    total = (base + soffset(m, g).astype(U64))[:, None, None] + (
-        offset[..., None] + step).astype(U64)
-    return total, in_range & g.exec[..., None]
+        in_range = offset + step + 4 <= num_records
+    start = (base + soffset(m, g).astype(np.int64))[:, None] + offset
+    address = start[None] if words == 1 else start + step
+    active = in_range & g.exec if not g.exec_full else in_range
+    return address, np.broadcast_to(active, address.shape)
 
 
 def _buffer(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
@@ -224,32 +225,33 @@ def _buffer(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         inst, accum, has_data=not (is_load and to_lds))
     data_idx = vgpr_index(data, accum) if data is not None else None
     inst_offset = int(inst.mod("offset", 0))
+    regs = [data_idx + k for k in range(words)] if data_idx is not None else []
 
     def run(m: Machine, g: Group) -> None:
         addr, active = _buffer_address(m, g, inst, vaddr_idx, rsrc_idx, soffset, offen, idxen,
                                        nbytes)
         where = _checked(m, g, inst, addr, min(nbytes, 4), active)
+        everything = bool(active.all())
         if is_load:
             if nbytes >= 4:
-                values = m.memory.read_dwords(where.reshape(-1), 1).reshape(addr.shape)
+                values = m.memory.read_words(where)
             else:
-                raw = m.memory.read_bytes(where[..., 0], nbytes)
-                values = _extend(_bytes_to_u32(raw), kind)[..., None]
-            values = np.where(active, values, U32(0))
+                values = _extend(_bytes_to_u32(m.memory.read_bytes(where, nbytes)), kind)
+            if not everything:
+                values = np.where(active, values, U32(0))
             if to_lds:
-                _queue_lds_dma(m, g, inst, values[..., 0], inst_offset, nbytes)
+                _queue_lds_dma(m, g, inst, values[0], inst_offset, nbytes)
             else:
-                regs = [data_idx + k for k in range(words)]
                 m.enqueue(g, "vm", _register_commit(m, g, regs, values, g.exec), inst,
                           vgprs=tuple(regs))
         else:
-            values = np.stack([m.read_v(g, data_idx + k, inst) for k in range(words)], -1)
+            values = m.read_block(g, data_idx, words, inst)
             if nbytes >= 4:
-                m.memory.write_dwords(where.reshape(-1), values.reshape(-1, 1),
-                                      active.reshape(-1))
+                m.memory.write_words(where, values, active)
             else:
-                raw = values[..., 0:1].view(np.uint8)[..., :nbytes]
-                m.memory.write_bytes(where[..., 0], raw, active[..., 0])
+                raw = np.ascontiguousarray(values[0]).view(np.uint8).reshape(
+                    g.n, isa.WAVE_SIZE, 4)[..., :nbytes]
+                m.memory.write_bytes(where[0], raw, active[0])
             m.enqueue(g, "vm", None, inst)
         _account(m, g, inst, nbytes)
     return run
@@ -315,28 +317,32 @@ def _global(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
     words = _dword_count(nbytes)
     data_idx = vgpr_index(data, accum) if data is not None else None
 
+    regs = [data_idx + k for k in range(words)] if data_idx is not None else []
+    step = (np.arange(words, dtype=np.int64) * 4)[:, None, None]
+
     def run(m: Machine, g: Group) -> None:
-        addr = _global_address(m, g, inst, vaddr_op, saddr_op, accum)
-        where = _checked(m, g, inst, addr, nbytes, g.exec)
+        start = _global_address(m, g, inst, vaddr_op, saddr_op, accum)
+        addr = start[None] + step
+        active = np.broadcast_to(g.exec, addr.shape)
+        where = _checked(m, g, inst, addr, min(nbytes, 4), active)
         if op == "load":
             if nbytes >= 4:
-                values = m.memory.read_dwords(where, words)
+                values = m.memory.read_words(where)
             else:
-                values = _extend(_bytes_to_u32(m.memory.read_bytes(where, nbytes)), kind)[
-                    ..., None]
+                values = _extend(_bytes_to_u32(m.memory.read_bytes(where, nbytes)), kind)
             if data_idx is None:
-                _queue_lds_dma(m, g, inst, values[..., 0], 0, 4)
+                _queue_lds_dma(m, g, inst, values[0], 0, 4)
             else:
-                regs = [data_idx + k for k in range(words)]
                 m.enqueue(g, "vm", _register_commit(m, g, regs, values, g.exec), inst,
                           vgprs=tuple(regs))
         else:
-            values = np.stack([m.read_v(g, data_idx + k, inst) for k in range(words)], -1)
+            values = m.read_block(g, data_idx, words, inst)
             if nbytes >= 4:
-                m.memory.write_dwords(where, values, g.exec)
+                m.memory.write_words(where, values, active)
             else:
-                m.memory.write_bytes(where, values[..., 0:1].view(np.uint8)[..., :nbytes],
-                                     g.exec)
+                raw = np.ascontiguousarray(values[0]).view(np.uint8).reshape(
+                    g.n, isa.WAVE_SIZE, 4)[..., :nbytes]
+                m.memory.write_bytes(where[0], raw, g.exec)
             m.enqueue(g, "vm", None, inst)
         _account(m, g, inst, nbytes)
     return run
@@ -357,23 +363,23 @@ def _atomic(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         vaddr_op, data, saddr_op = ops[:3]
     data_idx = vgpr_index(data, accum)
     kind = name.rsplit("_", 1)[-1]
-    if name.endswith("pk_add_bf16"):
-        kind = "pk_bf16"
+    if "_pk_add_" in name:
+        kind = "pk_" + kind
 
     def run(m: Machine, g: Group) -> None:
         if is_buffer:
             addr, active = _buffer_address(m, g, inst, vaddr_idx, rsrc_idx, soffset, offen,
                                            idxen, 4)
-            addr, active = addr[..., 0], active[..., 0]
+            addr, active = addr[0], active[0]
         else:
             addr = _global_address(m, g, inst, vaddr_op, saddr_op, accum)
             active = g.exec
         where = _checked(m, g, inst, addr, 4, active)
         value = m.read_v(g, data_idx, inst)
-        old = m.memory.read_dwords(where, 1)[..., 0]
+        old = m.memory.read_words(where)
         _apply_atomic(m.memory.heap, where[active], value[active], kind)
         if ret_idx is not None:
-            m.enqueue(g, "vm", _register_commit(m, g, [ret_idx], old[..., None], active), inst,
+            m.enqueue(g, "vm", _register_commit(m, g, [ret_idx], old[None], active), inst,
                       vgprs=(ret_idx,))
         else:
             m.enqueue(g, "vm", None, inst)
@@ -394,23 +400,24 @@ def _apply_atomic(heap: np.ndarray, offsets: np.ndarray, values: np.ndarray, kin
         np.add.at(words, index, values)
         return
     pending_index, pending_values = index, values
-    while pending_index.size:  # bf16 rounding per add: apply one lane per address per round
+    while pending_index.size:  # 16-bit rounding per add: one lane per address per round
         _, first = np.unique(pending_index, return_index=True)
         idx, val = pending_index[first], pending_values[first]
         current = words[idx]
-        lo = _bf16_add(current & U32(0xFFFF), val & U32(0xFFFF))
-        hi = _bf16_add(current >> U32(16), val >> U32(16))
+        lo = _half_add(current & U32(0xFFFF), val & U32(0xFFFF), kind)
+        hi = _half_add(current >> U32(16), val >> U32(16), kind)
         words[idx] = lo | (hi << U32(16))
         keep = np.ones(pending_index.size, bool)
         keep[first] = False
         pending_index, pending_values = pending_index[keep], pending_values[keep]
 
 
-def _bf16_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    fa = (a.astype(U32) << U32(16)).view(np.float32)
-    fb = (b.astype(U32) << U32(16)).view(np.float32)
-    total = (fa + fb).astype(numerics.BF16)
-    return total.view(np.uint16).astype(U32)
+def _half_add(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
+    """Add two 16-bit floats (bf16 or f16 bit patterns in uint32) with one rounding."""
+    dtype = numerics.BF16 if kind == "pk_bf16" else np.dtype(np.float16)
+    fa = a.astype(np.uint16).view(dtype).astype(np.float32)
+    fb = b.astype(np.uint16).view(dtype).astype(np.float32)
+    return (fa + fb).astype(dtype).view(np.uint16).astype(U32)
 
 
 # ---------------------------------------------------------------------------------- LDS
@@ -428,30 +435,35 @@ def _check_lds(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, nbytes
 
 
 def _lds_gather(m: Machine, g: Group, addr: np.ndarray, words: int) -> np.ndarray:
-    """[n, 64, words] dwords of each wave's own workgroup LDS at byte addresses `addr`."""
+    """[words, n, 64] dwords of each wave's own workgroup LDS at byte addresses `addr`."""
     per_group = m.lds.shape[1]
     base = (m.workgroup[g.waves] * per_group)[:, None]
     safe = np.clip(addr, 0, 4 * per_group - 4 * words)
     if not (safe & 3).any():
-        index = (base + (safe >> 2))[..., None] + np.arange(words)
+        index = (base + (safe >> 2))[None] + np.arange(words)[:, None, None]
         return m.lds.reshape(-1).take(index)
     lds_bytes = m.lds.reshape(-1).view(np.uint8)
     index = (4 * base + safe)[..., None] + np.arange(4 * words)
-    raw = lds_bytes.take(index)
-    return np.ascontiguousarray(raw).view(U32).reshape(*addr.shape, words)
+    raw = np.ascontiguousarray(lds_bytes.take(index)).view(U32)     # [n, 64, words]
+    return np.moveaxis(raw, -1, 0)
 
 
 def _lds_scatter(m: Machine, g: Group, addr: np.ndarray, values: np.ndarray, lanes: np.ndarray
                  ) -> None:
+    """Write register-major `values` [words, n, 64] at byte addresses `addr` in active lanes."""
     per_group = m.lds.shape[1]
     base = (m.workgroup[g.waves] * per_group)[:, None]
+    words = values.shape[0]
     if not (addr & 3).any():
-        index = (base + (addr >> 2))[lanes][:, None] + np.arange(values.shape[-1])
-        m.lds.reshape(-1)[index] = values[lanes]
+        index = (base + (addr >> 2))[None] + np.arange(words)[:, None, None]
+        if lanes.all():
+            m.lds.reshape(-1)[index.reshape(-1)] = values.reshape(-1)
+        else:
+            m.lds.reshape(-1)[index[:, lanes]] = values[:, lanes]
         return
-    nbytes = values.shape[-1] * 4
-    index = (4 * base + addr)[lanes][:, None] + np.arange(nbytes)
-    m.lds.reshape(-1).view(np.uint8)[index] = np.ascontiguousarray(values[lanes]).view(np.uint8)
+    index = (4 * base + addr)[lanes][:, None] + np.arange(4 * words)
+    lane_major = np.ascontiguousarray(np.moveaxis(values, 0, -1)[lanes])
+    m.lds.reshape(-1).view(np.uint8)[index] = lane_major.view(np.uint8)
 
 
 def _ds_read(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
@@ -482,9 +494,9 @@ def _ds_read(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
                 raw = m.lds.view(np.uint8)[m.workgroup[g.waves][:, None, None],
                                            np.clip(addr, 0, m.lds_bytes - 1)[..., None]
                                            + np.arange(size)]
-                parts.append(_extend(_bytes_to_u32(raw), kind)[..., None])
-        values = np.concatenate(parts, -1)
-        regs = [dst_idx + k for k in range(values.shape[-1])]
+                parts.append(_extend(_bytes_to_u32(raw), kind)[None])
+        values = parts[0] if len(parts) == 1 else np.concatenate(parts, 0)
+        regs = [dst_idx + k for k in range(values.shape[0])]
         m.enqueue(g, "lgkm", _register_commit(m, g, regs, values, g.exec), inst,
                   vgprs=tuple(regs))
         _account(m, g, inst, size * len(offsets))
@@ -513,13 +525,13 @@ def _ds_write(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         for off, data_idx in plan:
             addr = base + off
             _check_lds(m, g, inst, addr, size, g.exec)
-            values = np.stack([m.read_v(g, data_idx + k, inst) for k in range(words)], -1)
+            values = m.read_block(g, data_idx, words, inst)
             if size >= 4:
                 _lds_scatter(m, g, addr, values, g.exec)
             else:
                 lanes = g.exec
                 wgs = np.broadcast_to(m.workgroup[g.waves][:, None], addr.shape)[lanes]
-                raw = np.ascontiguousarray(values[..., 0]).view(np.uint8).reshape(
+                raw = np.ascontiguousarray(values[0]).view(np.uint8).reshape(
                     *addr.shape, 4)[..., :size]
                 index = addr[lanes][:, None] + np.arange(size)
                 m.lds.view(np.uint8)[wgs[:, None], index] = raw[lanes]
@@ -547,7 +559,7 @@ def _permute(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
             values = np.zeros((g.n, isa.WAVE_SIZE), U32)
             lanes = g.exec
             values[np.broadcast_to(rows, lane.shape)[lanes], lane[lanes]] = src[lanes]
-        m.enqueue(g, "lgkm", _register_commit(m, g, [dst_idx], values[..., None], g.exec),
+        m.enqueue(g, "lgkm", _register_commit(m, g, [dst_idx], values[None], g.exec),
                   inst, vgprs=(dst_idx,))
     return run
 

@@ -99,12 +99,11 @@ def compile_mfma(inst: Instruction, info: MfmaInfo, accum: int
         raise OperandError(f"{info.name}: SrcC must be registers or an inline constant")
     src_regs = [a_idx + r for r in range(info.a_regs)] + [b_idx + r for r in range(info.b_regs)]
     if c_idx is not None:
-        src_regs += [c_idx + r for r in c_range]
-    src_regs_arr = np.array(src_regs)
-    read_wait = isa.mfma_to_read_wait_states(info)
+        src_regs += [c_idx + r for r in range(info.c_regs)]
+    src_set = frozenset(src_regs)
 
     def run(m: Machine, g: Group) -> None:
-        _check_valu_to_mfma(m, g, inst, src_regs_arr)
+        _check_valu_to_mfma(m, g, inst, src_set)
         a = np.moveaxis(m.read_block(g, a_idx, info.a_regs, inst), 0, -1)
         b = np.moveaxis(m.read_block(g, b_idx, info.b_regs, inst), 0, -1)
         if c_idx is not None:
@@ -117,24 +116,21 @@ def compile_mfma(inst: Instruction, info: MfmaInfo, accum: int
             c = np.full((g.n, isa.WAVE_SIZE, info.c_regs), c_const, U32)
         d = multiply(info, a, b, np.ascontiguousarray(c))
         dest = slice(d_idx, d_idx + info.c_regs)
-        m.stale[dest, g.sel] = m.vgpr[dest, g.sel]
+        if m.check == "off":   # only unchecked runs hand out values read too early
+            m.stale[dest, g.sel] = m.vgpr[dest, g.sel]
         m.vgpr[dest, g.sel] = np.moveaxis(d, -1, 0)
-        m.mfma_ready[dest, g.sel] = m.clocks(g) + 1 + read_wait
+        m.mfma_issued[dest, g.sel] = m.clocks(g)
         for reg in range(d_idx, d_idx + info.c_regs):
             m.mfma_producer[reg] = (inst, info, d_idx, info.c_regs)
     return run
 
 
-def _check_valu_to_mfma(m: Machine, g: Group, inst: Instruction, regs: np.ndarray) -> None:
-    """A VALU write of an MFMA source needs 2 wait states before the MFMA reads it."""
-    written = m.valu_clock[regs][:, g.sel]
-    early = m.clocks(g)[None, :] < written + 1 + isa.VALU_WRITE_VGPR_TO_MFMA_READ
-    if early.any():
-        reg_row, _ = (int(x) for x in np.argwhere(early)[0])
-        reg = int(regs[reg_row])
-        producer = m.valu_writer.get(reg)
-        m.report(g, early[reg_row], "valu-to-mfma", inst,
-                 producer.address if producer else -1, producer.text if producer else "?",
-                 m.vgpr_name(reg),
-                 f"a VALU write needs {isa.VALU_WRITE_VGPR_TO_MFMA_READ} wait states before an "
-                 f"MFMA reads the register; insert `s_nop 1`")
+def _check_valu_to_mfma(m: Machine, g: Group, inst: Instruction, regs: frozenset[int]) -> None:
+    """A VALU write of an MFMA source needs 2 wait states before the MFMA reads it. The group
+    remembers its latest VALU writes; a divergent branch starts a fresh history."""
+    for tick, reg, producer in g.recent_valu:
+        if reg in regs and g.tick - tick - 1 < isa.VALU_WRITE_VGPR_TO_MFMA_READ:
+            m.report(g, np.ones(g.n, bool), "valu-to-mfma", inst, producer.address,
+                     producer.text, m.vgpr_name(reg),
+                     f"a VALU write needs {isa.VALU_WRITE_VGPR_TO_MFMA_READ} wait states before "
+                     f"an MFMA reads the register; insert `s_nop 1`")

@@ -35,13 +35,6 @@ def as_i32(bits: np.ndarray) -> np.ndarray:
     return np.asarray(bits, dtype=np.uint32).view(np.int32)
 
 
-def flush_denormals(values: np.ndarray) -> np.ndarray:
-    """Denormal f32 inputs read as signed zero (the MODE register's default for f32 on gfx942 is
-    denormals *enabled*, so only callers that model an FTZ op use this)."""
-    tiny = np.abs(values) < np.float32(np.finfo(np.float32).tiny)
-    return np.where(tiny, np.copysign(np.float32(0), values), values)
-
-
 def unpack(regs: np.ndarray, element: str) -> np.ndarray:
     """(..., n_regs) uint32 registers -> (..., n_elements) values of `element`, low part first."""
     dtype = ELEMENT_DTYPES[element]
@@ -62,11 +55,6 @@ def to_f32_exact(values: np.ndarray) -> np.ndarray:
     if values.dtype == np.float64:
         return values
     return values.astype(np.float32)
-
-
-def bf16_round(values: np.ndarray) -> np.ndarray:
-    """Round-to-nearest-even f32 -> bf16, as numpy's reference for bf16 inputs."""
-    return np.asarray(values, dtype=np.float32).astype(BF16)
 
 
 def _rounded(fn, x: np.ndarray) -> np.ndarray:

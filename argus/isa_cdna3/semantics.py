@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from argus.asm.instruction import Imm, Instruction, Label
+from argus.asm.instruction import Imm, Instruction, Label, Special
 from argus.isa_cdna3 import isa, numerics
 from argus.isa_cdna3.memory_ops import MEMORY_OPCODES, compile_memory
 from argus.isa_cdna3.mfma import MFMA
@@ -58,6 +58,12 @@ def _i32(x: np.ndarray) -> np.ndarray:
 def _carry_add(a, b, scc):
     wide = a.astype(np.uint64) + b.astype(np.uint64) + scc
     return (wide & _M32).astype(U32), (wide >> np.uint64(32)).astype(U32)
+
+
+def _shift_add(a, b, shift):
+    """s_lshlN_add_u32: SCC is the carry out of the 64-bit (S0 << N) + S1."""
+    wide = (a.astype(np.uint64) << np.uint64(shift)) + b.astype(np.uint64)
+    return (wide & _M32).astype(U32), (wide >> np.uint64(32) != 0).astype(U32)
 
 
 def _borrow_sub(a, b, scc):
@@ -126,10 +132,12 @@ SOP2: dict[str, tuple[bool, bool, Callable]] = {
         r := (_bfe(a, b, True, 32) & _M32).astype(U32), _nonzero(r))),
     "s_bfm_b32": (False, False, lambda a, b, c: (
         ((U32(1) << (a & U32(31))) - U32(1)) << (b & U32(31)), None)),
-    "s_lshl1_add_u32": (False, False, lambda a, b, c: _carry_add(a << U32(1), b, 0)),
-    "s_lshl2_add_u32": (False, False, lambda a, b, c: _carry_add(a << U32(2), b, 0)),
-    "s_lshl3_add_u32": (False, False, lambda a, b, c: _carry_add(a << U32(3), b, 0)),
-    "s_lshl4_add_u32": (False, False, lambda a, b, c: _carry_add(a << U32(4), b, 0)),
+    "s_bfm_b64": (True, False, lambda a, b, c: (
+        ((U64(1) << (a & U32(63)).astype(U64)) - U64(1)) << (b & U32(63)).astype(U64), None)),
+    "s_lshl1_add_u32": (False, False, lambda a, b, c: _shift_add(a, b, 1)),
+    "s_lshl2_add_u32": (False, False, lambda a, b, c: _shift_add(a, b, 2)),
+    "s_lshl3_add_u32": (False, False, lambda a, b, c: _shift_add(a, b, 3)),
+    "s_lshl4_add_u32": (False, False, lambda a, b, c: _shift_add(a, b, 4)),
     "s_absdiff_i32": (False, False, lambda a, b, c: (
         r := np.abs(_i32(a) - _i32(b)).astype(U32), _nonzero(r))),
 }
@@ -242,9 +250,9 @@ def _compile_saveexec(inst: Instruction) -> Executor:
     fn = fns[op]
     dst, src_op = inst.operands
     src = scalar_reader(src_op, inst, wide=True)
-    exec_read = scalar_reader(_exec_special(), inst, wide=True)
+    exec_read = scalar_reader(EXEC_OPERAND, inst, wide=True)
     write = scalar_writer(dst, wide=True)
-    exec_write = scalar_writer(_exec_special(), wide=True)
+    exec_write = scalar_writer(EXEC_OPERAND, wide=True)
 
     def run(m: Machine, g: Group) -> None:
         old = exec_read(m, g)
@@ -255,9 +263,8 @@ def _compile_saveexec(inst: Instruction) -> Executor:
     return run
 
 
-def _exec_special():
-    from argus.asm.instruction import Special
-    return Special("exec")
+EXEC_OPERAND = Special("exec")
+VCC_OPERAND = Special("vcc")
 
 
 def _compile_sopk(inst: Instruction) -> Executor:
@@ -276,8 +283,9 @@ def _compile_sopk(inst: Instruction) -> Executor:
             a = old(m, g)
             b = np.full(g.n, simm & 0xFFFFFFFF, U32)
             result = a + b
+            overflow = _signed_overflow(a, b, result)   # before the write: `a` is a view
             write(m, g, result)
-            m.scc[g.sel] = _signed_overflow(a, b, result)
+            m.scc[g.sel] = overflow
         return addk
     if name == "s_mulk_i32":
         return lambda m, g: write(m, g, old(m, g) * U32(simm & 0xFFFFFFFF))
@@ -445,6 +453,19 @@ def _bfe_v(value, offset, width, signed):
     return field
 
 
+def _f16_rtz(x: np.ndarray) -> np.ndarray:
+    """f32 -> f16 rounding toward zero (numpy rounds to nearest; step back where it rounded up)."""
+    nearest = np.asarray(x, np.float32).astype(np.float16)
+    grew = np.abs(nearest.astype(np.float32)) > np.abs(x)
+    return np.where(grew, np.nextafter(nearest, np.float16(0)), nearest)
+
+
+def _cvt_pkrtz(a, b):
+    lo = _f16_rtz(a).view(np.uint16).astype(U32)
+    hi = _f16_rtz(b).view(np.uint16).astype(U32)
+    return lo | (hi << U32(16))
+
+
 def _cvt_pk_fp8(a, b, old, hi, dtype):
     lo_bytes = np.stack([np.asarray(a, np.float32).astype(dtype).view(np.uint8),
                          np.asarray(b, np.float32).astype(dtype).view(np.uint8)], -1)
@@ -477,8 +498,6 @@ VOP: dict[str, tuple[tuple[str, ...], Callable]] = {
     "v_lshlrev_b32": (("u32", "u32"), lambda a, b: b << (a & U32(31))),
     "v_lshrrev_b32": (("u32", "u32"), lambda a, b: b >> (a & U32(31))),
     "v_ashrrev_i32": (("u32", "i32"), lambda a, b: b >> (a & U32(31)).astype(np.int32)),
-    "v_lshlrev_b16": (("u32", "u32"), lambda a, b: ((b & U32(0xFFFF)) << (a & U32(15)))
-                      & U32(0xFFFF)),
     "v_mul_lo_u32": (("u32", "u32"), lambda a, b: a * b),
     "v_mul_hi_u32": (("u32", "u32"), lambda a, b: (_mul_u64(a, b) >> U64(32)).astype(U32)),
     "v_mul_hi_i32": (("i32", "i32"), lambda a, b: (
@@ -520,6 +539,7 @@ VOP: dict[str, tuple[tuple[str, ...], Callable]] = {
     "v_cvt_f32_ubyte2": (("u32",), lambda a: ((a >> U32(16)) & U32(0xFF)).astype(np.float32)),
     "v_cvt_f32_ubyte3": (("u32",), lambda a: (a >> U32(24)).astype(np.float32)),
     "v_pack_b32_f16": (("u32", "u32"), lambda a, b: (a & U32(0xFFFF)) | (b << U32(16))),
+    "v_cvt_pkrtz_f16_f32": (("f32", "f32"), _cvt_pkrtz),
     "v_add_f32": (F2, lambda a, b: a + b),
     "v_sub_f32": (F2, lambda a, b: a - b),
     "v_subrev_f32": (F2, lambda a, b: b - a),
@@ -530,7 +550,6 @@ VOP: dict[str, tuple[tuple[str, ...], Callable]] = {
     "v_min3_f32": (F3, lambda a, b, c: np.fmin(np.fmin(a, b), c)),
     "v_med3_f32": (F3, lambda a, b, c: np.fmax(np.fmin(a, b), np.fmin(np.fmax(a, b), c))),
     "v_fma_f32": (F3, _fma64),
-    "v_mad_f32": (F3, lambda a, b, c: a * b + c),
     "v_exp_f32": (F1, numerics.exp2),
     "v_log_f32": (F1, numerics.log2),
     "v_rcp_f32": (F1, numerics.rcp),
@@ -541,8 +560,8 @@ VOP: dict[str, tuple[tuple[str, ...], Callable]] = {
     "v_floor_f32": (F1, np.floor),
     "v_ceil_f32": (F1, np.ceil),
     "v_rndne_f32": (F1, np.rint),
-    "v_fract_f32": (F1, lambda a: a - np.floor(a)),
-    "v_ldexp_f32": (("f32", "i32"), lambda a, b: np.ldexp(a, b).astype(np.float32)),
+    # the largest f32 below 1.0 bounds the result (a tiny negative input would round to 1.0)
+    "v_fract_f32": (F1, lambda a: np.minimum(a - np.floor(a), np.float32(0.99999994))),
 }
 
 
@@ -653,17 +672,16 @@ def _compile_vop(inst: Instruction, accum: int) -> Executor:
 
 
 def _compile_fmac(inst: Instruction, accum: int) -> Executor:
-    """v_fmac_f32 / v_mac_f32: D = S0 * S1 + D."""
+    """v_fmac_f32: D = S0 * S1 + D with one rounding (gfx90a+ has no v_mac_f32)."""
     dst, s0, s1 = inst.operands
     r0 = vector_reader(s0, inst, accum, "f32")
     r1 = vector_reader(s1, inst, accum, "f32")
     rd = vector_reader(dst, inst, accum, "f32")
     idx = vgpr_index(dst, accum)
-    fused = "fmac" in inst.opcode
 
     def run(m: Machine, g: Group) -> None:
         a, b, c = r0(m, g), r1(m, g), rd(m, g)
-        value = _fma64(a, b, c) if fused else a * b + c
+        value = _fma64(a, b, c)
         m.write_v(g, idx, to_bits(_omod_clamp(inst, value), g.n), inst)
     return run
 
@@ -692,6 +710,25 @@ def _compile_pk_f32(inst: Instruction, accum: int) -> Executor:
               for i, v in enumerate(values)]
         m.write_v(g, idx, to_bits(np.asarray(fn(*lo), np.float32), g.n), inst)
         m.write_v(g, idx + 1, to_bits(np.asarray(fn(*hi), np.float32), g.n), inst)
+    return run
+
+
+def _compile_pk_mov(inst: Instruction, accum: int) -> Executor:
+    """v_pk_mov_b32 D, S0, S1 op_sel:[a,b]: D.lo = S0 half a, D.hi = S1 half b (64-bit pairs)."""
+    dst, s0, s1 = inst.operands
+    op_sel = inst.mod("op_sel", (0, 1))
+    r0 = vector_reader(s0, inst, accum, "u64")
+    r1 = vector_reader(s1, inst, accum, "u64")
+    idx = vgpr_index(dst, accum)
+
+    def half(value, high):
+        return ((value >> U64(32)) if high else (value & _M32)).astype(U32)
+
+    def run(m: Machine, g: Group) -> None:
+        lo = half(r0(m, g), op_sel[0])
+        hi = half(r1(m, g), op_sel[1])
+        m.write_v(g, idx, to_bits(lo, g.n), inst)
+        m.write_v(g, idx + 1, to_bits(hi, g.n), inst)
     return run
 
 
@@ -819,9 +856,9 @@ def _compile_vopc(inst: Instruction, accum: int) -> Executor:
         def signed(v):
             return v
     write = _mask_writer(dst) if dst is not None else None
-    write_exec = _mask_writer(_exec_special())
+    write_exec = _mask_writer(EXEC_OPERAND)
     if dst is None and not is_x:
-        write = _mask_writer(_vcc_special())
+        write = _mask_writer(VCC_OPERAND)
 
     def run(m: Machine, g: Group) -> None:
         with np.errstate(invalid="ignore"):
@@ -834,16 +871,11 @@ def _compile_vopc(inst: Instruction, accum: int) -> Executor:
     return run
 
 
-def _vcc_special():
-    from argus.asm.instruction import Special
-    return Special("vcc")
-
-
 def _compile_cndmask(inst: Instruction, accum: int) -> Executor:
     dst, a_op, b_op, *mask_op = inst.operands
     ra = vector_reader(a_op, inst, accum, "f32" if _has_fmods(a_op) else "u32")
     rb = vector_reader(b_op, inst, accum, "f32" if _has_fmods(b_op) else "u32")
-    mask = lane_mask_reader(mask_op[0] if mask_op else _vcc_special(), inst)
+    mask = lane_mask_reader(mask_op[0] if mask_op else VCC_OPERAND, inst)
     idx = vgpr_index(dst, accum)
 
     def run(m: Machine, g: Group) -> None:
@@ -962,12 +994,11 @@ def _compile_cvt_f32_fp8(inst: Instruction, accum: int) -> Executor:
 # ------------------------------------------------------------------------------------ table
 _SPECIAL_VALU: dict[str, Callable[[Instruction, int], Executor]] = {
     "v_fmac_f32": _compile_fmac,
-    "v_mac_f32": _compile_fmac,
     "v_pk_add_f32": _compile_pk_f32,
     "v_pk_mul_f32": _compile_pk_f32,
     "v_pk_fma_f32": _compile_pk_f32,
-    "v_pk_mov_b32": None,
     "v_mov_b64": _compile_mov64,
+    "v_pk_mov_b32": _compile_pk_mov,
     "v_lshl_add_u64": _compile_lshl_add_u64,
     "v_mad_u64_u32": _compile_mad_u64_u32,
     "v_mad_i64_i32": _compile_mad_u64_u32,
@@ -991,7 +1022,6 @@ _SPECIAL_VALU: dict[str, Callable[[Instruction, int], Executor]] = {
     "v_cvt_f32_fp8": _compile_cvt_f32_fp8,
     "v_cvt_f32_bf8": _compile_cvt_f32_fp8,
 }
-_SPECIAL_VALU = {k: v for k, v in _SPECIAL_VALU.items() if v is not None}
 
 
 def supported(inst: Instruction) -> bool:

@@ -77,7 +77,7 @@ class Hazard:
 class Group:
     """The waves that execute the next instruction together; `sel` indexes the wave axis."""
 
-    __slots__ = ("waves", "sel", "n", "pc", "tick", "exec", "exec_full")
+    __slots__ = ("waves", "sel", "n", "pc", "tick", "exec", "exec_full", "recent_valu")
 
     def __init__(self, waves: np.ndarray, total: int, pc: int):
         self.waves = waves
@@ -86,6 +86,8 @@ class Group:
         self.sel: Any = slice(int(waves[0]), int(waves[-1]) + 1) if contiguous else waves
         self.pc = pc
         self.tick = 0            # wait states issued since the group formed
+        # (tick, vgpr, instruction) of the latest VALU writes, for the VALU -> MFMA hazard
+        self.recent_valu: list[tuple[int, int, Instruction]] = []
         self.exec: np.ndarray = np.ones((self.n, isa.WAVE_SIZE), bool)
         self.exec_full = True
 
@@ -131,6 +133,7 @@ class FlatMemory:
             self.regions.append(MemoryRegion(name, offset, size))
             offset += -(-max(size, 1) // 256) * 256 + self.GUARD
         self.heap = np.zeros(offset + 16, np.uint8)
+        self.words = self.heap[: len(self.heap) // 4 * 4].view(np.uint32)
         self.mapped = np.zeros(offset + 16, bool)
         for region in self.regions:
             self.mapped[region.start:region.start + region.size] = True
@@ -171,6 +174,22 @@ class FlatMemory:
         idx = offset[..., None] + np.arange(4 * count)
         return self.heap[idx].reshape(*offset.shape, count, 4).view(np.uint32)[..., 0]
 
+    def read_words(self, offset: np.ndarray) -> np.ndarray:
+        """The dword at each byte offset (same shape as `offset`)."""
+        if not (offset & 3).any():
+            return self.words.take(offset >> 2)
+        return self.read_bytes(offset, 4).view(np.uint32)[..., 0]
+
+    def write_words(self, offset: np.ndarray, values: np.ndarray, active: np.ndarray) -> None:
+        """Store each dword of `values` at its byte offset where `active`."""
+        if not (offset & 3).any():
+            if active.all():
+                self.words[(offset >> 2).reshape(-1)] = values.reshape(-1)
+            else:
+                self.words[offset[active] >> 2] = values[active]
+            return
+        self.write_bytes(offset, np.ascontiguousarray(values)[..., None].view(np.uint8), active)
+
     def write_dwords(self, offset: np.ndarray, values: np.ndarray, active: np.ndarray) -> None:
         count = values.shape[-1]
         byte_idx = offset[active][:, None] + np.arange(4 * count)
@@ -202,6 +221,7 @@ class Machine:
         self.state = np.full(waves, RUNNING, np.int8)
         self.clock = np.zeros(waves, np.int64)
         self.vskip = np.zeros(waves, bool)
+        self.executed = np.zeros(waves, np.int64)
         # Wave w is wave w // workgroups of workgroup w % workgroups: waves that take the same
         # path because of their index inside the workgroup form one contiguous slice.
         self.workgroup = np.tile(np.arange(workgroups), waves_per_group)
@@ -217,12 +237,10 @@ class Machine:
         self.pending_s: dict[int, np.ndarray] = {}
         self.pending_by_reg: dict[tuple[str, int], PendingResult] = {}
         self.pending_total: dict[tuple[str, int], int] = {}
-        # MFMA results: readable from clock `mfma_ready`; the value before it in `stale`
-        self.mfma_ready = np.zeros((isa.VGPRS_UNIFIED, waves), np.int64)
+        # MFMA results: issue clock of the last MFMA writing each VGPR; the value before it
+        self.mfma_issued = np.zeros((isa.VGPRS_UNIFIED, waves), np.int64)
         self.mfma_producer: dict[int, tuple[Instruction, MfmaInfo, int, int]] = {}
         self.stale = np.zeros_like(self.vgpr)
-        self.valu_clock = np.full((isa.VGPRS_UNIFIED, waves), -1000, np.int64)
-        self.valu_writer: dict[int, Instruction] = {}
         self.hazards: list[Hazard] = []
         self.bytes_moved: dict[int, int] = {}
 
@@ -258,23 +276,37 @@ class Machine:
                | None = None) -> np.ndarray:
         """VGPR/AGPR `idx` of the group, checked against pending loads and unfinished MFMAs."""
         value = self.vgpr[idx][g.sel]
+        if idx in self.pending_v or idx in self.mfma_producer:
+            early = self._check(g, idx, inst, mfma_srcc)
+            if early is not None:
+                return np.where(early[:, None], self.stale[idx][g.sel], value)
+        return value
+
+    def _check(self, g: Group, idx: int, inst: Instruction, mfma_srcc: tuple[int, int] | None
+               ) -> np.ndarray | None:
+        """Report reads of `idx` that come too early; returns the waves that must see the stale
+        value (unchecked runs only) or None."""
         if idx in self.pending_v:
             self._check_pending(g, idx, inst, self.pending_v[idx], "v")
-        if idx in self.mfma_producer:
-            producer, info, start, count = self.mfma_producer[idx]
-            ready = self.mfma_ready[idx][g.sel]
-            if mfma_srcc is not None and mfma_srcc == (start, count):
-                return value
-            early = self.clocks(g) < ready
-            if early.any():
-                need = int(ready[early].max() - self.clocks(g)[early].min())
-                self.report(g, early, "mfma-result", inst, producer.address, producer.text,
-                            self.vgpr_name(idx),
-                            f"{info.name} needs more wait states ({need} missing); insert "
-                            f"`s_nop` or independent instructions")
-                if self.check == "off":
-                    value = np.where(early[:, None], self.stale[idx][g.sel], value)
-        return value
+        if idx not in self.mfma_producer:
+            return None
+        producer, info, start, count = self.mfma_producer[idx]
+        if mfma_srcc is None:
+            wait = isa.mfma_to_read_wait_states(info)
+        else:
+            wait = isa.mfma_to_srcc_wait_states(info, same_registers=mfma_srcc == (start, count))
+            if wait == 0:
+                return None
+        ready = self.mfma_issued[idx][g.sel] + 1 + wait
+        clocks = self.clocks(g)
+        early = clocks < ready
+        if not early.any():
+            return None
+        need = int(ready[early].max() - clocks[early].min())
+        self.report(g, early, "mfma-result", inst, producer.address, producer.text,
+                    self.vgpr_name(idx), f"{info.name} needs more wait states ({need} missing); "
+                    f"insert `s_nop` or independent instructions")
+        return early if self.check == "off" else None
 
     def read_block(self, g: Group, first: int, count: int, inst: Instruction, *,
                    mfma_srcc: tuple[int, int] | None = None) -> np.ndarray:
@@ -282,11 +314,11 @@ class Machine:
         block = self.vgpr[first:first + count, g.sel]
         for idx in range(first, first + count):
             if idx in self.pending_v or idx in self.mfma_producer:
-                checked = self.read_v(g, idx, inst, mfma_srcc=mfma_srcc)
-                if checked is not block[idx - first] and not np.shares_memory(
-                        checked, self.vgpr[idx]):
+                early = self._check(g, idx, inst, mfma_srcc)
+                if early is not None:
                     block = block.copy()
-                    block[idx - first] = checked
+                    block[idx - first] = np.where(early[:, None], self.stale[idx][g.sel],
+                                                  block[idx - first])
         return block
 
     def read_s(self, g: Group, idx: int, inst: Instruction) -> np.ndarray:
@@ -315,8 +347,10 @@ class Machine:
         if masked and not g.exec_full:
             value = np.where(g.exec, value, self.vgpr[idx][g.sel])
         self.vgpr[idx][g.sel] = value
-        self.valu_clock[idx][g.sel] = self.clocks(g)
-        self.valu_writer[idx] = inst
+        recent = g.recent_valu
+        if recent and recent[0][0] < g.tick - isa.VALU_WRITE_VGPR_TO_MFMA_READ:
+            del recent[:]
+        recent.append((g.tick, idx, inst))
 
     def write_s(self, g: Group, idx: int, value: Any) -> None:
         self.sgpr[idx][g.sel] = value

@@ -19,7 +19,7 @@ from argus.asm.codeobject import CodeObject
 from argus.isa_cdna3.emulator import Emulation, emulate
 
 BF16 = ml_dtypes.bfloat16
-GEMM = re.compile(r"^bf16gemm_outf32_tn_(\d+)x64_pf3$")
+GEMM = re.compile(r"^bf16gemm_outf32_tn_(32|48|64|96)x64_pf3$")
 FMHA = re.compile(r"^fwd_hd128_bf16(_causal)?(_rtne|_rtna|_rtz)?$")
 
 

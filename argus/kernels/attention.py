@@ -16,12 +16,15 @@ import numpy as np
 
 import argus.lang as T
 from argus.ir.expr import And
+from argus.isa_cdna3.mfma import mfma
 from argus.lang import Tensor
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
+INFO = mfma(MFMA)
+MK, KPL = INFO.k, INFO.k_per_lane           # k per instruction, k elements per lane
 WAVES = 4
-BLOCK_Q = 32 * WAVES
-BLOCK_KV = 32
+BLOCK_Q = INFO.n * WAVES                    # one MFMA column block of queries per wave
+BLOCK_KV = INFO.m                           # one MFMA row block of keys per step
 LOG2E = 1.4426950408889634
 
 
@@ -49,7 +52,7 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     column = T.reduced(scores, 0)                  # one value per query
     v_frag = k_frag.permute((1, 0))                # V^T fragment as (8 keys, 32 dv) in LDS order
     p_frag = q_frag                                # P^T fragment: (128 queries, 8 keys)
-    d_steps, kv_steps, d_blocks = head_dim // 8, BLOCK_KV // 8, head_dim // 32
+    d_steps, kv_steps, d_blocks = head_dim // MK, BLOCK_KV // MK, head_dim // INFO.m
     scale = LOG2E / math.sqrt(head_dim)
 
     copy = T.copy_layout((BLOCK_KV, head_dim), WAVES, 8)
@@ -71,7 +74,7 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
         kv0 = kb * BLOCK_KV
         s = T.zeros(scores)
         for t in range(d_steps):
-            s = T.mfma(MFMA, k_smem.load((slot, 0, 8 * t), k_frag), q[t], s)
+            s = T.mfma(MFMA, k_smem.load((slot, 0, MK * t), k_frag), q[t], s)
             T.tag_assert(lambda A, B, C: And(A.d.eq(B.d), A.head.eq(B.head)),
                          "K and Q meet at the same head and feature")
         s = s * scale
@@ -93,20 +96,20 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
         for b in range(d_blocks):
             acc = state[f"o{b}"] * rescale
             for t in range(kv_steps):
-                v = v_smem.load((slot, 8 * t, 32 * b), v_frag)
-                acc = T.mfma(MFMA, v, T.slots(p16, 4 * t, p_frag), acc)
+                v = v_smem.load((slot, MK * t, INFO.m * b), v_frag)
+                acc = T.mfma(MFMA, v, T.slots(p16, KPL * t, p_frag), acc)
                 T.tag_assert(lambda A, B, C: And(A.key.eq(B.key), A.dv.eq(C.dv),
                                                  B.query.eq(C.query), A.head.eq(C.head)),
                              "V and P meet at the same key, on O's feature and query")
             state[f"o{b}"] = acc
         return state
 
-    q = [Q.load((bh, q0, 8 * t), q_frag, axes=(1, 2)) for t in range(d_steps)]
+    q = [Q.load((bh, q0, MK * t), q_frag, axes=(1, 2)) for t in range(d_steps)]
     state = {"m": T.tag(T.full(column, -math.inf), lambda j: {"query": q0 + j}),
              "l": T.tag(T.zeros(column), lambda j: {"query": q0 + j})}
     for b in range(d_blocks):
-        state[f"o{b}"] = T.tag(T.zeros(scores), lambda i, j, b=b: {"head": bh, "dv": 32 * b + i,
-                                                                   "query": q0 + j})
+        state[f"o{b}"] = T.tag(T.zeros(scores), lambda i, j, b=b: {
+            "head": bh, "dv": INFO.m * b + i, "query": q0 + j})
     blocks = (q0 + BLOCK_Q) // BLOCK_KV if causal else S // BLOCK_KV
     stage(0, fetch(0))
     T.barrier()
@@ -123,7 +126,7 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     inverse = T.broadcast(T.rcp(state["l"]), 0, scores)
     for b in range(d_blocks):
         out = (state[f"o{b}"] * inverse).to("bf16")
-        O.store((bh, q0, 32 * b), out, axes=(2, 1))
+        O.store((bh, q0, INFO.m * b), out, axes=(2, 1))
         T.tag_assert(lambda V, D: And(V.query.eq(D.query), V.dv.eq(D.dv), V.head.eq(D.head)),
                      "each output lands on its own query and feature")
 

@@ -21,14 +21,21 @@ SWIZZLE = (3, 2, 3)
 
 
 def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: bool,
-                 read_swizzled: bool = True, next_slot: Callable | None = None,
-                 sync: bool = True, a_fragment: TileSpec | None = None):
-    """Trace the GEMM body; the keyword hooks default to the correct kernel."""
+                 split_k: int = 1, read_swizzled: bool = True,
+                 next_slot: Callable | None = None, sync: bool = True,
+                 a_fragment: TileSpec | None = None):
+    """Trace the GEMM body; the keyword hooks default to the correct kernel. With split_k > 1,
+    grid axis 2 splits K and each workgroup adds its partial tile into C atomically."""
     M, K = A.shape
     N = B.shape[0]
-    for extent, block in ((M, block_m), (N, block_n), (K, block_k)):
+    for extent, block in ((M, block_m), (N, block_n), (K, block_k * split_k)):
         T.assume((extent % block).eq(0))
-    T.grid(M // block_m, N // block_n)
+    if split_k > 1:
+        T.grid(M // block_m, N // block_n, split_k)
+        k_first = T.program_id(2) * (K // (block_k * split_k))  # this split's first K tile
+    else:
+        T.grid(M // block_m, N // block_n)
+        k_first = 0
     m0, n0 = T.program_id(0) * block_m, T.program_id(1) * block_n
     T.tag(A, lambda m, k: {"row": m, "k": k})
     T.tag(B, lambda n, k: {"col": n, "k": k})
@@ -49,17 +56,18 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
 
     def compute(slot, kt, acc):
         for ks in range(k_steps):
-            a = [a_read.load((slot, r * a_spec.shape[0], ks * 8), a_spec) for r in range(reps_m)]
-            b = [b_smem.load((slot, s * b_spec.shape[0], ks * 8), b_spec) for s in range(reps_n)]
+            k0 = ks * a_spec.shape[1]
+            a = [a_read.load((slot, r * a_spec.shape[0], k0), a_spec) for r in range(reps_m)]
+            b = [b_smem.load((slot, s * b_spec.shape[0], k0), b_spec) for s in range(reps_n)]
             for (r, s), c in acc.items():
                 acc[r, s] = T.mfma(MFMA, a[r], b[s], c)
-                T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), (A.k // block_k).eq(kt),
+                T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), (A.k // block_k).eq(k_first + kt),
                                                  A.row.eq(C.row), B.col.eq(C.col)),
                              "A and B meet at one k of this K tile, on C's row and column")
         return acc
 
-    a_smem.store((0, 0, 0), A.load((m0, 0), copy_a))
-    b_smem.store((0, 0, 0), B.load((n0, 0), copy_b))
+    a_smem.store((0, 0, 0), A.load((m0, k_first * block_k), copy_a))
+    b_smem.store((0, 0, 0), B.load((n0, k_first * block_k), copy_b))
     T.barrier()
     acc = {}
     for r in range(reps_m):
@@ -68,12 +76,15 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
             acc[r, s] = T.tag(T.zeros(c_spec),
                               lambda i, j, rows=rows, cols=cols: {"row": rows + i,
                                                                   "col": cols + j})
-    nk = K // block_k
+    nk = K // (block_k * split_k)
+    # The last K tile is consumed after the loop, so every iteration can prefetch the next tile
+    # without a branch. One barrier per iteration suffices: iteration kt writes the slot that
+    # iteration kt-1 read, and that read ended before kt-1's barrier.
     loop = T.range(0, nk - 1, stages=2, name="kt",
                    **{f"acc{r}_{s}": c for (r, s), c in acc.items()})
     for kt in loop:
-        a_next = A.load((m0, (kt + 1) * block_k), copy_a)
-        b_next = B.load((n0, (kt + 1) * block_k), copy_b)
+        a_next = A.load((m0, (k_first + kt + 1) * block_k), copy_a)
+        b_next = B.load((n0, (k_first + kt + 1) * block_k), copy_b)
         carried = compute(kt % 2, kt, {rs: getattr(loop, f"acc{rs[0]}_{rs[1]}") for rs in acc})
         for (r, s), c in carried.items():
             setattr(loop, f"acc{r}_{s}", c)
@@ -84,16 +95,25 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
     last = nk - 1
     acc = compute(last % 2, last, {rs: getattr(loop, f"acc{rs[0]}_{rs[1]}") for rs in acc})
     for (r, s), c in acc.items():
-        C.store((m0 + r * c_spec.shape[0], n0 + s * c_spec.shape[1]), c)
+        origin = (m0 + r * c_spec.shape[0], n0 + s * c_spec.shape[1])
+        if split_k > 1:
+            C.atomic_add(origin, c)
+        else:
+            C.store(origin, c)
         T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
                      "each C element lands on its own row and column")
 
 
 @T.kernel(waves=4)
 def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"), C: Tensor("f32", "M", "N"),
-         *, block_m: int = 64, block_n: int = 64, block_k: int = 32, swizzle: bool = True):
-    """C = A @ B.T in bf16 with f32 accumulation (block sizes multiples of 64, 64, 8)."""
-    gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle)
+         *, block_m: int = 64, block_n: int = 64, block_k: int = 32, swizzle: bool = True,
+         split_k: int = 1):
+    """C = A @ B.T in bf16 with f32 accumulation. block_m and block_n are multiples of 64 and
+    block_k of 8, with block_m * block_k and block_n * block_k multiples of 2048 (one 16-byte
+    vector per thread per copy). split_k > 1 splits K over grid axis 2 and accumulates into C
+    with atomic adds (C must start at zero)."""
+    gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle,
+                 split_k=split_k)
 
 
 def reference(A, B):

@@ -49,8 +49,8 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
     loop = T.range(0, H // block_k, name="kt",
                    **{f"acc{r}_{s}": T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)})
     for kt in loop:
-        for ks in range(block_k // 8):
-            k0 = kt * block_k + ks * 8
+        for ks in range(block_k // a_spec.shape[1]):
+            k0 = kt * block_k + ks * a_spec.shape[1]
             a = [X.load((0, k0), a_spec, gather=rows(r), guard=True) for r in range(reps_m)]
             b = [W.load((expert, n0 + s * b_spec.shape[0], k0), b_spec, axes=(1, 2))
                  for s in range(reps_n)]

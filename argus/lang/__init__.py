@@ -14,6 +14,7 @@ from argus.lang.trace import (
     assume,
     barrier,
     broadcast,
+    cdiv,
     exp2,
     full,
     grid,
@@ -41,7 +42,7 @@ range = Range  # noqa: A001
 
 __all__ = [
     "DSLError", "Gather", "load_scalar", "TileSpec", "copy_layout", "lds_layout", "mfma_layout",
-    "reduced", "Global",
+    "reduced", "Global", "cdiv",
     "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume", "barrier", "broadcast", "exp2",
     "full", "grid", "hint", "kernel", "lds", "log2", "mask", "maximum", "mfma", "minimum",
     "program_id", "range", "rcp", "reduce", "slots", "tag", "tag_assert", "when", "zeros",

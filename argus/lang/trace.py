@@ -8,7 +8,7 @@ and is verified as it is built, so misuse fails at the line that caused it.
 from __future__ import annotations
 
 import inspect
-import math
+import operator
 import os
 import sys
 from collections.abc import Callable
@@ -17,7 +17,7 @@ import attrs
 import numpy as np
 
 from argus.ir import ops as O
-from argus.ir.expr import Expr, Var, as_expr, simplify
+from argus.ir.expr import And, Const, Expr, Not, Or, Term, Var, as_expr, free_vars, ite, max_, min_
 from argus.ir.types import (
     DTYPE_BYTES,
     LDS_BUDGET,
@@ -179,9 +179,37 @@ def _result(kind, t, loc, **fields) -> Tile:
     return Tile(value)
 
 
+_REBUILD = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
+    "floordiv": operator.floordiv, "mod": operator.mod, "neg": operator.neg,
+    "shl": operator.lshift, "shr": operator.rshift, "and": operator.and_, "xor": operator.xor,
+    "or": operator.or_, "min": min_, "max": max_, "ite": ite, "lt": operator.lt,
+    "le": operator.le, "eq": lambda a, b: a.eq(b), "ne": lambda a, b: a.ne(b),
+    "land": And, "lor": Or, "lnot": Not,
+}
+
+
+def tidy(e: Expr) -> Expr:
+    """Drop the `+ 0` and `* 1` that Python loops leave in index formulas, keeping the author's
+    spelling otherwise (unlike `simplify`, which rewrites `// 16` as `>> 4`)."""
+    if not isinstance(e, Term):
+        return e
+    args = [tidy(a) for a in e.args]
+    zero, one = Const(0), Const(1)
+    if e.op in ("add", "sub") and args[1] is zero:
+        return args[0]
+    if e.op == "add" and args[0] is zero:
+        return args[1]
+    if e.op == "mul" and (args[0] is zero or args[1] is zero):
+        return zero
+    if e.op == "mul" and one in (args[0], args[1]):
+        return args[0] if args[1] is one else args[1]
+    return _REBUILD[e.op](*args)
+
+
 def _exprs(values, what: str, loc: SourceLoc) -> tuple[Expr, ...]:
     try:
-        return tuple(simplify(as_expr(v)) for v in values)
+        return tuple(tidy(as_expr(v)) for v in values)
     except TypeError:
         raise DSLError(f"{what} must be integers or size expressions, got {values!r}",
                        loc) from None
@@ -372,7 +400,7 @@ def _tag_items(fn, coords, loc):
     tags = fn(*coords)
     if not isinstance(tags, dict) or not tags:
         raise DSLError("the tag function must return a non-empty dict {name: expression}", loc)
-    return tuple((name, simplify(as_expr(e))) for name, e in tags.items())
+    return tuple((name, tidy(as_expr(e))) for name, e in tags.items())
 
 
 class _Role:
@@ -404,8 +432,28 @@ def tag_assert(predicate: Callable, message: str, *, on: Tile | None = None) -> 
     condition = as_expr(condition)
     if not condition.is_bool:
         raise DSLError(f"the predicate must be a condition, got the integer '{condition}'", loc)
+    _check_tag_names(condition, op, loc)
     ops[index] = attrs.evolve(op, asserts=op.asserts + (O.TagAssertion(condition, message,
                                                                          loc),))
+
+
+def _check_tag_names(condition: Expr, op: O.Op, loc: SourceLoc):
+    """Name a tag the operand cannot carry now rather than as a run-time violation."""
+    program = [inner for block in _builder().blocks
+               for inner in O.walk(O.Block((), tuple(block)))]
+    names, tensors = O.tag_names(program)
+    operands = O.role_operands(op)
+    for var in sorted(free_vars(condition), key=lambda v: v.name):
+        if not O.is_role_var(var):
+            continue
+        role, tag = O.split_role_var(var.name)
+        value = operands[role]
+        known = (tensors.get(value.name, frozenset()) if isinstance(value.type, GlobalType)
+                 else names.get(value.name))
+        if known is not None and tag not in known:
+            carried = ", ".join(sorted(known)) or "no tags"
+            raise DSLError(f"{role}.{tag}: {role} ({value}) carries {carried} here; tag the "
+                           "tensor with that name or fix the predicate", loc)
 
 
 def _assertion_target(ops, on, loc) -> int:
@@ -630,7 +678,18 @@ class Scalar:
 
 
 class KernelDef:
-    """A traceable kernel: `.trace(**params)` gives its IR, `.ir` uses the default params."""
+    """A traceable kernel: `.trace(**params)` gives its IR, `.ir` uses the default params.
+
+    Example::
+
+        @T.kernel(waves=1)
+        def scale(X: T.Tensor("f32", "N", 64), Y: T.Tensor("f32", "N", 64), *, factor=2.0):
+            T.grid(X.shape[0] // 16)
+            row = T.program_id(0) * 16
+            Y.store((row, 0), X.load((row, 0), T.copy_layout((16, 64), 1, 4)) * factor)
+
+        print(scale.trace(factor=3.0))
+    """
 
     def __init__(self, fn: Callable, waves: int, namespace: dict | None = None):
         self.fn, self.waves = fn, waves
@@ -739,13 +798,14 @@ def kernel(fn: Callable | None = None, *, waves: int = 4):
     return KernelDef(fn, waves, namespace)
 
 
-def ceil_div(a, b):
-    return (a + b - 1) // b if isinstance(a, Expr) or isinstance(b, Expr) else math.ceil(a / b)
+def cdiv(a, b):
+    """Ceiling division of sizes (symbolic or int), e.g. the number of tiles covering M."""
+    return (a + b - 1) // b if isinstance(a, Expr) or isinstance(b, Expr) else -(-a // b)
 
 
 __all__ = [
     "kernel", "KernelDef", "Tensor", "Scalar", "Tile", "Global", "Lds", "grid", "program_id",
     "assume", "hint", "tag", "tag_assert", "lds", "full", "zeros", "mfma", "exp2", "log2", "rcp",
     "maximum", "minimum", "mask", "reduce", "broadcast", "slots", "barrier", "Range", "when",
-    "ThreadLayout", "Gather", "load_scalar",
+    "ThreadLayout", "Gather", "load_scalar", "cdiv",
 ]

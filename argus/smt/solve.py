@@ -13,7 +13,7 @@ import sys
 import time
 from collections import OrderedDict
 
-from pysmt.exceptions import SolverReturnedUnknownResultError
+from pysmt.exceptions import InternalSolverError, SolverReturnedUnknownResultError
 from pysmt.logics import QF_BV
 from pysmt.smtlib.script import smtlibscript_from_formula
 
@@ -65,8 +65,8 @@ class _Query:
         self.width = width_for(terms + tuple(self.variables))
         self.key = (self.goal, frozenset(self.assume))
 
-    def formula(self):
-        """Bounds ∧ assumptions ∧ ¬(goal defined and true): satisfiable iff refuted."""
+    def domain(self):
+        """Variable bounds ∧ assumptions (where defined): the points the goal is asked about."""
         fm = environment(self.width).formula_manager
         parts = []
         for v in self.variables:
@@ -75,12 +75,15 @@ class _Query:
             parts.append(fm.BVSLE(symbol, fm.SBV(v.hi - 1, self.width)))
         for a, d in zip(self.assume, self.assume_defined):
             parts += [lower(d, self.width), lower(a, self.width)]
-        parts = [p for p in parts if not p.is_true()]
+        return [p for p in parts if not p.is_true()]
+
+    def formula(self):
+        """domain ∧ ¬(goal defined and true): satisfiable iff refuted."""
+        fm = environment(self.width).formula_manager
         holds = lower(self.goal, self.width)
         if self.goal_defined is not Const(True):
             holds = fm.And(lower(self.goal_defined, self.width), holds)
-        parts.append(fm.Not(holds))
-        return fm.And(parts)
+        return fm.And(self.domain() + [fm.Not(holds)])
 
     def violated_at(self, point) -> bool:
         """Replays a witness: assumptions true and the goal false or undefined at `point`."""
@@ -129,8 +132,9 @@ def _as_tuple(items) -> tuple:
 
 
 def _decide(query, solver, timeout_ms, order):
-    trivially_true = query.goal is Const(True) and query.goal_defined is Const(True)
-    if trivially_true or Const(False) in query.assume:
+    if Const(False) in query.assume:
+        return Proved(vacuous=True)
+    if query.goal is Const(True) and query.goal_defined is Const(True):
         return Proved()
     deadline = time.monotonic() + timeout_ms / 1000
     env = environment(query.width)
@@ -139,10 +143,13 @@ def _decide(query, solver, timeout_ms, order):
         smt.add_assertion(query.formula())
         try:
             if not smt.solve():
-                return Proved()
+                return Proved(vacuous=bool(query.assume) and _domain_is_empty(query, solver,
+                                                                              timeout_ms))
         except SolverReturnedUnknownResultError:
             return Unknown(f"{solver} returned unknown within {timeout_ms} ms "
                            f"({query.width}-bit query)")
+        except InternalSolverError as error:
+            return Unknown(f"{solver} failed: {error}")
         point = _model(smt, query)
         minimal = True
         for name in order:
@@ -152,6 +159,18 @@ def _decide(query, solver, timeout_ms, order):
         return Unknown(f"{solver} returned a model that does not replay: {point}; "
                        "this is a bug in the SMT encoding, please report it with to_smtlib()")
     return Refuted(point, minimal=minimal and bool(order))
+
+
+def _domain_is_empty(query, solver, timeout_ms) -> bool:
+    """Whether the assumptions contradict each other or the bounds, so a proof says nothing."""
+    env = environment(query.width)
+    with env.factory.Solver(name=solver, logic=QF_BV,
+                            solver_options=_timeout_option(solver, timeout_ms)) as smt:
+        smt.add_assertion(env.formula_manager.And(query.domain()))
+        try:
+            return not smt.solve()
+        except (SolverReturnedUnknownResultError, InternalSolverError):
+            return False
 
 
 def _model(smt, query) -> dict[str, int]:
@@ -179,13 +198,12 @@ def _minimise(smt, query, name, point, deadline):
                 hi = point[name]
             else:
                 lo = mid + 1
-        except SolverReturnedUnknownResultError:
+        except (SolverReturnedUnknownResultError, InternalSolverError):
             complete = False
             break
+    # `point` is a model with name == hi, so it stays valid under the new constraint
     smt.add_assertion(fm.Equals(symbol, fm.SBV(hi, query.width)))
-    if not smt.solve():
-        raise AssertionError(f"minimising {name} lost the model at {name}={hi}")
-    return _model(smt, query), complete
+    return point, complete
 
 
 def to_smtlib(goal, assume=()) -> str:

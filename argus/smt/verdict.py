@@ -10,10 +10,16 @@ import attrs
 
 @attrs.frozen
 class Proved:
-    """The goal holds at every point allowed by the variable bounds and the assumptions."""
+    """The goal holds at every point allowed by the variable bounds and the assumptions.
+
+    `vacuous` is set when no such point exists (contradictory assumptions): the proof is then
+    true but says nothing, which usually means an assumption is wrong.
+    """
+
+    vacuous: bool = False
 
     def __str__(self):
-        return "proved"
+        return "proved vacuously (the assumptions never hold)" if self.vacuous else "proved"
 
 
 @attrs.frozen

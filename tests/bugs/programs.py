@@ -1,0 +1,187 @@
+"""Small correct kernels the bug corpus mutates: a double-buffered GEMM, a single-buffered GEMM
+and one causal attention score block. Each keyword hook defaults to the correct kernel; a bug
+file sets one hook (GPUVerify-style seeded defect) and states the counterexample it expects.
+"""
+
+from __future__ import annotations
+
+import math
+
+import argus.lang as T
+from argus.ir.expr import And
+from argus.ir.types import ThreadLayout, thread_vars
+from argus.lang import Tensor, TileSpec
+
+MFMA = "v_mfma_f32_32x32x8_bf16"
+BM, BN, BK = 64, 64, 8
+#: XOR the 2-element chunk index of a row with bits 1-2 of the row (elements of a 64x8 tile).
+SWIZZLE = (2, 1, 3)
+
+
+def _tags(A, B, C):
+    T.tag(A, lambda m, k: {"row": m, "k": k})
+    T.tag(B, lambda n, k: {"col": n, "k": k})
+    T.tag(C, lambda m, n: {"row": m, "col": n})
+
+
+def _mma(a_lds, b_lds, slot, kt, acc, a_spec, b_spec):
+    a = a_lds.load((slot, 0, 0), a_spec)
+    b = b_lds.load((slot, 0, 0), b_spec)
+    acc = T.mfma(MFMA, a, b, acc)
+    T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), (A.k // BK).eq(kt), A.row.eq(C.row),
+                                     B.col.eq(C.col)),
+                 "A and B meet at one k of this K tile, on C's row and column")
+    return acc
+
+
+def b_fragment_by_wave_row() -> TileSpec:
+    """B fragment whose waves are tiled like A's (wave // 2 instead of wave % 2)."""
+    from argus.isa_cdna3.mfma import mfma
+
+    info = mfma(MFMA)
+    wave, lane, slot = thread_vars(4, info.k_per_lane)
+    _, k, j = info.b_coord(lane, slot)
+    return TileSpec((2 * info.n, info.k), ThreadLayout(4, info.k_per_lane,
+                                                       (wave // 2 * info.n + j, k)))
+
+
+def a_fragment_wrong_kwidth() -> TileSpec:
+    """A fragment with the k of a lane's slots strided by 2 instead of contiguous."""
+    from argus.isa_cdna3.mfma import mfma
+
+    info = mfma(MFMA)
+    wave, lane, slot = thread_vars(4, info.k_per_lane)
+    _, i, _ = info.a_coord(lane, slot)
+    return TileSpec((2 * info.m, info.k), ThreadLayout(4, info.k_per_lane,
+                                                       (wave // 2 * info.m + i,
+                                                        lane // 32 + 2 * slot)))
+
+
+def gemm_double_buffered(A, B, C, *, read_swizzled=True, next_slot=None, read_slot=None,
+                         sync=True, a_spec=None, b_spec=None, b_axes=(0, 1), a_row_offset=0,
+                         c_origin=None):
+    M, K = A.shape
+    N = B.shape[0]
+    for extent, block in ((M, BM), (N, BN), (K, BK)):
+        T.assume((extent % block).eq(0))
+    T.grid(M // BM, N // BN)
+    m0, n0 = T.program_id(0) * BM, T.program_id(1) * BN
+    _tags(A, B, C)
+    a_spec = a_spec or T.mfma_layout(MFMA, "a", (2, 2))
+    b_spec = b_spec or T.mfma_layout(MFMA, "b", (2, 2))
+    c_spec = T.mfma_layout(MFMA, "c", (2, 2))
+    copy = T.copy_layout((BM, BK), 4, 2)
+    a_smem = T.lds((2, BM, BK), "bf16", swizzle=SWIZZLE)
+    b_smem = T.lds((2, BN, BK), "bf16", swizzle=SWIZZLE)
+    a_read = a_smem if read_swizzled else a_smem.view(T.lds_layout((2, BM, BK)))
+    next_slot = next_slot or (lambda kt: (kt + 1) % 2)
+    read_slot = read_slot or (lambda kt: kt % 2)
+    a_smem.store((0, 0, 0), A.load((m0 + a_row_offset, 0), copy))
+    b_smem.store((0, 0, 0), B.load((n0, 0), copy, axes=b_axes))
+    T.barrier()
+    acc = T.tag(T.zeros(c_spec), lambda i, j: {"row": m0 + i, "col": n0 + j})
+    nk = K // BK
+    loop = T.range(0, nk - 1, stages=2, acc=acc)
+    for kt in loop:
+        a_next = A.load((m0 + a_row_offset, (kt + 1) * BK), copy)
+        b_next = B.load((n0, (kt + 1) * BK), copy, axes=b_axes)
+        loop.acc = _mma(a_read, b_smem, read_slot(kt), kt, loop.acc, a_spec, b_spec)
+        a_smem.store((next_slot(kt), 0, 0), a_next)
+        b_smem.store((next_slot(kt), 0, 0), b_next)
+        if sync:
+            T.barrier()
+    last = nk - 1
+    acc = _mma(a_read, b_smem, read_slot(last), last, loop.acc, a_spec, b_spec)
+    C.store(c_origin(m0, n0) if c_origin else (m0, n0), acc)
+    T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
+                 "each C element lands on its own row and column")
+
+
+def gemm_single_buffered(A, B, C, *, sync_before_read=True, sync_before_write=True):
+    M, K = A.shape
+    N = B.shape[0]
+    for extent, block in ((M, BM), (N, BN), (K, BK)):
+        T.assume((extent % block).eq(0))
+    T.grid(M // BM, N // BN)
+    m0, n0 = T.program_id(0) * BM, T.program_id(1) * BN
+    _tags(A, B, C)
+    a_spec, b_spec = T.mfma_layout(MFMA, "a", (2, 2)), T.mfma_layout(MFMA, "b", (2, 2))
+    c_spec = T.mfma_layout(MFMA, "c", (2, 2))
+    copy = T.copy_layout((BM, BK), 4, 2)
+    a_smem = T.lds((1, BM, BK), "bf16", swizzle=SWIZZLE)
+    b_smem = T.lds((1, BN, BK), "bf16", swizzle=SWIZZLE)
+    acc = T.tag(T.zeros(c_spec), lambda i, j: {"row": m0 + i, "col": n0 + j})
+    loop = T.range(0, K // BK, acc=acc)
+    for kt in loop:
+        a_smem.store((0, 0, 0), A.load((m0, kt * BK), copy))
+        b_smem.store((0, 0, 0), B.load((n0, kt * BK), copy))
+        if sync_before_read:
+            T.barrier()
+        loop.acc = _mma(a_smem, b_smem, 0, kt, loop.acc, a_spec, b_spec)
+        if sync_before_write:
+            T.barrier()
+    C.store((m0, n0), loop.acc)
+    T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
+                 "each C element lands on its own row and column")
+
+
+def neighbour_columns(spec: TileSpec, shift: int) -> TileSpec:
+    """The score layout with each lane's query column replaced by the one `shift` lanes over
+    (same wave): broadcasting statistics into it hands each score another query's maximum."""
+    wave, lane, slot = thread_vars(spec.layout.waves, spec.layout.slots)
+    rows = spec.layout.coords[0]
+    return TileSpec(spec.shape, ThreadLayout(spec.layout.waves, spec.layout.slots,
+                                             (rows, wave * 32 + (lane + shift) % 32)))
+
+
+def attention_scores(Q, K, P, *, keep=None, stats_shift=0):
+    """The diagonal block of causal attention: S^T = K Q^T, the causal mask, and scores shifted
+    by their query's maximum (the first half of an online softmax)."""
+    keep = keep or (lambda kv0, q0, i, j: kv0 + i <= q0 + j)
+    S, D = Q.shape
+    T.assume((S % 128).eq(0))
+    T.assume(D.eq(8))
+    T.grid(S // 128)
+    q0 = T.program_id(0) * 128
+    T.tag(Q, lambda q, d: {"query": q, "d": d})
+    T.tag(K, lambda kv, d: {"key": kv, "d": d})
+    T.tag(P, lambda kv, q: {"key": kv, "query": q})
+    k_frag = T.mfma_layout(MFMA, "a", (1, 4))
+    q_frag = T.mfma_layout(MFMA, "b", (1, 4))
+    scores = T.mfma_layout(MFMA, "c", (1, 4))
+    column = T.reduced(scores, 0)
+    kv0 = q0
+    s = T.mfma(MFMA, K.load((kv0, 0), k_frag), Q.load((q0, 0), q_frag), T.zeros(scores))
+    T.tag_assert(lambda A, B, C: A.d.eq(B.d), "K and Q meet at the same feature")
+    s = T.mask(s, lambda i, j: keep(kv0, q0, i, j), -math.inf)
+    T.tag_assert(lambda X: X.key <= X.query, "the causal mask keeps key <= query")
+    m = T.reduce(s, "max", 0, column, drop=("key",))
+    p = s - T.broadcast(m, 0, neighbour_columns(scores, stats_shift) if stats_shift else scores)
+    T.tag_assert(lambda X, Y: X.query.eq(Y.query), "scores shifted by their own query's max")
+    P.store((kv0, q0), p)
+    T.tag_assert(lambda V, D: And(V.key.eq(D.key), V.query.eq(D.query)),
+                 "each score lands on its own key and query")
+
+
+def double_buffered(**hooks):
+    @T.kernel(waves=4)
+    def gemm_db(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"),
+                C: Tensor("f32", "M", "N")):
+        gemm_double_buffered(A, B, C, **hooks)
+    return gemm_db
+
+
+def single_buffered(**hooks):
+    @T.kernel(waves=4)
+    def gemm_sb(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"),
+                C: Tensor("f32", "M", "N")):
+        gemm_single_buffered(A, B, C, **hooks)
+    return gemm_sb
+
+
+def scores(**hooks):
+    @T.kernel(waves=4)
+    def attention_block(Q: Tensor("bf16", "S", "D"), K: Tensor("bf16", "S", "D"),
+                        P: Tensor("f32", "S", "S")):
+        attention_scores(Q, K, P, **hooks)
+    return attention_block

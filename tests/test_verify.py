@@ -1,0 +1,118 @@
+"""The verifier on the library kernels (symbolic and pinned sizes), its report formats, the
+LDS bank-conflict facts, and the `argus verify` command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from argus.absint.banks import conflict_degree
+from argus.absint.report import PROVED, REFUTED
+from argus.absint.verify import VerifyError, resolve_kernel, verify
+from argus.cli import main
+from argus.kernels.attention import attention_fwd
+from argus.kernels.gemm import gemm
+
+BUGS = Path(__file__).parent / "bugs"
+sys.path.insert(0, str(BUGS))
+
+import programs  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def gemm_report():
+    return verify(gemm)
+
+
+def test_library_gemm_is_proved_for_symbolic_sizes(gemm_report):
+    assert gemm_report.ok, str(gemm_report)
+    kinds = {o.kind for o in gemm_report.obligations}
+    assert {"tag-assertion", "out-of-bounds", "lds-race", "lds-uninitialised", "budget"} <= kinds
+    assert gemm_report.sizes == {}
+
+
+def test_library_attention_is_proved_for_symbolic_sizes():
+    report = verify(attention_fwd)
+    assert report.ok, str(report)
+    assert sum(o.kind == "tag-assertion" for o in report.obligations) >= 10
+
+
+def test_pinned_sizes_are_assumptions():
+    report = verify(gemm, M=128, N=64, K=64)
+    assert report.ok and report.sizes == {"M": 128, "N": 64, "K": 64}
+
+
+def test_unknown_size_is_rejected_with_the_known_ones():
+    with pytest.raises(VerifyError, match="sizes are"):
+        verify(gemm, Q=3)
+
+
+def test_refutation_is_confirmed_and_minimal():
+    report = verify(programs.scores(keep=lambda kv0, q0, i, j: kv0 + i < q0 + j))
+    [refuted] = report.refuted
+    cex = refuted.counterexample
+    assert cex.confirmed and refuted.verdict == REFUTED
+    # the diagonal element (key = query) is wrongly masked; the first one is lane 0, slot 0
+    assert (cex.workgroup, cex.wave, cex.lane, cex.slot) == ((0, 0, 0), 0, 0, 0)
+    assert cex.tags["X"] == {"key": 0, "query": 0}
+    assert cex.sizes["S"] == 128
+
+
+def test_report_json_round_trips(gemm_report):
+    data = json.loads(gemm_report.to_json())
+    assert data["ok"] is True and data["kernel"] == "gemm"
+    assert len(data["obligations"]) == len(gemm_report.obligations)
+    assert all(o["verdict"] == PROVED for o in data["obligations"])
+
+
+def test_counterexample_text_names_thread_element_and_tags():
+    report = verify(programs.double_buffered(read_swizzled=False))
+    text = str(report)
+    assert "does not hold" in text and "confirmed by concrete replay" in text
+    first = report.refuted[0].counterexample
+    assert set(first.element) == {"block", "i", "j", "k"}
+    assert first.iteration, "the refutation inside the loop names its iteration"
+
+
+def test_bank_conflict_degree_matches_counting():
+    lanes = np.arange(64)[:, None]
+    assert conflict_degree(lanes * 4, 4) == 1            # consecutive dwords
+    assert conflict_degree(lanes * 128, 4) == 32         # one bank, 32 lanes per phase
+    assert conflict_degree(lanes * 16, 16) == 1          # b128, 8 lanes per phase
+    assert conflict_degree(lanes * 8, 4) == 2            # every other dword
+
+
+def test_bank_facts_cover_every_lds_access(gemm_report):
+    from argus.ir import ops as O
+
+    lds_ops = [op for op in gemm.trace().ops() if isinstance(op, (O.LdsLoad, O.LdsStore))]
+    assert len(gemm_report.bank_facts) == len(lds_ops)
+    assert all(f.degree >= 1 for f in gemm_report.bank_facts)
+
+
+def test_resolve_kernel_from_library_and_file():
+    assert resolve_kernel("gemm") is gemm
+    kernel = resolve_kernel(str(BUGS / "bug_11_causal_mask_transposed.py"))
+    assert kernel.name == "attention_block"
+    with pytest.raises(VerifyError, match="neither a library kernel"):
+        resolve_kernel("no_such_kernel")
+
+
+def test_cli_exit_codes_and_json():
+    runner = CliRunner()
+    factory = runner.invoke(main, ["verify", str(BUGS / "programs.py:scores")])
+    assert factory.exit_code == 1 and "has no kernel 'scores'" in factory.output
+    fixed = runner.invoke(main, ["verify", "gemm", "--size", "K=64"])
+    assert fixed.exit_code == 0, fixed.output
+    assert "Verified gemm" in fixed.output
+    bad = runner.invoke(main, ["verify", str(BUGS / "bug_11_causal_mask_transposed.py"),
+                               "--json"])
+    assert bad.exit_code == 1
+    data = json.loads(bad.output)
+    assert data["ok"] is False
+    assert any(o["verdict"] == REFUTED for o in data["obligations"])
