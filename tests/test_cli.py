@@ -149,3 +149,14 @@ def test_disasm_compare(run, tmp_path):
     assert "main loop mix" in table.output and "salu_branches" in table.output
     two = run("disasm", Path(__file__).parent / "asm" / "two_kernels.s", "--compare", EXAMPLE)
     assert two.exit_code == 1 and "choose one with --kernel" in two.output
+
+
+def test_disasm_of_bare_text_without_kernels(run, tmp_path):
+    bare = tmp_path / "bare.s"
+    bare.write_text('.amdgcn_target "amdgcn-amd-amdhsa--gfx942"\n.text\n'
+                    "v_mov_b32 v0, 1.0\ns_endpgm\n")
+    listing = run("disasm", bare)
+    assert listing.exit_code == 0, listing.output
+    assert "no kernel descriptor" in listing.output and "v_mov_b32_e32 v0, 1.0" in listing.output
+    stats = run("disasm", bare, "--stats")
+    assert stats.exit_code == 1 and "has no kernels" in stats.output

@@ -365,3 +365,21 @@ def test_two_kernels_keep_their_own_code_and_descriptors():
         ("private_segment_wave_offset", 7, 1))
     assert (second.group_segment_size, second.private_segment_size) == (1024, 64)
     assert first.descriptor.workgroup_id_enabled == (True, False, False)
+
+
+@pytest.mark.parametrize("k", [0, 8, 40])
+def test_example_kernel_computes_a_times_b_transposed(example, k):
+    """The built-in example, run in Argus' emulator with strict hazard checks, against numpy."""
+    import ml_dtypes
+    import numpy as np
+
+    from argus.isa_cdna3.emulator import emulate
+
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((32, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((32, k)).astype(ml_dtypes.bfloat16)
+    c = np.full((32, 32), np.nan, np.float32)
+    emulate(example, None, grid=1, block=64, args={"A": a, "B": b, "C": c, "K": k},
+            check="strict")
+    expected = a.astype(np.float32) @ b.astype(np.float32).T
+    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)

@@ -29,12 +29,21 @@ def f32(bits):
 
 
 def bfe(value, offset, width, signed):
-    offset, width = offset & 31, width & 31
-    field = (u32(value) >> offset) & ((1 << width) - 1)
-    if signed:
-        field = np.where(width == 0, 0, np.where(field >> np.maximum(width - 1, 0) & 1,
-                                                 field - (1 << width), field))
-    return field
+    """Bits [offset, offset + width); signed fields sign-extend from their top bit, or from bit 31
+    when they run past it (LLVM folds llvm.amdgcn.sbfe the same way)."""
+    out = []
+    for v, o, w in np.broadcast(value, offset, width):
+        o, w, v = int(o) & 31, int(w), int(v) & M32
+        if w == 0:
+            out.append(0)
+        elif not signed:
+            out.append((v >> o) & ((1 << w) - 1))
+        elif o + w >= 32:
+            out.append(int(s32(v)) >> o)
+        else:
+            field = (v >> o) & ((1 << w) - 1)
+            out.append(field - (1 << w) if field >> (w - 1) else field)
+    return np.array(out, dtype=object).reshape(np.broadcast(value, offset, width).shape)
 
 
 def perm(s0, s1, sel):
@@ -89,8 +98,8 @@ INTEGER_OPS = [
     ("v_max3_u32 v10, v2, v3, v4", lambda a, b, c: np.maximum(np.maximum(a, b), c)),
     ("v_min3_i32 v10, v2, v3, v4", lambda a, b, c: np.minimum(np.minimum(s32(a), s32(b)),
                                                                s32(c))),
-    ("v_bfe_u32 v10, v2, v3, v4", lambda a, b, c: bfe(a, b, c, False)),
-    ("v_bfe_i32 v10, v2, v3, v4", lambda a, b, c: bfe(a, b, c, True)),
+    ("v_bfe_u32 v10, v2, v3, v4", lambda a, b, c: bfe(a, b, c & 31, False)),
+    ("v_bfe_i32 v10, v2, v3, v4", lambda a, b, c: bfe(a, b, c & 31, True)),
     ("v_bfi_b32 v10, v2, v3, v4", lambda a, b, c: (a & b) | (~a & c)),
     ("v_alignbit_b32 v10, v2, v3, v4", lambda a, b, c: ((a.astype(object) << 32) | b)
      >> (c & 31)),
@@ -407,7 +416,7 @@ SCALAR_OPS = [
     ("s_max_i32 s20, s10, s11", lambda a, b, c, scc: (
         max(int(s32(a)), int(s32(b))), int(s32(a) > s32(b)))),
     ("s_bfe_u32 s20, s10, s11", lambda a, b, c, scc: (
-        r := (a >> (b & 31)) & ((1 << ((b >> 16) & 0x7F)) - 1) & M32, int(r != 0))),
+        r := int(bfe(a, b, min((b >> 16) & 0x7F, 32), False)) & M32, int(r != 0))),
     ("s_cmp_lt_i32 s10, s11\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (0, int(s32(a) < s32(b)))),
     ("s_cmp_ge_u32 s10, s11\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (0, int(a >= b))),
     ("s_cmp_eq_u32 s10, s11\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (0, int(a == b))),
@@ -429,8 +438,7 @@ SCALAR_OPS = [
     ("s_lshr_b64 s[20:21], s[10:11], s14\n  s_mov_b32 s20, s21", lambda a, b, c, scc: (
         (r := ((b << 32) | a) >> (c & 63)) >> 32, int(r != 0))),
     ("s_bfe_i32 s20, s10, s11", lambda a, b, c, scc: (
-        r := int(bfe(a, b & 31, (b >> 16) & 0x7F, True)) if (b >> 16) & 0x7F < 32 else
-        int(s32(a)) >> (b & 31), int(r & M32 != 0))),
+        r := int(bfe(a, b, min((b >> 16) & 0x7F, 32), True)), int(r & M32 != 0))),
     ("s_bfm_b32 s20, s10, s11", lambda a, b, c, scc: (((1 << (a & 31)) - 1) << (b & 31), scc)),
     ("s_lshl2_add_u32 s20, s10, s11", lambda a, b, c, scc: (
         r := (a << 2) + b, int(r >= 2**32))),
@@ -440,11 +448,12 @@ SCALAR_OPS = [
     ("s_nand_b32 s20, s10, s11", lambda a, b, c, scc: (r := ~(a & b) & M32, int(r != 0))),
     ("s_nor_b32 s20, s10, s11", lambda a, b, c, scc: (r := ~(a | b) & M32, int(r != 0))),
     ("s_xnor_b32 s20, s10, s11", lambda a, b, c, scc: (r := ~(a ^ b) & M32, int(r != 0))),
-    ("s_and_b64 s[20:21], s[10:11], s[12:13]\n  s_mov_b32 s20, s21", lambda a, b, c, scc: (
-        b & c, int(((b << 32 | a) & (c << 32 | a)) != 0))),
+    ("s_and_b64 s[20:21], s[10:11], s[16:17]\n  s_mov_b32 s20, s21", lambda a, b, c, scc: (
+        b & a, int(((b << 32 | a) & (a << 32 | c)) != 0))),
     ("s_not_b64 s[20:21], s[10:11]", lambda a, b, c, scc: (~a & M32, int((b << 32 | a)
                                                                          != 2**64 - 1))),
-    ("s_cselect_b64 s[20:21], s[10:11], s[12:13]", lambda a, b, c, scc: (a, scc)),
+    ("s_cselect_b64 s[20:21], s[10:11], s[16:17]", lambda a, b, c, scc: (a if scc else c,
+                                                                         scc)),
     ("s_brev_b32 s20, s10", lambda a, b, c, scc: (int(f"{a:032b}"[::-1], 2), scc)),
     ("s_bcnt1_i32_b64 s20, s[10:11]", lambda a, b, c, scc: (
         r := bin(a).count("1") + bin(b).count("1"), int(r != 0))),
@@ -463,10 +472,10 @@ SCALAR_OPS = [
     ("s_bitcmp1_b32 s10, s11\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (0, a >> (b & 31) & 1)),
     ("s_bitcmp0_b32 s10, s11\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (
         0, 1 - (a >> (b & 31) & 1))),
-    ("s_cmp_eq_u64 s[10:11], s[12:13]\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (
-        0, int(b == c and a == a))),
-    ("s_cmp_lg_u64 s[10:11], s[12:13]\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (
-        0, int(b != c))),
+    ("s_cmp_eq_u64 s[10:11], s[16:17]\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (
+        0, int(a == c and b == a))),
+    ("s_cmp_lg_u64 s[10:11], s[16:17]\n  s_mov_b32 s20, 0", lambda a, b, c, scc: (
+        0, int(a != c or b != a))),
     ("s_and_saveexec_b64 s[22:23], s[10:11]\n  s_mov_b32 s20, exec_lo\n"
      "  s_mov_b64 exec, s[22:23]", lambda a, b, c, scc: (a, int((a | (b << 32)) != 0))),
 ]
@@ -489,6 +498,7 @@ def scalar_kernel():
     ]
     for asm, _ in SCALAR_OPS:
         lines += ["  s_mov_b32 s10, s12", "  s_mov_b32 s11, s13",
+                  "  s_mov_b32 s16, s14", "  s_mov_b32 s17, s12",   # s[16:17] = (c, a)
                   "  s_cmp_lg_u32 s14, 0",                      # SCC := c != 0
                   f"  {asm}",
                   "  s_cselect_b32 s21, 1, 0",

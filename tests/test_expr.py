@@ -18,17 +18,18 @@ from argus.ir.expr import (
     And,
     Const,
     Expr,
+    ExprSyntaxError,
     Not,
     Or,
     Term,
     Var,
-    as_expr,
     bounds,
     evaluate,
     free_vars,
     ite,
     max_,
     min_,
+    parse,
     simplify,
     substitute,
 )
@@ -144,12 +145,27 @@ def test_array_evaluation_matches_scalar_evaluation(e, data):
     assert on_grid(e)[index] == scalar
 
 
-@given(int_exprs)
+@given(st.one_of(int_exprs, conditions))
 def test_printed_form_parses_back_to_the_same_term(e):
-    namespace = {v.name: v for v in VARS} | {"ite": ite, "min": min_, "max": max_}
-    if any(t.op in ("eq", "ne") for t in expr_module._postorder(e) if hasattr(t, "op")):
-        return  # '==' is Python identity on expressions, so equations print but do not parse
-    assert as_expr(eval(str(e), namespace)) is e  # noqa: S307 - our own printer output
+    assert parse(str(e), VARS) is e
+    assert parse(str(simplify(e)), VARS) is simplify(e)
+
+
+def test_parse_reads_python_syntax_without_running_it():
+    lane, slot = Var("lane", 0, 64), Var("slot", 0, 4)
+    assert parse("lane // 32 * 4 + slot", [lane, slot]) is lane // 32 * 4 + slot
+    assert parse("0 <= slot < 4 and not lane == 3", [lane, slot]) is And(
+        And(Const(0) <= slot, slot < 4), Not(lane.eq(3)))
+    assert parse("slot if lane < 32 else -slot", {"lane": lane, "slot": slot}) is ite(
+        lane < 32, slot, -slot)
+    with pytest.raises(ExprSyntaxError, match="unknown name 'wave'"):
+        parse("wave + 1", [lane])
+    with pytest.raises(ExprSyntaxError, match="not part of the expression language"):
+        parse("lane ** 2", [lane])
+    with pytest.raises(ExprSyntaxError, match="unknown function '__import__'"):
+        parse("__import__('os')", [lane])
+    with pytest.raises(ExprSyntaxError, match="cannot parse"):
+        parse("lane +", [lane])
 
 
 @given(int_exprs)

@@ -339,7 +339,10 @@ def test_replay_runs_one_workgroup_on_zero_data_and_reports_json():
     assert record["iteration"] and record["loc"].startswith("argus/kernels/gemm.py:")
     first = result.violations[0]
     assert first.fails_at(wave=first.wave, lane=first.lane, slot=first.slot)
-    assert first.count == int(first.failing.sum()) > 1
+    assert first.count == int(np.unpackbits(first.failing).sum()) > 1
+    positions = sum(first.fails_at(wave=w, lane=lane, slot=slot)
+                    for w, lane, slot in np.ndindex(*first.failing_shape))
+    assert positions == first.count
     with pytest.raises(KeyError, match="missing"):
         first.fails_at(wave=0)
 

@@ -48,6 +48,7 @@ def run_gemm(kernel, M, N, K, seed=0, **options):
     (64, 192, 64, {"swizzle": False}),
     (128, 128, 128, {"block_m": 128, "block_n": 128, "block_k": 64}),
     (64, 128, 192, {"split_k": 3}),
+    (64, 96, 128, {"instr": "v_mfma_f32_16x16x16_bf16", "block_n": 32, "block_k": 64}),
 ])
 def test_gemm_matches_numpy(M, N, K, params):
     result, expected = run_gemm(gemm.gemm.trace(**params), M, N, K)
@@ -206,8 +207,8 @@ def test_softmax_reduction_that_keeps_the_key_tag_poisons_p_at_the_pv_mfma():
 @pytest.mark.parametrize("kernel", [
     gemm.gemm.trace(), gemm.gemm.trace(block_m=128, block_n=128, block_k=64, swizzle=False),
     attention.attention_fwd.trace(), attention.attention_fwd.trace(head_dim=128, causal=True),
-    library()["moe_gemm"].kernel.trace(),
-], ids=["gemm", "gemm-128", "attention", "attention-128-causal", "moe"])
+    gemm.gemm.trace(split_k=4), library()["moe_gemm"].kernel.trace(),
+], ids=["gemm", "gemm-128", "attention", "attention-128-causal", "gemm-split-k", "moe"])
 def test_kernel_ir_text_round_trips(kernel):
     text = print_kernel(kernel)
     again = parse_kernel(text)
@@ -369,3 +370,10 @@ def test_a_mutated_gemm_is_either_still_right_or_reported(mutation, nth, axis, d
     if result.ok:
         # the oracle may only stay silent when the answer is still right
         np.testing.assert_allclose(result.outputs["C"], expected, rtol=1e-5, atol=1e-4)
+
+
+def test_attention_rejects_unsupported_head_dims():
+    from argus.lang import DSLError
+
+    with pytest.raises(DSLError, match="head_dim 96 is not supported"):
+        attention.attention_fwd.trace(head_dim=96)

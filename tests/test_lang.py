@@ -381,3 +381,40 @@ def test_tidy_drops_loop_leftovers_but_keeps_the_authors_spelling():
     assert tidy(0 * k + (n // 16 + 0)) is n // 16
     assert str(tidy((k + 0) * 32 + 0 * n)) == "k * 32"
     assert str(tidy(n // 16)) == "N // 16"
+
+
+def test_loops_carry_lists_and_dicts_of_tiles():
+    from argus.absint.concrete import run
+
+    spec = T.copy_layout((16, 16), 1, 4)
+
+    @T.kernel(waves=1)
+    def sums(X: Tensor("f32", "P", 16, 16), Y: Tensor("f32", 2, 16, 16)):
+        T.grid(1)
+        loop = T.range(X.shape[0], name="p", acc={"even": T.zeros(spec), "odd": [T.zeros(spec)]})
+        for p in loop:
+            x = X.load((p, 0, 0), spec)
+            loop.acc = {"even": loop.acc["even"] + x, "odd": [loop.acc["odd"][0] + x * x]}
+        Y.store((0, 0, 0), loop.acc["even"])
+        Y.store((1, 0, 0), loop.acc["odd"][0])
+
+    ir = sums.ir
+    loop = next(op for op in ir.ops() if isinstance(op, O.For))
+    assert [a.name.rsplit(".", 1)[0] for a in loop.body.args] == ["acc_even", "acc_odd_0"]
+    data = np.random.default_rng(0).standard_normal((3, 16, 16)).astype(np.float32)
+    result = run(ir, {"X": data, "Y": np.zeros((2, 16, 16), np.float32)})
+    np.testing.assert_allclose(result.outputs["Y"][0], data.sum(0), rtol=1e-5)
+    np.testing.assert_allclose(result.outputs["Y"][1], (data * data).sum(0), rtol=1e-5)
+
+
+def test_carried_structure_must_not_change():
+    spec = T.copy_layout((16, 16), 1, 4)
+
+    @T.kernel(waves=1)
+    def bad(X: Tensor("f32", 16, 16)):
+        T.grid(1)
+        loop = T.range(2, acc=[T.zeros(spec), T.zeros(spec)])
+        for _ in loop:
+            loop.acc = [loop.acc[0]]  # structure
+
+    expect_misuse(bad, "structure", "changes shape from ['0', '1'] to ['0']")

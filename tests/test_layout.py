@@ -34,6 +34,7 @@ from argus.ir.layout import (
     rank,
     right_inverse,
     size,
+    slice_and_offset,
     tiled_divide,
     tiled_product,
     zipped_divide,
@@ -376,6 +377,32 @@ def test_composed_layout_applies_the_swizzle_after_the_layout():
     tile = composition(composed, Layout((8, 8), (64, 1)))
     assert isinstance(tile, ComposedLayout) and [tile(i) for i in range(64)] == [
         sw(inner(Layout((8, 8), (64, 1))(i))) for i in range(64)]
+
+
+# ------------------------------------------------------------------------------- slicing
+
+
+@given(any_layouts(max_modes=2), any_layouts(max_modes=2), st.data())
+def test_slicing_fixes_one_mode(rows, cols, data):
+    layout = make_layout(rows, cols)
+    j = data.draw(st.integers(0, size(cols) - 1))
+    sliced, offset = slice_and_offset((None, j), layout)
+    assert [sliced(i) + offset for i in range(size(rows))] == [
+        layout(i, j) for i in range(size(rows))]
+    assert layout(None, j) == sliced
+    i = data.draw(st.integers(0, size(rows) - 1))
+    column, start = slice_and_offset((i, None), layout)
+    assert [column(k) + start for k in range(size(cols))] == [
+        layout(i, k) for k in range(size(cols))]
+
+
+def test_slicing_with_a_symbolic_coordinate():
+    wave = Var("wave", 0, 4)
+    per_wave, base = slice_and_offset((None, wave), Layout((64, 4), (1, 64)))
+    assert per_wave == Layout(64, 1)
+    assert evaluate(base, {"wave": np.arange(4)}).tolist() == [0, 64, 128, 192]
+    with pytest.raises(LayoutError, match="does not match"):
+        slice_and_offset((None, (1, 2)), Layout((64, 4)))
 
 
 # ---------------------------------------------------------------------- symbolic coordinates

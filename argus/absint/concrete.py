@@ -10,6 +10,7 @@ verifier is tested against.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 
 import attrs
@@ -17,6 +18,7 @@ import numpy as np
 
 from argus.ir import ops as O
 from argus.ir.expr import Expr, Var, evaluate, free_vars
+from argus.ir.text import expr_text
 from argus.ir.types import (
     DTYPE_BYTES,
     LANES,
@@ -55,8 +57,10 @@ class Violation:
     tags: dict = attrs.field(factory=dict)
     detail: str = ""
     count: int = 1
-    #: every failing point of this op execution: a boolean array over `axes`
+    #: every failing point of this op execution, a bit per point of `failing_shape` (packed:
+    #: a replay may keep thousands of these)
     failing: np.ndarray | None = attrs.field(default=None, eq=False, repr=False)
+    failing_shape: tuple[int, ...] = ()
     axes: tuple[str, ...] = ("wave", "lane", "slot")
 
     def fails_at(self, **point: int) -> bool:
@@ -67,8 +71,9 @@ class Violation:
         missing = set(self.axes) - set(point)
         if missing:
             raise KeyError(f"give every coordinate of {self.axes}; missing {sorted(missing)}")
-        index = tuple(point[a] if n > 1 else 0 for a, n in zip(self.axes, self.failing.shape))
-        return bool(self.failing[index])
+        index = tuple(point[a] if n > 1 else 0 for a, n in zip(self.axes, self.failing_shape))
+        flat = int(np.ravel_multi_index(index, self.failing_shape))
+        return bool(self.failing[flat // 8] >> (7 - flat % 8) & 1)
 
     def __str__(self) -> str:
         loops = "  ".join(f"{name}={value}" for name, value in self.iteration.items())
@@ -208,7 +213,7 @@ class _Workgroup:
             lane=int(lane), slot=int(slot),
             iteration={name: self.env[name] for name in self.loops}, element=info_element,
             tags=info_tags, detail=detail, count=int(np.count_nonzero(mask)),
-            failing=np.array(mask, bool), axes=axes))
+            failing=np.packbits(mask), failing_shape=tuple(mask.shape), axes=axes))
 
     # execution
 
@@ -429,7 +434,7 @@ class _Workgroup:
                 for role, role_tags in roles.items()}
         self.report(op, "tag-assertion", f"tag assertion '{assertion.message}' does not hold",
                     failed, element=element, tags=tags, position=position,
-                    detail=f"predicate: {assertion.predicate}")
+                    detail=f"predicate: {_readable(assertion.predicate)}")
 
     def report_mfma(self, op, assertion, failed, roles, position):
         w, block, i, j, k = position
@@ -442,7 +447,8 @@ class _Workgroup:
                     failed, element={"block": block, "i": i, "j": j, "k": k}, tags=tags,
                     position=(w, lane, slot), axes=("wave", "block", "i", "j", "k"),
                     detail=f"at {info.name}: A[{i},{k}] (register slot a[{slot}]) meets "
-                           f"B[{k},{j}] and C[{i},{j}]; predicate: {assertion.predicate}")
+                           f"B[{k},{j}] and C[{i},{j}]; predicate: "
+                           f"{_readable(assertion.predicate)}")
 
     # MFMA
 
@@ -738,9 +744,14 @@ class _Workgroup:
             self.values[result.name] = value
 
 
+def _readable(predicate: Expr) -> str:
+    """The predicate as the author wrote it: A.k rather than the variable name A_k."""
+    return re.sub(r"\b([A-Z])_([A-Za-z0-9]+)\b", r"\1.\2", expr_text(predicate))
+
+
 def _tag(values: np.ndarray, position) -> int | None:
-    v = int(np.broadcast_to(values, values.shape)[tuple(
-        p if s > 1 else 0 for p, s in zip(position, values.shape))])
+    """One tag value at `position`, reading broadcast (size-1) axes at 0; None for ⊤."""
+    v = int(values[tuple(p if n > 1 else 0 for p, n in zip(position, values.shape))])
     return None if v == TOP else v
 
 

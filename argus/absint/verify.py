@@ -36,10 +36,37 @@ from argus.smt import Proved, Refuted, prove
 MAX_LOOP_PASSES = 6
 #: Sizes tried first when minimising a witness.
 SMALL_SIZE = 1024
+#: Obligations proved together in one query before falling back to one by one.
+BATCH = 12
+BATCH_TIMEOUT_MS = 1000
 
 
 class VerifyError(ValueError):
     """The kernel uses a construct the verifier does not model; the message says which."""
+
+
+@attrs.frozen
+class _Pending:
+    """An obligation recorded during the walk, decided afterwards."""
+
+    op: object = attrs.field(eq=False)
+    kind: str
+    message: str
+    goal: Expr
+    assume: tuple
+    thread: tuple
+    describe: object = attrs.field(eq=False)
+    loc: str
+    loops: tuple
+
+
+def _conjunction(batch) -> Expr:
+    """All obligations of `batch` as one goal; each gets its own copy of the thread."""
+    parts = []
+    for item in batch:
+        mapping = {v.name: fresh_var(v.name, v.lo, v.hi) for v in item.thread}
+        parts.append(subst(Or(Not(And(*item.assume)), item.goal), mapping))
+    return And(*parts)
 
 
 @attrs.frozen
@@ -139,6 +166,7 @@ class _Verifier:
         self.collect = True
         self.in_branch = False
         self.obligations: list[Obligation] = []
+        self.pending: list[_Pending] = []
         self.bank_facts: list = []
         self.order = 0
 
@@ -147,6 +175,7 @@ class _Verifier:
     def run(self):
         self.execute(self.kernel.body)
         self.check_races()
+        self.decide_all()
         self.check_budgets()
         from argus.absint.banks import bank_facts
 
@@ -165,47 +194,70 @@ class _Verifier:
 
     # obligations
 
-    def minimize_order(self, thread) -> list[str]:
+    def minimize_order(self, thread, loops) -> list[str]:
         names = [v.name for v in self.kernel.sizes + self.kernel.scalars]
-        names += [c.iv.name for c in self.loops]
+        names += [c.iv.name for c in loops]
         names += [self.pids[a].name for a in sorted(self.pids)]
         return names + [v.name for v in thread]
 
     def obligation(self, op, kind: str, message: str, goal: Expr, defs=(), thread=(),
                    describe=None, loc=None):
-        """Decide `goal` for every point of the current context; record the verdict."""
+        """Record that `goal` must hold at every point of the current context."""
         if not self.collect:
             return
-        started = time.perf_counter()
         assume = self.assumes + list(defs) + [v >= v.lo for v in thread]
+        self.pending.append(_Pending(op, kind, message, goal, tuple(assume), tuple(thread),
+                                     describe, str(loc or op.loc), tuple(self.loops)))
+
+    def decide_all(self):
+        """Prove the recorded obligations in batches (one query for many when all hold, which
+        is the common case); a batch that fails is decided obligation by obligation."""
+        verdicts: dict[int, Obligation] = {}
+        for first in range(0, len(self.pending), BATCH):
+            batch = self.pending[first:first + BATCH]
+            started = time.perf_counter()
+            quick = min(self.timeout_ms, BATCH_TIMEOUT_MS)
+            if len(batch) > 1 and isinstance(prove(_conjunction(batch), (), solver=self.solver,
+                                                   timeout_ms=quick), Proved):
+                share = (time.perf_counter() - started) / len(batch)
+                for n, item in enumerate(batch):
+                    verdicts[first + n] = Obligation(item.kind, item.message, item.loc, PROVED,
+                                                     seconds=share)
+                continue
+            for n, item in enumerate(batch):
+                verdicts[first + n] = self.decide(item)
+        self.obligations += [verdicts[n] for n in range(len(self.pending))]
+        self.pending = []
+
+    def decide(self, item: _Pending) -> Obligation:
+        started = time.perf_counter()
+        goal, assume = item.goal, list(item.assume)
         mentioned = set().union(*(free_vars(e) for e in [goal, *assume]))
-        order = [n for n in self.minimize_order(thread) if n in {v.name for v in mentioned}]
+        order = [n for n in self.minimize_order(item.thread, item.loops)
+                 if n in {v.name for v in mentioned}]
         verdict = prove(goal, assume, solver=self.solver, timeout_ms=self.timeout_ms)
         if isinstance(verdict, Refuted):
             verdict = self.small_witness(goal, assume, order) or verdict
-        loc = str(loc or op.loc)
         if isinstance(verdict, Proved):
-            self.obligations.append(Obligation(kind, message, loc, PROVED,
-                                               seconds=time.perf_counter() - started))
-            return
+            return Obligation(item.kind, item.message, item.loc, PROVED,
+                              seconds=time.perf_counter() - started)
         if not isinstance(verdict, Refuted):
-            self.obligations.append(Obligation(kind, message, loc, UNKNOWN,
-                                               reason=verdict.reason,
-                                               seconds=time.perf_counter() - started))
-            return
+            return Obligation(item.kind, item.message, item.loc, UNKNOWN,
+                              reason=verdict.reason, seconds=time.perf_counter() - started)
         witness = verdict.witness
-        cex = self.counterexample(witness, thread, describe)
+        cex = self.counterexample(witness, item.thread, item.describe, item.loops)
         verdict_name, reason = REFUTED, ""
         if self.replay:
             try:
-                cex = replay_obligation(self.kernel, op, kind, cex, witness)
+                cex = replay_obligation(self.kernel, item.op, item.kind, cex, witness)
             except ReplayError as error:
                 verdict_name, reason = UNKNOWN, f"the solver's witness did not replay: {error}"
                 cex = attrs.evolve(cex, confirmed=False)
         else:
+            verdict_name, reason = UNKNOWN, "refuted by the solver; replay was switched off"
             cex = attrs.evolve(cex, confirmed=False)
-        self.obligations.append(Obligation(kind, message, loc, verdict_name, cex, reason,
-                                           time.perf_counter() - started))
+        return Obligation(item.kind, item.message, item.loc, verdict_name, cex, reason,
+                          time.perf_counter() - started)
 
     def small_witness(self, goal, assume, order):
         """The lexicographically smallest witness, searched first among small sizes and
@@ -218,7 +270,7 @@ class _Verifier:
                 return verdict
         return None
 
-    def counterexample(self, witness: dict, thread, describe) -> Counterexample:
+    def counterexample(self, witness: dict, thread, describe, loops) -> Counterexample:
         sizes = {v.name: witness.get(v.name, v.lo) for v in self.kernel.sizes + self.kernel.scalars}
         workgroup = tuple(witness.get(self.pids[a].name, 0) if a in self.pids else 0
                           for a in range(3))
@@ -226,7 +278,7 @@ class _Verifier:
         extra = describe(witness) if describe else {}
         return Counterexample(
             workgroup, point[0], point[1], point[2],
-            iteration={c.iv.name: witness.get(c.iv.name, 0) for c in self.loops},
+            iteration={c.iv.name: witness.get(c.iv.name, 0) for c in loops},
             element=extra.get("element", {}), tags=extra.get("tags", {}), sizes=sizes,
             detail=extra.get("detail", ""), confirmed=False)
 
@@ -384,11 +436,20 @@ class _Verifier:
         dropped = wanted_axis if len(coords) < len(x_type.shape) else None
         first, held_first = self.holder(x_type, x, thread[0], coords, dropped)
         other, held_other = self.holder(x_type, x, thread[0], coords, dropped)
+        kept = [n for n in first.tags if n not in drop_names]
+        # When every holder of an element carries the same tags (one query), any holder
+        # stands for all; this keeps later queries linear in the number of exchanges.
+        agree = Or(Not(held_other), *[] if not kept else
+                   [And(*(equal_tags(first.tags[n], other.tags[n]) for n in kept))])
+        context = self.assumes + [held_first] + list(first.defs + other.defs)
+        if not kept or isinstance(prove(agree, context, solver=self.solver,
+                                         timeout_ms=self.timeout_ms), Proved):
+            tags = {n: first.tags[n] for n in kept}
+            self.values[op.result.name] = tile_tags(thread, tags, (held_first,) + first.defs)
+            return
         tags = {}
-        for name, tag in first.tags.items():
-            if name in drop_names:
-                continue
-            alt = other.tags[name]
+        for name in kept:
+            tag, alt = first.tags[name], other.tags[name]
             tags[name] = Tag(tag.value, Or(tag.top, And(held_other, Or(alt.top,
                                                                        alt.value.ne(tag.value)))))
         defs = (held_first,) + first.defs + other.defs

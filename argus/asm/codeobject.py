@@ -330,6 +330,11 @@ class CodeObject:
             raise CodeObjectError(f"malformed kernel metadata{where}: {type(err).__name__} "
                                   f"{err}") from err
 
+    def __repr__(self) -> str:
+        names = ", ".join(k.name for k in self.kernels)
+        where = f", path={str(self.path)!r}" if self.path else ""
+        return f"CodeObject({self.mcpu}, kernels=[{names}], {len(self.data)} bytes{where})"
+
     @classmethod
     def from_bytes(cls, data: bytes) -> CodeObject:
         return cls(data)

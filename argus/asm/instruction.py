@@ -102,8 +102,15 @@ class Instruction:
 
     `opcode` is LLVM's mnemonic including any encoding suffix (`v_add_u32_e32`, `v_mov_b32_dpp`).
     `modifiers` maps names to values in source order: flags are True (`offen`, `lds`, `glc`,
-    `sc0`, `nt`), valued modifiers keep their value (`offset` -> 16, `op_sel` -> (0, 1),
-    `row_shr` -> 1, `quad_perm` -> (1, 0, 3, 2), `vmcnt` -> 3 for `s_waitcnt`).
+    `sc0`, `nt`, `bound_ctrl`), valued modifiers keep their value (`offset` -> 16, `op_sel` ->
+    (0, 1), `row_shr` -> 1, `quad_perm` -> (1, 0, 3, 2), `dst_sel` -> "WORD_1").
+    Facts the disassembler takes from the encoding rather than the text:
+    * `s_waitcnt` always has all three counters (`vmcnt`, `expcnt`, `lgkmcnt`; an absent one is
+      its maximum) and no operands;
+    * a branch's last operand is a Label whose `target` is the byte address it jumps to;
+    * `Imm.literal` is True exactly for the immediate held in the extra literal dword;
+    * `ds_swizzle_b32` has the raw `offset` pattern and the `swizzle` macro, and `hwreg` is
+      always (register name, bit offset, bit size).
     """
 
     address: int

@@ -225,6 +225,14 @@ def disasm_command(path: str, *, kernel: str | None, stats: bool, as_json: bool,
     """`argus disasm`: a listing, or statistics with --stats; JSON with --json."""
     code = load_code_object(path)
     kernels = _selected(code, kernel)
+    if not kernels:
+        if stats:
+            raise KeyError(f"{path} has no kernels (no .amdhsa_kernel descriptor), so there are "
+                           "no resources to report; `argus disasm` without --stats lists .text")
+        echo(f".text:  // 0x{code.text_address:x}, {len(code.text)} bytes, no kernel descriptor")
+        for ins in code.disassemble():
+            echo(f"  {ins.text:<60s} // {ins.address:08x}: {dwords(ins)}")
+        return
     if stats:
         summaries = [kernel_stats(code, k) for k in kernels]
         if as_json:

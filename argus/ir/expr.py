@@ -7,6 +7,7 @@ normaliser `simplify`. Division and modulo follow Python's floor semantics every
 
 from __future__ import annotations
 
+import ast
 import operator
 import weakref
 
@@ -15,7 +16,8 @@ import numpy as np
 
 __all__ = [
     "Expr", "Var", "Const", "Term", "ite", "min_", "max_", "And", "Or", "Not",
-    "evaluate", "bounds", "simplify", "free_vars", "substitute", "as_expr", "subterms",
+    "evaluate", "bounds", "simplify", "free_vars", "substitute", "as_expr", "subterms", "parse",
+    "ExprSyntaxError",
 ]
 
 _INTERNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -403,13 +405,17 @@ def _evaluate_node(op, args):
         return _Failure(error)
 
 
+_MAGNITUDE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _magnitude(expr) -> tuple[int, int]:
     """Smallest and largest bound over every subterm, to choose an overflow-free array dtype."""
-    lo, hi = 0, 0
-    for e in _postorder(expr):
-        elo, ehi = bounds(e)
-        lo, hi = min(lo, elo), max(hi, ehi)
-    return lo, hi
+    hit = _MAGNITUDE.get(expr)
+    if hit is None:
+        intervals = [bounds(e) for e in _postorder(expr)]
+        hit = _MAGNITUDE[expr] = (min(0, *(i[0] for i in intervals)),
+                                  max(0, *(i[1] for i in intervals)))
+    return hit
 
 
 def subterms(expr) -> list:
@@ -448,10 +454,18 @@ def bounds(expr) -> tuple[int, int]:
     hit = _BOUNDS_CACHE.get(expr)
     if hit is not None:
         return hit
-    for e in _postorder(expr):
-        if e not in _BOUNDS_CACHE:
-            _BOUNDS_CACHE[e] = _node_bounds(e)
+    for e in _postorder(expr, _operands_missing_from(_BOUNDS_CACHE)):
+        _BOUNDS_CACHE[e] = _node_bounds(e)
     return _BOUNDS_CACHE[expr]
+
+
+def _operands_missing_from(*caches):
+    """Traversal step that stops at nodes some cache already answers for."""
+    def operands(e):
+        if not isinstance(e, Term):
+            return ()
+        return [a for a in e.args if not any(a in cache for cache in caches)]
+    return operands
 
 
 def _node_bounds(e) -> tuple[int, int]:
@@ -670,7 +684,78 @@ def _show_node(e, shown) -> tuple[str, int]:
 
 
 # ---------------------------------------------------------------------------------------------
+# parsing
+
+
+class ExprSyntaxError(ValueError):
+    """Text that `parse` cannot read as an expression; the message points at the column."""
+
+
+_BINARY = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift, ast.BitXor: operator.xor, ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+}
+_COMPARE = {
+    ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+    ast.Eq: lambda a, b: as_expr(a).eq(b), ast.NotEq: lambda a, b: as_expr(a).ne(b),
+}
+
+
+def parse(text: str, variables) -> Expr:
+    """Read an expression as `str()` prints it (Python syntax: `==` builds an equation, `and`,
+    `or`, `not`, `x if c else y`, ite/min/max/And/Or/Not calls), with `variables` (Vars, or a
+    name -> Var mapping) as the only names. No Python code is executed."""
+    names = dict(variables) if isinstance(variables, dict) else {v.name: v for v in variables}
+    functions = {"ite": ite, "min": min_, "max": max_, "And": And, "Or": Or, "Not": Not}
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as error:
+        raise ExprSyntaxError(f"cannot parse {text!r}: {error.msg} at column {error.offset}"
+                              ) from None
+
+    def fail(node, what):
+        raise ExprSyntaxError(f"{text!r}, column {node.col_offset + 1}: {what}")
+
+    def read(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, bool)):
+            return as_expr(node.value)
+        if isinstance(node, ast.Name):
+            if node.id in names:
+                return names[node.id]
+            fail(node, f"unknown name '{node.id}'; the variables are {sorted(names)}")
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            return as_expr(_BINARY[type(node.op)](read(node.left), read(node.right)))
+        if isinstance(node, ast.UnaryOp):
+            operand = read(node.operand)
+            if isinstance(node.op, ast.Not):
+                return Not(operand)
+            return {ast.USub: operator.neg, ast.UAdd: operator.pos,
+                    ast.Invert: operator.invert}[type(node.op)](operand)
+        if isinstance(node, ast.Compare):
+            sides = [read(node.left)] + [read(c) for c in node.comparators]
+            return And(*(_COMPARE[type(op)](a, b)
+                         for op, a, b in zip(node.ops, sides, sides[1:])))
+        if isinstance(node, ast.BoolOp):
+            return (And if isinstance(node.op, ast.And) else Or)(*map(read, node.values))
+        if isinstance(node, ast.IfExp):
+            return ite(read(node.test), read(node.body), read(node.orelse))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            if node.func.id in functions:
+                return as_expr(functions[node.func.id](*map(read, node.args)))
+            fail(node, f"unknown function '{node.func.id}'; use one of {sorted(functions)}")
+        fail(node, f"'{ast.unparse(node)}' is not part of the expression language")
+
+    return read(tree.body)
+
+
+# ---------------------------------------------------------------------------------------------
 # normaliser
+
+
+_SIMPLIFIED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_NORMAL: weakref.WeakSet = weakref.WeakSet()
 
 
 def simplify(expr) -> Expr:
@@ -680,33 +765,47 @@ def simplify(expr) -> Expr:
     like terms merged; `(a*n + b) // n -> a + b // n` and `(a*n + b) % n -> b % n`; `x % n -> x` and
     `x // n -> q` when bounds confine x to one period; `x % n + n*(x // n) -> x`; nested div/mod
     merged; power-of-two div/mod by constants become shifts/masks; comparisons, min/max and ite
-    decided by bounds where possible.
+    decided by bounds where possible. Results are memoised, so re-simplifying a term that shares
+    subterms with earlier ones only visits the new part.
     """
     expr = as_expr(expr)
-    inside = _inside_sums(expr)
+    if not isinstance(expr, Term) or expr in _NORMAL:
+        return expr
+    if (hit := _SIMPLIFIED.get(expr)) is not None:
+        return hit
+    order = _postorder(expr, _operands_missing_from(_SIMPLIFIED, _NORMAL))
+    inside = _inside_sums(order, expr)
+    memo: dict = {}
+    for e in order:
+        if not isinstance(e, Term):
+            memo[e] = e
+            continue
+        args = [memo[a] if a in memo else _SIMPLIFIED.get(a, a) for a in e.args]
+        if e in inside:
+            # a sum nested in a larger sum is normalised once, as part of the outermost one
+            memo[e] = _term(e.op, *args)
+            continue
+        memo[e] = result = _simplify_node(e.op, args)
+        if result is e:
+            _NORMAL.add(e)
+        else:
+            _SIMPLIFIED[e] = result
+            _NORMAL.add(result)
+    return memo[expr]
 
-    def on_term(node, args):
-        # a sum nested in a larger sum is normalised once, as part of the outermost one
-        return _term(node.op, *args) if node in inside else _simplify_node(node.op, args)
 
-    return _rebuild(expr, lambda v: v, on_term)
-
-
-def _inside_sums(expr) -> set:
-    """Linear subterms whose every use is as an operand of another linear term."""
-    linear_uses: dict = {}
-    other_uses = {expr}
-    for e in _postorder(expr):
+def _inside_sums(order, root) -> set:
+    """Linear subterms (of the nodes in `order`) whose every use is as an operand of another
+    linear term."""
+    linear_uses: set = set()
+    other_uses = {root}
+    for e in order:
         if not isinstance(e, Term):
             continue
-        step = _linear_step(e)
-        linear_operands = {operand for operand, _ in step or ()}
+        linear_operands = {operand for operand, _ in _linear_step(e) or ()}
         for a in e.args:
-            if a in linear_operands:
-                linear_uses[a] = True
-            else:
-                other_uses.add(a)
-    return {e for e in linear_uses if e not in other_uses and _linear_step(e) is not None}
+            (linear_uses if a in linear_operands else other_uses).add(a)
+    return {e for e in linear_uses - other_uses if _linear_step(e) is not None}
 
 
 def _simplify_node(op, args) -> Expr:

@@ -17,7 +17,7 @@ __all__ = [
     "Layout", "Swizzle", "ComposedLayout", "LayoutError", "make_layout", "size", "cosize", "rank",
     "depth", "flatten", "coalesce", "filter", "composition", "complement", "right_inverse",
     "left_inverse", "logical_divide", "zipped_divide", "tiled_divide", "logical_product",
-    "zipped_product", "tiled_product", "blocked_product", "raked_product",
+    "zipped_product", "tiled_product", "blocked_product", "raked_product", "slice_and_offset",
 ]
 
 
@@ -165,8 +165,12 @@ class Layout:
                 raise LayoutError(f"stride {self.stride} has {d!r}; strides are ints")
 
     def __call__(self, *coord):
+        """The offset of a coordinate; with `None` in it (CuTe's `_`), the layout of the modes
+        left free (see `slice_and_offset` for the offset of the fixed part)."""
         if len(coord) == 1:
             coord = coord[0]
+        if _has_none(coord):
+            return slice_and_offset(coord, self)[0]
         return crd2idx(coord, self.shape, self.stride)
 
     def __getitem__(self, i) -> Layout:
@@ -187,6 +191,39 @@ class Layout:
 
     def __repr__(self):
         return f"Layout({self.shape!r}, {self.stride!r})"
+
+
+def _has_none(coord) -> bool:
+    return coord is None or (is_tuple(coord) and any(_has_none(c) for c in coord))
+
+
+def slice_and_offset(coord, layout):
+    """(layout of the modes where `coord` is None, offset of the coordinates given elsewhere).
+
+    `L(i, j)` equals `sliced(i) + offset` for `sliced, offset = slice_and_offset((None, j), L)`;
+    the given coordinates may be ints or exprs."""
+    layout = _as_layout(layout)
+    kept, offset = [], 0
+
+    def walk(c, shape, stride):
+        nonlocal offset
+        if c is None:
+            kept.append((shape, stride))
+        elif is_tuple(c):
+            if not is_tuple(shape) or len(c) != len(shape):
+                raise LayoutError(f"slice coordinate {coord} does not match the shape "
+                                  f"{layout.shape}")
+            for ci, si, di in zip(c, shape, stride):
+                walk(ci, si, di)
+        else:
+            offset = _add(offset, crd2idx(c, shape, stride))
+
+    walk(coord, layout.shape, layout.stride)
+    if not kept:
+        return Layout(1, 0), offset
+    if len(kept) == 1:
+        return Layout(*kept[0]), offset
+    return Layout(tuple(s for s, _ in kept), tuple(d for _, d in kept)), offset
 
 
 def _show(t) -> str:

@@ -83,18 +83,24 @@ def _nonzero(x):
 
 
 def _bfe(value, spec, signed, bits):
-    offset = spec & (bits - 1)
-    width = (spec >> 16) & 0x7F
-    dtype = np.uint64
-    v = value.astype(dtype)
-    ones = (np.uint64(1) << width.astype(dtype)) - np.uint64(1)
-    mask = np.where(width >= 64, ~np.uint64(0), ones)
-    field = (v >> offset.astype(dtype)) & mask
+    """s_bfe_*: the field of `width` bits at `offset` of a `bits`-wide value, zero- or
+    sign-extended; a width of `bits` or more takes everything above the offset."""
+    offset = (spec & U32(bits - 1)).astype(np.int64)
+    width = np.minimum((spec >> U32(16)) & U32(0x7F), U32(bits)).astype(np.int64)
+    wide = value.astype(np.uint64)
     if signed:
-        shift = (np.uint64(64) - width.astype(dtype)) % np.uint64(64)
-        field = ((field << shift).view(np.int64) >> shift.astype(np.int64)).view(np.uint64)
-        field = np.where(width == 0, np.uint64(0), field)
-    return field
+        wide = wide.view(np.int64) if bits == 64 else value.astype(np.uint32).view(
+            np.int32).astype(np.int64)
+    shifted = wide >> offset.astype(wide.dtype)
+    keep = np.minimum(width, bits - offset)
+    if signed:
+        lost = 64 - np.maximum(keep, 1)
+        field = (shifted.astype(np.int64) << lost) >> lost
+        field = np.where(width >= bits - offset, shifted, np.where(width == 0, 0, field))
+        return field.astype(np.int64).view(np.uint64)
+    mask = np.where(keep >= 64, np.uint64(2**64 - 1),
+                    (np.uint64(1) << keep.astype(np.uint64)) - np.uint64(1))
+    return shifted.astype(np.uint64) & mask
 
 
 # name -> (wide result, wide sources, fn(a, b, scc) -> (result, new scc or None))
@@ -443,14 +449,17 @@ def _perm(s0, s1, sel):
 
 
 def _bfe_v(value, offset, width, signed):
+    """v_bfe_*: bits [offset, offset + width) of S0; the signed form sign-extends from the
+    field's top bit, or from bit 31 when the field runs past it (LLVM's amdgcn.sbfe folding)."""
     offset = offset & U32(31)
     width = width & U32(31)
-    field = (value >> offset) & ((U32(1) << width) - U32(1))
-    if signed:
-        shift = (U32(32) - width) % U32(32)
-        field = np.where(width == 0, U32(0),
-                         ((field << shift).view(np.int32) >> shift.astype(np.int32)).view(U32))
-    return field
+    if not signed:
+        return (value >> offset) & ((U32(1) << width) - U32(1))
+    keep = np.minimum(width, U32(32) - offset)
+    lost = (U32(32) - keep).astype(np.int32)
+    shifted = (value.view(np.int32) >> offset.astype(np.int32)).view(U32)
+    field = ((shifted << lost.astype(U32)).view(np.int32) >> lost).view(U32)
+    return np.where(width == 0, U32(0), field)
 
 
 def _f16_rtz(x: np.ndarray) -> np.ndarray:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
-import ml_dtypes
 import numpy as np
 
+from argus.absint.concrete import NUMPY_DTYPES
 from argus.lang.trace import KernelDef
 
 
@@ -38,8 +38,7 @@ class LibraryKernel:
                 arrays[tensor.name] = fixed[tensor.name]
                 continue
             shape = tuple(_extent(e, sizes, tensor.name) for e in tensor.type.shape)
-            dtype = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}.get(tensor.type.dtype,
-                                                                        np.float32)
+            dtype = NUMPY_DTYPES[tensor.type.dtype]
             data = (np.zeros(shape) if tensor.name == self.output
                     else rng.standard_normal(shape))
             arrays[tensor.name] = data.astype(dtype)

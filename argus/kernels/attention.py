@@ -18,6 +18,7 @@ import argus.lang as T
 from argus.ir.expr import And
 from argus.isa_cdna3.mfma import mfma
 from argus.lang import Tensor
+from argus.lang.errors import user_loc
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
 INFO = mfma(MFMA)
@@ -34,6 +35,10 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     """Trace the attention body. Hooks for tests: `keep(kv0, q0, i, j)` is the causal mask's
     condition on (key, query) coordinates; `drop` names the tags the softmax reductions drop;
     `sync=False` leaves out the barrier after each K/V block is staged."""
+    if head_dim < 64 or head_dim & (head_dim - 1):
+        raise T.DSLError(f"head_dim {head_dim} is not supported: use a power of two >= 64 "
+                         "(the K/V copy gives each of the 256 threads whole 16-byte vectors)",
+                         user_loc())
     keep = keep or (lambda kv0, q0, i, j: kv0 + i <= q0 + j)
     BH, S, D = Q.shape
     T.assume(D.eq(head_dim))
@@ -93,39 +98,41 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
         state["m"] = m_new
         p16 = p.to("bf16")
         rescale = T.broadcast(alpha, 0, scores)
-        for b in range(d_blocks):
-            acc = state[f"o{b}"] * rescale
+        outputs = []
+        for acc in state["o"]:
+            acc = acc * rescale
+            b = len(outputs)
             for t in range(kv_steps):
                 v = v_smem.load((slot, MK * t, INFO.m * b), v_frag)
                 acc = T.mfma(MFMA, v, T.slots(p16, KPL * t, p_frag), acc)
                 T.tag_assert(lambda A, B, C: And(A.key.eq(B.key), A.dv.eq(C.dv),
                                                  B.query.eq(C.query), A.head.eq(C.head)),
                              "V and P meet at the same key, on O's feature and query")
-            state[f"o{b}"] = acc
+            outputs.append(acc)
+        state["o"] = outputs
         return state
 
     q = [Q.load((bh, q0, MK * t), q_frag, axes=(1, 2)) for t in range(d_steps)]
     state = {"m": T.tag(T.full(column, -math.inf), lambda j: {"query": q0 + j}),
-             "l": T.tag(T.zeros(column), lambda j: {"query": q0 + j})}
-    for b in range(d_blocks):
-        state[f"o{b}"] = T.tag(T.zeros(scores), lambda i, j, b=b: {
-            "head": bh, "dv": INFO.m * b + i, "query": q0 + j})
+             "l": T.tag(T.zeros(column), lambda j: {"query": q0 + j}),
+             "o": [T.tag(T.zeros(scores), lambda i, j, b=b: {
+                 "head": bh, "dv": INFO.m * b + i, "query": q0 + j}) for b in range(d_blocks)]}
     blocks = (q0 + BLOCK_Q) // BLOCK_KV if causal else S // BLOCK_KV
     stage(0, fetch(0))
     T.barrier()
     loop = T.range(0, blocks - 1, stages=2, name="kb", **state)
     for kb in loop:
         ahead = fetch(kb + 1)
-        carried = attend({name: getattr(loop, name) for name in state}, kb, kb % 2)
-        for name, value in carried.items():
+        for name, value in attend({name: getattr(loop, name) for name in state}, kb,
+                                  kb % 2).items():
             setattr(loop, name, value)
         stage((kb + 1) % 2, ahead)
         if sync:
             T.barrier()
     state = attend({name: getattr(loop, name) for name in state}, blocks - 1, (blocks - 1) % 2)
     inverse = T.broadcast(T.rcp(state["l"]), 0, scores)
-    for b in range(d_blocks):
-        out = (state[f"o{b}"] * inverse).to("bf16")
+    for b, acc in enumerate(state["o"]):
+        out = (acc * inverse).to("bf16")
         O.store((bh, q0, INFO.m * b), out, axes=(2, 1))
         T.tag_assert(lambda V, D: And(V.query.eq(D.query), V.dv.eq(D.dv), V.head.eq(D.head)),
                      "each output lands on its own query and feature")

@@ -1,6 +1,6 @@
-"""bf16 GEMM, C = A @ B.T, on v_mfma_f32_32x32x8_bf16: 4 waves in a 2x2 grid, A and B staged
-through XOR-swizzled, double-buffered LDS, one barrier per K tile, tags on A, B and C with
-assertions at every MFMA and at the store.
+"""bf16 GEMM, C = A @ B.T, on v_mfma_f32_32x32x8_bf16 (or 16x16x16): 4 waves in a 2x2 grid,
+A and B staged through XOR-swizzled, double-buffered LDS, one barrier per K tile, tags on A, B
+and C with assertions at every MFMA and at the store; optional split-K with atomic adds.
 
 `gemm_program` is the kernel body; its keyword hooks let tests build the classic defects
 (forgotten swizzle on the read side, wrong buffer slot, missing barrier, wrong k mapping).
@@ -21,7 +21,7 @@ SWIZZLE = (3, 2, 3)
 
 
 def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: bool,
-                 split_k: int = 1, read_swizzled: bool = True,
+                 split_k: int = 1, instr: str = MFMA, read_swizzled: bool = True,
                  next_slot: Callable | None = None, sync: bool = True,
                  a_fragment: TileSpec | None = None):
     """Trace the GEMM body; the keyword hooks default to the correct kernel. With split_k > 1,
@@ -41,9 +41,9 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
     T.tag(B, lambda n, k: {"col": n, "k": k})
     T.tag(C, lambda m, n: {"row": m, "col": n})
 
-    a_spec = a_fragment or T.mfma_layout(MFMA, "a", WAVE_GRID)
-    b_spec = T.mfma_layout(MFMA, "b", WAVE_GRID)
-    c_spec = T.mfma_layout(MFMA, "c", WAVE_GRID)
+    a_spec = a_fragment or T.mfma_layout(instr, "a", WAVE_GRID)
+    b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
+    c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
     reps_m, reps_n = block_m // a_spec.shape[0], block_n // b_spec.shape[0]
     k_steps = block_k // a_spec.shape[1]
     copy_a = T.copy_layout((block_m, block_k), 4, 8)
@@ -60,7 +60,7 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
             a = [a_read.load((slot, r * a_spec.shape[0], k0), a_spec) for r in range(reps_m)]
             b = [b_smem.load((slot, s * b_spec.shape[0], k0), b_spec) for s in range(reps_n)]
             for (r, s), c in acc.items():
-                acc[r, s] = T.mfma(MFMA, a[r], b[s], c)
+                acc[r, s] = T.mfma(instr, a[r], b[s], c)
                 T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), (A.k // block_k).eq(k_first + kt),
                                                  A.row.eq(C.row), B.col.eq(C.col)),
                              "A and B meet at one k of this K tile, on C's row and column")
@@ -80,20 +80,17 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
     # The last K tile is consumed after the loop, so every iteration can prefetch the next tile
     # without a branch. One barrier per iteration suffices: iteration kt writes the slot that
     # iteration kt-1 read, and that read ended before kt-1's barrier.
-    loop = T.range(0, nk - 1, stages=2, name="kt",
-                   **{f"acc{r}_{s}": c for (r, s), c in acc.items()})
+    loop = T.range(0, nk - 1, stages=2, name="kt", acc=acc)
     for kt in loop:
         a_next = A.load((m0, (k_first + kt + 1) * block_k), copy_a)
         b_next = B.load((n0, (k_first + kt + 1) * block_k), copy_b)
-        carried = compute(kt % 2, kt, {rs: getattr(loop, f"acc{rs[0]}_{rs[1]}") for rs in acc})
-        for (r, s), c in carried.items():
-            setattr(loop, f"acc{r}_{s}", c)
+        loop.acc = compute(kt % 2, kt, dict(loop.acc))
         a_smem.store((next_slot(kt), 0, 0), a_next)
         b_smem.store((next_slot(kt), 0, 0), b_next)
         if sync:
             T.barrier()
     last = nk - 1
-    acc = compute(last % 2, last, {rs: getattr(loop, f"acc{rs[0]}_{rs[1]}") for rs in acc})
+    acc = compute(last % 2, last, dict(loop.acc))
     for (r, s), c in acc.items():
         origin = (m0 + r * c_spec.shape[0], n0 + s * c_spec.shape[1])
         if split_k > 1:
@@ -107,13 +104,14 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
 @T.kernel(waves=4)
 def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"), C: Tensor("f32", "M", "N"),
          *, block_m: int = 64, block_n: int = 64, block_k: int = 32, swizzle: bool = True,
-         split_k: int = 1):
+         split_k: int = 1, instr: str = MFMA):
     """C = A @ B.T in bf16 with f32 accumulation. block_m and block_n are multiples of 64 and
     block_k of 8, with block_m * block_k and block_n * block_k multiples of 2048 (one 16-byte
     vector per thread per copy). split_k > 1 splits K over grid axis 2 and accumulates into C
-    with atomic adds (C must start at zero)."""
+    with atomic adds (C must start at zero). `instr` picks the bf16 MFMA (32x32x8 or 16x16x16;
+    block sizes must then be multiples of the 2x2 wave grid's fragment)."""
     gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle,
-                 split_k=split_k)
+                 split_k=split_k, instr=instr)
 
 
 def reference(A, B):

@@ -46,26 +46,24 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
     def rows(r):
         return T.Gather(sorted_ids, block * block_m + r * a_spec.shape[0])
 
-    loop = T.range(0, H // block_k, name="kt",
-                   **{f"acc{r}_{s}": T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)})
+    acc = {(r, s): T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)}
+    loop = T.range(0, H // block_k, name="kt", acc=acc)
     for kt in loop:
+        acc = dict(loop.acc)
         for ks in range(block_k // a_spec.shape[1]):
             k0 = kt * block_k + ks * a_spec.shape[1]
             a = [X.load((0, k0), a_spec, gather=rows(r), guard=True) for r in range(reps_m)]
             b = [W.load((expert, n0 + s * b_spec.shape[0], k0), b_spec, axes=(1, 2))
                  for s in range(reps_n)]
-            for r in range(reps_m):
-                for s in range(reps_n):
-                    name = f"acc{r}_{s}"
-                    setattr(loop, name, T.mfma(MFMA, a[r], b[s], getattr(loop, name)))
-                    T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), B.expert.eq(expert)),
-                                 "token and expert weights meet at one k")
-    for r in range(reps_m):
-        for s in range(reps_n):
-            Y.store((0, n0 + s * c_spec.shape[1]), getattr(loop, f"acc{r}_{s}"),
-                    gather=rows(r), guard=True)
-            T.tag_assert(lambda V, D: And(V.token.eq(D.token), V.col.eq(D.col)),
-                         "each row goes back to its own token and column")
+            for (r, s), c in acc.items():
+                acc[r, s] = T.mfma(MFMA, a[r], b[s], c)
+                T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), B.expert.eq(expert)),
+                             "token and expert weights meet at one k")
+        loop.acc = acc
+    for (r, s), c in loop.acc.items():
+        Y.store((0, n0 + s * c_spec.shape[1]), c, gather=rows(r), guard=True)
+        T.tag_assert(lambda V, D: And(V.token.eq(D.token), V.col.eq(D.col)),
+                     "each row goes back to its own token and column")
 
 
 def route(tokens: int, experts: int, block_m: int, rng) -> tuple[np.ndarray, ...]:
