@@ -1,4 +1,4 @@
-"""Shared test configuration: hypothesis profiles (`HYPOTHESIS_PROFILE=ci|dev`) and vendor fixtures."""
+"""Shared test setup: hypothesis profiles (`HYPOTHESIS_PROFILE=ci|dev`) and vendor fixtures."""
 
 import os
 

@@ -109,6 +109,9 @@ def check_against_llvm(code: CodeObject, path: Path) -> int:
         assert info.descriptor.workgroup_id_enabled == tuple(
             bool(kd[f"system_sgpr_workgroup_id_{axis}"]) for axis in "xyz")
         assert info.descriptor.workitem_id_dims == kd["system_vgpr_workitem_id"] + 1
+        modes = info.descriptor.float_modes
+        assert modes == {name: kd[name] for name in modes}
+        assert info.descriptor.tg_split == bool(kd["tg_split"])
         assert ("kernarg_segment_ptr" in info.descriptor.user_sgprs) == bool(
             kd["user_sgpr_kernarg_segment_ptr"])
         assert ("dispatch_ptr" in info.descriptor.user_sgprs) == bool(kd["user_sgpr_dispatch_ptr"])

@@ -171,7 +171,20 @@ def test_parse_reads_python_syntax_without_running_it():
 @given(int_exprs)
 def test_simplify_is_idempotent(e):
     once = simplify(e)
+    forget_simplifications()
     assert simplify(once) is once
+
+
+@given(int_exprs)
+def test_memoised_simplify_equals_a_fresh_one(e):
+    memoised = simplify(e)
+    forget_simplifications()
+    assert simplify(e) is memoised
+
+
+def forget_simplifications():
+    expr_module._SIMPLIFIED.clear()
+    expr_module._NORMAL.clear()
 
 
 def test_hash_consing_makes_equal_terms_identical():

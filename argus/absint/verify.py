@@ -397,6 +397,11 @@ class _Verifier:
 
     def op_Binary(self, op: O.Binary):
         thread = self.thread(op.x.type)
+        if self.tags(op.x) == self.tags(op.y):
+            x = self.tags(op.x).at(*thread)
+            self.assertions(op, {"X": x.tags, "Y": x.tags}, x.defs, thread, _coords(op.x.type))
+            self.values[op.result.name] = self.tags(op.x)
+            return
         x, y = self.tags(op.x).at(*thread), self.tags(op.y).at(*thread)
         self.assertions(op, {"X": x.tags, "Y": y.tags}, x.defs + y.defs, thread,
                         _coords(op.x.type))
@@ -771,6 +776,8 @@ def _barriers(block: O.Block) -> Expr:
 
 
 def _join(cond, then: TileTags, orelse: TileTags, thread) -> TileTags:
+    if then == orelse and then.thread == tuple(thread):
+        return then
     a, b = then.at(*thread), orelse.at(*thread)
     names = list(dict.fromkeys(list(a.tags) + list(b.tags)))
     tags = {n: join_tags(cond, a.tags.get(n, TOP_TAG), b.tags.get(n, TOP_TAG)) for n in names}

@@ -191,6 +191,21 @@ class KernelDescriptor:
         return ((self.compute_pgm_rsrc3 & 0x3F) + 1) * 4
 
     @property
+    def float_modes(self) -> dict[str, int]:
+        """MODE register fields the dispatcher sets from COMPUTE_PGM_RSRC1, named like the
+        `.amdhsa_*` directives (denorm mode 3 keeps denormals, 0 flushes them)."""
+        rsrc1 = self.compute_pgm_rsrc1
+        return {"float_round_mode_32": rsrc1 >> 12 & 3, "float_round_mode_16_64": rsrc1 >> 14 & 3,
+                "float_denorm_mode_32": rsrc1 >> 16 & 3,
+                "float_denorm_mode_16_64": rsrc1 >> 18 & 3,
+                "dx10_clamp": rsrc1 >> 21 & 1, "ieee_mode": rsrc1 >> 23 & 1,
+                "fp16_overflow": rsrc1 >> 26 & 1}
+
+    @property
+    def tg_split(self) -> bool:
+        return bool(self.compute_pgm_rsrc3 >> 16 & 1)
+
+    @property
     def user_sgpr_count(self) -> int:
         return (self.compute_pgm_rsrc2 >> 1) & 0x1F
 

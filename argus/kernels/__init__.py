@@ -9,7 +9,7 @@ import attrs
 import numpy as np
 
 from argus.absint.concrete import NUMPY_DTYPES
-from argus.lang.trace import KernelDef
+from argus.lang.kernel import KernelDef
 
 
 @attrs.frozen

@@ -1,15 +1,13 @@
 """The Argus tile DSL: `@kernel` functions traced into tile IR (`import argus.lang as T`)."""
 
+from argus.lang.control import Range, when
 from argus.lang.errors import DSLError
+from argus.lang.kernel import KernelDef, Scalar, Tensor, kernel
 from argus.lang.layouts import TileSpec, copy_layout, lds_layout, mfma_layout, reduced
 from argus.lang.trace import (
     Gather,
     Global,
-    KernelDef,
     Lds,
-    Range,
-    Scalar,
-    Tensor,
     Tile,
     assume,
     barrier,
@@ -19,7 +17,6 @@ from argus.lang.trace import (
     full,
     grid,
     hint,
-    kernel,
     lds,
     load_scalar,
     log2,
@@ -33,7 +30,6 @@ from argus.lang.trace import (
     slots,
     tag,
     tag_assert,
-    when,
     zeros,
 )
 
@@ -42,8 +38,8 @@ range = Range  # noqa: A001
 
 __all__ = [
     "DSLError", "Gather", "load_scalar", "TileSpec", "copy_layout", "lds_layout", "mfma_layout",
-    "reduced", "Global", "cdiv",
-    "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume", "barrier", "broadcast", "exp2",
-    "full", "grid", "hint", "kernel", "lds", "log2", "mask", "maximum", "mfma", "minimum",
-    "program_id", "range", "rcp", "reduce", "slots", "tag", "tag_assert", "when", "zeros",
+    "reduced", "Global", "cdiv", "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume",
+    "barrier", "broadcast", "exp2", "full", "grid", "hint", "kernel", "lds", "log2", "mask",
+    "maximum", "mfma", "minimum", "program_id", "range", "rcp", "reduce", "slots", "tag",
+    "tag_assert", "when", "zeros",
 ]

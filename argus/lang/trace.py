@@ -1,17 +1,14 @@
-"""Tracing a Python kernel function into tile IR.
+"""The DSL's values (register tiles, global tensors, LDS views) and operations.
 
-`@kernel` runs the function once per choice of compile-time parameters with symbolic sizes; the
-DSL calls below append ops to the innermost open block. Every op records the author's source line
-and is verified as it is built, so misuse fails at the line that caused it.
+Each call appends an op to the innermost open block of the kernel being traced (see
+`argus.lang.kernel`). Every op records the author's source line and is verified as it is built,
+so misuse fails at the line that caused it.
 """
 
 from __future__ import annotations
 
 import inspect
 import operator
-import os
-import re
-import sys
 from collections.abc import Callable
 
 import attrs
@@ -33,20 +30,22 @@ from argus.ir.types import (
     Value,
     coord_vars,
 )
-from argus.lang.errors import DSLError, short_path, user_loc
+from argus.lang.errors import DSLError, user_loc
 from argus.lang.layouts import TileSpec, cosize, lds_layout
 
-_BUILDER: list[_Builder] = []
+BUILDERS: list[Builder] = []
 
 
-def _builder() -> _Builder:
-    if not _BUILDER:
+def current_builder() -> Builder:
+    if not BUILDERS:
         raise DSLError("DSL operations only work inside a function traced by @kernel",
                        user_loc())
-    return _BUILDER[-1]
+    return BUILDERS[-1]
 
 
-class _Builder:
+class Builder:
+    """The kernel under construction: open blocks, sizes, grid, assumptions, LDS use."""
+
     def __init__(self, name: str, waves: int, loc: SourceLoc):
         self.name, self.waves, self.loc = name, waves, loc
         self.blocks: list[list[O.Op]] = [[]]
@@ -166,7 +165,7 @@ class Tile:
     def to(self, dtype: str) -> Tile:
         """Convert the element type (round to nearest even)."""
         loc = user_loc()
-        t = _builder().reg_type(dtype, self.spec, loc)
+        t = current_builder().reg_type(dtype, self.spec, loc)
         return _result(O.Cast, t, loc, x=self.value)
 
     def __repr__(self) -> str:
@@ -174,7 +173,7 @@ class Tile:
 
 
 def _result(kind, t, loc, **fields) -> Tile:
-    builder = _builder()
+    builder = current_builder()
     value = Value(builder.fresh(), t)
     builder.emit(kind(result=value, loc=loc, **fields))
     return Tile(value)
@@ -247,7 +246,7 @@ class Global:
         makes out-of-range elements read 0, like a bounds-checked buffer load.
         """
         loc = user_loc()
-        t = _builder().reg_type(self.dtype, spec, loc)
+        t = current_builder().reg_type(self.dtype, spec, loc)
         return _result(O.GlobalLoad, t, loc, tensor=self.value,
                        origin=_exprs(origin, "origin", loc), axes=self._axes(axes, spec, loc),
                        gather=_gather(gather, loc), guard=guard)
@@ -264,7 +263,7 @@ class Global:
 
     def _store(self, kind, origin, tile: Tile, axes, gather, guard):
         loc = user_loc()
-        _builder().emit(kind(tensor=self.value, origin=_exprs(origin, "origin", loc),
+        current_builder().emit(kind(tensor=self.value, origin=_exprs(origin, "origin", loc),
                              axes=self._axes(axes, tile.spec, loc), value=tile.value, loc=loc,
                              gather=_gather(gather, loc), guard=guard))
 
@@ -292,7 +291,7 @@ def _gather(gather: Gather | None, loc: SourceLoc) -> O.Gather | None:
 def load_scalar(tensor: Global, index, lo: int, hi: int) -> Var:
     """One element of an i32 tensor as a workgroup-uniform integer in [lo, hi)."""
     loc = user_loc()
-    builder = _builder()
+    builder = current_builder()
     var = Var(builder.fresh_var("s"), lo, hi)
     builder.emit(O.ScalarLoad(var=var, tensor=tensor.value, index=_exprs(index, "index", loc),
                               loc=loc))
@@ -318,13 +317,13 @@ class Lds:
 
     def store(self, origin, tile: Tile):
         loc = user_loc()
-        _builder().emit(O.LdsStore(buffer=self.value, addr=self.addr,
+        current_builder().emit(O.LdsStore(buffer=self.value, addr=self.addr,
                                    origin=_exprs(origin, "origin", loc), value=tile.value,
                                    loc=loc))
 
     def load(self, origin, spec: TileSpec) -> Tile:
         loc = user_loc()
-        t = _builder().reg_type(self.value.type.dtype, spec, loc)
+        t = current_builder().reg_type(self.value.type.dtype, spec, loc)
         return _result(O.LdsLoad, t, loc, buffer=self.value, addr=self.addr,
                        origin=_exprs(origin, "origin", loc))
 
@@ -336,7 +335,7 @@ class Lds:
 def grid(*extents) -> None:
     """The number of workgroups along each axis (size expressions)."""
     loc = user_loc()
-    builder = _builder()
+    builder = current_builder()
     if builder.grid is not None:
         raise DSLError("grid(...) is given twice", loc)
     if not 1 <= len(extents) <= 3:
@@ -347,7 +346,7 @@ def grid(*extents) -> None:
 def program_id(axis: int) -> Var:
     """This workgroup's index along grid `axis`, as a symbolic integer."""
     loc = user_loc()
-    builder = _builder()
+    builder = current_builder()
     if axis not in builder.pids:
         var = Var(f"wg{axis}", 0, SIZE_RANGE[1])
         op = O.ProgramId(var=var, axis=axis, loc=loc)
@@ -365,7 +364,7 @@ def assume(condition) -> None:
     condition = as_expr(condition)
     if not condition.is_bool:
         raise DSLError(f"assume needs a condition, got the integer '{condition}'", loc)
-    _builder().assumes.append(condition)
+    current_builder().assumes.append(condition)
 
 
 def _no_python_bool(condition, where: str, loc: SourceLoc):
@@ -377,14 +376,14 @@ def _no_python_bool(condition, where: str, loc: SourceLoc):
 
 def hint(text: str) -> None:
     """A scheduling hint for the compiler, kept on the kernel."""
-    _builder().hints.append(text)
+    current_builder().hints.append(text)
 
 
 def tag(tensor, fn: Callable):
     """Tag every element of a global tensor (in place) or register tile (returns a new tile):
     `fn(*coords) -> {name: expr}`."""
     loc = user_loc()
-    builder = _builder()
+    builder = current_builder()
     if isinstance(tensor, Global):
         coords = O.global_coord_vars(len(tensor.shape))
         builder.emit(O.TagDef(tensor=tensor.value, tags=_tag_items(fn, coords, loc), loc=loc))
@@ -421,7 +420,7 @@ def tag_assert(predicate: Callable, message: str, *, on: Tile | None = None) -> 
     takes assertions (MFMA, store, elementwise, mask). `predicate(*roles)` gets one argument
     per role of that op (MFMA: A, B, C; store: V, D; binary: X, Y; mask: X)."""
     loc = user_loc()
-    ops = _builder().blocks[-1]
+    ops = current_builder().blocks[-1]
     index = _assertion_target(ops, on, loc)
     op = ops[index]
     arity = len(inspect.signature(predicate).parameters)
@@ -440,7 +439,7 @@ def tag_assert(predicate: Callable, message: str, *, on: Tile | None = None) -> 
 
 def _check_tag_names(condition: Expr, op: O.Op, loc: SourceLoc):
     """Name a tag the operand cannot carry now rather than as a run-time violation."""
-    program = [inner for block in _builder().blocks
+    program = [inner for block in current_builder().blocks
                for inner in O.walk(O.Block((), tuple(block)))]
     names, tensors = O.tag_names(program)
     operands = O.role_operands(op)
@@ -471,7 +470,7 @@ def lds(shape, dtype: str, *, swizzle=None, addr=None) -> Lds:
     """Allocate workgroup-shared memory viewed through `addr` (default: row-major, optionally
     XOR-swizzled with (bits, base, shift))."""
     loc = user_loc()
-    builder = _builder()
+    builder = current_builder()
     addr = addr if addr is not None else lds_layout(tuple(shape), swizzle)
     size = cosize(addr)
     builder.lds_bytes += size * DTYPE_BYTES[dtype]
@@ -485,12 +484,12 @@ def lds(shape, dtype: str, *, swizzle=None, addr=None) -> Lds:
 
 def full(spec: TileSpec, value: float, dtype: str = "f32", *, _loc=None) -> Tile:
     loc = _loc or user_loc()
-    return _result(O.Full, _builder().reg_type(dtype, spec, loc), loc, value=float(value))
+    return _result(O.Full, current_builder().reg_type(dtype, spec, loc), loc, value=float(value))
 
 
 def zeros(spec: TileSpec, dtype: str = "f32") -> Tile:
     loc = user_loc()
-    return _result(O.Full, _builder().reg_type(dtype, spec, loc), loc, value=0.0)
+    return _result(O.Full, current_builder().reg_type(dtype, spec, loc), loc, value=0.0)
 
 
 def mfma(instr: str, a: Tile, b: Tile, c: Tile) -> Tile:
@@ -534,312 +533,26 @@ def reduce(x: Tile, fn: str, axis: int, spec: TileSpec, *, drop=()) -> Tile:
     """Cross-lane `fn` ("max" or "sum") along `axis` within each wave, into layout `spec`;
     the tags named in `drop` (those that vary along the axis) are removed."""
     loc = user_loc()
-    t = _builder().reg_type(x.dtype, spec, loc)
+    t = current_builder().reg_type(x.dtype, spec, loc)
     return _result(O.Reduce, t, loc, fn=fn, x=x.value, axis=axis, drop=tuple(drop))
 
 
 def broadcast(x: Tile, axis: int, spec: TileSpec) -> Tile:
     """Spread a reduced tile back along `axis` into layout `spec` (within each wave)."""
     loc = user_loc()
-    t = _builder().reg_type(x.dtype, spec, loc)
+    t = current_builder().reg_type(x.dtype, spec, loc)
     return _result(O.Broadcast, t, loc, x=x.value, axis=axis)
 
 
 def slots(x: Tile, start: int, spec: TileSpec) -> Tile:
     """Registers [start, start + spec.slots) of `x`, seen as a tile of layout `spec`."""
     loc = user_loc()
-    t = _builder().reg_type(x.dtype, spec, loc)
+    t = current_builder().reg_type(x.dtype, spec, loc)
     return _result(O.SlotSlice, t, loc, x=x.value, start=start)
 
 
 def barrier() -> None:
-    _builder().emit(O.Barrier(loc=user_loc()))
-
-
-def _leaves(tree, path: str = "") -> list[tuple[str, Tile]]:
-    """(name suffix, tile) for every tile in a tile or a nested list/tuple/dict of tiles."""
-    if isinstance(tree, Tile):
-        return [(path, tree)]
-    if isinstance(tree, dict):
-        items = tree.items()
-    elif isinstance(tree, list | tuple):
-        items = enumerate(tree)
-    else:
-        raise DSLError(f"carried values must be tiles or lists, tuples or dicts of tiles, not "
-                       f"{type(tree).__name__}", user_loc())
-    leaves = []
-    for key, sub in items:
-        label = re.sub(r"\W+", "_", str(key)).strip("_")
-        leaves.extend(_leaves(sub, f"{path}_{label}" if path else label))
-    return leaves
-
-
-def _rebuild(tree, tiles):
-    """`tree` with its tiles replaced, in order, by those from the iterator `tiles`."""
-    if isinstance(tree, Tile):
-        return next(tiles)
-    if isinstance(tree, dict):
-        return {key: _rebuild(sub, tiles) for key, sub in tree.items()}
-    rebuilt = [_rebuild(sub, tiles) for sub in tree]
-    return rebuilt if isinstance(tree, list) else tuple(rebuilt)
-
-
-class _Carried:
-    """Loop-carried (or branch-merged) values by name, each a tile or a list/tuple/dict of
-    tiles; read and assign them as attributes."""
-
-    def __init__(self, values: dict):
-        for tree in values.values():
-            _leaves(tree)
-        object.__setattr__(self, "_values", dict(values))
-
-    def __getattr__(self, name: str):
-        values = object.__getattribute__(self, "_values")
-        if name not in values:
-            raise AttributeError(f"{name!r} is not carried; carried are {sorted(values)}")
-        return values[name]
-
-    def __setattr__(self, name: str, tree):
-        values = object.__getattribute__(self, "_values")
-        if name not in values:
-            raise DSLError(f"{name!r} is not a carried value (carried are {sorted(values)}); "
-                           "declare it when opening the loop or branch", user_loc())
-        old, new = _leaves(values[name]), _leaves(tree)
-        if [path for path, _ in old] != [path for path, _ in new]:
-            raise DSLError(f"carried {name!r} changes shape from {[p for p, _ in old]} to "
-                           f"{[p for p, _ in new]}", user_loc())
-        for (path, before), (_, after) in zip(old, new):
-            if before.type != after.type:
-                label = f"{name}[{path}]" if path else name
-                raise DSLError(f"carried {label!r} changes type from {before.type} to "
-                               f"{after.type}; a loop-carried value keeps its layout and dtype",
-                               user_loc())
-        values[name] = tree
-
-    def _flat(self) -> list[tuple[str, Tile]]:
-        values = object.__getattribute__(self, "_values")
-        return [(f"{name}_{path}" if path else name, tile)
-                for name, tree in values.items() for path, tile in _leaves(tree)]
-
-    def _replace(self, tiles: list[Tile]):
-        values = object.__getattribute__(self, "_values")
-        stream = iter(tiles)
-        for name in list(values):
-            values[name] = _rebuild(values[name], stream)
-
-
-class Range(_Carried):
-    """`for k in T.range(start, stop, step, stages=, unroll=, hints=, name=, **carried)`: a loop
-    with a symbolic induction variable (named `name` in the IR); carried values are attributes
-    of the range object."""
-
-    def __init__(self, start, stop=None, step: int = 1, *, stages: int = 1, unroll: int = 1,
-                 hints=(), name: str | None = None, **carried):
-        super().__init__(carried)
-        if stop is None:
-            start, stop = 0, start
-        loc = user_loc()
-        object.__setattr__(self, "_spec", (as_expr(start), as_expr(stop), step, stages, unroll,
-                                           tuple(hints), loc, name))
-
-    def __iter__(self):
-        builder = _builder()
-        start, stop, step, stages, unroll, hints, loc, name = object.__getattribute__(self,
-                                                                                     "_spec")
-        if object.__getattribute__(self, "__dict__").get("_traced"):
-            raise DSLError("this T.range was already iterated; open a new T.range per loop",
-                           user_loc())
-        object.__setattr__(self, "_traced", True)
-        iv = Var(name or builder.fresh_var("k"), 0, SIZE_RANGE[1])
-        flat = self._flat()
-        inits = [tile.value for _, tile in flat]
-        args = [Value(builder.fresh(label), v.type) for (label, _), v in zip(flat, inits)]
-        self._replace([Tile(a) for a in args])
-        builder.blocks.append([])
-        yield iv
-        yielded = [tile.value for _, tile in self._flat()]
-        builder.emit(O.Yield(values=tuple(yielded), loc=loc))
-        body = O.Block(tuple(args), tuple(builder.blocks.pop()))
-        results = [Value(builder.fresh(label), v.type) for (label, _), v in zip(flat, inits)]
-        builder.emit(O.For(iv=iv, start=start, stop=stop, step=step, inits=tuple(inits),
-                           body=body, results=tuple(results), loc=loc, stages=stages,
-                           unroll=unroll, hints=hints))
-        self._replace([Tile(r) for r in results])
-
-
-class when(_Carried):
-    """`with T.when(cond, **carried) as br:` — a uniform branch; the body may reassign carried
-    values (`br.s = ...`), which keep their old value when `cond` is false."""
-
-    def __init__(self, cond, **carried):
-        super().__init__(carried)
-        object.__setattr__(self, "_cond", (as_expr(cond), user_loc()))
-
-    def __enter__(self):
-        _builder().blocks.append([])
-        object.__setattr__(self, "_before", self._flat())
-        return self
-
-    def __exit__(self, kind, error, trace):
-        builder = _builder()
-        if kind is not None:
-            builder.blocks.pop()
-            return False
-        cond, loc = object.__getattribute__(self, "_cond")
-        before = object.__getattribute__(self, "_before")
-        after = self._flat()
-        builder.emit(O.Yield(values=tuple(tile.value for _, tile in after), loc=loc))
-        then = O.Block((), tuple(builder.blocks.pop()))
-        orelse = O.Block((), (O.Yield(values=tuple(tile.value for _, tile in before),
-                                      loc=loc),))
-        results = tuple(Value(builder.fresh(label), tile.type) for label, tile in before)
-        builder.emit(O.If(cond=cond, then=then, orelse=orelse, results=results, loc=loc))
-        self._replace([Tile(r) for r in results])
-        return False
-
-
-# ---------------------------------------------------------------------------------------------
-# kernels
-
-
-@attrs.frozen
-class Tensor:
-    """Annotation of a tensor argument: `Tensor("bf16", "M", "K")` — names are symbolic sizes."""
-
-    dtype: str
-    shape: tuple = ()
-
-    def __init__(self, dtype: str, *shape):
-        self.__attrs_init__(dtype, tuple(shape))
-
-
-@attrs.frozen
-class Scalar:
-    """Annotation of an integer scalar argument with its range [lo, hi)."""
-
-    lo: int = 0
-    hi: int = SIZE_RANGE[1]
-
-
-class KernelDef:
-    """A traceable kernel: `.trace(**params)` gives its IR, `.ir` uses the default params.
-
-    Example::
-
-        @T.kernel(waves=1)
-        def scale(X: T.Tensor("f32", "N", 64), Y: T.Tensor("f32", "N", 64), *, factor=2.0):
-            T.grid(X.shape[0] // 16)
-            row = T.program_id(0) * 16
-            Y.store((row, 0), X.load((row, 0), T.copy_layout((16, 64), 1, 4)) * factor)
-
-        print(scale.trace(factor=3.0))
-    """
-
-    def __init__(self, fn: Callable, waves: int, namespace: dict | None = None):
-        self.fn, self.waves = fn, waves
-        # names visible where the kernel was defined, for string annotations of nested kernels
-        self.namespace = dict(namespace or {})
-        self.name = fn.__name__
-        self.__doc__ = fn.__doc__
-        signature = inspect.signature(fn)
-        self.params = {n: p.default for n, p in signature.parameters.items()
-                       if p.kind is p.KEYWORD_ONLY}
-        self._cache: dict = {}
-
-    @property
-    def ir(self) -> O.Kernel:
-        return self.trace()
-
-    def trace(self, **params) -> O.Kernel:
-        unknown = set(params) - set(self.params)
-        if unknown:
-            raise DSLError(f"kernel {self.name} has no parameter(s) {sorted(unknown)}; it takes "
-                           f"{sorted(self.params)}", _def_loc(self.fn))
-        chosen = {**self.params, **params}
-        key = tuple(sorted(chosen.items()))
-        if key not in self._cache:
-            self._cache[key] = self._trace(chosen)
-        return self._cache[key]
-
-    def _trace(self, params: dict) -> O.Kernel:
-        loc = _def_loc(self.fn)
-        builder = _Builder(self.name, self.waves, loc)
-        try:
-            annotations = inspect.get_annotations(self.fn, eval_str=True, locals=self.namespace)
-        except NameError as error:
-            raise DSLError(f"cannot evaluate an argument annotation of {self.name}: {error}",
-                           loc) from None
-        args, handles = [], []
-        for name, p in inspect.signature(self.fn).parameters.items():
-            if p.kind is p.KEYWORD_ONLY:
-                continue
-            note = annotations.get(name)
-            if isinstance(note, Tensor):
-                shape = tuple(builder.sizes.setdefault(d, Var(d, *SIZE_RANGE))
-                              if isinstance(d, str) else d for d in note.shape)
-                value = Value(name, GlobalType(note.dtype, shape))
-                args.append(value)
-                handles.append(Global(value))
-            elif isinstance(note, Scalar):
-                var = Var(name, note.lo, note.hi)
-                args.append(var)
-                handles.append(var)
-            else:
-                raise DSLError(f"argument {name!r} needs an annotation Tensor(dtype, *sizes) or "
-                               f"Scalar(lo, hi)", loc)
-        _BUILDER.append(builder)
-        try:
-            self.fn(*handles, **params)
-        finally:
-            _BUILDER.pop()
-        if builder.grid is None:
-            raise DSLError(f"kernel {self.name} never calls grid(...)", loc)
-        if len(builder.blocks) != 1:
-            raise DSLError(f"kernel {self.name} leaves a loop or branch open", loc)
-        kernel = O.Kernel(self.name, tuple(args), tuple(builder.sizes.values()), builder.grid,
-                          self.waves, tuple(builder.assumes), O.Block((), builder.blocks[0]), loc,
-                          tuple(builder.hints))
-        try:
-            kernel.verify()
-        except IRError as error:
-            message = str(error)
-            where = _loc_prefix(message) or loc
-            raise DSLError(message.removeprefix(f"{where}: "), where) from None
-        if int(os.environ.get("ARGUS_DEBUG", "0") or 0) >= 2:
-            print(kernel, file=sys.stderr)
-        return kernel
-
-
-def _loc_prefix(message: str) -> SourceLoc | None:
-    """The `file:line:col` an IRError message starts with, if any."""
-    head = message.split(": ", 1)[0]
-    parts = head.rsplit(":", 2)
-    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-        return SourceLoc(parts[0], int(parts[1]), int(parts[2]))
-    return None
-
-
-def _def_loc(fn) -> SourceLoc:
-    """The `def` line of a kernel function (after its decorators)."""
-    code = fn.__code__
-    line = code.co_firstlineno
-    try:
-        source, start = inspect.getsourcelines(fn)
-    except (OSError, TypeError):
-        return SourceLoc(short_path(code.co_filename), line, 1)
-    for offset, text in enumerate(source):
-        if text.lstrip().startswith(("def ", "async def ")):
-            return SourceLoc(short_path(code.co_filename), start + offset,
-                             len(text) - len(text.lstrip()) + 1)
-    return SourceLoc(short_path(code.co_filename), line, 1)
-
-
-def kernel(fn: Callable | None = None, *, waves: int = 4):
-    """Decorator: `@kernel` or `@kernel(waves=4)` makes a traceable KernelDef."""
-    namespace = sys._getframe(1).f_locals
-    if fn is None:
-        return lambda f: KernelDef(f, waves, sys._getframe(1).f_locals)
-    return KernelDef(fn, waves, namespace)
+    current_builder().emit(O.Barrier(loc=user_loc()))
 
 
 def cdiv(a, b):
@@ -847,9 +560,10 @@ def cdiv(a, b):
     return (a + b - 1) // b if isinstance(a, Expr) or isinstance(b, Expr) else -(-a // b)
 
 
+
 __all__ = [
-    "kernel", "KernelDef", "Tensor", "Scalar", "Tile", "Global", "Lds", "grid", "program_id",
-    "assume", "hint", "tag", "tag_assert", "lds", "full", "zeros", "mfma", "exp2", "log2", "rcp",
-    "maximum", "minimum", "mask", "reduce", "broadcast", "slots", "barrier", "Range", "when",
-    "ThreadLayout", "Gather", "load_scalar", "cdiv",
+    "Tile", "Global", "Lds", "Gather", "grid", "program_id", "assume", "hint", "tag",
+    "tag_assert", "lds", "full", "zeros", "mfma", "exp2", "log2", "rcp", "maximum", "minimum",
+    "mask", "reduce", "broadcast", "slots", "barrier", "load_scalar", "cdiv", "tidy",
+    "ThreadLayout",
 ]

@@ -1,0 +1,155 @@
+"""Structured control flow in the DSL: `T.range` loops and `T.when` branches, whose carried
+values (tiles, or lists/tuples/dicts of tiles) become loop-carried IR values or branch results.
+"""
+
+from __future__ import annotations
+
+import re
+
+from argus.ir import ops as O
+from argus.ir.expr import Var, as_expr
+from argus.ir.types import SIZE_RANGE, Value
+from argus.lang.errors import DSLError, user_loc
+from argus.lang.trace import Tile, current_builder
+
+
+def _leaves(tree, path: str = "") -> list[tuple[str, Tile]]:
+    """(name suffix, tile) for every tile in a tile or a nested list/tuple/dict of tiles."""
+    if isinstance(tree, Tile):
+        return [(path, tree)]
+    if isinstance(tree, dict):
+        items = tree.items()
+    elif isinstance(tree, list | tuple):
+        items = enumerate(tree)
+    else:
+        raise DSLError(f"carried values must be tiles or lists, tuples or dicts of tiles, not "
+                       f"{type(tree).__name__}", user_loc())
+    leaves = []
+    for key, sub in items:
+        label = re.sub(r"\W+", "_", str(key)).strip("_")
+        leaves.extend(_leaves(sub, f"{path}_{label}" if path else label))
+    return leaves
+
+
+def _rebuild(tree, tiles):
+    """`tree` with its tiles replaced, in order, by those from the iterator `tiles`."""
+    if isinstance(tree, Tile):
+        return next(tiles)
+    if isinstance(tree, dict):
+        return {key: _rebuild(sub, tiles) for key, sub in tree.items()}
+    rebuilt = [_rebuild(sub, tiles) for sub in tree]
+    return rebuilt if isinstance(tree, list) else tuple(rebuilt)
+
+
+class _Carried:
+    """Loop-carried (or branch-merged) values by name, each a tile or a list/tuple/dict of
+    tiles; read and assign them as attributes."""
+
+    def __init__(self, values: dict):
+        for tree in values.values():
+            _leaves(tree)
+        object.__setattr__(self, "_values", dict(values))
+
+    def __getattr__(self, name: str):
+        values = object.__getattribute__(self, "_values")
+        if name not in values:
+            raise AttributeError(f"{name!r} is not carried; carried are {sorted(values)}")
+        return values[name]
+
+    def __setattr__(self, name: str, tree):
+        values = object.__getattribute__(self, "_values")
+        if name not in values:
+            raise DSLError(f"{name!r} is not a carried value (carried are {sorted(values)}); "
+                           "declare it when opening the loop or branch", user_loc())
+        old, new = _leaves(values[name]), _leaves(tree)
+        if [path for path, _ in old] != [path for path, _ in new]:
+            raise DSLError(f"carried {name!r} changes shape from {[p for p, _ in old]} to "
+                           f"{[p for p, _ in new]}", user_loc())
+        for (path, before), (_, after) in zip(old, new):
+            if before.type != after.type:
+                label = f"{name}[{path}]" if path else name
+                raise DSLError(f"carried {label!r} changes type from {before.type} to "
+                               f"{after.type}; a loop-carried value keeps its layout and dtype",
+                               user_loc())
+        values[name] = tree
+
+    def _flat(self) -> list[tuple[str, Tile]]:
+        values = object.__getattribute__(self, "_values")
+        return [(f"{name}_{path}" if path else name, tile)
+                for name, tree in values.items() for path, tile in _leaves(tree)]
+
+    def _replace(self, tiles: list[Tile]):
+        values = object.__getattribute__(self, "_values")
+        stream = iter(tiles)
+        for name in list(values):
+            values[name] = _rebuild(values[name], stream)
+
+
+class Range(_Carried):
+    """`for k in T.range(start, stop, step, stages=, unroll=, hints=, name=, **carried)`: a loop
+    with a symbolic induction variable (named `name` in the IR); carried values are attributes
+    of the range object."""
+
+    def __init__(self, start, stop=None, step: int = 1, *, stages: int = 1, unroll: int = 1,
+                 hints=(), name: str | None = None, **carried):
+        super().__init__(carried)
+        if stop is None:
+            start, stop = 0, start
+        loc = user_loc()
+        object.__setattr__(self, "_spec", (as_expr(start), as_expr(stop), step, stages, unroll,
+                                           tuple(hints), loc, name))
+
+    def __iter__(self):
+        builder = current_builder()
+        start, stop, step, stages, unroll, hints, loc, name = object.__getattribute__(self,
+                                                                                     "_spec")
+        if object.__getattribute__(self, "__dict__").get("_traced"):
+            raise DSLError("this T.range was already iterated; open a new T.range per loop",
+                           user_loc())
+        object.__setattr__(self, "_traced", True)
+        iv = Var(name or builder.fresh_var("k"), 0, SIZE_RANGE[1])
+        flat = self._flat()
+        inits = [tile.value for _, tile in flat]
+        args = [Value(builder.fresh(label), v.type) for (label, _), v in zip(flat, inits)]
+        self._replace([Tile(a) for a in args])
+        builder.blocks.append([])
+        yield iv
+        yielded = [tile.value for _, tile in self._flat()]
+        builder.emit(O.Yield(values=tuple(yielded), loc=loc))
+        body = O.Block(tuple(args), tuple(builder.blocks.pop()))
+        results = [Value(builder.fresh(label), v.type) for (label, _), v in zip(flat, inits)]
+        builder.emit(O.For(iv=iv, start=start, stop=stop, step=step, inits=tuple(inits),
+                           body=body, results=tuple(results), loc=loc, stages=stages,
+                           unroll=unroll, hints=hints))
+        self._replace([Tile(r) for r in results])
+
+
+class when(_Carried):
+    """`with T.when(cond, **carried) as br:` — a uniform branch; the body may reassign carried
+    values (`br.s = ...`), which keep their old value when `cond` is false."""
+
+    def __init__(self, cond, **carried):
+        super().__init__(carried)
+        object.__setattr__(self, "_cond", (as_expr(cond), user_loc()))
+
+    def __enter__(self):
+        current_builder().blocks.append([])
+        object.__setattr__(self, "_before", self._flat())
+        return self
+
+    def __exit__(self, kind, error, trace):
+        builder = current_builder()
+        if kind is not None:
+            builder.blocks.pop()
+            return False
+        cond, loc = object.__getattribute__(self, "_cond")
+        before = object.__getattribute__(self, "_before")
+        after = self._flat()
+        builder.emit(O.Yield(values=tuple(tile.value for _, tile in after), loc=loc))
+        then = O.Block((), tuple(builder.blocks.pop()))
+        orelse = O.Block((), (O.Yield(values=tuple(tile.value for _, tile in before),
+                                      loc=loc),))
+        results = tuple(Value(builder.fresh(label), tile.type) for label, tile in before)
+        builder.emit(O.If(cond=cond, then=then, orelse=orelse, results=results, loc=loc))
+        self._replace([Tile(r) for r in results])
+        return False
