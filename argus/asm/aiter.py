@@ -1,4 +1,4 @@
-"""AMD's hand-written gfx942 code objects from the `amd-aiter` wheel: fetched, cached, not committed.
+"""AMD's hand-written gfx942 code objects from the amd-aiter wheel: fetched, cached, not committed.
 
 They are Argus' conformance suite (disassembler, emulator) and performance yardstick. The wheel is
 fetched with `pip download --no-deps` into `$ARGUS_CACHE` (default `~/.cache/argus`) and unpacked.

@@ -18,6 +18,7 @@ from argus.asm.instruction import Imm, Instruction
 from argus.isa_cdna3 import isa, numerics
 from argus.isa_cdna3.mfma import MfmaInfo
 from argus.isa_cdna3.operands import OperandError, constant_bits, is_vgpr, vgpr_index
+from argus.isa_cdna3.semantics_constants import EXEC_WRITE
 from argus.isa_cdna3.state import Group, Machine
 
 U32 = np.uint32
@@ -126,11 +127,17 @@ def compile_mfma(inst: Instruction, info: MfmaInfo, accum: int
 
 
 def _check_valu_to_mfma(m: Machine, g: Group, inst: Instruction, regs: frozenset[int]) -> None:
-    """A VALU write of an MFMA source needs 2 wait states before the MFMA reads it. The group
-    remembers its latest VALU writes; a divergent branch starts a fresh history."""
+    """A VALU write of an MFMA source needs 2 wait states before the MFMA reads it, a VALU write
+    of EXEC (v_cmpx) 4. The group remembers its latest VALU writes; a divergent branch starts a
+    fresh history."""
     for tick, reg, producer in g.recent_valu:
-        if reg in regs and g.tick - tick - 1 < isa.VALU_WRITE_VGPR_TO_MFMA_READ:
-            m.report(g, np.ones(g.n, bool), "valu-to-mfma", inst, producer.address,
-                     producer.text, m.vgpr_name(reg),
-                     f"a VALU write needs {isa.VALU_WRITE_VGPR_TO_MFMA_READ} wait states before "
-                     f"an MFMA reads the register; insert `s_nop 1`")
+        waited = g.tick - tick - 1
+        if reg == EXEC_WRITE and waited < isa.VALU_WRITE_EXEC_TO_MFMA:
+            need, what = isa.VALU_WRITE_EXEC_TO_MFMA, "exec"
+        elif reg in regs and waited < isa.VALU_WRITE_VGPR_TO_MFMA_READ:
+            need, what = isa.VALU_WRITE_VGPR_TO_MFMA_READ, m.vgpr_name(reg)
+        else:
+            continue
+        m.report(g, np.ones(g.n, bool), "valu-to-mfma", inst, producer.address, producer.text,
+                 what, f"a VALU write of {what} needs {need} wait states before an MFMA; "
+                 f"insert `s_nop {need - 1 - max(waited, 0)}` or more")

@@ -270,6 +270,7 @@ def _compile_saveexec(inst: Instruction) -> Executor:
 
 
 EXEC_OPERAND = Special("exec")
+EXEC_WRITE = -1        # pseudo register of a VALU write of EXEC in Group.recent_valu
 VCC_OPERAND = Special("vcc")
 
 
@@ -877,6 +878,7 @@ def _compile_vopc(inst: Instruction, accum: int) -> Executor:
             write(m, g, lanes)
         if is_x:
             write_exec(m, g, lanes)
+            g.recent_valu.append((g.tick, EXEC_WRITE, inst))
     return run
 
 
