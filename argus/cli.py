@@ -114,18 +114,25 @@ def run(kernel: str, interp: bool, sizes: tuple[str, ...], params: tuple[str, ..
                              _assignments(params, "--param"), seed)
     except (IRError, DSLError, ValueError) as err:
         raise click.ClickException(str(err)) from err
+    from argus.ir.ops import resources
+
+    ir = library()[kernel].kernel.trace(**outcome.params)
     if show_ir:
-        click.echo(library()[kernel].kernel.trace(**outcome.params))
+        click.echo(ir)
     if as_json:
         import json
 
         click.echo(json.dumps({
             "kernel": kernel, "sizes": outcome.result.sizes, "params": outcome.params,
             "ok": outcome.ok, "max_error": outcome.max_error, "tolerance": outcome.tolerance,
+            "resources": resources(ir),
             "violations": [json.loads(v.to_json()) for v in outcome.result.violations]}))
         sys.exit(0 if outcome.ok else 1)
     shown = " ".join(f"{k}={v}" for k, v in outcome.sizes.items())
     click.echo(f"{kernel} [{shown}] {outcome.params or ''}".rstrip())
+    used = resources(ir)
+    click.echo(f"resources: {used['waves']} waves, LDS {used['lds_bytes']} B, about "
+               f"{used['vgprs']} VGPRs/lane live at peak, {used['mfma']} MFMA ops in the text")
     click.echo(outcome.result.report())
     click.echo(f"max error vs numpy {outcome.max_error:.3g} (relative to max |reference|; "
                f"tolerance {outcome.tolerance:g})")
@@ -207,3 +214,50 @@ def verify_command(target: str, sizes: tuple[str, ...], params: tuple[str, ...],
             for fact in report.bank_facts:
                 click.echo(str(fact))
     sys.exit(0 if report.ok else 1)
+
+
+@main.command("prove")
+@click.argument("goal")
+@click.option("--var", "variables", multiple=True, metavar="NAME=LO:HI",
+              help="A variable and its range, upper bound exclusive, e.g. --var lane=0:64.")
+@click.option("--assume", "assumptions", multiple=True, help="An assumption, in GOAL's syntax.")
+@click.option("--solver", type=click.Choice(["z3", "cvc5"]), default="z3", show_default=True)
+@click.option("--timeout-ms", default=10_000, show_default=True, help="Solver time limit.")
+@click.option("--minimize", default="", metavar="A,B,...",
+              help="Variables whose counterexample values to minimise, most significant first.")
+@click.option("--smtlib", is_flag=True, help="Print the SMT-LIB 2 query instead of solving.")
+def prove_command(goal: str, variables: tuple[str, ...], assumptions: tuple[str, ...],
+                  solver: str, timeout_ms: int, minimize: str, smtlib: bool) -> None:
+    """Decide GOAL (Python syntax over the --var variables) for every value in range.
+
+    Example: argus prove "4*(lane//32) + slot == ((lane >> 5) << 2) | slot" --var lane=0:64
+    --var slot=0:4. Exit status 0 proved, 1 refuted, 3 unknown.
+    """
+    from argus.ir.expr import ExprSyntaxError, Var, parse
+    from argus.smt import Proved, Refuted, prove, to_smtlib
+
+    try:
+        declared = [_variable(spec, Var) for spec in variables]
+        goal_expr = parse(goal, declared)
+        assumed = [parse(a, declared) for a in assumptions]
+        order = [n.strip() for n in minimize.split(",") if n.strip()]
+        if smtlib:
+            click.echo(to_smtlib(goal_expr, assumed), nl=False)
+            return
+        verdict = prove(goal_expr, assumed, solver=solver, timeout_ms=timeout_ms,
+                        minimize=order)
+    except (ExprSyntaxError, TypeError, ValueError) as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(str(verdict))
+    sys.exit(0 if isinstance(verdict, Proved) else 1 if isinstance(verdict, Refuted) else 3)
+
+
+def _variable(spec: str, var_type):
+    """A Var from NAME=LO:HI."""
+    name, _, interval = spec.partition("=")
+    lo, _, hi = interval.partition(":")
+    try:
+        return var_type(name.strip(), int(lo), int(hi))
+    except ValueError as err:
+        raise ValueError(f"--var {spec}: {err}; write NAME=LO:HI with integer bounds, "
+                         "e.g. --var lane=0:64") from None

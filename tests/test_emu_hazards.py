@@ -155,3 +155,17 @@ def test_back_to_back_accumulation_needs_no_wait_but_overlapping_srcc_does():
     overlap = "v_mfma_f32_16x16x16_bf16 v[10:13], v[2:3], v[4:5], v[8:11]\n  s_nop 6"
     with pytest.raises(HazardError, match="mfma-result"):
         run_mfma(overlap, "strict")
+
+
+def test_v_cmpx_then_mfma_needs_four_wait_states():
+    body = MFMA_BODY.replace("  s_waitcnt vmcnt(0)\n  v_mfma", "  s_waitcnt vmcnt(0)\n"
+                             "  v_cmpx_le_u32_e32 vcc, 0, v0\n  s_nop 1\n  v_mfma").format(
+        gap="s_nop 7")
+    code = assemble(kernel_source("cmpx_mfma", body, [("a", "ptr"), ("b", "ptr"), ("d", "ptr")]))
+    zeros = np.zeros(256, np.uint16)
+    with pytest.raises(HazardError, match="exec needs 4 wait states"):
+        emulate(code, grid=1, block=64, args=[zeros, zeros, np.zeros(256, np.float32)])
+    fixed = assemble(kernel_source("cmpx_mfma_ok", body.replace("s_nop 1\n  v_mfma",
+                                                                "s_nop 3\n  v_mfma"),
+                                   [("a", "ptr"), ("b", "ptr"), ("d", "ptr")]))
+    emulate(fixed, grid=1, block=64, args=[zeros, zeros, np.zeros(256, np.float32)])

@@ -444,3 +444,45 @@ def _lane_rows(lanes, row_bytes):
     rows = np.zeros((64, row_bytes), np.uint8)
     rows[:, : raw.shape[1]] = raw
     return rows.ravel()
+
+
+def _bank_cycles_oracle(addr, lanes, access_bytes):
+    words = max(1, access_bytes // 4)
+    per_phase = max(1, min(64, 128 // max(access_bytes, 4)))
+    total = 0
+    for wave in range(addr.shape[0]):
+        for start in range(0, 64, per_phase):
+            banks = {}
+            for lane in range(start, start + per_phase):
+                if lanes[wave, lane]:
+                    for k in range(words):
+                        dword = int(addr[wave, lane]) // 4 + k
+                        banks.setdefault(dword % 32, set()).add(dword)
+            total += max((len(v) for v in banks.values()), default=0)
+    return total
+
+
+@given(seed=st.integers(0, 2**31), size=st.sampled_from([4, 8, 16]),
+       spread=st.sampled_from([4, 64, 128, 4096]))
+@settings(max_examples=20)
+def test_lds_bank_cycles_match_a_brute_force_count(seed, size, spread):
+    from argus.isa_cdna3.memory_ops import lds_cycles
+
+    rng = np.random.default_rng(seed)
+    addr = (rng.integers(0, spread, (2, 64)) * 4).astype(np.int64)
+    lanes = rng.random((2, 64)) < 0.9
+    assert lds_cycles(addr, lanes, size) == _bank_cycles_oracle(addr, lanes, size)
+
+
+@pytest.mark.parametrize("stride, factor", [(4, 1.0), (8, 2.0), (128, 32.0)])
+def test_strided_ds_read_reports_its_bank_conflict_factor(stride, factor):
+    body = f"""
+  v_mul_u32_u24_e32 v2, {stride}, v0
+  ds_read_b32 v3, v2
+  s_waitcnt lgkmcnt(0)
+  s_endpgm
+"""
+    code = build(f"banks{stride}", body, lds_bytes=64 * stride + 4)
+    run = emulate(code, grid=1, block=64, args=[None, None], bank_conflicts=True)
+    (pc,) = run.lds_cycles
+    assert run.lds_conflict_factor(pc) == factor

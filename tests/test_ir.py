@@ -246,3 +246,15 @@ def test_strip_tags_keeps_the_computation_bit_for_bit():
     assert tagged.ok and untagged.ok
     np.testing.assert_array_equal(tagged.outputs["O"].view(np.uint16),
                                   untagged.outputs["O"].view(np.uint16))
+
+
+def test_resources_of_the_default_gemm():
+    from argus.ir.ops import resources
+    from argus.kernels.gemm import gemm
+
+    used = resources(gemm.ir)
+    # two double-buffered 64x32 bf16 tiles; 4 k-steps in the loop body and 4 after it
+    assert used["lds_bytes"] == 2 * 2 * 64 * 32 * 2
+    assert used["mfma"] == 8 and used["barrier"] == 2 and used["waves"] == 4
+    # the 32x32 f32 accumulator alone is 16 VGPRs; the whole peak stays far under 512
+    assert 16 < used["vgprs"] < 128

@@ -157,6 +157,8 @@ def test_wrong_mfma_k_mapping_is_reported_with_the_register_slot():
     assert bug.loc.startswith(f"argus/kernels/gemm.py:{line_of(GEMM_SOURCE, MFMA_LINE)}:")
     assert bug.tags["A"]["k"] != bug.tags["B"]["k"]
     assert f"a[{bug.slot}]" in bug.detail
+    assert bug.register == f"register {bug.slot // 2} (bf16 element {bug.slot % 2})"
+    assert f"slot {bug.slot} = register" in str(bug)
     assert not np.allclose(result.outputs["C"], expected, atol=1e-2)
 
 
@@ -377,3 +379,25 @@ def test_attention_rejects_unsupported_head_dims():
 
     with pytest.raises(DSLError, match="head_dim 96 is not supported"):
         attention.attention_fwd.trace(head_dim=96)
+
+
+def test_argus_run_prints_the_ir_on_request_and_needs_interp():
+    out = CliRunner().invoke(main, ["run", "gemm", "--interp", "--ir", "--param", "split_k=2",
+                                    "--size", "K=128"])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith("kernel gemm @") and "global.atomic_add %C" in out.output
+    missing = CliRunner().invoke(main, ["run", "gemm"])
+    assert missing.exit_code == 2 and "add --interp" in missing.output
+
+
+@at_most(4)
+@given(st.sampled_from([64, 128]), st.booleans(), st.integers(1, 3), st.integers(1, 2),
+       st.integers(0, 2**31))
+def test_attention_is_right_for_any_admissible_shape(head_dim, causal, q_blocks, heads, seed):
+    rng = np.random.default_rng(seed)
+    q, k, v = (bf16(rng, heads, 128 * q_blocks, head_dim) for _ in range(3))
+    result = run(attention.attention_fwd.trace(head_dim=head_dim, causal=causal),
+                 {"Q": q, "K": k, "V": v, "O": np.zeros_like(q)})
+    assert result.ok, result.report()
+    np.testing.assert_allclose(result.outputs["O"].astype(np.float64),
+                               attention.reference(q, k, v, causal), atol=2e-2, rtol=2e-2)

@@ -208,7 +208,8 @@ def test_mfma_semantics_against_scatter_reference(info, seed):
     b_regs = scatter(info, b, lambda l, s: (lambda blk, k, j: (blk, k, j))(*info.b_coord(l, s)),
                      info.k_per_lane, info.b_regs)
     c_regs = scatter(info, c, info.c_coord, info.c_values, info.c_regs)
-    d_regs = multiply(info, a_regs, b_regs, c_regs)
+    registers = [np.moveaxis(x, -1, 0) for x in (a_regs, b_regs, c_regs)]   # [regs, 1, 64]
+    d_regs = np.moveaxis(multiply(info, *registers), 0, -1)
     wide = np.int64 if info.c_type == "i32" else np.float64
     expect = np.matmul(a.astype(wide), b.astype(wide)) + c.astype(wide)
     d = d_regs[0].view(c_dtype)

@@ -264,3 +264,29 @@ def test_verdicts_read_well():
     assert "vacuously" in str(Proved(vacuous=True))
     assert str(Refuted({"lane": 1, "slot": 0})) == "refuted at lane=1, slot=0"
     assert str(Unknown("timeout")) == "unknown (timeout)"
+
+
+# ------------------------------------------------------------------------------ command line
+
+
+def test_prove_command_reports_verdicts_and_exit_status():
+    from click.testing import CliRunner
+
+    from argus.cli import main
+
+    runner = CliRunner()
+    lanes = ["--var", "lane=0:64", "--var", "slot=0:4"]
+    agree = runner.invoke(main, ["prove", "4*(lane//32) + slot == ((lane >> 5) << 2) | slot",
+                                 *lanes])
+    assert (agree.exit_code, agree.output) == (0, "proved\n")
+    mutated = runner.invoke(main, ["prove", "4*(lane//32) + slot == 4*(lane%2) + slot", *lanes,
+                                   "--minimize", "lane,slot", "--solver", "cvc5"])
+    assert (mutated.exit_code, mutated.output) == (1, "refuted at lane=1, slot=0\n")
+    assumed = runner.invoke(main, ["prove", "lane < 32", *lanes, "--assume", "lane < slot * 8"])
+    assert assumed.exit_code == 0
+    script = runner.invoke(main, ["prove", "lane < 32", *lanes, "--smtlib"])
+    assert script.exit_code == 0 and "(check-sat)" in script.output
+    unknown_name = runner.invoke(main, ["prove", "wave < 3", *lanes])
+    assert unknown_name.exit_code == 1 and "unknown name 'wave'" in unknown_name.output
+    bad_range = runner.invoke(main, ["prove", "lane < 3", "--var", "lane=0:x"])
+    assert bad_range.exit_code == 1 and "NAME=LO:HI" in bad_range.output

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import argus.lang as T
@@ -48,7 +48,6 @@ def _keep(coefficients):
     return keep
 
 
-@settings(max_examples=min(settings().max_examples, 60))
 @given(masks, st.integers(0, 3))
 def test_verdicts_agree_with_the_interpreter(coefficients, shift):
     kernel = programs.scores(keep=_keep(coefficients), stats_shift=shift)

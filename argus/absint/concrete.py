@@ -27,6 +27,7 @@ from argus.ir.types import (
     IRError,
     RegType,
     ThreadLayout,
+    Value,
 )
 from argus.isa_cdna3 import numerics
 from argus.isa_cdna3.numerics import ELEMENT_DTYPES
@@ -57,6 +58,8 @@ class Violation:
     tags: dict = attrs.field(factory=dict)
     detail: str = ""
     count: int = 1
+    #: the slot as a register of the tile: "register 2 (bf16 element 1)"
+    register: str = ""
     #: every failing point of this op execution, a bit per point of `failing_shape` (packed:
     #: a replay may keep thousands of these)
     failing: np.ndarray | None = attrs.field(default=None, eq=False, repr=False)
@@ -80,7 +83,8 @@ class Violation:
         element = ", ".join(f"{k}={v}" for k, v in self.element.items())
         lines = [f"{self.loc}: {self.message}",
                  f"  workgroup {self.workgroup}  wave {self.wave}  lane {self.lane}  "
-                 f"slot {self.slot}" + (f"  {loops}" if loops else ""),
+                 f"slot {self.slot}" + (f" = {self.register}" if self.register else "")
+                 + (f"  {loops}" if loops else ""),
                  f"  element ({element})"]
         for role, tags in self.tags.items():
             lines.append(f"  {role}: ({_show_tags(tags)})")
@@ -210,7 +214,7 @@ class _Workgroup:
         info_tags = tags(where) if callable(tags) else (tags or {})
         self.run.add(Violation(
             kind=kind, message=message, loc=str(op.loc), workgroup=self.pid, wave=int(wave),
-            lane=int(lane), slot=int(slot),
+            lane=int(lane), slot=int(slot), register=_register(op, int(slot)),
             iteration={name: self.env[name] for name in self.loops}, element=info_element,
             tags=info_tags, detail=detail, count=int(np.count_nonzero(mask)),
             failing=np.packbits(mask), failing_shape=tuple(mask.shape), axes=axes))
@@ -742,6 +746,19 @@ class _Workgroup:
         produced = self.execute(branch)
         for result, value in zip(op.results, produced or ()):
             self.values[result.name] = value
+
+
+def _register(op, slot: int) -> str:
+    """Where a slot of the op's register tile lives: narrow elements pack into 32-bit VGPRs."""
+    tile = next((getattr(op, name) for name in ("a", "x", "value", "result")
+                 if isinstance(getattr(op, name, None), Value)), None)
+    if tile is None or not isinstance(tile.type, RegType):
+        return ""
+    dtype = tile.type.dtype
+    per_register = max(1, 4 // DTYPE_BYTES[dtype])
+    if per_register == 1:
+        return f"register {slot} ({dtype})"
+    return f"register {slot // per_register} ({dtype} element {slot % per_register})"
 
 
 def _readable(predicate: Expr) -> str:

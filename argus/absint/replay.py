@@ -36,8 +36,10 @@ def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict
         raise ReplayError(f"sizes {sizes} need {total} elements, more than the replay allows")
     scalars = {v.name: sizes[v.name] for v in kernel.scalars}
     pid = cex.workgroup[:len(kernel.grid)]
+    # the other workgroup of a cross-workgroup race runs first, so the race shows at `pid`
+    order = ([tuple(cex.others[:len(kernel.grid)])] if cex.others else []) + [pid]
     try:
-        result = run(kernel, inputs, scalars, max_violations=100_000, workgroups=[pid])
+        result = run(kernel, inputs, scalars, max_violations=100_000, workgroups=order)
     except InterpError as error:
         raise ReplayError(str(error)) from None
     found = [v for v in result.violations if v.loc == str(op.loc) and v.kind == kind]
@@ -45,6 +47,7 @@ def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict
         others = sorted({f"{v.kind} at {v.loc}" for v in result.violations})
         raise ReplayError(f"the interpreter found no {kind} at {op.loc} for sizes {sizes}, "
                           f"workgroup {pid}" + (f" (it found {others})" if others else ""))
+    found = [v for v in found if tuple(v.workgroup[:len(pid)]) == pid] or found
     same_iteration = [v for v in found if v.iteration == cex.iteration]
     v = (same_iteration or found)[0]
     return attrs.evolve(cex, workgroup=tuple(v.workgroup), wave=v.wave, lane=v.lane,

@@ -25,6 +25,7 @@ class Counterexample:
     sizes: dict = attrs.field(factory=dict, hash=False)
     detail: str = ""
     confirmed: bool = True
+    others: tuple = ()  # another workgroup taking part (cross-workgroup races)
 
     def lines(self) -> list[str]:
         loops = "".join(f"  {name}={value}" for name, value in self.iteration.items())

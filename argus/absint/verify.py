@@ -70,6 +70,22 @@ def _conjunction(batch) -> Expr:
 
 
 @attrs.frozen
+class _GlobalAccess:
+    """A global-memory access for the cross-workgroup race check."""
+
+    op: object = attrs.field(eq=False)
+    write: bool
+    tensor: str
+    index: tuple
+    inside: Expr
+    thread: tuple
+    guard: Expr
+    loops: tuple
+    assumes: tuple
+    order: int
+
+
+@attrs.frozen
 class LoopCtx:
     iv: Var
     start: Expr
@@ -162,6 +178,7 @@ class _Verifier:
         self.loops: list[LoopCtx] = []
         self.loop_writes: list[dict] = []
         self.accesses: list[L.Access] = []
+        self.global_accesses: list[_GlobalAccess] = []
         self.pids: dict[int, Var] = {}
         self.collect = True
         self.in_branch = False
@@ -175,6 +192,7 @@ class _Verifier:
     def run(self):
         self.execute(self.kernel.body)
         self.check_races()
+        self.check_global_races()
         self.decide_all()
         self.check_budgets()
         from argus.absint.banks import bank_facts
@@ -280,7 +298,8 @@ class _Verifier:
             workgroup, point[0], point[1], point[2],
             iteration={c.iv.name: witness.get(c.iv.name, 0) for c in loops},
             element=extra.get("element", {}), tags=extra.get("tags", {}), sizes=sizes,
-            detail=extra.get("detail", ""), confirmed=False)
+            detail=extra.get("detail", ""), confirmed=False,
+            others=tuple(extra.get("workgroups", ())))
 
     def assertions(self, op, roles: dict, defs, thread, element=None, agree=None):
         """Obligations for the op's tag assertions; `roles` maps role -> {tag name: Tag}."""
@@ -346,15 +365,20 @@ class _Verifier:
     # global memory
 
     def global_index(self, op, tensor, origin, axes, layout):
+        if getattr(op, "gather", None) is not None:
+            raise VerifyError(f"{op.loc}: {op.mnemonic}: gathered (indirect) rows are not "
+                              "modelled by the verifier yet; verify the kernel with the "
+                              "reference interpreter (`argus run --interp`)")
         index = list(origin)
         for tile_axis, tensor_axis in enumerate(axes):
             index[tensor_axis] = index[tensor_axis] + layout.coords[tile_axis]
         inside = And(*(And(0 <= i, i < e) for i, e in zip(index, tensor.type.shape)))
         return index, simplify(inside)
 
-    def global_tags(self, tensor, index, inside) -> dict:
+    def global_tags(self, tensor, index, inside, guard=False) -> dict:
+        """The tensor's tag formulas at `index`; ⊤ outside unless the access is guarded."""
         env = {f"c{a}": i for a, i in enumerate(index)}
-        return {n: Tag(subst(e, env), Not(inside))
+        return {n: Tag(subst(e, env), FALSE if guard else Not(inside))
                 for n, e in self.tensor_tags.get(tensor.name, ())}
 
     def check_bounds(self, op, inside, thread, what, element):
@@ -362,24 +386,42 @@ class _Verifier:
             return {"element": element(witness)}
         self.obligation(op, "out-of-bounds", what, inside, (), thread, describe)
 
+    def global_access(self, op, tensor, t: RegType, write: bool):
+        index, inside = self.global_index(op, tensor, op.origin, op.axes, t.layout)
+        if not op.guard:
+            self.check_bounds(op, inside, self.thread(t),
+                              f"access outside {tensor} of shape [{_shape(tensor)}]",
+                              _evaluator({f"{tensor.name}[{a}]": i for a, i in enumerate(index)}))
+        if self.collect:
+            self.order += 1
+            self.global_accesses.append(_GlobalAccess(
+                op, write and not isinstance(op, O.GlobalAtomicAdd), tensor.name,
+                tuple(index), inside, self.thread(t), self.guard, tuple(self.loops),
+                tuple(self.assumes), self.order))
+        return index, inside
+
+    def op_ScalarLoad(self, op: O.ScalarLoad):
+        t = op.tensor.type
+        inside = And(*(And(0 <= i, i < e) for i, e in zip(op.index, t.shape)))
+        self.check_bounds(op, inside, (), f"scalar read outside {op.tensor} of shape "
+                                          f"[{_shape(op.tensor)}]",
+                          _evaluator({f"{op.tensor.name}[{a}]": i
+                                      for a, i in enumerate(op.index)}))
+        # any value in the declared range: the interpreter rejects values outside it
+        self.assumes += [op.var >= op.var.lo, op.var < op.var.hi]
+
     def op_GlobalLoad(self, op: O.GlobalLoad):
         t = op.result.type
-        index, inside = self.global_index(op, op.tensor, op.origin, op.axes, t.layout)
-        self.check_bounds(op, inside, self.thread(t),
-                          f"access outside {op.tensor} of shape [{_shape(op.tensor)}]",
-                          _evaluator({f"{op.tensor.name}[{a}]": i for a, i in enumerate(index)}))
-        self.values[op.result.name] = tile_tags(self.thread(t),
-                                                self.global_tags(op.tensor, index, inside))
+        index, inside = self.global_access(op, op.tensor, t, write=False)
+        self.values[op.result.name] = tile_tags(
+            self.thread(t), self.global_tags(op.tensor, index, inside, op.guard))
 
     def op_GlobalStore(self, op: O.GlobalStore):
         t = op.value.type
         thread = self.thread(t)
-        index, inside = self.global_index(op, op.tensor, op.origin, op.axes, t.layout)
-        self.check_bounds(op, inside, thread,
-                          f"access outside {op.tensor} of shape [{_shape(op.tensor)}]",
-                          _evaluator({f"{op.tensor.name}[{a}]": i for a, i in enumerate(index)}))
+        index, inside = self.global_access(op, op.tensor, t, write=True)
         value = self.tags(op.value).at(*thread)
-        roles = {"V": value.tags, "D": self.global_tags(op.tensor, index, inside)}
+        roles = {"V": value.tags, "D": self.global_tags(op.tensor, index, inside, op.guard)}
         self.assertions(op, roles, value.defs, thread, _coords(t))
 
     op_GlobalAtomicAdd = op_GlobalStore
@@ -602,15 +644,21 @@ class _Verifier:
         converged = False
         for _ in range(MAX_LOOP_PASSES):
             stable_check = records is not None
+            # a pass that turns out to be the fixpoint is the final one: collect its
+            # obligations speculatively and drop them otherwise
+            self.collect = outer_collect and stable_check
+            mark = self.mark()
             yields, writes, failing = self.loop_pass(
                 op, loop, cands, records, depth, entry_epoch, entry_lds, barriers,
                 widened if stable_check else set(range(len(inits))))
+            self.collect = False
+            if stable_check and not failing and _same_records(records, writes):
+                converged = True
+                break
+            self.rewind(mark)
             if not stable_check or not _same_records(records, writes):
                 records = writes
                 continue
-            if not failing:
-                converged = True
-                break
             for index in failing:
                 cands[index] = _widen(inits[index], yields[index], op.iv.eq(op.start))
                 widened.add(index)
@@ -629,8 +677,9 @@ class _Verifier:
             else:
                 cands = [_widen(i, i, op.iv.eq(op.start)) for i in inits]
         self.collect = outer_collect
-        yields, writes, _ = self.loop_pass(op, loop, cands, records, depth, entry_epoch,
-                                           entry_lds, barriers, set(range(len(inits))))
+        if not converged:
+            yields, writes, _ = self.loop_pass(op, loop, cands, records, depth, entry_epoch,
+                                               entry_lds, barriers, set(range(len(inits))))
         last = simplify(op.start + (trips - 1) * op.step)
         ran = simplify(trips > 0)
         for result, init, y in zip(op.results, inits, yields):
@@ -645,6 +694,15 @@ class _Verifier:
             else:
                 self.lds[name] = state
         self.epoch = simplify(entry_epoch + trips * barriers)
+
+    def mark(self) -> tuple:
+        return len(self.pending), len(self.accesses), len(self.global_accesses), self.order
+
+    def rewind(self, mark: tuple):
+        """Forget what a speculative loop pass recorded."""
+        pending, accesses, global_accesses, self.order = mark
+        del self.pending[pending:], self.accesses[accesses:]
+        del self.global_accesses[global_accesses:]
 
     def loop_pass(self, op, loop, cands, records, depth, entry_epoch, entry_lds, barriers,
                   trusted):
@@ -737,6 +795,55 @@ class _Verifier:
         cond = And(*constraints, epoch_eq, later.guard, subst(earlier.guard, mapping), inside,
                    inside_other, address.eq(address_other), tid.ne(tid_other))
         return cond, thread, [], earlier, other
+
+    def check_global_races(self):
+        """Workgroups are unordered: a store to an element that another workgroup stores or
+        loads is a race. Two symbolic workgroups, threads and iterations per pair of ops."""
+        stored = {a.tensor for a in self.global_accesses if a.write}
+        for later in self.global_accesses:
+            if later.tensor not in stored:
+                continue
+            pairs = [self.global_pair(other, later) for other in self.global_accesses
+                     if other.tensor == later.tensor and (other.write or later.write)
+                     and other.order <= later.order]
+            if not pairs:
+                continue
+            conds = [c for c, _ in pairs]
+
+            def describe(witness, pairs=pairs, later=later):
+                for cond, (other, pid_map) in pairs:
+                    if evaluate(cond, witness):
+                        group = tuple(witness.get(pid_map[p.name].name, 0)
+                                      for p in (self.pids.get(a) for a in range(3))
+                                      if p is not None)
+                        return {"detail": f"workgroup {group} also "
+                                          f"{'stores' if other.write else 'loads'} it at "
+                                          f"{other.op.loc}", "workgroups": group}
+                return {}
+            saved = self.assumes, self.loops
+            self.assumes, self.loops = list(later.assumes), list(later.loops)
+            self.obligation(later.op, "global-race",
+                            f"another workgroup accesses the element this op "
+                            f"{'stores' if later.write else 'loads'}; workgroups are unordered",
+                            Not(Or(*conds)), (), later.thread, describe)
+            self.assumes, self.loops = saved
+
+    def global_pair(self, other: _GlobalAccess, later: _GlobalAccess):
+        """Condition under which `other`, run by a second workgroup, touches what `later`
+        touches; and the renaming of that workgroup's variables."""
+        mapping = {}
+        for pid in self.pids.values():
+            mapping[pid.name] = fresh_var(pid.name, pid.lo, pid.hi)
+        for ctx in other.loops:
+            mapping[ctx.iv.name] = fresh_var(ctx.iv.name, ctx.iv.lo, ctx.iv.hi)
+        for v in other.thread:
+            mapping[v.name] = fresh_var(v.name, v.lo, v.hi)
+        context = [subst(a, mapping) for a in other.assumes]
+        differ = Or(*(pid.ne(mapping[pid.name]) for pid in self.pids.values()))
+        same = And(*(subst(i, mapping).eq(j) for i, j in zip(other.index, later.index)))
+        cond = And(*context, *(v >= v.lo for v in other.thread), subst(other.guard, mapping),
+                   later.guard, subst(other.inside, mapping), later.inside, same, differ)
+        return cond, (other, mapping)
 
     def check_budgets(self):
         lds_bytes = self.kernel.lds_bytes

@@ -8,6 +8,7 @@ normaliser `simplify`. Division and modulo follow Python's floor semantics every
 from __future__ import annotations
 
 import ast
+import itertools
 import operator
 import weakref
 
@@ -21,6 +22,10 @@ __all__ = [
 ]
 
 _INTERNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# creation order of live nodes: the normaliser lists a sum's terms in the order they were first
+# written, which is canonical (nodes are interned) and reads like the source
+_SERIAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_next_serial = itertools.count()
 
 
 class _Interned(type):
@@ -32,6 +37,7 @@ class _Interned(type):
         if node is None:
             node = super().__call__(*args)
             _INTERNED[key] = node
+            _SERIAL[node] = next(_next_serial)
         return node
 
 
@@ -911,8 +917,9 @@ def _merge_div_mod(terms: dict) -> dict:
 
 def _from_linear(terms: dict, const: int) -> Expr:
     const += terms.pop(Const(1), 0)
-    atoms = sorted(((a, k) for a, k in terms.items() if k != 0), key=lambda ak: (str(ak[0])))
-    atoms.sort(key=lambda ak: ak[1] < 0)  # positive terms first so sums read without leading '-'
+    # positive terms first so that sums read without a leading '-', then in reading order
+    atoms = sorted(((a, k) for a, k in terms.items() if k != 0),
+                   key=lambda ak: (ak[1] < 0, _reading_order(ak[0])))
     result = None
     for atom, k in atoms:
         scaled = atom if abs(k) == 1 else Term("mul", (atom, Const(abs(k))))
@@ -925,6 +932,22 @@ def _from_linear(terms: dict, const: int) -> Expr:
     if const:
         result = Term("add" if const > 0 else "sub", (result, Const(abs(const))))
     return result
+
+
+_FIRST_VARIABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _reading_order(atom) -> tuple[int, int]:
+    """Sort key for a sum's terms: the creation order of the term's oldest variable, then of
+    the term itself. Canonical, because nodes are interned, and close to how users wrote it."""
+    for e in _postorder(atom, _operands_missing_from(_FIRST_VARIABLE)):
+        if isinstance(e, Var):
+            _FIRST_VARIABLE[e] = _SERIAL[e]
+        elif isinstance(e, Const):
+            _FIRST_VARIABLE[e] = float("inf")
+        else:
+            _FIRST_VARIABLE[e] = min(_FIRST_VARIABLE[a] for a in e.args)
+    return (_FIRST_VARIABLE[atom], _SERIAL[atom])
 
 
 def _normal_sum(e) -> Expr:

@@ -833,6 +833,23 @@ def role_operands(op: Op) -> dict[str, Value]:
     return {}
 
 
+def resources(kernel: Kernel) -> dict[str, int]:
+    """Static resource figures: LDS bytes, peak live VGPRs per lane (estimate), and how many
+    MFMA, barrier and memory ops the text holds (a loop body counts once)."""
+    counts = {"mfma": 0, "barrier": 0, "global_access": 0, "lds_access": 0}
+    for op in kernel.ops():
+        if isinstance(op, Mfma):
+            counts["mfma"] += 1
+        elif isinstance(op, Barrier):
+            counts["barrier"] += 1
+        elif isinstance(op, GlobalLoad | GlobalStore):
+            counts["global_access"] += 1
+        elif isinstance(op, LdsLoad | LdsStore):
+            counts["lds_access"] += 1
+    return {"lds_bytes": kernel.lds_bytes, "vgprs": register_pressure(kernel)[0],
+            "waves": kernel.waves, **counts}
+
+
 def register_pressure(kernel: Kernel) -> tuple[int, Op | None]:
     """Peak VGPRs per lane held by live register tiles, and the op where the peak occurs.
 
@@ -954,5 +971,5 @@ __all__ = [
     "Cast", "Mask", "Reduce", "Broadcast", "SlotSlice", "Barrier", "Yield", "Block", "For", "If",
     "Kernel", "TagAssertion", "walk", "role_var", "split_role_var", "is_role_var",
     "global_coord_vars", "UNARY_FNS", "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES",
-    "coord_vars", "register_pressure", "tag_names", "role_operands",
+    "coord_vars", "register_pressure", "resources", "tag_names", "role_operands",
 ]

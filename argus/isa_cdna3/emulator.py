@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import struct
 import time
+import weakref
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -63,6 +64,15 @@ class Emulation:
     hazards: list[Hazard]
     instructions: list[Instruction] = attrs.field(repr=False)
     per_wave: np.ndarray = attrs.field(repr=False, factory=lambda: np.zeros(0, np.int64))
+    lds_cycles: dict[int, int] = attrs.field(factory=dict)   # pc -> LDS cycles (bank model)
+
+    def lds_conflict_factor(self, pc: int) -> float:
+        """LDS cycles of the instruction at `pc` over the conflict-free minimum (1.0 = none)."""
+        from argus.isa_cdna3.memory_ops import lds_ideal_cycles
+
+        by_pc = {ins.address: ins for ins in self.instructions}
+        ideal = lds_ideal_cycles(by_pc[pc]) * self.counts.get(pc, 0)
+        return self.lds_cycles[pc] / ideal if ideal else 1.0
 
     def wave_instruction_counts(self) -> np.ndarray:
         """Instructions each wave executed, indexed [workgroup, wave in workgroup]."""
@@ -118,6 +128,17 @@ def _kernel(co: CodeObject, kernel: str | KernelInfo | None) -> KernelInfo:
                               f"pass kernel=NAME")
         return co.kernels[0]
     return co.kernel(kernel)
+
+
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _compiled(co: CodeObject, info: KernelInfo, instructions: list[Instruction]) -> list[Any]:
+    """Executors hold no machine state, so one compilation serves every launch of a kernel."""
+    per_object = _COMPILED.setdefault(co, {})
+    if info.symbol not in per_object:
+        per_object[info.symbol] = compile_program(instructions, info)
+    return per_object[info.symbol]
 
 
 def compile_program(instructions: list[Instruction], info: KernelInfo) -> list[Any]:
@@ -270,7 +291,8 @@ def _dispatch_packet(grid, block, info: KernelInfo, kernarg_addr: int) -> bytes:
 def emulate(code_object: CodeObject | str | os.PathLike | bytes,
             kernel: str | KernelInfo | None = None, *, grid: int | Sequence[int],
             block: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any] = (),
-            check: str = "strict", max_wave_instructions: int = 500_000_000) -> Emulation:
+            check: str = "strict", max_wave_instructions: int = 500_000_000,
+            bank_conflicts: bool = False) -> Emulation:
     """Run `kernel` over `grid` workgroups of `block` work-items (HIP's gridDim/blockDim).
 
     `args` are the kernel's explicit arguments, positionally or by name (unnamed by-value
@@ -283,6 +305,9 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
     `s_waitcnt` always reads the register's old value. An MFMA result read sooner than the
     wait-state table (LLVM's, which is conservative: AMD's own attention kernels under-wait it
     and are correct on silicon) reads the old value only in "off" mode, the adversarial model.
+
+    `bank_conflicts` adds LDS cycles per instruction under the 32-bank phase model
+    (`Emulation.lds_cycles`, `lds_conflict_factor`); it costs a sort per LDS access.
     """
     if check not in CHECK_MODES:
         raise LaunchError(f"check must be one of {CHECK_MODES}, got {check!r}")
@@ -302,7 +327,7 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
     if info.wavefront_size != isa.WAVE_SIZE:
         raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64")
     instructions = co.disassemble(info)
-    executors = compile_program(instructions, info)
+    executors = _compiled(co, info, instructions)
 
     bound = _bind_args(info, args)
     arrays = [(arg, value) for arg, value in bound if isinstance(value, np.ndarray)]
@@ -345,6 +370,8 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
                 waves_per_group=waves_per_group, lds_bytes=info.group_segment_size,
                 memory=memory, accum_offset=info.accum_offset, check=check)
     _initial_state(m, info, grid3, block3, kernarg_addr, packet_addr)
+    if bank_conflicts:
+        m.lds_cycles = {}
 
     start, cpu_start = time.perf_counter(), time.process_time()
     with np.errstate(all="ignore"):  # IEEE overflow/NaN are results here, not Python errors
@@ -356,7 +383,8 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
         value.reshape(-1).view(np.uint8)[:] = memory.view(index)
     trace = {ins.address: int(c) for ins, c in zip(instructions, counts) if c}
     return Emulation(info.name, grid3, block3, workgroups, m.waves, seconds, cpu_seconds, trace,
-                     dict(m.bytes_moved), list(m.hazards), instructions, m.executed.copy())
+                     dict(m.bytes_moved), list(m.hazards), instructions, m.executed.copy(),
+                     dict(m.lds_cycles or {}))
 
 
 def _run(m: Machine, instructions: list[Instruction], executors: list[Any],

@@ -37,6 +37,13 @@ EXPCNT_MAX = 7
 LDS_BYTES = 65536            # per workgroup and per CU on gfx942
 LDS_BANKS = 32
 LDS_BANK_BYTES = 4
+LDS_PHASE_BYTES = 128        # bytes serviced per phase: lanes per phase = 128 / access width
+
+
+def lds_phase_lanes(access_bytes: int) -> int:
+    """Lanes serviced together by one LDS phase. Measured only for ds_write_b128 (8 lanes); the
+    other widths follow the same 128-byte rule (cdna3-facts.md §2), unverified on gfx942."""
+    return max(1, min(WAVE_SIZE, LDS_PHASE_BYTES // max(access_bytes, LDS_BANK_BYTES)))
 
 # --- hazards, in wait states (one per issued instruction; `s_nop N` provides N + 1) ---
 VALU_WRITE_VGPR_TO_MFMA_READ = 2

@@ -466,6 +466,38 @@ def _lds_scatter(m: Machine, g: Group, addr: np.ndarray, values: np.ndarray, lan
     m.lds.reshape(-1).view(np.uint8)[index] = lane_major.view(np.uint8)
 
 
+def lds_cycles(addr: np.ndarray, lanes: np.ndarray, access_bytes: int) -> int:
+    """LDS cycles of one access by n waves ([n, 64] byte addresses): per phase, the largest
+    number of distinct dwords that fall into one bank (same dword = broadcast, free)."""
+    words = max(1, access_bytes // isa.LDS_BANK_BYTES)
+    per_phase = isa.lds_phase_lanes(access_bytes)
+    dwords = (addr >> 2)[..., None] + np.arange(words)                   # [n, 64, words]
+    dwords = np.where(lanes[..., None], dwords, -1)
+    rows = dwords.reshape(-1, per_phase * words)                         # one row per phase
+    ordered = np.sort(rows, axis=1)
+    first = np.ones_like(ordered, dtype=bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    first &= ordered >= 0
+    bank = ordered % isa.LDS_BANKS + np.arange(len(rows))[:, None] * isa.LDS_BANKS
+    per_bank = np.bincount(bank[first], minlength=len(rows) * isa.LDS_BANKS)
+    return int(per_bank.reshape(len(rows), isa.LDS_BANKS).max(axis=1).sum())
+
+
+def lds_ideal_cycles(inst: Instruction) -> int:
+    """Conflict-free LDS cycles of one wave executing `inst`: one per phase (per address of
+    ds_read2/ds_write2)."""
+    kind = inst.opcode.rsplit("_", 1)[-1]
+    size = _SIZES.get(kind, 4)
+    addresses = 2 if inst.opcode.startswith(("ds_read2", "ds_write2")) else 1
+    return addresses * (isa.WAVE_SIZE // isa.lds_phase_lanes(size))
+
+
+def _record_lds(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, size: int) -> None:
+    if m.lds_cycles is not None:
+        cycles = lds_cycles(addr, g.exec, size)
+        m.lds_cycles[inst.address] = m.lds_cycles.get(inst.address, 0) + cycles
+
+
 def _ds_read(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
     two = DS_READ2.match(inst.opcode)
     if two:
@@ -488,6 +520,7 @@ def _ds_read(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         for off in offsets:
             addr = base + off
             _check_lds(m, g, inst, addr, size, g.exec)
+            _record_lds(m, g, inst, addr, size)
             if size >= 4:
                 parts.append(_lds_gather(m, g, addr, words))
             else:
@@ -525,6 +558,7 @@ def _ds_write(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         for off, data_idx in plan:
             addr = base + off
             _check_lds(m, g, inst, addr, size, g.exec)
+            _record_lds(m, g, inst, addr, size)
             values = m.read_block(g, data_idx, words, inst)
             if size >= 4:
                 _lds_scatter(m, g, addr, values, g.exec)

@@ -18,8 +18,7 @@ from argus.asm.instruction import Imm, Instruction
 from argus.isa_cdna3 import isa, numerics
 from argus.isa_cdna3.mfma import MfmaInfo
 from argus.isa_cdna3.operands import OperandError, constant_bits, is_vgpr, vgpr_index
-from argus.isa_cdna3.semantics_constants import EXEC_WRITE
-from argus.isa_cdna3.state import Group, Machine
+from argus.isa_cdna3.state import EXEC_WRITE, Group, Machine
 
 U32 = np.uint32
 
@@ -50,30 +49,36 @@ def operand_maps(info: MfmaInfo) -> dict[str, np.ndarray]:
 
 
 def _elements(regs: np.ndarray, element: str) -> np.ndarray:
-    """[n, 64, r] uint32 -> [n, 64 * elements] in the accumulation type."""
-    values = numerics.to_f32_exact(numerics.unpack(regs, element))
+    """Register-major [r, n, 64] uint32 -> [n, 64 * elements] of `element`, lane-major, so that
+    position lane * k_per_lane + slot holds the lane's slot (the layout maps index this)."""
+    lane_major = np.ascontiguousarray(regs.transpose(1, 2, 0))
+    values = numerics.unpack(lane_major, element)
     return values.reshape(values.shape[0], -1)
 
 
 def multiply(info: MfmaInfo, a_regs: np.ndarray, b_regs: np.ndarray, c_regs: np.ndarray
              ) -> np.ndarray:
-    """D registers [n, 64, c_regs] uint32 of one MFMA for n waves (the reference semantics)."""
+    """D registers of one MFMA for n waves: register-major [regs, n, 64] uint32 in and out.
+
+    This is the reference semantics the emulator executes: gather A and B through the layout
+    maps, multiply in the accumulation type, add C, scatter D back through the C layout."""
     maps = operand_maps(info)
-    count = a_regs.shape[0]
-    a_mat = np.take(_elements(a_regs, info.a_type), maps["a"], axis=1).reshape(
-        count, info.blocks, info.m, info.k)
-    b_mat = np.take(_elements(b_regs, info.b_type), maps["b"], axis=1).reshape(
-        count, info.blocks, info.k, info.n)
-    product = np.matmul(a_mat, b_mat).reshape(count, -1)
+    count = a_regs.shape[1]
+    # gather the narrow elements first, then widen: fewer bytes move through the gathers
+    a_mat = numerics.to_f32_exact(np.take(_elements(a_regs, info.a_type), maps["a"], axis=1))
+    b_mat = numerics.to_f32_exact(np.take(_elements(b_regs, info.b_type), maps["b"], axis=1))
+    product = np.matmul(a_mat.reshape(count, info.blocks, info.m, info.k),
+                        b_mat.reshape(count, info.blocks, info.k, info.n)).reshape(count, -1)
     gathered = np.take(product, maps["c"], axis=1).reshape(count, isa.WAVE_SIZE, info.c_values)
-    if info.c_type == "i32":
-        acc = c_regs.view(np.int32).astype(np.int64) + gathered
-        return (acc & 0xFFFFFFFF).astype(U32)
     if info.c_type == "f64":
-        acc = np.ascontiguousarray(c_regs).view(np.float64) + gathered
-        return np.ascontiguousarray(acc).view(U32)
-    acc = c_regs.view(np.float32) + gathered.astype(np.float32)
-    return acc.view(U32)
+        c = np.ascontiguousarray(c_regs.transpose(1, 2, 0)).view(np.float64)
+        d = np.ascontiguousarray(c + gathered).view(U32)
+        return d.transpose(2, 0, 1)
+    if info.c_type == "i32":
+        c = c_regs.view(np.int32).transpose(1, 2, 0).astype(np.int64)
+        return ((c + gathered) & 0xFFFFFFFF).astype(U32).transpose(2, 0, 1)
+    c = c_regs.view(np.float32).transpose(1, 2, 0)
+    return (c + gathered).view(U32).transpose(2, 0, 1)
 
 
 def compile_mfma(inst: Instruction, info: MfmaInfo, accum: int
@@ -105,21 +110,20 @@ def compile_mfma(inst: Instruction, info: MfmaInfo, accum: int
 
     def run(m: Machine, g: Group) -> None:
         _check_valu_to_mfma(m, g, inst, src_set)
-        a = np.moveaxis(m.read_block(g, a_idx, info.a_regs, inst), 0, -1)
-        b = np.moveaxis(m.read_block(g, b_idx, info.b_regs, inst), 0, -1)
+        a = m.read_block(g, a_idx, info.a_regs, inst)
+        b = m.read_block(g, b_idx, info.b_regs, inst)
         if c_idx is not None:
-            c = np.moveaxis(m.read_block(g, c_idx, info.c_regs, inst,
-                                         mfma_srcc=(c_idx, info.c_regs)), 0, -1)
+            c = m.read_block(g, c_idx, info.c_regs, inst, mfma_srcc=(c_idx, info.c_regs))
         elif info.c_type == "f64":
             pair = np.array([c_const], np.uint64).view(U32)
-            c = np.tile(pair, (g.n, isa.WAVE_SIZE, info.c_values))
+            c = np.tile(pair, (g.n, isa.WAVE_SIZE, info.c_values)).transpose(2, 0, 1)
         else:
-            c = np.full((g.n, isa.WAVE_SIZE, info.c_regs), c_const, U32)
-        d = multiply(info, a, b, np.ascontiguousarray(c))
+            c = np.full((info.c_regs, g.n, isa.WAVE_SIZE), c_const, U32)
+        d = multiply(info, a, b, c)
         dest = slice(d_idx, d_idx + info.c_regs)
         if m.check == "off":   # only unchecked runs hand out values read too early
             m.stale[dest, g.sel] = m.vgpr[dest, g.sel]
-        m.vgpr[dest, g.sel] = np.moveaxis(d, -1, 0)
+        m.vgpr[dest, g.sel] = d
         m.mfma_issued[dest, g.sel] = m.clocks(g)
         for reg in range(d_idx, d_idx + info.c_regs):
             m.mfma_producer[reg] = (inst, info, d_idx, info.c_regs)

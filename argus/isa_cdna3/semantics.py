@@ -29,7 +29,7 @@ from argus.isa_cdna3.operands import (
     vector_reader,
     vgpr_index,
 )
-from argus.isa_cdna3.state import AT_BARRIER, ENDED, Group, Machine
+from argus.isa_cdna3.state import AT_BARRIER, ENDED, EXEC_WRITE, Group, Machine
 
 DIVERGED = -1
 Executor = Callable[[Machine, Group], Any]
@@ -270,7 +270,6 @@ def _compile_saveexec(inst: Instruction) -> Executor:
 
 
 EXEC_OPERAND = Special("exec")
-EXEC_WRITE = -1        # pseudo register of a VALU write of EXEC in Group.recent_valu
 VCC_OPERAND = Special("vcc")
 
 

@@ -18,6 +18,7 @@ from argus.isa_cdna3 import isa
 from argus.isa_cdna3.mfma import MfmaInfo
 
 RUNNING, AT_BARRIER, ENDED = 0, 1, 2
+EXEC_WRITE = -1          # stands for EXEC in Group.recent_valu (v_cmpx writes it)
 _LANE_BITS = np.arange(32, dtype=np.uint32)
 
 
@@ -243,6 +244,7 @@ class Machine:
         self.stale = np.zeros_like(self.vgpr)
         self.hazards: list[Hazard] = []
         self.bytes_moved: dict[int, int] = {}
+        self.lds_cycles: dict[int, int] | None = None     # pc -> LDS cycles, when requested
 
     # --- exec ---------------------------------------------------------------------------------
     def refresh_exec(self, g: Group) -> None:
@@ -348,8 +350,9 @@ class Machine:
             value = np.where(g.exec, value, self.vgpr[idx][g.sel])
         self.vgpr[idx][g.sel] = value
         recent = g.recent_valu
-        if recent and recent[0][0] < g.tick - isa.VALU_WRITE_VGPR_TO_MFMA_READ:
-            del recent[:]
+        horizon = g.tick - isa.VALU_WRITE_EXEC_TO_MFMA   # older writes cannot matter any more
+        if recent and recent[0][0] < horizon:
+            recent[:] = [entry for entry in recent if entry[0] >= horizon]
         recent.append((g.tick, idx, inst))
 
     def write_s(self, g: Group, idx: int, value: Any) -> None:

@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 
 from argus.absint.concrete import NUMPY_DTYPES
+from argus.ir.expr import evaluate
 from argus.lang.kernel import KernelDef
 
 
@@ -21,6 +22,8 @@ class LibraryKernel:
     sizes: dict[str, int]
     reference: Callable[[dict, dict], np.ndarray]
     tolerance: float
+    #: special(sizes, params, rng) -> arrays that are not random normals (index tensors), plus
+    #: "sizes" they imply and any extra data the reference needs
     special: Callable[[dict, dict, np.random.Generator], dict] | None = None
 
     def inputs(self, sizes: dict[str, int], params: dict, seed: int = 0) -> dict[str, np.ndarray]:
@@ -47,8 +50,6 @@ class LibraryKernel:
 
 
 def _extent(e, sizes, tensor):
-    from argus.ir.expr import evaluate
-
     try:
         return int(evaluate(e, sizes))
     except KeyError:

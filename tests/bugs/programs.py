@@ -6,6 +6,7 @@ file sets one hook (GPUVerify-style seeded defect) and states the counterexample
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import argus.lang as T
 from argus.ir.expr import And
@@ -163,6 +164,7 @@ def attention_scores(Q, K, P, *, keep=None, stats_shift=0):
                  "each score lands on its own key and query")
 
 
+@cache
 def double_buffered(**hooks):
     @T.kernel(waves=4)
     def gemm_db(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"),
@@ -171,6 +173,7 @@ def double_buffered(**hooks):
     return gemm_db
 
 
+@cache
 def single_buffered(**hooks):
     @T.kernel(waves=4)
     def gemm_sb(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"),
@@ -179,6 +182,7 @@ def single_buffered(**hooks):
     return gemm_sb
 
 
+@cache
 def scores(**hooks):
     @T.kernel(waves=4)
     def attention_block(Q: Tensor("bf16", "S", "D"), K: Tensor("bf16", "S", "D"),
