@@ -146,9 +146,10 @@ def run(kernel: str, interp: bool, sizes: tuple[str, ...], params: tuple[str, ..
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--check", type=click.Choice(["strict", "warn", "off"]), default="warn",
               show_default=True, help="Hazard checking: raise, record, or ignore.")
+@click.option("--banks", is_flag=True, help="Also count LDS bank-conflict cycles.")
 @click.option("--list", "list_kernels", is_flag=True, help="List the runnable vendor kernels.")
 def emulate_command(name: str | None, sizes: tuple[str, ...], seed: int, check: str,
-                    list_kernels: bool) -> None:
+                    banks: bool, list_kernels: bool) -> None:
     """Run AMD vendor kernel NAME (amd-aiter, gfx942) in the emulator against numpy."""
     from argus.isa_cdna3 import EmulatorError
     from argus.isa_cdna3.vendor import VendorKernelError, run_vendor, vendor_kernels
@@ -158,7 +159,7 @@ def emulate_command(name: str | None, sizes: tuple[str, ...], seed: int, check: 
         return
     shape = {key: int(value) for key, value in _assignments(sizes, "--size").items()}
     try:
-        outcome = run_vendor(name, shape=shape, seed=seed, check=check)
+        outcome = run_vendor(name, shape=shape, seed=seed, check=check, bank_conflicts=banks)
     except (VendorKernelError, EmulatorError) as err:
         raise click.ClickException(str(err)) from err
     click.echo(outcome.report())

@@ -1,8 +1,8 @@
 """Per-query time of Argus' SMT layer on the MFMA acceptance properties, z3 versus cvc5, and the
 overhead of going through argus.smt + pysmt compared with the same query written in raw z3py.
 
-Measured on this machine's CPU (no GPU involved); lowered pysmt terms stay memoised between runs
-as they do inside one verification. Run: python bench/bench_smt.py [--json PATH]
+Measured on this machine's CPU (no GPU involved); normalised expressions and lowered pysmt terms
+stay memoised between runs, as they do inside one verification. Run: python bench/bench_smt.py
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def uncached_prove(goal, solver, minimize):
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write results here")
 def main(repeats, json_path):
     results = {"measured": "CPU, this machine", "repeats": repeats, "queries": {}}
-    print(f"argus.smt per-query time (median of {repeats}, cache cleared each run)")
+    print(f"argus.smt per-query time (median of {repeats}; verdict cache cleared each run, "
+          "normalised and lowered terms stay memoised)")
     print(f"{'property':28s} {'z3 ms':>9s} {'cvc5 ms':>9s} {'z3/cvc5':>8s}  verdict")
     for name, (goal, minimize, expected) in mfma_properties().items():
         row = {}

@@ -13,14 +13,20 @@ from argus.isa_cdna3.vendor import VendorKernelError, code_object_path, run_vend
 pytestmark = pytest.mark.aiter
 
 
-@pytest.mark.parametrize("name", ["fwd_hd128_bf16", "fwd_hd128_bf16_causal_rtne"])
-def test_flash_attention_forward_matches_numpy(aiter_root, name):
-    outcome = run_vendor(name, root=aiter_root, shape={"s": 256, "sk": 256}, check="warn")
+@pytest.mark.parametrize("name, shape", [
+    ("fwd_hd128_bf16", {"s": 256, "sk": 256}),
+    ("fwd_hd128_bf16_rtz", {"b": 2, "h": 2, "s": 200, "sk": 300}),     # ragged: OOB K/V read 0
+    ("fwd_hd128_bf16_causal_rtne", {"s": 256, "sk": 256}),
+    ("fwd_hd128_bf16_causal", {"s": 768, "sk": 768}),                  # odd tile count
+], ids=lambda p: p if isinstance(p, str) else "-".join(f"{k}{v}" for k, v in p.items()))
+def test_flash_attention_forward_matches_numpy(aiter_root, name, shape):
+    outcome = run_vendor(name, root=aiter_root, shape=shape, check="warn")
     assert outcome.ok, outcome.report()
     assert outcome.emulation.opcode_counts()["v_mfma_f32_32x32x8_bf16"] > 0
     # AMD's kernel reads some MFMA results sooner than LLVM's (conservative) wait-state table
     # allows; warn mode records exactly those and nothing else.
     assert {h.kind for h in outcome.emulation.hazards} <= {"mfma-result"}
+    assert outcome.emulation.unmapped_accesses == 0
 
 
 def test_flash_attention_is_flagged_by_the_strict_llvm_hazard_table(aiter_root):
@@ -41,11 +47,11 @@ def test_all_mi300_attention_and_bf16_moe_kernels_use_only_supported_opcodes(ait
 
 def test_cli_emulate_reports_error_time_counts_and_hazards(aiter_root):
     result = CliRunner().invoke(main, ["emulate", "bf16gemm_outf32_tn_32x64_pf3",
-                                       "--size", "m=40", "--size", "k=128"])
+                                       "--size", "m=40", "--size", "k=128", "--banks"])
     assert result.exit_code == 0, result.output
     assert "max error vs numpy" in result.output and "OK" in result.output
     assert "wave-instructions" in result.output and "v_mfma_f32_16x16x16_bf16" in result.output
-    assert "hazards: none" in result.output
+    assert "hazards: none" in result.output and "conflict factor" in result.output
     listing = CliRunner().invoke(main, ["emulate", "--list"])
     assert "fwd_hd128_bf16_causal" in listing.output
 

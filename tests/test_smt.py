@@ -14,7 +14,7 @@ from test_expr import GRID, VARS, int_exprs
 from argus.ir.expr import And, Const, Var, evaluate, ite, substitute
 from argus.isa_cdna3.mfma import mfma
 from argus.smt import Proved, Refuted, Unknown, cache_info, clear_cache, prove, to_smtlib
-from argus.smt.encode import environment, lower, width_for
+from argus.smt.encode import defined, environment, lower, width_for
 
 SLOW = settings(max_examples=min(settings().max_examples, 60))
 
@@ -93,6 +93,52 @@ def test_lowered_term_folds_to_the_evaluated_value(e, data):
     at_point = {lower(v, width): env.formula_manager.SBV(point[v.name], width) for v in VARS}
     folded = env.simplifier.simplify(env.substituter.substitute(lower(e, width), at_point))
     assert folded.bv_signed_value() == evaluate(e, point), f"{e} at {point}"
+
+
+def risky(sub):
+    """Terms whose divisors may be zero and whose shift counts may be negative."""
+    return st.one_of(
+        st.builds(lambda a, b: a + b, sub, sub), st.builds(lambda a, b: a * b, sub, sub),
+        st.builds(lambda a, b: a // b, sub, sub), st.builds(lambda a, b: a % b, sub, sub),
+        st.builds(lambda a, b: a >> (b % 6 - 1), sub, sub),
+        st.builds(lambda a, b, c: ite(a < b, b, c), sub, sub, sub))
+
+
+risky_exprs = st.recursive(st.sampled_from(VARS), risky, max_leaves=6)
+
+
+@given(risky_exprs, st.lists(st.tuples(*(st.integers(v.lo, v.hi - 1) for v in VARS)),
+                             min_size=1, max_size=10))
+def test_defined_is_exactly_where_evaluation_succeeds(e, points):
+    condition = defined(e)
+    for values in points:
+        point = dict(zip((v.name for v in VARS), values))
+        try:
+            evaluate(e, point)
+            succeeds = True
+        except (ZeroDivisionError, ValueError):
+            succeeds = False
+        assert evaluate(condition, point) == succeeds, f"{e} at {point}"
+
+
+@SLOW
+@given(st.recursive(st.sampled_from(VARS[:3:2]), risky, max_leaves=5),
+       st.recursive(st.sampled_from(VARS[:3:2]), risky, max_leaves=5),
+       st.sampled_from(["z3", "cvc5"]))
+def test_undefined_points_are_found_like_enumeration_finds_them(a, b, solver):
+    x, z = VARS[0], VARS[2]
+    condition = a <= b
+    expected = None
+    for point in ({"x": i, "z": j} for i in range(x.lo, x.hi) for j in range(z.lo, z.hi)):
+        try:
+            holds = evaluate(condition, point)
+        except (ZeroDivisionError, ValueError):
+            holds = False
+        if not holds:
+            expected = point
+            break
+    verdict = prove(condition, solver=solver, minimize=(x, z))
+    assert verdict == (Proved() if expected is None else Refuted(expected, minimal=True))
 
 
 # --------------------------------------------------------------------- MFMA acceptance

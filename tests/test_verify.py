@@ -116,3 +116,15 @@ def test_cli_exit_codes_and_json():
     data = json.loads(bad.output)
     assert data["ok"] is False
     assert any(o["verdict"] == REFUTED for o in data["obligations"])
+
+
+def test_gathered_rows_follow_the_index_tensor():
+    """Equal positions of the index tensor give equal row ids (and only those)."""
+    right = verify(programs.gathered())
+    assert all(o.proved for o in right.obligations if o.kind != "global-race")
+    [race] = [o for o in right.obligations if o.kind == "global-race"]
+    assert race.verdict == "unknown" and "gather index" in race.reason
+    wrong = verify(programs.gathered(store_shift=1))
+    [assertion] = [o for o in wrong.refuted if o.kind == "tag-assertion"]
+    cex = assertion.counterexample
+    assert cex.confirmed and cex.tags["V"]["token"] != cex.tags["D"]["token"]

@@ -9,6 +9,7 @@ stays quantifier-free; fresh variables are renamed at each use so two uses never
 from __future__ import annotations
 
 import itertools
+from functools import lru_cache
 
 import attrs
 
@@ -31,7 +32,16 @@ def is_fresh(v: Var) -> bool:
 
 def fresh_in(*exprs) -> set:
     """The fresh variables the expressions mention."""
-    return {v for e in exprs for v in free_vars(e) if is_fresh(v)}
+    found: set = set()
+    for e in exprs:
+        found |= _helpers(e)
+    return found
+
+
+@lru_cache(maxsize=1 << 16)
+def _helpers(e: Expr) -> frozenset:
+    # expressions are hash-consed and immutable, so the answer per node never changes
+    return frozenset(v for v in free_vars(e) if is_fresh(v))
 
 
 @attrs.frozen
@@ -90,6 +100,7 @@ class TileTags:
         """The tags held by thread (wave, lane, slot); helper variables get fresh names."""
         mapping = {v.name: fresh_var(v.name, v.lo, v.hi) for v in self.fresh}
         mapping.update(zip((v.name for v in self.thread), (wave, lane, slot)))
+        _rename_gathered(self.fresh, mapping)
 
         def put(e):
             return substitute(e, mapping)
@@ -98,10 +109,16 @@ class TileTags:
 
     def substitute(self, mapping: dict) -> TileTags:
         """The same map with scalars (loop variables) replaced."""
+        mapping = dict(mapping)
+        rows = {v for v in self.fresh if v.name in GATHERED}
+        mapping.update({v.name: fresh_var(v.name, v.lo, v.hi) for v in rows})
+        _rename_gathered(rows, mapping)
+
         def put(e):
             return substitute(e, mapping)
         return TileTags(self.thread, tuple((n, t.map(put)) for n, t in self.tags),
-                        tuple(put(d) for d in self.defs), self.fresh)
+                        tuple(put(d) for d in self.defs),
+                        frozenset(mapping[v.name] if v in rows else v for v in self.fresh))
 
     def scalars(self) -> frozenset:
         """Variables besides thread and helpers that the map depends on."""
@@ -110,11 +127,66 @@ class TileTags:
         return used - set(self.thread) - self.fresh
 
 
+#: Row ids read through a gather: helper name -> (index tensor, its length, position formula).
+#: Equal positions of one index tensor read equal ids (Ackermann's reduction of a function).
+GATHERED: dict[str, tuple[str, Expr, Expr]] = {}
+ROW_RANGE = (-(2**31), 2**31)
+
+
+def gathered_row(tensor: str, length: Expr, position: Expr) -> Var:
+    """A helper standing for `tensor[position]` (-1 where the position is out of range)."""
+    row = fresh_var("row", *ROW_RANGE)
+    GATHERED[row.name] = (tensor, length, position)
+    return row
+
+
+def _rename_gathered(helpers, mapping: dict):
+    for v in helpers:
+        if v.name in GATHERED:
+            tensor, length, position = GATHERED[v.name]
+            GATHERED[mapping[v.name].name] = (tensor, substitute(length, mapping),
+                                              substitute(position, mapping))
+
+
+def gather_constraints(exprs) -> list[Expr]:
+    """What the gathered row ids in `exprs` must satisfy: -1 out of range, and equal where
+    their positions in one index tensor are equal."""
+    rows = sorted((v for v in fresh_in(*exprs) if v.name in GATHERED), key=lambda v: v.name)
+    found, out = [], []
+    for row in rows:
+        tensor, length, position = GATHERED[row.name]
+        out.append(Or(And(0 <= position, position < length), row.eq(-1)))
+        for other, (other_tensor, _, other_position) in found:
+            if other_tensor == tensor:
+                out.append(Or(position.ne(other_position), row.eq(other)))
+        found.append((row, (tensor, length, position)))
+    return out
+
+
+def connected_defs(exprs, defs) -> tuple[Expr, ...]:
+    """The defs that constrain, directly or through other defs, a helper variable of `exprs`.
+
+    Every def is total (its helpers exist for every value of the rest), so dropping the
+    unconnected ones changes no verdict; it only keeps queries small."""
+    need = fresh_in(*exprs)
+    pending = [(d, fresh_in(d)) for d in defs if d is not TRUE]
+    kept: set = set()
+    grew = True
+    while grew:
+        grew = False
+        for index, (_, helpers) in enumerate(pending):
+            if index not in kept and (not helpers or helpers & need):
+                kept.add(index)
+                need |= helpers
+                grew = True
+    return tuple(d for index, (d, _) in enumerate(pending) if index in kept)
+
+
 def tile_tags(thread, tags: dict[str, Tag], defs=()) -> TileTags:
     """Build a map; its helper variables are found by name. Formulas are simplified once per
     query by the SMT layer, not here: simplifying every intermediate map costs more."""
     kept = tuple(tags.items())
-    defs = tuple(d for d in defs if d is not TRUE)
+    defs = connected_defs([e for _, t in kept for e in (t.value, t.top)], defs)
     fresh = fresh_in(*(t.value for _, t in kept), *(t.top for _, t in kept), *defs)
     return TileTags(tuple(thread), kept, defs, frozenset(fresh))
 

@@ -21,9 +21,10 @@ class ReplayError(Exception):
     """The witness could not be replayed, or the replay shows no violation."""
 
 
-def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict
-                      ) -> Counterexample:
-    """Run `kernel` for the witness's workgroup; return the confirmed counterexample."""
+def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
+                      data: dict | None = None) -> Counterexample:
+    """Run `kernel` for the witness's workgroup on zero inputs, except the elements `data`
+    fixes ({tensor: {index: value}}); return the confirmed counterexample."""
     from argus.absint.concrete import InterpError, run
 
     sizes = dict(cex.sizes)
@@ -31,6 +32,9 @@ def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict
     for tensor in kernel.tensors:
         shape = tuple(int(evaluate(e, sizes)) for e in tensor.type.shape)
         inputs[tensor.name] = np.zeros(shape, np.float32)
+        for where, value in (data or {}).get(tensor.name, {}).items():
+            if all(0 <= i < n for i, n in zip(where, shape)):
+                inputs[tensor.name][where] = value
     total = sum(math.prod(a.shape) for a in inputs.values())
     if total > MAX_REPLAY_ELEMENTS:
         raise ReplayError(f"sizes {sizes} need {total} elements, more than the replay allows")

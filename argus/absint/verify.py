@@ -8,6 +8,8 @@ witness replays on the reference interpreter (`replay`), otherwise it is Unknown
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
 import attrs
@@ -15,12 +17,16 @@ import attrs
 from argus.absint import lds as L
 from argus.absint.domain import (
     FALSE,
+    GATHERED,
     TOP_TAG,
     TRUE,
     Tag,
     TileTags,
+    connected_defs,
     equal_tags,
     fresh_var,
+    gather_constraints,
+    gathered_row,
     join_tags,
     merge_tags,
     tile_tags,
@@ -83,6 +89,7 @@ class _GlobalAccess:
     loops: tuple
     assumes: tuple
     order: int
+    gathered: bool = False
 
 
 @attrs.frozen
@@ -107,8 +114,11 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
     ir, pins = _trace(kernel, sizes_or_params)
     verifier = _Verifier(ir, pins, solver, timeout_ms, replay)
     verifier.run()
-    return Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
-                  time.perf_counter() - started)
+    report = Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
+                    time.perf_counter() - started)
+    if int(os.environ.get("ARGUS_DEBUG") or 0) >= 1:
+        print(report.summary(), file=sys.stderr)
+    return report
 
 
 def resolve_kernel(target: str):
@@ -127,8 +137,6 @@ def resolve_kernel(target: str):
         raise VerifyError(f"{target!r} is neither a library kernel ({', '.join(sorted(kernels))}) "
                           "nor an existing .py file")
     folder = str(Path(path).resolve().parent)
-    import sys
-
     if folder not in sys.path:
         sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(Path(path).stem, path)
@@ -179,6 +187,7 @@ class _Verifier:
         self.loop_writes: list[dict] = []
         self.accesses: list[L.Access] = []
         self.global_accesses: list[_GlobalAccess] = []
+        self.scalar_loads: dict = {}
         self.pids: dict[int, Var] = {}
         self.collect = True
         self.in_branch = False
@@ -223,6 +232,8 @@ class _Verifier:
         """Record that `goal` must hold at every point of the current context."""
         if not self.collect:
             return
+        rows = gather_constraints([goal, *defs])
+        defs = connected_defs([goal, *rows], defs) + tuple(rows)
         assume = self.assumes + list(defs) + [v >= v.lo for v in thread]
         self.pending.append(_Pending(op, kind, message, goal, tuple(assume), tuple(thread),
                                      describe, str(loc or op.loc), tuple(self.loops)))
@@ -267,7 +278,8 @@ class _Verifier:
         verdict_name, reason = REFUTED, ""
         if self.replay:
             try:
-                cex = replay_obligation(self.kernel, item.op, item.kind, cex, witness)
+                cex = replay_obligation(self.kernel, item.op, item.kind, cex, witness,
+                                        self.witness_data(witness))
             except ReplayError as error:
                 verdict_name, reason = UNKNOWN, f"the solver's witness did not replay: {error}"
                 cex = attrs.evolve(cex, confirmed=False)
@@ -276,6 +288,27 @@ class _Verifier:
             cex = attrs.evolve(cex, confirmed=False)
         return Obligation(item.kind, item.message, item.loc, verdict_name, cex, reason,
                           time.perf_counter() - started)
+
+    def witness_data(self, witness: dict) -> dict:
+        """Elements of i32 index tensors the witness fixes: gathered row ids and loaded
+        scalars, so the replay reads what the solver assumed."""
+        data: dict = {}
+        for name, value in witness.items():
+            if name in GATHERED:
+                tensor, length, position = GATHERED[name]
+                try:
+                    where = (int(evaluate(position, witness)),)
+                except (KeyError, ZeroDivisionError, ValueError):
+                    continue
+                data.setdefault(tensor, {})[where] = value
+            elif name in self.scalar_loads:
+                tensor, index = self.scalar_loads[name]
+                try:
+                    where = tuple(int(evaluate(i, witness)) for i in index)
+                except (KeyError, ZeroDivisionError, ValueError):
+                    continue
+                data.setdefault(tensor, {})[where] = value
+        return data
 
     def small_witness(self, goal, assume, order):
         """The lexicographically smallest witness, searched first among small sizes and
@@ -365,13 +398,18 @@ class _Verifier:
     # global memory
 
     def global_index(self, op, tensor, origin, axes, layout):
-        if getattr(op, "gather", None) is not None:
-            raise VerifyError(f"{op.loc}: {op.mnemonic}: gathered (indirect) rows are not "
-                              "modelled by the verifier yet; verify the kernel with the "
-                              "reference interpreter (`argus run --interp`)")
         index = list(origin)
         for tile_axis, tensor_axis in enumerate(axes):
             index[tensor_axis] = index[tensor_axis] + layout.coords[tile_axis]
+        gather = getattr(op, "gather", None)
+        if gather is not None:
+            position = gather.origin + layout.coords[gather.tile_axis]
+            length = gather.index.type.shape[0]
+            self.check_bounds(op, And(0 <= position, position < length),
+                              thread_vars(layout.waves, layout.slots),
+                              f"gather position outside {gather.index} of length {length}",
+                              _evaluator({f"{gather.index.name}[0]": position}))
+            index[gather.axis] = gathered_row(gather.index.name, length, position)
         inside = And(*(And(0 <= i, i < e) for i, e in zip(index, tensor.type.shape)))
         return index, simplify(inside)
 
@@ -397,10 +435,13 @@ class _Verifier:
             self.global_accesses.append(_GlobalAccess(
                 op, write and not isinstance(op, O.GlobalAtomicAdd), tensor.name,
                 tuple(index), inside, self.thread(t), self.guard, tuple(self.loops),
-                tuple(self.assumes), self.order))
+                tuple(self.assumes), self.order, op.gather is not None))
         return index, inside
 
     def op_ScalarLoad(self, op: O.ScalarLoad):
+        if self.loops:
+            raise VerifyError(f"{op.loc}: scalar.load inside a loop: the verifier binds a "
+                              "loaded scalar once per workgroup; load it before the loop")
         t = op.tensor.type
         inside = And(*(And(0 <= i, i < e) for i, e in zip(op.index, t.shape)))
         self.check_bounds(op, inside, (), f"scalar read outside {op.tensor} of shape "
@@ -409,6 +450,7 @@ class _Verifier:
                                       for a, i in enumerate(op.index)}))
         # any value in the declared range: the interpreter rejects values outside it
         self.assumes += [op.var >= op.var.lo, op.var < op.var.hi]
+        self.scalar_loads[op.var.name] = (op.tensor.name, op.index)
 
     def op_GlobalLoad(self, op: O.GlobalLoad):
         t = op.result.type
@@ -489,6 +531,7 @@ class _Verifier:
         agree = Or(Not(held_other), *[] if not kept else
                    [And(*(equal_tags(first.tags[n], other.tags[n]) for n in kept))])
         context = self.assumes + [held_first] + list(first.defs + other.defs)
+        context += gather_constraints([agree, *context])
         if not kept or isinstance(prove(agree, context, solver=self.solver,
                                          timeout_ms=self.timeout_ms), Proved):
             tags = {n: first.tags[n] for n in kept}
@@ -732,8 +775,9 @@ class _Verifier:
             return False
         a, b = y.at(*cand.thread), cand.at(*cand.thread)
         goal = And(*(equal_tags(a.tags[n], b.tags[n]) for n in cand.names))
-        verdict = prove(goal, self.assumes + list(a.defs + b.defs), solver=self.solver,
-                        timeout_ms=self.timeout_ms)
+        context = self.assumes + list(a.defs + b.defs)
+        context += gather_constraints([goal, *context])
+        verdict = prove(goal, context, solver=self.solver, timeout_ms=self.timeout_ms)
         return isinstance(verdict, Proved)
 
     # races and budgets
@@ -807,6 +851,13 @@ class _Verifier:
                      if other.tensor == later.tensor and (other.write or later.write)
                      and other.order <= later.order]
             if not pairs:
+                continue
+            if later.gathered or any(other.gathered for _, (other, _) in pairs):
+                self.obligations.append(Obligation(
+                    "global-race", "another workgroup may access the element this op "
+                    f"{'stores' if later.write else 'loads'}", str(later.op.loc), UNKNOWN,
+                    reason="the rows come from a gather index, whose contents decide it; "
+                           "the verifier does not model the index data"))
                 continue
             conds = [c for c, _ in pairs]
 

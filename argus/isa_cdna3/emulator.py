@@ -65,6 +65,7 @@ class Emulation:
     instructions: list[Instruction] = attrs.field(repr=False)
     per_wave: np.ndarray = attrs.field(repr=False, factory=lambda: np.zeros(0, np.int64))
     lds_cycles: dict[int, int] = attrs.field(factory=dict)   # pc -> LDS cycles (bank model)
+    unmapped_accesses: int = 0      # lane accesses outside every buffer ("lenient" memory)
 
     def lds_conflict_factor(self, pc: int) -> float:
         """LDS cycles of the instruction at `pc` over the conflict-free minimum (1.0 = none)."""
@@ -292,7 +293,7 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
             kernel: str | KernelInfo | None = None, *, grid: int | Sequence[int],
             block: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any] = (),
             check: str = "strict", max_wave_instructions: int = 500_000_000,
-            bank_conflicts: bool = False) -> Emulation:
+            bank_conflicts: bool = False, memory: str = "strict") -> Emulation:
     """Run `kernel` over `grid` workgroups of `block` work-items (HIP's gridDim/blockDim).
 
     `args` are the kernel's explicit arguments, positionally or by name (unnamed by-value
@@ -306,11 +307,17 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
     wait-state table (LLVM's, which is conservative: AMD's own attention kernels under-wait it
     and are correct on silicon) reads the old value only in "off" mode, the adversarial model.
 
+    `memory`: "strict" faults on any access outside the argument buffers; "lenient" reads 0 and
+    drops writes there and counts them (`Emulation.unmapped_accesses`): AMD's attention kernels
+    over-read up to a row past a buffer inside its V# range, harmless on a real heap.
+
     `bank_conflicts` adds LDS cycles per instruction under the 32-bank phase model
     (`Emulation.lds_cycles`, `lds_conflict_factor`); it costs a sort per LDS access.
     """
     if check not in CHECK_MODES:
         raise LaunchError(f"check must be one of {CHECK_MODES}, got {check!r}")
+    if memory not in ("strict", "lenient"):
+        raise LaunchError(f"memory must be 'strict' or 'lenient', got {memory!r}")
     co = _load(code_object)
     info = _kernel(co, kernel)
     grid3, block3 = _xyz(grid, "grid"), _xyz(block, "block")
@@ -339,7 +346,8 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
             raise LaunchError(f"argument {arg.name!r} must be C-contiguous "
                               f"(use np.ascontiguousarray)")
     memory = FlatMemory([(arg.name, value.nbytes) for arg, value in arrays]
-                        + [("kernarg", max(info.kernarg_size, 8)), ("dispatch packet", 64)])
+                        + [("kernarg", max(info.kernarg_size, 8)), ("dispatch packet", 64)],
+                        lenient=memory == "lenient")
     for index, (_, value) in enumerate(arrays):
         memory.view(index)[:] = value.reshape(-1).view(np.uint8)
     address_of = {id(value): memory.address(i) for i, (_, value) in enumerate(arrays)}
@@ -384,7 +392,7 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
     trace = {ins.address: int(c) for ins, c in zip(instructions, counts) if c}
     return Emulation(info.name, grid3, block3, workgroups, m.waves, seconds, cpu_seconds, trace,
                      dict(m.bytes_moved), list(m.hazards), instructions, m.executed.copy(),
-                     dict(m.lds_cycles or {}))
+                     dict(m.lds_cycles or {}), memory.unmapped_accesses)
 
 
 def _run(m: Machine, instructions: list[Instruction], executors: list[Any],

@@ -40,10 +40,21 @@ LDS_BANK_BYTES = 4
 LDS_PHASE_BYTES = 128        # bytes serviced per phase: lanes per phase = 128 / access width
 
 
-def lds_phase_lanes(access_bytes: int) -> int:
-    """Lanes serviced together by one LDS phase. Measured only for ds_write_b128 (8 lanes); the
-    other widths follow the same 128-byte rule (cdna3-facts.md §2), unverified on gfx942."""
-    return max(1, min(WAVE_SIZE, LDS_PHASE_BYTES // max(access_bytes, LDS_BANK_BYTES)))
+def lds_phases(access_bytes: int, *, read: bool) -> tuple[tuple[int, ...], ...]:
+    """The lane groups one LDS access is serviced in (lanes of a group share a cycle).
+
+    Contiguous groups of 128 / width lanes (CK documents 8 x 8 lanes for ds_write_b128). For
+    ds_read_b128 no gfx942 table is published; the groups {4q..4q+3, 4q+16..4q+19} are inferred:
+    they make AMD's own bf16 GEMM (aiter) conflict-free, the contiguous ones would not, and
+    HipKittens measured similar non-contiguous groups on gfx950.
+    """
+    per_phase = max(1, min(WAVE_SIZE, LDS_PHASE_BYTES // max(access_bytes, LDS_BANK_BYTES)))
+    if read and access_bytes == 16:
+        return tuple(tuple(range(q, q + 4)) + tuple(range(q + 16, q + 20))
+                     for q in (0, 4, 8, 12, 32, 36, 40, 44))
+    return tuple(tuple(range(start, start + per_phase))
+                 for start in range(0, WAVE_SIZE, per_phase))
+
 
 # --- hazards, in wait states (one per issued instruction; `s_nop N` provides N + 1) ---
 VALU_WRITE_VGPR_TO_MFMA_READ = 2

@@ -3,8 +3,9 @@
 Loads read memory when issued and hand their data to the machine's queue; registers (or LDS, for
 `buffer_load ... lds`) change only when `s_waitcnt` retires them, so a missing wait reads stale
 data exactly as on hardware. Stores and atomics write when issued and still occupy their counter.
-Buffer accesses are range-checked per dword against V#.num_records (voffset + inst_offset;
-soffset is not part of the check): out-of-range loads read 0 and stores are dropped.
+Buffer accesses are range-checked per dword against V#.num_records, on the whole offset
+(soffset + voffset + inst_offset): AMD's attention kernels step soffset past the end of K/V and
+rely on those loads reading 0. Out-of-range loads read 0 and stores are dropped.
 """
 
 from __future__ import annotations
@@ -165,8 +166,7 @@ def _checked(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, nbytes: 
     try:
         return m.memory.check(addr, nbytes, active)
     except MemoryFault as fault:
-        row = int(np.argwhere(active)[0][0]) if active.any() else 0
-        wave = int(g.waves[row])
+        wave = int(g.waves[fault.row or 0])
         raise MemoryFault(
             f"workgroup {int(m.workgroup[wave])} wave {int(m.wave_in_group[wave])} pc "
             f"0x{inst.address:x} `{inst.text or inst}`: {fault}") from None
@@ -193,11 +193,11 @@ def _buffer_address(m: Machine, g: Group, inst: Instruction, vaddr_idx, rsrc_idx
     word1 = m.read_s(g, rsrc_idx + 1, inst).astype(np.int64)
     num_records = m.read_s(g, rsrc_idx + 2, inst).astype(np.int64)[:, None]
     base = word0 | ((word1 & 0xFFFF) << 32)
-    offset = int(inst.mod("offset", 0))
+    offset = int(inst.mod("offset", 0)) + soffset(m, g).astype(np.int64)[:, None]
     if offen:
         offset = m.read_v(g, vaddr_idx + (1 if idxen else 0), inst).astype(np.int64) + offset
     else:
-        offset = np.full((g.n, isa.WAVE_SIZE), offset, np.int64)
+        offset = np.broadcast_to(offset, (g.n, isa.WAVE_SIZE))
     words = _dword_count(nbytes)
     step = (np.arange(words, dtype=np.int64) * 4)[:, None, None]
     if idxen:
@@ -209,7 +209,7 @@ def _buffer_address(m: Machine, g: Group, inst: Instruction, vaddr_idx, rsrc_idx
         in_range = (offset + min(nbytes, 4) <= num_records)[None]
     else:
         in_range = offset + step + 4 <= num_records
-    start = (base + soffset(m, g).astype(np.int64))[:, None] + offset
+    start = base[:, None] + offset
     address = start[None] if words == 1 else start + step
     active = in_range & g.exec if not g.exec_full else in_range
     return address, np.broadcast_to(active, address.shape)
@@ -377,7 +377,8 @@ def _atomic(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         where = _checked(m, g, inst, addr, 4, active)
         value = m.read_v(g, data_idx, inst)
         old = m.memory.read_words(where)
-        _apply_atomic(m.memory.heap, where[active], value[active], kind)
+        lands = active & (where >= m.memory.GUARD)       # not the zero page (lenient memory)
+        _apply_atomic(m.memory.heap, where[lands], value[lands], kind)
         if ret_idx is not None:
             m.enqueue(g, "vm", _register_commit(m, g, [ret_idx], old[None], active), inst,
                       vgprs=(ret_idx,))
@@ -466,14 +467,14 @@ def _lds_scatter(m: Machine, g: Group, addr: np.ndarray, values: np.ndarray, lan
     m.lds.reshape(-1).view(np.uint8)[index] = lane_major.view(np.uint8)
 
 
-def lds_cycles(addr: np.ndarray, lanes: np.ndarray, access_bytes: int) -> int:
-    """LDS cycles of one access by n waves ([n, 64] byte addresses): per phase, the largest
-    number of distinct dwords that fall into one bank (same dword = broadcast, free)."""
+def lds_cycles(addr: np.ndarray, lanes: np.ndarray, access_bytes: int, *, read: bool) -> int:
+    """LDS cycles of one access by n waves ([n, 64] byte addresses): per phase (isa.lds_phases),
+    the largest number of distinct dwords that fall into one bank (same dword = broadcast)."""
     words = max(1, access_bytes // isa.LDS_BANK_BYTES)
-    per_phase = isa.lds_phase_lanes(access_bytes)
+    phases = np.array(isa.lds_phases(access_bytes, read=read))          # [phases, lanes]
     dwords = (addr >> 2)[..., None] + np.arange(words)                   # [n, 64, words]
     dwords = np.where(lanes[..., None], dwords, -1)
-    rows = dwords.reshape(-1, per_phase * words)                         # one row per phase
+    rows = dwords[:, phases].reshape(-1, phases.shape[1] * words)        # one row per phase
     ordered = np.sort(rows, axis=1)
     first = np.ones_like(ordered, dtype=bool)
     first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
@@ -489,12 +490,12 @@ def lds_ideal_cycles(inst: Instruction) -> int:
     kind = inst.opcode.rsplit("_", 1)[-1]
     size = _SIZES.get(kind, 4)
     addresses = 2 if inst.opcode.startswith(("ds_read2", "ds_write2")) else 1
-    return addresses * (isa.WAVE_SIZE // isa.lds_phase_lanes(size))
+    return addresses * len(isa.lds_phases(size, read=inst.opcode.startswith("ds_read")))
 
 
 def _record_lds(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, size: int) -> None:
     if m.lds_cycles is not None:
-        cycles = lds_cycles(addr, g.exec, size)
+        cycles = lds_cycles(addr, g.exec, size, read=inst.opcode.startswith("ds_read"))
         m.lds_cycles[inst.address] = m.lds_cycles.get(inst.address, 0) + cycles
 
 

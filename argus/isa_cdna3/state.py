@@ -46,6 +46,10 @@ class UnsupportedOpcodeError(EmulatorError):
 class MemoryFault(EmulatorError):
     """An access outside every mapped buffer, or outside the workgroup's LDS allocation."""
 
+    def __init__(self, message: str, *, row: int | None = None):
+        super().__init__(message)
+        self.row = row            # which wave of the executing group, when known
+
 
 class HazardError(EmulatorError):
     """A read of a register whose producer has not finished (strict mode)."""
@@ -127,8 +131,10 @@ class FlatMemory:
     BASE = 0x1_0000_0000
     GUARD = 4096
 
-    def __init__(self, sizes: list[tuple[str, int]]):
-        offset = self.GUARD
+    def __init__(self, sizes: list[tuple[str, int]], *, lenient: bool = False):
+        self.lenient = lenient
+        self.unmapped_accesses = 0
+        offset = self.GUARD         # the first GUARD bytes stay unmapped zeros: the zero page
         self.regions: list[MemoryRegion] = []
         for name, size in sizes:
             self.regions.append(MemoryRegion(name, offset, size))
@@ -147,7 +153,9 @@ class FlatMemory:
         return self.heap[r.start:r.start + r.size]
 
     def check(self, addr: np.ndarray, nbytes: int, active: np.ndarray) -> np.ndarray:
-        """Heap offsets of `addr` (uint64); raises on an active lane touching unmapped bytes."""
+        """Heap offsets of `addr` ([..., n, 64] int64 addresses). An active lane touching unmapped
+        bytes faults; a lenient memory instead counts it and points it at the zero page (reads
+        give 0, writes are dropped), as vendor kernels over-read past a buffer within its V#."""
         offset = addr.astype(np.int64) - self.BASE
         if active.all():
             low, high = int(offset.min()), int(offset.max()) + nbytes
@@ -161,10 +169,13 @@ class FlatMemory:
         ok = inside & self.mapped[safe_first] & self.mapped[safe_last]
         bad = active & ~ok
         if bad.any():
-            position = np.argwhere(bad)[0]
-            raise MemoryFault(
-                f"access of {nbytes} bytes at address 0x{int(addr[tuple(position)]):x} is outside "
-                f"every mapped buffer (lane position {tuple(int(p) for p in position)})")
+            position = tuple(int(p) for p in np.argwhere(bad)[0])
+            if not self.lenient:
+                raise MemoryFault(
+                    f"access of {nbytes} bytes at address 0x{int(addr[position]):x} is outside "
+                    f"every mapped buffer (lane {position[-1]})", row=position[-2])
+            self.unmapped_accesses += int(bad.sum())
+            safe_first = np.where(bad, 0, safe_first)
         return np.where(active, safe_first, 0)
 
     def read_dwords(self, offset: np.ndarray, count: int) -> np.ndarray:
@@ -182,7 +193,8 @@ class FlatMemory:
         return self.read_bytes(offset, 4).view(np.uint32)[..., 0]
 
     def write_words(self, offset: np.ndarray, values: np.ndarray, active: np.ndarray) -> None:
-        """Store each dword of `values` at its byte offset where `active`."""
+        """Store each dword of `values` at its byte offset where `active` (never the zero page)."""
+        active = active & (offset >= self.GUARD)
         if not (offset & 3).any():
             if active.all():
                 self.words[(offset >> 2).reshape(-1)] = values.reshape(-1)
@@ -191,16 +203,11 @@ class FlatMemory:
             return
         self.write_bytes(offset, np.ascontiguousarray(values)[..., None].view(np.uint8), active)
 
-    def write_dwords(self, offset: np.ndarray, values: np.ndarray, active: np.ndarray) -> None:
-        count = values.shape[-1]
-        byte_idx = offset[active][:, None] + np.arange(4 * count)
-        data = np.ascontiguousarray(values[active], dtype=np.uint32).view(np.uint8)
-        self.heap[byte_idx.reshape(-1)] = data.reshape(-1)
-
     def read_bytes(self, offset: np.ndarray, nbytes: int) -> np.ndarray:
         return self.heap[offset[..., None] + np.arange(nbytes)]
 
     def write_bytes(self, offset: np.ndarray, data: np.ndarray, active: np.ndarray) -> None:
+        active = active & (offset >= self.GUARD)
         nbytes = data.shape[-1]
         idx = offset[active][:, None] + np.arange(nbytes)
         self.heap[idx.reshape(-1)] = data[active].reshape(-1)

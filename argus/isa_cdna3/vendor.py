@@ -56,10 +56,21 @@ class VendorRun:
             "top opcodes: " + ", ".join(f"{op} {count}" for op, count in
                                         run.opcode_counts().most_common(top)),
         ]
+        if run.lds_cycles:
+            from argus.isa_cdna3.memory_ops import lds_ideal_cycles
+
+            by_pc = {ins.address: ins for ins in run.instructions}
+            ideal = sum(lds_ideal_cycles(by_pc[pc]) * run.counts[pc] for pc in run.lds_cycles)
+            cycles = sum(run.lds_cycles.values())
+            lines.append(f"LDS: {cycles} cycles under the bank model, conflict factor "
+                         f"{cycles / ideal:.2f} (1.00 = conflict-free)")
         kinds: dict[str, int] = {}
         for hazard in run.hazards:
             kinds[hazard.kind] = kinds.get(hazard.kind, 0) + 1
         lines.append("hazards: " + (", ".join(f"{k} {n}" for k, n in kinds.items()) or "none"))
+        if run.unmapped_accesses:
+            lines.append(f"{run.unmapped_accesses} lane accesses fell outside every buffer "
+                         f"(read as 0, lenient memory)")
         lines += [f"  {hazard}" for hazard in run.hazards[:3]]
         return "\n".join(lines)
 
@@ -84,7 +95,7 @@ def code_object_path(root: Path, name: str) -> Path:
 
 def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
                check: str = "warn", code: CodeObject | None = None,
-               root: Path | None = None) -> VendorRun:
+               root: Path | None = None, bank_conflicts: bool = False) -> VendorRun:
     """Run vendor kernel `name` on random inputs; `shape` overrides the default problem size
     (GEMM: m, n, k, splitk; attention: b, h, s, sk)."""
     if code is None:
@@ -93,9 +104,9 @@ def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
         code = CodeObject.from_file(code_object_path(root or aiter_root(), name))
     rng = np.random.default_rng(seed)
     if (match := GEMM.match(name)):
-        return _gemm(name, int(match.group(1)), code, rng, shape or {}, check)
+        return _gemm(name, int(match.group(1)), code, rng, shape or {}, check, bank_conflicts)
     if (match := FMHA.match(name)):
-        return _fmha(name, bool(match.group(1)), code, rng, shape or {}, check)
+        return _fmha(name, bool(match.group(1)), code, rng, shape or {}, check, bank_conflicts)
     raise VendorKernelError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
 
 
@@ -107,7 +118,7 @@ def _sizes(defaults: dict[str, int], given: dict[str, int], name: str) -> dict[s
 
 
 def _gemm(name: str, tile: int, code: CodeObject, rng: np.random.Generator,
-          given: dict[str, int], check: str) -> VendorRun:
+          given: dict[str, int], check: str, bank_conflicts: bool) -> VendorRun:
     size = _sizes({"m": tile, "n": 128, "k": 256, "splitk": 1}, given, name)
     m, n, k, splitk = size["m"], size["n"], size["k"], size["splitk"]
     if n % 64 or k % 64 or min(m, n, k, splitk) < 1:
@@ -119,7 +130,8 @@ def _gemm(name: str, tile: int, code: CodeObject, rng: np.random.Generator,
     args = dict(D=out, A=a.view(np.uint16), B=b.view(np.uint16), alpha=1.0, beta=0.0,
                 strideD0=n * 4, strideC0=n * 4, strideA0=k * 2, strideB0=k * 2,
                 Mdim=m, Ndim=n, Kdim=k, splitk=splitk)
-    run = emulate(code, grid=(n // 64, -(-m // tile), splitk), block=256, args=args, check=check)
+    run = emulate(code, grid=(n // 64, -(-m // tile), splitk), block=256, args=args, check=check,
+                  bank_conflicts=bank_conflicts)
     reference = a.astype(np.float64) @ b.astype(np.float64).T
     # bf16 products are exact in f32; only the summation order differs from numpy
     tolerance = 4 * k * float(np.finfo(np.float32).eps) * (float(np.abs(reference).max()) + 1)
@@ -127,7 +139,7 @@ def _gemm(name: str, tile: int, code: CodeObject, rng: np.random.Generator,
 
 
 def _fmha(name: str, causal: bool, code: CodeObject, rng: np.random.Generator,
-          given: dict[str, int], check: str) -> VendorRun:
+          given: dict[str, int], check: str, bank_conflicts: bool) -> VendorRun:
     size = _sizes({"b": 1, "h": 1, "s": 256, "sk": 256}, given, name)
     b, h, s, sk, d = size["b"], size["h"], size["s"], size["sk"], 128
     q = rng.standard_normal((b, s, h, d)).astype(BF16)
@@ -137,15 +149,19 @@ def _fmha(name: str, causal: bool, code: CodeObject, rng: np.random.Generator,
     lse = np.zeros((b, h, s), np.float32)
     scale = 1.0 / np.sqrt(d)
     row = h * d * 2     # bytes between consecutive sequence positions (BSHD layout)
+    # the launcher's tune_opt: 5, or 3 for masked kernels unless nhead % 8 == 0 and s <= 16K
+    tune_opt = 3 if causal and (h % 8 != 0 or s > 16384) else 5
     args: dict[str, Any] = dict(
         R=out, Q=q.view(np.uint16), K=k.view(np.uint16), V=v.view(np.uint16), LSE=lse,
         scalar=float(scale), seq_len=s, Seqs=row, Ts=256 * row, Hs=d * 2, Bs=s * row, gqa=1,
-        k_Seqs=row, k_Hs=d * 2, k_Bs=sk * row, msk_opt=5, lse=0, kv_seq_len=sk,
+        k_Seqs=row, k_Hs=d * 2, k_Bs=sk * row, msk_opt=tune_opt, lse=0, kv_seq_len=sk,
         qk_head_dim=d, v_head_dim=d, q_head_num=h, v_Seqs=row, v_Hs=d * 2, v_Bs=sk * row,
         r_Seqs=row, r_Hs=d * 2, r_Bs=s * row, lse_Hs=s * 4)
     tiles = -(-s // 256)
     groups = -(-tiles // 2) if causal else tiles
-    run = emulate(code, grid=(groups, h, b), block=512, args=args, check=check)
+    # the kernel's last waves read a row past Q/K/V inside the buffer's V# range
+    run = emulate(code, grid=(groups, h, b), block=512, args=args, check=check,
+                  bank_conflicts=bank_conflicts, memory="lenient")
     logits = np.einsum("bshd,bthd->bhst", q.astype(np.float64), k.astype(np.float64)) * scale
     if causal:  # bottom-right aligned, as aiter's mask for sq <= sk
         masked = np.arange(sk)[None, :] > np.arange(s)[:, None] + (sk - s)

@@ -42,20 +42,24 @@ def width_for(exprs) -> int:
 
 def defined(expr) -> Expr:
     """Condition under which evaluating `expr` raises nothing: divisors are non-zero and shift
-    counts non-negative wherever evaluation reaches them (ite evaluates one branch)."""
+    counts non-negative wherever evaluation reaches them (ite evaluates one branch). The
+    condition is itself safe to evaluate: each check runs only where its operand is defined."""
     memo: dict = {}
     for e in subterms(expr):
         if not isinstance(e, Term):
             memo[e] = Const(True)
         elif e.op == "ite":
             c, a, b = e.args
-            memo[e] = _conjoin(memo[c], ite(c, memo[a], memo[b]))
+            branches = memo[a] if memo[a] is memo[b] else ite(c, memo[a], memo[b])
+            memo[e] = _only_where(memo[c], branches)
         else:
             result = Const(True)
             for arg in e.args:
                 result = _conjoin(result, memo[arg])
             if e.op in ("floordiv", "mod", "shl", "shr"):
-                result = _conjoin(result, _operand_defined(e.op, e.args[1]))
+                operand = e.args[1]
+                check = _operand_defined(e.op, operand)
+                result = _conjoin(result, _only_where(memo[operand], check))
             memo[e] = result
     return memo[as_expr(expr)]
 
@@ -65,6 +69,13 @@ def _operand_defined(op, operand):
     if op in ("floordiv", "mod"):
         return operand.ne(0) if lo <= 0 <= hi else Const(True)
     return operand >= 0 if lo < 0 else Const(True)
+
+
+def _only_where(guard, condition):
+    """guard ∧ condition, evaluating condition only where guard holds."""
+    if guard is Const(True) or condition is Const(True):
+        return _conjoin(guard, condition)
+    return ite(guard, condition, Const(False))
 
 
 def _conjoin(a, b):

@@ -49,8 +49,9 @@ class _Query:
         self.original_goal, self.original_assume = goal, assume
         self.goal = simplify(goal)
         self.assume = tuple(simplify(a) for a in assume)
-        self.goal_defined = simplify(defined(self.goal))
-        self.assume_defined = tuple(simplify(defined(a)) for a in self.assume)
+        # from the original terms: simplification may drop an undefined subterm (x//0 - x//0)
+        self.goal_defined = simplify(defined(goal))
+        self.assume_defined = tuple(simplify(defined(a)) for a in assume)
         terms = (self.goal, self.goal_defined) + self.assume + self.assume_defined
         # variables that simplification removed still belong in the witness
         mentioned = (goal,) + assume + terms
@@ -63,7 +64,8 @@ class _Query:
                 raise ValueError(f"variable name {v.name!r} is used with different ranges: "
                                  f"{', '.join(clash)}; give each range its own name")
         self.width = width_for(terms + tuple(self.variables))
-        self.key = (self.goal, frozenset(self.assume))
+        self.key = (self.goal, self.goal_defined,
+                    frozenset(zip(self.assume, self.assume_defined)))
 
     def domain(self):
         """Variable bounds ∧ assumptions (where defined): the points the goal is asked about."""
@@ -118,7 +120,9 @@ def prove(goal, assume=(), *, solver="z3", timeout_ms=10_000, minimize=()):
         return _cache[key]
     _stats["misses"] += 1
     verdict = _decide(query, solver, timeout_ms, order)
-    if not isinstance(verdict, Unknown):
+    # an unfinished minimisation may finish with more time, so only final answers are kept
+    unfinished = isinstance(verdict, Refuted) and order and not verdict.minimal
+    if not isinstance(verdict, Unknown) and not unfinished:
         _cache[key] = verdict
         if len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
@@ -187,11 +191,14 @@ def _minimise(smt, query, name, point, deadline):
     symbol = lower(var, query.width)
     lo, hi = var.lo, point[name]
     complete = True
+    first = True
     while lo < hi:
         if time.monotonic() > deadline:
             complete = False
             break
-        mid = (lo + hi) // 2
+        # witnesses sit at the lower bound more often than not, so try it before bisecting
+        mid = lo if first else (lo + hi) // 2
+        first = False
         try:
             if smt.solve([fm.BVSLE(symbol, fm.SBV(mid, query.width))]):
                 point = _model(smt, query)

@@ -164,6 +164,33 @@ def attention_scores(Q, K, P, *, keep=None, stats_shift=0):
                  "each score lands on its own key and query")
 
 
+def gather_rows(X, ids, Y, *, store_shift=0):
+    """Rows picked by an index tensor are copied out and back: the tags follow the gathered
+    token ids, so the store is correct only if it uses the same positions of `ids`."""
+    TOKENS, D = X.shape
+    P = ids.shape[0]
+    T.assume((P % 64).eq(0))
+    T.assume(D.eq(8))
+    T.grid(P // 64)
+    b = T.program_id(0) * 64
+    T.tag(X, lambda t, d: {"token": t, "d": d})
+    T.tag(Y, lambda t, d: {"token": t, "d": d})
+    copy = T.copy_layout((64, 8), 4, 2)
+    x = X.load((0, 0), copy, gather=T.Gather(ids, b), guard=True)
+    Y.store((0, 0), x, gather=T.Gather(ids, b + store_shift), guard=True)
+    T.tag_assert(lambda V, D: And(V.token.eq(D.token), V.d.eq(D.d)),
+                 "each gathered row goes back to its own token")
+
+
+@cache
+def gathered(**hooks):
+    @T.kernel(waves=4)
+    def gather_copy(X: Tensor("bf16", "TOKENS", "D"), ids: Tensor("i32", "P"),
+                    Y: Tensor("bf16", "TOKENS", "D")):
+        gather_rows(X, ids, Y, **hooks)
+    return gather_copy
+
+
 @cache
 def double_buffered(**hooks):
     @T.kernel(waves=4)

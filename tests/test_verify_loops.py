@@ -1,0 +1,97 @@
+"""Loop induction on ring buffers (verifier-notes property 10): an S-slot LDS ring with
+prefetch distance d is correct iff d < S. Proved must mean that brute-force runs of the
+interpreter for every trip count up to 2S+2 find no stale read; a stale read found by the
+interpreter must never be Proved; a refutation names the smallest violating iteration."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+import argus.lang as T
+from argus.absint.concrete import run
+from argus.absint.verify import verify
+from argus.ir.expr import And
+from argus.ir.types import ThreadLayout
+from argus.lang import Tensor, TileSpec
+
+ROWS, COLS = 64, 2
+
+
+def _reversed_rows(spec: TileSpec) -> TileSpec:
+    """The copy layout with rows reversed: readers are other lanes than the writers."""
+    row, col = spec.layout.coords
+    return TileSpec(spec.shape, ThreadLayout(spec.layout.waves, spec.layout.slots,
+                                             (ROWS - 1 - row, col)))
+
+
+@cache
+def ring(slots: int, distance: int):
+    @T.kernel(waves=1)
+    def ring_buffer(A: Tensor("bf16", "M", "K"), C: Tensor("bf16", "M", "K")):
+        M, K = A.shape
+        T.assume(M.eq(ROWS))
+        T.assume((K % COLS).eq(0))
+        T.grid(1)
+        T.tag(A, lambda m, k: {"row": m, "k": k})
+        T.tag(C, lambda m, k: {"row": m, "k": k})
+        copy = T.copy_layout((ROWS, COLS), 1, 2)
+        ring = T.lds((slots, ROWS, COLS), "bf16")
+        nk = K // COLS
+        for p in range(distance):
+            with T.when(nk > p):
+                ring.store((p % slots, 0, 0), A.load((0, p * COLS), copy))
+        T.barrier()
+        for kt in T.range(0, nk, stages=slots):
+            with T.when(kt + distance < nk):
+                ring.store(((kt + distance) % slots, 0, 0),
+                           A.load((0, (kt + distance) * COLS), copy))
+            T.barrier()
+            x = ring.load((kt % slots, 0, 0), _reversed_rows(copy))
+            C.store((0, kt * COLS), x)
+            T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.k.eq(D.k)),
+                         "tile kt lands on tile kt")
+            T.barrier()
+    return ring_buffer
+
+
+def _violations(kernel, tiles: int):
+    inputs = {"A": np.zeros((ROWS, tiles * COLS), np.float32),
+              "C": np.zeros((ROWS, tiles * COLS), np.float32)}
+    return run(kernel.trace(), inputs, max_violations=1000).violations
+
+
+@cache
+def _observed(slots: int, distance: int):
+    """Verdict and brute-force runs of one ring (only 20 exist; hypothesis repeats them)."""
+    kernel = ring(slots, distance)
+    return verify(kernel), {n: _violations(kernel, n) for n in range(1, 2 * slots + 3)}
+
+
+@given(st.integers(1, 4), st.integers(0, 4))
+def test_ring_buffer_verdicts_match_unrolling(slots, distance):
+    report, runs = _observed(slots, distance)
+    stale = {n: v for n, v in runs.items() if v}
+    if report.ok:
+        assert not stale, (slots, distance, stale)
+        assert distance < slots
+        return
+    if distance < slots:
+        # a correct ring may stay Unknown, but never Refuted
+        assert not report.refuted, str(report)
+        return
+    assert stale, (slots, distance)
+    for ob in report.refuted:
+        assert ob.counterexample.confirmed
+    [first_size] = [min(stale)] if stale else [None]
+    assertions = [o for o in report.refuted if o.kind == "tag-assertion"]
+    if assertions:
+        cex = assertions[0].counterexample
+        seen = [v for v in runs[cex.sizes["K"] // COLS] if v.kind == "tag-assertion"]
+        assert seen and min(v.iteration[next(iter(v.iteration))] for v in seen) == \
+            next(iter(cex.iteration.values()))
+        assert cex.sizes["K"] // COLS == first_size or not any(
+            v.kind == "tag-assertion" for v in runs[first_size])
