@@ -67,11 +67,18 @@ class _Pending:
 
 
 def _conjunction(batch) -> Expr:
-    """All obligations of `batch` as one goal; each gets its own copy of the thread."""
+    """All obligations of `batch` as one goal. A universal quantifier distributes over a
+    conjunction, so obligations share their variables (and, hash-consed, their common
+    subterms); only a name bound with another range elsewhere in the batch is renamed."""
+    seen: dict[str, Var] = {}
     parts = []
     for item in batch:
-        mapping = {v.name: fresh_var(v.name, v.lo, v.hi) for v in item.thread}
-        parts.append(subst(Or(Not(And(*item.assume)), item.goal), mapping))
+        implication = Or(Not(And(*item.assume)), item.goal)
+        mapping = {}
+        for v in free_vars(implication):
+            if seen.setdefault(v.name, v) is not v:
+                mapping[v.name] = fresh_var(v.name, v.lo, v.hi)
+        parts.append(subst(implication, mapping) if mapping else implication)
     return And(*parts)
 
 

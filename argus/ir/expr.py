@@ -186,12 +186,17 @@ class Const(Expr, metaclass=_Interned):
 class Term(Expr, metaclass=_Interned):
     """An operator applied to sub-expressions; `op` is a key of the operator table `_OPS`."""
 
-    op: str
-    args: tuple = attrs.field(converter=tuple)
+    op: str = attrs.field()
+    args: tuple = attrs.field(converter=lambda args: tuple(map(as_expr, args)))
+
+    @op.validator
+    def _known_operator(self, _attribute, op):
+        if op not in _OPS:
+            raise ValueError(f"unknown operator {op!r}; expected one of {sorted(_OPS)}")
 
     @staticmethod
     def _intern_key(op, args):
-        return (op, tuple(args))
+        return (op, tuple(map(as_expr, args)))
 
     @property
     def is_bool(self) -> bool:

@@ -149,7 +149,8 @@ _C_LAYOUTS: dict[tuple[int, bool], Callable[[MfmaInfo, Any, Any], tuple[Any, Any
 }
 
 
-# name, M, N, K, blocks, cycles, A regs, B regs, C regs, VOP3P opcode (calculator `-a cdna3 -d`)
+# name, M, N, K, blocks, cycles, A regs, B regs, C regs (AMD calculator `-a cdna3 -d`), VOP3P
+# opcode as llvm-mc encodes it (the calculator prints 0x54 for both i8 x16/x32 shapes)
 _TABLE = """
 v_mfma_f32_16x16x8_xf32      16 16  8  1 16 2 2  4 0x3e
 v_mfma_f32_32x32x4_xf32      32 32  4  1 32 2 2 16 0x3f
