@@ -262,3 +262,13 @@ def _variable(spec: str, var_type):
     except ValueError as err:
         raise ValueError(f"--var {spec}: {err}; write NAME=LO:HI with integer bounds, "
                          "e.g. --var lane=0:64") from None
+
+
+@main.command("demo")
+def demo_command() -> None:
+    """The main job on built-in examples: verify, interpret, assemble, emulate — each vs numpy."""
+    from argus.demo import tour
+
+    with _user_errors():
+        ok = tour(click.echo)
+    sys.exit(0 if ok else 1)

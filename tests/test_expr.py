@@ -308,4 +308,8 @@ def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="shift left by up to"):
         bounds(lane << Var("count", 0, 2**40))
     assert bounds(lane >> Var("count", 0, 2**40)) == (0, 63)
+    with pytest.raises(ValueError, match="unknown operator 'pow'"):
+        Term("pow", (lane, 2))
+    with pytest.raises(ValueError, match="takes 1 operands"):
+        Term("neg", (lane, 2))
     assert Or() is Const(False) and And() is Const(True)

@@ -1,9 +1,7 @@
 """`verify(kernel, **sizes) -> Report`: prove every tag assertion and built-in check of a kernel
-for all workgroups, waves, lanes, slots and loop iterations, with symbolic sizes.
-
-The walk is an abstract interpretation over tag maps (`domain`) and the LDS model (`lds`); every
-obligation becomes one quantifier-free SMT query; a refutation is reported only after the
-witness replays on the reference interpreter (`replay`), otherwise it is Unknown.
+for all workgroups, waves, lanes, slots and loop iterations, with symbolic sizes, by abstract
+interpretation over tag maps (`domain`) and the LDS model (`lds`) and quantifier-free SMT
+queries. A refutation is reported only after its witness replays on the reference interpreter.
 """
 
 from __future__ import annotations
@@ -197,6 +195,7 @@ class _Verifier:
         self.scalar_loads: dict = {}
         self.pids: dict[int, Var] = {}
         self.collect = True
+        self.scouting = False
         self.in_branch = False
         self.obligations: list[Obligation] = []
         self.pending: list[_Pending] = []
@@ -539,8 +538,8 @@ class _Verifier:
                    [And(*(equal_tags(first.tags[n], other.tags[n]) for n in kept))])
         context = self.assumes + [held_first] + list(first.defs + other.defs)
         context += gather_constraints([agree, *context])
-        if not kept or isinstance(prove(agree, context, solver=self.solver,
-                                         timeout_ms=self.timeout_ms), Proved):
+        if not kept or (not self.scouting and isinstance(
+                prove(agree, context, solver=self.solver, timeout_ms=self.timeout_ms), Proved)):
             tags = {n: first.tags[n] for n in kept}
             self.values[op.result.name] = tile_tags(thread, tags, (held_first,) + first.defs)
             return
@@ -697,11 +696,13 @@ class _Verifier:
             # a pass that turns out to be the fixpoint is the final one: collect its
             # obligations speculatively and drop them otherwise
             self.collect = outer_collect and stable_check
+            # the first pass only learns which LDS writes the body makes: skip its queries
+            outer_scouting, self.scouting = self.scouting, self.scouting or not stable_check
             mark = self.mark()
             yields, writes, failing = self.loop_pass(
                 op, loop, cands, records, depth, entry_epoch, entry_lds, barriers,
                 widened if stable_check else set(range(len(inits))))
-            self.collect = False
+            self.collect, self.scouting = False, outer_scouting
             if stable_check and not failing and _same_records(records, writes):
                 converged = True
                 break
@@ -798,7 +799,7 @@ class _Verifier:
                      if earlier.buffer == later.buffer]
             pairs = [p for p in pairs if p is not None]
             if not pairs:
-                self.obligations.append(Obligation("lds-race", _race_message(later),
+                self.obligations.append(Obligation("lds-race", LDS_RACE,
                                                    str(later.op.loc), PROVED))
                 continue
             thread = pairs[0][1]
@@ -816,7 +817,7 @@ class _Verifier:
                         return {"detail": f"also {kind} by wave {w} lane {lane} at "
                                           f"{earlier.op.loc}"}
                 return {}
-            self.obligation(later.op, "lds-race", _race_message(later), Not(Or(*conds)), defs,
+            self.obligation(later.op, "lds-race", LDS_RACE, Not(Or(*conds)), defs,
                             thread, describe)
             self.loops, self.assumes = saved_loops, saved_assumes
 
@@ -919,8 +920,7 @@ def _shape(tensor) -> str:
     return ", ".join(map(str, tensor.type.shape))
 
 
-def _race_message(access: L.Access) -> str:
-    return ("this write may race with another thread's access to the same LDS address in the "
+LDS_RACE = ("this write may race with another thread's access to the same LDS address in the "
             "same barrier epoch (write/write or write-after-read)")
 
 

@@ -193,6 +193,8 @@ class Term(Expr, metaclass=_Interned):
     def _known_operator(self, _attribute, op):
         if op not in _OPS:
             raise ValueError(f"unknown operator {op!r}; expected one of {sorted(_OPS)}")
+        if len(self.args) != _OPS[op][0]:
+            raise ValueError(f"operator {op!r} takes {_OPS[op][0]} operands, got {self.args}")
 
     @staticmethod
     def _intern_key(op, args):
