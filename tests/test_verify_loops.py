@@ -95,3 +95,36 @@ def test_ring_buffer_verdicts_match_unrolling(slots, distance):
             next(iter(cex.iteration.values()))
         assert cex.sizes["K"] // COLS == first_size or not any(
             v.kind == "tag-assertion" for v in runs[first_size])
+
+
+@cache
+def nested(read_half: int):
+    """An inner loop stages two half tiles per outer iteration; the reader wants the second."""
+    @T.kernel(waves=1)
+    def halves(A: Tensor("bf16", "M", "K"), C: Tensor("bf16", "M", "K")):
+        M, K = A.shape
+        T.assume(M.eq(ROWS))
+        T.assume((K % (2 * COLS)).eq(0))
+        T.grid(1)
+        T.tag(A, lambda m, k: {"row": m, "k": k})
+        T.tag(C, lambda m, k: {"row": m, "k": k})
+        copy = T.copy_layout((ROWS, COLS), 1, 2)
+        buf = T.lds((2, ROWS, COLS), "bf16")
+        for kt in T.range(0, K // (2 * COLS)):
+            for half in T.range(0, 2):
+                buf.store((half, 0, 0), A.load((0, (2 * kt + half) * COLS), copy))
+            T.barrier()
+            x = buf.load((read_half, 0, 0), _reversed_rows(copy))
+            C.store((0, (2 * kt + 1) * COLS), x)
+            T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.k.eq(D.k)), "second half lands")
+            T.barrier()
+    return halves
+
+
+def test_writes_of_a_nested_loop_reach_the_outer_loop():
+    assert verify(nested(1)).ok
+    wrong = verify(nested(0))
+    [refuted] = [o for o in wrong.refuted if o.kind == "tag-assertion"]
+    cex = refuted.counterexample
+    assert cex.confirmed and cex.tags["V"]["k"] == cex.tags["D"]["k"] - COLS
+    assert _violations(nested(0), 2)

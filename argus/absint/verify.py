@@ -638,7 +638,9 @@ class _Verifier:
                             self.lds_size[op.buffer.name], self.guard, self.epoch)
         self.lds[op.buffer.name] = L.push(self.lds[op.buffer.name], record)
         if self.loop_writes:
-            self.loop_writes[-1].setdefault(op.buffer.name, []).append(record)
+            written = self.loop_writes[-1].setdefault(op.buffer.name, [])
+            if written is not None:
+                written.append(record)
 
     def op_LdsLoad(self, op: O.LdsLoad):
         t = op.result.type
@@ -739,11 +741,15 @@ class _Verifier:
         exit_at = simplify(op.start + trips * op.step)
         for name, state in entry_lds.items():
             if name in writes:
+                known = None if records is None else records[name]
                 self.lds[name] = L.Layers(op.iv, op.start, op.step,
-                                          None if records is None else tuple(records[name]),
+                                          None if known is None else tuple(known),
                                           depth, exit_at, state)
             else:
                 self.lds[name] = state
+        if self.loop_writes:
+            # an enclosing loop cannot replay these writes as flat records of its own body
+            self.loop_writes[-1].update({name: None for name in writes})
         self.epoch = simplify(entry_epoch + trips * barriers)
 
     def mark(self) -> tuple:
@@ -765,14 +771,16 @@ class _Verifier:
         self.assumes += loop.bounds()
         self.epoch = simplify(entry_epoch + (op.iv - op.start) // op.step * barriers)
         for name, state in entry_lds.items():
-            body = None if records is None else tuple(records.get(name, ()))
+            known = None if records is None else records.get(name, ())
+            body = None if known is None else tuple(known)
             self.lds[name] = L.Layers(op.iv, op.start, op.step, body, depth, op.iv, state)
         for arg, cand in zip(op.body.args, cands):
             self.values[arg.name] = cand
         yields = self.execute(op.body)
         failing = [index for index, (y, cand) in enumerate(zip(yields, cands))
                    if index not in trusted and not self.same_tags(y, cand)]
-        writes = {n: list(rs) for n, rs in self.loop_writes.pop().items()}
+        writes = {n: None if rs is None else list(rs)
+                  for n, rs in self.loop_writes.pop().items()}
         self.loops.pop()
         self.values, self.lds, self.epoch, self.assumes = saved
         return yields, writes, failing
@@ -968,6 +976,10 @@ def _same_records(old: dict, new: dict) -> bool:
     if set(old) != set(new):
         return False
     for name in old:
+        if old[name] is None or new[name] is None:
+            if old[name] is not new[name]:
+                return False
+            continue
         if len(old[name]) != len(new[name]):
             return False
         for a, b in zip(old[name], new[name]):

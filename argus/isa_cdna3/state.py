@@ -284,12 +284,11 @@ class Machine:
     def read_v(self, g: Group, idx: int, inst: Instruction, *, mfma_srcc: tuple[int, int]
                | None = None) -> np.ndarray:
         """VGPR/AGPR `idx` of the group, checked against pending loads and unfinished MFMAs."""
-        value = self.vgpr[idx][g.sel]
         if idx in self.pending_v or idx in self.mfma_producer:
             early = self._check(g, idx, inst, mfma_srcc)
             if early is not None:
-                return np.where(early[:, None], self.stale[idx][g.sel], value)
-        return value
+                return np.where(early[:, None], self.stale[idx][g.sel], self.vgpr[idx][g.sel])
+        return self.vgpr[idx][g.sel]
 
     def _check(self, g: Group, idx: int, inst: Instruction, mfma_srcc: tuple[int, int] | None
                ) -> np.ndarray | None:
@@ -320,14 +319,18 @@ class Machine:
     def read_block(self, g: Group, first: int, count: int, inst: Instruction, *,
                    mfma_srcc: tuple[int, int] | None = None) -> np.ndarray:
         """VGPRs first..first+count-1 as one [count, n, 64] array, with the checks of read_v."""
-        block = self.vgpr[first:first + count, g.sel]
+        stale = []
         for idx in range(first, first + count):
             if idx in self.pending_v or idx in self.mfma_producer:
                 early = self._check(g, idx, inst, mfma_srcc)
                 if early is not None:
-                    block = block.copy()
-                    block[idx - first] = np.where(early[:, None], self.stale[idx][g.sel],
-                                                  block[idx - first])
+                    stale.append((idx, early))
+        block = self.vgpr[first:first + count, g.sel]
+        if stale:
+            block = block.copy()
+            for idx, early in stale:
+                block[idx - first] = np.where(early[:, None], self.stale[idx][g.sel],
+                                              block[idx - first])
         return block
 
     def read_s(self, g: Group, idx: int, inst: Instruction) -> np.ndarray:
@@ -346,6 +349,32 @@ class Machine:
                         entry.text if entry else "?", name,
                         f"its load is still in flight; add `s_waitcnt {counter}cnt(...)` "
                         f"that retires it before this instruction")
+            if self.check == "warn":
+                self._land(g.waves[waiting], file, idx)
+
+    def _land(self, waves: np.ndarray, file: str, idx: int) -> None:
+        """`warn` mode models the timing of real silicon: a load issued long ago has arrived even
+        without its `s_waitcnt` (AMD's MoE kernels under-wait weight loads issued hundreds of
+        MFMAs earlier). Retire, in issue order, every result of `waves` up to the youngest one
+        that writes register `idx`, exactly as a `s_waitcnt` would."""
+        for counter, queue in self.queue.items():
+            through = np.full(self.waves, -1, np.int64)
+            for entry in queue:
+                if idx in (entry.vgprs if file == "v" else entry.sgprs):
+                    rows = ~entry.done
+                    np.maximum.at(through, entry.waves[rows], entry.seq[rows])
+            keep = np.full(self.waves, -1, np.int64)
+            keep[waves] = through[waves]
+            if keep.max() < 0:
+                continue
+            survivors = []
+            for entry in queue:
+                rows = ~entry.done & (entry.seq <= keep[entry.waves])
+                if rows.any():
+                    self._retire(entry, rows, whole=False)
+                if not entry.done.all():
+                    survivors.append(entry)
+            self.queue[counter] = survivors
 
     def write_v(self, g: Group, idx: int, value: Any, inst: Instruction, *,
                 masked: bool = True) -> None:

@@ -22,6 +22,20 @@ BF16 = ml_dtypes.bfloat16
 GEMM = re.compile(r"^bf16gemm_outf32_tn_(32|48|64|96)x64_pf3$")
 FMHA = re.compile(r"^fwd_hd128_bf16(_causal)?(_rtne|_rtna|_rtz)?$")
 
+# The suffix-less causal code object is not what aiter launches: hsa/gfx942/fmha_v3_fwd/codegen.py
+# (FmhaFwdV3Buf) maps every gfx942 bf16 hd128 mask kernel to fwd_hd128_bf16_causal_{rtne,rtna,
+# rtz}.co. Unlike those, it zeroes V rows >= seqlen_k mod 32 of the KV tile it loaded *last*
+# (pc 0x61c4 and 0x6508); the second q-tile of a workgroup walks KV backwards, so that tile is
+# tile 0 and valid rows are wiped. Removing those eight v_cndmask makes it match numpy in the
+# emulator (tests/test_emu_vendor.py), so the defect is the kernel's, not the emulator's.
+LEGACY_CAUSAL = "fwd_hd128_bf16_causal"
+LEGACY_CAUSAL_RAGGED = (
+    "fwd_hd128_bf16_causal: s={s} sk={sk} is outside what this code object computes correctly "
+    "(with more than one q-tile and s or sk not a multiple of 32 it zeroes the V tail of the "
+    "wrong KV tile) and aiter never launches it: hsa/gfx942/fmha_v3_fwd/codegen.py dispatches "
+    "causal bf16 hd128 only to fwd_hd128_bf16_causal_rtne/_rtna/_rtz. Use one of those, or keep "
+    "s <= 256 or s and sk multiples of 32.")
+
 
 class VendorKernelError(ValueError):
     """An unknown vendor kernel name or a shape it cannot run."""
@@ -142,6 +156,10 @@ def _fmha(name: str, causal: bool, code: CodeObject, rng: np.random.Generator,
           given: dict[str, int], check: str, bank_conflicts: bool) -> VendorRun:
     size = _sizes({"b": 1, "h": 1, "s": 256, "sk": 256}, given, name)
     b, h, s, sk, d = size["b"], size["h"], size["s"], size["sk"], 128
+    if min(b, h, s, sk) < 1:
+        raise VendorKernelError(f"{name}: b, h, s and sk must be positive, got {size}")
+    if causal and name == LEGACY_CAUSAL and s > 256 and (s % 32 or sk % 32):
+        raise VendorKernelError(LEGACY_CAUSAL_RAGGED.format(s=s, sk=sk))
     q = rng.standard_normal((b, s, h, d)).astype(BF16)
     k = rng.standard_normal((b, sk, h, d)).astype(BF16)
     v = rng.standard_normal((b, sk, h, d)).astype(BF16)

@@ -58,9 +58,22 @@ def a_fragment_wrong_kwidth() -> TileSpec:
                                                         lane // 32 + 2 * slot)))
 
 
+def c_fragment_wrong_m_gap() -> TileSpec:
+    """Accumulator rows 4*(reg//4) + 16*(lane//32) + reg%4: groups of four rows spaced by 4
+    instead of 8, lane halves by 16 instead of 4 (the 32x32 m-gap written wrongly)."""
+    from argus.isa_cdna3.mfma import mfma
+
+    info = mfma(MFMA)
+    wave, lane, slot = thread_vars(4, info.c_values)
+    rows = 4 * (slot // 4) + 16 * (lane // 32) + slot % 4
+    return TileSpec((2 * info.m, 2 * info.n),
+                    ThreadLayout(4, info.c_values, (wave // 2 * info.m + rows,
+                                                    wave % 2 * info.n + lane % 32)))
+
+
 def gemm_double_buffered(A, B, C, *, read_swizzled=True, next_slot=None, read_slot=None,
                          sync=True, a_spec=None, b_spec=None, b_axes=(0, 1), a_row_offset=0,
-                         c_origin=None):
+                         c_origin=None, c_spec=None):
     M, K = A.shape
     N = B.shape[0]
     for extent, block in ((M, BM), (N, BN), (K, BK)):
@@ -70,7 +83,7 @@ def gemm_double_buffered(A, B, C, *, read_swizzled=True, next_slot=None, read_sl
     _tags(A, B, C)
     a_spec = a_spec or T.mfma_layout(MFMA, "a", (2, 2))
     b_spec = b_spec or T.mfma_layout(MFMA, "b", (2, 2))
-    c_spec = T.mfma_layout(MFMA, "c", (2, 2))
+    c_spec = c_spec or T.mfma_layout(MFMA, "c", (2, 2))
     copy = T.copy_layout((BM, BK), 4, 2)
     a_smem = T.lds((2, BM, BK), "bf16", swizzle=SWIZZLE)
     b_smem = T.lds((2, BN, BK), "bf16", swizzle=SWIZZLE)
