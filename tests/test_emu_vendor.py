@@ -1,14 +1,25 @@
-"""Beyond the GEMMs: AMD's FlashAttention-v3 forward kernels (fmha_v3_fwd/MI300) and the bf16
-fused-MoE kernels load and run; attention matches numpy's softmax(QK^T/sqrt(d))V; the
-`argus emulate` command reports error, time, instruction counts and hazards."""
+"""Beyond the GEMMs: AMD's FlashAttention-v3 forward kernels (fmha_v3_fwd/MI300) and the 16-bit
+fused-MoE kernel fmoe_b16 match numpy (softmax(QK^T/sqrt(d))V; topk-weighted
+gelu(x W1^T) W2^T over aiter's sorted tokens and pre-shuffled weights); the legacy causal kernel
+is refused where it is wrong; the `argus emulate` command reports error, time, counts, hazards."""
 
+import attrs
+import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from argus.asm import CodeObject
 from argus.cli import main
-from argus.isa_cdna3 import HazardError, unsupported_opcodes
-from argus.isa_cdna3.vendor import VendorKernelError, code_object_path, run_vendor
+from argus.isa_cdna3 import HazardError, unsupported_opcodes, vendor
+from argus.isa_cdna3.vendor import (
+    VendorKernelError,
+    code_object_path,
+    moe_sorting,
+    run_vendor,
+    shuffle_weight,
+)
 
 pytestmark = pytest.mark.aiter
 
@@ -27,6 +38,101 @@ def test_flash_attention_forward_matches_numpy(aiter_root, name, shape):
     # allows; warn mode records exactly those and nothing else.
     assert {h.kind for h in outcome.emulation.hazards} <= {"mfma-result"}
     assert outcome.emulation.unmapped_accesses == 0
+
+
+def test_ragged_causal_attention_with_the_kernels_aiter_launches(aiter_root):
+    # seq lengths that are not multiples of 32, more than one q-tile per workgroup
+    for name, shape in (("fwd_hd128_bf16_causal_rtne", {"s": 300, "sk": 300}),
+                        ("fwd_hd128_bf16_causal_rtz", {"s": 272, "sk": 400})):
+        outcome = run_vendor(name, root=aiter_root, shape=shape, check="warn")
+        assert outcome.ok, outcome.report()
+
+
+def test_legacy_causal_kernel_is_refused_where_its_v_tail_masking_is_wrong(aiter_root):
+    with pytest.raises(VendorKernelError, match="codegen.py dispatches causal bf16 hd128 only"):
+        run_vendor("fwd_hd128_bf16_causal", root=aiter_root, shape={"s": 300, "sk": 300})
+    assert run_vendor("fwd_hd128_bf16_causal", root=aiter_root, shape={"s": 200, "sk": 200}).ok
+
+
+def test_legacy_causal_kernel_defect_is_its_v_tail_zeroing_not_the_emulator(aiter_root,
+                                                                           monkeypatch):
+    """Without the eight v_cndmask that zero V rows >= seqlen_k mod 32 of the last-loaded KV tile,
+    the legacy kernel matches numpy at a shape the runner refuses for it."""
+    code = CodeObject.from_file(code_object_path(aiter_root, "fwd_hd128_bf16_causal"))
+    listing = list(code.disassemble(code.kernels[0]))
+    nop = next(ins for ins in listing if ins.opcode == "s_nop")
+    masking = [i for i, ins in enumerate(listing) if ins.opcode == "v_cndmask_b32_e64"
+               and listing[i - 3].opcode == "v_cmp_lt_u32_e64"]
+    assert len(masking) == 8
+    for i in masking:
+        listing[i] = attrs.evolve(nop, address=listing[i].address, encoding=listing[i].encoding)
+    monkeypatch.setattr(code, "disassemble", lambda *args, **kwargs: listing)
+    monkeypatch.setattr(vendor, "LEGACY_CAUSAL", "(guard lifted for this experiment)")
+    outcome = run_vendor("fwd_hd128_bf16_causal", code=code, shape={"s": 300, "sk": 300})
+    assert outcome.ok, outcome.report()
+
+
+@pytest.mark.parametrize("name, shape", [
+    ("fmoe_b16", {}),
+    ("fmoe_b16", {"tokens": 33, "dim": 768, "inter": 1024, "experts": 8, "topk": 3}),
+    ("fmoe_f16", {"tokens": 5}),                # its f16 packing uses SDWA forms
+], ids=lambda p: p if isinstance(p, str) else "-".join(f"{k}{v}" for k, v in p.items()))
+def test_16bit_fused_moe_matches_numpy(aiter_root, name, shape):
+    outcome = run_vendor(name, root=aiter_root, shape=shape, check="warn")
+    assert outcome.ok, outcome.report()
+    atomic = {"fmoe_b16": "global_atomic_pk_add_bf16", "fmoe_f16": "global_atomic_pk_add_f16"}
+    assert outcome.emulation.opcode_counts()[atomic[name]] > 0
+    # AMD under-waits weight loads issued hundreds of MFMAs earlier; nothing else is flagged
+    assert {h.kind for h in outcome.emulation.hazards} == {"pending-load"}
+    assert outcome.emulation.unmapped_accesses == 0
+
+
+def test_fused_moe_under_waited_loads_are_caught_in_strict_mode(aiter_root):
+    with pytest.raises(HazardError, match="pending-load hazard .* a48 .*buffer_load_dwordx4"):
+        run_vendor("fmoe_b16", root=aiter_root, check="strict")
+
+
+def test_fused_moe_shapes_outside_the_launcher_contract_are_explained(aiter_root):
+    with pytest.raises(VendorKernelError, match="sub_GU=512"):
+        run_vendor("fmoe_b16", root=aiter_root, shape={"inter": 768})
+    with pytest.raises(VendorKernelError, match="multiple of 256 and at least 512"):
+        run_vendor("fmoe_b16", root=aiter_root, shape={"dim": 256})
+    with pytest.raises(VendorKernelError, match="topk <= experts"):
+        run_vendor("fmoe_b16", root=aiter_root, shape={"experts": 2, "topk": 3})
+
+
+@settings(deadline=None)
+@given(tokens=st.integers(1, 40), experts=st.integers(1, 9), seed=st.integers(0, 2**16))
+def test_moe_sorting_routes_every_token_slot_once_in_expert_blocks(tokens, experts, seed):
+    rng = np.random.default_rng(seed)
+    topk = int(rng.integers(1, experts + 1))
+    ids = np.argsort(rng.random((tokens, experts)), axis=1)[:, :topk]
+    weights = rng.random((tokens, topk)).astype(np.float32)
+    sorted_ids, sorted_weights, expert_ids, valid = moe_sorting(ids, weights, experts)
+    used, block = int(valid[0]), 32
+    assert valid[1] == tokens and used % block == 0
+    real = sorted_ids[:used][(sorted_ids[:used] & 0xFFFFFF) < tokens]
+    token, slot = real & 0xFFFFFF, real >> 24
+    assert sorted(zip(token.tolist(), slot.tolist())) == [(t, s) for t in range(tokens)
+                                                          for s in range(topk)]
+    assert (sorted_ids[used:] == (topk << 24) | tokens).all()
+    for position, entry in enumerate(sorted_ids[:used]):
+        t, k = entry & 0xFFFFFF, entry >> 24
+        if t < tokens:
+            assert ids[t, k] == expert_ids[position // block]
+            assert sorted_weights[position] == weights[t, k]
+
+
+@given(seed=st.integers(0, 2**16), n_blocks=st.integers(1, 3), k_blocks=st.integers(1, 3))
+def test_shuffle_weight_puts_each_lane_fragment_in_16_contiguous_bytes(seed, n_blocks, k_blocks):
+    n, k = 16 * n_blocks, 32 * k_blocks
+    w = np.random.default_rng(seed).integers(0, 2**16, (2, n, k), dtype=np.uint16)
+    flat = shuffle_weight(w).reshape(2, -1)
+    for expert, row, col in [(e, r, c) for e in range(2) for r in range(0, n, 5)
+                             for c in range(0, k, 8)]:
+        lane = (col % 32) // 8 * 16 + row % 16     # lane of a 16-row x 32-column block
+        start = ((row // 16) * (k // 32) + col // 32) * 512 + lane * 8
+        np.testing.assert_array_equal(flat[expert, start:start + 8], w[expert, row, col:col + 8])
 
 
 def test_flash_attention_is_flagged_by_the_strict_llvm_hazard_table(aiter_root):

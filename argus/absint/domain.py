@@ -9,11 +9,15 @@ stays quantifier-free; fresh variables are renamed at each use so two uses never
 from __future__ import annotations
 
 import itertools
+import weakref
 from functools import lru_cache
 
 import attrs
 
-from argus.ir.expr import And, Const, Expr, Or, Var, free_vars, ite, substitute
+from argus.ir.expr import And, Const, Expr, Or, Term, Var, as_expr, free_vars, ite, substitute
+# the expression module's folding constructor: rebuilding through it keeps constants folded
+# exactly as `substitute` would
+from argus.ir.expr import _term as rebuild_term
 
 TRUE, FALSE = Const(True), Const(False)
 
@@ -42,6 +46,55 @@ def fresh_in(*exprs) -> set:
 def _helpers(e: Expr) -> frozenset:
     # expressions are hash-consed and immutable, so the answer per node never changes
     return frozenset(v for v in free_vars(e) if is_fresh(v))
+
+
+_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _names(root: Expr) -> frozenset:
+    """Names of the variables below `root`, cached per node (nodes are interned and never
+    change, so a subterm shared by many tags is walked once per process)."""
+    stack = [(root, False)]
+    while stack:
+        e, ready = stack.pop()
+        if e in _NAMES:
+            continue
+        if isinstance(e, Var):
+            _NAMES[e] = frozenset((e.name,))
+        elif not isinstance(e, Term):
+            _NAMES[e] = frozenset()
+        elif ready:
+            _NAMES[e] = frozenset().union(*(_NAMES[a] for a in e.args))
+        else:
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args if a not in _NAMES)
+    return _NAMES[root]
+
+
+def substitute_all(exprs, mapping: dict) -> list[Expr]:
+    """`substitute` over many expressions at once (keys are variable names): one memo for all
+    of them, and subterms that mention no replaced variable are kept without a walk."""
+    mapping = {k: as_expr(v) for k, v in mapping.items()}
+    keys = frozenset(mapping)
+    memo: dict = {}
+    out = []
+    for root in exprs:
+        stack = [(root, False)]
+        while stack:
+            e, ready = stack.pop()
+            if e in memo:
+                continue
+            if isinstance(e, Var):
+                memo[e] = mapping.get(e.name, e)
+            elif not isinstance(e, Term) or keys.isdisjoint(_names(e)):
+                memo[e] = e
+            elif ready:
+                memo[e] = rebuild_term(e.op, *(memo[a] for a in e.args))
+            else:
+                stack.append((e, True))
+                stack.extend((a, False) for a in e.args if a not in memo)
+        out.append(memo[root])
+    return out
 
 
 @attrs.frozen
@@ -101,11 +154,10 @@ class TileTags:
         mapping = {v.name: fresh_var(v.name, v.lo, v.hi) for v in self.fresh}
         mapping.update(zip((v.name for v in self.thread), (wave, lane, slot)))
         _rename_gathered(self.fresh, mapping)
-
-        def put(e):
-            return substitute(e, mapping)
-        return Instance({n: t.map(put) for n, t in self.tags},
-                        tuple(put(d) for d in self.defs))
+        flat = [e for _, t in self.tags for e in (t.value, t.top)]
+        done = substitute_all(flat + list(self.defs), mapping)
+        tags = {n: Tag(done[2 * k], done[2 * k + 1]) for k, (n, _) in enumerate(self.tags)}
+        return Instance(tags, tuple(done[len(flat):]))
 
     def substitute(self, mapping: dict) -> TileTags:
         """The same map with scalars (loop variables) replaced."""
@@ -113,11 +165,11 @@ class TileTags:
         rows = {v for v in self.fresh if v.name in GATHERED}
         mapping.update({v.name: fresh_var(v.name, v.lo, v.hi) for v in rows})
         _rename_gathered(rows, mapping)
-
-        def put(e):
-            return substitute(e, mapping)
-        return TileTags(self.thread, tuple((n, t.map(put)) for n, t in self.tags),
-                        tuple(put(d) for d in self.defs),
+        mapping = {(k.name if isinstance(k, Var) else k): v for k, v in mapping.items()}
+        flat = [e for _, t in self.tags for e in (t.value, t.top)]
+        done = substitute_all(flat + list(self.defs), mapping)
+        tags = tuple((n, Tag(done[2 * k], done[2 * k + 1])) for k, (n, _) in enumerate(self.tags))
+        return TileTags(self.thread, tags, tuple(done[len(flat):]),
                         frozenset(mapping[v.name] if v in rows else v for v in self.fresh))
 
     def scalars(self) -> frozenset:

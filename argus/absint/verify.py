@@ -64,10 +64,11 @@ class _Pending:
     loops: tuple
 
 
-def _conjunction(batch) -> Expr:
-    """All obligations of `batch` as one goal. A universal quantifier distributes over a
-    conjunction, so obligations share their variables (and, hash-consed, their common
-    subterms); only a name bound with another range elsewhere in the batch is renamed."""
+def _conjunction(batch) -> tuple[Expr, list[Expr]]:
+    """All obligations of `batch` as one goal, and each obligation's part of it. A universal
+    quantifier distributes over a conjunction, so obligations share their variables (and,
+    hash-consed, their common subterms); only a name bound with another range elsewhere in
+    the batch is renamed."""
     seen: dict[str, Var] = {}
     parts = []
     for item in batch:
@@ -77,7 +78,15 @@ def _conjunction(batch) -> Expr:
             if seen.setdefault(v.name, v) is not v:
                 mapping[v.name] = fresh_var(v.name, v.lo, v.hi)
         parts.append(subst(implication, mapping) if mapping else implication)
-    return And(*parts)
+    return And(*parts), parts
+
+
+def _fails_at(part: Expr, witness: dict) -> bool:
+    """Whether one obligation of a batch is false (or undefined) at the batch's witness."""
+    try:
+        return not evaluate(part, witness)
+    except (KeyError, ZeroDivisionError, ValueError):
+        return True
 
 
 @attrs.frozen
@@ -246,33 +255,52 @@ class _Verifier:
 
     def decide_all(self):
         """Prove the recorded obligations in batches (one query for many when all hold, which
-        is the common case); a batch that fails is decided obligation by obligation."""
+        is the common case). When a batch fails, its witness names the obligations it
+        violates: those are decided one by one (already known to fail) and the rest of the
+        batch is asked again, so a batch with one bug costs two queries, not one per item."""
         verdicts: dict[int, Obligation] = {}
         for first in range(0, len(self.pending), BATCH):
-            batch = self.pending[first:first + BATCH]
-            started = time.perf_counter()
+            todo = list(range(first, min(first + BATCH, len(self.pending))))
             quick = min(self.timeout_ms, BATCH_TIMEOUT_MS)
-            if len(batch) > 1 and isinstance(prove(_conjunction(batch), (), solver=self.solver,
-                                                   timeout_ms=quick), Proved):
-                share = (time.perf_counter() - started) / len(batch)
-                for n, item in enumerate(batch):
-                    verdicts[first + n] = Obligation(item.kind, item.message, item.loc, PROVED,
-                                                     seconds=share)
-                continue
-            for n, item in enumerate(batch):
-                verdicts[first + n] = self.decide(item)
+            while len(todo) > 1:
+                started = time.perf_counter()
+                goal, parts = _conjunction([self.pending[n] for n in todo])
+                verdict = prove(goal, (), solver=self.solver, timeout_ms=quick)
+                if isinstance(verdict, Proved):
+                    share = (time.perf_counter() - started) / len(todo)
+                    for n in todo:
+                        item = self.pending[n]
+                        verdicts[n] = Obligation(item.kind, item.message, item.loc, PROVED,
+                                                 seconds=share)
+                    todo = []
+                    break
+                if not isinstance(verdict, Refuted):
+                    break
+                failing = [n for n, part in zip(todo, parts)
+                           if _fails_at(part, verdict.witness)]
+                if not failing:
+                    break
+                for n in failing:
+                    verdicts[n] = self.decide(self.pending[n], known_false=True)
+                todo = [n for n in todo if n not in failing]
+            for n in todo:
+                verdicts[n] = self.decide(self.pending[n])
         self.obligations += [verdicts[n] for n in range(len(self.pending))]
         self.pending = []
 
-    def decide(self, item: _Pending) -> Obligation:
+    def decide(self, item: _Pending, known_false: bool = False) -> Obligation:
+        """One obligation; `known_false` when a batch witness already violated it, so the
+        plain query is skipped and the search goes straight to a small witness."""
         started = time.perf_counter()
         goal, assume = item.goal, list(item.assume)
         mentioned = set().union(*(free_vars(e) for e in [goal, *assume]))
         order = [n for n in self.minimize_order(item.thread, item.loops)
                  if n in {v.name for v in mentioned}]
-        verdict = prove(goal, assume, solver=self.solver, timeout_ms=self.timeout_ms)
-        if isinstance(verdict, Refuted):
-            verdict = self.small_witness(goal, assume, order) or verdict
+        verdict = self.small_witness(goal, assume, order) if known_false else None
+        if verdict is None:
+            verdict = prove(goal, assume, solver=self.solver, timeout_ms=self.timeout_ms)
+            if isinstance(verdict, Refuted):
+                verdict = self.small_witness(goal, assume, order) or verdict
         if isinstance(verdict, Proved):
             return Obligation(item.kind, item.message, item.loc, PROVED,
                               seconds=time.perf_counter() - started)

@@ -1,8 +1,9 @@
 """Run a gfx942 kernel from a code object on numpy: `emulate(code_object, kernel, grid=, block=,
 args=, check=) -> Emulation`.
 
-All waves of all workgroups are resident at once; the waves at the lowest PC execute together as
-one group (a divergent scalar branch splits a group; `s_barrier` is a rendezvous per workgroup).
+All waves of all workgroups are resident at once; waves at the same PC execute together as one
+group, groups take turns with the wave furthest behind going next (a divergent scalar branch
+splits a group; `s_barrier` is a rendezvous per workgroup).
 The launch follows the HSA ABI: user SGPRs from the kernel descriptor, workgroup ids after them,
 packed work-item ids in v0, kernel arguments packed from the code object's metadata.
 """
@@ -27,6 +28,7 @@ from argus.isa_cdna3 import isa
 from argus.isa_cdna3.operands import OperandError
 from argus.isa_cdna3.semantics import (
     DIVERGED,
+    compile_gpr_indexed,
     compile_instruction,
     is_vector,
     nop_wait_states,
@@ -45,6 +47,7 @@ from argus.isa_cdna3.state import (
 )
 
 CHECK_MODES = ("strict", "warn", "off")
+QUANTUM = 64    # wait states a group runs before waves at other PCs get their turn
 
 
 @attrs.define(eq=False)
@@ -145,8 +148,14 @@ def _compiled(co: CodeObject, info: KernelInfo, instructions: list[Instruction])
 def compile_program(instructions: list[Instruction], info: KernelInfo) -> list[Any]:
     """Executors for every instruction, or UnsupportedOpcodeError listing all that are missing."""
     executors, missing = [], {}
+    indexing: tuple[str, ...] = ()      # the operands M0 indexes, inside s_set_gpr_idx_on/off
     for inst in instructions:
         try:
+            if inst.opcode in ("s_set_gpr_idx_on", "s_set_gpr_idx_off"):
+                indexing = tuple(inst.mod("gpr_idx", ())) if inst.opcode.endswith("on") else ()
+            if indexing and inst.opcode.startswith("v_"):
+                executors.append(compile_gpr_indexed(inst, info.accum_offset, indexing))
+                continue
             executors.append(compile_instruction(inst, info.accum_offset))
         except (OperandError, KeyError, ValueError, IndexError, TypeError) as err:
             reason = str(err).strip("'\"") if isinstance(err, OperandError) else "not implemented"
@@ -302,10 +311,17 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
 
     `check` says what happens when a register is read before its producer delivered it:
     "strict" raises HazardError at the first such read; "warn" records each in
-    `Emulation.hazards` and goes on; "off" records nothing. A load not yet retired by
-    `s_waitcnt` always reads the register's old value. An MFMA result read sooner than the
-    wait-state table (LLVM's, which is conservative: AMD's own attention kernels under-wait it
-    and are correct on silicon) reads the old value only in "off" mode, the adversarial model.
+    `Emulation.hazards` and continues with silicon's likely timing: the load has landed (it and
+    every older result of its counter retire, as an `s_waitcnt` would) and the MFMA result is
+    there; "off" records nothing and is adversarial: a load not retired by `s_waitcnt`, or an
+    MFMA result read sooner than the wait-state table (LLVM's, which is conservative: AMD's own
+    attention kernels under-wait it and are correct on silicon), reads the register's old value.
+    AMD's fmoe_b16 under-waits weight loads issued hundreds of MFMAs earlier, so run vendor
+    kernels in "warn" mode.
+
+    Waves at different PCs interleave in turns of `QUANTUM` wait states, the wave furthest
+    behind going next, so code that relies on waves leaving a barrier together behaves as on
+    silicon.
 
     `memory`: "strict" faults on any access outside the argument buffers; "lenient" reads 0 and
     drops writes there and counts them (`Emulation.unmapped_accesses`): AMD's attention kernels
@@ -410,6 +426,7 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
             group = _next_group(m, name)
             if group is None:
                 return counts
+            turn_ends = QUANTUM
         i = index_of.get(group.pc)
         if i is None:
             raise EmulatorError(f"kernel {name}: waves {group.waves[:4].tolist()} jumped to "
@@ -428,6 +445,16 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
         else:
             m.clock[group.sel] += group.tick
             group = None
+        if group is not None and group.tick >= turn_ends:
+            turn_ends += QUANTUM
+            if (m.state == RUNNING).sum() > group.n:
+                # Let waves at other PCs catch up: silicon runs them concurrently, and AMD's
+                # kernels lean on it (fmoe_b16 overwrites LDS right after a barrier that other
+                # waves are still reading behind). Running one group to its next barrier, or to
+                # the end, would break that.
+                m.pc[group.sel] = group.pc
+                m.clock[group.sel] += group.tick
+                group = None
         if executed > limit:
             raise EmulatorError(f"kernel {name} executed more than {limit} wave-instructions "
                                 f"without finishing; an endless loop, or raise "
@@ -443,9 +470,10 @@ def _next_group(m: Machine, name: str) -> Group | None:
             raise EmulatorError(f"kernel {name}: deadlock, waves {stuck.tolist()} wait at "
                                 f"s_barrier but their workgroup can never arrive")
         return None
-    pcs = np.where(running, m.pc, np.iinfo(np.int64).max)
-    pc = int(pcs.min())
-    waves = np.flatnonzero(pcs == pc)
+    # the waves furthest behind go next; all waves at their PC join them
+    behind = int(np.argmin(np.where(running, m.clock, np.iinfo(np.int64).max)))
+    pc = int(m.pc[behind])
+    waves = np.flatnonzero(running & (m.pc == pc))
     group = Group(waves, m.waves, pc)
     group.exec = m.exec_lanes[group.sel]
     group.exec_full = bool(group.exec.all())

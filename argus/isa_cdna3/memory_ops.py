@@ -37,6 +37,20 @@ _SIZES = {"dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16, "dwordx8": 32,
           "i16": 2, "b8": 1, "b16": 2}
 
 SMEM = re.compile(r"^s_(buffer_)?load_(dword|dwordx2|dwordx4|dwordx8|dwordx16)$")
+SMEM_STORE = re.compile(r"^s_store_(dword|dwordx2|dwordx4)$")
+# 32-bit scalar atomics: new memory value from (old, data)
+SMEM_ATOMICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "s_atomic_add": lambda old, data: old + data,
+    "s_atomic_sub": lambda old, data: old - data,
+    "s_atomic_swap": lambda old, data: data,
+    "s_atomic_and": lambda old, data: old & data,
+    "s_atomic_or": lambda old, data: old | data,
+    "s_atomic_xor": lambda old, data: old ^ data,
+    "s_atomic_umin": np.minimum,
+    "s_atomic_umax": np.maximum,
+    "s_atomic_inc": lambda old, data: np.where(old >= data, U32(0), old + U32(1)),
+    "s_atomic_dec": lambda old, data: np.where((old == 0) | (old > data), data, old - U32(1)),
+}
 BUFFER = re.compile(r"^buffer_(load|store)_(dword|dwordx2|dwordx3|dwordx4|ubyte|sbyte|ushort|"
                     r"sshort|byte|short)$")
 GLOBAL = re.compile(r"^global_(load|store)_(dword|dwordx2|dwordx3|dwordx4|ubyte|sbyte|ushort|"
@@ -55,7 +69,8 @@ class _Opcodes:
     """Membership test for every memory opcode this module implements."""
 
     def __contains__(self, name: str) -> bool:
-        return bool(SMEM.match(name) or BUFFER.match(name) or GLOBAL.match(name)
+        return bool(SMEM.match(name) or SMEM_STORE.match(name) or name in SMEM_ATOMICS
+                    or BUFFER.match(name) or GLOBAL.match(name)
                     or DS_READ.match(name) or DS_WRITE.match(name) or DS_READ2.match(name)
                     or DS_WRITE2.match(name) or name in ATOMICS or name in PERMUTES
                     or name == "global_load_lds_dword")
@@ -68,6 +83,8 @@ def compile_memory(inst: Instruction, accum: int) -> Callable[[Machine, Group], 
     name = inst.opcode
     if SMEM.match(name):
         return _smem(inst)
+    if SMEM_STORE.match(name) or name in SMEM_ATOMICS:
+        return _smem_write(inst)
     if name in ATOMICS:
         return _atomic(inst, accum)
     if BUFFER.match(name):
@@ -157,6 +174,43 @@ def _smem(inst: Instruction) -> Callable[[Machine, Group], Any]:
             for k, reg in enumerate(sgprs):
                 m.sgpr[reg][ids] = values[rows, k]
         m.enqueue(g, "lgkm", commit, inst, sgprs=sgprs)
+        _account(m, g, inst, 4 * count, lanes=g.n)
+    return run
+
+
+def _smem_write(inst: Instruction) -> Callable[[Machine, Group], Any]:
+    """s_store_dword{,x2,x4} and the 32-bit s_atomic_*: write when issued, waves in order; an
+    atomic with glc returns the old value to its data SGPR at the lgkmcnt, like a load."""
+    store = SMEM_STORE.match(inst.opcode)
+    count = _dword_count(_SIZES[store.group(1)]) if store else 1
+    update = None if store else SMEM_ATOMICS[inst.opcode]
+    returns = update is not None and (inst.has("glc") or inst.has("sc0"))
+    data_op, base_op, offset_op = inst.operands[:3]
+    data_idx = sgpr_index(data_op)
+    base = scalar_reader(base_op, inst, wide=True)
+    offset = scalar_reader(offset_op, inst)
+
+    def run(m: Machine, g: Group) -> None:
+        addr = (base(m, g) + offset(m, g).astype(U64)) & ~U64(3)
+        where = _checked(m, g, inst, addr[:, None], 4 * count, np.ones((g.n, 1), bool))[:, 0]
+        data = np.stack([m.read_s(g, data_idx + k, inst) for k in range(count)], axis=1)
+        old = np.zeros(g.n, U32)
+        for row in range(g.n):          # one wave after another, as the scalar cache serialises
+            slots = where[row] + 4 * np.arange(count)
+            if update is None:
+                m.memory.write_words(slots, data[row], np.ones(count, bool))
+                continue
+            old[row] = m.memory.read_words(slots[:1])[0]
+            m.memory.write_words(slots[:1], update(old[row:row + 1], data[row, :1]),
+                                 np.ones(1, bool))
+        waves = g.waves.copy()
+
+        def commit(rows: np.ndarray) -> None:
+            m.sgpr[data_idx][waves[rows]] = old[rows]
+        if returns:
+            m.enqueue(g, "lgkm", commit, inst, sgprs=(data_idx,))
+        else:
+            m.enqueue(g, "lgkm", None, inst)
         _account(m, g, inst, 4 * count, lanes=g.n)
     return run
 

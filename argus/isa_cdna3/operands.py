@@ -120,7 +120,7 @@ def vector_reader(op: Operand, inst: Instruction, accum_offset: int, kind: str =
     if isinstance(op, Imm):
         bits = constant_bits(op, kind)
         raw = np.array([[bits]], np.uint64 if wide else np.uint32)
-        value = _typed(raw, kind)
+        value = typed(raw, kind)
         value = _float_mods(op, value, value.dtype) if kind in ("f32", "f16", "f64") else value
         return lambda m, g: value
     if is_vgpr(op):
@@ -129,16 +129,17 @@ def vector_reader(op: Operand, inst: Instruction, accum_offset: int, kind: str =
             def read_pair(m: Machine, g: Group) -> Any:
                 lo = m.read_v(g, idx, inst).astype(np.uint64)
                 hi = m.read_v(g, idx + 1, inst).astype(np.uint64)
-                return _finish(op, _typed(lo | (hi << np.uint64(32)), kind), kind)
+                return finish(op, typed(lo | (hi << np.uint64(32)), kind), kind)
             return read_pair
         if kind == "u32":
             return lambda m, g: m.read_v(g, idx, inst, mfma_srcc=srcc)
-        return lambda m, g: _finish(op, _typed(m.read_v(g, idx, inst), kind), kind)
+        return lambda m, g: finish(op, typed(m.read_v(g, idx, inst), kind), kind)
     scalar = scalar_reader(op, inst, wide=wide)
-    return lambda m, g: _finish(op, _typed(scalar(m, g)[:, None], kind), kind)
+    return lambda m, g: finish(op, typed(scalar(m, g)[:, None], kind), kind)
 
 
-def _typed(raw: np.ndarray, kind: str) -> np.ndarray:
+def typed(raw: np.ndarray, kind: str) -> np.ndarray:
+    """Raw uint32 (uint64 for 64-bit kinds) operand bits viewed as `kind`."""
     if kind == "i32":
         return raw.view(np.int32)
     if kind == "f32":
@@ -150,7 +151,8 @@ def _typed(raw: np.ndarray, kind: str) -> np.ndarray:
     return raw
 
 
-def _finish(op: Operand, value: np.ndarray, kind: str) -> np.ndarray:
+def finish(op: Operand, value: np.ndarray, kind: str) -> np.ndarray:
+    """Apply the operand's abs/neg modifiers to a float value."""
     if kind in ("f32", "f16", "f64") and (getattr(op, "abs", False) or getattr(op, "neg", False)):
         return _float_mods(op, value, value.dtype)
     return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import numpy as np
 
 from argus.asm.instruction import Imm, Instruction, Label, Special
@@ -20,12 +21,14 @@ from argus.isa_cdna3.mfma import MFMA
 from argus.isa_cdna3.mfma_exec import compile_mfma
 from argus.isa_cdna3.operands import (
     OperandError,
+    finish,
     lane_mask_bits,
     lane_mask_reader,
     scalar_reader,
     scalar_writer,
     sgpr_index,
     to_bits,
+    typed,
     vector_reader,
     vgpr_index,
 )
@@ -389,6 +392,53 @@ def _end(m: Machine, g: Group) -> int:
     return DIVERGED
 
 
+GPR_IDX_SLOTS = {"SRC0": 1, "SRC1": 2, "SRC2": 3, "DST": 0}    # operand position of each mode
+
+
+def _compile_set_gpr_idx_on(inst: Instruction) -> Executor:
+    """s_set_gpr_idx_on S0, gpr_idx(...): M0[7:0] = S0[7:0], M0[15:12] = the enabled operands."""
+    index = scalar_reader(inst.operands[0], inst)
+    modes = tuple(inst.mod("gpr_idx", ()))
+    mode_bits = sum(1 << ("SRC0", "SRC1", "SRC2", "DST").index(mode) for mode in modes)
+
+    def run(m: Machine, g: Group) -> None:
+        m0 = m.sgpr[isa.M0][g.sel]
+        m.write_s(g, isa.M0, (m0 & U32(~0xF0FF & 0xFFFFFFFF)) | (index(m, g) & U32(0xFF))
+                  | U32(mode_bits << 12))
+    return run
+
+
+def compile_gpr_indexed(inst: Instruction, accum: int, modes: tuple[str, ...]) -> Executor:
+    """A VALU instruction between s_set_gpr_idx_on and _off: the VGPR operands named by `modes`
+    are offset by M0[7:0] of each wave (waves with different offsets run one after another)."""
+    slots = {GPR_IDX_SLOTS[mode] for mode in modes}
+    compiled: dict[int, Executor] = {}
+
+    def shifted(offset: int) -> Executor:
+        if offset not in compiled:
+            operands = tuple(attrs.evolve(op, index=op.index + offset)
+                             if i in slots and getattr(op, "file", None) == "v" else op
+                             for i, op in enumerate(inst.operands))
+            compiled[offset] = compile_instruction(attrs.evolve(inst, operands=operands), accum)
+        return compiled[offset]
+
+    shifted(0)      # operand errors surface when the kernel is loaded
+
+    def run(m: Machine, g: Group) -> Any:
+        offsets = m.sgpr[isa.M0][g.sel] & U32(0xFF)
+        first = int(offsets[0])
+        if (offsets == first).all():
+            return shifted(first)(m, g)
+        for offset in np.unique(offsets):
+            rows = offsets == offset
+            part = Group(g.waves[rows], m.waves, g.pc)
+            part.exec, part.exec_full = g.exec[rows], bool(g.exec[rows].all())
+            part.tick, part.recent_valu = g.tick, g.recent_valu
+            shifted(int(offset))(m, part)
+        return None
+    return run
+
+
 def _barrier(inst: Instruction) -> Executor:
     after = inst.next_address
 
@@ -547,6 +597,9 @@ VOP: dict[str, tuple[tuple[str, ...], Callable]] = {
     "v_cvt_f32_ubyte1": (("u32",), lambda a: ((a >> U32(8)) & U32(0xFF)).astype(np.float32)),
     "v_cvt_f32_ubyte2": (("u32",), lambda a: ((a >> U32(16)) & U32(0xFF)).astype(np.float32)),
     "v_cvt_f32_ubyte3": (("u32",), lambda a: (a >> U32(24)).astype(np.float32)),
+    # S0[3:0] as a signed 4-bit integer, in units of 1/16
+    "v_cvt_off_f32_i4": (("u32",), lambda a: (((a & U32(0xF)).astype(np.int32) ^ 8) - 8)
+                         .astype(np.float32) * np.float32(0.0625)),
     "v_pack_b32_f16": (("u32", "u32"), lambda a, b: (a & U32(0xFFFF)) | (b << U32(16))),
     "v_cvt_pkrtz_f16_f32": (("f32", "f32"), _cvt_pkrtz),
     "v_add_f32": (F2, lambda a, b: a + b),
@@ -677,6 +730,69 @@ def _compile_vop(inst: Instruction, accum: int) -> Executor:
     def run(m: Machine, g: Group) -> None:
         value = fn(*(r(m, g) for r in readers))
         m.write_v(g, idx, to_bits(_omod_clamp(inst, value), g.n), inst)
+    return run
+
+
+SDWA_FIELDS = {"BYTE_0": (0, 8), "BYTE_1": (8, 8), "BYTE_2": (16, 8), "BYTE_3": (24, 8),
+               "WORD_0": (0, 16), "WORD_1": (16, 16), "DWORD": (0, 32)}
+
+
+def sdwa_select(bits: np.ndarray, sel: str, signed: bool) -> np.ndarray:
+    """An SDWA source: the `sel` field of the operand's bits, zero- or (`sext`) sign-extended."""
+    shift, width = SDWA_FIELDS[sel]
+    if width == 32:
+        return bits
+    field = (bits >> U32(shift)) & U32((1 << width) - 1)
+    if not signed:
+        return field
+    top = U32(1 << (width - 1))
+    return (field ^ top) - top          # wraps modulo 2^32: the sign-extended field
+
+
+def sdwa_place(result: np.ndarray, old: np.ndarray, sel: str, unused: str) -> np.ndarray:
+    """An SDWA destination: the low bits of `result` in the `sel` field; the other bits zero
+    (UNUSED_PAD), copies of the field's sign bit above it (UNUSED_SEXT) or kept (PRESERVE)."""
+    shift, width = SDWA_FIELDS[sel]
+    if width == 32:
+        return result
+    mask = U32(((1 << width) - 1) << shift)
+    field = (result << U32(shift)) & mask
+    if unused == "UNUSED_PRESERVE":
+        return (old & ~mask) | field
+    if unused == "UNUSED_SEXT":
+        above = U32((0xFFFFFFFF << (shift + width)) & 0xFFFFFFFF)
+        negative = (field >> U32(shift + width - 1)) & U32(1)
+        return field | (negative * above)
+    return field
+
+
+def _compile_sdwa(inst: Instruction, accum: int) -> Executor:
+    """VOP1/VOP2 with SDWA: each source is a byte/word field of its register (src0_sel,
+    src1_sel, `sext`), then abs/neg; the result goes to a field of the destination (dst_sel)
+    with the rest padded, sign-extended or preserved (dst_unused); clamp/omod as usual."""
+    base = inst.opcode.removesuffix("_sdwa")
+    if base not in VOP:
+        raise OperandError(f"{inst.opcode}: SDWA form of this opcode is not implemented")
+    kinds, fn = VOP[base]
+    dst, *srcs = inst.operands
+    if len(srcs) != len(kinds):
+        raise OperandError(f"{inst.opcode} expects {len(kinds)} sources, got {len(srcs)}")
+    sels = [str(inst.mod(f"src{i}_sel", "DWORD")) for i in range(len(srcs))]
+    dst_sel = str(inst.mod("dst_sel", "DWORD"))
+    unused = str(inst.mod("dst_unused", "UNUSED_PAD"))
+    for sel in (*sels, dst_sel):
+        if sel not in SDWA_FIELDS:
+            raise OperandError(f"{inst.opcode}: unknown SDWA select {sel} in `{inst.text}`")
+    raw = [vector_reader(attrs.evolve(op, neg=False, abs=False, sext=False)
+                         if hasattr(op, "sext") else op, inst, accum, "u32") for op in srcs]
+    signed = [bool(getattr(op, "sext", False)) for op in srcs]
+    idx = vgpr_index(dst, accum)
+
+    def run(m: Machine, g: Group) -> None:
+        values = [finish(op, typed(sdwa_select(r(m, g), sel, sx), kind), kind)
+                  for op, r, sel, sx, kind in zip(srcs, raw, sels, signed, kinds)]
+        result = to_bits(_omod_clamp(inst, fn(*values)), g.n)
+        m.write_v(g, idx, sdwa_place(result, m.vgpr[idx][g.sel], dst_sel, unused), inst)
     return run
 
 
@@ -1001,7 +1117,32 @@ def _compile_cvt_f32_fp8(inst: Instruction, accum: int) -> Executor:
     return run
 
 
+def _compile_cvt_pk_f32_fp8(inst: Instruction, accum: int) -> Executor:
+    """v_cvt_pk_f32_{fp8,bf8} D[0:1], S0: the two fnuz bytes of a word of S0 -> two f32; the high
+    word with SDWA src0_sel:WORD_1 or VOP3 op_sel:[1,0]."""
+    dst, src = inst.operands
+    dtype = numerics.FP8 if "fp8" in inst.opcode else numerics.BF8
+    read = vector_reader(src, inst, accum, "u32")
+    idx = vgpr_index(dst, accum)
+    op_sel = inst.mod("op_sel", (0,))
+    high = str(inst.mod("src0_sel", "WORD_0")) == "WORD_1" or bool(op_sel[0])
+
+    def run(m: Machine, g: Group) -> None:
+        word = read(m, g) >> U32(16) if high else read(m, g)
+        for byte in range(2):
+            raw = ((word >> U32(8 * byte)) & U32(0xFF)).astype(np.uint8)
+            m.write_v(g, idx + byte, to_bits(raw.view(dtype).astype(np.float32), g.n), inst)
+    return run
+
+
 # ------------------------------------------------------------------------------------ table
+_SPECIAL_SDWA: dict[str, Callable[[Instruction, int], Executor]] = {
+    "v_cvt_f32_fp8": _compile_cvt_f32_fp8,
+    "v_cvt_f32_bf8": _compile_cvt_f32_fp8,
+    "v_cvt_pk_f32_fp8": _compile_cvt_pk_f32_fp8,
+    "v_cvt_pk_f32_bf8": _compile_cvt_pk_f32_fp8,
+}
+
 _SPECIAL_VALU: dict[str, Callable[[Instruction, int], Executor]] = {
     "v_fmac_f32": _compile_fmac,
     "v_pk_add_f32": _compile_pk_f32,
@@ -1031,6 +1172,8 @@ _SPECIAL_VALU: dict[str, Callable[[Instruction, int], Executor]] = {
     "v_cvt_pk_bf8_f32": _compile_cvt_pk_fp8,
     "v_cvt_f32_fp8": _compile_cvt_f32_fp8,
     "v_cvt_f32_bf8": _compile_cvt_f32_fp8,
+    "v_cvt_pk_f32_fp8": _compile_cvt_pk_f32_fp8,
+    "v_cvt_pk_f32_bf8": _compile_cvt_pk_f32_fp8,
 }
 
 
@@ -1046,8 +1189,12 @@ def compile_instruction(inst: Instruction, accum: int) -> Executor:
     """The executor of `inst`; raises OperandError/KeyError for anything not implemented."""
     name = inst.opcode
     base = base_opcode(name)
-    if name.endswith("_sdwa") or (name.endswith("_dpp") and base not in VOP):
-        raise OperandError(f"{name}: this DPP/SDWA operand form is not implemented")
+    if name.endswith("_sdwa"):
+        if name.removesuffix("_sdwa") in _SPECIAL_SDWA:
+            return _SPECIAL_SDWA[name.removesuffix("_sdwa")](inst, accum)
+        return _compile_sdwa(inst, accum)
+    if name.endswith("_dpp") and base not in VOP:
+        raise OperandError(f"{name}: this DPP operand form is not implemented")
     if name in NOP_OPCODES:
         return lambda m, g: None
     if name == "s_waitcnt":
@@ -1058,6 +1205,10 @@ def compile_instruction(inst: Instruction, accum: int) -> Executor:
         return _barrier(inst)
     if name == "s_setvskip":
         return _compile_setvskip(inst)
+    if name == "s_set_gpr_idx_on":
+        return _compile_set_gpr_idx_on(inst)
+    if name == "s_set_gpr_idx_off":
+        return lambda m, g: None
     if name.startswith(("s_branch", "s_cbranch_")):
         return _compile_branch(inst)
     if name in SOP2:

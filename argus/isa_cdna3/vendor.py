@@ -1,8 +1,9 @@
 """AMD's hand-written gfx942 kernels (amd-aiter) run in the emulator with random inputs and checked
-against numpy: the bf16 GEMMs and the FlashAttention-v3 forward kernels.
+against numpy: the bf16 GEMMs, the FlashAttention-v3 forward kernels and the 16-bit fused MoE.
 
 Kernel arguments, grid and block follow aiter's launchers: csrc/py_itfs_cu/asm_gemm_a16w16.cu
-(GEMM) and hsa/gfx942/fmha_v3_fwd/codegen.py (attention).
+(GEMM), hsa/gfx942/fmha_v3_fwd/codegen.py (attention) and csrc/py_itfs_cu/asm_fmoe.cu plus
+aiter/fused_moe.py, aiter/ops/shuffle.py (MoE sorting and weight pre-shuffle).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from argus.isa_cdna3.emulator import Emulation, emulate
 BF16 = ml_dtypes.bfloat16
 GEMM = re.compile(r"^bf16gemm_outf32_tn_(32|48|64|96)x64_pf3$")
 FMHA = re.compile(r"^fwd_hd128_bf16(_causal)?(_rtne|_rtna|_rtz)?$")
+FMOE = re.compile(r"^fmoe_(b16|f16)$")
+MOE_BLOCK = 32      # aiter's BLOCK_SIZE_M: sorted tokens per workgroup row of the grid
+MOE_SUB_GU = 512    # FMoeKernel's default sub_GU: intermediate columns per workgroup
 
 # The suffix-less causal code object is not what aiter launches: hsa/gfx942/fmha_v3_fwd/codegen.py
 # (FmhaFwdV3Buf) maps every gfx942 bf16 hd128 mask kernel to fwd_hd128_bf16_causal_{rtne,rtna,
@@ -95,7 +99,7 @@ def vendor_kernels() -> list[str]:
     for causal in ("", "_causal"):
         for rounding in ("", "_rtne", "_rtna", "_rtz"):
             names.append(f"fwd_hd128_bf16{causal}{rounding}")
-    return names
+    return names + ["fmoe_b16", "fmoe_f16"]
 
 
 def code_object_path(root: Path, name: str) -> Path:
@@ -104,6 +108,8 @@ def code_object_path(root: Path, name: str) -> Path:
         return base / "bf16gemm" / f"{name}.co"
     if FMHA.match(name):
         return base / "fmha_v3_fwd" / "MI300" / f"{name}.co"
+    if FMOE.match(name):
+        return base / f"{name}.co"
     raise VendorKernelError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
 
 
@@ -111,7 +117,7 @@ def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
                check: str = "warn", code: CodeObject | None = None,
                root: Path | None = None, bank_conflicts: bool = False) -> VendorRun:
     """Run vendor kernel `name` on random inputs; `shape` overrides the default problem size
-    (GEMM: m, n, k, splitk; attention: b, h, s, sk)."""
+    (GEMM: m, n, k, splitk; attention: b, h, s, sk; MoE: tokens, dim, inter, experts, topk)."""
     if code is None:
         from argus.asm.aiter import aiter_root
 
@@ -121,6 +127,8 @@ def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
         return _gemm(name, int(match.group(1)), code, rng, shape or {}, check, bank_conflicts)
     if (match := FMHA.match(name)):
         return _fmha(name, bool(match.group(1)), code, rng, shape or {}, check, bank_conflicts)
+    if (match := FMOE.match(name)):
+        return _fmoe(name, match.group(1), code, rng, shape or {}, check, bank_conflicts)
     raise VendorKernelError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
 
 
@@ -192,3 +200,93 @@ def _fmha(name: str, causal: bool, code: CodeObject, rng: np.random.Generator,
     tolerance = 2.0 ** -6 * float(np.abs(reference).max()) + 1e-3
     return VendorRun(name, size, float(np.abs(result - reference).max()), tolerance, run)
 
+
+
+def moe_sorting(topk_ids: np.ndarray, topk_weights: np.ndarray, experts: int,
+                block: int = MOE_BLOCK) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """aiter's moe_sorting_fwd in numpy: (token, slot) pairs grouped by expert, each expert padded
+    to a multiple of `block`. Returns sorted ids (slot << 24 | token; padding is topk << 24 |
+    tokens), their routing weights (padding 0), one expert id per block, and num_valid_ids
+    [padded pairs in use, tokens]."""
+    tokens, topk = topk_ids.shape
+    capacity = topk_ids.size + experts * block - topk
+    padding = (topk << 24) | tokens
+    sorted_ids = np.full(capacity, padding, np.int32)
+    sorted_weights = np.zeros(capacity, np.float32)
+    expert_ids = np.zeros(-(-capacity // block), np.int32)
+    used = 0
+    for expert in range(experts):
+        token, slot = np.nonzero(topk_ids == expert)
+        if not len(token):
+            continue
+        sorted_ids[used:used + len(token)] = (slot << 24) | token
+        sorted_weights[used:used + len(token)] = topk_weights[token, slot]
+        blocks = -(-len(token) // block)
+        expert_ids[used // block:used // block + blocks] = expert
+        used += blocks * block
+    return sorted_ids, sorted_weights, expert_ids, np.array([used, tokens], np.int32)
+
+
+def shuffle_weight(w: np.ndarray, rows: int = 16, k_lanes: int = 16) -> np.ndarray:
+    """aiter.ops.shuffle.shuffle_weight's (16, 16) layout for 16-bit weights [..., N, K]: each
+    16-row x 32-column block stored as [4 column groups][16 rows][8 elements], so one lane's
+    16-byte load is an MFMA operand fragment."""
+    *lead, n, k = w.shape
+    per_load = 8                                    # 16 bytes of 16-bit elements
+    if n % rows or k % (2 * k_lanes):
+        raise VendorKernelError(f"shuffle_weight needs N % {rows} == 0 and K % {2 * k_lanes} == 0,"
+                                f" got N={n} K={k}")
+    blocked = w.reshape(-1, n // rows, rows, k // (2 * k_lanes), 2 * k_lanes // per_load, per_load)
+    return np.ascontiguousarray(blocked.transpose(0, 1, 3, 4, 2, 5)).reshape(w.shape)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _fmoe(name: str, kind: str, code: CodeObject, rng: np.random.Generator,
+          given: dict[str, int], check: str, bank_conflicts: bool) -> VendorRun:
+    size = _sizes({"tokens": 8, "dim": 512, "inter": 512, "experts": 4, "topk": 2}, given, name)
+    tokens, dim, inter, experts, topk = (size[k] for k in
+                                         ("tokens", "dim", "inter", "experts", "topk"))
+    if min(tokens, experts, topk) < 1 or topk > experts:
+        raise VendorKernelError(f"{name}: need tokens, experts >= 1 and 1 <= topk <= experts, "
+                                f"got {size}")
+    if inter % MOE_SUB_GU:
+        raise VendorKernelError(f"{name}: inter must be a multiple of {MOE_SUB_GU} (asm_fmoe.cu "
+                                f"launches fmoe_b16/f16 with sub_GU={MOE_SUB_GU} intermediate "
+                                f"columns per workgroup), got inter={inter}")
+    if dim % 256 or dim < 512:
+        raise VendorKernelError(f"{name}: dim must be a multiple of 256 and at least 512 (the "
+                                f"kernel's K loop is pipelined two 256-wide slices deep), "
+                                f"got dim={dim}")
+    dtype = BF16 if kind == "b16" else np.float16
+    x = rng.standard_normal((tokens, dim)).astype(dtype)
+    w1 = (rng.standard_normal((experts, inter, dim)) / np.sqrt(dim)).astype(dtype)
+    w2 = (rng.standard_normal((experts, dim, inter)) / np.sqrt(inter)).astype(dtype)
+    topk_ids = np.argsort(rng.random((tokens, experts)), axis=1)[:, :topk].astype(np.int32)
+    topk_weights = rng.random((tokens, topk)).astype(np.float32)
+    sorted_ids, sorted_weights, expert_ids, num_valid = moe_sorting(topk_ids, topk_weights,
+                                                                    experts)
+    out = np.zeros((tokens, dim), np.uint16)
+    # Metadata names the fourth pointer "U"; asm_fmoe.cu's KernelArgs passes num_valid_ids there.
+    args: dict[str, Any] = dict(
+        O=out, X=x.view(np.uint16), G=shuffle_weight(w1).view(np.uint16), U=num_valid,
+        D=shuffle_weight(w2).view(np.uint16), STP=sorted_ids, SW=sorted_weights, SEP=expert_ids,
+        dim=dim, hdim=inter, batch=tokens, eprt=experts, Xs=dim * 2, GUs=dim * 2, Ds=inter * 2,
+        Os=dim * 2, eGUs=dim * 2 * inter, eDs=inter * 2 * dim, eGUQs=0, eDQs=0,
+        eSMQs=inter * 4, topk=topk)
+    run = emulate(code, grid=(inter // MOE_SUB_GU, len(expert_ids), 1), block=256, args=args,
+                  check=check, bank_conflicts=bank_conflicts)
+    reference = np.zeros((tokens, dim))
+    xf = x.astype(np.float64)
+    for slot in range(topk):
+        for expert in range(experts):
+            rows = np.flatnonzero(topk_ids[:, slot] == expert)
+            hidden = gelu_tanh(xf[rows] @ w1[expert].astype(np.float64).T)
+            reference[rows] += (topk_weights[rows, slot, None]
+                                * (hidden @ w2[expert].astype(np.float64).T))
+    result = out.view(dtype).astype(np.float64)
+    # 16-bit intermediate and 16-bit atomic accumulation of the topk partial sums
+    tolerance = (2.0 ** -6 if kind == "b16" else 2.0 ** -9) * (float(np.abs(reference).max()) + 1)
+    return VendorRun(name, size, float(np.abs(result - reference).max()), tolerance, run)
