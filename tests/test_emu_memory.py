@@ -301,15 +301,15 @@ def test_divergent_branches_and_exec_masking():
 
 def test_unsupported_opcodes_are_listed_before_running():
     body = """
-  v_add_f32_sdwa v2, v1, v3 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:WORD_1 src1_sel:DWORD
+  v_cmp_lt_f32_sdwa vcc, v1, v3 src0_sel:WORD_1 src1_sel:DWORD
   v_sin_f32_e32 v3, v1
   v_sin_f32_e32 v4, v1
   s_endpgm
 """
     code = build("unsupported", body)
     missing = unsupported_opcodes(code)
-    assert set(missing) == {"v_add_f32_sdwa (v_add_f32_sdwa: this DPP/SDWA operand form is not "
-                            "implemented)", "v_sin_f32_e32"}
+    assert set(missing) == {"v_cmp_lt_f32_sdwa (v_cmp_lt_f32_sdwa: SDWA form of this opcode is "
+                            "not implemented)", "v_sin_f32_e32"}
     assert len(missing["v_sin_f32_e32"]) == 2
     with pytest.raises(UnsupportedOpcodeError, match="nothing was executed"):
         emulate(code, grid=1, block=64, args=[None, None])

@@ -4,11 +4,12 @@ kernel overwrites LDS right after a barrier that other waves are still reading b
 keeps the adversarial stale value. Plus the v_cmp/v_cndmask row mask of the attention kernels."""
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from argus.asm import assemble
-from argus.isa_cdna3 import emulate
+from argus.isa_cdna3 import HazardError, emulate
 from argus.isa_cdna3.kernel_template import kernel_source
 
 # Wave 1 (the lower PC) seeds LDS, then both waves meet at a barrier; wave 0 reads LDS at once
@@ -115,3 +116,30 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("row_mask_kernel", [assemble(kernel_source(
             "row_mask", ROW_MASK, [("src", "ptr"), ("dst", "ptr"), ("limit", "u32"),
                                    ("row", "u32")], sgprs=48))], ids=["row_mask"])
+
+
+# Wave 1 idles at another PC, so wave 0 hands over its turn between the VALU write and the MFMA
+# that reads it too soon; the hazard must survive the hand-over.
+VALU_THEN_MFMA_ACROSS_TURNS = """
+  v_lshrrev_b32_e32 v1, 6, v0
+  v_readfirstlane_b32 s6, v1
+  s_cmp_eq_u32 s6, 0
+  s_cbranch_scc0 idle
+  v_mov_b32_e32 v2, 1.0
+  v_mov_b32_e32 v3, 1.0
+  v_mfma_f32_32x32x8_f16 v[4:19], v[2:3], v[2:3], 0
+  s_endpgm
+idle:
+{nops}
+  s_endpgm
+"""
+
+
+def test_valu_to_mfma_hazard_is_seen_when_the_group_hands_over_its_turn(monkeypatch):
+    import argus.isa_cdna3.emulator as emulator
+
+    body = VALU_THEN_MFMA_ACROSS_TURNS.format(nops="\n".join(["  s_nop 0"] * 8))
+    code = assemble(kernel_source("turns", body, max_block=128))
+    monkeypatch.setattr(emulator, "QUANTUM", 1)         # hand over after every instruction
+    with pytest.raises(HazardError, match="valu-to-mfma"):
+        emulate(code, grid=1, block=128)

@@ -1,6 +1,7 @@
-"""SDWA operand forms and the conversions AMD's kernels use with them, against per-lane Python
-references: byte/word source selects with sext, destination fields padded, sign-extended or
-preserved, abs/neg/clamp, fp8 and 4-bit conversions; one assembled kernel, hypothesis operands."""
+"""The operand forms and rare opcodes AMD's kernels need beyond the core set, against per-lane
+Python references: SDWA (byte/word selects with sext; destination fields padded, sign-extended or
+preserved; abs/neg/clamp), fp8 and 4-bit conversions, M0-indexed VGPRs (s_set_gpr_idx_on/off),
+scalar stores and atomics, and the flat-aperture registers."""
 
 import ml_dtypes
 import numpy as np
@@ -207,3 +208,25 @@ def test_scalar_store_and_atomic_inc_match_the_isa_definition(scalar_kernel, lim
 def scalar_kernel():
     return assemble(kernel_source("scalar_writes", SCALAR_WRITES,
                                   [("stores", "ptr"), ("counter", "ptr"), ("limit", "u32")]))
+
+
+APERTURE = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_mov_b64 s[6:7], src_shared_base
+  s_mov_b32 s8, src_private_base
+  v_mov_b32_e32 v2, s6
+  v_mov_b32_e32 v3, s7
+  v_mov_b32_e32 v4, s8
+  v_mov_b32_e32 v0, 0
+  s_waitcnt lgkmcnt(0)
+  global_store_dwordx3 v0, v[2:4], s[4:5]
+  s_waitcnt vmcnt(0)
+  s_endpgm
+"""
+
+
+def test_aperture_registers_read_the_linux_flat_apertures():
+    out = np.zeros(3, np.uint32)
+    emulate(assemble(kernel_source("aperture", APERTURE, [("out", "ptr")])), grid=1, block=64,
+            args=[out])
+    np.testing.assert_array_equal(out, [0, 0x10000, 0x20000])

@@ -151,6 +151,20 @@ def test_all_mi300_attention_and_bf16_moe_kernels_use_only_supported_opcodes(ait
             assert unsupported_opcodes(code, kernel) == {}, path.name
 
 
+@pytest.mark.parametrize("path", [
+    "all_reduce.co",                                        # s_store_dword, s_atomic_inc
+    "fmoe_f16.co",                                          # v_cvt_f16_f32_sdwa
+    "pa_a16w8_f16.co",                                      # v_cvt_f32_f16_sdwa
+    "fmoe_int4fp8_g1u1_subGU_128_gelu.co",                  # v_cvt_off_f32_i4 (e32, sdwa)
+    "mla/mla_a16w8_qh16_m16x4_n16x1_coex0_mask1_ps.co",     # v_cvt_pk_f32_fp8_sdwa
+    "mla/mla_a8w8_qh16_qseqlen1_gqaratio16.co",             # s_set_gpr_idx_on/off
+    "flatmm_uk_gfx9_f16f8_128x256x128_1x4x1_16x16x32.co",   # src_shared_base
+])
+def test_formerly_unsupported_vendor_kernels_now_compile(aiter_root, path):
+    code = CodeObject.from_file(aiter_root / "aiter_meta" / "hsa" / "gfx942" / path)
+    assert unsupported_opcodes(code) == {}
+
+
 def test_cli_emulate_reports_error_time_counts_and_hazards(aiter_root):
     result = CliRunner().invoke(main, ["emulate", "bf16gemm_outf32_tn_32x64_pf3",
                                        "--size", "m=40", "--size", "k=128", "--banks"])

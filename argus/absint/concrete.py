@@ -309,6 +309,12 @@ class _Workgroup:
             raise InterpError(f"{op.loc}: scalar.load: {op.tensor}{list(index)} = {value} is "
                               f"outside the declared range [{op.var.lo}, {op.var.hi}) of "
                               f"{op.var.name}")
+        if op.bounds:
+            lo, hi = (self.scalar(b) for b in op.bounds)
+            if not lo <= value < hi:
+                raise InterpError(f"{op.loc}: scalar.load: {op.tensor}{list(index)} = {value} "
+                                  f"is outside the declared range [{op.bounds[0]}, "
+                                  f"{op.bounds[1]}) = [{lo}, {hi}) of {op.var.name}")
         self.env[op.var.name] = value
 
     def op_GlobalLoad(self, op: O.GlobalLoad):

@@ -35,10 +35,19 @@ def is_fresh(v: Var) -> bool:
 
 
 def fresh_in(*exprs) -> set:
-    """The fresh variables the expressions mention."""
+    """The fresh variables the expressions mention, and those a gathered row id among them
+    depends on through its position (so the defs fixing them stay with the row)."""
     found: set = set()
     for e in exprs:
         found |= _helpers(e)
+    rows = [v for v in found if v.name in GATHERED]
+    while rows:
+        _, length, position = GATHERED[rows.pop().name]
+        for v in _helpers(position) | _helpers(length):
+            if v not in found:
+                found.add(v)
+                if v.name in GATHERED:
+                    rows.append(v)
     return found
 
 

@@ -484,6 +484,9 @@ class _Verifier:
                                       for a, i in enumerate(op.index)}))
         # any value in the declared range: the interpreter rejects values outside it
         self.assumes += [op.var >= op.var.lo, op.var < op.var.hi]
+        if op.bounds:
+            lo, hi = op.bounds
+            self.assumes += [op.var >= lo, op.var < hi]
         self.scalar_loads[op.var.name] = (op.tensor.name, op.index)
 
     def op_GlobalLoad(self, op: O.GlobalLoad):

@@ -275,12 +275,14 @@ class GlobalStore(Op):
 @attrs.frozen
 class ScalarLoad(Op):
     """Binds `var` to one element of an i32 tensor (workgroup-uniform, e.g. an expert id);
-    its declared range [lo, hi) is checked at run time."""
+    its declared range [lo, hi) is checked at run time, and so are `bounds` = (lo, hi) when
+    the range depends on sizes (an expert id below the number of experts E)."""
 
     var: Var
     tensor: Value
     index: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
     loc: SourceLoc
+    bounds: tuple[Expr, ...] = attrs.field(default=(), converter=_expr_tuple)
     mnemonic = "scalar.load"
 
     @property
@@ -294,6 +296,11 @@ class ScalarLoad(Op):
         if len(self.index) != len(t.shape):
             _fail(self, f"index has {len(self.index)} coordinates but {self.tensor} has rank "
                         f"{len(t.shape)}")
+        if self.bounds and (len(self.bounds) != 2 or any(b.is_bool for b in self.bounds)):
+            _fail(self, f"bounds {list(self.bounds)} must be two integer expressions (lo, hi) "
+                        f"with lo <= {self.var.name} < hi")
+        if any(self.var in free_vars(b) for b in self.bounds):
+            _fail(self, f"the bounds of {self.var.name} may not mention {self.var.name} itself")
 
 
 @attrs.frozen
@@ -918,7 +925,7 @@ class _Scope:
 
 
 def _scalar_exprs(op) -> list[Expr]:
-    fields = {"origin", "start", "stop", "cond", "index"}
+    fields = {"origin", "start", "stop", "cond", "index", "bounds"}
     exprs = []
     for name in fields:
         value = getattr(op, name, None)

@@ -123,7 +123,8 @@ def _op_text(op) -> str:
         case O.TagTile():
             return f"tag_tile {op.x} {_tags(op.tags)}"
         case O.ScalarLoad():
-            return f"scalar.load {_decl(op.var)} from {op.tensor}{_origin(op.index)}"
+            bounds = f" bounds ({_exprs(op.bounds)})" if op.bounds else ""
+            return f"scalar.load {_decl(op.var)} from {op.tensor}{_origin(op.index)}{bounds}"
         case O.GlobalLoad():
             return (f"global.load {op.tensor}{_origin(op.origin)} axes {_tuple(op.axes)}"
                     f"{_indirect(op)}")
@@ -659,8 +660,12 @@ def _read_scalar_load(p, c, result, scope, loc):
     tensor = p.value(c.text[c.pos:name_end])
     c.pos = name_end
     index = tuple(parse_expr(e, scope) for e in split_top(c.group("[")))
+    bounds = ()
+    if c.peek("bounds"):
+        c.expect("bounds")
+        bounds = tuple(parse_expr(e, scope) for e in split_top(c.group("(")))
     scope[var.name] = var
-    return O.ScalarLoad(var, tensor, index, loc)
+    return O.ScalarLoad(var, tensor, index, loc, bounds)
 
 
 def _lds_access(p, c, scope):

@@ -421,11 +421,13 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
     debug = int(os.environ.get("ARGUS_DEBUG", "0") or 0) >= 4
     executed = 0
     group: Group | None = None
+    parked: dict[bytes, list] = {}      # recent VALU writes of groups that handed over their turn
     while True:
         if group is None:
             group = _next_group(m, name)
             if group is None:
                 return counts
+            group.recent_valu = parked.pop(group.waves.tobytes(), [])
             turn_ends = QUANTUM
         i = index_of.get(group.pc)
         if i is None:
@@ -454,6 +456,10 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
                 # the end, would break that.
                 m.pc[group.sel] = group.pc
                 m.clock[group.sel] += group.tick
+                # the VALU writes an MFMA may still have to wait for, on the waves' own clock
+                horizon = group.tick - isa.VALU_WRITE_EXEC_TO_MFMA
+                parked[group.waves.tobytes()] = [(tick - group.tick, reg, inst) for tick, reg, inst
+                                                 in group.recent_valu if tick >= horizon]
                 group = None
         if executed > limit:
             raise EmulatorError(f"kernel {name} executed more than {limit} wave-instructions "

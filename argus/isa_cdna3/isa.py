@@ -22,6 +22,11 @@ SPECIAL_SGPRS = {
     "vcc_lo": 106, "vcc_hi": 107, "m0": 124, "exec_lo": 126, "exec_hi": 127,
 }
 SPECIAL_SGPR_PAIRS = {"flat_scratch": 102, "xnack_mask": 104, "vcc": 106, "exec": 126}
+# Flat-address apertures as ROCm's Linux driver sets them on gfx9: a 64-bit read gives the
+# address, a 32-bit read its high dword (the aperture's "base hi").
+APERTURES = {"src_shared_base": 0x1_0000 << 32, "src_shared_limit": (0x1_0000 << 32) | 0xFFFFFFFF,
+             "src_private_base": 0x2_0000 << 32,
+             "src_private_limit": (0x2_0000 << 32) | 0xFFFFFFFF}
 TTMP_BASE = 108
 SGPR_FILE = 128
 VCC = 106

@@ -3,7 +3,9 @@
 Products of 16- and 8-bit inputs are exact in f32 and summed in f32 (numpy's order, the
 hardware's is undocumented: results agree to f32 rounding of a K-term sum); i8 sums are exact in
 int32; xf32 inputs are used at full f32 precision (hardware rounds them, so xf32 results are
-more accurate here than on silicon). MFMAs execute on all 64 lanes regardless of EXEC.
+more accurate here than on silicon). MFMAs execute on all 64 lanes regardless of EXEC, as gem5's
+MI300 model does (src/arch/amdgpu/vega/insts/vop3p_mai.cc); AMD's ISA guides we could consult do
+not define a partial-EXEC MFMA, and none of the vendor kernels we run issues one.
 """
 
 from __future__ import annotations

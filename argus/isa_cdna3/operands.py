@@ -86,6 +86,10 @@ def scalar_reader(op: Operand, inst: Instruction, *, wide: bool = False) -> Read
             np.uint32)
     if isinstance(op, Label):
         raise OperandError(f"label {op} used as a value")
+    if isinstance(op, Special) and op.name in isa.APERTURES:
+        aperture = isa.APERTURES[op.name]
+        value = np.uint64(aperture) if wide else np.uint32(aperture >> 32)
+        return lambda m, g: np.full(g.n, value)
     idx = sgpr_index(op)
     if wide:
         return lambda m, g: (m.read_s(g, idx, inst).astype(np.uint64)

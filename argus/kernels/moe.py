@@ -26,14 +26,14 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
              block_k: int = 32):
     """Grouped GEMM over the row blocks of `sorted_ids` (block sizes multiples of 64, 64, 8)."""
     _, H = X.shape
-    _, N, _ = W.shape
+    E, N, _ = W.shape
     P, BLOCKS = sorted_ids.shape[0], block_expert.shape[0]
     T.assume(P.eq(BLOCKS * block_m))
     T.assume((N % block_n).eq(0))
     T.assume((H % block_k).eq(0))
     T.grid(BLOCKS, N // block_n)
     block, n0 = T.program_id(0), T.program_id(1) * block_n
-    expert = T.load_scalar(block_expert, (block,), 0, 2**31)
+    expert = T.load_scalar(block_expert, (block,), 0, E)
     T.tag(X, lambda t, h: {"token": t, "k": h})
     T.tag(W, lambda e, n, h: {"expert": e, "col": n, "k": h})
     T.tag(Y, lambda t, n: {"token": t, "col": n})

@@ -288,13 +288,23 @@ def _gather(gather: Gather | None, loc: SourceLoc) -> O.Gather | None:
                     gather.tile_axis, gather.axis)
 
 
-def load_scalar(tensor: Global, index, lo: int, hi: int) -> Var:
-    """One element of an i32 tensor as a workgroup-uniform integer in [lo, hi)."""
+def load_scalar(tensor: Global, index, lo, hi) -> Var:
+    """One element of an i32 tensor as a workgroup-uniform integer in [lo, hi).
+
+    `lo` and `hi` may be sizes or expressions in them (an expert id in [0, E)); the verifier
+    assumes the range and the interpreter rejects a run whose tensor breaks it."""
     loc = user_loc()
     builder = current_builder()
-    var = Var(builder.fresh_var("s"), lo, hi)
+    lo_e, hi_e = _exprs((lo, hi), "bounds", loc)
+    symbolic = not (isinstance(lo_e, Const) and isinstance(hi_e, Const))
+    # the variable's own range is what an i32 can hold where a bound is symbolic
+    var_lo = lo_e.value if isinstance(lo_e, Const) else -(2**31)
+    var_hi = hi_e.value if isinstance(hi_e, Const) else 2**31
+    if var_lo >= var_hi:
+        raise DSLError(f"load_scalar: the range [{lo}, {hi}) is empty; give lo < hi", loc)
+    var = Var(builder.fresh_var("s"), var_lo, var_hi)
     builder.emit(O.ScalarLoad(var=var, tensor=tensor.value, index=_exprs(index, "index", loc),
-                              loc=loc))
+                              loc=loc, bounds=(lo_e, hi_e) if symbolic else ()))
     return var
 
 
