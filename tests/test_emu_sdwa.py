@@ -86,6 +86,13 @@ CASES = [
      lambda a, b: [f32_bits(fp8_of((a >> 16) & 0xFF)), f32_bits(fp8_of(a >> 24))]),
     ("v_cvt_f32_fp8_sdwa v10, v3 src0_sel:BYTE_2",
      lambda a, b: [f32_bits(fp8_of((b >> 16) & 0xFF))]),
+    # constants and SGPRs are SDWA sources too; an f16 operand's inline constant is f16 bits
+    ("v_cvt_f32_f16_sdwa v10, -2.0 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:WORD_0",
+     lambda a, b: [f32_bits(-2.0)]),
+    ("v_add_u32_sdwa v10, 7, v3 dst_sel:WORD_1 dst_unused:UNUSED_PAD src0_sel:DWORD "
+     "src1_sel:BYTE_1", lambda a, b: [place(7 + select(b, "BYTE_1"), "WORD_1", "UNUSED_PAD")]),
+    ("s_mov_b32 s9, 0x3c00c500\n  v_cvt_f32_f16_sdwa v10, s9 dst_sel:DWORD dst_unused:UNUSED_PAD "
+     "src0_sel:WORD_1", lambda a, b: [f32_bits(1.0)]),
 ]
 
 

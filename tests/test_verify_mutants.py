@@ -65,6 +65,11 @@ def permuted(spec: TileSpec, lane_shift: int, slot_shift: int) -> TileSpec:
     return TileSpec(spec.shape, ThreadLayout(layout.waves, layout.slots, coords))
 
 
+def _meet(tile):
+    return lambda A, B, C: And(A.k.eq(B.k), (A.k // BK).eq(tile), A.row.eq(C.row),
+                               B.col.eq(C.col))
+
+
 def ring_gemm(m: Mutant):
     rows, cols = m.wave_grid
     a_spec = permuted(T.mfma_layout(MFMA, "a", m.wave_grid), m.a_lane_shift, m.a_slot_shift)
@@ -105,8 +110,7 @@ def ring_gemm(m: Mutant):
             a = a_read.load((slot, 0, 0), a_spec)
             b = b_smem.load(((kt + m.write_shift) % m.slots, 0, 0), b_spec)
             loop.acc = T.mfma(MFMA, a, b, loop.acc)
-            T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), (A.k // BK).eq(kt + m.asserted_tile_shift),
-                                             A.row.eq(C.row), B.col.eq(C.col)),
+            T.tag_assert(_meet(kt + m.asserted_tile_shift),
                          "A and B meet at one k of this K tile, on C's row and column")
             if m.barrier_after_read:
                 T.barrier()
@@ -119,7 +123,9 @@ def ring_gemm(m: Mutant):
 @st.composite
 def mutants(draw) -> Mutant:
     """The correct kernel with a few of its knobs turned, each usually left alone."""
-    slots = draw(st.sampled_from([1, 2, 3]))
+    # rings of 1, 2 and 4 slots: a 3-slot ring's `% 3` makes every query several times slower
+    # (measured 2 s against 0.5 s per mutant), too slow for 200 examples
+    slots = draw(st.sampled_from([1, 2, 4]))
 
     def knob(values, keep=0.7):
         return draw(st.sampled_from(values)) if draw(st.floats(0, 1)) > keep else values[0]
@@ -204,7 +210,7 @@ def test_mutant_verdicts_agree_with_the_interpreter(m):
 
 def test_the_unmutated_kernel_is_proved_for_every_shape():
     for grid in ((1, 1), (2, 1), (1, 2)):
-        for slots in (1, 2, 3):
+        for slots in (1, 2, 3, 4):
             report = verify(ring_gemm(Mutant(wave_grid=grid, slots=slots)))
             assert report.ok, str(report)
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 import attrs
 
 from argus.ir.expr import And, Const, Expr, Or, Term, Var, as_expr, free_vars, ite, substitute
+
 # the expression module's folding constructor: rebuilding through it keeps constants folded
 # exactly as `substitute` would
 from argus.ir.expr import _term as rebuild_term

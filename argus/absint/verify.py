@@ -265,7 +265,7 @@ class _Verifier:
             while len(todo) > 1:
                 started = time.perf_counter()
                 goal, parts = _conjunction([self.pending[n] for n in todo])
-                verdict = prove(goal, (), solver=self.solver, timeout_ms=quick)
+                verdict = prove(goal, (), solver=self.solver, vacuity=False, timeout_ms=quick)
                 if isinstance(verdict, Proved):
                     share = (time.perf_counter() - started) / len(todo)
                     for n in todo:
@@ -298,7 +298,8 @@ class _Verifier:
                  if n in {v.name for v in mentioned}]
         verdict = self.small_witness(goal, assume, order) if known_false else None
         if verdict is None:
-            verdict = prove(goal, assume, solver=self.solver, timeout_ms=self.timeout_ms)
+            verdict = prove(goal, assume, solver=self.solver, vacuity=False,
+                            timeout_ms=self.timeout_ms)
             if isinstance(verdict, Refuted):
                 verdict = self.small_witness(goal, assume, order) or verdict
         if isinstance(verdict, Proved):
@@ -349,7 +350,7 @@ class _Verifier:
         iterations (cheap to minimise and to replay), then everywhere."""
         small = [v <= SMALL_SIZE for v in self.kernel.sizes + self.kernel.scalars]
         for extra in (small, []):
-            verdict = prove(goal, assume + extra, solver=self.solver,
+            verdict = prove(goal, assume + extra, solver=self.solver, vacuity=False,
                             timeout_ms=self.timeout_ms, minimize=order)
             if isinstance(verdict, Refuted):
                 return verdict
@@ -570,7 +571,8 @@ class _Verifier:
         context = self.assumes + [held_first] + list(first.defs + other.defs)
         context += gather_constraints([agree, *context])
         if not kept or (not self.scouting and isinstance(
-                prove(agree, context, solver=self.solver, timeout_ms=self.timeout_ms), Proved)):
+                prove(agree, context, solver=self.solver, vacuity=False,
+                      timeout_ms=self.timeout_ms), Proved)):
             tags = {n: first.tags[n] for n in kept}
             self.values[op.result.name] = tile_tags(thread, tags, (held_first,) + first.defs)
             return
@@ -824,7 +826,8 @@ class _Verifier:
         goal = And(*(equal_tags(a.tags[n], b.tags[n]) for n in cand.names))
         context = self.assumes + list(a.defs + b.defs)
         context += gather_constraints([goal, *context])
-        verdict = prove(goal, context, solver=self.solver, timeout_ms=self.timeout_ms)
+        verdict = prove(goal, context, solver=self.solver, vacuity=False,
+                        timeout_ms=self.timeout_ms)
         return isinstance(verdict, Proved)
 
     # races and budgets
@@ -878,7 +881,7 @@ class _Verifier:
         constraints.append(Or(*lex, And(*eqs, same_iteration_first)))
         epoch_eq = subst(earlier.epoch, mapping).eq(later.epoch)
         context = self.assumes + [b for c in later.loops for b in c.bounds()] + constraints
-        if isinstance(prove(Not(epoch_eq), context, solver=self.solver,
+        if isinstance(prove(Not(epoch_eq), context, solver=self.solver, vacuity=False,
                             timeout_ms=self.timeout_ms), Proved):
             return None
         thread, tid, address, inside = later.footprint({})

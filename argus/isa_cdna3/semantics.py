@@ -21,6 +21,7 @@ from argus.isa_cdna3.mfma import MFMA
 from argus.isa_cdna3.mfma_exec import compile_mfma
 from argus.isa_cdna3.operands import (
     OperandError,
+    constant_bits,
     finish,
     lane_mask_bits,
     lane_mask_reader,
@@ -766,6 +767,11 @@ def sdwa_place(result: np.ndarray, old: np.ndarray, sel: str, unused: str) -> np
     return field
 
 
+def _f16_constant_bits(op: Imm) -> Callable[[Machine, Group], np.ndarray]:
+    bits = np.array([[constant_bits(attrs.evolve(op, neg=False, abs=False), "f16")]], U32)
+    return lambda m, g: bits
+
+
 def _compile_sdwa(inst: Instruction, accum: int) -> Executor:
     """VOP1/VOP2 with SDWA: each source is a byte/word field of its register (src0_sel,
     src1_sel, `sext`), then abs/neg; the result goes to a field of the destination (dst_sel)
@@ -783,8 +789,10 @@ def _compile_sdwa(inst: Instruction, accum: int) -> Executor:
     for sel in (*sels, dst_sel):
         if sel not in SDWA_FIELDS:
             raise OperandError(f"{inst.opcode}: unknown SDWA select {sel} in `{inst.text}`")
-    raw = [vector_reader(attrs.evolve(op, neg=False, abs=False, sext=False)
-                         if hasattr(op, "sext") else op, inst, accum, "u32") for op in srcs]
+    # raw bits first (an f16 operand's inline constant is f16 bits); modifiers after the select
+    raw = [_f16_constant_bits(op) if isinstance(op, Imm) and kind == "f16" else
+           vector_reader(attrs.evolve(op, neg=False, abs=False, sext=False), inst, accum, "u32")
+           for op, kind in zip(srcs, kinds)]
     signed = [bool(getattr(op, "sext", False)) for op in srcs]
     idx = vgpr_index(dst, accum)
 

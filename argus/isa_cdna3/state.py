@@ -358,18 +358,18 @@ class Machine:
         MFMAs earlier). Retire, in issue order, every result of `waves` up to the youngest one
         that writes register `idx`, exactly as a `s_waitcnt` would."""
         for counter, queue in self.queue.items():
-            through = np.full(self.waves, -1, np.int64)
+            youngest = np.full(self.waves, -1, np.int64)   # per wave: issue number to retire
             for entry in queue:
                 if idx in (entry.vgprs if file == "v" else entry.sgprs):
                     rows = ~entry.done
-                    np.maximum.at(through, entry.waves[rows], entry.seq[rows])
-            keep = np.full(self.waves, -1, np.int64)
-            keep[waves] = through[waves]
-            if keep.max() < 0:
+                    np.maximum.at(youngest, entry.waves[rows], entry.seq[rows])
+            through = np.full(self.waves, -1, np.int64)
+            through[waves] = youngest[waves]
+            if through.max() < 0:
                 continue
             survivors = []
             for entry in queue:
-                rows = ~entry.done & (entry.seq <= keep[entry.waves])
+                rows = ~entry.done & (entry.seq <= through[entry.waves])
                 if rows.any():
                     self._retire(entry, rows, whole=False)
                 if not entry.done.all():

@@ -97,12 +97,14 @@ class _Query:
             return True
 
 
-def prove(goal, assume=(), *, solver="z3", timeout_ms=10_000, minimize=()):
+def prove(goal, assume=(), *, solver="z3", timeout_ms=10_000, minimize=(), vacuity=True):
     """Decide whether `goal` holds for all variable values in range where `assume` holds.
 
     Returns Proved(), Refuted(witness) with a replayed counterexample (lexicographically
     smallest over the `minimize` variables, given as Vars or names), or Unknown(reason).
     The witness names every variable of the goal, the assumptions and `minimize`.
+    `vacuity=False` skips the second query that sets `Proved.vacuous` (always False then),
+    for callers that only need the verdict.
     """
     _check_solver(solver)
     assume, minimize = _as_tuple(assume), _as_tuple(minimize)
@@ -113,13 +115,13 @@ def prove(goal, assume=(), *, solver="z3", timeout_ms=10_000, minimize=()):
         raise ValueError(f"minimize names {sorted(unknown_names)} that the goal and "
                          f"assumptions do not mention; they mention "
                          f"{[v.name for v in query.variables]}")
-    key = (query.key, solver, order, tuple(query.variables))
+    key = (query.key, solver, order, tuple(query.variables), vacuity)
     if key in _cache:
         _stats["hits"] += 1
         _cache.move_to_end(key)
         return _cache[key]
     _stats["misses"] += 1
-    verdict = _decide(query, solver, timeout_ms, order)
+    verdict = _decide(query, solver, timeout_ms, order, vacuity)
     # an unfinished minimisation may finish with more time, so only final answers are kept
     unfinished = isinstance(verdict, Refuted) and order and not verdict.minimal
     if not isinstance(verdict, Unknown) and not unfinished:
@@ -135,7 +137,7 @@ def _as_tuple(items) -> tuple:
     return (items,) if isinstance(items, (Expr, str)) else tuple(items)
 
 
-def _decide(query, solver, timeout_ms, order):
+def _decide(query, solver, timeout_ms, order, vacuity=True):
     if Const(False) in query.assume:
         return Proved(vacuous=True)
     if query.goal is Const(True) and query.goal_defined is Const(True):
@@ -147,8 +149,8 @@ def _decide(query, solver, timeout_ms, order):
         smt.add_assertion(query.formula())
         try:
             if not smt.solve():
-                return Proved(vacuous=bool(query.assume) and _domain_is_empty(query, solver,
-                                                                              timeout_ms))
+                return Proved(vacuous=vacuity and bool(query.assume)
+                              and _domain_is_empty(query, solver, timeout_ms))
         except SolverReturnedUnknownResultError:
             return Unknown(f"{solver} returned unknown within {timeout_ms} ms "
                            f"({query.width}-bit query)")
