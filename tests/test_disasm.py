@@ -16,9 +16,9 @@ from argus.asm.disasm import (
     parse_asm,
     parse_objdump,
     parse_operand,
-    waitcnt_counters,
 )
 from argus.asm.toolchain import find_toolchain
+from argus.isa_cdna3.isa import waitcnt_counters
 
 ASM_DIR = Path(__file__).parent / "asm"
 KERNELS = sorted(ASM_DIR.glob("*.s")) + sorted(

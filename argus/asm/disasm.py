@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus.asm.instruction import Imm, Instruction, Label, Operand, Reg, Special
 from argus.asm.toolchain import Toolchain, ToolchainError
+from argus.isa_cdna3.isa import INLINE_FLOATS, INLINE_INT_RANGE, waitcnt_counters
 
 if TYPE_CHECKING:
     from argus.asm.codeobject import CodeObject
@@ -47,8 +48,6 @@ BRANCHES = frozenset("""
     s_cbranch_execnz s_cbranch_cdbgsys s_cbranch_cdbguser s_cbranch_cdbgsys_or_user
     s_cbranch_cdbgsys_and_user s_call_b64
 """.split())
-
-INLINE_FLOATS = frozenset((0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0, 0.15915494))
 
 WAITCNT_COUNTERS = ("vmcnt", "expcnt", "lgkmcnt")
 
@@ -206,14 +205,7 @@ def _literal_bits(imm: Imm) -> int:
 def _is_inline(imm: Imm) -> bool:
     if isinstance(imm.value, float):
         return imm.value in INLINE_FLOATS
-    return -16 <= imm.value <= 64
-
-
-def waitcnt_counters(simm16: int) -> dict[str, int]:
-    """gfx9 s_waitcnt fields: vmcnt [3:0] and [15:14], expcnt [6:4], lgkmcnt [11:8]."""
-    return {"vmcnt": (simm16 & 0xF) | ((simm16 >> 14) & 3) << 4,
-            "expcnt": (simm16 >> 4) & 7,
-            "lgkmcnt": (simm16 >> 8) & 0xF}
+    return INLINE_INT_RANGE[0] <= imm.value <= INLINE_INT_RANGE[1]
 
 
 def decode_fields(asm: str, encoding: bytes) -> tuple[str, tuple, tuple]:

@@ -38,6 +38,18 @@ VMCNT_MAX = 63
 LGKMCNT_MAX = 15
 EXPCNT_MAX = 7
 
+
+def waitcnt_counters(simm16: int) -> dict[str, int]:
+    """The three counters an `s_waitcnt` immediate waits for (absent fields read as maximum)."""
+    return {"vmcnt": (simm16 & 0xF) | ((simm16 >> 14) & 3) << 4,
+            "expcnt": (simm16 >> 4) & 7,
+            "lgkmcnt": (simm16 >> 8) & 0xF}
+
+
+# --- constants: integers -16..64 and these floats are inline; anything else takes a literal dword
+INLINE_INT_RANGE = (-16, 64)
+INLINE_FLOATS = frozenset((0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0, 0.15915494))
+
 # --- LDS ---
 LDS_BYTES = 65536            # per workgroup and per CU on gfx942
 LDS_BANKS = 32
