@@ -9,15 +9,16 @@ import attrs
 import numpy as np
 
 from argus.ir.expr import Expr, Var, as_expr, evaluate, free_vars, substitute
+from argus.isa_cdna3 import isa
 
 #: Bytes per element of each value dtype the IR knows.
 DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "fp8": 1, "bf8": 1}
 
-LANES = 64
-#: Register file per lane on gfx942 (arch + acc VGPRs, unified).
-VGPR_BUDGET = 512
-#: LDS per workgroup on gfx942, bytes.
-LDS_BUDGET = 65536
+#: The machine limits a kernel is checked against: lanes per wave, the unified (arch + acc)
+#: VGPR file per lane, LDS bytes per workgroup. The numbers live in the ISA tables.
+LANES = isa.WAVE_SIZE
+VGPR_BUDGET = isa.VGPRS_UNIFIED
+LDS_BUDGET = isa.LDS_BYTES
 #: Bounds of the integer tags and symbolic sizes the IR declares (wide enough, finite for SMT).
 TAG_RANGE = (-(2**31), 2**31)
 SIZE_RANGE = (1, 2**31)
