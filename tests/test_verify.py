@@ -83,8 +83,13 @@ def test_bank_conflict_degree_matches_counting():
     lanes = np.arange(64)[:, None]
     assert conflict_degree(lanes * 4, 4) == 1            # consecutive dwords
     assert conflict_degree(lanes * 128, 4) == 32         # one bank, 32 lanes per phase
-    assert conflict_degree(lanes * 16, 16) == 1          # b128, 8 lanes per phase
+    assert conflict_degree(lanes * 16, 16, read=False) == 1  # ds_write_b128: 8 x 8 lanes
     assert conflict_degree(lanes * 8, 4) == 2            # every other dword
+    # ds_read_b128 is serviced in the inferred groups {4q..4q+3, 4q+16..4q+19} (isa.lds_phases):
+    # lanes 4q and 4q+16 of a linear read are 256 bytes apart, the same banks.
+    assert conflict_degree(lanes * 16, 16, read=True) == 2
+    swizzled = (lanes ^ ((lanes >> 4) & 1) * 4) * 16    # move lanes 16..19 to other banks
+    assert conflict_degree(swizzled, 16, read=True) == 1
 
 
 def test_bank_facts_cover_every_lds_access(gemm_report):

@@ -1,6 +1,6 @@
 """LDS bank conflicts as performance facts: for each LDS access, the worst number of distinct
-4-byte words one bank must serve within a phase of lanes (gfx942: 32 banks of 4 bytes; a
-phase is 128 bytes of requests, i.e. 8 lanes for 16-byte accesses, 16 for 8-byte, 32 for 4).
+4-byte words one bank must serve within a phase of lanes. Bank geometry and the lane groups of
+each phase come from `argus.isa_cdna3.isa`, the same model the emulator counts cycles with.
 """
 
 from __future__ import annotations
@@ -11,10 +11,7 @@ from argus.absint.report import BankFact
 from argus.ir import ops as O
 from argus.ir.expr import evaluate
 from argus.ir.types import DTYPE_BYTES, LANES
-
-BANKS = 32
-BANK_BYTES = 4
-PHASE_BYTES = 128
+from argus.isa_cdna3 import isa
 
 
 def access_bytes(offsets: np.ndarray, elem: int) -> int:
@@ -31,15 +28,16 @@ def access_bytes(offsets: np.ndarray, elem: int) -> int:
     return max(run * elem, min(elem, 4))
 
 
-def conflict_degree(byte_addr: np.ndarray, width: int) -> int:
+def conflict_degree(byte_addr: np.ndarray, width: int, *, read: bool = True) -> int:
     """byte_addr: (lanes, instructions) start addresses; worst bank load over phases."""
-    per_phase = max(1, PHASE_BYTES // max(width, 4))
+    word = isa.LDS_BANK_BYTES
     worst = 1
     for instr in range(byte_addr.shape[1]):
-        for first in range(0, LANES, per_phase):
-            starts = byte_addr[first:first + per_phase, instr]
-            words = np.unique((starts[:, None] + np.arange(0, max(width, 4), 4)[None, :]) // 4)
-            counts = np.bincount(words % BANKS, minlength=BANKS)
+        for phase in isa.lds_phases(width, read=read):
+            starts = byte_addr[list(phase), instr]
+            words = np.unique((starts[:, None] + np.arange(0, max(width, word), word)[None, :])
+                              // word)
+            counts = np.bincount(words % isa.LDS_BANKS, minlength=isa.LDS_BANKS)
             worst = max(worst, int(counts.max()))
     return worst
 
@@ -62,5 +60,6 @@ def bank_facts(kernel: O.Kernel) -> list[BankFact]:
         width = access_bytes(offsets, elem)
         per_instr = width // elem if width >= elem else 1
         starts = offsets[:, ::per_instr] * elem
-        facts.append(BankFact(str(op.loc), op.mnemonic, conflict_degree(starts, width), width))
+        degree = conflict_degree(starts, width, read=isinstance(op, O.LdsLoad))
+        facts.append(BankFact(str(op.loc), op.mnemonic, degree, width))
     return facts
