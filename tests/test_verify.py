@@ -11,12 +11,17 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import argus.lang as T
 from argus.absint.banks import conflict_degree
+from argus.absint.concrete import InterpError, run
 from argus.absint.report import PROVED, REFUTED
 from argus.absint.verify import VerifyError, resolve_kernel, verify
 from argus.cli import main
+from argus.ir.text import print_kernel
+from argus.kernels import library
 from argus.kernels.attention import attention_fwd
 from argus.kernels.gemm import gemm
+from argus.lang import Tensor
 
 BUGS = Path(__file__).parent / "bugs"
 sys.path.insert(0, str(BUGS))
@@ -133,3 +138,48 @@ def test_gathered_rows_follow_the_index_tensor():
     [assertion] = [o for o in wrong.refuted if o.kind == "tag-assertion"]
     cex = assertion.counterexample
     assert cex.confirmed and cex.tags["V"]["token"] != cex.tags["D"]["token"]
+
+
+def _expert_pick(extra: int):
+    """Each workgroup copies the matrix of the expert its id names; ids are declared in
+    [0, E + extra)."""
+    spec = T.copy_layout((16, 16), 1, 4)
+
+    @T.kernel(waves=1)
+    def pick(W: Tensor("f32", "E", 16, 16), ids: Tensor("i32", "G"),
+             Y: Tensor("f32", "G", 16, 16)):
+        T.grid(ids.shape[0])
+        g = T.program_id(0)
+        expert = T.load_scalar(ids, (g,), 0, W.shape[0] + extra)
+        Y.store((g, 0, 0), W.load((expert, 0, 0), spec, axes=(1, 2)), axes=(1, 2))
+    return pick
+
+
+def test_a_scalar_bounded_by_a_size_proves_the_access_it_indexes():
+    report = verify(_expert_pick(0))
+    assert report.ok, str(report)
+    assert "bounds (0, E)" in print_kernel(_expert_pick(0).ir)
+
+
+def test_a_scalar_bound_one_past_the_size_is_refuted_and_replayed():
+    report = verify(_expert_pick(1))
+    refuted = report.refuted
+    assert [o.kind for o in refuted] == ["out-of-bounds"], str(report)
+    cex = refuted[0].counterexample
+    assert cex.confirmed and cex.element["W[0]"] == cex.sizes["E"]
+
+
+def test_the_interpreter_rejects_a_scalar_outside_its_symbolic_bound():
+    inputs = {"W": np.zeros((2, 16, 16), np.float32), "ids": np.array([1, 2], np.int32),
+              "Y": np.zeros((2, 16, 16), np.float32)}
+    with pytest.raises(InterpError, match=r"\[0, E\) = \[0, 2\)"):
+        run(_expert_pick(0).ir, inputs)
+    inputs["ids"][1] = 0
+    assert run(_expert_pick(0).ir, inputs).ok
+
+
+def test_moe_gemm_proves_everything_but_the_gathered_store_race():
+    report = verify(library()["moe_gemm"].kernel)
+    open_items = [o for o in report.obligations if o.verdict != PROVED]
+    assert [o.kind for o in open_items] == ["global-race"], str(report)
+    assert "gather index" in open_items[0].reason

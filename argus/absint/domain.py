@@ -55,30 +55,30 @@ def fresh_in(*exprs) -> set:
 @lru_cache(maxsize=1 << 16)
 def _helpers(e: Expr) -> frozenset:
     # expressions are hash-consed and immutable, so the answer per node never changes
-    return frozenset(v for v in free_vars(e) if is_fresh(v))
+    return frozenset(v for v in node_vars(e) if is_fresh(v))
 
 
-_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_VARS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _names(root: Expr) -> frozenset:
-    """Names of the variables below `root`, cached per node (nodes are interned and never
-    change, so a subterm shared by many tags is walked once per process)."""
+def node_vars(root: Expr) -> frozenset:
+    """`free_vars`, cached per node (nodes are interned and never change, so a subterm shared
+    by many tags and queries is walked once per process)."""
     stack = [(root, False)]
     while stack:
         e, ready = stack.pop()
-        if e in _NAMES:
+        if e in _VARS:
             continue
         if isinstance(e, Var):
-            _NAMES[e] = frozenset((e.name,))
+            _VARS[e] = frozenset((e,))
         elif not isinstance(e, Term):
-            _NAMES[e] = frozenset()
+            _VARS[e] = frozenset()
         elif ready:
-            _NAMES[e] = frozenset().union(*(_NAMES[a] for a in e.args))
+            _VARS[e] = frozenset().union(*(_VARS[a] for a in e.args))
         else:
             stack.append((e, True))
-            stack.extend((a, False) for a in e.args if a not in _NAMES)
-    return _NAMES[root]
+            stack.extend((a, False) for a in e.args if a not in _VARS)
+    return _VARS[root]
 
 
 def substitute_all(exprs, mapping: dict) -> list[Expr]:
@@ -96,7 +96,7 @@ def substitute_all(exprs, mapping: dict) -> list[Expr]:
                 continue
             if isinstance(e, Var):
                 memo[e] = mapping.get(e.name, e)
-            elif not isinstance(e, Term) or keys.isdisjoint(_names(e)):
+            elif not isinstance(e, Term) or not any(v.name in keys for v in node_vars(e)):
                 memo[e] = e
             elif ready:
                 memo[e] = rebuild_term(e.op, *(memo[a] for a in e.args))

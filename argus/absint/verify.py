@@ -27,6 +27,7 @@ from argus.absint.domain import (
     gathered_row,
     join_tags,
     merge_tags,
+    node_vars,
     tile_tags,
 )
 from argus.absint.replay import ReplayError, replay_obligation
@@ -74,7 +75,7 @@ def _conjunction(batch) -> tuple[Expr, list[Expr]]:
     for item in batch:
         implication = Or(Not(And(*item.assume)), item.goal)
         mapping = {}
-        for v in free_vars(implication):
+        for v in node_vars(implication):
             if seen.setdefault(v.name, v) is not v:
                 mapping[v.name] = fresh_var(v.name, v.lo, v.hi)
         parts.append(subst(implication, mapping) if mapping else implication)
@@ -293,7 +294,7 @@ class _Verifier:
         plain query is skipped and the search goes straight to a small witness."""
         started = time.perf_counter()
         goal, assume = item.goal, list(item.assume)
-        mentioned = set().union(*(free_vars(e) for e in [goal, *assume]))
+        mentioned = set().union(*(node_vars(e) for e in [goal, *assume]))
         order = [n for n in self.minimize_order(item.thread, item.loops)
                  if n in {v.name for v in mentioned}]
         verdict = self.small_witness(goal, assume, order) if known_false else None

@@ -11,13 +11,14 @@ import io
 import os
 import sys
 import time
+import weakref
 from collections import OrderedDict
 
 from pysmt.exceptions import InternalSolverError, SolverReturnedUnknownResultError
 from pysmt.logics import QF_BV
 from pysmt.smtlib.script import smtlibscript_from_formula
 
-from argus.ir.expr import Const, Expr, Var, as_expr, evaluate, free_vars, simplify
+from argus.ir.expr import Const, Expr, Term, Var, as_expr, evaluate, simplify
 from argus.smt.encode import defined, environment, lower, width_for
 from argus.smt.verdict import Proved, Refuted, Unknown
 
@@ -25,6 +26,29 @@ SOLVERS = ("z3", "cvc5")
 _CACHE_SIZE = 4096
 _cache: OrderedDict = OrderedDict()
 _stats = {"hits": 0, "misses": 0}
+
+
+_VARIABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _variables(root: Expr) -> frozenset:
+    """`free_vars`, cached per node: queries of one kernel share most of their subterms
+    (assumptions, layouts), and nodes are interned and immutable."""
+    stack = [(root, False)]
+    while stack:
+        e, ready = stack.pop()
+        if e in _VARIABLES:
+            continue
+        if isinstance(e, Var):
+            _VARIABLES[e] = frozenset((e,))
+        elif not isinstance(e, Term):
+            _VARIABLES[e] = frozenset()
+        elif ready:
+            _VARIABLES[e] = frozenset().union(*(_VARIABLES[a] for a in e.args))
+        else:
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args if a not in _VARIABLES)
+    return _VARIABLES[root]
 
 
 def _timeout_option(solver: str, timeout_ms: int) -> dict:
@@ -55,7 +79,7 @@ class _Query:
         terms = (self.goal, self.goal_defined) + self.assume + self.assume_defined
         # variables that simplification removed still belong in the witness
         mentioned = (goal,) + assume + terms
-        self.variables = sorted(set().union(*(free_vars(t) for t in mentioned),
+        self.variables = sorted(set().union(*(_variables(t) for t in mentioned),
                                             extra_variables), key=lambda v: v.name)
         names = [v.name for v in self.variables]
         for v in self.variables:
@@ -208,8 +232,12 @@ def _minimise(smt, query, name, point, deadline):
         # witnesses sit at the lower bound more often than not, so try it before bisecting
         mid = lo if first else (lo + hi) // 2
         first = False
+        # a fresh literal implying the bound, assumed for one check: pysmt would otherwise
+        # push and pop a scope around the bound, which costs z3 more than the check
+        below = fm.FreshSymbol()
+        smt.add_assertion(fm.Implies(below, fm.BVSLE(symbol, fm.SBV(mid, query.width))))
         try:
-            if smt.solve([fm.BVSLE(symbol, fm.SBV(mid, query.width))]):
+            if smt.solve([below]):
                 point = _model(smt, query)
                 hi = point[name]
             else:
