@@ -41,9 +41,6 @@ from argus.smt import Proved, Refuted, prove
 MAX_LOOP_PASSES = 6
 #: Sizes tried first when minimising a witness.
 SMALL_SIZE = 1024
-#: Obligations proved together in one query before falling back to one by one.
-BATCH = 12
-BATCH_TIMEOUT_MS = 1000
 
 
 class VerifyError(ValueError):
@@ -63,31 +60,6 @@ class _Pending:
     describe: object = attrs.field(eq=False)
     loc: str
     loops: tuple
-
-
-def _conjunction(batch) -> tuple[Expr, list[Expr]]:
-    """All obligations of `batch` as one goal, and each obligation's part of it. A universal
-    quantifier distributes over a conjunction, so obligations share their variables (and,
-    hash-consed, their common subterms); only a name bound with another range elsewhere in
-    the batch is renamed."""
-    seen: dict[str, Var] = {}
-    parts = []
-    for item in batch:
-        implication = Or(Not(And(*item.assume)), item.goal)
-        mapping = {}
-        for v in node_vars(implication):
-            if seen.setdefault(v.name, v) is not v:
-                mapping[v.name] = fresh_var(v.name, v.lo, v.hi)
-        parts.append(subst(implication, mapping) if mapping else implication)
-    return And(*parts), parts
-
-
-def _fails_at(part: Expr, witness: dict) -> bool:
-    """Whether one obligation of a batch is false (or undefined) at the batch's witness."""
-    try:
-        return not evaluate(part, witness)
-    except (KeyError, ZeroDivisionError, ValueError):
-        return True
 
 
 @attrs.frozen
@@ -255,54 +227,22 @@ class _Verifier:
                                      describe, str(loc or op.loc), tuple(self.loops)))
 
     def decide_all(self):
-        """Prove the recorded obligations in batches (one query for many when all hold, which
-        is the common case). When a batch fails, its witness names the obligations it
-        violates: those are decided one by one (already known to fail) and the rest of the
-        batch is asked again, so a batch with one bug costs two queries, not one per item."""
-        verdicts: dict[int, Obligation] = {}
-        for first in range(0, len(self.pending), BATCH):
-            todo = list(range(first, min(first + BATCH, len(self.pending))))
-            quick = min(self.timeout_ms, BATCH_TIMEOUT_MS)
-            while len(todo) > 1:
-                started = time.perf_counter()
-                goal, parts = _conjunction([self.pending[n] for n in todo])
-                verdict = prove(goal, (), solver=self.solver, vacuity=False, timeout_ms=quick)
-                if isinstance(verdict, Proved):
-                    share = (time.perf_counter() - started) / len(todo)
-                    for n in todo:
-                        item = self.pending[n]
-                        verdicts[n] = Obligation(item.kind, item.message, item.loc, PROVED,
-                                                 seconds=share)
-                    todo = []
-                    break
-                if not isinstance(verdict, Refuted):
-                    break
-                failing = [n for n, part in zip(todo, parts)
-                           if _fails_at(part, verdict.witness)]
-                if not failing:
-                    break
-                for n in failing:
-                    verdicts[n] = self.decide(self.pending[n], known_false=True)
-                todo = [n for n in todo if n not in failing]
-            for n in todo:
-                verdicts[n] = self.decide(self.pending[n])
-        self.obligations += [verdicts[n] for n in range(len(self.pending))]
+        """Decide the recorded obligations one query each. Proving them in batches (one
+        conjunction per dozen) was measured slower once proofs skip the vacuity query:
+        z3 answers the small queries in milliseconds and a failing batch costs extra rounds."""
+        self.obligations += [self.decide(item) for item in self.pending]
         self.pending = []
 
-    def decide(self, item: _Pending, known_false: bool = False) -> Obligation:
-        """One obligation; `known_false` when a batch witness already violated it, so the
-        plain query is skipped and the search goes straight to a small witness."""
+    def decide(self, item: _Pending) -> Obligation:
         started = time.perf_counter()
         goal, assume = item.goal, list(item.assume)
         mentioned = set().union(*(node_vars(e) for e in [goal, *assume]))
         order = [n for n in self.minimize_order(item.thread, item.loops)
                  if n in {v.name for v in mentioned}]
-        verdict = self.small_witness(goal, assume, order) if known_false else None
-        if verdict is None:
-            verdict = prove(goal, assume, solver=self.solver, vacuity=False,
-                            timeout_ms=self.timeout_ms)
-            if isinstance(verdict, Refuted):
-                verdict = self.small_witness(goal, assume, order) or verdict
+        verdict = prove(goal, assume, solver=self.solver, vacuity=False,
+                        timeout_ms=self.timeout_ms)
+        if isinstance(verdict, Refuted):
+            verdict = self.small_witness(goal, assume, order) or verdict
         if isinstance(verdict, Proved):
             return Obligation(item.kind, item.message, item.loc, PROVED,
                               seconds=time.perf_counter() - started)
