@@ -9,7 +9,6 @@ stays quantifier-free; fresh variables are renamed at each use so two uses never
 from __future__ import annotations
 
 import itertools
-import weakref
 from functools import lru_cache
 
 import attrs
@@ -58,27 +57,10 @@ def _helpers(e: Expr) -> frozenset:
     return frozenset(v for v in node_vars(e) if is_fresh(v))
 
 
-_VARS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def node_vars(root: Expr) -> frozenset:
-    """`free_vars`, cached per node (nodes are interned and never change, so a subterm shared
-    by many tags and queries is walked once per process)."""
-    stack = [(root, False)]
-    while stack:
-        e, ready = stack.pop()
-        if e in _VARS:
-            continue
-        if isinstance(e, Var):
-            _VARS[e] = frozenset((e,))
-        elif not isinstance(e, Term):
-            _VARS[e] = frozenset()
-        elif ready:
-            _VARS[e] = frozenset().union(*(_VARS[a] for a in e.args))
-        else:
-            stack.append((e, True))
-            stack.extend((a, False) for a in e.args if a not in _VARS)
-    return _VARS[root]
+    """`free_vars`, which caches per node, so a subterm shared by many tags and queries is
+    walked once per process."""
+    return free_vars(root)
 
 
 def substitute_all(exprs, mapping: dict) -> list[Expr]:

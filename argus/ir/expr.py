@@ -237,7 +237,10 @@ def _term(op, *operands) -> Expr:
         raise ZeroDivisionError(f"{_show(Term(op, args))}: division by the constant 0")
     if all(isinstance(a, Const) for a in args):
         return Const(_apply(op, [a.value for a in args]))
-    return Term(op, args)
+    # an interned node is found by its key directly, without running the constructor's
+    # conversions again (the operands are already expressions and the sorts are checked)
+    node = _INTERNED.get((Term, (op, args)))
+    return Term(op, args) if node is None else node
 
 
 def _check_sorts(op, args):
@@ -635,9 +638,25 @@ _INTERVAL = {
 # traversal
 
 
+_FREE_VARS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def free_vars(expr) -> frozenset:
-    """The variables `expr` mentions."""
-    return frozenset(e for e in _postorder(as_expr(expr)) if isinstance(e, Var))
+    """The variables `expr` mentions (cached per node: nodes are interned and immutable, so a
+    subterm shared by many formulas is walked once per process)."""
+    expr = as_expr(expr)
+    hit = _FREE_VARS.get(expr)
+    if hit is not None:
+        return hit
+    cache = _FREE_VARS
+    for e in _postorder(expr, _operands_missing_from(cache)):
+        if isinstance(e, Var):
+            cache[e] = frozenset((e,))
+        elif isinstance(e, Term):
+            cache[e] = frozenset().union(*(cache[a] for a in e.args))
+        else:
+            cache[e] = frozenset()
+    return cache[expr]
 
 
 def substitute(expr, mapping) -> Expr:
@@ -947,6 +966,8 @@ _FIRST_VARIABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _reading_order(atom) -> tuple[int, int]:
     """Sort key for a sum's terms: the creation order of the term's oldest variable, then of
     the term itself. Canonical, because nodes are interned, and close to how users wrote it."""
+    if (first := _FIRST_VARIABLE.get(atom)) is not None:
+        return (first, _SERIAL[atom])
     for e in _postorder(atom, _operands_missing_from(_FIRST_VARIABLE)):
         if isinstance(e, Var):
             _FIRST_VARIABLE[e] = _SERIAL[e]

@@ -11,7 +11,7 @@ import weakref
 
 from pysmt.environment import Environment
 
-from argus.ir.expr import Const, Expr, Term, Var, as_expr, bounds, ite, subterms
+from argus.ir.expr import Const, Expr, Term, Var, as_expr, bounds, ite
 
 _ENVIRONMENTS: dict[int, Environment] = {}
 _LOWERED: dict[int, weakref.WeakKeyDictionary] = {}
@@ -34,18 +34,48 @@ def width_for(exprs) -> int:
     """Bit width holding every value of every subterm, plus a spare bit, rounded up to bytes."""
     needed = 1
     for e in exprs:
-        for sub in subterms(e):
-            lo, hi = bounds(sub)
-            needed = max(needed, _signed_bits(lo), _signed_bits(hi))
+        lo, hi = _extremes(as_expr(e))
+        needed = max(needed, _signed_bits(lo), _signed_bits(hi))
     return max(8, -(-(needed + 1) // 8) * 8)
+
+
+_EXTREMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _extremes(root: Expr) -> tuple[int, int]:
+    """The smallest lower and largest upper bound over every subterm of `root`, cached per node
+    (nodes are interned and immutable, so queries sharing subterms walk them once). The widest
+    signed value of a set lies at its minimum or its maximum."""
+    stack = [(root, False)]
+    while stack:
+        e, ready = stack.pop()
+        if e in _EXTREMES:
+            continue
+        if not isinstance(e, Term):
+            _EXTREMES[e] = bounds(e)
+        elif ready:
+            lo, hi = bounds(e)
+            for a in e.args:
+                a_lo, a_hi = _EXTREMES[a]
+                lo, hi = min(lo, a_lo), max(hi, a_hi)
+            _EXTREMES[e] = (lo, hi)
+        else:
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args if a not in _EXTREMES)
+    return _EXTREMES[root]
 
 
 def defined(expr) -> Expr:
     """Condition under which evaluating `expr` raises nothing: divisors are non-zero and shift
     counts non-negative wherever evaluation reaches them (ite evaluates one branch). The
-    condition is itself safe to evaluate: each check runs only where its operand is defined."""
-    memo: dict = {}
-    for e in subterms(expr):
+    condition is itself safe to evaluate: each check runs only where its operand is defined.
+    Answers are cached per node (nodes are interned), so only subterms new to the process are
+    visited."""
+    expr = as_expr(expr)
+    memo = _DEFINED
+    if (hit := memo.get(expr)) is not None:
+        return hit
+    for e in _missing_postorder(expr, memo):
         if not isinstance(e, Term):
             memo[e] = Const(True)
         elif e.op == "ite":
@@ -61,7 +91,25 @@ def defined(expr) -> Expr:
                 check = _operand_defined(e.op, operand)
                 result = _conjoin(result, _only_where(memo[operand], check))
             memo[e] = result
-    return memo[as_expr(expr)]
+    return memo[expr]
+
+
+_DEFINED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _missing_postorder(root: Expr, cache) -> list:
+    """Subterms of `root` that `cache` lacks, each once, children before parents."""
+    seen, order, stack = set(), [], [(root, False)]
+    while stack:
+        e, expanded = stack.pop()
+        if expanded:
+            order.append(e)
+        elif e not in seen and e not in cache:
+            seen.add(e)
+            stack.append((e, True))
+            if isinstance(e, Term):
+                stack.extend((a, False) for a in e.args)
+    return order
 
 
 def _operand_defined(op, operand):

@@ -11,14 +11,13 @@ import io
 import os
 import sys
 import time
-import weakref
 from collections import OrderedDict
 
 from pysmt.exceptions import InternalSolverError, SolverReturnedUnknownResultError
 from pysmt.logics import QF_BV
 from pysmt.smtlib.script import smtlibscript_from_formula
 
-from argus.ir.expr import Const, Expr, Term, Var, as_expr, evaluate, simplify
+from argus.ir.expr import Const, Expr, Var, as_expr, evaluate, free_vars, simplify
 from argus.smt.encode import defined, environment, lower, width_for
 from argus.smt.verdict import Proved, Refuted, Unknown
 
@@ -28,27 +27,10 @@ _cache: OrderedDict = OrderedDict()
 _stats = {"hits": 0, "misses": 0}
 
 
-_VARIABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _variables(root: Expr) -> frozenset:
-    """`free_vars`, cached per node: queries of one kernel share most of their subterms
-    (assumptions, layouts), and nodes are interned and immutable."""
-    stack = [(root, False)]
-    while stack:
-        e, ready = stack.pop()
-        if e in _VARIABLES:
-            continue
-        if isinstance(e, Var):
-            _VARIABLES[e] = frozenset((e,))
-        elif not isinstance(e, Term):
-            _VARIABLES[e] = frozenset()
-        elif ready:
-            _VARIABLES[e] = frozenset().union(*(_VARIABLES[a] for a in e.args))
-        else:
-            stack.append((e, True))
-            stack.extend((a, False) for a in e.args if a not in _VARIABLES)
-    return _VARIABLES[root]
+    """`free_vars`, which caches per node: queries of one kernel share most of their subterms
+    (assumptions, layouts), and the abstract domain has already walked many of them."""
+    return free_vars(root)
 
 
 def _timeout_option(solver: str, timeout_ms: int) -> dict:
