@@ -269,6 +269,26 @@ def _buffer_address(m: Machine, g: Group, inst: Instruction, vaddr_idx, rsrc_idx
     return address, np.broadcast_to(active, address.shape)
 
 
+def _read(m: Machine, where: np.ndarray, nbytes: int, kind: str) -> np.ndarray:
+    """Dwords read from memory; sub-dword loads are zero- or sign-extended by `kind`."""
+    if nbytes >= 4:
+        return m.memory.read_words(where)
+    return _extend(_bytes_to_u32(m.memory.read_bytes(where, nbytes)), kind)
+
+
+def _store(m: Machine, g: Group, inst: Instruction, where: np.ndarray, data_idx: int,
+           words: int, nbytes: int, active: np.ndarray) -> None:
+    """Write the data registers to memory where `active`; counted on vmcnt like a load."""
+    values = m.read_block(g, data_idx, words, inst)
+    if nbytes >= 4:
+        m.memory.write_words(where, values, active)
+    else:
+        raw = np.ascontiguousarray(values[0]).view(np.uint8).reshape(
+            g.n, isa.WAVE_SIZE, 4)[..., :nbytes]
+        m.memory.write_bytes(where[0], raw, active[0])
+    m.enqueue(g, "vm", None, inst)
+
+
 def _buffer(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
     op, kind = BUFFER.match(inst.opcode).groups()
     nbytes = _SIZES[kind]
@@ -287,10 +307,7 @@ def _buffer(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         where = _checked(m, g, inst, addr, min(nbytes, 4), active)
         everything = bool(active.all())
         if is_load:
-            if nbytes >= 4:
-                values = m.memory.read_words(where)
-            else:
-                values = _extend(_bytes_to_u32(m.memory.read_bytes(where, nbytes)), kind)
+            values = _read(m, where, nbytes, kind)
             if not everything:
                 values = np.where(active, values, U32(0))
             if to_lds:
@@ -299,14 +316,7 @@ def _buffer(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
                 m.enqueue(g, "vm", _register_commit(m, g, regs, values, g.exec), inst,
                           vgprs=tuple(regs))
         else:
-            values = m.read_block(g, data_idx, words, inst)
-            if nbytes >= 4:
-                m.memory.write_words(where, values, active)
-            else:
-                raw = np.ascontiguousarray(values[0]).view(np.uint8).reshape(
-                    g.n, isa.WAVE_SIZE, 4)[..., :nbytes]
-                m.memory.write_bytes(where[0], raw, active[0])
-            m.enqueue(g, "vm", None, inst)
+            _store(m, g, inst, where, data_idx, words, nbytes, active)
         _account(m, g, inst, nbytes)
     return run
 
@@ -380,24 +390,14 @@ def _global(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         active = np.broadcast_to(g.exec, addr.shape)
         where = _checked(m, g, inst, addr, min(nbytes, 4), active)
         if op == "load":
-            if nbytes >= 4:
-                values = m.memory.read_words(where)
-            else:
-                values = _extend(_bytes_to_u32(m.memory.read_bytes(where, nbytes)), kind)
+            values = _read(m, where, nbytes, kind)
             if data_idx is None:
                 _queue_lds_dma(m, g, inst, values[0], 0, 4)
             else:
                 m.enqueue(g, "vm", _register_commit(m, g, regs, values, g.exec), inst,
                           vgprs=tuple(regs))
         else:
-            values = m.read_block(g, data_idx, words, inst)
-            if nbytes >= 4:
-                m.memory.write_words(where, values, active)
-            else:
-                raw = np.ascontiguousarray(values[0]).view(np.uint8).reshape(
-                    g.n, isa.WAVE_SIZE, 4)[..., :nbytes]
-                m.memory.write_bytes(where[0], raw, g.exec)
-            m.enqueue(g, "vm", None, inst)
+            _store(m, g, inst, where, data_idx, words, nbytes, active)
         _account(m, g, inst, nbytes)
     return run
 
