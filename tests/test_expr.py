@@ -183,8 +183,7 @@ def test_memoised_simplify_equals_a_fresh_one(e):
 
 
 def forget_simplifications():
-    expr_module._SIMPLIFIED.clear()
-    expr_module._NORMAL.clear()
+    expr_module.clear_memos()
 
 
 def test_hash_consing_makes_equal_terms_identical():

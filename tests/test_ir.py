@@ -202,6 +202,40 @@ def test_gemm_configurations_round_trip(block_m, block_n, block_k, swizzle):
     assert print_kernel(parse_kernel(text)) == text
 
 
+def _library():
+    from argus.kernels import library
+
+    return library()
+
+
+@pytest.mark.parametrize("name", sorted(_library()))
+def test_every_library_kernel_round_trips(name):
+    kernel = _library()[name].kernel.ir
+    text = print_kernel(kernel)
+    again = parse_kernel(text)
+    assert again == kernel and print_kernel(again) == text
+
+
+def test_declared_facts_and_else_bodies_round_trip():
+    @T.kernel(waves=1)
+    def pick(X: Tensor("f32", "N", 16), ids: Tensor("i32", "P"), Y: Tensor("f32", 16, 16),
+             top: T.Scalar(0, 64)):
+        T.distinct(ids, 1, X.shape[0] - top)
+        T.grid(2)
+        x = X.load((0, 0), T.copy_layout((16, 16), 1, 4), gather=T.Gather(ids, 0), guard=True)
+        with T.when(T.program_id(0).eq(0), x=x) as branch:
+            branch.x = branch.x * 2.0
+        with branch.otherwise():
+            branch.x = -branch.x
+        Y.atomic_add((0, 0), branch.x)
+
+    text = print_kernel(pick.ir)
+    assert "distinct %ids on [1, N - top)" in text
+    assert "unary neg" in text.split("} else {")[1]
+    again = parse_kernel(text)
+    assert again == pick.ir and print_kernel(again) == text
+
+
 def test_parse_errors_name_the_line():
     text = print_kernel(scalar_kernel())
     broken = text.replace("global.atomic_add", "global.atomic_mul")

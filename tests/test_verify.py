@@ -178,8 +178,7 @@ def test_the_interpreter_rejects_a_scalar_outside_its_symbolic_bound():
     assert run(_expert_pick(0).ir, inputs).ok
 
 
-def test_moe_gemm_proves_everything_but_the_gathered_store_race():
+def test_moe_gemm_is_proved_once_its_index_rows_are_declared_distinct():
     report = verify(library()["moe_gemm"].kernel)
-    open_items = [o for o in report.obligations if o.verdict != PROVED]
-    assert [o.kind for o in open_items] == ["global-race"], str(report)
-    assert "gather index" in open_items[0].reason
+    assert report.ok, str(report)
+    assert "global-race" in {o.kind for o in report.obligations}

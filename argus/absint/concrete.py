@@ -45,7 +45,8 @@ class InterpError(IRError):
 class Violation:
     """One defect found at run time, located like a verifier counterexample."""
 
-    #: tag-assertion, tag-missing, lds-race, lds-uninitialised, global-race, out-of-bounds
+    #: tag-assertion, tag-missing, lds-race, lds-uninitialised, global-race, out-of-bounds,
+    #: distinct (index data that breaks a `T.distinct` declaration)
     kind: str
     message: str
     loc: str
@@ -316,6 +317,28 @@ class _Workgroup:
                                   f"is outside the declared range [{op.bounds[0]}, "
                                   f"{op.bounds[1]}) = [{lo}, {hi}) of {op.var.name}")
         self.env[op.var.name] = value
+
+    def op_Distinct(self, op: O.Distinct):
+        """Check the declared fact once per run: the index data is the same for every
+        workgroup."""
+        if not self.run.first_time(op):
+            return
+        ids = self.run.arrays[op.tensor.name].astype(np.int64)
+        lo, hi = self.scalar(op.lo), self.scalar(op.hi)
+        repeated = repeated_entries(ids, lo, hi)
+        if repeated is None:
+            return
+        first, second = repeated
+        value = int(ids[first])
+        name = op.tensor.name
+        again = (ids == value) & (ids >= lo) & (ids < hi)
+        self.report(op, "distinct",
+                    f"the entries of {op.tensor} in [{expr_text(op.lo)}, {expr_text(op.hi)}) "
+                    "are declared distinct, but a value repeats", again, position=(0, 0, 0),
+                    axes=("position",),
+                    element={f"{name}[{first}]": value, f"{name}[{second}]": value},
+                    detail=f"{name}[{first}] = {name}[{second}] = {value}, inside [{lo}, {hi}); "
+                           "fix the index data or the declared range")
 
     def op_GlobalLoad(self, op: O.GlobalLoad):
         t = op.result.type
@@ -754,6 +777,19 @@ class _Workgroup:
             self.values[result.name] = value
 
 
+def repeated_entries(ids: np.ndarray, lo: int, hi: int) -> tuple[int, int] | None:
+    """The earliest position whose value, inside [lo, hi), appears again, and the next
+    position holding that value; None when the entries inside [lo, hi) are distinct."""
+    positions = np.flatnonzero((ids >= lo) & (ids < hi))
+    order = np.argsort(ids[positions], kind="stable")
+    ranked = positions[order]
+    same = np.flatnonzero(ids[ranked[1:]] == ids[ranked[:-1]])
+    if not same.size:
+        return None
+    pairs = sorted((int(ranked[k]), int(ranked[k + 1])) for k in same)
+    return pairs[0]
+
+
 def _register(op, slot: int) -> str:
     """Where a slot of the op's register tile lives: narrow elements pack into 32-bit VGPRs."""
     tile = next((getattr(op, name) for name in ("a", "x", "value", "result")
@@ -806,6 +842,15 @@ class _Run:
         # only tensors some op stores to (not atomically) can race with a read
         self.stored = {op.tensor.name for op in self.ops if type(op) is O.GlobalStore}
         self.seen: list[tuple[int, ...]] = []
+        self.done: set[int] = set()
+
+    def first_time(self, op) -> bool:
+        """Whether `op` runs for the first time in this launch (for once-per-run checks)."""
+        index = self.op_index(op)
+        if index in self.done:
+            return False
+        self.done.add(index)
+        return True
 
     def workgroup_index(self, pid: tuple[int, ...]) -> int:
         if not self.seen or self.seen[-1] != pid:

@@ -13,11 +13,19 @@ from functools import lru_cache
 
 import attrs
 
-from argus.ir.expr import And, Const, Expr, Or, Term, Var, as_expr, free_vars, ite, substitute
-
-# the expression module's folding constructor: rebuilding through it keeps constants folded
-# exactly as `substitute` would
-from argus.ir.expr import _term as rebuild_term
+from argus.ir.expr import (
+    And,
+    Const,
+    Expr,
+    Or,
+    Term,
+    Var,
+    as_expr,
+    free_vars,
+    ite,
+    rebuild,
+    substitute,
+)
 
 TRUE, FALSE = Const(True), Const(False)
 
@@ -67,7 +75,7 @@ def substitute_all(exprs, mapping: dict) -> list[Expr]:
     """`substitute` over many expressions at once (keys are variable names): one memo for all
     of them, and subterms that mention no replaced variable are kept without a walk."""
     mapping = {k: as_expr(v) for k, v in mapping.items()}
-    keys = frozenset(mapping)
+    replaced = frozenset(v for root in exprs for v in node_vars(root) if v.name in mapping)
     memo: dict = {}
     out = []
     for root in exprs:
@@ -76,15 +84,15 @@ def substitute_all(exprs, mapping: dict) -> list[Expr]:
             e, ready = stack.pop()
             if e in memo:
                 continue
-            if isinstance(e, Var):
+            if e.__class__ is Var:
                 memo[e] = mapping.get(e.name, e)
-            elif not isinstance(e, Term) or not any(v.name in keys for v in node_vars(e)):
+            elif e.__class__ is not Term or replaced.isdisjoint(node_vars(e)):
                 memo[e] = e
             elif ready:
-                memo[e] = rebuild_term(e.op, *(memo[a] for a in e.args))
+                memo[e] = rebuild(e.op, tuple([memo[a] for a in e.args]))
             else:
                 stack.append((e, True))
-                stack.extend((a, False) for a in e.args if a not in memo)
+                stack.extend([(a, False) for a in e.args if a not in memo])
         out.append(memo[root])
     return out
 
@@ -192,19 +200,50 @@ def _rename_gathered(helpers, mapping: dict):
                                               substitute(position, mapping))
 
 
-def gather_constraints(exprs) -> list[Expr]:
-    """What the gathered row ids in `exprs` must satisfy: -1 out of range, and equal where
-    their positions in one index tensor are equal."""
-    rows = sorted((v for v in fresh_in(*exprs) if v.name in GATHERED), key=lambda v: v.name)
-    found, out = [], []
-    for row in rows:
-        tensor, length, position = GATHERED[row.name]
-        out.append(Or(And(0 <= position, position < length), row.eq(-1)))
-        for other, (other_tensor, _, other_position) in found:
-            if other_tensor == tensor:
-                out.append(Or(position.ne(other_position), row.eq(other)))
-        found.append((row, (tensor, length, position)))
+def renamed_rows(exprs, mapping: dict) -> dict:
+    """`mapping` (variable name -> expression) plus a fresh copy of every gathered row id that
+    `exprs` read, at the position the mapping gives: the same gather run by another workgroup
+    or thread reads another entry of its index tensor."""
+    rows = [v for v in fresh_in(*exprs) if v.name in GATHERED]
+    out = dict(mapping)
+    out.update({v.name: fresh_var(v.name, v.lo, v.hi) for v in rows})
+    _rename_gathered(rows, out)
     return out
+
+
+def gather_constraints(exprs, distinct=()) -> list[Expr]:
+    """What the gathered row ids in `exprs` must satisfy: -1 out of range, and equal where
+    their positions in one index tensor are equal; plus `distinct_constraints` for the
+    declared facts `distinct`."""
+    rows = _gathered_rows(exprs)
+    out = [Or(And(0 <= position, position < length), row.eq(-1))
+           for row, (_, length, position) in rows]
+    for (row, (_, _, position)), (other, (_, _, other_position)) in _same_index_pairs(rows):
+        out.append(Or(position.ne(other_position), row.eq(other)))
+    return out + (distinct_constraints(exprs, distinct) if distinct else [])
+
+
+def distinct_constraints(exprs, distinct) -> list[Expr]:
+    """For declared facts `distinct` = ((index tensor name, lo, hi), ...) — the entries of the
+    tensor inside [lo, hi) are pairwise distinct — two row ids of `exprs` read at different
+    positions of such a tensor differ wherever they lie in [lo, hi)."""
+    out = []
+    for (row, (tensor, _, position)), (other, (_, _, other_position)) in \
+            _same_index_pairs(_gathered_rows(exprs)):
+        for name, lo, hi in distinct:
+            if name == tensor:
+                out.append(Or(position.eq(other_position), row.ne(other), row < lo, row >= hi))
+    return out
+
+
+def _gathered_rows(exprs) -> list:
+    rows = sorted((v for v in fresh_in(*exprs) if v.name in GATHERED), key=lambda v: v.name)
+    return [(row, GATHERED[row.name]) for row in rows]
+
+
+def _same_index_pairs(rows):
+    """Pairs of gathered rows read from one index tensor."""
+    return [(a, b) for n, a in enumerate(rows) for b in rows[:n] if a[1][0] == b[1][0]]
 
 
 def connected_defs(exprs, defs) -> tuple[Expr, ...]:
@@ -243,3 +282,27 @@ def widened(thread, names) -> TileTags:
 def equal_tags(a: Tag, b: Tag) -> Expr:
     """The two tags are both ⊤, or both known and equal."""
     return And(a.top.eq(b.top), Or(a.top, a.value.eq(b.value)))
+
+
+def canonical_renaming(exprs) -> dict[str, Var]:
+    """Helper names -> names numbered by first occurrence in `exprs` (a left-to-right walk).
+    Two queries that differ only in which helpers they use become the same terms, so
+    simplification, lowering and verdicts computed for one serve the other."""
+    # canonical names end in `__<n>` like every helper's, so no kernel variable can be
+    # spelled like one; every helper is renamed, so none keeps a clashing old name either
+    mapping: dict[str, Var] = {}
+    seen: set = set()
+    for root in exprs:
+        stack = [root]
+        while stack:
+            e = stack.pop()
+            if e in seen or not _helpers(e):
+                continue
+            seen.add(e)
+            if isinstance(e, Var):
+                if e.name not in mapping:
+                    hint = e.name.rpartition("__")[0]
+                    mapping[e.name] = Var(f"{hint}_c__{len(mapping)}", e.lo, e.hi)
+            else:
+                stack.extend(reversed(e.args))
+    return mapping

@@ -24,15 +24,18 @@ class ReplayError(Exception):
 def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
                       data: dict | None = None) -> Counterexample:
     """Run `kernel` for the witness's workgroup on zero inputs, except the elements `data`
-    fixes ({tensor: {index: value}}); return the confirmed counterexample."""
+    fixes ({tensor: {index: value}}; the index `...` gives every other element of that tensor);
+    return the confirmed counterexample. Data that breaks a `T.distinct` declaration confirms
+    nothing: the kernel's author has ruled it out."""
     from argus.absint.concrete import InterpError, run
 
     sizes = dict(cex.sizes)
     inputs = {}
     for tensor in kernel.tensors:
         shape = tuple(int(evaluate(e, sizes)) for e in tensor.type.shape)
-        inputs[tensor.name] = np.zeros(shape, np.float32)
-        for where, value in (data or {}).get(tensor.name, {}).items():
+        fixed = dict((data or {}).get(tensor.name, {}))
+        inputs[tensor.name] = np.full(shape, fixed.pop(..., 0), np.float32)
+        for where, value in fixed.items():
             if all(0 <= i < n for i, n in zip(where, shape)):
                 inputs[tensor.name][where] = value
     total = sum(math.prod(a.shape) for a in inputs.values())
@@ -46,6 +49,10 @@ def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
         result = run(kernel, inputs, scalars, max_violations=100_000, workgroups=order)
     except InterpError as error:
         raise ReplayError(str(error)) from None
+    broken = [v for v in result.violations if v.kind == "distinct"]
+    if broken:
+        raise ReplayError(f"the witness's index data breaks the declaration at {broken[0].loc} "
+                          f"({broken[0].detail})")
     found = [v for v in result.violations if v.loc == str(op.loc) and v.kind == kind]
     if not found:
         others = sorted({f"{v.kind} at {v.loc}" for v in result.violations})

@@ -6,6 +6,8 @@ queries. A refutation is reported only after its witness replays on the referenc
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
 import time
@@ -13,6 +15,7 @@ import time
 import attrs
 
 from argus.absint import lds as L
+from argus.absint import queries as Q
 from argus.absint.domain import (
     FALSE,
     GATHERED,
@@ -21,26 +24,45 @@ from argus.absint.domain import (
     Tag,
     TileTags,
     connected_defs,
+    distinct_constraints,
     equal_tags,
+    fresh_in,
     fresh_var,
     gather_constraints,
     gathered_row,
     join_tags,
     merge_tags,
     node_vars,
+    renamed_rows,
     tile_tags,
 )
+from argus.absint.parallel import default_jobs
 from argus.absint.replay import ReplayError, replay_obligation
 from argus.absint.report import PROVED, REFUTED, UNKNOWN, Counterexample, Obligation, Report
 from argus.ir import ops as O
 from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, free_vars, max_, simplify
 from argus.ir.expr import substitute as subst
 from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
-from argus.smt import Proved, Refuted, prove
+from argus.smt import Proved, Refuted
 
 MAX_LOOP_PASSES = 6
 #: Sizes tried first when minimising a witness.
 SMALL_SIZE = 1024
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector off for the duration: the walk allocates millions of
+    small, acyclic expression nodes that stay alive, and rescanning them took a third of the
+    verification time (measured on flash attention); cycles left behind are collected when the
+    collector runs again."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class VerifyError(ValueError):
@@ -92,15 +114,20 @@ class LoopCtx:
 
 
 def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool = True,
-           **sizes_or_params) -> Report:
+           jobs: int | None = None, **sizes_or_params) -> Report:
     """Verify `kernel` (a traced IR kernel or an `@kernel` function).
 
     Keyword arguments that name kernel parameters choose the trace; those that name sizes pin
-    them (`M=256`), every other size stays symbolic."""
+    them (`M=256`), every other size stays symbolic. `jobs` worker processes decide the
+    obligations (default: `ARGUS_JOBS`, else every core this process may use)."""
     started = time.perf_counter()
     ir, pins = _trace(kernel, sizes_or_params)
-    verifier = _Verifier(ir, pins, solver, timeout_ms, replay)
-    verifier.run()
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise VerifyError(f"jobs={jobs}: give at least 1 worker process")
+    verifier = _Verifier(ir, pins, solver, timeout_ms, replay, jobs)
+    with collector_paused():
+        verifier.run()
     report = Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
                     time.perf_counter() - started)
     if int(os.environ.get("ARGUS_DEBUG") or 0) >= 1:
@@ -159,8 +186,9 @@ def _trace(kernel, kwargs: dict):
 
 class _Verifier:
     def __init__(self, kernel: O.Kernel, pins: dict, solver: str, timeout_ms: int,
-                 replay: bool):
+                 replay: bool, jobs: int = 1):
         self.kernel, self.solver, self.timeout_ms, self.replay = kernel, solver, timeout_ms, replay
+        self.jobs = jobs
         sizes = {v.name: v for v in kernel.sizes + kernel.scalars}
         self.assumes: list[Expr] = [v >= v.lo for v in sizes.values()]
         self.assumes += list(kernel.assumes) + [sizes[n].eq(v) for n, v in pins.items()]
@@ -220,35 +248,40 @@ class _Verifier:
         """Record that `goal` must hold at every point of the current context."""
         if not self.collect:
             return
-        rows = gather_constraints([goal, *defs])
+        rows = gather_constraints([goal, *defs], self.distinct)
         defs = connected_defs([goal, *rows], defs) + tuple(rows)
         assume = self.assumes + list(defs) + [v >= v.lo for v in thread]
         self.pending.append(_Pending(op, kind, message, goal, tuple(assume), tuple(thread),
                                      describe, str(loc or op.loc), tuple(self.loops)))
 
     def decide_all(self):
-        """Decide the recorded obligations one query each. Proving them in batches (one
-        conjunction per dozen) was measured slower once proofs skip the vacuity query:
-        z3 answers the small queries in milliseconds and a failing batch costs extra rounds."""
-        self.obligations += [self.decide(item) for item in self.pending]
+        """Decide the recorded obligations one query each, spread over the worker processes;
+        witnesses are replayed here, where the interpreter's inputs are built. Proving them in
+        batches (one conjunction per dozen) was measured slower: z3 answers the small queries
+        in milliseconds and a failing batch costs extra rounds."""
+        # witnesses are searched first among small sizes and iterations: cheap to minimise and
+        # to replay
+        small = tuple(v <= SMALL_SIZE for v in self.kernel.sizes + self.kernel.scalars)
+        queries = [Q.canonical(item.goal, item.assume,
+                               self.minimize_order(item.thread, item.loops), small)
+                   for item in self.pending]
+        answers = Q.decide(queries, self.solver, self.timeout_ms, self.jobs)
+        self.obligations += [self.conclude(item, verdict, seconds)
+                             for item, (verdict, seconds) in zip(self.pending, answers)]
         self.pending = []
 
-    def decide(self, item: _Pending) -> Obligation:
-        started = time.perf_counter()
-        goal, assume = item.goal, list(item.assume)
-        mentioned = set().union(*(node_vars(e) for e in [goal, *assume]))
-        order = [n for n in self.minimize_order(item.thread, item.loops)
-                 if n in {v.name for v in mentioned}]
-        verdict = prove(goal, assume, solver=self.solver, vacuity=False,
-                        timeout_ms=self.timeout_ms)
-        if isinstance(verdict, Refuted):
-            verdict = self.small_witness(goal, assume, order) or verdict
+    def holds(self, goal: Expr, assume) -> bool:
+        """Is `goal` proved under `assume`? (the walk's own questions: invariants, agreement)"""
+        return isinstance(Q.decide_one(goal, assume, self.solver, self.timeout_ms), Proved)
+
+    def conclude(self, item: _Pending, verdict, seconds: float) -> Obligation:
+        """The obligation's entry in the report; a refutation counts only once replayed."""
+        started = time.perf_counter() - seconds
         if isinstance(verdict, Proved):
-            return Obligation(item.kind, item.message, item.loc, PROVED,
-                              seconds=time.perf_counter() - started)
+            return Obligation(item.kind, item.message, item.loc, PROVED, seconds=seconds)
         if not isinstance(verdict, Refuted):
             return Obligation(item.kind, item.message, item.loc, UNKNOWN,
-                              reason=verdict.reason, seconds=time.perf_counter() - started)
+                              reason=verdict.reason, seconds=seconds)
         witness = verdict.witness
         cex = self.counterexample(witness, item.thread, item.describe, item.loops)
         verdict_name, reason = REFUTED, ""
@@ -267,8 +300,21 @@ class _Verifier:
 
     def witness_data(self, witness: dict) -> dict:
         """Elements of i32 index tensors the witness fixes: gathered row ids and loaded
-        scalars, so the replay reads what the solver assumed."""
+        scalars, so the replay reads what the solver assumed. A tensor declared distinct on
+        [lo, hi) holds a value outside that range elsewhere (-1, no row of any tensor, where
+        the range allows), so the replayed data keeps the declaration."""
         data: dict = {}
+        sizes = {v.name: witness.get(v.name, v.lo) for v in self.kernel.sizes + self.kernel.scalars}
+        ranges: dict = {}
+        for tensor, lo, hi in self.distinct:
+            try:
+                ranges.setdefault(tensor, []).append(
+                    tuple(int(evaluate(b, {**sizes, **witness})) for b in (lo, hi)))
+            except (KeyError, ZeroDivisionError, ValueError):
+                continue
+        for tensor, bounds in ranges.items():
+            outside = -1 if all(lo > -1 for lo, _ in bounds) else max(hi for _, hi in bounds)
+            data[tensor] = {...: outside}
         for name, value in witness.items():
             if name in GATHERED:
                 tensor, length, position = GATHERED[name]
@@ -285,17 +331,6 @@ class _Verifier:
                     continue
                 data.setdefault(tensor, {})[where] = value
         return data
-
-    def small_witness(self, goal, assume, order):
-        """The lexicographically smallest witness, searched first among small sizes and
-        iterations (cheap to minimise and to replay), then everywhere."""
-        small = [v <= SMALL_SIZE for v in self.kernel.sizes + self.kernel.scalars]
-        for extra in (small, []):
-            verdict = prove(goal, assume + extra, solver=self.solver, vacuity=False,
-                            timeout_ms=self.timeout_ms, minimize=order)
-            if isinstance(verdict, Refuted):
-                return verdict
-        return None
 
     def counterexample(self, witness: dict, thread, describe, loops) -> Counterexample:
         sizes = {v.name: witness.get(v.name, v.lo) for v in self.kernel.sizes + self.kernel.scalars}
@@ -414,6 +449,12 @@ class _Verifier:
                 tuple(self.assumes), self.order, op.gather is not None))
         return index, inside
 
+    #: declared facts about index data: (index tensor name, lo, hi) per `T.distinct`
+    distinct: tuple = ()
+
+    def op_Distinct(self, op: O.Distinct):
+        self.distinct = self.distinct + ((op.tensor.name, op.lo, op.hi),)
+
     def op_ScalarLoad(self, op: O.ScalarLoad):
         if self.loops:
             raise VerifyError(f"{op.loc}: scalar.load inside a loop: the verifier binds a "
@@ -510,10 +551,8 @@ class _Verifier:
         agree = Or(Not(held_other), *[] if not kept else
                    [And(*(equal_tags(first.tags[n], other.tags[n]) for n in kept))])
         context = self.assumes + [held_first] + list(first.defs + other.defs)
-        context += gather_constraints([agree, *context])
-        if not kept or (not self.scouting and isinstance(
-                prove(agree, context, solver=self.solver, vacuity=False,
-                      timeout_ms=self.timeout_ms), Proved)):
+        context += gather_constraints([agree, *context], self.distinct)
+        if not kept or (not self.scouting and self.holds(agree, context)):
             tags = {n: first.tags[n] for n in kept}
             self.values[op.result.name] = tile_tags(thread, tags, (held_first,) + first.defs)
             return
@@ -766,10 +805,8 @@ class _Verifier:
         a, b = y.at(*cand.thread), cand.at(*cand.thread)
         goal = And(*(equal_tags(a.tags[n], b.tags[n]) for n in cand.names))
         context = self.assumes + list(a.defs + b.defs)
-        context += gather_constraints([goal, *context])
-        verdict = prove(goal, context, solver=self.solver, vacuity=False,
-                        timeout_ms=self.timeout_ms)
-        return isinstance(verdict, Proved)
+        context += gather_constraints([goal, *context], self.distinct)
+        return self.holds(goal, context)
 
     # races and budgets
 
@@ -822,8 +859,7 @@ class _Verifier:
         constraints.append(Or(*lex, And(*eqs, same_iteration_first)))
         epoch_eq = subst(earlier.epoch, mapping).eq(later.epoch)
         context = self.assumes + [b for c in later.loops for b in c.bounds()] + constraints
-        if isinstance(prove(Not(epoch_eq), context, solver=self.solver, vacuity=False,
-                            timeout_ms=self.timeout_ms), Proved):
+        if self.holds(Not(epoch_eq), context):
             return None
         thread, tid, address, inside = later.footprint({})
         other, tid_other, address_other, inside_other = earlier.footprint(mapping)
@@ -833,7 +869,9 @@ class _Verifier:
 
     def check_global_races(self):
         """Workgroups are unordered: a store to an element that another workgroup stores or
-        loads is a race. Two symbolic workgroups, threads and iterations per pair of ops."""
+        loads is a race. Two symbolic workgroups, threads and iterations per pair of ops.
+        Where rows are gathered, the index data decides: the check needs every index tensor
+        involved declared with `T.distinct`, and is Unknown otherwise."""
         stored = {a.tensor for a in self.global_accesses if a.write}
         for later in self.global_accesses:
             if later.tensor not in stored:
@@ -843,14 +881,20 @@ class _Verifier:
                      and other.order <= later.order]
             if not pairs:
                 continue
-            if later.gathered or any(other.gathered for _, (other, _) in pairs):
+            indices = {a.op.gather.index.name for a in [later, *(o for _, (o, _) in pairs)]
+                       if a.gathered}
+            undeclared = sorted(indices - {name for name, _, _ in self.distinct})
+            if undeclared:
                 self.obligations.append(Obligation(
                     "global-race", "another workgroup may access the element this op "
                     f"{'stores' if later.write else 'loads'}", str(later.op.loc), UNKNOWN,
-                    reason="the rows come from a gather index, whose contents decide it; "
-                           "the verifier does not model the index data"))
+                    reason=f"the rows come from the gather index {', '.join(undeclared)}, whose "
+                           "contents decide it; if its entries in a range [lo, hi) never "
+                           f"repeat, declare it with T.distinct({undeclared[0]}, lo, hi) at "
+                           "the top of the kernel and the verifier will use that fact"))
                 continue
             conds = [c for c, _ in pairs]
+            goal = Not(Or(*conds))
 
             def describe(witness, pairs=pairs, later=later):
                 for cond, (other, pid_map) in pairs:
@@ -867,7 +911,8 @@ class _Verifier:
             self.obligation(later.op, "global-race",
                             f"another workgroup accesses the element this op "
                             f"{'stores' if later.write else 'loads'}; workgroups are unordered",
-                            Not(Or(*conds)), (), later.thread, describe)
+                            goal, tuple(distinct_constraints([goal], self.distinct)),
+                            later.thread, describe)
             self.assumes, self.loops = saved
 
     def global_pair(self, other: _GlobalAccess, later: _GlobalAccess):
@@ -880,11 +925,28 @@ class _Verifier:
             mapping[ctx.iv.name] = fresh_var(ctx.iv.name, ctx.iv.lo, ctx.iv.hi)
         for v in other.thread:
             mapping[v.name] = fresh_var(v.name, v.lo, v.hi)
+        touched = [*other.index, other.inside, other.guard]
+        # the second workgroup reads its own scalars and gathered rows: the same variable in
+        # both workgroups would claim the index data holds one value at two positions
+        positions = [GATHERED[v.name][2] for v in fresh_in(*touched) if v.name in GATHERED]
+        loaded = {v for e in touched + positions for v in node_vars(e)
+                  if v.name in self.scalar_loads}
+        scalars_agree = []
+        for var in sorted(loaded, key=lambda v: v.name):
+            tensor, index = self.scalar_loads[var.name]
+            copy = fresh_var(var.name, var.lo, var.hi)
+            mapping[var.name] = copy
+            where = tuple(subst(i, mapping) for i in index)
+            self.scalar_loads[copy.name] = (tensor, where)
+            scalars_agree.append(Or(Not(And(*(a.eq(b) for a, b in zip(where, index)))),
+                                    copy.eq(var)))
+        mapping = renamed_rows(touched, mapping)
         context = [subst(a, mapping) for a in other.assumes]
         differ = Or(*(pid.ne(mapping[pid.name]) for pid in self.pids.values()))
         same = And(*(subst(i, mapping).eq(j) for i, j in zip(other.index, later.index)))
-        cond = And(*context, *(v >= v.lo for v in other.thread), subst(other.guard, mapping),
-                   later.guard, subst(other.inside, mapping), later.inside, same, differ)
+        cond = And(*context, *scalars_agree, *(v >= v.lo for v in other.thread),
+                   subst(other.guard, mapping), later.guard, subst(other.inside, mapping),
+                   later.inside, same, differ)
         return cond, (other, mapping)
 
     def check_budgets(self):

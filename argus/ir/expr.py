@@ -22,10 +22,30 @@ __all__ = [
 ]
 
 _INTERNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-# creation order of live nodes: the normaliser lists a sum's terms in the order they were first
-# written, which is canonical (nodes are interned) and reads like the source
-_SERIAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _next_serial = itertools.count()
+
+#: Per-node memo slots. `_serial` is the creation order of live nodes: the normaliser lists a
+#: sum's terms in the order they were first written, which is canonical (nodes are interned) and
+#: reads like the source. The others cache `free_vars`, `bounds`, `simplify` (the node itself
+#: when it is already normal), the magnitude of `evaluate`'s dtype choice and the oldest
+#: variable; they live and die with the node, and an attribute read is several times cheaper
+#: than a weak-keyed dictionary lookup on the verifier's hot paths.
+_MEMO_SLOTS = ("_serial", "_free", "_bounds", "_simple", "_magnitude", "_first")
+
+
+def _init_memos(node):
+    setter = object.__setattr__
+    setter(node, "_serial", next(_next_serial))
+    for slot in _MEMO_SLOTS[1:]:
+        setter(node, slot, None)
+
+
+def clear_memos() -> None:
+    """Forget every per-node memo (not the interning): for tests that compare a memoised answer
+    with a fresh one."""
+    for node in list(_INTERNED.values()):
+        for slot in _MEMO_SLOTS[1:]:
+            object.__setattr__(node, slot, None)
 
 
 class _Interned(type):
@@ -37,7 +57,7 @@ class _Interned(type):
         if node is None:
             node = super().__call__(*args)
             _INTERNED[key] = node
-            _SERIAL[node] = next(_next_serial)
+            _init_memos(node)
         return node
 
 
@@ -61,7 +81,7 @@ class Expr:
     equation. A symbolic condition has no Python truth value: `if lane < 8:` raises.
     """
 
-    __slots__ = ()
+    __slots__ = _MEMO_SLOTS
     __array_ufunc__ = None  # numpy scalars defer to our reflected operators
 
     @property
@@ -237,10 +257,38 @@ def _term(op, *operands) -> Expr:
         raise ZeroDivisionError(f"{_show(Term(op, args))}: division by the constant 0")
     if all(isinstance(a, Const) for a in args):
         return Const(_apply(op, [a.value for a in args]))
-    # an interned node is found by its key directly, without running the constructor's
-    # conversions again (the operands are already expressions and the sorts are checked)
+    # an interned node is found by its key directly, and a new one is built without running
+    # the constructor's conversions and checks again (operands are expressions, sorts checked)
+    key = (Term, (op, args))
+    node = _INTERNED.get(key)
+    if node is None:
+        if op not in _OPS or len(args) != _OPS[op][0]:
+            return Term(op, args)  # the constructor raises the precise error
+        node = object.__new__(Term)
+        object.__setattr__(node, "op", op)
+        object.__setattr__(node, "args", args)
+        _INTERNED[key] = node
+        _init_memos(node)
+    return node
+
+
+def rebuild(op, args: tuple) -> Expr:
+    """`op` applied to `args` where an equal-sorted term already had these operands replaced
+    (a substitution): sorts need no new check, and a node with a constant operand goes through
+    the folding constructor."""
     node = _INTERNED.get((Term, (op, args)))
-    return Term(op, args) if node is None else node
+    if node is not None:
+        return node
+    for a in args:
+        if a.__class__ is Const:
+            return _term(op, *args)
+    key = (Term, (op, args))
+    node = object.__new__(Term)
+    object.__setattr__(node, "op", op)
+    object.__setattr__(node, "args", args)
+    _INTERNED[key] = node
+    _init_memos(node)
+    return node
 
 
 def _check_sorts(op, args):
@@ -421,16 +469,13 @@ def _evaluate_node(op, args):
         return _Failure(error)
 
 
-_MAGNITUDE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _magnitude(expr) -> tuple[int, int]:
     """Smallest and largest bound over every subterm, to choose an overflow-free array dtype."""
-    hit = _MAGNITUDE.get(expr)
+    hit = expr._magnitude
     if hit is None:
         intervals = [bounds(e) for e in _postorder(expr)]
-        hit = _MAGNITUDE[expr] = (min(0, *(i[0] for i in intervals)),
-                                  max(0, *(i[1] for i in intervals)))
+        hit = (min(0, *(i[0] for i in intervals)), max(0, *(i[1] for i in intervals)))
+        object.__setattr__(expr, "_magnitude", hit)
     return hit
 
 
@@ -457,9 +502,6 @@ def _postorder(expr, operands=lambda e: e.args if isinstance(e, Term) else ()):
 # ---------------------------------------------------------------------------------------------
 # interval analysis
 
-_BOUNDS_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def bounds(expr) -> tuple[int, int]:
     """Inclusive (lo, hi) containing every value `expr` takes with its variables in range.
 
@@ -467,20 +509,20 @@ def bounds(expr) -> tuple[int, int]:
     the operation is defined (non-zero, non-negative); a divisor that is always zero raises.
     """
     expr = as_expr(expr)
-    hit = _BOUNDS_CACHE.get(expr)
+    hit = expr._bounds
     if hit is not None:
         return hit
-    for e in _postorder(expr, _operands_missing_from(_BOUNDS_CACHE)):
-        _BOUNDS_CACHE[e] = _node_bounds(e)
-    return _BOUNDS_CACHE[expr]
+    for e in _postorder(expr, _operands_missing("_bounds")):
+        object.__setattr__(e, "_bounds", _node_bounds(e))
+    return expr._bounds
 
 
-def _operands_missing_from(*caches):
-    """Traversal step that stops at nodes some cache already answers for."""
+def _operands_missing(slot):
+    """Traversal step that stops at nodes whose memo `slot` is already filled."""
     def operands(e):
         if not isinstance(e, Term):
             return ()
-        return [a for a in e.args if not any(a in cache for cache in caches)]
+        return [a for a in e.args if getattr(a, slot) is None]
     return operands
 
 
@@ -489,7 +531,7 @@ def _node_bounds(e) -> tuple[int, int]:
         return (int(e.value), int(e.value))
     if isinstance(e, Var):
         return (e.lo, e.hi - 1)
-    args = [_BOUNDS_CACHE[a] for a in e.args]
+    args = [a._bounds for a in e.args]
     return _INTERVAL[e.op](e, *args)
 
 
@@ -638,25 +680,25 @@ _INTERVAL = {
 # traversal
 
 
-_FREE_VARS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def free_vars(expr) -> frozenset:
     """The variables `expr` mentions (cached per node: nodes are interned and immutable, so a
     subterm shared by many formulas is walked once per process)."""
     expr = as_expr(expr)
-    hit = _FREE_VARS.get(expr)
+    hit = expr._free
     if hit is not None:
         return hit
-    cache = _FREE_VARS
-    for e in _postorder(expr, _operands_missing_from(cache)):
+    for e in _postorder(expr, _operands_missing("_free")):
         if isinstance(e, Var):
-            cache[e] = frozenset((e,))
+            found = frozenset((e,))
         elif isinstance(e, Term):
-            cache[e] = frozenset().union(*(cache[a] for a in e.args))
+            found = frozenset().union(*(a._free for a in e.args))
         else:
-            cache[e] = frozenset()
-    return cache[expr]
+            found = _NO_VARS
+        object.__setattr__(e, "_free", found)
+    return expr._free
+
+
+_NO_VARS: frozenset = frozenset()
 
 
 def substitute(expr, mapping) -> Expr:
@@ -786,10 +828,6 @@ def parse(text: str, variables) -> Expr:
 # normaliser
 
 
-_SIMPLIFIED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_NORMAL: weakref.WeakSet = weakref.WeakSet()
-
-
 def simplify(expr) -> Expr:
     """An equivalent, usually smaller expression in a canonical shape.
 
@@ -801,29 +839,38 @@ def simplify(expr) -> Expr:
     subterms with earlier ones only visits the new part.
     """
     expr = as_expr(expr)
-    if not isinstance(expr, Term) or expr in _NORMAL:
+    if not isinstance(expr, Term):
         return expr
-    if (hit := _SIMPLIFIED.get(expr)) is not None:
-        return hit
-    order = _postorder(expr, _operands_missing_from(_SIMPLIFIED, _NORMAL))
+    if (hit := expr._simple) is not None:
+        return expr if hit is _IS_NORMAL else hit
+    order = _postorder(expr, _operands_missing("_simple"))
     inside = _inside_sums(order, expr)
     memo: dict = {}
     for e in order:
         if not isinstance(e, Term):
             memo[e] = e
             continue
-        args = [memo[a] if a in memo else _SIMPLIFIED.get(a, a) for a in e.args]
+        args = [memo[a] if a in memo else _simplified(a) for a in e.args]
         if e in inside:
             # a sum nested in a larger sum is normalised once, as part of the outermost one
             memo[e] = _term(e.op, *args)
             continue
         memo[e] = result = _simplify_node(e.op, args)
-        if result is e:
-            _NORMAL.add(e)
-        else:
-            _SIMPLIFIED[e] = result
-            _NORMAL.add(result)
+        if result is not e:
+            object.__setattr__(e, "_simple", result)
+        object.__setattr__(result, "_simple", _IS_NORMAL)
     return memo[expr]
+
+
+#: Marks a node that is its own simplification (a self-reference would make every normal node
+#: part of a reference cycle, freed only by the cyclic collector).
+_IS_NORMAL = True
+
+
+def _simplified(e) -> Expr:
+    """The memoised simplification of an already visited node (itself when none is known)."""
+    hit = e._simple
+    return e if hit is None or hit is _IS_NORMAL else hit
 
 
 def _inside_sums(order, root) -> set:
@@ -960,22 +1007,20 @@ def _from_linear(terms: dict, const: int) -> Expr:
     return result
 
 
-_FIRST_VARIABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _reading_order(atom) -> tuple[int, int]:
     """Sort key for a sum's terms: the creation order of the term's oldest variable, then of
     the term itself. Canonical, because nodes are interned, and close to how users wrote it."""
-    if (first := _FIRST_VARIABLE.get(atom)) is not None:
-        return (first, _SERIAL[atom])
-    for e in _postorder(atom, _operands_missing_from(_FIRST_VARIABLE)):
+    if (first := atom._first) is not None:
+        return (first, atom._serial)
+    for e in _postorder(atom, _operands_missing("_first")):
         if isinstance(e, Var):
-            _FIRST_VARIABLE[e] = _SERIAL[e]
+            first = e._serial
         elif isinstance(e, Const):
-            _FIRST_VARIABLE[e] = float("inf")
+            first = float("inf")
         else:
-            _FIRST_VARIABLE[e] = min(_FIRST_VARIABLE[a] for a in e.args)
-    return (_FIRST_VARIABLE[atom], _SERIAL[atom])
+            first = min(a._first for a in e.args)
+        object.__setattr__(e, "_first", first)
+    return (atom._first, atom._serial)
 
 
 def _normal_sum(e) -> Expr:

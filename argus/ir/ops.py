@@ -304,6 +304,34 @@ class ScalarLoad(Op):
 
 
 @attrs.frozen
+class Distinct(Op):
+    """A declared fact about index data: the entries of `tensor` (a rank-1 i32 tensor) that lie
+    in [lo, hi) are pairwise distinct, e.g. every real token once among padded row ids.
+
+    The verifier assumes it where rows gathered through `tensor` meet (two workgroups storing
+    rows); the interpreter checks it on the actual data. `lo` and `hi` may mention sizes and
+    scalar arguments only: the fact holds for the whole launch."""
+
+    tensor: Value
+    lo: Expr = attrs.field(converter=as_expr)
+    hi: Expr = attrs.field(converter=as_expr)
+    loc: SourceLoc
+    mnemonic = "distinct"
+
+    @property
+    def operands(self):
+        return (self.tensor,)
+
+    def verify(self):
+        t = self.tensor.type
+        if not isinstance(t, GlobalType) or len(t.shape) != 1 or t.dtype != "i32":
+            _fail(self, f"{self.tensor} must be a rank-1 i32 index tensor, not {t}")
+        for name, bound in (("lo", self.lo), ("hi", self.hi)):
+            if bound.is_bool:
+                _fail(self, f"{name} = '{bound}' must be an integer expression, not a condition")
+
+
+@attrs.frozen
 class GlobalAtomicAdd(GlobalStore):
     """tensor[origin + c on `axes`] += value[c], atomically."""
 
@@ -925,7 +953,7 @@ class _Scope:
 
 
 def _scalar_exprs(op) -> list[Expr]:
-    fields = {"origin", "start", "stop", "cond", "index", "bounds"}
+    fields = {"origin", "start", "stop", "cond", "index", "bounds", "lo", "hi"}
     exprs = []
     for name in fields:
         value = getattr(op, name, None)
@@ -934,6 +962,20 @@ def _scalar_exprs(op) -> list[Expr]:
         elif isinstance(value, Expr):
             exprs.append(value)
     return exprs
+
+
+def _check_declaration(kernel: Kernel, block: Block, op: Distinct):
+    """A fact about the input data holds for the whole launch, so it is stated once, at the
+    top of the kernel, in terms that every workgroup shares."""
+    if block is not kernel.body:
+        _fail(op, f"declare the entries of {op.tensor} distinct at the top level of the kernel "
+                  "body, outside loops and branches")
+    allowed = {v.name for v in kernel.sizes + kernel.scalars}
+    for name, bound in (("lo", op.lo), ("hi", op.hi)):
+        other = sorted(v.name for v in free_vars(bound) if v.name not in allowed)
+        if other:
+            _fail(op, f"{name} = '{bound}' uses {other}; the bounds of a declared fact may "
+                      "mention only sizes and scalar arguments, which every workgroup shares")
 
 
 def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
@@ -959,6 +1001,8 @@ def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
             if isinstance(value.type, RegType) and value.type.vgprs > VGPR_BUDGET:
                 _fail(op, f"{value} needs {value.type.vgprs} VGPRs per lane; gfx942 has "
                           f"{VGPR_BUDGET} (arch + acc)")
+        if isinstance(op, Distinct):
+            _check_declaration(kernel, block, op)
         if isinstance(op, ProgramId | ScalarLoad):
             scope.bind(op, op.var)
         if isinstance(op, For):
@@ -973,10 +1017,10 @@ def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
 
 
 __all__ = [
-    "Op", "ProgramId", "ScalarLoad", "Gather", "TagDef", "TagTile", "GlobalLoad", "GlobalStore",
-    "GlobalAtomicAdd", "LdsAlloc", "LdsStore", "LdsLoad", "Mfma", "Full", "Unary", "Binary",
-    "Cast", "Mask", "Reduce", "Broadcast", "SlotSlice", "Barrier", "Yield", "Block", "For", "If",
-    "Kernel", "TagAssertion", "walk", "role_var", "split_role_var", "is_role_var",
+    "Op", "ProgramId", "ScalarLoad", "Distinct", "Gather", "TagDef", "TagTile", "GlobalLoad",
+    "GlobalStore", "GlobalAtomicAdd", "LdsAlloc", "LdsStore", "LdsLoad", "Mfma", "Full", "Unary",
+    "Binary", "Cast", "Mask", "Reduce", "Broadcast", "SlotSlice", "Barrier", "Yield", "Block",
+    "For", "If", "Kernel", "TagAssertion", "walk", "role_var", "split_role_var", "is_role_var",
     "global_coord_vars", "UNARY_FNS", "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES",
     "coord_vars", "register_pressure", "resources", "tag_names", "role_operands",
 ]

@@ -125,6 +125,8 @@ def _op_text(op) -> str:
         case O.ScalarLoad():
             bounds = f" bounds ({_exprs(op.bounds)})" if op.bounds else ""
             return f"scalar.load {_decl(op.var)} from {op.tensor}{_origin(op.index)}{bounds}"
+        case O.Distinct():
+            return f"distinct {op.tensor} on [{expr_text(op.lo)}, {expr_text(op.hi)})"
         case O.GlobalLoad():
             return (f"global.load {op.tensor}{_origin(op.origin)} axes {_tuple(op.axes)}"
                     f"{_indirect(op)}")
@@ -668,6 +670,22 @@ def _read_scalar_load(p, c, result, scope, loc):
     return O.ScalarLoad(var, tensor, index, loc, bounds)
 
 
+def _read_distinct(p, c, result, scope, loc):
+    tensor = p.value(c.word())
+    c.expect("on")
+    bounds = c.text[c.pos:].strip()
+    if not (bounds.startswith("[") and bounds.endswith(")")):
+        raise c.error("a range '[lo, hi)'")
+    lo, hi = (parse_expr(e, scope) for e in _pair(split_top(bounds[1:-1]), bounds))
+    return O.Distinct(tensor, lo, hi, loc)
+
+
+def _pair(items: list[str], text: str) -> list[str]:
+    if len(items) != 2:
+        raise ParseError(f"expected two bounds 'lo, hi' in {text!r}")
+    return items
+
+
 def _lds_access(p, c, scope):
     buffer = p.value(c.word())
     addr = p.addr(c.group("{"))
@@ -724,6 +742,7 @@ def _read_int_after(keyword, make):
 _OP_READERS = {
     "program_id": _read_program_id,
     "scalar.load": _read_scalar_load,
+    "distinct": _read_distinct,
     "tag": _read_tag,
     "tag_tile": _read_tag_tile,
     "global.load": _read_global_load,

@@ -4,7 +4,9 @@ Tokens arrive sorted by expert and padded per expert to whole row blocks (`sorte
 id = number of tokens); `block_expert[b]` names the expert of row block b. Each workgroup loads
 its expert id as a uniform scalar, gathers its token rows with guarded (buffer-style) loads, runs
 v_mfma_f32_32x32x8_bf16 on a 2x2 wave grid and scatters the rows back; padding rows read zeros
-and are not written. Tags follow the gathered tokens, so the store asserts token and column.
+and are not written. Tags follow the gathered tokens, so the store asserts token and column;
+`T.distinct` declares each real token once in `sorted_ids`, which proves no two workgroups
+store one row.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
              Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 64, block_n: int = 64,
              block_k: int = 32):
     """Grouped GEMM over the row blocks of `sorted_ids` (block sizes multiples of 64, 64, 8)."""
-    _, H = X.shape
+    TOKENS, H = X.shape
     E, N, _ = W.shape
     P, BLOCKS = sorted_ids.shape[0], block_expert.shape[0]
+    # every token is routed to one expert, so it appears once; padding ids (= TOKENS) repeat
+    T.distinct(sorted_ids, 0, TOKENS)
     T.assume(P.eq(BLOCKS * block_m))
     T.assume((N % block_n).eq(0))
     T.assume((H % block_k).eq(0))

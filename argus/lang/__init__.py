@@ -13,6 +13,7 @@ from argus.lang.trace import (
     barrier,
     broadcast,
     cdiv,
+    distinct,
     exp2,
     full,
     grid,
@@ -39,7 +40,7 @@ range = Range  # noqa: A001
 __all__ = [
     "DSLError", "Gather", "load_scalar", "TileSpec", "copy_layout", "lds_layout", "mfma_layout",
     "reduced", "Global", "cdiv", "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume",
-    "barrier", "broadcast", "exp2", "full", "grid", "hint", "kernel", "lds", "log2", "mask",
-    "maximum", "mfma", "minimum", "program_id", "range", "rcp", "reduce", "slots", "tag",
+    "barrier", "broadcast", "distinct", "exp2", "full", "grid", "hint", "kernel", "lds", "log2",
+    "mask", "maximum", "mfma", "minimum", "program_id", "range", "rcp", "reduce", "slots", "tag",
     "tag_assert", "when", "zeros",
 ]

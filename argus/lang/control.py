@@ -1,10 +1,22 @@
 """Structured control flow in the DSL: `T.range` loops and `T.when` branches, whose carried
 values (tiles, or lists/tuples/dicts of tiles) become loop-carried IR values or branch results.
+
+A branch may have an else body, opened right after the `when` block by its `otherwise()`:
+
+    with T.when(kt + 1 < nk, acc=acc) as br:
+        br.acc = T.mfma(MFMA, a, b, br.acc)
+    with br.otherwise():
+        br.acc = br.acc * scale
+
+Both bodies start from the values carried into the branch; the IR `if` yields, per carried
+value, what each body last assigned (the value it came in with where a body leaves it alone).
 """
 
 from __future__ import annotations
 
 import re
+
+import attrs
 
 from argus.ir import ops as O
 from argus.ir.expr import Var, as_expr
@@ -125,14 +137,24 @@ class Range(_Carried):
 
 
 class when(_Carried):
-    """`with T.when(cond, **carried) as br:` — a uniform branch; the body may reassign carried
-    values (`br.s = ...`), which keep their old value when `cond` is false."""
+    """`with T.when(cond, **carried) as br:` — a workgroup-uniform branch. The body may
+    reassign carried values (`br.s = ...`); afterwards `br.s` is the branch's result.
+
+    An else body follows directly as `with br.otherwise():`, starting again from the values
+    carried in. A value a body does not reassign keeps the value it had before the branch
+    on that side. Only carried values may be reassigned, in either body.
+    """
 
     def __init__(self, cond, **carried):
         super().__init__(carried)
         object.__setattr__(self, "_cond", (as_expr(cond), user_loc()))
+        object.__setattr__(self, "_state", "new")
 
     def __enter__(self):
+        if self._state != "new":
+            raise DSLError("this T.when block was already entered; open a new T.when per "
+                           "branch", user_loc())
+        object.__setattr__(self, "_state", "then")
         current_builder().blocks.append([])
         object.__setattr__(self, "_before", self._flat())
         return self
@@ -142,14 +164,60 @@ class when(_Carried):
         if kind is not None:
             builder.blocks.pop()
             return False
-        cond, loc = object.__getattribute__(self, "_cond")
-        before = object.__getattribute__(self, "_before")
-        after = self._flat()
-        builder.emit(O.Yield(values=tuple(tile.value for _, tile in after), loc=loc))
-        then = O.Block((), tuple(builder.blocks.pop()))
+        cond, loc = self._cond
+        before = self._before
+        then = self._closed_block(builder, loc)
         orelse = O.Block((), (O.Yield(values=tuple(tile.value for _, tile in before),
                                       loc=loc),))
         results = tuple(Value(builder.fresh(label), tile.type) for label, tile in before)
-        builder.emit(O.If(cond=cond, then=then, orelse=orelse, results=results, loc=loc))
+        op = builder.emit(O.If(cond=cond, then=then, orelse=orelse, results=results, loc=loc))
+        object.__setattr__(self, "_if", (op, builder.blocks[-1]))
+        object.__setattr__(self, "_state", "done")
         self._replace([Tile(r) for r in results])
+        return False
+
+    def _closed_block(self, builder, loc) -> O.Block:
+        """Yield the carried values' current tiles and close the innermost block."""
+        builder.emit(O.Yield(values=tuple(tile.value for _, tile in self._flat()), loc=loc))
+        return O.Block((), tuple(builder.blocks.pop()))
+
+    def otherwise(self) -> _Otherwise:
+        """`with br.otherwise():` — the else body of this branch (directly after it)."""
+        return _Otherwise(self, user_loc())
+
+
+class _Otherwise:
+    """The else body of a `when`: reopens the branch's `if` and replaces its else block."""
+
+    def __init__(self, branch: when, loc):
+        self.branch, self.loc = branch, loc
+
+    def __enter__(self) -> when:
+        branch, builder = self.branch, current_builder()
+        state = branch._state
+        if state in ("new", "then"):
+            raise DSLError("otherwise() opens the else body after its `with T.when(...)` "
+                           "block has closed; place it directly below that block", self.loc)
+        if state == "else":
+            raise DSLError("this T.when already has an else body; a branch has at most one "
+                           "otherwise()", self.loc)
+        op, block = branch._if
+        if block is not builder.blocks[-1] or not block or block[-1] is not op:
+            raise DSLError("otherwise() must follow its `with T.when(...)` block directly, in "
+                           "the same block and with no operation in between", self.loc)
+        object.__setattr__(branch, "_state", "else")
+        block.pop()
+        builder.blocks.append([])
+        branch._replace([tile for _, tile in branch._before])
+        return branch
+
+    def __exit__(self, kind, error, trace):
+        branch, builder = self.branch, current_builder()
+        op, _ = branch._if
+        if kind is not None:
+            builder.blocks.pop()
+            return False
+        orelse = branch._closed_block(builder, self.loc)
+        builder.emit(attrs.evolve(op, orelse=orelse))
+        branch._replace([Tile(r) for r in op.results])
         return False

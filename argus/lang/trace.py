@@ -308,6 +308,42 @@ def load_scalar(tensor: Global, index, lo, hi) -> Var:
     return var
 
 
+def distinct(index: Global, lo, hi) -> None:
+    """Declare that the entries of the i32 index tensor `index` lying in [lo, hi) are pairwise
+    distinct: `T.distinct(sorted_ids, 0, TOKENS)` says every real token appears once, padding
+    ids being outside the range.
+
+    The verifier assumes it where rows gathered through `index` meet (whether two workgroups
+    store the same row); the interpreter checks it on the actual data and reports the two
+    positions that repeat a value. Declare it at the top of the kernel body; `lo` and `hi` may
+    be sizes, scalar arguments or expressions in them."""
+    loc = user_loc()
+    builder = current_builder()
+    if not isinstance(index, Global):
+        raise DSLError(f"T.distinct declares a fact about an index tensor argument, not "
+                       f"{type(index).__name__}", loc)
+    t = index.value.type
+    if len(t.shape) != 1 or t.dtype != "i32":
+        raise DSLError(f"T.distinct needs a rank-1 i32 index tensor; {index.value.name} is "
+                       f"{t.dtype} of rank {len(t.shape)}", loc)
+    for name, bound in (("lo", lo), ("hi", hi)):
+        if not _is_integer(bound):
+            raise DSLError(f"T.distinct: {name} must be an integer or a size expression, not "
+                           f"{bound!r}", loc)
+    if len(builder.blocks) != 1:
+        raise DSLError("T.distinct states a fact about the input data for the whole launch; "
+                       "declare it at the top of the kernel body, outside loops and branches",
+                       loc)
+    lo_e, hi_e = _exprs((lo, hi), "bounds", loc)
+    builder.emit(O.Distinct(tensor=index.value, lo=lo_e, hi=hi_e, loc=loc))
+
+
+def _is_integer(value) -> bool:
+    if isinstance(value, Expr):
+        return not value.is_bool
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
 class Lds:
     """A view of an LDS allocation: the allocation plus an address map."""
 
@@ -574,6 +610,7 @@ def cdiv(a, b):
 __all__ = [
     "Tile", "Global", "Lds", "Gather", "grid", "program_id", "assume", "hint", "tag",
     "tag_assert", "lds", "full", "zeros", "mfma", "exp2", "log2", "rcp", "maximum", "minimum",
-    "mask", "reduce", "broadcast", "slots", "barrier", "load_scalar", "cdiv", "tidy",
+    "mask", "reduce", "broadcast", "slots", "barrier", "load_scalar", "distinct", "cdiv",
+    "tidy",
     "ThreadLayout",
 ]

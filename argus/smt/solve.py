@@ -7,6 +7,7 @@ can be minimised lexicographically, timeouts become Unknown, and verdicts are ca
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import sys
@@ -18,6 +19,7 @@ from pysmt.logics import QF_BV
 from pysmt.smtlib.script import smtlibscript_from_formula
 
 from argus.ir.expr import Const, Expr, Var, as_expr, evaluate, free_vars, simplify
+from argus.smt import native
 from argus.smt.encode import defined, environment, lower, width_for
 from argus.smt.verdict import Proved, Refuted, Unknown
 
@@ -69,9 +71,14 @@ class _Query:
                 clash = [repr(w) for w in self.variables if w.name == v.name]
                 raise ValueError(f"variable name {v.name!r} is used with different ranges: "
                                  f"{', '.join(clash)}; give each range its own name")
-        self.width = width_for(terms + tuple(self.variables))
         self.key = (self.goal, self.goal_defined,
                     frozenset(zip(self.assume, self.assume_defined)))
+
+    @functools.cached_property
+    def width(self) -> int:
+        """The one width of the pysmt encoding (the z3 path sizes each subterm itself)."""
+        terms = (self.goal, self.goal_defined) + self.assume + self.assume_defined
+        return width_for(terms + tuple(self.variables))
 
     def domain(self):
         """Variable bounds ∧ assumptions (where defined): the points the goal is asked about."""
@@ -148,6 +155,21 @@ def _decide(query, solver, timeout_ms, order, vacuity=True):
         return Proved(vacuous=True)
     if query.goal is Const(True) and query.goal_defined is Const(True):
         return Proved()
+    if solver == "z3":
+        found = native.decide(query, timeout_ms, order, vacuity)
+    else:
+        found = _decide_pysmt(query, solver, timeout_ms, order, vacuity)
+    if not isinstance(found, tuple):
+        return found
+    point, minimal = found
+    if not query.violated_at(point):
+        return Unknown(f"{solver} returned a model that does not replay: {point}; "
+                       "this is a bug in the SMT encoding, please report it with to_smtlib()")
+    return Refuted(point, minimal=minimal and bool(order))
+
+
+def _decide_pysmt(query, solver, timeout_ms, order, vacuity):
+    """The pysmt path (cvc5, or z3 through pysmt): one width for the whole query."""
     deadline = time.monotonic() + timeout_ms / 1000
     env = environment(query.width)
     with env.factory.Solver(name=solver, logic=QF_BV, incremental=True,
@@ -167,10 +189,7 @@ def _decide(query, solver, timeout_ms, order, vacuity=True):
         for name in order:
             point, complete = _minimise(smt, query, name, point, deadline)
             minimal = minimal and complete
-    if not query.violated_at(point):
-        return Unknown(f"{solver} returned a model that does not replay: {point}; "
-                       "this is a bug in the SMT encoding, please report it with to_smtlib()")
-    return Refuted(point, minimal=minimal and bool(order))
+    return point, minimal
 
 
 def _domain_is_empty(query, solver, timeout_ms) -> bool:

@@ -1,0 +1,170 @@
+"""The verifier's query layer: canonical helper names, the verdict cache, decisions on several
+cores, and the z3 lowering with a width per subterm — each must leave every verdict as it was."""
+
+import gc
+
+import pytest
+import z3
+from hypothesis import given
+from hypothesis import strategies as st
+from test_expr import VARS, int_exprs
+from test_smt import risky_exprs
+
+from argus.absint import queries as Q
+from argus.absint.domain import canonical_renaming, fresh_var, substitute_all
+from argus.absint.parallel import default_jobs, map_items
+from argus.absint.verify import collector_paused, verify
+from argus.ir.expr import Var, evaluate, ite
+from argus.kernels import library
+from argus.smt import Proved, Refuted, native
+
+
+def test_queries_differing_only_in_helper_names_become_one_query():
+    lane = Var("lane", 0, 64)
+    first, second = (fresh_var("hlane", 0, 64) for _ in range(2))
+    other = fresh_var("hlane", 0, 64)
+    a = Q.canonical(first.eq(lane ^ 1), [first < 32, other >= 0])
+    b = Q.canonical(second.eq(lane ^ 1), [second < 32, other >= 0])
+    assert a == b and a.goal is b.goal
+    assert a.back != b.back
+    assert {a.back[v.name] for v in a.goal.args[0:1]} == {first.name}
+
+
+def test_canonical_renaming_is_injective_and_leaves_kernel_variables_alone():
+    helper = fresh_var("lane", 0, 64)
+    looks_canonical = fresh_var("lane_c", 0, 64)  # spelled like a canonical name: a helper
+    kernel_lane = Var("lane", 0, 64)
+    exprs = [helper.eq(looks_canonical + kernel_lane)]
+    mapping = canonical_renaming(exprs)
+    assert set(mapping) == {helper.name, looks_canonical.name}
+    assert len({v.name for v in mapping.values()} | {kernel_lane.name}) == 3
+    renamed = substitute_all(exprs, mapping)[0]
+    assert {v.name for v in _vars(renamed)} == {v.name for v in mapping.values()} | {"lane"}
+
+
+def test_a_refuting_witness_comes_back_in_the_obligations_own_names():
+    helper = fresh_var("hslot", 0, 8)
+    lane = Var("lane", 0, 64)
+    verdict, _ = Q.decide([Q.canonical((helper + lane) < 70, [], ["lane", helper.name])],
+                          "z3", 10_000)[0]
+    assert isinstance(verdict, Refuted) and verdict.minimal
+    assert verdict.witness == {"lane": 63, helper.name: 7}
+
+
+def test_verdicts_are_kept_across_calls_and_equal_fresh_ones():
+    kernel = library()["gemm"].kernel
+    Q.clear_cache()
+    fresh = verify(kernel, jobs=1)
+    assert len(Q._verdicts) > 0
+    again = verify(kernel, jobs=1)
+    assert [(o.kind, o.loc, o.verdict) for o in again.obligations] == \
+        [(o.kind, o.loc, o.verdict) for o in fresh.obligations]
+    assert again.seconds < fresh.seconds
+
+
+def test_worker_processes_give_the_same_report_as_one_process():
+    kernel = library()["gemm"].kernel
+    Q.clear_cache()
+    alone = verify(kernel, jobs=1)
+    Q.clear_cache()
+    shared = verify(kernel, jobs=2)
+    assert [(o.kind, o.message, o.loc, o.verdict) for o in shared.obligations] == \
+        [(o.kind, o.message, o.loc, o.verdict) for o in alone.obligations]
+
+
+def test_refutations_found_by_workers_are_replayed_and_minimised():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "bugs"))
+    import bug_06_wrong_c_tile as bug
+
+    Q.clear_cache()
+    report = verify(bug.KERNEL, jobs=2)
+    refuted = [o for o in report.obligations if o.verdict == "refuted"]
+    assert refuted and all(o.counterexample.confirmed for o in refuted)
+
+
+def test_map_items_keeps_order_and_runs_in_process_for_small_batches():
+    items = list(range(40))
+    assert map_items(lambda x: x * x, items, 2) == [x * x for x in items]
+    assert map_items(lambda x: x + 1, items[:3], 2) == [1, 2, 3]
+
+
+def test_jobs_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ARGUS_JOBS", "3")
+    assert default_jobs() == 3
+    monkeypatch.setenv("ARGUS_JOBS", "many")
+    with pytest.raises(ValueError, match="ARGUS_JOBS='many' is not a whole number"):
+        default_jobs()
+    monkeypatch.setenv("ARGUS_JOBS", "0")
+    with pytest.raises(ValueError, match="at least 1"):
+        default_jobs()
+    with pytest.raises(ValueError, match="jobs=0"):
+        verify(library()["gemm"].kernel, jobs=0)
+
+
+def test_the_collector_is_paused_only_while_verifying():
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+# ------------------------------------------------------------------- z3 lowering
+
+
+def _folded(e, point):
+    term, width = native.lower(e)
+    at_point = [(native.symbol(v), z3.BitVecVal(point[v.name], native.width_of(v)))
+                for v in VARS if v in _vars(e)]
+    value = z3.simplify(z3.substitute(term, *at_point)) if at_point else z3.simplify(term)
+    return value.as_signed_long(), width
+
+
+def _vars(e):
+    from argus.ir.expr import free_vars
+
+    return free_vars(e)
+
+
+@given(int_exprs, st.data())
+def test_each_subterm_lowers_to_its_value_at_its_own_width(e, data):
+    point = {v.name: data.draw(st.integers(v.lo, v.hi - 1), label=v.name) for v in VARS}
+    value, width = _folded(e, point)
+    assert value == evaluate(e, point), f"{e} at {point}"
+    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    assert lo <= value <= hi
+
+
+@given(risky_exprs, st.data())
+def test_risky_terms_lower_exactly_where_they_are_defined(e, data):
+    point = {v.name: data.draw(st.integers(v.lo, v.hi - 1), label=v.name) for v in VARS}
+    try:
+        expected = evaluate(e, point)
+    except (ZeroDivisionError, ValueError):
+        return
+    assert _folded(e, point)[0] == expected, f"{e} at {point}"
+
+
+def test_lane_formulas_stay_narrow_next_to_wide_sizes():
+    lane, size = Var("lane", 0, 64), Var("S", 1, 2**31)
+    assert native.width_of(lane) == 8
+    assert native.lower((lane // 32) * 4 + lane % 4)[1] <= 9
+    assert native.lower(size * 128 + lane)[1] >= 40
+
+
+def test_z3_paths_agree_on_a_mixed_width_query():
+    lane, size = Var("lane", 0, 64), Var("S", 1, 2**31)
+    from argus.smt import prove
+
+    assert prove((size * 64 + lane) // 64 >= size - 1) == Proved()
+    verdict = prove(ite(lane < 32, size, -size) * 2 < size, minimize=[lane, size])
+    assert isinstance(verdict, Refuted) and verdict.witness == {"lane": 0, "S": 1}
