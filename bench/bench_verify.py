@@ -9,6 +9,7 @@ Worker processes: ARGUS_JOBS (default: every core). Run: python bench/bench_veri
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import resource
@@ -23,9 +24,12 @@ from argus.absint import queries
 from argus.absint.concrete import run
 from argus.absint.parallel import default_jobs
 from argus.absint.verify import verify
+from argus.ir import ops as O
 from argus.ir.expr import evaluate
+from argus.kernels import library
 from argus.kernels.attention import attention_fwd
 from argus.kernels.gemm import gemm
+from argus.kernels.moe import moe_gemm
 from argus.smt import clear_cache
 
 GOALS = {"gemm": 1.0, "attention_fwd": 3.0, "attention_fwd causal": 3.0}
@@ -33,11 +37,15 @@ BUGS = Path(__file__).resolve().parent.parent / "tests" / "bugs"
 
 
 def interpreter_seconds(kernel, size_grid: list[dict]) -> float:
-    """Run every workgroup of every size in `size_grid` through the interpreter."""
+    """Run every workgroup of every size in `size_grid` through the interpreter (zeros, or for
+    a grid entry with "routing", the MoE library kernel's random routing of that many tokens)."""
     started = time.perf_counter()
     for sizes in size_grid:
-        inputs = {t.name: np.zeros(tuple(int(evaluate(e, sizes)) for e in t.type.shape),
-                                   np.float32) for t in kernel.tensors}
+        if "routing" in sizes:
+            inputs = library()["moe_gemm"].inputs(sizes["routing"], {}, seed=0)
+        else:
+            inputs = {t.name: np.zeros(tuple(int(evaluate(e, sizes)) for e in t.type.shape),
+                                       np.float32) for t in kernel.tensors}
         run(kernel, inputs, max_violations=1_000_000)
     return time.perf_counter() - started
 
@@ -53,10 +61,12 @@ def measure(name: str, kernel, size_grid: list[dict]) -> dict:
     # cold: nothing kept from earlier kernels (verdicts, solver answers)
     queries.clear_cache()
     clear_cache()
+    gc.collect()  # garbage of earlier rows is not charged to this one
     started, cpu = time.perf_counter(), cpu_seconds()
     report = verify(kernel)
     seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
     # warm: the same kernel again, as a search loop re-verifies a candidate's neighbours
+    gc.collect()
     started = time.perf_counter()
     verify(kernel)
     warm = time.perf_counter() - started
@@ -77,6 +87,10 @@ def attention_sizes():
     return [{"BH": bh, "S": s, "D": 64} for bh in (1, 2) for s in (128, 256)]
 
 
+def moe_sizes():
+    return [{"routing": {"TOKENS": t, "H": 64, "E": 4, "N": 128}} for t in (100, 200)]
+
+
 @click.command()
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write results here")
 @click.option("--skip-bugs", is_flag=True, help="only the library kernels")
@@ -84,14 +98,16 @@ def main(json_path: str | None, skip_bugs: bool) -> None:
     rows = [measure("gemm", gemm.trace(), gemm_sizes()),
             measure("attention_fwd", attention_fwd.trace(), attention_sizes()),
             measure("attention_fwd causal", attention_fwd.trace(causal=True),
-                    attention_sizes())]
+                    attention_sizes()),
+            measure("moe_gemm", moe_gemm.trace(), moe_sizes())]
     if not skip_bugs:
         sys.path.insert(0, str(BUGS))
         for path in sorted(BUGS.glob("bug_*.py")):
             bug = importlib.import_module(path.stem)
-            ir = bug.KERNEL.trace()
+            ir = bug.KERNEL if isinstance(bug.KERNEL, O.Kernel) else bug.KERNEL.trace()
             names = {v.name for v in ir.sizes}
-            grid = ([{"S": 128, "D": 8}, {"S": 256, "D": 8}] if "S" in names else
+            grid = (moe_sizes() if "TOKENS" in names else
+                    [{"S": 128, "D": 8}, {"S": 256, "D": 8}] if "S" in names else
                     [{"M": 64, "N": 64, "K": k} for k in (8, 16, 24)])
             rows.append(measure(path.stem, ir, grid))
     print(f"{'kernel':40} {'verify s':>9} {'cpu s':>6} {'warm s':>7} {'goal':>5} {'interp s':>9} "
