@@ -251,3 +251,30 @@ def test_a_when_is_entered_once():
             branch.x = branch.x * 3.0
 
     expect_misuse(reused, "reentered", "already entered; open a new T.when per branch")
+
+
+@T.kernel(waves=1)
+def swap_in_other_tags(X: Tensor("f32", "P", 16, 16), Z: Tensor("f32", "P", 16, 16),
+                       Y: Tensor("f32", "P", 16, 16)):
+    """Odd workgroups replace x by a tile of Z, whose tags have other names: after the branch,
+    x carries `row` only where the branch was not taken."""
+    T.grid(X.shape[0])
+    p = T.program_id(0)
+    _tags(X, Y)
+    T.tag(Z, lambda b, i, j: {"blk": b, "r": i, "c": j})
+    x = X.load((p, 0, 0), SPEC)
+    with T.when((p % 2).eq(1), x=x) as br:
+        br.x = Z.load((p, 0, 0), SPEC)
+    Y.store((p, 0, 0), br.x)
+    T.tag_assert(lambda V, D: V.row.eq(D.row) & V.col.eq(D.col),  # missing-row
+                 "each element goes back to its place")
+
+
+def test_a_tag_one_branch_lacks_is_refuted_and_confirmed_as_missing():
+    report = verify(swap_in_other_tags)
+    [refuted] = report.refuted
+    cex = refuted.counterexample
+    assert refuted.kind == "tag-assertion" and cex.confirmed
+    assert refuted.loc.endswith(f"test_when_else.py:{marked('missing-row')}:5"), refuted.loc
+    assert cex.workgroup[0] % 2 == 1
+    assert "row" in cex.detail

@@ -17,6 +17,12 @@ from argus.ir.expr import evaluate
 MAX_REPLAY_ELEMENTS = 1 << 24
 
 
+#: Interpreter findings that confirm a refuted obligation of each kind. A tag the verifier
+#: holds ⊤ on one side of a branch (the other side's value carries it) is simply absent on that
+#: path in the interpreter, which reports the assertion reading it as tag-missing.
+CONFIRMED_BY = {"tag-assertion": ("tag-assertion", "tag-missing")}
+
+
 class ReplayError(Exception):
     """The witness could not be replayed, or the replay shows no violation."""
 
@@ -53,7 +59,8 @@ def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
     if broken:
         raise ReplayError(f"the witness's index data breaks the declaration at {broken[0].loc} "
                           f"({broken[0].detail})")
-    found = [v for v in result.violations if v.loc == str(op.loc) and v.kind == kind]
+    confirming = CONFIRMED_BY.get(kind, (kind,))
+    found = [v for v in result.violations if v.loc == str(op.loc) and v.kind in confirming]
     if not found:
         others = sorted({f"{v.kind} at {v.loc}" for v in result.violations})
         raise ReplayError(f"the interpreter found no {kind} at {op.loc} for sizes {sizes}, "

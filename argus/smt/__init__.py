@@ -1,4 +1,5 @@
-"""Argus' SMT layer: decide statements about `argus.ir.expr` terms with z3 or cvc5 via pysmt.
+"""Argus' SMT layer: decide statements about `argus.ir.expr` terms with z3 (lowered natively,
+each subterm as wide as its bounds) or cvc5 (through pysmt, one width per query).
 
 `prove(goal, assume)` returns Proved, Refuted(witness) or Unknown(reason); `to_smtlib` dumps the
 same obligation for bug reports.

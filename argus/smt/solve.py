@@ -1,4 +1,5 @@
-"""Deciding proof obligations: `prove(goal, assume)` with z3 or cvc5 through pysmt.
+"""Deciding proof obligations: `prove(goal, assume)` with z3 (natively, `native`) or cvc5
+(through pysmt, `encode`).
 
 A query asks for a point inside the variable bounds where the assumptions hold and the goal
 fails (or is undefined). Models are replayed with `evaluate` before they are reported, witnesses
