@@ -2,6 +2,8 @@
 cores, and the z3 lowering with a width per subterm — each must leave every verdict as it was."""
 
 import gc
+import os
+from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 import z3
@@ -12,7 +14,7 @@ from test_smt import risky_exprs
 
 from argus.absint import queries as Q
 from argus.absint.domain import canonical_renaming, fresh_var, substitute_all
-from argus.absint.parallel import default_jobs, map_items
+from argus.absint.parallel import can_fork, default_jobs, map_items
 from argus.absint.verify import collector_paused, verify
 from argus.ir.expr import Var, evaluate, ite
 from argus.kernels import library
@@ -168,3 +170,34 @@ def test_z3_paths_agree_on_a_mixed_width_query():
     assert prove((size * 64 + lane) // 64 >= size - 1) == Proved()
     verdict = prove(ite(lane < 32, size, -size) * 2 < size, minimize=[lane, size])
     assert isinstance(verdict, Refuted) and verdict.witness == {"lane": 0, "S": 1}
+
+
+def _die_on_seven(x):
+    if x == 7:
+        os._exit(3)  # a worker killed mid-task, as by the kernel's out-of-memory killer
+    return x
+
+
+def test_a_dead_worker_costs_its_items_not_the_run():
+    items = list(range(20))
+    answers = map_items(_die_on_seven, items, 2, lost=lambda item, reason: ("lost", reason))
+    # items finished before the death keep their answers; the rest are answered by `lost`
+    assert all(a == i or a[0] == "lost" for a, i in zip(answers, items))
+    assert answers[7][0] == "lost" and "worker process died" in answers[7][1]
+    with pytest.raises(BrokenProcessPool):
+        map_items(_die_on_seven, items, 2)
+
+
+def test_no_fork_while_other_threads_run():
+    import threading
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not can_fork()
+        assert map_items(lambda x: x + 1, range(30), 2) == list(range(1, 31))
+    finally:
+        stop.set()
+        thread.join()
+    assert can_fork()

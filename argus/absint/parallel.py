@@ -2,7 +2,8 @@
 
 Workers are forked after the walk, so they inherit every expression, helper variable and gather
 record without pickling them; only verdicts (names and integers) travel back. Where fork is not
-available, or the batch is small, the same function runs in this process.
+safe (no fork on the platform, other threads running, already inside a worker) or the batch is
+small, the same function runs in this process.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 #: Fewer obligations than this are decided in-process: forking costs more than it saves.
 MIN_PARALLEL = 12
@@ -40,24 +44,39 @@ def _run(index: int):
     return solve(items[index])
 
 
-def map_items(solve, items, jobs: int) -> list:
-    """`[solve(item) for item in items]`, spread over `jobs` forked workers when it pays."""
+def map_items(solve, items, jobs: int, lost=None) -> list:
+    """`[solve(item) for item in items]`, spread over `jobs` forked workers when it pays.
+
+    `lost(item, reason)` answers for an item whose worker died (killed, out of memory, a solver
+    crash); without it the failure is raised."""
     items = list(items)
     jobs = min(jobs, len(items))
-    if jobs <= 1 or len(items) < MIN_PARALLEL or not _can_fork():
+    if jobs <= 1 or len(items) < MIN_PARALLEL or not can_fork():
         return [solve(item) for item in items]
     global _work
     _work = (solve, items)
     try:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             # one item per task: solving times differ by orders of magnitude, so a static split
             # would leave one worker idle
-            return pool.map(_run, range(len(items)), chunksize=1)
+            futures = [pool.submit(_run, index) for index in range(len(items))]
+            return [_result(future, item, lost) for future, item in zip(futures, items)]
     finally:
         _work = None
 
 
-def _can_fork() -> bool:
-    # fork is the only start method that shares the walk's state; macOS forbids it after
-    # some system frameworks have started threads, and Windows has no fork at all
-    return sys.platform.startswith("linux") and multiprocessing.parent_process() is None
+def _result(future, item, lost):
+    try:
+        return future.result()
+    except BrokenProcessPool as error:
+        if lost is None:
+            raise
+        return lost(item, f"a worker process died ({error}); ARGUS_JOBS=1 decides in-process")
+
+
+def can_fork() -> bool:
+    """Forking shares the walk's state; it is unsafe with other threads running (one may hold
+    a lock the child then waits for forever), unavailable on Windows, and forbidden on macOS
+    once system frameworks have started; a worker does not fork again."""
+    return (sys.platform.startswith("linux") and threading.active_count() == 1
+            and multiprocessing.parent_process() is None)

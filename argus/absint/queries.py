@@ -67,7 +67,7 @@ def decide(queries, solver: str, timeout_ms: int, jobs: int = 1) -> list:
             answers[index] = (query.original(_verdicts[key]), 0.0)
         else:
             todo.setdefault(key, []).append(index)
-    solved = map_items(_Solve(solver, timeout_ms), [key[0] for key in todo], jobs)
+    solved = map_items(_Solve(solver, timeout_ms), [key[0] for key in todo], jobs, _lost)
     for (key, indices), (verdict, seconds) in zip(todo.items(), solved):
         if _final(verdict, key[0]):
             _verdicts[key] = verdict
@@ -82,6 +82,10 @@ def decide_one(goal: Expr, assume, solver: str, timeout_ms: int):
     """The verdict on one obligation (no minimisation), through the same cache."""
     verdict, _ = decide([canonical(goal, assume)], solver, timeout_ms)[0]
     return verdict
+
+
+def _lost(_query: Query, reason: str):
+    return Unknown(reason), 0.0
 
 
 def _final(verdict, query: Query) -> bool:
