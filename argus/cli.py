@@ -187,24 +187,50 @@ def example_command(name: str, output: str | None, list_examples: bool) -> None:
         disasm_command(output, kernel=None, stats=True, as_json=False, echo=click.echo)
 
 
+#: `argus verify` exit status when every obligation is proved, but only for bounded loops.
+BOUNDED_PROOF_EXIT = 4
+
+
 @main.command("verify")
 @click.argument("target", metavar="KERNEL_OR_FILE")
 @click.option("--size", "sizes", multiple=True, help="Pin a size, e.g. --size M=256.")
 @click.option("--param", "params", multiple=True, help="Kernel parameter, e.g. causal=true.")
 @click.option("--solver", type=click.Choice(["z3", "cvc5"]), default="z3", show_default=True)
+@click.option("--unroll", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Bounded check: run the first N iterations of every loop as copies of its "
+                   "body and decide every obligation only for sizes (and workgroups) where each "
+                   "loop runs at most N iterations. Finds bugs the symbolic proof leaves "
+                   f"Unknown; a full pass exits {BOUNDED_PROOF_EXIT}, not 0.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Worker processes deciding the obligations [default: ARGUS_JOBS, else "
+                   "every core].")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--banks", is_flag=True, help="Also print LDS bank-conflict facts.")
 def verify_command(target: str, sizes: tuple[str, ...], params: tuple[str, ...], solver: str,
-                   as_json: bool, banks: bool) -> None:
-    """Prove KERNEL_OR_FILE's tag assertions and built-in checks; exit 0 only if all hold."""
+                   unroll: int | None, jobs: int | None, as_json: bool, banks: bool) -> None:
+    """Prove KERNEL_OR_FILE's tag assertions and built-in checks.
+
+    \b
+    Exit status:
+      0  every obligation proved for every size
+      1  some obligation refuted (a confirmed bug) or unknown, or bad input
+      2  wrong command-line options
+      4  every obligation proved, but only for loops of at most N
+         iterations (--unroll N): a bounded check, not a proof
+    """
+    from argus.absint.parallel import default_jobs
     from argus.absint.verify import VerifyError, resolve_kernel, verify
     from argus.ir.types import IRError
     from argus.lang import DSLError
 
     try:
+        jobs = default_jobs() if jobs is None else jobs
+    except ValueError as err:  # a malformed ARGUS_JOBS
+        raise click.ClickException(str(err)) from err
+    try:
         kernel = resolve_kernel(target)
-        report = verify(kernel, solver=solver, **_assignments(params, "--param"),
-                        **_assignments(sizes, "--size"))
+        report = verify(kernel, solver=solver, unroll=unroll, jobs=jobs,
+                        **_assignments(params, "--param"), **_assignments(sizes, "--size"))
     except (VerifyError, IRError, DSLError) as err:
         raise click.ClickException(str(err)) from err
     if as_json:
@@ -214,7 +240,7 @@ def verify_command(target: str, sizes: tuple[str, ...], params: tuple[str, ...],
         if banks:
             for fact in report.bank_facts:
                 click.echo(str(fact))
-    sys.exit(0 if report.ok else 1)
+    sys.exit(0 if report.proved_for_all_sizes else BOUNDED_PROOF_EXIT if report.ok else 1)
 
 
 @main.command("prove")

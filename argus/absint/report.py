@@ -107,11 +107,30 @@ class Report:
     obligations: tuple[Obligation, ...]
     bank_facts: tuple[BankFact, ...] = ()
     seconds: float = 0.0
+    #: None: proved for every size; N: a bounded run, decided only for the sizes (and
+    #: workgroups) where every loop runs at most N iterations
+    unroll: int | None = None
 
     @property
     def ok(self) -> bool:
-        """Every obligation proved."""
+        """Every obligation proved (in a bounded run: for the bounded sizes only)."""
         return all(o.proved for o in self.obligations)
+
+    @property
+    def bounded(self) -> bool:
+        return self.unroll is not None
+
+    @property
+    def proved_for_all_sizes(self) -> bool:
+        """Every obligation proved, and not merely for bounded loops."""
+        return self.ok and not self.bounded
+
+    @property
+    def bound(self) -> str:
+        """What a bounded run's verdicts cover ("" for a symbolic run)."""
+        if not self.bounded:
+            return ""
+        return f"bounded: every loop at most {_iterations(self.unroll)}"
 
     def count(self, verdict: str) -> int:
         return sum(o.verdict == verdict for o in self.obligations)
@@ -126,13 +145,19 @@ class Report:
 
     def summary(self) -> str:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items()) or "symbolic sizes"
-        return (f"{self.kernel} [{sizes}]: {self.count(PROVED)} proved, "
+        bound = f"; {self.bound}" if self.bounded else ""
+        return (f"{self.kernel} [{sizes}{bound}]: {self.count(PROVED)} proved, "
                 f"{self.count(REFUTED)} refuted, {self.count(UNKNOWN)} unknown "
                 f"({len(self.obligations)} obligations, {self.seconds:.2f} s)")
 
     def __str__(self) -> str:
         parts = [str(o) for o in self.obligations if not o.proved]
-        if self.ok:
+        if self.ok and self.bounded:
+            parts.append(f"Verified {self.kernel} for bounded loops: all "
+                         f"{len(self.obligations)} obligations proved for every size and "
+                         f"workgroup where each loop runs at most {_iterations(self.unroll)}; "
+                         "larger sizes and workgroups are not covered")
+        elif self.ok:
             parts.append(f"Verified {self.kernel}: all {len(self.obligations)} obligations "
                          "proved")
         parts.append(self.summary())
@@ -140,9 +165,15 @@ class Report:
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "sizes": self.sizes, "ok": self.ok,
+                "unroll": self.unroll, "bounded": self.bounded,
+                "proved_for_all_sizes": self.proved_for_all_sizes,
                 "seconds": self.seconds,
                 "obligations": [attrs.asdict(o) for o in self.obligations],
                 "bank_conflicts": [attrs.asdict(f) for f in self.bank_facts]}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), default=str, indent=1)
+
+
+def _iterations(count: int) -> str:
+    return f"{count} iteration" if count == 1 else f"{count} iterations"

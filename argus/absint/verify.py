@@ -2,6 +2,7 @@
 for all workgroups, waves, lanes, slots and loop iterations, with symbolic sizes, by abstract
 interpretation over tag maps (`domain`) and the LDS model (`lds`) and quantifier-free SMT
 queries. A refutation is reported only after its witness replays on the reference interpreter.
+With `unroll=N` loops run as N copies of their body instead, for sizes where they fit in N.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
 from argus.smt import Proved, Refuted
 
 MAX_LOOP_PASSES = 6
+#: Largest unroll a refused bounded run suggests instead.
+MAX_SUGGESTED_UNROLL = 64
 #: Sizes tried first when minimising a witness.
 SMALL_SIZE = 1024
 
@@ -114,22 +117,32 @@ class LoopCtx:
 
 
 def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool = True,
-           jobs: int | None = None, **sizes_or_params) -> Report:
+           jobs: int | None = None, unroll: int | None = None, **sizes_or_params) -> Report:
     """Verify `kernel` (a traced IR kernel or an `@kernel` function).
 
     Keyword arguments that name kernel parameters choose the trace; those that name sizes pin
     them (`M=256`), every other size stays symbolic. `jobs` worker processes decide the
-    obligations (default: `ARGUS_JOBS`, else every core this process may use)."""
+    obligations (default: `ARGUS_JOBS`, else every core this process may use).
+
+    `unroll=N` checks bounded executions instead: every loop runs its first N iterations as
+    separate copies of its body, and sizes (or workgroups) for which some loop would run more
+    than N iterations are assumed away. A Proved verdict then holds only for those sizes (the
+    report says so); a Refuted one is still replayed, at sizes whose loops run at most N times.
+    It finds bugs whose symbolic proof ends Unknown, at the price of generality."""
     started = time.perf_counter()
     ir, pins = _trace(kernel, sizes_or_params)
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise VerifyError(f"jobs={jobs}: give at least 1 worker process")
-    verifier = _Verifier(ir, pins, solver, timeout_ms, replay, jobs)
+    if unroll is not None and (isinstance(unroll, bool) or not isinstance(unroll, int)
+                               or unroll < 1):
+        raise VerifyError(f"unroll={unroll!r}: give a whole number N >= 1 of loop iterations "
+                          "to check, or None for the symbolic proof of every size")
+    verifier = _Verifier(ir, pins, solver, timeout_ms, replay, jobs, unroll)
     with collector_paused():
         verifier.run()
     report = Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
-                    time.perf_counter() - started)
+                    time.perf_counter() - started, unroll=unroll)
     if int(os.environ.get("ARGUS_DEBUG") or 0) >= 1:
         print(report.summary(), file=sys.stderr)
     return report
@@ -186,12 +199,17 @@ def _trace(kernel, kwargs: dict):
 
 class _Verifier:
     def __init__(self, kernel: O.Kernel, pins: dict, solver: str, timeout_ms: int,
-                 replay: bool, jobs: int = 1):
+                 replay: bool, jobs: int = 1, unroll: int | None = None):
         self.kernel, self.solver, self.timeout_ms, self.replay = kernel, solver, timeout_ms, replay
-        self.jobs = jobs
+        self.jobs, self.unroll = jobs, unroll
         sizes = {v.name: v for v in kernel.sizes + kernel.scalars}
         self.assumes: list[Expr] = [v >= v.lo for v in sizes.values()]
         self.assumes += list(kernel.assumes) + [sizes[n].eq(v) for n, v in pins.items()]
+        #: (loop, where reached, trip count) per loop copy: a bounded run decides every
+        #: obligation only where no loop outruns its copies
+        self.trip_bounds = [] if unroll is None else _trip_bounds(kernel.body, unroll)
+        self.assumes += [_at_most(reached, trips, unroll) for _, reached, trips in
+                         self.trip_bounds]
         self.values: dict = {}
         self.tensor_tags: dict = {}
         self.lds: dict = {}
@@ -215,6 +233,8 @@ class _Verifier:
     # driver
 
     def run(self):
+        if self.unroll is not None:
+            self.check_bounded_sizes()
         self.execute(self.kernel.body)
         self.check_races()
         self.check_global_races()
@@ -694,8 +714,11 @@ class _Verifier:
             self.values[result.name] = _join(op.cond, then, orelse, self.thread(result.type))
 
     def op_For(self, op: O.For):
+        if self.unroll is not None:
+            self.unrolled_for(op)
+            return
         loop = LoopCtx(op.iv, op.start, op.stop, op.step)
-        trips = max_(0, (op.stop - op.start + op.step - 1) // op.step)
+        trips = _trips(op)
         barriers = _barriers(op.body)
         entry_epoch, entry_lds = self.epoch, dict(self.lds)
         depth = max(1, op.stages - 1)
@@ -764,6 +787,92 @@ class _Verifier:
             # an enclosing loop cannot replay these writes as flat records of its own body
             self.loop_writes[-1].update({name: None for name in writes})
         self.epoch = simplify(entry_epoch + trips * barriers)
+
+    # bounded unrolling
+
+    def check_bounded_sizes(self):
+        """Refuse a bound that no size satisfies: every obligation would hold vacuously."""
+        grid = [bound for op in O.walk(self.kernel.body) if isinstance(op, O.ProgramId)
+                for bound in ((op.var >= 0, op.var < self.kernel.grid[op.axis])
+                              if op.axis < len(self.kernel.grid) else (op.var.eq(0),))]
+        if not self.holds(FALSE, self.assumes + grid):
+            return
+        base = self.assumes[:len(self.assumes) - len(self.trip_bounds)] + grid
+        for op, reached, trips in self.trip_bounds:
+            if self.holds(FALSE, base + [_at_most(reached, trips, self.unroll)]):
+                least = next((n for n in range(self.unroll + 1, MAX_SUGGESTED_UNROLL + 1)
+                              if not self.holds(FALSE, base + [_at_most(reached, trips, n)])),
+                             None)
+                need = (f"give unroll={least} or more" if least else
+                        f"it runs more than {MAX_SUGGESTED_UNROLL}: pin smaller sizes")
+                raise VerifyError(f"{op.loc}: unroll={self.unroll} leaves no size to check: "
+                                  f"this loop runs more than {self.unroll} iterations at "
+                                  f"every size kernel {self.kernel.name} admits; {need}")
+        raise VerifyError(f"unroll={self.unroll} leaves no size to check for kernel "
+                          f"{self.kernel.name}: its loops cannot all run at most "
+                          f"{self.unroll} iterations at one size (with the sizes pinned); give "
+                          "a larger unroll, or pin other sizes")
+
+    def unrolled_for(self, op: O.For):
+        """The loop's first `unroll` iterations, each a copy of the body run only where the
+        loop has that many trips (a path condition, as in a branch). Inside copy i the
+        induction variable is pinned to start + i*step by an assumption; whatever the copy
+        leaves behind (carried tiles, LDS writes, recorded accesses) gets the value
+        substituted, so the next copy may pin the same variable again."""
+        loop = LoopCtx(op.iv, op.start, op.stop, op.step)
+        trips = _trips(op)
+        entry_epoch, barriers = self.epoch, _barriers(op.body)
+        outer_values, outer_assumes, outer_guard = dict(self.values), list(self.assumes), \
+            self.guard
+        carried = [self.tags(v) for v in op.inits]
+        results = list(carried)
+        for copy in range(self.unroll):
+            at = simplify(op.start + copy * op.step)
+            runs = simplify(Const(copy) < trips)
+            if runs is FALSE:
+                break  # a loop of constant trip count needs no more copies
+            mark, entry_lds = self.mark(), dict(self.lds)
+            self.assumes = outer_assumes + [runs, op.iv.eq(at)]
+            self.guard = simplify(And(outer_guard, runs))
+            self.loops.append(loop)
+            for arg, tile in zip(op.body.args, carried):
+                self.values[arg.name] = tile
+            yields = self.execute(op.body)
+            self.loops.pop()
+            pin = {op.iv.name: at}
+            carried = [tile.substitute(pin) for tile in yields]
+            self.settle_copy(mark, entry_lds, pin, loop)
+            results = [_join(runs, tile, before, self.thread(result.type))
+                       for result, tile, before in zip(op.results, carried, results)]
+        self.values, self.assumes, self.guard = outer_values, outer_assumes, outer_guard
+        for result, tile in zip(op.results, results):
+            self.values[result.name] = tile
+        self.epoch = simplify(entry_epoch + trips * barriers)
+
+    def settle_copy(self, mark: tuple, entry_lds: dict, pin: dict, loop: LoopCtx):
+        """Fix the induction variable to its value in what a copy of a loop body recorded
+        since `mark`: its LDS writes, LDS and global accesses, and the epoch it ends in. The
+        accesses stop naming the loop: the race checks pair copies as straight-line code."""
+        for name, state in self.lds.items():
+            self.lds[name] = _settled(entry_lds.get(name), state, pin)
+        _, accesses, global_accesses, _ = mark
+        for index in range(accesses, len(self.accesses)):
+            access = self.accesses[index]
+            self.accesses[index] = attrs.evolve(
+                access, origin=tuple(simplify(subst(o, pin)) for o in access.origin),
+                guard=simplify(subst(access.guard, pin)),
+                epoch=simplify(subst(access.epoch, pin)),
+                loops=tuple(c for c in access.loops if c is not loop))
+        for index in range(global_accesses, len(self.global_accesses)):
+            access = self.global_accesses[index]
+            # a gathered row read in this copy is the index entry at this copy's position
+            mapping = renamed_rows([*access.index, access.inside, access.guard], pin)
+            self.global_accesses[index] = attrs.evolve(
+                access, index=tuple(subst(i, mapping) for i in access.index),
+                inside=subst(access.inside, mapping), guard=subst(access.guard, mapping),
+                assumes=tuple(subst(a, mapping) for a in access.assumes),
+                loops=tuple(c for c in access.loops if c is not loop))
+        self.epoch = simplify(subst(self.epoch, pin))
 
     def mark(self) -> tuple:
         return len(self.pending), len(self.accesses), len(self.global_accesses), self.order
@@ -983,6 +1092,52 @@ def _barriers(block: O.Block) -> Expr:
                     raise VerifyError(f"{op.loc}: barrier inside a branch: every wave must "
                                       "reach the same barriers; move it out of the branch")
     return simplify(count)
+
+
+def _trips(op: O.For) -> Expr:
+    return max_(0, (op.stop - op.start + op.step - 1) // op.step)
+
+
+def _at_most(reached: Expr, trips: Expr, unroll: int) -> Expr:
+    return simplify(Or(Not(reached), trips <= unroll))
+
+
+def _trip_bounds(block: O.Block, unroll: int, reached: Expr = TRUE, pins=None) -> list:
+    """(loop, where it is reached, its trip count) per loop and per unrolled copy of its
+    enclosing loops. Outer induction variables are replaced by each copy's value, so the
+    formulas mention sizes, scalars and workgroup ids only."""
+    pins = pins or {}
+    bounds = []
+    for op in block.ops:
+        if isinstance(op, O.For):
+            trips = subst(_trips(op), pins)
+            bounds.append((op, reached, trips))
+            for copy in range(unroll):
+                runs = simplify(Const(copy) < trips)
+                if runs is FALSE:
+                    break
+                inner = {**pins, op.iv.name: subst(op.start + copy * op.step, pins)}
+                bounds += _trip_bounds(op.body, unroll, And(reached, runs), inner)
+        elif isinstance(op, O.If):
+            cond = subst(op.cond, pins)
+            bounds += _trip_bounds(op.then, unroll, And(reached, cond), pins)
+            bounds += _trip_bounds(op.orelse, unroll, And(reached, Not(cond)), pins)
+        else:
+            for inner_block in op.blocks:
+                bounds += _trip_bounds(inner_block, unroll, reached, pins)
+    return bounds
+
+
+def _settled(entry, state, pin: dict):
+    """`state` with the writes made since `entry` given the pinned induction variable."""
+    if state is entry or not isinstance(state, L.Writes):
+        return state
+    kept = 0
+    if isinstance(entry, L.Writes) and state.below is entry.below and \
+            all(a is b for a, b in zip(state.records, entry.records)):
+        kept = len(entry.records)
+    made = tuple(record.substitute(pin) for record in state.records[kept:])
+    return L.Writes(state.records[:kept] + made, state.below)
 
 
 def _join(cond, then: TileTags, orelse: TileTags, thread) -> TileTags:

@@ -66,13 +66,25 @@ def symbol(var: Var):
     return lower(var)[0]
 
 
-def _extend(term, width: int, to: int):
-    return term if width == to else z3.SignExt(to - width, term)
+def _extend(term, width: int, to: int, e=None):
+    """`term` (of `e`, `width` bits) at `to` bits. Non-negative values are zero-extended: the
+    new bits are then constants the bit-blaster folds away (a narrow operand of a product stays
+    a narrow circuit), where sign bits would be unknowns until the solver learns them."""
+    if width == to:
+        return term
+    if e is not None and bounds(e)[0] >= 0:
+        return z3.ZeroExt(to - width, term)
+    return z3.SignExt(to - width, term)
 
 
 def _lower_node(e):
     if isinstance(e, Var):
         width = width_of(e)
+        if e.lo >= 0:
+            # only the magnitude bits are unknowns; the sign bit is the constant 0
+            magnitude = max(1, (e.hi - 1).bit_length())
+            raw = z3.BitVec(e.name, magnitude, _CONTEXT)
+            return (raw if magnitude == width else z3.ZeroExt(width - magnitude, raw)), width
         return z3.BitVec(e.name, width, _CONTEXT), width
     if isinstance(e, Const):
         if e.is_bool:
@@ -92,16 +104,17 @@ def _lower_node(e):
         return (same if op == "eq" else z3.Not(same)), 0
     if op in ("lt", "le", "eq", "ne"):
         to = max(lowered[0][1], lowered[1][1])
-        a, b = (_extend(t, w, to) for t, w in lowered)
+        a, b = (_extend(t, w, to, arg) for (t, w), arg in zip(lowered, e.args))
         term = {"lt": lambda: a < b, "le": lambda: a <= b, "eq": lambda: a == b,
                 "ne": lambda: a != b}[op]()
         return term, 0
     width = width_of(e)
     if op == "ite":
         to = max(width, lowered[1][1], lowered[2][1])
-        return z3.If(lowered[0][0], _extend(*lowered[1], to), _extend(*lowered[2], to)), to
+        return z3.If(lowered[0][0], _extend(*lowered[1], to, e.args[1]),
+                     _extend(*lowered[2], to, e.args[2])), to
     to = max([width] + [w for _, w in lowered])
-    args = [_extend(t, w, to) for t, w in lowered]
+    args = [_extend(t, w, to, arg) for (t, w), arg in zip(lowered, e.args)]
     return _arithmetic(op, e, args, to), to
 
 
