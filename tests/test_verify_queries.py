@@ -201,3 +201,31 @@ def test_no_fork_while_other_threads_run():
         stop.set()
         thread.join()
     assert can_fork()
+
+
+def test_small_factors_of_products_are_split_on_and_verdicts_stay_exact():
+    split, size = Var("wg2", 0, 4), Var("K", 1, 2**31)
+    offset = split * (size >> 7) * 32
+    query_goal = offset + 31 < (split + 1) * (size >> 7) * 32
+    assumptions = [(size % 128).eq(0)]
+    from argus.smt import prove
+    from argus.smt.solve import _Query
+
+    assert native._case_splits(_Query(query_goal, assumptions)) == \
+        [[(split, value)] for value in range(4)]
+    assert prove(query_goal, assumptions) == Proved()
+    # one off: fails at the smallest K, in every split
+    wrong = offset + 32 < (split + 1) * (size >> 7) * 32
+    verdict = prove(wrong, assumptions, minimize=[size, split])
+    assert isinstance(verdict, Refuted) and verdict.witness == {"K": 128, "wg2": 0}
+    assert prove(wrong, assumptions, solver="cvc5", minimize=[size, split]) == verdict
+
+
+def test_workgroup_ids_range_over_the_grid_when_it_is_declared_first():
+    from argus.ir import ops as O
+    from argus.kernels.gemm import gemm
+
+    pids = {op.var.name: op.var for op in gemm.trace(split_k=4).ops()
+            if isinstance(op, O.ProgramId)}
+    assert pids["wg2"].hi == 4
+    assert pids["wg0"].hi == (2**31 - 1) // 64

@@ -15,7 +15,21 @@ import attrs
 import numpy as np
 
 from argus.ir import ops as O
-from argus.ir.expr import And, Const, Expr, Not, Or, Term, Var, as_expr, free_vars, ite, max_, min_
+from argus.ir.expr import (
+    And,
+    Const,
+    Expr,
+    Not,
+    Or,
+    Term,
+    Var,
+    as_expr,
+    bounds,
+    free_vars,
+    ite,
+    max_,
+    min_,
+)
 from argus.ir.types import (
     DTYPE_BYTES,
     LDS_BUDGET,
@@ -394,13 +408,23 @@ def program_id(axis: int) -> Var:
     loc = user_loc()
     builder = current_builder()
     if axis not in builder.pids:
-        var = Var(f"wg{axis}", 0, SIZE_RANGE[1])
+        var = Var(f"wg{axis}", 0, _pid_limit(builder.grid, axis))
         op = O.ProgramId(var=var, axis=axis, loc=loc)
         op.verify()
         # bound at kernel level even when first asked for inside a loop or branch
         builder.blocks[0].append(op)
         builder.pids[axis] = var
     return builder.pids[axis]
+
+
+def _pid_limit(grid, axis: int) -> int:
+    """An exclusive upper bound of the workgroup id along `axis`: the largest extent the grid
+    can have there, when the grid is already declared. A tight range keeps the verifier's
+    bit-vectors narrow: split-K's `wg2 * (K // 128)` with wg2 < 4 is a small product, with
+    wg2 < 2^31 a 31-bit multiplier the solver struggles with."""
+    if grid is None or axis >= len(grid):
+        return SIZE_RANGE[1]
+    return min(SIZE_RANGE[1], max(1, bounds(grid[axis])[1]))
 
 
 def assume(condition) -> None:
