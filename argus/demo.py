@@ -68,6 +68,14 @@ def tour(echo: Echo = print) -> bool:
     report = verify(library()["gemm"].kernel)
     stage("verify gemm for symbolic M, N, K", report.ok, report.summary())
 
+    attention = verify(library()["attention_fwd"].kernel, causal=True)
+    stage("verify causal flash attention for symbolic batch*heads and sequence length",
+          attention.ok, attention.summary())
+
+    moe = verify(library()["moe_gemm"].kernel)
+    stage("verify MoE GEMM (gathered token rows; T.distinct declares each token once)",
+          moe.ok, moe.summary())
+
     buggy = verify(gemm_forgotten_swizzle)
     refuted = buggy.refuted
     stage("verify a seeded bug: A read from LDS without its swizzle", bool(refuted),
