@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from markers import expect_misuse_at, line_marked
 
 import argus.lang as T
 from argus.absint.concrete import repeated_entries, run
@@ -29,21 +30,11 @@ MOE_SIZES = {"TOKENS": 100, "E": 2, "H": 32, "N": 64}
 
 
 def marked(tag: str) -> int:
-    """Line number of the line ending in `# <tag>` in this file."""
-    lines = [n for n, text in enumerate(HERE.read_text().splitlines(), 1)
-             if text.rstrip().endswith(f"# {tag}")]
-    assert len(lines) == 1, (tag, lines)
-    return lines[0]
+    return line_marked(HERE, tag)
 
 
 def expect_misuse(kernel_def, tag: str, *fragments: str):
-    with pytest.raises(DSLError) as caught:
-        kernel_def.trace()
-    error = caught.value
-    assert error.loc.file.endswith("test_distinct.py") and error.loc.line == marked(tag), \
-        str(error)
-    for fragment in fragments:
-        assert fragment in str(error), str(error)
+    expect_misuse_at(HERE, kernel_def, tag, *fragments)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from markers import expect_misuse_at, line_marked
 
 import argus.lang as T
 from argus.ir import ops as O
@@ -22,22 +23,11 @@ HERE = pathlib.Path(__file__)
 
 
 def marked(tag: str) -> int:
-    """Line number of the line ending in `# <tag>` in this file."""
-    lines = [n for n, text in enumerate(HERE.read_text().splitlines(), 1)
-             if text.rstrip().endswith(f"# {tag}")]
-    assert len(lines) == 1, (tag, lines)
-    return lines[0]
+    return line_marked(HERE, tag)
 
 
 def expect_misuse(kernel_def, tag: str, *fragments: str):
-    with pytest.raises(DSLError) as caught:
-        kernel_def.trace()
-    error = caught.value
-    assert error.loc.line == marked(tag), str(error)
-    assert error.loc.file.endswith("test_lang.py")
-    assert str(error).startswith(f"{error.loc.file}:{error.loc.line}: ")
-    for fragment in fragments:
-        assert fragment in str(error), str(error)
+    expect_misuse_at(HERE, kernel_def, tag, *fragments)
 
 
 # ---------------------------------------------------------------------------------------------

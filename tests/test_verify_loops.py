@@ -28,17 +28,23 @@ def _reversed_rows(spec: TileSpec) -> TileSpec:
                                              (ROWS - 1 - row, col)))
 
 
+def copy_kernel_setup(A, C):
+    """The preamble of the single-workgroup copy kernels: ROWS rows, K a multiple of COLS,
+    A and C tagged by (row, k); returns K and the copy layout of one tile."""
+    M, K = A.shape
+    T.assume(M.eq(ROWS))
+    T.assume((K % COLS).eq(0))
+    T.grid(1)
+    T.tag(A, lambda m, k: {"row": m, "k": k})
+    T.tag(C, lambda m, k: {"row": m, "k": k})
+    return K, T.copy_layout((ROWS, COLS), 1, 2)
+
+
 @cache
 def ring(slots: int, distance: int):
     @T.kernel(waves=1)
     def ring_buffer(A: Tensor("bf16", "M", "K"), C: Tensor("bf16", "M", "K")):
-        M, K = A.shape
-        T.assume(M.eq(ROWS))
-        T.assume((K % COLS).eq(0))
-        T.grid(1)
-        T.tag(A, lambda m, k: {"row": m, "k": k})
-        T.tag(C, lambda m, k: {"row": m, "k": k})
-        copy = T.copy_layout((ROWS, COLS), 1, 2)
+        K, copy = copy_kernel_setup(A, C)
         ring = T.lds((slots, ROWS, COLS), "bf16")
         nk = K // COLS
         for p in range(distance):

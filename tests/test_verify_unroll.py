@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_verify_loops import _violations as ring_violations
-from test_verify_loops import nested, ring
+from test_verify_loops import copy_kernel_setup, nested, ring
 from test_verify_mutants import BK, _grid_sizes, _site, mutants, ring_gemm
 from test_verify_mutants import _violations as mutant_violations
 
@@ -147,13 +147,7 @@ def prefetch(skip: int):
     stores a wrong tile."""
     @T.kernel(waves=1)
     def register_prefetch(A: Tensor("bf16", "M", "K"), C: Tensor("bf16", "M", "K")):
-        M, K = A.shape
-        T.assume(M.eq(ROWS))
-        T.assume((K % COLS).eq(0))
-        T.grid(1)
-        T.tag(A, lambda m, k: {"row": m, "k": k})
-        T.tag(C, lambda m, k: {"row": m, "k": k})
-        copy = T.copy_layout((ROWS, COLS), 1, 2)
+        K, copy = copy_kernel_setup(A, C)
         nk = K // COLS
         loop = T.range(0, nk - 1, x=A.load((0, 0), copy))
         for kt in loop:
@@ -228,13 +222,7 @@ def strided(start: int, step: int, lag: int):
     tiles of C; `lag` != 0 prefetches the wrong tile, which the second iteration stores."""
     @T.kernel(waves=1)
     def strided_copy(A: Tensor("bf16", "M", "K"), C: Tensor("bf16", "M", "K")):
-        M, K = A.shape
-        T.assume(M.eq(ROWS))
-        T.assume((K % COLS).eq(0))
-        T.grid(1)
-        T.tag(A, lambda m, k: {"row": m, "k": k})
-        T.tag(C, lambda m, k: {"row": m, "k": k})
-        copy = T.copy_layout((ROWS, COLS), 1, 2)
+        K, copy = copy_kernel_setup(A, C)
         loop = T.range(start, K // COLS, step, x=A.load((0, start * COLS), copy, guard=True))
         for kt in loop:
             following = A.load((0, (kt + step + lag) * COLS), copy, guard=True)

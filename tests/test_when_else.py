@@ -7,9 +7,9 @@ from __future__ import annotations
 import pathlib
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from markers import expect_misuse_at, line_marked
 
 import argus.lang as T
 from argus.absint.concrete import run
@@ -18,7 +18,7 @@ from argus.absint.verify import verify
 from argus.ir import ops as O
 from argus.ir.text import parse_kernel, print_kernel
 from argus.ir.types import ThreadLayout
-from argus.lang import DSLError, Tensor, TileSpec
+from argus.lang import Tensor, TileSpec
 
 HERE = pathlib.Path(__file__)
 SPEC = T.copy_layout((16, 16), 1, 4)
@@ -27,21 +27,11 @@ TRANSPOSED = TileSpec(SPEC.shape, ThreadLayout(1, 4, SPEC.layout.coords[::-1]))
 
 
 def marked(tag: str) -> int:
-    """Line number of the line ending in `# <tag>` in this file."""
-    lines = [n for n, text in enumerate(HERE.read_text().splitlines(), 1)
-             if text.rstrip().endswith(f"# {tag}")]
-    assert len(lines) == 1, (tag, lines)
-    return lines[0]
+    return line_marked(HERE, tag)
 
 
 def expect_misuse(kernel_def, tag: str, *fragments: str):
-    with pytest.raises(DSLError) as caught:
-        kernel_def.trace()
-    error = caught.value
-    assert error.loc.file.endswith("test_when_else.py") and error.loc.line == marked(tag), \
-        str(error)
-    for fragment in fragments:
-        assert fragment in str(error), str(error)
+    expect_misuse_at(HERE, kernel_def, tag, *fragments)
 
 
 def _tags(*tensors):

@@ -18,6 +18,7 @@ import numpy as np
 __all__ = [
     "Expr", "Var", "Const", "Term", "ite", "min_", "max_", "And", "Or", "Not",
     "evaluate", "bounds", "simplify", "free_vars", "substitute", "as_expr", "subterms", "parse",
+    "missing_subterms", "rebuild", "clear_memos",
     "ExprSyntaxError",
 ]
 
@@ -257,13 +258,17 @@ def _term(op, *operands) -> Expr:
         raise ZeroDivisionError(f"{_show(Term(op, args))}: division by the constant 0")
     if all(isinstance(a, Const) for a in args):
         return Const(_apply(op, [a.value for a in args]))
-    # an interned node is found by its key directly, and a new one is built without running
-    # the constructor's conversions and checks again (operands are expressions, sorts checked)
+    if op not in _OPS or len(args) != _OPS[op][0]:
+        return Term(op, args)  # the constructor raises the precise error
+    return _interned_term(op, args)
+
+
+def _interned_term(op, args: tuple) -> Term:
+    """The interned node op(args), found by its key directly or built without running the
+    constructor's conversions and checks again (operands are expressions, sorts checked)."""
     key = (Term, (op, args))
     node = _INTERNED.get(key)
     if node is None:
-        if op not in _OPS or len(args) != _OPS[op][0]:
-            return Term(op, args)  # the constructor raises the precise error
         node = object.__new__(Term)
         object.__setattr__(node, "op", op)
         object.__setattr__(node, "args", args)
@@ -276,19 +281,10 @@ def rebuild(op, args: tuple) -> Expr:
     """`op` applied to `args` where an equal-sorted term already had these operands replaced
     (a substitution): sorts need no new check, and a node with a constant operand goes through
     the folding constructor."""
-    node = _INTERNED.get((Term, (op, args)))
-    if node is not None:
-        return node
     for a in args:
         if a.__class__ is Const:
             return _term(op, *args)
-    key = (Term, (op, args))
-    node = object.__new__(Term)
-    object.__setattr__(node, "op", op)
-    object.__setattr__(node, "args", args)
-    _INTERNED[key] = node
-    _init_memos(node)
-    return node
+    return _interned_term(op, args)
 
 
 def _check_sorts(op, args):
@@ -483,6 +479,22 @@ def subterms(expr) -> list:
     """Every distinct subterm of `expr` once, children before parents (iterative, so deep terms
     are fine)."""
     return _postorder(as_expr(expr))
+
+
+def missing_subterms(root, cache) -> list:
+    """Subterms of `root` that `cache` (keyed by node) lacks, each once, children before
+    parents: the ones a memoised bottom-up computation still has to visit."""
+    seen, order, stack = set(), [], [(root, False)]
+    while stack:
+        e, expanded = stack.pop()
+        if expanded:
+            order.append(e)
+        elif e not in seen and e not in cache:
+            seen.add(e)
+            stack.append((e, True))
+            if isinstance(e, Term):
+                stack.extend((a, False) for a in e.args)
+    return order
 
 
 def _postorder(expr, operands=lambda e: e.args if isinstance(e, Term) else ()):

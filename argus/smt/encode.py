@@ -11,7 +11,7 @@ import weakref
 
 from pysmt.environment import Environment
 
-from argus.ir.expr import Const, Expr, Term, Var, as_expr, bounds, ite
+from argus.ir.expr import Const, Expr, Term, Var, as_expr, bounds, ite, missing_subterms
 
 _ENVIRONMENTS: dict[int, Environment] = {}
 _LOWERED: dict[int, weakref.WeakKeyDictionary] = {}
@@ -75,7 +75,7 @@ def defined(expr) -> Expr:
     memo = _DEFINED
     if (hit := memo.get(expr)) is not None:
         return hit
-    for e in _missing_postorder(expr, memo):
+    for e in missing_subterms(expr, memo):
         if not isinstance(e, Term):
             memo[e] = Const(True)
         elif e.op == "ite":
@@ -95,21 +95,6 @@ def defined(expr) -> Expr:
 
 
 _DEFINED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _missing_postorder(root: Expr, cache) -> list:
-    """Subterms of `root` that `cache` lacks, each once, children before parents."""
-    seen, order, stack = set(), [], [(root, False)]
-    while stack:
-        e, expanded = stack.pop()
-        if expanded:
-            order.append(e)
-        elif e not in seen and e not in cache:
-            seen.add(e)
-            stack.append((e, True))
-            if isinstance(e, Term):
-                stack.extend((a, False) for a in e.args)
-    return order
 
 
 def _operand_defined(op, operand):
@@ -139,20 +124,10 @@ def lower(expr, width: int):
     cache = _LOWERED[width]
     fm = env.formula_manager
     bv_type = env.type_manager.BVType(width)
-    stack = [as_expr(expr)]
-    while stack:
-        e = stack[-1]
-        if e in cache:
-            stack.pop()
-            continue
-        if isinstance(e, Term):
-            pending = [a for a in e.args if a not in cache]
-            if pending:
-                stack.extend(pending)
-                continue
-        stack.pop()
+    expr = as_expr(expr)
+    for e in missing_subterms(expr, cache):
         cache[e] = _lower_node(e, fm, bv_type, width, cache)
-    return cache[as_expr(expr)]
+    return cache[expr]
 
 
 def _lower_node(e, fm, bv_type, width, cache):
@@ -186,16 +161,26 @@ _SIMPLE = {
 }
 
 
-def _floor_div_mod(op, e, args, fm, width):
-    x, y = args
-    xlo, ylo = bounds(e.args[0])[0], bounds(e.args[1])[0]
+def division_kind(e) -> tuple:
+    """How both encodings compute e = x // y or x % y exactly: ("pow2", k) for a constant
+    divisor 2^k (an arithmetic shift is floor division, a two's-complement mask floor modulo),
+    ("unsigned",) when x >= 0 and y > 0, else ("signed",) (truncating division, corrected)."""
     divisor = e.args[1].value if isinstance(e.args[1], Const) else None
     if divisor is not None and divisor > 0 and divisor & (divisor - 1) == 0:
-        shift = divisor.bit_length() - 1
+        return ("pow2", divisor.bit_length() - 1)
+    if bounds(e.args[0])[0] >= 0 and bounds(e.args[1])[0] > 0:
+        return ("unsigned",)
+    return ("signed",)
+
+
+def _floor_div_mod(op, e, args, fm, width):
+    x, y = args
+    kind = division_kind(e)
+    if kind[0] == "pow2":
         if op == "floordiv":
-            return fm.BVAShr(x, fm.BV(shift, width))  # arithmetic shift is floor division
-        return fm.BVAnd(x, fm.BV(divisor - 1, width))  # two's-complement mask is floor modulo
-    if xlo >= 0 and ylo > 0:
+            return fm.BVAShr(x, fm.BV(kind[1], width))
+        return fm.BVAnd(x, fm.BV((1 << kind[1]) - 1, width))
+    if kind[0] == "unsigned":
         return (fm.BVUDiv if op == "floordiv" else fm.BVURem)(x, y)
     zero = fm.BV(0, width)
     remainder = fm.BVSRem(x, y)

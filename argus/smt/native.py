@@ -15,7 +15,9 @@ import weakref
 
 import z3
 
-from argus.ir.expr import Const, Term, Var, bounds
+from argus.ir.expr import Const, Term, Var, bounds, missing_subterms
+from argus.smt.encode import division_kind
+from argus.smt.minimise import GaveUp, lexicographic, smallest
 from argus.smt.verdict import Proved, Unknown
 
 _CONTEXT = z3.main_ctx()
@@ -39,18 +41,7 @@ def lower(expr):
     hit = _LOWERED.get(expr)
     if hit is not None:
         return hit
-    stack = [expr]
-    while stack:
-        e = stack[-1]
-        if e in _LOWERED:
-            stack.pop()
-            continue
-        if isinstance(e, Term):
-            pending = [a for a in e.args if a not in _LOWERED]
-            if pending:
-                stack.extend(pending)
-                continue
-        stack.pop()
+    for e in missing_subterms(expr, _LOWERED):
         _LOWERED[e] = _lower_node(e)
     return _LOWERED[expr]
 
@@ -148,14 +139,10 @@ def _arithmetic(op, e, args, width):
 
 def _floor_div_mod(op, e, args, width):
     x, y = args
-    xlo, ylo = bounds(e.args[0])[0], bounds(e.args[1])[0]
-    divisor = e.args[1].value if isinstance(e.args[1], Const) else None
-    if divisor is not None and divisor > 0 and divisor & (divisor - 1) == 0:
-        shift = divisor.bit_length() - 1
-        if op == "floordiv":
-            return x >> shift  # arithmetic shift is floor division
-        return x & (divisor - 1)  # two's-complement mask is floor modulo
-    if xlo >= 0 and ylo > 0:
+    kind = division_kind(e)
+    if kind[0] == "pow2":
+        return x >> kind[1] if op == "floordiv" else x & ((1 << kind[1]) - 1)
+    if kind[0] == "unsigned":
         return z3.UDiv(x, y) if op == "floordiv" else z3.URem(x, y)
     zero = z3.BitVecVal(0, width, _CONTEXT)
     remainder = z3.SRem(x, y)
@@ -204,12 +191,8 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
     if answer == z3.unknown:
         return Unknown(f"z3 returned unknown within {timeout_ms} ms "
                        f"({solver.reason_unknown()})")
-    point = _model(solver, query)
-    minimal = True
-    for name in order:
-        point, complete = _minimise(solver, query, name, point, deadline)
-        minimal = minimal and complete
-    return point, minimal
+    return lexicographic(order, _model(solver, query),
+                         lambda name, point: _minimise(solver, query, name, point, deadline))
 
 
 #: A variable with at most this many values that multiplies a non-constant term is split on:
@@ -275,34 +258,21 @@ def _model(solver, query) -> dict[str, int]:
 
 
 def _minimise(solver, query, name, point, deadline):
-    """Binary-search the smallest value of `name` with the earlier variables fixed, then fix it.
-
-    Returns the new model and whether the search finished before the deadline."""
+    """Fix `name` at its smallest value with the earlier variables fixed; returns the new model
+    and whether the search finished before the deadline."""
     var = next(v for v in query.variables if v.name == name)
     term, width = lower(var)
-    lo, hi = var.lo, point[name]
-    complete, first = True, True
-    while lo < hi:
-        if time.monotonic() > deadline:
-            complete = False
-            break
-        # witnesses sit at the lower bound more often than not, so try it before bisecting
-        mid = lo if first else (lo + hi) // 2
-        first = False
+
+    def model_below(bound):
         # a fresh literal implying the bound, assumed for one check, instead of a scope
         below = z3.FreshBool(ctx=_CONTEXT)
-        solver.add(z3.Implies(below, term <= z3.BitVecVal(mid, width, _CONTEXT)))
+        solver.add(z3.Implies(below, term <= z3.BitVecVal(bound, width, _CONTEXT)))
         answer = solver.check(below)
-        if answer == z3.sat:
-            point = _model(solver, query)
-            hi = point[name]
-        elif answer == z3.unsat:
-            lo = mid + 1
-        else:
-            complete = False
-            break
-    # `point` is a model with name == hi, so it stays valid under the new constraint
-    solver.add(term == z3.BitVecVal(hi, width, _CONTEXT))
+        if answer == z3.unknown:
+            raise GaveUp
+        return _model(solver, query) if answer == z3.sat else None
+
+    point, value, complete = smallest(name, var.lo, point, model_below, deadline)
+    # `point` is a model with name == value, so it stays valid under the new constraint
+    solver.add(term == z3.BitVecVal(value, width, _CONTEXT))
     return point, complete
-
-

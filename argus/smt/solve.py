@@ -22,6 +22,7 @@ from pysmt.smtlib.script import smtlibscript_from_formula
 from argus.ir.expr import Const, Expr, Var, as_expr, evaluate, free_vars, simplify
 from argus.smt import native
 from argus.smt.encode import defined, environment, lower, width_for
+from argus.smt.minimise import GaveUp, lexicographic, smallest
 from argus.smt.verdict import Proved, Refuted, Unknown
 
 SOLVERS = ("z3", "cvc5")
@@ -185,12 +186,8 @@ def _decide_pysmt(query, solver, timeout_ms, order, vacuity):
                            f"({query.width}-bit query)")
         except InternalSolverError as error:
             return Unknown(f"{solver} failed: {error}")
-        point = _model(smt, query)
-        minimal = True
-        for name in order:
-            point, complete = _minimise(smt, query, name, point, deadline)
-            minimal = minimal and complete
-    return point, minimal
+        return lexicographic(order, _model(smt, query),
+                             lambda name, point: _minimise(smt, query, name, point, deadline))
 
 
 def _domain_is_empty(query, solver, timeout_ms) -> bool:
@@ -218,37 +215,25 @@ def _model(smt, query) -> dict[str, int]:
 
 
 def _minimise(smt, query, name, point, deadline):
-    """Binary-search the smallest value of `name` with the earlier variables fixed, then fix it.
-
-    Returns the new model and whether the search finished before the deadline."""
+    """Fix `name` at its smallest value with the earlier variables fixed; returns the new model
+    and whether the search finished before the deadline."""
     var = next(v for v in query.variables if v.name == name)
     fm = environment(query.width).formula_manager
     symbol = lower(var, query.width)
-    lo, hi = var.lo, point[name]
-    complete = True
-    first = True
-    while lo < hi:
-        if time.monotonic() > deadline:
-            complete = False
-            break
-        # witnesses sit at the lower bound more often than not, so try it before bisecting
-        mid = lo if first else (lo + hi) // 2
-        first = False
+
+    def model_below(bound):
         # a fresh literal implying the bound, assumed for one check: pysmt would otherwise
         # push and pop a scope around the bound, which costs z3 more than the check
         below = fm.FreshSymbol()
-        smt.add_assertion(fm.Implies(below, fm.BVSLE(symbol, fm.SBV(mid, query.width))))
+        smt.add_assertion(fm.Implies(below, fm.BVSLE(symbol, fm.SBV(bound, query.width))))
         try:
-            if smt.solve([below]):
-                point = _model(smt, query)
-                hi = point[name]
-            else:
-                lo = mid + 1
+            return _model(smt, query) if smt.solve([below]) else None
         except (SolverReturnedUnknownResultError, InternalSolverError):
-            complete = False
-            break
-    # `point` is a model with name == hi, so it stays valid under the new constraint
-    smt.add_assertion(fm.Equals(symbol, fm.SBV(hi, query.width)))
+            raise GaveUp from None
+
+    point, value, complete = smallest(name, var.lo, point, model_below, deadline)
+    # `point` is a model with name == value, so it stays valid under the new constraint
+    smt.add_assertion(fm.Equals(symbol, fm.SBV(value, query.width)))
     return point, complete
 
 
