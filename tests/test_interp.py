@@ -217,6 +217,15 @@ def test_race_detector_agrees_with_brute_force(write_vector, read_vector, waves,
     # rewriting after the read without a second barrier is a write-after-read race
     assert ("write-after-read race" in kinds) == (crossing and rewrite)
     np.testing.assert_array_equal(result.outputs["Y"], data)
+    # each race names its other side: the writer of a read-after-write, the read a
+    # write-after-read overwrites
+    stores = [str(op.loc) for op in kernel.ops() if type(op).__name__ == "LdsStore"]
+    [load] = [str(op.loc) for op in kernel.ops() if type(op).__name__ == "LdsLoad"]
+    for v in result.violations:
+        if v.kind == "lds-race" and v.loc == load:
+            assert v.other_loc == stores[0] and stores[0] in v.detail, v
+        elif v.kind == "lds-race" and v.message.startswith("write-after-read"):
+            assert v.other_loc == load and load in v.detail, v
 
 
 def test_uninitialised_and_out_of_bounds_lds_reads_are_reported():

@@ -59,6 +59,9 @@ class Violation:
     tags: dict = attrs.field(factory=dict)
     detail: str = ""
     count: int = 1
+    #: the other op of a race (the writer of a read-after-write, the reader of a
+    #: write-after-read), "" when unknown or not a race
+    other_loc: str = ""
     #: the slot as a register of the tile: "register 2 (bf16 element 1)"
     register: str = ""
     #: every failing point of this op execution, a bit per point of `failing_shape` (packed:
@@ -140,13 +143,15 @@ class LdsState:
     write_op: np.ndarray
     read_epoch: np.ndarray
     reader: np.ndarray
+    #: the op that read each address in its read epoch (_MANY when several did)
+    read_op: np.ndarray
 
     @classmethod
     def fresh(cls, size: int) -> LdsState:
         def ints(fill):
             return np.full(size, fill, dtype=np.int64)
         return cls(np.zeros(size, np.float32), {}, np.zeros(size, bool), ints(-1), ints(-1),
-                   ints(-1), ints(-1), ints(-1))
+                   ints(-1), ints(-1), ints(-1), ints(-1))
 
 
 def to_dtype(data: np.ndarray, dtype: str) -> np.ndarray:
@@ -205,7 +210,8 @@ class _Workgroup:
     # reporting
 
     def report(self, op, kind: str, message: str, mask: np.ndarray, *, element=None, tags=None,
-               detail: str = "", position=None, axes=("wave", "lane", "slot")):
+               detail: str = "", position=None, axes=("wave", "lane", "slot"),
+               other_loc: str = ""):
         """Record a violation at the first (wave, lane, slot) where `mask` holds."""
         if self.run.full:
             return
@@ -218,7 +224,8 @@ class _Workgroup:
             lane=int(lane), slot=int(slot), register=_register(op, int(slot)),
             iteration={name: self.env[name] for name in self.loops}, element=info_element,
             tags=info_tags, detail=detail, count=int(np.count_nonzero(mask)),
-            failing=np.packbits(mask), failing_shape=tuple(mask.shape), axes=axes))
+            failing=np.packbits(mask), failing_shape=tuple(mask.shape), axes=axes,
+            other_loc=other_loc))
 
     # execution
 
@@ -681,10 +688,13 @@ class _Workgroup:
             position = _first(stale_read)
             reader = lds.reader[address[position]]
             by = "several threads" if reader == _MANY else self.thread_name(reader)
+            read_op = lds.read_op[address[position]]
+            at = "" if read_op == _MANY else self.run.op_loc(read_op)
             self.report(op, "lds-race",
                         "write-after-read race: this write may overwrite data another thread "
                         "has not read yet (no barrier since that read)", stale_read,
-                        element=element, position=position, detail=f"read by {by}")
+                        element=element, position=position,
+                        detail=f"read by {by}" + (f" at {at}" if at else ""), other_loc=at)
         lds.data[addr] = to_dtype(value.data[inside], op.buffer.type.dtype)
         for name in list(lds.tags) + [n for n in value.tags if n not in lds.tags]:
             if name not in lds.tags:
@@ -717,7 +727,7 @@ class _Workgroup:
             self.report(op, "lds-race",
                         "read-after-write race: another thread wrote this LDS address with no "
                         "barrier in between", racy, element=element, position=position,
-                        detail=f"written by {writer} at {where}")
+                        detail=f"written by {writer} at {where}", other_loc=where)
         unknown = ~inside | never | racy
         data = np.where(inside, lds.data[safe], 0).astype(np.float32)
         tags = {name: np.where(unknown, TOP, tag[safe]) for name, tag in lds.tags.items()}
@@ -729,8 +739,12 @@ class _Workgroup:
         np.maximum.at(hi, addr, who)
         touched = np.unique(addr)
         single = lo[touched] == hi[touched]
-        previous = (lds.read_epoch[touched] == self.epoch) & (lds.reader[touched] != lo[touched])
+        same_epoch = lds.read_epoch[touched] == self.epoch
+        previous = same_epoch & (lds.reader[touched] != lo[touched])
         lds.reader[touched] = np.where(single & ~previous, lo[touched], _MANY)
+        me = self.run.op_index(op)
+        other_op = same_epoch & (lds.read_op[touched] != me)
+        lds.read_op[touched] = np.where(other_op, _MANY, me)
         lds.read_epoch[touched] = self.epoch
 
     def lds_element(self, full, address):

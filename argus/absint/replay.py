@@ -61,6 +61,17 @@ def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
                           f"({broken[0].detail})")
     confirming = CONFIRMED_BY.get(kind, (kind,))
     found = [v for v in result.violations if v.loc == str(op.loc) and v.kind in confirming]
+    if not found and kind == "lds-race":
+        # a race the verifier states at a read shows in the interpreter at the write that
+        # came second, naming this read as the one it overwrote; the interpreter's facts are
+        # the writer's, so the counterexample keeps the solver's reader and says so
+        other_side = [v for v in result.violations
+                      if v.kind == "lds-race" and v.other_loc == str(op.loc)]
+        if other_side:
+            v = other_side[0]
+            return attrs.evolve(cex, detail=f"the interpreter saw it from the write's side: "
+                                            f"{v.loc} overwrites data {v.detail}",
+                                confirmed=True)
     if not found:
         others = sorted({f"{v.kind} at {v.loc}" for v in result.violations})
         raise ReplayError(f"the interpreter found no {kind} at {op.loc} for sizes {sizes}, "
