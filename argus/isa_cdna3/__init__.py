@@ -6,6 +6,7 @@
 
 from argus.isa_cdna3.emulator import Emulation, emulate, unsupported_opcodes
 from argus.isa_cdna3.mfma import MFMA, MfmaInfo, MfmaLayoutError, UnknownMfmaError, mfma
+from argus.isa_cdna3.mfma_exec import SparseIndexError
 from argus.isa_cdna3.state import (
     EmulatorError,
     Hazard,
@@ -17,6 +18,6 @@ from argus.isa_cdna3.state import (
 
 __all__ = [
     "MFMA", "Emulation", "EmulatorError", "Hazard", "HazardError", "LaunchError", "MemoryFault",
-    "MfmaInfo", "MfmaLayoutError", "UnknownMfmaError", "UnsupportedOpcodeError", "emulate",
-    "mfma", "unsupported_opcodes",
+    "MfmaInfo", "MfmaLayoutError", "SparseIndexError", "UnknownMfmaError",
+    "UnsupportedOpcodeError", "emulate", "mfma", "unsupported_opcodes",
 ]

@@ -2,7 +2,8 @@
 
 Every layout is one formula in lane and slot/register built from + - * // % only, so it evaluates on
 Python ints, numpy int arrays and `argus.ir.expr` terms alike. Source: AMD's
-amd_matrix_instruction_calculator (`-a cdna3 -d`), cross-checked against cdna3-facts.md §1.
+amd_matrix_instruction_calculator (`-a cdna3 -d`, and `-k` for the SMFMAC compression indices),
+cross-checked against cdna3-facts.md §1.
 """
 
 from __future__ import annotations
@@ -26,17 +27,25 @@ class UnknownMfmaError(KeyError, ValueError):
 
 
 class MfmaLayoutError(ValueError):
-    """The operand layout of this MFMA is not modelled (4:2 sparse SMFMAC A operand)."""
+    """A layout query this MFMA cannot answer: the dense A layout of a 4:2-sparse SMFMAC, a sparse
+    query on a dense MFMA, or a compression-index set the modifiers do not select."""
 
 
 @attrs.frozen
 class MfmaInfo:
     """One gfx942 matrix instruction: D[b] = A[b] @ B[b] + C[b] for each of `blocks` blocks.
 
-    Register counts are 32-bit registers per lane. `k_per_lane` is the number of A (and B)
-    elements one lane holds; `c_values` the number of C/D elements one lane holds (c_regs, or
-    c_regs // 2 for f64). Coordinates: a_coord(lane, slot) -> (block, i, k),
-    b_coord(lane, slot) -> (block, k, j), c_coord(lane, value) -> (block, i, j).
+    Register counts are 32-bit registers per lane. `k_per_lane` is the number of A elements one
+    lane holds, `b_per_lane` of B elements (equal for dense MFMAs, twice as many for SMFMAC);
+    `c_values` the number of C/D elements one lane holds (c_regs, or c_regs // 2 for f64).
+    Coordinates: a_coord(lane, slot) -> (block, i, k), b_coord(lane, slot) -> (block, k, j),
+    c_coord(lane, value) -> (block, i, j).
+
+    A sparse SMFMAC (`sparse`) computes D += A @ B with A 4:2 structured-sparse along K: of every
+    four consecutive k of a row two are stored. The stored M x K/2 matrix is laid out by
+    compressed_a_coord(lane, slot) -> (block, i, c); the index VGPR (same lane) holds one 2-bit
+    index per stored value at bit index_bit(slot, cbsz, abid), and sparse_a_coord(lane, slot,
+    index) names the logical (block, i, k) that value stands for.
     """
 
     name: str
@@ -72,6 +81,16 @@ class MfmaInfo:
         return self.a_regs * 32 // TYPE_BITS[self.a_type]
 
     @property
+    def b_per_lane(self) -> int:
+        return self.b_regs * 32 // TYPE_BITS[self.b_type]
+
+    @property
+    def index_sets(self) -> int:
+        """How many independent sets of compression indices fit in one index VGPR (SMFMAC)."""
+        _require_sparse(self, "index_sets")
+        return 32 // (2 * self.k_per_lane)
+
+    @property
     def c_values(self) -> int:
         return self.c_regs * 32 // TYPE_BITS[self.c_type]
 
@@ -80,36 +99,78 @@ class MfmaInfo:
         return 2 * self.m * self.n * self.k * self.blocks
 
     def a_coord(self, lane: Any, slot: Any) -> tuple[Any, Any, Any]:
-        block, i, k = _operand_coord(self, lane, slot, self.m)
+        if self.sparse:
+            raise MfmaLayoutError(
+                f"{self.name}: the A operand is 4:2-sparse, so which k a register holds depends on "
+                f"the compression index; use compressed_a_coord(lane, slot) for the stored "
+                f"matrix and sparse_a_coord(lane, slot, index) for the logical k")
+        block, i, k = _operand_coord(self, lane, slot, self.m, self.k_per_lane)
         return block, i, k
 
     def b_coord(self, lane: Any, slot: Any) -> tuple[Any, Any, Any]:
-        block, j, k = _operand_coord(self, lane, slot, self.n)
+        block, j, k = _operand_coord(self, lane, slot, self.n, self.b_per_lane)
         return block, k, j
 
+    def compressed_a_coord(self, lane: Any, slot: Any) -> tuple[Any, Any, Any]:
+        """(block, i, c) of the stored M x K/2 A matrix that A register slot `slot` holds: the
+        dense rule over the compressed columns (calculator: `A i = lane % M`, each register
+        covering two groups of four k for 8-bit types and one for 16-bit types)."""
+        _require_sparse(self, "compressed_a_coord")
+        block, i, c = _operand_coord(self, lane, slot, self.m, self.k_per_lane)
+        return block, i, c
+
+    def sparse_a_coord(self, lane: Any, slot: Any, index: Any) -> tuple[Any, Any, Any]:
+        """(block, i, k) of the logical A element that A slot `slot` of `lane` holds when its
+        2-bit compression index is `index` (0..3): stored values come in pairs, pair p standing
+        for k = 4p .. 4p+3 of the lane's K window, the index picking one of the four."""
+        block, i, c = self.compressed_a_coord(lane, slot)
+        return block, i, c // 2 * 4 + index
+
+    def index_set(self, cbsz: int = 0, abid: int = 0) -> int:
+        """Which set of compression indices the index VGPR supplies. SMFMAC reuses CBSZ/ABID: with
+        CBSZ == 0, ABID picks one of `index_sets` sets; any other CBSZ selects set 0 and ABID is
+        ignored (calculator README, "Printing Compression Index Information")."""
+        _require_sparse(self, "index_set")
+        if cbsz:
+            return 0
+        if not 0 <= abid < self.index_sets:
+            raise MfmaLayoutError(
+                f"{self.name}: abid:{abid} with cbsz:0 selects no compression-index set; "
+                f"{self.a_type} operands have sets 0..{self.index_sets - 1} (the behaviour of "
+                f"larger ABID values is not modelled)")
+        return abid
+
+    def index_bit(self, slot: Any, cbsz: int = 0, abid: int = 0) -> Any:
+        """Lowest bit, in the same lane's index VGPR, of the 2-bit compression index of A slot
+        `slot`: slots in register order take consecutive 2-bit fields of the selected set (the
+        first value of a stored pair the lower field, per the calculator README)."""
+        set_width = 2 * self.k_per_lane
+        return self.index_set(cbsz, abid) * set_width + slot * 2
+
     def c_coord(self, lane: Any, value: Any) -> tuple[Any, Any, Any]:
-        if self.sparse:
-            return _dense_c_coord(self, lane, value)
         return _C_LAYOUTS[(self.m, self.c_type == "f64")](self, lane, value)
 
     def __str__(self) -> str:
         return self.name
 
 
-def _operand_coord(info: MfmaInfo, lane: Any, slot: Any, rows: int) -> tuple[Any, Any, Any]:
+def _require_sparse(info: MfmaInfo, what: str) -> None:
+    if not info.sparse:
+        raise MfmaLayoutError(f"{info.name} is a dense MFMA; {what} describes the compressed A "
+                              f"operand of v_smfmac_* only (use a_coord)")
+
+
+def _operand_coord(info: MfmaInfo, lane: Any, slot: Any, rows: int, per_lane: int
+                   ) -> tuple[Any, Any, Any]:
     """A and B share one rule: lane = row + rows*block + rows*blocks*kgroup.
 
     Within a lane, `slot` walks K (low half/byte of the first register first). The lane group
-    above all blocks selects which k_per_lane-wide slice of K the lane holds.
+    above all blocks selects which per_lane-wide slice of K the lane holds.
     """
-    if info.sparse:
-        raise MfmaLayoutError(
-            f"{info.name}: the 4:2-sparse A/B operand layout with its compression index is not "
-            f"modelled; use a dense v_mfma_* instruction")
     row = lane % rows
     block = lane // rows % info.blocks
     kgroup = lane // (rows * info.blocks)
-    return block, row, kgroup * info.k_per_lane + slot
+    return block, row, kgroup * per_lane + slot
 
 
 def _c_coord_32(info: MfmaInfo, lane: Any, reg: Any) -> tuple[Any, Any, Any]:
@@ -134,10 +195,6 @@ def _c_coord_16_f64(info: MfmaInfo, lane: Any, value: Any) -> tuple[Any, Any, An
 
 def _c_coord_4_f64(info: MfmaInfo, lane: Any, value: Any) -> tuple[Any, Any, Any]:
     return lane // 4 % 4, lane // 16 + value * 0, lane % 4
-
-
-def _dense_c_coord(info: MfmaInfo, lane: Any, value: Any) -> tuple[Any, Any, Any]:
-    return _C_LAYOUTS[(info.m, False)](info, lane, value)
 
 
 _C_LAYOUTS: dict[tuple[int, bool], Callable[[MfmaInfo, Any, Any], tuple[Any, Any, Any]]] = {
