@@ -221,6 +221,8 @@ class _Verifier:
         self.accesses: list[L.Access] = []
         self.global_accesses: list[_GlobalAccess] = []
         self.scalar_loads: dict = {}
+        #: declared facts about index data: (index tensor name, lo, hi) per `T.distinct`
+        self.distinct: tuple = ()
         self.pids: dict[int, Var] = {}
         self.collect = True
         self.scouting = False
@@ -468,9 +470,6 @@ class _Verifier:
                 tuple(index), inside, self.thread(t), self.guard, tuple(self.loops),
                 tuple(self.assumes), self.order, op.gather is not None))
         return index, inside
-
-    #: declared facts about index data: (index tensor name, lo, hi) per `T.distinct`
-    distinct: tuple = ()
 
     def op_Distinct(self, op: O.Distinct):
         self.distinct = self.distinct + ((op.tensor.name, op.lo, op.hi),)
