@@ -4,7 +4,7 @@ same kernels exhaustively on a small grid of concrete sizes (every workgroup, th
 iteration). The verifier's answer holds for all sizes; the interpreter's only for those it ran.
 Goals: GEMM <= 1 s, flash attention <= 3 s on 2 cores. Measured on this machine's CPU (no GPU).
 Worker processes: ARGUS_JOBS (default: every core). Run: python bench/bench_verify.py [--json PATH]
-[--skip-bugs]
+[--skip-bugs] [--skip-variants]
 """
 
 from __future__ import annotations
@@ -94,12 +94,21 @@ def moe_sizes():
 @click.command()
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write results here")
 @click.option("--skip-bugs", is_flag=True, help="only the library kernels")
-def main(json_path: str | None, skip_bugs: bool) -> None:
+@click.option("--skip-variants", is_flag=True,
+              help="only the default configurations (no larger tiles, split-K, head_dim=128)")
+def main(json_path: str | None, skip_bugs: bool, skip_variants: bool) -> None:
     rows = [measure("gemm", gemm.trace(), gemm_sizes()),
             measure("attention_fwd", attention_fwd.trace(), attention_sizes()),
             measure("attention_fwd causal", attention_fwd.trace(causal=True),
                     attention_sizes()),
             measure("moe_gemm", moe_gemm.trace(), moe_sizes())]
+    if not skip_variants:
+        rows += [measure("gemm 128x128 tiles", gemm.trace(block_m=128, block_n=128),
+                         [{"M": 128, "N": 128, "K": 64}]),
+                 measure("gemm split_k=4", gemm.trace(split_k=4),
+                         [{"M": 64, "N": 64, "K": k} for k in (128, 256)]),
+                 measure("attention_fwd head_dim=128", attention_fwd.trace(head_dim=128),
+                         [{"BH": 1, "S": 128, "D": 128}])]
     if not skip_bugs:
         sys.path.insert(0, str(BUGS))
         for path in sorted(BUGS.glob("bug_*.py")):
