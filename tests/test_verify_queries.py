@@ -229,3 +229,80 @@ def test_workgroup_ids_range_over_the_grid_when_it_is_declared_first():
             if isinstance(op, O.ProgramId)}
     assert pids["wg2"].hi == 4
     assert pids["wg0"].hi == (2**31 - 1) // 64
+
+
+def test_obligations_decided_during_the_walk_give_the_same_report(monkeypatch):
+    import argus.absint.verify as V
+
+    monkeypatch.setattr(V, "EARLY_BATCH", 1)  # a child per op boundary, as far as cores allow
+    started = []
+    real_start = Q.decide_in_background
+
+    def counting(*args, **kwargs):
+        started.append(1)
+        return real_start(*args, **kwargs)
+
+    monkeypatch.setattr(Q, "decide_in_background", counting)
+    kernel = library()["attention_fwd"].kernel
+    Q.clear_cache()
+    alone = verify(kernel, causal=True, jobs=1)
+    Q.clear_cache()
+    overlapped = verify(kernel, causal=True, jobs=2)
+    assert started, "no obligation was decided during the walk"
+    assert [(o.kind, o.message, o.loc, o.verdict) for o in overlapped.obligations] == \
+        [(o.kind, o.message, o.loc, o.verdict) for o in alone.obligations]
+
+
+def test_refutations_decided_during_the_walk_are_replayed(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    import argus.absint.verify as V
+
+    monkeypatch.setattr(V, "EARLY_BATCH", 1)
+    sys.path.insert(0, str(Path(__file__).parent / "bugs"))
+    import bug_11_causal_mask_transposed as bug
+
+    Q.clear_cache()
+    report = verify(bug.KERNEL, jobs=2)
+    refuted = [o for o in report.obligations if o.verdict == "refuted"]
+    assert refuted and all(o.counterexample.confirmed for o in refuted)
+
+
+def _raise_on_three(x):
+    if x == 3:
+        raise ValueError("three is not allowed")
+    return x
+
+
+def _exit_now(_x):
+    os._exit(5)
+
+
+def test_a_background_batch_returns_answers_errors_and_deaths():
+    from argus.absint.parallel import Batch
+
+    def lost(item, reason):
+        return ("lost", reason)
+
+    assert Batch(lambda x: x * 2, [1, 2, 3], lost).results() == [2, 4, 6]
+    with pytest.raises(ValueError, match="three is not allowed"):
+        Batch(_raise_on_three, [1, 3], lost).results()
+    died = Batch(_exit_now, [1, 2], lost).results()
+    assert [d[0] for d in died] == ["lost", "lost"] and "exit code 5" in died[0][1]
+
+
+def test_a_refutation_decided_in_the_background_names_the_obligations_own_variables():
+    helper = fresh_var("hslot", 0, 8)
+    lane = Var("lane", 0, 64)
+    Q.clear_cache()
+    pending = Q.decide_in_background(
+        [Q.canonical((helper + lane) < 70, [], ["lane", helper.name])], "z3", 10_000)
+    [(verdict, _)] = pending.finish()
+    assert isinstance(verdict, Refuted) and verdict.witness == {"lane": 63, helper.name: 7}
+    # and it is kept: the same obligation under other helper names is answered from the cache
+    other = fresh_var("hslot", 0, 8)
+    again = Q.decide_in_background(
+        [Q.canonical((other + lane) < 70, [], ["lane", other.name])], "z3", 10_000)
+    assert again.batch is None
+    assert again.finish()[0][0].witness == {"lane": 63, other.name: 7}

@@ -65,6 +65,49 @@ def map_items(solve, items, jobs: int, lost=None) -> list:
         _work = None
 
 
+class Batch:
+    """Items decided by one forked child while this process goes on (the verifier keeps
+    walking the kernel); `results()` waits for them. The child sees everything created before
+    the fork, so items need no pickling; only the answers come back through a pipe."""
+
+    def __init__(self, solve, items, lost):
+        self.items, self.lost = list(items), lost
+        receive, send = multiprocessing.Pipe(duplex=False)
+        self._receive = receive
+        self._process = multiprocessing.get_context("fork").Process(
+            target=_answer_batch, args=(send, solve, self.items), daemon=True)
+        self._process.start()
+        send.close()
+
+    def running(self) -> bool:
+        return self._process.is_alive() and not self._receive.poll()
+
+    def results(self) -> list:
+        try:
+            kind, payload = self._receive.recv()
+        except EOFError:
+            self._process.join()
+            code = self._process.exitcode
+            return [self.lost(item, f"a worker process died (exit code {code}); "
+                                    "ARGUS_JOBS=1 decides in-process")
+                    for item in self.items]
+        finally:
+            self._receive.close()
+        self._process.join()
+        if kind == "error":
+            raise payload
+        return payload
+
+
+def _answer_batch(send, solve, items):
+    try:
+        answer = ("answers", [solve(item) for item in items])
+    except Exception as error:  # raised again in the parent, as the in-process path would
+        answer = ("error", error)
+    send.send(answer)
+    send.close()
+
+
 def _result(future, item, lost):
     try:
         return future.result()

@@ -15,7 +15,7 @@ from collections import OrderedDict
 import attrs
 
 from argus.absint.domain import canonical_renaming, node_vars, substitute_all
-from argus.absint.parallel import map_items
+from argus.absint.parallel import Batch, map_items
 from argus.ir.expr import Expr
 from argus.smt import Refuted, Unknown, prove
 
@@ -57,25 +57,51 @@ def canonical(goal: Expr, assume, order=(), small=()) -> Query:
 def decide(queries, solver: str, timeout_ms: int, jobs: int = 1) -> list:
     """(verdict, seconds) per query, in order: cached answers first, every other distinct
     query solved once, spread over `jobs` processes."""
-    queries = list(queries)
-    answers: list = [None] * len(queries)
-    todo: dict = {}
-    for index, query in enumerate(queries):
-        key = (query, solver)
-        if key in _verdicts:
-            _verdicts.move_to_end(key)
-            answers[index] = (query.original(_verdicts[key]), 0.0)
-        else:
-            todo.setdefault(key, []).append(index)
-    solved = map_items(_Solve(solver, timeout_ms), [key[0] for key in todo], jobs, _lost)
-    for (key, indices), (verdict, seconds) in zip(todo.items(), solved):
-        if _final(verdict, key[0]):
-            _verdicts[key] = verdict
-            if len(_verdicts) > CACHE_SIZE:
-                _verdicts.popitem(last=False)
-        for index in indices:
-            answers[index] = (queries[index].original(verdict), seconds)
-    return answers
+    pending = _Decisions(queries, solver, timeout_ms)
+    return pending.finish(map_items(pending.solve, pending.misses, jobs, _lost))
+
+
+def decide_in_background(queries, solver: str, timeout_ms: int):
+    """Start deciding `queries` in a forked child while the caller goes on; `.finish()` on
+    the result gives what `decide` would."""
+    pending = _Decisions(queries, solver, timeout_ms)
+    pending.batch = Batch(pending.solve, pending.misses, _lost) if pending.misses else None
+    return pending
+
+
+class _Decisions:
+    """Queries split into cached answers and distinct misses; `finish` stores the misses'
+    verdicts and hands every query its own."""
+
+    def __init__(self, queries, solver: str, timeout_ms: int):
+        self.queries, self.solver = list(queries), solver
+        self.solve = _Solve(solver, timeout_ms)
+        self.answers: list = [None] * len(self.queries)
+        self.todo: dict = {}
+        self.batch = None
+        for index, query in enumerate(self.queries):
+            key = (query, solver)
+            if key in _verdicts:
+                _verdicts.move_to_end(key)
+                self.answers[index] = (query.original(_verdicts[key]), 0.0)
+            else:
+                self.todo.setdefault(key, []).append(index)
+        self.misses = [key[0] for key in self.todo]
+
+    def running(self) -> bool:
+        return self.batch is not None and self.batch.running()
+
+    def finish(self, solved=None) -> list:
+        if solved is None:
+            solved = self.batch.results() if self.batch is not None else []
+        for (key, indices), (verdict, seconds) in zip(self.todo.items(), solved):
+            if _final(verdict, key[0]):
+                _verdicts[key] = verdict
+                if len(_verdicts) > CACHE_SIZE:
+                    _verdicts.popitem(last=False)
+            for index in indices:
+                self.answers[index] = (self.queries[index].original(verdict), seconds)
+        return self.answers
 
 
 def decide_one(goal: Expr, assume, solver: str, timeout_ms: int):

@@ -37,7 +37,7 @@ from argus.absint.domain import (
     renamed_rows,
     tile_tags,
 )
-from argus.absint.parallel import default_jobs
+from argus.absint.parallel import can_fork, default_jobs
 from argus.absint.replay import ReplayError, replay_obligation
 from argus.absint.report import PROVED, REFUTED, UNKNOWN, Counterexample, Obligation, Report
 from argus.ir import ops as O
@@ -47,6 +47,9 @@ from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
 from argus.smt import Proved, Refuted
 
 MAX_LOOP_PASSES = 6
+#: Obligations decided by a forked child while the walk goes on, at least this many at once
+#: (each child costs a fork).
+EARLY_BATCH = 16
 #: Largest unroll a refused bounded run suggests instead.
 MAX_SUGGESTED_UNROLL = 64
 #: Sizes tried first when minimising a witness.
@@ -229,6 +232,9 @@ class _Verifier:
         self.in_branch = False
         self.obligations: list[Obligation] = []
         self.pending: list[_Pending] = []
+        #: (first pending index, decisions under way in a forked child) per early batch
+        self.early: list = []
+        self.dispatched = 0
         self.bank_facts: list = []
         self.order = 0
 
@@ -255,6 +261,8 @@ class _Verifier:
                 raise VerifyError(f"{op.loc}: {op.mnemonic}: the verifier has no rule for this "
                                   "op")
             handler(op)
+            if block is self.kernel.body:
+                self.decide_early()
         return []
 
     # obligations
@@ -281,16 +289,34 @@ class _Verifier:
         witnesses are replayed here, where the interpreter's inputs are built. Proving them in
         batches (one conjunction per dozen) was measured slower: z3 answers the small queries
         in milliseconds and a failing batch costs extra rounds."""
+        rest = Q.decide(self.queries(self.pending[self.dispatched:]), self.solver,
+                        self.timeout_ms, self.jobs)
+        answers = [answer for _, batch in self.early for answer in batch.finish()] + rest
+        self.obligations += [self.conclude(item, verdict, seconds)
+                             for item, (verdict, seconds) in zip(self.pending, answers)]
+        self.pending, self.early, self.dispatched = [], [], 0
+
+    def decide_early(self):
+        """Between top-level ops every recorded obligation is final (a loop's speculative
+        passes are over), so a batch of them can be decided by a forked child while this
+        process walks on: the walk is serial, and deciding would otherwise wait for its end."""
+        ready = len(self.pending) - self.dispatched
+        if self.jobs < 2 or ready < EARLY_BATCH or not can_fork():
+            return
+        if sum(batch.running() for _, batch in self.early) >= self.jobs - 1:
+            return  # the other cores are busy; the next op boundary tries again
+        items = self.pending[self.dispatched:]
+        self.early.append((self.dispatched, Q.decide_in_background(
+            self.queries(items), self.solver, self.timeout_ms)))
+        self.dispatched = len(self.pending)
+
+    def queries(self, items) -> list:
         # witnesses are searched first among small sizes and iterations: cheap to minimise and
         # to replay
         small = tuple(v <= SMALL_SIZE for v in self.kernel.sizes + self.kernel.scalars)
-        queries = [Q.canonical(item.goal, item.assume,
-                               self.minimize_order(item.thread, item.loops), small)
-                   for item in self.pending]
-        answers = Q.decide(queries, self.solver, self.timeout_ms, self.jobs)
-        self.obligations += [self.conclude(item, verdict, seconds)
-                             for item, (verdict, seconds) in zip(self.pending, answers)]
-        self.pending = []
+        return [Q.canonical(item.goal, item.assume,
+                            self.minimize_order(item.thread, item.loops), small)
+                for item in items]
 
     def holds(self, goal: Expr, assume) -> bool:
         """Is `goal` proved under `assume`? (the walk's own questions: invariants, agreement)"""
