@@ -1,7 +1,8 @@
 """Deciding independent obligations on several cores.
 
-Workers are forked after the walk, so they inherit every expression, helper variable and gather
-record without pickling them; only verdicts (names and integers) travel back. Where fork is not
+Workers are forked from the verifier (during the walk for a batch of final obligations, after
+it for the rest), so they inherit every expression, helper variable and gather record without
+pickling them; only verdicts (names and integers) travel back. Where fork is not
 safe (no fork on the platform, other threads running, already inside a worker) or the batch is
 small, the same function runs in this process.
 """

@@ -74,7 +74,7 @@ class _Decisions:
     verdicts and hands every query its own."""
 
     def __init__(self, queries, solver: str, timeout_ms: int):
-        self.queries, self.solver = list(queries), solver
+        self.queries = list(queries)
         self.solve = _Solve(solver, timeout_ms)
         self.answers: list = [None] * len(self.queries)
         self.todo: dict = {}
