@@ -175,19 +175,22 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
     """Proved, Unknown, or (witness, minimal): a model minimised over `order`, which the
     caller replays before reporting it."""
     deadline = time.monotonic() + timeout_ms / 1000
-    solver = _solver(timeout_ms)
     holds = condition(query.goal)
     if query.goal_defined is not Const(True):
         holds = z3.And(condition(query.goal_defined), holds)
     formula = [*domain(query), z3.Not(holds)]
-    if _unsat_in_every_case(formula, _case_splits(query), timeout_ms):
-        return Proved(vacuous=vacuity and bool(query.assume) and _domain_is_empty(query,
-                                                                                 timeout_ms))
+
+    def proved():
+        return Proved(vacuous=vacuity and bool(query.assume)
+                      and _domain_is_empty(query, timeout_ms))
+
+    if _unsat_in_every_case(formula, _case_splits(query), deadline):
+        return proved()
+    solver = _solver(_remaining_ms(deadline))
     solver.add(*formula)
     answer = solver.check()
     if answer == z3.unsat:
-        return Proved(vacuous=vacuity and bool(query.assume) and _domain_is_empty(query,
-                                                                                 timeout_ms))
+        return proved()
     if answer == z3.unknown:
         return Unknown(f"z3 returned unknown within {timeout_ms} ms "
                        f"({solver.reason_unknown()})")
@@ -227,16 +230,21 @@ def _case_splits(query) -> list:
     return cases if factors else []
 
 
-def _unsat_in_every_case(formula, cases, timeout_ms) -> bool:
+def _unsat_in_every_case(formula, cases, deadline) -> bool:
     """Whether each case (a fresh solver, so z3's preprocessing substitutes the fixed values)
-    is unsatisfiable; any other answer leaves the query to be solved whole."""
+    is unsatisfiable within the query's time; any other answer leaves the query to be solved
+    whole."""
     for case in cases:
-        solver = _solver(timeout_ms)
+        solver = _solver(_remaining_ms(deadline))
         solver.add(*formula, *(symbol(var) == z3.BitVecVal(value, width_of(var), _CONTEXT)
                                for var, value in case))
         if solver.check() != z3.unsat:
             return False
     return bool(cases)
+
+
+def _remaining_ms(deadline: float) -> int:
+    return max(1, int((deadline - time.monotonic()) * 1000))
 
 
 def _solver(timeout_ms: int):
