@@ -33,7 +33,7 @@ def walked_width(exprs) -> int:
     for e in exprs:
         for sub in subterms(e):
             lo, hi = bounds(sub)
-            needed = max(needed, encode._signed_bits(lo), encode._signed_bits(hi))
+            needed = max(needed, encode.signed_bits(lo), encode.signed_bits(hi))
     return max(8, -(-(needed + 1) // 8) * 8)
 
 

@@ -26,7 +26,8 @@ def environment(width: int) -> Environment:
     return env
 
 
-def _signed_bits(value: int) -> int:
+def signed_bits(value: int) -> int:
+    """Bits of the narrowest two's-complement bit-vector holding `value`."""
     return (value if value >= 0 else ~value).bit_length() + 1
 
 
@@ -35,7 +36,7 @@ def width_for(exprs) -> int:
     needed = 1
     for e in exprs:
         lo, hi = _extremes(as_expr(e))
-        needed = max(needed, _signed_bits(lo), _signed_bits(hi))
+        needed = max(needed, signed_bits(lo), signed_bits(hi))
     return max(8, -(-(needed + 1) // 8) * 8)
 
 

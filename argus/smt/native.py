@@ -16,7 +16,7 @@ import weakref
 import z3
 
 from argus.ir.expr import Const, Term, Var, bounds, missing_subterms
-from argus.smt.encode import division_kind
+from argus.smt.encode import division_kind, signed_bits
 from argus.smt.minimise import GaveUp, lexicographic, smallest
 from argus.smt.verdict import Proved, Unknown
 
@@ -29,11 +29,7 @@ _LOWERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def width_of(e) -> int:
     """Bits of a signed bit-vector holding every value of `e`, and one spare."""
     lo, hi = bounds(e)
-    return max(_signed_bits(lo), _signed_bits(hi)) + 1
-
-
-def _signed_bits(value: int) -> int:
-    return (value if value >= 0 else ~value).bit_length() + 1
+    return max(signed_bits(lo), signed_bits(hi)) + 1
 
 
 def lower(expr):
