@@ -7,12 +7,28 @@ Each op's `verify()` raises `IRError` naming the op and its source location.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
 import attrs
 
+from argus.ir import fields as F
 from argus.ir.expr import Expr, Var, as_expr, free_vars
+from argus.ir.fields import (
+    asserts,
+    attr,
+    binds,
+    block,
+    expr,
+    exprs,
+    named_exprs,
+    operand,
+    operands,
+    record,
+    result,
+    results,
+)
 from argus.ir.types import (
     DTYPE_BYTES,
     LANES,
@@ -31,10 +47,6 @@ from argus.ir.types import (
 )
 
 _ROLE_NAME = re.compile(r"^[A-Z]_[A-Za-z0-9]+$")
-
-
-def _expr_tuple(values) -> tuple[Expr, ...]:
-    return tuple(as_expr(v) for v in values)
 
 
 def role_var(role: str, tag: str) -> Var:
@@ -73,24 +85,48 @@ def _fail(op, message: str):
     raise IRError(f"{op.loc}: {op.mnemonic}: {message}")
 
 
+#: The order in which assertion roles are passed to a predicate (`lambda V, D: ...`).
+ROLE_ORDER = ("A", "B", "C", "V", "D", "X", "Y")
+
+
 class Op:
-    """Common behaviour: operands, results, nested blocks, assertion roles."""
+    """Common behaviour, derived from the field declarations (`argus.ir.fields`): operands,
+    results, nested blocks, scalar expressions, bound variables, assertion roles, rewriting.
+    A subclass declares its fields, `mnemonic`, its tag-transfer rule and a `verify`."""
 
     mnemonic = "op"
-    roles: tuple[str, ...] = ()
 
     @property
     def operands(self) -> tuple[Value, ...]:
-        return ()
+        return F.of_kind(self, F.Kind.OPERAND)
 
     @property
     def results(self) -> tuple[Value, ...]:
-        result = getattr(self, "result", None)
-        return (result,) if result is not None else ()
+        return F.of_kind(self, F.Kind.RESULT)
 
     @property
     def blocks(self) -> tuple[Block, ...]:
-        return ()
+        return F.of_kind(self, F.Kind.BLOCK)
+
+    @property
+    def exprs(self) -> tuple[Expr, ...]:
+        """The formulas over the enclosing scope's scalars (not those over tile coordinates)."""
+        return F.of_kind(self, F.Kind.EXPR, lambda decl: decl.coords is None)
+
+    @property
+    def binds(self) -> tuple[Var, ...]:
+        """Scalars the op binds: for the ops after it, or, for an op with blocks, inside them."""
+        return F.of_kind(self, F.Kind.BINDS)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(role for role, _ in _role_fields(type(self)))
+
+    def replace_operands(self, mapping: dict[str, Value]) -> Op:
+        """This op with every operand named in `mapping` replaced (results, blocks untouched)."""
+        if not mapping:
+            return self
+        return F.map_operands(self, lambda v: mapping.get(v.name, v))
 
     def verify(self) -> None:
         for assertion in getattr(self, "asserts", ()):
@@ -118,8 +154,8 @@ def _same_shape(op, x: RegType, y: RegType, what: str):
 class ProgramId(Op):
     """Binds `var` to the workgroup id along `axis` of the grid."""
 
-    var: Var
-    axis: int
+    var: Var = binds()
+    axis: int = attr()
     loc: SourceLoc
     mnemonic = "program_id"
 
@@ -132,15 +168,10 @@ class ProgramId(Op):
 class TagDef(Op):
     """Tags of a global tensor's elements: each name a formula in the coordinates c0, c1, ..."""
 
-    tensor: Value
-    tags: tuple[tuple[str, Expr], ...] = attrs.field(
-        converter=lambda ts: tuple((n, as_expr(e)) for n, e in ts))
+    tensor: Value = operand()
+    tags: tuple[tuple[str, Expr], ...] = named_exprs(coords="tensor")
     loc: SourceLoc
     mnemonic = "tag"
-
-    @property
-    def operands(self):
-        return (self.tensor,)
 
     def verify(self):
         if not isinstance(self.tensor.type, GlobalType):
@@ -158,16 +189,11 @@ def _check_tag_names(op, tags):
 class TagTile(Op):
     """A copy of register tile `x` whose elements get new tags, formulas in its coordinates."""
 
-    result: Value
-    x: Value
-    tags: tuple[tuple[str, Expr], ...] = attrs.field(
-        converter=lambda ts: tuple((n, as_expr(e)) for n, e in ts))
+    result: Value = result()
+    x: Value = operand()
+    tags: tuple[tuple[str, Expr], ...] = named_exprs(coords="x")
     loc: SourceLoc
     mnemonic = "tag_tile"
-
-    @property
-    def operands(self):
-        return (self.x,)
 
     def verify(self):
         x = _reg(self, self.x, "operand")
@@ -196,10 +222,10 @@ class Gather:
     """An indirect coordinate: along tensor axis `axis` the access uses
     `index[origin + c[tile_axis]]` (a rank-1 i32 tensor of row ids) instead of origin + c."""
 
-    index: Value
-    origin: Expr = attrs.field(converter=as_expr)
-    tile_axis: int
-    axis: int
+    index: Value = operand()
+    origin: Expr = expr()
+    tile_axis: int = attr()
+    axis: int = attr()
 
 
 def _check_gather(op, gather: Gather | None, tile: RegType, tensor: Value):
@@ -224,18 +250,14 @@ class GlobalLoad(Op):
     instead of being out-of-bounds errors.
     """
 
-    result: Value
-    tensor: Value
-    origin: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
-    axes: tuple[int, ...] = attrs.field(converter=tuple)
+    result: Value = result()
+    tensor: Value = operand()
+    origin: tuple[Expr, ...] = exprs()
+    axes: tuple[int, ...] = attr(converter=tuple)
     loc: SourceLoc
-    gather: Gather | None = None
-    guard: bool = False
+    gather: Gather | None = record(Gather)
+    guard: bool = attr(default=False)
     mnemonic = "global.load"
-
-    @property
-    def operands(self):
-        return (self.tensor,) + ((self.gather.index,) if self.gather else ())
 
     def verify(self):
         result = _reg(self, self.result, "result")
@@ -250,20 +272,15 @@ class GlobalStore(Op):
     `gather` and `guard` as for GlobalLoad (guarded out-of-range elements are not written).
     """
 
-    tensor: Value
-    origin: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
-    axes: tuple[int, ...] = attrs.field(converter=tuple)
-    value: Value
+    tensor: Value = operand(role="D")
+    origin: tuple[Expr, ...] = exprs()
+    axes: tuple[int, ...] = attr(converter=tuple)
+    value: Value = operand(role="V")
     loc: SourceLoc
-    asserts: tuple[TagAssertion, ...] = ()
-    gather: Gather | None = None
-    guard: bool = False
+    asserts: tuple[TagAssertion, ...] = asserts()
+    gather: Gather | None = record(Gather)
+    guard: bool = attr(default=False)
     mnemonic = "global.store"
-    roles = ("V", "D")
-
-    @property
-    def operands(self):
-        return (self.tensor, self.value) + ((self.gather.index,) if self.gather else ())
 
     def verify(self):
         super().verify()
@@ -278,16 +295,12 @@ class ScalarLoad(Op):
     its declared range [lo, hi) is checked at run time, and so are `bounds` = (lo, hi) when
     the range depends on sizes (an expert id below the number of experts E)."""
 
-    var: Var
-    tensor: Value
-    index: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
+    var: Var = binds()
+    tensor: Value = operand()
+    index: tuple[Expr, ...] = exprs()
     loc: SourceLoc
-    bounds: tuple[Expr, ...] = attrs.field(default=(), converter=_expr_tuple)
+    bounds: tuple[Expr, ...] = exprs(default=())
     mnemonic = "scalar.load"
-
-    @property
-    def operands(self):
-        return (self.tensor,)
 
     def verify(self):
         t = self.tensor.type
@@ -312,15 +325,11 @@ class Distinct(Op):
     rows); the interpreter checks it on the actual data. `lo` and `hi` may mention sizes and
     scalar arguments only: the fact holds for the whole launch."""
 
-    tensor: Value
-    lo: Expr = attrs.field(converter=as_expr)
-    hi: Expr = attrs.field(converter=as_expr)
+    tensor: Value = operand()
+    lo: Expr = expr()
+    hi: Expr = expr()
     loc: SourceLoc
     mnemonic = "distinct"
-
-    @property
-    def operands(self):
-        return (self.tensor,)
 
     def verify(self):
         t = self.tensor.type
@@ -342,7 +351,7 @@ class GlobalAtomicAdd(GlobalStore):
 class LdsAlloc(Op):
     """A workgroup-shared LDS allocation."""
 
-    result: Value
+    result: Value = result()
     loc: SourceLoc
     mnemonic = "lds.alloc"
 
@@ -368,18 +377,13 @@ class LdsStore(Op):
     """buffer[addr(origin + c)] = value[c]; the tile fills the view's trailing dimensions. Tags
     are stored with the data, per address. Role V."""
 
-    buffer: Value
-    addr: AddressMap
-    origin: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
-    value: Value
+    buffer: Value = operand()
+    addr: AddressMap = attr()
+    origin: tuple[Expr, ...] = exprs()
+    value: Value = operand(role="V")
     loc: SourceLoc
-    asserts: tuple[TagAssertion, ...] = ()
+    asserts: tuple[TagAssertion, ...] = asserts()
     mnemonic = "lds.store"
-    roles = ("V",)
-
-    @property
-    def operands(self):
-        return (self.buffer, self.value)
 
     def verify(self):
         super().verify()
@@ -395,16 +399,12 @@ class LdsLoad(Op):
     a write by another thread in the current epoch is a race and makes the tags ⊤, as does
     reading an address nobody wrote."""
 
-    result: Value
-    buffer: Value
-    addr: AddressMap
-    origin: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
+    result: Value = result()
+    buffer: Value = operand()
+    addr: AddressMap = attr()
+    origin: tuple[Expr, ...] = exprs()
     loc: SourceLoc
     mnemonic = "lds.load"
-
-    @property
-    def operands(self):
-        return (self.buffer,)
 
     def verify(self):
         _check_lds_access(self, self.buffer, self.addr, self.origin,
@@ -419,19 +419,14 @@ class Mfma(Op):
     tags: A's tags and B's tags without the names they share (the contracted ones, e.g. k).
     """
 
-    result: Value
-    instr: str
-    a: Value
-    b: Value
-    c: Value
+    result: Value = result()
+    instr: str = attr()
+    a: Value = operand(role="A")
+    b: Value = operand(role="B")
+    c: Value = operand(role="C")
     loc: SourceLoc
-    asserts: tuple[TagAssertion, ...] = ()
+    asserts: tuple[TagAssertion, ...] = asserts()
     mnemonic = "mfma"
-    roles = ("A", "B", "C")
-
-    @property
-    def operands(self):
-        return (self.a, self.b, self.c)
 
     def verify(self):
         from argus.isa_cdna3.mfma import UnknownMfmaError, mfma
@@ -462,8 +457,8 @@ class Mfma(Op):
 class Full(Op):
     """A register tile with every element `value`, carrying no tags."""
 
-    result: Value
-    value: float
+    result: Value = result()
+    value: float = attr()
     loc: SourceLoc
     mnemonic = "full"
 
@@ -479,17 +474,12 @@ BINARY_FNS = ("add", "sub", "mul", "div", "max", "min")
 class Unary(Op):
     """f32 math per element; tags are kept. Role X."""
 
-    result: Value
-    fn: str
-    x: Value
+    result: Value = result()
+    fn: str = attr()
+    x: Value = operand(role="X")
     loc: SourceLoc
-    asserts: tuple[TagAssertion, ...] = ()
+    asserts: tuple[TagAssertion, ...] = asserts()
     mnemonic = "unary"
-    roles = ("X",)
-
-    @property
-    def operands(self):
-        return (self.x,)
 
     def verify(self):
         super().verify()
@@ -506,18 +496,13 @@ class Binary(Op):
     """Elementwise on the same (thread, slot) of both operands; roles X and Y. Tags: the union
     of both operands' names; a name both carry keeps its value where they agree, else ⊤."""
 
-    result: Value
-    fn: str
-    x: Value
-    y: Value
+    result: Value = result()
+    fn: str = attr()
+    x: Value = operand(role="X")
+    y: Value = operand(role="Y")
     loc: SourceLoc
-    asserts: tuple[TagAssertion, ...] = ()
+    asserts: tuple[TagAssertion, ...] = asserts()
     mnemonic = "binary"
-    roles = ("X", "Y")
-
-    @property
-    def operands(self):
-        return (self.x, self.y)
 
     def verify(self):
         super().verify()
@@ -535,14 +520,10 @@ class Binary(Op):
 class Cast(Op):
     """Convert element type (round to nearest even); layout and tags are kept."""
 
-    result: Value
-    x: Value
+    result: Value = result()
+    x: Value = operand()
     loc: SourceLoc
     mnemonic = "cast"
-
-    @property
-    def operands(self):
-        return (self.x,)
 
     def verify(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
@@ -555,18 +536,13 @@ class Mask(Op):
     set the others to `fill`. An assertion here (role X) must agree with `keep` per element.
     """
 
-    result: Value
-    x: Value
-    keep: Expr = attrs.field(converter=as_expr)
-    fill: float
+    result: Value = result()
+    x: Value = operand(role="X")
+    keep: Expr = expr(coords="x")
+    fill: float = attr()
     loc: SourceLoc
-    asserts: tuple[TagAssertion, ...] = ()
+    asserts: tuple[TagAssertion, ...] = asserts()
     mnemonic = "mask"
-    roles = ("X",)
-
-    @property
-    def operands(self):
-        return (self.x,)
 
     def verify(self):
         super().verify()
@@ -584,17 +560,13 @@ class Reduce(Op):
     """Cross-lane reduction along `axis` within each wave; tags in `drop` are removed, the others
     must agree along the axis."""
 
-    result: Value
-    fn: str
-    x: Value
-    axis: int
-    drop: tuple[str, ...] = attrs.field(converter=tuple)
+    result: Value = result()
+    fn: str = attr()
+    x: Value = operand()
+    axis: int = attr()
+    drop: tuple[str, ...] = attr(converter=tuple)
     loc: SourceLoc
     mnemonic = "reduce"
-
-    @property
-    def operands(self):
-        return (self.x,)
 
     def verify(self):
         if self.fn not in REDUCE_FNS:
@@ -612,15 +584,11 @@ class Reduce(Op):
 class Broadcast(Op):
     """result[c] = x[c without `axis`], exchanged across lanes within each wave."""
 
-    result: Value
-    x: Value
-    axis: int
+    result: Value = result()
+    x: Value = operand()
+    axis: int = attr()
     loc: SourceLoc
     mnemonic = "broadcast"
-
-    @property
-    def operands(self):
-        return (self.x,)
 
     def verify(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
@@ -636,15 +604,11 @@ class SlotSlice(Op):
     """Reinterpret slots [start, start + result slots) of `x` as a new tile: no data moves,
     only the claimed logical coordinates change (tags travel with the data)."""
 
-    result: Value
-    x: Value
-    start: int
+    result: Value = result()
+    x: Value = operand()
+    start: int = attr()
     loc: SourceLoc
     mnemonic = "slot_slice"
-
-    @property
-    def operands(self):
-        return (self.x,)
 
     def verify(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
@@ -665,13 +629,9 @@ class Barrier(Op):
 
 @attrs.frozen
 class Yield(Op):
-    values: tuple[Value, ...] = attrs.field(converter=tuple)
+    values: tuple[Value, ...] = operands()
     loc: SourceLoc
     mnemonic = "yield"
-
-    @property
-    def operands(self):
-        return self.values
 
 
 @attrs.frozen
@@ -695,26 +655,18 @@ def _check_yield(op, block: Block, results: tuple[Value, ...], what: str):
 class For(Op):
     """for iv in range(start, stop, step) with loop-carried values; policies annotate it."""
 
-    iv: Var
-    start: Expr = attrs.field(converter=as_expr)
-    stop: Expr = attrs.field(converter=as_expr)
-    step: int
-    inits: tuple[Value, ...] = attrs.field(converter=tuple)
-    body: Block
-    results: tuple[Value, ...] = attrs.field(converter=tuple)
+    iv: Var = binds()
+    start: Expr = expr()
+    stop: Expr = expr()
+    step: int = attr()
+    inits: tuple[Value, ...] = operands()
+    body: Block = block()
+    results: tuple[Value, ...] = results()
     loc: SourceLoc
-    stages: int = 1
-    unroll: int = 1
-    hints: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    stages: int = attr(default=1)
+    unroll: int = attr(default=1)
+    hints: tuple[str, ...] = attr(default=(), converter=tuple)
     mnemonic = "for"
-
-    @property
-    def operands(self):
-        return self.inits
-
-    @property
-    def blocks(self):
-        return (self.body,)
 
     def verify(self):
         if self.step <= 0:
@@ -730,16 +682,12 @@ class For(Op):
 class If(Op):
     """A workgroup-uniform branch on a scalar condition."""
 
-    cond: Expr = attrs.field(converter=as_expr)
-    then: Block
-    orelse: Block
-    results: tuple[Value, ...] = attrs.field(converter=tuple)
+    cond: Expr = expr()
+    then: Block = block()
+    orelse: Block = block()
+    results: tuple[Value, ...] = results()
     loc: SourceLoc
     mnemonic = "if"
-
-    @property
-    def blocks(self):
-        return (self.then, self.orelse)
 
     def verify(self):
         if not self.cond.is_bool:
@@ -763,9 +711,9 @@ class Kernel:
     name: str
     args: tuple[Value | Var, ...] = attrs.field(converter=tuple)
     sizes: tuple[Var, ...] = attrs.field(converter=tuple)
-    grid: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
+    grid: tuple[Expr, ...] = attrs.field(converter=F._expr_tuple)
     waves: int
-    assumes: tuple[Expr, ...] = attrs.field(converter=_expr_tuple)
+    assumes: tuple[Expr, ...] = attrs.field(converter=F._expr_tuple)
     body: Block
     loc: SourceLoc
     hints: tuple[str, ...] = attrs.field(default=(), converter=tuple)
@@ -853,19 +801,20 @@ def tag_names(ops) -> tuple[dict[str, frozenset | None], dict[str, frozenset]]:
 
 
 def role_operands(op: Op) -> dict[str, Value]:
-    """Which value (or, for D, destination tensor) plays each assertion role of `op`."""
-    match op:
-        case Mfma():
-            return {"A": op.a, "B": op.b, "C": op.c}
-        case GlobalStore():
-            return {"V": op.value, "D": op.tensor}
-        case LdsStore():
-            return {"V": op.value}
-        case Binary():
-            return {"X": op.x, "Y": op.y}
-        case Unary() | Mask():
-            return {"X": op.x}
-    return {}
+    """Which value (or, for D, destination tensor) plays each assertion role of `op`, in
+    `ROLE_ORDER`, as the operand declarations say."""
+    return {role: getattr(op, name) for role, name in _role_fields(type(op))}
+
+
+@functools.cache
+def _role_fields(cls) -> tuple[tuple[str, str], ...]:
+    roles = {decl.role: field.name for field, decl in F.declared(cls)
+             if decl.kind is F.Kind.OPERAND and decl.role}
+    unknown = set(roles) - set(ROLE_ORDER)
+    if unknown:
+        raise TypeError(f"{cls.__name__} declares role(s) {sorted(unknown)}; add them to "
+                        "ROLE_ORDER, which fixes the order a predicate receives them in")
+    return tuple((role, roles[role]) for role in ROLE_ORDER if role in roles)
 
 
 def resources(kernel: Kernel) -> dict[str, int]:
@@ -901,9 +850,9 @@ def _vgprs(values) -> int:
 def _outside_uses(op: Op) -> set[Value]:
     """Values the op's nested blocks use but do not define."""
     used, defined = set(), set()
-    for block in op.blocks:
-        defined.update(block.args)
-        for inner in walk(block):
+    for region in op.blocks:
+        defined.update(region.args)
+        for inner in walk(region):
             used.update(inner.operands)
             defined.update(inner.results)
             for nested in inner.blocks:
@@ -952,18 +901,6 @@ class _Scope:
         self.scalars[var.name] = var
 
 
-def _scalar_exprs(op) -> list[Expr]:
-    fields = {"origin", "start", "stop", "cond", "index", "bounds", "lo", "hi"}
-    exprs = []
-    for name in fields:
-        value = getattr(op, name, None)
-        if isinstance(value, tuple):
-            exprs.extend(value)
-        elif isinstance(value, Expr):
-            exprs.append(value)
-    return exprs
-
-
 def _check_declaration(kernel: Kernel, block: Block, op: Distinct):
     """A fact about the input data holds for the whole launch, so it is stated once, at the
     top of the kernel, in terms that every workgroup shares."""
@@ -988,8 +925,7 @@ def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
                 _fail(op, f"{used} is used where it is not defined: values made inside a loop "
                           "or branch are visible only there (carry them out as loop-carried or "
                           "branch results), and a use must follow its definition")
-        gather = getattr(op, "gather", None)
-        for e in _scalar_exprs(op) + ([gather.origin] if gather else []):
+        for e in op.exprs:
             unbound = {v.name for v in free_vars(e)} - set(scope.scalars)
             if unbound:
                 _fail(op, f"'{e}' uses {sorted(unbound)}, which are not sizes, scalar arguments, "
@@ -1003,15 +939,15 @@ def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
                           f"{VGPR_BUDGET} (arch + acc)")
         if isinstance(op, Distinct):
             _check_declaration(kernel, block, op)
-        if isinstance(op, ProgramId | ScalarLoad):
-            scope.bind(op, op.var)
-        if isinstance(op, For):
+        # an op with blocks binds its variables inside them, any other op for the ops after it
+        for inner_block in op.blocks:
             inner = scope.child()
-            inner.bind(op, op.iv)
-            _verify_block(kernel, op.body, inner)
-        elif isinstance(op, If):
-            _verify_block(kernel, op.then, scope.child())
-            _verify_block(kernel, op.orelse, scope.child())
+            for var in op.binds:
+                inner.bind(op, var)
+            _verify_block(kernel, inner_block, inner)
+        if not op.blocks:
+            for var in op.binds:
+                scope.bind(op, var)
         for value in op.results:
             scope.define(op, value)
 
