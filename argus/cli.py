@@ -99,7 +99,8 @@ def _assignments(items: tuple[str, ...], what: str) -> dict:
 def run(kernel: str, interp: bool, sizes: tuple[str, ...], params: tuple[str, ...], seed: int,
         show_ir: bool, as_json: bool) -> None:
     """Run library KERNEL on random data and compare it with numpy."""
-    from argus.kernels import library, run_interp
+    from argus.kernels import library
+    from argus.pipeline import run_interp
 
     if not interp:
         raise click.UsageError("only the reference interpreter is available here: add --interp")
@@ -151,8 +152,8 @@ def run(kernel: str, interp: bool, sizes: tuple[str, ...], params: tuple[str, ..
 def emulate_command(name: str | None, sizes: tuple[str, ...], seed: int, check: str,
                     banks: bool, list_kernels: bool) -> None:
     """Run AMD vendor kernel NAME (amd-aiter, gfx942) in the emulator against numpy."""
-    from argus.isa_cdna3 import EmulatorError
-    from argus.isa_cdna3.vendor import VendorKernelError, run_vendor, vendor_kernels
+    from argus.asm.vendor import VendorKernelError, run_vendor, vendor_kernels
+    from argus.isa_cdna3.emu import EmulatorError
 
     if list_kernels or name is None:
         click.echo("\n".join(vendor_kernels()))
@@ -219,9 +220,10 @@ def verify_command(target: str, sizes: tuple[str, ...], params: tuple[str, ...],
          iterations (--unroll N): a bounded check, not a proof
     """
     from argus.absint.parallel import default_jobs
-    from argus.absint.verify import VerifyError, resolve_kernel, verify
+    from argus.absint.verify import VerifyError, verify
     from argus.ir.types import IRError
     from argus.lang import DSLError
+    from argus.pipeline import resolve_kernel
 
     try:
         jobs = default_jobs() if jobs is None else jobs

@@ -34,7 +34,7 @@ def run_example_kernel(k: int = 40, seed: int = 0, check: str = "strict"):
     import ml_dtypes
 
     from argus.asm import assemble, example_path
-    from argus.isa_cdna3 import emulate
+    from argus.asm.launch import emulate
 
     source = example_path("mfma_gemm_32x32")
     code = assemble(source.read_text(), name=str(source))
@@ -52,8 +52,9 @@ def tour(echo: Echo = print) -> bool:
     from argus.absint.verify import verify
     from argus.asm import find_toolchain
     from argus.asm.stats import kernel_stats
-    from argus.isa_cdna3.vendor import run_vendor
-    from argus.kernels import library, run_interp
+    from argus.asm.vendor import run_vendor
+    from argus.kernels import library
+    from argus.pipeline import run_interp
 
     results = []
 

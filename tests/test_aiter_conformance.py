@@ -12,8 +12,9 @@ from multiprocessing import get_context
 
 import pytest
 
-from argus.asm import CodeObject, Imm, Label, assemble
+from argus.asm import CodeObject, assemble
 from argus.asm.aiter import gfx942_code_objects
+from argus.isa_cdna3.instruction import Imm, Label
 
 BATCH = 64  # code objects per llvm-objdump run
 

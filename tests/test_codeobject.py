@@ -376,7 +376,7 @@ def test_example_kernel_computes_a_times_b_transposed(example, k):
     import ml_dtypes
     import numpy as np
 
-    from argus.isa_cdna3.emulator import emulate
+    from argus.asm.launch import emulate
 
     rng = np.random.default_rng(k)
     a = rng.standard_normal((32, k)).astype(ml_dtypes.bfloat16)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from argus.asm import CodeObject, DisassemblyError, Imm, Label, Reg, Special, assemble
+from argus.asm import CodeObject, DisassemblyError, assemble
 from argus.asm.disasm import (
     SPECIALS,
     base_size,
@@ -18,6 +18,7 @@ from argus.asm.disasm import (
     parse_operand,
 )
 from argus.asm.toolchain import find_toolchain
+from argus.isa_cdna3.instruction import Imm, Label, Reg, Special
 from argus.isa_cdna3.isa import waitcnt_counters
 
 ASM_DIR = Path(__file__).parent / "asm"

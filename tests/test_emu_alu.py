@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from argus.asm import assemble
-from argus.isa_cdna3 import emulate
+from argus.asm.launch import emulate
 from argus.isa_cdna3.kernel_template import kernel_source
 
 M32 = 0xFFFFFFFF

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from argus.asm import CodeObject
-from argus.isa_cdna3 import emulate, unsupported_opcodes
+from argus.asm.launch import emulate, unsupported_opcodes
 
 pytestmark = pytest.mark.aiter
 

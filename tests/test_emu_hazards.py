@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from argus.asm import assemble
-from argus.isa_cdna3 import HazardError, emulate
+from argus.asm.launch import emulate
+from argus.isa_cdna3.emu import HazardError
 from argus.isa_cdna3.kernel_template import kernel_source
 
 LOAD_ADD_STORE = """

@@ -9,15 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from argus.asm import assemble
-from argus.isa_cdna3 import (
-    MFMA,
-    EmulatorError,
-    LaunchError,
-    MemoryFault,
-    UnsupportedOpcodeError,
-    emulate,
-    unsupported_opcodes,
-)
+from argus.asm.launch import emulate, unsupported_opcodes
+from argus.isa_cdna3 import MFMA
+from argus.isa_cdna3.abi import LaunchError
+from argus.isa_cdna3.emu import EmulatorError, MemoryFault, UnsupportedOpcodeError
 from argus.isa_cdna3.kernel_template import kernel_source
 
 IO = [("inp", "ptr"), ("out", "ptr")]
@@ -465,8 +460,8 @@ def _bank_cycles_oracle(addr, lanes, access_bytes, phases):
        spread=st.sampled_from([4, 64, 128, 4096]), read=st.booleans())
 @settings(max_examples=20)
 def test_lds_bank_cycles_match_a_brute_force_count(seed, size, spread, read):
+    from argus.isa_cdna3.emu.memory_ops import lds_cycles
     from argus.isa_cdna3.isa import lds_phases
-    from argus.isa_cdna3.memory_ops import lds_cycles
 
     rng = np.random.default_rng(seed)
     addr = (rng.integers(0, spread, (2, 64)) * 4).astype(np.int64)
@@ -478,7 +473,7 @@ def test_lds_bank_cycles_match_a_brute_force_count(seed, size, spread, read):
 
 
 def test_vendor_gemm_lds_reads_are_conflict_free_under_the_read_phase_model(aiter_root):
-    from argus.isa_cdna3.vendor import run_vendor
+    from argus.asm.vendor import run_vendor
 
     outcome = run_vendor("bf16gemm_outf32_tn_64x64_pf3", root=aiter_root,
                          shape={"m": 64, "n": 64, "k": 128}, bank_conflicts=True)

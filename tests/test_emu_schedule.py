@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from argus.asm import assemble
-from argus.isa_cdna3 import HazardError, emulate
+from argus.asm.launch import emulate
+from argus.isa_cdna3.emu import HazardError
 from argus.isa_cdna3.kernel_template import kernel_source
 
 # Wave 1 (the lower PC) seeds LDS, then both waves meet at a barrier; wave 0 reads LDS at once
@@ -136,7 +137,7 @@ idle:
 
 
 def test_valu_to_mfma_hazard_is_seen_when_the_group_hands_over_its_turn(monkeypatch):
-    import argus.isa_cdna3.emulator as emulator
+    import argus.isa_cdna3.emu.emulator as emulator
 
     body = VALU_THEN_MFMA_ACROSS_TURNS.format(nops="\n".join(["  s_nop 0"] * 8))
     code = assemble(kernel_source("turns", body, max_block=128))

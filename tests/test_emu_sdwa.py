@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from argus.asm import assemble
-from argus.isa_cdna3 import emulate
+from argus.asm.launch import emulate
 from argus.isa_cdna3.kernel_template import kernel_source
 
 FIELDS = {"BYTE_0": (0, 8), "BYTE_1": (8, 8), "BYTE_2": (16, 8), "BYTE_3": (24, 8),

@@ -10,16 +10,17 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from argus.asm import CodeObject
-from argus.cli import main
-from argus.isa_cdna3 import HazardError, unsupported_opcodes, vendor
-from argus.isa_cdna3.vendor import (
+from argus.asm import CodeObject, vendor
+from argus.asm.launch import unsupported_opcodes
+from argus.asm.vendor import (
     VendorKernelError,
     code_object_path,
     moe_sorting,
     run_vendor,
     shuffle_weight,
 )
+from argus.cli import main
+from argus.isa_cdna3.emu import HazardError
 
 pytestmark = pytest.mark.aiter
 

@@ -17,8 +17,9 @@ from argus.absint.concrete import run
 from argus.cli import main
 from argus.ir.text import parse_kernel, print_kernel
 from argus.ir.types import ThreadLayout, thread_vars
-from argus.kernels import attention, gemm, library, run_interp
+from argus.kernels import attention, gemm, library
 from argus.lang import Tensor, TileSpec
+from argus.pipeline import run_interp
 
 GEMM_SOURCE = pathlib.Path(gemm.__file__)
 ATTENTION_SOURCE = pathlib.Path(attention.__file__)

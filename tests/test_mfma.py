@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from argus.asm import find_toolchain
 from argus.ir.expr import Var, evaluate
 from argus.isa_cdna3 import MFMA, MfmaLayoutError, UnknownMfmaError, mfma
-from argus.isa_cdna3.mfma_exec import multiply
+from argus.isa_cdna3.emu.mfma_exec import multiply
 
 DENSE = [info for info in MFMA.values() if not info.sparse]
 SINGLE_BLOCK = [i for i in DENSE if i.blocks == 1 and i.c_type != "f64"]

@@ -12,17 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from argus.asm import assemble
+from argus.asm.launch import emulate
 from argus.ir.expr import Var, evaluate
-from argus.isa_cdna3 import (
-    MFMA,
-    HazardError,
-    MfmaLayoutError,
-    UnsupportedOpcodeError,
-    emulate,
-    mfma,
-)
+from argus.isa_cdna3 import MFMA, MfmaLayoutError, mfma
+from argus.isa_cdna3.emu import HazardError, UnsupportedOpcodeError
+from argus.isa_cdna3.emu.mfma_exec import SparseIndexError, sparse_multiply
 from argus.isa_cdna3.kernel_template import kernel_source
-from argus.isa_cdna3.mfma_exec import SparseIndexError, sparse_multiply
 
 SPARSE = [info for info in MFMA.values() if info.sparse]
 LANES = np.arange(64)

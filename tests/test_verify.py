@@ -15,13 +15,14 @@ import argus.lang as T
 from argus.absint.banks import conflict_degree
 from argus.absint.concrete import InterpError, run
 from argus.absint.report import PROVED, REFUTED
-from argus.absint.verify import VerifyError, resolve_kernel, verify
+from argus.absint.verify import VerifyError, verify
 from argus.cli import main
 from argus.ir.text import print_kernel
 from argus.kernels import library
 from argus.kernels.attention import attention_fwd
 from argus.kernels.gemm import gemm
 from argus.lang import Tensor
+from argus.pipeline import resolve_kernel
 
 BUGS = Path(__file__).parent / "bugs"
 sys.path.insert(0, str(BUGS))

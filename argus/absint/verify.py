@@ -151,40 +151,6 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
     return report
 
 
-def resolve_kernel(target: str):
-    """A library kernel name (`gemm`), or `path/to/file.py[:name]` naming an `@kernel`
-    function or a module-level KERNEL in that file."""
-    import importlib.util
-    from pathlib import Path
-
-    from argus.kernels import library
-
-    kernels = library()
-    if target in kernels:
-        return kernels[target].kernel
-    path, _, name = target.partition(":")
-    if not path.endswith(".py") or not Path(path).is_file():
-        raise VerifyError(f"{target!r} is neither a library kernel ({', '.join(sorted(kernels))}) "
-                          "nor an existing .py file")
-    folder = str(Path(path).resolve().parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    found = {k: v for k, v in vars(module).items()
-             if isinstance(v, O.Kernel) or hasattr(v, "trace")}
-    if name:
-        if name not in found:
-            raise VerifyError(f"{path} has no kernel {name!r}; it has {sorted(found)}")
-        return found[name]
-    if "KERNEL" in found:
-        return found["KERNEL"]
-    if len(found) != 1:
-        raise VerifyError(f"{path} defines kernels {sorted(found)}; pick one with {path}:NAME")
-    return next(iter(found.values()))
-
-
 def _trace(kernel, kwargs: dict):
     if isinstance(kernel, O.Kernel):
         ir, rest = kernel, dict(kwargs)
@@ -1231,4 +1197,4 @@ def _coords(t: RegType):
     return _evaluator({f"c{a}": c for a, c in enumerate(t.layout.coords)})
 
 
-__all__ = ["verify", "resolve_kernel", "VerifyError"]
+__all__ = ["verify", "VerifyError"]

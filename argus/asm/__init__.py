@@ -11,14 +11,10 @@ from argus.asm.codeobject import (
     AssemblyError,
     CodeObject,
     CodeObjectError,
-    KernelArg,
-    KernelDescriptor,
-    KernelInfo,
     assemble,
     assemble_file,
 )
 from argus.asm.disasm import DisassemblyError
-from argus.asm.instruction import Imm, Instruction, Label, Operand, Reg, Special
 from argus.asm.toolchain import Toolchain, ToolchainError, find_toolchain
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
@@ -37,8 +33,7 @@ def example_path(name: str = "mfma_gemm_32x32") -> Path:
 
 
 __all__ = [
-    "AssemblyError", "CodeObject", "CodeObjectError", "DisassemblyError", "Imm", "Instruction",
-    "KernelArg", "KernelDescriptor", "KernelInfo", "Label", "Operand", "Reg", "Special",
-    "Toolchain", "ToolchainError", "assemble", "assemble_file", "example_names", "example_path",
+    "AssemblyError", "CodeObject", "CodeObjectError", "DisassemblyError", "Toolchain",
+    "ToolchainError", "assemble", "assemble_file", "example_names", "example_path",
     "find_toolchain",
 ]

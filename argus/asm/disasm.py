@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus.asm.instruction import Imm, Instruction, Label, Operand, Reg, Special
 from argus.asm.toolchain import Toolchain, ToolchainError
+from argus.isa_cdna3.instruction import Imm, Instruction, Label, Operand, Reg, Special
 from argus.isa_cdna3.isa import INLINE_FLOATS, INLINE_INT_RANGE, waitcnt_counters
 
 if TYPE_CHECKING:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import attrs
 
-from argus.asm.codeobject import CodeObject, KernelInfo, assemble
-from argus.asm.instruction import Instruction, Reg
+from argus.asm.codeobject import CodeObject, assemble
+from argus.isa_cdna3.abi import KernelInfo
+from argus.isa_cdna3.instruction import Instruction, Reg
 
 CLASSES = ("MFMA", "VALU", "SALU", "SMEM", "DS read", "DS write", "DS other",
            "buffer load", "buffer load to LDS", "buffer store", "buffer atomic",

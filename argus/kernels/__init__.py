@@ -8,8 +8,8 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
-from argus.absint.concrete import NUMPY_DTYPES
 from argus.ir.expr import evaluate
+from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 from argus.lang.kernel import KernelDef
 
 
@@ -41,7 +41,7 @@ class LibraryKernel:
                 arrays[tensor.name] = fixed[tensor.name]
                 continue
             shape = tuple(_extent(e, sizes, tensor.name) for e in tensor.type.shape)
-            dtype = NUMPY_DTYPES[tensor.type.dtype]
+            dtype = ELEMENT_DTYPES[tensor.type.dtype]
             data = (np.zeros(shape) if tensor.name == self.output
                     else rng.standard_normal(shape))
             arrays[tensor.name] = data.astype(dtype)
@@ -96,40 +96,3 @@ def library() -> dict[str, LibraryKernel]:
         "moe_gemm": LibraryKernel(moe_gemm, "Y", {"TOKENS": 200, "H": 64, "E": 4, "N": 128},
                                   _moe_reference, 1e-3, _moe_routing),
     }
-
-
-@attrs.frozen
-class InterpRun:
-    """One library kernel run in the reference interpreter, compared with numpy."""
-
-    name: str
-    sizes: dict[str, int]
-    params: dict
-    result: object
-    max_error: float
-    tolerance: float
-
-    @property
-    def ok(self) -> bool:
-        return self.result.ok and self.max_error <= self.tolerance
-
-
-def run_interp(name: str, sizes: dict[str, int] | None = None, params: dict | None = None,
-               seed: int = 0, max_violations: int = 20) -> InterpRun:
-    """Run library kernel `name` on random data in the reference interpreter."""
-    from argus.absint.concrete import run
-
-    kernels = library()
-    if name not in kernels:
-        raise KeyError(f"no library kernel {name!r}; choose one of {sorted(kernels)}")
-    entry = kernels[name]
-    params = dict(params or {})
-    sizes = {**entry.sizes, **(sizes or {})}
-    if name == "attention_fwd":
-        sizes["D"] = params.setdefault("head_dim", sizes.get("D", 64))
-    inputs = entry.inputs(sizes, params, seed)
-    result = run(entry.kernel.trace(**params), inputs, max_violations=max_violations)
-    expected = entry.reference(inputs, params)
-    error = float(np.abs(result.outputs[entry.output].astype(np.float64) - expected).max())
-    scale = max(1.0, float(np.abs(expected).max()))
-    return InterpRun(name, sizes, params, result, error / scale, entry.tolerance)

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from argus.asm.instruction import Imm, Instruction
 from argus.isa_cdna3 import isa, numerics
+from argus.isa_cdna3.emu.operands import OperandError, constant_bits, is_vgpr, vgpr_index
+from argus.isa_cdna3.emu.state import EXEC_WRITE, EmulatorError, Group, Machine
+from argus.isa_cdna3.instruction import Imm, Instruction
 from argus.isa_cdna3.mfma import MfmaInfo
-from argus.isa_cdna3.operands import OperandError, constant_bits, is_vgpr, vgpr_index
-from argus.isa_cdna3.state import EXEC_WRITE, EmulatorError, Group, Machine
 
 U32 = np.uint32
 

@@ -13,8 +13,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from argus.asm.instruction import Instruction
 from argus.isa_cdna3 import isa
+from argus.isa_cdna3.instruction import Instruction
 from argus.isa_cdna3.mfma import MfmaInfo
 
 RUNNING, AT_BARRIER, ENDED = 0, 1, 2
@@ -24,10 +24,6 @@ _LANE_BITS = np.arange(32, dtype=np.uint32)
 
 class EmulatorError(Exception):
     """Base class of everything the emulator raises about the program it runs."""
-
-
-class LaunchError(EmulatorError, ValueError):
-    """The launch (grid, block, arguments) does not fit the kernel."""
 
 
 class UnsupportedOpcodeError(EmulatorError):

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from argus.asm.instruction import Imm, Instruction, Label, Operand, Reg, Special
 from argus.isa_cdna3 import isa
-from argus.isa_cdna3.state import Group, Machine
+from argus.isa_cdna3.emu.state import Group, Machine
+from argus.isa_cdna3.instruction import Imm, Instruction, Label, Operand, Reg, Special
 
 
 class OperandError(Exception):

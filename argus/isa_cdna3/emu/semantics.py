@@ -14,12 +14,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-from argus.asm.instruction import Imm, Instruction, Label, Special
 from argus.isa_cdna3 import isa, numerics
-from argus.isa_cdna3.memory_ops import MEMORY_OPCODES, compile_memory
-from argus.isa_cdna3.mfma import MFMA
-from argus.isa_cdna3.mfma_exec import compile_mfma
-from argus.isa_cdna3.operands import (
+from argus.isa_cdna3.emu.memory_ops import MEMORY_OPCODES, compile_memory
+from argus.isa_cdna3.emu.mfma_exec import compile_mfma
+from argus.isa_cdna3.emu.operands import (
     OperandError,
     constant_bits,
     finish,
@@ -33,7 +31,9 @@ from argus.isa_cdna3.operands import (
     vector_reader,
     vgpr_index,
 )
-from argus.isa_cdna3.state import AT_BARRIER, ENDED, EXEC_WRITE, Group, Machine
+from argus.isa_cdna3.emu.state import AT_BARRIER, ENDED, EXEC_WRITE, Group, Machine
+from argus.isa_cdna3.instruction import Imm, Instruction, Label, Special
+from argus.isa_cdna3.mfma import MFMA
 
 DIVERGED = -1
 Executor = Callable[[Machine, Group], Any]

@@ -1,39 +1,35 @@
-"""Run a gfx942 kernel from a code object on numpy: `emulate(code_object, kernel, grid=, block=,
-args=, check=) -> Emulation`.
+"""Run a prepared launch of a gfx942 kernel on numpy: `run(program, launch, check=) -> Emulation`.
 
+`load_program` compiles a kernel's instructions to executors once; `argus.asm.launch` prepares the
+launch (arguments, grid, block) and owns `emulate(code_object, ...)`, the one-call front door.
 All waves of all workgroups are resident at once; waves at the same PC execute together as one
 group, groups take turns with the wave furthest behind going next (a divergent scalar branch
 splits a group; `s_barrier` is a rendezvous per workgroup).
-The launch follows the HSA ABI: user SGPRs from the kernel descriptor, workgroup ids after them,
-packed work-item ids in v0, kernel arguments packed from the code object's metadata.
+The initial state follows the HSA ABI: user SGPRs from the kernel descriptor, workgroup ids after
+them, packed work-item ids in v0.
 """
 
 from __future__ import annotations
 
 import os
-import struct
 import time
-import weakref
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
-from argus.asm.codeobject import CodeObject, KernelInfo
-from argus.asm.instruction import Instruction
 from argus.isa_cdna3 import isa
-from argus.isa_cdna3.operands import OperandError
-from argus.isa_cdna3.semantics import (
+from argus.isa_cdna3.abi import KernelInfo, LaunchError
+from argus.isa_cdna3.emu.operands import OperandError
+from argus.isa_cdna3.emu.semantics import (
     DIVERGED,
     compile_gpr_indexed,
     compile_instruction,
     is_vector,
     nop_wait_states,
 )
-from argus.isa_cdna3.state import (
+from argus.isa_cdna3.emu.state import (
     AT_BARRIER,
     ENDED,
     RUNNING,
@@ -41,10 +37,13 @@ from argus.isa_cdna3.state import (
     FlatMemory,
     Group,
     Hazard,
-    LaunchError,
     Machine,
     UnsupportedOpcodeError,
 )
+from argus.isa_cdna3.instruction import Instruction
+
+if TYPE_CHECKING:   # the launch record comes from the layer above; only its fields are read here
+    from argus.asm.launch import Launch
 
 CHECK_MODES = ("strict", "warn", "off")
 QUANTUM = 64    # wait states a group runs before waves at other PCs get their turn
@@ -72,7 +71,7 @@ class Emulation:
 
     def lds_conflict_factor(self, pc: int) -> float:
         """LDS cycles of the instruction at `pc` over the conflict-free minimum (1.0 = none)."""
-        from argus.isa_cdna3.memory_ops import lds_ideal_cycles
+        from argus.isa_cdna3.emu.memory_ops import lds_ideal_cycles
 
         by_pc = {ins.address: ins for ins in self.instructions}
         ideal = lds_ideal_cycles(by_pc[pc]) * self.counts.get(pc, 0)
@@ -107,42 +106,20 @@ class Emulation:
         return totals
 
 
-def _xyz(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
-    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
-        raise LaunchError(f"{what} must be 1 to 3 positive sizes, got {value!r}")
-    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+@attrs.frozen(eq=False)
+class Program:
+    """A kernel ready to run: its instructions and one executor per instruction. Executors hold
+    no machine state, so one program serves every launch of the kernel."""
+
+    kernel: KernelInfo
+    instructions: list[Instruction]
+    executors: list[Any]
 
 
-def _load(code_object: CodeObject | str | os.PathLike | bytes) -> CodeObject:
-    if isinstance(code_object, CodeObject):
-        return code_object
-    if isinstance(code_object, (bytes, bytearray)):
-        return CodeObject.from_bytes(bytes(code_object))
-    return CodeObject.from_file(Path(code_object))
-
-
-def _kernel(co: CodeObject, kernel: str | KernelInfo | None) -> KernelInfo:
-    if isinstance(kernel, KernelInfo):
-        return kernel
-    if kernel is None:
-        if len(co.kernels) != 1:
-            names = ", ".join(k.name for k in co.kernels)
-            raise LaunchError(f"the code object has {len(co.kernels)} kernels ({names}); "
-                              f"pass kernel=NAME")
-        return co.kernels[0]
-    return co.kernel(kernel)
-
-
-_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _compiled(co: CodeObject, info: KernelInfo, instructions: list[Instruction]) -> list[Any]:
-    """Executors hold no machine state, so one compilation serves every launch of a kernel."""
-    per_object = _COMPILED.setdefault(co, {})
-    if info.symbol not in per_object:
-        per_object[info.symbol] = compile_program(instructions, info)
-    return per_object[info.symbol]
+def load_program(instructions: list[Instruction], info: KernelInfo) -> Program:
+    """Compile a kernel's instructions, or raise UnsupportedOpcodeError listing every opcode form
+    the emulator cannot run."""
+    return Program(info, instructions, compile_program(instructions, info))
 
 
 def compile_program(instructions: list[Instruction], info: KernelInfo) -> list[Any]:
@@ -186,73 +163,6 @@ def _skippable(executor: Any) -> Any:
     return run
 
 
-def unsupported_opcodes(code_object: CodeObject | str | os.PathLike | bytes,
-                        kernel: str | KernelInfo | None = None) -> dict[str, list[str]]:
-    """Opcode forms of the kernel the emulator cannot run (empty when it runs all of them)."""
-    co = _load(code_object)
-    info = _kernel(co, kernel)
-    try:
-        compile_program(co.disassemble(info), info)
-    except UnsupportedOpcodeError as err:
-        return err.missing
-    return {}
-
-
-# ---------------------------------------------------------------------------------- kernargs
-def _by_value_bytes(value: Any, size: int, name: str) -> bytes:
-    if isinstance(value, np.generic):
-        raw = value.tobytes()
-    elif isinstance(value, bool):
-        raw = int(value).to_bytes(size, "little")
-    elif isinstance(value, (int, np.integer)):
-        raw = int(value).to_bytes(size, "little", signed=int(value) < 0)
-    elif isinstance(value, float):
-        raw = struct.pack("<f" if size == 4 else "<d", value)
-    else:
-        raise LaunchError(f"argument {name!r}: by-value arguments take int, float or a numpy "
-                          f"scalar, got {type(value).__name__}")
-    if len(raw) > size:
-        raise LaunchError(f"argument {name!r} is {len(raw)} bytes, the kernel expects {size}")
-    return raw.ljust(size, b"\0")
-
-
-def _bind_args(info: KernelInfo, args: Mapping[str, Any] | Sequence[Any]
-               ) -> list[tuple[Any, Any]]:
-    """(KernelArg, value) for every explicit argument; unnamed by-value ones default to 0."""
-    explicit = [a for a in info.args if not a.value_kind.startswith("hidden_")]
-    if isinstance(args, Mapping):
-        names = {a.name for a in explicit}
-        unknown = set(args) - names
-        if unknown:
-            raise LaunchError(f"kernel {info.name} has no argument(s) {sorted(unknown)}; its "
-                              f"arguments are {[a.name for a in explicit]}")
-        bound = []
-        for arg in explicit:
-            if arg.name in args:
-                bound.append((arg, args[arg.name]))
-            elif arg.value_kind == "by_value":
-                bound.append((arg, 0))
-            else:
-                bound.append((arg, None))
-        return bound
-    if len(args) != len(explicit):
-        raise LaunchError(f"kernel {info.name} takes {len(explicit)} arguments "
-                          f"({', '.join(a.name for a in explicit)}), got {len(args)}; pass a "
-                          f"dict to name only some of them")
-    return list(zip(explicit, args))
-
-
-def _hidden_value(kind: str, grid: tuple[int, int, int], block: tuple[int, int, int]) -> int:
-    axis = {"x": 0, "y": 1, "z": 2}.get(kind[-1], 0)
-    if kind.startswith("hidden_block_count_"):
-        return grid[axis]
-    if kind.startswith("hidden_group_size_"):
-        return block[axis]
-    if kind == "hidden_grid_dims":
-        return sum(1 for g, b in zip(grid, block) if g * b > 1) or 1
-    return 0
-
-
 # ---------------------------------------------------------------------------------- launch
 def _initial_state(m: Machine, info: KernelInfo, grid: tuple[int, int, int],
                    block: tuple[int, int, int], kernarg_addr: int, packet_addr: int) -> None:
@@ -290,106 +200,39 @@ def _initial_state(m: Machine, info: KernelInfo, grid: tuple[int, int, int],
     m.pc[:] = info.entry
 
 
-def _dispatch_packet(grid, block, info: KernelInfo, kernarg_addr: int) -> bytes:
-    """The AQL kernel dispatch packet a `dispatch_ptr` user SGPR points at."""
-    sizes = [g * b for g, b in zip(grid, block)]
-    dims = 3 if grid[2] * block[2] > 1 else (2 if grid[1] * block[1] > 1 else 1)
-    return struct.pack("<HHHHHHIIIIIQQQQ", 0, dims, *block, 0, *sizes,
-                       info.private_segment_size, info.group_segment_size, 0, kernarg_addr, 0, 0)
+def run(program: Program, launch: Launch, *, check: str = "strict",
+        max_wave_instructions: int = 500_000_000, bank_conflicts: bool = False,
+        memory: str = "strict") -> Emulation:
+    """Run `launch` (from `argus.asm.launch.prepare`) of `program` to completion.
 
-
-def emulate(code_object: CodeObject | str | os.PathLike | bytes,
-            kernel: str | KernelInfo | None = None, *, grid: int | Sequence[int],
-            block: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any] = (),
-            check: str = "strict", max_wave_instructions: int = 500_000_000,
-            bank_conflicts: bool = False, memory: str = "strict") -> Emulation:
-    """Run `kernel` over `grid` workgroups of `block` work-items (HIP's gridDim/blockDim).
-
-    `args` are the kernel's explicit arguments, positionally or by name (unnamed by-value
-    arguments are 0): numpy arrays become device buffers and are written back in place, Python
-    or numpy scalars are packed by value.
-
-    `check` says what happens when a register is read before its producer delivered it:
-    "strict" raises HazardError at the first such read; "warn" records each in
-    `Emulation.hazards` and continues with silicon's likely timing: the load has landed (it and
-    every older result of its counter retire, as an `s_waitcnt` would) and the MFMA result is
-    there; "off" records nothing and is adversarial: a load not retired by `s_waitcnt`, or an
-    MFMA result read sooner than the wait-state table (LLVM's, which is conservative: AMD's own
-    attention kernels under-wait it and are correct on silicon), reads the register's old value.
-    AMD's fmoe_b16 under-waits weight loads issued hundreds of MFMAs earlier, so run vendor
-    kernels in "warn" mode.
-
-    Waves at different PCs interleave in turns of `QUANTUM` wait states, the wave furthest
-    behind going next, so code that relies on waves leaving a barrier together behaves as on
-    silicon.
-
-    `memory`: "strict" faults on any access outside the argument buffers; "lenient" reads 0 and
-    drops writes there and counts them (`Emulation.unmapped_accesses`): AMD's attention kernels
-    over-read up to a row past a buffer inside its V# range, harmless on a real heap.
-
-    `bank_conflicts` adds LDS cycles per instruction under the 32-bank phase model
-    (`Emulation.lds_cycles`, `lds_conflict_factor`); it costs a sort per LDS access.
+    Argument arrays become device buffers and are written back in place. `check`, `memory`,
+    `bank_conflicts` and `max_wave_instructions` are described at `argus.asm.launch.emulate`.
     """
     if check not in CHECK_MODES:
         raise LaunchError(f"check must be one of {CHECK_MODES}, got {check!r}")
     if memory not in ("strict", "lenient"):
         raise LaunchError(f"memory must be 'strict' or 'lenient', got {memory!r}")
-    co = _load(code_object)
-    info = _kernel(co, kernel)
-    grid3, block3 = _xyz(grid, "grid"), _xyz(block, "block")
-    threads = block3[0] * block3[1] * block3[2]
-    if threads > info.max_flat_workgroup_size:
-        raise LaunchError(f"block of {threads} work-items exceeds the kernel's "
-                          f"max_flat_workgroup_size {info.max_flat_workgroup_size}")
-    reqd = info.metadata.get(".reqd_workgroup_size")
-    if reqd and tuple(reqd) != block3:
-        raise LaunchError(f"kernel {info.name} requires block {tuple(reqd)}, got {block3}")
+    info, grid3, block3 = launch.kernel, launch.grid, launch.block
     if info.private_segment_size:
         raise LaunchError(f"kernel {info.name} uses {info.private_segment_size} bytes of "
                           f"scratch per work-item; scratch memory is not emulated")
     if info.wavefront_size != isa.WAVE_SIZE:
         raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64")
-    instructions = co.disassemble(info)
-    executors = _compiled(co, info, instructions)
-
-    bound = _bind_args(info, args)
-    arrays = [(arg, value) for arg, value in bound if isinstance(value, np.ndarray)]
-    for arg, value in arrays:
-        if arg.value_kind != "global_buffer":
-            raise LaunchError(f"argument {arg.name!r} is {arg.value_kind}; only global_buffer "
-                              f"arguments take arrays")
-        if not value.flags.c_contiguous:
-            raise LaunchError(f"argument {arg.name!r} must be C-contiguous "
-                              f"(use np.ascontiguousarray)")
-    memory = FlatMemory([(arg.name, value.nbytes) for arg, value in arrays]
-                        + [("kernarg", max(info.kernarg_size, 8)), ("dispatch packet", 64)],
+    instructions, executors = program.instructions, program.executors
+    buffers = launch.buffers
+    memory = FlatMemory([(name, value.nbytes) for name, value in buffers]
+                        + [("kernarg", len(launch.kernarg_image)), ("dispatch packet", 64)],
                         lenient=memory == "lenient")
-    for index, (_, value) in enumerate(arrays):
+    for index, (_, value) in enumerate(buffers):
         memory.view(index)[:] = value.reshape(-1).view(np.uint8)
-    address_of = {id(value): memory.address(i) for i, (_, value) in enumerate(arrays)}
-    kernarg_addr = memory.address(len(arrays))
-    packet_addr = memory.address(len(arrays) + 1)
-    kernarg = bytearray(max(info.kernarg_size, 8))
-    for arg, value in bound:
-        if isinstance(value, np.ndarray):
-            raw = address_of[id(value)].to_bytes(8, "little")
-        elif value is None:
-            raw = bytes(arg.size)
-        elif arg.value_kind == "global_buffer":
-            raise LaunchError(f"argument {arg.name!r} is a buffer; pass a numpy array or None")
-        else:
-            raw = _by_value_bytes(value, arg.size, arg.name)
-        kernarg[arg.offset:arg.offset + arg.size] = raw[: arg.size]
-    for arg in info.args:
-        if arg.value_kind.startswith("hidden_"):
-            kernarg[arg.offset:arg.offset + arg.size] = _hidden_value(
-                arg.value_kind, grid3, block3).to_bytes(arg.size, "little")
-    memory.view(len(arrays))[:] = np.frombuffer(bytes(kernarg), np.uint8)
-    memory.view(len(arrays) + 1)[:] = np.frombuffer(
-        _dispatch_packet(grid3, block3, info, kernarg_addr), np.uint8)
+    kernarg_addr = memory.address(len(buffers))
+    packet_addr = memory.address(len(buffers) + 1)
+    kernarg = launch.kernarg([memory.address(i) for i in range(len(buffers))])
+    memory.view(len(buffers))[:] = np.frombuffer(kernarg, np.uint8)
+    memory.view(len(buffers) + 1)[:] = np.frombuffer(launch.dispatch_packet(kernarg_addr),
+                                                     np.uint8)
 
-    workgroups = grid3[0] * grid3[1] * grid3[2]
-    waves_per_group = -(-threads // isa.WAVE_SIZE)
+    workgroups, waves_per_group = launch.workgroups, launch.waves_per_group
     m = Machine(waves=workgroups * waves_per_group, workgroups=workgroups,
                 waves_per_group=waves_per_group, lds_bytes=info.group_segment_size,
                 memory=memory, accum_offset=info.accum_offset, check=check)
@@ -403,7 +246,7 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
     seconds = time.perf_counter() - start
     cpu_seconds = time.process_time() - cpu_start
     m.drain()
-    for index, (_, value) in enumerate(arrays):
+    for index, (_, value) in enumerate(buffers):
         value.reshape(-1).view(np.uint8)[:] = memory.view(index)
     trace = {ins.address: int(c) for ins, c in zip(instructions, counts) if c}
     return Emulation(info.name, grid3, block3, workgroups, m.waves, seconds, cpu_seconds, trace,

@@ -16,9 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from argus.asm.instruction import Instruction, Reg, Special
 from argus.isa_cdna3 import isa, numerics
-from argus.isa_cdna3.operands import (
+from argus.isa_cdna3.emu.operands import (
     OperandError,
     is_vgpr,
     scalar_reader,
@@ -26,7 +25,8 @@ from argus.isa_cdna3.operands import (
     vector_reader,
     vgpr_index,
 )
-from argus.isa_cdna3.state import Group, Machine, MemoryFault
+from argus.isa_cdna3.emu.state import Group, Machine, MemoryFault
+from argus.isa_cdna3.instruction import Instruction, Reg, Special
 
 U32 = np.uint32
 U64 = np.uint64

@@ -17,7 +17,8 @@ import ml_dtypes
 import numpy as np
 
 from argus.asm.codeobject import CodeObject
-from argus.isa_cdna3.emulator import Emulation, emulate
+from argus.asm.launch import emulate
+from argus.isa_cdna3.emu import Emulation
 
 BF16 = ml_dtypes.bfloat16
 GEMM = re.compile(r"^bf16gemm_outf32_tn_(32|48|64|96)x64_pf3$")
@@ -75,7 +76,7 @@ class VendorRun:
                                         run.opcode_counts().most_common(top)),
         ]
         if run.lds_cycles:
-            from argus.isa_cdna3.memory_ops import lds_ideal_cycles
+            from argus.isa_cdna3.emu.memory_ops import lds_ideal_cycles
 
             by_pc = {ins.address: ins for ins in run.instructions}
             ideal = sum(lds_ideal_cycles(by_pc[pc]) * run.counts[pc] for pc in run.lds_cycles)

@@ -1,0 +1,254 @@
+"""Launching a kernel of a code object: argument binding and kernarg packing by the metadata's
+layout, the dispatch geometry (grid of workgroups, block of work-items, the AQL dispatch packet),
+and `emulate(code_object, kernel, grid=, block=, args=)`, which prepares a launch and runs it in
+the emulator. Every device packs through the same `Launch`; only the buffer addresses differ.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from argus.asm.codeobject import CodeObject
+from argus.isa_cdna3 import isa
+from argus.isa_cdna3.abi import KernelArg, KernelInfo, LaunchError
+from argus.isa_cdna3.emu import Emulation, Program, UnsupportedOpcodeError, load_program, run
+
+Dim3 = tuple[int, int, int]
+
+
+@attrs.frozen(eq=False)
+class Launch:
+    """One dispatch of a kernel, device-independent: geometry, the argument arrays and the
+    kernarg segment with everything but the buffer addresses packed."""
+
+    kernel: KernelInfo
+    grid: Dim3                                      # workgroups per axis (HIP's gridDim)
+    block: Dim3                                     # work-items per axis (HIP's blockDim)
+    buffers: tuple[tuple[str, np.ndarray], ...]     # distinct argument arrays, in argument order
+    pointers: tuple[tuple[int, int], ...]           # (kernarg offset, index into buffers)
+    kernarg_image: bytes                            # by-value and hidden arguments packed
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def workgroups(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def waves_per_group(self) -> int:
+        return -(-self.threads // isa.WAVE_SIZE)
+
+    def kernarg(self, addresses: Sequence[int]) -> bytes:
+        """The kernarg segment once buffer i lives at device address `addresses[i]`."""
+        segment = bytearray(self.kernarg_image)
+        for offset, index in self.pointers:
+            segment[offset:offset + 8] = int(addresses[index]).to_bytes(8, "little")
+        return bytes(segment)
+
+    def dispatch_packet(self, kernarg_address: int) -> bytes:
+        """The AQL kernel dispatch packet a `dispatch_ptr` user SGPR points at."""
+        grid, block, info = self.grid, self.block, self.kernel
+        sizes = [g * b for g, b in zip(grid, block)]
+        dims = 3 if grid[2] * block[2] > 1 else (2 if grid[1] * block[1] > 1 else 1)
+        return struct.pack("<HHHHHHIIIIIQQQQ", 0, dims, *block, 0, *sizes,
+                           info.private_segment_size, info.group_segment_size, 0,
+                           kernarg_address, 0, 0)
+
+
+def prepare(info: KernelInfo, *, grid: int | Sequence[int], block: int | Sequence[int],
+            args: Mapping[str, Any] | Sequence[Any] = ()) -> Launch:
+    """Check `grid`/`block` against the kernel and bind `args` (positionally or by name; unnamed
+    by-value arguments are 0): numpy arrays go to global_buffer arguments, Python or numpy
+    scalars are packed by value, None is a null pointer."""
+    grid3, block3 = _xyz(grid, "grid"), _xyz(block, "block")
+    threads = block3[0] * block3[1] * block3[2]
+    if threads > info.max_flat_workgroup_size:
+        raise LaunchError(f"block of {threads} work-items exceeds the kernel's "
+                          f"max_flat_workgroup_size {info.max_flat_workgroup_size}")
+    reqd = info.metadata.get(".reqd_workgroup_size")
+    if reqd and tuple(reqd) != block3:
+        raise LaunchError(f"kernel {info.name} requires block {tuple(reqd)}, got {block3}")
+    segment = bytearray(max(info.kernarg_size, 8))
+    buffers: list[tuple[str, np.ndarray]] = []
+    index_of: dict[int, int] = {}          # id(array) -> buffer: an array passed twice aliases
+    pointers = []
+    for arg, value in _bind_args(info, args):
+        if isinstance(value, np.ndarray):
+            if arg.value_kind != "global_buffer":
+                raise LaunchError(f"argument {arg.name!r} is {arg.value_kind}; only "
+                                  f"global_buffer arguments take arrays")
+            if not value.flags.c_contiguous:
+                raise LaunchError(f"argument {arg.name!r} must be C-contiguous "
+                                  f"(use np.ascontiguousarray)")
+            if id(value) not in index_of:
+                index_of[id(value)] = len(buffers)
+                buffers.append((arg.name, value))
+            pointers.append((arg.offset, index_of[id(value)]))
+            continue
+        if value is None:
+            raw = bytes(arg.size)
+        elif arg.value_kind == "global_buffer":
+            raise LaunchError(f"argument {arg.name!r} is a buffer; pass a numpy array or None")
+        else:
+            raw = _by_value_bytes(value, arg.size, arg.name)
+        segment[arg.offset:arg.offset + arg.size] = raw[: arg.size]
+    for arg in info.args:
+        if arg.value_kind.startswith("hidden_"):
+            segment[arg.offset:arg.offset + arg.size] = _hidden_value(
+                arg.value_kind, grid3, block3).to_bytes(arg.size, "little")
+    return Launch(info, grid3, block3, tuple(buffers), tuple(pointers), bytes(segment))
+
+
+def emulate(code_object: CodeObject | str | os.PathLike | bytes,
+            kernel: str | KernelInfo | None = None, *, grid: int | Sequence[int],
+            block: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any] = (),
+            check: str = "strict", max_wave_instructions: int = 500_000_000,
+            bank_conflicts: bool = False, memory: str = "strict") -> Emulation:
+    """Run `kernel` over `grid` workgroups of `block` work-items (HIP's gridDim/blockDim) in the
+    emulator.
+
+    `args` are the kernel's explicit arguments, positionally or by name (unnamed by-value
+    arguments are 0): numpy arrays become device buffers and are written back in place, Python
+    or numpy scalars are packed by value.
+
+    `check` says what happens when a register is read before its producer delivered it:
+    "strict" raises HazardError at the first such read; "warn" records each in
+    `Emulation.hazards` and continues with silicon's likely timing: the load has landed (it and
+    every older result of its counter retire, as an `s_waitcnt` would) and the MFMA result is
+    there; "off" records nothing and is adversarial: a load not retired by `s_waitcnt`, or an
+    MFMA result read sooner than the wait-state table (LLVM's, which is conservative: AMD's own
+    attention kernels under-wait it and are correct on silicon), reads the register's old value.
+    AMD's fmoe_b16 under-waits weight loads issued hundreds of MFMAs earlier, so run vendor
+    kernels in "warn" mode.
+
+    Waves at different PCs interleave in turns of `QUANTUM` wait states, the wave furthest
+    behind going next, so code that relies on waves leaving a barrier together behaves as on
+    silicon.
+
+    `memory`: "strict" faults on any access outside the argument buffers; "lenient" reads 0 and
+    drops writes there and counts them (`Emulation.unmapped_accesses`): AMD's attention kernels
+    over-read up to a row past a buffer inside its V# range, harmless on a real heap.
+
+    `bank_conflicts` adds LDS cycles per instruction under the 32-bank phase model
+    (`Emulation.lds_cycles`, `lds_conflict_factor`); it costs a sort per LDS access.
+    """
+    co = _load(code_object)
+    info = _kernel(co, kernel)
+    launch = prepare(info, grid=grid, block=block, args=args)
+    return run(program(co, info), launch, check=check,
+               max_wave_instructions=max_wave_instructions, bank_conflicts=bank_conflicts,
+               memory=memory)
+
+
+_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def program(co: CodeObject, info: KernelInfo) -> Program:
+    """The emulator's compiled form of a kernel, made once per code object and kernel."""
+    per_object = _PROGRAMS.setdefault(co, {})
+    if info.symbol not in per_object:
+        per_object[info.symbol] = load_program(co.disassemble(info), info)
+    return per_object[info.symbol]
+
+
+def unsupported_opcodes(code_object: CodeObject | str | os.PathLike | bytes,
+                        kernel: str | KernelInfo | None = None) -> dict[str, list[str]]:
+    """Opcode forms of the kernel the emulator cannot run (empty when it runs all of them)."""
+    co = _load(code_object)
+    info = _kernel(co, kernel)
+    try:
+        program(co, info)
+    except UnsupportedOpcodeError as err:
+        return err.missing
+    return {}
+
+
+def _xyz(value: int | Sequence[int], what: str) -> Dim3:
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
+        raise LaunchError(f"{what} must be 1 to 3 positive sizes, got {value!r}")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+def _load(code_object: CodeObject | str | os.PathLike | bytes) -> CodeObject:
+    if isinstance(code_object, CodeObject):
+        return code_object
+    if isinstance(code_object, (bytes, bytearray)):
+        return CodeObject.from_bytes(bytes(code_object))
+    return CodeObject.from_file(Path(code_object))
+
+
+def _kernel(co: CodeObject, kernel: str | KernelInfo | None) -> KernelInfo:
+    if isinstance(kernel, KernelInfo):
+        return kernel
+    if kernel is None:
+        if len(co.kernels) != 1:
+            names = ", ".join(k.name for k in co.kernels)
+            raise LaunchError(f"the code object has {len(co.kernels)} kernels ({names}); "
+                              f"pass kernel=NAME")
+        return co.kernels[0]
+    return co.kernel(kernel)
+
+
+def _bind_args(info: KernelInfo, args: Mapping[str, Any] | Sequence[Any]
+               ) -> list[tuple[KernelArg, Any]]:
+    """(KernelArg, value) for every explicit argument; unnamed by-value ones default to 0."""
+    explicit = [a for a in info.args if not a.value_kind.startswith("hidden_")]
+    if isinstance(args, Mapping):
+        names = {a.name for a in explicit}
+        unknown = set(args) - names
+        if unknown:
+            raise LaunchError(f"kernel {info.name} has no argument(s) {sorted(unknown)}; its "
+                              f"arguments are {[a.name for a in explicit]}")
+        bound = []
+        for arg in explicit:
+            if arg.name in args:
+                bound.append((arg, args[arg.name]))
+            elif arg.value_kind == "by_value":
+                bound.append((arg, 0))
+            else:
+                bound.append((arg, None))
+        return bound
+    if len(args) != len(explicit):
+        raise LaunchError(f"kernel {info.name} takes {len(explicit)} arguments "
+                          f"({', '.join(a.name for a in explicit)}), got {len(args)}; pass a "
+                          f"dict to name only some of them")
+    return list(zip(explicit, args))
+
+
+def _by_value_bytes(value: Any, size: int, name: str) -> bytes:
+    if isinstance(value, np.generic):
+        raw = value.tobytes()
+    elif isinstance(value, bool):
+        raw = int(value).to_bytes(size, "little")
+    elif isinstance(value, (int, np.integer)):
+        raw = int(value).to_bytes(size, "little", signed=int(value) < 0)
+    elif isinstance(value, float):
+        raw = struct.pack("<f" if size == 4 else "<d", value)
+    else:
+        raise LaunchError(f"argument {name!r}: by-value arguments take int, float or a numpy "
+                          f"scalar, got {type(value).__name__}")
+    if len(raw) > size:
+        raise LaunchError(f"argument {name!r} is {len(raw)} bytes, the kernel expects {size}")
+    return raw.ljust(size, b"\0")
+
+
+def _hidden_value(kind: str, grid: Dim3, block: Dim3) -> int:
+    axis = {"x": 0, "y": 1, "z": 2}.get(kind[-1], 0)
+    if kind.startswith("hidden_block_count_"):
+        return grid[axis]
+    if kind.startswith("hidden_group_size_"):
+        return block[axis]
+    if kind == "hidden_grid_dims":
+        return sum(1 for g, b in zip(grid, block) if g * b > 1) or 1
+    return 0

@@ -1,0 +1,163 @@
+"""The HSA kernel ABI on gfx942: the 64-byte kernel descriptor and its granules, the SGPR inputs
+the dispatcher preloads, the kernel-argument records of the metadata note, and `LaunchError`.
+
+`asm.codeobject` reads these records out of a code object, `asm.launch` packs arguments by them,
+and the emulator sets up a wave's initial state from them.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import attrs
+
+KERNEL_DESCRIPTOR_SIZE = 64
+
+# kernel_code_properties bit i enables USER_SGPR_INPUTS[i]: (name, SGPRs), in SGPR order.
+USER_SGPR_INPUTS = (("private_segment_buffer", 4), ("dispatch_ptr", 2), ("queue_ptr", 2),
+                    ("kernarg_segment_ptr", 2), ("dispatch_id", 2), ("flat_scratch_init", 2),
+                    ("private_segment_size", 1))
+
+
+class LaunchError(ValueError):
+    """The launch (grid, block, arguments) does not fit the kernel."""
+
+
+@attrs.frozen
+class KernelArg:
+    """One kernel argument in the kernarg segment."""
+
+    name: str
+    offset: int
+    size: int
+    value_kind: str
+    address_space: str = ""
+    value_type: str = ""
+
+
+@attrs.frozen
+class KernelDescriptor:
+    """The 64-byte AMDHSA kernel descriptor (`<kernel>.kd`), with the gfx90a/gfx942 granules."""
+
+    group_segment_fixed_size: int
+    private_segment_fixed_size: int
+    kernarg_size: int
+    entry_offset: int
+    compute_pgm_rsrc3: int
+    compute_pgm_rsrc1: int
+    compute_pgm_rsrc2: int
+    kernel_code_properties: int
+    kernarg_preload: int = 0
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> KernelDescriptor:
+        if len(raw) < KERNEL_DESCRIPTOR_SIZE:
+            raise ValueError(
+                f"kernel descriptor is {len(raw)} bytes, expected {KERNEL_DESCRIPTOR_SIZE}")
+        (group, private, kernarg, _, entry, _, rsrc3, rsrc1, rsrc2, props, preload,
+         _) = struct.unpack("<IIIIq20sIIIHH4s", raw[:KERNEL_DESCRIPTOR_SIZE])
+        return cls(group, private, kernarg, entry, rsrc3, rsrc1, rsrc2, props, preload)
+
+    @property
+    def unified_vgpr_count(self) -> int:
+        """VGPRs + AGPRs allocated per lane (granule 8 on gfx90a/gfx942)."""
+        return ((self.compute_pgm_rsrc1 & 0x3F) + 1) * 8
+
+    @property
+    def sgpr_count(self) -> int:
+        """SGPRs per wave including VCC/FLAT_SCRATCH/XNACK_MASK, as encoded (granule 8; the
+        hardware rounds the allocation up further to 16)."""
+        return (((self.compute_pgm_rsrc1 >> 6) & 0xF) + 1) * 8
+
+    @property
+    def accum_offset(self) -> int:
+        """First AGPR's index in the unified VGPR file."""
+        return ((self.compute_pgm_rsrc3 & 0x3F) + 1) * 4
+
+    @property
+    def float_modes(self) -> dict[str, int]:
+        """MODE register fields the dispatcher sets from COMPUTE_PGM_RSRC1, named like the
+        `.amdhsa_*` directives (denorm mode 3 keeps denormals, 0 flushes them)."""
+        rsrc1 = self.compute_pgm_rsrc1
+        return {"float_round_mode_32": rsrc1 >> 12 & 3, "float_round_mode_16_64": rsrc1 >> 14 & 3,
+                "float_denorm_mode_32": rsrc1 >> 16 & 3,
+                "float_denorm_mode_16_64": rsrc1 >> 18 & 3,
+                "dx10_clamp": rsrc1 >> 21 & 1, "ieee_mode": rsrc1 >> 23 & 1,
+                "fp16_overflow": rsrc1 >> 26 & 1}
+
+    @property
+    def tg_split(self) -> bool:
+        return bool(self.compute_pgm_rsrc3 >> 16 & 1)
+
+    @property
+    def user_sgpr_count(self) -> int:
+        return (self.compute_pgm_rsrc2 >> 1) & 0x1F
+
+    @property
+    def workgroup_id_enabled(self) -> tuple[bool, bool, bool]:
+        return tuple(bool(self.compute_pgm_rsrc2 >> bit & 1) for bit in (7, 8, 9))
+
+    @property
+    def workitem_id_dims(self) -> int:
+        """Number of workitem-id dimensions packed into v0 (1..3)."""
+        return ((self.compute_pgm_rsrc2 >> 11) & 3) + 1
+
+    @property
+    def wavefront_size(self) -> int:
+        return 32 if self.kernel_code_properties >> 10 & 1 else 64
+
+    @property
+    def user_sgprs(self) -> tuple[str, ...]:
+        """Names of the enabled user SGPR inputs, in SGPR order."""
+        return tuple(name for bit, (name, _) in enumerate(USER_SGPR_INPUTS)
+                     if self.kernel_code_properties >> bit & 1)
+
+    @property
+    def sgpr_inputs(self) -> tuple[tuple[str, int, int], ...]:
+        """(input, first SGPR, SGPR count) of everything the dispatcher preloads into SGPRs:
+        user SGPRs (kernel_code_properties), then system SGPRs (compute_pgm_rsrc2)."""
+        sizes = dict(USER_SGPR_INPUTS)
+        wanted = [(name, sizes[name]) for name in self.user_sgprs]
+        preload = self.kernarg_preload & 0x7F
+        if preload:
+            wanted.append(("kernarg_preload", preload))
+        system = (("workgroup_id_x", 7), ("workgroup_id_y", 8), ("workgroup_id_z", 9),
+                  ("workgroup_info", 10), ("private_segment_wave_offset", 0))
+        wanted += [(name, 1) for name, bit in system if self.compute_pgm_rsrc2 >> bit & 1]
+        inputs, first = [], 0
+        for name, count in wanted:
+            inputs.append((name, first, count))
+            first += count
+        return tuple(inputs)
+
+
+@attrs.frozen
+class KernelInfo:
+    """A kernel of a code object: metadata note plus kernel descriptor.
+
+    `vgpr_count`/`sgpr_count`/`agpr_count` are what the metadata states (vendor code objects
+    sometimes put the unified total in `vgpr_count`); `unified_vgpr_count` and `accum_offset`
+    come from the descriptor and are what the hardware allocates.
+    """
+
+    name: str
+    symbol: str
+    args: tuple[KernelArg, ...]
+    kernarg_size: int
+    sgpr_count: int
+    vgpr_count: int
+    agpr_count: int
+    accum_offset: int
+    unified_vgpr_count: int
+    group_segment_size: int
+    private_segment_size: int
+    wavefront_size: int
+    max_flat_workgroup_size: int
+    entry: int
+    code_size: int  # bytes from the entry to the next kernel or the end of .text, filler included
+    descriptor: KernelDescriptor
+    metadata: dict = attrs.field(eq=False, hash=False, repr=False, factory=dict)
+
+    @property
+    def kernarg_layout(self) -> tuple[KernelArg, ...]:
+        return self.args
