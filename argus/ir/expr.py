@@ -979,6 +979,14 @@ def _linear(e) -> tuple[dict, int]:
     return terms, const
 
 
+def linear_form(expr) -> tuple[dict, int]:
+    """`expr` as ({atom: coefficient}, constant): a sum of atoms (non-linear subterms, variables)
+    times integers, e.g. `2*(x >> 3) + 4*y - 8` -> ({x >> 3: 2, y: 4}, -8). Backends split an
+    address this way into per-lane, uniform and constant parts."""
+    terms, const = _linear(simplify(expr))
+    return {a: k for a, k in terms.items() if k}, const
+
+
 def _merge_div_mod(terms: dict) -> dict:
     """Replace c*(x % n) + c*n*(x // n) by c*x, the division identity."""
     divisions = {d: atom for atom in terms if (d := _as_div(atom)) is not None}

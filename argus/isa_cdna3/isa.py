@@ -46,9 +46,47 @@ def waitcnt_counters(simm16: int) -> dict[str, int]:
             "lgkmcnt": (simm16 >> 8) & 0xF}
 
 
+#: The counter an instruction's completion is tracked on (`s_waitcnt` field), or None: vector
+#: memory (loads, stores and atomics alike on gfx9) on vmcnt, in order; LDS/GDS on lgkmcnt, in
+#: order; scalar memory on lgkmcnt, out of order (only lgkmcnt(0) is safe while one is pending).
+def wait_counter(opcode: str) -> str | None:
+    if opcode.startswith(("buffer_", "global_", "flat_", "scratch_")):
+        return "vm"
+    if opcode.startswith(("ds_", "s_load_", "s_buffer_load_", "s_store_", "s_atomic_")):
+        return "lgkm"
+    return None
+
+
+def is_scalar_memory(opcode: str) -> bool:
+    return opcode.startswith(("s_load_", "s_buffer_load_", "s_store_", "s_atomic_"))
+
+
+#: V# word 3 for a raw (stride 0) 32-bit-format buffer on gfx9 (CK's
+#: CK_BUFFER_RESOURCE_3RD_DWORD; AMD's gfx942 kernels `s_mov_b32 s11, 0x20000`).
+BUFFER_RSRC_WORD3 = 0x00020000
+
 # --- constants: integers -16..64 and these floats are inline; anything else takes a literal dword
 INLINE_INT_RANGE = (-16, 64)
 INLINE_FLOATS = frozenset((0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0, 0.15915494))
+
+# --- occupancy: waves a SIMD holds (LLVM AMDGPUBaseInfo getMaxWavesPerEU: 8 on gfx90a+) ---
+MAX_WAVES_PER_SIMD = 8
+SIMDS_PER_CU = 4
+VGPR_ALLOC_GRANULE = 8       # unified VGPRs are allocated in blocks of 8 per wave
+
+
+def occupancy(vgprs: int, lds_bytes: int, waves_per_workgroup: int) -> tuple[int, str]:
+    """Waves per SIMD a kernel reaches and the resource that limits it."""
+    blocks = -(-max(vgprs, 1) // VGPR_ALLOC_GRANULE) * VGPR_ALLOC_GRANULE
+    limits = {"the wave slots": MAX_WAVES_PER_SIMD,
+              f"{blocks} VGPRs per wave": VGPRS_UNIFIED // blocks}
+    if lds_bytes:
+        groups = LDS_BYTES // lds_bytes
+        limits[f"{lds_bytes} B of LDS per workgroup"] = (
+            groups * waves_per_workgroup // SIMDS_PER_CU)
+    reason = min(limits, key=lambda k: (limits[k], k != "the wave slots"))
+    return limits[reason], reason
+
 
 # --- LDS ---
 LDS_BYTES = 65536            # per workgroup and per CU on gfx942

@@ -1,0 +1,74 @@
+"""Lowering a verified tile-IR kernel to gfx942 assembly: `lower(kernel, policy) -> Lowered`.
+
+The stages run in the order the data flows, one module each: instruction selection with address
+generation (isel, address, exprgen), scheduling (schedule), register allocation (regalloc),
+`s_waitcnt` insertion (waitcnt), hazard wait states (hazards) and emission (emit). Tile
+parameters are fixed by the traced IR; sizes stay symbolic and are kernel arguments, so one
+code object serves every size the kernel's assumptions admit.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from argus.asm.lower.exprgen import LoweringError, UnsupportedError
+from argus.asm.lower.address import VectorizeError
+from argus.asm.lower.regalloc import RegisterBudgetError
+from argus.ir import ops as O
+from argus.ir.expr import Expr
+from argus.ir.passes import strip_tags
+from argus.isa_cdna3 import isa
+
+POLICIES = ("simple", "interleave")
+
+
+@attrs.frozen
+class Lowered:
+    """The assembly of one kernel and what a launcher needs to know about it."""
+
+    name: str
+    text: str
+    kernargs: tuple                    # isel.KernargSlot, in kernarg order
+    kernarg_bytes: int
+    lds_bytes: int
+    sgprs: int
+    vgprs: int
+    agprs: int
+    waves: int                         # per workgroup
+    grid: tuple[Expr, ...]             # workgroups per axis, in the sizes
+    sizes: tuple                       # the symbolic sizes, read from the kernel arguments
+    occupancy: int                     # waves per SIMD
+    occupancy_limit: str               # what limits it
+    policy: str
+    items: list = attrs.field(eq=False, repr=False)
+
+
+def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
+    """Assembly for a traced (and verified) kernel."""
+    from argus.asm.lower import emit, hazards, regalloc, schedule, waitcnt
+    from argus.asm.lower.isel import Selector
+
+    if policy not in POLICIES:
+        raise LoweringError(f"unknown scheduling policy {policy!r}; choose one of {POLICIES}")
+    stripped = strip_tags(kernel)                       # tags emit nothing
+    selector = Selector(stripped, policy)
+    items = selector.run()                              # isel + address generation
+    schedule.schedule(items, policy)                    # MFMA / LDS / VMEM interleave
+    allocation = regalloc.allocate(items)               # virtual -> physical registers
+    waitcnt.insert_waits(items)                         # s_waitcnt for memory results
+    hazards.insert_nops(items)                          # wait states the hardware needs
+    vgprs = max(allocation.vgprs, 1)
+    sgprs = max(allocation.sgprs, 1)
+    lds = selector.lds_top
+    waves_per_simd, limit = isa.occupancy(vgprs, lds, stripped.waves)
+    text = emit.kernel_text(name=stripped.name, body=emit.body_text(items),
+                            kernargs=selector.kernargs, kernarg_bytes=selector.kernarg_bytes,
+                            lds_bytes=lds, sgprs=sgprs, vgprs=vgprs,
+                            grid_rank=len(stripped.grid), block=stripped.waves * isa.WAVE_SIZE)
+    return Lowered(stripped.name, text, tuple(selector.kernargs), selector.kernarg_bytes, lds,
+                   sgprs, vgprs, 0, stripped.waves, tuple(stripped.grid), tuple(stripped.sizes),
+                   waves_per_simd, limit, policy, items)
+
+
+__all__ = ["Lowered", "LoweringError", "POLICIES", "RegisterBudgetError", "UnsupportedError",
+           "VectorizeError", "lower"]

@@ -1,0 +1,206 @@
+"""Address generation: each memory op's address formula split into a per-lane part (VGPR), a
+uniform part (SGPR) and a constant (the instruction's offset field), and its register slots
+grouped into the widest vector instructions the layout and the alignment allow.
+
+Per-lane parts depend only on (wave, lane) and sizes, so they are computed once per kernel;
+uniform parts that change with a loop counter are kept in an SGPR that the loop latch advances
+by a constant (strength reduction) when they are linear in the counter. Contiguity is decided
+exactly by enumerating all (wave, lane) of the tile's layout; alignment of the symbolic parts is
+proved with the SMT layer under the kernel's assumptions.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from argus.ir.expr import Const, Expr, as_expr, evaluate, free_vars, linear_form, simplify, \
+    substitute
+from argus.ir.types import LANES, DTYPE_BYTES, ThreadLayout
+from argus.asm.lower.exprgen import LANE_VARS, LoweringError
+
+
+class VectorizeError(LoweringError):
+    """A tile's register slots cannot be grouped into vector memory instructions."""
+
+
+@attrs.frozen
+class Piece:
+    """One vector memory instruction: slots [first, first + count) at byte address
+    lane + uniform + const."""
+
+    first: int
+    count: int
+    nbytes: int
+    lane: Expr
+    uniform: Expr
+    const: int
+
+    def registers(self, elem_bytes: int) -> tuple[int, int]:
+        """(first register, register count) of this piece in the tile's register tuple."""
+        return self.first * elem_bytes // 4, self.nbytes // 4
+
+
+def _threads(waves: int) -> dict[str, np.ndarray]:
+    tid = np.arange(waves * LANES)
+    return {"wave": tid // LANES, "lane": tid % LANES}
+
+
+def table(e: Expr, waves: int) -> np.ndarray:
+    """Value of a (wave, lane) expression for every thread of the workgroup."""
+    return np.broadcast_to(np.asarray(evaluate(e, _threads(waves)), np.int64), (waves * LANES,))
+
+
+def at_slot(layout: ThreadLayout, slot: int) -> tuple[Expr, ...]:
+    return tuple(simplify(substitute(c, {"slot": slot})) for c in layout.coords)
+
+
+def split_lane(e: Expr, loc) -> tuple[Expr, Expr, int]:
+    """(per-lane part, uniform part, constant) with e == their sum; an atom mixing per-lane and
+    uniform variables cannot be split."""
+    terms, const = linear_form(e)
+    lane, uniform = Const(0), Const(0)
+    for atom, k in terms.items():
+        names = {v.name for v in free_vars(atom)}
+        if names & LANE_VARS and names - LANE_VARS:
+            raise LoweringError(f"the address term '{atom}' mixes per-lane and uniform values "
+                                "non-linearly; the backend cannot split it into a VGPR base "
+                                "and an SGPR offset", loc,
+                                "apply swizzles to in-tile coordinates only")
+        if names & LANE_VARS:
+            lane = lane + atom * k
+        else:
+            uniform = uniform + atom * k
+    return simplify(lane), simplify(uniform), const
+
+
+class Prover:
+    """Divisibility facts about uniform terms under the kernel's assumptions, cached."""
+
+    def __init__(self, assumes: tuple[Expr, ...]):
+        self.assumes = assumes
+        self.cache: dict = {}
+
+    def divisible(self, e: Expr, n: int) -> bool:
+        if n == 1:
+            return True
+        e = simplify(e)
+        quick = simplify(e % n)
+        if isinstance(quick, Const):
+            return quick.value == 0
+        key = (e, n)
+        if key not in self.cache:
+            from argus.smt import Proved, prove
+
+            self.cache[key] = isinstance(prove((e % n).eq(0), self.assumes, timeout_ms=2000),
+                                         Proved)
+        return self.cache[key]
+
+
+def row_major_strides(shape: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    strides, running = [], as_expr(1)
+    for extent in reversed(shape):
+        strides.append(running)
+        running = simplify(running * extent)
+    return tuple(reversed(strides))
+
+
+def global_pieces(*, shape, dtype: str, origin, axes, layout: ThreadLayout, widths,
+                  prover: Prover, loc) -> list[Piece]:
+    """Pieces of a global access tensor[origin + c on axes] by a tile of `layout`."""
+    nbytes = DTYPE_BYTES[dtype]
+    strides = row_major_strides(shape)
+    last = len(shape) - 1
+    inner = axes.index(last) if last in axes else None
+    slots = [at_slot(layout, s) for s in range(layout.slots)]
+    tables = [[table(c, layout.waves) for c in coords] for coords in slots]
+
+    def address(s: int) -> tuple[Expr, Expr, int]:
+        lane, uniform = Const(0), Const(0)
+        full = list(origin)
+        for j, coord in enumerate(slots[s]):
+            lane_j, uniform_j, const_j = split_lane(coord, loc)
+            if not isinstance(uniform_j, Const) or uniform_j.value:
+                raise LoweringError(f"tile coordinate '{coord}' is not per-lane", loc)
+            lane = lane + lane_j * strides[axes[j]]
+            full[axes[j]] = full[axes[j]] + const_j
+        for i, o in enumerate(full):
+            uniform = uniform + o * strides[i]
+        lane_b, uniform_b = simplify(lane * nbytes), simplify(uniform * nbytes)
+        terms, const = linear_form(uniform_b)
+        return lane_b, simplify(uniform_b - const), const
+
+    def contiguous(s: int, w: int) -> bool:
+        if inner is None and w > 1:
+            return False
+        for i in range(1, w):
+            for j in range(len(axes)):
+                want = tables[s][j] + (i if j == inner else 0)
+                if not np.array_equal(tables[s + i][j], want):
+                    return False
+        return True
+
+    def aligned(s: int, piece_bytes: int) -> bool:
+        # dword granularity is what the buffer instructions need (gfx942 allows unaligned
+        # dwordx2/x4); the element address must be a multiple of 4 / element bytes
+        step = 4 // nbytes if nbytes < 4 else 1
+        if step == 1:
+            return True
+        lane_ok = inner is None or not np.any(tables[s][inner] % step)
+        if not lane_ok:
+            return False
+        _, uniform, const = address(s)
+        lane_strides = [strides[axes[j]] for j in range(len(axes)) if j != inner]
+        return (const % (step * nbytes) == 0 and prover.divisible(uniform, step * nbytes)
+                and all(prover.divisible(st, step) for st in lane_strides))
+
+    return _group(layout.slots, nbytes, widths, contiguous, aligned, address, loc)
+
+
+def lds_pieces(*, addr_map, origin, base: int, dtype: str, layout: ThreadLayout, widths,
+               prover: Prover, loc) -> list[Piece]:
+    """Pieces of an LDS access buffer[addr(origin + c)] (the tile fills the trailing axes)."""
+    nbytes = DTYPE_BYTES[dtype]
+    lead = len(origin) - len(layout.coords)
+    slots = [at_slot(layout, s) for s in range(layout.slots)]
+    parts = []
+    for coords in slots:
+        full = list(origin[:lead]) + [o + c for o, c in zip(origin[lead:], coords)]
+        byte_address = simplify(addr_map.at(tuple(full)) * nbytes + base)
+        parts.append(split_lane(byte_address, loc))
+    tables = [table(lane, layout.waves) + const for lane, _, const in parts]
+
+    def address(s: int) -> tuple[Expr, Expr, int]:
+        return parts[s]
+
+    def contiguous(s: int, w: int) -> bool:
+        return all(parts[s + i][1] is parts[s][1]
+                   and np.array_equal(tables[s + i], tables[s] + i * nbytes) for i in range(w))
+
+    def aligned(s: int, piece_bytes: int) -> bool:
+        align = min(piece_bytes, 16)
+        return (not np.any(tables[s] % align)) and prover.divisible(parts[s][1], align)
+
+    return _group(layout.slots, nbytes, widths, contiguous, aligned, address, loc)
+
+
+def _group(slots: int, nbytes: int, widths, contiguous, aligned, address, loc) -> list[Piece]:
+    pieces, s = [], 0
+    while s < slots:
+        for width in widths:
+            w = width // nbytes
+            if w < 1 or s + w > slots or (s * nbytes) % 4 or not contiguous(s, w) \
+                    or not aligned(s, width):
+                continue
+            lane, uniform, const = address(s)
+            pieces.append(Piece(s, w, width, lane, uniform, const))
+            s += w
+            break
+        else:
+            raise VectorizeError(
+                f"register slots from {s} of this {nbytes}-byte-element tile cannot form an "
+                f"aligned vector of {', '.join(map(str, widths))} bytes (contiguous in memory, "
+                "whole registers)", loc,
+                "give the tile a layout in which each lane holds runs of consecutive elements "
+                "filling whole 32-bit registers")
+    return pieces

@@ -1,0 +1,468 @@
+"""Instruction selection: one rule per IR op class (a registry keyed by class, like xDSL's
+interpreter `impl`s), producing machine instructions over virtual registers.
+
+Global memory goes through buffer resources (V#) whose record count bounds each tensor, so an
+out-of-range lane reads 0 instead of faulting; split-K adds through `buffer_atomic_add_f32`;
+MFMAs take their operands in the catalogue layouts the IR tiles already have; loops become an
+SGPR counter with `s_cmp` / `s_cbranch`. Ops that exist only for the proofs (tags) emit nothing.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+import attrs
+
+from argus.asm.lower.address import Piece, Prover, global_pieces, lds_pieces, table
+from argus.asm.lower.exprgen import ExprEmitter, LoweringError, UnsupportedError
+from argus.asm.lower.program import Label, LabelDef, Loop, MInst, VReg
+from argus.ir import ops as O
+from argus.ir.expr import Const, Expr, as_expr, free_vars, simplify, substitute
+from argus.ir.types import DTYPE_BYTES, GlobalType, RegType
+from argus.isa_cdna3 import isa
+from argus.isa_cdna3.mfma import mfma
+
+#: Bytes one buffer / DS instruction moves, widest first, and their opcodes.
+GLOBAL_WIDTHS = (16, 8, 4)
+LDS_WIDTHS = (16, 8, 4)
+BUFFER_LOAD = {4: "buffer_load_dword", 8: "buffer_load_dwordx2", 16: "buffer_load_dwordx4"}
+BUFFER_STORE = {4: "buffer_store_dword", 8: "buffer_store_dwordx2", 16: "buffer_store_dwordx4"}
+DS_READ = {4: "ds_read_b32", 8: "ds_read_b64", 16: "ds_read_b128"}
+DS_WRITE = {4: "ds_write_b32", 8: "ds_write_b64", 16: "ds_write_b128"}
+BUFFER_OFFSET_MAX = 4095         # MUBUF inst_offset is 12 bits (LLVM drops larger silently)
+DS_OFFSET_MAX = 65535
+
+RULES: dict[type, Callable] = {}
+
+
+def rule(*classes):
+    def register(fn):
+        for cls in classes:
+            RULES[cls] = fn
+        return fn
+    return register
+
+
+@attrs.frozen
+class KernargSlot:
+    """One kernel argument: a tensor pointer or a 32-bit size/scalar, at `offset`."""
+
+    name: str
+    kind: str              # "ptr" or "i32"
+    offset: int
+    size: int
+
+
+@attrs.define
+class LoopFrame:
+    iv: str
+    step: int
+    start: Expr
+    setup: list
+    latch: list
+    reduced: dict = attrs.field(factory=dict)
+
+
+def last_uses(kernel: O.Kernel) -> tuple[dict[str, int], dict[int, int]]:
+    """Position of each value's last use in a walk of the kernel (a use inside a loop by a value
+    from outside counts at the loop's end), and the position of every op (by id)."""
+    last: dict[str, int] = {}
+    position: dict[int, int] = {}
+    counter = [0]
+
+    def walk(block: O.Block, defined_outside: set[str], loop_end: int | None):
+        for op in block.ops:
+            counter[0] += 1
+            position[id(op)] = here = counter[0]
+            if op.blocks:
+                start = here
+                inner_defs: set[str] = set()
+                for blk in op.blocks:
+                    inner_defs.update(a.name for a in blk.args)
+                # a conservative end: number the body first, then record uses at its end
+                for blk in op.blocks:
+                    walk(blk, set(), None)
+                end = counter[0]
+                for v in op.operands:
+                    last[v.name] = max(last.get(v.name, 0), start)
+                for blk in op.blocks:
+                    for inner in O.walk(blk):
+                        for v in inner.operands:
+                            if v.name not in inner_defs and not _defined_in(v.name, blk):
+                                last[v.name] = max(last.get(v.name, 0), end)
+            else:
+                for v in op.operands:
+                    last[v.name] = max(last.get(v.name, 0), here)
+
+    walk(kernel.body, set(), None)
+    return last, position
+
+
+def _defined_in(name: str, block: O.Block) -> bool:
+    for op in O.walk(block):
+        if any(r.name == name for r in op.results):
+            return True
+        if any(a.name == name for blk in op.blocks for a in blk.args):
+            return True
+    return False
+
+
+class Selector(ExprEmitter):
+    """The state of instruction selection for one kernel."""
+
+    def __init__(self, kernel: O.Kernel, policy: str):
+        self.kernel = kernel
+        self.policy = policy
+        self.main: list = []
+        prologue: list = []
+        super().__init__({}, prologue, set())
+        self.regs: dict[str, VReg] = {}
+        self.lds_base: dict[str, int] = {}
+        self.lds_top = 0
+        self.rsrc: dict[str, VReg] = {}
+        self.prover = Prover(tuple(kernel.assumes))
+        self.frames: list[LoopFrame] = []
+        self.last, self.position = last_uses(kernel)
+        self.lane_bases: list[tuple] = []          # (table, VReg) for LDS per-lane bases
+        self.kernargs: list[KernargSlot] = []
+        self.labels = 0
+
+    # ------------------------------------------------------------------ entry
+    def run(self) -> list:
+        self._entry()
+        self.out = self.main
+        self.block(self.kernel.body.ops)
+        self.loc = None
+        self.emit("s_endpgm", ndefs=0)
+        return self.prologue + self.main
+
+    def _entry(self):
+        """ABI inputs (kernarg pointer s[0:1], workgroup ids after it, work-item id in v0), the
+        kernel arguments, buffer resources and the lane/wave split of the work-item id."""
+        k = self.kernel
+        self.loc = k.loc
+        kernarg_ptr = VReg("s", 2, "kernarg", 2, phys=0)
+        for axis in range(len(k.grid)):
+            self.bindings[f"wg{axis}"] = VReg("s", 1, f"wg{axis}", phys=2 + axis)
+        offset = 0
+        pointers = {}
+        for tensor in k.tensors:
+            rsrc = VReg("s", 4, f"rsrc.{tensor.name}", 4)
+            self.emit("s_load_dwordx2", rsrc[0:2], kernarg_ptr, offset, note=tensor.name)
+            self.kernargs.append(KernargSlot(tensor.name, "ptr", offset, 8))
+            pointers[tensor.name] = rsrc
+            offset += 8
+        for var in list(k.sizes) + list(k.scalars):
+            reg = VReg("s", 1, var.name)
+            self.emit("s_load_dword", reg, kernarg_ptr, offset, note=var.name)
+            self.kernargs.append(KernargSlot(var.name, "i32", offset, 4))
+            self.bindings[var.name] = reg
+            offset += 4
+        self.kernarg_bytes = offset
+        for tensor in k.tensors:
+            rsrc = pointers[tensor.name]
+            extent = as_expr(DTYPE_BYTES[tensor.type.dtype])
+            for dim in tensor.type.shape:
+                extent = extent * dim
+            records = self.value(extent, f"bytes.{tensor.name}")
+            self.emit("s_and_b32", rsrc[1], rsrc[1], 0xFFFF, note="base[47:32], stride 0")
+            self.emit("s_mov_b32", rsrc[2], records, note="num_records: the tensor's bytes")
+            self.emit("s_mov_b32", rsrc[3], isa.BUFFER_RSRC_WORD3)
+            self.rsrc[tensor.name] = rsrc
+        tid = VReg("v", 1, "tid", phys=0)
+        wave, lane = VReg("v", 1, "wave"), VReg("v", 1, "lane")
+        self.emit("v_lshrrev_b32_e32", wave, 6, tid)
+        self.emit("v_and_b32_e32", lane, isa.WAVE_SIZE - 1, tid)
+        self.bindings["wave"], self.bindings["lane"] = wave, lane
+
+    def block(self, ops):
+        for op in ops:
+            self.loc, self.origin = op.loc, op.mnemonic
+            fn = RULES.get(type(op))
+            if fn is None:
+                raise UnsupportedError(f"{op.mnemonic}: the gfx942 backend has no lowering rule "
+                                       f"for {type(op).__name__} yet", op.loc,
+                                       "lower this kernel with the reference interpreter "
+                                       "(argus run --interp) until the rule exists")
+            fn(self, op)
+
+    # ------------------------------------------------------------------ helpers
+    def dies(self, value, op) -> bool:
+        return self.last.get(value.name, 0) <= self.position[id(op)]
+
+    def tile(self, value) -> VReg:
+        return self.regs[value.name]
+
+    def new_tile(self, value, align: int = 4) -> VReg:
+        t = value.type
+        reg = VReg("v", t.vgprs, value.name, min(align, t.vgprs) if t.vgprs > 1 else 1)
+        self.regs[value.name] = reg
+        return reg
+
+    def label(self, stem: str) -> Label:
+        self.labels += 1
+        return Label(f".L{stem}{self.labels}")
+
+    def soffset(self, uniform: Expr, const: int, limit: int):
+        """(SGPR or inline constant, instruction offset) for a uniform byte offset plus a
+        constant: the constant goes into the offset field when it fits."""
+        if not 0 <= const <= limit:
+            uniform, const = simplify(uniform + const), 0
+        if isinstance(uniform, Const):
+            value = int(uniform.value)
+            if value == 0:
+                return 0, const
+            return self.materialize(value, "s"), const
+        return self.uniform_value(uniform), const
+
+    def uniform_value(self, e: Expr) -> VReg:
+        """An SGPR holding e; inside a loop a term linear in the counter is advanced by the latch
+        instead of recomputed (strength reduction)."""
+        frame = self.frames[-1] if self.frames else None
+        if frame is not None and any(v.name == frame.iv for v in free_vars(e)):
+            outer = {f.iv for f in self.frames[:-1]}
+            if not any(v.name in outer for v in free_vars(e)):
+                iv = next(v for v in free_vars(e) if v.name == frame.iv)
+                delta = simplify(substitute(e, {iv.name: iv + frame.step}) - e)
+                if not any(v.name == frame.iv for v in free_vars(delta)):
+                    return self._reduced(frame, iv, e, delta)
+        reg = self.value(e)
+        return reg if isinstance(reg, VReg) else self.materialize(reg, "s")
+
+    def _reduced(self, frame: LoopFrame, iv, e: Expr, delta: Expr) -> VReg:
+        if e in frame.reduced:
+            return frame.reduced[e]
+        reg = VReg("s", 1, f"sr{len(frame.reduced)}")
+        first = self.value(substitute(e, {iv.name: frame.start}))
+        self.emit("s_mov_b32", reg, first, into=frame.setup, note=f"{e} at the first iteration")
+        step = self.value(delta)
+        self.emit("s_add_i32", reg, reg, step, into=frame.latch, note=f"{e}: next iteration")
+        frame.reduced[e] = reg
+        return reg
+
+    def lds_vaddr(self, piece: Piece, waves: int):
+        """(VGPR address, ds offset) for an LDS piece: per-lane bases are shared by all pieces
+        whose per-lane tables differ by a constant that fits the offset field."""
+        lane_table = table(piece.lane, waves)
+        for known, reg in self.lane_bases:
+            delta = lane_table - known
+            if (delta == delta[0]).all() and 0 <= int(delta[0]) + piece.const <= DS_OFFSET_MAX:
+                base, offset = reg, int(delta[0]) + piece.const
+                break
+        else:
+            lowest = int(lane_table.min())
+            base = self.register(simplify(piece.lane - lowest), "lds", cls="v")
+            self.lane_bases.append((lane_table - lowest, base))
+            offset = lowest + piece.const
+        if not 0 <= offset <= DS_OFFSET_MAX:
+            raise LoweringError(f"LDS offset {offset} does not fit the 16-bit offset field",
+                                self.loc)
+        if isinstance(piece.uniform, Const) and piece.uniform.value == 0:
+            return base, offset
+        uniform = self.uniform_value(piece.uniform)
+        key = ("lds+", base.serial, uniform.serial)
+        scope = self.scoped[-1] if self.scoped else self.hoisted
+        if key not in scope:
+            reg = VReg("v", 1, "lds.addr")
+            self.emit("v_add_u32_e32", reg, uniform, base)
+            scope[key] = reg
+        return scope[key], offset
+
+    def buffer_vaddr(self, piece: Piece):
+        """(VGPR or 'off', soffset, offset) of a buffer piece."""
+        lane = piece.lane
+        uniform, const = piece.uniform, piece.const
+        if isinstance(lane, Const):
+            uniform, lane = simplify(uniform + lane), None
+        soffset, offset = self.soffset(uniform, const, BUFFER_OFFSET_MAX)
+        vaddr = self.register(lane, "gaddr", cls="v") if lane is not None else None
+        return vaddr, soffset, offset
+
+
+# ---------------------------------------------------------------------------------- rules
+@rule(O.ProgramId)
+def _program_id(s: Selector, op: O.ProgramId):
+    s.bindings[op.var.name] = s.bindings[f"wg{op.axis}"]
+
+
+@rule(O.TagDef, O.TagTile)
+def _tags(s: Selector, op):
+    """Tags exist for the proofs only; lowering runs on the stripped IR, so these never occur
+    there. Should one remain, the tile keeps its registers."""
+    if isinstance(op, O.TagTile):
+        s.regs[op.result.name] = s.tile(op.x)
+
+
+@rule(O.LdsAlloc)
+def _lds_alloc(s: Selector, op: O.LdsAlloc):
+    s.lds_top = -(-s.lds_top // 16) * 16
+    s.lds_base[op.result.name] = s.lds_top
+    s.lds_top += op.result.type.nbytes
+
+
+def _check_plain_global(s: Selector, op):
+    if op.gather is not None:
+        raise UnsupportedError(f"{op.mnemonic} with a gather index is not lowered yet", op.loc)
+    if op.guard:
+        raise UnsupportedError(f"guarded {op.mnemonic} (per-element bounds) is not lowered yet; "
+                               "the buffer resource bounds only the whole tensor", op.loc)
+
+
+def _global_pieces(s: Selector, op, tile: RegType, widths):
+    t: GlobalType = op.tensor.type
+    return global_pieces(shape=t.shape, dtype=t.dtype, origin=op.origin, axes=op.axes,
+                         layout=tile.layout, widths=widths, prover=s.prover, loc=op.loc)
+
+
+@rule(O.GlobalLoad)
+def _global_load(s: Selector, op: O.GlobalLoad):
+    _check_plain_global(s, op)
+    tile = op.result.type
+    dst = s.new_tile(op.result)
+    rsrc = s.rsrc[op.tensor.name]
+    for piece in _global_pieces(s, op, tile, GLOBAL_WIDTHS):
+        first, count = piece.registers(DTYPE_BYTES[tile.dtype])
+        vaddr, soffset, offset = s.buffer_vaddr(piece)
+        s.emit(BUFFER_LOAD[piece.nbytes], dst[first:first + count],
+               vaddr if vaddr is not None else _OFF, rsrc, soffset,
+               mods=_buffer_mods(vaddr, offset))
+
+
+@rule(O.GlobalStore, O.GlobalAtomicAdd)
+def _global_store(s: Selector, op: O.GlobalStore):
+    _check_plain_global(s, op)
+    tile = op.value.type
+    atomic = isinstance(op, O.GlobalAtomicAdd)
+    if atomic and tile.dtype != "f32":
+        raise UnsupportedError(f"atomic add of {tile.dtype} tiles is not lowered; gfx942 adds "
+                               "f32 with buffer_atomic_add_f32", op.loc, "accumulate in f32")
+    data = s.tile(op.value)
+    rsrc = s.rsrc[op.tensor.name]
+    for piece in _global_pieces(s, op, tile, (4,) if atomic else GLOBAL_WIDTHS):
+        first, count = piece.registers(DTYPE_BYTES[tile.dtype])
+        vaddr, soffset, offset = s.buffer_vaddr(piece)
+        opcode = "buffer_atomic_add_f32" if atomic else BUFFER_STORE[piece.nbytes]
+        s.emit(opcode, data[first:first + count], vaddr if vaddr is not None else _OFF, rsrc,
+               soffset, ndefs=0, mods=_buffer_mods(vaddr, offset))
+
+
+_OFF = None
+
+
+def _buffer_mods(vaddr, offset: int) -> str:
+    mods = "offen" if vaddr is not None else ""
+    return f"{mods} offset:{offset}".strip() if offset else mods
+
+
+def _lds_pieces(s: Selector, op, tile: RegType):
+    base = s.lds_base[op.buffer.name]
+    return lds_pieces(addr_map=op.addr, origin=op.origin, base=base, dtype=tile.dtype,
+                      layout=tile.layout, widths=LDS_WIDTHS, prover=s.prover, loc=op.loc)
+
+
+@rule(O.LdsStore)
+def _lds_store(s: Selector, op: O.LdsStore):
+    tile = op.value.type
+    data = s.tile(op.value)
+    for piece in _lds_pieces(s, op, tile):
+        first, count = piece.registers(DTYPE_BYTES[tile.dtype])
+        vaddr, offset = s.lds_vaddr(piece, tile.layout.waves)
+        s.emit(DS_WRITE[piece.nbytes], vaddr, data[first:first + count], ndefs=0,
+               mods=f"offset:{offset}" if offset else "")
+
+
+@rule(O.LdsLoad)
+def _lds_load(s: Selector, op: O.LdsLoad):
+    tile = op.result.type
+    dst = s.new_tile(op.result, align=2)
+    for piece in _lds_pieces(s, op, tile):
+        first, count = piece.registers(DTYPE_BYTES[tile.dtype])
+        vaddr, offset = s.lds_vaddr(piece, tile.layout.waves)
+        s.emit(DS_READ[piece.nbytes], dst[first:first + count], vaddr,
+               mods=f"offset:{offset}" if offset else "")
+
+
+@rule(O.Mfma)
+def _mfma(s: Selector, op: O.Mfma):
+    info = mfma(op.instr)
+    c = s.tile(op.c)
+    if s.dies(op.c, op):
+        dst = c                          # accumulate in place: SrcC forwarding, no hazard
+        s.regs[op.result.name] = dst
+    else:
+        dst = s.new_tile(op.result)
+    s.emit(info.name, dst, s.tile(op.a), s.tile(op.b), c)
+
+
+@rule(O.Full)
+def _full(s: Selector, op: O.Full):
+    tile = op.result.type
+    if tile.dtype != "f32":
+        raise UnsupportedError(f"full of {tile.dtype} tiles is not lowered; fill f32 tiles and "
+                               "cast", op.loc)
+    bits = struct.unpack("<I", struct.pack("<f", op.value))[0]
+    dst = s.new_tile(op.result)
+    for r in range(dst.size):
+        s.emit("v_mov_b32_e32", dst[r], bits)
+
+
+@rule(O.Barrier)
+def _barrier(s: Selector, op: O.Barrier):
+    s.emit("s_barrier", ndefs=0)
+
+
+@rule(O.For)
+def _for(s: Selector, op: O.For):
+    for e in (op.start, op.stop):
+        if not s.is_uniform(e):
+            raise LoweringError(f"loop bound '{e}' is not workgroup-uniform", op.loc)
+    iv = VReg("s", 1, op.iv.name)
+    pre, latch, setup = s.out, [], []
+    at = len(pre)
+    start = s.value(op.start)
+    stop = s.value(op.stop)
+    carried = []
+    for init, arg in zip(op.inits, op.body.args):
+        reg = s.tile(init)
+        if not s.dies(init, op):
+            copy = s.new_tile(arg)
+            for r in range(reg.size):
+                s.emit("v_mov_b32_e32", copy[r], reg[r])
+            reg = copy
+        s.regs[arg.name] = reg
+        carried.append(reg)
+    s.emit("s_mov_b32", iv, start, note=f"{op.iv.name} = {op.start}")
+    loop = Loop(s.label("loop"), s.label("end"), loc=op.loc)
+    s.emit("s_cmp_ge_i32", iv, stop, ndefs=0, note="no iterations?")
+    s.emit("s_cbranch_scc1", loop.exit, ndefs=0)
+    pre.append(loop)
+    frame = LoopFrame(op.iv.name, op.step, op.start, setup, latch)
+    s.frames.append(frame)
+    s.loop_vars.add(op.iv.name)
+    s.bindings[op.iv.name] = iv
+    s.push_scope()
+    s.out = loop.body
+    *body, yielded = op.body.ops
+    s.block(body)
+    s.loc = yielded.loc
+    for value, reg in zip(yielded.values, carried):
+        src = s.tile(value)
+        if src is not reg:
+            for r in range(reg.size):
+                s.emit("v_mov_b32_e32", reg[r], src[r])
+    s.loc = op.loc
+    loop.body.extend(latch)
+    s.emit("s_add_i32", iv, iv, op.step)
+    s.emit("s_cmp_lt_i32", iv, stop, ndefs=0)
+    s.emit("s_cbranch_scc1", loop.header, ndefs=0)
+    s.pop_scope()
+    s.frames.pop()
+    s.loop_vars.discard(op.iv.name)
+    s.out = pre
+    pre[at:at] = setup               # strength-reduced offsets start before the trip test
+    for result, reg in zip(op.results, carried):
+        s.regs[result.name] = reg
+
+
+__all__ = ["RULES", "Selector", "KernargSlot", "rule", "LabelDef", "MInst"]

@@ -1,0 +1,166 @@
+"""The machine program the lowering stages pass along: gfx942 instructions over virtual
+registers, labels and structured loops, each instruction tied to the IR op and DSL line it
+came from (for the annotated `.s`, register-budget errors and the performance model).
+
+Registers are `VReg`s (a class 's' or 'v', a size in 32-bit registers and an alignment) until
+`regalloc` gives each a physical index; `Ref` names a sub-range of one (a pair inside a tile).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import attrs
+
+from argus.ir.types import SourceLoc
+
+_ids = itertools.count()
+
+
+@attrs.define(eq=False)
+class VReg:
+    """A virtual register tuple. `phys` is set by the allocator (or fixed for ABI inputs)."""
+
+    cls: str                      # 's' (SGPR) or 'v' (VGPR)
+    size: int = 1
+    name: str = ""
+    align: int = 1
+    phys: int | None = None
+    serial: int = attrs.field(factory=lambda: next(_ids))
+
+    def __hash__(self):
+        return self.serial
+
+    def __getitem__(self, index) -> Ref:
+        if isinstance(index, slice):
+            start, stop = index.start or 0, self.size if index.stop is None else index.stop
+            return Ref(self, start, stop - start)
+        return Ref(self, index, 1)
+
+    @property
+    def whole(self) -> Ref:
+        return Ref(self, 0, self.size)
+
+    def __str__(self):
+        return str(self.whole)
+
+
+@attrs.frozen
+class Ref:
+    """Registers [start, start + count) of a VReg."""
+
+    reg: VReg
+    start: int = 0
+    count: int = 1
+
+    def units(self) -> tuple[tuple[str, int], ...]:
+        """The physical registers referenced, as (file, index) pairs (after allocation)."""
+        base = self.reg.phys + self.start
+        return tuple((self.reg.cls, base + i) for i in range(self.count))
+
+    def __str__(self):
+        if self.reg.phys is None:
+            return f"%{self.reg.name or self.reg.serial}[{self.start}:{self.start + self.count}]"
+        first = self.reg.phys + self.start
+        if self.count == 1:
+            return f"{self.reg.cls}{first}"
+        return f"{self.reg.cls}[{first}:{first + self.count - 1}]"
+
+
+def ref(x) -> Ref:
+    return x.whole if isinstance(x, VReg) else x
+
+
+@attrs.frozen
+class Fixed:
+    """A named operand that is not allocated: vcc, exec, scc, off, or a literal text form."""
+
+    text: str
+
+    def __str__(self):
+        return self.text
+
+
+@attrs.frozen
+class Label:
+    name: str
+
+    def __str__(self):
+        return self.name
+
+
+@attrs.define(eq=False)
+class MInst:
+    """One machine instruction. `operands` are in assembler order; the first `ndefs` are
+    written, the rest read. `mods` is the trailing modifier text (offen offset:16 ...)."""
+
+    opcode: str
+    operands: tuple = ()
+    ndefs: int = 0
+    mods: str = ""
+    loc: SourceLoc | None = None
+    note: str = ""
+    origin: str = ""             # the IR op it lowers, e.g. "mfma"
+    inserted: str = ""           # "waitcnt" / "nop" when a later stage added it
+
+    @property
+    def defs(self) -> tuple[Ref, ...]:
+        return tuple(ref(o) for o in self.operands[:self.ndefs] if isinstance(o, VReg | Ref))
+
+    @property
+    def uses(self) -> tuple[Ref, ...]:
+        return tuple(ref(o) for o in self.operands[self.ndefs:] if isinstance(o, VReg | Ref))
+
+    def text(self) -> str:
+        ops = ", ".join(_operand_text(o) for o in self.operands)
+        body = f"{self.opcode} {ops}".rstrip() if ops else self.opcode
+        return f"{body} {self.mods}".rstrip()
+
+
+def _operand_text(o) -> str:
+    if isinstance(o, bool):
+        raise TypeError("a boolean is not an operand")
+    if isinstance(o, int):
+        return str(o) if -16 <= o <= 64 else hex(o & 0xFFFFFFFF)
+    return str(ref(o) if isinstance(o, VReg) else o)
+
+
+@attrs.define(eq=False)
+class LabelDef:
+    label: Label
+
+
+@attrs.define(eq=False)
+class Loop:
+    """A counted loop: `body` runs while the condition the latch tests holds; `header` is the
+    label the latch branches back to, `exit` the one after it."""
+
+    header: Label
+    exit: Label
+    body: list = attrs.field(factory=list)
+    loc: SourceLoc | None = None
+
+
+Item = MInst | LabelDef | Loop
+
+
+def flatten(items: list[Item]) -> list[MInst | LabelDef]:
+    """The program in layout order (loops dissolved into their labels and instructions)."""
+    out: list = []
+    for item in items:
+        if isinstance(item, Loop):
+            out.append(LabelDef(item.header))
+            out.extend(flatten(item.body))
+            out.append(LabelDef(item.exit))
+        else:
+            out.append(item)
+    return out
+
+
+def instructions(items: list[Item]):
+    """Every MInst, nested ones included, in layout order."""
+    for item in items:
+        if isinstance(item, Loop):
+            yield from instructions(item.body)
+        elif isinstance(item, MInst):
+            yield item

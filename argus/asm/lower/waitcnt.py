@@ -1,0 +1,143 @@
+"""`s_waitcnt` insertion from the counters' rules (isa_cdna3.isa.wait_counter): vector memory
+completes in order on vmcnt, LDS in order on lgkmcnt, scalar memory out of order on lgkmcnt.
+
+Each instruction that reads or overwrites a register a pending load writes waits for exactly
+that load: the count is the number of same-counter operations issued after it (the weakest
+wait that makes the use safe). `s_barrier` waits for this wave's LDS writes, so other waves see
+them after the barrier. Loops are solved to a fixpoint over the back edge; the pending lists of
+two paths merge newest-first.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from argus.asm.lower.program import Loop, MInst
+from argus.isa_cdna3 import isa
+
+LIMIT = {"vm": isa.VMCNT_MAX, "lgkm": isa.LGKMCNT_MAX}
+
+
+@attrs.frozen
+class Pending:
+    """One outstanding memory operation: the registers it will write and what it is."""
+
+    regs: frozenset
+    lds_write: bool = False
+    scalar: bool = False
+
+
+@attrs.frozen
+class State:
+    vm: tuple[Pending, ...] = ()
+    lgkm: tuple[Pending, ...] = ()
+
+    def merge(self, other: State) -> State:
+        return State(_merge(self.vm, other.vm), _merge(self.lgkm, other.lgkm))
+
+
+def _merge(a: tuple, b: tuple) -> tuple:
+    n = max(len(a), len(b))
+    a, b = (None,) * (n - len(a)) + a, (None,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b):
+        if x is None or y is None:
+            out.append(x or y)
+        else:
+            out.append(Pending(x.regs | y.regs, x.lds_write or y.lds_write,
+                               x.scalar or y.scalar))
+    return tuple(out)
+
+
+def _units(inst: MInst, which) -> frozenset:
+    return frozenset(u for r in which for u in r.units())
+
+
+def _needed(queue: tuple[Pending, ...], touched: frozenset, counter: str, barrier: bool
+            ) -> int | None:
+    """The largest count that retires every pending op this instruction depends on."""
+    need = None
+    for age, entry in enumerate(reversed(queue)):       # age 0 = newest
+        hit = bool(entry.regs & touched) or (barrier and entry.lds_write)
+        if not hit:
+            continue
+        if entry.scalar or (counter == "lgkm" and any(e.scalar for e in queue)):
+            return 0
+        need = age if need is None else min(need, age)
+    if need is None:
+        return None
+    # a count at the field's maximum reads as "no wait"
+    return min(need, LIMIT[counter] - 1)
+
+
+def _step(inst: MInst, state: State) -> tuple[State, dict[str, int]]:
+    touched = _units(inst, inst.uses) | _units(inst, inst.defs)
+    barrier = inst.opcode == "s_barrier"
+    waits = {}
+    vm, lgkm = state.vm, state.lgkm
+    for counter, queue in (("vm", vm), ("lgkm", lgkm)):
+        n = _needed(queue, touched, counter, barrier)
+        if n is not None:
+            waits[counter] = n
+    if "vm" in waits:
+        vm = vm[len(vm) - waits["vm"]:] if waits["vm"] else ()
+    if "lgkm" in waits:
+        lgkm = lgkm[len(lgkm) - waits["lgkm"]:] if waits["lgkm"] else ()
+    counter = isa.wait_counter(inst.opcode)
+    if counter is not None:
+        entry = Pending(_units(inst, inst.defs), inst.opcode.startswith("ds_write"),
+                        isa.is_scalar_memory(inst.opcode))
+        if counter == "vm":
+            vm = _bounded(vm + (entry,), counter)
+        else:
+            lgkm = _bounded(lgkm + (entry,), counter)
+    return State(vm, lgkm), waits
+
+
+def _bounded(queue: tuple, counter: str) -> tuple:
+    """Entries older than the largest count a wait can name are folded into one: any wait
+    that retires the folded entry retires all of them."""
+    keep = LIMIT[counter] - 1
+    if len(queue) <= keep:
+        return queue
+    old = queue[:len(queue) - keep + 1]
+    folded = Pending(frozenset().union(*(e.regs for e in old)), any(e.lds_write for e in old),
+                     any(e.scalar for e in old))
+    return (folded,) + queue[len(queue) - keep + 1:]
+
+
+def waitcnt_text(waits: dict[str, int]) -> str:
+    return " ".join(f"{'vmcnt' if c == 'vm' else 'lgkmcnt'}({n})" for c, n in sorted(
+        waits.items(), key=lambda kv: kv[0] != "vm"))
+
+
+def _walk(items: list, state: State, insert: bool) -> State:
+    out = []
+    for item in items:
+        if isinstance(item, Loop):
+            entry = state
+            while True:
+                end = _walk(item.body, entry, insert=False)
+                merged = state.merge(end)
+                if merged == entry:
+                    break
+                entry = merged
+            end = _walk(item.body, entry, insert)
+            # leaving the loop: from the last iteration, or from the trip test before it
+            state = state.merge(end)
+            out.append(item)
+            continue
+        if isinstance(item, MInst):
+            state, waits = _step(item, state)
+            if waits and insert:
+                out.append(MInst("s_waitcnt", (), 0, waitcnt_text(waits), item.loc,
+                                 f"for {item.opcode}", inserted="waitcnt"))
+        out.append(item)
+    if insert:
+        items[:] = out
+    return state
+
+
+def insert_waits(items: list) -> None:
+    """Insert the `s_waitcnt`s the program needs (in place)."""
+    _walk(items, State(), insert=True)
