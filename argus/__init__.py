@@ -1,7 +1,9 @@
 """Argus: verified, search-tuned AMD CDNA3 (gfx942) GPU kernels.
 
-`argus.verify(kernel, **sizes)` proves a DSL kernel's tag assertions and built-in checks; the
-packages below hold the layers (see DESIGN.md): ir, lang, absint, smt, isa_cdna3, asm, kernels.
+`argus.verify(kernel, **sizes)` proves a DSL kernel's tag assertions and built-in checks;
+`argus.compile(kernel, **params)` lowers it to a gfx942 code object (`CompiledKernel.run`
+launches it). The packages below hold the layers (see DESIGN.md): ir, lang, absint, smt,
+isa_cdna3, asm, kernels; `argus.pipeline` is the road through them.
 """
 
 __version__ = "0.1.0"
@@ -14,3 +16,11 @@ def verify(kernel, **options):
     from argus.pipeline import resolve_kernel
 
     return run(resolve_kernel(kernel) if isinstance(kernel, str) else kernel, **options)
+
+
+def compile(kernel, **options):
+    """Lower a DSL kernel with tile parameters to a gfx942 code object; see
+    `argus.pipeline.compile` (policy, verify, tile parameters)."""
+    from argus.pipeline import compile as run
+
+    return run(kernel, **options)

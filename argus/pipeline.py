@@ -1,13 +1,18 @@
 """The road from a kernel to its results, for the layers above (CLI, the `argus` facade, search):
 find a kernel by name or file (`resolve_kernel`), run a library kernel in the reference
-interpreter against numpy (`run_interp`). Stages that need both the DSL kernels and the analyses
-meet here, so `absint` and `kernels` stay independent of each other.
+interpreter against numpy (`run_interp`), and compile a kernel to a gfx942 code object
+(`compile` -> `CompiledKernel`, whose `run` launches it on the emulator or through HIP).
+Stages that need both the DSL kernels and the analyses meet here, so `absint` and `kernels`
+stay independent of each other. Compilations are cached by the content of the traced IR.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
@@ -16,6 +21,8 @@ import numpy as np
 from argus.absint.concrete import run
 from argus.absint.verify import VerifyError
 from argus.ir import ops as O
+from argus.ir.expr import Var, evaluate
+from argus.isa_cdna3.abi import LaunchError
 from argus.kernels import library
 
 
@@ -81,3 +88,168 @@ def run_interp(name: str, sizes: dict[str, int] | None = None, params: dict | No
     error = float(np.abs(result.outputs[entry.output].astype(np.float64) - expected).max())
     scale = max(1.0, float(np.abs(expected).max()))
     return InterpRun(name, sizes, params, result, error / scale, entry.tolerance)
+
+
+DEVICES = ("emulator", "hip")
+
+
+@attrs.frozen
+class CompiledKernel:
+    """A compiled kernel: one code object for every size its assumptions admit."""
+
+    name: str
+    params: dict
+    ir: O.Kernel = attrs.field(repr=False)
+    lowered: object = attrs.field(repr=False)          # argus.asm.lower.Lowered
+    code: object = attrs.field(repr=False)             # argus.asm.CodeObject
+    seconds: float = 0.0                               # lowering + assembling
+
+    @property
+    def text(self) -> str:
+        return self.lowered.text
+
+    @property
+    def kernargs(self) -> tuple:
+        """(name, kind "ptr"|"i32", offset, size) of each kernel argument."""
+        return tuple((k.name, k.kind, k.offset, k.size) for k in self.lowered.kernargs)
+
+    @property
+    def block(self) -> int:
+        return self.lowered.waves * 64
+
+    def grid(self, **sizes) -> tuple[int, ...]:
+        """Workgroups per axis for these sizes."""
+        missing = [v.name for v in self.ir.sizes if v.name not in sizes]
+        if missing:
+            raise LaunchError(f"{self.name}: the grid needs the sizes {missing}")
+        return tuple(int(evaluate(g, sizes)) for g in self.lowered.grid)
+
+    @property
+    def resources(self) -> dict:
+        lo = self.lowered
+        return {"sgprs": lo.sgprs, "vgprs": lo.vgprs, "agprs": lo.agprs, "lds_bytes": lo.lds_bytes,
+                "waves_per_workgroup": lo.waves, "waves_per_simd": lo.occupancy,
+                "occupancy_limited_by": lo.occupancy_limit}
+
+    def sizes_of(self, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+        """The symbolic sizes read off the arrays' shapes, checked against each other and the
+        kernel's assumptions."""
+        sizes: dict[str, int] = {}
+        for tensor in self.ir.tensors:
+            array = arrays[tensor.name]
+            shape = tensor.type.shape
+            if array.ndim != len(shape):
+                raise LaunchError(f"{self.name}: {tensor.name} must have {len(shape)} dimensions "
+                                  f"({', '.join(map(str, shape))}), got shape {array.shape}")
+            for extent, actual in zip(shape, array.shape):
+                if isinstance(extent, Var) and extent.name not in sizes:
+                    sizes[extent.name] = int(actual)
+        for tensor in self.ir.tensors:
+            want = tuple(int(evaluate(e, sizes)) for e in tensor.type.shape)
+            if tuple(arrays[tensor.name].shape) != want:
+                raise LaunchError(f"{self.name}: {tensor.name} has shape "
+                                  f"{arrays[tensor.name].shape} but the sizes {sizes} make it "
+                                  f"{want}")
+        for assumption in self.ir.assumes:
+            if not evaluate(assumption, sizes):
+                raise LaunchError(f"{self.name}: the sizes {sizes} violate the kernel's "
+                                  f"assumption {assumption} (it was compiled for {self.params})")
+        return sizes
+
+    def bind(self, arrays: tuple, named: dict) -> dict[str, np.ndarray]:
+        names = [t.name for t in self.ir.tensors]
+        if len(arrays) > len(names):
+            raise LaunchError(f"{self.name} takes {len(names)} arrays ({', '.join(names)}), "
+                              f"got {len(arrays)}")
+        bound = dict(zip(names, arrays))
+        for name, value in named.items():
+            if name not in names:
+                raise LaunchError(f"{self.name} has no array argument {name!r}; it has {names}")
+            if name in bound:
+                raise LaunchError(f"{self.name}: {name} given by position and by name")
+            bound[name] = value
+        missing = [n for n in names if n not in bound]
+        if missing:
+            raise LaunchError(f"{self.name}: missing array(s) {missing}")
+        from argus.absint.concrete import NUMPY_DTYPES
+
+        for tensor in self.ir.tensors:
+            array = bound[tensor.name]
+            want = np.dtype(NUMPY_DTYPES[tensor.type.dtype])
+            if not isinstance(array, np.ndarray) or array.dtype != want:
+                raise LaunchError(f"{self.name}: {tensor.name} must be a numpy array of {want}, "
+                                  f"got {getattr(array, 'dtype', type(array).__name__)}")
+            if array.nbytes >= 1 << 32:
+                raise LaunchError(f"{self.name}: {tensor.name} has {array.nbytes} bytes; buffer "
+                                  "offsets are 32-bit, so a tensor must stay below 4 GiB")
+        return bound
+
+    def arguments(self, bound: dict, sizes: dict) -> dict:
+        """Kernel arguments by name: arrays, then the sizes the kernel reads."""
+        values = dict(bound)
+        for var in self.ir.sizes:
+            values[var.name] = np.int32(sizes[var.name])
+        return values
+
+    def run(self, *arrays, device: str = "emulator", check: str = "strict",
+            memory: str = "strict", **named):
+        """Launch on `device` with arrays by position or name; outputs are written in place.
+        Returns the emulator's `Emulation` (trace, timing) or the HIP launch record."""
+        if device not in DEVICES:
+            raise LaunchError(f"device must be one of {DEVICES}, got {device!r}")
+        bound = self.bind(arrays, named)
+        sizes = self.sizes_of(bound)
+        grid = self.grid(**sizes)
+        if math.prod(grid) == 0:
+            raise LaunchError(f"{self.name}: the sizes {sizes} give an empty grid {grid}")
+        args = self.arguments(bound, sizes)
+        if device == "hip":
+            from argus.asm.hip import launch
+
+            return launch(self.code, self.name, grid=grid, block=self.block, args=args)
+        from argus.asm.launch import emulate
+
+        return emulate(self.code, self.name, grid=grid, block=self.block, args=args, check=check,
+                       memory=memory)
+
+
+_CACHE: dict[str, CompiledKernel] = {}
+
+
+def compile(kernel, *, policy: str = "interleave", verify: bool = False, **params
+            ) -> CompiledKernel:
+    """Compile a DSL kernel (or an already traced IR kernel) with tile parameters `params`.
+
+    With `verify=True` the kernel is proved first and a refuted or unknown obligation stops the
+    compilation (argus.absint.verify.VerifyError). Tile parameters are compile-time; sizes are
+    kernel arguments.
+    """
+    import time
+
+    from argus.asm import assemble
+    from argus.asm.lower import lower
+
+    ir = kernel if isinstance(kernel, O.Kernel) else kernel.trace(**params)
+    key = hashlib.sha256(f"{policy}\n{ir}".encode()).hexdigest()
+    if key in _CACHE and not verify:
+        return _CACHE[key]
+    if verify:
+        _prove(ir)
+    if key in _CACHE:
+        return _CACHE[key]
+    start = time.perf_counter()
+    lowered = lower(ir, policy)
+    code = assemble(lowered.text)
+    compiled = CompiledKernel(ir.name, dict(params), ir, lowered, code,
+                              time.perf_counter() - start)
+    _CACHE[key] = compiled
+    return compiled
+
+
+def _prove(ir: O.Kernel) -> None:
+    from argus.absint.verify import verify
+
+    report = verify(ir)
+    if not report.proved_for_all_sizes:
+        raise VerifyError(f"{ir.name} is not proved for every size; the backend lowers "
+                          f"verified kernels only:\n{report}")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import attrs
 
-from argus.asm.lower.exprgen import LoweringError, UnsupportedError
 from argus.asm.lower.address import VectorizeError
+from argus.asm.lower.exprgen import LoweringError, UnsupportedError
 from argus.asm.lower.regalloc import RegisterBudgetError
 from argus.ir import ops as O
 from argus.ir.expr import Expr

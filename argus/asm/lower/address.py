@@ -11,13 +11,23 @@ proved with the SMT layer under the kernel's assumptions.
 
 from __future__ import annotations
 
+import functools
+
 import attrs
 import numpy as np
 
-from argus.ir.expr import Const, Expr, as_expr, evaluate, free_vars, linear_form, simplify, \
-    substitute
-from argus.ir.types import LANES, DTYPE_BYTES, ThreadLayout
 from argus.asm.lower.exprgen import LANE_VARS, LoweringError
+from argus.ir.expr import (
+    Const,
+    Expr,
+    as_expr,
+    evaluate,
+    free_vars,
+    linear_form,
+    simplify,
+    substitute,
+)
+from argus.ir.types import DTYPE_BYTES, LANES, ThreadLayout
 
 
 class VectorizeError(LoweringError):
@@ -41,18 +51,25 @@ class Piece:
         return self.first * elem_bytes // 4, self.nbytes // 4
 
 
-def _threads(waves: int) -> dict[str, np.ndarray]:
-    tid = np.arange(waves * LANES)
-    return {"wave": tid // LANES, "lane": tid % LANES}
+#: Variables that vary inside a workgroup's tile (the slot is a compile-time register index).
+TILE_VARS = LANE_VARS | {"slot"}
 
 
-def table(e: Expr, waves: int) -> np.ndarray:
-    """Value of a (wave, lane) expression for every thread of the workgroup."""
-    return np.broadcast_to(np.asarray(evaluate(e, _threads(waves)), np.int64), (waves * LANES,))
+def _threads(waves: int, slots: int = 1) -> dict[str, np.ndarray]:
+    tid = np.arange(waves * LANES)[:, None]
+    return {"wave": tid // LANES, "lane": tid % LANES, "slot": np.arange(slots)[None, :]}
 
 
-def at_slot(layout: ThreadLayout, slot: int) -> tuple[Expr, ...]:
-    return tuple(simplify(substitute(c, {"slot": slot})) for c in layout.coords)
+def table(e: Expr, waves: int, slots: int = 1) -> np.ndarray:
+    """Value of a (wave, lane, slot) expression for every thread (rows) and slot (columns);
+    a 1-D array over the threads when `slots` is 1."""
+    values = np.broadcast_to(np.asarray(evaluate(e, _threads(waves, slots)), np.int64),
+                             (waves * LANES, slots))
+    return values[:, 0] if slots == 1 else values
+
+
+def at_slot(e: Expr, slot: int) -> Expr:
+    return simplify(substitute(e, {"slot": slot}))
 
 
 def split_lane(e: Expr, loc) -> tuple[Expr, Expr, int]:
@@ -62,12 +79,12 @@ def split_lane(e: Expr, loc) -> tuple[Expr, Expr, int]:
     lane, uniform = Const(0), Const(0)
     for atom, k in terms.items():
         names = {v.name for v in free_vars(atom)}
-        if names & LANE_VARS and names - LANE_VARS:
+        if names & TILE_VARS and names - TILE_VARS:
             raise LoweringError(f"the address term '{atom}' mixes per-lane and uniform values "
                                 "non-linearly; the backend cannot split it into a VGPR base "
                                 "and an SGPR offset", loc,
                                 "apply swizzles to in-tile coordinates only")
-        if names & LANE_VARS:
+        if names & TILE_VARS:
             lane = lane + atom * k
         else:
             uniform = uniform + atom * k
@@ -112,14 +129,15 @@ def global_pieces(*, shape, dtype: str, origin, axes, layout: ThreadLayout, widt
     strides = row_major_strides(shape)
     last = len(shape) - 1
     inner = axes.index(last) if last in axes else None
-    slots = [at_slot(layout, s) for s in range(layout.slots)]
-    tables = [[table(c, layout.waves) for c in coords] for coords in slots]
+    # coordinate of every (thread, slot) per tile axis: contiguity is decided on these
+    tables = [table(c, layout.waves, layout.slots) for c in layout.coords]
 
+    @functools.cache
     def address(s: int) -> tuple[Expr, Expr, int]:
         lane, uniform = Const(0), Const(0)
         full = list(origin)
-        for j, coord in enumerate(slots[s]):
-            lane_j, uniform_j, const_j = split_lane(coord, loc)
+        for j, coord in enumerate(layout.coords):
+            lane_j, uniform_j, const_j = split_lane(at_slot(coord, s), loc)
             if not isinstance(uniform_j, Const) or uniform_j.value:
                 raise LoweringError(f"tile coordinate '{coord}' is not per-lane", loc)
             lane = lane + lane_j * strides[axes[j]]
@@ -133,11 +151,10 @@ def global_pieces(*, shape, dtype: str, origin, axes, layout: ThreadLayout, widt
     def contiguous(s: int, w: int) -> bool:
         if inner is None and w > 1:
             return False
-        for i in range(1, w):
-            for j in range(len(axes)):
-                want = tables[s][j] + (i if j == inner else 0)
-                if not np.array_equal(tables[s + i][j], want):
-                    return False
+        for j, t in enumerate(tables):
+            step = np.arange(w) if j == inner else 0
+            if not (t[:, s:s + w] == t[:, s:s + 1] + step).all():
+                return False
         return True
 
     def aligned(s: int, piece_bytes: int) -> bool:
@@ -146,8 +163,7 @@ def global_pieces(*, shape, dtype: str, origin, axes, layout: ThreadLayout, widt
         step = 4 // nbytes if nbytes < 4 else 1
         if step == 1:
             return True
-        lane_ok = inner is None or not np.any(tables[s][inner] % step)
-        if not lane_ok:
+        if inner is not None and np.any(tables[inner][:, s] % step):
             return False
         _, uniform, const = address(s)
         lane_strides = [strides[axes[j]] for j in range(len(axes)) if j != inner]
@@ -162,28 +178,24 @@ def lds_pieces(*, addr_map, origin, base: int, dtype: str, layout: ThreadLayout,
     """Pieces of an LDS access buffer[addr(origin + c)] (the tile fills the trailing axes)."""
     nbytes = DTYPE_BYTES[dtype]
     lead = len(origin) - len(layout.coords)
-    slots = [at_slot(layout, s) for s in range(layout.slots)]
-    parts = []
-    for coords in slots:
-        full = list(origin[:lead]) + [o + c for o, c in zip(origin[lead:], coords)]
-        byte_address = simplify(addr_map.at(tuple(full)) * nbytes + base)
-        parts.append(split_lane(byte_address, loc))
-    tables = [table(lane, layout.waves) + const for lane, _, const in parts]
+    full = list(origin[:lead]) + [o + c for o, c in zip(origin[lead:], layout.coords)]
+    lane, uniform, const = split_lane(simplify(addr_map.at(tuple(full)) * nbytes + base), loc)
+    addresses = table(lane, layout.waves, layout.slots) + const
 
+    @functools.cache
     def address(s: int) -> tuple[Expr, Expr, int]:
-        return parts[s]
+        lane_s, _, const_s = split_lane(at_slot(lane, s), loc)
+        return lane_s, uniform, const + const_s
 
     def contiguous(s: int, w: int) -> bool:
-        return all(parts[s + i][1] is parts[s][1]
-                   and np.array_equal(tables[s + i], tables[s] + i * nbytes) for i in range(w))
+        return bool((addresses[:, s:s + w] == addresses[:, s:s + 1] + nbytes * np.arange(w))
+                    .all())
 
     def aligned(s: int, piece_bytes: int) -> bool:
         align = min(piece_bytes, 16)
-        return (not np.any(tables[s] % align)) and prover.divisible(parts[s][1], align)
+        return not np.any(addresses[:, s] % align) and prover.divisible(uniform, align)
 
     return _group(layout.slots, nbytes, widths, contiguous, aligned, address, loc)
-
-
 def _group(slots: int, nbytes: int, widths, contiguous, aligned, address, loc) -> list[Piece]:
     pieces, s = [], 0
     while s < slots:

@@ -23,6 +23,13 @@ def _units(refs) -> frozenset:
     return frozenset(u for r in refs for u in r.units())
 
 
+def _reads_writes(inst: MInst, cache: dict) -> tuple[frozenset, frozenset, frozenset]:
+    """(registers read, registers written, MFMA SrcA/B registers) of an instruction."""
+    if inst not in cache:
+        cache[inst] = (_units(inst.uses), _units(inst.defs), _units(inst.uses[:2]))
+    return cache[inst]
+
+
 def wait_states(inst: MInst) -> int:
     """Wait states one instruction provides: `s_nop N` gives N + 1, anything else 1."""
     if inst.opcode == "s_nop":
@@ -30,26 +37,26 @@ def wait_states(inst: MInst) -> int:
     return 1
 
 
-def required(producer: MInst, consumer: MInst) -> int:
+def required(producer: MInst, consumer: MInst, cache: dict | None = None) -> int:
     """Wait states `consumer` needs after `producer` (0 when independent)."""
-    written = _units(producer.defs)
+    cache = {} if cache is None else cache
+    _, written, _ = _reads_writes(producer, cache)
     if not written:
+        return 0
+    reads, writes, a_b = _reads_writes(consumer, cache)
+    if not (reads | writes) & written:
         return 0
     if is_mfma(producer):
         info = mfma(producer.opcode)
         if is_mfma(consumer):
-            a_b = _units(consumer.uses[:2])
-            c = _units(consumer.uses[2:3])
+            c = reads - a_b
             need = isa.mfma_to_read_wait_states(info) if a_b & written else 0
             if c & written:
                 need = max(need, isa.mfma_to_srcc_wait_states(info, same_registers=c == written))
             return need
-        if (_units(consumer.uses) | _units(consumer.defs)) & written:
-            return isa.mfma_to_read_wait_states(info)
-        return 0
-    if producer.opcode.startswith("v_") and is_mfma(consumer):
-        if _units(consumer.uses) & written:
-            return isa.VALU_WRITE_VGPR_TO_MFMA_READ
+        return isa.mfma_to_read_wait_states(info)
+    if producer.opcode.startswith("v_") and is_mfma(consumer) and reads & written:
+        return isa.VALU_WRITE_VGPR_TO_MFMA_READ
     return 0
 
 
@@ -60,25 +67,25 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
-def _walk(items: list, history: dict, insert: bool) -> dict:
+def _walk(items: list, history: dict, insert: bool, cache: dict) -> dict:
     """history: producer -> wait states issued since it (ages); returns the history after."""
     out = []
     for item in items:
         if isinstance(item, Loop):
             entry = history
             for _ in range(4):
-                end = _walk(item.body, entry, insert=False)
+                end = _walk(item.body, entry, False, cache)
                 merged = _merge(history, end)
                 if merged == entry:
                     break
                 entry = merged
-            history = _merge(history, _walk(item.body, entry, insert))
+            history = _merge(history, _walk(item.body, entry, insert, cache))
             out.append(item)
             continue
         if not isinstance(item, MInst):
             out.append(item)
             continue
-        gap = max((required(p, item) - age for p, age in history.items()), default=0)
+        gap = max((required(p, item, cache) - age for p, age in history.items()), default=0)
         if gap > 0:
             for nop in _nops(gap, item):
                 out.append(nop)
@@ -105,4 +112,4 @@ def _nops(gap: int, consumer: MInst) -> list[MInst]:
 
 def insert_nops(items: list) -> None:
     """Insert the `s_nop`s the hazard table requires (in place)."""
-    _walk(items, {}, insert=True)
+    _walk(items, {}, True, {})

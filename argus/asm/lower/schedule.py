@@ -5,7 +5,7 @@ of the next MFMA step overlap the MFMAs of this one and waits land as late as po
 
 from __future__ import annotations
 
-from argus.asm.lower.program import Loop, MInst
+from argus.asm.lower.program import Loop
 
 
 def schedule(items: list, policy: str) -> None:

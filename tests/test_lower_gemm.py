@@ -1,0 +1,74 @@
+"""The backend end to end: the library GEMM compiled to a gfx942 code object and run in the
+strict emulator (no hazard, no missing wait, strict memory) against numpy, with several sizes
+per code object."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import argus
+from argus.kernels import library
+
+GEMM = library()["gemm"]
+SMALL = "v_mfma_f32_16x16x16_bf16"
+
+#: (tile parameters, sizes run with the same code object)
+CONFIGS = [
+    ({}, [(64, 64, 32), (128, 192, 96)]),
+    ({"block_m": 128, "block_n": 128}, [(128, 256, 64)]),
+    ({"block_k": 64}, [(192, 64, 128)]),
+    ({"instr": SMALL}, [(64, 128, 64)]),
+    ({"split_k": 2}, [(64, 128, 128)]),
+    ({"split_k": 4, "block_k": 64, "block_n": 128}, [(128, 128, 256)]),
+]
+
+
+def run_gemm(compiled, params, M, N, K, seed=0):
+    inputs = GEMM.inputs({"M": M, "N": N, "K": K}, params, seed)
+    emulation = compiled.run(inputs["A"], inputs["B"], inputs["C"], check="strict")
+    reference = GEMM.reference(inputs, params)
+    error = np.abs(inputs["C"] - reference).max() / max(np.abs(reference).max(), 1)
+    return error, emulation
+
+
+@pytest.mark.parametrize("params,sizes", CONFIGS,
+                         ids=[",".join(f"{k}={v}" for k, v in p.items()) or "default"
+                              for p, _ in CONFIGS])
+def test_gemm_matches_numpy_on_the_strict_emulator(params, sizes):
+    compiled = argus.compile(GEMM.kernel, **params)
+    for M, N, K in sizes:
+        error, emulation = run_gemm(compiled, params, M, N, K)
+        assert error < GEMM.tolerance, (params, M, N, K, error)
+        assert not emulation.hazards
+        want = compiled.grid(M=M, N=N, K=K)
+        assert emulation.workgroups == np.prod(want)
+
+
+@settings(max_examples=max(3, settings.default.max_examples // 10), deadline=None)
+@given(tile=st.sampled_from([({}, 64, 64, 32), ({"instr": SMALL, "block_k": 64}, 64, 64, 64),
+                             ({"split_k": 2}, 64, 64, 64)]),
+       m=st.integers(1, 3), n=st.integers(1, 3), k=st.integers(1, 4), seed=st.integers(0, 9))
+def test_gemm_sizes_and_tiles(tile, m, n, k, seed):
+    params, bm, bn, bk = tile
+    compiled = argus.compile(GEMM.kernel, **params)
+    error, _ = run_gemm(compiled, params, m * bm, n * bn, k * bk, seed)
+    assert error < GEMM.tolerance
+
+
+def test_sizes_that_break_an_assumption_are_refused():
+    compiled = argus.compile(GEMM.kernel)
+    inputs = GEMM.inputs({"M": 64, "N": 64, "K": 48}, {})
+    with pytest.raises(argus.pipeline.LaunchError, match="assumption"):
+        compiled.run(inputs["A"], inputs["B"], inputs["C"])
+
+
+def test_resources_and_layout():
+    compiled = argus.compile(GEMM.kernel)
+    assert [k[0] for k in compiled.kernargs] == ["A", "B", "C", "M", "K", "N"]
+    res = compiled.resources
+    assert res["lds_bytes"] == 2 * 2 * 64 * 32 * 2
+    assert 0 < res["vgprs"] <= 256 and 0 < res["sgprs"] <= 102
+    assert 1 <= res["waves_per_simd"] <= 8
+    assert compiled.code.kernels[0].group_segment_size == res["lds_bytes"]
+    assert compiled.grid(M=128, N=192, K=32) == (2, 3)
