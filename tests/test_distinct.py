@@ -132,13 +132,13 @@ def test_ir_op_verifies_its_operands():
 
 def test_text_form_round_trips_and_rejects_a_malformed_range():
     text = print_kernel(moe_gemm.ir)
-    assert "distinct %sorted_ids on [0, TOKENS) @argus/kernels/moe.py:" in text
+    assert "distinct tensor=%sorted_ids, lo=0, hi=TOKENS @argus/kernels/moe.py:" in text
     again = parse_kernel(text)
     assert again == moe_gemm.ir and print_kernel(again) == text
-    with pytest.raises(ParseError, match="a range"):
-        parse_kernel(text.replace("on [0, TOKENS)", "on (0, TOKENS)"))
-    with pytest.raises(ParseError, match="two bounds"):
-        parse_kernel(text.replace("on [0, TOKENS)", "on [0, TOKENS, 3)"))
+    with pytest.raises(ParseError, match=r"distinct: missing field\(s\) \['hi'\]"):
+        parse_kernel(text.replace(", hi=TOKENS", ""))
+    with pytest.raises(ParseError, match=r"no field\(s\) \['high'\]"):
+        parse_kernel(text.replace("hi=TOKENS", "high=TOKENS"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -230,8 +230,8 @@ def test_declared_facts_and_else_bodies_round_trip():
         Y.atomic_add((0, 0), branch.x)
 
     text = print_kernel(pick.ir)
-    assert "distinct %ids on [1, N - top)" in text
-    assert "unary neg" in text.split("} else {")[1]
+    assert "distinct tensor=%ids, lo=1, hi=N - top" in text
+    assert "unary fn='neg'" in text.split("} else {")[1]
     again = parse_kernel(text)
     assert again == pick.ir and print_kernel(again) == text
 

@@ -386,7 +386,7 @@ def test_argus_run_prints_the_ir_on_request_and_needs_interp():
     out = CliRunner().invoke(main, ["run", "gemm", "--interp", "--ir", "--param", "split_k=2",
                                     "--size", "K=128"])
     assert out.exit_code == 0, out.output
-    assert out.output.startswith("kernel gemm @") and "global.atomic_add %C" in out.output
+    assert out.output.startswith("kernel gemm @") and "global.atomic_add tensor=%C" in out.output
     missing = CliRunner().invoke(main, ["run", "gemm"])
     assert missing.exit_code == 2 and "add --interp" in missing.output
 

@@ -359,7 +359,8 @@ def test_argus_debug_2_prints_each_traced_kernel(monkeypatch, capsys):
 
     copy.trace()
     err = capsys.readouterr().err
-    assert err.startswith("kernel copy @tests/test_lang.py:") and "global.store %Y[0, 0]" in err
+    assert err.startswith("kernel copy @tests/test_lang.py:")
+    assert "global.store tensor=%Y, origin=[0, 0]" in err
 
 
 def test_tidy_drops_loop_leftovers_but_keeps_the_authors_spelling():

@@ -159,7 +159,7 @@ def _expert_pick(extra: int):
 def test_a_scalar_bounded_by_a_size_proves_the_access_it_indexes():
     report = verify(_expert_pick(0))
     assert report.ok, str(report)
-    assert "bounds (0, E)" in print_kernel(_expert_pick(0).ir)
+    assert "bounds=[0, E]" in print_kernel(_expert_pick(0).ir)
 
 
 def test_a_scalar_bound_one_past_the_size_is_refuted_and_replayed():

@@ -789,10 +789,11 @@ _COMPARE = {
 }
 
 
-def parse(text: str, variables) -> Expr:
+def parse(text: str, variables, unknown=None) -> Expr:
     """Read an expression as `str()` prints it (Python syntax: `==` builds an equation, `and`,
     `or`, `not`, `x if c else y`, ite/min/max/And/Or/Not calls), with `variables` (Vars, or a
-    name -> Var mapping) as the only names. No Python code is executed."""
+    name -> Var mapping) as the names; `unknown(name)` may supply a Var for any other name (or
+    None). No Python code is executed. The one expression reader: the IR text reads through it."""
     names = dict(variables) if isinstance(variables, dict) else {v.name: v for v in variables}
     functions = {"ite": ite, "min": min_, "max": max_, "And": And, "Or": Or, "Not": Not}
     try:
@@ -810,6 +811,8 @@ def parse(text: str, variables) -> Expr:
         if isinstance(node, ast.Name):
             if node.id in names:
                 return names[node.id]
+            if unknown is not None and (var := unknown(node.id)) is not None:
+                return var
             fail(node, f"unknown name '{node.id}'; the variables are {sorted(names)}")
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             return as_expr(_BINARY[type(node.op)](read(node.left), read(node.right)))

@@ -54,6 +54,11 @@ def role_var(role: str, tag: str) -> Var:
     return Var(f"{role}_{tag}", *TAG_RANGE)
 
 
+def role_var_named(name: str) -> Var | None:
+    """The role variable spelt `name` (like A_k), or None when `name` spells none."""
+    return role_var(*split_role_var(name)) if _ROLE_NAME.match(name) else None
+
+
 def split_role_var(name: str) -> tuple[str, str]:
     role, _, tag = name.partition("_")
     return role, tag
@@ -696,6 +701,18 @@ class If(Op):
         _check_yield(self, self.orelse, self.results, "else-branch")
 
 
+def op_classes() -> dict[str, type[Op]]:
+    """Every op class, by mnemonic: the text form reads ops through it, and the registry test
+    checks each for a text round trip, a verifier rule and an interpreter rule."""
+    found, todo = {}, [Op]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls is not Op and F.published(cls):
+            found[cls.mnemonic] = cls
+    return found
+
+
 def walk(block: Block) -> Iterator[Op]:
     """Every op of `block`, nested ones included, in program order."""
     for op in block.ops:
@@ -958,5 +975,6 @@ __all__ = [
     "Binary", "Cast", "Mask", "Reduce", "Broadcast", "SlotSlice", "Barrier", "Yield", "Block",
     "For", "If", "Kernel", "TagAssertion", "walk", "role_var", "split_role_var", "is_role_var",
     "global_coord_vars", "UNARY_FNS", "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES",
-    "coord_vars", "register_pressure", "resources", "tag_names", "role_operands",
+    "coord_vars", "register_pressure", "resources", "tag_names", "role_operands", "op_classes",
+    "ROLE_ORDER",
 ]

@@ -11,8 +11,9 @@ import re
 
 import attrs
 
+from argus.ir import fields as F
 from argus.ir import ops as O
-from argus.ir.expr import And, Expr, Not, Or, Term, Var, as_expr, ite, max_, min_
+from argus.ir.expr import Expr, ExprSyntaxError, Var, as_expr, parse
 from argus.ir.types import (
     LANES,
     AddressMap,
@@ -32,35 +33,10 @@ INDENT = "  "
 # ---------------------------------------------------------------------------------------------
 # printing
 
-# Python precedence of each expression operator, so that the text parses back with `ast`
-_PREC = {"lt": 10, "le": 10, "eq": 10, "ne": 10, "or": 20, "lor": 20, "xor": 30, "and": 40,
-         "land": 40, "shl": 50, "shr": 50, "add": 60, "sub": 60, "mul": 70, "floordiv": 70,
-         "mod": 70, "neg": 90, "lnot": 90}
-_SYMBOL = {"lt": "<", "le": "<=", "eq": "==", "ne": "!=", "or": "|", "lor": "|", "xor": "^",
-           "and": "&", "land": "&", "shl": "<<", "shr": ">>", "add": "+", "sub": "-", "mul": "*",
-           "floordiv": "//", "mod": "%", "neg": "-", "lnot": "~"}
-_CALL = {"min": "min", "max": "max", "ite": "ite"}
-
-
 def expr_text(e) -> str:
-    """An expression in Python syntax (the IR's own spelling, independent of `str(expr)`)."""
-    return _expr_text(as_expr(e), 0, False)
-
-
-def _expr_text(e, parent: int, right: bool) -> str:
-    if not isinstance(e, Term):
-        return str(e.name if isinstance(e, Var) else e.value)
-    if e.op in _CALL:
-        return f"{_CALL[e.op]}({', '.join(_expr_text(a, 0, False) for a in e.args)})"
-    prec = _PREC[e.op]
-    if len(e.args) == 1:
-        text = f"{_SYMBOL[e.op]}{_expr_text(e.args[0], prec, True)}"
-    else:
-        # comparisons do not chain in Python the way terms nest, so they always group
-        left = _expr_text(e.args[0], prec + (1 if prec == 10 else 0), False)
-        text = f"{left} {_SYMBOL[e.op]} {_expr_text(e.args[1], prec, True)}"
-    grouped = prec < parent or (right and prec == parent) or (prec == 10 and parent)
-    return f"({text})" if grouped else text
+    """An expression as the IR text spells it: `str()`, the one printer, which `parse_expr`
+    (the one reader, `ir.expr.parse`) reads back."""
+    return str(as_expr(e))
 
 
 def print_kernel(kernel: O.Kernel) -> str:
@@ -109,72 +85,45 @@ def _tags(tags) -> str:
     return "{" + ", ".join(f"{n} = {expr_text(e)}" for n, e in tags) + "}"
 
 
-def _origin(origin) -> str:
-    return f"[{_exprs(origin)}]"
-
-
 def _op_text(op) -> str:
-    """The op's line without results, type and location."""
-    match op:
-        case O.ProgramId():
-            return f"program_id {_decl(op.var)} axis {op.axis}"
-        case O.TagDef():
-            return f"tag {op.tensor} {_tags(op.tags)}"
-        case O.TagTile():
-            return f"tag_tile {op.x} {_tags(op.tags)}"
-        case O.ScalarLoad():
-            bounds = f" bounds ({_exprs(op.bounds)})" if op.bounds else ""
-            return f"scalar.load {_decl(op.var)} from {op.tensor}{_origin(op.index)}{bounds}"
-        case O.Distinct():
-            return f"distinct {op.tensor} on [{expr_text(op.lo)}, {expr_text(op.hi)})"
-        case O.GlobalLoad():
-            return (f"global.load {op.tensor}{_origin(op.origin)} axes {_tuple(op.axes)}"
-                    f"{_indirect(op)}")
-        case O.GlobalStore():
-            return (f"{op.mnemonic} {op.tensor}{_origin(op.origin)} axes {_tuple(op.axes)}, "
-                    f"{op.value}{_indirect(op)}")
-        case O.LdsAlloc():
-            return "lds.alloc"
-        case O.LdsStore():
-            return f"lds.store {op.buffer} {_addr(op.addr)} {_origin(op.origin)}, {op.value}"
-        case O.LdsLoad():
-            return f"lds.load {op.buffer} {_addr(op.addr)} {_origin(op.origin)}"
-        case O.Mfma():
-            return f"mfma {op.instr} {_values((op.a, op.b, op.c))}"
-        case O.Full():
-            return f"full {op.value!r}"
-        case O.Unary():
-            return f"unary {op.fn} {op.x}"
-        case O.Binary():
-            return f"binary {op.fn} {op.x}, {op.y}"
-        case O.Cast():
-            return f"cast {op.x}"
-        case O.Mask():
-            return f"mask {op.x} keep ({expr_text(op.keep)}) fill {op.fill!r}"
-        case O.Reduce():
-            return f"reduce {op.fn} {op.x} axis {op.axis} drop ({', '.join(op.drop)})"
-        case O.Broadcast():
-            return f"broadcast {op.x} axis {op.axis}"
-        case O.SlotSlice():
-            return f"slot_slice {op.x} start {op.start}"
-        case O.Barrier():
-            return "barrier"
-        case O.Yield():
-            return f"yield {_values(op.values)}".rstrip()
-    raise IRError(f"cannot print {type(op).__name__}")
+    """The generic form of an op without results, type and location: the mnemonic, then each
+    declared field not at its default as `name=value`, in declaration order."""
+    parts = [f"{field.name}={_field_text(getattr(op, field.name), field, decl)}"
+             for field, decl in _shown_fields(op)]
+    return f"{op.mnemonic} {', '.join(parts)}".rstrip()
 
 
-def _indirect(op) -> str:
-    text = ""
-    if op.gather is not None:
-        g = op.gather
-        text += (f" gather({g.index}[{expr_text(g.origin)}] tile_axis {g.tile_axis} "
-                 f"axis {g.axis})")
-    return text + (" guard" if op.guard else "")
+def _shown_fields(obj):
+    for field, decl in F.declared(type(obj)):
+        if decl.kind in (F.Kind.RESULT, F.Kind.ASSERTS):
+            continue
+        if field.default is not attrs.NOTHING and getattr(obj, field.name) == field.default:
+            continue
+        yield field, decl
 
 
-def _tuple(items) -> str:
-    return "(" + ", ".join(map(str, items)) + ")"
+def _field_text(value, field, decl: F.Decl) -> str:
+    match decl.kind, decl.shape:
+        case F.Kind.OPERAND, F.Shape.ONE:
+            return str(value)
+        case F.Kind.OPERAND, F.Shape.MANY:
+            return f"({_values(value)})"
+        case F.Kind.EXPR, F.Shape.ONE:
+            return expr_text(value)
+        case F.Kind.EXPR, F.Shape.MANY:
+            return f"[{_exprs(value)}]"
+        case F.Kind.EXPR, F.Shape.NAMED:
+            return _tags(value)
+        case F.Kind.BINDS, _:
+            return _decl(value)
+        case F.Kind.RECORD, _:
+            inner = ", ".join(f"{f.name}={_field_text(getattr(value, f.name), f, d)}"
+                              for f, d in _shown_fields(value))
+            return f"{{{inner}}}"
+        case F.Kind.ATTR, _:
+            return _ATTR_FORMS.get(field.type, (repr, None))[0](value)
+    raise IRError(f"a {decl.kind.value} field ({field.name}) has no generic text form; give "
+                  "the op a custom form in argus/ir/text.py, as `for` and `if` have")
 
 
 def _print_block(block: O.Block, depth: int, lines: list[str]):
@@ -197,7 +146,7 @@ def _print_block(block: O.Block, depth: int, lines: list[str]):
             _print_block(op.orelse, depth + 1, lines)
             lines.append(f"{pad}}}")
         else:
-            typed = f" : {type_str(op.result.type)}" if getattr(op, "result", None) else ""
+            typed = f" : {', '.join(type_str(r.type) for r in op.results)}" if op.results else ""
             lines.append(f"{pad}{results}{_op_text(op)}{typed} @{op.loc}")
         for assertion in getattr(op, "asserts", ()):
             lines.append(f"{pad}{INDENT}assert {assertion.message!r} "
@@ -213,55 +162,13 @@ class ParseError(IRError):
     """The IR text does not follow the grammar; names the line."""
 
 
-_CALLS = {"ite": ite, "min": min_, "max": max_, "And": And, "Or": Or, "Not": Not}
-_BINOPS = {
-    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-    ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
-    ast.BitXor: lambda a, b: a ^ b, ast.BitAnd: lambda a, b: a & b,
-    ast.BitOr: lambda a, b: a | b, ast.LShift: lambda a, b: a << b,
-    ast.RShift: lambda a, b: a >> b,
-}
-_COMPARE = {
-    ast.Lt: lambda a, b: as_expr(a) < b, ast.LtE: lambda a, b: as_expr(a) <= b,
-    ast.Gt: lambda a, b: as_expr(a) > b, ast.GtE: lambda a, b: as_expr(a) >= b,
-    ast.Eq: lambda a, b: as_expr(a).eq(b), ast.NotEq: lambda a, b: as_expr(a).ne(b),
-}
-_ROLE_VAR = re.compile(r"^[A-Z]_[A-Za-z0-9]+$")
-
-
 def parse_expr(text: str, scope: dict[str, Var]) -> Expr:
-    """Read an expression printed by `ir.expr`, resolving names in `scope`."""
+    """Read an expression printed by `expr_text`, resolving names in `scope` and role
+    variables (A_k, V_row) of tag assertions."""
     try:
-        tree = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError as error:
-        raise ParseError(f"cannot read expression {text!r}: {error.msg}") from None
-    return as_expr(_build(tree, scope, text))
-
-
-def _build(node, scope, text):
-    match node:
-        case ast.Constant(value=bool() | int() as value):
-            return value
-        case ast.Name(id=name):
-            if name in scope:
-                return scope[name]
-            if _ROLE_VAR.match(name):
-                role, tag = O.split_role_var(name)
-                return O.role_var(role, tag)
-            raise ParseError(f"unknown name {name!r} in {text!r}; known: {sorted(scope)}")
-        case ast.BinOp(op=op, left=left, right=right) if type(op) in _BINOPS:
-            return _BINOPS[type(op)](as_expr(_build(left, scope, text)),
-                                     _build(right, scope, text))
-        case ast.UnaryOp(op=ast.USub(), operand=operand):
-            inner = _build(operand, scope, text)
-            return -inner
-        case ast.UnaryOp(op=ast.Invert(), operand=operand):
-            return ~as_expr(_build(operand, scope, text))
-        case ast.Compare(left=left, ops=[op], comparators=[right]):
-            return _COMPARE[type(op)](_build(left, scope, text), _build(right, scope, text))
-        case ast.Call(func=ast.Name(id=fn), args=args) if fn in _CALLS:
-            return _CALLS[fn](*(_build(a, scope, text) for a in args))
-    raise ParseError(f"unsupported syntax {ast.dump(node)} in expression {text!r}")
+        return parse(text, scope, unknown=O.role_var_named)
+    except ExprSyntaxError as error:
+        raise ParseError(str(error)) from None
 
 
 def split_top(text: str, sep: str = ",") -> list[str]:
@@ -431,12 +338,6 @@ class _Parser:
         coords = tuple(parse_expr(c, scope) for c in split_top(match.group(3)))
         return ThreadLayout(waves, slots, coords)
 
-    def addr(self, inner: str) -> AddressMap:
-        dims, _, offset = inner.partition("->")
-        shape = tuple(int(d) for d in split_top(dims))
-        scope = {v.name: v for v in coord_vars(shape)}
-        return AddressMap(shape, parse_expr(offset, scope))
-
     def value(self, name: str) -> Value:
         name = name.strip()
         if not name.startswith("%") or name[1:] not in self.values:
@@ -532,23 +433,76 @@ class _Parser:
             return self.for_op(cursor, results, scope)
         if mnemonic == "if":
             return self.if_op(cursor, results, scope)
-        if " : " in head and results:
-            body, _, typed = head.rpartition(" : ")
-            type_text, loc_text = _split_loc(typed)
-            result_type = self.type(type_text, scope)
-            cursor = _Cursor(body, lineno)
-            cursor.word()
-        else:
-            body, loc_text = _split_loc(head)
-            cursor = _Cursor(body, lineno)
-            cursor.word()
-            result_type = None
-        loc = _parse_loc(loc_text.strip())
-        make = _OP_READERS.get(mnemonic)
-        if make is None:
+        cls = O.op_classes().get(mnemonic)
+        if cls is None:
             raise ParseError(f"IR line {lineno}: unknown op {mnemonic!r}")
-        result = self.define(results, [result_type])[0] if results else None
-        return make(self, cursor, result, scope, loc)
+        body, loc_text = _split_loc(head)
+        types = []
+        if results:
+            body, _, typed = body.rpartition(" : ")
+            types = [self.type(t, scope) for t in split_top(typed)]
+        where = f"IR line {lineno}: {mnemonic}"
+        values = self.fields(cls, body[len(mnemonic):], scope, where)
+        defined = iter(self.define(results, types))
+        for field, decl in F.declared(cls):
+            if decl.kind is F.Kind.RESULT:
+                count = 1 if decl.shape is F.Shape.ONE else len(types)
+                got = tuple(next(defined) for _ in range(count))
+                values[field.name] = got[0] if decl.shape is F.Shape.ONE else got
+        op = _construct(cls, values, _parse_loc(loc_text.strip()), where)
+        if not op.blocks:
+            scope.update({var.name: var for var in op.binds})
+        return op
+
+    def fields(self, cls, text: str, scope: dict, where: str) -> dict:
+        """The declared fields written `name=value, ...` in `text`, read by their kinds:
+        operands and records first, so that formulas over a tile's coordinates can see it."""
+        written = {}
+        for item in split_top(text):
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise ParseError(f"{where}: expected 'field=value', got {item!r}")
+            written[name.strip()] = value.strip()
+        decls = {field.name: (field, decl) for field, decl in F.declared(cls)
+                 if decl.kind not in (F.Kind.RESULT, F.Kind.ASSERTS)}
+        unknown = sorted(set(written) - set(decls))
+        if unknown:
+            raise ParseError(f"{where}: no field(s) {unknown}; the fields are {sorted(decls)}")
+        first = (F.Kind.OPERAND, F.Kind.RECORD)
+        order = sorted(written, key=lambda n: decls[n][1].kind not in first)
+        values: dict = {}
+        for name in order:
+            field, decl = decls[name]
+            values[name] = self.field(written[name], field, decl, values, scope, where)
+        return values
+
+    def field(self, text: str, field, decl: F.Decl, values: dict, scope: dict, where: str):
+        where = f"{where}: field {field.name}"
+        match decl.kind, decl.shape:
+            case F.Kind.OPERAND, F.Shape.ONE:
+                return self.value(text)
+            case F.Kind.OPERAND, F.Shape.MANY:
+                return tuple(self.value(v) for v in split_top(_inside(text, "(", where)))
+            case F.Kind.EXPR, shape:
+                if decl.coords is not None:
+                    scope = {**scope, **{v.name: v for v in _coords(values[decl.coords])}}
+                if shape is F.Shape.ONE:
+                    return parse_expr(text, scope)
+                if shape is F.Shape.MANY:
+                    return tuple(parse_expr(e, scope) for e in split_top(_inside(text, "[", where)))
+                return self.tags(_inside(text, "{", where), scope)
+            case F.Kind.BINDS, _:
+                return _parse_decl(text)
+            case F.Kind.RECORD, _:
+                inner = self.fields(decl.record, _inside(text, "{", where), scope, where)
+                return _construct(decl.record, inner, None, where)
+            case F.Kind.ATTR, _:
+                read = _ATTR_FORMS.get(field.type, (None, ast.literal_eval))[1]
+                try:
+                    return read(text)
+                except (ValueError, SyntaxError) as error:
+                    raise ParseError(f"{where}: cannot read {text!r} ({error})") from None
+        raise ParseError(f"{where}: a {decl.kind.value} field has no generic text form")
 
     def for_op(self, cursor: _Cursor, results: list[str], scope: dict) -> O.For:
         iv = _parse_decl(cursor.until(" from "))
@@ -589,181 +543,41 @@ def _with_assertion(op, assertion):
     return attrs.evolve(op, asserts=op.asserts + (assertion,))
 
 
-def _operand_list(parser, text):
-    return [parser.value(v) for v in split_top(text)]
+def _inside(text: str, opener: str, where: str) -> str:
+    """The text inside a bracket group that makes up all of `text`."""
+    text = text.strip()
+    if not text.startswith(opener) or _matching(text, 0) != len(text) - 1:
+        raise ParseError(f"{where}: expected {opener}...{_CLOSER[opener]}, got {text!r}")
+    return text[1:-1]
 
 
-def _read_program_id(p, c, result, scope, loc):
-    var = _parse_decl(c.until(" axis "))
-    c.expect("axis")
-    scope[var.name] = var
-    return O.ProgramId(var, int(c.word()), loc)
+_CLOSER = {"(": ")", "[": "]", "{": "}"}
 
 
-def _read_tag(p, c, result, scope, loc):
-    tensor = p.value(c.word())
-    rank = len(tensor.type.shape)
-    inner = {**scope, **{v.name: v for v in O.global_coord_vars(rank)}}
-    return O.TagDef(tensor, p.tags(c.group("{"), inner), loc)
+def _coords(value: Value) -> tuple[Var, ...]:
+    """The coordinate variables c0, c1, ... of a register tile or a global tensor."""
+    if isinstance(value.type, GlobalType):
+        return O.global_coord_vars(len(value.type.shape))
+    return coord_vars(value.type.shape)
 
 
-def _read_tag_tile(p, c, result, scope, loc):
-    x = p.value(c.word())
-    inner = {**scope, **{v.name: v for v in coord_vars(x.type.shape)}}
-    return O.TagTile(result, x, p.tags(c.group("{"), inner), loc)
+def _construct(cls, values: dict, loc, where: str):
+    missing = [f.name for f in attrs.fields(cls) if f.default is attrs.NOTHING
+               and f.name not in values and f.name != F.LOC]
+    if missing:
+        raise ParseError(f"{where}: missing field(s) {missing}")
+    return cls(**values) if loc is None else cls(**values, loc=loc)
 
 
-def _global_access(p, c, scope):
-    c.skip()
-    name_end = c.text.index("[", c.pos)
-    tensor = p.value(c.text[c.pos:name_end])
-    c.pos = name_end
-    origin = tuple(parse_expr(e, scope) for e in split_top(c.group("[")))
-    c.expect("axes")
-    axes = tuple(int(a) for a in split_top(c.group("(")))
-    return tensor, origin, axes
+def _parse_addr(text: str) -> AddressMap:
+    dims, _, offset = _inside(text, "{", "address map").partition("->")
+    shape = tuple(int(d) for d in split_top(dims))
+    return AddressMap(shape, parse_expr(offset, {v.name: v for v in coord_vars(shape)}))
 
 
-def _read_indirect(p, c, scope) -> dict:
-    fields = {}
-    if c.peek("gather"):
-        c.expect("gather")
-        inner = c.group("(")
-        match = re.fullmatch(r"(%\w+)\[(.*)\] tile_axis (\d+) axis (\d+)", inner.strip())
-        if not match:
-            raise ParseError(f"cannot read gather({inner})")
-        fields["gather"] = O.Gather(p.value(match.group(1)), parse_expr(match.group(2), scope),
-                                    int(match.group(3)), int(match.group(4)))
-    if c.peek("guard"):
-        c.expect("guard")
-        fields["guard"] = True
-    return fields
-
-
-def _read_global_load(p, c, result, scope, loc):
-    tensor, origin, axes = _global_access(p, c, scope)
-    return O.GlobalLoad(result, tensor, origin, axes, loc, **_read_indirect(p, c, scope))
-
-
-def _read_global_store(kind):
-    def read(p, c, result, scope, loc):
-        tensor, origin, axes = _global_access(p, c, scope)
-        c.expect(",")
-        value = p.value(c.word())
-        return kind(tensor, origin, axes, value, loc, **_read_indirect(p, c, scope))
-    return read
-
-
-def _read_scalar_load(p, c, result, scope, loc):
-    var = _parse_decl(c.until(" from "))
-    c.expect("from")
-    c.skip()
-    name_end = c.text.index("[", c.pos)
-    tensor = p.value(c.text[c.pos:name_end])
-    c.pos = name_end
-    index = tuple(parse_expr(e, scope) for e in split_top(c.group("[")))
-    bounds = ()
-    if c.peek("bounds"):
-        c.expect("bounds")
-        bounds = tuple(parse_expr(e, scope) for e in split_top(c.group("(")))
-    scope[var.name] = var
-    return O.ScalarLoad(var, tensor, index, loc, bounds)
-
-
-def _read_distinct(p, c, result, scope, loc):
-    tensor = p.value(c.word())
-    c.expect("on")
-    bounds = c.text[c.pos:].strip()
-    if not (bounds.startswith("[") and bounds.endswith(")")):
-        raise c.error("a range '[lo, hi)'")
-    lo, hi = (parse_expr(e, scope) for e in _pair(split_top(bounds[1:-1]), bounds))
-    return O.Distinct(tensor, lo, hi, loc)
-
-
-def _pair(items: list[str], text: str) -> list[str]:
-    if len(items) != 2:
-        raise ParseError(f"expected two bounds 'lo, hi' in {text!r}")
-    return items
-
-
-def _lds_access(p, c, scope):
-    buffer = p.value(c.word())
-    addr = p.addr(c.group("{"))
-    origin = tuple(parse_expr(e, scope) for e in split_top(c.group("[")))
-    return buffer, addr, origin
-
-
-def _read_lds_store(p, c, result, scope, loc):
-    buffer, addr, origin = _lds_access(p, c, scope)
-    c.expect(",")
-    return O.LdsStore(buffer, addr, origin, p.value(c.word()), loc)
-
-
-def _read_lds_load(p, c, result, scope, loc):
-    buffer, addr, origin = _lds_access(p, c, scope)
-    return O.LdsLoad(result, buffer, addr, origin, loc)
-
-
-def _read_mfma(p, c, result, scope, loc):
-    instr = c.word()
-    a, b, acc = _operand_list(p, c.text[c.pos:])
-    return O.Mfma(result, instr, a, b, acc, loc)
-
-
-def _read_mask(p, c, result, scope, loc):
-    x = p.value(c.word())
-    c.expect("keep")
-    inner = {**scope, **{v.name: v for v in coord_vars(x.type.shape)}}
-    keep = parse_expr(c.group("("), inner)
-    c.expect("fill")
-    return O.Mask(result, x, keep, float(c.word()), loc)
-
-
-def _read_reduce(p, c, result, scope, loc):
-    fn, x = c.word(), p.value(c.word())
-    c.expect("axis")
-    axis = int(c.word())
-    c.expect("drop")
-    return O.Reduce(result, fn, x, axis, tuple(split_top(c.group("("))), loc)
-
-
-def _read_yield(p, c, result, scope, loc):
-    return O.Yield(tuple(_operand_list(p, c.text[c.pos:])), loc)
-
-
-def _read_int_after(keyword, make):
-    def read(p, c, result, scope, loc):
-        x = p.value(c.word())
-        c.expect(keyword)
-        return make(result, x, int(c.word()), loc)
-    return read
-
-
-_OP_READERS = {
-    "program_id": _read_program_id,
-    "scalar.load": _read_scalar_load,
-    "distinct": _read_distinct,
-    "tag": _read_tag,
-    "tag_tile": _read_tag_tile,
-    "global.load": _read_global_load,
-    "global.store": _read_global_store(O.GlobalStore),
-    "global.atomic_add": _read_global_store(O.GlobalAtomicAdd),
-    "lds.alloc": lambda p, c, result, scope, loc: O.LdsAlloc(result, loc),
-    "lds.store": _read_lds_store,
-    "lds.load": _read_lds_load,
-    "mfma": _read_mfma,
-    "full": lambda p, c, result, scope, loc: O.Full(result, float(c.word()), loc),
-    "unary": lambda p, c, result, scope, loc: O.Unary(result, c.word(), p.value(c.word()), loc),
-    "binary": lambda p, c, result, scope, loc: O.Binary(
-        result, c.word(), *_operand_list(p, c.text[c.pos:]), loc),
-    "cast": lambda p, c, result, scope, loc: O.Cast(result, p.value(c.word()), loc),
-    "mask": _read_mask,
-    "reduce": _read_reduce,
-    "broadcast": _read_int_after("axis", O.Broadcast),
-    "slot_slice": _read_int_after("start", O.SlotSlice),
-    "barrier": lambda p, c, result, scope, loc: O.Barrier(loc),
-    "yield": _read_yield,
-}
+#: How attribute fields of a type other than Python literals are written and read, keyed by
+#: the field's annotation.
+_ATTR_FORMS = {"AddressMap": (_addr, _parse_addr), "float": (repr, float)}
 
 
 def parse_kernel(text: str) -> O.Kernel:
