@@ -1,6 +1,7 @@
 """LDS bank conflicts as performance facts: for each LDS access, the worst number of distinct
-4-byte words one bank must serve within a phase of lanes. Bank geometry and the lane groups of
-each phase come from `argus.isa_cdna3.isa`, the same model the emulator counts cycles with.
+4-byte words one bank must serve within a phase of lanes. Addresses come from the op's formula
+(`ir.access`), bank geometry and phases from `argus.isa_cdna3.lds`, the model the emulator
+counts cycles with.
 """
 
 from __future__ import annotations
@@ -8,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from argus.absint.report import BankFact
+from argus.ir import access as A
 from argus.ir import ops as O
-from argus.ir.expr import evaluate
-from argus.ir.types import DTYPE_BYTES, LANES
-from argus.isa_cdna3 import isa
+from argus.ir.expr import Const, evaluate
+from argus.ir.types import LANES
+from argus.isa_cdna3.lds import worst_phase
 
 
 def access_bytes(offsets: np.ndarray, elem: int) -> int:
@@ -30,36 +32,24 @@ def access_bytes(offsets: np.ndarray, elem: int) -> int:
 
 def conflict_degree(byte_addr: np.ndarray, width: int, *, read: bool = True) -> int:
     """byte_addr: (lanes, instructions) start addresses; worst bank load over phases."""
-    word = isa.LDS_BANK_BYTES
-    worst = 1
-    for instr in range(byte_addr.shape[1]):
-        for phase in isa.lds_phases(width, read=read):
-            starts = byte_addr[list(phase), instr]
-            words = np.unique((starts[:, None] + np.arange(0, max(width, word), word)[None, :])
-                              // word)
-            counts = np.bincount(words % isa.LDS_BANKS, minlength=isa.LDS_BANKS)
-            worst = max(worst, int(counts.max()))
-    return worst
+    return worst_phase(np.asarray(byte_addr).T, width, read=read)
 
 
 def bank_facts(kernel: O.Kernel) -> list[BankFact]:
-    """One fact per LDS access op, for wave 0 and origin 0 of the leading dimensions."""
+    """One fact per LDS access op, for wave 0 and origin 0 of every view dimension."""
     facts = []
     for op in kernel.ops():
         if not isinstance(op, (O.LdsLoad, O.LdsStore)):
             continue
-        t = op.result.type if isinstance(op, O.LdsLoad) else op.value.type
-        elem = DTYPE_BYTES[t.dtype]
-        lane, slot = np.meshgrid(np.arange(LANES), np.arange(t.layout.slots), indexing="ij")
-        env = {"wave": 0, "lane": lane, "slot": slot}
-        coords = [np.broadcast_to(np.asarray(evaluate(c, env)), lane.shape)
-                  for c in t.layout.coords]
-        lead = len(op.addr.shape) - len(coords)
-        full = [np.zeros(lane.shape, np.int64) for _ in range(lead)] + coords
-        offsets = np.broadcast_to(np.asarray(op.addr(*full)), lane.shape).astype(np.int64)
-        width = access_bytes(offsets, elem)
-        per_instr = width // elem if width >= elem else 1
-        starts = offsets[:, ::per_instr] * elem
+        layout = A.tile_of(op).layout
+        found = A.lds_access(op, origin=(Const(0),) * len(op.addr.shape))
+        lane, slot = np.meshgrid(np.arange(LANES), np.arange(layout.slots), indexing="ij")
+        offsets = np.broadcast_to(np.asarray(
+            evaluate(found.address, {"wave": 0, "lane": lane, "slot": slot})),
+            lane.shape).astype(np.int64)
+        width = access_bytes(offsets, found.elem_bytes)
+        per_instr = width // found.elem_bytes if width >= found.elem_bytes else 1
+        starts = offsets[:, ::per_instr] * found.elem_bytes
         degree = conflict_degree(starts, width, read=isinstance(op, O.LdsLoad))
         facts.append(BankFact(str(op.loc), op.mnemonic, degree, width))
     return facts

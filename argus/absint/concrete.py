@@ -16,13 +16,13 @@ from functools import lru_cache
 import attrs
 import numpy as np
 
+from argus.ir import access as A
 from argus.ir import ops as O
 from argus.ir.expr import Expr, Var, evaluate, free_vars
 from argus.ir.text import expr_text
 from argus.ir.types import (
     DTYPE_BYTES,
     LANES,
-    AddressMap,
     GlobalType,
     IRError,
     RegType,
@@ -263,18 +263,18 @@ class _Workgroup:
 
     # global memory
 
-    def global_index(self, op, tensor, origin, axes, layout):
-        coords = _layout_table(layout)
-        base = [self.scalar(e) for e in origin]
-        index = [np.full(coords[0].shape if coords else (), b, np.int64) for b in base]
-        for tile_axis, tensor_axis in enumerate(axes):
-            index[tensor_axis] = index[tensor_axis] + coords[tile_axis]
+    def global_index(self, op, tensor):
+        """Every thread slot's tensor index by the op's formula (`ir.access`), the gathered
+        axis reading the index tensor's data."""
+        found = A.global_access(op)
+        env = self.thread_env(A.tile_of(op).layout)
         if op.gather is not None:
-            index[op.gather.axis] = self.gathered(op, coords)
+            env[A.GATHERED_ROW.name] = self.gathered(op, found, env)
         shape = self.run.arrays[tensor.name].shape
-        inside = np.ones(index[0].shape, bool)
-        for axis, extent in enumerate(shape):
-            inside &= (index[axis] >= 0) & (index[axis] < extent)
+        index = [np.broadcast_to(np.asarray(evaluate(i, env), np.int64), env["lane"].shape)
+                 for i in found.index]
+        inside = np.broadcast_to(np.asarray(evaluate(found.inside, env), bool),
+                                 env["lane"].shape)
         if not inside.all() and not op.guard:
             self.report(op, "out-of-bounds",
                         f"out-of-bounds access outside {tensor} of shape {list(shape)}", ~inside,
@@ -283,12 +283,20 @@ class _Workgroup:
         clipped = tuple(np.clip(i, 0, extent - 1) for i, extent in zip(index, shape))
         return index, clipped, inside
 
-    def gathered(self, op, coords) -> np.ndarray:
+    def thread_env(self, layout: ThreadLayout) -> dict:
+        """The environment evaluating a formula for every (wave, lane, slot) of `layout`."""
+        wave, lane, slot = np.meshgrid(np.arange(layout.waves), np.arange(LANES),
+                                       np.arange(layout.slots), indexing="ij")
+        return {**self.env, "wave": wave, "lane": lane, "slot": slot}
+
+    def gathered(self, op, found, env) -> np.ndarray:
         """Row ids read from the gather's index tensor, one per thread slot."""
         gather = op.gather
         ids = self.run.arrays[gather.index.name]
-        where = self.scalar(gather.origin) + coords[gather.tile_axis]
-        valid = (where >= 0) & (where < ids.shape[0])
+        where = np.broadcast_to(np.asarray(evaluate(found.gather_position, env), np.int64),
+                                env["lane"].shape)
+        valid = np.broadcast_to(np.asarray(evaluate(found.gather_inside, env), bool),
+                                where.shape)
         if not valid.all():
             self.report(op, "out-of-bounds",
                         f"out-of-bounds gather: position outside {gather.index} of length "
@@ -308,8 +316,9 @@ class _Workgroup:
 
     def op_ScalarLoad(self, op: O.ScalarLoad):
         array = self.run.arrays[op.tensor.name]
-        index = tuple(self.scalar(e) for e in op.index)
-        if not all(0 <= i < n for i, n in zip(index, array.shape)):
+        where, inside = A.scalar_access(op)
+        index = tuple(self.scalar(e) for e in where)
+        if not self.scalar(inside):
             raise InterpError(f"{op.loc}: scalar.load: index {index} is outside {op.tensor} of "
                               f"shape {list(array.shape)}")
         value = int(array[index])
@@ -348,8 +357,7 @@ class _Workgroup:
                            "fix the index data or the declared range")
 
     def op_GlobalLoad(self, op: O.GlobalLoad):
-        t = op.result.type
-        index, clipped, inside = self.global_index(op, op.tensor, op.origin, op.axes, t.layout)
+        index, clipped, inside = self.global_index(op, op.tensor)
         data = np.where(inside, self.run.arrays[op.tensor.name][clipped], 0).astype(np.float32)
         tags = self.tensor_tags(op.tensor, index, inside, op.guard)
         self.values[op.result.name] = RegVal(data, tags)
@@ -381,7 +389,7 @@ class _Workgroup:
     def op_GlobalStore(self, op: O.GlobalStore):
         value = self.values[op.value.name]
         layout = op.value.type.layout
-        index, clipped, inside = self.global_index(op, op.tensor, op.origin, op.axes, layout)
+        index, clipped, inside = self.global_index(op, op.tensor)
         destination = self.tensor_tags(op.tensor, index, inside, op.guard)
         self.check(op, {"V": value.tags, "D": destination}, layout, value.data.shape)
         target = self.run.arrays[op.tensor.name]
@@ -638,21 +646,21 @@ class _Workgroup:
     def op_LdsAlloc(self, op: O.LdsAlloc):
         self.values[op.result.name] = LdsState.fresh(op.result.type.size)
 
-    def lds_addresses(self, op, addr: AddressMap, origin, layout: ThreadLayout, size: int):
-        coords = _layout_table(layout)
-        base = [self.scalar(e) for e in origin]
-        lead = len(addr.shape) - len(coords)
-        full = [np.full(coords[0].shape, b, np.int64) for b in base]
-        for tile_axis, c in enumerate(coords):
-            full[lead + tile_axis] = full[lead + tile_axis] + c
-        address = np.broadcast_to(np.asarray(addr(*full), np.int64), full[0].shape)
-        inside = (address >= 0) & (address < size)
-        for axis, extent in enumerate(addr.shape):
-            inside &= (full[axis] >= 0) & (full[axis] < extent)
+    def lds_addresses(self, op):
+        """Every thread slot's view coordinate and LDS address by the op's formula."""
+        found = A.lds_access(op)
+        env = self.thread_env(A.tile_of(op).layout)
+        shape = env["lane"].shape
+
+        def each(e, dtype):
+            return np.broadcast_to(np.asarray(evaluate(e, env), dtype), shape)
+        full = [each(v, np.int64) for v in found.view]
+        address = each(found.address, np.int64)
+        inside = each(found.inside, bool)
         if not inside.all():
             self.report(op, "out-of-bounds",
-                        f"out-of-bounds LDS access outside the view {list(addr.shape)} / "
-                        f"allocation of {size} elements", ~inside,
+                        f"out-of-bounds LDS access outside the view {list(op.addr.shape)} / "
+                        f"allocation of {op.buffer.type.size} elements", ~inside,
                         element=lambda w: {**{f"d{a}": int(full[a][w]) for a in range(len(full))},
                                            "address": int(address[w])})
         return address, inside, full
@@ -661,7 +669,7 @@ class _Workgroup:
         lds: LdsState = self.values[op.buffer.name]
         value = self.values[op.value.name]
         layout = op.value.type.layout
-        address, inside, full = self.lds_addresses(op, op.addr, op.origin, layout, lds.data.size)
+        address, inside, full = self.lds_addresses(op)
         self.check(op, {"V": value.tags}, layout, value.data.shape)
         thread = np.broadcast_to(self.thread, address.shape)
         addr, who = address[inside], thread[inside]
@@ -708,9 +716,7 @@ class _Workgroup:
 
     def op_LdsLoad(self, op: O.LdsLoad):
         lds: LdsState = self.values[op.buffer.name]
-        t = op.result.type
-        address, inside, full = self.lds_addresses(op, op.addr, op.origin, t.layout,
-                                                   lds.data.size)
+        address, inside, full = self.lds_addresses(op)
         safe = np.where(inside, address, 0)
         thread = np.broadcast_to(self.thread, address.shape)
         element = self.lds_element(full, address)

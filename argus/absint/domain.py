@@ -274,6 +274,16 @@ def tile_tags(thread, tags: dict[str, Tag], defs=()) -> TileTags:
     return TileTags(tuple(thread), kept, defs, frozenset(fresh))
 
 
+def join_tiles(cond, then: TileTags, orelse: TileTags, thread) -> TileTags:
+    """`then` where `cond` holds, else `orelse`, tag by tag, at the symbolic thread `thread`."""
+    if then == orelse and then.thread == tuple(thread):
+        return then
+    a, b = then.at(*thread), orelse.at(*thread)
+    names = list(dict.fromkeys(list(a.tags) + list(b.tags)))
+    tags = {n: join_tags(cond, a.tags.get(n, TOP_TAG), b.tags.get(n, TOP_TAG)) for n in names}
+    return tile_tags(thread, tags, a.defs + b.defs)
+
+
 def widened(thread, names) -> TileTags:
     """Every tag ⊤: what a loop-carried tile becomes when no invariant is found."""
     return TileTags(tuple(thread), tuple((n, TOP_TAG) for n in names))

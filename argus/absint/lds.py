@@ -14,6 +14,7 @@ import attrs
 import numpy as np
 
 from argus.absint.domain import FALSE, TRUE, TileTags, fresh_in, fresh_var
+from argus.ir.access import lds_access, lds_inside, tile_coords
 from argus.ir.expr import And, Const, Expr, Not, Or, Var, ite, simplify, substitute
 from argus.ir.types import LANES, AddressMap, ThreadLayout
 
@@ -136,23 +137,6 @@ def covers_tile(layout: ThreadLayout, shape: tuple[int, ...]) -> bool:
     return bool(np.unique(flat).size == int(np.prod(shape)))
 
 
-def thread_exprs(layout: ThreadLayout, wave, lane, slot) -> tuple[Expr, ...]:
-    names = {"wave": wave, "lane": lane, "slot": slot}
-    return tuple(substitute(c, names) for c in layout.coords)
-
-
-def view_coords(addr: AddressMap, origin, tile_coords) -> tuple[Expr, ...]:
-    """The view coordinates a tile element lands on: the tile fills the trailing dimensions."""
-    lead = len(addr.shape) - len(tile_coords)
-    return tuple(origin[d] if d < lead else origin[d] + tile_coords[d - lead]
-                 for d in range(len(addr.shape)))
-
-
-def inside_view(addr: AddressMap, view, address, size: int) -> Expr:
-    parts = [And(0 <= v, v < n) for v, n in zip(view, addr.shape)]
-    return And(*parts, 0 <= address, address < size)
-
-
 def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
     """What the read sees if `record` is the newest write covering its address (None: the
     verifier cannot name the writer, so the record makes the read ⊤)."""
@@ -172,12 +156,12 @@ def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
     box = [view[d].eq(record.origin[d]) for d in range(lead)]
     box += [And(record.origin[d] <= view[d], view[d] < record.origin[d] + record.shape[d - lead])
             for d in range(lead, len(view))]
-    cover = And(record.guard, in_image, inside_view(record.addr, view, site.address,
-                                                     record.size), *box)
+    cover = And(record.guard, in_image, lds_inside(record.addr, view, site.address,
+                                                    record.size), *box)
     writer = (fresh_var("wwave", 0, record.layout.waves), fresh_var("wlane", 0, LANES),
               fresh_var("wslot", 0, record.layout.slots))
     fresh |= set(writer)
-    held = thread_exprs(record.layout, *writer)
+    held = tile_coords(record.layout, writer)
     wanted = [view[d] - record.origin[d] for d in range(lead, len(view))]
     defs.append(Or(Not(cover), And(*(h.eq(w) for h, w in zip(held, wanted)))))
     instance = record.tile.at(*writer)
@@ -270,9 +254,6 @@ class Access:
         """(thread vars, thread id, address, inside) of a fresh symbolic thread."""
         thread = (fresh_var("wave", 0, self.layout.waves), fresh_var("lane", 0, LANES),
                   fresh_var("slot", 0, self.layout.slots))
-        coords = thread_exprs(self.layout, *thread)
         origin = tuple(substitute(o, mapping) for o in self.origin)
-        view = view_coords(self.addr, origin, coords)
-        address = self.addr.at(view)
-        inside = inside_view(self.addr, view, address, self.size)
-        return thread, thread[0] * LANES + thread[1], address, inside
+        found = lds_access(self.op, thread, origin)
+        return thread, thread[0] * LANES + thread[1], found.address, found.inside

@@ -11,6 +11,10 @@ import attrs
 PROVED, REFUTED, UNKNOWN = "proved", "refuted", "unknown"
 
 
+class VerifyError(ValueError):
+    """The kernel uses a construct the verifier does not model; the message says which."""
+
+
 @attrs.frozen
 class Counterexample:
     """A concrete point where an obligation fails, replayed on the reference interpreter."""

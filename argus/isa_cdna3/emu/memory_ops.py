@@ -27,6 +27,7 @@ from argus.isa_cdna3.emu.operands import (
 )
 from argus.isa_cdna3.emu.state import Group, Machine, MemoryFault
 from argus.isa_cdna3.instruction import Instruction, Reg, Special
+from argus.isa_cdna3.lds import access_cycles
 
 U32 = np.uint32
 U64 = np.uint64
@@ -522,20 +523,8 @@ def _lds_scatter(m: Machine, g: Group, addr: np.ndarray, values: np.ndarray, lan
 
 
 def lds_cycles(addr: np.ndarray, lanes: np.ndarray, access_bytes: int, *, read: bool) -> int:
-    """LDS cycles of one access by n waves ([n, 64] byte addresses): per phase (isa.lds_phases),
-    the largest number of distinct dwords that fall into one bank (same dword = broadcast)."""
-    words = max(1, access_bytes // isa.LDS_BANK_BYTES)
-    phases = np.array(isa.lds_phases(access_bytes, read=read))          # [phases, lanes]
-    dwords = (addr >> 2)[..., None] + np.arange(words)                   # [n, 64, words]
-    dwords = np.where(lanes[..., None], dwords, -1)
-    rows = dwords[:, phases].reshape(-1, phases.shape[1] * words)        # one row per phase
-    ordered = np.sort(rows, axis=1)
-    first = np.ones_like(ordered, dtype=bool)
-    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    first &= ordered >= 0
-    bank = ordered % isa.LDS_BANKS + np.arange(len(rows))[:, None] * isa.LDS_BANKS
-    per_bank = np.bincount(bank[first], minlength=len(rows) * isa.LDS_BANKS)
-    return int(per_bank.reshape(len(rows), isa.LDS_BANKS).max(axis=1).sum())
+    """LDS cycles of one access by n waves ([n, 64] byte addresses), by the bank model."""
+    return access_cycles(addr, access_bytes, read=read, lanes=lanes)
 
 
 def lds_ideal_cycles(inst: Instruction) -> int:

@@ -1,0 +1,345 @@
+"""Loops in the verifier: a symbolic iteration checked against candidate invariants of the
+carried tiles (Houdini-style, widened per failing tile) and of the LDS ring buffer (the
+body's writes layered by iteration), or with `unroll=N` the first N iterations as copies.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from argus.absint import lds as L
+from argus.absint.domain import (
+    FALSE,
+    TOP_TAG,
+    TRUE,
+    TileTags,
+    equal_tags,
+    gather_constraints,
+    join_tags,
+    join_tiles,
+    renamed_rows,
+    tile_tags,
+)
+from argus.absint.report import VerifyError
+from argus.ir import ops as O
+from argus.ir.expr import And, Const, Expr, Not, Or, Var, max_, simplify
+from argus.ir.expr import substitute as subst
+
+#: Candidate-invariant passes over a loop body before its LDS layering is given up.
+MAX_LOOP_PASSES = 6
+#: Largest unroll a refused bounded run suggests instead.
+MAX_SUGGESTED_UNROLL = 64
+
+
+@attrs.frozen
+class LoopCtx:
+    """A loop the walk is inside: iv runs from start below stop in steps of step."""
+
+    iv: Var
+    start: Expr
+    stop: Expr
+    step: int
+
+    def bounds(self, iv=None) -> list[Expr]:
+        iv = self.iv if iv is None else iv
+        return [self.start <= iv, iv < self.stop, ((iv - self.start) % self.step).eq(0)]
+
+
+class Loops:
+    """The loop rules of the walk (mixed into it: they run the body with the walk's state)."""
+
+    def op_For(self, op: O.For):
+        if self.unroll is not None:
+            self.unrolled_for(op)
+            return
+        loop = LoopCtx(op.iv, op.start, op.stop, op.step)
+        trips = _trips(op)
+        barriers = _barriers(op.body)
+        entry_epoch, entry_lds = self.epoch, dict(self.lds)
+        depth = max(1, op.stages - 1)
+        inits = [self.tags(v) for v in op.inits]
+        cands = list(inits)
+        widened: set[int] = set()
+        records = None
+        outer_collect = self.collect
+        self.collect = False
+        converged = False
+        for _ in range(MAX_LOOP_PASSES):
+            stable_check = records is not None
+            # a pass that turns out to be the fixpoint is the final one: collect its
+            # obligations speculatively and drop them otherwise
+            self.collect = outer_collect and stable_check
+            # the first pass only learns which LDS writes the body makes: skip its queries
+            outer_scouting, self.scouting = self.scouting, self.scouting or not stable_check
+            mark = self.mark()
+            yields, writes, failing = self.loop_pass(
+                op, loop, cands, records, depth, entry_epoch, entry_lds, barriers,
+                widened if stable_check else set(range(len(inits))))
+            self.collect, self.scouting = False, outer_scouting
+            if stable_check and not failing and _same_records(records, writes):
+                converged = True
+                break
+            self.rewind(mark)
+            if not stable_check or not _same_records(records, writes):
+                records = writes
+                continue
+            for index in failing:
+                cands[index] = _widen(inits[index], yields[index], op.iv.eq(op.start))
+                widened.add(index)
+        if not converged:
+            # no inductive LDS layering: older iterations' writes become ⊤
+            records = None
+            for _ in range(MAX_LOOP_PASSES):
+                yields, writes, failing = self.loop_pass(op, loop, cands, None, depth,
+                                                         entry_epoch, entry_lds, barriers,
+                                                         widened)
+                for index in failing:
+                    cands[index] = _widen(inits[index], yields[index], op.iv.eq(op.start))
+                    widened.add(index)
+                if not failing:
+                    break
+            else:
+                cands = [_widen(i, i, op.iv.eq(op.start)) for i in inits]
+        self.collect = outer_collect
+        if not converged:
+            yields, writes, _ = self.loop_pass(op, loop, cands, records, depth, entry_epoch,
+                                               entry_lds, barriers, set(range(len(inits))))
+        last = simplify(op.start + (trips - 1) * op.step)
+        ran = simplify(trips > 0)
+        for result, init, y in zip(op.results, inits, yields):
+            self.values[result.name] = join_tiles(ran, y.substitute({op.iv.name: last}), init,
+                                             self.thread(result.type))
+        exit_at = simplify(op.start + trips * op.step)
+        for name, state in entry_lds.items():
+            if name in writes:
+                known = None if records is None else records[name]
+                self.lds[name] = L.Layers(op.iv, op.start, op.step,
+                                          None if known is None else tuple(known),
+                                          depth, exit_at, state)
+            else:
+                self.lds[name] = state
+        if self.loop_writes:
+            # an enclosing loop cannot replay these writes as flat records of its own body
+            self.loop_writes[-1].update({name: None for name in writes})
+        self.epoch = simplify(entry_epoch + trips * barriers)
+
+    def check_bounded_sizes(self):
+        """Refuse a bound that no size satisfies: every obligation would hold vacuously."""
+        grid = [bound for op in O.walk(self.kernel.body) if isinstance(op, O.ProgramId)
+                for bound in ((op.var >= 0, op.var < self.kernel.grid[op.axis])
+                              if op.axis < len(self.kernel.grid) else (op.var.eq(0),))]
+        if not self.holds(FALSE, self.assumes + grid):
+            return
+        base = self.assumes[:len(self.assumes) - len(self.trip_bounds)] + grid
+        for op, reached, trips in self.trip_bounds:
+            if self.holds(FALSE, base + [at_most(reached, trips, self.unroll)]):
+                least = next((n for n in range(self.unroll + 1, MAX_SUGGESTED_UNROLL + 1)
+                              if not self.holds(FALSE, base + [at_most(reached, trips, n)])),
+                             None)
+                need = (f"give unroll={least} or more" if least else
+                        f"it runs more than {MAX_SUGGESTED_UNROLL}: pin smaller sizes")
+                raise VerifyError(f"{op.loc}: unroll={self.unroll} leaves no size to check: "
+                                  f"this loop runs more than {self.unroll} iterations at "
+                                  f"every size kernel {self.kernel.name} admits; {need}")
+        raise VerifyError(f"unroll={self.unroll} leaves no size to check for kernel "
+                          f"{self.kernel.name}: its loops cannot all run at most "
+                          f"{self.unroll} iterations at one size (with the sizes pinned); give "
+                          "a larger unroll, or pin other sizes")
+
+    def unrolled_for(self, op: O.For):
+        """The loop's first `unroll` iterations, each a copy of the body run only where the
+        loop has that many trips (a path condition, as in a branch). Inside copy i the
+        induction variable is pinned to start + i*step by an assumption; whatever the copy
+        leaves behind (carried tiles, LDS writes, recorded accesses) gets the value
+        substituted, so the next copy may pin the same variable again."""
+        loop = LoopCtx(op.iv, op.start, op.stop, op.step)
+        trips = _trips(op)
+        entry_epoch, barriers = self.epoch, _barriers(op.body)
+        outer_values, outer_assumes, outer_guard = dict(self.values), list(self.assumes), \
+            self.guard
+        carried = [self.tags(v) for v in op.inits]
+        results = list(carried)
+        for copy in range(self.unroll):
+            at = simplify(op.start + copy * op.step)
+            runs = simplify(Const(copy) < trips)
+            if runs is FALSE:
+                break  # a loop of constant trip count needs no more copies
+            mark, entry_lds = self.mark(), dict(self.lds)
+            self.assumes = outer_assumes + [runs, op.iv.eq(at)]
+            self.guard = simplify(And(outer_guard, runs))
+            self.loops.append(loop)
+            for arg, tile in zip(op.body.args, carried):
+                self.values[arg.name] = tile
+            yields = self.execute(op.body)
+            self.loops.pop()
+            pin = {op.iv.name: at}
+            carried = [tile.substitute(pin) for tile in yields]
+            self.settle_copy(mark, entry_lds, pin, loop)
+            results = [join_tiles(runs, tile, before, self.thread(result.type))
+                       for result, tile, before in zip(op.results, carried, results)]
+        self.values, self.assumes, self.guard = outer_values, outer_assumes, outer_guard
+        for result, tile in zip(op.results, results):
+            self.values[result.name] = tile
+        self.epoch = simplify(entry_epoch + trips * barriers)
+
+    def settle_copy(self, mark: tuple, entry_lds: dict, pin: dict, loop: LoopCtx):
+        """Fix the induction variable to its value in what a copy of a loop body recorded
+        since `mark`: its LDS writes, LDS and global accesses, and the epoch it ends in. The
+        accesses stop naming the loop: the race checks pair copies as straight-line code."""
+        for name, state in self.lds.items():
+            self.lds[name] = _settled(entry_lds.get(name), state, pin)
+        _, accesses, global_accesses, _ = mark
+        for index in range(accesses, len(self.accesses)):
+            access = self.accesses[index]
+            self.accesses[index] = attrs.evolve(
+                access, origin=tuple(simplify(subst(o, pin)) for o in access.origin),
+                guard=simplify(subst(access.guard, pin)),
+                epoch=simplify(subst(access.epoch, pin)),
+                loops=tuple(c for c in access.loops if c is not loop))
+        for index in range(global_accesses, len(self.global_accesses)):
+            access = self.global_accesses[index]
+            # a gathered row read in this copy is the index entry at this copy's position
+            mapping = renamed_rows([*access.index, access.inside, access.guard], pin)
+            self.global_accesses[index] = attrs.evolve(
+                access, index=tuple(subst(i, mapping) for i in access.index),
+                inside=subst(access.inside, mapping), guard=subst(access.guard, mapping),
+                assumes=tuple(subst(a, mapping) for a in access.assumes),
+                loops=tuple(c for c in access.loops if c is not loop))
+        self.epoch = simplify(subst(self.epoch, pin))
+
+    def mark(self) -> tuple:
+        return len(self.pending), len(self.accesses), len(self.global_accesses), self.order
+
+    def rewind(self, mark: tuple):
+        """Forget what a speculative loop pass recorded."""
+        pending, accesses, global_accesses, self.order = mark
+        del self.pending[pending:], self.accesses[accesses:]
+        del self.global_accesses[global_accesses:]
+
+    def loop_pass(self, op, loop, cands, records, depth, entry_epoch, entry_lds, barriers,
+                  trusted):
+        """One abstract run of the body at symbolic iteration iv: returns the yielded maps, the
+        LDS writes per buffer and the carried values whose candidate invariant failed."""
+        saved = (dict(self.values), dict(self.lds), self.epoch, list(self.assumes))
+        self.loops.append(loop)
+        self.loop_writes.append({})
+        self.assumes += loop.bounds()
+        self.epoch = simplify(entry_epoch + (op.iv - op.start) // op.step * barriers)
+        for name, state in entry_lds.items():
+            known = None if records is None else records.get(name, ())
+            body = None if known is None else tuple(known)
+            self.lds[name] = L.Layers(op.iv, op.start, op.step, body, depth, op.iv, state)
+        for arg, cand in zip(op.body.args, cands):
+            self.values[arg.name] = cand
+        yields = self.execute(op.body)
+        failing = [index for index, (y, cand) in enumerate(zip(yields, cands))
+                   if index not in trusted and not self.same_tags(y, cand)]
+        writes = {n: None if rs is None else list(rs)
+                  for n, rs in self.loop_writes.pop().items()}
+        self.loops.pop()
+        self.values, self.lds, self.epoch, self.assumes = saved
+        return yields, writes, failing
+
+    def same_tags(self, y: TileTags, cand: TileTags) -> bool:
+        """Does the body preserve the candidate invariant of this carried tile?"""
+        if set(y.names) != set(cand.names):
+            return False
+        a, b = y.at(*cand.thread), cand.at(*cand.thread)
+        goal = And(*(equal_tags(a.tags[n], b.tags[n]) for n in cand.names))
+        context = self.assumes + list(a.defs + b.defs)
+        context += gather_constraints([goal, *context], self.distinct)
+        return self.holds(goal, context)
+
+
+def _barriers(block: O.Block) -> Expr:
+    count: Expr = Const(0)
+    for op in block.ops:
+        if isinstance(op, O.Barrier):
+            count = count + 1
+        elif isinstance(op, O.For):
+            trips = max_(0, (op.stop - op.start + op.step - 1) // op.step)
+            count = count + trips * _barriers(op.body)
+        elif isinstance(op, O.If):
+            for inner in op.blocks:
+                if any(isinstance(x, O.Barrier) for x in O.walk(inner)):
+                    raise VerifyError(f"{op.loc}: barrier inside a branch: every wave must "
+                                      "reach the same barriers; move it out of the branch")
+    return simplify(count)
+
+
+def _trips(op: O.For) -> Expr:
+    return max_(0, (op.stop - op.start + op.step - 1) // op.step)
+
+
+def at_most(reached: Expr, trips: Expr, unroll: int) -> Expr:
+    return simplify(Or(Not(reached), trips <= unroll))
+
+
+def trip_bounds(block: O.Block, unroll: int, reached: Expr = TRUE, pins=None) -> list:
+    """(loop, where it is reached, its trip count) per loop and per unrolled copy of its
+    enclosing loops. Outer induction variables are replaced by each copy's value, so the
+    formulas mention sizes, scalars and workgroup ids only."""
+    pins = pins or {}
+    bounds = []
+    for op in block.ops:
+        if isinstance(op, O.For):
+            trips = subst(_trips(op), pins)
+            bounds.append((op, reached, trips))
+            for copy in range(unroll):
+                runs = simplify(Const(copy) < trips)
+                if runs is FALSE:
+                    break
+                inner = {**pins, op.iv.name: subst(op.start + copy * op.step, pins)}
+                bounds += trip_bounds(op.body, unroll, And(reached, runs), inner)
+        elif isinstance(op, O.If):
+            cond = subst(op.cond, pins)
+            bounds += trip_bounds(op.then, unroll, And(reached, cond), pins)
+            bounds += trip_bounds(op.orelse, unroll, And(reached, Not(cond)), pins)
+        else:
+            for inner_block in op.blocks:
+                bounds += trip_bounds(inner_block, unroll, reached, pins)
+    return bounds
+
+
+def _settled(entry, state, pin: dict):
+    """`state` with the writes made since `entry` given the pinned induction variable."""
+    if state is entry or not isinstance(state, L.Writes):
+        return state
+    kept = 0
+    if isinstance(entry, L.Writes) and state.below is entry.below and \
+            all(a is b for a, b in zip(state.records, entry.records)):
+        kept = len(entry.records)
+    made = tuple(record.substitute(pin) for record in state.records[kept:])
+    return L.Writes(state.records[:kept] + made, state.below)
+
+
+def _widen(init: TileTags, y: TileTags, first) -> TileTags:
+    """The init's tags at the first iteration, ⊤ afterwards."""
+    names = list(dict.fromkeys(list(init.names) + list(y.names)))
+    inst = init.at(*init.thread)
+    tags = {n: join_tags(first, inst.tags.get(n, TOP_TAG), TOP_TAG) for n in names}
+    return tile_tags(init.thread, tags, inst.defs)
+
+
+def _canonical(tile: TileTags):
+    ordered = sorted(tile.fresh, key=lambda v: int(v.name.rpartition("__")[2]))
+    mapping = {v.name: Var(f"{v.name.rpartition('__')[0]}__c{n}", v.lo, v.hi)
+               for n, v in enumerate(ordered)}
+    return tile.substitute(mapping)
+
+
+def _same_records(old: dict, new: dict) -> bool:
+    if set(old) != set(new):
+        return False
+    for name in old:
+        if old[name] is None or new[name] is None:
+            if old[name] is not new[name]:
+                return False
+            continue
+        if len(old[name]) != len(new[name]):
+            return False
+        for a, b in zip(old[name], new[name]):
+            if a.op is not b.op or attrs.evolve(a, tile=_canonical(a.tile)) != \
+                    attrs.evolve(b, tile=_canonical(b.tile)):
+                return False
+    return True
