@@ -41,6 +41,15 @@ class Lowered:
     occupancy_limit: str               # what limits it
     policy: str
     items: list = attrs.field(eq=False, repr=False)
+    frame: dict = attrs.field(eq=False, repr=False, factory=dict)   # emit.kernel_text arguments
+
+    def render(self, items: list | None = None) -> str:
+        """The .s text of `items` (default: this program) in this kernel's frame; tests use it to
+        assemble variants of the program, e.g. with one inserted wait removed."""
+        from argus.asm.lower import emit
+
+        return emit.kernel_text(body=emit.body_text(self.items if items is None else items),
+                                **self.frame)
 
 
 def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
@@ -61,13 +70,13 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
     sgprs = max(allocation.sgprs, 1)
     lds = selector.lds_top
     waves_per_simd, limit = isa.occupancy(vgprs, lds, stripped.waves)
-    text = emit.kernel_text(name=stripped.name, body=emit.body_text(items),
-                            kernargs=selector.kernargs, kernarg_bytes=selector.kernarg_bytes,
-                            lds_bytes=lds, sgprs=sgprs, vgprs=vgprs,
-                            grid_rank=len(stripped.grid), block=stripped.waves * isa.WAVE_SIZE)
+    frame = dict(name=stripped.name, kernargs=tuple(selector.kernargs),
+                 kernarg_bytes=selector.kernarg_bytes, lds_bytes=lds, sgprs=sgprs, vgprs=vgprs,
+                 grid_rank=len(stripped.grid), block=stripped.waves * isa.WAVE_SIZE)
+    text = emit.kernel_text(body=emit.body_text(items), **frame)
     return Lowered(stripped.name, text, tuple(selector.kernargs), selector.kernarg_bytes, lds,
                    sgprs, vgprs, 0, stripped.waves, tuple(stripped.grid), tuple(stripped.sizes),
-                   waves_per_simd, limit, policy, items)
+                   waves_per_simd, limit, policy, items, frame)
 
 
 __all__ = ["Lowered", "LoweringError", "POLICIES", "RegisterBudgetError", "UnsupportedError",

@@ -444,10 +444,30 @@ def _barrier(inst: Instruction) -> Executor:
     after = inst.next_address
 
     def run(m: Machine, g: Group) -> int:
+        _check_lds_writes_retired(m, g, inst)
         m.state[g.sel] = AT_BARRIER
         m.pc[g.sel] = after
         return DIVERGED
     return run
+
+
+def _check_lds_writes_retired(m: Machine, g: Group, inst: Instruction) -> None:
+    """LLVM's GFX942 memory model (AMDGPUUsage) does not order the LDS operations of different
+    waves, so a `ds_write` still in flight at `s_barrier` may land after another wave's read
+    behind the barrier; LLVM retires it with `s_waitcnt lgkmcnt` first. Strict mode holds code
+    to that rule. AMD's hand-written attention kernels rely on the LDS queue serving requests in
+    arrival order instead, so "warn" and "off" (the vendor-kernel modes) do not report it."""
+    if m.check != "strict":
+        return
+    for entry in m.queue["lgkm"]:
+        if not entry.text.startswith("ds_write"):
+            continue
+        rows = np.isin(g.waves, entry.waves[~entry.done])
+        if rows.any():
+            m.report(g, rows, "lds-write-in-flight", inst, entry.pc, entry.text, "LDS",
+                     "an LDS write is still in flight at s_barrier; other waves may read the "
+                     "old data: insert `s_waitcnt lgkmcnt(0)` (or the count that retires it)")
+            return
 
 
 NOP_OPCODES = {"s_nop", "v_nop", "s_setprio", "s_sleep", "s_dcache_wb", "s_icache_inv",

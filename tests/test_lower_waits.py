@@ -1,0 +1,88 @@
+"""Every `s_waitcnt` and `s_nop` the backend inserts into the GEMM is necessary: weakening a
+wait's count by one (or removing a nop's last wait state) makes the strict emulator report a
+hazard or missing wait, or the result go wrong."""
+
+import numpy as np
+import pytest
+
+import argus
+from argus.asm import assemble
+from argus.asm.launch import emulate
+from argus.asm.lower.program import Loop, MInst
+from argus.isa_cdna3.abi import LaunchError
+from argus.isa_cdna3.emu import EmulatorError
+from argus.kernels import library
+
+GEMM = library()["gemm"]
+
+
+def inserted(items, found=None):
+    """(list, index) of every instruction a late stage inserted, nested loops included."""
+    found = [] if found is None else found
+    for index, item in enumerate(items):
+        if isinstance(item, Loop):
+            inserted(item.body, found)
+        elif isinstance(item, MInst) and item.inserted:
+            found.append((items, index))
+    return found
+
+
+def weakened(inst: MInst) -> list[MInst]:
+    """Each single-step weakening of an inserted instruction."""
+    if inst.opcode == "s_nop":
+        n = int(inst.operands[0])
+        return [MInst("s_nop", (n - 1,), 0)] if n else [MInst("s_nop", (0,), 0, "", None,
+                                                                  "", "", "drop")]
+    variants = []
+    fields = dict(f.rstrip(")").split("(") for f in inst.mods.split())
+    for name, count in fields.items():
+        other = {k: v for k, v in fields.items() if k != name}
+        other[name] = str(int(count) + 1)
+        mods = " ".join(f"{k}({v})" for k, v in other.items())
+        variants.append(MInst("s_waitcnt", (), 0, mods))
+    return variants
+
+
+def outcome(lowered, items, inputs, reference, grid):
+    code = assemble(lowered.render(items))
+    C = np.zeros_like(inputs["C"])
+    try:
+        emulate(code, grid=grid, block=256, check="strict",
+                args={"A": inputs["A"], "B": inputs["B"], "C": C, "M": inputs["M"],
+                      "N": inputs["N"], "K": inputs["K"]})
+    except (EmulatorError, LaunchError) as err:
+        return f"reported: {type(err).__name__}"
+    error = np.abs(C - reference).max()
+    return "wrong result" if error > 1e-3 * np.abs(reference).max() else "silent"
+
+
+@pytest.mark.parametrize("params", [{}, {"instr": "v_mfma_f32_16x16x16_bf16"}],
+                         ids=["32x32x8", "16x16x16"])
+def test_every_inserted_wait_is_necessary(params):
+    compiled = argus.compile(GEMM.kernel, policy="simple", **params)
+    lowered = compiled.lowered
+    M, N, K = 64, 128, 96                 # the K loop runs twice: back-edge waits matter
+    inputs = GEMM.inputs({"M": M, "N": N, "K": K}, params)
+    inputs.update(M=np.int32(M), N=np.int32(N), K=np.int32(K))
+    reference = GEMM.reference(inputs, params)
+    grid = compiled.grid(M=M, N=N, K=K)
+    sites = inserted(lowered.items)
+    assert sum(items[i].opcode == "s_waitcnt" for items, i in sites) >= 4
+    silent = []
+    for items, index in sites:
+        original = items[index]
+        for variant in weakened(original):
+            if variant.inserted == "drop":
+                del items[index]
+            else:
+                items[index] = variant
+            try:
+                verdict = outcome(lowered, lowered.items, inputs, reference, grid)
+            finally:
+                if variant.inserted == "drop":
+                    items.insert(index, original)
+                else:
+                    items[index] = original
+            if verdict == "silent":
+                silent.append(f"{original.text()} -> {variant.text()} ({original.note})")
+    assert not silent, "waits that can be weakened without effect:\n" + "\n".join(silent)
