@@ -91,22 +91,29 @@ def _assignments(items: tuple[str, ...], what: str) -> dict:
 @main.command()
 @click.argument("kernel")
 @click.option("--interp", is_flag=True, help="Run in the concrete reference interpreter.")
+@click.option("--emulate", is_flag=True,
+              help="Compile to gfx942 and run the code object in the strict emulator.")
 @click.option("--size", "sizes", multiple=True, help="Symbolic size, e.g. --size M=256.")
 @click.option("--param", "params", multiple=True, help="Kernel parameter, e.g. causal=true.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--ir", "show_ir", is_flag=True, help="Print the kernel's IR first.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def run(kernel: str, interp: bool, sizes: tuple[str, ...], params: tuple[str, ...], seed: int,
-        show_ir: bool, as_json: bool) -> None:
+def run(kernel: str, interp: bool, emulate: bool, sizes: tuple[str, ...],
+        params: tuple[str, ...], seed: int, show_ir: bool, as_json: bool) -> None:
     """Run library KERNEL on random data and compare it with numpy."""
     from argus.kernels import library
     from argus.pipeline import run_interp
 
-    if not interp:
-        raise click.UsageError("only the reference interpreter is available here: add --interp")
+    if interp == emulate:
+        raise click.UsageError("choose --interp (reference interpreter) or --emulate "
+                               "(compiled code object in the emulator)")
     if kernel not in library():
         raise click.BadParameter(f"choose one of {', '.join(sorted(library()))}",
                                  param_hint="KERNEL")
+    if emulate:
+        _run_emulated(kernel, _assignments(sizes, "--size"), _assignments(params, "--param"),
+                      seed, as_json)
+        return
     from argus.ir.types import IRError
     from argus.lang import DSLError
 
@@ -300,3 +307,90 @@ def demo_command() -> None:
     with _user_errors():
         ok = tour(click.echo)
     sys.exit(0 if ok else 1)
+
+
+def _compile_errors():
+    """The backend's and the DSL's errors name the DSL line; print them, not a traceback."""
+    from argus.asm import AssemblyError
+    from argus.asm.lower import LoweringError
+    from argus.isa_cdna3.abi import LaunchError
+    from argus.ir.types import IRError
+    from argus.lang import DSLError
+
+    return (LoweringError, AssemblyError, LaunchError, IRError, DSLError, ValueError, KeyError)
+
+
+def _run_emulated(kernel: str, sizes: dict, params: dict, seed: int, as_json: bool) -> None:
+    from argus.isa_cdna3.emu import EmulatorError
+    from argus.pipeline import run_emulated
+
+    try:
+        outcome = run_emulated(kernel, sizes, params, seed)
+    except (*_compile_errors(), EmulatorError) as err:
+        raise click.ClickException(str(err)) from err
+    resources = outcome.compiled.resources
+    if as_json:
+        import json
+
+        click.echo(json.dumps({
+            "kernel": kernel, "sizes": outcome.sizes, "params": outcome.params,
+            "ok": outcome.ok, "max_error": outcome.max_error, "tolerance": outcome.tolerance,
+            "resources": resources, "wave_instructions": outcome.emulation.wave_instructions}))
+        sys.exit(0 if outcome.ok else 1)
+    shown = " ".join(f"{k}={v}" for k, v in outcome.sizes.items())
+    click.echo(f"{kernel} [{shown}] {outcome.params or ''}".rstrip())
+    click.echo(_resource_line(outcome.compiled))
+    em = outcome.emulation
+    click.echo(f"emulated (strict: no hazard, no missing wait): {em.workgroups} workgroups, "
+               f"{em.wave_instructions} wave instructions in {em.seconds:.2f} s")
+    click.echo(f"max error vs numpy {outcome.max_error:.3g} (relative to max |reference|; "
+               f"tolerance {outcome.tolerance:g})")
+    sys.exit(0 if outcome.ok else 1)
+
+
+def _resource_line(compiled) -> str:
+    r = compiled.resources
+    return (f"resources: {r['vgprs']} VGPRs, {r['agprs']} AGPRs, {r['sgprs']} SGPRs, "
+            f"LDS {r['lds_bytes']} B, {r['waves_per_workgroup']} waves/workgroup; occupancy "
+            f"{r['waves_per_simd']} waves/SIMD (limited by {r['occupancy_limited_by']})")
+
+
+@main.command("compile")
+@click.argument("target", metavar="KERNEL_OR_FILE")
+@click.option("--param", "params", multiple=True, help="Tile parameter, e.g. block_m=128.")
+@click.option("--policy", type=click.Choice(["interleave", "simple"]), default="interleave",
+              show_default=True, help="Scheduling policy.")
+@click.option("--verify/--no-verify", default=True, show_default=True,
+              help="Prove the kernel before lowering it.")
+@click.option("-S", "assembly", is_flag=True, help="Print (or with -o write) the .s text.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the code object (or the .s with -S); written atomically.")
+def compile_command(target: str, params: tuple[str, ...], policy: str, verify: bool,
+                    assembly: bool, output: str | None) -> None:
+    """Compile KERNEL_OR_FILE to a gfx942 code object (sizes stay kernel arguments)."""
+    from pathlib import Path
+
+    from argus.absint.verify import VerifyError
+    from argus.asm.codeobject import write_atomic
+    from argus.pipeline import compile as compile_kernel
+    from argus.pipeline import resolve_kernel
+
+    try:
+        kernel = resolve_kernel(target)
+        compiled = compile_kernel(kernel, policy=policy, verify=verify,
+                                  **_assignments(params, "--param"))
+    except (*_compile_errors(), VerifyError) as err:
+        raise click.ClickException(str(err)) from err
+    if assembly and output is None:
+        click.echo(compiled.text, nl=False)
+        return
+    if output is not None:
+        data = compiled.text.encode() if assembly else compiled.code.data
+        write_atomic(Path(output), data)
+    sizes = ", ".join(v.name for v in compiled.ir.sizes)
+    click.echo(f"{compiled.name} {compiled.params or ''}: {'proved, ' if verify else ''}"
+               f"compiled in {compiled.seconds:.2f} s; sizes ({sizes}) are kernel arguments"
+               .replace("  ", " "))
+    click.echo(_resource_line(compiled))
+    if output is not None:
+        click.echo(f"wrote {output}")

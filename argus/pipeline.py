@@ -253,3 +253,41 @@ def _prove(ir: O.Kernel) -> None:
     if not report.proved_for_all_sizes:
         raise VerifyError(f"{ir.name} is not proved for every size; the backend lowers "
                           f"verified kernels only:\n{report}")
+
+
+@attrs.frozen
+class EmulatedRun:
+    """One library kernel compiled, run in the strict emulator and compared with numpy."""
+
+    name: str
+    sizes: dict[str, int]
+    params: dict
+    compiled: CompiledKernel
+    emulation: object
+    max_error: float
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return self.max_error <= self.tolerance
+
+
+def run_emulated(name: str, sizes: dict[str, int] | None = None, params: dict | None = None,
+                 seed: int = 0, policy: str = "interleave") -> EmulatedRun:
+    """Compile library kernel `name`, run it on random data in the strict emulator (no hazard,
+    no missing wait, strict memory) and compare with numpy."""
+    kernels = library()
+    if name not in kernels:
+        raise KeyError(f"no library kernel {name!r}; choose one of {sorted(kernels)}")
+    entry = kernels[name]
+    params = dict(params or {})
+    sizes = {**entry.sizes, **(sizes or {})}
+    compiled = compile(entry.kernel, policy=policy, **params)
+    inputs = entry.inputs(sizes, params, seed)
+    named = {t.name: inputs[t.name] for t in compiled.ir.tensors}
+    emulation = compiled.run(**named, check="strict")
+    expected = entry.reference(inputs, params)
+    error = float(np.abs(named[entry.output].astype(np.float64) - expected).max())
+    scale = max(1.0, float(np.abs(expected).max()))
+    return EmulatedRun(name, compiled.sizes_of(named), params, compiled, emulation,
+                       error / scale, entry.tolerance)
