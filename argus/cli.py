@@ -313,8 +313,8 @@ def _compile_errors():
     """The backend's and the DSL's errors name the DSL line; print them, not a traceback."""
     from argus.asm import AssemblyError
     from argus.asm.lower import LoweringError
-    from argus.isa_cdna3.abi import LaunchError
     from argus.ir.types import IRError
+    from argus.isa_cdna3.abi import LaunchError
     from argus.lang import DSLError
 
     return (LoweringError, AssemblyError, LaunchError, IRError, DSLError, ValueError, KeyError)
