@@ -24,3 +24,11 @@ def compile(kernel, **options):
     from argus.pipeline import compile as run
 
     return run(kernel, **options)
+
+
+def time(code_object, kernel=None, **options):
+    """Modelled MI300X time of a launch (`Timing`); see `argus.timing.time` for the options
+    (grid, block, args or sizes, gpu). Every figure it gives is modelled, not measured."""
+    from argus.timing import time as model
+
+    return model(code_object, kernel, **options)

@@ -113,7 +113,8 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
             kernel: str | KernelInfo | None = None, *, grid: int | Sequence[int],
             block: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any] = (),
             check: str = "strict", max_wave_instructions: int = 500_000_000,
-            bank_conflicts: bool = False, memory: str = "strict") -> Emulation:
+            bank_conflicts: bool = False, memory: str = "strict", trace: bool = False
+            ) -> Emulation:
     """Run `kernel` over `grid` workgroups of `block` work-items (HIP's gridDim/blockDim) in the
     emulator.
 
@@ -141,13 +142,16 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
 
     `bank_conflicts` adds LDS cycles per instruction under the 32-bank phase model
     (`Emulation.lds_cycles`, `lds_conflict_factor`); it costs a sort per LDS access.
+
+    `trace` records the ordered per-wave event trace the performance model schedules
+    (`Emulation.events`); it implies `bank_conflicts` and costs a sort per memory access.
     """
     co = _load(code_object)
     info = _kernel(co, kernel)
     launch = prepare(info, grid=grid, block=block, args=args)
     return run(program(co, info), launch, check=check,
                max_wave_instructions=max_wave_instructions, bank_conflicts=bank_conflicts,
-               memory=memory)
+               memory=memory, trace=trace)
 
 
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

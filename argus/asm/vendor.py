@@ -116,20 +116,23 @@ def code_object_path(root: Path, name: str) -> Path:
 
 def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
                check: str = "warn", code: CodeObject | None = None,
-               root: Path | None = None, bank_conflicts: bool = False) -> VendorRun:
+               root: Path | None = None, bank_conflicts: bool = False,
+               trace: bool = False) -> VendorRun:
     """Run vendor kernel `name` on random inputs; `shape` overrides the default problem size
-    (GEMM: m, n, k, splitk; attention: b, h, s, sk; MoE: tokens, dim, inter, experts, topk)."""
+    (GEMM: m, n, k, splitk; attention: b, h, s, sk; MoE: tokens, dim, inter, experts, topk).
+    `trace` records the emulator's event trace for the performance model."""
     if code is None:
         from argus.asm.aiter import aiter_root
 
         code = CodeObject.from_file(code_object_path(root or aiter_root(), name))
     rng = np.random.default_rng(seed)
+    options = dict(bank_conflicts=bank_conflicts, trace=trace)
     if (match := GEMM.match(name)):
-        return _gemm(name, int(match.group(1)), code, rng, shape or {}, check, bank_conflicts)
+        return _gemm(name, int(match.group(1)), code, rng, shape or {}, check, options)
     if (match := FMHA.match(name)):
-        return _fmha(name, bool(match.group(1)), code, rng, shape or {}, check, bank_conflicts)
+        return _fmha(name, bool(match.group(1)), code, rng, shape or {}, check, options)
     if (match := FMOE.match(name)):
-        return _fmoe(name, match.group(1), code, rng, shape or {}, check, bank_conflicts)
+        return _fmoe(name, match.group(1), code, rng, shape or {}, check, options)
     raise VendorKernelError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
 
 
@@ -141,7 +144,7 @@ def _sizes(defaults: dict[str, int], given: dict[str, int], name: str) -> dict[s
 
 
 def _gemm(name: str, tile: int, code: CodeObject, rng: np.random.Generator,
-          given: dict[str, int], check: str, bank_conflicts: bool) -> VendorRun:
+          given: dict[str, int], check: str, options: dict) -> VendorRun:
     size = _sizes({"m": tile, "n": 128, "k": 256, "splitk": 1}, given, name)
     m, n, k, splitk = size["m"], size["n"], size["k"], size["splitk"]
     if n % 64 or k % 64 or min(m, n, k, splitk) < 1:
@@ -154,7 +157,7 @@ def _gemm(name: str, tile: int, code: CodeObject, rng: np.random.Generator,
                 strideD0=n * 4, strideC0=n * 4, strideA0=k * 2, strideB0=k * 2,
                 Mdim=m, Ndim=n, Kdim=k, splitk=splitk)
     run = emulate(code, grid=(n // 64, -(-m // tile), splitk), block=256, args=args, check=check,
-                  bank_conflicts=bank_conflicts)
+                  **options)
     reference = a.astype(np.float64) @ b.astype(np.float64).T
     # bf16 products are exact in f32; only the summation order differs from numpy
     tolerance = 4 * k * float(np.finfo(np.float32).eps) * (float(np.abs(reference).max()) + 1)
@@ -162,7 +165,7 @@ def _gemm(name: str, tile: int, code: CodeObject, rng: np.random.Generator,
 
 
 def _fmha(name: str, causal: bool, code: CodeObject, rng: np.random.Generator,
-          given: dict[str, int], check: str, bank_conflicts: bool) -> VendorRun:
+          given: dict[str, int], check: str, options: dict) -> VendorRun:
     size = _sizes({"b": 1, "h": 1, "s": 256, "sk": 256}, given, name)
     b, h, s, sk, d = size["b"], size["h"], size["s"], size["sk"], 128
     if min(b, h, s, sk) < 1:
@@ -188,7 +191,7 @@ def _fmha(name: str, causal: bool, code: CodeObject, rng: np.random.Generator,
     groups = -(-tiles // 2) if causal else tiles
     # the kernel's last waves read a row past Q/K/V inside the buffer's V# range
     run = emulate(code, grid=(groups, h, b), block=512, args=args, check=check,
-                  bank_conflicts=bank_conflicts, memory="lenient")
+                  memory="lenient", **options)
     logits = np.einsum("bshd,bthd->bhst", q.astype(np.float64), k.astype(np.float64)) * scale
     if causal:  # bottom-right aligned, as aiter's mask for sq <= sk
         masked = np.arange(sk)[None, :] > np.arange(s)[:, None] + (sk - s)
@@ -246,7 +249,7 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
 
 
 def _fmoe(name: str, kind: str, code: CodeObject, rng: np.random.Generator,
-          given: dict[str, int], check: str, bank_conflicts: bool) -> VendorRun:
+          given: dict[str, int], check: str, options: dict) -> VendorRun:
     size = _sizes({"tokens": 8, "dim": 512, "inter": 512, "experts": 4, "topk": 2}, given, name)
     tokens, dim, inter, experts, topk = (size[k] for k in
                                          ("tokens", "dim", "inter", "experts", "topk"))
@@ -278,7 +281,7 @@ def _fmoe(name: str, kind: str, code: CodeObject, rng: np.random.Generator,
         Os=dim * 2, eGUs=dim * 2 * inter, eDs=inter * 2 * dim, eGUQs=0, eDQs=0,
         eSMQs=inter * 4, topk=topk)
     run = emulate(code, grid=(inter // MOE_SUB_GU, len(expert_ids), 1), block=256, args=args,
-                  check=check, bank_conflicts=bank_conflicts)
+                  check=check, **options)
     reference = np.zeros((tokens, dim))
     xf = x.astype(np.float64)
     for slot in range(topk):

@@ -94,6 +94,9 @@ LDS_BANKS = 32
 LDS_BANK_BYTES = 4
 LDS_PHASE_BYTES = 128        # bytes serviced per phase: lanes per phase = 128 / access width
 
+# --- memory hierarchy ---
+CACHE_LINE_SHIFT = 7         # 128-byte L2 lines (AMD CDNA3 white paper, L2 section)
+
 
 def lds_phases(access_bytes: int, *, read: bool) -> tuple[tuple[int, ...], ...]:
     """The lane groups one LDS access is serviced in (lanes of a group share a cycle).

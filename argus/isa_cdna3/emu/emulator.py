@@ -40,6 +40,7 @@ from argus.isa_cdna3.emu.state import (
     Machine,
     UnsupportedOpcodeError,
 )
+from argus.isa_cdna3.emu.trace import EventTrace
 from argus.isa_cdna3.instruction import Instruction
 
 if TYPE_CHECKING:   # the launch record comes from the layer above; only its fields are read here
@@ -68,6 +69,7 @@ class Emulation:
     per_wave: np.ndarray = attrs.field(repr=False, factory=lambda: np.zeros(0, np.int64))
     lds_cycles: dict[int, int] = attrs.field(factory=dict)   # pc -> LDS cycles (bank model)
     unmapped_accesses: int = 0      # lane accesses outside every buffer ("lenient" memory)
+    events: EventTrace | None = attrs.field(default=None, repr=False)   # when trace=True
 
     def lds_conflict_factor(self, pc: int) -> float:
         """LDS cycles of the instruction at `pc` over the conflict-free minimum (1.0 = none)."""
@@ -202,11 +204,12 @@ def _initial_state(m: Machine, info: KernelInfo, grid: tuple[int, int, int],
 
 def run(program: Program, launch: Launch, *, check: str = "strict",
         max_wave_instructions: int = 500_000_000, bank_conflicts: bool = False,
-        memory: str = "strict") -> Emulation:
+        memory: str = "strict", trace: bool = False) -> Emulation:
     """Run `launch` (from `argus.asm.launch.prepare`) of `program` to completion.
 
     Argument arrays become device buffers and are written back in place. `check`, `memory`,
-    `bank_conflicts` and `max_wave_instructions` are described at `argus.asm.launch.emulate`.
+    `bank_conflicts`, `trace` and `max_wave_instructions` are described at
+    `argus.asm.launch.emulate`.
     """
     if check not in CHECK_MODES:
         raise LaunchError(f"check must be one of {CHECK_MODES}, got {check!r}")
@@ -237,8 +240,10 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
                 waves_per_group=waves_per_group, lds_bytes=info.group_segment_size,
                 memory=memory, accum_offset=info.accum_offset, check=check)
     _initial_state(m, info, grid3, block3, kernarg_addr, packet_addr)
-    if bank_conflicts:
+    if bank_conflicts or trace:
         m.lds_cycles = {}
+    if trace:
+        m.trace = EventTrace(m.workgroup, m.wave_in_group)
 
     start, cpu_start = time.perf_counter(), time.process_time()
     with np.errstate(all="ignore"):  # IEEE overflow/NaN are results here, not Python errors
@@ -251,7 +256,7 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     trace = {ins.address: int(c) for ins, c in zip(instructions, counts) if c}
     return Emulation(info.name, grid3, block3, workgroups, m.waves, seconds, cpu_seconds, trace,
                      dict(m.bytes_moved), list(m.hazards), instructions, m.executed.copy(),
-                     dict(m.lds_cycles or {}), memory.unmapped_accesses)
+                     dict(m.lds_cycles or {}), memory.unmapped_accesses, m.trace)
 
 
 def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
@@ -279,6 +284,8 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
         if debug:
             print(f"[emu] pc 0x{group.pc:x} waves {group.n}: {instructions[i].text}")
         result = executors[i](m, group)
+        if m.trace is not None:
+            m.trace.event(i, group.waves)
         counts[i] += group.n
         per_wave[group.sel] += 1
         group.tick += ticks[i]

@@ -218,6 +218,8 @@ def _smem_write(inst: Instruction) -> Callable[[Machine, Group], Any]:
 
 def _checked(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, nbytes: int,
              active: np.ndarray) -> np.ndarray:
+    if m.trace is not None and not inst.opcode.startswith("s_"):    # vector memory only
+        m.trace.memory(g.waves, addr, active)
     try:
         return m.memory.check(addr, nbytes, active)
     except MemoryFault as fault:
@@ -540,6 +542,8 @@ def _record_lds(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, size:
     if m.lds_cycles is not None:
         cycles = lds_cycles(addr, g.exec, size, read=inst.opcode.startswith("ds_read"))
         m.lds_cycles[inst.address] = m.lds_cycles.get(inst.address, 0) + cycles
+        if m.trace is not None:
+            m.trace.lds_access(cycles, g.n)
 
 
 def _ds_read(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:

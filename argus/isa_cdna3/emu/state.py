@@ -248,6 +248,7 @@ class Machine:
         self.hazards: list[Hazard] = []
         self.bytes_moved: dict[int, int] = {}
         self.lds_cycles: dict[int, int] | None = None     # pc -> LDS cycles, when requested
+        self.trace: Any = None        # an emu.trace.EventTrace when the run is traced
 
     # --- exec ---------------------------------------------------------------------------------
     def refresh_exec(self, g: Group) -> None:

