@@ -250,16 +250,42 @@ class _Workgroup:
 
     def op_TagTile(self, op: O.TagTile):
         x = self.values[op.x.name]
-        coords = _layout_table(op.result.type.layout)
-        env = {**self.env, **{f"c{a}": c for a, c in enumerate(coords)}}
-        tags = {name: np.broadcast_to(np.asarray(evaluate(e, env), np.int64), x.data.shape).copy()
-                for name, e in op.tags}
-        self.values[op.result.name] = RegVal(x.data, tags)
+        self.values[op.result.name] = RegVal(x.data, self.result_tags(op))
 
     def op_Full(self, op: O.Full):
         t = op.result.type
         shape = (t.layout.waves, LANES, t.layout.slots)
-        self.values[op.result.name] = RegVal(to_dtype(np.full(shape, op.value), t.dtype), {})
+        data = to_dtype(np.full(shape, op.value), t.dtype)
+        self.values[op.result.name] = RegVal(data, self.result_tags(op))
+
+    # tag transfer: the result's tags by the rule the op declares (argus.ir.transfer)
+
+    def result_tags(self, op) -> dict[str, np.ndarray]:
+        rule = RESULT_TAGS.get(op.transfer)
+        if rule is None:
+            raise InterpError(f"{op.loc}: {op.mnemonic}: the interpreter has no tag rule "
+                              f"'{op.transfer.value}'")
+        return rule(self, op)
+
+    def fresh(self, op: O.Full) -> dict[str, np.ndarray]:
+        return {}
+
+    def retag(self, op: O.TagTile) -> dict[str, np.ndarray]:
+        shape = self.values[op.x.name].data.shape
+        coords = _layout_table(op.result.type.layout)
+        env = {**self.env, **{f"c{a}": c for a, c in enumerate(coords)}}
+        return {name: np.broadcast_to(np.asarray(evaluate(e, env), np.int64), shape).copy()
+                for name, e in op.tags}
+
+    def keep(self, op) -> dict[str, np.ndarray]:
+        return dict(self.values[op.operands[0].name].tags)
+
+    def union(self, op: O.Binary) -> dict[str, np.ndarray]:
+        return merge_tags(self.values[op.x.name].tags, self.values[op.y.name].tags)
+
+    def shift(self, op: O.SlotSlice) -> dict[str, np.ndarray]:
+        part = slice(op.start, op.start + op.result.type.layout.slots)
+        return {n: t[:, :, part] for n, t in self.values[op.x.name].tags.items()}
 
     # global memory
 
@@ -549,18 +575,19 @@ class _Workgroup:
         with np.errstate(all="ignore"):
             data = _UNARY[op.fn](x.data.astype(np.float32))
         self.check(op, {"X": x.tags}, op.x.type.layout, x.data.shape)
-        self.values[op.result.name] = RegVal(data.astype(np.float32), dict(x.tags))
+        self.values[op.result.name] = RegVal(data.astype(np.float32), self.result_tags(op))
 
     def op_Binary(self, op: O.Binary):
         x, y = self.values[op.x.name], self.values[op.y.name]
         self.check(op, {"X": x.tags, "Y": y.tags}, op.x.type.layout, x.data.shape)
         with np.errstate(all="ignore"):
             data = _BINARY[op.fn](x.data, y.data).astype(np.float32)
-        self.values[op.result.name] = RegVal(data, merge_tags(x.tags, y.tags))
+        self.values[op.result.name] = RegVal(data, self.result_tags(op))
 
     def op_Cast(self, op: O.Cast):
         x = self.values[op.x.name]
-        self.values[op.result.name] = RegVal(to_dtype(x.data, op.result.type.dtype), x.tags)
+        self.values[op.result.name] = RegVal(to_dtype(x.data, op.result.type.dtype),
+                                             self.result_tags(op))
 
     def op_Mask(self, op: O.Mask):
         x = self.values[op.x.name]
@@ -569,7 +596,7 @@ class _Workgroup:
         keep = np.broadcast_to(np.asarray(evaluate(op.keep, env), bool), x.data.shape)
         self.check(op, {"X": x.tags}, op.x.type.layout, x.data.shape, agree_with=keep)
         data = np.where(keep, x.data, np.float32(op.fill)).astype(np.float32)
-        self.values[op.result.name] = RegVal(data, x.tags)
+        self.values[op.result.name] = RegVal(data, self.result_tags(op))
 
     # cross-lane
 
@@ -638,8 +665,7 @@ class _Workgroup:
     def op_SlotSlice(self, op: O.SlotSlice):
         x = self.values[op.x.name]
         part = slice(op.start, op.start + op.result.type.layout.slots)
-        self.values[op.result.name] = RegVal(x.data[:, :, part],
-                                             {n: t[:, :, part] for n, t in x.tags.items()})
+        self.values[op.result.name] = RegVal(x.data[:, :, part], self.result_tags(op))
 
     # LDS
 
@@ -832,6 +858,19 @@ def _tag(values: np.ndarray, position) -> int | None:
     """One tag value at `position`, reading broadcast (size-1) axes at 0; None for ⊤."""
     v = int(values[tuple(p if n > 1 else 0 for p, n in zip(position, values.shape))])
     return None if v == TOP else v
+
+
+#: The value-level reading of the transfer rules whose tags can be computed apart from the
+#: data. Under `contract` (mfma) and `exchange` (reduce, broadcast) the tags move through the
+#: same index arithmetic as the data, and under load/store through the same memory, so those
+#: ops' handlers compute both together.
+RESULT_TAGS = {
+    O.Transfer.FRESH: _Workgroup.fresh,
+    O.Transfer.RETAG: _Workgroup.retag,
+    O.Transfer.KEEP: _Workgroup.keep,
+    O.Transfer.SHIFT: _Workgroup.shift,
+    O.Transfer.UNION: _Workgroup.union,
+}
 
 
 def merge_tags(x: dict, y: dict) -> dict:

@@ -165,11 +165,16 @@ class _Verifier(Obligations, Races, Loops):
         for op in block.ops:
             if isinstance(op, O.Yield):
                 return [self.values[v.name] for v in op.values]
+            # the op's own checks and effects, then its result's tags by its declared rule
             handler = getattr(self, "op_" + type(op).__name__, None)
-            if handler is None:
+            rule = RESULT_TAGS.get(op.transfer)
+            if handler is None and rule is None:
                 raise VerifyError(f"{op.loc}: {op.mnemonic}: the verifier has no rule for this "
                                   "op")
-            handler(op)
+            if handler is not None:
+                handler(op)
+            if rule is not None:
+                self.values[op.results[0].name] = rule(self, op)
             if block is self.kernel.body:
                 self.decide_early()
         return []
@@ -195,14 +200,13 @@ class _Verifier(Obligations, Races, Loops):
     def op_TagDef(self, op: O.TagDef):
         self.tensor_tags[op.tensor.name] = op.tags
 
-    def op_TagTile(self, op: O.TagTile):
+    def retag(self, op: O.TagTile) -> TileTags:
         t = op.result.type
         coords = {f"c{a}": c for a, c in enumerate(t.layout.coords)}
-        self.values[op.result.name] = tile_tags(
-            self.thread(t), {n: Tag(subst(e, coords)) for n, e in op.tags})
+        return tile_tags(self.thread(t), {n: Tag(subst(e, coords)) for n, e in op.tags})
 
-    def op_Full(self, op: O.Full):
-        self.values[op.result.name] = TileTags(self.thread(op.result.type))
+    def fresh(self, op: O.Full) -> TileTags:
+        return TileTags(self.thread(op.result.type))
 
     # global memory
 
@@ -288,25 +292,29 @@ class _Verifier(Obligations, Races, Loops):
         thread = self.thread(op.x.type)
         x = self.tags(op.x).at(*thread)
         self.assertions(op, {"X": x.tags}, x.defs, thread, _coords(op.x.type))
-        self.values[op.result.name] = self.tags(op.x)
 
-    def op_Cast(self, op: O.Cast):
-        self.values[op.result.name] = self.tags(op.x)
+    def keep(self, op) -> TileTags:
+        return self.tags(op.operands[0])
 
     def op_Binary(self, op: O.Binary):
         thread = self.thread(op.x.type)
         if self.tags(op.x) == self.tags(op.y):
             x = self.tags(op.x).at(*thread)
             self.assertions(op, {"X": x.tags, "Y": x.tags}, x.defs, thread, _coords(op.x.type))
-            self.values[op.result.name] = self.tags(op.x)
             return
         x, y = self.tags(op.x).at(*thread), self.tags(op.y).at(*thread)
         self.assertions(op, {"X": x.tags, "Y": y.tags}, x.defs + y.defs, thread,
                         _coords(op.x.type))
+
+    def union(self, op: O.Binary) -> TileTags:
+        if self.tags(op.x) == self.tags(op.y):
+            return self.tags(op.x)
+        thread = self.thread(op.x.type)
+        x, y = self.tags(op.x).at(*thread), self.tags(op.y).at(*thread)
         merged = dict(x.tags)
         for name, tag in y.tags.items():
             merged[name] = merge_tags(x.tags[name], tag) if name in x.tags else tag
-        self.values[op.result.name] = tile_tags(thread, merged, x.defs + y.defs)
+        return tile_tags(thread, merged, x.defs + y.defs)
 
     def op_Mask(self, op: O.Mask):
         t = op.x.type
@@ -314,7 +322,6 @@ class _Verifier(Obligations, Races, Loops):
         keep = subst(op.keep, {f"c{a}": c for a, c in enumerate(t.layout.coords)})
         x = self.tags(op.x).at(*thread)
         self.assertions(op, {"X": x.tags}, x.defs, thread, _coords(t), agree=keep)
-        self.values[op.result.name] = self.tags(op.x)
 
     # cross-lane
 
@@ -329,8 +336,10 @@ class _Verifier(Obligations, Races, Loops):
         held = And(*(c.eq(w) for c, w in zip(coords, wanted)))
         return x.at(wave, lane, slot), held
 
-    def exchange(self, op, x_type, result_type, wanted_axis, drop_names=()):
+    def exchange(self, op: O.Reduce | O.Broadcast) -> TileTags:
         """Tags after a cross-lane exchange: any holder's value, ⊤ unless all holders agree."""
+        x_type, result_type, wanted_axis = op.x.type, op.result.type, op.axis
+        drop_names = getattr(op, "drop", ())
         thread = self.thread(result_type)
         coords = list(result_type.layout.coords)
         if wanted_axis is not None and len(coords) > len(x_type.shape):
@@ -348,26 +357,19 @@ class _Verifier(Obligations, Races, Loops):
         context += gather_constraints([agree, *context], self.distinct)
         if not kept or (not self.scouting and self.holds(agree, context)):
             tags = {n: first.tags[n] for n in kept}
-            self.values[op.result.name] = tile_tags(thread, tags, (held_first,) + first.defs)
-            return
+            return tile_tags(thread, tags, (held_first,) + first.defs)
         tags = {}
         for name in kept:
             tag, alt = first.tags[name], other.tags[name]
             tags[name] = Tag(tag.value, Or(tag.top, And(held_other, Or(alt.top,
                                                                        alt.value.ne(tag.value)))))
         defs = (held_first,) + first.defs + other.defs
-        self.values[op.result.name] = tile_tags(thread, tags, defs)
+        return tile_tags(thread, tags, defs)
 
-    def op_Reduce(self, op: O.Reduce):
-        self.exchange(op, op.x.type, op.result.type, op.axis, op.drop)
-
-    def op_Broadcast(self, op: O.Broadcast):
-        self.exchange(op, op.x.type, op.result.type, op.axis)
-
-    def op_SlotSlice(self, op: O.SlotSlice):
+    def shift(self, op: O.SlotSlice) -> TileTags:
         thread = self.thread(op.result.type)
         inst = self.tags(op.x).at(thread[0], thread[1], thread[2] + op.start)
-        self.values[op.result.name] = tile_tags(thread, inst.tags, inst.defs)
+        return tile_tags(thread, inst.tags, inst.defs)
 
     # MFMA
 
@@ -393,10 +395,12 @@ class _Verifier(Obligations, Races, Loops):
                     "j": evaluate(j, env), "k": evaluate(k, env)}
         self.assertions(op, {"A": a.tags, "B": b.tags, "C": c.tags},
                         meet + list(a.defs + b.defs + c.defs), (wave, lane, slot), element)
-        self.values[op.result.name] = self.mfma_result(op, info)
 
-    def mfma_result(self, op, info) -> TileTags:
+    def contract(self, op: O.Mfma) -> TileTags:
         """Row tags from A[i, 0], column tags from B[0, j]; tags both carry are dropped."""
+        from argus.isa_cdna3.mfma import mfma
+
+        info = mfma(op.instr)
         thread = self.thread(op.result.type)
         blk, i, j = info.c_coord(thread[1], thread[2])
         la, sa = fresh_var("alane", 0, LANES), fresh_var("aslot", 0, info.k_per_lane)
@@ -510,3 +514,17 @@ def _coords(t: RegType):
 
 
 __all__ = ["verify", "VerifyError"]
+
+
+#: The value-level reading of each register-result transfer rule (`argus.ir.transfer`); the
+#: other rules (load, store, define, carry, none) act on memory or control flow, so the op's
+#: own handler applies them.
+RESULT_TAGS = {
+    O.Transfer.FRESH: _Verifier.fresh,
+    O.Transfer.RETAG: _Verifier.retag,
+    O.Transfer.KEEP: _Verifier.keep,
+    O.Transfer.SHIFT: _Verifier.shift,
+    O.Transfer.EXCHANGE: _Verifier.exchange,
+    O.Transfer.UNION: _Verifier.union,
+    O.Transfer.CONTRACT: _Verifier.contract,
+}

@@ -29,6 +29,7 @@ from argus.ir.fields import (
     result,
     results,
 )
+from argus.ir.transfer import Transfer, tag_names
 from argus.ir.types import (
     DTYPE_BYTES,
     LANES,
@@ -97,9 +98,11 @@ ROLE_ORDER = ("A", "B", "C", "V", "D", "X", "Y")
 class Op:
     """Common behaviour, derived from the field declarations (`argus.ir.fields`): operands,
     results, nested blocks, scalar expressions, bound variables, assertion roles, rewriting.
-    A subclass declares its fields, `mnemonic`, its tag-transfer rule and a `verify`."""
+    A subclass declares its fields, `mnemonic`, its tag-transfer rule (`argus.ir.transfer`)
+    and a `verify`."""
 
     mnemonic = "op"
+    transfer: Transfer
 
     @property
     def operands(self) -> tuple[Value, ...]:
@@ -163,6 +166,7 @@ class ProgramId(Op):
     axis: int = attr()
     loc: SourceLoc
     mnemonic = "program_id"
+    transfer = Transfer.NONE
 
     def verify(self):
         if self.axis not in (0, 1, 2):
@@ -177,6 +181,7 @@ class TagDef(Op):
     tags: tuple[tuple[str, Expr], ...] = named_exprs(coords="tensor")
     loc: SourceLoc
     mnemonic = "tag"
+    transfer = Transfer.DEFINE
 
     def verify(self):
         if not isinstance(self.tensor.type, GlobalType):
@@ -199,6 +204,7 @@ class TagTile(Op):
     tags: tuple[tuple[str, Expr], ...] = named_exprs(coords="x")
     loc: SourceLoc
     mnemonic = "tag_tile"
+    transfer = Transfer.RETAG
 
     def verify(self):
         x = _reg(self, self.x, "operand")
@@ -263,6 +269,7 @@ class GlobalLoad(Op):
     gather: Gather | None = record(Gather)
     guard: bool = attr(default=False)
     mnemonic = "global.load"
+    transfer = Transfer.LOAD
 
     def verify(self):
         result = _reg(self, self.result, "result")
@@ -286,6 +293,7 @@ class GlobalStore(Op):
     gather: Gather | None = record(Gather)
     guard: bool = attr(default=False)
     mnemonic = "global.store"
+    transfer = Transfer.NONE
 
     def verify(self):
         super().verify()
@@ -306,6 +314,7 @@ class ScalarLoad(Op):
     loc: SourceLoc
     bounds: tuple[Expr, ...] = exprs(default=())
     mnemonic = "scalar.load"
+    transfer = Transfer.NONE
 
     def verify(self):
         t = self.tensor.type
@@ -335,6 +344,7 @@ class Distinct(Op):
     hi: Expr = expr()
     loc: SourceLoc
     mnemonic = "distinct"
+    transfer = Transfer.NONE
 
     def verify(self):
         t = self.tensor.type
@@ -359,6 +369,7 @@ class LdsAlloc(Op):
     result: Value = result()
     loc: SourceLoc
     mnemonic = "lds.alloc"
+    transfer = Transfer.NONE
 
     def verify(self):
         if not isinstance(self.result.type, LdsType) or self.result.type.size <= 0:
@@ -389,6 +400,7 @@ class LdsStore(Op):
     loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = asserts()
     mnemonic = "lds.store"
+    transfer = Transfer.STORE
 
     def verify(self):
         super().verify()
@@ -410,6 +422,7 @@ class LdsLoad(Op):
     origin: tuple[Expr, ...] = exprs()
     loc: SourceLoc
     mnemonic = "lds.load"
+    transfer = Transfer.LOAD
 
     def verify(self):
         _check_lds_access(self, self.buffer, self.addr, self.origin,
@@ -432,6 +445,7 @@ class Mfma(Op):
     loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = asserts()
     mnemonic = "mfma"
+    transfer = Transfer.CONTRACT
 
     def verify(self):
         from argus.isa_cdna3.mfma import UnknownMfmaError, mfma
@@ -466,6 +480,7 @@ class Full(Op):
     value: float = attr()
     loc: SourceLoc
     mnemonic = "full"
+    transfer = Transfer.FRESH
 
     def verify(self):
         _reg(self, self.result, "result")
@@ -485,6 +500,7 @@ class Unary(Op):
     loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = asserts()
     mnemonic = "unary"
+    transfer = Transfer.KEEP
 
     def verify(self):
         super().verify()
@@ -508,6 +524,7 @@ class Binary(Op):
     loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = asserts()
     mnemonic = "binary"
+    transfer = Transfer.UNION
 
     def verify(self):
         super().verify()
@@ -529,6 +546,7 @@ class Cast(Op):
     x: Value = operand()
     loc: SourceLoc
     mnemonic = "cast"
+    transfer = Transfer.KEEP
 
     def verify(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
@@ -548,6 +566,7 @@ class Mask(Op):
     loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = asserts()
     mnemonic = "mask"
+    transfer = Transfer.KEEP
 
     def verify(self):
         super().verify()
@@ -572,6 +591,7 @@ class Reduce(Op):
     drop: tuple[str, ...] = attr(converter=tuple)
     loc: SourceLoc
     mnemonic = "reduce"
+    transfer = Transfer.EXCHANGE
 
     def verify(self):
         if self.fn not in REDUCE_FNS:
@@ -594,6 +614,7 @@ class Broadcast(Op):
     axis: int = attr()
     loc: SourceLoc
     mnemonic = "broadcast"
+    transfer = Transfer.EXCHANGE
 
     def verify(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
@@ -614,6 +635,7 @@ class SlotSlice(Op):
     start: int = attr()
     loc: SourceLoc
     mnemonic = "slot_slice"
+    transfer = Transfer.SHIFT
 
     def verify(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
@@ -630,6 +652,7 @@ class Barrier(Op):
 
     loc: SourceLoc
     mnemonic = "barrier"
+    transfer = Transfer.NONE
 
 
 @attrs.frozen
@@ -637,6 +660,7 @@ class Yield(Op):
     values: tuple[Value, ...] = operands()
     loc: SourceLoc
     mnemonic = "yield"
+    transfer = Transfer.NONE
 
 
 @attrs.frozen
@@ -672,6 +696,7 @@ class For(Op):
     unroll: int = attr(default=1)
     hints: tuple[str, ...] = attr(default=(), converter=tuple)
     mnemonic = "for"
+    transfer = Transfer.CARRY
 
     def verify(self):
         if self.step <= 0:
@@ -693,6 +718,7 @@ class If(Op):
     results: tuple[Value, ...] = results()
     loc: SourceLoc
     mnemonic = "if"
+    transfer = Transfer.CARRY
 
     def verify(self):
         if not self.cond.is_bool:
@@ -772,49 +798,6 @@ class Kernel:
                       f"earlier and still used later); gfx942 has {VGPR_BUDGET}: consume tiles "
                       "sooner or shrink them")
         return self
-
-
-def tag_names(ops) -> tuple[dict[str, frozenset | None], dict[str, frozenset]]:
-    """The tag names each register value carries, by the ops' transfer rules, and those of each
-    tagged tensor; None where it depends on the loop iteration (loop-carried values)."""
-    names: dict[str, frozenset | None] = {}
-    tensors: dict[str, frozenset] = {}
-    buffers: dict[str, frozenset | None] = {}
-
-    def of(value: Value):
-        return names.get(value.name)
-
-    for op in ops:
-        result = getattr(op, "result", None)
-        match op:
-            case TagDef():
-                tensors[op.tensor.name] = frozenset(n for n, _ in op.tags)
-            case TagTile():
-                names[result.name] = frozenset(n for n, _ in op.tags)
-            case GlobalLoad():
-                names[result.name] = tensors.get(op.tensor.name, frozenset())
-            case LdsStore():
-                held, new = buffers.get(op.buffer.name, frozenset()), of(op.value)
-                buffers[op.buffer.name] = None if held is None or new is None else held | new
-            case LdsLoad():
-                names[result.name] = buffers.get(op.buffer.name, frozenset())
-            case Mfma():
-                a, b = of(op.a), of(op.b)
-                names[result.name] = None if a is None or b is None else (a | b) - (a & b)
-            case Binary():
-                x, y = of(op.x), of(op.y)
-                names[result.name] = None if x is None or y is None else x | y
-            case Reduce():
-                x = of(op.x)
-                names[result.name] = None if x is None else x - set(op.drop)
-            case Unary() | Cast() | Mask() | SlotSlice() | Broadcast():
-                names[result.name] = of(op.x)
-            case Full():
-                names[result.name] = frozenset()
-            case For() | If():
-                for value in op.results + tuple(a for blk in op.blocks for a in blk.args):
-                    names[value.name] = None
-    return names, tensors
 
 
 def role_operands(op: Op) -> dict[str, Value]:
@@ -976,5 +959,5 @@ __all__ = [
     "For", "If", "Kernel", "TagAssertion", "walk", "role_var", "split_role_var", "is_role_var",
     "global_coord_vars", "UNARY_FNS", "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES",
     "coord_vars", "register_pressure", "resources", "tag_names", "role_operands", "op_classes",
-    "ROLE_ORDER",
+    "ROLE_ORDER", "Transfer",
 ]

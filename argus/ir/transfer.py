@@ -1,0 +1,93 @@
+"""Tag-transfer rules: how the tags of an op's result follow from what the op reads.
+
+Each op names its rule once (`Op.transfer`). `tag_names` here is the reading at the level of
+tag *names* (which names a value carries, for the DSL's early checks); the verifier
+(`absint.verify`) and the interpreter (`absint.concrete`) hold the value-level readings and
+dispatch on the same rule kind.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Transfer(enum.Enum):
+    NONE = "none"          # defines no tagged value (scalars, global stores, barriers, allocs)
+    FRESH = "fresh"        # a result without tags (full)
+    DEFINE = "define"      # gives a global tensor's elements tag formulas (tag)
+    RETAG = "retag"        # the result's tags are formulas over its coordinates (tag_tile)
+    LOAD = "load"          # the data read brings the tags of where it was read (global/lds load)
+    STORE = "store"        # the stored data leaves its tags in the buffer (lds.store)
+    KEEP = "keep"          # every element keeps its tags (unary, cast, mask)
+    SHIFT = "shift"        # slots are renumbered within the thread; tags travel (slot_slice)
+    EXCHANGE = "exchange"  # elements move between lanes of a wave; names in `drop` are dropped,
+    #                        the others must agree along the exchanged axis (broadcast, reduce)
+    UNION = "union"        # both operands' names; a shared name is kept where they agree (binary)
+    CONTRACT = "contract"  # A's and B's names without those they share, the contracted ones (mfma)
+    CARRY = "carry"        # results of loops and branches: they depend on the iteration taken
+
+
+def _operand_names(op, of) -> frozenset | None:
+    return of(op.operands[0])
+
+
+def _union(op, of):
+    x, y = of(op.operands[0]), of(op.operands[1])
+    return None if x is None or y is None else x | y
+
+
+def _contract(op, of):
+    a, b = of(op.operands[0]), of(op.operands[1])
+    return None if a is None or b is None else (a | b) - (a & b)
+
+
+def _exchange(op, of):
+    x = of(op.operands[0])
+    return None if x is None else x - set(getattr(op, "drop", ()))
+
+
+def _formula_names(op, of):
+    return frozenset(name for name, _ in op.tags)
+
+
+#: The names of a register result, per rule, from `of(value)` (the names a value carries, None
+#: when they depend on the iteration). LOAD, STORE, DEFINE and CARRY involve memory or
+#: control flow and are read in `tag_names` itself.
+_RESULT_NAMES = {
+    Transfer.FRESH: lambda op, of: frozenset(),
+    Transfer.RETAG: _formula_names,
+    Transfer.KEEP: _operand_names,
+    Transfer.SHIFT: _operand_names,
+    Transfer.EXCHANGE: _exchange,
+    Transfer.UNION: _union,
+    Transfer.CONTRACT: _contract,
+}
+
+
+def tag_names(ops) -> tuple[dict[str, frozenset | None], dict[str, frozenset]]:
+    """The tag names each register value carries, by the ops' transfer rules, and those of each
+    tagged tensor; None where it depends on the loop iteration (loop-carried values)."""
+    names: dict[str, frozenset | None] = {}
+    tensors: dict[str, frozenset] = {}
+    buffers: dict[str, frozenset | None] = {}
+
+    def of(value):
+        return names.get(value.name)
+
+    for op in ops:
+        rule = op.transfer
+        if rule in _RESULT_NAMES:
+            names[op.results[0].name] = _RESULT_NAMES[rule](op, of)
+        elif rule is Transfer.DEFINE:
+            tensors[op.operands[0].name] = _formula_names(op, of)
+        elif rule is Transfer.LOAD:
+            source = op.operands[0].name
+            names[op.results[0].name] = tensors.get(source, buffers.get(source, frozenset()))
+        elif rule is Transfer.STORE:
+            buffer, value = op.operands[:2]
+            held, new = buffers.get(buffer.name, frozenset()), of(value)
+            buffers[buffer.name] = None if held is None or new is None else held | new
+        elif rule is Transfer.CARRY:
+            for value in op.results + tuple(a for blk in op.blocks for a in blk.args):
+                names[value.name] = None
+    return names, tensors
