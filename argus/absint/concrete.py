@@ -860,10 +860,11 @@ def _tag(values: np.ndarray, position) -> int | None:
     return None if v == TOP else v
 
 
-#: The value-level reading of the transfer rules whose tags can be computed apart from the
-#: data. Under `contract` (mfma) and `exchange` (reduce, broadcast) the tags move through the
-#: same index arithmetic as the data, and under load/store through the same memory, so those
-#: ops' handlers compute both together.
+#: Register-result rules whose tags move through the same index arithmetic as the data, so
+#: the op's handler computes both together (as the memory rules do through the same memory).
+MOVED_WITH_DATA = frozenset({O.Transfer.CONTRACT, O.Transfer.EXCHANGE})
+
+#: The value-level reading of the other register-result transfer rules (`argus.ir.transfer`).
 RESULT_TAGS = {
     O.Transfer.FRESH: _Workgroup.fresh,
     O.Transfer.RETAG: _Workgroup.retag,

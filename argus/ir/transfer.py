@@ -51,9 +51,10 @@ def _formula_names(op, of):
 
 
 #: The names of a register result, per rule, from `of(value)` (the names a value carries, None
-#: when they depend on the iteration). LOAD, STORE, DEFINE and CARRY involve memory or
-#: control flow and are read in `tag_names` itself.
-_RESULT_NAMES = {
+#: when they depend on the iteration): the rules that compute a result's tags from register
+#: operands alone. LOAD, STORE, DEFINE and CARRY involve memory or control flow and are read in
+#: `tag_names` itself (and by the ops' own handlers in the verifier and the interpreter).
+RESULT_NAMES = {
     Transfer.FRESH: lambda op, of: frozenset(),
     Transfer.RETAG: _formula_names,
     Transfer.KEEP: _operand_names,
@@ -76,8 +77,8 @@ def tag_names(ops) -> tuple[dict[str, frozenset | None], dict[str, frozenset]]:
 
     for op in ops:
         rule = op.transfer
-        if rule in _RESULT_NAMES:
-            names[op.results[0].name] = _RESULT_NAMES[rule](op, of)
+        if rule in RESULT_NAMES:
+            names[op.results[0].name] = RESULT_NAMES[rule](op, of)
         elif rule is Transfer.DEFINE:
             tensors[op.operands[0].name] = _formula_names(op, of)
         elif rule is Transfer.LOAD:

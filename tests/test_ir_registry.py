@@ -1,0 +1,127 @@
+"""The op registry: every `Op` subclass declares each field's kind and a tag-transfer rule,
+prints and parses back through the text form, and has a rule in the verifier and in the
+interpreter. A new op that misses one of these fails here, not in a user's run."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+import argus.lang as T
+from argus.absint import concrete, verify
+from argus.ir import fields as F
+from argus.ir import ops as O
+from argus.ir.text import parse_kernel, print_kernel
+from argus.ir.transfer import RESULT_NAMES
+from argus.lang import Tensor
+
+OP_CLASSES = O.op_classes()
+
+
+def _branchy():
+    """Atomics, a branch with an else body, a gather with a guard, a mask and a bounded scalar
+    load: ops the library kernels at their defaults do not use."""
+    @T.kernel(waves=1)
+    def branchy(X: Tensor("f32", "N", 16), ids: Tensor("i32", "P"), Y: Tensor("f32", 16, 16),
+                top: T.Scalar(0, 64)):
+        T.distinct(ids, 1, X.shape[0] - top)
+        T.grid(2)
+        row = T.load_scalar(ids, (0,), 0, top + 1)
+        x = X.load((0, row * 0), T.copy_layout((16, 16), 1, 4), gather=T.Gather(ids, 0),
+                   guard=True)
+        x = T.mask(x, lambda i, j: i < j, 0.0)
+        with T.when(T.program_id(0).eq(0), x=x) as branch:
+            branch.x = branch.x * 2.0
+        with branch.otherwise():
+            branch.x = -branch.x
+        Y.atomic_add((0, 0), branch.x)
+
+    return branchy.ir
+
+
+def _kernels():
+    from argus.kernels import library
+    from argus.kernels.attention import attention_fwd
+
+    kernels = [entry.kernel.ir for entry in library().values()]
+    return kernels + [attention_fwd.trace(causal=True), _branchy()]
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return _kernels()
+
+
+def test_every_op_class_is_registered_once_under_its_mnemonic():
+    classes = set()
+    todo = [O.Op]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls is not O.Op and cls.__module__ == O.__name__ and attrs.has(cls):
+            classes.add(cls.__name__)
+    assert {cls.__name__ for cls in OP_CLASSES.values()} == classes
+    assert all(mnemonic == cls.mnemonic for mnemonic, cls in OP_CLASSES.items())
+
+
+@pytest.mark.parametrize("mnemonic", sorted(OP_CLASSES))
+def test_each_op_declares_its_fields_and_its_transfer_rule(mnemonic):
+    cls = OP_CLASSES[mnemonic]
+    declared = F.declared(cls)  # raises for a field without a kind
+    assert {f.name for f, _ in declared} | {"loc"} == {f.name for f in attrs.fields(cls)}
+    assert isinstance(getattr(cls, "transfer", None), O.Transfer), \
+        f"{cls.__name__} names no tag-transfer rule (transfer = Transfer.…)"
+    roles = [d.role for _, d in declared if d.role]
+    assert set(roles) <= set(O.ROLE_ORDER) and len(set(roles)) == len(roles)
+    # an op whose result gets tags has exactly one result to put them on
+    if cls.transfer not in (O.Transfer.NONE, O.Transfer.DEFINE, O.Transfer.STORE,
+                            O.Transfer.CARRY):
+        assert [d.shape for _, d in declared if d.kind is F.Kind.RESULT] == [F.Shape.ONE]
+
+
+def _needs_handler(cls) -> bool:
+    """Whether the verifier needs an op_ method: the rule acts on memory or control flow, or
+    the op carries assertions to check."""
+    asserts = any(d.kind is F.Kind.ASSERTS for _, d in F.declared(cls))
+    return cls.transfer not in RESULT_NAMES or asserts
+
+
+# yield ends a block: both walkers read it in their `execute`, not through a rule
+@pytest.mark.parametrize("mnemonic", sorted(set(OP_CLASSES) - {O.Yield.mnemonic}))
+def test_each_op_has_a_verifier_and_an_interpreter_rule(mnemonic):
+    cls = OP_CLASSES[mnemonic]
+    handler = "op_" + cls.__name__
+    verifier, interpreter = verify._Verifier, concrete._Workgroup
+    if _needs_handler(cls):
+        assert hasattr(verifier, handler), f"the verifier has no {handler}"
+    if cls.transfer in RESULT_NAMES:
+        assert cls.transfer in verify.RESULT_TAGS, f"the verifier cannot apply {cls.transfer}"
+        assert cls.transfer in concrete.RESULT_TAGS or cls.transfer in concrete.MOVED_WITH_DATA
+    assert hasattr(interpreter, handler), f"the interpreter has no {handler}"
+
+
+def test_the_rule_tables_name_the_same_register_result_rules():
+    assert set(verify.RESULT_TAGS) == set(RESULT_NAMES)
+    assert set(concrete.RESULT_TAGS) | concrete.MOVED_WITH_DATA == set(RESULT_NAMES)
+    assert not set(concrete.RESULT_TAGS) & concrete.MOVED_WITH_DATA
+
+
+def test_every_op_class_round_trips_through_text(kernels):
+    seen = set()
+    for kernel in kernels:
+        text = print_kernel(kernel)
+        again = parse_kernel(text)
+        assert again == kernel and print_kernel(again) == text
+        seen |= {type(op) for op in kernel.ops()}
+    missing = sorted(cls.__name__ for cls in OP_CLASSES.values() if cls not in seen)
+    assert not missing, f"no kernel here uses {missing}: add one so its text form is tested"
+
+
+def test_derived_accessors_agree_with_the_declarations(kernels):
+    for kernel in kernels:
+        for op in kernel.ops():
+            renamed = {v.name: attrs.evolve(v, name=v.name + "_r") for v in op.operands}
+            again = op.replace_operands(renamed)
+            assert [v.name for v in again.operands] == [v.name + "_r" for v in op.operands]
+            assert again.results == op.results and again.blocks == op.blocks
+            assert set(op.roles) == set(O.role_operands(op))
