@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 
 from argus.asm.lower.exprgen import LANE_VARS, LoweringError
+from argus.ir.access import global_access, lds_access, tile_of
 from argus.ir.expr import (
     Const,
     Expr,
@@ -27,7 +28,7 @@ from argus.ir.expr import (
     simplify,
     substitute,
 )
-from argus.ir.types import DTYPE_BYTES, LANES, ThreadLayout
+from argus.ir.types import DTYPE_BYTES, LANES
 
 
 class VectorizeError(LoweringError):
@@ -122,69 +123,66 @@ def row_major_strides(shape: tuple[Expr, ...]) -> tuple[Expr, ...]:
     return tuple(reversed(strides))
 
 
-def global_pieces(*, shape, dtype: str, origin, axes, layout: ThreadLayout, widths,
-                  prover: Prover, loc) -> list[Piece]:
-    """Pieces of a global access tensor[origin + c on axes] by a tile of `layout`."""
-    nbytes = DTYPE_BYTES[dtype]
+def global_pieces(op, *, origin, widths, prover: Prover) -> list[Piece]:
+    """Pieces of a global access (ir.access formula) by its register tile, the op's origin
+    replaced by `origin` (the same one, or an unrolled copy's)."""
+    tile = tile_of(op)
+    layout, nbytes = tile.layout, DTYPE_BYTES[tile.dtype]
+    shape = op.tensor.type.shape
     strides = row_major_strides(shape)
-    last = len(shape) - 1
-    inner = axes.index(last) if last in axes else None
-    # coordinate of every (thread, slot) per tile axis: contiguity is decided on these
-    tables = [table(c, layout.waves, layout.slots) for c in layout.coords]
+    index = global_access(op, origin=origin).index
+    parts = [split_lane(i, op.loc) for i in index]
+    # the per-lane part of every tensor index for every (thread, slot): contiguity and
+    # alignment are decided on these tables
+    tables = [table(lane, layout.waves, layout.slots) + const for lane, _, const in parts]
+    inner = len(shape) - 1
 
     @functools.cache
     def address(s: int) -> tuple[Expr, Expr, int]:
         lane, uniform = Const(0), Const(0)
-        full = list(origin)
-        for j, coord in enumerate(layout.coords):
-            lane_j, uniform_j, const_j = split_lane(at_slot(coord, s), loc)
-            if not isinstance(uniform_j, Const) or uniform_j.value:
-                raise LoweringError(f"tile coordinate '{coord}' is not per-lane", loc)
-            lane = lane + lane_j * strides[axes[j]]
-            full[axes[j]] = full[axes[j]] + const_j
-        for i, o in enumerate(full):
-            uniform = uniform + o * strides[i]
+        for i, (lane_i, uniform_i, const_i) in enumerate(parts):
+            lane_s, _, const_s = split_lane(at_slot(lane_i, s), op.loc)
+            lane = lane + lane_s * strides[i]
+            uniform = uniform + (uniform_i + const_i + const_s) * strides[i]
         lane_b, uniform_b = simplify(lane * nbytes), simplify(uniform * nbytes)
-        terms, const = linear_form(uniform_b)
+        _, const = linear_form(uniform_b)
         return lane_b, simplify(uniform_b - const), const
 
     def contiguous(s: int, w: int) -> bool:
-        if inner is None and w > 1:
-            return False
-        for j, t in enumerate(tables):
-            step = np.arange(w) if j == inner else 0
+        for i, t in enumerate(tables):
+            step = np.arange(w) if i == inner else 0
             if not (t[:, s:s + w] == t[:, s:s + 1] + step).all():
                 return False
         return True
 
     def aligned(s: int, piece_bytes: int) -> bool:
         # dword granularity is what the buffer instructions need (gfx942 allows unaligned
-        # dwordx2/x4); the element address must be a multiple of 4 / element bytes
+        # dwordx2/x4): the element index must be a multiple of 4 / element bytes
         step = 4 // nbytes if nbytes < 4 else 1
         if step == 1:
             return True
-        if inner is not None and np.any(tables[inner][:, s] % step):
+        if np.any(tables[inner][:, s] % step):
             return False
         _, uniform, const = address(s)
-        lane_strides = [strides[axes[j]] for j in range(len(axes)) if j != inner]
+        lane_strides = [strides[i] for i in range(inner) if np.any(tables[i] != tables[i][0])]
         return (const % (step * nbytes) == 0 and prover.divisible(uniform, step * nbytes)
                 and all(prover.divisible(st, step) for st in lane_strides))
 
-    return _group(layout.slots, nbytes, widths, contiguous, aligned, address, loc)
+    return _group(layout.slots, nbytes, widths, contiguous, aligned, address, op.loc)
 
 
-def lds_pieces(*, addr_map, origin, base: int, dtype: str, layout: ThreadLayout, widths,
-               prover: Prover, loc) -> list[Piece]:
-    """Pieces of an LDS access buffer[addr(origin + c)] (the tile fills the trailing axes)."""
-    nbytes = DTYPE_BYTES[dtype]
-    lead = len(origin) - len(layout.coords)
-    full = list(origin[:lead]) + [o + c for o, c in zip(origin[lead:], layout.coords)]
-    lane, uniform, const = split_lane(simplify(addr_map.at(tuple(full)) * nbytes + base), loc)
+def lds_pieces(op, *, origin, base: int, widths, prover: Prover) -> list[Piece]:
+    """Pieces of an LDS access (ir.access formula) in an allocation at byte `base`."""
+    tile = tile_of(op)
+    layout, nbytes = tile.layout, DTYPE_BYTES[tile.dtype]
+    access = lds_access(op, origin=origin)
+    byte_address = simplify(access.address * access.elem_bytes + base)
+    lane, uniform, const = split_lane(byte_address, op.loc)
     addresses = table(lane, layout.waves, layout.slots) + const
 
     @functools.cache
     def address(s: int) -> tuple[Expr, Expr, int]:
-        lane_s, _, const_s = split_lane(at_slot(lane, s), loc)
+        lane_s, _, const_s = split_lane(at_slot(lane, s), op.loc)
         return lane_s, uniform, const + const_s
 
     def contiguous(s: int, w: int) -> bool:
@@ -195,7 +193,9 @@ def lds_pieces(*, addr_map, origin, base: int, dtype: str, layout: ThreadLayout,
         align = min(piece_bytes, 16)
         return not np.any(addresses[:, s] % align) and prover.divisible(uniform, align)
 
-    return _group(layout.slots, nbytes, widths, contiguous, aligned, address, loc)
+    return _group(layout.slots, nbytes, widths, contiguous, aligned, address, op.loc)
+
+
 def _group(slots: int, nbytes: int, widths, contiguous, aligned, address, loc) -> list[Piece]:
     pieces, s = [], 0
     while s < slots:

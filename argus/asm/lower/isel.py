@@ -19,7 +19,7 @@ from argus.asm.lower.exprgen import ExprEmitter, LoweringError, UnsupportedError
 from argus.asm.lower.program import Label, LabelDef, Loop, MInst, VReg
 from argus.ir import ops as O
 from argus.ir.expr import Const, Expr, as_expr, free_vars, simplify, substitute
-from argus.ir.types import DTYPE_BYTES, GlobalType, RegType
+from argus.ir.types import DTYPE_BYTES, RegType
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.mfma import mfma
 
@@ -127,6 +127,7 @@ class Selector(ExprEmitter):
         self.lane_bases: list[tuple] = []          # (table, VReg) for LDS per-lane bases
         self.kernargs: list[KernargSlot] = []
         self.labels = 0
+        self.renamed: dict = {}                     # loop counter -> its value in this copy
 
     # ------------------------------------------------------------------ entry
     def run(self) -> list:
@@ -188,6 +189,12 @@ class Selector(ExprEmitter):
             fn(self, op)
 
     # ------------------------------------------------------------------ helpers
+    def origin_of(self, op) -> tuple[Expr, ...]:
+        """The op's origin in this copy of its loop body (unrolled copies rename counters)."""
+        if not self.renamed:
+            return op.origin
+        return tuple(simplify(substitute(o, self.renamed)) for o in op.origin)
+
     def dies(self, value, op) -> bool:
         return self.last.get(value.name, 0) <= self.position[id(op)]
 
@@ -310,9 +317,7 @@ def _check_plain_global(s: Selector, op):
 
 
 def _global_pieces(s: Selector, op, tile: RegType, widths):
-    t: GlobalType = op.tensor.type
-    return global_pieces(shape=t.shape, dtype=t.dtype, origin=op.origin, axes=op.axes,
-                         layout=tile.layout, widths=widths, prover=s.prover, loc=op.loc)
+    return global_pieces(op, origin=s.origin_of(op), widths=widths, prover=s.prover)
 
 
 @rule(O.GlobalLoad)
@@ -356,9 +361,8 @@ def _buffer_mods(vaddr, offset: int) -> str:
 
 
 def _lds_pieces(s: Selector, op, tile: RegType):
-    base = s.lds_base[op.buffer.name]
-    return lds_pieces(addr_map=op.addr, origin=op.origin, base=base, dtype=tile.dtype,
-                      layout=tile.layout, widths=LDS_WIDTHS, prover=s.prover, loc=op.loc)
+    return lds_pieces(op, origin=s.origin_of(op), base=s.lds_base[op.buffer.name],
+                      widths=LDS_WIDTHS, prover=s.prover)
 
 
 @rule(O.LdsStore)
