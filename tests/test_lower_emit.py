@@ -3,6 +3,7 @@
 be vectorised) is an error naming the DSL line; the CLI writes outputs atomically."""
 
 import io
+import json
 import re
 
 import numpy as np
@@ -161,3 +162,19 @@ def test_cli_run_emulate():
                                        "--size", "N=128", "--size", "K=64"])
     assert result.exit_code == 0, result.output
     assert "strict" in result.output and "max error" in result.output
+
+
+def test_disasm_compare_beside_amds_gemm(tmp_path, aiter_root):
+    amd = (aiter_root / "aiter_meta" / "hsa" / "gfx942" / "bf16gemm"
+           / "bf16gemm_outf32_tn_64x64_pf3.co")
+    ours = tmp_path / "gemm.hsaco"
+    argus.compile(GEMM.kernel, instr="v_mfma_f32_16x16x16_bf16", block_k=64).code.to_file(ours)
+    result = CliRunner().invoke(main, ["disasm", str(ours), "--compare", str(amd), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    ours_per_mfma, amd_per_mfma = report["main_loop_instructions_per_mfma"]
+    assert ours_per_mfma > 1 and amd_per_mfma > 1
+    assert report["main_loop_mix"]["MFMA"][0] > 0 and report["main_loop_mix"]["MFMA"][1] > 0
+    assert report["resources"]["lds_bytes"] == [2 * 2 * 64 * 64 * 2, 65536]
+    table = CliRunner().invoke(main, ["disasm", str(ours), "--compare", str(amd)])
+    assert "per MFMA" in table.output and "vgpr_count" in table.output

@@ -181,7 +181,15 @@ def compare_stats(left: KernelStats, right: KernelStats) -> dict:
             "resources": pairs(left.resources(), right.resources(), list(left.resources())),
             "mix": pairs(left.mix, right.mix),
             "main_loop_instructions": [loop.instructions if loop else 0 for loop in loops],
+            "main_loop_instructions_per_mfma": [instructions_per_mfma(loop) for loop in loops],
             "main_loop_mix": pairs(*loop_mix)}
+
+
+def instructions_per_mfma(loop: Loop | None) -> float | None:
+    """Instructions the loop issues per MFMA (the MFMA included): its MFMA density inverted;
+    None for a loop without MFMAs."""
+    mfmas = loop.mix.get("MFMA", 0) if loop else 0
+    return round(loop.instructions / mfmas, 3) if mfmas else None
 
 
 def _single_kernel(code: CodeObject, kernel: str | None, path: str) -> KernelInfo:
@@ -214,10 +222,11 @@ def compare_command(path: str, other: str, *, kernel: str | None, as_json: bool,
     for title, rows in (("resources", report["resources"]),
                         ("instruction mix", {"all": report["instructions"], **report["mix"]}),
                         ("main loop mix", {"all": report["main_loop_instructions"],
+                                           "per MFMA": report["main_loop_instructions_per_mfma"],
                                            **report["main_loop_mix"]})):
         table = Table("", left, right, "ratio", title=title)
         for name, (a, b) in rows.items():
-            table.add_row(name, str(a), str(b), f"{b / a:.2f}" if a else "-")
+            table.add_row(name, str(a), str(b), f"{b / a:.2f}" if a and b is not None else "-")
         console.print(table)
 
 

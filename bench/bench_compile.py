@@ -1,0 +1,97 @@
+"""The backend on the library GEMM: for each configuration, the compile time (lower + assemble,
+cold, on this machine's CPU; goal <= 2 s), registers, occupancy, and the main loop's
+instructions per MFMA beside AMD's hand-written bf16gemm_outf32_tn_<tile>_pf3 at the same tile
+(ratio ours / AMD, goal <= 1.0; AMD ships 32x64, 48x64, 64x64 and 96x64 tiles, so other tiles
+have no same-tile row). Static counts from the code objects (llvm-objdump); nothing is timed on a
+GPU. Run: python bench/bench_compile.py [--json PATH] [--policy interleave|simple]
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from argus.asm import assemble
+from argus.asm.aiter import aiter_root
+from argus.asm.codeobject import CodeObject
+from argus.asm.lower import lower
+from argus.asm.stats import instructions_per_mfma, kernel_stats, main_loop
+from argus.kernels import library
+
+SMALL = "v_mfma_f32_16x16x16_bf16"
+CONFIGS = [
+    {"block_m": 64, "block_n": 64, "block_k": 32},
+    {"block_m": 64, "block_n": 64, "block_k": 64},
+    {"block_m": 64, "block_n": 64, "block_k": 64, "instr": SMALL},
+    {"block_m": 128, "block_n": 64, "block_k": 64},
+    {"block_m": 128, "block_n": 128, "block_k": 32},
+    {"block_m": 128, "block_n": 128, "block_k": 64},
+    {"block_m": 128, "block_n": 128, "block_k": 64, "instr": SMALL},
+    {"block_m": 64, "block_n": 64, "block_k": 64, "split_k": 4},
+]
+GOAL_SECONDS = 2.0
+
+
+def amd_figure(tile: str) -> float | None:
+    """Instructions per MFMA in the main loop of AMD's bf16gemm_outf32_tn_<tile>_pf3."""
+    path = (aiter_root() / "aiter_meta" / "hsa" / "gfx942" / "bf16gemm"
+            / f"bf16gemm_outf32_tn_{tile}_pf3.co")
+    if not path.is_file():
+        return None
+    code = CodeObject.from_file(path)
+    return instructions_per_mfma(main_loop(kernel_stats(code, code.kernels[0])))
+
+
+def measure(params: dict, policy: str) -> dict:
+    ir = library()["gemm"].kernel.trace(**params)
+    start = time.perf_counter()
+    lowered = lower(ir, policy)
+    code = assemble(lowered.text)
+    seconds = time.perf_counter() - start
+    ours = instructions_per_mfma(main_loop(kernel_stats(code, code.kernels[0])))
+    tile = f"{params['block_m']}x{params['block_n']}"
+    amd = amd_figure(tile)
+    return {"params": params, "policy": policy, "compile_seconds": round(seconds, 3),
+            "vgprs": lowered.vgprs, "agprs": lowered.agprs, "sgprs": lowered.sgprs,
+            "lds_bytes": lowered.lds_bytes, "waves_per_simd": lowered.occupancy,
+            "occupancy_limit": lowered.occupancy_limit, "loop_instructions_per_mfma": ours,
+            "amd_tile": tile if amd else None, "amd_loop_instructions_per_mfma": amd,
+            "ratio_vs_amd": round(ours / amd, 3) if amd and ours else None}
+
+
+@click.command()
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write results here")
+@click.option("--policy", type=click.Choice(["interleave", "simple"]), default="interleave",
+              show_default=True)
+def main(json_path: str | None, policy: str) -> None:
+    import argus.smt  # noqa: F401  (imported once before timing, as a warm process would)
+
+    rows = [measure(params, policy) for params in CONFIGS]
+    header = (f"{'configuration':<44} {'compile s':>9} {'VGPR':>5} {'AGPR':>5} {'SGPR':>5} "
+              f"{'waves/SIMD':>10} {'instr/MFMA':>10} {'AMD same tile':>13} {'ratio':>6}")
+    print(header)
+    for row in rows:
+        p = row["params"]
+        name = " ".join(f"{k}={v}" for k, v in p.items()).replace(f"instr={SMALL}", "16x16x16")
+        amd = (f"{row['amd_loop_instructions_per_mfma']:.2f}" if row["amd_tile"] else "none")
+        ratio = f"{row['ratio_vs_amd']:.2f}" if row["ratio_vs_amd"] else "-"
+        print(f"{name:<44} {row['compile_seconds']:>9.2f} {row['vgprs']:>5} {row['agprs']:>5} "
+              f"{row['sgprs']:>5} {row['waves_per_simd']:>10} "
+              f"{row['loop_instructions_per_mfma']:>10.2f} {amd:>13} {ratio:>6}")
+    worst = max(r["compile_seconds"] for r in rows)
+    ratios = [r["ratio_vs_amd"] for r in rows if r["ratio_vs_amd"]]
+    print(f"slowest compile {worst:.2f} s (goal <= {GOAL_SECONDS} s: "
+          f"{'met' if worst <= GOAL_SECONDS else 'missed'}); "
+          f"main-loop instructions per MFMA vs AMD at the same tile: "
+          + (f"best {min(ratios):.2f}, worst {max(ratios):.2f} (goal <= 1.0)" if ratios
+             else "no same-tile configuration"))
+    print("occupancy limits: " + "; ".join(sorted({r["occupancy_limit"] for r in rows})))
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
