@@ -10,7 +10,8 @@ from argus.demo import gemm_forgotten_swizzle, run_example_kernel
 def test_demo_runs_every_stage_and_each_agrees_with_its_oracle():
     result = CliRunner().invoke(main, ["demo"])
     assert result.exit_code == 0, result.output
-    assert result.output.count("[ok]") == 8 and "FAILED" not in result.output
+    assert result.output.count("[ok]") == 9 and "FAILED" not in result.output
+    assert "compile the verified gemm to gfx942" in result.output
     assert "confirmed by concrete replay" in result.output
     assert "bf16gemm_outf32_tn_32x64_pf3" in result.output and ": OK" in result.output
 
