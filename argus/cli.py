@@ -11,20 +11,31 @@ import sys
 
 import click
 
+from argus.errors import ArgusError
+
+
+class _Commands(click.Group):
+    """The command group; an ArgusError from any command is the user's to fix: it prints as
+    message, place and fix, without a traceback, and the exit status is 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ArgusError as err:
+            raise click.ClickException(err.render()) from err
+
 
 @contextlib.contextmanager
 def _user_errors():
-    """Library errors are the user's to fix: print the message, not a traceback."""
-    from argus.asm import AssemblyError, CodeObjectError, DisassemblyError, ToolchainError
-
+    """A name the user gave that is not there (a kernel of a code object, an example): the
+    KeyError's message, not a traceback."""
     try:
         yield
-    except (AssemblyError, CodeObjectError, DisassemblyError, ToolchainError, KeyError) as err:
-        message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
-        raise click.ClickException(str(message)) from err
+    except KeyError as err:
+        raise click.ClickException(str(err.args[0] if err.args else err)) from err
 
 
-@click.group()
+@click.group(cls=_Commands)
 @click.version_option(package_name="argus")
 def main() -> None:
     """Argus: verified, search-tuned AMD CDNA3 (gfx942) GPU kernels."""
@@ -114,14 +125,8 @@ def run(kernel: str, interp: bool, emulate: bool, sizes: tuple[str, ...],
         _run_emulated(kernel, _assignments(sizes, "--size"), _assignments(params, "--param"),
                       seed, as_json)
         return
-    from argus.ir.types import IRError
-    from argus.lang import DSLError
-
-    try:
-        outcome = run_interp(kernel, _assignments(sizes, "--size"),
-                             _assignments(params, "--param"), seed)
-    except (IRError, DSLError, ValueError) as err:
-        raise click.ClickException(str(err)) from err
+    outcome = run_interp(kernel, _assignments(sizes, "--size"), _assignments(params, "--param"),
+                         seed)
     from argus.ir.ops import resources
 
     ir = library()[kernel].kernel.trace(**outcome.params)
@@ -159,17 +164,13 @@ def run(kernel: str, interp: bool, emulate: bool, sizes: tuple[str, ...],
 def emulate_command(name: str | None, sizes: tuple[str, ...], seed: int, check: str,
                     banks: bool, list_kernels: bool) -> None:
     """Run AMD vendor kernel NAME (amd-aiter, gfx942) in the emulator against numpy."""
-    from argus.asm.vendor import VendorKernelError, run_vendor, vendor_kernels
-    from argus.isa_cdna3.emu import EmulatorError
+    from argus.asm.vendor import run_vendor, vendor_kernels
 
     if list_kernels or name is None:
         click.echo("\n".join(vendor_kernels()))
         return
     shape = {key: int(value) for key, value in _assignments(sizes, "--size").items()}
-    try:
-        outcome = run_vendor(name, shape=shape, seed=seed, check=check, bank_conflicts=banks)
-    except (VendorKernelError, EmulatorError) as err:
-        raise click.ClickException(str(err)) from err
+    outcome = run_vendor(name, shape=shape, seed=seed, check=check, bank_conflicts=banks)
     click.echo(outcome.report())
     sys.exit(0 if outcome.ok else 1)
 
@@ -226,22 +227,13 @@ def verify_command(target: str, sizes: tuple[str, ...], params: tuple[str, ...],
       4  every obligation proved, but only for loops of at most N
          iterations (--unroll N): a bounded check, not a proof
     """
-    from argus.absint.parallel import default_jobs
-    from argus.absint.verify import VerifyError, verify
-    from argus.ir.types import IRError
-    from argus.lang import DSLError
+    from argus import env
+    from argus.absint.verify import verify
     from argus.pipeline import resolve_kernel
 
-    try:
-        jobs = default_jobs() if jobs is None else jobs
-    except ValueError as err:  # a malformed ARGUS_JOBS
-        raise click.ClickException(str(err)) from err
-    try:
-        kernel = resolve_kernel(target)
-        report = verify(kernel, solver=solver, unroll=unroll, jobs=jobs,
-                        **_assignments(params, "--param"), **_assignments(sizes, "--size"))
-    except (VerifyError, IRError, DSLError) as err:
-        raise click.ClickException(str(err)) from err
+    jobs = env.jobs() if jobs is None else jobs
+    report = verify(resolve_kernel(target), solver=solver, unroll=unroll, jobs=jobs,
+                    **_assignments(params, "--param"), **_assignments(sizes, "--size"))
     if as_json:
         click.echo(report.to_json())
     else:
@@ -269,7 +261,7 @@ def prove_command(goal: str, variables: tuple[str, ...], assumptions: tuple[str,
     Example: argus prove "4*(lane//32) + slot == ((lane >> 5) << 2) | slot" --var lane=0:64
     --var slot=0:4. Exit status 0 proved, 1 refuted, 3 unknown.
     """
-    from argus.ir.expr import ExprSyntaxError, Var, parse
+    from argus.ir.expr import Var, parse
     from argus.smt import Proved, Refuted, prove, to_smtlib
 
     try:
@@ -282,7 +274,9 @@ def prove_command(goal: str, variables: tuple[str, ...], assumptions: tuple[str,
             return
         verdict = prove(goal_expr, assumed, solver=solver, timeout_ms=timeout_ms,
                         minimize=order)
-    except (ExprSyntaxError, TypeError, ValueError) as err:
+    except ArgusError:
+        raise
+    except (TypeError, ValueError) as err:    # a malformed --var, or bounds Var rejects
         raise click.ClickException(str(err)) from err
     click.echo(str(verdict))
     sys.exit(0 if isinstance(verdict, Proved) else 1 if isinstance(verdict, Refuted) else 3)
@@ -309,24 +303,19 @@ def demo_command() -> None:
     sys.exit(0 if ok else 1)
 
 
-def _compile_errors():
-    """The backend's and the DSL's errors name the DSL line; print them, not a traceback."""
-    from argus.asm import AssemblyError
-    from argus.asm.lower import LoweringError
-    from argus.ir.types import IRError
-    from argus.isa_cdna3.abi import LaunchError
-    from argus.lang import DSLError
-
-    return (LoweringError, AssemblyError, LaunchError, IRError, DSLError, ValueError, KeyError)
+#: Besides ArgusErrors (rendered by the command group), what a bad parameter of a library kernel
+#: raises while it is traced and compiled; printed, not a traceback.
+PARAMETER_ERRORS = (ValueError, KeyError)
 
 
 def _run_emulated(kernel: str, sizes: dict, params: dict, seed: int, as_json: bool) -> None:
-    from argus.isa_cdna3.emu import EmulatorError
     from argus.pipeline import run_emulated
 
     try:
         outcome = run_emulated(kernel, sizes, params, seed)
-    except (*_compile_errors(), EmulatorError) as err:
+    except ArgusError:
+        raise
+    except PARAMETER_ERRORS as err:
         raise click.ClickException(str(err)) from err
     resources = outcome.compiled.resources
     if as_json:
@@ -370,7 +359,6 @@ def compile_command(target: str, params: tuple[str, ...], policy: str, verify: b
     """Compile KERNEL_OR_FILE to a gfx942 code object (sizes stay kernel arguments)."""
     from pathlib import Path
 
-    from argus.absint.verify import VerifyError
     from argus.asm.codeobject import write_atomic
     from argus.pipeline import compile as compile_kernel
     from argus.pipeline import resolve_kernel
@@ -379,7 +367,9 @@ def compile_command(target: str, params: tuple[str, ...], policy: str, verify: b
         kernel = resolve_kernel(target)
         compiled = compile_kernel(kernel, policy=policy, verify=verify,
                                   **_assignments(params, "--param"))
-    except (*_compile_errors(), VerifyError) as err:
+    except ArgusError:
+        raise
+    except PARAMETER_ERRORS as err:
         raise click.ClickException(str(err)) from err
     if assembly and output is None:
         click.echo(compiled.text, nl=False)

@@ -20,9 +20,9 @@ from pathlib import Path
 import click
 import numpy as np
 
+from argus import env
 from argus.absint import queries
 from argus.absint.concrete import run
-from argus.absint.parallel import default_jobs
 from argus.absint.verify import verify
 from argus.ir import ops as O
 from argus.ir.expr import evaluate
@@ -127,7 +127,7 @@ def main(json_path: str | None, skip_bugs: bool, skip_variants: bool) -> None:
               f"{goal:>5} "
               f"{r['interpreter_s']:9.2f} "
               f"{r['ratio']:7.2f}  {r['proved']}P/{r['refuted']}R/{r['unknown']}U")
-    print(f"measured on this machine's CPU, {default_jobs()} worker processes (verify s: wall "
+    print(f"measured on this machine's CPU, {env.jobs()} worker processes (verify s: wall "
           "time from a cold cache; cpu s: this process and its workers; warm s: the same "
           "kernel again); other processes share the cores; the verifier covers all sizes, the "
           "interpreter only the listed ones (ratio = interpreter time / verifier wall time)")

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from test_expr import VARS, int_exprs
 from test_smt import risky_exprs
 
+from argus import env
 from argus.absint import queries as Q
 from argus.absint.domain import canonical_renaming, fresh_var, substitute_all
-from argus.absint.parallel import can_fork, default_jobs, map_items
+from argus.absint.parallel import can_fork, map_items
 from argus.absint.verify import collector_paused, verify
 from argus.ir.expr import Var, evaluate, ite
 from argus.kernels import library
@@ -95,13 +96,13 @@ def test_map_items_keeps_order_and_runs_in_process_for_small_batches():
 
 def test_jobs_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("ARGUS_JOBS", "3")
-    assert default_jobs() == 3
+    assert env.jobs() == 3
     monkeypatch.setenv("ARGUS_JOBS", "many")
     with pytest.raises(ValueError, match="ARGUS_JOBS='many' is not a whole number"):
-        default_jobs()
+        env.jobs()
     monkeypatch.setenv("ARGUS_JOBS", "0")
     with pytest.raises(ValueError, match="at least 1"):
-        default_jobs()
+        env.jobs()
     with pytest.raises(ValueError, match="jobs=0"):
         verify(library()["gemm"].kernel, jobs=0)
 

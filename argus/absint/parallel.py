@@ -10,7 +10,6 @@ small, the same function runs in this process.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
@@ -20,24 +19,6 @@ from concurrent.futures.process import BrokenProcessPool
 MIN_PARALLEL = 12
 
 _work = None
-
-
-def default_jobs() -> int:
-    """`ARGUS_JOBS` if set, else the cores this process may run on."""
-    configured = os.environ.get("ARGUS_JOBS", "").strip()
-    if configured:
-        try:
-            jobs = int(configured)
-        except ValueError:
-            raise ValueError(f"ARGUS_JOBS={configured!r} is not a whole number; set it to the "
-                             "number of worker processes (1 decides in this process)") from None
-        if jobs < 1:
-            raise ValueError(f"ARGUS_JOBS={jobs} must be at least 1")
-        return jobs
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _run(index: int):

@@ -11,6 +11,7 @@ import attrs
 import numpy as np
 
 from argus.absint.report import Counterexample
+from argus.errors import ArgusError
 from argus.ir.expr import evaluate
 
 #: Largest total number of tensor elements a replay may allocate.
@@ -23,7 +24,7 @@ MAX_REPLAY_ELEMENTS = 1 << 24
 CONFIRMED_BY = {"tag-assertion": ("tag-assertion", "tag-missing")}
 
 
-class ReplayError(Exception):
+class ReplayError(ArgusError):
     """The witness could not be replayed, or the replay shows no violation."""
 
 

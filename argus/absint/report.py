@@ -8,10 +8,12 @@ import json
 
 import attrs
 
+from argus.errors import ArgusError
+
 PROVED, REFUTED, UNKNOWN = "proved", "refuted", "unknown"
 
 
-class VerifyError(ValueError):
+class VerifyError(ArgusError, ValueError):
     """The kernel uses a construct the verifier does not model; the message says which."""
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import sys
 import time
 
+from argus import env
 from argus.absint import lds as L
 from argus.absint.domain import (
     FALSE,
@@ -29,7 +29,6 @@ from argus.absint.domain import (
 )
 from argus.absint.loops import LoopCtx, Loops, at_most, trip_bounds
 from argus.absint.obligations import Obligations, Pending, evaluator
-from argus.absint.parallel import default_jobs
 from argus.absint.races import GlobalAccess, Races
 from argus.absint.report import (
     PROVED,
@@ -75,7 +74,7 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
     It finds bugs whose symbolic proof ends Unknown, at the price of generality."""
     started = time.perf_counter()
     ir, pins = _trace(kernel, sizes_or_params)
-    jobs = default_jobs() if jobs is None else jobs
+    jobs = env.jobs() if jobs is None else jobs
     if jobs < 1:
         raise VerifyError(f"jobs={jobs}: give at least 1 worker process")
     if unroll is not None and (isinstance(unroll, bool) or not isinstance(unroll, int)
@@ -87,7 +86,7 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
         verifier.run()
     report = Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
                     time.perf_counter() - started, unroll=unroll)
-    if int(os.environ.get("ARGUS_DEBUG") or 0) >= 1:
+    if env.debug_level() >= 1:
         print(report.summary(), file=sys.stderr)
     return report
 

@@ -6,27 +6,25 @@ fetched with `pip download --no-deps` into `$ARGUS_CACHE` (default `~/.cache/arg
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+from argus import env
+from argus.errors import ArgusError
+
 AITER_VERSION = "0.1.7.post2.dev18"
 
 
-class VendorError(RuntimeError):
+class VendorError(ArgusError, RuntimeError):
     """The vendor wheel could not be fetched or is not laid out as expected."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("ARGUS_CACHE", Path.home() / ".cache" / "argus"))
 
 
 def aiter_root(*, download: bool = True) -> Path:
     """Directory holding `aiter_meta/` of the pinned amd-aiter wheel, fetching it if needed."""
-    root = cache_dir() / f"amd-aiter-{AITER_VERSION}"
+    root = env.cache_dir() / f"amd-aiter-{AITER_VERSION}"
     marker = root / ".unpacked"
     if marker.exists():
         return root
@@ -34,7 +32,7 @@ def aiter_root(*, download: bool = True) -> Path:
         raise VendorError(
             f"amd-aiter {AITER_VERSION} is not cached in {root}; run "
             f"`pip download --no-deps amd-aiter=={AITER_VERSION}` or let Argus fetch it")
-    wheel_dir = cache_dir() / "wheels"
+    wheel_dir = env.cache_dir() / "wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
     wheels = sorted(wheel_dir.glob(f"amd_aiter-{AITER_VERSION}-*.whl"))
     if not wheels:

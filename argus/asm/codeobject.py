@@ -20,7 +20,9 @@ import attrs
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from argus import env
 from argus.asm.toolchain import Toolchain, find_toolchain
+from argus.errors import ArgusError
 from argus.isa_cdna3.abi import KERNEL_DESCRIPTOR_SIZE, KernelArg, KernelDescriptor, KernelInfo
 from argus.isa_cdna3.instruction import Instruction
 
@@ -31,11 +33,11 @@ MACHINES = {0x2F: "gfx90a", 0x30: "gfx908", 0x3F: "gfx90a", 0x40: "gfx940", 0x4B
 EF_AMDGPU_MACH = 0xFF
 
 
-class CodeObjectError(ValueError):
+class CodeObjectError(ArgusError, ValueError):
     """The bytes are not a readable AMDGPU code object (truncated, not ELF, wrong machine...)."""
 
 
-class AssemblyError(ValueError):
+class AssemblyError(ArgusError, ValueError):
     """LLVM rejected assembly text; carries the offending line of the caller's source."""
 
     def __init__(self, message: str, *, line: int | None = None, source_line: str = "",
@@ -378,7 +380,7 @@ def assemble(source: str, *, mcpu: str = "gfx942", toolchain: Toolchain | None =
     Raises AssemblyError naming the first offending line of `source` and LLVM's message.
     """
     tools = toolchain or find_toolchain()
-    if debug_level() >= 3:
+    if env.debug_level() >= 3:
         print(f"--- ARGUS_DEBUG=3: assembling {name} for {mcpu}\n{source}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="argus-asm-") as tmp:
         src, obj, out = (Path(tmp) / n for n in ("kernel.s", "kernel.o", "kernel.hsaco"))
@@ -394,12 +396,6 @@ def assemble(source: str, *, mcpu: str = "gfx942", toolchain: Toolchain | None =
                                 f"{done.stderr.decode(errors='replace').strip()}",
                                 diagnostics=done.stderr.decode(errors="replace"))
         return CodeObject(out.read_bytes())
-
-
-def debug_level() -> int:
-    """ARGUS_DEBUG: 1 verdicts, 2 IR, 3 assembly, 4 emulator trace."""
-    value = os.environ.get("ARGUS_DEBUG", "0")
-    return int(value) if value.isdigit() else 0
 
 
 def assemble_file(source: str | os.PathLike, output: str | os.PathLike, *,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus.asm.toolchain import Toolchain, ToolchainError
+from argus.errors import ArgusError
 from argus.isa_cdna3.instruction import Imm, Instruction, Label, Operand, Reg, Special
 from argus.isa_cdna3.isa import INLINE_FLOATS, INLINE_INT_RANGE, waitcnt_counters
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from argus.asm.codeobject import CodeObject
 
 
-class DisassemblyError(ValueError):
+class DisassemblyError(ArgusError, ValueError):
     """llvm-objdump printed something this parser cannot turn into a typed record."""
 
 

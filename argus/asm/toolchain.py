@@ -18,6 +18,8 @@ from pathlib import Path
 
 import attrs
 
+from argus.errors import ArgusError
+
 MIN_LLVM_MAJOR = 17
 PREFERRED_LLVM_MAJOR = 19
 TOOLS = ("clang", "ld.lld", "llvm-objdump", "llvm-mc", "llvm-readelf")
@@ -26,7 +28,7 @@ INSTALL_HINT = (
     "or install ROCm and set ROCM_PATH (default /opt/rocm)")
 
 
-class ToolchainError(RuntimeError):
+class ToolchainError(ArgusError, RuntimeError):
     """No usable LLVM toolchain for gfx942, or one of its tools failed to run."""
 
 

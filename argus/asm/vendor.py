@@ -18,6 +18,7 @@ import numpy as np
 
 from argus.asm.codeobject import CodeObject
 from argus.asm.launch import emulate
+from argus.errors import ArgusError
 from argus.isa_cdna3.emu import Emulation
 
 BF16 = ml_dtypes.bfloat16
@@ -42,7 +43,7 @@ LEGACY_CAUSAL_RAGGED = (
     "s <= 256 or s and sk multiples of 32.")
 
 
-class VendorKernelError(ValueError):
+class VendorKernelError(ArgusError, ValueError):
     """An unknown vendor kernel name or a shape it cannot run."""
 
 

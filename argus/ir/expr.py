@@ -15,6 +15,8 @@ import weakref
 import attrs
 import numpy as np
 
+from argus.errors import ArgusError
+
 __all__ = [
     "Expr", "Var", "Const", "Term", "ite", "min_", "max_", "And", "Or", "Not",
     "evaluate", "bounds", "simplify", "free_vars", "substitute", "as_expr", "subterms", "parse",
@@ -773,7 +775,7 @@ def _show_node(e, shown) -> tuple[str, int]:
 # parsing
 
 
-class ExprSyntaxError(ValueError):
+class ExprSyntaxError(ArgusError, ValueError):
     """Text that `parse` cannot read as an expression; the message points at the column."""
 
 

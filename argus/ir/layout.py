@@ -13,6 +13,8 @@ from itertools import accumulate
 
 import attrs
 
+from argus.errors import ArgusError
+
 __all__ = [
     "Layout", "Swizzle", "ComposedLayout", "LayoutError", "make_layout", "size", "cosize", "rank",
     "depth", "flatten", "coalesce", "filter", "composition", "complement", "right_inverse",
@@ -21,7 +23,7 @@ __all__ = [
 ]
 
 
-class LayoutError(ValueError):
+class LayoutError(ArgusError, ValueError):
     """A layout operation whose admissibility condition fails; the message names the modes."""
 
 

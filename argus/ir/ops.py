@@ -88,7 +88,7 @@ class TagAssertion:
 
 
 def _fail(op, message: str):
-    raise IRError(f"{op.loc}: {op.mnemonic}: {message}")
+    raise IRError(f"{op.mnemonic}: {message}", op.loc)
 
 
 #: The order in which assertion roles are passed to a predicate (`lambda V, D: ...`).
@@ -784,13 +784,13 @@ class Kernel:
     def verify(self) -> Kernel:
         """Check every op and the kernel-wide invariants; returns self for chaining."""
         if not 1 <= self.waves <= 16:
-            raise IRError(f"{self.loc}: kernel {self.name}: {self.waves} waves per workgroup; "
-                          "gfx942 allows 1..16 (1024 threads)")
+            raise IRError(f"kernel {self.name}: {self.waves} waves per workgroup; gfx942 allows "
+                          "1..16 (1024 threads)", self.loc)
         if not 1 <= len(self.grid) <= 3:
-            raise IRError(f"{self.loc}: kernel {self.name}: the grid needs 1 to 3 dimensions")
+            raise IRError(f"kernel {self.name}: the grid needs 1 to 3 dimensions", self.loc)
         if self.lds_bytes > LDS_BUDGET:
-            raise IRError(f"{self.loc}: kernel {self.name} allocates {self.lds_bytes} bytes of "
-                          f"LDS; a gfx942 workgroup has {LDS_BUDGET}")
+            raise IRError(f"kernel {self.name} allocates {self.lds_bytes} bytes of LDS; a gfx942 "
+                          f"workgroup has {LDS_BUDGET}", self.loc)
         _verify_block(self, self.body, _Scope.top(self))
         peak, op = register_pressure(self)
         if peak > VGPR_BUDGET:

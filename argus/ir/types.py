@@ -8,6 +8,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
+from argus.errors import ArgusError
 from argus.ir.expr import Expr, Var, as_expr, evaluate, free_vars, substitute
 from argus.isa_cdna3 import isa
 
@@ -24,8 +25,8 @@ TAG_RANGE = (-(2**31), 2**31)
 SIZE_RANGE = (1, 2**31)
 
 
-class IRError(ValueError):
-    """An IR invariant does not hold; the message names the op and its source location."""
+class IRError(ArgusError, ValueError):
+    """An IR invariant does not hold; the message names the op, `loc` its source location."""
 
 
 @attrs.frozen

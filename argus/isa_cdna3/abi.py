@@ -11,6 +11,8 @@ import struct
 
 import attrs
 
+from argus.errors import ArgusError
+
 KERNEL_DESCRIPTOR_SIZE = 64
 
 # kernel_code_properties bit i enables USER_SGPR_INPUTS[i]: (name, SGPRs), in SGPR order.
@@ -19,7 +21,7 @@ USER_SGPR_INPUTS = (("private_segment_buffer", 4), ("dispatch_ptr", 2), ("queue_
                     ("private_segment_size", 1))
 
 
-class LaunchError(ValueError):
+class LaunchError(ArgusError, ValueError):
     """The launch (grid, block, arguments) does not fit the kernel."""
 
 

@@ -14,19 +14,18 @@ from typing import Any
 
 import attrs
 
+from argus.errors import ArgusError
+
 #: Bits per element of each operand type; "xf32" is f32 data computed at reduced precision.
 TYPE_BITS = {"f16": 16, "bf16": 16, "fp8": 8, "bf8": 8, "i8": 8, "xf32": 32, "f32": 32,
              "f64": 64, "i32": 32}
 
 
-class UnknownMfmaError(KeyError, ValueError):
+class UnknownMfmaError(ArgusError, KeyError, ValueError):
     """An MFMA name that is not in the gfx942 catalogue."""
 
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
-
-class MfmaLayoutError(ValueError):
+class MfmaLayoutError(ArgusError, ValueError):
     """A layout query this MFMA cannot answer: the dense A layout of a 4:2-sparse SMFMAC, a sparse
     query on a dense MFMA, or a compression-index set the modifiers do not select."""
 

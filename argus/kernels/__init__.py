@@ -8,6 +8,7 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
+from argus.errors import ArgusError
 from argus.ir.expr import evaluate
 from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 from argus.lang.kernel import KernelDef
@@ -53,7 +54,7 @@ def _extent(e, sizes, tensor):
     try:
         return int(evaluate(e, sizes))
     except KeyError:
-        raise ValueError(f"size of {tensor} needs {e}; give it with --size NAME=VALUE "
+        raise ArgusError(f"size of {tensor} needs {e}", fix=f"give it with --size NAME=VALUE "
                          f"(known: {sorted(sizes)})") from None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from argus.errors import ArgusError
 from argus.ir.types import SourceLoc
 
 _PACKAGE = os.path.dirname(os.path.dirname(__file__))
@@ -13,13 +14,16 @@ _INTERNAL = tuple(os.path.join(os.path.dirname(os.path.dirname(__file__)), part)
                   for part in ("lang", "ir"))
 
 
-class DSLError(ValueError):
-    """Misuse of the tile DSL; `loc` is the author's file:line, also the start of the message."""
+class DSLError(ArgusError, ValueError):
+    """Misuse of the tile DSL; `loc` is the author's file:line, printed in front of the message."""
 
-    def __init__(self, message: str, loc: SourceLoc):
-        super().__init__(f"{loc.file}:{loc.line}: {message}")
-        self.loc = loc
+    def __init__(self, message: str, loc: SourceLoc, fix: str | None = None):
+        super().__init__(message, loc, fix)
         self.detail = message
+
+    @property
+    def place(self) -> str:
+        return f"{self.loc.file}:{self.loc.line}"
 
 
 def user_loc() -> SourceLoc:

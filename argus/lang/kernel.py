@@ -5,12 +5,12 @@ choice of compile-time parameters.
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 from collections.abc import Callable
 
 import attrs
 
+from argus import env
 from argus.ir import ops as O
 from argus.ir.expr import Var
 from argus.ir.types import SIZE_RANGE, GlobalType, IRError, SourceLoc, Value
@@ -118,21 +118,10 @@ class KernelDef:
         try:
             kernel.verify()
         except IRError as error:
-            message = str(error)
-            where = _loc_prefix(message) or loc
-            raise DSLError(message.removeprefix(f"{where}: "), where) from None
-        if int(os.environ.get("ARGUS_DEBUG", "0") or 0) >= 2:
+            raise DSLError(error.message, error.loc or loc, error.fix) from None
+        if env.debug_level() >= 2:
             print(kernel, file=sys.stderr)
         return kernel
-
-
-def _loc_prefix(message: str) -> SourceLoc | None:
-    """The `file:line:col` an IRError message starts with, if any."""
-    head = message.split(": ", 1)[0]
-    parts = head.rsplit(":", 2)
-    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-        return SourceLoc(parts[0], int(parts[1]), int(parts[2]))
-    return None
 
 
 def _def_loc(fn) -> SourceLoc:

@@ -85,9 +85,7 @@ class Builder:
         try:
             op.verify()
         except IRError as error:
-            message = str(error)
-            prefix = f"{op.loc}: "
-            raise DSLError(message.removeprefix(prefix), op.loc) from None
+            raise DSLError(error.message, error.loc or op.loc, error.fix) from None
         self.blocks[-1].append(op)
         return op
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import io
-import os
 import sys
 import time
 from collections import OrderedDict
@@ -19,6 +18,7 @@ from pysmt.exceptions import InternalSolverError, SolverReturnedUnknownResultErr
 from pysmt.logics import QF_BV
 from pysmt.smtlib.script import smtlibscript_from_formula
 
+from argus import env
 from argus.ir.expr import Const, Expr, Var, as_expr, evaluate, free_vars, simplify
 from argus.smt import native
 from argus.smt.encode import defined, environment, lower, width_for
@@ -260,7 +260,6 @@ def clear_cache() -> None:
 
 
 def _debug(query, solver, verdict):
-    level = os.environ.get("ARGUS_DEBUG", "0")
-    if level.isdigit() and int(level) >= 1:
+    if env.debug_level() >= 1:
         print(f"argus.smt [{solver}, {query.width}-bit] {query.original_goal}: {verdict}",
               file=sys.stderr)

@@ -11,7 +11,7 @@ them, packed work-item ids in v0.
 
 from __future__ import annotations
 
-import os
+import sys
 import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from argus import env
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.abi import KernelInfo, LaunchError
 from argus.isa_cdna3.emu.operands import OperandError
@@ -266,7 +267,7 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
     ticks = [nop_wait_states(ins) for ins in instructions]
     counts = np.zeros(len(instructions), np.int64)
     per_wave = m.executed
-    debug = int(os.environ.get("ARGUS_DEBUG", "0") or 0) >= 4
+    debug = env.debug_level() >= 4
     executed = 0
     group: Group | None = None
     parked: dict[bytes, list] = {}      # recent VALU writes of groups that handed over their turn
@@ -282,7 +283,8 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
             raise EmulatorError(f"kernel {name}: waves {group.waves[:4].tolist()} jumped to "
                                 f"0x{group.pc:x}, which is not an instruction of the kernel")
         if debug:
-            print(f"[emu] pc 0x{group.pc:x} waves {group.n}: {instructions[i].text}")
+            print(f"[emu] pc 0x{group.pc:x} waves {group.n}: {instructions[i].text}",
+                  file=sys.stderr)
         result = executors[i](m, group)
         if m.trace is not None:
             m.trace.event(i, group.waves)

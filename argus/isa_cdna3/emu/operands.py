@@ -12,12 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from argus.errors import ArgusError
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.emu.state import Group, Machine
 from argus.isa_cdna3.instruction import Imm, Instruction, Label, Operand, Reg, Special
 
 
-class OperandError(Exception):
+class OperandError(ArgusError):
     """An operand form the emulator does not implement; collected before execution starts."""
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from argus.errors import ArgusError
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.instruction import Instruction
 from argus.isa_cdna3.mfma import MfmaInfo
@@ -22,7 +23,7 @@ EXEC_WRITE = -1          # stands for EXEC in Group.recent_valu (v_cmpx writes i
 _LANE_BITS = np.arange(32, dtype=np.uint32)
 
 
-class EmulatorError(Exception):
+class EmulatorError(ArgusError):
     """Base class of everything the emulator raises about the program it runs."""
 
 
