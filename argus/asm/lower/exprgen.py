@@ -10,6 +10,7 @@ a VOP3 (v_mul_lo_u32) takes no literal on gfx9.
 from __future__ import annotations
 
 from argus.asm.lower.program import MInst, VReg
+from argus.errors import ArgusError
 from argus.ir.expr import Const, Expr, Term, Var, bounds, free_vars, simplify
 from argus.ir.types import SourceLoc
 from argus.isa_cdna3 import isa
@@ -17,13 +18,8 @@ from argus.isa_cdna3 import isa
 LANE_VARS = frozenset(("wave", "lane"))
 
 
-class LoweringError(ValueError):
-    """The backend cannot lower this program; the message names the DSL line and the fix."""
-
-    def __init__(self, message: str, loc: SourceLoc | None = None, fix: str | None = None):
-        self.loc, self.fix = loc, fix
-        text = f"{loc}: {message}" if loc is not None else message
-        super().__init__(f"{text}\n  fix: {fix}" if fix else text)
+class LoweringError(ArgusError, ValueError):
+    """The backend cannot lower this program; `loc` is the DSL line, `fix` what to change."""
 
 
 class UnsupportedError(LoweringError):
