@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pickle
-import pkgutil
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -23,13 +23,17 @@ INTERNAL = {"argus.smt.minimise.GaveUp"}
 
 
 def _argus_exceptions() -> dict[str, type]:
+    """Exception classes of every module under argus/ (namespace packages included)."""
+    root = Path(argus.__file__).parent
     found = {}
-    for module in pkgutil.walk_packages(argus.__path__, "argus."):
-        loaded = importlib.import_module(module.name)
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        loaded = importlib.import_module(module)
         for name, value in vars(loaded).items():
             if (inspect.isclass(value) and issubclass(value, BaseException)
-                    and value.__module__ == module.name):
-                found[f"{module.name}.{name}"] = value
+                    and value.__module__ == module):
+                found[f"{module}.{name}"] = value
     return found
 
 

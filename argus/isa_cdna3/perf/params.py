@@ -13,10 +13,12 @@ from pathlib import Path
 
 import attrs
 
+from argus.errors import ArgusError
+
 CALIBRATED = Path(__file__).with_name("calibrated.json")
 
 
-class PerfError(ValueError):
+class PerfError(ArgusError, ValueError):
     """The performance model cannot time this launch (the message says why and what to do)."""
 
 
