@@ -18,6 +18,7 @@ from argus.asm import assemble
 from argus.asm.aiter import aiter_root
 from argus.asm.codeobject import CodeObject
 from argus.asm.lower import lower
+from argus.asm.lower.address import clear_caches
 from argus.asm.stats import instructions_per_mfma, kernel_stats, main_loop
 from argus.kernels import library
 
@@ -47,6 +48,7 @@ def amd_figure(tile: str) -> float | None:
 
 def measure(params: dict, policy: str) -> dict:
     ir = library()["gemm"].kernel.trace(**params)
+    clear_caches()                     # cold: nothing kept from the previous configuration
     start = time.perf_counter()
     lowered = lower(ir, policy)
     code = assemble(lowered.text)

@@ -65,9 +65,7 @@ def global_access(op, thread=None, origin=None) -> GlobalAccess:
     coordinate c lands at origin + c placed on `op.axes`, the gathered axis reading its row from
     the index tensor. `origin` overrides the op's origin (a renamed copy in a race check)."""
     coords = tile_coords(tile_of(op).layout, thread)
-    index = list(op.origin if origin is None else origin)
-    for tile_axis, tensor_axis in enumerate(op.axes):
-        index[tensor_axis] = index[tensor_axis] + coords[tile_axis]
+    index = list(global_index(op, thread, origin))
     position = gather_inside = None
     if op.gather is not None:
         gather = op.gather
@@ -77,6 +75,16 @@ def global_access(op, thread=None, origin=None) -> GlobalAccess:
     index = tuple(simplify(as_expr(i)) for i in index)
     return GlobalAccess(index, simplify(in_box(index, op.tensor.type.shape)), position,
                         gather_inside)
+
+
+def global_index(op, thread=None, origin=None) -> tuple[Expr, ...]:
+    """The tensor index of each tile element of a global access, before a gather replaces its
+    row: origin + c placed on `op.axes` (the formula alone, for the backend's addresses)."""
+    coords = tile_coords(tile_of(op).layout, thread)
+    index = list(op.origin if origin is None else origin)
+    for tile_axis, tensor_axis in enumerate(op.axes):
+        index[tensor_axis] = index[tensor_axis] + coords[tile_axis]
+    return tuple(index)
 
 
 def scalar_access(op) -> tuple[tuple[Expr, ...], Expr]:
@@ -108,5 +116,5 @@ def lds_access(op, thread=None, origin=None) -> LdsAccess:
                      DTYPE_BYTES[op.buffer.type.dtype])
 
 
-__all__ = ["GATHERED_ROW", "GlobalAccess", "LdsAccess", "global_access", "in_box",
+__all__ = ["GATHERED_ROW", "GlobalAccess", "LdsAccess", "global_access", "global_index", "in_box",
            "lds_access", "lds_inside", "lds_view", "scalar_access", "tile_coords", "tile_of"]

@@ -12,15 +12,18 @@ proved with the SMT layer under the kernel's assumptions.
 from __future__ import annotations
 
 import functools
+import math
 
 import attrs
 import numpy as np
 
 from argus.asm.lower.exprgen import LANE_VARS, LoweringError
-from argus.ir.access import global_access, lds_access, tile_of
+from argus.ir.access import global_index, lds_view, tile_coords, tile_of
 from argus.ir.expr import (
     Const,
     Expr,
+    Term,
+    Var,
     as_expr,
     evaluate,
     free_vars,
@@ -69,6 +72,7 @@ def table(e: Expr, waves: int, slots: int = 1) -> np.ndarray:
     return values[:, 0] if slots == 1 else values
 
 
+@functools.lru_cache(maxsize=65536)
 def at_slot(e: Expr, slot: int) -> Expr:
     return simplify(substitute(e, {"slot": slot}))
 
@@ -76,15 +80,25 @@ def at_slot(e: Expr, slot: int) -> Expr:
 def split_lane(e: Expr, loc) -> tuple[Expr, Expr, int]:
     """(per-lane part, uniform part, constant) with e == their sum; an atom mixing per-lane and
     uniform variables cannot be split."""
+    parts = _split(e)
+    if isinstance(parts, Expr):
+        raise LoweringError(f"the address term '{parts}' mixes per-lane and uniform values "
+                            "non-linearly; the backend cannot split it into a VGPR base "
+                            "and an SGPR offset", loc,
+                            "apply swizzles to in-tile coordinates only")
+    return parts
+
+
+@functools.lru_cache(maxsize=65536)
+def _split(e: Expr):
+    """split_lane's result, or the offending atom (results are cached across ops: tiles of one
+    layout at different origins share their per-lane parts)."""
     terms, const = linear_form(e)
     lane, uniform = Const(0), Const(0)
     for atom, k in terms.items():
         names = {v.name for v in free_vars(atom)}
         if names & TILE_VARS and names - TILE_VARS:
-            raise LoweringError(f"the address term '{atom}' mixes per-lane and uniform values "
-                                "non-linearly; the backend cannot split it into a VGPR base "
-                                "and an SGPR offset", loc,
-                                "apply swizzles to in-tile coordinates only")
+            return atom
         if names & TILE_VARS:
             lane = lane + atom * k
         else:
@@ -93,19 +107,48 @@ def split_lane(e: Expr, loc) -> tuple[Expr, Expr, int]:
 
 
 class Prover:
-    """Divisibility facts about uniform terms under the kernel's assumptions, cached."""
+    """Divisibility facts about uniform terms under the kernel's assumptions, cached. A term is
+    first read as a sum of products whose factors' known multiples (constants, sizes the
+    assumptions declare multiples of) decide it; the SMT layer decides the rest."""
 
     def __init__(self, assumes: tuple[Expr, ...]):
         self.assumes = assumes
         self.cache: dict = {}
+        self.multiples: dict[str, int] = {}
+        for fact in assumes:
+            # facts of the form `size % c == 0`
+            if isinstance(fact, Term) and fact.op == "eq" and fact.args[1] == Const(0):
+                lhs = fact.args[0]
+                if isinstance(lhs, Term) and lhs.op == "mod" and isinstance(lhs.args[0], Var) \
+                        and isinstance(lhs.args[1], Const):
+                    name, c = lhs.args[0].name, int(lhs.args[1].value)
+                    self.multiples[name] = math.lcm(self.multiples.get(name, 1), c)
+
+    def known_multiple(self, e: Expr) -> int:
+        """A number e is always a multiple of (1 when nothing is known)."""
+        if isinstance(e, Const):
+            return abs(int(e.value)) or 0
+        if isinstance(e, Var):
+            return self.multiples.get(e.name, 1)
+        if isinstance(e, Term):
+            if e.op == "mul":
+                return self.known_multiple(e.args[0]) * self.known_multiple(e.args[1])
+            if e.op == "shl" and isinstance(e.args[1], Const):
+                return self.known_multiple(e.args[0]) << int(e.args[1].value)
+            if e.op in ("add", "sub"):
+                return math.gcd(self.known_multiple(e.args[0]), self.known_multiple(e.args[1]))
+            if e.op == "neg":
+                return self.known_multiple(e.args[0])
+        return 1
 
     def divisible(self, e: Expr, n: int) -> bool:
         if n == 1:
             return True
         e = simplify(e)
-        quick = simplify(e % n)
-        if isinstance(quick, Const):
-            return quick.value == 0
+        terms, const = linear_form(e)
+        if const % n == 0 and all((k * self.known_multiple(atom)) % n == 0
+                                  for atom, k in terms.items()):
+            return True
         key = (e, n)
         if key not in self.cache:
             from argus.smt import Proved, prove
@@ -130,7 +173,7 @@ def global_pieces(op, *, origin, widths, prover: Prover) -> list[Piece]:
     layout, nbytes = tile.layout, DTYPE_BYTES[tile.dtype]
     shape = op.tensor.type.shape
     strides = row_major_strides(shape)
-    index = global_access(op, origin=origin).index
+    index = tuple(simplify(i) for i in global_index(op, origin=origin))
     parts = [split_lane(i, op.loc) for i in index]
     # the per-lane part of every tensor index for every (thread, slot): contiguity and
     # alignment are decided on these tables
@@ -175,10 +218,10 @@ def lds_pieces(op, *, origin, base: int, widths, prover: Prover) -> list[Piece]:
     """Pieces of an LDS access (ir.access formula) in an allocation at byte `base`."""
     tile = tile_of(op)
     layout, nbytes = tile.layout, DTYPE_BYTES[tile.dtype]
-    access = lds_access(op, origin=origin)
-    byte_address = simplify(access.address * access.elem_bytes + base)
-    lane, uniform, const = split_lane(byte_address, op.loc)
-    addresses = table(lane, layout.waves, layout.slots) + const
+    lead = len(op.addr.shape) - len(layout.coords)
+    lane, uniform, const, addresses = _lds_formula(op.addr, layout, tuple(origin[lead:]), lead,
+                                                   base, nbytes, op.loc)
+    uniform = simplify(substitute(uniform, {f"lead{d}": origin[d] for d in range(lead)}))
 
     @functools.cache
     def address(s: int) -> tuple[Expr, Expr, int]:
@@ -194,6 +237,24 @@ def lds_pieces(op, *, origin, base: int, widths, prover: Prover) -> list[Piece]:
         return not np.any(addresses[:, s] % align) and prover.divisible(uniform, align)
 
     return _group(layout.slots, nbytes, widths, contiguous, aligned, address, op.loc)
+
+
+_LDS_FORMULAS: dict = {}
+
+
+def _lds_formula(addr, layout, trailing, lead: int, base: int, nbytes: int, loc):
+    """The byte address of every tile element split into per-lane part, uniform part (in terms
+    of placeholders lead0, lead1, ... for the leading view coordinates, which select a buffer
+    slot and enter linearly) and constant, with the per-lane table; shared by every access of
+    the same view, layout and in-tile origin."""
+    key = (addr, layout, trailing, lead, base, nbytes)
+    if key not in _LDS_FORMULAS:
+        placeholders = tuple(Var(f"lead{d}", 0, addr.shape[d]) for d in range(lead))
+        view = lds_view(addr, placeholders + trailing, tile_coords(layout))
+        lane, uniform, const = split_lane(simplify(addr.at(view) * nbytes + base), loc)
+        table_ = table(lane, layout.waves, layout.slots) + const
+        _LDS_FORMULAS[key] = (lane, uniform, const, table_)
+    return _LDS_FORMULAS[key]
 
 
 def _group(slots: int, nbytes: int, widths, contiguous, aligned, address, loc) -> list[Piece]:
@@ -216,3 +277,10 @@ def _group(slots: int, nbytes: int, widths, contiguous, aligned, address, loc) -
                 "give the tile a layout in which each lane holds runs of consecutive elements "
                 "filling whole 32-bit registers")
     return pieces
+
+
+def clear_caches() -> None:
+    """Forget the per-layout formulas kept across compilations (benchmarks time cold runs)."""
+    _LDS_FORMULAS.clear()
+    at_slot.cache_clear()
+    _split.cache_clear()

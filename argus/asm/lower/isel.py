@@ -69,43 +69,34 @@ def last_uses(kernel: O.Kernel) -> tuple[dict[str, int], dict[int, int]]:
     from outside counts at the loop's end), and the position of every op (by id)."""
     last: dict[str, int] = {}
     position: dict[int, int] = {}
-    counter = [0]
+    counter = 0
 
-    def walk(block: O.Block, defined_outside: set[str], loop_end: int | None):
+    def walk(block: O.Block) -> tuple[set[str], set[str]]:
+        """Number the ops of `block`; returns (names defined in it, names it uses)."""
+        nonlocal counter
+        defined = {a.name for a in block.args}
+        used: set[str] = set()
         for op in block.ops:
-            counter[0] += 1
-            position[id(op)] = here = counter[0]
-            if op.blocks:
-                start = here
-                inner_defs: set[str] = set()
-                for blk in op.blocks:
-                    inner_defs.update(a.name for a in blk.args)
-                # a conservative end: number the body first, then record uses at its end
-                for blk in op.blocks:
-                    walk(blk, set(), None)
-                end = counter[0]
-                for v in op.operands:
-                    last[v.name] = max(last.get(v.name, 0), start)
-                for blk in op.blocks:
-                    for inner in O.walk(blk):
-                        for v in inner.operands:
-                            if v.name not in inner_defs and not _defined_in(v.name, blk):
-                                last[v.name] = max(last.get(v.name, 0), end)
-            else:
-                for v in op.operands:
-                    last[v.name] = max(last.get(v.name, 0), here)
+            counter += 1
+            position[id(op)] = here = counter
+            names = [v.name for v in op.operands]
+            for name in names:
+                last[name] = max(last.get(name, 0), here)
+            used.update(names)
+            inner_defined: set[str] = set()
+            inner_used: set[str] = set()
+            for blk in op.blocks:
+                d, u = walk(blk)
+                inner_defined |= d
+                inner_used |= u
+            for name in inner_used - inner_defined:
+                last[name] = max(last.get(name, 0), counter)   # live to the end of the loop
+            used |= inner_used - inner_defined
+            defined |= inner_defined | {r.name for r in op.results}
+        return defined, used
 
-    walk(kernel.body, set(), None)
+    walk(kernel.body)
     return last, position
-
-
-def _defined_in(name: str, block: O.Block) -> bool:
-    for op in O.walk(block):
-        if any(r.name == name for r in op.results):
-            return True
-        if any(a.name == name for blk in op.blocks for a in blk.args):
-            return True
-    return False
 
 
 class Selector(ExprEmitter):
