@@ -91,9 +91,10 @@ def test_register_budget_error_names_the_line_and_the_live_values():
     program += [MInst("v_mov_b32_e32", (t[0], t[15]), 1, loc=loc) for t in tiles]
     with pytest.raises(RegisterBudgetError) as caught:
         allocate(program)
-    message = str(caught.value)
+    message = caught.value.render()
     assert message.startswith("kernel.py:7:5") and "272 are live" in message
     assert "largest first: %acc0 (16)" in message and "fix:" in message
+    assert caught.value.loc == loc and "smaller tiles" in caught.value.fix
 
 
 def test_tiles_beyond_the_register_file_name_the_dsl_line():
