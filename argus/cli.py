@@ -384,3 +384,160 @@ def compile_command(target: str, params: tuple[str, ...], policy: str, verify: b
     click.echo(_resource_line(compiled))
     if output is not None:
         click.echo(f"wrote {output}")
+
+
+def _perf_errors():
+    """The performance model's errors are the user's to fix: print them without a traceback."""
+    from argus.asm.vendor import VendorKernelError
+    from argus.isa_cdna3.abi import LaunchError
+    from argus.isa_cdna3.perf.params import PerfError
+
+    return (PerfError, VendorKernelError, LaunchError)
+
+
+def _ints(text: str | None, what: str) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not N or N,N[,N]", param_hint=what) from None
+
+
+def _timed(target: str, shapes, params, kernel, grid, block, buffers, args, gpu, *,
+           strict: bool = True):
+    from argus.timing import time_target
+
+    shape = {k: int(v) for k, v in _assignments(shapes, "--shape").items()}
+    try:
+        return time_target(target, shape=shape, params=_assignments(params, "--param"),
+                           grid=_ints(grid, "--grid"), block=_ints(block, "--block"),
+                           buffers={k: int(v) for k, v in
+                                    _assignments(buffers, "--buffer").items()},
+                           args=_assignments(args, "--arg"), kernel=kernel, gpu=gpu,
+                           strict_sizes=strict)
+    except _perf_errors() as err:
+        raise click.ClickException(str(err)) from err
+
+
+_TARGET_HELP = ("A vendor kernel (argus emulate --list) with --shape, a library kernel "
+                "(gemm, attention, ...) with --shape and --param, or a code object file with "
+                "--grid, --block and --buffer.")
+_shape_option = click.option("--shape", "shapes", multiple=True,
+                             help="Problem size NAME=N (any case), e.g. --shape k=4096.")
+_param_option = click.option("--param", "params", multiple=True,
+                             help="Tile parameter of a library kernel, e.g. block_m=128.")
+_gpu_option = click.option("--gpu", type=click.Choice(["mi300x", "mi308x"]), default="mi300x",
+                           show_default=True, help="GPU profile (mi308x: the 80-CU part).")
+
+
+@main.command("time")
+@click.argument("target")
+@_shape_option
+@_param_option
+@click.option("--kernel", default=None, help="Kernel symbol in a code object file.")
+@click.option("--grid", default=None, help="Workgroups of a code object launch, e.g. 304,1,1.")
+@click.option("--block", default=None, help="Work-items per workgroup, e.g. 256.")
+@click.option("--buffer", "buffers", multiple=True,
+              help="Zero-filled buffer argument NAME=BYTES of a code object.")
+@click.option("--arg", "args", multiple=True, help="By-value argument NAME=VALUE.")
+@_gpu_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Also draw a roofline and stall breakdown into this .png.")
+def time_command(target: str, shapes, params, kernel, grid, block, buffers, args, gpu: str,
+                 as_json: bool, plot: str | None) -> None:
+    """Modelled MI300X time of TARGET (no GPU here: every figure is modelled).
+
+    TARGET is a vendor kernel (argus emulate --list) with --shape, a library kernel (gemm,
+    attention, ...) with --shape and --param, or a code object file with --grid, --block and
+    --buffer."""
+    import json
+
+    result = _timed(target, shapes, params, kernel, grid, block, buffers, args, gpu)
+    timing = result.timing
+    if plot:
+        from argus.isa_cdna3.perf.plot import roofline
+
+        with _user_errors():
+            roofline([timing], plot)
+    if as_json:
+        click.echo(json.dumps(timing.to_json(), indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{result.name} on {timing.gpu} (modelled, not measured)")
+    table.add_column("figure")
+    table.add_column("modelled value")
+    occ = timing.occupancy
+    rows = [
+        ("time", f"{timing.microseconds:.2f} us (launch {timing.launch_us:.2f} us)"),
+        ("throughput", f"{timing.tflops:.1f} TFLOP/s"),
+        ("bytes", f"{timing.bytes_hbm / 1e6:.2f} MB HBM, {timing.bytes_requested / 1e6:.2f} MB "
+                  f"L2->CU"),
+        ("clock", f"{timing.clock_ghz:.2f} GHz"),
+        ("occupancy", f"{occ.workgroups_per_cu} workgroup(s)/CU x {occ.waves_per_workgroup} "
+                      f"waves, limited by {occ.limiter}"),
+        ("grid", f"{timing.workgroups} workgroups, {timing.rounds:g} round(s) on the busiest CU"),
+        ("LDS conflict factor", f"{timing.lds_conflict:.2f}"),
+        *((f"busy {unit}", f"{value:.0%}") for unit, value in timing.busy.items()),
+        *((f"stall {cause}", f"{value:.0%} of wave time") for cause, value in
+          timing.stalls.items()),
+        ("bottleneck", timing.bottleneck),
+    ]
+    if timing.extrapolation:
+        rows.append(("extrapolation", timing.extrapolation))
+    rows.append(("calibration", timing.calibration))
+    for name, value in rows:
+        table.add_row(name, value)
+    Console().print(table)
+    if plot:
+        click.echo(f"wrote {plot}")
+
+
+@main.command("compare")
+@click.argument("first")
+@click.argument("second")
+@_shape_option
+@_param_option
+@_gpu_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Also draw both on a roofline with their stall breakdowns.")
+def compare_command_(first: str, second: str, shapes, params, gpu: str, as_json: bool,
+                     plot: str | None) -> None:
+    """Two kernels side by side at the same --shape (modelled): ours vs AMD's, or two of ours.
+
+    Each --shape applies to the kernel that has a size of that name (any case)."""
+    import json
+
+    from argus.timing import compare
+
+    a = _timed(first, shapes, params, None, None, None, (), (), gpu, strict=False)
+    b = _timed(second, shapes, params, None, None, None, (), (), gpu, strict=False)
+    result = compare(a, b)
+    if plot:
+        from argus.isa_cdna3.perf.plot import roofline
+
+        with _user_errors():
+            roofline([a.timing, b.timing], plot)
+    if as_json:
+        click.echo(json.dumps(result, indent=1, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{a.name} vs {b.name} on {gpu} (modelled, not measured)")
+    table.add_column("")
+    table.add_column(a.name)
+    table.add_column(b.name)
+    for key, (left, right) in result["rows"].items():
+        table.add_row(key, str(left), str(right))
+    Console().print(table)
+    click.echo(f"modelled time {b.name} / {a.name} = {result['ratio']:.3f}")
+    click.echo(result["difference"])
+
+
+if __name__ == "__main__":
+    main()

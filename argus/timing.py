@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 
 from argus.isa_cdna3.perf.estimate import Timing, combine, estimate, plan, statics_of
 from argus.isa_cdna3.perf.model import Occupancy, cu_bandwidth, occupancy, schedule_cu
@@ -98,12 +100,18 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
     """Modelled time of one launch on `gpu` ("mi300x", or "mi308x": the 80-CU part).
 
     `code_object` is a code object (path, bytes or CodeObject) launched over `grid` x `block`
-    with `args` (as `argus.emulate` takes them), or the name of a vendor kernel with `sizes`
-    (as `run_vendor` takes them; attention also takes `hk`, the K/V head count).
+    with `args` (as `argus.emulate` takes them); the name of a vendor kernel with `sizes` (as
+    `run_vendor` takes them; attention also takes `hk`, the K/V head count); or a
+    `CompiledKernel` (`argus.compile`) with its symbolic `sizes`.
     `extrapolate=False` simulates the real trip count instead of extrapolating.
     """
     constants = constants or Calibrated.load()
     gpu_profile = profile(gpu)
+    if hasattr(code_object, "lowered") and hasattr(code_object, "sizes_of"):
+        if sizes is None:
+            raise PerfError(f"{code_object.name}: pass sizes= (e.g. sizes={{'M': 256, ...}}) to "
+                            f"time a compiled kernel")
+        return _compiled(code_object, dict(sizes), gpu_profile, constants, extrapolate)
     if sizes is not None:
         if not isinstance(code_object, str):
             raise PerfError("sizes= names a problem size of a vendor kernel; pass the kernel "
@@ -157,6 +165,13 @@ def _sample_groups(name: str, code: Any, shape: dict) -> tuple[tuple, dict[int, 
 
 
 _SCHEDULES: dict[tuple, Any] = {}
+
+
+def forget() -> None:
+    """Drop the remembered samples and schedules (a cold start, for timing the model itself)."""
+    _SAMPLES.clear()
+    _SCHEDULES.clear()
+    _vendor_code.cache_clear()
 
 
 def _schedule(key: tuple, n: int, waves: list, statics: list, bw: float,
@@ -239,3 +254,222 @@ def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate
                    bytes_requested=total_requested, bytes_hbm=hbm, constants=constants,
                    extrapolation=note, shape=size)
 
+
+
+# ---------------------------------------------------------------------------------- ours
+SAMPLE_TRIPS = (256, 512, 1024, 2048)     # loop sizes tried for the two samples, smallest first
+
+
+def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapolate: bool
+              ) -> Timing:
+    """A compiled DSL kernel: the first workgroups of the real grid run with the real sizes,
+    except that a size the grid does not depend on (the K of a GEMM: the main loop's trip)
+    is sampled at two small values and the schedule extrapolated to the real one."""
+    import math
+
+    from argus.absint.concrete import NUMPY_DTYPES
+    from argus.asm.launch import emulate
+    from argus.ir.expr import evaluate
+
+    names = [v.name for v in kernel.ir.sizes]
+    missing = [n for n in names if n not in sizes]
+    unknown = set(sizes) - set(names)
+    if missing or unknown:
+        raise PerfError(f"{kernel.name} takes sizes {names}; missing {missing}, unknown "
+                        f"{sorted(unknown)}")
+    grid = kernel.grid(**sizes)
+    workgroups = math.prod(grid)
+    if workgroups < 1:
+        raise PerfError(f"{kernel.name}: the sizes {sizes} give an empty grid {grid}")
+    info = kernel.code.kernel(kernel.name)
+    occ = _occupancy(info, kernel.block)
+    p = plan(workgroups, occ, gpu)
+
+    def admissible(trial: dict) -> bool:
+        return all(evaluate(a, trial) for a in kernel.ir.assumes)
+
+    loop = next((n for n in names if kernel.grid(**{**sizes, n: sizes[n] * 2}) == grid), None)
+    real = sizes[loop] if loop else 0
+    trips: tuple[int, ...] = (real,)
+    if loop and extrapolate:
+        small = [t for t in SAMPLE_TRIPS if t < real and admissible({**sizes, loop: t})]
+        if len(small) >= 2:
+            trips = (small[0], small[1])
+    statics = statics_of(kernel.code.disassemble(info))
+    first = min(p.per_round, grid[0])
+    # Every workgroup does the same work, so the sample shrinks the other sizes as far as the
+    # assumptions allow while the first grid row still holds the sampled workgroups.
+    base = dict(sizes)
+    for name in names:
+        while name != loop and base[name] > 1:
+            trial = {**base, name: base[name] // 2}
+            if not admissible(trial) or kernel.grid(**trial)[0] < first:
+                break
+            base = trial
+    line = 128
+    runs, per_wg = {}, {}
+    for trip in trips:
+        shape = {**base, loop: trip} if loop else base
+        arrays = {t.name: np.zeros(tuple(int(evaluate(e, shape)) for e in t.type.shape),
+                                   NUMPY_DTYPES[t.type.dtype]) for t in kernel.ir.tensors}
+        args = kernel.arguments(arrays, shape)
+        done = _emulated(lambda args=args: emulate(kernel.code, kernel.name, grid=(first, 1, 1),
+                                                   block=kernel.block, args=args, check="warn",
+                                                   trace=True), kernel.name)
+        waves = done.events.per_wave()
+        copies = -(-p.per_round // first)          # fill a CU's round with copies if needed
+        resident = [attrs.evolve(w, workgroup=w.workgroup + c * first) for c in range(copies)
+                    for w in waves][: p.per_round * len(waves) // first]
+        per_wg[trip] = (sum(sum(w.lines) for w in waves) * line / first,
+                        sum(statics[i].flops for w in waves for i in w.index) / first)
+        runs[trip] = resident
+    weight = (real - trips[0]) / (trips[1] - trips[0]) if len(trips) == 2 else 0.0
+    if len(trips) == 2:
+        requested, flops = (a + weight * (b - a) for a, b in zip(per_wg[trips[0]],
+                                                                 per_wg[trips[1]]))
+    else:
+        requested, flops = per_wg[trips[0]]
+    total_requested = requested * workgroups
+    footprint = sum(math.prod(int(evaluate(e, sizes)) for e in t.type.shape)
+                    * np.dtype(NUMPY_DTYPES[t.type.dtype]).itemsize for t in kernel.ir.tensors)
+    hbm = min(footprint, total_requested)
+    bw = cu_bandwidth(gpu, active_cus=p.active_cus,
+                      hbm_share=hbm / total_requested if total_requested else 0.0,
+                      constants=constants)
+
+    def cu_run(n: int) -> Any:
+        groups = sorted({w.workgroup for w in runs[trips[0]]})[:n]
+        scheduled = [schedule_cu([w for w in runs[t] if w.workgroup in groups], statics,
+                                 bytes_per_clk=bw, constants=constants, params=CU)
+                     for t in trips]
+        return scheduled[0] if len(trips) == 1 else scheduled[0].scaled(scheduled[1], weight)
+
+    rounds = [cu_run(p.per_round)] * p.full_rounds + ([cu_run(p.tail)] if p.tail else [])
+    note = None
+    if len(trips) == 2:
+        note = (f"{first} workgroup(s) simulated at {loop}={trips[0]} and {trips[1]}, per-CU "
+                f"time extrapolated linearly to {loop}={real}")
+    return combine(kernel.name, gpu, occ, p, rounds, flops=flops * workgroups,
+                   bytes_requested=total_requested, bytes_hbm=hbm, constants=constants,
+                   extrapolation=note, shape=sizes)
+
+
+# ---------------------------------------------------------------------------------- targets
+@attrs.frozen
+class Target:
+    """What `argus time`/`argus compare` were pointed at, timed, with its static facts."""
+
+    name: str
+    timing: Timing
+    code: Any = attrs.field(repr=False)          # CodeObject
+    kernel: Any = attrs.field(repr=False)        # KernelInfo
+
+
+def _match_sizes(wanted: Sequence[str], shape: Mapping[str, int]) -> dict[str, int]:
+    """`shape` keys matched to `wanted` size names regardless of case (m= fills M)."""
+    by_lower = {w.lower(): w for w in wanted}
+    return {by_lower[k.lower()]: v for k, v in shape.items() if k.lower() in by_lower}
+
+
+def time_target(target: str, *, shape: Mapping[str, int] | None = None,
+                params: Mapping[str, Any] | None = None, grid: Sequence[int] | None = None,
+                block: Sequence[int] | None = None, buffers: Mapping[str, int] | None = None,
+                args: Mapping[str, Any] | None = None, kernel: str | None = None,
+                gpu: str = "mi300x", strict_sizes: bool = True) -> Target:
+    """Time a vendor kernel name, a library DSL kernel (compiled with `params`) or a code
+    object file (.co/.hsaco/.s, launched over `grid` x `block` with zero-filled `buffers` of
+    the given byte sizes and by-value `args`). `shape` keys match size names in any case; with
+    `strict_sizes` a key the target does not take is an error."""
+    from argus.asm.vendor import vendor_kernels
+    from argus.kernels import library
+
+    shape = dict(shape or {})
+    if target in vendor_kernels():
+        family = _family(target)
+        names = [*family.defaults, *(["hk"] if family.loop == "sk" else [])] if family else []
+        sizes = _match_sizes(names, shape)
+        _check_unused(target, shape, sizes, strict_sizes)
+        timing = time(target, sizes=sizes, gpu=gpu)
+        code, _ = _vendor_code(target)
+        return Target(target, timing, code, code.kernels[0])
+    if target in library():
+        from argus.pipeline import compile as compile_kernel
+
+        compiled = compile_kernel(library()[target].kernel, **dict(params or {}))
+        sizes = _match_sizes([v.name for v in compiled.ir.sizes], shape)
+        _check_unused(target, shape, sizes, strict_sizes)
+        timing = time(compiled, sizes=sizes, gpu=gpu)
+        return Target(target, timing, compiled.code, compiled.code.kernel(compiled.name))
+    from argus.asm.stats import load_code_object
+
+    if not Path(target).is_file():
+        raise PerfError(f"{target!r} is not a vendor kernel (argus emulate --list), a library "
+                        f"kernel ({', '.join(sorted(library()))}) or a code object file")
+    code = load_code_object(target)
+    from argus.asm.launch import _kernel
+
+    info = _kernel(code, kernel)
+    arrays = {name: np.zeros(-(-size // 4), np.uint32) for name, size in (buffers or {}).items()}
+    timing = time(code, info.name, grid=grid, block=block, args={**arrays, **(args or {})},
+                  gpu=gpu)
+    return Target(Path(target).name, timing, code, info)
+
+
+def _check_unused(target: str, shape: Mapping[str, int], used: Mapping[str, int],
+                  strict: bool) -> None:
+    unused = [k for k in shape if k.lower() not in {u.lower() for u in used}]
+    if strict and unused:
+        raise PerfError(f"{target} has no size(s) {unused}")
+
+
+def compare(a: Target, b: Target) -> dict:
+    """Two timed targets side by side: resources, instruction mix, main-loop MFMA density,
+    occupancy, bank conflicts, modelled time, the ratio, and where the difference comes from."""
+    from argus.asm.stats import kernel_stats, main_loop
+
+    rows: dict[str, list] = {}
+    for target in (a, b):
+        t, k = target.timing, target.kernel
+        stats = kernel_stats(target.code, k)
+        loop = main_loop(stats)
+        mfma = loop.mix.get("MFMA", 0) if loop else stats.mix.get("MFMA", 0)
+        body = loop.instructions if loop else stats.instructions
+        values = {
+            "modelled time (us)": round(t.microseconds, 3),
+            "modelled TFLOP/s": round(t.tflops, 1),
+            "modelled clock (GHz)": round(t.clock_ghz, 2),
+            "workgroups": t.workgroups,
+            "workgroups/CU (limit)": f"{t.occupancy.workgroups_per_cu} ({t.occupancy.limiter})",
+            "VGPRs+AGPRs per wave": t.occupancy.vgprs_per_wave,
+            "LDS bytes per workgroup": t.occupancy.lds_per_workgroup,
+            "LDS conflict factor (modelled)": round(t.lds_conflict, 2),
+            "instructions": stats.instructions,
+            "main-loop instructions": body,
+            "main-loop MFMA density": round(mfma / body, 3) if body else 0.0,
+        }
+        for cls, count in sorted(stats.mix.items()):
+            values[f"mix: {cls}"] = count
+        for unit, value in t.busy.items():
+            values[f"busy {unit} (modelled)"] = f"{value:.0%}"
+        for cause, value in t.stalls.items():
+            values[f"stall {cause} (modelled)"] = f"{value:.0%}"
+        values["bottleneck (modelled)"] = t.bottleneck
+        for key, value in values.items():
+            rows.setdefault(key, ["", ""])[0 if target is a else 1] = value
+    ratio = b.timing.microseconds / a.timing.microseconds
+    return {"names": [a.name, b.name], "rows": rows, "ratio": ratio,
+            "difference": _difference(a.timing, b.timing)}
+
+
+def _difference(a: Timing, b: Timing) -> str:
+    """The unit or stall whose modelled time differs most between the two, in words."""
+    def spent(t: Timing) -> dict[str, float]:
+        kernel_us = t.microseconds - t.launch_us
+        out = {f"{u} busy": t.busy[u] * kernel_us for u in t.busy}
+        out.update({f"{c} stalls": t.stalls[c] * kernel_us for c in t.stalls})
+        return out
+    sa, sb = spent(a), spent(b)
+    key = max(sa, key=lambda k: abs(sb[k] - sa[k]))
+    more = "second" if sb[key] > sa[key] else "first"
+    return (f"largest modelled difference: {key} ({sa[key]:.2f} vs {sb[key]:.2f} us of kernel "
+            f"time), higher in the {more} kernel")

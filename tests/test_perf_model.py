@@ -103,6 +103,18 @@ def test_extrapolated_timing_agrees_with_full_simulation():
     assert within(sampled.microseconds, full.microseconds, 0.02)
 
 
+def test_compiled_kernel_timing_extrapolates_its_k_loop():
+    from argus.kernels.gemm import gemm
+
+    kernel = argus.compile(gemm, block_m=64, block_n=64, block_k=32)
+    sizes = {"M": 128, "N": 128, "K": 1024}
+    sampled = argus.time(kernel, sizes=sizes)
+    full = argus.time(kernel, sizes=sizes, extrapolate=False)
+    assert "K=256 and 512" in sampled.extrapolation
+    assert within(sampled.cycles_per_cu, full.cycles_per_cu, 0.02)
+    assert sampled.flops == full.flops == 2 * 128 * 128 * 1024
+
+
 def test_more_workgroups_than_cus_take_rounds():
     one = argus.time(GEMM, sizes={"m": 32, "n": 64 * 304, "k": 512})
     two = argus.time(GEMM, sizes={"m": 32, "n": 64 * 305, "k": 512})
@@ -186,3 +198,40 @@ def test_fewer_resident_workgroups_never_make_the_work_faster(program, waves):
     together = _cycles(_waves(program, waves, groups=2))
     apart = 2 * _cycles(_waves(program, waves, groups=1))
     assert apart >= together
+
+
+# ------------------------------------------------------------------------- command line
+def test_cli_time_json_and_plot(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from argus.cli import main
+
+    plot = tmp_path / "roofline.png"
+    result = CliRunner().invoke(main, ["time", GEMM, "--shape", "m=32", "--shape", "n=64",
+                                       "--shape", "k=512", "--json", "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["modelled"] is True and data["flops"] == 2 * 32 * 64 * 512
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    table = CliRunner().invoke(main, ["time", GEMM, "--shape", "k=512"])
+    assert table.exit_code == 0 and "modelled" in table.output and "bottleneck" in table.output
+
+
+def test_cli_compare_and_errors():
+    from click.testing import CliRunner
+
+    from argus.cli import main
+
+    other = "bf16gemm_outf32_tn_64x64_pf3"
+    result = CliRunner().invoke(main, ["compare", GEMM, other, "--shape", "m=64",
+                                       "--shape", "n=64", "--shape", "k=512"])
+    assert result.exit_code == 0, result.output
+    assert f"modelled time {other} / {GEMM} = " in result.output
+    assert "main-loop MFMA density" in result.output and "largest modelled difference" in \
+        result.output
+    bad = CliRunner().invoke(main, ["time", "no_such_kernel"])
+    assert bad.exit_code == 1 and "is not a vendor kernel" in bad.output
+    wrong = CliRunner().invoke(main, ["time", GEMM, "--shape", "tokens=4"])
+    assert wrong.exit_code == 1 and "has no size" in wrong.output

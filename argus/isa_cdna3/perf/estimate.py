@@ -8,7 +8,7 @@ schedules that the caller already has (the sampled-and-extrapolated path of `arg
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -56,6 +56,7 @@ class Timing:
     active_cus: int
     rounds: float                       # workgroup rounds on the busiest CU
     bottleneck: str
+    lds_conflict: float = 1.0           # LDS cycles over the conflict-free count (1.0 = none)
     extrapolation: str | None = None
     shape: dict = attrs.field(factory=dict)
     calibration: str = ""
@@ -77,6 +78,7 @@ class Timing:
                 "bytes_hbm": self.bytes_hbm, "busy": self.busy, "stalls": self.stalls,
                 "occupancy": self.occupancy.to_json(), "workgroups": self.workgroups,
                 "rounds": self.rounds, "bottleneck": self.bottleneck,
+                "lds_conflict": self.lds_conflict,
                 "extrapolation": self.extrapolation, "shape": self.shape,
                 "calibration": self.calibration}
 
@@ -170,6 +172,7 @@ def combine(kernel: str, gpu: GpuProfile, occ: Occupancy, p: Plan, rounds: Seque
     kernel_us = cycles / (ghz * 1e3)
     total = kernel_us + constants.launch_us
     wave_clocks = sum(r.wave_clocks for r in rounds)
+    lds, ideal = sum(r.busy["LDS"] for r in rounds), sum(r.lds_ideal for r in rounds)
     stalls = {c: sum(r.stalls[c] for r in rounds) / wave_clocks if wave_clocks else 0.0
               for c in STALLS}
     note = (f"calibrated on {len(constants.fitted_on)} published timings"
@@ -178,7 +181,7 @@ def combine(kernel: str, gpu: GpuProfile, occ: Occupancy, p: Plan, rounds: Seque
                   bytes_requested, bytes_hbm, busy, stalls, occ, p.workgroups, p.active_cus,
                   p.full_rounds + (1 if p.tail else 0),
                   _bottleneck(busy, stalls, constants.launch_us / total, p, gpu),
-                  extrapolation, dict(shape or {}), note)
+                  lds / ideal if ideal else 1.0, extrapolation, dict(shape or {}), note)
 
 
 def statics_of(instructions: Sequence[Any], params: CuParams = CU) -> list[Static]:
@@ -187,13 +190,11 @@ def statics_of(instructions: Sequence[Any], params: CuParams = CU) -> list[Stati
 
 def estimate(trace: Any, instructions: Sequence[Any], occ: Occupancy, *, gpu: str | GpuProfile
              = "mi300x", constants: Calibrated | None = None, params: CuParams = CU,
-             kernel: str = "kernel", shape: dict | None = None,
-             lds_fallback: Callable[[Any], float] | None = None) -> Timing:
+             kernel: str = "kernel", shape: dict | None = None) -> Timing:
     """Model a launch from the event trace of all its workgroups (`emu.trace.EventTrace`)."""
     gpu = profile(gpu) if isinstance(gpu, str) else gpu
     constants = constants or Calibrated.load()
     statics = statics_of(instructions, params)
-    fallback = [lds_fallback(inst) if lds_fallback else 2.0 for inst in instructions]
     waves = trace.per_wave()
     by_group: dict[int, list] = {}
     for w in waves:
@@ -213,6 +214,6 @@ def estimate(trace: Any, instructions: Sequence[Any], occ: Occupancy, *, gpu: st
     for start in range(0, len(mine), occ.workgroups_per_cu):
         chosen = [w for g in mine[start:start + occ.workgroups_per_cu] for w in by_group[g]]
         rounds.append(schedule_cu(chosen, statics, bytes_per_clk=bw, constants=constants,
-                                  params=params, lds_fallback=fallback))
+                                  params=params))
     return combine(kernel, gpu, occ, p, rounds, flops=flops, bytes_requested=requested,
                    bytes_hbm=hbm, constants=constants, params=params, shape=shape)

@@ -48,6 +48,7 @@ class Static:
     lgkmcnt: int = 99
     store: bool = False
     to_lds: bool = False       # a buffer/global load that writes LDS (M0-addressed DMA)
+    lds_ideal: float = 0.0     # conflict-free LDS cycles of one wave (DS instructions)
     reads: tuple[int, ...] = ()
     srcc: tuple[int, ...] = ()
     writes: tuple[int, ...] = ()
@@ -97,12 +98,24 @@ def classify(inst: Any, params: CuParams = CU) -> Static:
         start = 0 if op.startswith(_NO_VGPR_DEST) else 1
         return Static(VALU, cycles=int(cyc), reads=tuple(r for g in regs[start:] for r in g))
     if op.startswith("ds_"):
-        return Static(LDS, reads=tuple(r for g in regs for r in g))
+        return Static(LDS, lds_ideal=_lds_ideal(op), reads=tuple(r for g in regs for r in g))
     if op.startswith(("buffer_", "global_", "flat_", "scratch_")):
         store = "_store" in op or ("_atomic" in op and not (inst.has("sc0") or inst.has("glc")))
         return Static(VMEM, store=store, to_lds=inst.has("lds") or op == "global_load_lds_dword",
                       reads=tuple(r for g in regs for r in g))
     return Static(OTHER)
+
+
+_ACCESS_BYTES = {"b32": 4, "b64": 8, "b96": 12, "b128": 16, "u8": 1, "i8": 1, "u16": 2,
+                 "i16": 2, "b8": 1, "b16": 2}
+
+
+def _lds_ideal(op: str) -> float:
+    """Conflict-free cycles of a DS instruction: one per phase (isa.lds_phases), per address
+    of ds_read2/ds_write2; permutes move one dword per lane."""
+    size = next((b for suffix, b in _ACCESS_BYTES.items() if op.endswith("_" + suffix)), 4)
+    addresses = 2 if op.startswith(("ds_read2", "ds_write2")) else 1
+    return float(addresses * len(isa.lds_phases(size, read=op.startswith("ds_read"))))
 
 
 @attrs.frozen
@@ -158,6 +171,7 @@ class CuRun:
     flops: float
     bytes_requested: float          # bytes fetched from L2 (whole cache lines)
     instructions: int
+    lds_ideal: float = 0.0          # conflict-free LDS cycles of the same accesses
 
     def scaled(self, other: CuRun, weight: float) -> CuRun:
         """self + weight * (other - self): linear extrapolation in a loop trip count."""
@@ -168,7 +182,8 @@ class CuRun:
                      {k: mix(self.stalls[k], other.stalls[k]) for k in self.stalls},
                      mix(self.wave_clocks, other.wave_clocks), mix(self.flops, other.flops),
                      mix(self.bytes_requested, other.bytes_requested),
-                     round(mix(self.instructions, other.instructions)))
+                     round(mix(self.instructions, other.instructions)),
+                     mix(self.lds_ideal, other.lds_ideal))
 
 
 @attrs.define(eq=False)
@@ -188,12 +203,11 @@ class _Wave:
 
 
 def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_clk: float,
-                constants: Calibrated, params: CuParams = CU,
-                lds_fallback: Sequence[float] = ()) -> CuRun:
+                constants: Calibrated, params: CuParams = CU) -> CuRun:
     """Schedule `waves` (emu.trace.WaveEvents of the workgroups resident together) on one CU.
 
-    `bytes_per_clk` is the CU's share of the memory system for cache-line fills;
-    `lds_fallback[i]` gives LDS cycles for instruction i when the trace carries none (permutes).
+    `bytes_per_clk` is the CU's share of the memory system for cache-line fills. LDS cycles
+    come from the trace's bank model, or are the conflict-free count where it has none.
     """
     if not waves:
         raise PerfError("no waves to schedule: the launch has no workgroups")
@@ -221,7 +235,7 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
     lds_free = ta_free = mem_free = 0.0
     busy = dict.fromkeys(UNITS, 0.0)
     stalls = dict.fromkeys(STALLS, 0.0)
-    flops = requested = 0.0
+    flops = requested = lds_ideal = 0.0
     executed = 0
     heap = [(0.0, i) for i in range(len(state))]
     heapq.heapify(heap)
@@ -333,7 +347,8 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
         elif kind == SMEM:
             wave.lgkmq.append(t + smem_lat)
         elif kind == LDS:
-            cycles = wave.lds[k] or (lds_fallback[i] if i < len(lds_fallback) else 1.0)
+            cycles = wave.lds[k] or s.lds_ideal or 1.0
+            lds_ideal += s.lds_ideal or cycles
             begin = max(t, lds_free)
             lds_free = begin + cycles
             busy["LDS"] += cycles
@@ -351,6 +366,7 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
                 landed = max(landed, lds_free) + wave.lines[k] * lds_line
                 lds_free = landed
                 busy["LDS"] += wave.lines[k] * lds_line
+                lds_ideal += wave.lines[k] * lds_line       # DMA writes have no conflicts
             wave.vmq.append(landed)
         heapq.heappush(heap, (nxt, w))
 
@@ -360,7 +376,7 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
                         f"workgroup never reaches); the trace is incomplete")
     cycles = max(w.end for w in state)
     return CuRun(cycles, busy, stalls, sum(w.end - w.start for w in state), flops, requested,
-                 executed)
+                 executed, lds_ideal)
 
 
 def unit_capacity(unit: str, params: CuParams = CU) -> int:
