@@ -143,6 +143,22 @@ def _vendor_code(name: str) -> tuple[Any, list]:
     return code, statics_of(code.disassemble(code.kernels[0]))
 
 
+def _vendor_full(name: str, sizes: dict, gpu: Any, constants: Calibrated) -> Timing:
+    """Vendor kernels whose workgroups do different work (causal attention, MoE routing): the
+    whole launch runs in the emulator, so the cost grows with the problem."""
+    from argus.asm.vendor import VendorKernelError, run_vendor
+
+    code, _ = _vendor_code(name)
+    try:
+        done = _emulated(lambda: run_vendor(name, shape=sizes, code=code, trace=True), name)
+    except VendorKernelError as err:
+        raise PerfError(str(err)) from err
+    run = done.emulation
+    occ = _occupancy(code.kernels[0], run.block[0] * run.block[1] * run.block[2])
+    return estimate(run.events, run.instructions, occ, gpu=gpu, constants=constants,
+                    kernel=name, shape=done.shape)
+
+
 _SAMPLES: dict[tuple, dict[int, list]] = {}
 _SAMPLES_KEPT = 8
 
@@ -195,9 +211,7 @@ def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate
         raise PerfError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
     family = _family(name)
     if family is None:
-        raise PerfError(f"{name}: sizes= is modelled for the bf16 GEMMs and non-causal "
-                        f"attention (their workgroups all do the same work); for this kernel "
-                        f"pass args= with grid= and block= to emulate the whole launch")
+        return _vendor_full(name, sizes, gpu, constants)
     unknown = set(sizes) - set(family.defaults) - ({"hk"} if family.loop == "sk" else set())
     if unknown:
         raise PerfError(f"{name} takes sizes {sorted(family.defaults)}, not {sorted(unknown)}")
