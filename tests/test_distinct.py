@@ -124,10 +124,10 @@ def test_declared_inside_a_loop_or_branch_or_outside_a_kernel():
 def test_ir_op_verifies_its_operands():
     loc = SourceLoc("k.py", 3, 5)
     with pytest.raises(IRError, match=r"k.py:3:5: distinct: %X must be a rank-1 i32 index"):
-        O.Distinct(Value("X", GlobalType("f32", (16,))), 0, 4, loc).verify()
+        O.Distinct(Value("X", GlobalType("f32", (16,))), 0, 4, loc=loc).verify()
     ids = Value("ids", GlobalType("i32", (16,)))
     with pytest.raises(IRError, match="hi = '.*' must be an integer expression, not a condition"):
-        O.Distinct(ids, 0, ids.type.shape[0] > 3, loc).verify()
+        O.Distinct(ids, 0, ids.type.shape[0] > 3, loc=loc).verify()
 
 
 def test_text_form_round_trips_and_rejects_a_malformed_range():

@@ -48,29 +48,30 @@ def test_address_map_rejects_foreign_variables():
 
 
 @pytest.mark.parametrize("op,message", [
-    (O.Binary(tile("r"), "pow", tile("a"), tile("b"), LOC), "unknown function 'pow'"),
-    (O.Binary(tile("r"), "add", tile("a"), tile("b", attrs.evolve(TILE, shape=(16, 8))), LOC),
+    (O.Binary(tile("r"), "pow", tile("a"), tile("b"), loc=LOC), "unknown function 'pow'"),
+    (O.Binary(tile("r"), "add", tile("a"), tile("b", attrs.evolve(TILE, shape=(16, 8))), loc=LOC),
      "X and Y: shapes [16, 16] and [16, 8] differ"),
     (O.Unary(tile("r", attrs.evolve(TILE, dtype="bf16")), "exp2",
-             tile("a", attrs.evolve(TILE, dtype="bf16")), LOC), "computes on f32 tiles"),
-    (O.GlobalLoad(tile("r"), X, (0,), (0, 1), LOC), "origin has 1 coordinates but %X has rank 2"),
-    (O.GlobalLoad(tile("r"), X, (0, 0), (1, 1), LOC), "axes [1, 1] must name 2 distinct axes"),
-    (O.GlobalLoad(tile("r", attrs.evolve(TILE, dtype="bf16")), X, (0, 0), (0, 1), LOC),
+             tile("a", attrs.evolve(TILE, dtype="bf16")), loc=LOC), "computes on f32 tiles"),
+    (O.GlobalLoad(tile("r"), X, (0,), (0, 1), loc=LOC),
+     "origin has 1 coordinates but %X has rank 2"),
+    (O.GlobalLoad(tile("r"), X, (0, 0), (1, 1), loc=LOC), "axes [1, 1] must name 2 distinct axes"),
+    (O.GlobalLoad(tile("r", attrs.evolve(TILE, dtype="bf16")), X, (0, 0), (0, 1), loc=LOC),
      "tile dtype bf16 differs from %X dtype f32"),
-    (O.Mfma(tile("r"), "v_mfma_f32_32x32x8_bf17", tile("a"), tile("b"), tile("c"), LOC),
+    (O.Mfma(tile("r"), "v_mfma_f32_32x32x8_bf17", tile("a"), tile("b"), tile("c"), loc=LOC),
      "is not a gfx942 MFMA"),
-    (O.Mfma(tile("r"), "v_mfma_f32_32x32x8_bf16", tile("a"), tile("b"), tile("c"), LOC),
+    (O.Mfma(tile("r"), "v_mfma_f32_32x32x8_bf16", tile("a"), tile("b"), tile("c"), loc=LOC),
      "takes A as bf16, got f32"),
-    (O.Reduce(tile("r"), "max", tile("a"), 2, (), LOC), "axis 2 is out of range"),
-    (O.Reduce(tile("r"), "max", tile("a"), 0, (), LOC), "gives [16], not [16, 16]"),
-    (O.SlotSlice(tile("r"), tile("a"), 2, LOC), "slots [2, 6) are not within the 4 slots"),
-    (O.Mask(tile("r"), tile("a"), Var("c0", 0, 16) + 1, 0.0, LOC), "must be a condition"),
-    (O.GlobalStore(X, (0, 0), (0, 1), tile("a"), LOC,
-                   (O.TagAssertion(O.role_var("A", "k").eq(0), "k", LOC),)),
+    (O.Reduce(tile("r"), "max", tile("a"), 2, (), loc=LOC), "axis 2 is out of range"),
+    (O.Reduce(tile("r"), "max", tile("a"), 0, (), loc=LOC), "gives [16], not [16, 16]"),
+    (O.SlotSlice(tile("r"), tile("a"), 2, loc=LOC), "slots [2, 6) are not within the 4 slots"),
+    (O.Mask(tile("r"), tile("a"), Var("c0", 0, 16) + 1, 0.0, loc=LOC), "must be a condition"),
+    (O.GlobalStore(X, (0, 0), (0, 1), tile("a"),
+                   (O.TagAssertion(O.role_var("A", "k").eq(0), "k", loc=LOC),), loc=LOC),
      "uses role(s) ['A']; at this op the roles are ['V', 'D']"),
-    (O.For(Var("k", 0, 8), 0, 8, 0, (), O.Block((), (O.Yield((), LOC),)), (), LOC),
+    (O.For(Var("k", 0, 8), 0, 8, 0, (), O.Block((), (O.Yield((), loc=LOC),)), (), loc=LOC),
      "step 0 must be positive"),
-    (O.For(Var("k", 0, 8), 0, 8, 1, (tile("a"),), O.Block((tile("b"),), ()), (tile("r"),), LOC),
+    (O.For(Var("k", 0, 8), 0, 8, 1, (tile("a"),), O.Block((tile("b"),), ()), (tile("r"),), loc=LOC),
      "the loop body must end with yield"),
 ])
 def test_op_verify_names_the_op_and_location(op, message):
@@ -85,25 +86,25 @@ def kernel_of(*ops, args=(X,), sizes=(M,)):
 
 
 def test_kernel_verify_catches_use_before_definition_and_unbound_scalars():
-    load = O.GlobalLoad(tile("a"), X, (0, 0), (0, 1), LOC)
-    store = O.GlobalStore(X, (0, 0), (0, 1), tile("a"), LOC)
+    load = O.GlobalLoad(tile("a"), X, (0, 0), (0, 1), loc=LOC)
+    store = O.GlobalStore(X, (0, 0), (0, 1), tile("a"), loc=LOC)
     kernel_of(load, store).verify()
     with pytest.raises(IRError, match="%a is used where it is not defined"):
         kernel_of(store, load).verify()
     with pytest.raises(IRError, match=r"uses \['wg0'\], which are not sizes"):
-        kernel_of(O.GlobalLoad(tile("a"), X, (Var("wg0", 0, 9), 0), (0, 1), LOC)).verify()
+        kernel_of(O.GlobalLoad(tile("a"), X, (Var("wg0", 0, 9), 0), (0, 1), loc=LOC)).verify()
     with pytest.raises(IRError, match="%a is defined twice"):
         kernel_of(load, load).verify()
 
 
 def test_kernel_verify_enforces_lds_and_register_budgets():
-    big = O.LdsAlloc(Value("l", LdsType("f32", 20000)), LOC)
+    big = O.LdsAlloc(Value("l", LdsType("f32", 20000)), loc=LOC)
     with pytest.raises(IRError, match="allocates 80000 bytes of LDS; a gfx942 workgroup has 65536"):
         kernel_of(big).verify()
     fat = RegType("f32", (16, 16), ThreadLayout(1, 600, (Var("slot", 0, 600) % 16,
                                                          Var("slot", 0, 600) // 40)))
     with pytest.raises(IRError, match="needs 600 VGPRs per lane"):
-        kernel_of(O.Full(Value("f", fat), 0.0, LOC)).verify()
+        kernel_of(O.Full(Value("f", fat), 0.0, loc=LOC)).verify()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -99,9 +99,9 @@ def block():
     return _declare(Decl(Kind.BLOCK))
 
 
-def record(cls: type):
+def record(cls: type, **kwargs):
     """An optional nested record (None when absent) whose fields are declared like an op's."""
-    return _declare(Decl(Kind.RECORD, record=cls), default=None)
+    return _declare(Decl(Kind.RECORD, record=cls), default=None, **kwargs)
 
 
 def asserts():
@@ -118,9 +118,10 @@ LOC = "loc"
 
 @functools.cache
 def declared(cls) -> tuple[tuple[attrs.Attribute, Decl], ...]:
-    """(field, declaration) of every field of an op or record class except `loc`."""
+    """(field, declaration) of every field of an op or record class except `loc`, keyword-only
+    fields (those a base class shares) last."""
     out = []
-    for field in attrs.fields(cls):
+    for field in sorted(attrs.fields(cls), key=lambda f: f.kw_only):
         if field.name == LOC:
             continue
         decl = field.metadata.get(KEY)

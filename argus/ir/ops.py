@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
+from typing import ClassVar
 
 import attrs
 
@@ -95,14 +96,28 @@ def _fail(op, message: str):
 ROLE_ORDER = ("A", "B", "C", "V", "D", "X", "Y")
 
 
+@attrs.frozen
 class Op:
     """Common behaviour, derived from the field declarations (`argus.ir.fields`): operands,
     results, nested blocks, scalar expressions, bound variables, assertion roles, rewriting.
-    A subclass declares its fields, `mnemonic`, its tag-transfer rule (`argus.ir.transfer`)
-    and a `verify`."""
 
-    mnemonic = "op"
-    transfer: Transfer
+    A subclass declares its fields, and in its class line its `mnemonic` (the text form's name)
+    and its tag-transfer rule (`argus.ir.transfer`): `class Cast(Op, mnemonic="cast",
+    transfer=Transfer.KEEP)`; it checks its own invariants in `verify`. Every op has a source
+    location `loc`, given by keyword."""
+
+    loc: SourceLoc = attrs.field(kw_only=True)
+    mnemonic: ClassVar[str] = "op"
+    transfer: ClassVar[Transfer]
+
+    def __init_subclass__(cls, mnemonic: str | None = None, transfer: Transfer | None = None,
+                          **kwargs):
+        super().__init_subclass__(**kwargs)
+        # attrs rebuilds each slotted class without these arguments; the first call set them
+        if mnemonic is not None:
+            cls.mnemonic = mnemonic
+        if transfer is not None:
+            cls.transfer = transfer
 
     @property
     def operands(self) -> tuple[Value, ...]:
@@ -137,17 +152,27 @@ class Op:
         return F.map_operands(self, lambda v: mapping.get(v.name, v))
 
     def verify(self) -> None:
+        """The checks every op gets (assertion roles), then the op's own (`check`)."""
         for assertion in getattr(self, "asserts", ()):
             unknown = assertion.roles() - set(self.roles)
             if unknown:
                 _fail(self, f"assertion '{assertion.message}' uses role(s) {sorted(unknown)}; "
                             f"at this op the roles are {list(self.roles) or 'none'}")
+        self.check()
+
+    def check(self) -> None:
+        """The op's own invariants; raise IRError through `_fail`."""
 
 
 def _reg(op, value: Value, what: str) -> RegType:
     if not isinstance(value.type, RegType):
         _fail(op, f"{what} {value} must be a register tile, not {value.type}")
     return value.type
+
+
+def _check_fn(op, allowed: tuple[str, ...], what: str):
+    if op.fn not in allowed:
+        _fail(op, f"unknown {what} {op.fn!r}; use one of {allowed}")
 
 
 def _same_shape(op, x: RegType, y: RegType, what: str):
@@ -159,31 +184,25 @@ def _same_shape(op, x: RegType, y: RegType, what: str):
 
 
 @attrs.frozen
-class ProgramId(Op):
+class ProgramId(Op, mnemonic="program_id", transfer=Transfer.NONE):
     """Binds `var` to the workgroup id along `axis` of the grid."""
 
     var: Var = binds()
     axis: int = attr()
-    loc: SourceLoc
-    mnemonic = "program_id"
-    transfer = Transfer.NONE
 
-    def verify(self):
+    def check(self):
         if self.axis not in (0, 1, 2):
             _fail(self, f"axis {self.axis} is not 0, 1 or 2")
 
 
 @attrs.frozen
-class TagDef(Op):
+class TagDef(Op, mnemonic="tag", transfer=Transfer.DEFINE):
     """Tags of a global tensor's elements: each name a formula in the coordinates c0, c1, ..."""
 
     tensor: Value = operand()
     tags: tuple[tuple[str, Expr], ...] = named_exprs(coords="tensor")
-    loc: SourceLoc
-    mnemonic = "tag"
-    transfer = Transfer.DEFINE
 
-    def verify(self):
+    def check(self):
         if not isinstance(self.tensor.type, GlobalType):
             _fail(self, f"{self.tensor} is not a global tensor; tag register tiles with tag_tile")
         _check_tag_names(self, self.tags)
@@ -196,24 +215,23 @@ def _check_tag_names(op, tags):
 
 
 @attrs.frozen
-class TagTile(Op):
+class TagTile(Op, mnemonic="tag_tile", transfer=Transfer.RETAG):
     """A copy of register tile `x` whose elements get new tags, formulas in its coordinates."""
 
     result: Value = result()
     x: Value = operand()
     tags: tuple[tuple[str, Expr], ...] = named_exprs(coords="x")
-    loc: SourceLoc
-    mnemonic = "tag_tile"
-    transfer = Transfer.RETAG
 
-    def verify(self):
+    def check(self):
         x = _reg(self, self.x, "operand")
         if self.result.type != x:
             _fail(self, "the result type must equal the operand type")
         _check_tag_names(self, self.tags)
 
 
-def _check_global_access(op, tensor: Value, origin, axes, tile: RegType):
+def _check_global_access(op, tile: RegType):
+    """The tile `op` loads or stores fits its tensor, origin, axes and gather."""
+    tensor, origin, axes = op.tensor, op.origin, op.axes
     if not isinstance(tensor.type, GlobalType):
         _fail(op, f"{tensor} is not a global tensor")
     rank = len(tensor.type.shape)
@@ -226,6 +244,7 @@ def _check_global_access(op, tensor: Value, origin, axes, tile: RegType):
     if tile.dtype != tensor.type.dtype:
         _fail(op, f"tile dtype {tile.dtype} differs from {tensor} dtype {tensor.type.dtype}; "
                   "cast the tile first")
+    _check_gather(op, op.gather, tile, tensor)
 
 
 @attrs.frozen
@@ -252,58 +271,46 @@ def _check_gather(op, gather: Gather | None, tile: RegType, tensor: Value):
 
 
 @attrs.frozen
-class GlobalLoad(Op):
-    """result[c] = tensor[origin + c placed on `axes`] for every element the layout holds; its
-    tags are the tensor's tag formulas at that coordinate (⊤ out of range).
+class _GlobalAccess(Op):
+    """What global loads and stores share, given by keyword: `gather` replaces one coordinate
+    by a row id read from an index tensor; `guard` gives buffer-instruction semantics
+    (out-of-range elements read 0 and are not written, instead of being out-of-bounds errors;
+    tags still follow the tensor's formulas)."""
 
-    `gather` replaces one coordinate by a row id read from an index tensor. `guard` gives
-    buffer-instruction semantics: out-of-range elements read 0 (tags still follow the formula)
-    instead of being out-of-bounds errors.
-    """
+    gather: Gather | None = record(Gather, kw_only=True)
+    guard: bool = attr(default=False, kw_only=True)
+
+
+@attrs.frozen
+class GlobalLoad(_GlobalAccess, mnemonic="global.load", transfer=Transfer.LOAD):
+    """result[c] = tensor[origin + c placed on `axes`] for every element the layout holds; its
+    tags are the tensor's tag formulas at that coordinate (⊤ out of range)."""
 
     result: Value = result()
     tensor: Value = operand()
     origin: tuple[Expr, ...] = exprs()
     axes: tuple[int, ...] = attr(converter=tuple)
-    loc: SourceLoc
-    gather: Gather | None = record(Gather)
-    guard: bool = attr(default=False)
-    mnemonic = "global.load"
-    transfer = Transfer.LOAD
 
-    def verify(self):
-        result = _reg(self, self.result, "result")
-        _check_global_access(self, self.tensor, self.origin, self.axes, result)
-        _check_gather(self, self.gather, result, self.tensor)
+    def check(self):
+        _check_global_access(self, _reg(self, self.result, "result"))
 
 
 @attrs.frozen
-class GlobalStore(Op):
-    """tensor[origin + c on `axes`] = value[c]. Assertion roles: V (value), D (destination).
-
-    `gather` and `guard` as for GlobalLoad (guarded out-of-range elements are not written).
-    """
+class GlobalStore(_GlobalAccess, mnemonic="global.store", transfer=Transfer.NONE):
+    """tensor[origin + c on `axes`] = value[c]. Assertion roles: V (value), D (destination)."""
 
     tensor: Value = operand(role="D")
     origin: tuple[Expr, ...] = exprs()
     axes: tuple[int, ...] = attr(converter=tuple)
     value: Value = operand(role="V")
-    loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = asserts()
-    gather: Gather | None = record(Gather)
-    guard: bool = attr(default=False)
-    mnemonic = "global.store"
-    transfer = Transfer.NONE
 
-    def verify(self):
-        super().verify()
-        value = _reg(self, self.value, "value")
-        _check_global_access(self, self.tensor, self.origin, self.axes, value)
-        _check_gather(self, self.gather, value, self.tensor)
+    def check(self):
+        _check_global_access(self, _reg(self, self.value, "value"))
 
 
 @attrs.frozen
-class ScalarLoad(Op):
+class ScalarLoad(Op, mnemonic="scalar.load", transfer=Transfer.NONE):
     """Binds `var` to one element of an i32 tensor (workgroup-uniform, e.g. an expert id);
     its declared range [lo, hi) is checked at run time, and so are `bounds` = (lo, hi) when
     the range depends on sizes (an expert id below the number of experts E)."""
@@ -311,12 +318,9 @@ class ScalarLoad(Op):
     var: Var = binds()
     tensor: Value = operand()
     index: tuple[Expr, ...] = exprs()
-    loc: SourceLoc
     bounds: tuple[Expr, ...] = exprs(default=())
-    mnemonic = "scalar.load"
-    transfer = Transfer.NONE
 
-    def verify(self):
+    def check(self):
         t = self.tensor.type
         if not isinstance(t, GlobalType) or t.dtype != "i32":
             _fail(self, f"{self.tensor} must be an i32 global tensor")
@@ -331,7 +335,7 @@ class ScalarLoad(Op):
 
 
 @attrs.frozen
-class Distinct(Op):
+class Distinct(Op, mnemonic="distinct", transfer=Transfer.NONE):
     """A declared fact about index data: the entries of `tensor` (a rank-1 i32 tensor) that lie
     in [lo, hi) are pairwise distinct, e.g. every real token once among padded row ids.
 
@@ -342,11 +346,8 @@ class Distinct(Op):
     tensor: Value = operand()
     lo: Expr = expr()
     hi: Expr = expr()
-    loc: SourceLoc
-    mnemonic = "distinct"
-    transfer = Transfer.NONE
 
-    def verify(self):
+    def check(self):
         t = self.tensor.type
         if not isinstance(t, GlobalType) or len(t.shape) != 1 or t.dtype != "i32":
             _fail(self, f"{self.tensor} must be a rank-1 i32 index tensor, not {t}")
@@ -356,27 +357,25 @@ class Distinct(Op):
 
 
 @attrs.frozen
-class GlobalAtomicAdd(GlobalStore):
+class GlobalAtomicAdd(GlobalStore, mnemonic="global.atomic_add"):
     """tensor[origin + c on `axes`] += value[c], atomically."""
 
-    mnemonic = "global.atomic_add"
 
 
 @attrs.frozen
-class LdsAlloc(Op):
+class LdsAlloc(Op, mnemonic="lds.alloc", transfer=Transfer.NONE):
     """A workgroup-shared LDS allocation."""
 
     result: Value = result()
-    loc: SourceLoc
-    mnemonic = "lds.alloc"
-    transfer = Transfer.NONE
 
-    def verify(self):
+    def check(self):
         if not isinstance(self.result.type, LdsType) or self.result.type.size <= 0:
             _fail(self, "the result must be an LDS buffer of positive size")
 
 
-def _check_lds_access(op, buffer: Value, addr: AddressMap, origin, tile: RegType):
+def _check_lds_access(op, tile: RegType):
+    """The tile `op` loads or stores fits its buffer, address map and origin."""
+    buffer, addr, origin = op.buffer, op.addr, op.origin
     if not isinstance(buffer.type, LdsType):
         _fail(op, f"{buffer} is not an LDS buffer")
     if len(origin) != len(addr.shape):
@@ -389,7 +388,7 @@ def _check_lds_access(op, buffer: Value, addr: AddressMap, origin, tile: RegType
 
 
 @attrs.frozen
-class LdsStore(Op):
+class LdsStore(Op, mnemonic="lds.store", transfer=Transfer.STORE):
     """buffer[addr(origin + c)] = value[c]; the tile fills the view's trailing dimensions. Tags
     are stored with the data, per address. Role V."""
 
@@ -397,19 +396,14 @@ class LdsStore(Op):
     addr: AddressMap = attr()
     origin: tuple[Expr, ...] = exprs()
     value: Value = operand(role="V")
-    loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = asserts()
-    mnemonic = "lds.store"
-    transfer = Transfer.STORE
 
-    def verify(self):
-        super().verify()
-        _check_lds_access(self, self.buffer, self.addr, self.origin,
-                          _reg(self, self.value, "value"))
+    def check(self):
+        _check_lds_access(self, _reg(self, self.value, "value"))
 
 
 @attrs.frozen
-class LdsLoad(Op):
+class LdsLoad(Op, mnemonic="lds.load", transfer=Transfer.LOAD):
     """result[c] = buffer[addr(origin + c)]; the tile reads the view's trailing dimensions.
 
     A read sees the last write ordered before it (same thread, or an earlier barrier epoch);
@@ -420,17 +414,13 @@ class LdsLoad(Op):
     buffer: Value = operand()
     addr: AddressMap = attr()
     origin: tuple[Expr, ...] = exprs()
-    loc: SourceLoc
-    mnemonic = "lds.load"
-    transfer = Transfer.LOAD
 
-    def verify(self):
-        _check_lds_access(self, self.buffer, self.addr, self.origin,
-                          _reg(self, self.result, "result"))
+    def check(self):
+        _check_lds_access(self, _reg(self, self.result, "result"))
 
 
 @attrs.frozen
-class Mfma(Op):
+class Mfma(Op, mnemonic="mfma", transfer=Transfer.CONTRACT):
     """One MFMA instruction per wave: D = A @ B + C on the registers, by the catalogue layouts.
 
     Assertion roles A, B, C range over every (i, j, k) the instruction combines. The result's
@@ -442,15 +432,11 @@ class Mfma(Op):
     a: Value = operand(role="A")
     b: Value = operand(role="B")
     c: Value = operand(role="C")
-    loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = asserts()
-    mnemonic = "mfma"
-    transfer = Transfer.CONTRACT
 
-    def verify(self):
+    def check(self):
         from argus.isa_cdna3.mfma import UnknownMfmaError, mfma
 
-        super().verify()
         try:
             info = mfma(self.instr)
         except UnknownMfmaError as error:
@@ -473,16 +459,13 @@ class Mfma(Op):
 
 
 @attrs.frozen
-class Full(Op):
+class Full(Op, mnemonic="full", transfer=Transfer.FRESH):
     """A register tile with every element `value`, carrying no tags."""
 
     result: Value = result()
     value: float = attr()
-    loc: SourceLoc
-    mnemonic = "full"
-    transfer = Transfer.FRESH
 
-    def verify(self):
+    def check(self):
         _reg(self, self.result, "result")
 
 
@@ -491,21 +474,16 @@ BINARY_FNS = ("add", "sub", "mul", "div", "max", "min")
 
 
 @attrs.frozen
-class Unary(Op):
+class Unary(Op, mnemonic="unary", transfer=Transfer.KEEP):
     """f32 math per element; tags are kept. Role X."""
 
     result: Value = result()
     fn: str = attr()
     x: Value = operand(role="X")
-    loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = asserts()
-    mnemonic = "unary"
-    transfer = Transfer.KEEP
 
-    def verify(self):
-        super().verify()
-        if self.fn not in UNARY_FNS:
-            _fail(self, f"unknown function {self.fn!r}; use one of {UNARY_FNS}")
+    def check(self):
+        _check_fn(self, UNARY_FNS, "function")
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
         _same_shape(self, x, result, "operand and result")
         if x.dtype != "f32" or result.dtype != "f32":
@@ -513,7 +491,7 @@ class Unary(Op):
 
 
 @attrs.frozen
-class Binary(Op):
+class Binary(Op, mnemonic="binary", transfer=Transfer.UNION):
     """Elementwise on the same (thread, slot) of both operands; roles X and Y. Tags: the union
     of both operands' names; a name both carry keeps its value where they agree, else ⊤."""
 
@@ -521,15 +499,10 @@ class Binary(Op):
     fn: str = attr()
     x: Value = operand(role="X")
     y: Value = operand(role="Y")
-    loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = asserts()
-    mnemonic = "binary"
-    transfer = Transfer.UNION
 
-    def verify(self):
-        super().verify()
-        if self.fn not in BINARY_FNS:
-            _fail(self, f"unknown function {self.fn!r}; use one of {BINARY_FNS}")
+    def check(self):
+        _check_fn(self, BINARY_FNS, "function")
         x, y = _reg(self, self.x, "X"), _reg(self, self.y, "Y")
         result = _reg(self, self.result, "result")
         _same_shape(self, x, y, "X and Y")
@@ -539,22 +512,19 @@ class Binary(Op):
 
 
 @attrs.frozen
-class Cast(Op):
+class Cast(Op, mnemonic="cast", transfer=Transfer.KEEP):
     """Convert element type (round to nearest even); layout and tags are kept."""
 
     result: Value = result()
     x: Value = operand()
-    loc: SourceLoc
-    mnemonic = "cast"
-    transfer = Transfer.KEEP
 
-    def verify(self):
+    def check(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
         _same_shape(self, x, result, "operand and result")
 
 
 @attrs.frozen
-class Mask(Op):
+class Mask(Op, mnemonic="mask", transfer=Transfer.KEEP):
     """Keep elements whose coordinates satisfy `keep` (a condition in c0, c1, ... and scalars),
     set the others to `fill`. An assertion here (role X) must agree with `keep` per element.
     """
@@ -563,13 +533,9 @@ class Mask(Op):
     x: Value = operand(role="X")
     keep: Expr = expr(coords="x")
     fill: float = attr()
-    loc: SourceLoc
     asserts: tuple[TagAssertion, ...] = asserts()
-    mnemonic = "mask"
-    transfer = Transfer.KEEP
 
-    def verify(self):
-        super().verify()
+    def check(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
         _same_shape(self, x, result, "operand and result")
         if not self.keep.is_bool:
@@ -580,7 +546,7 @@ REDUCE_FNS = ("max", "sum")
 
 
 @attrs.frozen
-class Reduce(Op):
+class Reduce(Op, mnemonic="reduce", transfer=Transfer.EXCHANGE):
     """Cross-lane reduction along `axis` within each wave; tags in `drop` are removed, the others
     must agree along the axis."""
 
@@ -589,13 +555,9 @@ class Reduce(Op):
     x: Value = operand()
     axis: int = attr()
     drop: tuple[str, ...] = attr(converter=tuple)
-    loc: SourceLoc
-    mnemonic = "reduce"
-    transfer = Transfer.EXCHANGE
 
-    def verify(self):
-        if self.fn not in REDUCE_FNS:
-            _fail(self, f"unknown reduction {self.fn!r}; use one of {REDUCE_FNS}")
+    def check(self):
+        _check_fn(self, REDUCE_FNS, "reduction")
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
         if not 0 <= self.axis < len(x.shape):
             _fail(self, f"axis {self.axis} is out of range for shape {list(x.shape)}")
@@ -606,17 +568,14 @@ class Reduce(Op):
 
 
 @attrs.frozen
-class Broadcast(Op):
+class Broadcast(Op, mnemonic="broadcast", transfer=Transfer.EXCHANGE):
     """result[c] = x[c without `axis`], exchanged across lanes within each wave."""
 
     result: Value = result()
     x: Value = operand()
     axis: int = attr()
-    loc: SourceLoc
-    mnemonic = "broadcast"
-    transfer = Transfer.EXCHANGE
 
-    def verify(self):
+    def check(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
         if not 0 <= self.axis < len(result.shape):
             _fail(self, f"axis {self.axis} is out of range for shape {list(result.shape)}")
@@ -626,18 +585,15 @@ class Broadcast(Op):
 
 
 @attrs.frozen
-class SlotSlice(Op):
+class SlotSlice(Op, mnemonic="slot_slice", transfer=Transfer.SHIFT):
     """Reinterpret slots [start, start + result slots) of `x` as a new tile: no data moves,
     only the claimed logical coordinates change (tags travel with the data)."""
 
     result: Value = result()
     x: Value = operand()
     start: int = attr()
-    loc: SourceLoc
-    mnemonic = "slot_slice"
-    transfer = Transfer.SHIFT
 
-    def verify(self):
+    def check(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
         if x.dtype != result.dtype:
             _fail(self, "slicing slots cannot change the dtype; cast instead")
@@ -647,20 +603,13 @@ class SlotSlice(Op):
 
 
 @attrs.frozen
-class Barrier(Op):
+class Barrier(Op, mnemonic="barrier", transfer=Transfer.NONE):
     """s_barrier: orders the LDS accesses of all waves of the workgroup."""
-
-    loc: SourceLoc
-    mnemonic = "barrier"
-    transfer = Transfer.NONE
 
 
 @attrs.frozen
-class Yield(Op):
+class Yield(Op, mnemonic="yield", transfer=Transfer.NONE):
     values: tuple[Value, ...] = operands()
-    loc: SourceLoc
-    mnemonic = "yield"
-    transfer = Transfer.NONE
 
 
 @attrs.frozen
@@ -669,6 +618,47 @@ class Block:
 
     args: tuple[Value, ...] = attrs.field(converter=tuple)
     ops: tuple[Op, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen
+class For(Op, mnemonic="for", transfer=Transfer.CARRY):
+    """for iv in range(start, stop, step) with loop-carried values; policies annotate it."""
+
+    iv: Var = binds()
+    start: Expr = expr()
+    stop: Expr = expr()
+    step: int = attr()
+    inits: tuple[Value, ...] = operands()
+    body: Block = block()
+    results: tuple[Value, ...] = results()
+    stages: int = attr(default=1)
+    unroll: int = attr(default=1)
+    hints: tuple[str, ...] = attr(default=(), converter=tuple)
+
+    def check(self):
+        if self.step <= 0:
+            _fail(self, f"step {self.step} must be positive")
+        if self.stages < 1 or self.unroll < 1:
+            _fail(self, "stages and unroll must be at least 1")
+        if [v.type for v in self.inits] != [a.type for a in self.body.args]:
+            _fail(self, "the initial values and the body arguments differ in type")
+        _check_yield(self, self.body, self.results, "loop body")
+
+
+@attrs.frozen
+class If(Op, mnemonic="if", transfer=Transfer.CARRY):
+    """A workgroup-uniform branch on a scalar condition."""
+
+    cond: Expr = expr()
+    then: Block = block()
+    orelse: Block = block()
+    results: tuple[Value, ...] = results()
+
+    def check(self):
+        if not self.cond.is_bool:
+            _fail(self, f"the condition '{self.cond}' must be a comparison")
+        _check_yield(self, self.then, self.results, "then-branch")
+        _check_yield(self, self.orelse, self.results, "else-branch")
 
 
 def _check_yield(op, block: Block, results: tuple[Value, ...], what: str):
@@ -680,53 +670,6 @@ def _check_yield(op, block: Block, results: tuple[Value, ...], what: str):
                   f"are {[str(r.type) for r in results]}; loop-carried values keep their type")
 
 
-@attrs.frozen
-class For(Op):
-    """for iv in range(start, stop, step) with loop-carried values; policies annotate it."""
-
-    iv: Var = binds()
-    start: Expr = expr()
-    stop: Expr = expr()
-    step: int = attr()
-    inits: tuple[Value, ...] = operands()
-    body: Block = block()
-    results: tuple[Value, ...] = results()
-    loc: SourceLoc
-    stages: int = attr(default=1)
-    unroll: int = attr(default=1)
-    hints: tuple[str, ...] = attr(default=(), converter=tuple)
-    mnemonic = "for"
-    transfer = Transfer.CARRY
-
-    def verify(self):
-        if self.step <= 0:
-            _fail(self, f"step {self.step} must be positive")
-        if self.stages < 1 or self.unroll < 1:
-            _fail(self, "stages and unroll must be at least 1")
-        if [v.type for v in self.inits] != [a.type for a in self.body.args]:
-            _fail(self, "the initial values and the body arguments differ in type")
-        _check_yield(self, self.body, self.results, "loop body")
-
-
-@attrs.frozen
-class If(Op):
-    """A workgroup-uniform branch on a scalar condition."""
-
-    cond: Expr = expr()
-    then: Block = block()
-    orelse: Block = block()
-    results: tuple[Value, ...] = results()
-    loc: SourceLoc
-    mnemonic = "if"
-    transfer = Transfer.CARRY
-
-    def verify(self):
-        if not self.cond.is_bool:
-            _fail(self, f"the condition '{self.cond}' must be a comparison")
-        _check_yield(self, self.then, self.results, "then-branch")
-        _check_yield(self, self.orelse, self.results, "else-branch")
-
-
 def op_classes() -> dict[str, type[Op]]:
     """Every op class, by mnemonic: the text form reads ops through it, and the registry test
     checks each for a text round trip, a verifier rule and an interpreter rule."""
@@ -734,7 +677,8 @@ def op_classes() -> dict[str, type[Op]]:
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        if cls is not Op and F.published(cls):
+        # an op class names its mnemonic; a base that only shares fields does not
+        if "mnemonic" in vars(cls) and cls is not Op and F.published(cls):
             found[cls.mnemonic] = cls
     return found
 

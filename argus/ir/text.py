@@ -525,7 +525,8 @@ class _Parser:
         body_args = self.define([a for a, _ in pairs], [v.type for v in inits])
         body = self.block(body_args, {**scope, iv.name: iv})
         result_values = self.define(results, [v.type for v in inits])
-        return O.For(iv, start, stop, step, inits, body, result_values, loc, stages, unroll, hints)
+        return O.For(iv, start, stop, step, inits, body, result_values, stages, unroll, hints,
+                     loc=loc)
 
     def if_op(self, cursor: _Cursor, results: list[str], scope: dict) -> O.If:
         cond = parse_expr(cursor.until(" @"), scope)
@@ -536,7 +537,7 @@ class _Parser:
         orelse = self.block((), scope)
         last = then.ops[-1] if then.ops else None
         types = [v.type for v in last.values] if isinstance(last, O.Yield) else []
-        return O.If(cond, then, orelse, self.define(results, types), loc)
+        return O.If(cond, then, orelse, self.define(results, types), loc=loc)
 
 
 def _with_assertion(op, assertion):
