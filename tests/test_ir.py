@@ -293,3 +293,20 @@ def test_resources_of_the_default_gemm():
     assert used["mfma"] == 8 and used["barrier"] == 2 and used["waves"] == 4
     # the 32x32 f32 accumulator alone is 16 VGPRs; the whole peak stays far under 512
     assert 16 < used["vgprs"] < 128
+
+
+def test_generic_form_rejects_malformed_fields_with_the_line_and_op():
+    text = print_kernel(scalar_kernel())
+    cases = {
+        "axes=(0, 1), value": ("axes=(0, 'a'), value", r"field axes: .* is not a tuple\[int"),
+        "axes=(0, 1), value=": ("axes=5, value=", r"field axes: '5' is not a tuple\[int"),
+        "fn='rcp'": ("fn=rcp", r"unary: field fn: cannot read 'rcp'"),
+        "x=%v3 :": ("x=%v3, y=%v3 :", r"unary: no field\(s\) \['y'\]"),
+        "full value=3.0": ("full value=three", r"full: field value: cannot read 'three'"),
+        "origin=[0, 0]": ("origin=(0, 0)", r"field origin: expected \[\.\.\.\]"),
+        "%v5 = full": ("%v5, %v9 = full", r"full: 2 result\(s\) and 1 type\(s\)"),
+    }
+    for before, (after, message) in cases.items():
+        assert before in text, before
+        with pytest.raises(ParseError, match=r"IR line \d+: " + ".*" + message):
+            parse_kernel(text.replace(before, after, 1))

@@ -235,7 +235,10 @@ class _Workgroup:
                 return None
             if isinstance(op, O.Yield):
                 return [self.values[v.name] for v in op.values]
-            handler = getattr(self, "op_" + type(op).__name__)
+            handler = getattr(self, "op_" + type(op).__name__, None)
+            if handler is None:
+                raise InterpError(f"{op.loc}: {op.mnemonic}: the interpreter has no rule for "
+                                  "this op")
             handler(op)
         return None
 

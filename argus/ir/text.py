@@ -443,6 +443,10 @@ class _Parser:
             types = [self.type(t, scope) for t in split_top(typed)]
         where = f"IR line {lineno}: {mnemonic}"
         values = self.fields(cls, body[len(mnemonic):], scope, where)
+        slots = [d.shape for _, d in F.declared(cls) if d.kind is F.Kind.RESULT]
+        if len(types) != len(results) or (F.Shape.MANY not in slots and len(slots) != len(results)):
+            raise ParseError(f"{where}: {len(results)} result(s) and {len(types)} type(s); the "
+                             f"op defines {len(slots)}")
         defined = iter(self.define(results, types))
         for field, decl in F.declared(cls):
             if decl.kind is F.Kind.RESULT:
@@ -499,9 +503,12 @@ class _Parser:
             case F.Kind.ATTR, _:
                 read = _ATTR_FORMS.get(field.type, (None, ast.literal_eval))[1]
                 try:
-                    return read(text)
+                    value = read(text)
                 except (ValueError, SyntaxError) as error:
                     raise ParseError(f"{where}: cannot read {text!r} ({error})") from None
+                if not _attr_type_ok(value, field.type):
+                    raise ParseError(f"{where}: {text!r} is not a {field.type}")
+                return value
         raise ParseError(f"{where}: a {decl.kind.value} field has no generic text form")
 
     def for_op(self, cursor: _Cursor, results: list[str], scope: dict) -> O.For:
@@ -567,7 +574,26 @@ def _construct(cls, values: dict, loc, where: str):
                and f.name not in values and f.name != F.LOC]
     if missing:
         raise ParseError(f"{where}: missing field(s) {missing}")
-    return cls(**values) if loc is None else cls(**values, loc=loc)
+    try:
+        return cls(**values) if loc is None else cls(**values, loc=loc)
+    except (TypeError, ValueError) as error:
+        raise ParseError(f"{where}: {error}") from None
+
+
+#: Python literal attribute types by annotation, checked after reading (others are read by
+#: `_ATTR_FORMS` or checked by the op's own `check`).
+_LITERAL_TYPES = {"int": int, "str": str, "bool": bool, "tuple[int, ...]": (tuple, int),
+                  "tuple[str, ...]": (tuple, str)}
+
+
+def _attr_type_ok(value, annotation: str) -> bool:
+    expected = _LITERAL_TYPES.get(annotation)
+    if expected is None:
+        return True
+    if isinstance(expected, tuple):
+        container, item = expected
+        return isinstance(value, container) and all(isinstance(v, item) for v in value)
+    return isinstance(value, expected)
 
 
 def _parse_addr(text: str) -> AddressMap:
