@@ -235,3 +235,21 @@ def test_cli_compare_and_errors():
     assert bad.exit_code == 1 and "is not a vendor kernel" in bad.output
     wrong = CliRunner().invoke(main, ["time", GEMM, "--shape", "tokens=4"])
     assert wrong.exit_code == 1 and "has no size" in wrong.output
+
+
+def test_calibration_rows_come_from_published_data_and_held_out_by_shape():
+    from argus.isa_cdna3.perf import calibrate
+
+    rows = calibrate.rows()
+    families = {f: [r for r in rows if r.family == f] for f in ("attention", "bf16 GEMM")}
+    assert len(families["attention"]) == 47 and len(families["bf16 GEMM"]) == 8
+    for family in families.values():
+        splits = {r.split for r in family}
+        assert splits == {"calibration", "validation"}
+    assert all(r.gpu == "mi308x" for r in families["bf16 GEMM"])       # cu_num 80
+    assert {r.sizes["s"] for r in rows if r.family == "attention" and r.split == "validation"
+            } == set(calibrate.FA_VALIDATION_SEQLENS)
+    left_out = calibrate.excluded()
+    assert left_out and all(e.reason and e.rows > 0 for e in left_out)
+    assert calibrate.spearman([1, 2, 3], [10, 30, 20]) == pytest.approx(0.5)
+    assert calibrate.mape([(110.0, 100.0), (90.0, 100.0)]) == pytest.approx(10.0)
