@@ -32,3 +32,15 @@ def time(code_object, kernel=None, **options):
     from argus.timing import time as model
 
     return model(code_object, kernel, **options)
+
+
+def interpret(kernel, arrays: dict, **params):
+    """Run `kernel` (a DSL kernel, traced IR, or library name) on numpy `arrays` (one per tensor
+    argument, by name) in the concrete reference interpreter; sizes come from the array shapes.
+    Returns `RunResult(outputs, violations, sizes)`: the outputs are updated copies."""
+    from argus.absint.concrete import run
+    from argus.pipeline import resolve_kernel
+
+    kernel = resolve_kernel(kernel) if isinstance(kernel, str) else kernel
+    ir = kernel.trace(**params) if hasattr(kernel, "trace") else kernel
+    return run(ir, arrays)

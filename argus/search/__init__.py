@@ -1,0 +1,47 @@
+"""The search loop over verified kernels (`argus tune`): a planner (offline bandit + optuna, or
+an LLM) proposes points of a family's space, each goes through verify -> correctness -> compile
+-> modelled time, and the trajectory is kept as resumable JSONL. `tune()` wires the pieces; the
+modules hold them (space, kb, evaluate, reward, budget, store, planners, workers, loop, view).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from argus.search.budget import Budget
+from argus.search.space import Problem, SearchError, parse_shape
+
+__all__ = ["Budget", "Problem", "SearchError", "parse_shape", "tune"]
+
+
+def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None,
+         planner: str = "offline", llm: dict | None = None, jobs: int = 1,
+         backend: str = "local", ray_address: str | None = None, resume: bool = False,
+         seed: int = 0, on_update=None):
+    """Tune `problem`, writing the trajectory to `run_file`; returns the loop's `Progress`
+    (its `state.results` are the accepted candidates, best first)."""
+    from argus.search.evaluate import Evaluator
+    from argus.search.loop import run
+    from argus.search.planners import SearchState
+    from argus.search.planners.offline import OfflinePlanner
+    from argus.search.store import Store
+    from argus.search.workers import make_workers
+
+    budget = budget or Budget()
+    header = {"problem": problem.to_dict(), "planner": planner, "budget": budget.to_dict(),
+              "seed": seed, "backend": backend, "jobs": jobs}
+    store = Store(run_file, header, resume=resume)
+    offline = OfflinePlanner(problem, seed)
+    if planner == "offline":
+        chosen = offline
+    elif planner == "llm":
+        from argus.search.planners.llm import LLMPlanner, client_from_options
+
+        chosen = LLMPlanner(problem, client_from_options(**(llm or {})), offline, store.append)
+    else:
+        raise SearchError(f"--planner {planner!r}: choose offline or llm")
+    evaluator = Evaluator(problem, seed=seed)
+    state = SearchState(problem, list(store.evaluations))
+    workers = make_workers(evaluator, jobs=jobs, timeout_s=budget.candidate_s, backend=backend,
+                           address=ray_address)
+    return run(state, chosen, workers, store, budget, on_update)

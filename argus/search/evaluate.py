@@ -1,0 +1,276 @@
+"""One candidate through the pipeline, stage by stage, to an `Evaluation`:
+trace -> verify (Proved required; Refuted gives its counterexamples; Unknown is recorded and
+not accepted) -> correctness in the reference interpreter at small shapes (outputs pre-filled
+with NaN, several seeds, fresh inputs per trial) -> compile -> emulate -> modelled time -> reward.
+
+Stages the build does not have yet (compile, modelled time) end the evaluation as `incomplete`
+and name the missing stage: a candidate without a modelled time has no reward. Stage results
+are cached in-process by the content hash of the traced IR, so two candidates with the same IR
+are verified and checked once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import attrs
+import numpy as np
+
+import argus
+from argus.search.reward import reward
+from argus.search.space import Candidate, Problem, family
+
+#: statuses; only OK is ever reported as a result
+OK, INCOMPLETE = "ok", "incomplete"
+INVALID, REFUTED, UNKNOWN, WRONG, ERROR, TIMEOUT = (
+    "invalid", "refuted", "unknown", "wrong", "error", "timeout")
+STATUSES = (OK, INCOMPLETE, INVALID, REFUTED, UNKNOWN, WRONG, ERROR, TIMEOUT)
+
+
+@attrs.frozen
+class Evaluation:
+    """What the pipeline said about one candidate (one line of the trajectory)."""
+
+    key: str
+    candidate: Candidate
+    status: str
+    stage: str  # the last stage reached: trace | verify | correctness | compile | time | reward
+    message: str = ""
+    verdict: str = ""
+    counterexamples: tuple = ()  # JSON dicts of refuted obligations, at most three
+    correctness: dict | None = attrs.field(default=None, hash=False)
+    time_us: float | None = None  # modelled, at the target shape
+    reference: dict | None = attrs.field(default=None, hash=False)  # {"name", "time_us"}
+    reward: float | None = None
+    missing: str = ""  # the pipeline stage this build lacks, when status is incomplete
+    facts: dict = attrs.field(factory=dict, hash=False)
+    wall_s: float = 0.0
+    move: str = ""
+    planner: str = ""
+
+    @property
+    def is_result(self) -> bool:
+        """Verified for every size, correct on every trial, modelled and rewarded."""
+        return self.status == OK and self.reward is not None
+
+    def to_dict(self) -> dict:
+        data = attrs.asdict(self, recurse=False)
+        data["candidate"] = self.candidate.to_dict()
+        data["counterexamples"] = list(self.counterexamples)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Evaluation:
+        fields = {f.name for f in attrs.fields(cls)}
+        data = {k: v for k, v in data.items() if k in fields}
+        data["candidate"] = Candidate.from_dict(data["candidate"])
+        data["counterexamples"] = tuple(data.get("counterexamples", ()))
+        return cls(**data)
+
+
+class _Stop(Exception):
+    def __init__(self, status: str, stage: str, message: str, **extra):
+        super().__init__(message)
+        self.status, self.stage, self.message, self.extra = status, stage, message, extra
+
+
+@attrs.frozen
+class Evaluator:
+    """Evaluates candidates of one problem; picklable, so worker processes can hold one."""
+
+    problem: Problem
+    trials: int = 3
+    seed: int = 0
+    verify_timeout_ms: int = 20_000
+    sandbox_time_s: float = 20.0
+    sandbox_memory_mb: int = 2048
+
+    def __call__(self, candidate: Candidate) -> Evaluation:
+        started = time.perf_counter()
+        facts: dict = {}
+        done: dict = {}
+        try:
+            ir = self._trace(candidate)
+            done["stage"] = "trace"
+            facts.update(_static_facts(ir))
+            self._fits(ir)
+            report = _cached(("verify", _ir_hash(ir)), lambda: argus.verify(
+                ir, timeout_ms=self.verify_timeout_ms))
+            done["verdict"] = report.summary()
+            facts["bank_conflict_degree"] = max((b.degree for b in report.bank_facts),
+                                                default=1)
+            self._accept(report)
+            done["stage"] = "verify"
+            done["correctness"] = _cached(("interp", _ir_hash(ir), candidate.params, self.seed,
+                                           self.trials),
+                                          lambda: self._check(ir, candidate))
+            if not done["correctness"]["ok"]:
+                raise _Stop(WRONG, "correctness", done["correctness"]["message"])
+            done["stage"] = "correctness"
+            raise _Stop(INCOMPLETE, "correctness", "verified and correct in the reference "
+                        "interpreter; no compiled code or modelled time",
+                        missing=missing_stage())
+        except _Stop as stop:
+            return Evaluation(candidate.key, candidate, stop.status, stop.stage, stop.message,
+                              done.get("verdict", ""), stop.extra.get("counterexamples", ()),
+                              done.get("correctness"), None, None,
+                              reward(None, None), stop.extra.get("missing", ""), facts,
+                              time.perf_counter() - started)
+
+    def _trace(self, candidate: Candidate):
+        from argus.ir.types import IRError
+        from argus.kernels import library
+        from argus.lang import DSLError
+
+        entry = library()[self.problem.family]
+        params = candidate.param_dict
+        if candidate.source is None:
+            try:
+                return entry.kernel.trace(**params)
+            except (DSLError, IRError, ValueError) as err:
+                raise _Stop(INVALID, "trace", f"{candidate.describe()}: {err}") from None
+        from argus.ir.text import parse_kernel
+        from argus.search.sandbox import trace_source
+
+        traced = trace_source(candidate.source, params, time_limit_s=self.sandbox_time_s,
+                              memory_limit_mb=self.sandbox_memory_mb)
+        if traced.ir_text is None:
+            status = TIMEOUT if traced.failure == "timeout" else INVALID
+            raise _Stop(status, "trace", traced.message)
+        ir = parse_kernel(traced.ir_text)
+        expected = entry.kernel.trace(**params)
+        got = [(t.name, t.type.dtype, len(t.type.shape)) for t in ir.tensors]
+        want = [(t.name, t.type.dtype, len(t.type.shape)) for t in expected.tensors]
+        if got != want:
+            raise _Stop(INVALID, "trace", f"the edit changed the kernel's arguments: {got}; "
+                        f"{self.problem.family} takes {want}")
+        return ir
+
+    def _fits(self, ir) -> None:
+        """The target sizes must satisfy the kernel's own assumptions (tile divisibility)."""
+        from argus.ir.expr import evaluate
+
+        sizes = {**self.problem.sizes}
+        for fact in ir.assumes:
+            try:
+                holds = bool(evaluate(fact, sizes))
+            except KeyError:  # a size the problem does not pin (MoE's routed rows)
+                continue
+            if not holds:
+                raise _Stop(INVALID, "trace", f"the shape {self.problem.shape} breaks the "
+                            f"kernel's assumption {fact}")
+
+    @staticmethod
+    def _accept(report) -> None:
+        if report.refuted:
+            shown = tuple(_obligation(o) for o in report.refuted[:3])
+            raise _Stop(REFUTED, "verify", str(report.refuted[0]).splitlines()[0],
+                        counterexamples=shown)
+        if report.unknown or not report.proved_for_all_sizes:
+            reason = report.unknown[0].reason if report.unknown else report.bound
+            raise _Stop(UNKNOWN, "verify", f"not proved for every size: {reason}")
+        if not report.obligations:
+            raise _Stop(UNKNOWN, "verify", "the verifier found nothing to prove")
+
+    def _check(self, ir, candidate: Candidate) -> dict:
+        """Run the kernel in the reference interpreter on fresh inputs per trial, outputs
+        pre-filled with NaN (accumulated outputs with random values, added to the expectation),
+        and compare with numpy."""
+        from argus.ir.ops import GlobalAtomicAdd
+        from argus.kernels import library
+
+        entry = library()[self.problem.family]
+        fam = family(self.problem.family)
+        params = candidate.param_dict
+        accumulated = {op.tensor.name for op in ir.ops() if isinstance(op, GlobalAtomicAdd)}
+        trials = []
+        for trial in range(self.trials):
+            seed = self.seed * 1000 + trial
+            sizes = fam.check_sizes(params, trial)
+            arrays = entry.inputs(sizes, params, seed)
+            out = arrays[entry.output]
+            rng = np.random.default_rng(seed + 1)
+            prefill = (rng.standard_normal(out.shape).astype(out.dtype)
+                       if entry.output in accumulated else np.full(out.shape, np.nan, out.dtype))
+            arrays[entry.output] = prefill.copy()
+            given = {t.name: arrays[t.name] for t in ir.tensors}
+            expected = entry.reference(arrays, params)
+            if entry.output in accumulated:
+                expected = expected + prefill.astype(np.float64)
+            result = argus.interpret(ir, given)
+            got = result.outputs[entry.output].astype(np.float64)
+            unwritten = int(np.isnan(got).sum() - np.isnan(expected).sum())
+            scale = max(1.0, float(np.nanmax(np.abs(expected))))
+            error = float(np.nanmax(np.abs(got - expected))) / scale if unwritten <= 0 else \
+                float("inf")
+            trials.append({"seed": seed, "sizes": result.sizes, "max_error": error,
+                           "unwritten": max(unwritten, 0),
+                           "violations": [str(v) for v in result.violations[:3]]})
+        worst = max(trials, key=lambda t: t["max_error"])
+        ok = all(t["max_error"] <= entry.tolerance and not t["violations"] for t in trials)
+        if ok:
+            message = f"{len(trials)} trials within {entry.tolerance:g}"
+        elif worst["unwritten"]:
+            message = (f"{worst['unwritten']} output elements left unwritten (still NaN) at "
+                       f"{worst['sizes']}")
+        elif worst["violations"]:
+            message = f"interpreter: {worst['violations'][0]}"
+        else:
+            message = (f"max error {worst['max_error']:.3g} > {entry.tolerance:g} at "
+                       f"{worst['sizes']} (seed {worst['seed']})")
+        return {"ok": ok, "device": "interpreter", "trials": trials,
+                "tolerance": entry.tolerance, "message": message}
+
+
+def missing_stage() -> str:
+    """The first pipeline stage this build lacks (argus.compile, then argus.time), or ""."""
+    if not hasattr(argus, "compile"):
+        return "compile (argus.compile is not in this build)"
+    if not hasattr(argus, "time"):
+        return "modelled time (argus.time is not in this build)"
+    return ""
+
+
+def _obligation(o) -> dict:
+    """A refuted obligation as JSON-ready data, with its printed form for prompts."""
+    import json
+
+    data = json.loads(json.dumps(attrs.asdict(o), default=str))
+    data["text"] = str(o)
+    return data
+
+
+def _static_facts(ir) -> dict:
+    from argus.ir.ops import resources
+
+    return resources(ir)
+
+
+def _ir_hash(ir) -> str:
+    from argus.ir.text import print_kernel
+
+    return hashlib.sha256(print_kernel(ir).encode()).hexdigest()
+
+
+_CACHE: dict = {}
+
+
+def _cached(key, compute):
+    if key not in _CACHE:
+        _CACHE[key] = compute()
+    return _CACHE[key]
+
+
+def precheck(problem: Problem, candidate: Candidate) -> str:
+    """Why a knob-only candidate cannot run at the problem's shape ("" if it can): the trace
+    and the size assumptions, decided without verifying (planners prune with it for free)."""
+    key = ("precheck", problem.family, tuple(problem.sizes.items()), candidate.key)
+    if key not in _CACHE:
+        evaluator = Evaluator(problem)
+        try:
+            evaluator._fits(evaluator._trace(candidate))
+            _CACHE[key] = ""
+        except _Stop as stop:
+            _CACHE[key] = stop.message
+    return _CACHE[key]

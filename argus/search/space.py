@@ -1,0 +1,199 @@
+"""The search space as data: a kernel family's tunable knobs (frozen `Knob` records with their
+legal values), a `Problem` (family + target sizes), a `Candidate` (a point of the space, or an
+edited DSL source) and an `Action` (one move in the space) with `apply()`; `parse_shape` reads
+the command line's `4096x4096x4096`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import attrs
+
+MFMA_32 = "v_mfma_f32_32x32x8_bf16"
+MFMA_16 = "v_mfma_f32_16x16x16_bf16"
+
+
+class SearchError(ValueError):
+    """Bad input to the search (a family, shape, knob value, option or run file it cannot use);
+    the message names the place and the fix."""
+
+
+@attrs.frozen
+class Knob:
+    """One tunable parameter of a family and the values the search may give it (in order, so
+    "one step up" is the next value)."""
+
+    name: str
+    values: tuple
+    doc: str = ""
+
+    def step(self, value, by: int):
+        """The value `by` positions away from `value`, or None past either end."""
+        index = self.values.index(value) + by
+        return self.values[index] if 0 <= index < len(self.values) else None
+
+
+@attrs.frozen
+class Family:
+    """A library kernel family: its knobs, the names of its shape dimensions (in the order the
+    command line writes them) and how a shape fixes kernel parameters (attention's head_dim)."""
+
+    name: str
+    dims: tuple[str, ...]
+    knobs: tuple[Knob, ...]
+    #: parameters the problem fixes, from its sizes (not searched)
+    fixed: Any = attrs.field(default=None, eq=False)
+    #: check_sizes(params, trial) -> small sizes for correctness trial `trial` (shapes vary
+    #: between trials, and each loop runs at least twice)
+    check_sizes: Any = attrs.field(default=None, eq=False)
+
+    def knob(self, name: str) -> Knob:
+        for knob in self.knobs:
+            if knob.name == name:
+                return knob
+        raise SearchError(f"family {self.name} has no knob {name!r}; it has "
+                         f"{[k.name for k in self.knobs]}")
+
+
+FAMILIES = {
+    "gemm": Family("gemm", ("M", "N", "K"), (
+        Knob("block_m", (64, 128, 256), "rows of C per workgroup"),
+        Knob("block_n", (64, 128, 256), "columns of C per workgroup"),
+        Knob("block_k", (16, 32, 64, 128), "K elements staged in LDS per iteration"),
+        Knob("split_k", (1, 2, 4, 8), "K split over grid axis 2, partial tiles added atomically"),
+        Knob("instr", (MFMA_32, MFMA_16), "MFMA instruction"),
+        Knob("swizzle", (True, False), "XOR-swizzled LDS tiles"),
+    ), check_sizes=lambda p, t: {"M": p["block_m"] * (1 + t % 2), "N": p["block_n"] * (2 - t % 2),
+                                 "K": p["block_k"] * p["split_k"] * (2 + t % 2)}),
+    "attention_fwd": Family("attention_fwd", ("BH", "S", "D"), (),
+                            fixed=lambda sizes: {"head_dim": sizes["D"]},
+                            check_sizes=lambda p, t: {"BH": 1 + t % 2, "S": 128 * (1 + t % 2),
+                                                      "D": p["head_dim"]}),
+    "moe_gemm": Family("moe_gemm", ("TOKENS", "H", "E", "N"), (
+        Knob("block_m", (64, 128), "token rows per workgroup"),
+        Knob("block_n", (64, 128, 256), "output columns per workgroup"),
+        Knob("block_k", (16, 32, 64, 128), "hidden elements per iteration"),
+    ), check_sizes=lambda p, t: {"TOKENS": 61 + 53 * t, "H": p["block_k"] * 2, "E": 3 + t % 2,
+                                 "N": p["block_n"] * (1 + t % 2)}),
+}
+
+
+def family(name: str) -> Family:
+    if name not in FAMILIES:
+        raise SearchError(f"no tunable family {name!r}; choose one of {sorted(FAMILIES)}")
+    return FAMILIES[name]
+
+
+@attrs.frozen
+class Problem:
+    """What to tune: a family at target sizes, with the parameters the user pins (causal=True)."""
+
+    family: str
+    sizes: dict = attrs.field(converter=dict, hash=False)
+    pinned: dict = attrs.field(factory=dict, converter=dict, hash=False)
+
+    @property
+    def shape(self) -> str:
+        return "x".join(str(self.sizes[d]) for d in family(self.family).dims)
+
+    def fixed_params(self) -> dict:
+        fam = family(self.family)
+        return {**(fam.fixed(self.sizes) if fam.fixed else {}), **self.pinned}
+
+    def to_dict(self) -> dict:
+        return {"family": self.family, "sizes": self.sizes, "pinned": self.pinned}
+
+
+def parse_shape(family_name: str, text: str) -> dict[str, int]:
+    """`4096x4096x4096` -> {"M": 4096, "N": 4096, "K": 4096} in the family's dimension order."""
+    dims = family(family_name).dims
+    parts = text.lower().split("x")
+    if len(parts) != len(dims) or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise SearchError(f"--shape {text!r}: {family_name} takes {'x'.join(dims)} as positive "
+                         f"integers, e.g. {'x'.join(['256'] * len(dims))}")
+    return dict(zip(dims, (int(p) for p in parts), strict=True))
+
+
+@attrs.frozen
+class Candidate:
+    """A point of the space: knob values (sorted name/value pairs), optionally over an edited
+    kernel source (an LLM's DSL edit); `key` is its content hash."""
+
+    family: str
+    params: tuple[tuple[str, Any], ...] = attrs.field(converter=lambda p: tuple(sorted(
+        dict(p).items())))
+    source: str | None = None
+
+    @property
+    def param_dict(self) -> dict:
+        return dict(self.params)
+
+    @property
+    def key(self) -> str:
+        text = json.dumps({"family": self.family, "params": self.params, "source": self.source},
+                          sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        shown = " ".join(f"{k}={_short(v)}" for k, v in self.params)
+        return shown + (" +edit" if self.source else "")
+
+    def to_dict(self) -> dict:
+        return {"family": self.family, "params": dict(self.params), "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Candidate:
+        return cls(data["family"], data["params"], data.get("source"))
+
+
+def _short(value) -> str:
+    return value.removeprefix("v_mfma_f32_").removesuffix("_bf16") if isinstance(value, str) \
+        else str(value)
+
+
+def default_candidate(problem: Problem) -> Candidate:
+    """The family's default configuration (the kernel's own keyword defaults)."""
+    from argus.kernels import library
+
+    knobs = {k.name for k in family(problem.family).knobs}
+    defaults = library()[problem.family].kernel.params
+    return Candidate(problem.family, {**{k: v for k, v in defaults.items() if k in knobs},
+                                      **problem.fixed_params()})
+
+
+@attrs.frozen
+class Action:
+    """One move in the space: set `knob` to `value`."""
+
+    knob: str
+    value: Any
+
+    def __str__(self) -> str:
+        return f"{self.knob}={_short(self.value)}"
+
+
+def apply(candidate: Candidate, actions) -> Candidate:
+    """The candidate with each action's knob set (values checked against the family's knobs)."""
+    fam = family(candidate.family)
+    params = candidate.param_dict
+    for action in actions:
+        knob = fam.knob(action.knob)
+        if action.value not in knob.values:
+            raise SearchError(f"{action.knob}={action.value!r} is outside {fam.name}'s space "
+                             f"{list(knob.values)}")
+        params[action.knob] = action.value
+    return attrs.evolve(candidate, params=params)
+
+
+def every_candidate(problem: Problem):
+    """All points of the declared space (for exhaustive benches), fixed parameters included."""
+    import itertools
+
+    fam = family(problem.family)
+    fixed = problem.fixed_params()
+    for values in itertools.product(*(k.values for k in fam.knobs)):
+        yield Candidate(problem.family, {**dict(zip((k.name for k in fam.knobs), values,
+                                                    strict=True)), **fixed})
