@@ -539,5 +539,117 @@ def compare_command_(first: str, second: str, shapes, params, gpu: str, as_json:
     click.echo(result["difference"])
 
 
+@main.command("tune")
+@click.argument("family", required=False)
+@click.option("--shape", default=None, help="Target sizes, e.g. 4096x4096x4096 (gemm MxNxK, "
+              "attention_fwd BHxSxD, moe_gemm TOKENSxHxExN).")
+@click.option("--param", "params", multiple=True, help="Pin a kernel parameter, e.g. causal=true.")
+@click.option("--budget", default=64, show_default=True, help="Evaluations at most.")
+@click.option("--time-limit", type=float, default=None, help="Wall-clock seconds at most.")
+@click.option("--timeout", type=float, default=600.0, show_default=True,
+              help="Seconds per candidate before its worker is killed.")
+@click.option("--planner", type=click.Choice(["offline", "llm"]), default="offline",
+              show_default=True, help="offline: bandit over knowledge-base moves + optuna; llm: "
+              "an OpenAI-compatible chat model (falls back to offline on a bad answer).")
+@click.option("--llm-base-url", default=None, help="[default: ARGUS_LLM_BASE_URL]")
+@click.option("--llm-model", default=None, help="[default: ARGUS_LLM_MODEL]")
+@click.option("--llm-api-key-env", default=None, metavar="VAR",
+              help="Environment variable holding the API key [default: ARGUS_LLM_API_KEY, "
+                   "then OPENAI_API_KEY].")
+@click.option("--llm-timeout", type=float, default=None, help="Seconds per LLM request.")
+@click.option("--jobs", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Worker processes (0: evaluate in this process, no per-candidate timeout).")
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True, help="local process pool, or Ray tasks (pip install "
+              "'argus[ray]').")
+@click.option("--ray-address", default=None, help="An existing Ray cluster [default: start a "
+              "local one, or RAY_ADDRESS].")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Output directory: run.jsonl, winner.json, winner.s "
+                   "[default: argus-tune/FAMILY-SHAPE].")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None,
+              help="Draw reward per evaluation and the best so far into FILE.png.")
+@click.option("--resume", type=click.Path(exists=True, dir_okay=False), default=None,
+              metavar="RUN.jsonl", help="Continue a run; cached candidates are not re-evaluated.")
+@click.option("--report", "report_file", type=click.Path(exists=True, dir_okay=False),
+              default=None, metavar="RUN.jsonl", help="Summarise a past run and exit.")
+@click.option("--seed", default=0, show_default=True, help="Planner and input seed.")
+def tune_command(family, shape, params, budget, time_limit, timeout, planner, llm_base_url,
+                 llm_model, llm_api_key_env, llm_timeout, jobs, backend, ray_address, out,
+                 plot_file, resume, report_file, seed) -> None:
+    """Search FAMILY's space for the fastest kernel Argus can verify.
+
+    \b
+    Exit status:
+      0  a verified, correct, modelled winner was found
+      1  bad input
+      3  the run ended without any result (the summary says which stage is missing)
+    """
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from argus.search import Budget, Problem, SearchError, parse_shape, tune
+    from argus.search.store import read
+    from argus.search.view import final_table, live_panel, report, write_winner
+
+    console = Console()
+    try:
+        if report_file:
+            events = read(report_file)
+            console.print(report(events))
+            if plot_file:
+                _plot_events(events, plot_file, console)
+            return
+        if resume and not (family and shape):
+            header = read(resume)[0]
+            family = family or header["problem"]["family"]
+            problem = Problem(family, header["problem"]["sizes"], header["problem"]["pinned"])
+        else:
+            if not family or not shape:
+                raise click.UsageError("give FAMILY and --shape (or --report RUN.jsonl, or "
+                                       "--resume RUN.jsonl)")
+            problem = Problem(family, parse_shape(family, shape), _assignments(params, "--param"))
+        run_file = Path(resume) if resume else Path(
+            out or f"argus-tune/{problem.family}-{problem.shape}") / "run.jsonl"
+        out_dir = Path(out) if out else run_file.parent
+        llm = {"base_url": llm_base_url, "model": llm_model, "api_key_env": llm_api_key_env,
+               "timeout_s": llm_timeout}
+        from rich.live import Live
+
+        with Live(console=console, refresh_per_second=4, transient=False) as live:
+            progress = tune(problem, run_file=run_file,
+                            budget=Budget(budget, time_limit, timeout), planner=planner,
+                            llm=llm, jobs=jobs, backend=backend, ray_address=ray_address,
+                            resume=bool(resume), seed=seed,
+                            on_update=lambda p: live.update(live_panel(p)))
+    except SearchError as err:
+        raise click.ClickException(str(err)) from err
+    except KeyboardInterrupt:
+        console.print(f"interrupted: the run file {run_file} is complete up to the last "
+                      f"evaluation; continue with  argus tune --resume {run_file}")
+        sys.exit(130)
+    evaluations = progress.state.evaluations
+    console.print()
+    console.print(final_table(evaluations))
+    for path in write_winner(out_dir, evaluations):
+        console.print(f"wrote {path}")
+    console.print(f"trajectory: {run_file}  (argus tune --report {run_file})")
+    if plot_file:
+        _plot_events(read(run_file), plot_file, console)
+    sys.exit(0 if progress.state.results else 3)
+
+
+def _plot_events(events: list[dict], plot_file: str, console) -> None:
+    from argus.search.evaluate import Evaluation
+    from argus.search.plot import plot
+
+    evaluations = [Evaluation.from_dict(e["evaluation"]) for e in events if e["kind"] == "eval"]
+    problem = events[0]["problem"]
+    shape = "x".join(str(v) for v in problem["sizes"].values())
+    title = f"{problem['family']} {shape}"
+    console.print(f"wrote {plot(evaluations, plot_file, title)}")
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,134 @@
+"""What a user sees of a tuning run: the rich live panel (evaluations / budget, best modelled
+time, verdict counts, the current move), the final table of the best candidates, the summary
+of a past run file (`--report`), and the winner written to the output directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+
+from argus.search.evaluate import STATUSES, Evaluation, missing_stage
+
+STATUS_STYLE = {"ok": "green", "incomplete": "yellow", "invalid": "dim", "refuted": "red",
+                "unknown": "magenta", "wrong": "red", "error": "red", "timeout": "magenta"}
+
+
+def counts(evaluations: list[Evaluation]) -> str:
+    tally = Counter(e.status for e in evaluations)
+    return "  ".join(f"[{STATUS_STYLE[s]}]{s} {tally[s]}[/]" for s in STATUSES if tally[s])
+
+
+def best_line(evaluations: list[Evaluation]) -> str:
+    results = [e for e in evaluations if e.is_result]
+    if results:
+        best = max(results, key=lambda e: e.reward)
+        return (f"{best.time_us:.2f} µs modelled, {best.reward:.3f}x "
+                f"{best.reference['name']}  ({best.candidate.describe()})")
+    missing = next((e.missing for e in evaluations if e.missing), "") or missing_stage()
+    if missing:
+        return f"none: no candidate has a reward; missing pipeline stage: {missing}"
+    return "none yet"
+
+
+def live_panel(progress) -> Panel:
+    state, clock = progress.state, progress.clock
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("problem", f"{state.problem.family} {state.problem.shape}")
+    grid.add_row("evaluations", f"{clock.done} / {progress.budget.evaluations}   "
+                 f"({len(state.pending)} running, {clock.elapsed:.0f} s)")
+    grid.add_row("best", best_line(state.evaluations))
+    grid.add_row("verdicts", counts(state.evaluations) or "-")
+    grid.add_row("move", progress.current or "-")
+    if progress.stopped:
+        grid.add_row("stopped", progress.stopped)
+    return Panel(grid, title="argus tune", border_style="cyan")
+
+
+def final_table(evaluations: list[Evaluation], top: int = 8) -> Table | Group:
+    results = sorted((e for e in evaluations if e.is_result), key=lambda e: -e.reward)
+    if results:
+        table = Table(title="best candidates (verified, correct, modelled time)")
+        for column in ("#", "configuration", "modelled µs", "reference", "ref µs", "speed-up",
+                       "move"):
+            table.add_column(column)
+        for rank, e in enumerate(results[:top], 1):
+            table.add_row(str(rank), e.candidate.describe(), f"{e.time_us:.2f}",
+                          e.reference["name"], f"{e.reference['time_us']:.2f}",
+                          f"{e.reward:.3f}x", e.move)
+        return table
+    table = Table(title="no result: candidates that passed every stage this build has")
+    for column in ("configuration", "status", "verdict", "correctness", "move"):
+        table.add_column(column)
+    passed = [e for e in evaluations if e.status == "incomplete"]
+    for e in passed[-top:]:
+        table.add_row(e.candidate.describe(), e.status, e.verdict.split(":")[-1].split(",")[0],
+                      (e.correctness or {}).get("message", ""), e.move)
+    return Group(table, best_line(evaluations))
+
+
+def failures_table(evaluations: list[Evaluation], top: int = 5) -> Table | None:
+    bad = [e for e in evaluations if e.status in ("refuted", "wrong", "unknown", "error",
+                                                   "timeout")]
+    if not bad:
+        return None
+    table = Table(title="rejected candidates (never reported as results)")
+    for column in ("configuration", "status", "stage", "why"):
+        table.add_column(column)
+    for e in bad[-top:]:
+        table.add_row(e.candidate.describe(), e.status, e.stage, e.message.splitlines()[0][:90])
+    return table
+
+
+def report(events: list[dict]) -> Group:
+    """A past run from its events: header, verdict counts, best table, LLM exchanges, end."""
+    header = events[0]
+    evaluations = [Evaluation.from_dict(e["evaluation"]) for e in events if e["kind"] == "eval"]
+    problem = header["problem"]
+    sizes = " ".join(f"{k}={v}" for k, v in problem["sizes"].items())
+    lines = [f"run of {problem['family']} [{sizes}] {problem.get('pinned') or ''}".rstrip(),
+             f"planner {header['planner']}, budget {header['budget']['evaluations']} "
+             f"evaluations, backend {header.get('backend', 'local')}",
+             f"{len(evaluations)} evaluations: {counts(evaluations) or 'none'}"]
+    exchanges = Counter(e["status"] for e in events if e["kind"] == "llm")
+    if exchanges:
+        lines.append("LLM exchanges: " + ", ".join(f"{k} {v}" for k, v in exchanges.items()))
+    ends = [e for e in events if e["kind"] == "end"]
+    lines.append(f"stopped: {ends[-1]['reason']}" if ends else
+                 "no end line: the run was killed; continue it with --resume")
+    parts = [*lines, final_table(evaluations)]
+    failed = failures_table(evaluations)
+    if failed is not None:
+        parts.append(failed)
+    return Group(*parts)
+
+
+def write_winner(out: Path, evaluations: list[Evaluation]) -> list[Path]:
+    """The best result's parameters (and its `.s`, when the compile stage gave one) in `out`,
+    written atomically; nothing when there is no result."""
+    results = [e for e in evaluations if e.is_result]
+    if not results:
+        return []
+    best = max(results, key=lambda e: e.reward)
+    written = [_atomic(out / "winner.json", json.dumps(best.to_dict(), indent=1, default=str))]
+    if best.facts.get("asm"):
+        written.append(_atomic(out / "winner.s", best.facts["asm"]))
+    return written
+
+
+def _atomic(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+    return path
