@@ -54,24 +54,36 @@ class Context:
 
 @attrs.frozen
 class Move:
+    """One optimisation move: the knob it turns, where it is possible (`possible`), when it
+    tends to pay (`favoured`, stated in words by `when`), what it changes and why."""
+
     id: str
     knob: str  # the knob it turns; a family without it never sees the move
     bottleneck: str  # memory | compute | latency | lds | occupancy
     when: str
     effect: str
     rationale: str
-    applies: Callable[[Context], bool] = attrs.field(eq=False, repr=False)
+    possible: Callable[[Context], bool] = attrs.field(eq=False, repr=False)
     actions: Callable[[Context], tuple[Action, ...] | None] = attrs.field(eq=False, repr=False)
-    prior: float = 0.5  # prior mean of "this move makes a new best" (a pseudo-observation)
+    favoured: Callable[[Context], bool] = attrs.field(eq=False, repr=False)
+    prior: float = 0.5  # prior mean of "this move makes a new best" where it is favoured
 
     def propose(self, ctx: Context) -> tuple[Action, ...] | None:
-        """The actions of this move from `ctx`, or None when it does not apply there."""
+        """The actions of this move from `ctx`, or None when it is not possible there."""
         try:
-            if not self.applies(ctx):
+            if not self.possible(ctx):
                 return None
             return self.actions(ctx)
         except KeyError:  # a knob or size this family does not have
             return None
+
+    def prior_at(self, ctx: Context) -> float:
+        """The prior where the precondition holds, a quarter of it where it does not (a
+        heuristic can be wrong for a shape; the bandit's data then overrules it)."""
+        try:
+            return self.prior if self.favoured(ctx) else self.prior / 4
+        except KeyError:
+            return self.prior / 4
 
     def to_prompt(self) -> dict:
         return {"id": self.id, "bottleneck": self.bottleneck, "when": self.when,
@@ -85,16 +97,14 @@ def _set(knob: str, by: int):
     return actions
 
 
-def _divides(ctx: Context, knob: str, by: int, size: str, times: str | None = None) -> bool:
-    value = ctx.step(knob, by)
-    if value is None:
-        return False
-    extent = value * (ctx.params[times] if times else 1)
-    return ctx.problem.sizes[size] % extent == 0
+def _can(knob: str, by: int):
+    return lambda ctx: ctx.step(knob, by) is not None
 
 
-def _lds_frees_waves(ctx: Context) -> bool:
-    return ctx.facts.get("lds_bytes", 0) > 32 * 1024
+def _k_tiles(ctx: Context) -> int:
+    """Iterations of the K loop per workgroup at the target shape."""
+    k = ctx.problem.sizes.get("K", ctx.problem.sizes.get("H", 0))
+    return k // (ctx.params["block_k"] * ctx.params.get("split_k", 1))
 
 
 def _conflicted(ctx: Context) -> bool:
@@ -102,78 +112,78 @@ def _conflicted(ctx: Context) -> bool:
 
 
 MOVES: tuple[Move, ...] = (
-    Move("grow_m", "block_m", "memory", "M divides by twice block_m",
+    Move("grow_m", "block_m", "memory",
+         f"the grid still has at least {MI300X_CUS} workgroups after the tile grows",
          "block_m one step up",
          "each B tile brought into LDS then feeds twice as many MFMAs, halving B traffic per "
-         "FLOP; pays while the grid still fills the CUs",
-         lambda c: _divides(c, "block_m", 1, "M"), _set("block_m", 1), 0.6),
-    Move("grow_n", "block_n", "memory", "N divides by twice block_n",
+         "FLOP",
+         _can("block_m", 1), _set("block_m", 1),
+         lambda c: c.workgroups // 2 >= MI300X_CUS, 0.6),
+    Move("grow_n", "block_n", "memory",
+         f"the grid still has at least {MI300X_CUS} workgroups after the tile grows",
          "block_n one step up",
          "each A tile feeds twice as many MFMAs, halving A traffic per FLOP",
-         lambda c: _divides(c, "block_n", 1, "N"), _set("block_n", 1), 0.6),
+         _can("block_n", 1), _set("block_n", 1),
+         lambda c: c.workgroups // 2 >= MI300X_CUS, 0.6),
     Move("shrink_m", "block_m", "occupancy",
          f"the grid has fewer workgroups than the {MI300X_CUS} CUs",
          "block_m one step down",
          "more, smaller workgroups fill idle CUs and shorten the last dispatch round",
-         lambda c: c.workgroups < MI300X_CUS and c.step("block_m", -1) is not None,
-         _set("block_m", -1), 0.4),
+         _can("block_m", -1), _set("block_m", -1), lambda c: c.workgroups < MI300X_CUS, 0.4),
     Move("shrink_n", "block_n", "occupancy",
          f"the grid has fewer workgroups than the {MI300X_CUS} CUs",
          "block_n one step down",
          "more, smaller workgroups fill idle CUs and shorten the last dispatch round",
-         lambda c: c.workgroups < MI300X_CUS and c.step("block_n", -1) is not None,
-         _set("block_n", -1), 0.4),
-    Move("deepen_k", "block_k", "latency", "K divides by twice block_k times split_k",
+         _can("block_n", -1), _set("block_n", -1), lambda c: c.workgroups < MI300X_CUS, 0.4),
+    Move("deepen_k", "block_k", "latency", "the K loop runs at least 8 iterations",
          "block_k one step up",
          "fewer barriers and loop trips per MFMA, and more bytes in flight per wait on vmcnt, "
          "which hides global-memory latency behind the double buffer",
-         lambda c: (_divides(c, "block_k", 1, "K", "split_k") if c.has("split_k")
-                    else _divides(c, "block_k", 1, "H")), _set("block_k", 1), 0.5),
+         _can("block_k", 1), _set("block_k", 1), lambda c: _k_tiles(c) >= 8, 0.5),
     Move("shallow_k", "block_k", "lds",
-         "the tile's LDS exceeds 32 KiB, so at most one workgroup per CU",
+         "the tile's LDS exceeds 32 KiB, so at most one workgroup fits a CU",
          "block_k one step down",
          "halving the staged K slice halves LDS per workgroup, letting a second workgroup share "
          "the CU and hide the other's barrier and memory waits",
-         lambda c: _lds_frees_waves(c) and c.step("block_k", -1) is not None,
-         _set("block_k", -1), 0.4),
+         _can("block_k", -1), _set("block_k", -1),
+         lambda c: c.facts.get("lds_bytes", 0) > 32 * 1024, 0.4),
     Move("split_k", "split_k", "occupancy",
          f"fewer output tiles than the {MI300X_CUS} CUs and K at least 8 K tiles long",
          "split_k one step up (partial tiles added atomically)",
          "a short, wide problem leaves CUs idle; splitting K multiplies the workgroups, at the "
          "price of atomic adds and a zeroed output",
-         lambda c: (c.workgroups < MI300X_CUS and c.step("split_k", 1) is not None
-                    and c.problem.sizes["K"] % (c.params["block_k"] * c.step("split_k", 1)) == 0
-                    and c.problem.sizes["K"] // (c.params["block_k"] * c.params["split_k"]) >= 8),
-         _set("split_k", 1), 0.5),
-    Move("unsplit_k", "split_k", "memory", "split_k is above 1",
+         _can("split_k", 1), _set("split_k", 1),
+         lambda c: c.workgroups < MI300X_CUS and _k_tiles(c) >= 8, 0.5),
+    Move("unsplit_k", "split_k", "memory",
+         f"the grid fills the {MI300X_CUS} CUs without the split",
          "split_k one step down",
          "each split re-reads and atomically re-writes the whole C tile; fewer splits save that "
          "traffic once the grid fills the machine",
-         lambda c: c.step("split_k", -1) is not None, _set("split_k", -1), 0.4),
-    Move("mfma_16x16", "instr", "compute", "32x32x8 MFMA in use and a 64-wide tile side",
+         _can("split_k", -1), _set("split_k", -1),
+         lambda c: c.workgroups // c.params["split_k"] >= MI300X_CUS, 0.4),
+    Move("mfma_16x16", "instr", "compute", "a 64-wide tile side",
          "instr = v_mfma_f32_16x16x16_bf16",
          "16x16x16 MFMA for small M: finer fragments, four times the independent accumulators "
          "per wave, and k=16 per instruction halves the MFMA count per K step",
-         lambda c: (c.has("instr") and c.params["instr"] == MFMA_32
-                    and min(c.params["block_m"], c.params["block_n"]) == 64),
-         lambda c: (Action("instr", MFMA_16),), 0.4),
-    Move("mfma_32x32", "instr", "compute", "16x16x16 MFMA in use",
+         lambda c: c.params["instr"] == MFMA_32, lambda c: (Action("instr", MFMA_16),),
+         lambda c: min(c.params["block_m"], c.params["block_n"]) == 64, 0.4),
+    Move("mfma_32x32", "instr", "compute", "both tile sides at least 128",
          "instr = v_mfma_f32_32x32x8_bf16",
          "the 32x32 MFMA reads each A and B register for twice the outputs, so large tiles need "
          "fewer LDS reads per FLOP",
-         lambda c: c.has("instr") and c.params["instr"] == MFMA_16,
-         lambda c: (Action("instr", MFMA_32),), 0.4),
-    Move("swizzle_lds", "swizzle", "lds", "LDS tiles are not swizzled", "swizzle = True",
+         lambda c: c.params["instr"] == MFMA_16, lambda c: (Action("instr", MFMA_32),),
+         lambda c: min(c.params["block_m"], c.params["block_n"]) >= 128, 0.4),
+    Move("swizzle_lds", "swizzle", "lds", "always, where LDS tiles are not swizzled",
+         "swizzle = True",
          "XOR-swizzling the chunk index by the row spreads an MFMA operand read over all 32 "
          "banks instead of serialising it",
-         lambda c: c.has("swizzle") and (not c.params["swizzle"]),
-         lambda c: (Action("swizzle", True),), 0.6),
-    Move("plain_lds", "swizzle", "compute",
-         "LDS tiles are swizzled and no bank conflict is reported",
+         lambda c: not c.params["swizzle"], lambda c: (Action("swizzle", True),),
+         lambda c: True, 0.6),
+    Move("plain_lds", "swizzle", "compute", "no bank conflict is reported",
          "swizzle = False",
          "without conflicts the swizzle's XOR per address is pure VALU overhead",
-         lambda c: c.has("swizzle") and c.params["swizzle"] and not _conflicted(c),
-         lambda c: (Action("swizzle", False),), 0.2),
+         lambda c: c.params["swizzle"], lambda c: (Action("swizzle", False),),
+         lambda c: not _conflicted(c), 0.2),
 )
 
 

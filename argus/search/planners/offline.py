@@ -23,14 +23,16 @@ OPTUNA_ARM = "optuna"
 MARGIN = 1.02
 EXPLORATION = 0.5
 PRIOR_WEIGHT = 2.0  # pseudo-observations behind each move's prior
-ATTEMPTS = 24  # draws per proposal before falling back to a random unseen configuration
+ATTEMPTS = 6  # TPE draws per proposal before the next arm (TPE repeats itself in small spaces)
 
 
 class OfflinePlanner:
     name = "offline"
 
-    def __init__(self, problem: Problem, seed: int = 0):
+    def __init__(self, problem: Problem, seed: int = 0, legal=None):
         self.problem = problem
+        #: legal(candidate) -> "" or why it cannot run at the target shape (pruned for free)
+        self.legal = legal or (lambda candidate: precheck(problem, candidate))
         self.moves = {m.id: m for m in moves_for(problem)}
         self.rng = random.Random(seed)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -45,17 +47,16 @@ class OfflinePlanner:
 
     # --- bandit -----------------------------------------------------------------------------
 
-    def _prior(self, arm: str) -> float:
-        return self.moves[arm].prior if arm in self.moves else 0.5
+    def value(self, arm: str, ctx: Context | None = None) -> float:
+        """Posterior mean credit of an arm: its prior (the move's, lowered where its
+        precondition fails at `ctx`) as pseudo-observations plus its credits."""
+        prior = (self.moves[arm].prior_at(ctx) if arm in self.moves and ctx is not None
+                 else self.moves[arm].prior if arm in self.moves else 0.5)
+        return ((self.credit[arm] + PRIOR_WEIGHT * prior) / (self.pulls[arm] + PRIOR_WEIGHT))
 
-    def value(self, arm: str) -> float:
-        """Posterior mean credit of an arm (prior as pseudo-observations)."""
-        return ((self.credit[arm] + PRIOR_WEIGHT * self._prior(arm))
-                / (self.pulls[arm] + PRIOR_WEIGHT))
-
-    def _ucb(self, arm: str) -> float:
+    def _ucb(self, arm: str, ctx: Context) -> float:
         total = sum(self.pulls.values()) + 1
-        return self.value(arm) + EXPLORATION * math.sqrt(
+        return self.value(arm, ctx) + EXPLORATION * math.sqrt(
             math.log(total + 1) / (self.pulls[arm] + 1))
 
     def stats(self) -> dict[str, dict]:
@@ -70,7 +71,7 @@ class OfflinePlanner:
 
         def fresh(candidate: Candidate) -> bool:
             return (candidate.key not in taken and not state.seen(candidate)
-                    and not precheck(self.problem, candidate))
+                    and not self.legal(candidate))
 
         default = default_candidate(self.problem)
         if fresh(default):
@@ -96,7 +97,8 @@ class OfflinePlanner:
                 if fresh(candidate):
                     options[move.id] = Proposal(
                         candidate, move.id, f"{move.effect}: {move.rationale}")
-        for arm in sorted([*options, OPTUNA_ARM], key=self._ucb, reverse=True):
+        for arm in sorted([*options, OPTUNA_ARM], key=lambda a: self._ucb(a, ctx),
+                          reverse=True):
             if arm in options:
                 return options[arm]
             proposal = self._ask(fresh)
@@ -119,10 +121,12 @@ class OfflinePlanner:
     def _random(self, fresh) -> Proposal | None:
         from argus.search.space import every_candidate
 
-        unseen = [c for c in every_candidate(self.problem) if fresh(c)]
-        if not unseen:
+        points = list(every_candidate(self.problem))
+        self.rng.shuffle(points)
+        unseen = next((c for c in points if fresh(c)), None)
+        if unseen is None:
             return None
-        return Proposal(self.rng.choice(unseen), "random", "every guided draw was spent")
+        return Proposal(unseen, "random", "every guided draw was spent")
 
     # --- learning ---------------------------------------------------------------------------
 

@@ -1,0 +1,126 @@
+"""The search's data and planner logic without the pipeline: space, knowledge base, store,
+budget, the offline planner on a known landscape, and results never drawn from rejections."""
+
+import json
+
+import pytest
+from fakes.landscape import BEST, Landscape
+from hypothesis import given
+from hypothesis import strategies as st
+
+from argus.search import Budget, Problem, SearchError, parse_shape
+from argus.search.kb import Context, moves_for
+from argus.search.loop import run
+from argus.search.planners import SearchState
+from argus.search.planners.offline import OfflinePlanner
+from argus.search.space import (
+    Action,
+    Candidate,
+    apply,
+    default_candidate,
+    every_candidate,
+    family,
+)
+from argus.search.store import Store, read
+from argus.search.view import final_table, write_winner
+from argus.search.workers import InlineWorkers, Task
+
+GEMM = Problem("gemm", {"M": 4096, "N": 4096, "K": 4096})
+
+
+def test_shapes_and_knob_values_are_checked():
+    assert parse_shape("gemm", "4096x1024x512") == {"M": 4096, "N": 1024, "K": 512}
+    with pytest.raises(SearchError, match="MxNxK"):
+        parse_shape("gemm", "4096x4096")
+    with pytest.raises(SearchError, match="choose one of"):
+        parse_shape("conv", "1x2")
+    base = default_candidate(GEMM)
+    with pytest.raises(SearchError, match="outside gemm's space"):
+        apply(base, [Action("block_m", 96)])
+    assert apply(base, [Action("block_m", 128)]).param_dict["block_m"] == 128
+
+
+def test_candidate_keys_are_content_hashes():
+    a = Candidate("gemm", {"block_m": 64, "block_n": 128})
+    b = Candidate("gemm", {"block_n": 128, "block_m": 64})
+    assert a.key == b.key
+    assert Candidate("gemm", a.params, source="x = 1").key != a.key
+    assert Candidate.from_dict(json.loads(json.dumps(a.to_dict()))) == a
+
+
+def test_attention_fixes_head_dim_from_the_shape():
+    problem = Problem("attention_fwd", parse_shape("attention_fwd", "16x4096x128"))
+    assert default_candidate(problem).param_dict == {"head_dim": 128}
+    assert moves_for(problem) == ()
+    assert len(list(every_candidate(problem))) == 1
+
+
+@given(st.sampled_from(list(every_candidate(GEMM))))
+def test_every_applicable_move_changes_only_its_knob_inside_the_space(candidate):
+    ctx = Context(GEMM, candidate)
+    for move in moves_for(GEMM):
+        actions = move.propose(ctx)
+        if not actions:
+            continue
+        moved = apply(candidate, actions)  # raises if a value left the space
+        changed = {k for k, v in moved.params if candidate.param_dict[k] != v}
+        assert changed == {move.knob}, move.id
+
+
+def test_store_resumes_and_repairs_a_torn_last_line(tmp_path):
+    path = tmp_path / "run.jsonl"
+    header = {"problem": GEMM.to_dict(), "planner": "offline"}
+    store = Store(path, header)
+    evaluation = Landscape()(default_candidate(GEMM))
+    store.record(evaluation)
+    with open(path, "a") as handle:
+        handle.write('{"kind": "eval", "evaluat')  # killed mid-write
+    resumed = Store(path, header, resume=True)
+    assert [e.key for e in resumed.evaluations] == [evaluation.key]
+    assert all(json.loads(line) for line in path.read_text().splitlines())
+    other = {"problem": Problem("gemm", {"M": 64, "N": 64, "K": 64}).to_dict()}
+    with pytest.raises(SearchError, match="give the same family"):
+        Store(path, other, resume=True)
+    path.write_text('{"kind": "run"}\nnot json\n{"kind": "end"}\n')
+    with pytest.raises(SearchError, match=r"run.jsonl:2"):
+        read(path)
+
+
+def test_budget_rejects_nonsense():
+    with pytest.raises(SearchError, match="--budget"):
+        Budget(0)
+    with pytest.raises(SearchError, match="--timeout"):
+        Budget(5, candidate_s=0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_offline_planner_climbs_to_the_peak_within_budget(tmp_path, seed):
+    state = SearchState(GEMM)
+    store = Store(tmp_path / "run.jsonl", {"problem": GEMM.to_dict()})
+    # every point counts as runnable here: the landscape stands for the whole pipeline
+    planner = OfflinePlanner(GEMM, seed, legal=lambda candidate: "")
+    progress = run(state, planner, InlineWorkers(Landscape()), store, Budget(64))
+    assert len(state.evaluations) == 64
+    assert len({e.key for e in state.evaluations}) == 64  # nothing evaluated twice
+    assert state.best.candidate.param_dict == BEST, progress.stopped
+    assert {e.move for e in state.evaluations} >= {"default", "optuna"}
+
+
+def test_a_rejected_candidate_is_never_a_result(tmp_path):
+    state = SearchState(GEMM)
+    store = Store(tmp_path / "run.jsonl", {"problem": GEMM.to_dict()})
+    best = Candidate("gemm", BEST)
+    planner = OfflinePlanner(GEMM, 0, legal=lambda candidate: "")
+    workers = InlineWorkers(Landscape(refute_best=True))
+    workers.submit(Task(best, "test"))
+    state.evaluations.extend(workers.wait())
+    run(state, planner, workers, store, Budget(12))
+    refuted = [e for e in state.evaluations if e.status == "refuted"]
+    assert refuted and refuted[0].reward == 2.0  # the hostile stage attached a number
+    assert all(e.status == "ok" for e in state.results)
+    assert state.best.reward < 2.0
+    written = write_winner(tmp_path / "out", state.evaluations)
+    assert json.loads(written[0].read_text())["status"] == "ok"
+    rows = final_table(state.evaluations).columns[1]._cells
+    assert best.describe() not in rows
+    assert family("gemm").knob("block_m").step(256, 1) is None
