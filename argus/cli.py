@@ -632,7 +632,7 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
     evaluations = progress.state.evaluations
     console.print()
     console.print(final_table(evaluations))
-    for path in write_winner(out_dir, evaluations):
+    for path in write_winner(out_dir, problem, evaluations):
         console.print(f"wrote {path}")
     console.print(f"trajectory: {run_file}  (argus tune --report {run_file})")
     if plot_file:

@@ -50,9 +50,16 @@ def test_candidate_keys_are_content_hashes():
 
 def test_attention_fixes_head_dim_from_the_shape():
     problem = Problem("attention_fwd", parse_shape("attention_fwd", "16x4096x128"))
-    assert default_candidate(problem).param_dict == {"head_dim": 128}
+    assert default_candidate(problem).param_dict == {"head_dim": 128, "policy": "interleave"}
     assert moves_for(problem) == ()
-    assert len(list(every_candidate(problem))) == 1
+    assert len(list(every_candidate(problem))) == 2
+
+
+def test_the_policy_knob_is_the_backends_list():
+    from argus.asm.lower import POLICIES
+
+    assert set(family("gemm").knob("policy").values) == set(POLICIES)
+    assert family("gemm").knob("policy").values[0] == "interleave"  # compile()'s default
 
 
 @given(st.sampled_from(list(every_candidate(GEMM))))
@@ -119,8 +126,9 @@ def test_a_rejected_candidate_is_never_a_result(tmp_path):
     assert refuted and refuted[0].reward == 2.0  # the hostile stage attached a number
     assert all(e.status == "ok" for e in state.results)
     assert state.best.reward < 2.0
-    written = write_winner(tmp_path / "out", state.evaluations)
+    written = write_winner(tmp_path / "out", GEMM, state.evaluations)
     assert json.loads(written[0].read_text())["status"] == "ok"
+    assert written[1].name == "winner.s" and "v_mfma" in written[1].read_text()
     rows = final_table(state.evaluations).columns[1]._cells
     assert best.describe() not in rows
     assert family("gemm").knob("block_m").step(256, 1) is None

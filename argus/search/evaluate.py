@@ -1,7 +1,8 @@
 """One candidate through the pipeline, stage by stage, to an `Evaluation`:
 trace -> verify (Proved required; Refuted gives its counterexamples; Unknown is recorded and
 not accepted) -> correctness in the reference interpreter at small shapes (outputs pre-filled
-with NaN, several seeds, fresh inputs per trial) -> compile -> emulate -> modelled time -> reward.
+with NaN, several seeds, fresh inputs per trial) -> compile (argus.compile) -> the same checks
+on the code object in the emulator -> modelled time -> reward.
 
 Stages the build does not have yet (compile, modelled time) end the evaluation as `incomplete`
 and name the missing stage: a candidate without a modelled time has no reward. Stage results
@@ -102,15 +103,28 @@ class Evaluator:
                                                 default=1)
             self._accept(report)
             done["stage"] = "verify"
-            done["correctness"] = _cached(("interp", _ir_hash(ir), candidate.params, self.seed,
-                                           self.trials),
-                                          lambda: self._check(ir, candidate))
-            if not done["correctness"]["ok"]:
-                raise _Stop(WRONG, "correctness", done["correctness"]["message"])
+            checks = {"interpreter": _cached(
+                ("interp", _ir_hash(ir), candidate.params, self.seed, self.trials),
+                lambda: self._check(ir, candidate, _interpreter(ir)))}
+            done["correctness"] = _summary(checks)
+            if not checks["interpreter"]["ok"]:
+                raise _Stop(WRONG, "correctness", checks["interpreter"]["message"])
             done["stage"] = "correctness"
-            raise _Stop(INCOMPLETE, "correctness", "verified and correct in the reference "
-                        "interpreter; no compiled code or modelled time",
-                        missing=missing_stage())
+            if not hasattr(argus, "compile"):
+                raise _Stop(INCOMPLETE, "correctness", "verified and correct in the reference "
+                            "interpreter; not compiled", missing=missing_stage())
+            compiled = self._compile(ir, candidate)
+            facts.update(compiled.resources)
+            done["stage"] = "compile"
+            checks["emulator"] = _cached(
+                ("emulate", _ir_hash(ir), candidate.params, self.seed, self.trials),
+                lambda: self._check(ir, candidate, _emulator(compiled)))
+            done["correctness"] = _summary(checks)
+            if not checks["emulator"]["ok"]:
+                raise _Stop(WRONG, "emulate", checks["emulator"]["message"])
+            done["stage"] = "emulate"
+            raise _Stop(INCOMPLETE, "emulate", "verified, compiled and correct in the emulator; "
+                        "no modelled time", missing=missing_stage())
         except _Stop as stop:
             return Evaluation(candidate.key, candidate, stop.status, stop.stage, stop.message,
                               done.get("verdict", ""), stop.extra.get("counterexamples", ()),
@@ -118,13 +132,24 @@ class Evaluator:
                               reward(None, None), stop.extra.get("missing", ""), facts,
                               time.perf_counter() - started)
 
+    def _compile(self, ir, candidate: Candidate):
+        """The code object; a configuration the backend cannot lower (registers, LDS, an
+        unsupported op) is invalid, a broken toolchain an error."""
+        options = compile_params(candidate)
+        try:
+            return argus.compile(ir, **options)
+        except ValueError as err:
+            raise _Stop(INVALID, "compile", f"{type(err).__name__}: {err}") from None
+        except RuntimeError as err:
+            raise _Stop(ERROR, "compile", f"{type(err).__name__}: {err}") from None
+
     def _trace(self, candidate: Candidate):
         from argus.ir.types import IRError
         from argus.kernels import library
         from argus.lang import DSLError
 
         entry = library()[self.problem.family]
-        params = candidate.param_dict
+        params = kernel_params(candidate)
         if candidate.source is None:
             try:
                 return entry.kernel.trace(**params)
@@ -173,17 +198,16 @@ class Evaluator:
         if not report.obligations:
             raise _Stop(UNKNOWN, "verify", "the verifier found nothing to prove")
 
-    def _check(self, ir, candidate: Candidate) -> dict:
-        """Run the kernel in the reference interpreter on fresh inputs per trial, outputs
+    def _check(self, ir, candidate: Candidate, runner) -> dict:
+        """Run the kernel (`runner`: interpreter or emulator) on fresh inputs per trial, outputs
         pre-filled with NaN (accumulated outputs with random values, added to the expectation),
         and compare with numpy."""
         from argus.ir.ops import GlobalAtomicAdd
-        from argus.ir.types import IRError
         from argus.kernels import library
 
         entry = library()[self.problem.family]
         fam = family(self.problem.family)
-        params = candidate.param_dict
+        params = kernel_params(candidate)
         accumulated = {op.tensor.name for op in ir.ops() if isinstance(op, GlobalAtomicAdd)}
         trials = []
         for trial in range(self.trials):
@@ -200,18 +224,19 @@ class Evaluator:
             if entry.output in accumulated:
                 expected = expected + prefill.astype(np.float64)
             try:
-                result = argus.interpret(ir, given)
-            except IRError as err:
-                return {"ok": False, "device": "interpreter", "trials": trials,
-                        "tolerance": entry.tolerance, "message": f"interpreter: {err}"}
-            got = result.outputs[entry.output].astype(np.float64)
+                outputs, violations = runner(given)
+            except Exception as err:  # the run itself failed: a hazard, a fault, a bad launch
+                return {"ok": False, "device": runner.device, "trials": trials,
+                        "tolerance": entry.tolerance,
+                        "message": f"{runner.device}: {type(err).__name__}: {err}"}
+            got = outputs[entry.output].astype(np.float64)
             unwritten = int(np.isnan(got).sum() - np.isnan(expected).sum())
             scale = max(1.0, float(np.nanmax(np.abs(expected))))
             error = float(np.nanmax(np.abs(got - expected))) / scale if unwritten <= 0 else \
                 float("inf")
-            trials.append({"seed": seed, "sizes": result.sizes, "max_error": error,
+            trials.append({"seed": seed, "sizes": sizes, "max_error": error,
                            "unwritten": max(unwritten, 0),
-                           "violations": [str(v) for v in result.violations[:3]]})
+                           "violations": [str(v) for v in violations[:3]]})
         worst = max(trials, key=lambda t: t["max_error"])
         ok = all(t["max_error"] <= entry.tolerance and not t["violations"] for t in trials)
         if ok:
@@ -224,8 +249,45 @@ class Evaluator:
         else:
             message = (f"max error {worst['max_error']:.3g} > {entry.tolerance:g} at "
                        f"{worst['sizes']} (seed {worst['seed']})")
-        return {"ok": ok, "device": "interpreter", "trials": trials,
-                "tolerance": entry.tolerance, "message": message}
+        return {"ok": ok, "device": runner.device, "trials": trials,
+                "tolerance": entry.tolerance, "message": f"{runner.device}: {message}"}
+
+
+def _interpreter(ir):
+    def run(arrays):
+        result = argus.interpret(ir, arrays)
+        return result.outputs, result.violations
+    run.device = "interpreter"
+    return run
+
+
+def _emulator(compiled):
+    def run(arrays):
+        arrays = {name: array.copy() for name, array in arrays.items()}
+        compiled.run(device="emulator", **arrays)  # strict hazard and memory checks
+        return arrays, ()
+    run.device = "emulator"
+    return run
+
+
+def _summary(checks: dict) -> dict:
+    """Correctness over every device run so far: ok only if all are."""
+    failed = [c for c in checks.values() if not c["ok"]]
+    shown = failed[0] if failed else list(checks.values())[-1]
+    return {"ok": not failed, "message": shown["message"], **checks}
+
+
+def compile_params(candidate: Candidate) -> dict:
+    """The candidate's compile-time options (knobs of the compile stage, e.g. policy)."""
+    fam = family(candidate.family)
+    return {k.name: candidate.param_dict[k.name] for k in fam.knobs
+            if k.stage == "compile" and k.name in candidate.param_dict}
+
+
+def kernel_params(candidate: Candidate) -> dict:
+    """The candidate's kernel (trace-time) parameters."""
+    compile_only = {k.name for k in family(candidate.family).knobs if k.stage == "compile"}
+    return {k: v for k, v in candidate.params if k not in compile_only}
 
 
 def _satisfying(ir, sizes: dict) -> dict:
@@ -294,3 +356,12 @@ def precheck(problem: Problem, candidate: Candidate) -> str:
         except _Stop as stop:
             _CACHE[key] = stop.message
     return _CACHE[key]
+
+
+def assembly(problem: Problem, candidate: Candidate) -> str | None:
+    """The gfx942 assembly of a candidate (recompiled: compilations are cached by IR), or None
+    when this build has no compile stage."""
+    if not hasattr(argus, "compile"):
+        return None
+    evaluator = Evaluator(problem)
+    return argus.compile(evaluator._trace(candidate), **compile_params(candidate)).text

@@ -29,11 +29,17 @@ class Knob:
     name: str
     values: tuple
     doc: str = ""
+    stage: str = "kernel"  # kernel: a trace parameter; compile: an option of argus.compile
 
     def step(self, value, by: int):
         """The value `by` positions away from `value`, or None past either end."""
         index = self.values.index(value) + by
         return self.values[index] if 0 <= index < len(self.values) else None
+
+
+#: the backend's scheduling policies (argus.compile(policy=...)); its default first
+POLICY = Knob("policy", ("interleave", "simple"), "instruction scheduling of the backend",
+              "compile")
 
 
 @attrs.frozen
@@ -66,9 +72,10 @@ FAMILIES = {
         Knob("split_k", (1, 2, 4, 8), "K split over grid axis 2, partial tiles added atomically"),
         Knob("instr", (MFMA_32, MFMA_16), "MFMA instruction"),
         Knob("swizzle", (True, False), "XOR-swizzled LDS tiles"),
+        POLICY,
     ), check_sizes=lambda p, t: {"M": p["block_m"] * (1 + t % 2), "N": p["block_n"] * (2 - t % 2),
                                  "K": p["block_k"] * p["split_k"] * (2 + t % 2)}),
-    "attention_fwd": Family("attention_fwd", ("BH", "S", "D"), (),
+    "attention_fwd": Family("attention_fwd", ("BH", "S", "D"), (POLICY,),
                             fixed=lambda sizes: {"head_dim": sizes["D"]},
                             check_sizes=lambda p, t: {"BH": 1 + t % 2, "S": 128 * (1 + t % 2),
                                                       "D": p["head_dim"]}),
@@ -76,6 +83,7 @@ FAMILIES = {
         Knob("block_m", (64, 128), "token rows per workgroup"),
         Knob("block_n", (64, 128, 256), "output columns per workgroup"),
         Knob("block_k", (16, 32, 64, 128), "hidden elements per iteration"),
+        POLICY,
     ), check_sizes=lambda p, t: {"TOKENS": 61 + 53 * t, "H": p["block_k"] * 2, "E": 3 + t % 2,
                                  "N": p["block_n"] * (1 + t % 2)}),
 }
@@ -158,10 +166,11 @@ def default_candidate(problem: Problem) -> Candidate:
     """The family's default configuration (the kernel's own keyword defaults)."""
     from argus.kernels import library
 
-    knobs = {k.name for k in family(problem.family).knobs}
+    fam = family(problem.family)
     defaults = library()[problem.family].kernel.params
-    return Candidate(problem.family, {**{k: v for k, v in defaults.items() if k in knobs},
-                                      **problem.fixed_params()})
+    chosen = {k.name: defaults[k.name] if k.stage == "kernel" else k.values[0]
+              for k in fam.knobs}
+    return Candidate(problem.family, {**chosen, **problem.fixed_params()})
 
 
 @attrs.frozen

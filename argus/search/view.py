@@ -112,16 +112,19 @@ def report(events: list[dict]) -> Group:
     return Group(*parts)
 
 
-def write_winner(out: Path, evaluations: list[Evaluation]) -> list[Path]:
-    """The best result's parameters (and its `.s`, when the compile stage gave one) in `out`,
-    written atomically; nothing when there is no result."""
+def write_winner(out: Path, problem, evaluations: list[Evaluation]) -> list[Path]:
+    """The best result's evaluation and parameters (winner.json) and its assembly (winner.s)
+    in `out`, written atomically; nothing when there is no result."""
+    from argus.search.evaluate import assembly
+
     results = [e for e in evaluations if e.is_result]
     if not results:
         return []
     best = max(results, key=lambda e: e.reward)
     written = [_atomic(out / "winner.json", json.dumps(best.to_dict(), indent=1, default=str))]
-    if best.facts.get("asm"):
-        written.append(_atomic(out / "winner.s", best.facts["asm"]))
+    text = assembly(problem, best.candidate)
+    if text is not None:
+        written.append(_atomic(out / "winner.s", text))
     return written
 
 

@@ -13,7 +13,7 @@ from argus.search.evaluate import OK, REFUTED, Evaluation
 from argus.search.space import MFMA_32, Candidate
 
 BEST = {"block_m": 256, "block_n": 128, "block_k": 32, "split_k": 2, "instr": MFMA_32,
-        "swizzle": False}
+        "swizzle": False, "policy": "simple"}
 
 
 def score(params: dict) -> float:
