@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import argus
 from argus.search.budget import Budget
 from argus.search.space import Problem, SearchError, parse_shape
 
@@ -40,7 +41,10 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
         chosen = LLMPlanner(problem, client_from_options(**(llm or {})), offline, store.append)
     else:
         raise SearchError(f"--planner {planner!r}: choose offline or llm")
-    evaluator = Evaluator(problem, seed=seed)
+    from argus.search.reward import amd_reference
+
+    evaluator = Evaluator(problem, seed=seed,
+                          reference=amd_reference(problem) if hasattr(argus, "time") else None)
     state = SearchState(problem, list(store.evaluations))
     workers = make_workers(evaluator, jobs=jobs, timeout_s=budget.candidate_s, backend=backend,
                            address=ray_address)

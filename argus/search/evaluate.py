@@ -86,6 +86,8 @@ class Evaluator:
     verify_timeout_ms: int = 20_000
     sandbox_time_s: float = 20.0
     sandbox_memory_mb: int = 2048
+    #: AMD's modelled time at the shape (reward.amd_reference), else the default configuration
+    reference: dict | None = None
 
     def __call__(self, candidate: Candidate) -> Evaluation:
         started = time.perf_counter()
@@ -123,14 +125,57 @@ class Evaluator:
             if not checks["emulator"]["ok"]:
                 raise _Stop(WRONG, "emulate", checks["emulator"]["message"])
             done["stage"] = "emulate"
-            raise _Stop(INCOMPLETE, "emulate", "verified, compiled and correct in the emulator; "
-                        "no modelled time", missing=missing_stage())
+            if not hasattr(argus, "time"):
+                raise _Stop(INCOMPLETE, "emulate", "verified, compiled and correct in the "
+                            "emulator; no modelled time", missing=missing_stage())
+            timing = self._time(compiled, candidate)
+            facts.update(bottleneck=timing.bottleneck, busy=timing.busy, stalls=timing.stalls,
+                         tflops=timing.tflops)
+            done["time_us"] = timing.microseconds
+            done["stage"] = "time"
+            reference = self.reference or self._default_reference()
+            done["reference"] = reference
+            done["reward"] = reward(timing.microseconds, reference and reference["time_us"])
+            if done["reward"] is None:
+                raise _Stop(INCOMPLETE, "time", "no reference time to compare with",
+                            missing="reference time (neither AMD's kernel nor the default "
+                                    "configuration could be timed)")
+            raise _Stop(OK, "reward", f"{timing.microseconds:.2f} µs modelled")
         except _Stop as stop:
             return Evaluation(candidate.key, candidate, stop.status, stop.stage, stop.message,
                               done.get("verdict", ""), stop.extra.get("counterexamples", ()),
-                              done.get("correctness"), None, None,
-                              reward(None, None), stop.extra.get("missing", ""), facts,
+                              done.get("correctness"), done.get("time_us"),
+                              done.get("reference"), done.get("reward"),
+                              stop.extra.get("missing", ""), facts,
                               time.perf_counter() - started)
+
+    def _time(self, compiled, candidate: Candidate):
+        """Modelled time at the target shape; a launch the model cannot time is invalid."""
+        fam = family(self.problem.family)
+        sizes = (fam.timing_sizes(self.problem.sizes, kernel_params(candidate))
+                 if fam.timing_sizes else self.problem.sizes)
+        try:
+            return _cached(("time", _ir_hash(compiled.ir), tuple(sorted(sizes.items())),
+                            tuple(sorted(compile_params(candidate).items()))),
+                           lambda: argus.time(compiled, sizes=sizes))
+        except ValueError as err:
+            raise _Stop(INVALID, "time", f"{type(err).__name__}: {err}") from None
+
+    def _default_reference(self) -> dict | None:
+        """The default configuration's modelled time, when no AMD reference was given."""
+        from argus.search.space import default_candidate
+
+        def measure():
+            base = default_candidate(self.problem)
+            ir = self._trace(base)
+            timing = self._time(argus.compile(ir, **compile_params(base)), base)
+            return {"name": "default configuration", "time_us": timing.microseconds,
+                    "modelled": True}
+        try:
+            return _cached(("default-reference", self.problem.family,
+                            tuple(sorted(self.problem.sizes.items()))), measure)
+        except _Stop:
+            return None
 
     def _compile(self, ir, candidate: Candidate):
         """The code object; a configuration the backend cannot lower (registers, LDS, an

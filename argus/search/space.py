@@ -55,6 +55,9 @@ class Family:
     #: check_sizes(params, trial) -> small sizes for correctness trial `trial` (shapes vary
     #: between trials, and each loop runs at least twice)
     check_sizes: Any = attrs.field(default=None, eq=False)
+    #: timing_sizes(sizes, params) -> every size the kernel takes at the target shape, where the
+    #: problem's own sizes imply more (MoE's padded rows under uniform routing)
+    timing_sizes: Any = attrs.field(default=None, eq=False)
 
     def knob(self, name: str) -> Knob:
         for knob in self.knobs:
@@ -85,8 +88,16 @@ FAMILIES = {
         Knob("block_k", (16, 32, 64, 128), "hidden elements per iteration"),
         POLICY,
     ), check_sizes=lambda p, t: {"TOKENS": 61 + 53 * t, "H": p["block_k"] * 2, "E": 3 + t % 2,
-                                 "N": p["block_n"] * (1 + t % 2)}),
+                                 "N": p["block_n"] * (1 + t % 2)},
+        timing_sizes=lambda s, p: _moe_sizes(s, p["block_m"])),
 }
+
+
+def _moe_sizes(sizes: dict, block_m: int) -> dict:
+    """MoE sizes under uniform top-1 routing: each expert's tokens padded to whole row blocks."""
+    per_expert = -(-sizes["TOKENS"] // sizes["E"])
+    blocks = sizes["E"] * -(-per_expert // block_m)
+    return {**sizes, "BLOCKS": blocks, "P": blocks * block_m}
 
 
 def family(name: str) -> Family:
