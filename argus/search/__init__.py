@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import argus
 from argus.search.budget import Budget
 from argus.search.space import Problem, SearchError, parse_shape
 
@@ -41,10 +40,7 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
         chosen = LLMPlanner(problem, client_from_options(**(llm or {})), offline, store.append)
     else:
         raise SearchError(f"--planner {planner!r}: choose offline or llm")
-    from argus.search.reward import amd_reference
-
-    evaluator = Evaluator(problem, seed=seed,
-                          reference=amd_reference(problem) if hasattr(argus, "time") else None)
+    evaluator = Evaluator(problem, seed=seed)
     state = SearchState(problem, list(store.evaluations))
     workers = make_workers(evaluator, jobs=jobs, timeout_s=budget.candidate_s, backend=backend,
                            address=ray_address)

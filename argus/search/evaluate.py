@@ -86,7 +86,8 @@ class Evaluator:
     verify_timeout_ms: int = 20_000
     sandbox_time_s: float = 20.0
     sandbox_memory_mb: int = 2048
-    #: AMD's modelled time at the shape (reward.amd_reference), else the default configuration
+    #: {"name", "time_us"} to reward against; None: AMD's kernel at the shape, else the default
+    #: configuration (worked out when first needed)
     reference: dict | None = None
 
     def __call__(self, candidate: Candidate) -> Evaluation:
@@ -106,7 +107,8 @@ class Evaluator:
             self._accept(report)
             done["stage"] = "verify"
             checks = {"interpreter": _cached(
-                ("interp", _ir_hash(ir), candidate.params, self.seed, self.trials),
+                ("interp", _ir_hash(ir), tuple(kernel_params(candidate).items()), self.seed,
+                 self.trials),
                 lambda: self._check(ir, candidate, _interpreter(ir)))}
             done["correctness"] = _summary(checks)
             if not checks["interpreter"]["ok"]:
@@ -133,7 +135,7 @@ class Evaluator:
                          tflops=timing.tflops)
             done["time_us"] = timing.microseconds
             done["stage"] = "time"
-            reference = self.reference or self._default_reference()
+            reference = self.reference or self._reference()
             done["reference"] = reference
             done["reward"] = reward(timing.microseconds, reference and reference["time_us"])
             if done["reward"] is None:
@@ -161,8 +163,10 @@ class Evaluator:
         except ValueError as err:
             raise _Stop(INVALID, "time", f"{type(err).__name__}: {err}") from None
 
-    def _default_reference(self) -> dict | None:
-        """The default configuration's modelled time, when no AMD reference was given."""
+    def _reference(self) -> dict | None:
+        """AMD's fastest counterpart at the shape (modelled), else the default configuration's
+        modelled time; worked out once per process, when the first candidate is timed."""
+        from argus.search.reward import amd_reference
         from argus.search.space import default_candidate
 
         def measure():
@@ -171,9 +175,13 @@ class Evaluator:
             timing = self._time(argus.compile(ir, **compile_params(base)), base)
             return {"name": "default configuration", "time_us": timing.microseconds,
                     "modelled": True}
+        key = (self.problem.family, tuple(sorted(self.problem.sizes.items())),
+               tuple(sorted(self.problem.pinned.items())))
+        amd = _cached(("amd-reference", key), lambda: amd_reference(self.problem))
+        if amd is not None:
+            return amd
         try:
-            return _cached(("default-reference", self.problem.family,
-                            tuple(sorted(self.problem.sizes.items()))), measure)
+            return _cached(("default-reference", key), measure)
         except _Stop:
             return None
 

@@ -179,6 +179,18 @@ MOVES: tuple[Move, ...] = (
          "banks instead of serialising it",
          lambda c: not c.params["swizzle"], lambda c: (Action("swizzle", True),),
          lambda c: True, 0.6),
+    Move("schedule_interleave", "policy", "latency", "always, where the simple schedule is in use",
+         "policy = interleave",
+         "interleaving LDS reads and the next tile's global loads with the MFMAs hides their "
+         "latency behind matrix work",
+         lambda c: c.params["policy"] != "interleave",
+         lambda c: (Action("policy", "interleave"),), lambda c: True, 0.5),
+    Move("schedule_simple", "policy", "occupancy", "registers limit the waves per SIMD",
+         "policy = simple",
+         "issuing in program order keeps fewer operand fragments live at once, which can buy a "
+         "wave of occupancy when VGPRs are the limit",
+         lambda c: c.params["policy"] != "simple", lambda c: (Action("policy", "simple"),),
+         lambda c: "VGPR" in str(c.facts.get("occupancy_limited_by", "")).upper(), 0.3),
     Move("plain_lds", "swizzle", "compute", "no bank conflict is reported",
          "swizzle = False",
          "without conflicts the swizzle's XOR per address is pure VALU overhead",

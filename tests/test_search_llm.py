@@ -1,0 +1,139 @@
+"""The LLM planner against a fake OpenAI-compatible server (pytest-httpserver): a whole run
+through garbage, a proposed edit the verifier refutes (its counterexample must reach the next
+prompt) and a timeout; plus refusals, HTTP errors and answers that do not fit the space."""
+
+import json
+import time
+
+import pytest
+from fakes import edits
+
+from argus.search import Budget, Problem, tune
+from argus.search.planners import SearchState
+from argus.search.planners.llm import ChatClient, LLMFailure, LLMPlanner, client_from_options
+from argus.search.planners.offline import OfflinePlanner
+from argus.search.space import SearchError
+from argus.search.store import read
+
+GEMM = Problem("gemm", {"M": 256, "N": 256, "K": 256})
+
+
+def completion(content=None, refusal=None, finish="stop"):
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "finish_reason": finish,
+                         "message": {"role": "assistant", "content": content,
+                                     "refusal": refusal}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+class Script:
+    """Answers requests in order and keeps what each prompt said."""
+
+    def __init__(self, answers):
+        self.answers, self.prompts = list(answers), []
+
+    def __call__(self, request):
+        from werkzeug import Response
+
+        body = request.get_json()
+        self.prompts.append(body["messages"][-1]["content"])
+        answer = self.answers.pop(0) if self.answers else completion("{}")
+        if callable(answer):
+            answer = answer()
+        return Response(json.dumps(answer), status=200, content_type="application/json")
+
+
+def slow(seconds, then):
+    def answer():
+        time.sleep(seconds)
+        return then
+    return answer
+
+
+def serve(httpserver, answers) -> Script:
+    script = Script(answers)
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script)
+    return script
+
+
+def test_a_whole_run_through_garbage_a_refuted_edit_and_a_timeout(httpserver, tmp_path):
+    edit = {"rationale": "read A without the swizzle to save the XOR",
+            "proposals": [{"source": edits.UNSWIZZLED_READ}]}
+    script = serve(httpserver, [
+        completion("Sure! Tiles should be bigger, I think. Maybe block_m=128?"),
+        completion("Here is my plan:\n```json\n" + json.dumps(edit) + "\n```"),
+        slow(3.0, completion(json.dumps({"proposals": [{"move": "grow_m"}]}))),
+    ])
+    run_file = tmp_path / "run.jsonl"
+    progress = tune(GEMM, run_file=run_file, budget=Budget(3), planner="llm", jobs=0,
+                    llm={"base_url": httpserver.url_for("/v1"), "model": "fake",
+                         "timeout_s": 1.0})
+    events = read(run_file)
+    exchanges = [e for e in events if e["kind"] == "llm"]
+    assert [e["status"] for e in exchanges] == ["malformed", "ok", "timeout"]
+    assert exchanges[0]["fallback"] and exchanges[2]["fallback"]
+    evaluations = progress.state.evaluations
+    assert [e.move for e in evaluations] == ["fallback:default", "llm-edit", evaluations[2].move]
+    refuted = evaluations[1]
+    assert refuted.status == "refuted" and refuted.stage == "verify"
+    witness = refuted.counterexamples[0]["text"]
+    assert "confirmed by concrete replay" in witness
+    # the counterexample, word for word, is in the very next prompt
+    assert witness.splitlines()[1].strip() in script.prompts[2]
+    assert "A and B meet at one k" in script.prompts[2]
+    assert witness.splitlines()[1].strip() not in script.prompts[1]
+    assert refuted not in progress.state.results
+    assert "class" not in exchanges[0]["message"] and "JSON" in exchanges[0]["message"]
+
+
+def test_refusals_http_errors_and_empty_answers_are_failures_of_their_kind(httpserver):
+    serve(httpserver, [completion(None, refusal="I can't help with GPU kernels."),
+                       completion(None, finish="content_filter"),
+                       completion(""), {"choices": []}])
+    client = ChatClient(httpserver.url_for("/v1"), "fake", "key", timeout_s=5)
+    kinds = []
+    for _ in range(4):
+        with pytest.raises(LLMFailure) as failure:
+            client.complete([{"role": "user", "content": "tune"}])
+        kinds.append(failure.value.kind)
+    assert kinds == ["refusal", "refusal", "malformed", "malformed"]
+    httpserver.clear()
+    httpserver.expect_request("/v1/chat/completions").respond_with_data("boom", status=500)
+    with pytest.raises(LLMFailure, match="HTTP 500") as failure:
+        client.complete([{"role": "user", "content": "tune"}])
+    assert failure.value.kind == "error"
+
+
+def test_answers_are_checked_against_the_space():
+    planner = LLMPlanner(GEMM, ChatClient("http://unused", "fake", "key"),
+                         OfflinePlanner(GEMM, legal=lambda c: ""))
+    state = SearchState(GEMM)
+    answer = json.dumps({"proposals": [
+        {"move": "teleport"}, {"params": {"block_m": 96}}, {"params": {"colour": "red"}},
+        {"source": ""}, "block_m=128", {"params": {"block_m": 128}}, {"move": "grow_n"}]})
+    proposals, rejected = planner.parse(answer, state)
+    assert [p.move for p in proposals] == ["llm-params", "grow_n"]
+    assert proposals[0].candidate.param_dict["block_m"] == 128
+    assert len(rejected) == 5 and "unknown move 'teleport'" in rejected[0]
+    assert "outside gemm's space" in rejected[1]
+    with pytest.raises(LLMFailure) as failure:
+        planner.parse("I'm sorry, but I cannot help with that.", state)
+    assert failure.value.kind == "refusal"
+    prompt = planner.prompt(state)
+    assert "def gemm_program" in prompt and '"id": "grow_m"' in prompt
+
+
+def test_the_client_comes_from_options_or_the_environment(monkeypatch):
+    monkeypatch.delenv("ARGUS_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("ARGUS_LLM_MODEL", raising=False)
+    with pytest.raises(SearchError, match="--llm-base-url"):
+        client_from_options()
+    monkeypatch.setenv("ARGUS_LLM_BASE_URL", "http://localhost:11434/v1")
+    monkeypatch.setenv("ARGUS_LLM_MODEL", "qwen")
+    monkeypatch.setenv("ARGUS_LLM_API_KEY", "secret")
+    client = client_from_options()
+    assert (client.base_url, client.model, client.api_key) == (
+        "http://localhost:11434/v1", "qwen", "secret")
+    assert "secret" not in repr(client)
+    with pytest.raises(SearchError, match="MY_KEY"):
+        client_from_options(api_key_env="MY_KEY")
