@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import time
 import traceback
 from multiprocessing.connection import wait as wait_ready
@@ -198,9 +199,13 @@ class RayWorkers:
             raise SearchError("--backend ray needs Ray: pip install 'argus[ray]'") from None
         self.ray, self.jobs, self.timeout_s = ray, jobs, timeout_s
         self.owned = not ray.is_initialized()
+        address = address or os.environ.get("RAY_ADDRESS")
         if self.owned:
+            # a local instance imports what this process imports (as spawned workers do)
+            path = os.pathsep.join(p for p in sys.path if p)
             options = {"address": address} if address else {
-                "num_cpus": jobs, "include_dashboard": False}
+                "num_cpus": jobs, "include_dashboard": False,
+                "runtime_env": {"env_vars": {"PYTHONPATH": path}}}
             ray.init(log_to_driver=False, **options)
         self.remote = ray.remote(max_retries=0)(run_task)
         self.evaluator_ref = ray.put(evaluator)

@@ -1,0 +1,129 @@
+"""Where evaluations run: the process pool kills a candidate past its time limit together with
+everything it started; Ctrl-C on `argus tune` leaves a valid run file and no orphan process,
+and `--resume` continues it without evaluating anything twice; the Ray backend on one machine."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fakes.landscape import Sleeper
+
+from argus.search.space import Candidate, Problem, default_candidate
+from argus.search.store import read
+from argus.search.workers import ProcessWorkers, RayWorkers, Task
+
+GEMM = Problem("gemm", {"M": 256, "N": 256, "K": 256})
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def descendants(pid: int) -> set[int]:
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parent = int(handle.read().split(") ")[1].split()[1])
+            except (OSError, IndexError, ValueError):  # gone meanwhile
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def test_a_candidate_past_its_time_limit_is_killed_and_the_slot_refilled():
+    workers = ProcessWorkers(Sleeper(60.0), jobs=1, timeout_s=2.0)
+    try:
+        first = workers.pids[0]
+        workers.submit(Task(Candidate("gemm", {}, source="sleep"), "default", "offline"))
+        started = time.monotonic()
+        done = []
+        while not done:
+            done = workers.wait(1.0)
+        assert done[0].status == "timeout" and "limit of 2 s" in done[0].message
+        assert time.monotonic() - started < 30
+        assert not alive(first) and workers.pids[0] != first and workers.capacity == 1
+    finally:
+        workers.close()
+    assert not any(alive(pid) for pid in [first, *workers.pids])
+
+
+def test_ctrl_c_leaves_a_resumable_run_and_no_orphans(tmp_path):
+    out = tmp_path / "tune"
+    run_file = out / "run.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ARGUS_JOBS": "1"}
+    command = [sys.executable, "-c", "from argus.cli import main; main()", "tune", "moe_gemm",
+               "--shape", "256x128x4x128", "--budget", "3", "--jobs", "1", "--out", str(out)]
+    tune = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    seen: set[int] = set()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and tune.poll() is None:
+        seen |= descendants(tune.pid)
+        if run_file.exists() and '"kind": "eval"' in run_file.read_text():
+            break
+        time.sleep(0.2)
+    assert tune.poll() is None, tune.communicate()
+    seen |= descendants(tune.pid)
+    assert seen, "the run should have started a worker process"
+    tune.send_signal(signal.SIGINT)
+    _, err = tune.communicate(timeout=60)
+    assert tune.returncode == 130, err
+    time.sleep(0.5)
+    assert not [pid for pid in seen if alive(pid)], "orphaned worker processes"
+    events = read(run_file)
+    assert events[-1]["kind"] == "end" and "interrupted" in events[-1]["reason"]
+    first = [e["evaluation"]["key"] for e in events if e["kind"] == "eval"]
+    assert len(first) >= 1
+    resumed = subprocess.run(command[:3] + ["tune", "--resume", str(run_file), "--budget",
+                                            str(len(first) + 1), "--jobs", "0"],
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode in (0, 3), resumed.stderr
+    keys = [e["evaluation"]["key"] for e in read(run_file) if e["kind"] == "eval"]
+    assert keys[:len(first)] == first and len(keys) == len(first) + 1
+    assert len(set(keys)) == len(keys)  # nothing evaluated twice
+    report = subprocess.run(command[:3] + ["tune", "--report", str(run_file)], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0 and f"{len(keys)} evaluations" in report.stdout
+
+
+@pytest.mark.skipif(not os.environ.get("ARGUS_TEST_RAY"), reason=(
+    "starting a local Ray instance takes about 20 s on a 2-core machine; set ARGUS_TEST_RAY=1 "
+    "to run the Ray backend test"))
+def test_ray_backend_evaluates_and_cancels_on_one_machine():
+    pytest.importorskip("ray", reason="the optional argus[ray] extra is not installed")
+    workers = RayWorkers(Sleeper(60.0), jobs=1, timeout_s=30.0)
+
+    def finish():
+        deadline, done = time.monotonic() + 120, []
+        while not done and time.monotonic() < deadline:
+            done = workers.wait(1.0)
+        return done
+
+    try:
+        quick = Candidate("gemm", default_candidate(GEMM).params)
+        workers.submit(Task(quick, "default", "offline"))
+        done = finish()  # the first task also waits for Ray's worker process to start
+        assert done[0].status == "ok" and done[0].key == quick.key and done[0].move == "default"
+        workers.timeout_s = 3.0
+        workers.submit(Task(Candidate("gemm", {}, source="sleep"), "optuna", "offline"))
+        done = finish()
+        assert done[0].status == "timeout" and "cancelled" in done[0].message
+        assert workers.busy == 0
+    finally:
+        workers.close()
