@@ -8,7 +8,7 @@ import pytest
 import argus
 from argus.asm import assemble
 from argus.asm.launch import emulate
-from argus.asm.lower.program import Loop, MInst
+from argus.asm.lower.program import Loop, MInst, Skip
 from argus.isa_cdna3.abi import LaunchError
 from argus.isa_cdna3.emu import EmulatorError
 from argus.kernels import library
@@ -20,7 +20,7 @@ def inserted(items, found=None):
     """(list, index) of every instruction a late stage inserted, nested loops included."""
     found = [] if found is None else found
     for index, item in enumerate(items):
-        if isinstance(item, Loop):
+        if isinstance(item, Loop | Skip):
             inserted(item.body, found)
         elif isinstance(item, MInst) and item.inserted:
             found.append((items, index))
@@ -56,12 +56,15 @@ def outcome(lowered, items, inputs, reference, grid):
     return "wrong result" if error > 1e-3 * np.abs(reference).max() else "silent"
 
 
-@pytest.mark.parametrize("params", [{}, {"instr": "v_mfma_f32_16x16x16_bf16"}],
-                         ids=["32x32x8", "16x16x16"])
-def test_every_inserted_wait_is_necessary(params):
-    compiled = argus.compile(GEMM.kernel, policy="simple", **params)
+@pytest.mark.parametrize("policy,params", [("simple", {}),
+                                           ("interleave", {"instr": "v_mfma_f32_16x16x16_bf16"})],
+                         ids=["simple-32x32x8", "interleave-16x16x16"])
+def test_every_inserted_wait_is_necessary(policy, params):
+    compiled = argus.compile(GEMM.kernel, policy=policy, **params)
     lowered = compiled.lowered
-    M, N, K = 64, 128, 96                 # the K loop runs twice: back-edge waits matter
+    # K = 4 tiles: the loop body runs 3 times (interleave: one unrolled pair and the remainder
+    # copy), so every inserted instruction executes and the back edge is taken
+    M, N, K = 64, 128, 128
     inputs = GEMM.inputs({"M": M, "N": N, "K": K}, params)
     inputs.update(M=np.int32(M), N=np.int32(N), K=np.int32(K))
     reference = GEMM.reference(inputs, params)

@@ -120,7 +120,7 @@ class ExprEmitter:
             return self._by_constant(Term("mul", (e.args[1], e.args[0])), name)
         if op == "neg":
             return self._binary("sub", Const(0), e.args[0], e, name)
-        if op in ("add", "sub", "mul", "xor", "or", "and"):
+        if op in ("add", "sub", "mul", "xor", "or", "and", "max", "min"):
             return self._binary(op, e.args[0], e.args[1], e, name)
         raise UnsupportedError(f"the integer expression '{e}' uses '{op}', which the gfx942 "
                                "backend does not lower", self.loc,
@@ -173,7 +173,8 @@ class ExprEmitter:
             dst = VReg("s", 1, name)
             scalar = {"add": "s_add_i32", "sub": "s_sub_i32", "mul": "s_mul_i32",
                       "xor": "s_xor_b32", "or": "s_or_b32", "and": "s_and_b32",
-                      "shl": "s_lshl_b32", "shr": "s_lshr_b32"}[op]
+                      "shl": "s_lshl_b32", "shr": "s_lshr_b32", "max": "s_max_i32",
+                      "min": "s_min_i32"}[op]
             self.emit(scalar, dst, x, y)
             return dst
         dst = VReg("v", 1, name)
@@ -197,7 +198,7 @@ class ExprEmitter:
                 self.emit("v_subrev_u32_e32", dst, y, self._vgpr(x))
             return dst
         opcode = {"add": "v_add_u32_e32", "xor": "v_xor_b32_e32", "or": "v_or_b32_e32",
-                  "and": "v_and_b32_e32"}[op]
+                  "and": "v_and_b32_e32", "max": "v_max_i32_e32", "min": "v_min_i32_e32"}[op]
         if not (isinstance(y, VReg) and y.cls == "v"):
             x, y = y, x
         self.emit(opcode, dst, x, self._vgpr(y))

@@ -7,7 +7,7 @@ the gap; loops are solved over the back edge.
 
 from __future__ import annotations
 
-from argus.asm.lower.program import Loop, MInst
+from argus.asm.lower.program import Loop, MInst, Skip
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.mfma import MFMA, mfma
 
@@ -80,6 +80,10 @@ def _walk(items: list, history: dict, insert: bool, cache: dict) -> dict:
                     break
                 entry = merged
             history = _merge(history, _walk(item.body, entry, insert, cache))
+            out.append(item)
+            continue
+        if isinstance(item, Skip):
+            history = _merge(history, _walk(item.body, history, insert, cache))
             out.append(item)
             continue
         if not isinstance(item, MInst):

@@ -9,6 +9,7 @@ SGPR counter with `s_cmp` / `s_cbranch`. Ops that exist only for the proofs (tag
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Callable
 
@@ -16,9 +17,9 @@ import attrs
 
 from argus.asm.lower.address import Piece, Prover, global_pieces, lds_pieces, table
 from argus.asm.lower.exprgen import ExprEmitter, LoweringError, UnsupportedError
-from argus.asm.lower.program import Label, LabelDef, Loop, MInst, VReg
+from argus.asm.lower.program import Label, LabelDef, Loop, MInst, Skip, VReg
 from argus.ir import ops as O
-from argus.ir.expr import Const, Expr, as_expr, free_vars, simplify, substitute
+from argus.ir.expr import Const, Expr, Var, as_expr, free_vars, max_, simplify, substitute
 from argus.ir.types import DTYPE_BYTES, RegType
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.mfma import mfma
@@ -180,6 +181,17 @@ class Selector(ExprEmitter):
             fn(self, op)
 
     # ------------------------------------------------------------------ helpers
+    @contextlib.contextmanager
+    def conditional(self, body: list):
+        """Lower into `body`, code a branch may skip: values computed there are forgotten
+        after it, since later code cannot rely on them."""
+        hoisted, bases, saved = dict(self.hoisted), list(self.lane_bases), self.out
+        self.out = body
+        try:
+            yield
+        finally:
+            self.hoisted, self.lane_bases, self.out = hoisted, bases, saved
+
     def origin_of(self, op) -> tuple[Expr, ...]:
         """The op's origin in this copy of its loop body (unrolled copies rename counters)."""
         if not self.renamed:
@@ -243,22 +255,25 @@ class Selector(ExprEmitter):
         """(VGPR address, ds offset) for an LDS piece: per-lane bases are shared by all pieces
         whose per-lane tables differ by a constant that fits the offset field."""
         lane_table = table(piece.lane, waves)
+        uniform, const = piece.uniform, piece.const
+        if isinstance(uniform, Const):          # a constant buffer slot: into the offset
+            uniform, const = Const(0), const + int(uniform.value)
         for known, reg in self.lane_bases:
             delta = lane_table - known
-            if (delta == delta[0]).all() and 0 <= int(delta[0]) + piece.const <= DS_OFFSET_MAX:
-                base, offset = reg, int(delta[0]) + piece.const
+            if (delta == delta[0]).all() and 0 <= int(delta[0]) + const <= DS_OFFSET_MAX:
+                base, offset = reg, int(delta[0]) + const
                 break
         else:
             lowest = int(lane_table.min())
             base = self.register(simplify(piece.lane - lowest), "lds", cls="v")
             self.lane_bases.append((lane_table - lowest, base))
-            offset = lowest + piece.const
+            offset = lowest + const
         if not 0 <= offset <= DS_OFFSET_MAX:
             raise LoweringError(f"LDS offset {offset} does not fit the 16-bit offset field",
                                 self.loc)
-        if isinstance(piece.uniform, Const) and piece.uniform.value == 0:
+        if isinstance(uniform, Const):
             return base, offset
-        uniform = self.uniform_value(piece.uniform)
+        uniform = self.uniform_value(uniform)
         key = ("lds+", base.serial, uniform.serial)
         scope = self.scoped[-1] if self.scoped else self.hoisted
         if key not in scope:
@@ -407,16 +422,24 @@ def _barrier(s: Selector, op: O.Barrier):
     s.emit("s_barrier", ndefs=0)
 
 
+def unroll_factor(s: Selector, op: O.For) -> int:
+    """Copies of the body per machine iteration: the IR's pipeline depth (`stages`) under the
+    interleave policy, so that each copy's buffer slot (`iv % stages`) is a constant folded into
+    the LDS offsets; 1 under `simple`."""
+    u = op.stages
+    if s.policy != "interleave" or u < 2 or u & (u - 1) or op.step != 1:
+        return 1
+    return u
+
+
 @rule(O.For)
 def _for(s: Selector, op: O.For):
     for e in (op.start, op.stop):
         if not s.is_uniform(e):
             raise LoweringError(f"loop bound '{e}' is not workgroup-uniform", op.loc)
-    iv = VReg("s", 1, op.iv.name)
+    u = unroll_factor(s, op)
     pre, latch, setup = s.out, [], []
     at = len(pre)
-    start = s.value(op.start)
-    stop = s.value(op.stop)
     carried = []
     for init, arg in zip(op.inits, op.body.args):
         reg = s.tile(init)
@@ -425,19 +448,64 @@ def _for(s: Selector, op: O.For):
             for r in range(reg.size):
                 s.emit("v_mov_b32_e32", copy[r], reg[r])
             reg = copy
-        s.regs[arg.name] = reg
         carried.append(reg)
-    s.emit("s_mov_b32", iv, start, note=f"{op.iv.name} = {op.start}")
+    if u == 1:
+        counter, first, step, stop = op.iv, op.start, op.step, op.stop
+        copies = [{}]
+    else:
+        # J counts groups of u iterations: iteration start + u*J + i runs as copy i
+        counter = Var(f"{op.iv.name}_group", 0, 2**31)
+        trips = max_(simplify(op.stop - op.start), 0)
+        first, step, stop = as_expr(0), 1, simplify(trips // u)
+        copies = [{op.iv.name: simplify(op.start + counter * u + i)} for i in range(u)]
+    iv = VReg("s", 1, counter.name)
+    start_value, stop_value = s.value(first), s.value(stop)
+    s.emit("s_mov_b32", iv, start_value, note=f"{counter.name} = {first}")
     loop = Loop(s.label("loop"), s.label("end"), loc=op.loc)
-    s.emit("s_cmp_ge_i32", iv, stop, ndefs=0, note="no iterations?")
+    s.emit("s_cmp_ge_i32", iv, stop_value, ndefs=0, note="no iterations?")
     s.emit("s_cbranch_scc1", loop.exit, ndefs=0)
     pre.append(loop)
-    frame = LoopFrame(op.iv.name, op.step, op.start, setup, latch)
+    frame = LoopFrame(counter.name, step, first, setup, latch)
     s.frames.append(frame)
-    s.loop_vars.add(op.iv.name)
-    s.bindings[op.iv.name] = iv
+    s.loop_vars.add(counter.name)
+    s.bindings[counter.name] = iv
     s.push_scope()
     s.out = loop.body
+    for renamed in copies:
+        _body_copy(s, op, carried, renamed)
+    s.loc = op.loc
+    loop.body.extend(latch)
+    s.emit("s_add_i32", iv, iv, step)
+    s.emit("s_cmp_lt_i32", iv, stop_value, ndefs=0)
+    s.emit("s_cbranch_scc1", loop.header, ndefs=0)
+    s.pop_scope()
+    s.frames.pop()
+    s.loop_vars.discard(counter.name)
+    s.out = pre
+    pre[at:at] = setup               # strength-reduced offsets start before the trip test
+    if u > 1:
+        # the last (trips mod u) iterations, each behind a uniform branch
+        left = simplify(max_(simplify(op.stop - op.start), 0) % u)
+        done = simplify(op.start + stop * u)
+        for i in range(u - 1):
+            skip = Skip(s.label("rest"))
+            s.emit("s_cmp_le_i32", s.register(left, "rest"), i, ndefs=0,
+                   note=f"{i + 1} iteration(s) left?")
+            s.emit("s_cbranch_scc1", skip.label, ndefs=0)
+            pre.append(skip)
+            with s.conditional(skip.body):
+                _body_copy(s, op, carried, {op.iv.name: simplify(done + i)})
+            s.out = pre
+    for result, reg in zip(op.results, carried):
+        s.regs[result.name] = reg
+
+
+def _body_copy(s: Selector, op: O.For, carried: list, renamed: dict) -> None:
+    """Lower one copy of the loop body with the counter renamed; the loop-carried values enter
+    and leave in the `carried` registers."""
+    for arg, reg in zip(op.body.args, carried):
+        s.regs[arg.name] = reg
+    outer, s.renamed = s.renamed, {**s.renamed, **renamed}
     *body, yielded = op.body.ops
     s.block(body)
     s.loc = yielded.loc
@@ -446,18 +514,7 @@ def _for(s: Selector, op: O.For):
         if src is not reg:
             for r in range(reg.size):
                 s.emit("v_mov_b32_e32", reg[r], src[r])
-    s.loc = op.loc
-    loop.body.extend(latch)
-    s.emit("s_add_i32", iv, iv, op.step)
-    s.emit("s_cmp_lt_i32", iv, stop, ndefs=0)
-    s.emit("s_cbranch_scc1", loop.header, ndefs=0)
-    s.pop_scope()
-    s.frames.pop()
-    s.loop_vars.discard(op.iv.name)
-    s.out = pre
-    pre[at:at] = setup               # strength-reduced offsets start before the trip test
-    for result, reg in zip(op.results, carried):
-        s.regs[result.name] = reg
+    s.renamed = outer
 
 
 __all__ = ["RULES", "Selector", "KernargSlot", "rule", "LabelDef", "MInst"]

@@ -141,7 +141,16 @@ class Loop:
     loc: SourceLoc | None = None
 
 
-Item = MInst | LabelDef | Loop
+@attrs.define(eq=False)
+class Skip:
+    """Straight-line code a uniform forward branch (emitted just before it) may jump over to
+    `label`, which follows the body."""
+
+    label: Label
+    body: list = attrs.field(factory=list)
+
+
+Item = MInst | LabelDef | Loop | Skip
 
 
 def flatten(items: list[Item]) -> list[MInst | LabelDef]:
@@ -152,6 +161,9 @@ def flatten(items: list[Item]) -> list[MInst | LabelDef]:
             out.append(LabelDef(item.header))
             out.extend(flatten(item.body))
             out.append(LabelDef(item.exit))
+        elif isinstance(item, Skip):
+            out.extend(flatten(item.body))
+            out.append(LabelDef(item.label))
         else:
             out.append(item)
     return out
@@ -160,7 +172,7 @@ def flatten(items: list[Item]) -> list[MInst | LabelDef]:
 def instructions(items: list[Item]):
     """Every MInst, nested ones included, in layout order."""
     for item in items:
-        if isinstance(item, Loop):
+        if isinstance(item, Loop | Skip):
             yield from instructions(item.body)
         elif isinstance(item, MInst):
             yield item

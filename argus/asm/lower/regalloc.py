@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 
 from argus.asm.lower.exprgen import LoweringError
-from argus.asm.lower.program import Loop, MInst, VReg, ref
+from argus.asm.lower.program import Loop, MInst, Skip, VReg, ref
 from argus.isa_cdna3 import isa
 
 #: Registers a kernel may allocate per class: SGPRs below VCC, architectural VGPRs.
@@ -36,6 +36,8 @@ def _positions(items, out: list, loops: list) -> None:
             first = len(out)
             _positions(item.body, out, loops)
             loops.append((first, len(out) - 1))
+        elif isinstance(item, Skip):
+            _positions(item.body, out, loops)
         elif isinstance(item, MInst):
             out.append(item)
 

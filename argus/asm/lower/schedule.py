@@ -1,17 +1,52 @@
-"""Scheduling inside the software pipeline the IR describes. `simple` keeps program order;
-`interleave` moves each LDS read up to just after the instructions it depends on, so the reads
-of the next MFMA step overlap the MFMAs of this one and waits land as late as possible.
+"""Scheduling inside the software pipeline the IR describes. `simple` keeps program order.
+`interleave` (with the loop unrolled by its `stages` in isel, so every buffer slot is a constant)
+moves each LDS read up to just after the instructions it depends on, but not above the global
+loads that open the region: the reads of every MFMA step of a region are in flight together, the
+MFMAs wait for them one by one (`s_waitcnt lgkmcnt(n)`, as late as possible) and the next tile's
+global loads are issued first.
 """
 
 from __future__ import annotations
 
-from argus.asm.lower.program import Loop
+from argus.asm.lower.program import Loop, MInst, Skip
+
+#: Instructions a region of straight-line code ends at (nothing moves across them).
+BOUNDARIES = ("s_barrier", "s_cbranch", "s_branch", "s_cmp", "s_endpgm", "s_waitcnt")
 
 
 def schedule(items: list, policy: str) -> None:
     """Reorder straight-line runs of `items` in place according to `policy`."""
     if policy == "simple":
         return
+    out, region = [], []
     for item in items:
-        if isinstance(item, Loop):
+        if isinstance(item, MInst) and not item.opcode.startswith(BOUNDARIES):
+            region.append(item)
+            continue
+        out.extend(_hoist_lds_reads(region))
+        region = []
+        if isinstance(item, Loop | Skip):
             schedule(item.body, policy)
+        out.append(item)
+    out.extend(_hoist_lds_reads(region))
+    items[:] = out
+
+
+def _regs(refs) -> set:
+    return {r.reg for r in refs}
+
+
+def _hoist_lds_reads(region: list[MInst]) -> list[MInst]:
+    out: list[MInst] = []
+    for inst in region:
+        if not inst.opcode.startswith("ds_read"):
+            out.append(inst)
+            continue
+        uses, defs = _regs(inst.uses), _regs(inst.defs)
+        at = 0
+        for index, earlier in enumerate(out):
+            if (earlier.opcode.startswith(("ds_", "buffer_load"))
+                    or _regs(earlier.defs) & (uses | defs) or _regs(earlier.uses) & defs):
+                at = index + 1
+        out.insert(at, inst)
+    return out

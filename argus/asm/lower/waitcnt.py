@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from argus.asm.lower.program import Loop, MInst
+from argus.asm.lower.program import Loop, MInst, Skip
 from argus.isa_cdna3 import isa
 
 LIMIT = {"vm": isa.VMCNT_MAX, "lgkm": isa.LGKMCNT_MAX}
@@ -125,6 +125,10 @@ def _walk(items: list, state: State, insert: bool) -> State:
             end = _walk(item.body, entry, insert)
             # leaving the loop: from the last iteration, or from the trip test before it
             state = state.merge(end)
+            out.append(item)
+            continue
+        if isinstance(item, Skip):
+            state = state.merge(_walk(item.body, state, insert))    # run or jumped over
             out.append(item)
             continue
         if isinstance(item, MInst):
