@@ -4,14 +4,19 @@ hazard or missing wait, or the result go wrong."""
 
 import numpy as np
 import pytest
+from ml_dtypes import bfloat16
 
 import argus
+import argus.lang as T
 from argus.asm import assemble
 from argus.asm.launch import emulate
 from argus.asm.lower.program import Loop, MInst, Skip
+from argus.isa_cdna3 import isa
 from argus.isa_cdna3.abi import LaunchError
 from argus.isa_cdna3.emu import EmulatorError
+from argus.isa_cdna3.mfma import mfma
 from argus.kernels import library
+from argus.lang import Tensor
 
 GEMM = library()["gemm"]
 
@@ -89,3 +94,54 @@ def test_every_inserted_wait_is_necessary(policy, params):
             if verdict == "silent":
                 silent.append(f"{original.text()} -> {variant.text()} ({original.note})")
     assert not silent, "waits that can be weakened without effect:\n" + "\n".join(silent)
+
+
+@T.kernel(waves=1)
+def one_mfma(A: Tensor("bf16", 32, 16), B: Tensor("bf16", 32, 16), C: Tensor("f32", 32, 32), *,
+             instr: str = "v_mfma_f32_32x32x8_bf16"):
+    """One wave, one MFMA, its result stored at once: the store must wait the MFMA's passes."""
+    T.grid(1)
+    a = A.load((0, 0), T.mfma_layout(instr, "a", (1, 1)))
+    b = B.load((0, 0), T.mfma_layout(instr, "b", (1, 1)))
+    C.store((0, 0), T.mfma(instr, a, b, T.zeros(T.mfma_layout(instr, "c", (1, 1)))))
+
+
+@pytest.mark.parametrize("instr", ["v_mfma_f32_32x32x8_bf16", "v_mfma_f32_16x16x16_bf16"])
+def test_mfma_result_hazard_nops_are_necessary(instr):
+    compiled = argus.compile(one_mfma, instr=instr)
+    info = mfma(instr)
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((32, 16)).astype(bfloat16)
+    B = rng.standard_normal((32, 16)).astype(bfloat16)
+    C = np.zeros((32, 32), np.float32)
+    compiled.run(A, B, C)
+    m, k = info.m, info.k
+    reference = np.zeros((32, 32), np.float32)
+    reference[:m, :m] = A[:m, :k].astype(np.float32) @ B[:m, :k].astype(np.float32).T
+    assert np.abs(C - reference).max() < 1e-3
+    lowered = compiled.lowered
+    sites = inserted(lowered.items)
+    nops = [items[i] for items, i in sites if items[i].opcode == "s_nop"]
+    # the first store reads the MFMA result: the table's wait states, no more
+    assert sum(int(n.operands[0]) + 1 for n in nops) + 0 <= isa.mfma_to_read_wait_states(info)
+    assert nops
+    silent = []
+    for items, index in sites:
+        original = items[index]
+        for variant in weakened(original):
+            if variant.inserted == "drop":
+                del items[index]
+            else:
+                items[index] = variant
+            try:
+                code = assemble(lowered.render())
+                emulate(code, grid=1, block=64, args=[A, B, np.zeros_like(C)], check="strict")
+                silent.append(original.text())
+            except (EmulatorError, LaunchError):
+                pass
+            finally:
+                if variant.inserted == "drop":
+                    items.insert(index, original)
+                else:
+                    items[index] = original
+    assert not silent
