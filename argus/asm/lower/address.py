@@ -64,11 +64,13 @@ def _threads(waves: int, slots: int = 1) -> dict[str, np.ndarray]:
     return {"wave": tid // LANES, "lane": tid % LANES, "slot": np.arange(slots)[None, :]}
 
 
+@functools.lru_cache(maxsize=4096)
 def table(e: Expr, waves: int, slots: int = 1) -> np.ndarray:
     """Value of a (wave, lane, slot) expression for every thread (rows) and slot (columns);
-    a 1-D array over the threads when `slots` is 1."""
-    values = np.broadcast_to(np.asarray(evaluate(e, _threads(waves, slots)), np.int64),
-                             (waves * LANES, slots))
+    a 1-D array over the threads when `slots` is 1 (read-only: it is shared)."""
+    values = np.array(np.broadcast_to(np.asarray(evaluate(e, _threads(waves, slots)), np.int64),
+                                      (waves * LANES, slots)))
+    values.setflags(write=False)
     return values[:, 0] if slots == 1 else values
 
 
@@ -282,5 +284,6 @@ def _group(slots: int, nbytes: int, widths, contiguous, aligned, address, loc) -
 def clear_caches() -> None:
     """Forget the per-layout formulas kept across compilations (benchmarks time cold runs)."""
     _LDS_FORMULAS.clear()
+    table.cache_clear()
     at_slot.cache_clear()
     _split.cache_clear()
