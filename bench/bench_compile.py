@@ -91,8 +91,8 @@ def main(json_path: str | None, policy: str) -> None:
     import argus.smt  # noqa: F401  (imported once before timing, as a warm process would)
 
     rows = [measure(params, policy) for params in CONFIGS]
-    header = (f"{'configuration':<44} {'wall s':>6} {'CPU s':>5} {'VGPR':>5} {'AGPR':>5} {'SGPR':>5} "
-              f"{'waves/SIMD':>10} {'instr/MFMA':>10} {'AMD same tile':>13} {'ratio':>6} "
+    header = (f"{'configuration':<44} {'wall s':>6} {'CPU s':>5} {'VGPR':>5} {'AGPR':>5} "
+              f"{'SGPR':>5} {'waves/SIMD':>10} {'instr/MFMA':>10} {'AMD same tile':>13} {'ratio':>6} "
               f"{'per work':>8}")
     print(header)
     for row in rows:
