@@ -92,8 +92,8 @@ def main(json_path: str | None, policy: str) -> None:
 
     rows = [measure(params, policy) for params in CONFIGS]
     header = (f"{'configuration':<44} {'wall s':>6} {'CPU s':>5} {'VGPR':>5} {'AGPR':>5} "
-              f"{'SGPR':>5} {'waves/SIMD':>10} {'instr/MFMA':>10} {'AMD same tile':>13} {'ratio':>6} "
-              f"{'per work':>8}")
+              f"{'SGPR':>5} {'waves/SIMD':>10} {'instr/MFMA':>10} {'AMD same tile':>13} "
+              f"{'ratio':>6} {'per work':>8}")
     print(header)
     for row in rows:
         p = row["params"]
