@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from argus.asm import CodeObject
-from argus.asm.stats import CLASSES
 from argus.cli import main
+from argus.isa_cdna3.opcodes import CLASSES
 
 EXAMPLE = Path(__file__).parent.parent / "argus" / "examples" / "mfma_gemm_32x32.s"
 SALU = Path(__file__).parent / "asm" / "salu_branches.s"

@@ -15,55 +15,15 @@ from pathlib import Path
 import attrs
 
 from argus.asm.codeobject import CodeObject, assemble
+from argus.isa_cdna3 import opcodes
 from argus.isa_cdna3.abi import KernelInfo
 from argus.isa_cdna3.instruction import Instruction, Reg
-
-CLASSES = ("MFMA", "VALU", "SALU", "SMEM", "DS read", "DS write", "DS other",
-           "buffer load", "buffer load to LDS", "buffer store", "buffer atomic",
-           "global load", "global store", "global atomic", "flat/scratch",
-           "s_waitcnt", "s_barrier", "s_nop", "branch", "other")
-
-_CONTROL = {"s_waitcnt": "s_waitcnt", "s_barrier": "s_barrier", "s_nop": "s_nop"}
-_SMEM_PREFIXES = ("s_load_", "s_store_", "s_buffer_", "s_atomic_", "s_dcache_", "s_scratch_",
-                  "s_memtime", "s_memrealtime")
-_OTHER = frozenset(("s_endpgm", "s_code_end", "s_sendmsg", "s_trap", "s_sethalt", "s_icache_inv",
-                    "s_setprio", "s_sleep"))
+from argus.isa_cdna3.opcodes import CLASSES
 
 
 def classify(ins: Instruction) -> str:
-    """The statistics class of one instruction (one of CLASSES)."""
-    op = ins.opcode
-    if op in _CONTROL:
-        return _CONTROL[op]
-    if op.startswith(("v_mfma", "v_smfmac")):
-        return "MFMA"
-    if op.startswith("v_"):
-        return "VALU"
-    if op.startswith(("s_branch", "s_cbranch", "s_setpc", "s_swappc", "s_call")):
-        return "branch"
-    if op.startswith(_SMEM_PREFIXES):
-        return "SMEM"
-    if op in _OTHER:
-        return "other"
-    if op.startswith("s_"):
-        return "SALU"
-    if op.startswith("ds_"):
-        if op.startswith(("ds_read", "ds_load")):
-            return "DS read"
-        if op.startswith(("ds_write", "ds_store")):
-            return "DS write"
-        return "DS other"
-    for prefix in ("buffer", "global"):
-        if op.startswith(prefix + "_"):
-            if "_atomic" in op:
-                return f"{prefix} atomic"
-            if "_load" in op:
-                return "buffer load to LDS" if ins.has("lds") else f"{prefix} load"
-            if "_store" in op:
-                return f"{prefix} store"
-    if op.startswith(("flat_", "scratch_")):
-        return "flat/scratch"
-    return "other"
+    """The statistics class of one instruction (one of CLASSES), from the opcode table."""
+    return opcodes.classify(ins.opcode, to_lds=ins.has("lds"))
 
 
 def instruction_mix(instructions: Iterable[Instruction]) -> dict[str, int]:

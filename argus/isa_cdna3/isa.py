@@ -46,21 +46,6 @@ def waitcnt_counters(simm16: int) -> dict[str, int]:
             "lgkmcnt": (simm16 >> 8) & 0xF}
 
 
-#: The counter an instruction's completion is tracked on (`s_waitcnt` field), or None: vector
-#: memory (loads, stores and atomics alike on gfx9) on vmcnt, in order; LDS/GDS on lgkmcnt, in
-#: order; scalar memory on lgkmcnt, out of order (only lgkmcnt(0) is safe while one is pending).
-def wait_counter(opcode: str) -> str | None:
-    if opcode.startswith(("buffer_", "global_", "flat_", "scratch_")):
-        return "vm"
-    if opcode.startswith(("ds_", "s_load_", "s_buffer_load_", "s_store_", "s_atomic_")):
-        return "lgkm"
-    return None
-
-
-def is_scalar_memory(opcode: str) -> bool:
-    return opcode.startswith(("s_load_", "s_buffer_load_", "s_store_", "s_atomic_"))
-
-
 #: V# word 3 for a raw (stride 0) 32-bit-format buffer on gfx9 (CK's
 #: CK_BUFFER_RESOURCE_3RD_DWORD; AMD's gfx942 kernels `s_mov_b32 s11, 0x20000`).
 BUFFER_RSRC_WORD3 = 0x00020000

@@ -1,4 +1,4 @@
-"""`s_waitcnt` insertion from the counters' rules (isa_cdna3.isa.wait_counter): vector memory
+"""`s_waitcnt` insertion from the counters' rules (isa_cdna3.opcodes.counter): vector memory
 completes in order on vmcnt, LDS in order on lgkmcnt, scalar memory out of order on lgkmcnt.
 
 Each instruction that reads or overwrites a register a pending load writes waits for exactly
@@ -13,9 +13,10 @@ from __future__ import annotations
 import attrs
 
 from argus.asm.lower.program import Loop, MInst, Skip
-from argus.isa_cdna3 import isa
+from argus.isa_cdna3 import isa, opcodes
+from argus.isa_cdna3.opcodes import LGKMCNT, VMCNT
 
-LIMIT = {"vm": isa.VMCNT_MAX, "lgkm": isa.LGKMCNT_MAX}
+LIMIT = {VMCNT: isa.VMCNT_MAX, LGKMCNT: isa.LGKMCNT_MAX}
 
 
 @attrs.frozen
@@ -61,7 +62,7 @@ def _needed(queue: tuple[Pending, ...], touched: frozenset, counter: str, barrie
         hit = bool(entry.regs & touched) or (barrier and entry.lds_write)
         if not hit:
             continue
-        if entry.scalar or (counter == "lgkm" and any(e.scalar for e in queue)):
+        if entry.scalar or (counter == LGKMCNT and any(e.scalar for e in queue)):
             return 0
         need = age if need is None else min(need, age)
     if need is None:
@@ -75,19 +76,19 @@ def _step(inst: MInst, state: State) -> tuple[State, dict[str, int]]:
     barrier = inst.opcode == "s_barrier"
     waits = {}
     vm, lgkm = state.vm, state.lgkm
-    for counter, queue in (("vm", vm), ("lgkm", lgkm)):
+    for counter, queue in ((VMCNT, vm), (LGKMCNT, lgkm)):
         n = _needed(queue, touched, counter, barrier)
         if n is not None:
             waits[counter] = n
-    if "vm" in waits:
-        vm = vm[len(vm) - waits["vm"]:] if waits["vm"] else ()
-    if "lgkm" in waits:
-        lgkm = lgkm[len(lgkm) - waits["lgkm"]:] if waits["lgkm"] else ()
-    counter = isa.wait_counter(inst.opcode)
+    if VMCNT in waits:
+        vm = vm[len(vm) - waits[VMCNT]:] if waits[VMCNT] else ()
+    if LGKMCNT in waits:
+        lgkm = lgkm[len(lgkm) - waits[LGKMCNT]:] if waits[LGKMCNT] else ()
+    counter = opcodes.counter(inst.opcode)
     if counter is not None:
-        entry = Pending(_units(inst, inst.defs), inst.opcode.startswith("ds_write"),
-                        isa.is_scalar_memory(inst.opcode))
-        if counter == "vm":
+        entry = Pending(_units(inst, inst.defs), opcodes.classify(inst.opcode) == "DS write",
+                        opcodes.unit(inst.opcode) is opcodes.Unit.SMEM)
+        if counter == VMCNT:
             vm = _bounded(vm + (entry,), counter)
         else:
             lgkm = _bounded(lgkm + (entry,), counter)
@@ -107,8 +108,8 @@ def _bounded(queue: tuple, counter: str) -> tuple:
 
 
 def waitcnt_text(waits: dict[str, int]) -> str:
-    return " ".join(f"{'vmcnt' if c == 'vm' else 'lgkmcnt'}({n})" for c, n in sorted(
-        waits.items(), key=lambda kv: kv[0] != "vm"))
+    return " ".join(f"{c}cnt({n})" for c, n in sorted(waits.items(),
+                                                      key=lambda kv: kv[0] != VMCNT))
 
 
 def _walk(items: list, state: State, insert: bool) -> State:

@@ -10,7 +10,6 @@ rely on those loads reading 0. Out-of-range loads read 0 and stores are dropped.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,17 +27,11 @@ from argus.isa_cdna3.emu.operands import (
 from argus.isa_cdna3.emu.state import Group, Machine, MemoryFault
 from argus.isa_cdna3.instruction import Instruction, Reg, Special
 from argus.isa_cdna3.lds import access_cycles
+from argus.isa_cdna3.opcodes import OPCODES, Opcode, Unit
 
 U32 = np.uint32
 U64 = np.uint64
 
-_SIZES = {"dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16, "dwordx8": 32,
-          "dwordx16": 64, "ubyte": 1, "sbyte": 1, "ushort": 2, "sshort": 2, "byte": 1,
-          "short": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16, "u8": 1, "i8": 1, "u16": 2,
-          "i16": 2, "b8": 1, "b16": 2}
-
-SMEM = re.compile(r"^s_(buffer_)?load_(dword|dwordx2|dwordx4|dwordx8|dwordx16)$")
-SMEM_STORE = re.compile(r"^s_store_(dword|dwordx2|dwordx4)$")
 # 32-bit scalar atomics: new memory value from (old, data)
 SMEM_ATOMICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "s_atomic_add": lambda old, data: old + data,
@@ -52,53 +45,35 @@ SMEM_ATOMICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "s_atomic_inc": lambda old, data: np.where(old >= data, U32(0), old + U32(1)),
     "s_atomic_dec": lambda old, data: np.where((old == 0) | (old > data), data, old - U32(1)),
 }
-BUFFER = re.compile(r"^buffer_(load|store)_(dword|dwordx2|dwordx3|dwordx4|ubyte|sbyte|ushort|"
-                    r"sshort|byte|short)$")
-GLOBAL = re.compile(r"^global_(load|store)_(dword|dwordx2|dwordx3|dwordx4|ubyte|sbyte|ushort|"
-                    r"sshort|byte|short)$")
-DS_READ = re.compile(r"^ds_read_(b32|b64|b96|b128|u8|i8|u16|i16)$")
-DS_WRITE = re.compile(r"^ds_write_(b8|b16|b32|b64|b96|b128)$")
-DS_READ2 = re.compile(r"^ds_read2(st64)?_(b32|b64)$")
-DS_WRITE2 = re.compile(r"^ds_write2(st64)?_(b32|b64)$")
-ATOMICS = {"buffer_atomic_add_f32", "global_atomic_add_f32", "global_atomic_pk_add_bf16",
-           "buffer_atomic_pk_add_bf16", "global_atomic_add_u32", "buffer_atomic_add_u32",
-           "global_atomic_pk_add_f16", "buffer_atomic_pk_add_f16"}
-PERMUTES = {"ds_bpermute_b32", "ds_permute_b32"}
 
 
-class _Opcodes:
-    """Membership test for every memory opcode this module implements."""
-
-    def __contains__(self, name: str) -> bool:
-        return bool(SMEM.match(name) or SMEM_STORE.match(name) or name in SMEM_ATOMICS
-                    or BUFFER.match(name) or GLOBAL.match(name)
-                    or DS_READ.match(name) or DS_WRITE.match(name) or DS_READ2.match(name)
-                    or DS_WRITE2.match(name) or name in ATOMICS or name in PERMUTES
-                    or name == "global_load_lds_dword")
-
-
-MEMORY_OPCODES = _Opcodes()
+def memory_row(opcode: str) -> Opcode | None:
+    """The opcode-table row of a memory instruction this module executes (it moves data)."""
+    found = OPCODES.get(opcode)
+    return found if found is not None and found.access else None
 
 
 def compile_memory(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
-    name = inst.opcode
-    if SMEM.match(name):
-        return _smem(inst)
-    if SMEM_STORE.match(name) or name in SMEM_ATOMICS:
-        return _smem_write(inst)
-    if name in ATOMICS:
-        return _atomic(inst, accum)
-    if BUFFER.match(name):
-        return _buffer(inst, accum)
-    if GLOBAL.match(name) or name == "global_load_lds_dword":
-        return _global(inst, accum)
-    if name in PERMUTES:
-        return _permute(inst, accum)
-    if DS_READ.match(name) or DS_READ2.match(name):
-        return _ds_read(inst, accum)
-    if DS_WRITE.match(name) or DS_WRITE2.match(name):
-        return _ds_write(inst, accum)
-    raise KeyError(name)
+    """The executor of a memory instruction, chosen by its opcode-table row."""
+    found = memory_row(inst.opcode)
+    if found is None:
+        raise KeyError(inst.opcode)
+    if found.unit is Unit.SMEM:
+        return _smem(inst, found) if found.access == "load" else _smem_write(inst, found)
+    if found.access == "atomic":
+        return _atomic(inst, found, accum)
+    if found.cls in ("buffer load", "buffer store"):
+        return _buffer(inst, found, accum)
+    if found.cls in ("global load", "global store"):
+        return _global(inst, found, accum)
+    if found.cls == "DS other":
+        return _permute(inst, found, accum)
+    return (_ds_read if found.access == "load" else _ds_write)(inst, found, accum)
+
+
+def _width(row: Opcode) -> str:
+    """The width/extension suffix of a memory opcode (`dwordx4`, `ubyte`, `b64`, `i16`)."""
+    return row.name.rsplit("_", 1)[1]
 
 
 def _account(m: Machine, g: Group, inst: Instruction, nbytes: int, lanes: int | None = None
@@ -147,10 +122,10 @@ def _register_commit(m: Machine, g: Group, regs: list[int], block: np.ndarray,
 
 
 # ---------------------------------------------------------------------------------- SMEM
-def _smem(inst: Instruction) -> Callable[[Machine, Group], Any]:
-    kind = SMEM.match(inst.opcode).group(2)
-    count = _dword_count(_SIZES[kind])
-    buffered = inst.opcode.startswith("s_buffer_")
+def _smem(inst: Instruction, row: Opcode) -> Callable[[Machine, Group], Any]:
+    count = _dword_count(row.bytes)
+    buffered = inst.opcode.startswith("s_buffer_")      # the base is a V#, not an address
+    counter = row.counter
     dst, base_op, offset_op = inst.operands[:3]
     dst_idx = sgpr_index(dst)
     base = scalar_reader(base_op, inst, wide=not buffered)
@@ -174,17 +149,17 @@ def _smem(inst: Instruction) -> Callable[[Machine, Group], Any]:
             ids = waves[rows]
             for k, reg in enumerate(sgprs):
                 m.sgpr[reg][ids] = values[rows, k]
-        m.enqueue(g, "lgkm", commit, inst, sgprs=sgprs)
+        m.enqueue(g, counter, commit, inst, sgprs=sgprs)
         _account(m, g, inst, 4 * count, lanes=g.n)
     return run
 
 
-def _smem_write(inst: Instruction) -> Callable[[Machine, Group], Any]:
+def _smem_write(inst: Instruction, row: Opcode) -> Callable[[Machine, Group], Any]:
     """s_store_dword{,x2,x4} and the 32-bit s_atomic_*: write when issued, waves in order; an
     atomic with glc returns the old value to its data SGPR at the lgkmcnt, like a load."""
-    store = SMEM_STORE.match(inst.opcode)
-    count = _dword_count(_SIZES[store.group(1)]) if store else 1
-    update = None if store else SMEM_ATOMICS[inst.opcode]
+    count = _dword_count(row.bytes)
+    counter = row.counter
+    update = SMEM_ATOMICS[inst.opcode] if row.access == "atomic" else None
     returns = update is not None and (inst.has("glc") or inst.has("sc0"))
     data_op, base_op, offset_op = inst.operands[:3]
     data_idx = sgpr_index(data_op)
@@ -209,9 +184,9 @@ def _smem_write(inst: Instruction) -> Callable[[Machine, Group], Any]:
         def commit(rows: np.ndarray) -> None:
             m.sgpr[data_idx][waves[rows]] = old[rows]
         if returns:
-            m.enqueue(g, "lgkm", commit, inst, sgprs=(data_idx,))
+            m.enqueue(g, counter, commit, inst, sgprs=(data_idx,))
         else:
-            m.enqueue(g, "lgkm", None, inst)
+            m.enqueue(g, counter, None, inst)
         _account(m, g, inst, 4 * count, lanes=g.n)
     return run
 
@@ -280,8 +255,8 @@ def _read(m: Machine, where: np.ndarray, nbytes: int, kind: str) -> np.ndarray:
 
 
 def _store(m: Machine, g: Group, inst: Instruction, where: np.ndarray, data_idx: int,
-           words: int, nbytes: int, active: np.ndarray) -> None:
-    """Write the data registers to memory where `active`; counted on vmcnt like a load."""
+           words: int, nbytes: int, active: np.ndarray, counter: str) -> None:
+    """Write the data registers to memory where `active`; counted like a load."""
     values = m.read_block(g, data_idx, words, inst)
     if nbytes >= 4:
         m.memory.write_words(where, values, active)
@@ -289,15 +264,14 @@ def _store(m: Machine, g: Group, inst: Instruction, where: np.ndarray, data_idx:
         raw = np.ascontiguousarray(values[0]).view(np.uint8).reshape(
             g.n, isa.WAVE_SIZE, 4)[..., :nbytes]
         m.memory.write_bytes(where[0], raw, active[0])
-    m.enqueue(g, "vm", None, inst)
+    m.enqueue(g, counter, None, inst)
 
 
-def _buffer(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
-    op, kind = BUFFER.match(inst.opcode).groups()
-    nbytes = _SIZES[kind]
+def _buffer(inst: Instruction, row: Opcode, accum: int) -> Callable[[Machine, Group], Any]:
+    kind, nbytes, counter = _width(row), row.bytes, row.counter
     words = _dword_count(nbytes)
     to_lds = inst.has("lds")
-    is_load = op == "load"
+    is_load = row.access == "load"
     data, vaddr_idx, rsrc_idx, soffset, offen, idxen = _buffer_operands(
         inst, accum, has_data=not (is_load and to_lds))
     data_idx = vgpr_index(data, accum) if data is not None else None
@@ -314,12 +288,12 @@ def _buffer(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
             if not everything:
                 values = np.where(active, values, U32(0))
             if to_lds:
-                _queue_lds_dma(m, g, inst, values[0], inst_offset, nbytes)
+                _queue_lds_dma(m, g, inst, values[0], inst_offset, nbytes, counter)
             else:
-                m.enqueue(g, "vm", _register_commit(m, g, regs, values, g.exec), inst,
+                m.enqueue(g, counter, _register_commit(m, g, regs, values, g.exec), inst,
                           vgprs=tuple(regs))
         else:
-            _store(m, g, inst, where, data_idx, words, nbytes, active)
+            _store(m, g, inst, where, data_idx, words, nbytes, active, counter)
         _account(m, g, inst, nbytes)
     return run
 
@@ -331,7 +305,7 @@ def _bytes_to_u32(raw: np.ndarray) -> np.ndarray:
 
 
 def _queue_lds_dma(m: Machine, g: Group, inst: Instruction, values: np.ndarray,
-                   inst_offset: int, nbytes: int) -> None:
+                   inst_offset: int, nbytes: int, counter: str) -> None:
     """buffer/global load ... lds: LDS[M0 + inst_offset + lane * 4] = data, at the vmcnt."""
     m0 = (m.read_s(g, isa.M0, inst) & U32(0x3FFFF)).astype(np.int64)
     lds_addr = m0[:, None] + inst_offset + np.arange(isa.WAVE_SIZE) * 4
@@ -352,7 +326,7 @@ def _queue_lds_dma(m: Machine, g: Group, inst: Instruction, values: np.ndarray,
             return
         active = lanes & rows[:, None]
         target[flat[active]] = data[active]
-    m.enqueue(g, "vm", commit, inst)
+    m.enqueue(g, counter, commit, inst)
 
 
 # ---------------------------------------------------------------------------------- global
@@ -369,18 +343,15 @@ def _global_address(m: Machine, g: Group, inst: Instruction, vaddr_op, saddr_op,
     return (base.astype(np.int64)[:, None] + voff + offset).astype(U64)
 
 
-def _global(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
+def _global(inst: Instruction, row: Opcode, accum: int) -> Callable[[Machine, Group], Any]:
+    op, kind, nbytes, counter = row.access, _width(row), row.bytes, row.counter
     if inst.opcode == "global_load_lds_dword":
-        op, kind = "load", "dword"
         vaddr_op, saddr_op = inst.operands[:2]
         data = None
+    elif op == "load":
+        data, vaddr_op, saddr_op = inst.operands[:3]
     else:
-        op, kind = GLOBAL.match(inst.opcode).groups()
-        if op == "load":
-            data, vaddr_op, saddr_op = inst.operands[:3]
-        else:
-            vaddr_op, data, saddr_op = inst.operands[:3]
-    nbytes = _SIZES[kind]
+        vaddr_op, data, saddr_op = inst.operands[:3]
     words = _dword_count(nbytes)
     data_idx = vgpr_index(data, accum) if data is not None else None
 
@@ -395,24 +366,24 @@ def _global(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         if op == "load":
             values = _read(m, where, nbytes, kind)
             if data_idx is None:
-                _queue_lds_dma(m, g, inst, values[0], 0, 4)
+                _queue_lds_dma(m, g, inst, values[0], 0, 4, counter)
             else:
-                m.enqueue(g, "vm", _register_commit(m, g, regs, values, g.exec), inst,
+                m.enqueue(g, counter, _register_commit(m, g, regs, values, g.exec), inst,
                           vgprs=tuple(regs))
         else:
-            _store(m, g, inst, where, data_idx, words, nbytes, active)
+            _store(m, g, inst, where, data_idx, words, nbytes, active, counter)
         _account(m, g, inst, nbytes)
     return run
 
 
 # ---------------------------------------------------------------------------------- atomics
-def _atomic(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
-    name = inst.opcode
+def _atomic(inst: Instruction, row: Opcode, accum: int) -> Callable[[Machine, Group], Any]:
+    name, counter = inst.opcode, row.counter
     returns = inst.has("sc0") or inst.has("glc")
     ops = list(inst.operands)
     ret = ops.pop(0) if returns else None
     ret_idx = vgpr_index(ret, accum) if ret is not None else None
-    is_buffer = name.startswith("buffer_")
+    is_buffer = row.cls == "buffer atomic"
     if is_buffer:
         data, vaddr_idx, rsrc_idx, soffset, offen, idxen = _buffer_operands(
             inst, accum, has_data=True)
@@ -422,6 +393,8 @@ def _atomic(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
     kind = name.rsplit("_", 1)[-1]
     if "_pk_add_" in name:
         kind = "pk_" + kind
+    elif kind == "add":             # buffer/global_atomic_add: the 32-bit integer add
+        kind = "u32"
 
     def run(m: Machine, g: Group) -> None:
         if is_buffer:
@@ -437,10 +410,10 @@ def _atomic(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         lands = active & (where >= m.memory.GUARD)       # not the zero page (lenient memory)
         _apply_atomic(m.memory.heap, where[lands], value[lands], kind)
         if ret_idx is not None:
-            m.enqueue(g, "vm", _register_commit(m, g, [ret_idx], old[None], active), inst,
+            m.enqueue(g, counter, _register_commit(m, g, [ret_idx], old[None], active), inst,
                       vgprs=(ret_idx,))
         else:
-            m.enqueue(g, "vm", None, inst)
+            m.enqueue(g, counter, None, inst)
         _account(m, g, inst, 4)
     return run
 
@@ -532,30 +505,35 @@ def lds_cycles(addr: np.ndarray, lanes: np.ndarray, access_bytes: int, *, read: 
 def lds_ideal_cycles(inst: Instruction) -> int:
     """Conflict-free LDS cycles of one wave executing `inst`: one per phase (per address of
     ds_read2/ds_write2)."""
-    kind = inst.opcode.rsplit("_", 1)[-1]
-    size = _SIZES.get(kind, 4)
-    addresses = 2 if inst.opcode.startswith(("ds_read2", "ds_write2")) else 1
-    return addresses * len(isa.lds_phases(size, read=inst.opcode.startswith("ds_read")))
+    row = memory_row(inst.opcode)
+    size, addresses = _lds_access(row) if row is not None else (4, 1)
+    read = row is not None and row.access == "load"
+    return addresses * len(isa.lds_phases(size, read=read))
 
 
-def _record_lds(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, size: int) -> None:
+def _lds_access(row: Opcode) -> tuple[int, int]:
+    """(bytes per address, addresses per lane) of an LDS opcode: ds_read2/ds_write2 move two
+    elements of the width their name ends in."""
+    two = row.name.startswith(("ds_read2", "ds_write2"))
+    return row.bytes // (2 if two else 1), 2 if two else 1
+
+
+def _record_lds(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, size: int,
+                read: bool) -> None:
     if m.lds_cycles is not None:
-        cycles = lds_cycles(addr, g.exec, size, read=inst.opcode.startswith("ds_read"))
+        cycles = lds_cycles(addr, g.exec, size, read=read)
         m.lds_cycles[inst.address] = m.lds_cycles.get(inst.address, 0) + cycles
         if m.trace is not None:
             m.trace.lds_access(cycles, g.n)
 
 
-def _ds_read(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
-    two = DS_READ2.match(inst.opcode)
-    if two:
-        stride64, kind = two.groups()
-        size = _SIZES[kind]
-        unit = size * (64 if stride64 else 1)
+def _ds_read(inst: Instruction, row: Opcode, accum: int) -> Callable[[Machine, Group], Any]:
+    kind, counter = _width(row), row.counter
+    size, addresses = _lds_access(row)
+    if addresses == 2:
+        unit = size * (64 if "st64" in row.name else 1)
         offsets = [int(inst.mod("offset0", 0)) * unit, int(inst.mod("offset1", 0)) * unit]
     else:
-        kind = DS_READ.match(inst.opcode).group(1)
-        size = _SIZES[kind]
         offsets = [int(inst.mod("offset", 0))]
     dst, vaddr = inst.operands[:2]
     dst_idx = vgpr_index(dst, accum)
@@ -568,7 +546,7 @@ def _ds_read(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         for off in offsets:
             addr = base + off
             _check_lds(m, g, inst, addr, size, g.exec)
-            _record_lds(m, g, inst, addr, size)
+            _record_lds(m, g, inst, addr, size, True)
             if size >= 4:
                 parts.append(_lds_gather(m, g, addr, words))
             else:
@@ -578,24 +556,21 @@ def _ds_read(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
                 parts.append(_extend(_bytes_to_u32(raw), kind)[None])
         values = parts[0] if len(parts) == 1 else np.concatenate(parts, 0)
         regs = [dst_idx + k for k in range(values.shape[0])]
-        m.enqueue(g, "lgkm", _register_commit(m, g, regs, values, g.exec), inst,
+        m.enqueue(g, counter, _register_commit(m, g, regs, values, g.exec), inst,
                   vgprs=tuple(regs))
         _account(m, g, inst, size * len(offsets))
     return run
 
 
-def _ds_write(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
-    two = DS_WRITE2.match(inst.opcode)
-    if two:
-        stride64, kind = two.groups()
-        size = _SIZES[kind]
-        unit = size * (64 if stride64 else 1)
+def _ds_write(inst: Instruction, row: Opcode, accum: int) -> Callable[[Machine, Group], Any]:
+    counter = row.counter
+    size, addresses = _lds_access(row)
+    if addresses == 2:
+        unit = size * (64 if "st64" in row.name else 1)
         vaddr, d0, d1 = inst.operands[:3]
         plan = [(int(inst.mod("offset0", 0)) * unit, vgpr_index(d0, accum)),
                 (int(inst.mod("offset1", 0)) * unit, vgpr_index(d1, accum))]
     else:
-        kind = DS_WRITE.match(inst.opcode).group(1)
-        size = _SIZES[kind]
         vaddr, d0 = inst.operands[:2]
         plan = [(int(inst.mod("offset", 0)), vgpr_index(d0, accum))]
     addr_idx = vgpr_index(vaddr, accum)
@@ -606,7 +581,7 @@ def _ds_write(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
         for off, data_idx in plan:
             addr = base + off
             _check_lds(m, g, inst, addr, size, g.exec)
-            _record_lds(m, g, inst, addr, size)
+            _record_lds(m, g, inst, addr, size, False)
             values = m.read_block(g, data_idx, words, inst)
             if size >= 4:
                 _lds_scatter(m, g, addr, values, g.exec)
@@ -617,12 +592,12 @@ def _ds_write(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
                     *addr.shape, 4)[..., :size]
                 index = addr[lanes][:, None] + np.arange(size)
                 m.lds.view(np.uint8)[wgs[:, None], index] = raw[lanes]
-        m.enqueue(g, "lgkm", None, inst)
+        m.enqueue(g, counter, None, inst)
         _account(m, g, inst, size * len(plan))
     return run
 
 
-def _permute(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
+def _permute(inst: Instruction, row: Opcode, accum: int) -> Callable[[Machine, Group], Any]:
     """ds_bpermute_b32: D[l] = S[addr[l] / 4]; ds_permute_b32: D[addr[l] / 4] = S[l]."""
     dst, vaddr, data = inst.operands[:3]
     dst_idx = vgpr_index(dst, accum)
@@ -641,7 +616,7 @@ def _permute(inst: Instruction, accum: int) -> Callable[[Machine, Group], Any]:
             values = np.zeros((g.n, isa.WAVE_SIZE), U32)
             lanes = g.exec
             values[np.broadcast_to(rows, lane.shape)[lanes], lane[lanes]] = src[lanes]
-        m.enqueue(g, "lgkm", _register_commit(m, g, [dst_idx], values[None], g.exec),
+        m.enqueue(g, row.counter, _register_commit(m, g, [dst_idx], values[None], g.exec),
                   inst, vgprs=(dst_idx,))
     return run
 

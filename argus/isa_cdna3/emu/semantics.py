@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 
 from argus.isa_cdna3 import isa, numerics
-from argus.isa_cdna3.emu.memory_ops import MEMORY_OPCODES, compile_memory
+from argus.isa_cdna3.emu.memory_ops import compile_memory, memory_row
 from argus.isa_cdna3.emu.mfma_exec import compile_mfma
 from argus.isa_cdna3.emu.operands import (
     OperandError,
@@ -34,6 +34,7 @@ from argus.isa_cdna3.emu.operands import (
 from argus.isa_cdna3.emu.state import AT_BARRIER, ENDED, EXEC_WRITE, Group, Machine
 from argus.isa_cdna3.instruction import Imm, Instruction, Label, Special
 from argus.isa_cdna3.mfma import MFMA
+from argus.isa_cdna3.opcodes import LGKMCNT, OPCODES, VMCNT, Unit, classify, unit
 
 DIVERGED = -1
 Executor = Callable[[Machine, Group], Any]
@@ -251,13 +252,14 @@ def _compile_sop1(inst: Instruction) -> Executor:
     return run
 
 
+SAVEEXEC = {"and": lambda s, e: s & e, "or": lambda s, e: s | e, "xor": lambda s, e: s ^ e,
+            "andn2": lambda s, e: s & ~e, "orn2": lambda s, e: s | ~e,
+            "nand": lambda s, e: ~(s & e), "nor": lambda s, e: ~(s | e)}
+
+
 def _compile_saveexec(inst: Instruction) -> Executor:
     """s_{and,or,xor,andn2,orn2}_saveexec_b64: D = EXEC; EXEC = op(S0, EXEC); SCC = EXEC != 0."""
-    op = inst.opcode.removeprefix("s_").removesuffix("_saveexec_b64")
-    fns = {"and": lambda s, e: s & e, "or": lambda s, e: s | e, "xor": lambda s, e: s ^ e,
-           "andn2": lambda s, e: s & ~e, "orn2": lambda s, e: s | ~e,
-           "nand": lambda s, e: ~(s & e), "nor": lambda s, e: ~(s | e)}
-    fn = fns[op]
+    fn = SAVEEXEC[inst.opcode.removeprefix("s_").removesuffix("_saveexec_b64")]
     dst, src_op = inst.operands
     src = scalar_reader(src_op, inst, wide=True)
     exec_read = scalar_reader(EXEC_OPERAND, inst, wide=True)
@@ -322,6 +324,13 @@ def _compile_sopc(inst: Instruction) -> Executor:
 
 
 # ------------------------------------------------------------------------------------ SOPP
+BRANCHES = ("s_branch", "s_cbranch_scc0", "s_cbranch_scc1", "s_cbranch_vccz", "s_cbranch_vccnz",
+            "s_cbranch_execz", "s_cbranch_execnz")
+CONTROL = ("s_waitcnt", "s_endpgm", "s_barrier", "s_setvskip", "s_set_gpr_idx_on",
+           "s_set_gpr_idx_off")
+SOPK = ("s_movk_i32", "s_addk_i32", "s_mulk_i32")
+
+
 def _branch_condition(name: str) -> Callable[[Machine, Group], np.ndarray] | None:
     def vcc_zero(m, g):
         return (m.sgpr[isa.VCC][g.sel] | m.sgpr[isa.VCC + 1][g.sel]) == 0
@@ -367,9 +376,9 @@ def _compile_waitcnt(inst: Instruction) -> Executor:
 
     def run(m: Machine, g: Group) -> None:
         if vm < isa.VMCNT_MAX:
-            m.wait(g, "vm", vm)
+            m.wait(g, VMCNT, vm)
         if lgkm < isa.LGKMCNT_MAX:
-            m.wait(g, "lgkm", lgkm)
+            m.wait(g, LGKMCNT, lgkm)
     return run
 
 
@@ -385,7 +394,7 @@ def _compile_setvskip(inst: Instruction) -> Executor:
 
 def is_vector(inst: Instruction) -> bool:
     """Instructions VSKIP suppresses: VALU, MFMA, VMEM and LDS."""
-    return inst.opcode.startswith(("v_", "buffer_", "global_", "flat_", "ds_"))
+    return unit(inst.opcode) in (Unit.VALU, Unit.MFMA, Unit.VMEM, Unit.LDS)
 
 
 def _end(m: Machine, g: Group) -> int:
@@ -459,8 +468,8 @@ def _check_lds_writes_retired(m: Machine, g: Group, inst: Instruction) -> None:
     arrival order instead, so "warn" and "off" (the vendor-kernel modes) do not report it."""
     if m.check != "strict":
         return
-    for entry in m.queue["lgkm"]:
-        if not entry.text.startswith("ds_write"):
+    for entry in m.queue[LGKMCNT]:
+        if classify(entry.text.partition(" ")[0]) != "DS write":
             continue
         rows = np.isin(g.waves, entry.waves[~entry.done])
         if rows.any():
@@ -472,7 +481,7 @@ def _check_lds_writes_retired(m: Machine, g: Group, inst: Instruction) -> None:
 
 NOP_OPCODES = {"s_nop", "v_nop", "s_setprio", "s_sleep", "s_dcache_wb", "s_icache_inv",
                "s_dcache_inv", "s_sethalt", "s_ttracedata", "buffer_wbinvl1", "buffer_wbinvl1_vol",
-               "buffer_inv", "buffer_wbl2", "s_waitcnt_vscnt", "s_setreg_imm32_b32"}
+               "buffer_inv", "buffer_wbl2", "s_setreg_imm32_b32"}
 
 
 def nop_wait_states(inst: Instruction) -> int:
@@ -984,6 +993,8 @@ _CMP = {"eq": np.equal, "ne": np.not_equal, "lg": np.not_equal, "lt": np.less,
         "ngt": lambda a, b: ~(a > b), "nge": lambda a, b: ~(a >= b)}
 _CMP_KIND = {"f32": "f32", "i32": "i32", "u32": "u32", "f16": "f16", "f64": "f64",
              "u64": "u64", "i64": "u64"}
+#: The compare decoder reads v_cmp[x]_<condition>_<type> for these conditions and types.
+COMPARES, COMPARE_TYPES = tuple(_CMP), tuple(_CMP_KIND)
 
 
 def _compile_vopc(inst: Instruction, accum: int) -> Executor:
@@ -1205,6 +1216,17 @@ _SPECIAL_VALU: dict[str, Callable[[Instruction, int], Executor]] = {
 }
 
 
+def implemented_opcodes() -> set[str]:
+    """Every opcode a dispatch table here names (compares, decoded generically from their name,
+    excepted: see COMPARES); memory opcodes are dispatched on the opcode table's rows."""
+    cmpk = {f"s_cmpk_{name.removeprefix('s_cmp_')}" for name in SOPC
+            if name.startswith("s_cmp_") and name.endswith(("_i32", "_u32"))}
+    return (set(SOP2) | set(SOP1) | set(SOPC) | set(SOPK) | cmpk | set(BRANCHES) | set(CONTROL)
+            | {f"s_{op}_saveexec_b64" for op in SAVEEXEC} | NOP_OPCODES | set(VOP)
+            | set(_SPECIAL_VALU) | set(_SPECIAL_SDWA) | set(MFMA)
+            | {name for name, row in OPCODES.items() if row.access})
+
+
 def supported(inst: Instruction) -> bool:
     try:
         compile_instruction(inst, 256)
@@ -1237,7 +1259,7 @@ def compile_instruction(inst: Instruction, accum: int) -> Executor:
         return _compile_set_gpr_idx_on(inst)
     if name == "s_set_gpr_idx_off":
         return lambda m, g: None
-    if name.startswith(("s_branch", "s_cbranch_")):
+    if name in BRANCHES:
         return _compile_branch(inst)
     if name in SOP2:
         return _compile_sop2(inst)
@@ -1247,11 +1269,11 @@ def compile_instruction(inst: Instruction, accum: int) -> Executor:
         return _compile_saveexec(inst)
     if name in SOPC:
         return _compile_sopc(inst)
-    if name in ("s_movk_i32", "s_addk_i32", "s_mulk_i32") or name.startswith("s_cmpk_"):
+    if name in SOPK or name.startswith("s_cmpk_"):
         return _compile_sopk(inst)
     if base in MFMA:
         return compile_mfma(inst, MFMA[base], accum)
-    if name in MEMORY_OPCODES or base in MEMORY_OPCODES:
+    if memory_row(name) is not None or memory_row(base) is not None:
         return compile_memory(inst, accum)
     if base in _SPECIAL_VALU:
         return _SPECIAL_VALU[base](inst, accum)

@@ -17,6 +17,7 @@ from argus.errors import ArgusError
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.instruction import Instruction
 from argus.isa_cdna3.mfma import MfmaInfo
+from argus.isa_cdna3.opcodes import COUNTERS, VMCNT, Unit, unit
 
 RUNNING, AT_BARRIER, ENDED = 0, 1, 2
 EXEC_WRITE = -1          # stands for EXEC in Group.recent_valu (v_cmpx writes it)
@@ -98,7 +99,7 @@ class Group:
 class PendingResult:
     """One memory instruction of a group, waiting for its counter to retire it."""
 
-    counter: str                          # "vm" | "lgkm"
+    counter: str                          # opcodes.VMCNT | opcodes.LGKMCNT
     waves: np.ndarray
     seq: np.ndarray                       # per-wave issue number on that counter
     done: np.ndarray
@@ -235,9 +236,9 @@ class Machine:
         self.lds = np.zeros((workgroups, max(lds_bytes, 4) // 4), np.uint32)
         self.memory = memory
         # s_waitcnt: per-wave issue counts and outstanding results, oldest first
-        self.issued = {"vm": np.zeros(waves, np.int64), "lgkm": np.zeros(waves, np.int64)}
-        self.outstanding = {"vm": np.zeros(waves, np.int64), "lgkm": np.zeros(waves, np.int64)}
-        self.queue: dict[str, list[PendingResult]] = {"vm": [], "lgkm": []}
+        self.issued = {c: np.zeros(waves, np.int64) for c in COUNTERS}
+        self.outstanding = {c: np.zeros(waves, np.int64) for c in COUNTERS}
+        self.queue: dict[str, list[PendingResult]] = {c: [] for c in COUNTERS}
         self.pending_v: dict[int, np.ndarray] = {}
         self.pending_s: dict[int, np.ndarray] = {}
         self.pending_by_reg: dict[tuple[str, int], PendingResult] = {}
@@ -342,7 +343,7 @@ class Machine:
         if waiting.any():
             entry = self.pending_by_reg.get((file, idx))
             name = self.vgpr_name(idx) if file == "v" else f"s{idx}"
-            counter = entry.counter if entry else "vm"
+            counter = entry.counter if entry else VMCNT
             self.report(g, waiting, "pending-load", inst, entry.pc if entry else -1,
                         entry.text if entry else "?", name,
                         f"its load is still in flight; add `s_waitcnt {counter}cnt(...)` "
@@ -378,7 +379,7 @@ class Machine:
                 masked: bool = True) -> None:
         if idx in self.pending_v:
             self._check_pending(g, idx, inst, self.pending_v[idx], "v")
-        if idx in self.mfma_producer and not inst.opcode.startswith(("v_mfma", "v_smfmac")):
+        if idx in self.mfma_producer and unit(inst.opcode) is not Unit.MFMA:
             self.read_v(g, idx, inst)
         if masked and not g.exec_full:
             value = np.where(g.exec, value, self.vgpr[idx][g.sel])
@@ -461,7 +462,7 @@ class Machine:
 
     def drain(self) -> None:
         """Retire everything (end of the launch): stores and atomics are already in memory."""
-        for counter in ("vm", "lgkm"):
+        for counter in COUNTERS:
             for entry in self.queue[counter]:
                 rows = ~entry.done
                 if rows.any():
