@@ -19,7 +19,8 @@ from argus.ir.types import IRError, SourceLoc
 from argus.isa_cdna3.emu import HazardError, UnsupportedOpcodeError
 
 #: Exceptions that are control flow inside one module, never shown to a user.
-INTERNAL = {"argus.smt.minimise.GaveUp"}
+INTERNAL = {"argus.smt.minimise.GaveUp", "argus.search.evaluate._Stop",
+            "argus.search.planners.llm.LLMFailure"}
 
 
 def _argus_exceptions() -> dict[str, type]:

@@ -12,11 +12,13 @@ from typing import Any
 
 import attrs
 
+from argus.errors import ArgusError
+
 MFMA_32 = "v_mfma_f32_32x32x8_bf16"
 MFMA_16 = "v_mfma_f32_16x16x16_bf16"
 
 
-class SearchError(ValueError):
+class SearchError(ArgusError, ValueError):
     """Bad input to the search (a family, shape, knob value, option or run file it cannot use);
     the message names the place and the fix."""
 
