@@ -10,7 +10,8 @@ import argus
 import argus.lang as T
 from argus.asm import assemble
 from argus.asm.launch import emulate
-from argus.asm.lower.program import Loop, MInst, Skip
+from argus.asm.lower.hazards import insert_nops
+from argus.asm.lower.program import Loop, MInst, Skip, VReg
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.abi import LaunchError
 from argus.isa_cdna3.emu import EmulatorError
@@ -145,3 +146,18 @@ def test_mfma_result_hazard_nops_are_necessary(instr):
                 else:
                     items[index] = original
     assert not silent
+
+
+def test_independent_instructions_fill_a_hazard_before_any_nop():
+    acc, a, b = VReg("v", 16, phys=0), VReg("v", 2, phys=16), VReg("v", 2, phys=18)
+    out, free = VReg("v", 1, phys=30), [VReg("v", 1, phys=40 + i) for i in range(4)]
+    mfma_inst = MInst("v_mfma_f32_32x32x8_bf16", (acc, a, b, acc), 1)
+    read = MInst("v_mov_b32_e32", (out, acc[3]), 1)
+    independent = [MInst("v_add_u32_e32", (free[i], 1, free[3]), 1) for i in range(3)]
+    dependent = MInst("v_add_u32_e32", (free[3], 1, out), 1)
+    program = [mfma_inst, read, *independent, dependent]
+    insert_nops(program)
+    need = isa.mfma_to_read_wait_states(mfma("v_mfma_f32_32x32x8_bf16"))
+    assert program[:4] == [mfma_inst, *independent]
+    assert program[4].opcode == "s_nop" and int(program[4].operands[0]) + 1 == need - 3
+    assert program[5:] == [read, dependent]

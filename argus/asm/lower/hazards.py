@@ -1,8 +1,9 @@
 """Hazard wait states the hardware does not interlock, from the isa_cdna3 table the emulator's
 strict mode checks against: an MFMA result read by a VALU/VMEM/LDS instruction or by another
 MFMA (as SrcA/B, or as a SrcC other than exactly its own accumulator), and a VALU write of a VGPR
-an MFMA reads. Where the instructions in between do not give enough wait states, `s_nop` fills
-the gap; loops are solved over the back edge.
+an MFMA reads. Where the instructions in between do not give enough wait states, independent
+later ALU instructions of the same straight-line run move up to fill the gap, then `s_nop` covers
+the rest; loops are solved over the back edge.
 """
 
 from __future__ import annotations
@@ -67,10 +68,54 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
+#: Instructions a filler may not move across or be: memory, waits, barriers, control flow.
+FIXED = ("s_waitcnt", "s_barrier", "s_cbranch", "s_branch", "s_cmp", "s_endpgm", "s_nop",
+         "s_load", "buffer_", "global_", "ds_")
+
+
+def _movable(inst) -> bool:
+    return isinstance(inst, MInst) and not is_mfma(inst) and not inst.opcode.startswith(FIXED)
+
+
+def _independent(candidate: MInst, passed: list, cache: dict) -> bool:
+    """Whether `candidate` may move above the instructions `passed` (no register dependence
+    either way)."""
+    reads, writes, _ = _reads_writes(candidate, cache)
+    for inst in passed:
+        r, w, _ = _reads_writes(inst, cache)
+        if writes & (r | w) or reads & w:
+            return False
+    return True
+
+
+def _fillers(pending: list, index: int, gap: int, history: dict, cache: dict) -> list[MInst]:
+    """Up to `gap` later instructions of this straight-line run that depend on nothing between
+    them and pending[index] and need no wait states of their own: they fill the gap instead of
+    `s_nop` (removed from `pending`)."""
+    chosen, passed = [], [pending[index]]
+    j = index + 1
+    while j < len(pending) and len(chosen) < gap and isinstance(pending[j], MInst) \
+            and not pending[j].opcode.startswith(FIXED[:6]):
+        candidate = pending[j]
+        if (_movable(candidate) and _independent(candidate, passed, cache)
+                and all(required(p, candidate, cache) <= age for p, age in history.items())
+                and required(candidate, pending[index], cache) == 0):
+            chosen.append(candidate)
+            del pending[j]
+            continue
+        passed.append(candidate)
+        j += 1
+    return chosen
+
+
 def _walk(items: list, history: dict, insert: bool, cache: dict) -> dict:
     """history: producer -> wait states issued since it (ages); returns the history after."""
     out = []
-    for item in items:
+    pending = list(items)
+    index = 0
+    while index < len(pending):
+        item = pending[index]
+        index += 1
         if isinstance(item, Loop):
             entry = history
             for _ in range(4):
@@ -91,16 +136,27 @@ def _walk(items: list, history: dict, insert: bool, cache: dict) -> dict:
             continue
         gap = max((required(p, item, cache) - age for p, age in history.items()), default=0)
         if gap > 0:
+            # independent later instructions first, `s_nop` for what they do not cover
+            for filler in _fillers(pending, index - 1, gap, history, cache):
+                out.append(filler)
+                history = _issue(filler, history)
+                gap -= 1
             for nop in _nops(gap, item):
                 out.append(nop)
-            history = {p: age + gap for p, age in history.items()}
+            history = {p: age + max(gap, 0) for p, age in history.items()}
         out.append(item)
-        step = wait_states(item)
-        history = {p: age + step for p, age in history.items() if age + step < HORIZON}
-        if item.defs and (is_mfma(item) or item.opcode.startswith("v_")):
-            history[item] = 0
+        history = _issue(item, history)
     if insert:
         items[:] = out
+    return history
+
+
+def _issue(inst: MInst, history: dict) -> dict:
+    """The history after `inst` issues."""
+    step = wait_states(inst)
+    history = {p: age + step for p, age in history.items() if age + step < HORIZON}
+    if inst.defs and (is_mfma(inst) or inst.opcode.startswith("v_")):
+        history[inst] = 0
     return history
 
 
