@@ -179,3 +179,15 @@ def test_disasm_compare_beside_amds_gemm(tmp_path, aiter_root):
     assert report["resources"]["lds_bytes"] == [2 * 2 * 64 * 64 * 2, 65536]
     table = CliRunner().invoke(main, ["disasm", str(ours), "--compare", str(amd)])
     assert "per MFMA" in table.output and "vgpr_count" in table.output
+
+
+def test_debug_level_3_prints_the_program_between_stages(monkeypatch, capfd):
+    from argus.asm.lower import lower
+
+    monkeypatch.setenv("ARGUS_DEBUG", "3")
+    lower(vector_copy.trace())
+    err = capfd.readouterr().err
+    for stage in ("instruction selection", "scheduling", "register allocation",
+                  "s_waitcnt insertion"):
+        assert f"; ---- after {stage}" in err
+    assert "%" in err.split("after register allocation")[0]      # virtual before allocation

@@ -72,3 +72,12 @@ def test_resources_and_layout():
     assert 1 <= res["waves_per_simd"] <= 8
     assert compiled.code.kernels[0].group_segment_size == res["lds_bytes"]
     assert compiled.grid(M=128, N=192, K=32) == (2, 3)
+
+
+def test_an_empty_grid_is_refused_and_compilations_are_cached():
+    compiled = argus.compile(GEMM.kernel)
+    assert argus.compile(GEMM.kernel) is compiled
+    assert argus.compile(GEMM.kernel, policy="simple") is not compiled
+    inputs = GEMM.inputs({"M": 64, "N": 64, "K": 32}, {})
+    with pytest.raises(argus.pipeline.LaunchError, match="empty grid"):
+        compiled.run(inputs["A"][:0], inputs["B"], np.zeros((0, 64), np.float32))

@@ -62,9 +62,13 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
     stripped = strip_tags(kernel)                       # tags emit nothing
     selector = Selector(stripped, policy)
     items = selector.run()                              # isel + address generation
+    _dump("instruction selection", items)
     schedule.schedule(items, policy)                    # MFMA / LDS / VMEM interleave
+    _dump(f"scheduling ({policy})", items)
     allocation = regalloc.allocate(items)               # virtual -> physical registers
+    _dump("register allocation", items)
     waitcnt.insert_waits(items)                         # s_waitcnt for memory results
+    _dump("s_waitcnt insertion", items)
     hazards.insert_nops(items)                          # wait states the hardware needs
     vgprs = max(allocation.vgprs, 1)
     sgprs = max(allocation.sgprs, 1)
@@ -77,6 +81,18 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
     return Lowered(stripped.name, text, tuple(selector.kernargs), selector.kernarg_bytes, lds,
                    sgprs, vgprs, 0, stripped.waves, tuple(stripped.grid), tuple(stripped.sizes),
                    waves_per_simd, limit, policy, items, frame)
+
+
+def _dump(stage: str, items: list) -> None:
+    """ARGUS_DEBUG=3 prints the machine program after each stage (virtual registers as
+    %name[first:end] until allocation), as xdsl-opt --print-between-passes does."""
+    from argus.env import debug_level
+
+    if debug_level() >= 3:
+        from argus.asm.lower.emit import body_text
+        from argus.env import debug
+
+        debug(3, f"; ---- after {stage}\n{body_text(items)}")
 
 
 __all__ = ["Lowered", "LoweringError", "POLICIES", "RegisterBudgetError", "UnsupportedError",
