@@ -77,6 +77,12 @@ def _family(name: str) -> Family | None:
     return None
 
 
+def _mall_share(hbm: float, requested: float, gpu: Any) -> float:
+    """Share of the requested bytes that miss L2 when only a sample was traced: at worst every
+    XCD fetches each distinct line once."""
+    return min(1.0, hbm * gpu.xcds.value / requested) if requested else 0.0
+
+
 def _occupancy(info: Any, threads: int) -> Occupancy:
     return occupancy(vgprs=max(info.unified_vgpr_count, info.vgpr_count),
                      lds_bytes=info.group_segment_size, threads=threads)
@@ -249,7 +255,7 @@ def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate
     hbm = min(family.footprint(size), total_requested) if total_requested else 0.0
     bw = cu_bandwidth(gpu, active_cus=p.active_cus,
                       hbm_share=hbm / total_requested if total_requested else 0.0,
-                      constants=constants)
+                      constants=constants, mall_share=_mall_share(hbm, total_requested, gpu))
 
     def cu_run(n: int) -> Any:
         scheduled = {trip: _schedule(keys[trip], n, runs[trip][n], statics, bw, constants)
@@ -349,7 +355,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     hbm = min(footprint, total_requested)
     bw = cu_bandwidth(gpu, active_cus=p.active_cus,
                       hbm_share=hbm / total_requested if total_requested else 0.0,
-                      constants=constants)
+                      constants=constants, mall_share=_mall_share(hbm, total_requested, gpu))
 
     def cu_run(n: int) -> Any:
         groups = sorted({w.workgroup for w in runs[trips[0]]})[:n]

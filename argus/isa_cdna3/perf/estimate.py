@@ -203,11 +203,11 @@ def estimate(trace: Any, instructions: Sequence[Any], occ: Occupancy, *, gpu: st
     line = 1 << 7
     requested = sum(sum(w.lines) for w in waves) * line
     flops = sum(statics[i].flops for w in waves for i in w.index)
-    unique, _ = trace.footprint(int(gpu.xcds.value))
+    unique, per_xcd = trace.footprint(int(gpu.xcds.value))
     hbm = unique * line
     bw = cu_bandwidth(gpu, active_cus=p.active_cus,
                       hbm_share=hbm / requested if requested else 0.0, constants=constants,
-                      params=params)
+                      params=params, mall_share=per_xcd * line / requested if requested else 0.0)
     cus = int(gpu.cus.value)
     mine = sorted(g for g in by_group if g % cus == 0)        # the busiest CU: CU 0
     rounds = []

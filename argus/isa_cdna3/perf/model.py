@@ -385,13 +385,18 @@ def unit_capacity(unit: str, params: CuParams = CU) -> int:
 
 
 def cu_bandwidth(gpu: GpuProfile, *, active_cus: int, hbm_share: float,
-                 constants: Calibrated, params: CuParams = CU) -> float:
-    """Bytes per clock one CU can fill from L2 when `active_cus` CUs stream together and
-    `hbm_share` of the requested bytes must come from HBM (the rest hits L2 or the Infinity
-    Cache): the least of the L1 fill rate, the CU's share of its XCD's L2, and its share of HBM."""
+                 constants: Calibrated, params: CuParams = CU, mall_share: float = 0.0
+                 ) -> float:
+    """Bytes per clock one CU can fill from L2 when `active_cus` CUs stream together,
+    `mall_share` of the requested bytes miss their XCD's L2 (and cross the fabric to the
+    Infinity Cache) and `hbm_share` must come from HBM: the least of the L1 fill rate and the
+    CU's shares of its XCD's L2, of the Infinity Cache and of HBM."""
     active = max(1, active_cus)
     per_xcd = -(-active // int(gpu.xcds.value))
     share_l2 = gpu.l2_bytes_per_clk_per_xcd.value / per_xcd
+    clock = gpu.clock_ghz.value * 1e9
     hbm = gpu.hbm_bytes_per_clk * constants.hbm_efficiency / active
+    mall = gpu.mall_bytes_per_s.value / clock / active
     share_hbm = hbm / hbm_share if hbm_share > 0 else float("inf")
-    return min(params.l1_bytes_per_clk.value, share_l2, share_hbm)
+    share_mall = mall / mall_share if mall_share > 0 else float("inf")
+    return min(params.l1_bytes_per_clk.value, share_l2, share_mall, share_hbm)

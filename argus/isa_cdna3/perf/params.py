@@ -44,6 +44,7 @@ class GpuProfile:
     clock_ghz: Sourced
     hbm_bytes_per_s: Sourced
     l2_bytes_per_clk_per_xcd: Sourced
+    mall_bytes_per_s: Sourced
 
     @property
     def hbm_bytes_per_clk(self) -> float:
@@ -61,7 +62,9 @@ PROFILES: dict[str, GpuProfile] = {
         clock_ghz=Sourced(2.1, "AMD MI300X data sheet: 2100 MHz peak engine clock"),
         hbm_bytes_per_s=Sourced(5.3e12, "AMD MI300X data sheet: 5.3 TB/s HBM3"),
         l2_bytes_per_clk_per_xcd=Sourced(2048, _WHITEPAPER + ": 4 MB L2 per XCD, 16 channels "
-                                         "x 128 B/clk")),
+                                         "x 128 B/clk"),
+        mall_bytes_per_s=Sourced(17.2e12, _WHITEPAPER + ": 256 MB Infinity Cache, 17.2 TB/s "
+                                          "peak")),
     # The 80-CU gfx942 part aiter's tuned CSVs were measured on (cu_num = 80).
     "mi308x": GpuProfile(
         "mi308x",
@@ -71,7 +74,8 @@ PROFILES: dict[str, GpuProfile] = {
         clock_ghz=Sourced(2.1, "[unverified: assumed equal to the MI300X]"),
         hbm_bytes_per_s=Sourced(5.3e12, "[secondary: press reports, same 8-stack HBM3 as the "
                                         "MI300X]"),
-        l2_bytes_per_clk_per_xcd=Sourced(2048, _WHITEPAPER + " (same XCD as the MI300X)")),
+        l2_bytes_per_clk_per_xcd=Sourced(2048, _WHITEPAPER + " (same XCD as the MI300X)"),
+        mall_bytes_per_s=Sourced(17.2e12, "[unverified: assumed equal to the MI300X's]")),
 }
 
 
