@@ -89,6 +89,13 @@ def main() -> None:
     print(f"largest published attention shape ({largest.label()}) modelled in {cold:.1f} s "
           f"from cold (goal <= 10 s)")
     report["largest_shape_seconds"] = cold
+    medium = {"b": 1, "h": 1, "s": 256, "sk": 2048}
+    sampled = timing.time(largest.kernel, sizes=medium)
+    full = timing.time(largest.kernel, sizes=medium, extrapolate=False)
+    gap = sampled.cycles_per_cu / full.cycles_per_cu - 1
+    print(f"extrapolation check, {largest.kernel} sk=2048: sampled {sampled.cycles_per_cu:.0f} vs "
+          f"fully simulated {full.cycles_per_cu:.0f} cycles per CU ({gap:+.2%}; goal within 2%)")
+    report["extrapolation_gap"] = gap
     if options.json:
         with open(options.json, "w") as handle:
             json.dump(report, handle, indent=1)

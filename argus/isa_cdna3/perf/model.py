@@ -362,11 +362,15 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
             mem_free = fill + nbytes / bytes_per_clk
             busy["VMEM"] += nbytes / bytes_per_clk
             landed = mem_free + vmem_lat
-            if s.to_lds:        # the returning data is written through the LDS
-                landed = max(landed, lds_free) + wave.lines[k] * lds_line
-                lds_free = landed
-                busy["LDS"] += wave.lines[k] * lds_line
-                lds_ideal += wave.lines[k] * lds_line       # DMA writes have no conflicts
+            if s.to_lds:
+                # The returning data is written through the LDS. Its cycles are charged now, as
+                # a reservation: holding the pipe until the data lands would stall every
+                # ds_read behind a memory latency.
+                cost = wave.lines[k] * lds_line
+                lds_free = max(t, lds_free) + cost
+                busy["LDS"] += cost
+                lds_ideal += cost                   # DMA writes have no bank conflicts
+                landed += cost
             wave.vmq.append(landed)
         heapq.heappush(heap, (nxt, w))
 
