@@ -109,6 +109,14 @@ class Obligations:
             return Obligation(item.kind, item.message, item.loc, UNKNOWN,
                               reason=verdict.reason, seconds=seconds)
         witness = verdict.witness
+        broken = [a for a in item.assume
+                  if free_vars(a) <= witness.keys() and not holds_at(a, witness)]
+        if broken:
+            # e.g. a workgroup outside the grid, where the remapping divides by zero
+            return Obligation(item.kind, item.message, item.loc, UNKNOWN,
+                              reason=f"the solver's witness {witness} violates the assumption "
+                                     f"{broken[0]}, so it is no witness",
+                              seconds=time.perf_counter() - started)
         cex = self.counterexample(witness, item.thread, item.describe, item.loops)
         verdict_name, reason = REFUTED, ""
         if self.replay:
@@ -201,6 +209,15 @@ class Obligations:
                         "detail": f"predicate: {predicate}"}
             self.obligation(op, "tag-assertion", assertion.message, goal, defs, thread,
                             describe, loc=assertion.loc)
+
+
+def holds_at(cond: Expr, witness: dict) -> bool:
+    """Whether `cond` holds at `witness`; a condition that cannot be evaluated there (a
+    division by zero outside the grid, a variable the witness does not name) does not."""
+    try:
+        return bool(evaluate(cond, witness))
+    except (KeyError, ZeroDivisionError, ValueError):
+        return False
 
 
 def show_tag(tag: Tag, witness: dict):

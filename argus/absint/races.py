@@ -18,8 +18,9 @@ from argus.absint.domain import (
     node_vars,
     renamed_rows,
 )
+from argus.absint.obligations import holds_at
 from argus.absint.report import PROVED, UNKNOWN, Obligation
-from argus.ir.expr import And, Expr, Not, Or, evaluate
+from argus.ir.expr import And, Expr, Not, Or
 from argus.ir.expr import substitute as subst
 
 
@@ -68,7 +69,7 @@ class Races:
 
             def describe(witness, pairs=pairs):
                 for cond, _, _, earlier, other in pairs:
-                    if evaluate(cond, witness):
+                    if holds_at(cond, witness):
                         kind = "written" if earlier.write else "read"
                         w, lane = (witness.get(v.name, 0) for v in other[:2])
                         return {"detail": f"also {kind} by wave {w} lane {lane} at "
@@ -135,7 +136,7 @@ class Races:
 
             def describe(witness, pairs=pairs, later=later):
                 for cond, (other, pid_map) in pairs:
-                    if evaluate(cond, witness):
+                    if holds_at(cond, witness):
                         group = tuple(witness.get(pid_map[p.name].name, 0)
                                       for p in (self.pids.get(a) for a in range(3))
                                       if p is not None)

@@ -34,9 +34,19 @@ def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
     fixes ({tensor: {index: value}}; the index `...` gives every other element of that tensor);
     return the confirmed counterexample. Data that breaks a `T.distinct` declaration confirms
     nothing: the kernel's author has ruled it out."""
+    sizes = dict(cex.sizes)
+    try:
+        return _replay(kernel, op, kind, cex, sizes, data)
+    except (ArithmeticError, ValueError, KeyError) as error:
+        # sizes or workgroups the kernel's own formulas cannot evaluate (a remapped workgroup
+        # id dividing by zero outside the grid) replay nothing
+        raise ReplayError(f"the interpreter cannot run the witness's sizes {sizes} and "
+                          f"workgroup {cex.workgroup}: {error}") from None
+
+
+def _replay(kernel, op, kind, cex, sizes, data):
     from argus.absint.concrete import InterpError, run
 
-    sizes = dict(cex.sizes)
     inputs = {}
     for tensor in kernel.tensors:
         shape = tuple(int(evaluate(e, sizes)) for e in tensor.type.shape)
@@ -50,6 +60,11 @@ def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
         raise ReplayError(f"sizes {sizes} need {total} elements, more than the replay allows")
     scalars = {v.name: sizes[v.name] for v in kernel.scalars}
     pid = cex.workgroup[:len(kernel.grid)]
+    grid = [int(evaluate(e, sizes)) for e in kernel.grid]
+    outside = [w for w in (pid, tuple(cex.others[:len(kernel.grid)]))
+               if w and not all(0 <= i < n for i, n in zip(w, grid))]
+    if outside:
+        raise ReplayError(f"workgroup {outside[0]} lies outside the grid {tuple(grid)}")
     # the other workgroup of a cross-workgroup race runs first, so the race shows at `pid`
     order = ([tuple(cex.others[:len(kernel.grid)])] if cex.others else []) + [pid]
     try:

@@ -458,6 +458,13 @@ class _Failure:
 def _evaluate_node(op, args):
     if op == "ite" and not isinstance(args[0], _Failure) and not _is_array(args[0]):
         return args[1] if args[0] else args[2]
+    if op in ("land", "lor"):
+        # one false conjunct (true disjunct) decides, as `and`/`or` would: a premise that
+        # fails makes an undefined consequence irrelevant
+        decisive = op == "lor"
+        if any(not isinstance(a, _Failure) and not _is_array(a) and bool(a) is decisive
+               for a in args):
+            return decisive
     for a in args:
         if isinstance(a, _Failure):
             return a

@@ -83,6 +83,8 @@ def defined(expr) -> Expr:
             c, a, b = e.args
             branches = memo[a] if memo[a] is memo[b] else ite(c, memo[a], memo[b])
             memo[e] = _only_where(memo[c], branches)
+        elif e.op in ("land", "lor"):
+            memo[e] = _decided(e.op, *e.args, memo)
         else:
             result = Const(True)
             for arg in e.args:
@@ -96,6 +98,20 @@ def defined(expr) -> Expr:
 
 
 _DEFINED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _decided(op, a, b, memo) -> Expr:
+    """`a & b` is defined where both sides are, or where one defined side is false (`a | b`:
+    true), which decides it, as evaluation does."""
+    da, db = memo[a], memo[b]
+    if da is Const(True) and db is Const(True):
+        return Const(True)
+
+    def deciding(side, defined_side):
+        decides = side if op == "lor" else ~side
+        return _only_where(defined_side, decides)
+    both = _conjoin(da, db)
+    return both | deciding(a, da) | deciding(b, db)
 
 
 def _operand_defined(op, operand):

@@ -16,6 +16,7 @@ import weakref
 import z3
 
 from argus.ir.expr import Const, Term, Var, bounds, missing_subterms
+from argus.smt import nonlinear
 from argus.smt.encode import division_kind, signed_bits
 from argus.smt.minimise import GaveUp, lexicographic, smallest
 from argus.smt.verdict import Proved, Unknown
@@ -182,6 +183,12 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
 
     if _unsat_in_every_case(formula, _case_splits(query), deadline):
         return proved()
+    if nonlinear.nonlinear(query):
+        found = nonlinear.decide(query, min(NONLINEAR_MS, _remaining_ms(deadline)))
+        if found == "unsat":
+            return proved()
+        if found is not None:
+            return found, False
     solver = _solver(_remaining_ms(deadline))
     solver.add(*formula)
     answer = solver.check()
@@ -194,6 +201,9 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
                          lambda name, point: _minimise(solver, query, name, point, deadline))
 
 
+#: Time the integer attempt at a nonlinear query may take (it stops earlier at its resource
+#: limits) before the bit-vector path gets the rest.
+NONLINEAR_MS = 8000
 #: A variable with at most this many values that multiplies a non-constant term is split on:
 #: fixed, the product is linear. Split-K offsets (`wg2 * (K >> 7)`) made queries 30x slower
 #: as one nonlinear query than as four linear ones (measured on gemm with split_k=4).
