@@ -233,7 +233,7 @@ def test_workgroup_ids_range_over_the_grid_when_it_is_declared_first():
 
 
 def test_obligations_decided_during_the_walk_give_the_same_report(monkeypatch):
-    import argus.absint.verify as V
+    import argus.absint.obligations as V
 
     monkeypatch.setattr(V, "EARLY_BATCH", 1)  # a child per op boundary, as far as cores allow
     started = []
@@ -258,7 +258,7 @@ def test_refutations_decided_during_the_walk_are_replayed(monkeypatch):
     import sys
     from pathlib import Path
 
-    import argus.absint.verify as V
+    import argus.absint.obligations as V
 
     monkeypatch.setattr(V, "EARLY_BATCH", 1)
     sys.path.insert(0, str(Path(__file__).parent / "bugs"))

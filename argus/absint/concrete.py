@@ -295,15 +295,13 @@ class _Workgroup:
     def global_index(self, op, tensor):
         """Every thread slot's tensor index by the op's formula (`ir.access`), the gathered
         axis reading the index tensor's data."""
-        found = A.global_access(op)
-        env = self.thread_env(A.tile_of(op).layout)
+        found, env, at = self.access(op)
         if op.gather is not None:
-            env[A.GATHERED_ROW.name] = self.gathered(op, found, env)
+            env[A.GATHERED_ROW.name] = self.gathered(op, found, env, at)
         shape = self.run.arrays[tensor.name].shape
-        index = [np.broadcast_to(np.asarray(evaluate(i, env), np.int64), env["lane"].shape)
+        index = [np.broadcast_to(np.asarray(evaluate(i, env), np.int64), at)
                  for i in found.index]
-        inside = np.broadcast_to(np.asarray(evaluate(found.inside, env), bool),
-                                 env["lane"].shape)
+        inside = np.broadcast_to(np.asarray(evaluate(found.inside, env), bool), at)
         if not inside.all() and not op.guard:
             self.report(op, "out-of-bounds",
                         f"out-of-bounds access outside {tensor} of shape {list(shape)}", ~inside,
@@ -312,20 +310,26 @@ class _Workgroup:
         clipped = tuple(np.clip(i, 0, extent - 1) for i, extent in zip(index, shape))
         return index, clipped, inside
 
-    def thread_env(self, layout: ThreadLayout) -> dict:
-        """The environment evaluating a formula for every (wave, lane, slot) of `layout`."""
-        wave, lane, slot = np.meshgrid(np.arange(layout.waves), np.arange(LANES),
-                                       np.arange(layout.slots), indexing="ij")
-        return {**self.env, "wave": wave, "lane": lane, "slot": slot}
+    def access(self, op):
+        """The op's access formula (`ir.access`) in tile-coordinate variables, the environment
+        evaluating it for every (wave, lane, slot), and that grid's shape: the formula and the
+        layout's coordinate table are built once per op and run."""
+        cached = self.run.accesses.get(id(op))
+        if cached is None:
+            lds = isinstance(op, (O.LdsLoad, O.LdsStore))
+            formula = (A.lds_access if lds else A.global_access)(op, "tile")
+            table = A.tile_of(op).layout.table()
+            cached = formula, {f"t{a}": c for a, c in enumerate(table)}, table[0].shape
+            self.run.accesses[id(op)] = cached
+        formula, coords, at = cached
+        return formula, {**self.env, **coords}, at
 
-    def gathered(self, op, found, env) -> np.ndarray:
+    def gathered(self, op, found, env, at) -> np.ndarray:
         """Row ids read from the gather's index tensor, one per thread slot."""
         gather = op.gather
         ids = self.run.arrays[gather.index.name]
-        where = np.broadcast_to(np.asarray(evaluate(found.gather_position, env), np.int64),
-                                env["lane"].shape)
-        valid = np.broadcast_to(np.asarray(evaluate(found.gather_inside, env), bool),
-                                where.shape)
+        where = np.broadcast_to(np.asarray(evaluate(found.gather_position, env), np.int64), at)
+        valid = np.broadcast_to(np.asarray(evaluate(found.gather_inside, env), bool), at)
         if not valid.all():
             self.report(op, "out-of-bounds",
                         f"out-of-bounds gather: position outside {gather.index} of length "
@@ -676,23 +680,23 @@ class _Workgroup:
         self.values[op.result.name] = LdsState.fresh(op.result.type.size)
 
     def lds_addresses(self, op):
-        """Every thread slot's view coordinate and LDS address by the op's formula."""
-        found = A.lds_access(op)
-        env = self.thread_env(A.tile_of(op).layout)
-        shape = env["lane"].shape
+        """Every thread slot's LDS address by the op's formula, whether it is in bounds, and
+        the view coordinates for reports (evaluated only when one is made)."""
+        found, env, shape = self.access(op)
 
         def each(e, dtype):
             return np.broadcast_to(np.asarray(evaluate(e, env), dtype), shape)
-        full = [each(v, np.int64) for v in found.view]
+
+        def view(where):
+            return {f"d{a}": int(each(v, np.int64)[where]) for a, v in enumerate(found.view)}
         address = each(found.address, np.int64)
         inside = each(found.inside, bool)
         if not inside.all():
             self.report(op, "out-of-bounds",
                         f"out-of-bounds LDS access outside the view {list(op.addr.shape)} / "
                         f"allocation of {op.buffer.type.size} elements", ~inside,
-                        element=lambda w: {**{f"d{a}": int(full[a][w]) for a in range(len(full))},
-                                           "address": int(address[w])})
-        return address, inside, full
+                        element=lambda w: {**view(w), "address": int(address[w])})
+        return address, inside, view
 
     def op_LdsStore(self, op: O.LdsStore):
         lds: LdsState = self.values[op.buffer.name]
@@ -782,8 +786,8 @@ class _Workgroup:
         lds.read_op[touched] = np.where(other_op, _MANY, me)
         lds.read_epoch[touched] = self.epoch
 
-    def lds_element(self, full, address):
-        return lambda w: {**{f"d{a}": int(f[w]) for a, f in enumerate(full)},
+    def lds_element(self, view, address):
+        return lambda w: {**view(w),
                           "address": int(address[w])}
 
     def thread_name(self, thread: int) -> str:
@@ -894,6 +898,8 @@ _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divi
 
 class _Run:
     def __init__(self, kernel, arrays, sizes, max_violations):
+        #: id of a memory op -> its access formula and coordinate table (`_Workgroup.access`)
+        self.accesses: dict = {}
         self.kernel, self.arrays, self.sizes = kernel, arrays, sizes
         self.max_violations = max_violations
         self.violations: list[Violation] = []

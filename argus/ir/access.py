@@ -41,6 +41,12 @@ class LdsAccess:
     elem_bytes: int
 
 
+def tile_vars(shape) -> tuple[Var, ...]:
+    """Variables t0, t1, ... standing for a tile element's coordinates: a formula in them is
+    evaluated on a layout's table of coordinates (`ThreadLayout.table`) by the interpreter."""
+    return tuple(Var(f"t{axis}", 0, extent) for axis, extent in enumerate(shape))
+
+
 def tile_coords(layout: ThreadLayout, thread=None) -> tuple[Expr, ...]:
     """The tile coordinates thread slot `thread` = (wave, lane, slot) holds (default: the
     layout's own thread variables)."""
@@ -48,6 +54,13 @@ def tile_coords(layout: ThreadLayout, thread=None) -> tuple[Expr, ...]:
         return layout.coords
     names = dict(zip(("wave", "lane", "slot"), thread))
     return tuple(substitute(c, names) for c in layout.coords)
+
+
+def _element(op, thread):
+    """The coordinates of the tile element an access formula is written for: those a thread
+    holds, or with thread="tile" the variables `tile_vars`."""
+    tile = tile_of(op)
+    return tile_vars(tile.shape) if thread == "tile" else tile_coords(tile.layout, thread)
 
 
 def tile_of(op):
@@ -63,8 +76,9 @@ def in_box(index, shape) -> Expr:
 def global_access(op, thread=None, origin=None) -> GlobalAccess:
     """The index formula of a global.load / global.store / global.atomic_add: the tile element at
     coordinate c lands at origin + c placed on `op.axes`, the gathered axis reading its row from
-    the index tensor. `origin` overrides the op's origin (a renamed copy in a race check)."""
-    coords = tile_coords(tile_of(op).layout, thread)
+    the index tensor. `thread` names the element (default: the layout's thread variables;
+    "tile": coordinate variables), `origin` overrides the op's (a race check's renamed copy)."""
+    coords = _element(op, thread)
     index = list(global_index(op, thread, origin))
     position = gather_inside = None
     if op.gather is not None:
@@ -80,7 +94,7 @@ def global_access(op, thread=None, origin=None) -> GlobalAccess:
 def global_index(op, thread=None, origin=None) -> tuple[Expr, ...]:
     """The tensor index of each tile element of a global access, before a gather replaces its
     row: origin + c placed on `op.axes` (the formula alone, for the backend's addresses)."""
-    coords = tile_coords(tile_of(op).layout, thread)
+    coords = _element(op, thread)
     index = list(op.origin if origin is None else origin)
     for tile_axis, tensor_axis in enumerate(op.axes):
         index[tensor_axis] = index[tensor_axis] + coords[tile_axis]
@@ -108,7 +122,7 @@ def lds_inside(addr: AddressMap, view, address, size: int) -> Expr:
 def lds_access(op, thread=None, origin=None) -> LdsAccess:
     """The address formula of an lds.load / lds.store: view coordinate origin + c (trailing
     dimensions), element offset addr(view) in the allocation of `op.buffer`."""
-    coords = tile_coords(tile_of(op).layout, thread)
+    coords = _element(op, thread)
     view = lds_view(op.addr, op.origin if origin is None else origin, coords)
     address = op.addr.at(view)
     size = op.buffer.type.size
@@ -117,4 +131,5 @@ def lds_access(op, thread=None, origin=None) -> LdsAccess:
 
 
 __all__ = ["GATHERED_ROW", "GlobalAccess", "LdsAccess", "global_access", "global_index", "in_box",
-           "lds_access", "lds_inside", "lds_view", "scalar_access", "tile_coords", "tile_of"]
+           "lds_access", "lds_inside", "lds_view", "scalar_access", "tile_coords", "tile_of",
+           "tile_vars"]

@@ -8,6 +8,7 @@ normaliser `simplify`. Division and modulo follow Python's floor semantics every
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import operator
 import weakref
@@ -425,7 +426,7 @@ def evaluate(expr, env):
             values = {k: (np.asarray(v).astype(object) if isinstance(v, np.ndarray) else v)
                       for k, v in values.items()}
     memo: dict = {}
-    for e in _postorder(expr):
+    for e in _evaluation_order(expr):
         if isinstance(e, Const):
             memo[e] = e.value
         elif isinstance(e, Var):
@@ -443,6 +444,13 @@ def evaluate(expr, env):
 
 
 _missing = object()
+
+
+@functools.lru_cache(maxsize=4096)
+def _evaluation_order(expr) -> tuple:
+    """`_postorder`, kept for the formulas the interpreter evaluates again and again (access
+    formulas once per op and workgroup): nodes are interned and immutable."""
+    return tuple(_postorder(expr))
 
 
 class _Failure:

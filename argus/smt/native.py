@@ -183,18 +183,22 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
 
     if _unsat_in_every_case(formula, _case_splits(query), deadline):
         return proved()
+    found = None
     if nonlinear.nonlinear(query):
         found = nonlinear.decide(query, min(NONLINEAR_MS, _remaining_ms(deadline)))
         if found == "unsat":
             return proved()
-        if found is not None:
+        if found is not None and not order:
             return found, False
+    # a witness to minimise is searched here too: the bit-vector solver minimises it
     solver = _solver(_remaining_ms(deadline))
     solver.add(*formula)
     answer = solver.check()
     if answer == z3.unsat:
         return proved()
     if answer == z3.unknown:
+        if found is not None:
+            return found, False
         return Unknown(f"z3 returned unknown within {timeout_ms} ms "
                        f"({solver.reason_unknown()})")
     return lexicographic(order, _model(solver, query),
