@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ml_dtypes import bfloat16
 
 import argus
+import argus.lang as T
 from argus.kernels import library
+from argus.lang import Tensor
 
 GEMM = library()["gemm"]
 SMALL = "v_mfma_f32_16x16x16_bf16"
@@ -81,3 +84,39 @@ def test_an_empty_grid_is_refused_and_compilations_are_cached():
     inputs = GEMM.inputs({"M": 64, "N": 64, "K": 32}, {})
     with pytest.raises(argus.pipeline.LaunchError, match="empty grid"):
         compiled.run(inputs["A"][:0], inputs["B"], np.zeros((0, 64), np.float32))
+
+
+@T.kernel(waves=4)
+def row_sums_by_mfma(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", 32, "K"),
+                     C: Tensor("f32", "M", 32), *, unroll: int = 4):
+    """C = A @ B.T with one 32x32x8 MFMA step per iteration and no LDS: the loop's unroll hint
+    is honoured for any trip count (a remainder runs the iterations left over)."""
+    instr = "v_mfma_f32_32x32x8_bf16"
+    M, K = A.shape
+    T.assume((M % 128).eq(0))
+    T.assume((K % 8).eq(0))
+    T.grid(M // 128)
+    a_spec = T.mfma_layout(instr, "a", (4, 1))
+    b_spec = T.mfma_layout(instr, "b", (4, 1))
+    row = T.program_id(0) * 128
+    loop = T.range(0, K // 8, unroll=unroll, name="k",
+                   acc=T.zeros(T.mfma_layout(instr, "c", (4, 1))))
+    for k in loop:
+        a = A.load((row, k * 8), a_spec)
+        b = B.load((0, k * 8), b_spec)
+        loop.acc = T.mfma(instr, a, b, loop.acc)
+    C.store((row, 0), loop.acc)
+
+
+@pytest.mark.parametrize("policy", ["simple", "interleave"])
+def test_unroll_hint_with_every_remainder(policy):
+    compiled = argus.compile(row_sums_by_mfma, policy=policy)
+    assert compiled.text.count("v_mfma_f32_32x32x8_bf16") >= 4 + 3
+    rng = np.random.default_rng(3)
+    for k in (8, 16, 24, 32, 40, 56):
+        A = rng.standard_normal((128, k)).astype(bfloat16)
+        B = rng.standard_normal((32, k)).astype(bfloat16)
+        C = np.zeros((128, 32), np.float32)
+        compiled.run(A, B, C)
+        reference = A.astype(np.float32) @ B.astype(np.float32).T
+        assert np.abs(C - reference).max() < 1e-3 * max(1, np.abs(reference).max()), k

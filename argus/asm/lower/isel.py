@@ -10,6 +10,7 @@ SGPR counter with `s_cmp` / `s_cbranch`. Ops that exist only for the proofs (tag
 from __future__ import annotations
 
 import contextlib
+import math
 import struct
 from collections.abc import Callable
 
@@ -423,12 +424,19 @@ def _barrier(s: Selector, op: O.Barrier):
 
 
 def unroll_factor(s: Selector, op: O.For) -> int:
-    """Copies of the body per machine iteration: the IR's pipeline depth (`stages`) under the
-    interleave policy, so that each copy's buffer slot (`iv % stages`) is a constant folded into
-    the LDS offsets; 1 under `simple`."""
-    u = op.stages
-    if s.policy != "interleave" or u < 2 or u & (u - 1) or op.step != 1:
-        return 1
+    """Copies of the body per machine iteration: the loop's `unroll` hint, and under the
+    interleave policy also its pipeline depth (`stages`), so that each copy's buffer slot
+    (`iv % stages`) is a constant folded into the LDS offsets."""
+    u = op.unroll if s.policy == "simple" else math.lcm(op.unroll, op.stages)
+    if u == 1 or (op.step != 1 and op.unroll == 1):
+        return 1                      # the stages alone only ask for an optimisation
+    if u & (u - 1):
+        raise LoweringError(f"the loop would be unrolled {u} times (unroll={op.unroll}, "
+                            f"stages={op.stages}); the backend splits trip counts by powers of "
+                            "two", op.loc, "give unroll and stages powers of two")
+    if op.step != 1:
+        raise LoweringError(f"unrolling a loop of step {op.step} is not supported", op.loc,
+                            "write the loop with step 1 and scale the counter in the body")
     return u
 
 
