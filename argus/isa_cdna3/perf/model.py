@@ -16,8 +16,9 @@ from typing import Any
 
 import attrs
 
-from argus.isa_cdna3 import isa
+from argus.isa_cdna3 import isa, opcodes
 from argus.isa_cdna3.mfma import MFMA
+from argus.isa_cdna3.opcodes import Unit
 from argus.isa_cdna3.perf.params import CU, Calibrated, CuParams, GpuProfile, PerfError
 
 # instruction kinds
@@ -25,11 +26,6 @@ VALU, MFMA_K, SALU, SMEM, LDS, VMEM, WAIT, BARRIER, NOP, BRANCH, END, SLEEP, OTH
 UNITS = ("MFMA", "VALU", "SALU", "LDS", "VMEM")
 STALLS = ("vmcnt", "lgkmcnt", "barrier", "dependency", "issue")
 
-_QUARTER_RATE = ("v_exp_", "v_log_", "v_rcp_", "v_rsq_", "v_sqrt_", "v_sin_", "v_cos_",
-                 "v_mul_lo_u32", "v_mul_hi_u32", "v_mul_hi_i32", "v_mad_u64_u32",
-                 "v_mad_i64_i32")
-_SMEM = ("s_load_", "s_store_", "s_buffer_", "s_atomic_", "s_dcache_", "s_scratch_",
-         "s_memtime", "s_memrealtime")
 _NO_VGPR_DEST = ("v_cmp_", "v_cmpx_", "v_readfirstlane", "v_readlane")
 
 
@@ -64,7 +60,8 @@ def _vgprs(op: Any) -> tuple[int, ...]:
 
 
 def classify(inst: Any, params: CuParams = CU) -> Static:
-    """The scheduler's view of one instruction (`isa_cdna3.instruction.Instruction`)."""
+    """The scheduler's view of one instruction (`isa_cdna3.instruction.Instruction`): its unit,
+    counter and issue cycles from `isa_cdna3.opcodes`, MFMA cycles from the catalogue."""
     op = inst.opcode
     regs = [_vgprs(o) for o in inst.operands]
     if op == "s_waitcnt":
@@ -80,41 +77,41 @@ def classify(inst: Any, params: CuParams = CU) -> Static:
         return Static(SLEEP, cycles=64 * count)
     if op in ("s_endpgm", "s_code_end"):
         return Static(END)
-    if op.startswith(("s_branch", "s_cbranch", "s_setpc")):
+    unit = opcodes.unit(op)
+    row = opcodes.row(op)
+    if unit is Unit.BRANCH:
         return Static(BRANCH)
-    if op.startswith(_SMEM):
+    if unit is Unit.SMEM:
         return Static(SMEM)
-    if op.startswith("s_"):
-        return Static(SALU if op not in ("s_setprio", "s_sendmsg", "s_trap") else OTHER)
-    if op.startswith(("v_mfma", "v_smfmac")):
-        info = MFMA[op.removesuffix("_e64")]
-        dest = regs[0]
+    if unit is Unit.SALU:
+        return Static(SALU)
+    if unit is Unit.MFMA:
+        info = MFMA[opcodes.base_name(op)]
         srcc = regs[3] if len(regs) > 3 else ()
         reads = tuple(r for group in regs[1:3] for r in group)
         return Static(MFMA_K, cycles=info.cycles, flops=info.flops, reads=reads,
-                      srcc=srcc, writes=dest)
-    if op.startswith("v_"):
-        cyc = params.valu_quarter.value if op.startswith(_QUARTER_RATE) else params.valu.value
+                      srcc=srcc, writes=regs[0])
+    if unit is Unit.VALU:
+        cycles = row.issue_cycles if row is not None else int(params.valu.value)
         start = 0 if op.startswith(_NO_VGPR_DEST) else 1
-        return Static(VALU, cycles=int(cyc), reads=tuple(r for g in regs[start:] for r in g))
-    if op.startswith("ds_"):
-        return Static(LDS, lds_ideal=_lds_ideal(op), reads=tuple(r for g in regs for r in g))
-    if op.startswith(("buffer_", "global_", "flat_", "scratch_")):
-        store = "_store" in op or ("_atomic" in op and not (inst.has("sc0") or inst.has("glc")))
+        return Static(VALU, cycles=cycles, reads=tuple(r for g in regs[start:] for r in g))
+    if unit is Unit.LDS:
+        return Static(LDS, lds_ideal=_lds_ideal(op, row.bytes if row is not None else 4),
+                      reads=tuple(r for g in regs for r in g))
+    if unit is Unit.VMEM:
+        access = row.access if row is not None else ("store" if "_store" in op else "load")
+        returns = inst.has("sc0") or inst.has("glc")
+        store = access == "store" or (access == "atomic" and not returns)
         return Static(VMEM, store=store, to_lds=inst.has("lds") or op == "global_load_lds_dword",
                       reads=tuple(r for g in regs for r in g))
     return Static(OTHER)
 
 
-_ACCESS_BYTES = {"b32": 4, "b64": 8, "b96": 12, "b128": 16, "u8": 1, "i8": 1, "u16": 2,
-                 "i16": 2, "b8": 1, "b16": 2}
-
-
-def _lds_ideal(op: str) -> float:
-    """Conflict-free cycles of a DS instruction: one per phase (isa.lds_phases), per address
-    of ds_read2/ds_write2; permutes move one dword per lane."""
-    size = next((b for suffix, b in _ACCESS_BYTES.items() if op.endswith("_" + suffix)), 4)
+def _lds_ideal(op: str, lane_bytes: int) -> float:
+    """Conflict-free cycles of a DS instruction: one per phase (isa.lds_phases) per address;
+    ds_read2/ds_write2 move two addresses of half the row's bytes each."""
     addresses = 2 if op.startswith(("ds_read2", "ds_write2")) else 1
+    size = max(1, lane_bytes // addresses)
     return float(addresses * len(isa.lds_phases(size, read=op.startswith("ds_read"))))
 
 

@@ -88,9 +88,9 @@ class CuParams:
     vgprs_per_lane: Sourced = Sourced(512, "cdna3-facts.md: unified 512 VGPR+AGPR per lane")
     vgpr_granule: Sourced = Sourced(8, "LLVM AMDGPUBaseInfo getVGPRAllocGranule: 8 on gfx90a")
     issue: Sourced = Sourced(4, "wave64 on a SIMD16: one instruction per wave per 4 clocks")
+    # per-opcode issue cycles (quarter-rate VALU, MFMA) come from isa_cdna3.opcodes; this is
+    # the VALU rate for an opcode without a row there
     valu: Sourced = Sourced(4, "wave64 on a SIMD16: 4 clocks per VALU instruction")
-    valu_quarter: Sourced = Sourced(16, "transcendentals and 32-bit integer multiply run at a "
-                                        "quarter rate [secondary: GCN/CDNA ISA guides]")
     nop_wait_state: Sourced = Sourced(4, "one wait state = one issue slot of the wave (4 clocks):"
                                          " LLVM's MFMA->VALU passes+3 rule then spans the MFMA")
     mfma_writeback_passes: Sourced = Sourced(3, "isa.mfma_to_read_wait_states: XDL passes + 3")
