@@ -1,13 +1,17 @@
 """The CuTe layout algebra over nested int tuples, with admissibility checked instead of assumed.
 
 A `Layout(shape, stride)` maps coordinates (ints or `argus.ir.expr` terms) to offsets. Every
-operation follows the CuTe definitions (pycute's function names) and raises `LayoutError` naming
-the offending modes where pycute would silently floor a shape that does not divide.
+operation gives C++ CuTe's result (pycute's names and call forms) wherever that result meets
+CuTe's documented post-condition, and raises `LayoutError` naming the modes where it would not
+(CuTe's unchecked "weak divisibility" cases; pycute's silent floors). `exact=True` asks for the
+stricter reading a kernel author usually means: tilers inside the layout, whole tiles only.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import numbers
 import operator
 from itertools import accumulate
 
@@ -17,9 +21,11 @@ from argus.errors import ArgusError
 
 __all__ = [
     "Layout", "Swizzle", "ComposedLayout", "LayoutError", "make_layout", "size", "cosize", "rank",
-    "depth", "flatten", "coalesce", "filter", "composition", "complement", "right_inverse",
-    "left_inverse", "logical_divide", "zipped_divide", "tiled_divide", "logical_product",
-    "zipped_product", "tiled_product", "blocked_product", "raked_product", "slice_and_offset",
+    "depth", "flatten", "product", "prefix_product", "inner_product", "shape_div", "crd2idx",
+    "idx2crd", "coalesce", "filter", "composition", "complement", "right_inverse",
+    "left_inverse", "logical_divide", "zipped_divide", "tiled_divide", "flat_divide",
+    "logical_product", "zipped_product", "tiled_product", "flat_product", "blocked_product",
+    "raked_product", "slice_and_offset",
 ]
 
 
@@ -42,19 +48,84 @@ def flatten(t) -> tuple:
     return sum((flatten(x) for x in t), ()) if is_tuple(t) else (t,)
 
 
+def _is_int(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _int_tuple(t, who: str):
+    """`t` as a nested tuple of ints (lists and numpy integers accepted), else LayoutError."""
+    t = _normalise_tuple(t)
+    if not all(_is_int(x) for x in flatten(t)):
+        raise LayoutError(f"{who}: {t!r} is not an int or a nested tuple of ints")
+    return t
+
+
 def product(t) -> int:
+    """The product of the leaves of an int tuple (the size of a shape)."""
+    return _product(_int_tuple(t, "product"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _product(t) -> int:
+    # cached (and bounded): crd2idx asks for the size of the same nested modes on every call
     return math.prod(flatten(t))
 
 
-def prefix_product(shape, start=1):
-    """Column-major strides for `shape`, keeping its nesting."""
+def prefix_product(shape, init=1):
+    """Exclusive prefix product congruent to `shape`: the column-major strides starting at
+    `init` (a tuple `init` gives each mode its own start)."""
+    shape = _int_tuple(shape, "prefix_product")
+    if is_tuple(init):
+        if not is_tuple(shape) or len(init) != len(shape):
+            raise LayoutError(f"prefix_product({shape}, {init}): init must match the shape")
+        return tuple(prefix_product(s, i) for s, i in zip(shape, init))
     if not is_tuple(shape):
-        return start
+        return init
     strides = []
     for mode in shape:
-        strides.append(prefix_product(mode, start))
-        start *= product(mode)
+        strides.append(prefix_product(mode, init))
+        init *= product(mode)
     return tuple(strides)
+
+
+def inner_product(a, b):
+    """sum(a_i * b_i) over congruent int tuples (a coordinate and a stride: an offset)."""
+    if is_tuple(a) != is_tuple(b) or (is_tuple(a) and len(a) != len(b)):
+        raise LayoutError(f"inner_product({a}, {b}): the tuples are not congruent")
+    if is_tuple(a):
+        return sum(inner_product(x, y) for x, y in zip(a, b))
+    return a * b
+
+
+def shape_div(a, b):
+    """`a` divided by `b` mode by mode, congruent to `a`: an int `b` is divided out of the
+    modes of `a` from the first on (each step needs one of the two to divide the other)."""
+    a, b = _int_tuple(a, "shape_div"), _int_tuple(b, "shape_div")
+    if is_tuple(a):
+        if is_tuple(b):
+            if len(a) != len(b):
+                raise LayoutError(f"shape_div({a}, {b}): the tuples are not congruent")
+            return tuple(shape_div(x, y) for x, y in zip(a, b))
+        result = []
+        for mode in a:
+            result.append(shape_div(mode, b))
+            b = shape_div(b, product(mode))
+        return tuple(result)
+    if is_tuple(b):
+        return shape_div(a, product(b))
+    if a < 0 or b < 1 or (a % b and b % a):
+        raise LayoutError(f"shape_div({a}, {b}): neither divides the other")
+    return -(-a // b)
+
+
+def _ceil_div(target, n: int) -> int:
+    """CuTe's ceil_div(target, n) for an int or shape target, as a size: the shape's modes
+    absorb n from the first on, each rounding up."""
+    result = 1
+    for mode in flatten(target):
+        result *= -(-mode // n)
+        n = -(-n // mode)
+    return result
 
 
 def _congruent(a, b) -> bool:
@@ -73,12 +144,18 @@ def _unflatten(flat, profile):
     return go(profile)
 
 
+# Negative int indices divide toward zero as in C++ CuTe, which makes every layout an odd
+# function (L(-i) == -L(i)) and negative-stride compositions exact.
 def _div(x, n):
-    return x if n == 1 else x // n
+    if n == 1:
+        return x
+    return -(-x // n) if _is_int(x) and x < 0 else x // n
 
 
 def _mod(x, n):
-    return 0 if n == 1 else x % n
+    if n == 1:
+        return 0
+    return -(-x % n) if _is_int(x) and x < 0 else x % n
 
 
 def _add(x, y):
@@ -92,9 +169,13 @@ def _scale(x, d):
     return 0 if d == 0 else x if d == 1 else x * d
 
 
-def crd2idx(coord, shape, stride):
-    """Offset of `coord`; an int (or expr) coordinate of a tuple mode is a column-major index
-    into it whose last sub-mode is unbounded, as in CuTe."""
+def crd2idx(coord, shape, stride=None):
+    """Offset of `coord` (stride defaults to column-major); an int (or expr) coordinate of a
+    tuple mode is a column-major index into it whose last sub-mode is unbounded, as in CuTe."""
+    if stride is None:
+        stride = prefix_product(shape)
+    if coord is None:
+        return 0
     if is_tuple(coord):
         if not is_tuple(shape) or len(coord) != len(shape):
             raise LayoutError(f"coordinate {coord} does not match the shape {shape}")
@@ -106,21 +187,34 @@ def crd2idx(coord, shape, stride):
         return _scale(coord, stride)
     offset = 0
     for s, d in zip(shape[:-1], stride[:-1]):
-        offset = _add(offset, crd2idx(_mod(coord, product(s)), s, d))
-        coord = _div(coord, product(s))
+        offset = _add(offset, crd2idx(_mod(coord, _product(s)), s, d))
+        coord = _div(coord, _product(s))
     return _add(offset, crd2idx(coord, shape[-1], stride[-1]))
 
 
-def idx2crd(index, shape):
-    """Column-major coordinate of a flat index in `shape` (the inverse of crd2idx for compact
-    strides)."""
+def idx2crd(index, shape, stride=None):
+    """Column-major coordinate of a flat index in `shape`, the last mode unbounded (the inverse
+    of crd2idx for compact strides). With `stride`, pycute's form: (index // stride) % shape
+    per mode."""
+    if stride is not None:
+        if is_tuple(shape):
+            if not is_tuple(stride) or len(stride) != len(shape):
+                raise LayoutError(f"idx2crd: stride {stride} does not match the shape {shape}")
+            if is_tuple(index):
+                return tuple(idx2crd(i, s, d) for i, s, d in zip(index, shape, stride))
+            return tuple(idx2crd(index, s, d) for s, d in zip(shape, stride))
+        return _mod(_div(index, stride), shape)
+    if is_tuple(index):
+        if not is_tuple(shape) or len(index) != len(shape):
+            raise LayoutError(f"index {index} does not match the shape {shape}")
+        return tuple(idx2crd(i, s) for i, s in zip(index, shape))
     if not is_tuple(shape):
         return index
     coords = []
     for i, s in enumerate(shape):
         last = i == len(shape) - 1
-        coords.append(idx2crd(index if last else _mod(index, product(s)), s))
-        index = _div(index, product(s))
+        coords.append(idx2crd(index if last else _mod(index, _product(s)), s))
+        index = _div(index, _product(s))
     return tuple(coords)
 
 
@@ -130,7 +224,7 @@ def idx2crd(index, shape):
 
 def _check_shape(shape):
     for s in flatten(shape):
-        if not isinstance(s, int) or isinstance(s, bool) or s < 1:
+        if not _is_int(s) or s < 1:
             raise LayoutError(f"shape {shape} has the mode {s!r}; every mode must be an int >= 1")
     return shape
 
@@ -163,7 +257,7 @@ class Layout:
             raise LayoutError(f"stride {self.stride} does not have the nesting of shape "
                               f"{self.shape}; give one stride per mode")
         for d in flatten(self.stride):
-            if not isinstance(d, int) or isinstance(d, bool):
+            if not _is_int(d):
                 raise LayoutError(f"stride {self.stride} has {d!r}; strides are ints")
 
     def __call__(self, *coord):
@@ -187,6 +281,14 @@ class Layout:
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
+
+    def size(self) -> int:
+        """Number of coordinates (pycute's method form of `size`)."""
+        return size(self)
+
+    def cosize(self) -> int:
+        """One past the largest |offset| (pycute's method form of `cosize`)."""
+        return cosize(self)
 
     def __str__(self):
         return f"{_show(self.shape)}:{_show(self.stride)}"
@@ -235,28 +337,38 @@ def _show(t) -> str:
 def _as_layout(x) -> Layout:
     if isinstance(x, Layout):
         return x
-    if isinstance(x, int) or is_tuple(x):
+    if _is_int(x) or isinstance(x, (tuple, list)):
         return Layout(x)
     raise LayoutError(f"expected a Layout, a shape int or a shape tuple, got {x!r}")
 
 
 def make_layout(*layouts) -> Layout:
-    """Concatenate layouts as the modes of one layout."""
+    """Concatenate layouts as the modes of one layout (one list or generator of layouts is
+    accepted too, as in pycute)."""
+    if len(layouts) == 1 and not isinstance(layouts[0], (Layout, tuple, numbers.Integral)):
+        try:
+            layouts = tuple(layouts[0])
+        except TypeError:
+            raise LayoutError(f"make_layout: expected layouts, got {layouts[0]!r}") from None
     layouts = [_as_layout(x) for x in layouts]
     if len(layouts) == 1:
         return layouts[0]
+    if not layouts:
+        raise LayoutError("make_layout: no layouts given")
     return Layout(tuple(x.shape for x in layouts), tuple(x.stride for x in layouts))
 
 
 def size(x) -> int:
     """Number of coordinates of a layout (or of a shape)."""
-    return product(x.shape if isinstance(x, (Layout, ComposedLayout)) else x)
+    if isinstance(x, (Layout, ComposedLayout)):
+        return _product(x.shape)
+    return product(x)
 
 
 def cosize(layout) -> int:
-    """One past the largest offset the layout produces."""
+    """One past the largest |offset| the layout produces (CuTe takes |stride|)."""
     layout = _as_layout(layout)
-    return 1 + sum((s - 1) * d for s, d in flatten(layout) if d > 0)
+    return 1 + sum((s - 1) * abs(d) for s, d in flatten(layout))
 
 
 def rank(x) -> int:
@@ -278,14 +390,18 @@ def _from_modes(modes) -> Layout:
     return Layout(tuple(s for s, _ in modes), tuple(d for _, d in modes))
 
 
+def _by_profile(op, layout, profile):
+    if len(profile) > rank(layout):
+        raise LayoutError(f"{op.__name__} profile {profile} has more modes than {layout}")
+    modes = [op(layout[i], p) for i, p in enumerate(profile)]
+    return make_layout(*modes, *list(layout)[len(profile):])
+
+
 def coalesce(layout, profile=None) -> Layout:
     """The same function with as few modes as possible; by mode when `profile` is a tuple."""
     layout = _as_layout(layout)
     if is_tuple(profile):
-        if len(profile) > rank(layout):
-            raise LayoutError(f"coalesce profile {profile} has more modes than {layout}")
-        coalesced = [coalesce(layout[i], p) for i, p in enumerate(profile)]
-        return make_layout(*coalesced, *list(layout)[len(profile):])
+        return _by_profile(coalesce, layout, profile)
     modes = []
     for s, d in flatten(layout):
         if s == 1:
@@ -297,10 +413,28 @@ def coalesce(layout, profile=None) -> Layout:
     return _from_modes(modes)
 
 
-def filter(layout) -> Layout:
+def _coalesce_x(layout) -> list:
+    """Flat modes of the same function over all indices, the last mode unbounded: like
+    coalesce, but a trailing size-1 mode keeps its stride (CuTe's coalesce_x)."""
+    flat = flatten(layout)
+    last_shape, last_stride = flat[-1]
+    modes = [(max(last_shape, 2), last_stride)]
+    for s, d in reversed(flat[:-1]):
+        if s == 1:
+            continue
+        if s * d == modes[0][1]:
+            modes[0] = (s * modes[0][0], d)
+        else:
+            modes.insert(0, (s, d))
+    return modes
+
+
+def filter(layout, profile=None) -> Layout:
     """Coalesced layout without stride-0 (broadcast) modes: the same image, injective if L was
-    injective on its non-broadcast modes."""
+    injective on its non-broadcast modes. By mode when `profile` is a tuple."""
     layout = _as_layout(layout)
+    if is_tuple(profile):
+        return _by_profile(filter, layout, profile)
     return coalesce(_from_modes([(s, d) for s, d in flatten(layout) if d != 0]))
 
 
@@ -308,85 +442,120 @@ def filter(layout) -> Layout:
 # composition
 
 
-def composition(a, b):
+def composition(a, b, exact=False):
     """The layout R with R(c) = a(b(c)) for every coordinate c of b, shaped like b.
 
-    `b` is a layout, an int n (meaning n:1), or a tuple of tilers composed with a's modes one by
-    one (as in CuTe; write `Layout((4, 8))` to compose with a shape as a single layout).
-    Admissible when every mode of b steps through whole sub-modes of a: its stride and size
-    divide a's mode sizes (or are divided by them), and b stays inside a's domain.
+    `b` is a layout, an int n (meaning n:1), None (a itself) or a tuple of tilers composed with
+    a's modes one by one (None leaves a mode alone; write `Layout((4, 8))` to compose with a
+    shape as a single layout). As in CuTe, a's last mode runs past its size and a negative
+    stride in b walks offsets downward (a(-i) == -a(i)). Each mode of b must step through
+    whole sub-modes of a (its stride and size divide a's mode sizes, or end inside one), and
+    b's modes must not carry into each other's sub-modes of a. `exact=True` also demands that
+    b stays inside a's coordinates [0, size(a)).
     """
+    if b is None:
+        return a
     if isinstance(a, ComposedLayout):
-        return ComposedLayout(a.swizzle, a.offset, composition(a.layout, b))
+        return ComposedLayout(a.swizzle, a.offset, composition(a.layout, b, exact))
     a = _as_layout(a)
     if is_tuple(b):
-        return _by_mode(composition, a, b)
+        return _by_mode(composition, a, b, exact=exact)
     b = _as_layout(b)
-    if any(d < 0 for _, d in flatten(b)):
-        raise LayoutError(f"composition({a}, {b}): the tiler has a negative stride")
-    if cosize(b) > size(a):
+    if exact and (any(d < 0 for s, d in flatten(b) if s > 1) or cosize(b) > size(a)):
         raise LayoutError(
-            f"composition({a}, {b}): the tiler reaches offset {cosize(b) - 1}, outside the "
-            f"{size(a)} coordinates of {a}")
-    flat_a = flatten(coalesce(a))
+            f"composition({a}, {b}): the tiler reaches offsets outside the {size(a)} "
+            f"coordinates of {a} (it spans [{_min_offset(b)}, {cosize(b) - 1}]); exact=True "
+            "asks for a tiler inside the layout")
+    flat_a = _coalesce_x(a)
     _check_modes_add_up(a, flat_a, b)
     results = [_compose_mode(a, flat_a, s, d, b) for s, d in flatten(b)]
     return Layout(_unflatten([r.shape for r in results], b.shape),
                   _unflatten([r.stride for r in results], b.shape))
 
 
-def _by_mode(op, a, tilers):
+def _min_offset(layout) -> int:
+    return sum((s - 1) * d for s, d in flatten(layout) if d < 0)
+
+
+def _by_mode(op, a, tilers, **kwargs):
     if len(tilers) > rank(a):
         raise LayoutError(f"{op.__name__}({a}, {tilers}): {len(tilers)} tilers for a layout of "
                           f"rank {rank(a)}")
-    modes = [a[i] if t is None else op(a[i], t) for i, t in enumerate(tilers)]
+    modes = [a[i] if t is None else op(a[i], t, **kwargs) for i, t in enumerate(tilers)]
     return make_layout(*modes, *list(a)[len(tilers):])
 
 
+def _max_residue(shape: int, stride: int, modulus: int) -> int:
+    """max over c < shape of (c * stride) % modulus (bounded by modulus - gcd when the walk is
+    too long to enumerate, which only makes the carry check below more conservative)."""
+    g = math.gcd(stride, modulus)
+    if shape >= modulus // g:
+        return modulus - g
+    if shape > 4096:
+        return modulus - g
+    return max(c * stride % modulus for c in range(shape))
+
+
 def _check_modes_add_up(a, flat_a, b):
-    """Composing mode by mode is exact only if a(x + y) = a(x) + a(y) for offsets x, y of
-    different tiler modes: true when the modes nest (each extent divides the next stride), or
-    when the whole tiler stays inside the first mode of a, where a is affine."""
-    if cosize(b) <= flat_a[0][0] or len(flat_a) == 1:
+    """Composing mode by mode (CuTe's right-distributivity) is exact only if a(x + y) = a(x) +
+    a(y) for offsets x, y of different tiler modes: a is additive when the offsets never carry
+    across a sub-mode boundary of the coalesced a (digit-wise addition), and a is linear
+    everywhere when it has one mode."""
+    modes = [(s, d) for s, d in flatten(b) if s > 1 and d != 0]
+    if len(modes) < 2 or len(flat_a) == 1:
         return
-    modes = sorted((d, s) for s, d in flatten(b) if s > 1 and d > 0)
-    for (d0, s0), (d1, s1) in zip(modes, modes[1:]):
-        if d1 % (d0 * s0) != 0:
+    if len({d > 0 for _, d in modes}) > 1:
+        if sum((s - 1) * abs(d) for s, d in modes) < flat_a[0][0]:
+            return
+        raise LayoutError(
+            f"composition({a}, {b}): the tiler mixes positive and negative strides beyond the "
+            f"first mode (size {flat_a[0][0]}) of {coalesce(a)}, where a is not linear; use "
+            "strides of one sign")
+    boundary = 1
+    for i, (s_a, _) in enumerate(flat_a[:-1]):
+        boundary *= s_a
+        residues = [(_max_residue(s, abs(d), boundary), s, d) for s, d in modes]
+        if sum(r for r, _, _ in residues) >= boundary:
+            touching = [f"{s}:{d}" for r, s, d in residues if r]
             raise LayoutError(
-                f"composition({a}, {b}): the tiler modes {s0}:{d0} and {s1}:{d1} interleave, "
-                f"so their offsets carry across the modes of {coalesce(a)} and the result is not "
-                "a layout; use a tiler whose modes nest (each size*stride divides the next "
-                "stride)")
+                f"composition({a}, {b}): the tiler modes {', '.join(touching)} together carry "
+                f"past sub-mode {i} (offset {boundary}) of {coalesce(a)}, so a(x + y) != a(x) "
+                "+ a(y) and the result is not a layout; use a tiler whose modes nest (each "
+                "size*stride divides the next stride) or stay inside one sub-mode")
 
 
 def _compose_mode(a, flat_a, shape, stride, b) -> Layout:
-    """a composed with the single mode shape:stride of b."""
+    """a composed with the single mode shape:stride of b (CuTe's fold with the strong
+    divisibility conditions; a negative stride composes |stride| and negates)."""
     if stride == 0 or shape == 1:
         return Layout(shape, 0)
+    sign = 1 if stride > 0 else -1
     modes = []
-    rest_shape, rest_stride = shape, stride
+    rest_shape, rest_stride = shape, abs(stride)
     for i, (s, d) in enumerate(flat_a[:-1]):
         if rest_stride % s == 0:
             rest_stride //= s
             continue
-        if s % rest_stride != 0:
+        fits = -(-s // rest_stride)
+        if s % rest_stride != 0 and rest_shape > fits:
             raise LayoutError(
-                f"composition({a}, {b}): the tiler stride {stride} is not aligned with mode {i} "
-                f"(size {s}) of the coalesced layout {coalesce(a)}; need a stride that divides "
-                f"or is divided by the mode sizes")
-        new_shape = min(s // rest_stride, rest_shape)
+                f"composition({a}, {b}): the tiler mode {shape}:{stride} is not aligned with "
+                f"mode {i} (size {s}) of the coalesced layout {coalesce(a)}: stride "
+                f"{rest_stride} there neither divides nor is divided by {s}, and the mode does "
+                "not end inside it; need a stride that divides or is divided by the mode sizes")
+        new_shape = min(fits, rest_shape)
         if rest_shape % new_shape != 0:
             raise LayoutError(
                 f"composition({a}, {b}): the tiler mode {shape}:{stride} takes {new_shape} "
                 f"elements of mode {i} (size {s}) of the coalesced layout {coalesce(a)}, which "
                 f"does not divide {rest_shape}; pick tile sizes that split the modes evenly")
-        modes.append((new_shape, rest_stride * d))
+        modes.append((new_shape, sign * rest_stride * d))
         rest_shape //= new_shape
         rest_stride = 1
         if rest_shape == 1:
             break
-    if rest_shape != 1:
-        modes.append((rest_shape, rest_stride * flat_a[-1][1]))
+    if rest_shape != 1 or not modes:
+        modes.append((rest_shape, sign * rest_stride * flat_a[-1][1]))
     return _from_modes(modes)
 
 
@@ -394,39 +563,46 @@ def _compose_mode(a, flat_a, shape, stride, b) -> Layout:
 # complement and inverses
 
 
-def _sorted_modes(layout, who):
-    modes = [(d, s) for s, d in flatten(layout) if s != 1 and d != 0]
-    if any(d < 0 for d, _ in modes):
-        raise LayoutError(f"{who}: {layout} has a negative stride")
-    return sorted(modes)
-
-
 def complement(layout, cotarget=None) -> Layout:
-    """The layout R, with increasing strides, whose offsets together with `layout`'s tile
-    [0, cotarget) exactly once (the last mode rounds up, as in CuTe, so cosize may exceed it).
+    """The layout R, with increasing strides, whose offsets are disjoint from `layout`'s and
+    together with them reach at least `cotarget` (an int or a shape; default cosize(layout)).
 
-    Admissible when `layout` is injective with sorted modes nested: each mode's extent
-    (size * stride) divides the next larger stride.
+    As in CuTe, layout's modes are taken by increasing |stride|; R fills each gap below the next
+    stride with as many whole copies of the modes below as fit (so an injective layout whose
+    modes do not nest still has a complement), and its last mode rounds up past the cotarget
+    and makes up for those gaps, so that size(R) >= cotarget / size(filter(layout)) as CuTe
+    documents. Admissible when every stride clears the extent (size * |stride|) of the smaller
+    modes.
     """
     layout = _as_layout(layout)
-    cotarget = cosize(layout) if cotarget is None else cotarget
-    modes, current = [], 1
-    ordered = _sorted_modes(layout, "complement")
-    for i, (d, s) in enumerate(ordered):
-        if d % current != 0:
-            previous = ordered[i - 1]
+    if cotarget is None:
+        cotarget = cosize(layout)
+    cotarget = _int_tuple(cotarget, f"complement({layout}, cotarget)")
+    if any(c < 1 for c in flatten(cotarget)):
+        raise LayoutError(f"complement({layout}, {cotarget}): the cotarget must be >= 1")
+    modes, current, covered = [], 1, 1
+    for d, s in sorted((abs(d), s) for s, d in flatten(layout) if s != 1 and d != 0):
+        covered *= s
+        if d < current:
             raise LayoutError(
-                f"complement({layout}): mode {s}:{d} overlaps or interleaves mode "
-                f"{previous[1]}:{previous[0]} (stride {d} is not a multiple of the extent "
-                f"{current}); only injective layouts with nested modes have a complement")
+                f"complement({layout}): the mode {s}:{d} starts inside the extent {current} of "
+                "the modes with smaller strides, so their offsets overlap or interleave; only "
+                "layouts whose sorted strides clear the extent below them have a complement")
         modes.append((d // current, current))
         current = s * d
-    modes.append((-(-cotarget // current), current))
+    # CuTe's size(R) >= cotarget / size(filter(layout)): when modes do not nest, the floors
+    # above leave gaps unused, and the last mode makes up for them (else a product's copies
+    # would run on past R's size and overlap)
+    needed = _product(cotarget) // covered
+    have = math.prod(s for s, _ in modes)
+    modes.append((max(_ceil_div(cotarget, current), -(-needed // have)), current))
     return coalesce(_from_modes(modes))
 
 
 def right_inverse(layout) -> Layout:
     """R with layout(R(i)) == i for every i < size(R), as large as the layout allows."""
+    if layout is None:
+        return None
     layout = _as_layout(layout)
     flat = flatten(layout)
     column_major = accumulate((s for s, _ in flat), lambda acc, s: acc * s, initial=1)
@@ -442,29 +618,62 @@ def right_inverse(layout) -> Layout:
 
 
 def left_inverse(layout) -> Layout:
-    """R with R(layout(i)) == i for every i < size(layout); the layout must be injective."""
+    """R with layout(R(layout(i))) == layout(i) for every i < size(layout) (CuTe's quasi-inverse:
+    R(layout(i)) == i when the layout is injective). The strides, sorted, must each divide the
+    next; all negative strides are inverted through a(-i) == -a(i)."""
+    if layout is None:
+        return None
     layout = _as_layout(layout)
-    for s, d in flatten(layout):
-        if d == 0 and s > 1:
-            raise LayoutError(f"left_inverse({layout}): the broadcast mode {s}:0 is not "
-                              "injective; filter() it first")
-    return right_inverse(make_layout(layout, complement(layout)))
+    flat = flatten(coalesce(layout))
+    signs = {d > 0 for _, d in flat if d != 0}
+    if len(signs) > 1:
+        raise LayoutError(f"left_inverse({layout}): strides of both signs; the layout algebra "
+                          "inverts only layouts whose strides share one sign")
+    if signs == {False}:
+        positive = left_inverse(_from_modes([(s, -d) for s, d in flat]))
+        return Layout(positive.shape, _unflatten([-d for d in flatten(positive.stride)],
+                                                 positive.stride))
+    preprod = list(accumulate((s for s, _ in flat), operator.mul, initial=1))
+    order = sorted(range(len(flat)), key=lambda i: flat[i][1])
+    shapes, strides, extent, reach = [], [0], 1, 1
+    for i in order:
+        s, d = flat[i]
+        if d == 0:
+            continue
+        if d < reach:
+            raise LayoutError(
+                f"left_inverse({layout}): the mode {s}:{d} starts inside the extent {reach} of "
+                "the modes with smaller strides, so offsets repeat or interleave and cannot be "
+                "decoded; only injective layouts (with broadcast modes) have a left inverse")
+        if d % extent:
+            raise LayoutError(
+                f"left_inverse({layout}): stride {d} is not a multiple of the stride {extent} "
+                "below it, so offsets between them cannot be decoded; use strides that divide "
+                "each other")
+        shapes.append(d // extent)
+        strides.append(preprod[i])
+        extent, reach = d, s * d
+    shapes.append(flat[order[-1]][0])
+    return coalesce(Layout(tuple(shapes), tuple(strides)))
 
 
 # ---------------------------------------------------------------------------------------------
 # divide and product
 
 
-def logical_divide(a, tiler) -> Layout:
+def logical_divide(a, tiler, exact=False) -> Layout:
     """a split into (tile, rest): mode 0 is a composed with the tiler, mode 1 iterates tiles.
 
-    The tiler's complement within size(a) must tile a exactly (no partial tiles)."""
+    As in CuTe the rest rounds up, so a tiler that does not divide a gives a partial last tile
+    (its coordinates run past a's size); `exact=True` refuses that instead."""
+    if tiler is None:
+        return a
     a = _as_layout(a)
     if is_tuple(tiler):
-        return _by_mode(logical_divide, a, tiler)
+        return _by_mode(logical_divide, a, tiler, exact=exact)
     tiler = _as_layout(tiler)
-    rest = complement(tiler, size(a))
-    if size(tiler) * size(rest) != size(a):
+    rest = complement(tiler, coalesce(a).shape)
+    if exact and size(tiler) * size(rest) != size(a):
         raise LayoutError(
             f"logical_divide({a}, {tiler}): tiles of {size(tiler)} elements spanning "
             f"{cosize(tiler)} offsets do not divide the {size(a)} elements of {a} evenly")
@@ -473,7 +682,9 @@ def logical_divide(a, tiler) -> Layout:
 
 def logical_product(a, tiler) -> Layout:
     """(a, tiler repeated over copies of a): mode 0 is a, mode 1 places copies of a where the
-    tiler says, in the offsets a does not use."""
+    tiler says, in the offsets a does not use (CuTe: compose a's complement with the tiler)."""
+    if tiler is None:
+        return a
     a = _as_layout(a)
     if is_tuple(tiler):
         return _by_mode(logical_product, a, tiler)
@@ -481,12 +692,20 @@ def logical_product(a, tiler) -> Layout:
     return make_layout(a, composition(complement(a, size(a) * cosize(tiler)), tiler))
 
 
-def _zip_modes(layout, tiler):
-    """((tile modes...), (rest modes...)) from a by-mode divide or product result."""
+def _zip_modes(layout, a, tiler):
+    """((tile modes...), (rest modes...)) from a by-mode divide or product result; a mode whose
+    tiler is None contributes a 1:0 tile and its whole self to the rest (pycute's hier_unzip)."""
     if not is_tuple(tiler):
         return layout
-    tiles = [layout[i][0] for i in range(len(tiler))]
-    rests = [layout[i][1] for i in range(len(tiler))] + list(layout)[len(tiler):]
+    tiles, rests = [], []
+    for i, t in enumerate(tiler):
+        if t is None:
+            tiles.append(Layout(1, 0))
+            rests.append(_as_layout(a)[i])
+        else:
+            tiles.append(layout[i][0])
+            rests.append(layout[i][1])
+    rests += list(layout)[len(tiler):]
     return make_layout(_group(tiles), _group(rests))
 
 
@@ -494,34 +713,37 @@ def _group(layouts) -> Layout:
     return Layout(tuple(x.shape for x in layouts), tuple(x.stride for x in layouts))
 
 
-def _check_by_mode_tiler(op, a, tiler):
-    if is_tuple(tiler):
-        for i, t in enumerate(tiler):
-            if t is None:
-                raise LayoutError(f"{op}({a}, {tiler}): mode {i} has no tiler; zipped and "
-                                  "tiled forms need one tiler per mode")
+def _unpack(zipped, first: bool) -> Layout:
+    """Flatten mode 1 (and mode 0 when `first`) of a zipped result one level."""
+    head = list(zipped[0]) if first else [zipped[0]]
+    return _group(head + list(zipped[1]))
 
 
-def zipped_divide(a, tiler) -> Layout:
+def zipped_divide(a, tiler, exact=False) -> Layout:
     """logical_divide with the tiles gathered in mode 0 and the tile index in mode 1."""
-    _check_by_mode_tiler("zipped_divide", a, tiler)
-    return _zip_modes(logical_divide(a, tiler), tiler)
+    return _zip_modes(logical_divide(a, tiler, exact), a, tiler)
 
 
-def tiled_divide(a, tiler) -> Layout:
+def tiled_divide(a, tiler, exact=False) -> Layout:
     """zipped_divide with the tile-index modes flattened one level: (tile, rest0, rest1, ...)."""
-    zipped = zipped_divide(a, tiler)
-    return make_layout(zipped[0], *list(zipped[1])) if rank(zipped[1]) > 1 else zipped
+    return _unpack(zipped_divide(a, tiler, exact), first=False)
+
+
+def flat_divide(a, tiler, exact=False) -> Layout:
+    """zipped_divide with both modes flattened one level: (tile0, tile1, ..., rest0, ...)."""
+    return _unpack(zipped_divide(a, tiler, exact), first=True)
 
 
 def zipped_product(a, tiler) -> Layout:
-    _check_by_mode_tiler("zipped_product", a, tiler)
-    return _zip_modes(logical_product(a, tiler), tiler)
+    return _zip_modes(logical_product(a, tiler), a, tiler)
 
 
 def tiled_product(a, tiler) -> Layout:
-    zipped = zipped_product(a, tiler)
-    return make_layout(zipped[0], *list(zipped[1])) if rank(zipped[1]) > 1 else zipped
+    return _unpack(zipped_product(a, tiler), first=False)
+
+
+def flat_product(a, tiler) -> Layout:
+    return _unpack(zipped_product(a, tiler), first=True)
 
 
 def _append(layout, r) -> Layout:
