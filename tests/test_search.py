@@ -131,3 +131,19 @@ def test_a_rejected_candidate_is_never_a_result(tmp_path):
     rows = final_table(state.evaluations).columns[1]._cells
     assert best.describe() not in rows
     assert family("gemm").knob("block_m").step(256, 1) is None
+
+
+def test_a_resumed_run_continues_where_it_stopped(tmp_path):
+    path = tmp_path / "run.jsonl"
+    header = {"problem": GEMM.to_dict()}
+    state = SearchState(GEMM)
+    run(state, OfflinePlanner(GEMM, 0, legal=lambda c: ""), InlineWorkers(Landscape()),
+        Store(path, header), Budget(5))
+    first = [e.key for e in state.evaluations]
+    store = Store(path, header, resume=True)
+    again = SearchState(GEMM, list(store.evaluations))
+    run(again, OfflinePlanner(GEMM, 0, legal=lambda c: ""), InlineWorkers(Landscape()), store,
+        Budget(9))
+    keys = [e["evaluation"]["key"] for e in read(path) if e["kind"] == "eval"]
+    assert keys[:5] == first and len(keys) == 9 and len(set(keys)) == 9
+    assert [e["kind"] for e in read(path)].count("resume") == 1

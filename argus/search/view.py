@@ -21,6 +21,24 @@ STATUS_STYLE = {"ok": "green", "incomplete": "yellow", "invalid": "dim", "refute
                 "unknown": "magenta", "wrong": "red", "error": "red", "timeout": "magenta"}
 
 
+_SHORT = {"block_m": "m", "block_n": "n", "block_k": "k", "split_k": "split", "head_dim": "d"}
+
+
+def compact(evaluation: Evaluation) -> str:
+    """A configuration in few characters: m128 n64 k32 split2 32x32x8 swizzle interleave."""
+    parts = []
+    for name, value in evaluation.candidate.params:
+        if isinstance(value, bool):
+            parts.append(name if value else f"no-{name}")
+        elif name in _SHORT:
+            parts.append(f"{_SHORT[name]}{value}")
+        elif isinstance(value, str):
+            parts.append(value.removeprefix("v_mfma_f32_").removesuffix("_bf16"))
+        else:
+            parts.append(f"{name}={value}")
+    return " ".join(parts) + (" +edit" if evaluation.candidate.source else "")
+
+
 def counts(evaluations: list[Evaluation]) -> str:
     tally = Counter(e.status for e in evaluations)
     return "  ".join(f"[{STATUS_STYLE[s]}]{s} {tally[s]}[/]" for s in STATUSES if tally[s])
@@ -60,9 +78,9 @@ def final_table(evaluations: list[Evaluation], top: int = 8) -> Table | Group:
         table = Table(title="best candidates (verified, correct, modelled time)")
         for column in ("#", "configuration", "modelled µs", "reference", "ref µs", "speed-up",
                        "move"):
-            table.add_column(column)
+            table.add_column(column, overflow="fold")
         for rank, e in enumerate(results[:top], 1):
-            table.add_row(str(rank), e.candidate.describe(), f"{e.time_us:.2f}",
+            table.add_row(str(rank), compact(e), f"{e.time_us:.2f}",
                           e.reference["name"], f"{e.reference['time_us']:.2f}",
                           f"{e.reward:.3f}x", e.move)
         return table
@@ -71,7 +89,7 @@ def final_table(evaluations: list[Evaluation], top: int = 8) -> Table | Group:
         table.add_column(column)
     passed = [e for e in evaluations if e.status == "incomplete"]
     for e in passed[-top:]:
-        table.add_row(e.candidate.describe(), e.status, e.verdict.split(":")[-1].split(",")[0],
+        table.add_row(compact(e), e.status, e.verdict.split(":")[-1].split(",")[0],
                       (e.correctness or {}).get("message", ""), e.move)
     return Group(table, best_line(evaluations))
 
@@ -85,7 +103,7 @@ def failures_table(evaluations: list[Evaluation], top: int = 5) -> Table | None:
     for column in ("configuration", "status", "stage", "why"):
         table.add_column(column)
     for e in bad[-top:]:
-        table.add_row(e.candidate.describe(), e.status, e.stage, e.message.splitlines()[0][:90])
+        table.add_row(compact(e), e.status, e.stage, e.message.splitlines()[0][:90])
     return table
 
 
@@ -93,9 +111,11 @@ def report(events: list[dict]) -> Group:
     """A past run from its events: header, verdict counts, best table, LLM exchanges, end."""
     header = events[0]
     evaluations = [Evaluation.from_dict(e["evaluation"]) for e in events if e["kind"] == "eval"]
+    from argus.search.space import Problem
+
     problem = header["problem"]
-    sizes = " ".join(f"{k}={v}" for k, v in problem["sizes"].items())
-    lines = [f"run of {problem['family']} [{sizes}] {problem.get('pinned') or ''}".rstrip(),
+    shape = Problem(problem["family"], problem["sizes"]).shape
+    lines = [f"run of {problem['family']} {shape} {problem.get('pinned') or ''}".rstrip(),
              f"planner {header['planner']}, budget {header['budget']['evaluations']} "
              f"evaluations, backend {header.get('backend', 'local')}",
              f"{len(evaluations)} evaluations: {counts(evaluations) or 'none'}"]

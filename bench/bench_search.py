@@ -1,0 +1,184 @@
+"""How fast the offline planner finds a good kernel: for GEMM and flash attention at two shapes
+each, the exhaustive best of the declared search space (every point that traces at the shape,
+compiled and timed by the MI300X performance model — figures are modelled, not measured),
+then over several seeds the number of evaluations the offline planner needs to reach 95% of
+that best's throughput, against random search over the same points with the same budget.
+Goal: <= 64 evaluations. The exhaustive table is computed once and cached in
+ARGUS_CACHE/bench_search (delete it after changing the backend or the model).
+
+The bench replays the planner against the cached modelled times: verification and emulation,
+which the real loop runs per candidate, are not repeated here (the library kernels' points are
+proved in the test suite); a point the backend or the model rejects counts as an invalid
+evaluation. Run: python bench/bench_search.py [--seeds 5] [--budget 64] [--jobs 2] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import random
+import statistics
+import time
+from pathlib import Path
+
+import click
+
+import argus
+from argus import env
+from argus.search.budget import Budget
+from argus.search.evaluate import INVALID, OK, Evaluation, compile_params, kernel_params, precheck
+from argus.search.loop import run
+from argus.search.planners import SearchState
+from argus.search.planners.offline import OfflinePlanner
+from argus.search.space import Candidate, Problem, default_candidate, every_candidate
+from argus.search.store import Store
+from argus.search.workers import InlineWorkers
+
+PROBLEMS = (
+    Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}),
+    Problem("gemm", {"M": 4096, "N": 4096, "K": 4096}),
+    Problem("attention_fwd", {"BH": 16, "S": 2048, "D": 128}),
+    Problem("attention_fwd", {"BH": 32, "S": 4096, "D": 64}),
+)
+TARGET = 0.95
+GOAL = 64
+
+
+def _time_point(job: tuple[Problem, Candidate]) -> tuple[str, float | None, str]:
+    """(key, modelled µs or None, why not) of one point: compile, then time at the shape."""
+    from argus.kernels import library
+
+    problem, candidate = job
+    try:
+        ir = library()[problem.family].kernel.trace(**kernel_params(candidate))
+        compiled = argus.compile(ir, **compile_params(candidate))
+        return candidate.key, argus.time(compiled, sizes=problem.sizes).microseconds, ""
+    except (ValueError, RuntimeError) as err:
+        return candidate.key, None, f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+
+
+def exhaustive(problem: Problem, jobs: int, echo) -> dict[str, dict]:
+    """Modelled time (or the reason there is none) of every point that traces at the shape."""
+    points = [c for c in every_candidate(problem) if not precheck(problem, c)]
+    space = json.dumps([problem.to_dict(), sorted(c.key for c in points)], sort_keys=True)
+    path = (env.cache_dir() / "bench_search" /
+            f"{problem.family}-{problem.shape}-{hashlib.sha256(space.encode()).hexdigest()[:12]}"
+            ".json")
+    if path.is_file():
+        return json.loads(path.read_text())
+    echo(f"  timing {len(points)} points of {problem.family} {problem.shape} "
+         f"({jobs} processes; cached afterwards in {path})")
+    started = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        rows = pool.map(_time_point, [(problem, c) for c in points], chunksize=1)
+    table = {key: {"candidate": c.to_dict(), "time_us": us, "why": why}
+             for (key, us, why), c in zip(rows, points, strict=True)}
+    echo(f"  ... {time.perf_counter() - started:.0f} s")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(table))
+    tmp.replace(path)
+    return table
+
+
+class TableEvaluator:
+    """Answers with the cached modelled time; the reward is the default configuration's time
+    over the candidate's (the search only needs the ranking)."""
+
+    def __init__(self, problem: Problem, table: dict, reference_us: float):
+        self.problem, self.table, self.reference_us = problem, table, reference_us
+
+    def __call__(self, candidate: Candidate) -> Evaluation:
+        row = self.table.get(candidate.key)
+        if row is None or row["time_us"] is None:
+            why = row["why"] if row else "does not trace at this shape"
+            return Evaluation(candidate.key, candidate, INVALID, "compile", why)
+        us = row["time_us"]
+        return Evaluation(candidate.key, candidate, OK, "reward", time_us=us,
+                          reference={"name": "default", "time_us": self.reference_us},
+                          reward=self.reference_us / us)
+
+
+def evaluations_to_target(rewards: list[float | None], target: float) -> int | None:
+    for count, value in enumerate(rewards, 1):
+        if value is not None and value >= target:
+            return count
+    return None
+
+
+def planner_run(problem, table, reference_us, seed, budget, tmp) -> list[float | None]:
+    state = SearchState(problem)
+    store = Store(tmp / f"{problem.family}-{problem.shape}-{seed}.jsonl",
+                  {"problem": problem.to_dict()})
+    run(state, OfflinePlanner(problem, seed), InlineWorkers(TableEvaluator(
+        problem, table, reference_us)), store, Budget(budget))
+    return [e.reward for e in state.evaluations]
+
+
+def random_run(table, reference_us, seed, budget) -> list[float | None]:
+    """Uniform sampling without replacement among the points that trace at the shape."""
+    keys = sorted(table)
+    random.Random(seed).shuffle(keys)
+    return [reference_us / table[k]["time_us"] if table[k]["time_us"] else None
+            for k in keys[:budget]]
+
+
+def _median(values: list[int | None], budget: int) -> float:
+    """Median evaluations to the target, counting a miss as budget + 1."""
+    return statistics.median(v if v is not None else budget + 1 for v in values)
+
+
+@click.command()
+@click.option("--seeds", default=5, show_default=True)
+@click.option("--budget", default=GOAL, show_default=True)
+@click.option("--jobs", default=2, show_default=True, help="Processes for the exhaustive table.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
+def main(seeds: int, budget: int, jobs: int, json_path: str | None) -> None:
+    import tempfile
+
+    echo = click.echo
+    echo("bench_search: evaluations for the offline planner to reach 95% of the exhaustive best "
+         "(modelled MI300X time)")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for problem in PROBLEMS:
+            table = exhaustive(problem, jobs, echo)
+            timed = {k: v for k, v in table.items() if v["time_us"] is not None}
+            declared = len(list(every_candidate(problem)))
+            if not timed:
+                reasons = sorted({v["why"] for v in table.values()})
+                echo(f"{problem.family} {problem.shape}: none of {len(table)} points compiles "
+                     f"and times here ({'; '.join(reasons)[:300]}); no search figure")
+                rows.append({"problem": problem.to_dict(), "points": len(table),
+                             "timed": 0, "missing": reasons})
+                continue
+            best_key = min(timed, key=lambda k: timed[k]["time_us"])
+            best_us = timed[best_key]["time_us"]
+            default = table.get(default_candidate(problem).key, {}).get("time_us") or best_us
+            target = TARGET * default / best_us
+            planner = [evaluations_to_target(planner_run(problem, timed, default, s, budget,
+                                                         Path(tmp)), target)
+                       for s in range(seeds)]
+            randoms = [evaluations_to_target(random_run(timed, default, s, budget), target)
+                       for s in range(seeds)]
+            p_med, r_med = _median(planner, budget), _median(randoms, budget)
+            best = Candidate.from_dict(timed[best_key]["candidate"]).describe()
+            echo(f"{problem.family} {problem.shape}: {declared} declared points, {len(table)} "
+                 f"trace, {len(timed)} compile and time; best {best_us:.2f} µs modelled "
+                 f"({best}); default {default:.2f} µs")
+            echo(f"  planner evaluations to 95%: {planner} (median {p_med:g}; goal <= {GOAL})")
+            echo(f"  random search:               {randoms} (median {r_med:g}; a miss counts "
+                 f"{budget + 1})")
+            echo(f"  ratio random / planner: {r_med / p_med:.2f}x")
+            rows.append({"problem": problem.to_dict(), "declared": declared,
+                         "points": len(table), "timed": len(timed), "best_us": best_us,
+                         "best": timed[best_key]["candidate"], "default_us": default,
+                         "planner": planner, "random": randoms, "planner_median": p_med,
+                         "random_median": r_med, "modelled": True})
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
