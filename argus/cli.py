@@ -543,7 +543,9 @@ def compare_command_(first: str, second: str, shapes, params, gpu: str, as_json:
 @click.argument("family", required=False)
 @click.option("--shape", default=None, help="Target sizes, e.g. 4096x4096x4096 (gemm MxNxK, "
               "attention_fwd BHxSxD, moe_gemm TOKENSxHxExN).")
-@click.option("--param", "params", multiple=True, help="Pin a kernel parameter, e.g. causal=true.")
+@click.option("--param", "params", multiple=True,
+              help="Pin a parameter (causal=true, swizzle=true) or restrict the values searched "
+                   "(block_k=32,64).")
 @click.option("--budget", default=64, show_default=True, help="Evaluations at most.")
 @click.option("--time-limit", type=float, default=None, help="Wall-clock seconds at most.")
 @click.option("--timeout", type=float, default=600.0, show_default=True,
@@ -609,7 +611,7 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
             if not family or not shape:
                 raise click.UsageError("give FAMILY and --shape (or --report RUN.jsonl, or "
                                        "--resume RUN.jsonl)")
-            problem = Problem(family, parse_shape(family, shape), _assignments(params, "--param"))
+            problem = Problem(family, parse_shape(family, shape), _choices(params))
         run_file = Path(resume) if resume else Path(
             out or f"argus-tune/{problem.family}-{problem.shape}") / "run.jsonl"
         out_dir = Path(out) if out else run_file.parent
@@ -638,6 +640,20 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
     if plot_file:
         _plot_events(read(run_file), plot_file, console)
     sys.exit(0 if progress.state.results else 3)
+
+
+def _choices(items: tuple[str, ...]) -> dict:
+    """--param NAME=VALUE pins a parameter; NAME=V1,V2 restricts the values searched."""
+    pinned = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        parts = [_assignments((f"{name}={part}",), "--param")[name]
+                 for part in text.split(",")] if sep else []
+        if not sep or not name or not all(str(p) for p in parts):
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE or NAME=V1,V2",
+                                     param_hint="--param")
+        pinned[name] = parts if len(parts) > 1 else parts[0]
+    return pinned
 
 
 def _plot_events(events: list[dict], plot_file: str, console) -> None:

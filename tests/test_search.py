@@ -14,6 +14,7 @@ from argus.search.loop import run
 from argus.search.planners import SearchState
 from argus.search.planners.offline import OfflinePlanner
 from argus.search.space import (
+    MFMA_16,
     Action,
     Candidate,
     apply,
@@ -147,3 +148,22 @@ def test_a_resumed_run_continues_where_it_stopped(tmp_path):
     keys = [e["evaluation"]["key"] for e in read(path) if e["kind"] == "eval"]
     assert keys[:5] == first and len(keys) == 9 and len(set(keys)) == 9
     assert [e["kind"] for e in read(path)].count("resume") == 1
+
+
+def test_pinned_and_restricted_knobs_shape_the_space():
+    problem = Problem("gemm", GEMM.sizes, {"swizzle": True, "block_k": [64, 32],
+                                           "instr": MFMA_16})
+    names = [k.name for k in problem.knobs()]
+    assert "swizzle" not in names and "instr" not in names
+    assert problem.knob("block_k").values == (32, 64)  # the family's order
+    points = list(every_candidate(problem))
+    assert len(points) == 3 * 3 * 2 * 4 * 2
+    assert all(p.param_dict["swizzle"] is True and p.param_dict["instr"] == MFMA_16
+               for p in points)
+    assert default_candidate(problem).param_dict["block_k"] == 32
+    assert {m.knob for m in moves_for(problem)} == {"block_m", "block_n", "block_k",
+                                                    "split_k", "policy"}
+    with pytest.raises(SearchError, match="outside gemm's values"):
+        Problem("gemm", GEMM.sizes, {"block_k": [48]}).knobs()
+    with pytest.raises(SearchError, match="not a searched knob"):
+        apply(default_candidate(problem), [Action("swizzle", False)], problem)

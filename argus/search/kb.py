@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import attrs
 
-from argus.search.space import MFMA_16, MFMA_32, Action, Candidate, Problem, family
+from argus.search.space import MFMA_16, MFMA_32, Action, Candidate, Problem
 
 #: MI300X compute units (AMD CDNA3 white paper). The grid-filling preconditions use it until
 #: the performance model's GPU profile exposes it (issue 12).
@@ -33,13 +33,13 @@ class Context:
         return self.candidate.param_dict
 
     def has(self, *knobs: str) -> bool:
-        names = {k.name for k in family(self.problem.family).knobs}
+        names = {k.name for k in self.problem.knobs()}
         return all(k in names for k in knobs)
 
     def step(self, knob: str, by: int):
         if not self.has(knob):
             return None
-        return family(self.problem.family).knob(knob).step(self.params[knob], by)
+        return self.problem.knob(knob).step(self.params[knob], by)
 
     @property
     def workgroups(self) -> int:
@@ -201,7 +201,7 @@ MOVES: tuple[Move, ...] = (
 
 def moves_for(problem: Problem) -> tuple[Move, ...]:
     """The moves whose knob the problem's family has."""
-    names = {k.name for k in family(problem.family).knobs}
+    names = {k.name for k in problem.knobs()}
     return tuple(m for m in MOVES if m.knob in names)
 
 

@@ -34,7 +34,10 @@ class Knob:
     stage: str = "kernel"  # kernel: a trace parameter; compile: an option of argus.compile
 
     def step(self, value, by: int):
-        """The value `by` positions away from `value`, or None past either end."""
+        """The value `by` positions away from `value`, or None past either end (or when
+        `value` is not one of this knob's)."""
+        if value not in self.values:
+            return None
         index = self.values.index(value) + by
         return self.values[index] if 0 <= index < len(self.values) else None
 
@@ -121,8 +124,36 @@ class Problem:
         return "x".join(str(self.sizes[d]) for d in family(self.family).dims)
 
     def fixed_params(self) -> dict:
+        """Parameters not searched: those the shape implies and those pinned to one value."""
         fam = family(self.family)
-        return {**(fam.fixed(self.sizes) if fam.fixed else {}), **self.pinned}
+        pinned = {k: v for k, v in self.pinned.items() if not isinstance(v, list | tuple)}
+        return {**(fam.fixed(self.sizes) if fam.fixed else {}), **pinned}
+
+    def knobs(self) -> tuple[Knob, ...]:
+        """The knobs searched: the family's, less those pinned to one value, with the values of
+        those pinned to a list restricted to it (`--param block_k=32,64`)."""
+        out = []
+        for knob in family(self.family).knobs:
+            chosen = self.pinned.get(knob.name)
+            if chosen is None:
+                out.append(knob)
+            elif isinstance(chosen, list | tuple):
+                bad = [v for v in chosen if v not in knob.values]
+                if bad or not chosen:
+                    raise SearchError(f"--param {knob.name}: {bad or 'no value'} outside "
+                                      f"{self.family}'s values {list(knob.values)}")
+                out.append(attrs.evolve(knob, values=tuple(v for v in knob.values
+                                                           if v in chosen)))
+            elif chosen not in knob.values:
+                raise SearchError(f"--param {knob.name}={chosen!r} is outside {self.family}'s "
+                                  f"values {list(knob.values)}")
+        return tuple(out)
+
+    def knob(self, name: str) -> Knob:
+        for knob in self.knobs():
+            if knob.name == name:
+                return knob
+        raise SearchError(f"{name} is not searched in this problem")
 
     def to_dict(self) -> dict:
         return {"family": self.family, "sizes": self.sizes, "pinned": self.pinned}
@@ -179,10 +210,11 @@ def default_candidate(problem: Problem) -> Candidate:
     """The family's default configuration (the kernel's own keyword defaults)."""
     from argus.kernels import library
 
-    fam = family(problem.family)
     defaults = library()[problem.family].kernel.params
-    chosen = {k.name: defaults[k.name] if k.stage == "kernel" else k.values[0]
-              for k in fam.knobs}
+    chosen = {}
+    for knob in problem.knobs():
+        default = defaults[knob.name] if knob.stage == "kernel" else knob.values[0]
+        chosen[knob.name] = default if default in knob.values else knob.values[0]
     return Candidate(problem.family, {**chosen, **problem.fixed_params()})
 
 
@@ -197,15 +229,19 @@ class Action:
         return f"{self.knob}={_short(self.value)}"
 
 
-def apply(candidate: Candidate, actions) -> Candidate:
-    """The candidate with each action's knob set (values checked against the family's knobs)."""
-    fam = family(candidate.family)
+def apply(candidate: Candidate, actions, problem: Problem | None = None) -> Candidate:
+    """The candidate with each action's knob set (values checked against the problem's knobs,
+    or the family's)."""
+    knobs = {k.name: k for k in (problem.knobs() if problem else family(candidate.family).knobs)}
     params = candidate.param_dict
     for action in actions:
-        knob = fam.knob(action.knob)
+        knob = knobs.get(action.knob)
+        if knob is None:
+            raise SearchError(f"{action.knob} is not a searched knob of {candidate.family}; "
+                              f"searched: {sorted(knobs)}")
         if action.value not in knob.values:
-            raise SearchError(f"{action.knob}={action.value!r} is outside {fam.name}'s space "
-                             f"{list(knob.values)}")
+            raise SearchError(f"{action.knob}={action.value!r} is outside {candidate.family}'s "
+                              f"space {list(knob.values)}")
         params[action.knob] = action.value
     return attrs.evolve(candidate, params=params)
 
@@ -214,8 +250,8 @@ def every_candidate(problem: Problem):
     """All points of the declared space (for exhaustive benches), fixed parameters included."""
     import itertools
 
-    fam = family(problem.family)
+    knobs = problem.knobs()
     fixed = problem.fixed_params()
-    for values in itertools.product(*(k.values for k in fam.knobs)):
-        yield Candidate(problem.family, {**dict(zip((k.name for k in fam.knobs), values,
+    for values in itertools.product(*(k.values for k in knobs)):
+        yield Candidate(problem.family, {**dict(zip((k.name for k in knobs), values,
                                                     strict=True)), **fixed})

@@ -22,7 +22,7 @@ import attrs
 
 from argus.search.kb import Context, moves_for
 from argus.search.planners import Proposal, SearchState
-from argus.search.space import Action, Candidate, Problem, SearchError, apply, family
+from argus.search.space import Action, Candidate, Problem, SearchError, apply
 
 TIMEOUT_S = 120.0
 #: rejections (with counterexamples) and best candidates shown per prompt
@@ -150,14 +150,13 @@ class LLMPlanner:
 
     def prompt(self, state: SearchState) -> str:
         problem = self.problem
-        fam = family(problem.family)
         parent = state.parent()
         sections = [
             f"# Problem\n{problem.family} at {problem.shape} "
             f"({', '.join(f'{k}={v}' for k, v in problem.sizes.items())}); fixed parameters "
             f"{problem.fixed_params() or 'none'}.",
             "# Knobs\n" + "\n".join(f"- {k.name}: one of {list(k.values)} ({k.doc})"
-                                    for k in fam.knobs),
+                                    for k in problem.knobs()),
             "# Kernel source\n```python\n" + _source(problem.family) + "```",
             "# Knowledge base (moves that apply to the current best)\n" + json.dumps(
                 [m.to_prompt() for m in self._applicable(state, parent)], indent=1),
@@ -219,14 +218,15 @@ class LLMPlanner:
             actions = move.propose(Context(self.problem, parent))
             if not actions:
                 raise ValueError(f"move {move.id} does not apply to {parent.describe()}")
-            return Proposal(apply(parent, actions), move.id, why)
+            return Proposal(apply(parent, actions, self.problem), move.id, why)
         params = item.get("params", {})
         if not isinstance(params, dict):
             raise ValueError("'params' is not an object")
         if set(params) & set(fixed):
             raise ValueError(f"{sorted(set(params) & set(fixed))} are fixed by the problem")
         base = Candidate(parent.family, parent.params)
-        candidate = apply(base, [Action(name, value) for name, value in params.items()])
+        candidate = apply(base, [Action(name, value) for name, value in params.items()],
+                          self.problem)
         if "source" in item:
             if not isinstance(item["source"], str) or not item["source"].strip():
                 raise ValueError("'source' is not kernel source text")

@@ -15,7 +15,7 @@ import optuna
 from argus.search.evaluate import Evaluation, precheck
 from argus.search.kb import Context, moves_for
 from argus.search.planners import Proposal, SearchState
-from argus.search.space import Candidate, Problem, apply, default_candidate, family
+from argus.search.space import Candidate, Problem, apply, default_candidate
 
 OPTUNA_ARM = "optuna"
 #: a new best must beat the old by this factor to earn its arm credit (modelled-time noise and
@@ -39,7 +39,7 @@ class OfflinePlanner:
         self.study = optuna.create_study(
             direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=8))
         self.distributions = {k.name: optuna.distributions.CategoricalDistribution(k.values)
-                              for k in family(problem.family).knobs}
+                              for k in problem.knobs()}
         self.asked: dict[str, optuna.trial.Trial] = {}
         self.pulls = {arm: 0 for arm in [*self.moves, OPTUNA_ARM]}
         self.credit = {arm: 0.0 for arm in self.pulls}
@@ -93,7 +93,7 @@ class OfflinePlanner:
         for move in self.moves.values():
             actions = move.propose(ctx)
             if actions:
-                candidate = apply(parent, actions)
+                candidate = apply(parent, actions, self.problem)
                 if fresh(candidate):
                     options[move.id] = Proposal(
                         candidate, move.id, f"{move.effect}: {move.rationale}")
