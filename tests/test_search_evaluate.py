@@ -22,13 +22,13 @@ def test_output_left_unwritten_is_wrong_even_where_the_verifier_has_nothing_to_r
 
 
 @pytest.mark.parametrize("source, status, words", [
-    (edits.SPIN, TIMEOUT, "longer than 4 s"),
+    (edits.SPIN, TIMEOUT, "longer than 2 s"),
     (edits.HOG, INVALID, "exceeded 512 MB"),
     ("def broken(:\n", INVALID, "SyntaxError"),
 ], ids=["spin", "hog", "syntax"])
 def test_edited_source_runs_only_inside_the_sandbox_limits(source, status, words):
     candidate = attrs.evolve(default_candidate(GEMM), source=source)
-    evaluation = Evaluator(GEMM, sandbox_time_s=4, sandbox_memory_mb=512)(candidate)
+    evaluation = Evaluator(GEMM, sandbox_time_s=2, sandbox_memory_mb=512)(candidate)
     assert (evaluation.status, evaluation.stage) == (status, "trace")
     assert words in evaluation.message
 

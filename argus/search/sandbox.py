@@ -17,6 +17,7 @@ import attrs
 #: defaults for one trace of model-written source
 TIME_LIMIT_S = 20.0
 MEMORY_LIMIT_MB = 2048
+STARTUP_S = 120.0  # for the child's imports, before the time limit starts
 
 
 @attrs.frozen
@@ -30,13 +31,23 @@ class SandboxResult:
 
 def trace_source(source: str, params: dict, *, time_limit_s: float = TIME_LIMIT_S,
                  memory_limit_mb: int = MEMORY_LIMIT_MB) -> SandboxResult:
-    """Trace the single `@kernel` function in `source` with `params` in a child process."""
+    """Trace the single `@kernel` function in `source` with `params` in a child process. The
+    time limit starts once the child has imported Argus (a loaded machine must not turn an
+    import into a timeout)."""
+    import select
+
     request = json.dumps({"source": source, "params": params, "memory_mb": memory_limit_mb,
                           "cpu_s": max(1, int(time_limit_s) + 1)})
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     child = subprocess.Popen([sys.executable, "-m", "argus.search.sandbox"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
+        ready, _, _ = select.select([child.stdout], [], [], STARTUP_S)
+        if not ready or child.stdout.readline().strip() != "ready":
+            child.kill()
+            _, err = child.communicate()
+            tail = err.strip().splitlines()[-1:] or ["no answer"]
+            return SandboxResult(None, "error", f"the tracing process did not start: {tail[0]}")
         out, err = child.communicate(request, timeout=time_limit_s)
     except subprocess.TimeoutExpired:
         child.kill()
@@ -61,13 +72,16 @@ def trace_source(source: str, params: dict, *, time_limit_s: float = TIME_LIMIT_
 def _child() -> None:
     import resource
 
-    request = json.loads(sys.stdin.read())
-    limit = request["memory_mb"] * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_CPU, (request["cpu_s"], request["cpu_s"]))
     from argus.ir.text import print_kernel
     from argus.lang.kernel import KernelDef
 
+    print("ready", flush=True)
+    request = json.loads(sys.stdin.read())
+    limit = request["memory_mb"] * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = int(used.ru_utime + used.ru_stime) + request["cpu_s"]
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     namespace: dict = {"__name__": "argus_edit"}
     try:
         exec(compile(request["source"], "<edit>", "exec"), namespace)
