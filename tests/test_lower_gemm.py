@@ -120,3 +120,56 @@ def test_unroll_hint_with_every_remainder(policy):
         compiled.run(A, B, C)
         reference = A.astype(np.float32) @ B.astype(np.float32).T
         assert np.abs(C - reference).max() < 1e-3 * max(1, np.abs(reference).max()), k
+
+
+@T.kernel(waves=4)
+def copy_or_swap(X: Tensor("bf16", "R", 32), Y: Tensor("bf16", "R", 32),
+                 Z: Tensor("bf16", "R", 32)):
+    """Workgroups in the first half of the rows copy X, the others Z, through a uniform
+    branch with a result; tiles in the last quarter of the rows skip the store entirely."""
+    R = X.shape[0]
+    T.assume((R % 256).eq(0))
+    T.grid(R // 64)
+    row = T.program_id(0) * 64
+    spec = T.copy_layout((64, 32), 4, 8)
+    tile = X.load((row, 0), spec)
+    with T.when(row * 2 >= R, tile=tile) as br:
+        br.tile = Z.load((row, 0), spec)
+    with T.when(row * 4 < R * 3):
+        Y.store((row, 0), br.tile)
+
+
+@pytest.mark.parametrize("policy", ["simple", "interleave"])
+def test_uniform_branches(policy):
+    compiled = argus.compile(copy_or_swap, policy=policy)
+    assert "s_cbranch_scc0" in compiled.text
+    rng = np.random.default_rng(4)
+    for rows in (256, 512):
+        X, Z = (rng.standard_normal((rows, 32)).astype(bfloat16) for _ in range(2))
+        Y = np.zeros_like(X)
+        compiled.run(X, Y, Z)
+        want = np.concatenate([X[:rows // 2], Z[rows // 2:]]).view(np.uint16).copy()
+        want[rows * 3 // 4:] = 0
+        assert np.array_equal(Y.view(np.uint16), want)
+
+
+@T.kernel(waves=4)
+def copy_band(X: Tensor("bf16", "R", 32), Y: Tensor("bf16", "R", 32)):
+    """Only the tiles in the middle half of the rows are copied (a compound condition)."""
+    R = X.shape[0]
+    T.assume((R % 256).eq(0))
+    T.grid(R // 64)
+    row = T.program_id(0) * 64
+    with T.when(((row * 4 >= R) & (row * 4 < R * 3)) | (row < 0)):
+        Y.store((row, 0), X.load((row, 0), T.copy_layout((64, 32), 4, 8)))
+
+
+def test_compound_uniform_condition():
+    compiled = argus.compile(copy_band)
+    assert "s_cselect_b32" in compiled.text and "s_and_b32" in compiled.text
+    X = np.random.default_rng(5).standard_normal((512, 32)).astype(bfloat16)
+    Y = np.zeros_like(X)
+    compiled.run(X, Y)
+    want = np.zeros_like(X.view(np.uint16))
+    want[128:384] = X.view(np.uint16)[128:384]
+    assert np.array_equal(Y.view(np.uint16), want)

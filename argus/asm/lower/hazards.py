@@ -2,13 +2,13 @@
 strict mode checks against: an MFMA result read by a VALU/VMEM/LDS instruction or by another
 MFMA (as SrcA/B, or as a SrcC other than exactly its own accumulator), and a VALU write of a VGPR
 an MFMA reads. Where the instructions in between do not give enough wait states, independent
-later ALU instructions of the same straight-line run move up to fill the gap, then `s_nop` covers
+later VALU instructions of the same straight-line run move up to fill the gap, then `s_nop` covers
 the rest; loops are solved over the back edge.
 """
 
 from __future__ import annotations
 
-from argus.asm.lower.program import Loop, MInst, Skip
+from argus.asm.lower.program import IfElse, Loop, MInst, Skip
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.mfma import MFMA, mfma
 
@@ -74,7 +74,9 @@ FIXED = ("s_waitcnt", "s_barrier", "s_cbranch", "s_branch", "s_cmp", "s_endpgm",
 
 
 def _movable(inst) -> bool:
-    return isinstance(inst, MInst) and not is_mfma(inst) and not inst.opcode.startswith(FIXED)
+    # VALU only: a scalar instruction may write SCC between an s_cmp and its reader
+    return (isinstance(inst, MInst) and inst.opcode.startswith("v_") and not is_mfma(inst)
+            and all(r.reg.cls == "v" for r in inst.defs))
 
 
 def _independent(candidate: MInst, passed: list, cache: dict) -> bool:
@@ -129,6 +131,11 @@ def _walk(items: list, history: dict, insert: bool, cache: dict) -> dict:
             continue
         if isinstance(item, Skip):
             history = _merge(history, _walk(item.body, history, insert, cache))
+            out.append(item)
+            continue
+        if isinstance(item, IfElse):
+            then, orelse = (_walk(arm, history, insert, cache) for arm in item.arms)
+            history = _merge(then, orelse)
             out.append(item)
             continue
         if not isinstance(item, MInst):

@@ -18,9 +18,19 @@ import attrs
 
 from argus.asm.lower.address import Piece, Prover, global_pieces, lds_pieces, table
 from argus.asm.lower.exprgen import ExprEmitter, LoweringError, UnsupportedError
-from argus.asm.lower.program import Label, LabelDef, Loop, MInst, Skip, VReg
+from argus.asm.lower.program import IfElse, Label, LabelDef, Loop, MInst, Skip, VReg
 from argus.ir import ops as O
-from argus.ir.expr import Const, Expr, Var, as_expr, free_vars, max_, simplify, substitute
+from argus.ir.expr import (
+    Const,
+    Expr,
+    Term,
+    Var,
+    as_expr,
+    free_vars,
+    max_,
+    simplify,
+    substitute,
+)
 from argus.ir.types import DTYPE_BYTES, RegType
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.mfma import mfma
@@ -506,6 +516,66 @@ def _for(s: Selector, op: O.For):
             s.out = pre
     for result, reg in zip(op.results, carried):
         s.regs[result.name] = reg
+
+
+@rule(O.If)
+def _if(s: Selector, op: O.If):
+    cond = simplify(substitute(op.cond, s.renamed)) if s.renamed else simplify(op.cond)
+    if not s.is_uniform(cond):
+        raise LoweringError(f"branch condition '{op.cond}' is not workgroup-uniform", op.loc)
+    results = [s.new_tile(r) for r in op.results]
+    arms = (op.then, op.orelse)
+    if isinstance(cond, Const):                  # decided at compile time: one arm, no branch
+        _arm(s, arms[0] if cond.value else arms[1], results)
+    else:
+        branch = IfElse(s.label("else"), s.label("endif"))
+        if isinstance(cond, Term) and cond.op in _COMPARE:     # branch on the compare itself
+            left, right = s.value(cond.args[0]), s.value(cond.args[1])
+            s.emit(_COMPARE[cond.op], left, right, ndefs=0, note=f"if {op.cond}")
+        else:
+            s.emit("s_cmp_lg_u32", _flag(s, cond), 0, ndefs=0, note=f"if {op.cond}")
+        s.emit("s_cbranch_scc0", branch.else_label, ndefs=0)
+        s.out.append(branch)
+        with s.conditional(branch.then_body):
+            _arm(s, op.then, results)
+            s.loc = op.loc
+            s.emit("s_branch", branch.end_label, ndefs=0)
+        with s.conditional(branch.else_body):
+            _arm(s, op.orelse, results)
+    for result, reg in zip(op.results, results):
+        s.regs[result.name] = reg
+
+
+_COMPARE = {"lt": "s_cmp_lt_i32", "le": "s_cmp_le_i32", "eq": "s_cmp_eq_u32",
+            "ne": "s_cmp_lg_u32"}
+
+
+def _flag(s: Selector, cond: Expr) -> VReg:
+    """An SGPR holding 1 where the uniform condition holds, else 0."""
+    flag = VReg("s", 1, "cond")
+    if isinstance(cond, Term) and cond.op in _COMPARE:
+        s.emit(_COMPARE[cond.op], s.value(cond.args[0]), s.value(cond.args[1]), ndefs=0)
+        s.emit("s_cselect_b32", flag, 1, 0)
+    elif isinstance(cond, Term) and cond.op in ("land", "lor"):
+        left, right = _flag(s, cond.args[0]), _flag(s, cond.args[1])
+        s.emit("s_and_b32" if cond.op == "land" else "s_or_b32", flag, left, right)
+    elif isinstance(cond, Term) and cond.op == "lnot":
+        s.emit("s_xor_b32", flag, _flag(s, cond.args[0]), 1)
+    else:
+        raise UnsupportedError(f"the condition '{cond}' is not a comparison the backend "
+                               "lowers", s.loc, "compare integers with < <= == != and combine "
+                               "with & | ~")
+    return flag
+
+
+def _arm(s: Selector, block: O.Block, results: list) -> None:
+    *ops, yielded = block.ops
+    s.block(ops)
+    s.loc = yielded.loc
+    for value, reg in zip(yielded.values, results):
+        src = s.tile(value)
+        for r in range(reg.size):
+            s.emit("v_mov_b32_e32", reg[r], src[r])
 
 
 def _body_copy(s: Selector, op: O.For, carried: list, renamed: dict) -> None:

@@ -150,7 +150,22 @@ class Skip:
     body: list = attrs.field(factory=list)
 
 
-Item = MInst | LabelDef | Loop | Skip
+@attrs.define(eq=False)
+class IfElse:
+    """A uniform two-way branch: the test before it jumps to `else_label` when false; the then
+    body ends with `s_branch end_label`."""
+
+    else_label: Label
+    end_label: Label
+    then_body: list = attrs.field(factory=list)
+    else_body: list = attrs.field(factory=list)
+
+    @property
+    def arms(self) -> tuple[list, list]:
+        return self.then_body, self.else_body
+
+
+Item = MInst | LabelDef | Loop | Skip | IfElse
 
 
 def flatten(items: list[Item]) -> list[MInst | LabelDef]:
@@ -164,6 +179,11 @@ def flatten(items: list[Item]) -> list[MInst | LabelDef]:
         elif isinstance(item, Skip):
             out.extend(flatten(item.body))
             out.append(LabelDef(item.label))
+        elif isinstance(item, IfElse):
+            out.extend(flatten(item.then_body))
+            out.append(LabelDef(item.else_label))
+            out.extend(flatten(item.else_body))
+            out.append(LabelDef(item.end_label))
         else:
             out.append(item)
     return out
@@ -174,5 +194,8 @@ def instructions(items: list[Item]):
     for item in items:
         if isinstance(item, Loop | Skip):
             yield from instructions(item.body)
+        elif isinstance(item, IfElse):
+            for arm in item.arms:
+                yield from instructions(arm)
         elif isinstance(item, MInst):
             yield item

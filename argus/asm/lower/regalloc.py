@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 
 from argus.asm.lower.exprgen import LoweringError
-from argus.asm.lower.program import Loop, MInst, Skip, VReg, ref
+from argus.asm.lower.program import IfElse, Loop, MInst, Skip, VReg, ref
 from argus.isa_cdna3 import isa
 
 #: Registers a kernel may allocate per class: SGPRs below VCC, architectural VGPRs.
@@ -38,6 +38,9 @@ def _positions(items, out: list, loops: list) -> None:
             loops.append((first, len(out) - 1))
         elif isinstance(item, Skip):
             _positions(item.body, out, loops)
+        elif isinstance(item, IfElse):
+            for arm in item.arms:          # laid out one after the other: intervals cover both
+                _positions(arm, out, loops)
         elif isinstance(item, MInst):
             out.append(item)
 

@@ -8,7 +8,7 @@ global loads are issued first.
 
 from __future__ import annotations
 
-from argus.asm.lower.program import Loop, MInst, Skip
+from argus.asm.lower.program import IfElse, Loop, MInst, Skip
 
 #: Instructions a region of straight-line code ends at (nothing moves across them).
 BOUNDARIES = ("s_barrier", "s_cbranch", "s_branch", "s_cmp", "s_endpgm", "s_waitcnt")
@@ -27,6 +27,9 @@ def schedule(items: list, policy: str) -> None:
         region = []
         if isinstance(item, Loop | Skip):
             schedule(item.body, policy)
+        elif isinstance(item, IfElse):
+            for arm in item.arms:
+                schedule(arm, policy)
         out.append(item)
     out.extend(_hoist_lds_reads(region))
     items[:] = out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from argus.asm.lower.program import Loop, MInst, Skip
+from argus.asm.lower.program import IfElse, Loop, MInst, Skip
 from argus.isa_cdna3 import isa, opcodes
 from argus.isa_cdna3.opcodes import LGKMCNT, VMCNT
 
@@ -130,6 +130,11 @@ def _walk(items: list, state: State, insert: bool) -> State:
             continue
         if isinstance(item, Skip):
             state = state.merge(_walk(item.body, state, insert))    # run or jumped over
+            out.append(item)
+            continue
+        if isinstance(item, IfElse):
+            then, orelse = (_walk(arm, state, insert) for arm in item.arms)
+            state = then.merge(orelse)
             out.append(item)
             continue
         if isinstance(item, MInst):
