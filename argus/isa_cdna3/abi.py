@@ -12,8 +12,13 @@ import struct
 import attrs
 
 from argus.errors import ArgusError
+from argus.isa_cdna3 import isa
 
 KERNEL_DESCRIPTOR_SIZE = 64
+#: COMPUTE_PGM_RSRC granules on gfx90a/gfx942: SGPRs are encoded in blocks of 8, the first AGPR
+#: (accum_offset, COMPUTE_PGM_RSRC3) in blocks of 4; unified VGPRs in isa.VGPR_ALLOC_GRANULE.
+SGPR_GRANULE = 8
+ACCUM_OFFSET_GRANULE = 4
 
 # kernel_code_properties bit i enables USER_SGPR_INPUTS[i]: (name, SGPRs), in SGPR order.
 USER_SGPR_INPUTS = (("private_segment_buffer", 4), ("dispatch_ptr", 2), ("queue_ptr", 2),
@@ -62,19 +67,19 @@ class KernelDescriptor:
 
     @property
     def unified_vgpr_count(self) -> int:
-        """VGPRs + AGPRs allocated per lane (granule 8 on gfx90a/gfx942)."""
-        return ((self.compute_pgm_rsrc1 & 0x3F) + 1) * 8
+        """VGPRs + AGPRs allocated per lane."""
+        return ((self.compute_pgm_rsrc1 & 0x3F) + 1) * isa.VGPR_ALLOC_GRANULE
 
     @property
     def sgpr_count(self) -> int:
         """SGPRs per wave including VCC/FLAT_SCRATCH/XNACK_MASK, as encoded (granule 8; the
         hardware rounds the allocation up further to 16)."""
-        return (((self.compute_pgm_rsrc1 >> 6) & 0xF) + 1) * 8
+        return (((self.compute_pgm_rsrc1 >> 6) & 0xF) + 1) * SGPR_GRANULE
 
     @property
     def accum_offset(self) -> int:
         """First AGPR's index in the unified VGPR file."""
-        return ((self.compute_pgm_rsrc3 & 0x3F) + 1) * 4
+        return ((self.compute_pgm_rsrc3 & 0x3F) + 1) * ACCUM_OFFSET_GRANULE
 
     @property
     def float_modes(self) -> dict[str, int]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from argus.asm.lower.program import LabelDef, MInst, flatten
 from argus.isa_cdna3 import isa
+from argus.isa_cdna3.abi import ACCUM_OFFSET_GRANULE
 
 
 def _where(inst: MInst) -> str:
@@ -42,8 +43,9 @@ def granule(count: int, unit: int) -> int:
 def kernel_text(*, name: str, body: str, kernargs, kernarg_bytes: int, lds_bytes: int,
                 sgprs: int, vgprs: int, grid_rank: int, block: int) -> str:
     """The complete .s: code, kernel descriptor and code-object metadata."""
-    accum = granule(vgprs, 4)         # AGPRs (none) would start here; VGPR granule is 8 on
-    # gfx90a+ and the descriptor rounds up itself, so next_free_vgpr is the arch count
+    # AGPRs (none) would start here; the VGPR granule is 8 on gfx90a+ and the descriptor rounds
+    # up itself, so next_free_vgpr is the arch count
+    accum = granule(vgprs, ACCUM_OFFSET_GRANULE)
     ids = "\n".join(f"  .amdhsa_system_sgpr_workgroup_id_{axis} 1"
                     for axis in "xyz"[:grid_rank])
     args = []

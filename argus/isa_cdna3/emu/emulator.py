@@ -43,6 +43,7 @@ from argus.isa_cdna3.emu.state import (
 )
 from argus.isa_cdna3.emu.trace import EventTrace
 from argus.isa_cdna3.instruction import Instruction
+from argus.isa_cdna3.opcodes import Unit, unit
 
 if TYPE_CHECKING:   # the launch record comes from the layer above; only its fields are read here
     from argus.asm.launch import Launch
@@ -133,7 +134,7 @@ def compile_program(instructions: list[Instruction], info: KernelInfo) -> list[A
         try:
             if inst.opcode in ("s_set_gpr_idx_on", "s_set_gpr_idx_off"):
                 indexing = tuple(inst.mod("gpr_idx", ())) if inst.opcode.endswith("on") else ()
-            if indexing and inst.opcode.startswith("v_"):
+            if indexing and unit(inst.opcode) in (Unit.VALU, Unit.MFMA):
                 executors.append(compile_gpr_indexed(inst, info.accum_offset, indexing))
                 continue
             executors.append(compile_instruction(inst, info.accum_offset))

@@ -27,7 +27,7 @@ from argus.isa_cdna3.emu.operands import (
 from argus.isa_cdna3.emu.state import Group, Machine, MemoryFault
 from argus.isa_cdna3.instruction import Instruction, Reg, Special
 from argus.isa_cdna3.lds import access_cycles
-from argus.isa_cdna3.opcodes import OPCODES, Opcode, Unit
+from argus.isa_cdna3.opcodes import OPCODES, Opcode, Unit, unit
 
 U32 = np.uint32
 U64 = np.uint64
@@ -193,7 +193,7 @@ def _smem_write(inst: Instruction, row: Opcode) -> Callable[[Machine, Group], An
 
 def _checked(m: Machine, g: Group, inst: Instruction, addr: np.ndarray, nbytes: int,
              active: np.ndarray) -> np.ndarray:
-    if m.trace is not None and not inst.opcode.startswith("s_"):    # vector memory only
+    if m.trace is not None and unit(inst.opcode) is Unit.VMEM:    # vector memory only
         m.trace.memory(g.waves, addr, active)
     try:
         return m.memory.check(addr, nbytes, active)
