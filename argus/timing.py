@@ -438,6 +438,11 @@ def time_target(target: str, *, shape: Mapping[str, int] | None = None,
     from argus.asm.launch import _kernel
 
     info = _kernel(code, kernel)
+    pointers = [a.name for a in info.args if a.value_kind == "global_buffer"]
+    missing = [name for name in pointers if name not in (buffers or {})]
+    if missing:
+        raise PerfError(f"kernel {info.name} takes buffer(s) {missing}: give each a size, e.g. "
+                        f"--buffer {missing[0]}=1048576 (bytes, zero-filled)")
     arrays = {name: np.zeros(-(-size // 4), np.uint32) for name, size in (buffers or {}).items()}
     timing = time(code, info.name, grid=grid, block=block, args={**arrays, **(args or {})},
                   gpu=gpu)

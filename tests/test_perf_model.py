@@ -219,6 +219,28 @@ def test_cli_time_json_and_plot(tmp_path):
     assert table.exit_code == 0 and "modelled" in table.output and "bottleneck" in table.output
 
 
+def test_cli_times_a_code_object_file(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from argus.cli import main
+
+    source = tmp_path / "mfma.s"
+    source.write_text(micro.mfma().source)
+    result = CliRunner().invoke(main, ["time", str(source), "--grid", "1", "--block", "256",
+                                       "--json"])
+    assert result.exit_code == 0, result.output
+    assert "MFMA bound" in json.loads(result.output)["bottleneck"]
+    stream = tmp_path / "hbm.s"
+    stream.write_text(micro.hbm(4, 64).source)
+    missing = CliRunner().invoke(main, ["time", str(stream), "--grid", "2", "--block", "64"])
+    assert missing.exit_code == 1 and "--buffer src=" in missing.output
+    ok = CliRunner().invoke(main, ["time", str(stream), "--grid", "2", "--block", "64",
+                                   "--buffer", f"src={2 * 64 * 16 * 4}", "--json"])
+    assert ok.exit_code == 0 and '"bytes_hbm": 8192' in ok.output
+
+
 def test_cli_compare_and_errors():
     from click.testing import CliRunner
 
