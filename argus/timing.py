@@ -38,6 +38,7 @@ class Family:
     workgroups: Callable[[dict], int]
     footprint: Callable[[dict], float]                    # compulsory HBM bytes
     defaults: dict
+    problem: Callable[[dict], str | None]                 # what is wrong with the sizes, if any
 
 
 def _gemm_tile(name: str) -> int:
@@ -54,7 +55,11 @@ def _gemm(name: str) -> Family:
         "k", (512, 1024), lambda s: s["k"] // s["splitk"], sample,
         lambda s: (s["n"] // 64) * -(-s["m"] // tile) * s["splitk"],
         lambda s: (s["m"] * s["k"] + s["n"] * s["k"]) * BF16_BYTES + s["m"] * s["n"] * 4,
-        {"m": tile, "n": 128, "k": 256, "splitk": 1})
+        {"m": tile, "n": 128, "k": 256, "splitk": 1},
+        lambda s: None if min(s.values()) >= 1 and s["n"] % 64 == 0
+        and s["k"] % (64 * s["splitk"]) == 0 else
+        "m, n, k, splitk must be positive, n a multiple of 64 and k of 64 * splitk (each split "
+        "a whole number of the kernel's 64-wide K steps)")
 
 
 def _fmha(name: str) -> Family:
@@ -65,7 +70,9 @@ def _fmha(name: str) -> Family:
         "sk", (128, 256), lambda s: s["sk"],
         lambda s, trip, groups: {"b": 1, "h": groups, "s": 256, "sk": trip},
         lambda s: -(-s["s"] // 256) * s["h"] * s["b"], footprint,
-        {"b": 1, "h": 1, "s": 256, "sk": 256})
+        {"b": 1, "h": 1, "s": 256, "sk": 256},
+        lambda s: None if min(s.values()) >= 1 and s["h"] % s.get("hk", s["h"]) == 0 else
+        "b, h, s, sk (and hk) must be positive and hk must divide h")
 
 
 def _family(name: str) -> Family | None:
@@ -227,6 +234,8 @@ def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate
     if unknown:
         raise PerfError(f"{name} takes sizes {sorted(family.defaults)}, not {sorted(unknown)}")
     size = {**family.defaults, **sizes}
+    if (problem := family.problem(size)) is not None:
+        raise PerfError(f"{name} at {size}: {problem}")
     code, statics = _vendor_code(name)
     info = code.kernels[0]
     threads = 512 if family.loop == "sk" else 256

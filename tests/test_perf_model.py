@@ -151,6 +151,10 @@ def test_unknown_profile_and_misused_sizes_are_clear_errors():
         argus.time(GEMM, sizes={"m": 32}, gpu="h100")
     with pytest.raises(PerfError, match="takes sizes"):
         argus.time(GEMM, sizes={"tokens": 32})
+    with pytest.raises(PerfError, match="multiple of 64"):
+        argus.time(GEMM, sizes={"n": 100})
+    with pytest.raises(PerfError, match="hk must divide h"):
+        argus.time("fwd_hd128_bf16", sizes={"h": 6, "hk": 4})
     with pytest.raises(PerfError, match="grid= and block="):
         argus.time(assemble(micro.mfma().source))
 
