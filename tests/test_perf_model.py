@@ -122,6 +122,20 @@ def test_more_workgroups_than_cus_take_rounds():
     assert two.microseconds > one.microseconds
 
 
+def test_power_budget_lowers_the_clock_only_under_chip_wide_matrix_load():
+    from argus.isa_cdna3.perf.estimate import clock
+
+    budget = Calibrated(power_budget=0.5)
+    peak = MI300X.clock_ghz.value
+    assert clock(MI300X, active_cus=304, mfma_busy=0.4, constants=budget) == peak
+    assert clock(MI300X, active_cus=100, mfma_busy=1.0, constants=budget) == peak
+    assert clock(MI300X, active_cus=304, mfma_busy=1.0, constants=budget) == pytest.approx(
+        peak * 0.5)
+    loads = [clock(MI300X, active_cus=304, mfma_busy=b / 10, constants=budget)
+             for b in range(11)]
+    assert loads == sorted(loads, reverse=True)
+
+
 # ------------------------------------------------------------------------- errors
 def test_workgroup_that_does_not_fit_a_cu_is_a_clear_error():
     with pytest.raises(KernelDoesNotFit, match="LDS"):
@@ -243,6 +257,21 @@ def test_cli_times_a_code_object_file(tmp_path):
     ok = CliRunner().invoke(main, ["time", str(stream), "--grid", "2", "--block", "64",
                                    "--buffer", f"src={2 * 64 * 16 * 4}", "--json"])
     assert ok.exit_code == 0 and '"bytes_hbm": 8192' in ok.output
+
+
+def test_cli_times_a_library_kernel_with_its_sizes_and_params():
+    import json
+
+    from click.testing import CliRunner
+
+    from argus.cli import main
+
+    result = CliRunner().invoke(main, ["time", "gemm", "--shape", "m=128", "--shape", "n=128",
+                                       "--shape", "k=256", "--param", "block_k=32", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["flops"] == 2 * 128 * 128 * 256 and data["shape"] == {"M": 128, "N": 128,
+                                                                     "K": 256}
 
 
 def test_cli_compare_and_errors():
