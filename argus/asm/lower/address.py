@@ -170,12 +170,20 @@ def row_major_strides(shape: tuple[Expr, ...]) -> tuple[Expr, ...]:
 
 def global_pieces(op, *, origin, widths, prover: Prover) -> list[Piece]:
     """Pieces of a global access (ir.access formula) by its register tile, the op's origin
-    replaced by `origin` (the same one, or an unrolled copy's)."""
+    replaced by `origin` (the same one, or an unrolled copy's). For a gather the gathered axis
+    is left out of the pieces' addresses (the row read from the index tensor is added per lane
+    by the caller) and each piece keeps one gather position per lane."""
     tile = tile_of(op)
     layout, nbytes = tile.layout, DTYPE_BYTES[tile.dtype]
     shape = op.tensor.type.shape
     strides = row_major_strides(shape)
-    index = tuple(simplify(i) for i in global_index(op, origin=origin))
+    index = [simplify(i) for i in global_index(op, origin=origin)]
+    same = []
+    if op.gather is not None:
+        index[op.gather.axis] = Const(0)
+        position = op.gather.origin + layout.coords[op.gather.tile_axis]
+        same.append(table(split_lane(simplify(position), op.loc)[0], layout.waves,
+                          layout.slots))
     parts = [split_lane(i, op.loc) for i in index]
     # the per-lane part of every tensor index for every (thread, slot): contiguity and
     # alignment are decided on these tables
@@ -198,7 +206,7 @@ def global_pieces(op, *, origin, widths, prover: Prover) -> list[Piece]:
             step = np.arange(w) if i == inner else 0
             if not (t[:, s:s + w] == t[:, s:s + 1] + step).all():
                 return False
-        return True
+        return all((t[:, s:s + w] == t[:, s:s + 1]).all() for t in same)
 
     def aligned(s: int, piece_bytes: int) -> bool:
         # dword granularity is what the buffer instructions need (gfx942 allows unaligned

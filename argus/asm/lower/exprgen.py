@@ -1,10 +1,10 @@
 """Integer `ir.expr` terms to gfx942 SALU/VALU sequences.
 
 A term whose variables are all uniform (sizes, workgroup ids, loop counters) becomes SGPR code,
-one that mentions `wave` or `lane` VGPR code. Terms that do not change inside the kernel's loops
-are emitted once into the prologue (hoisted); the others where they are used, memoised per loop
-body. Operand rules of the encodings: a VOP2 takes its SGPR or literal in src0 and a VGPR in src1;
-a VOP3 (v_mul_lo_u32) takes no literal on gfx9.
+one that mentions `wave` or `lane` VGPR code. A term needed inside a loop that does not change
+there is emitted once before the outermost loop (hoisted); the others where they are used,
+memoised per loop body. Operand rules of the encodings: a VOP2 takes its SGPR or literal in src0
+and a VGPR in src1; a VOP3 (v_mul_lo_u32) takes no literal on gfx9.
 """
 
 from __future__ import annotations
@@ -32,13 +32,15 @@ def _is_inline(value: int) -> bool:
 
 
 class ExprEmitter:
-    """Emits integer expressions; `out` is the list instructions go to at the current point and
-    `prologue` the list run once before the first loop."""
+    """Emits integer expressions; `out` is the list instructions go to at the current point,
+    `prologue` the entry code (constants go there) and `preheader` the code just before the
+    outermost loop being lowered (hoisted terms go there)."""
 
     def __init__(self, bindings: dict[str, VReg], prologue: list, loop_vars: set[str]):
         self.bindings = bindings
         self.prologue = prologue
         self.out = prologue
+        self.preheader = prologue
         self.loop_vars = loop_vars          # names of loop counters (not hoistable)
         self.hoisted: dict[Expr, VReg | int] = {}
         self.scoped: list[dict[Expr, VReg | int]] = []
@@ -79,13 +81,14 @@ class ExprEmitter:
         for scope in self.scoped:
             if e in scope:
                 return scope[e]
-        # loop-invariant terms needed inside a loop are hoisted into the prologue; outside
-        # loops a term is computed where it is first used (straight-line code dominates the rest)
+        # loop-invariant terms needed inside a loop are hoisted before the outermost loop (which
+        # follows every top-level definition they may use); outside loops a term is computed
+        # where it is first used (straight-line code dominates the rest)
         invariant = self.is_invariant(e)
         memo = self.hoisted if invariant or not self.scoped else self.scoped[-1]
         saved = self.out
         if invariant and self.loop_vars:
-            self.out = self.prologue
+            self.out = self.preheader
         try:
             result = self._term(e, name)
         finally:

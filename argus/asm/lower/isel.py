@@ -16,11 +16,22 @@ from collections.abc import Callable
 
 import attrs
 
-from argus.asm.lower.address import Piece, Prover, global_pieces, lds_pieces, table
+from argus.asm.lower.address import (
+    Piece,
+    Prover,
+    at_slot,
+    global_pieces,
+    lds_pieces,
+    row_major_strides,
+    split_lane,
+    table,
+)
 from argus.asm.lower.exprgen import ExprEmitter, LoweringError, UnsupportedError
-from argus.asm.lower.program import IfElse, Label, LabelDef, Loop, MInst, Skip, VReg
+from argus.asm.lower.program import Fixed, IfElse, Label, LabelDef, Loop, MInst, Skip, VReg
 from argus.ir import ops as O
+from argus.ir.access import global_index, tile_of
 from argus.ir.expr import (
+    And,
     Const,
     Expr,
     Term,
@@ -31,9 +42,10 @@ from argus.ir.expr import (
     simplify,
     substitute,
 )
-from argus.ir.types import DTYPE_BYTES, RegType
+from argus.ir.types import DTYPE_BYTES, RegType, thread_vars
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.mfma import mfma
+from argus.smt import Proved, prove
 
 #: Bytes one buffer / DS instruction moves, widest first, and their opcodes.
 GLOBAL_WIDTHS = (16, 8, 4)
@@ -71,6 +83,7 @@ class LoopFrame:
     iv: str
     step: int
     start: Expr
+    stop: Expr
     setup: list
     latch: list
     reduced: dict = attrs.field(factory=dict)
@@ -131,6 +144,7 @@ class Selector(ExprEmitter):
         self.kernargs: list[KernargSlot] = []
         self.labels = 0
         self.renamed: dict = {}                     # loop counter -> its value in this copy
+        self.facts: list[Expr] = []                 # bounds of the loop counters renamed away
 
     # ------------------------------------------------------------------ entry
     def run(self) -> list:
@@ -202,6 +216,13 @@ class Selector(ExprEmitter):
             yield
         finally:
             self.hoisted, self.lane_bases, self.out = hoisted, bases, saved
+
+    def loop_facts(self) -> list[Expr]:
+        """What the launch grid and the enclosing loops guarantee about their counters here."""
+        grid = [And(0 <= op.var, op.var < self.kernel.grid[op.axis])
+                for op in self.kernel.ops() if isinstance(op, O.ProgramId)]
+        return grid + [And(f.start <= Var(f.iv, 0, 2**31), Var(f.iv, 0, 2**31) < f.stop)
+                       for f in self.frames] + list(self.facts)
 
     def origin_of(self, op) -> tuple[Expr, ...]:
         """The op's origin in this copy of its loop body (unrolled copies rename counters)."""
@@ -326,11 +347,87 @@ def _lds_alloc(s: Selector, op: O.LdsAlloc):
 
 
 def _check_plain_global(s: Selector, op):
-    if op.gather is not None:
-        raise UnsupportedError(f"{op.mnemonic} with a gather index is not lowered yet", op.loc)
-    if op.guard:
-        raise UnsupportedError(f"guarded {op.mnemonic} (per-element bounds) is not lowered yet; "
-                               "the buffer resource bounds only the whole tensor", op.loc)
+    """A guarded access reads 0 / drops the write where an element lies outside the tensor.
+    The buffer resource bounds the whole tensor, which is that rule exactly when only the first
+    axis (rows) can leave its range: the other axes are proved in range, under the kernel's
+    assumptions and the enclosing loops' bounds."""
+    if not op.guard:
+        return
+    index = global_index(op, origin=s.origin_of(op))
+    shape = op.tensor.type.shape
+    inner = [And(0 <= i, i < e) for axis, (i, e) in enumerate(zip(index, shape))
+             if axis != 0 and not (op.gather is not None and axis == op.gather.axis)]
+    if op.gather is not None and op.gather.axis != 0:
+        raise UnsupportedError(f"guarded gather along axis {op.gather.axis}: the buffer "
+                               "resource bounds rows only", op.loc, "gather rows (axis 0)")
+    tile = tile_of(op).layout
+    lane_facts = [And(0 <= v, v < v.hi) for v in thread_vars(tile.waves, tile.slots)]
+    if inner and not isinstance(prove(And(*inner), s.prover.assumes + tuple(s.loop_facts())
+                                      + tuple(lane_facts), timeout_ms=5000), Proved):
+        raise UnsupportedError(f"guarded {op.mnemonic}: the backend bounds rows with the buffer "
+                               "resource, but an inner coordinate may leave the tensor here",
+                               op.loc, "keep inner coordinates in range (assume the sizes "
+                               "are multiples of the tile)")
+
+
+def _gather_rows(s: Selector, op, piece: Piece):
+    """VGPR with the element offset of each lane's gathered row for this piece: the row id
+    read from the index tensor (once per kernel when the position is loop-invariant), times the
+    gathered axis' stride."""
+    gather, layout = op.gather, tile_of(op).layout
+    position = simplify(substitute(gather.origin, s.renamed) if s.renamed else gather.origin)
+    position = simplify(position + at_slot(layout.coords[gather.tile_axis], piece.first))
+    key = ("gather", gather.index.name, position)
+    invariant = s.is_invariant(position)
+    memo = s.hoisted if invariant or not s.scoped else s.scoped[-1]
+    if key not in memo:
+        lane, uniform, const = split_lane(simplify(position * 4), op.loc)
+        saved = s.out
+        if invariant and s.loop_vars:
+            s.out = s.preheader
+        try:
+            vaddr, soffset, offset = s.buffer_vaddr(Piece(0, 1, 4, lane, uniform, const))
+            row = VReg("v", 1, f"row.{gather.index.name}")
+            s.emit("buffer_load_dword", row, vaddr if vaddr is not None else _OFF,
+                   s.rsrc[gather.index.name], soffset, mods=_buffer_mods(vaddr, offset),
+                   note="gathered row id")
+            stride = row_major_strides(op.tensor.type.shape)[gather.axis]
+            scale = s.register(simplify(stride * DTYPE_BYTES[op.tensor.type.dtype]), "stride")
+            offset_reg = VReg("v", 1, "row.bytes")
+            s.emit("v_mul_lo_u32", offset_reg, row, scale)
+        finally:
+            s.out = saved
+        memo[key] = offset_reg
+    return memo[key]
+
+
+def _gathered_vaddr(s: Selector, op, piece: Piece, vaddr):
+    """The piece's VGPR address plus its lanes' gathered row offsets."""
+    rows = _gather_rows(s, op, piece)
+    if vaddr is None:
+        return rows
+    address = VReg("v", 1, "gaddr")
+    s.emit("v_add_u32_e32", address, vaddr, rows)
+    return address
+
+
+@rule(O.ScalarLoad)
+def _scalar_load(s: Selector, op: O.ScalarLoad):
+    """A workgroup-uniform i32 read with a scalar load from the tensor's base address."""
+    strides = row_major_strides(op.tensor.type.shape)
+    offset = simplify(sum((i * st for i, st in zip(op.index, strides)), as_expr(0)) * 4)
+    offset = simplify(substitute(offset, s.renamed)) if s.renamed else offset
+    value = s.value(offset)
+    reg = VReg("s", 1, op.var.name)
+    if isinstance(value, int) and not 0 <= value < 1 << 20:
+        value = s.materialize(value, "s")
+    s.emit("s_load_dword", reg, s.rsrc[op.tensor.name][0:2], value, note=op.var.name)
+    s.bindings[op.var.name] = reg
+
+
+@rule(O.Distinct)
+def _distinct(s: Selector, op: O.Distinct):
+    """A declared fact about the index data, for the proofs: no code."""
 
 
 def _global_pieces(s: Selector, op, tile: RegType, widths):
@@ -346,6 +443,8 @@ def _global_load(s: Selector, op: O.GlobalLoad):
     for piece in _global_pieces(s, op, tile, GLOBAL_WIDTHS):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         vaddr, soffset, offset = s.buffer_vaddr(piece)
+        if op.gather is not None:
+            vaddr = _gathered_vaddr(s, op, piece, vaddr)
         s.emit(BUFFER_LOAD[piece.nbytes], dst[first:first + count],
                vaddr if vaddr is not None else _OFF, rsrc, soffset,
                mods=_buffer_mods(vaddr, offset))
@@ -364,15 +463,18 @@ def _global_store(s: Selector, op: O.GlobalStore):
     for piece in _global_pieces(s, op, tile, (4,) if atomic else GLOBAL_WIDTHS):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         vaddr, soffset, offset = s.buffer_vaddr(piece)
+        if op.gather is not None:
+            vaddr = _gathered_vaddr(s, op, piece, vaddr)
         opcode = "buffer_atomic_add_f32" if atomic else BUFFER_STORE[piece.nbytes]
         s.emit(opcode, data[first:first + count], vaddr if vaddr is not None else _OFF, rsrc,
                soffset, ndefs=0, mods=_buffer_mods(vaddr, offset))
 
 
-_OFF = None
+_OFF = Fixed("off")
 
 
 def _buffer_mods(vaddr, offset: int) -> str:
+    """offen when a VGPR address is given, offset:N when nonzero."""
     mods = "offen" if vaddr is not None else ""
     return f"{mods} offset:{offset}".strip() if offset else mods
 
@@ -458,6 +560,9 @@ def _for(s: Selector, op: O.For):
     u = unroll_factor(s, op)
     pre, latch, setup = s.out, [], []
     at = len(pre)
+    outermost = not s.frames
+    if outermost:
+        s.preheader = []                 # loop-invariant terms of this loop nest
     carried = []
     for init, arg in zip(op.inits, op.body.args):
         reg = s.tile(init)
@@ -483,7 +588,7 @@ def _for(s: Selector, op: O.For):
     s.emit("s_cmp_ge_i32", iv, stop_value, ndefs=0, note="no iterations?")
     s.emit("s_cbranch_scc1", loop.exit, ndefs=0)
     pre.append(loop)
-    frame = LoopFrame(counter.name, step, first, setup, latch)
+    frame = LoopFrame(counter.name, step, first, stop, setup, latch)
     s.frames.append(frame)
     s.loop_vars.add(counter.name)
     s.bindings[counter.name] = iv
@@ -501,6 +606,9 @@ def _for(s: Selector, op: O.For):
     s.loop_vars.discard(counter.name)
     s.out = pre
     pre[at:at] = setup               # strength-reduced offsets start before the trip test
+    if outermost:
+        pre[at:at] = s.preheader     # hoisted terms before those
+        s.preheader = s.prologue
     if u > 1:
         # the last (trips mod u) iterations, each behind a uniform branch
         left = simplify(max_(simplify(op.stop - op.start), 0) % u)
@@ -512,7 +620,9 @@ def _for(s: Selector, op: O.For):
             s.emit("s_cbranch_scc1", skip.label, ndefs=0)
             pre.append(skip)
             with s.conditional(skip.body):
+                s.facts.append(Const(i) < left)
                 _body_copy(s, op, carried, {op.iv.name: simplify(done + i)})
+                s.facts.pop()
             s.out = pre
     for result, reg in zip(op.results, carried):
         s.regs[result.name] = reg
