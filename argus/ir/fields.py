@@ -50,7 +50,7 @@ def _declare(decl: Decl, **kwargs):
     return attrs.field(metadata={KEY: decl}, **kwargs)
 
 
-def _expr_tuple(values) -> tuple:
+def expr_tuple(values) -> tuple:
     return tuple(as_expr(v) for v in values)
 
 
@@ -83,7 +83,7 @@ def expr(coords: str | None = None):
 
 def exprs(**kwargs):
     """A tuple of formulas in the enclosing scalars (an origin, an index, bounds)."""
-    return _declare(Decl(Kind.EXPR, Shape.MANY), converter=_expr_tuple, **kwargs)
+    return _declare(Decl(Kind.EXPR, Shape.MANY), converter=expr_tuple, **kwargs)
 
 
 def named_exprs(coords: str):

@@ -698,9 +698,9 @@ class Kernel:
     name: str
     args: tuple[Value | Var, ...] = attrs.field(converter=tuple)
     sizes: tuple[Var, ...] = attrs.field(converter=tuple)
-    grid: tuple[Expr, ...] = attrs.field(converter=F._expr_tuple)
+    grid: tuple[Expr, ...] = attrs.field(converter=F.expr_tuple)
     waves: int
-    assumes: tuple[Expr, ...] = attrs.field(converter=F._expr_tuple)
+    assumes: tuple[Expr, ...] = attrs.field(converter=F.expr_tuple)
     body: Block
     loc: SourceLoc
     hints: tuple[str, ...] = attrs.field(default=(), converter=tuple)
