@@ -1,11 +1,14 @@
 """`argus.time`: a modelled MI300X time for any gfx942 kernel, ours or AMD's.
 
-Two roads into the performance model (`argus.isa_cdna3.perf`):
+Three roads into the performance model (`argus.isa_cdna3.perf`):
 * `args=` — the whole launch runs in the emulator with the event trace on, and the model
   schedules the workgroups the busiest CU gets;
 * `sizes=` for a vendor kernel (`argus emulate --list`) — a sample of workgroups runs at two small
   loop trip counts and the per-CU schedule is extrapolated linearly to the real trip count (the
-  Timing says so), so the largest published shapes take seconds.
+  Timing says so), so the largest published shapes take seconds;
+* `sizes=` for a `CompiledKernel` — the first workgroups run with the real sizes, the main loop's
+  size (one the grid does not depend on) sampled and extrapolated the same way.
+`time_target` and `compare` serve `argus time` and `argus compare`.
 """
 
 from __future__ import annotations

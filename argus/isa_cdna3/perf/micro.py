@@ -19,9 +19,7 @@ BLOCK = 256           # four waves: one per SIMD
 @attrs.frozen
 class Micro:
     name: str
-    source: str
-    unit: str              # what `rate` returns
-    lds_bytes: int = 0
+    source: str            # assembly text: `argus.asm.assemble(micro.source)`
 
 
 def mfma(iterations: int = 8) -> Micro:
@@ -40,7 +38,7 @@ loop:
   s_cbranch_scc1 loop
   s_endpgm"""
     return Micro("mfma_32x32x8_bf16", kernel_source("micro_mfma", text, vgprs=8, agprs=64,
-                                                      max_block=BLOCK), "FLOP/s")
+                                                      max_block=BLOCK))
 
 
 def lds(*, conflicts: bool, iterations: int = 32) -> Micro:
@@ -62,7 +60,7 @@ loop:
   s_endpgm"""
     name = "lds_read_b64_conflicts" if conflicts else "lds_read_b64"
     return Micro(name, kernel_source("micro_" + name, text, vgprs=8, lds_bytes=65536,
-                                     max_block=BLOCK), "B/s", 65536)
+                                     max_block=BLOCK))
 
 
 def hbm(loads: int = 192, block: int = 64) -> Micro:
@@ -86,7 +84,7 @@ def hbm(loads: int = 192, block: int = 64) -> Micro:
   s_waitcnt vmcnt(0)
   s_endpgm"""
     return Micro("hbm_stream_dwordx4", kernel_source("micro_hbm", text, [("src", "ptr")],
-                                                     vgprs=40, max_block=block), "B/s")
+                                                     vgprs=40, max_block=block))
 
 
 def rate(timing, amount: float, gpu: GpuProfile) -> float:
