@@ -105,7 +105,7 @@ def record(cls: type, **kwargs):
 
 
 def asserts():
-    return _declare(Decl(Kind.ASSERTS), default=())
+    return _declare(Decl(Kind.ASSERTS, Shape.MANY), default=())
 
 
 def attr(**kwargs):
@@ -130,6 +130,11 @@ def declared(cls) -> tuple[tuple[attrs.Attribute, Decl], ...]:
                             "helpers in argus.ir.fields (operand(), result(), expr(), attr(), ...)")
         out.append((field, decl))
     return tuple(out)
+
+
+def field_of(cls, kind: Kind) -> str | None:
+    """The name of the (first) field of `kind` that `cls` declares, or None."""
+    return next((field.name for field, decl in declared(cls) if decl.kind is kind), None)
 
 
 def items(value, decl: Decl) -> tuple:

@@ -153,7 +153,7 @@ class Op:
 
     def verify(self) -> None:
         """The checks every op gets (assertion roles), then the op's own (`check`)."""
-        for assertion in getattr(self, "asserts", ()):
+        for assertion in F.of_kind(self, F.Kind.ASSERTS):
             unknown = assertion.roles() - set(self.roles)
             if unknown:
                 _fail(self, f"assertion '{assertion.message}' uses role(s) {sorted(unknown)}; "

@@ -148,7 +148,7 @@ def _print_block(block: O.Block, depth: int, lines: list[str]):
         else:
             typed = f" : {', '.join(type_str(r.type) for r in op.results)}" if op.results else ""
             lines.append(f"{pad}{results}{_op_text(op)}{typed} @{op.loc}")
-        for assertion in getattr(op, "asserts", ()):
+        for assertion in F.of_kind(op, F.Kind.ASSERTS):
             lines.append(f"{pad}{INDENT}assert {assertion.message!r} "
                          f"({expr_text(assertion.predicate)}) "
                          f"@{assertion.loc}")
@@ -407,9 +407,12 @@ class _Parser:
                 self.closing = text
                 return O.Block(args, tuple(ops))
             if text.startswith("assert "):
-                if not ops or not hasattr(ops[-1], "asserts"):
+                field = F.field_of(type(ops[-1]), F.Kind.ASSERTS) if ops else None
+                if field is None:
                     raise ParseError(f"IR line {lineno}: assert follows no op that takes one")
-                ops[-1] = _with_assertion(ops[-1], self.assertion(text, lineno, scope))
+                held = getattr(ops[-1], field)
+                ops[-1] = attrs.evolve(ops[-1], **{
+                    field: held + (self.assertion(text, lineno, scope),)})
                 continue
             ops.append(self.op(text, lineno, scope))
 
@@ -545,10 +548,6 @@ class _Parser:
         last = then.ops[-1] if then.ops else None
         types = [v.type for v in last.values] if isinstance(last, O.Yield) else []
         return O.If(cond, then, orelse, self.define(results, types), loc=loc)
-
-
-def _with_assertion(op, assertion):
-    return attrs.evolve(op, asserts=op.asserts + (assertion,))
 
 
 def _inside(text: str, opener: str, where: str) -> str:
