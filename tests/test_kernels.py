@@ -382,13 +382,14 @@ def test_attention_rejects_unsupported_head_dims():
         attention.attention_fwd.trace(head_dim=96)
 
 
-def test_argus_run_prints_the_ir_on_request_and_needs_interp():
+def test_argus_run_prints_the_ir_on_request_and_needs_a_mode():
     out = CliRunner().invoke(main, ["run", "gemm", "--interp", "--ir", "--param", "split_k=2",
                                     "--size", "K=128"])
     assert out.exit_code == 0, out.output
     assert out.output.startswith("kernel gemm @") and "global.atomic_add tensor=%C" in out.output
     missing = CliRunner().invoke(main, ["run", "gemm"])
-    assert missing.exit_code == 2 and "add --interp" in missing.output
+    assert missing.exit_code == 2 and "choose --interp" in missing.output \
+        and "--emulate" in missing.output
 
 
 @at_most(4)
