@@ -71,7 +71,8 @@ def test_each_op_declares_its_fields_and_its_transfer_rule(mnemonic):
     declared = F.declared(cls)  # raises for a field without a kind
     assert {f.name for f, _ in declared} | {"loc"} == {f.name for f in attrs.fields(cls)}
     assert isinstance(getattr(cls, "transfer", None), O.Transfer), \
-        f"{cls.__name__} names no tag-transfer rule (transfer = Transfer.…)"
+        f"{cls.__name__} names no tag-transfer rule: class {cls.__name__}(Op, mnemonic=..., " \
+        "transfer=Transfer....)"
     roles = [d.role for _, d in declared if d.role]
     assert set(roles) <= set(O.ROLE_ORDER) and len(set(roles)) == len(roles)
     # an op whose result gets tags has exactly one result to put them on
