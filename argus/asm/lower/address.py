@@ -196,7 +196,8 @@ def global_pieces(op, *, origin, widths, prover: Prover) -> list[Piece]:
         for i, (lane_i, uniform_i, const_i) in enumerate(parts):
             lane_s, _, const_s = split_lane(at_slot(lane_i, s), op.loc)
             lane = lane + lane_s * strides[i]
-            uniform = uniform + (uniform_i + const_i + const_s) * strides[i]
+            # kept as separate terms, so offsets of neighbouring rows differ by c * stride
+            uniform = uniform + uniform_i * strides[i] + (const_i + const_s) * strides[i]
         lane_b, uniform_b = simplify(lane * nbytes), simplify(uniform * nbytes)
         _, const = linear_form(uniform_b)
         return lane_b, simplify(uniform_b - const), const

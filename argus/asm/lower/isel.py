@@ -269,8 +269,31 @@ class Selector(ExprEmitter):
                 delta = simplify(substitute(e, {iv.name: iv + frame.step}) - e)
                 if not any(v.name == frame.iv for v in free_vars(delta)):
                     return self._reduced(frame, iv, e, delta)
+        if not self.loop_vars:
+            return self._near_anchor(e)
         reg = self.value(e)
         return reg if isinstance(reg, VReg) else self.materialize(reg, "s")
+
+    def _near_anchor(self, e: Expr) -> VReg:
+        """Outside loops, an offset that differs from a recent one by a simpler term (the rows of
+        an accumulator tile: c * N * 4) is that one plus the difference."""
+        if e in self.hoisted:
+            return self.hoisted[e]
+        anchors = self.hoisted.setdefault(("anchors",), [])
+        for anchor, reg in reversed(anchors):
+            delta = simplify(e - anchor)
+            if _size(delta) < _size(e):
+                step = self.value(delta)
+                result = VReg("s", 1, "soff")
+                self.emit("s_add_i32", result, reg, step)
+                break
+        else:
+            result = self.value(e)
+            if not isinstance(result, VReg):
+                return self.materialize(result, "s")
+        self.hoisted[e] = result
+        anchors[:] = (anchors + [(e, result)])[-4:]
+        return result
 
     def _reduced(self, frame: LoopFrame, iv, e: Expr, delta: Expr) -> VReg:
         if e in frame.reduced:
@@ -344,6 +367,11 @@ def _lds_alloc(s: Selector, op: O.LdsAlloc):
     s.lds_top = -(-s.lds_top // 16) * 16
     s.lds_base[op.result.name] = s.lds_top
     s.lds_top += op.result.type.nbytes
+
+
+def _size(e: Expr) -> int:
+    """Operations a term takes to compute (nodes of its tree)."""
+    return 0 if not isinstance(e, Term) else 1 + sum(_size(a) for a in e.args)
 
 
 def _check_plain_global(s: Selector, op):
