@@ -354,10 +354,13 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
             nbytes = wave.lines[k] * line
             requested += nbytes
             begin = max(t, ta_free)
-            ta_free = begin + max(constants.vmem_issue, nbytes / l1)
+            address = max(constants.vmem_issue, nbytes / l1)
+            ta_free = begin + address
             fill = max(begin, mem_free)
             mem_free = fill + nbytes / bytes_per_clk
-            busy["VMEM"] += nbytes / bytes_per_clk
+            # two queues in a row (addresser, then the CU's share of bandwidth): the slower one
+            # is what the vector memory path is busy with
+            busy["VMEM"] += max(address, nbytes / bytes_per_clk)
             landed = mem_free + vmem_lat
             if s.to_lds:
                 # The returning data is written through the LDS. Its cycles are charged now, as
