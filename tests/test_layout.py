@@ -1,15 +1,15 @@
 """CuTe layout algebra: post-conditions checked by enumerating every coordinate.
 
-Strategies build only admissible inputs (after ColfaxResearch tract's generators): tilers are
-unions of digit runs of the layout's mixed-radix domain. Separately, arbitrary pairs must either
-raise LayoutError or satisfy the post-condition, so nothing is ever floored silently.
+The admissible inputs come from `argus.testing.layouts`. Separately, arbitrary pairs must either
+raise LayoutError or satisfy the post-condition, and every labelled inadmissible input must raise
+with its reason, so nothing is ever floored silently.
 """
 
 import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from argus.ir.expr import Var, evaluate, simplify
@@ -40,103 +40,17 @@ from argus.ir.layout import (
     zipped_divide,
     zipped_product,
 )
-
-FACTORS = [1, 2, 3, 4, 8]
-
-
-def image(layout):
-    return [layout(i) for i in range(size(layout))]
-
-
-@st.composite
-def nestings(draw, leaves):
-    """Group a list of leaves into a random nested tuple (or a lone leaf)."""
-    leaves = list(leaves)
-    if len(leaves) == 1 and draw(st.booleans()):
-        return leaves[0]
-    groups, i = [], 0
-    while i < len(leaves):
-        n = draw(st.integers(1, len(leaves) - i))
-        chunk = leaves[i:i + n]
-        groups.append(chunk[0] if n == 1 else tuple(chunk))
-        i += n
-    return tuple(groups)
-
-
-def layout_from_modes(modes, nesting):
-    shape = _nest([s for s, _ in modes], nesting)
-    stride = _nest([d for _, d in modes], nesting)
-    return Layout(shape, stride)
-
-
-def _nest(flat, profile):
-    it = iter(flat)
-
-    def go(p):
-        return tuple(go(q) for q in p) if isinstance(p, tuple) else next(it)
-
-    return go(profile)
-
-
-@st.composite
-def injective_layouts(draw, max_modes=4, gaps=True):
-    """Injective layouts whose modes nest (complementable): strides are prefix products of a
-    random mode order, with random gaps between modes (none when `gaps` is false: compact)."""
-    shapes = draw(st.lists(st.sampled_from(FACTORS), min_size=1, max_size=max_modes))
-    order = draw(st.permutations(range(len(shapes))))
-    strides, current = [0] * len(shapes), 1
-    for i in order:
-        current *= draw(st.sampled_from([1, 1, 2, 3])) if gaps else 1
-        strides[i] = current
-        current *= shapes[i]
-    nesting = draw(nestings(range(len(shapes))))
-    return layout_from_modes(list(zip(shapes, strides)), nesting)
-
-
-@st.composite
-def any_layouts(draw, max_modes=4):
-    """Layouts with arbitrary small strides, including broadcast and negative ones."""
-    shapes = draw(st.lists(st.sampled_from(FACTORS), min_size=1, max_size=max_modes))
-    strides = draw(st.lists(st.integers(-4, 12), min_size=len(shapes), max_size=len(shapes)))
-    nesting = draw(nestings(range(len(shapes))))
-    return layout_from_modes(list(zip(shapes, strides)), nesting)
-
-
-@st.composite
-def digits_of(draw, sizes):
-    """Refine each size into an ordered factorisation: the digits of a mixed-radix domain."""
-    digits = []
-    for s in sizes:
-        while s > 1:
-            d = draw(st.sampled_from([x for x in range(2, s + 1) if s % x == 0]))
-            digits.append(d)
-            s //= d
-    return digits
-
-
-@st.composite
-def tilers_for(draw, sizes, allow_broadcast=True):
-    """A tiler over the mixed-radix domain with the given mode sizes: modes are disjoint runs of
-    digits in any order, each with the stride of its first digit."""
-    digits = draw(digits_of(sizes))
-    runs, i = [], 0
-    while i < len(digits):
-        n = draw(st.integers(1, len(digits) - i))
-        runs.append((math.prod(digits[i:i + n]), math.prod(digits[:i])))
-        i += n
-    chosen = draw(st.lists(st.sampled_from(runs), unique=True, max_size=len(runs))) if runs else []
-    if allow_broadcast and draw(st.booleans()):
-        chosen.insert(draw(st.integers(0, len(chosen))), (draw(st.sampled_from([2, 3])), 0))
-    if not chosen:
-        chosen = [(1, 0)]
-    return layout_from_modes(chosen, draw(nestings(range(len(chosen)))))
-
-
-@st.composite
-def composable_pairs(draw):
-    a = draw(st.one_of(injective_layouts(), any_layouts()))
-    sizes = [s for s, _ in flatten(coalesce(a))]
-    return a, draw(tilers_for(sizes))
+from argus.testing.layouts import (
+    composable_pairs,
+    composed_layouts,
+    divisible_pairs,
+    image,
+    inadmissible,
+    injective_layouts,
+    layouts,
+    swizzles,
+    tilers,
+)
 
 
 def leaves_compatible(b_shape, r_shape):
@@ -159,7 +73,7 @@ def test_composition_is_function_composition(pair):
     assert image(r) == [a(b(i)) for i in range(size(b))]
 
 
-@given(any_layouts(), any_layouts())
+@given(layouts(), layouts())
 def test_composition_raises_or_is_exact(a, b):
     try:
         r = composition(a, b)
@@ -171,9 +85,9 @@ def test_composition_raises_or_is_exact(a, b):
 
 @given(st.data())
 def test_by_mode_composition(data):
-    rows, cols = data.draw(injective_layouts(max_modes=2)), data.draw(any_layouts(max_modes=2))
+    rows, cols = data.draw(injective_layouts(max_modes=2)), data.draw(layouts(max_modes=2))
     a = make_layout(rows, cols)
-    tiler = data.draw(tilers_for([s for s, _ in flatten(coalesce(rows))]))
+    tiler = data.draw(tilers([s for s, _ in flatten(coalesce(rows))]))
     r = composition(a, (tiler, None))
     assert r[0] == composition(rows, tiler)
     assert image(r[0]) == [rows(tiler(i)) for i in range(size(tiler))]
@@ -183,7 +97,7 @@ def test_by_mode_composition(data):
 # ------------------------------------------------------------------------ coalesce, filter
 
 
-@given(any_layouts())
+@given(layouts())
 def test_coalesce_preserves_the_function(layout):
     c = coalesce(layout)
     assert size(c) == size(layout)
@@ -191,7 +105,7 @@ def test_coalesce_preserves_the_function(layout):
     assert image(c) == image(layout)
 
 
-@given(any_layouts(max_modes=2), any_layouts(max_modes=3))
+@given(layouts(max_modes=2), layouts(max_modes=3))
 def test_coalesce_by_mode_keeps_the_modes(x, y):
     layout = make_layout(x, y)
     c = coalesce(layout, (1, 1))
@@ -200,7 +114,7 @@ def test_coalesce_by_mode_keeps_the_modes(x, y):
     assert image(c) == image(layout)
 
 
-@given(any_layouts())
+@given(layouts())
 def test_filter_preserves_the_image_set(layout):
     f = filter(layout)
     assert set(image(f)) == set(image(layout))
@@ -222,7 +136,7 @@ def test_complement_is_disjoint_ordered_and_bounded(layout, extra):
     assert cosize(both) >= cotarget
 
 
-@given(any_layouts())
+@given(layouts())
 def test_complement_raises_or_satisfies_its_postconditions(layout):
     try:
         r = complement(layout, cosize(layout))
@@ -244,7 +158,7 @@ def _not_nested(layout):
     return False
 
 
-@given(any_layouts())
+@given(layouts())
 def test_right_inverse(layout):
     r = right_inverse(layout)
     assert [layout(r(i)) for i in range(size(r))] == list(range(size(r)))
@@ -267,12 +181,6 @@ def test_left_inverse(layout):
 # ------------------------------------------------------------------------- divide, product
 
 
-@st.composite
-def divisible_pairs(draw):
-    """(a, tiler) where the tiler's complement tiles size(a) exactly."""
-    a = draw(st.one_of(injective_layouts(), any_layouts()))
-    tiler = draw(tilers_for([s for s, _ in flatten(coalesce(a))], allow_broadcast=False))
-    return a, tiler
 
 
 @given(divisible_pairs())
@@ -290,12 +198,12 @@ def test_zipped_and_tiled_divide_by_mode(data):
     rows = data.draw(st.sampled_from([2, 4, 6, 8]))
     cols = data.draw(st.sampled_from([2, 4, 8]))
     a = data.draw(st.sampled_from([Layout((rows, cols)), Layout((rows, cols), (cols, 1))]))
-    tilers = (data.draw(tilers_for([rows], allow_broadcast=False)),
-              data.draw(tilers_for([cols], allow_broadcast=False)))
-    z = zipped_divide(a, tilers)
-    assert image(z[0]) == image(composition(a, tilers))
+    by_mode = (data.draw(tilers([rows], allow_broadcast=False)),
+               data.draw(tilers([cols], allow_broadcast=False)))
+    z = zipped_divide(a, by_mode)
+    assert image(z[0]) == image(composition(a, by_mode))
     assert sorted(image(z)) == sorted(image(a))
-    t = tiled_divide(a, tilers)
+    t = tiled_divide(a, by_mode)
     assert rank(t) == 3 and image(t) == image(z)
 
 
@@ -340,13 +248,6 @@ def test_blocked_and_raked_products_match_cute():
 # -------------------------------------------------------------------------------- swizzles
 
 
-@st.composite
-def swizzles(draw):
-    bits = draw(st.integers(0, 3))
-    base = draw(st.integers(0, 3))
-    shift = draw(st.integers(bits, 4)) * draw(st.sampled_from([1, -1]))
-    assume(abs(shift) >= bits)
-    return Swizzle(bits, base, shift)
 
 
 @given(swizzles())
@@ -382,7 +283,7 @@ def test_composed_layout_applies_the_swizzle_after_the_layout():
 # ------------------------------------------------------------------------------- slicing
 
 
-@given(any_layouts(max_modes=2), any_layouts(max_modes=2), st.data())
+@given(layouts(max_modes=2), layouts(max_modes=2), st.data())
 def test_slicing_fixes_one_mode(rows, cols, data):
     layout = make_layout(rows, cols)
     j = data.draw(st.integers(0, size(cols) - 1))
@@ -408,7 +309,7 @@ def test_slicing_with_a_symbolic_coordinate():
 # ---------------------------------------------------------------------- symbolic coordinates
 
 
-@given(any_layouts())
+@given(layouts())
 def test_layout_of_an_expression_evaluates_like_the_layout(layout):
     index = Var("i", 0, size(layout))
     offsets = evaluate(layout(index), {"i": np.arange(size(layout))})
@@ -451,6 +352,20 @@ def test_logical_product_with_an_int_is_a_product_not_a_divide():
     # pycute's logical_product(layout, int) calls logical_divide; the product repeats the layout
     assert logical_product(Layout(4, 1), 2) == Layout((4, 2), (1, 4))
     assert logical_product(Layout(4, 1), 2) == logical_product(Layout(4, 1), Layout(2))
+
+
+@given(inadmissible())
+def test_inadmissible_inputs_raise_with_their_reason(case):
+    with pytest.raises(LayoutError, match=case.reason):
+        case.call()
+
+
+@given(composed_layouts())
+def test_composed_layout_permutes_its_offset_range(layout):
+    offsets = image(layout)
+    assert sorted(offsets) == list(range(layout.offset, layout.offset + len(offsets)))
+    assert all(o == layout.swizzle(layout.offset + layout.layout(i))
+               for i, o in enumerate(offsets))
 
 
 def test_inadmissible_inputs_raise_naming_the_modes():

@@ -60,7 +60,8 @@ def collector_paused():
 
 
 def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool = True,
-           jobs: int | None = None, unroll: int | None = None, **sizes_or_params) -> Report:
+           jobs: int | None = None, unroll: int | None = None, rules: type | None = None,
+           **sizes_or_params) -> Report:
     """Verify `kernel` (a traced IR kernel or an `@kernel` function).
 
     Keyword arguments that name kernel parameters choose the trace; those that name sizes pin
@@ -71,7 +72,10 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
     separate copies of its body, and sizes (or workgroups) for which some loop would run more
     than N iterations are assumed away. A Proved verdict then holds only for those sizes (the
     report says so); a Refuted one is still replayed, at sizes whose loops run at most N times.
-    It finds bugs whose symbolic proof ends Unknown, at the price of generality."""
+    It finds bugs whose symbolic proof ends Unknown, at the price of generality.
+
+    `rules` replaces the transfer rules by a subclass of `Rules` (`argus.testing` plants
+    deliberately wrong ones this way to show its soundness checks catch them)."""
     started = time.perf_counter()
     ir, pins = _trace(kernel, sizes_or_params)
     jobs = env.jobs() if jobs is None else jobs
@@ -81,7 +85,7 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
                                or unroll < 1):
         raise VerifyError(f"unroll={unroll!r}: give a whole number N >= 1 of loop iterations "
                           "to check, or None for the symbolic proof of every size")
-    verifier = _Verifier(ir, pins, solver, timeout_ms, replay, jobs, unroll)
+    verifier = (rules or _Verifier)(ir, pins, solver, timeout_ms, replay, jobs, unroll)
     with collector_paused():
         verifier.run()
     report = Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
@@ -512,7 +516,10 @@ def _coords(t: RegType):
     return evaluator({f"c{a}": c for a, c in enumerate(t.layout.coords)})
 
 
-__all__ = ["verify", "VerifyError"]
+#: The transfer rules `verify` runs (subclass it to try a rule: `verify(..., rules=Sub)`).
+Rules = _Verifier
+
+__all__ = ["verify", "VerifyError", "Rules"]
 
 
 #: The value-level reading of each register-result transfer rule (`argus.ir.transfer`); the
