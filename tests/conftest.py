@@ -1,16 +1,7 @@
-"""Shared test setup: hypothesis profiles (`HYPOTHESIS_PROFILE=ci|dev`) and vendor fixtures."""
-
-import os
+"""Shared test setup: vendor fixtures. Hypothesis profiles (`--argus-profile quick|ci|dev` or
+`HYPOTHESIS_PROFILE`) and the `argus_verifier` fixture come from the argus.testing plugin."""
 
 import pytest
-from hypothesis import HealthCheck, settings
-
-settings.register_profile(
-    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile(
-    "dev", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("quick", max_examples=30, deadline=None)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "quick"))
 
 
 @pytest.fixture(scope="session")

@@ -1,39 +1,28 @@
-"""Differential soundness against the reference interpreter and metamorphic invariance.
+"""Differential soundness against the reference interpreter and metamorphic invariance, through
+`argus.testing`'s checks.
 
 Random causal-mask kernels (random linear mask conditions, random statistics shifts) are
 verified: Proved must mean the interpreter finds no violation on every workgroup of two sizes;
 Refuted must replay. Unknown is allowed, counted and printed. Renaming, re-association,
-`//2^k` ↔ `>>k` and z3 ↔ cvc5 must not change a verdict."""
+`//2^k` <-> `>>k` and z3 <-> cvc5 must not change a verdict."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-import argus.lang as T
-from argus.absint.concrete import run
-from argus.absint.report import REFUTED, UNKNOWN
-from argus.absint.verify import verify
-from argus.ir.expr import And
-from argus.lang import Tensor
+from argus.absint.report import UNKNOWN
+from argus.testing import assert_metamorphic, assert_sound, family_program
 
 sys.path.insert(0, str(Path(__file__).parent / "bugs"))
 
 import programs  # noqa: E402
 
 UNKNOWNS: list[str] = []
-
-
-def _interpreter_violations(kernel, sizes):
-    ir = kernel.trace()
-    inputs = {t.name: np.zeros(tuple(int(sizes[str(e)]) if not str(e).isdigit() else int(str(e))
-                                     for e in t.type.shape), np.float32) for t in ir.tensors}
-    return run(ir, inputs, max_violations=10).violations
-
+SIZES = [{"S": 128, "D": 8}, {"S": 256, "D": 8}]
 
 masks = st.tuples(st.integers(-2, 2), st.integers(-2, 2), st.integers(-1, 1),
                   st.sampled_from(["<=", "<"]))
@@ -51,19 +40,10 @@ def _keep(coefficients):
 @given(masks, st.integers(0, 3))
 def test_verdicts_agree_with_the_interpreter(coefficients, shift):
     kernel = programs.scores(keep=_keep(coefficients), stats_shift=shift)
-    report = verify(kernel)
-    if report.ok:
-        for sizes in ({"S": 128, "D": 8}, {"S": 256, "D": 8}):
-            assert not _interpreter_violations(kernel, sizes), (coefficients, shift)
-        return
-    for ob in report.obligations:
-        if ob.verdict == REFUTED:
-            assert ob.counterexample.confirmed
-            violations = _interpreter_violations(kernel, ob.counterexample.sizes)
-            assert any(v.kind == ob.kind for v in violations), (coefficients, shift, str(ob))
-        elif ob.verdict == UNKNOWN:
-            UNKNOWNS.append(f"{coefficients} {shift}: {ob}")
-    assert report.refuted or report.unknown
+    report = assert_sound(kernel, sizes=SIZES)
+    UNKNOWNS.extend(f"{coefficients} {shift}: {o}" for o in report.obligations
+                    if o.verdict == UNKNOWN)
+    assert report.ok or report.refuted or report.unknown
 
 
 def teardown_module():
@@ -72,54 +52,19 @@ def teardown_module():
         print("  ", line)
 
 
-def _verdicts(report):
-    return [(o.kind, o.loc, o.verdict) for o in report.obligations]
-
-
-def _variant(kv_name: str, shift_form: str, keep_form: str):
-    """The scores kernel with renamed sizes, a mask written in one of several equal forms."""
-
-    def keep(kv0, q0, i, j):
-        if keep_form == "plain":
-            return kv0 + i <= q0 + j
-        return i + kv0 <= j + q0 + 0
-
-    @T.kernel(waves=4)
-    def block(Q: Tensor("bf16", "S", "D"), K: Tensor("bf16", kv_name, "D"),
-              P: Tensor("f32", kv_name, "S")):
-        S = Q.shape[0]
-        T.assume(K.shape[0].eq(S))
-        T.assume((S % 128).eq(0))
-        T.assume(Q.shape[1].eq(8))
-        T.grid(S // 128 if shift_form == "div" else S >> 7)
-        q0 = T.program_id(0) * 128
-        T.tag(Q, lambda q, d: {"query": q, "d": d})
-        T.tag(K, lambda kv, d: {"key": kv, "d": d})
-        T.tag(P, lambda kv, q: {"key": kv, "query": q})
-        k_frag = T.mfma_layout(programs.MFMA, "a", (1, 4))
-        q_frag = T.mfma_layout(programs.MFMA, "b", (1, 4))
-        scores = T.mfma_layout(programs.MFMA, "c", (1, 4))
-        s = T.mfma(programs.MFMA, K.load((q0, 0), k_frag), Q.load((q0, 0), q_frag),
-                   T.zeros(scores))
-        T.tag_assert(lambda A, B, C: A.d.eq(B.d), "K and Q meet at the same feature")
-        s = T.mask(s, lambda i, j: keep(q0, q0, i, j), -1e30)
-        T.tag_assert(lambda X: X.key <= X.query, "the causal mask keeps key <= query")
-        P.store((q0, q0), s)
-        T.tag_assert(lambda V, D: And(V.key.eq(D.key), V.query.eq(D.query)),
-                     "each score lands on its own key and query")
-    return block
-
-
 def test_metamorphic_variants_keep_the_verdict():
-    base = _verdicts(verify(_variant("S", "div", "plain")))
-    assert all(v == "proved" for _, _, v in base)
-    for args in (("KV", "div", "plain"), ("S", "shift", "plain"), ("S", "div", "reassociated")):
-        assert [v for *_, v in _verdicts(verify(_variant(*args)))] == [v for *_, v in base]
+    report = assert_metamorphic(programs.scores(), solvers=("z3", "cvc5"))
+    assert report.ok, str(report)
 
 
-def test_z3_and_cvc5_agree():
-    for kernel in (programs.scores(), programs.scores(stats_shift=1),
+def test_metamorphic_variants_keep_refutations():
+    for kernel in (programs.scores(stats_shift=1),
                    programs.single_buffered(sync_before_write=False)):
-        z3 = [(k, v) for k, _, v in _verdicts(verify(kernel, solver="z3"))]
-        cvc5 = [(k, v) for k, _, v in _verdicts(verify(kernel, solver="cvc5"))]
-        assert z3 == cvc5
+        report = assert_metamorphic(kernel, solvers=("z3", "cvc5"))
+        assert report.refuted, str(report)
+
+
+def test_loop_kernels_keep_their_verdicts_under_renaming_and_shifts():
+    # an underscore in a loop index's name once made the verifier read it as a role tag
+    ring = family_program("ring_gemm", {"wave_grid": (1, 1), "slots": 2, "swizzle": (2, 1, 3)})
+    assert assert_metamorphic(ring, solvers=("z3",)).ok

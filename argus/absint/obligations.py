@@ -182,7 +182,8 @@ class Obligations:
     def assertions(self, op, roles: dict, defs, thread, element=None, agree=None):
         """Obligations for the op's tag assertions; `roles` maps role -> {tag name: Tag}."""
         for assertion in getattr(op, "asserts", ()):
-            used = [v for v in free_vars(assertion.predicate) if "_" in v.name]
+            # role variables only: a loop index or size may have an underscore in its name too
+            used = [v for v in free_vars(assertion.predicate) if O.is_role_var(v)]
             missing = sorted({f"{r}.{t}" for r, t in (O.split_role_var(v.name) for v in used)
                               if t not in roles.get(r, {})})
             if missing:

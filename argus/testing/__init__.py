@@ -39,7 +39,7 @@ from argus.testing.mutants import (
     mutate,
 )
 from argus.testing.profiles import PROFILES, load_profile
-from argus.testing.programs import Program, as_program, kernel_sizes, tile_programs
+from argus.testing.programs import Program, as_program, family_program, kernel_sizes, tile_programs
 
 __all__ = [
     "METAMORPHIC", "ArgusCheckFailure", "VerdictCache", "assert_complete", "assert_metamorphic",
@@ -47,5 +47,5 @@ __all__ = [
     "Inadmissible", "composable_pairs", "composed_layouts", "divisible_pairs", "image",
     "inadmissible", "injective_layouts", "layouts", "swizzles", "tilers", "OPERATORS", "Mutant",
     "Operator", "catalogue", "mutant_sites", "mutants", "mutate", "PROFILES", "load_profile",
-    "Program", "as_program", "kernel_sizes", "tile_programs",
+    "Program", "as_program", "family_program", "kernel_sizes", "tile_programs",
 ]

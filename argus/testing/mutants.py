@@ -27,7 +27,9 @@ class Operator:
     """A mutation operator: `candidates(kernel)` proposes sites, `apply(kernel, site)` seeds
     the defect there; a mutant of it must have an obligation of a kind in `expects` Refuted.
     With `may_be_equivalent` some sites leave a correct kernel (a barrier another barrier
-    already covers): only those where the reference interpreter sees a violation are kept."""
+    already covers): only those where the reference interpreter sees a violation are kept.
+    With `may_break_ir` some candidates break an IR rule (shapes): only well-formed ones are
+    kept."""
 
     name: str
     defect: str
@@ -35,6 +37,7 @@ class Operator:
     candidates: Callable[[O.Kernel], list] = attrs.field(repr=False)
     apply: Callable[[O.Kernel, tuple], O.Kernel] = attrs.field(repr=False)
     may_be_equivalent: bool = False
+    may_break_ir: bool = False
 
 
 def _ops_of(kernel, kind, where=lambda op, loops: True) -> list[tuple[int, O.Op]]:
@@ -233,7 +236,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              frozenset({"out-of-bounds", "tag-assertion", "global-race"}), _global_axes,
              _shift_origin),
     Operator("transpose_load", "operand loaded with its axes swapped (transposed layout)",
-             frozenset({"out-of-bounds", "tag-assertion"}), _transposable, _transpose),
+             frozenset({"out-of-bounds", "tag-assertion"}), _transposable, _transpose,
+             may_break_ir=True),
     Operator("wrong_kwidth", "MFMA operand with half the k elements per lane it needs "
              "(wrong kWidth)", frozenset({"tag-assertion"}),
              lambda k: _operand_loads(k, need_groups=True),
@@ -273,6 +277,8 @@ def mutant_sites(kernel: O.Kernel, operator: str) -> list[tuple]:
 
 
 def _well_formed(kernel: O.Kernel, op: Operator) -> list[tuple]:
+    if not op.may_break_ir:
+        return list(op.candidates(kernel))
     found = []
     for site in op.candidates(kernel):
         try:
@@ -283,7 +289,7 @@ def _well_formed(kernel: O.Kernel, op: Operator) -> list[tuple]:
     return found
 
 
-@attrs.frozen(eq=False, kw_only=True)
+@attrs.frozen(eq=False, kw_only=True, repr=False)
 class Mutant(Program):
     """A Program with one seeded defect: `operator` at `site` of `base`."""
 
@@ -342,12 +348,16 @@ def catalogue(kernel, operators=None) -> list[Mutant]:
 def mutants(kernel, operators=None) -> st.SearchStrategy:
     """Mutants of `kernel` (an @kernel, traced kernel, Program or a strategy of Programs such
     as `tile_programs(...)`), one operator at one site; `operators` limits the catalogue."""
-    if isinstance(kernel, st.SearchStrategy):
-        return kernel.flatmap(lambda program: mutants(program, operators))
-    base = as_program(kernel)
-    names = [n for n in (operators or OPERATORS) if defect_sites(base, n)]
+    programs = kernel if isinstance(kernel, st.SearchStrategy) else st.just(as_program(kernel))
+    return _mutants(programs, tuple(operators or OPERATORS))
+
+
+@st.composite
+def _mutants(draw, programs, operators) -> Mutant:
+    base = draw(programs)
+    names = [n for n in operators if defect_sites(base, n)]
     if not names:
         raise ValueError(f"no mutation operator applies to {base.name} "
-                         f"(tried {sorted(operators or OPERATORS)})")
-    return st.sampled_from(names).flatmap(lambda name: st.sampled_from(
-        defect_sites(base, name)).map(lambda site: make_mutant(base, name, site)))
+                         f"(tried {sorted(operators)})")
+    name = draw(st.sampled_from(names))
+    return make_mutant(base, name, draw(st.sampled_from(defect_sites(base, name))))

@@ -26,7 +26,7 @@ __all__ = ["Program", "tile_programs", "as_program", "kernel_sizes", "FAMILIES"]
 EXTENTS = (1, 2, 4, 8, 16, 32, 64, 128, 96, 192, 256)
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, repr=False)
 class Program:
     """A kernel under test. `source` is Python that defines KERNEL (the reproducer's body);
     `sizes` draws problem sizes for the interpreter, `oracle` lists a few fixed ones (where the
@@ -42,6 +42,8 @@ class Program:
 
     def __str__(self) -> str:
         return self.name
+
+    __repr__ = __str__
 
 
 def tile_programs(family: str = "ring_gemm", **fixed) -> st.SearchStrategy:
@@ -63,6 +65,7 @@ def tile_programs(family: str = "ring_gemm", **fixed) -> st.SearchStrategy:
 def family_program(family: str, params: dict) -> Program:
     """Variant `params` of `family` as a Program."""
     spec = FAMILIES[family]
+    params = {k: params[k] for k in spec.space if k in params}
     shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
     inputs = None if spec.inputs is None else (lambda sizes: spec.inputs(params, sizes))
     return Program(spec.trace(params), spec.source(params), f"{family}({shown})",

@@ -1,0 +1,148 @@
+"""argus.testing itself: its checks catch a deliberately unsound transfer rule within the ci
+profile and print a shrunk reproducer; mutants and programs rebuild from their printed source;
+every mutation operator applies to some library family; the pytest plugin's profile option and
+verifier fixture work."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from argus.absint.verify import Rules
+from argus.ir.expr import evaluate
+from argus.ir.text import print_kernel
+from argus.testing import (
+    FAMILIES,
+    OPERATORS,
+    ArgusCheckFailure,
+    as_program,
+    assert_complete,
+    assert_sound,
+    catalogue,
+    mutants,
+    tile_programs,
+)
+from argus.testing.mutants import Mutant
+from argus.testing.programs import family_program
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class ReadsThroughTheStoresView(Rules):
+    """A planted unsound LDS rule: a load is interpreted through the address map (view) of the
+    last store to its buffer, as if both sides always agreed on the swizzle."""
+
+    def op_LdsStore(self, op):
+        self.__dict__.setdefault("store_views", {})[op.buffer.name] = op.addr
+        super().op_LdsStore(op)
+
+    def op_LdsLoad(self, op):
+        view = self.__dict__.get("store_views", {}).get(op.buffer.name, op.addr)
+        super().op_LdsLoad(attrs.evolve(op, addr=view))
+
+
+def test_assert_sound_finds_a_planted_unsound_rule_within_the_ci_profile(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARGUS_REPRO_DIR", str(tmp_path))
+
+    @settings(settings.get_profile("ci"), database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(mutants(tile_programs("ring_gemm")))
+    def search(mutant):
+        assert_sound(mutant, rules=ReadsThroughTheStoresView)
+
+    with pytest.raises(ArgusCheckFailure) as caught:
+        search()
+    text = str(caught.value)
+    assert text.startswith("assert_sound: a Proved obligation fails in the reference interpreter")
+    assert "forget_swizzle" in text and "rules: " in text and "ReadsThroughTheStoresView" in text
+    # shrunk: the smallest wave grid and ring, and one workgroup
+    assert "wave_grid=(1, 1)" in text and "slots=2" in text
+    assert "sizes: {'M': 32, 'N': 32, 'K': 8}" in text
+    (repro,) = tmp_path.glob("repro_*.py")
+    assert f"re-run: python3 {repro}" in text
+    namespace: dict = {}
+    exec(compile(repro.read_text(), str(repro), "exec"), namespace)  # defines KERNEL only
+    candidates = {print_kernel(m.kernel)
+                  for swizzle in FAMILIES["ring_gemm"].space["swizzle"][1:]
+                  for m in catalogue(family_program("ring_gemm", {
+                      "wave_grid": (1, 1), "slots": 2, "swizzle": swizzle}), ["forget_swizzle"])}
+    assert print_kernel(namespace["KERNEL"]) in candidates
+
+
+def test_the_sound_rules_pass_where_the_planted_rule_fails():
+    base = family_program("ring_gemm", {"wave_grid": (1, 1), "slots": 2, "swizzle": (2, 1, 3)})
+    (mutant, *_) = catalogue(base, ["forget_swizzle"])
+    assert_sound(mutant, sizes=list(mutant.oracle))
+    with pytest.raises(ArgusCheckFailure, match="Proved obligation fails"):
+        assert_sound(mutant, sizes=list(mutant.oracle), rules=ReadsThroughTheStoresView)
+
+
+@given(tile_programs("ring_gemm"))
+def test_family_variants_are_proved_and_sound(program):
+    report = assert_sound(program)
+    assert report.ok, str(report)
+
+
+def test_assert_complete_rejects_a_kernel_without_its_defect():
+    base = family_program("ring_gemm", {"wave_grid": (1, 1), "slots": 2, "swizzle": None})
+    fake = Mutant(kernel=base.kernel, source=base.source, name="unmutated", sizes=base.sizes,
+                  oracle=base.oracle, base=base, operator="drop_barrier", site=(0, 0))
+    with pytest.raises(ArgusCheckFailure, match=r"(?s)not Refuted.*reproducer.*re-run: "):
+        assert_complete(fake)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_mutants_rebuild_from_their_printed_source(family):
+    program = family_program(family, {k: v[0] for k, v in FAMILIES[family].space.items()})
+    for mutant in catalogue(program)[::7]:
+        namespace: dict = {}
+        exec(compile(mutant.source, mutant.name, "exec"), namespace)
+        assert print_kernel(namespace["KERNEL"]) == print_kernel(mutant.kernel), mutant.name
+        assert print_kernel(mutant.kernel) != print_kernel(program.kernel), mutant.name
+
+
+def test_every_operator_seeds_a_defect_in_some_library_family():
+    applied = set()
+    for family in ("ring_gemm", "gemm", "attention_fwd"):
+        params = {k: v[0] for k, v in FAMILIES[family].space.items()}
+        if family == "attention_fwd":
+            params["causal"] = True
+        applied |= {m.operator for m in catalogue(family_program(family, params))}
+    assert applied == set(OPERATORS)
+
+
+def test_programs_of_user_kernels_rebuild_and_size_themselves():
+    from argus.kernels.gemm import gemm
+
+    for kernel in (gemm, gemm.trace(block_k=64)):
+        program = as_program(kernel)
+        namespace: dict = {}
+        exec(compile(program.source, "source", "exec"), namespace)
+        assert print_kernel(namespace["KERNEL"]) == print_kernel(program.kernel)
+        assert len(program.oracle) == 2
+        for sizes in program.oracle:
+            assert all(evaluate(a, sizes) for a in program.kernel.assumes), sizes
+
+
+def test_the_plugin_sets_the_profile_and_shares_the_verifier(tmp_path):
+    test = tmp_path / "test_user.py"
+    test.write_text(textwrap.dedent("""
+        from hypothesis import settings
+        from argus.testing import shared_cache
+
+        def test_profile_and_fixture(argus_verifier):
+            assert settings().max_examples == 200
+            assert argus_verifier is shared_cache()
+    """))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "argus.testing.plugin",
+                           "--argus-profile", "ci", str(test)], cwd=tmp_path,
+                          capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
