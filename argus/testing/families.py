@@ -159,7 +159,7 @@ def _attention_oracle(params):
 
 
 def _moe_oracle(params):
-    return [{"TOKENS": 200, "H": 3 * params["block_k"], "E": 2, "N": 2 * params["block_n"]}]
+    return [{"TOKENS": 100, "H": 3 * params["block_k"], "E": 2, "N": 2 * params["block_n"]}]
 
 
 def _moe_sizes(params):

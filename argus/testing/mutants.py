@@ -123,6 +123,14 @@ def _transpose(kernel, site):
     return _evolve_at(kernel, site[0], axes=lambda op: tuple(reversed(op.axes)))
 
 
+def _guarded(kernel):
+    return [(i, 0) for i, op in _ops_of(kernel, (O.GlobalLoad, O.GlobalStore)) if op.guard]
+
+
+def _unguard(kernel, site):
+    return _evolve_at(kernel, site[0], guard=lambda op: False)
+
+
 def _program_ids(kernel) -> list[Var]:
     return [op.var for _, op in _ops_of(kernel, (O.ProgramId,))]
 
@@ -249,6 +257,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              frozenset({"tag-assertion"}), _checked_masks, _loosen_mask),
     Operator("transpose_mask", "causal mask with key and query swapped",
              frozenset({"tag-assertion"}), _checked_masks, _transpose_mask),
+    Operator("drop_guard", "predicated (guarded) global access made unconditional",
+             frozenset({"out-of-bounds"}), _guarded, _unguard, may_be_equivalent=True),
     Operator("share_tile", "two workgroups store one output tile",
              frozenset({"global-race", "tag-assertion"}), _stores_by_workgroup, _share_tile),
 )}
