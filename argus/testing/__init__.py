@@ -6,7 +6,13 @@ defect classes), the checks that judge verdicts against the reference interprete
 (`--argus-profile`, the `argus_verifier` fixture). Needs `hypothesis` (the `test` extra).
 """
 
-from argus.testing.checks import (
+try:
+    import hypothesis  # noqa: F401
+except ImportError as missing:  # pragma: no cover - depends on the installation
+    raise ImportError("argus.testing needs hypothesis: python3 -m pip install 'argus[test]' "
+                      "(or hypothesis>=6.100)") from missing
+
+from argus.testing.checks import (  # noqa: E402
     METAMORPHIC,
     ArgusCheckFailure,
     VerdictCache,
