@@ -420,9 +420,6 @@ def _timed(target: str, shapes, params, kernel, grid, block, buffers, args, gpu,
         raise click.ClickException(str(err)) from err
 
 
-_TARGET_HELP = ("A vendor kernel (argus emulate --list) with --shape, a library kernel "
-                "(gemm, attention, ...) with --shape and --param, or a code object file with "
-                "--grid, --block and --buffer.")
 _shape_option = click.option("--shape", "shapes", multiple=True,
                              help="Problem size NAME=N (any case), e.g. --shape k=4096.")
 _param_option = click.option("--param", "params", multiple=True,
