@@ -593,6 +593,7 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
     from argus.search.view import final_table, live_panel, report, write_winner
 
     console = Console()
+    run_file = None
     try:
         if report_file:
             events = read(report_file)
@@ -625,8 +626,9 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
     except SearchError as err:
         raise click.ClickException(str(err)) from err
     except KeyboardInterrupt:
-        console.print(f"interrupted: the run file {run_file} is complete up to the last "
-                      f"evaluation; continue with  argus tune --resume {run_file}")
+        if run_file is not None:
+            console.print(f"interrupted: the run file {run_file} is complete up to the last "
+                          f"evaluation; continue with  argus tune --resume {run_file}")
         sys.exit(130)
     evaluations = progress.state.evaluations
     console.print()
