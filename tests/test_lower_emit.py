@@ -191,3 +191,12 @@ def test_debug_level_3_prints_the_program_between_stages(monkeypatch, capfd):
                   "s_waitcnt insertion"):
         assert f"; ---- after {stage}" in err
     assert "%" in err.split("after register allocation")[0]      # virtual before allocation
+
+
+def test_cli_compiles_a_kernel_from_a_file():
+    path = f"{__file__}:vector_copy"
+    result = CliRunner().invoke(main, ["compile", path, "-S"])
+    assert result.exit_code == 0, result.output
+    assert ".amdhsa_kernel vector_copy" in result.output and "buffer_load_dwordx4" in result.output
+    summary = CliRunner().invoke(main, ["compile", path])
+    assert summary.exit_code == 0 and "proved" in summary.output and "(R)" in summary.output

@@ -161,3 +161,39 @@ def test_independent_instructions_fill_a_hazard_before_any_nop():
     assert program[:4] == [mfma_inst, *independent]
     assert program[4].opcode == "s_nop" and int(program[4].operands[0]) + 1 == need - 3
     assert program[5:] == [read, dependent]
+
+
+def test_every_wait_of_the_moe_gemm_is_necessary():
+    """The gather path too: row ids, scalar expert id, guarded loads and stores."""
+    entry = library()["moe_gemm"]
+    compiled = argus.compile(entry.kernel)
+    lowered = compiled.lowered
+    inputs = entry.inputs({"TOKENS": 100, "H": 96, "E": 2, "N": 64}, {}, seed=1)
+    arrays = {t.name: inputs[t.name] for t in compiled.ir.tensors}
+    reference = entry.reference(inputs, {})
+    bound = compiled.bind((), arrays)
+    sizes = compiled.sizes_of(bound)
+    sites = inserted(lowered.items)
+    assert sum(items[i].opcode == "s_waitcnt" for items, i in sites) >= 3
+    silent = []
+    for items, index in sites:
+        original = items[index]
+        for variant in weakened(original):
+            if variant.inserted == "drop":
+                del items[index]
+            else:
+                items[index] = variant
+            try:
+                args = compiled.arguments({**bound, "Y": np.zeros_like(arrays["Y"])}, sizes)
+                emulate(assemble(lowered.render()), grid=compiled.grid(**sizes), block=256,
+                        args=args, check="strict")
+                if np.abs(args["Y"] - reference).max() <= 1e-3 * np.abs(reference).max():
+                    silent.append(f"{original.text()} -> {variant.text()} ({original.note})")
+            except (EmulatorError, LaunchError):
+                pass
+            finally:
+                if variant.inserted == "drop":
+                    items.insert(index, original)
+                else:
+                    items[index] = original
+    assert not silent, "waits that can be weakened without effect:\n" + "\n".join(silent)
