@@ -610,7 +610,11 @@ def _for(s: Selector, op: O.For):
         first, step, stop = as_expr(0), 1, simplify(trips // u)
         copies = [{op.iv.name: simplify(op.start + counter * u + i)} for i in range(u)]
     iv = VReg("s", 1, counter.name)
+    if outermost:
+        # the bounds go before the terms hoisted out of the body, which may reuse them
+        s.out = s.preheader
     start_value, stop_value = s.value(first), s.value(stop)
+    s.out = pre
     s.emit("s_mov_b32", iv, start_value, note=f"{counter.name} = {first}")
     loop = Loop(s.label("loop"), s.label("end"), loc=op.loc)
     s.emit("s_cmp_ge_i32", iv, stop_value, ndefs=0, note="no iterations?")
