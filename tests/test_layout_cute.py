@@ -45,6 +45,7 @@ from argus.ir.layout import (
     zipped_divide,
     zipped_product,
 )
+from argus.testing.layouts import layouts
 
 
 def indices(n):
@@ -180,13 +181,8 @@ def test_logical_product_when_the_modes_of_a_do_not_nest():
 # ------------------------------------------------------------------- the CuTe differential
 
 
-@st.composite
-def small_layouts(draw, max_modes=3, strides=(-6, 16)):
-    shapes = draw(st.lists(st.sampled_from([1, 2, 3, 4, 6, 8]), min_size=1, max_size=max_modes))
-    stride = tuple(draw(st.integers(*strides)) for _ in shapes)
-    if len(shapes) == 1 and draw(st.booleans()):
-        return Layout(shapes[0], stride[0])
-    return Layout(tuple(shapes), stride)
+def small_layouts(strides=(-6, 16)):
+    return layouts(max_modes=3, strides=strides, factors=(1, 2, 3, 4, 6, 8))
 
 
 @given(small_layouts(), small_layouts())

@@ -12,46 +12,15 @@ except ImportError as missing:  # pragma: no cover - depends on the installation
     raise ImportError("argus.testing needs hypothesis: python3 -m pip install 'argus[test]' "
                       "(or hypothesis>=6.100)") from missing
 
-from argus.testing.checks import (  # noqa: E402
-    METAMORPHIC,
-    ArgusCheckFailure,
-    VerdictCache,
-    assert_complete,
-    assert_metamorphic,
-    assert_sound,
-    interpreter_violations,
-    shared_cache,
-)
-from argus.testing.families import FAMILIES, ring_gemm
-from argus.testing.layouts import (
-    Inadmissible,
-    composable_pairs,
-    composed_layouts,
-    divisible_pairs,
-    image,
-    inadmissible,
-    injective_layouts,
-    layouts,
-    swizzles,
-    tilers,
-)
-from argus.testing.mutants import (
-    OPERATORS,
-    Mutant,
-    Operator,
-    catalogue,
-    mutant_sites,
-    mutants,
-    mutate,
-)
-from argus.testing.profiles import PROFILES, load_profile
-from argus.testing.programs import Program, as_program, family_program, kernel_sizes, tile_programs
+from argus.testing import checks, families, layouts, mutants, profiles, programs  # noqa: E402
 
-__all__ = [
-    "METAMORPHIC", "ArgusCheckFailure", "VerdictCache", "assert_complete", "assert_metamorphic",
-    "assert_sound", "interpreter_violations", "shared_cache", "FAMILIES", "ring_gemm",
-    "Inadmissible", "composable_pairs", "composed_layouts", "divisible_pairs", "image",
-    "inadmissible", "injective_layouts", "layouts", "swizzles", "tilers", "OPERATORS", "Mutant",
-    "Operator", "catalogue", "mutant_sites", "mutants", "mutate", "PROFILES", "load_profile",
-    "Program", "as_program", "family_program", "kernel_sizes", "tile_programs",
-]
+__all__ = sorted({*checks.__all__, *families.__all__, *layouts.__all__, *mutants.__all__,
+                  *profiles.__all__, *programs.__all__})
+
+# the public names of each module, in one namespace (`layouts` becomes the strategy)
+from argus.testing.checks import *  # noqa: E402, F403
+from argus.testing.families import *  # noqa: E402, F403
+from argus.testing.layouts import *  # noqa: E402, F403
+from argus.testing.mutants import *  # noqa: E402, F403
+from argus.testing.profiles import *  # noqa: E402, F403
+from argus.testing.programs import *  # noqa: E402, F403

@@ -68,10 +68,13 @@ def _nest(flat, profile):
 
 
 @st.composite
-def layouts(draw, max_modes: int = 4):
-    """Any layout with small strides, including broadcast (0) and negative ones."""
-    shapes = draw(st.lists(st.sampled_from(FACTORS), min_size=1, max_size=max_modes))
-    strides = draw(st.lists(st.integers(-4, 12), min_size=len(shapes), max_size=len(shapes)))
+def layouts(draw, max_modes: int = 4, strides: tuple[int, int] = (-4, 12),
+            factors: tuple[int, ...] = FACTORS):
+    """Any layout with mode sizes from `factors` and strides in the closed range `strides`,
+    including broadcast (0) and negative ones (CuTe accepts them all)."""
+    shapes = draw(st.lists(st.sampled_from(factors), min_size=1, max_size=max_modes))
+    lo, hi = strides
+    strides = draw(st.lists(st.integers(lo, hi), min_size=len(shapes), max_size=len(shapes)))
     return layout_from_modes(list(zip(shapes, strides)), draw(nestings(range(len(shapes)))))
 
 

@@ -17,7 +17,8 @@ from argus.ir.types import LANES, IRError, RegType, ThreadLayout, Value
 from argus.testing.programs import Program, as_program
 from argus.testing.rewrite import replace_op, replace_values, sites
 
-__all__ = ["Operator", "OPERATORS", "Mutant", "mutate", "mutant_sites", "mutants", "catalogue"]
+__all__ = ["Operator", "OPERATORS", "Mutant", "mutate", "mutant_sites", "defect_sites",
+           "make_mutant", "mutants", "catalogue"]
 
 LDS = frozenset({"lds-race", "lds-uninitialised", "tag-assertion"})
 

@@ -8,6 +8,8 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+__all__ = ["PROFILES", "load_profile"]
+
 PROFILES = {"quick": 30, "ci": 200, "dev": 1000}
 
 for _name, _examples in PROFILES.items():

@@ -20,7 +20,8 @@ from argus.ir.text import print_kernel
 from argus.lang.kernel import KernelDef
 from argus.testing.families import FAMILIES
 
-__all__ = ["Program", "tile_programs", "as_program", "kernel_sizes", "FAMILIES"]
+__all__ = ["Program", "tile_programs", "family_program", "as_program", "kernel_sizes",
+           "oracle_sizes"]
 
 #: Candidate extents for a size no family describes (smallest first: shrinking goes there).
 EXTENTS = (1, 2, 4, 8, 16, 32, 64, 128, 96, 192, 256)
