@@ -134,3 +134,24 @@ def test_writes_of_a_nested_loop_reach_the_outer_loop():
     cex = refuted.counterexample
     assert cex.confirmed and cex.tags["V"]["k"] == cex.tags["D"]["k"] - COLS
     assert _violations(nested(0), 2)
+
+
+@T.kernel(waves=1)
+def accumulate_rows(A: Tensor("f32", "M", "K"), C: Tensor("f32", "M", "K")):
+    """Sum the K tiles of A into one carried tile: its `k` tag changes every iteration, its
+    `row` tag never does."""
+    K, copy = copy_kernel_setup(A, C)
+    acc = T.tag(T.zeros(copy), lambda r, c: {"row": r, "k": c})
+    loop = T.range(0, K // COLS, acc=acc)
+    for kt in loop:
+        loop.acc = loop.acc + A.load((0, kt * COLS), copy)
+    C.store((0, 0), loop.acc)
+    T.tag_assert(lambda V, D: V.row.eq(D.row), "each row's sum lands on its row")
+
+
+def test_widening_is_per_tag_a_changing_tag_leaves_the_stable_ones_exact():
+    # issue 13: an accumulation made every tag of the carried tile ⊤, so the assertion on the
+    # row (which never changes) was Unknown
+    report = verify(accumulate_rows)
+    assert report.ok and not report.unknown, str(report)
+    assert not _violations(accumulate_rows, 3)

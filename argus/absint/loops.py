@@ -59,7 +59,9 @@ class Loops:
         depth = max(1, op.stages - 1)
         inits = [self.tags(v) for v in op.inits]
         cands = list(inits)
-        widened: set[int] = set()
+        #: per carried tile, the tag names widened so far (each tag on its own: one tag that
+        #: changes per iteration leaves the stable ones exact)
+        widened: dict[int, set] = {}
         records = None
         outer_collect = self.collect
         self.collect = False
@@ -74,7 +76,7 @@ class Loops:
             mark = self.mark()
             yields, writes, failing = self.loop_pass(
                 op, loop, cands, records, depth, entry_epoch, entry_lds, barriers,
-                widened if stable_check else set(range(len(inits))))
+                widened if stable_check else None)
             self.collect, self.scouting = False, outer_scouting
             if stable_check and not failing and _same_records(records, writes):
                 converged = True
@@ -83,9 +85,7 @@ class Loops:
             if not stable_check or not _same_records(records, writes):
                 records = writes
                 continue
-            for index in failing:
-                cands[index] = _widen(inits[index], yields[index], op.iv.eq(op.start))
-                widened.add(index)
+            self.widen(op, inits, cands, failing, widened)
         if not converged:
             # no inductive LDS layering: older iterations' writes become ⊤
             records = None
@@ -93,17 +93,15 @@ class Loops:
                 yields, writes, failing = self.loop_pass(op, loop, cands, None, depth,
                                                          entry_epoch, entry_lds, barriers,
                                                          widened)
-                for index in failing:
-                    cands[index] = _widen(inits[index], yields[index], op.iv.eq(op.start))
-                    widened.add(index)
+                self.widen(op, inits, cands, failing, widened)
                 if not failing:
                     break
             else:
-                cands = [_widen(i, i, op.iv.eq(op.start)) for i in inits]
+                cands = [_widen(i, i, i.names, op.iv.eq(op.start)) for i in inits]
         self.collect = outer_collect
         if not converged:
             yields, writes, _ = self.loop_pass(op, loop, cands, records, depth, entry_epoch,
-                                               entry_lds, barriers, set(range(len(inits))))
+                                               entry_lds, barriers, None)
         last = simplify(op.start + (trips - 1) * op.step)
         ran = simplify(trips > 0)
         for result, init, y in zip(op.results, inits, yields):
@@ -216,10 +214,17 @@ class Loops:
         del self.pending[pending:], self.accesses[accesses:]
         del self.global_accesses[global_accesses:]
 
+    def widen(self, op, inits, cands, failing: dict, widened: dict):
+        """Widen the failing tags of each carried tile (`loop_pass`)."""
+        for index, names in failing.items():
+            cands[index] = _widen(inits[index], cands[index], names, op.iv.eq(op.start))
+            widened.setdefault(index, set()).update(names)
+
     def loop_pass(self, op, loop, cands, records, depth, entry_epoch, entry_lds, barriers,
-                  trusted):
+                  widened):
         """One abstract run of the body at symbolic iteration iv: returns the yielded maps, the
-        LDS writes per buffer and the carried values whose candidate invariant failed."""
+        LDS writes per buffer and, per carried tile, the tag names whose candidate invariant
+        failed (tags in `widened` hold by construction; widened=None checks nothing)."""
         saved = (dict(self.values), dict(self.lds), self.epoch, list(self.assumes))
         self.loops.append(loop)
         self.loop_writes.append({})
@@ -232,23 +237,36 @@ class Loops:
         for arg, cand in zip(op.body.args, cands):
             self.values[arg.name] = cand
         yields = self.execute(op.body)
-        failing = [index for index, (y, cand) in enumerate(zip(yields, cands))
-                   if index not in trusted and not self.same_tags(y, cand)]
+        failing = {}
+        if widened is not None:
+            for index, (y, cand) in enumerate(zip(yields, cands)):
+                names = self.unstable_tags(y, cand, widened.get(index, set()))
+                if names:
+                    failing[index] = names
         writes = {n: None if rs is None else list(rs)
                   for n, rs in self.loop_writes.pop().items()}
         self.loops.pop()
         self.values, self.lds, self.epoch, self.assumes = saved
         return yields, writes, failing
 
-    def same_tags(self, y: TileTags, cand: TileTags) -> bool:
-        """Does the body preserve the candidate invariant of this carried tile?"""
-        if set(y.names) != set(cand.names):
-            return False
+    def unstable_tags(self, y: TileTags, cand: TileTags, settled: set) -> set:
+        """The tag names of a carried tile whose candidate invariant the body does not
+        preserve: those only one side carries, and those whose value may change (one query
+        for all, then one per tag when that fails). `settled` tags are already widened."""
+        unstable = (set(y.names) ^ set(cand.names)) - settled
+        check = [n for n in cand.names if n in y.names and n not in settled]
+        if not check:
+            return unstable
         a, b = y.at(*cand.thread), cand.at(*cand.thread)
-        goal = And(*(equal_tags(a.tags[n], b.tags[n]) for n in cand.names))
         context = self.assumes + list(a.defs + b.defs)
-        context += gather_constraints([goal, *context], self.distinct)
-        return self.holds(goal, context)
+
+        def preserved(names) -> bool:
+            goal = And(*(equal_tags(a.tags[n], b.tags[n]) for n in names))
+            return self.holds(goal, context + gather_constraints([goal, *context],
+                                                                 self.distinct))
+        if preserved(check):
+            return unstable
+        return unstable | {n for n in check if len(check) == 1 or not preserved([n])}
 
 
 def _barriers(block: O.Block) -> Expr:
@@ -313,12 +331,16 @@ def _settled(entry, state, pin: dict):
     return L.Writes(state.records[:kept] + made, state.below)
 
 
-def _widen(init: TileTags, y: TileTags, first) -> TileTags:
-    """The init's tags at the first iteration, ⊤ afterwards."""
-    names = list(dict.fromkeys(list(init.names) + list(y.names)))
-    inst = init.at(*init.thread)
-    tags = {n: join_tags(first, inst.tags.get(n, TOP_TAG), TOP_TAG) for n in names}
-    return tile_tags(init.thread, tags, inst.defs)
+def _widen(init: TileTags, cand: TileTags, names, first) -> TileTags:
+    """`cand` with the tags `names` widened: the init's value at the first iteration, ⊤
+    afterwards."""
+    start = init.at(*init.thread)
+    kept = start if cand is init else cand.at(*init.thread)
+    tags = dict(kept.tags)
+    for n in names:
+        tags[n] = join_tags(first, start.tags.get(n, TOP_TAG), TOP_TAG)
+    defs = start.defs if kept is start else tuple(dict.fromkeys(kept.defs + start.defs))
+    return tile_tags(init.thread, tags, defs)
 
 
 def _canonical(tile: TileTags):
