@@ -34,6 +34,8 @@ from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 
 #: Tag value of an element whose tags are unknown (⊤): a racy LDS read, an out-of-bounds load.
 TOP = np.iinfo(np.int64).min
+#: An LDS element's tag name that the last write there did not carry.
+ABSENT = TOP + 1
 _MANY = -2  # several threads read one LDS address within one barrier epoch
 
 
@@ -737,11 +739,12 @@ class _Workgroup:
                         element=element, position=position,
                         detail=f"read by {by}" + (f" at {at}" if at else ""), other_loc=at)
         lds.data[addr] = to_dtype(value.data[inside], op.buffer.type.dtype)
+        # the write replaces the region's tags: names the value does not carry are absent
         for name in list(lds.tags) + [n for n in value.tags if n not in lds.tags]:
             if name not in lds.tags:
-                lds.tags[name] = np.full(lds.data.size, TOP, np.int64)
+                lds.tags[name] = np.full(lds.data.size, ABSENT, np.int64)
             source = value.tags.get(name)
-            lds.tags[name][addr] = TOP if source is None else source[inside]
+            lds.tags[name][addr] = ABSENT if source is None else source[inside]
         lds.written[addr] = True
         lds.write_epoch[addr] = self.epoch
         lds.writer[addr] = who
@@ -769,7 +772,10 @@ class _Workgroup:
                         detail=f"written by {writer} at {where}", other_loc=where)
         unknown = ~inside | never | racy
         data = np.where(inside, lds.data[safe], 0).astype(np.float32)
-        tags = {name: np.where(unknown, TOP, tag[safe]) for name, tag in lds.tags.items()}
+        # a name absent from every element read (overwritten with other names, or never
+        # written) is not carried; where it is absent only in part, it is unknown there
+        tags = {name: np.where(unknown | (tag[safe] == ABSENT), TOP, tag[safe])
+                for name, tag in lds.tags.items() if (tag[safe] != ABSENT)[inside].any()}
         self.values[op.result.name] = RegVal(data, tags)
         addr, who = address[inside], thread[inside]
         lo = np.full(lds.data.size, np.iinfo(np.int64).max)

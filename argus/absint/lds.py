@@ -93,7 +93,10 @@ class ReadSite:
 
 @attrs.define
 class Resolution:
-    """Per tag name the value and ⊤-condition a read sees, and how it was found."""
+    """Per tag name the value and ⊤-condition a read sees, and how it was found. `absent`
+    holds per name where the write the read sees does not carry that name (or nothing was
+    written): an overwrite replaces the region's tags, so a name absent everywhere the op
+    reads is not carried at all."""
 
     values: dict
     tops: dict
@@ -102,11 +105,13 @@ class Resolution:
     race: Expr
     defs: list
     fresh: set
+    absent: dict
 
     @classmethod
     def bottom(cls, names, *, opaque: bool) -> Resolution:
         return cls({n: Const(0) for n in names}, {n: TRUE for n in names},
-                   FALSE if opaque else TRUE, TRUE if opaque else FALSE, FALSE, [], set())
+                   FALSE if opaque else TRUE, TRUE if opaque else FALSE, FALSE, [], set(),
+                   {n: FALSE if opaque else TRUE for n in names})
 
     def choose(self, cond: Expr, other: Resolution) -> Resolution:
         """`self` where `cond` holds, else `other`."""
@@ -115,7 +120,8 @@ class Resolution:
             {n: ite(cond, self.tops[n], other.tops[n]) for n in self.tops},
             ite(cond, self.uninitialised, other.uninitialised),
             ite(cond, self.opaque, other.opaque), ite(cond, self.race, other.race),
-            self.defs + other.defs, self.fresh | other.fresh)
+            self.defs + other.defs, self.fresh | other.fresh,
+            {n: ite(cond, self.absent[n], other.absent[n]) for n in self.absent})
 
 
 @lru_cache(maxsize=256)
@@ -174,7 +180,8 @@ def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
         tag = instance.tags.get(n)
         values[n] = tag.value if tag is not None else Const(0)
         tops[n] = Or(tag.top, race) if tag is not None else TRUE
-    return _Guarded(cover, Resolution(values, tops, FALSE, FALSE, race, defs, fresh))
+    absent = {n: FALSE if n in instance.tags else TRUE for n in names}
+    return _Guarded(cover, Resolution(values, tops, FALSE, FALSE, race, defs, fresh, absent))
 
 
 @attrs.frozen

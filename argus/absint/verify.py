@@ -462,7 +462,8 @@ class _Verifier(Obligations, Races, Loops):
         site = L.ReadSite(op.addr, view, address, thread[0] * LANES + thread[1], self.epoch)
         names = sorted(L.record_names(state))
         res = L.resolve(state, site, names)
-        tags = {n: Tag(res.values[n], Or(res.tops[n], Not(inside))) for n in names}
+        tags = {n: Tag(res.values[n], Or(res.tops[n], Not(inside))) for n in names
+                if not self.absent_everywhere(res.absent[n], inside, res.defs)}
         self.values[op.result.name] = tile_tags(thread, tags, res.defs)
         self.obligation(op, "lds-race",
                         "read-after-write race: another thread wrote this LDS address with no "
@@ -472,6 +473,13 @@ class _Verifier(Obligations, Races, Loops):
         self.obligation(op, "lds-uninitialised", "reads LDS that no thread has written",
                         Or(Not(inside), And(Not(res.uninitialised), Not(res.opaque))),
                         res.defs, thread, lambda w: {"element": element(w)})
+
+    def absent_everywhere(self, absent: Expr, inside: Expr, defs) -> bool:
+        """Whether a tag name is missing from what every in-bounds element of a read sees
+        (the region was overwritten with other names): then the tile does not carry it."""
+        if absent is FALSE or self.scouting:
+            return False
+        return absent is TRUE or self.holds(Or(Not(inside), absent), self.assumes + list(defs))
 
     def op_Barrier(self, op: O.Barrier):
         if self.in_branch:
