@@ -3,8 +3,10 @@ every kernel of the bug corpus, against the time the reference interpreter needs
 same kernels exhaustively on a small grid of concrete sizes (every workgroup, thread, slot and
 iteration). The verifier's answer holds for all sizes; the interpreter's only for those it ran.
 Goals: GEMM <= 1 s, flash attention <= 3 s on 2 cores. Measured on this machine's CPU (no GPU).
-Worker processes: ARGUS_JOBS (default: every core). Run: python bench/bench_verify.py [--json PATH]
-[--skip-bugs] [--skip-variants]
+Bug rows come in pairs, the seeded defect and its correction; after the table: the slowest
+single obligation, how many bugs verify within 1 s, and the false-alarm count (library kernels
+and corrected bugs that are not Proved). Worker processes: ARGUS_JOBS (default: every core).
+Run: python bench/bench_verify.py [--json PATH] [--skip-bugs] [--skip-variants]
 """
 
 from __future__ import annotations
@@ -71,7 +73,10 @@ def measure(name: str, kernel, size_grid: list[dict]) -> dict:
     verify(kernel)
     warm = time.perf_counter() - started
     interp = interpreter_seconds(kernel, size_grid)
+    slowest = max(report.obligations, key=lambda o: o.seconds)
     return {"name": name, "verify_s": seconds, "verify_cpu_s": cpu, "warm_s": warm,
+            "slowest_s": slowest.seconds, "slowest": f"{slowest.kind} at {slowest.loc}",
+            "proved_all": report.ok and not report.unknown,
             "obligations": len(report.obligations),
             "proved": report.count("proved"), "refuted": report.count("refuted"),
             "unknown": report.count("unknown"), "interpreter_s": interp,
@@ -119,14 +124,29 @@ def main(json_path: str | None, skip_bugs: bool, skip_variants: bool) -> None:
                     [{"S": 128, "D": 8}, {"S": 256, "D": 8}] if "S" in names else
                     [{"M": 64, "N": 64, "K": k} for k in (8, 16, 24)])
             rows.append(measure(path.stem, ir, grid))
+            fixed = bug.FIXED if isinstance(bug.FIXED, O.Kernel) else bug.FIXED.trace()
+            rows.append(measure(f"{path.stem} (fixed)", fixed, grid))
     print(f"{'kernel':40} {'verify s':>9} {'cpu s':>6} {'warm s':>7} {'goal':>5} {'interp s':>9} "
-          f"{'ratio':>7}  verdicts")
+          f"{'ratio':>7} {'slowest':>8}  verdicts")
     for r in rows:
         goal = f"{r['goal_s']:.0f}" if r["goal_s"] else "-"
         print(f"{r['name']:40} {r['verify_s']:9.2f} {r['verify_cpu_s']:6.2f} {r['warm_s']:7.2f} "
               f"{goal:>5} "
               f"{r['interpreter_s']:9.2f} "
-              f"{r['ratio']:7.2f}  {r['proved']}P/{r['refuted']}R/{r['unknown']}U")
+              f"{r['ratio']:7.2f} {r['slowest_s']:8.2f}  "
+              f"{r['proved']}P/{r['refuted']}R/{r['unknown']}U")
+    slowest = max(rows, key=lambda r: r["slowest_s"])
+    print(f"slowest obligation: {slowest['slowest_s']:.2f} s ({slowest['slowest']}, "
+          f"{slowest['name']})")
+    bugs = [r for r in rows if r["name"].startswith("bug_") and "(fixed)" not in r["name"]]
+    if bugs:
+        over = [r["name"] for r in bugs if r["verify_s"] > 1.0]
+        print(f"bugs verified within 1 s: {len(bugs) - len(over)} of {len(bugs)}"
+              + (f" (over: {', '.join(over)})" if over else ""))
+    correct = [r for r in rows if not r["name"].startswith("bug_") or "(fixed)" in r["name"]]
+    alarms = [r["name"] for r in correct if not r["proved_all"]]
+    print(f"false alarms (library kernels and corrected bugs not Proved): {len(alarms)}"
+          + (f" ({', '.join(alarms)})" if alarms else ""))
     print(f"measured on this machine's CPU, {env.jobs()} worker processes (verify s: wall "
           "time from a cold cache; cpu s: this process and its workers; warm s: the same "
           "kernel again); other processes share the cores; the verifier covers all sizes, the "

@@ -741,8 +741,8 @@ class _Workgroup:
         lds.data[addr] = to_dtype(value.data[inside], op.buffer.type.dtype)
         # the write replaces the region's tags: names the value does not carry are absent
         for name in list(lds.tags) + [n for n in value.tags if n not in lds.tags]:
-            if name not in lds.tags:
-                lds.tags[name] = np.full(lds.data.size, ABSENT, np.int64)
+            if name not in lds.tags:  # unknown where nothing has been written yet
+                lds.tags[name] = np.full(lds.data.size, TOP, np.int64)
             source = value.tags.get(name)
             lds.tags[name][addr] = ABSENT if source is None else source[inside]
         lds.written[addr] = True
@@ -772,10 +772,11 @@ class _Workgroup:
                         detail=f"written by {writer} at {where}", other_loc=where)
         unknown = ~inside | never | racy
         data = np.where(inside, lds.data[safe], 0).astype(np.float32)
-        # a name absent from every element read (overwritten with other names, or never
-        # written) is not carried; where it is absent only in part, it is unknown there
+        # a name absent from every element read (overwritten with other names) is not
+        # carried; where it is absent only in part, it is unknown there
         tags = {name: np.where(unknown | (tag[safe] == ABSENT), TOP, tag[safe])
-                for name, tag in lds.tags.items() if (tag[safe] != ABSENT)[inside].any()}
+                for name, tag in lds.tags.items()
+                if not inside.any() or (tag[safe] != ABSENT)[inside].any()}
         self.values[op.result.name] = RegVal(data, tags)
         addr, who = address[inside], thread[inside]
         lo = np.full(lds.data.size, np.iinfo(np.int64).max)

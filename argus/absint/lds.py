@@ -94,9 +94,9 @@ class ReadSite:
 @attrs.define
 class Resolution:
     """Per tag name the value and ⊤-condition a read sees, and how it was found. `absent`
-    holds per name where the write the read sees does not carry that name (or nothing was
-    written): an overwrite replaces the region's tags, so a name absent everywhere the op
-    reads is not carried at all."""
+    holds per name where the write the read sees does not carry that name: an overwrite
+    replaces the region's tags, so a name absent everywhere the op reads is not carried at
+    all (an address nothing wrote keeps every name, ⊤)."""
 
     values: dict
     tops: dict
@@ -111,7 +111,7 @@ class Resolution:
     def bottom(cls, names, *, opaque: bool) -> Resolution:
         return cls({n: Const(0) for n in names}, {n: TRUE for n in names},
                    FALSE if opaque else TRUE, TRUE if opaque else FALSE, FALSE, [], set(),
-                   {n: FALSE if opaque else TRUE for n in names})
+                   {n: FALSE for n in names})
 
     def choose(self, cond: Expr, other: Resolution) -> Resolution:
         """`self` where `cond` holds, else `other`."""
