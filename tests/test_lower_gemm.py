@@ -186,3 +186,40 @@ def test_moe_gemm_gathers_rows_and_matches_numpy(params):
         outcome = run_emulated("moe_gemm", sizes, params, seed=2)
         assert outcome.ok and not outcome.emulation.hazards, (sizes, outcome.max_error)
     assert "s_load_dword" in outcome.compiled.text
+
+
+@T.kernel(waves=4)
+def alternate(X: Tensor("f32", 64, 32), Y: Tensor("f32", "ROUNDS", 64, 32)):
+    """Two loop-carried tiles that start equal and swap every iteration: round r stores the
+    tile carried in `a`, so rounds alternate between X and the zeros."""
+    T.grid(1)
+    spec = T.copy_layout((64, 32), 4, 4)
+    x = X.load((0, 0), spec)
+    loop = T.range(0, Y.shape[0], name="r", a=x, b=T.zeros(spec))
+    for r in loop:
+        Y.store((r, 0, 0), loop.a, axes=(1, 2))
+        loop.a, loop.b = loop.b, loop.a
+
+
+@T.kernel(waves=4)
+def twice(X: Tensor("f32", 64, 32), Y: Tensor("f32", "ROUNDS", 64, 32)):
+    """One tile carried twice from the same initial value."""
+    T.grid(1)
+    spec = T.copy_layout((64, 32), 4, 4)
+    x = X.load((0, 0), spec)
+    loop = T.range(0, Y.shape[0], name="r", a=x, b=x)
+    for r in loop:
+        Y.store((r, 0, 0), loop.b, axes=(1, 2))
+        loop.a, loop.b = T.zeros(spec), loop.a
+
+
+@pytest.mark.parametrize("policy", ["simple", "interleave"])
+def test_loop_carried_values_swap_and_share_an_initial_value(policy):
+    X = np.arange(64 * 32, dtype=np.float32).reshape(64, 32) + 1
+    Y = np.full((5, 64, 32), -1, np.float32)
+    argus.compile(alternate, policy=policy).run(X, Y)
+    for r in range(5):
+        assert np.array_equal(Y[r], X if r % 2 == 0 else 0 * X), r
+    Y = np.full((3, 64, 32), -1, np.float32)
+    argus.compile(twice, policy=policy).run(X, Y)
+    assert np.array_equal(Y[0], X) and np.array_equal(Y[1], X) and not Y[2].any()

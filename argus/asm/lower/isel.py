@@ -594,7 +594,7 @@ def _for(s: Selector, op: O.For):
     carried = []
     for init, arg in zip(op.inits, op.body.args):
         reg = s.tile(init)
-        if not s.dies(init, op):
+        if not s.dies(init, op) or reg in carried:      # one register per carried value
             copy = s.new_tile(arg)
             for r in range(reg.size):
                 s.emit("v_mov_b32_e32", copy[r], reg[r])
@@ -729,12 +729,25 @@ def _body_copy(s: Selector, op: O.For, carried: list, renamed: dict) -> None:
     *body, yielded = op.body.ops
     s.block(body)
     s.loc = yielded.loc
-    for value, reg in zip(yielded.values, carried):
-        src = s.tile(value)
-        if src is not reg:
-            for r in range(reg.size):
-                s.emit("v_mov_b32_e32", reg[r], src[r])
+    _parallel_copy(s, [s.tile(v) for v in yielded.values], carried)
     s.renamed = outer
+
+
+def _parallel_copy(s: Selector, sources: list, targets: list) -> None:
+    """targets[i] = sources[i] for all i at once: a source that is also another copy's target
+    (values swapped between iterations) is saved to a fresh register first."""
+    moves = [(src, dst) for src, dst in zip(sources, targets) if src is not dst]
+    written = {dst for _, dst in moves}
+    saved = {}
+    for src, _ in moves:
+        if src in written and src not in saved:
+            saved[src] = VReg("v", src.size, f"{src.name}.saved", src.align)
+            for r in range(src.size):
+                s.emit("v_mov_b32_e32", saved[src][r], src[r])
+    for src, dst in moves:
+        src = saved.get(src, src)
+        for r in range(dst.size):
+            s.emit("v_mov_b32_e32", dst[r], src[r])
 
 
 __all__ = ["RULES", "Selector", "KernargSlot", "rule", "LabelDef", "MInst"]
