@@ -273,7 +273,9 @@ def _group(slots: int, nbytes: int, widths, contiguous, aligned, address, loc) -
     while s < slots:
         for width in widths:
             w = width // nbytes
-            if w < 1 or s + w > slots or (s * nbytes) % 4 or not contiguous(s, w) \
+            # whole registers; a 64/128-bit piece starts on an even register of the tile
+            if w < 1 or s + w > slots or (s * nbytes) % 4 \
+                    or (width > 4 and (s * nbytes // 4) % 2) or not contiguous(s, w) \
                     or not aligned(s, width):
                 continue
             lane, uniform, const = address(s)

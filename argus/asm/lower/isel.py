@@ -237,8 +237,11 @@ class Selector(ExprEmitter):
         return self.regs[value.name]
 
     def new_tile(self, value, align: int = 4) -> VReg:
+        """Registers for a tile; tuples start on an even register (gfx90a+ requires it of
+        every 64-bit or wider VGPR operand), on a multiple of 4 when asked and they fill it."""
         t = value.type
-        reg = VReg("v", t.vgprs, value.name, min(align, t.vgprs) if t.vgprs > 1 else 1)
+        even = 1 if t.vgprs == 1 else align if t.vgprs % align == 0 else 2
+        reg = VReg("v", t.vgprs, value.name, even)
         self.regs[value.name] = reg
         return reg
 
