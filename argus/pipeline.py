@@ -131,9 +131,10 @@ class CompiledKernel:
                 "waves_per_workgroup": lo.waves, "waves_per_simd": lo.occupancy,
                 "occupancy_limited_by": lo.occupancy_limit}
 
-    def sizes_of(self, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+    def sizes_of(self, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, int] | None = None
+                 ) -> dict[str, int]:
         """The symbolic sizes read off the arrays' shapes, checked against each other and the
-        kernel's assumptions."""
+        kernel's assumptions (which may also mention the scalar arguments)."""
         sizes: dict[str, int] = {}
         for tensor in self.ir.tensors:
             array = arrays[tensor.name]
@@ -151,7 +152,7 @@ class CompiledKernel:
                                   f"{arrays[tensor.name].shape} but the sizes {sizes} make it "
                                   f"{want}")
         for assumption in self.ir.assumes:
-            if not evaluate(assumption, sizes):
+            if not evaluate(assumption, {**sizes, **(scalars or {})}):
                 raise LaunchError(f"{self.name}: the sizes {sizes} violate the kernel's "
                                   f"assumption {assumption} (it was compiled for {self.params})")
         return sizes
@@ -184,25 +185,46 @@ class CompiledKernel:
                                   "offsets are 32-bit, so a tensor must stay below 4 GiB")
         return bound
 
-    def arguments(self, bound: dict, sizes: dict) -> dict:
-        """Kernel arguments by name: arrays, then the sizes the kernel reads."""
+    def arguments(self, bound: dict, sizes: dict, scalars: Mapping[str, int] | None = None
+                  ) -> dict:
+        """Kernel arguments by name: arrays, the sizes the kernel reads, its scalars."""
         values = dict(bound)
         for var in self.ir.sizes:
             values[var.name] = np.int32(sizes[var.name])
+        for name, value in (scalars or {}).items():
+            values[name] = np.int32(value)
         return values
+
+    def scalars_of(self, named: dict) -> dict[str, int]:
+        """The kernel's scalar arguments taken out of `named`, each within its declared range."""
+        scalars = {}
+        for var in self.ir.scalars:
+            if var.name not in named:
+                raise LaunchError(f"{self.name}: pass the scalar argument {var.name}= (an integer "
+                                  f"in [{var.lo}, {var.hi}))")
+            value = named.pop(var.name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or not var.lo <= int(value) < var.hi:
+                raise LaunchError(f"{self.name}: scalar {var.name}={value!r} is not an integer "
+                                  f"in its declared range [{var.lo}, {var.hi})")
+            scalars[var.name] = int(value)
+        return scalars
 
     def run(self, *arrays, device: str = "emulator", check: str = "strict",
             memory: str = "strict", **named):
-        """Launch on `device` with arrays by position or name; outputs are written in place.
-        Returns the emulator's `Emulation` (trace, timing) or the HIP launch record."""
+        """Launch on `device` with arrays by position or name and scalar arguments by name;
+        outputs are written in place. Returns the emulator's `Emulation` (trace, timing) or the
+        HIP launch record."""
         if device not in DEVICES:
             raise LaunchError(f"device must be one of {DEVICES}, got {device!r}")
+        named = dict(named)
+        scalars = self.scalars_of(named)
         bound = self.bind(arrays, named)
-        sizes = self.sizes_of(bound)
-        grid = self.grid(**sizes)
+        sizes = self.sizes_of(bound, scalars)
+        grid = self.grid(**sizes, **scalars)
         if math.prod(grid) == 0:
             raise LaunchError(f"{self.name}: the sizes {sizes} give an empty grid {grid}")
-        args = self.arguments(bound, sizes)
+        args = self.arguments(bound, sizes, scalars)
         if device == "hip":
             from argus.asm.hip import launch
 

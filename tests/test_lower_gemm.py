@@ -223,3 +223,32 @@ def test_loop_carried_values_swap_and_share_an_initial_value(policy):
     Y = np.full((3, 64, 32), -1, np.float32)
     argus.compile(twice, policy=policy).run(X, Y)
     assert np.array_equal(Y[0], X) and np.array_equal(Y[1], X) and not Y[2].any()
+
+
+@T.kernel(waves=4)
+def copy_from(X: Tensor("bf16", "R", 32), Y: Tensor("bf16", "R", 32), first: T.Scalar(0, 1 << 20)):
+    """Copies the 64-row tiles from row `first` on; earlier tiles stay untouched."""
+    R = X.shape[0]
+    T.assume((R % 64).eq(0))
+    T.assume((first % 64).eq(0))
+    T.assume(first <= R)
+    T.grid(R // 64)
+    row = T.program_id(0) * 64
+    with T.when(row >= first):
+        Y.store((row, 0), X.load((row, 0), T.copy_layout((64, 32), 4, 8)))
+
+
+def test_scalar_arguments_are_passed_and_checked():
+    compiled = argus.compile(copy_from)
+    assert [k[0] for k in compiled.kernargs] == ["X", "Y", "R", "first"]
+    X = np.random.default_rng(6).standard_normal((256, 32)).astype(bfloat16)
+    Y = np.zeros_like(X)
+    compiled.run(X, Y, first=128)
+    assert not Y[:128].view(np.uint16).any()
+    assert np.array_equal(Y[128:].view(np.uint16), X[128:].view(np.uint16))
+    with pytest.raises(argus.pipeline.LaunchError, match="first="):
+        compiled.run(X, Y)
+    with pytest.raises(argus.pipeline.LaunchError, match="assumption"):
+        compiled.run(X, Y, first=100)
+    with pytest.raises(argus.pipeline.LaunchError, match="declared range"):
+        compiled.run(X, Y, first=-64)
