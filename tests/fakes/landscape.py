@@ -47,13 +47,14 @@ class Landscape:
 
 @attrs.frozen
 class Sleeper:
-    """Takes `seconds` per candidate whose source is "sleep" (others at once), then rewards it
-    1.0."""
+    """Takes `seconds` per candidate whose source is "sleep" (or per candidate, with
+    `every=True`), then rewards it 1.0."""
 
     seconds: float
+    every: bool = False
 
     def __call__(self, candidate: Candidate) -> Evaluation:
-        if candidate.source == "sleep":
+        if self.every or candidate.source == "sleep":
             time.sleep(self.seconds)
         return Evaluation(candidate.key, candidate, OK, "reward", time_us=1.0, reward=1.0,
                           reference={"name": "default", "time_us": 1.0})
