@@ -2,6 +2,7 @@
 budget, the offline planner on a known landscape, and results never drawn from rejections."""
 
 import json
+
 import pytest
 from fakes.landscape import BEST, Landscape
 from hypothesis import given
@@ -174,8 +175,8 @@ def test_the_wall_clock_budget_stops_the_run(tmp_path):
     state = SearchState(GEMM)
     # every candidate takes 0.4 s; a 1 s budget leaves room for three at most
     planner = OfflinePlanner(GEMM, 0, legal=lambda candidate: "")
-    progress = run(state, planner, InlineWorkers(Sleeper(0.4, every=True)), Store(tmp_path / "run.jsonl",
-                                                 {"problem": GEMM.to_dict()}),
+    store = Store(tmp_path / "run.jsonl", {"problem": GEMM.to_dict()})
+    progress = run(state, planner, InlineWorkers(Sleeper(0.4, every=True)), store,
                    Budget(50, wall_s=1.0))
     assert 1 <= len(state.evaluations) <= 3
     assert progress.stopped.startswith("wall-clock limit of 1 s")
