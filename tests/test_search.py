@@ -86,6 +86,8 @@ def test_store_resumes_and_repairs_a_torn_last_line(tmp_path):
     resumed = Store(path, header, resume=True)
     assert [e.key for e in resumed.evaluations] == [evaluation.key]
     assert all(json.loads(line) for line in path.read_text().splitlines())
+    with pytest.raises(SearchError, match="already holds a run"):
+        Store(path, header)
     other = {"problem": Problem("gemm", {"M": 64, "N": 64, "K": 64}).to_dict()}
     with pytest.raises(SearchError, match="give the same family"):
         Store(path, other, resume=True)

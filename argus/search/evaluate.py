@@ -71,6 +71,9 @@ class Evaluation:
 
 
 class _Stop(Exception):
+    """Ends the chain of stages with a status (OK included: the last stage raises it too, so
+    every evaluation leaves through one place)."""
+
     def __init__(self, status: str, stage: str, message: str, **extra):
         super().__init__(message)
         self.status, self.stage, self.message, self.extra = status, stage, message, extra

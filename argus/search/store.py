@@ -38,6 +38,9 @@ class Store:
                                 if e.get("kind") == "eval"]
             self.append({"kind": "resume", **header})
         else:
+            if self.path.is_file() and self.path.stat().st_size:
+                raise SearchError(f"{self.path} already holds a run; continue it with --resume "
+                                  f"{self.path}, or choose another --out directory")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text("")
             self.append({"kind": "run", **header})
