@@ -415,11 +415,38 @@ class _Workgroup:
                             "workgroups are unordered", clash, position=position,
                             element={f"{op.tensor.name}[{a}]": int(c[position])
                                      for a, c in enumerate(clipped)})
-        readers = self.run.readers.setdefault(op.tensor.name, np.full(
-            self.run.arrays[op.tensor.name].shape, -1, np.int64))
+        self.check_atomic_adders(op, clipped, inside, "reads")
+        self.mark(self.run.readers, op.tensor.name, clipped, inside)
+
+    def mark(self, table: dict, name: str, clipped, inside):
+        """Record this workgroup in `table[name]` at the elements it touches (_MANY where
+        another workgroup already did)."""
+        me = self.run.workgroup_index(self.pid)
+        seen = table.setdefault(name, np.full(self.run.arrays[name].shape, -1, np.int64))
         where = tuple(c[inside] for c in clipped)
-        previous = readers[where]
-        readers[where] = np.where((previous == -1) | (previous == me), me, _MANY)
+        previous = seen[where]
+        seen[where] = np.where((previous == -1) | (previous == me), me, _MANY)
+
+    def check_atomic_adders(self, op, clipped, inside, verb: str):
+        """An element another workgroup adds to atomically holds a partial sum whose value
+        depends on the order of the workgroups: reading or storing it races with the add."""
+        adders = self.run.adders.get(op.tensor.name)
+        if adders is None:
+            return
+        me = self.run.workgroup_index(self.pid)
+        adder = np.where(inside, adders[clipped], -1)
+        clash = (adder != -1) & (adder != me)
+        if clash.any():
+            position = _first(clash)
+            who = adder[position]
+            other = "several workgroups" if who == _MANY else \
+                f"workgroup {self.run.workgroup_of(int(who))}"
+            self.report(op, "global-race",
+                        f"race with an atomic add on global memory: workgroup {self.pid} "
+                        f"{verb} an element of {op.tensor} that {other} adds to atomically, "
+                        "and workgroups are unordered", clash, position=position,
+                        element={f"{op.tensor.name}[{a}]": int(c[position])
+                                 for a, c in enumerate(clipped)})
 
     def op_GlobalStore(self, op: O.GlobalStore):
         value = self.values[op.value.name]
@@ -430,9 +457,10 @@ class _Workgroup:
         target = self.run.arrays[op.tensor.name]
         data = to_dtype(value.data, op.tensor.type.dtype)
         where = tuple(i[inside] for i in clipped)
-        if not isinstance(op, O.GlobalAtomicAdd):
-            self.check_global_owner(op, clipped, inside)
+        # atomic adds commute with each other; they race with stores and loads of the element
+        self.check_global_owner(op, clipped, inside, record=not isinstance(op, O.GlobalAtomicAdd))
         if isinstance(op, O.GlobalAtomicAdd):
+            self.mark(self.run.adders, op.tensor.name, clipped, inside)
             np.add.at(target, where, data[inside])
             target[...] = to_dtype(target, op.tensor.type.dtype)
         else:
@@ -440,8 +468,11 @@ class _Workgroup:
 
     op_GlobalAtomicAdd = op_GlobalStore
 
-    def check_global_owner(self, op, clipped, inside):
-        """Workgroups are unordered, so two of them storing one element is a race."""
+    def check_global_owner(self, op, clipped, inside, record=True):
+        """Workgroups are unordered, so two of them storing one element is a race (an atomic
+        add, `record` False, races with another workgroup's plain store or load)."""
+        if record:
+            self.check_atomic_adders(op, clipped, inside, "stores")
         owner = self.run.owners.setdefault(op.tensor.name, np.full(
             self.run.arrays[op.tensor.name].shape, -1, np.int64))
         me = self.run.workgroup_index(self.pid)
@@ -471,7 +502,8 @@ class _Workgroup:
                             "unordered", clash, position=position,
                             element={f"{op.tensor.name}[{a}]": int(c[position])
                                      for a, c in enumerate(clipped)})
-        owner[tuple(c[inside] for c in clipped)] = me
+        if record:
+            owner[tuple(c[inside] for c in clipped)] = me
 
     # assertions
 
@@ -915,8 +947,9 @@ class _Run:
         self._index = {id(op): n for n, op in enumerate(self.ops)}
         self.owners: dict[str, np.ndarray] = {}
         self.readers: dict[str, np.ndarray] = {}
-        # only tensors some op stores to (not atomically) can race with a read
-        self.stored = {op.tensor.name for op in self.ops if type(op) is O.GlobalStore}
+        # only tensors some op stores to (plainly or atomically) can race with a read
+        self.stored = {op.tensor.name for op in self.ops if isinstance(op, O.GlobalStore)}
+        self.adders: dict[str, np.ndarray] = {}
         self.seen: list[tuple[int, ...]] = []
         self.done: set[int] = set()
 

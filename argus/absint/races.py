@@ -39,6 +39,17 @@ class GlobalAccess:
     assumes: tuple
     order: int
     gathered: bool = False
+    atomic: bool = False  # an atomic add: it commutes with other atomic adds, not with loads
+
+    @property
+    def verb(self) -> str:
+        return "stores" if self.write else "atomically adds to" if self.atomic else "loads"
+
+
+def conflict(a: GlobalAccess, b: GlobalAccess) -> bool:
+    """Whether two workgroups' accesses to one element can race: unless both only load or both
+    add atomically, the value someone sees (or the final one) depends on their order."""
+    return a.write or b.write or a.atomic != b.atomic
 
 
 LDS_RACE = ("this write may race with another thread's access to the same LDS address in the "
@@ -110,12 +121,12 @@ class Races:
         loads is a race. Two symbolic workgroups, threads and iterations per pair of ops.
         Where rows are gathered, the index data decides: the check needs every index tensor
         involved declared with `T.distinct`, and is Unknown otherwise."""
-        stored = {a.tensor for a in self.global_accesses if a.write}
+        stored = {a.tensor for a in self.global_accesses if a.write or a.atomic}
         for later in self.global_accesses:
             if later.tensor not in stored:
                 continue
             pairs = [self.global_pair(other, later) for other in self.global_accesses
-                     if other.tensor == later.tensor and (other.write or later.write)
+                     if other.tensor == later.tensor and conflict(other, later)
                      and other.order <= later.order]
             if not pairs:
                 continue
@@ -125,7 +136,7 @@ class Races:
             if undeclared:
                 self.obligations.append(Obligation(
                     "global-race", "another workgroup may access the element this op "
-                    f"{'stores' if later.write else 'loads'}", str(later.op.loc), UNKNOWN,
+                    f"{later.verb}", str(later.op.loc), UNKNOWN,
                     reason=f"the rows come from the gather index {', '.join(undeclared)}, whose "
                            "contents decide it; if its entries in a range [lo, hi) never "
                            f"repeat, declare it with T.distinct({undeclared[0]}, lo, hi) at "
@@ -141,14 +152,14 @@ class Races:
                                       for p in (self.pids.get(a) for a in range(3))
                                       if p is not None)
                         return {"detail": f"workgroup {group} also "
-                                          f"{'stores' if other.write else 'loads'} it at "
+                                          f"{other.verb} it at "
                                           f"{other.op.loc}", "workgroups": group}
                 return {}
             saved = self.assumes, self.loops
             self.assumes, self.loops = list(later.assumes), list(later.loops)
             self.obligation(later.op, "global-race",
                             f"another workgroup accesses the element this op "
-                            f"{'stores' if later.write else 'loads'}; workgroups are unordered",
+                            f"{later.verb}; workgroups are unordered",
                             goal, tuple(distinct_constraints([goal], self.distinct)),
                             later.thread, describe)
             self.assumes, self.loops = saved

@@ -251,7 +251,8 @@ class _Verifier(Obligations, Races, Loops):
             self.global_accesses.append(GlobalAccess(
                 op, write and not isinstance(op, O.GlobalAtomicAdd), tensor.name,
                 tuple(index), inside, self.thread(t), self.guard, tuple(self.loops),
-                tuple(self.assumes), self.order, op.gather is not None))
+                tuple(self.assumes), self.order, op.gather is not None,
+                isinstance(op, O.GlobalAtomicAdd)))
         return index, inside
 
     def op_Distinct(self, op: O.Distinct):

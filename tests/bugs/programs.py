@@ -229,3 +229,43 @@ def scores(**hooks):
                         P: Tensor("f32", "S", "S")):
         attention_scores(Q, K, P, **hooks)
     return attention_block
+
+
+def split_k_gemm(A, B, C, *, accumulate="atomic", read_back=False):
+    """C = A B^T with K split over grid axis 2: each workgroup adds its partial tile into C
+    (`accumulate` "atomic", or "store" for a plain store); `read_back` loads C after the add and
+    stores it again (an epilogue that wants the finished sum)."""
+    M, K = A.shape
+    N = B.shape[0]
+    for extent, block in ((M, BM), (N, BN), (K, 2 * BK)):
+        T.assume((extent % block).eq(0))
+    T.grid(M // BM, N // BN, 2)
+    m0, n0 = T.program_id(0) * BM, T.program_id(1) * BN
+    k_first = T.program_id(2) * (K // (2 * BK))
+    _tags(A, B, C)
+    a_spec = T.mfma_layout(MFMA, "a", (2, 2))
+    b_spec = T.mfma_layout(MFMA, "b", (2, 2))
+    c_spec = T.mfma_layout(MFMA, "c", (2, 2))
+    acc = T.tag(T.zeros(c_spec), lambda i, j: {"row": m0 + i, "col": n0 + j})
+    loop = T.range(0, K // (2 * BK), acc=acc)
+    for kt in loop:
+        a = A.load((m0, (k_first + kt) * BK), a_spec)
+        b = B.load((n0, (k_first + kt) * BK), b_spec)
+        loop.acc = T.mfma(MFMA, a, b, loop.acc)
+        T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), A.row.eq(C.row), B.col.eq(C.col)),
+                     "A and B meet at one k, on C's row and column")
+    add = C.atomic_add if accumulate == "atomic" else C.store
+    add((m0, n0), loop.acc)
+    T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
+                 "each partial C element lands on its own row and column")
+    if read_back:
+        C.store((m0, n0), C.load((m0, n0), c_spec) * 2.0)
+
+
+@cache
+def split_k(**hooks):
+    @T.kernel(waves=4)
+    def gemm_split_k(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"),
+                     C: Tensor("f32", "M", "N")):
+        split_k_gemm(A, B, C, **hooks)
+    return gemm_split_k
