@@ -33,7 +33,17 @@ def _normal(text: str) -> str:
 
 @pytest.mark.parametrize("params", [{}, {"split_k": 2, "instr": "v_mfma_f32_16x16x16_bf16"}])
 def test_assembly_round_trips_through_the_disassembler(params):
-    compiled = argus.compile(GEMM.kernel, **params)
+    assert_round_trip(argus.compile(GEMM.kernel, **params))
+
+
+def test_branches_casts_and_gathers_round_trip_too():
+    from test_lower_gemm import copy_band, elementwise
+
+    for kernel in (copy_band, elementwise, library()["moe_gemm"].kernel):
+        assert_round_trip(argus.compile(kernel))
+
+
+def assert_round_trip(compiled):
     listing = compiled.code.disassemble(compiled.code.kernels[0])
     flat = flatten(compiled.lowered.items)
     labels, index = {}, 0

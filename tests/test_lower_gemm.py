@@ -252,3 +252,39 @@ def test_scalar_arguments_are_passed_and_checked():
         compiled.run(X, Y, first=100)
     with pytest.raises(argus.pipeline.LaunchError, match="declared range"):
         compiled.run(X, Y, first=-64)
+
+
+@T.kernel(waves=4)
+def elementwise(X: Tensor("f32", "R", 32), Y: Tensor("bf16", "R", 32), Z: Tensor("f32", "R", 32)):
+    """f32 arithmetic and transcendentals, a cast to bf16 (round to nearest even) and back."""
+    R = X.shape[0]
+    T.assume((R % 64).eq(0))
+    T.grid(R // 64)
+    row = T.program_id(0) * 64
+    spec = T.copy_layout((64, 32), 4, 4)
+    x = X.load((row, 0), spec)
+    y = T.maximum(T.exp2(x * 0.5) - x, -x) * T.rcp(T.full(spec, 4.0))
+    y16 = y.to("bf16")
+    Y.store((row, 0), y16)
+    Z.store((row, 0), T.minimum(y16.to("f32"), T.full(spec, 1e30)))
+
+
+def test_elementwise_ops_and_rounding_casts():
+    compiled = argus.compile(elementwise)
+    rng = np.random.default_rng(7)
+    X = (rng.standard_normal((128, 32)) * 4).astype(np.float32)
+    X[0, :4] = [np.nan, 100.0, -np.inf, 0.0]
+    Y, Z = np.zeros((128, 32), bfloat16), np.zeros((128, 32), np.float32)
+    compiled.run(X, Y, Z)
+    with np.errstate(invalid="ignore"):
+        want = np.maximum(np.exp2(X * 0.5) - X, -X) * np.float32(0.25)
+    want16 = want.astype(bfloat16)                 # ml_dtypes rounds to nearest even
+    close = np.isclose(Y.astype(np.float32), want16.astype(np.float32), rtol=2e-2, atol=1e-6,
+                       equal_nan=True)
+    assert close.all(), np.argwhere(~close)[:5]
+    finite = np.isfinite(want)
+    exact = Y.view(np.uint16)[finite] == want16.view(np.uint16)[finite]
+    assert exact.mean() > 0.95                     # v_exp_f32 may differ from numpy in the last bit
+    assert np.isnan(Y[0, 0].astype(np.float32))
+    assert Z[0, 0] == np.float32(1e30)             # v_min_f32 is minNum: NaN yields the other
+    assert np.array_equal(Z[1:], np.minimum(Y[1:].astype(np.float32), 1e30))

@@ -15,6 +15,8 @@ import struct
 from collections.abc import Callable
 
 import attrs
+import numpy as np
+from ml_dtypes import bfloat16
 
 from argus.asm.lower.address import (
     Piece,
@@ -552,13 +554,95 @@ def _mfma(s: Selector, op: O.Mfma):
 @rule(O.Full)
 def _full(s: Selector, op: O.Full):
     tile = op.result.type
-    if tile.dtype != "f32":
-        raise UnsupportedError(f"full of {tile.dtype} tiles is not lowered; fill f32 tiles and "
-                               "cast", op.loc)
-    bits = struct.unpack("<I", struct.pack("<f", op.value))[0]
+    if tile.dtype == "f32":
+        # an inline float constant (0.5, -4.0, ...) is written as the assembler prints it back
+        bits = (float(op.value) if op.value in isa.INLINE_FLOATS
+                else struct.unpack("<I", struct.pack("<f", op.value))[0])
+    elif tile.dtype == "bf16":
+        half = int(np.float32(op.value).astype(bfloat16).view(np.uint16))
+        bits = half | half << 16
+    else:
+        raise UnsupportedError(f"full of {tile.dtype} tiles is not lowered; fill f32 or bf16 "
+                               "tiles", op.loc)
     dst = s.new_tile(op.result)
     for r in range(dst.size):
         s.emit("v_mov_b32_e32", dst[r], bits)
+
+
+#: f32 elementwise arithmetic, one VALU instruction per register (max/min are the hardware's
+#: IEEE maxNum/minNum: a NaN operand yields the other one).
+F32_BINARY = {"add": "v_add_f32_e32", "sub": "v_sub_f32_e32", "mul": "v_mul_f32_e32",
+              "max": "v_max_f32_e32", "min": "v_min_f32_e32"}
+#: f32 functions: (opcode, literal operand) — sign-bit logic for neg/abs, transcendental units
+#: for the rest (exp2/log2 are base 2, as in the IR).
+F32_UNARY = {"neg": ("v_xor_b32_e32", 0x80000000), "abs": ("v_and_b32_e32", 0x7FFFFFFF),
+             "exp2": ("v_exp_f32_e32", None), "log2": ("v_log_f32_e32", None),
+             "rcp": ("v_rcp_f32_e32", None), "sqrt": ("v_sqrt_f32_e32", None)}
+
+
+@rule(O.Binary)
+def _binary(s: Selector, op: O.Binary):
+    if op.fn not in F32_BINARY:
+        raise UnsupportedError(f"binary {op.fn} is not lowered (IEEE division needs a "
+                               "scale/fixup sequence)", op.loc, "multiply by rcp(y) instead")
+    x, y, dst = s.tile(op.x), s.tile(op.y), s.new_tile(op.result)
+    for r in range(dst.size):
+        s.emit(F32_BINARY[op.fn], dst[r], x[r], y[r])
+
+
+@rule(O.Unary)
+def _unary(s: Selector, op: O.Unary):
+    opcode, literal = F32_UNARY[op.fn]
+    x, dst = s.tile(op.x), s.new_tile(op.result)
+    for r in range(dst.size):
+        operands = (dst[r], literal, x[r]) if literal is not None else (dst[r], x[r])
+        s.emit(opcode, *operands)
+
+
+@rule(O.SlotSlice)
+def _slot_slice(s: Selector, op: O.SlotSlice):
+    first_bit = op.start * DTYPE_BYTES[op.x.type.dtype] * 8
+    if first_bit % 32:
+        raise UnsupportedError(f"slots from {op.start} do not start a register", op.loc,
+                               "slice at a register boundary")
+    x, dst = s.tile(op.x), s.new_tile(op.result)
+    for r in range(dst.size):
+        s.emit("v_mov_b32_e32", dst[r], x[first_bit // 32 + r])
+
+
+@rule(O.Cast)
+def _cast(s: Selector, op: O.Cast):
+    """f32 -> bf16 rounds to nearest even (gfx942 has no v_cvt_pk_bf16_f32): add 0x7fff plus
+    the lowest kept bit, keep the high half, quiet NaNs; bf16 -> f32 shifts into the high half."""
+    src, dst = op.x.type.dtype, op.result.type.dtype
+    x, out = s.tile(op.x), s.new_tile(op.result)
+    if src == dst:
+        for r in range(out.size):
+            s.emit("v_mov_b32_e32", out[r], x[r])
+    elif (src, dst) == ("bf16", "f32"):
+        for r in range(out.size):
+            pair = x[r // 2]
+            if r % 2:
+                s.emit("v_and_b32_e32", out[r], 0xFFFF0000, pair)
+            else:
+                s.emit("v_lshlrev_b32_e32", out[r], 16, pair)
+    elif (src, dst) == ("f32", "bf16"):
+        bias, select = s.materialize(0x7FFF, "s"), s.materialize(0x07060302, "s")
+        rounded = []
+        for r in range(x.size):
+            lsb, value = VReg("v", 1, "lsb"), VReg("v", 1, "rne")
+            s.emit("v_bfe_u32", lsb, x[r], 16, 1)
+            s.emit("v_add3_u32", value, x[r], bias, lsb)
+            nan, quiet = VReg("s", 2, "nan", 2), VReg("v", 1, "qnan")
+            s.emit("v_cmp_u_f32_e64", nan, x[r], x[r])
+            s.emit("v_or_b32_e32", quiet, 0x400000, x[r])
+            s.emit("v_cndmask_b32_e64", value, value, quiet, nan)
+            rounded.append(value)
+        for r in range(out.size):
+            low, high = rounded[2 * r], rounded[2 * r + 1]
+            s.emit("v_perm_b32", out[r], high, low, select)
+    else:
+        raise UnsupportedError(f"cast {src} -> {dst} is not lowered", op.loc)
 
 
 @rule(O.Barrier)

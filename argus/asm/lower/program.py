@@ -122,6 +122,8 @@ def _operand_text(o) -> str:
         raise TypeError("a boolean is not an operand")
     if isinstance(o, int):
         return str(o) if -16 <= o <= 64 else hex(o & 0xFFFFFFFF)
+    if isinstance(o, float):
+        return repr(o)
     return str(ref(o) if isinstance(o, VReg) else o)
 
 
