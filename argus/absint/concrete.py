@@ -639,6 +639,19 @@ class _Workgroup:
         data = np.where(keep, x.data, np.float32(op.fill)).astype(np.float32)
         self.values[op.result.name] = RegVal(data, self.result_tags(op))
 
+    def mark(self, op: O.Mask) -> dict[str, np.ndarray]:
+        """KEEP, and with a trace the tag `trace`: 1 where the mask kept the element (and an
+        earlier mark with that name had 1), 0 where it filled it."""
+        x = self.values[op.x.name]
+        tags = dict(x.tags)
+        if op.trace:
+            coords = _layout_table(op.x.type.layout)
+            env = {**self.env, **{f"c{a}": c for a, c in enumerate(coords)}}
+            keep = np.broadcast_to(np.asarray(evaluate(op.keep, env), bool), x.data.shape)
+            earlier = tags.get(op.trace, np.ones(x.data.shape, np.int64))
+            tags[op.trace] = np.where(keep, earlier, 0).astype(np.int64)
+        return tags
+
     # cross-lane
 
     def dense(self, op, value: RegVal, t: RegType):
@@ -915,6 +928,7 @@ RESULT_TAGS = {
     O.Transfer.FRESH: _Workgroup.fresh,
     O.Transfer.RETAG: _Workgroup.retag,
     O.Transfer.KEEP: _Workgroup.keep,
+    O.Transfer.MARK: _Workgroup.mark,
     O.Transfer.SHIFT: _Workgroup.shift,
     O.Transfer.UNION: _Workgroup.union,
 }

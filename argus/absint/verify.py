@@ -39,7 +39,7 @@ from argus.absint.report import (
 )
 from argus.ir import access as A
 from argus.ir import ops as O
-from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, simplify
+from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, ite, simplify
 from argus.ir.expr import substitute as subst
 from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
 
@@ -300,6 +300,20 @@ class _Verifier(Obligations, Races, Loops):
     def keep(self, op) -> TileTags:
         return self.tags(op.operands[0])
 
+    def mark(self, op: O.Mask) -> TileTags:
+        """KEEP, and with a trace the tag `trace`: 1 where the mask kept the element (and an
+        earlier mark with that name had 1), 0 where it filled it."""
+        if not op.trace:
+            return self.keep(op)
+        t = op.x.type
+        thread = self.thread(t)
+        keep = subst(op.keep, {f"c{a}": c for a, c in enumerate(t.layout.coords)})
+        x = self.tags(op.x).at(*thread)
+        earlier = x.tags.get(op.trace, Tag(Const(1)))
+        tags = dict(x.tags)
+        tags[op.trace] = Tag(ite(keep, earlier.value, Const(0)), And(keep, earlier.top))
+        return tile_tags(thread, tags, x.defs)
+
     def op_Binary(self, op: O.Binary):
         thread = self.thread(op.x.type)
         if self.tags(op.x) == self.tags(op.y):
@@ -538,6 +552,7 @@ RESULT_TAGS = {
     O.Transfer.FRESH: _Verifier.fresh,
     O.Transfer.RETAG: _Verifier.retag,
     O.Transfer.KEEP: _Verifier.keep,
+    O.Transfer.MARK: _Verifier.mark,
     O.Transfer.SHIFT: _Verifier.shift,
     O.Transfer.EXCHANGE: _Verifier.exchange,
     O.Transfer.UNION: _Verifier.union,

@@ -524,9 +524,10 @@ class Cast(Op, mnemonic="cast", transfer=Transfer.KEEP):
 
 
 @attrs.frozen
-class Mask(Op, mnemonic="mask", transfer=Transfer.KEEP):
+class Mask(Op, mnemonic="mask", transfer=Transfer.MARK):
     """Keep elements whose coordinates satisfy `keep` (a condition in c0, c1, ... and scalars),
     set the others to `fill`. An assertion here (role X) must agree with `keep` per element.
+    With `trace`, the result also carries that tag: 1 where `keep` held, 0 where filled.
     """
 
     result: Value = result()
@@ -534,12 +535,15 @@ class Mask(Op, mnemonic="mask", transfer=Transfer.KEEP):
     keep: Expr = expr(coords="x")
     fill: float = attr()
     asserts: tuple[TagAssertion, ...] = asserts()
+    trace: str | None = attr(default=None)
 
     def check(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
         _same_shape(self, x, result, "operand and result")
         if not self.keep.is_bool:
             _fail(self, f"the mask '{self.keep}' must be a condition (compare it)")
+        if self.trace is not None:
+            _check_tag_names(self, ((self.trace, None),))
 
 
 REDUCE_FNS = ("max", "sum")

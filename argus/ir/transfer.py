@@ -18,7 +18,8 @@ class Transfer(enum.Enum):
     RETAG = "retag"        # the result's tags are formulas over its coordinates (tag_tile)
     LOAD = "load"          # the data read brings the tags of where it was read (global/lds load)
     STORE = "store"        # the stored data leaves its tags in the buffer (lds.store)
-    KEEP = "keep"          # every element keeps its tags (unary, cast, mask)
+    KEEP = "keep"          # every element keeps its tags (unary, cast)
+    MARK = "mark"          # KEEP, plus a tag `trace` recording where a condition held (mask)
     SHIFT = "shift"        # slots are renumbered within the thread; tags travel (slot_slice)
     EXCHANGE = "exchange"  # elements move between lanes of a wave; names in `drop` are dropped,
     #                        the others must agree along the exchanged axis (broadcast, reduce)
@@ -46,6 +47,12 @@ def _exchange(op, of):
     return None if x is None else x - set(getattr(op, "drop", ()))
 
 
+def _mark(op, of):
+    x = of(op.operands[0])
+    trace = getattr(op, "trace", None)
+    return None if x is None else x | ({trace} if trace else set())
+
+
 def _formula_names(op, of):
     return frozenset(name for name, _ in op.tags)
 
@@ -58,6 +65,7 @@ RESULT_NAMES = {
     Transfer.FRESH: lambda op, of: frozenset(),
     Transfer.RETAG: _formula_names,
     Transfer.KEEP: _operand_names,
+    Transfer.MARK: _mark,
     Transfer.SHIFT: _operand_names,
     Transfer.EXCHANGE: _exchange,
     Transfer.UNION: _union,

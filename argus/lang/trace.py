@@ -590,11 +590,15 @@ def minimum(x: Tile, y: Tile) -> Tile:
     return x._binary("min", y)
 
 
-def mask(x: Tile, keep: Callable, fill: float) -> Tile:
-    """Elements whose coordinates satisfy `keep(*coords)` stay, the others become `fill`."""
+def mask(x: Tile, keep: Callable, fill: float, *, trace: str | None = None) -> Tile:
+    """Elements whose coordinates satisfy `keep(*coords)` stay, the others become `fill`.
+    `trace="valid"` leaves the decision in the tags: the result carries `valid` = 1 where the
+    element was kept and 0 where it was filled, so a later assertion can say which elements
+    may reach it (`X.valid.eq(1)`)."""
     loc = user_loc()
     condition = tidy(as_expr(keep(*coord_vars(x.shape))))
-    return _result(O.Mask, x.type, loc, x=x.value, keep=condition, fill=float(fill))
+    return _result(O.Mask, x.type, loc, x=x.value, keep=condition, fill=float(fill),
+                   trace=trace)
 
 
 def reduce(x: Tile, fn: str, axis: int, spec: TileSpec, *, drop=()) -> Tile:

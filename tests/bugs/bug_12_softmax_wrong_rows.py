@@ -8,5 +8,5 @@ KERNEL = P.scores(stats_shift=1)
 FIXED = P.scores()
 EXPECT = [
     "tag assertion 'scores shifted by their own query's max' does not hold",
-    "X element \\(key=0, query=0\\)  meets  Y element \\(query=1\\)",
+    "X element \\(key=0, query=0, valid=1\\)  meets  Y element \\(query=1\\)",
 ]

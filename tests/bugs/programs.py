@@ -148,9 +148,10 @@ def neighbour_columns(spec: TileSpec, shift: int) -> TileSpec:
                                              (rows, wave * 32 + (lane + shift) % 32)))
 
 
-def attention_scores(Q, K, P, *, keep=None, stats_shift=0):
-    """The diagonal block of causal attention: S^T = K Q^T, the causal mask, and scores shifted
-    by their query's maximum (the first half of an online softmax)."""
+def attention_scores(Q, K, P, *, keep=None, stats_shift=0, causal=True):
+    """The diagonal block of causal attention: S^T = K Q^T, the padding and causal masks (each
+    leaving its trace in the tag `valid`), and scores shifted by their query's maximum (the
+    first half of an online softmax)."""
     keep = keep or (lambda kv0, q0, i, j: kv0 + i <= q0 + j)
     S, D = Q.shape
     T.assume((S % 128).eq(0))
@@ -167,11 +168,15 @@ def attention_scores(Q, K, P, *, keep=None, stats_shift=0):
     kv0 = q0
     s = T.mfma(MFMA, K.load((kv0, 0), k_frag), Q.load((q0, 0), q_frag), T.zeros(scores))
     T.tag_assert(lambda A, B, C: A.d.eq(B.d), "K and Q meet at the same feature")
-    s = T.mask(s, lambda i, j: keep(kv0, q0, i, j), -math.inf)
-    T.tag_assert(lambda X: X.key <= X.query, "the causal mask keeps key <= query")
-    m = T.reduce(s, "max", 0, column, drop=("key",))
+    s = T.mask(s, lambda i, j: kv0 + i < S, -math.inf, trace="valid")
+    if causal:
+        s = T.mask(s, lambda i, j: keep(kv0, q0, i, j), -math.inf, trace="valid")
+        T.tag_assert(lambda X: X.key <= X.query, "the causal mask keeps key <= query")
+    m = T.reduce(s, "max", 0, column, drop=("key", "valid"))
     p = s - T.broadcast(m, 0, neighbour_columns(scores, stats_shift) if stats_shift else scores)
     T.tag_assert(lambda X, Y: X.query.eq(Y.query), "scores shifted by their own query's max")
+    T.tag_assert(lambda X, Y: (X.key <= X.query) | X.valid.eq(0),
+                 "a key above the query reaches the softmax only masked")
     P.store((kv0, q0), p)
     T.tag_assert(lambda V, D: And(V.key.eq(D.key), V.query.eq(D.query)),
                  "each score lands on its own key and query")
