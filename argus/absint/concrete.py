@@ -639,7 +639,7 @@ class _Workgroup:
         data = np.where(keep, x.data, np.float32(op.fill)).astype(np.float32)
         self.values[op.result.name] = RegVal(data, self.result_tags(op))
 
-    def mark(self, op: O.Mask) -> dict[str, np.ndarray]:
+    def mark_trace(self, op: O.Mask) -> dict[str, np.ndarray]:
         """KEEP, and with a trace the tag `trace`: 1 where the mask kept the element (and an
         earlier mark with that name had 1), 0 where it filled it."""
         x = self.values[op.x.name]
@@ -928,7 +928,7 @@ RESULT_TAGS = {
     O.Transfer.FRESH: _Workgroup.fresh,
     O.Transfer.RETAG: _Workgroup.retag,
     O.Transfer.KEEP: _Workgroup.keep,
-    O.Transfer.MARK: _Workgroup.mark,
+    O.Transfer.MARK: _Workgroup.mark_trace,
     O.Transfer.SHIFT: _Workgroup.shift,
     O.Transfer.UNION: _Workgroup.union,
 }

@@ -300,7 +300,7 @@ class _Verifier(Obligations, Races, Loops):
     def keep(self, op) -> TileTags:
         return self.tags(op.operands[0])
 
-    def mark(self, op: O.Mask) -> TileTags:
+    def mark_trace(self, op: O.Mask) -> TileTags:
         """KEEP, and with a trace the tag `trace`: 1 where the mask kept the element (and an
         earlier mark with that name had 1), 0 where it filled it."""
         if not op.trace:
@@ -552,7 +552,7 @@ RESULT_TAGS = {
     O.Transfer.FRESH: _Verifier.fresh,
     O.Transfer.RETAG: _Verifier.retag,
     O.Transfer.KEEP: _Verifier.keep,
-    O.Transfer.MARK: _Verifier.mark,
+    O.Transfer.MARK: _Verifier.mark_trace,
     O.Transfer.SHIFT: _Verifier.shift,
     O.Transfer.EXCHANGE: _Verifier.exchange,
     O.Transfer.UNION: _Verifier.union,
