@@ -104,9 +104,6 @@ def test_ctrl_c_leaves_a_resumable_run_and_no_orphans(tmp_path):
     assert report.returncode == 0 and f"{len(keys)} evaluations" in report.stdout
 
 
-@pytest.mark.skipif(not os.environ.get("ARGUS_TEST_RAY"), reason=(
-    "starting a local Ray instance takes about 20 s on a 2-core machine; set ARGUS_TEST_RAY=1 "
-    "to run the Ray backend test"))
 def test_ray_backend_evaluates_and_cancels_on_one_machine():
     pytest.importorskip("ray", reason="the optional argus[ray] extra is not installed")
     workers = RayWorkers(Sleeper(60.0), jobs=1, timeout_s=30.0)
