@@ -632,6 +632,13 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
         sys.exit(130)
     evaluations = progress.state.evaluations
     console.print()
+    if not evaluations:
+        from argus.search.evaluate import precheck
+        from argus.search.space import default_candidate
+
+        why = precheck(problem, default_candidate(problem))
+        console.print(f"no candidate was evaluated: {progress.stopped}"
+                      + (f"; the default configuration cannot run here: {why}" if why else ""))
     console.print(final_table(evaluations))
     for path in write_winner(out_dir, problem, evaluations):
         console.print(f"wrote {path}")

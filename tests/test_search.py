@@ -182,3 +182,33 @@ def test_the_wall_clock_budget_stops_the_run(tmp_path):
                    Budget(50, wall_s=1.0))
     assert 1 <= len(state.evaluations) <= 3
     assert progress.stopped.startswith("wall-clock limit of 1 s")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["tune", "gemm", "--shape", "12x"], "MxNxK"),
+    (["tune", "gemm"], "give FAMILY and --shape"),
+    (["tune", "gemm", "--shape", "64x64x64", "--param", "block_k=48,32"], "outside gemm's"),
+    (["tune", "gemm", "--shape", "64x64x64", "--planner", "llm"], "--llm-base-url"),
+], ids=["shape", "no-shape", "param", "llm"])
+def test_tune_command_errors_name_the_fix(args, words, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from argus.cli import main
+
+    monkeypatch.delenv("ARGUS_LLM_BASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code in (1, 2) and words in result.output, result.output
+    assert "Traceback" not in result.output
+    assert not list(tmp_path.rglob("run.jsonl"))  # nothing half-written
+
+
+def test_report_of_a_file_that_is_not_a_run(tmp_path):
+    from click.testing import CliRunner
+
+    from argus.cli import main
+
+    bogus = tmp_path / "notes.jsonl"
+    bogus.write_text('{"kind": "eval"}\n')
+    result = CliRunner().invoke(main, ["tune", "--report", str(bogus)])
+    assert result.exit_code == 1 and "no run header" in result.output

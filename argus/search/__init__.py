@@ -30,16 +30,19 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
     budget = budget or Budget()
     header = {"problem": problem.to_dict(), "planner": planner, "budget": budget.to_dict(),
               "seed": seed, "backend": backend, "jobs": jobs}
-    store = Store(run_file, header, resume=resume)
+    problem.knobs()  # bad --param values fail here, before anything is written
     offline = OfflinePlanner(problem, seed)
     if planner == "offline":
         chosen = offline
     elif planner == "llm":
         from argus.search.planners.llm import LLMPlanner, client_from_options
 
-        chosen = LLMPlanner(problem, client_from_options(**(llm or {})), offline, store.append)
+        chosen = LLMPlanner(problem, client_from_options(**(llm or {})), offline)
     else:
         raise SearchError(f"--planner {planner!r}: choose offline or llm")
+    store = Store(run_file, header, resume=resume)
+    if planner == "llm":
+        chosen.log = store.append
     evaluator = Evaluator(problem, seed=seed)
     state = SearchState(problem, list(store.evaluations))
     workers = make_workers(evaluator, jobs=jobs, timeout_s=budget.candidate_s, backend=backend,
