@@ -116,6 +116,8 @@ class Report:
     #: None: proved for every size; N: a bounded run, decided only for the sizes (and
     #: workgroups) where every loop runs at most N iterations
     unroll: int | None = None
+    #: the workgroups and threads the proof covers (counted when the sizes are pinned)
+    coverage: str = ""
 
     @property
     def ok(self) -> bool:
@@ -165,12 +167,13 @@ class Report:
                          "larger sizes and workgroups are not covered")
         elif self.ok:
             parts.append(f"Verified {self.kernel}: all {len(self.obligations)} obligations "
-                         "proved")
+                         f"proved{f', covering {self.coverage}' if self.coverage else ''}")
         parts.append(self.summary())
         return "\n".join(parts)
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "sizes": self.sizes, "ok": self.ok,
+                "coverage": self.coverage,
                 "unroll": self.unroll, "bounded": self.bounded,
                 "proved_for_all_sizes": self.proved_for_all_sizes,
                 "seconds": self.seconds,
