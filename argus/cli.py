@@ -13,16 +13,23 @@ import click
 
 from argus.errors import ArgusError
 
+#: exit status after Ctrl-C, as a shell reports a process ended by SIGINT (128 + 2)
+INTERRUPTED_EXIT = 130
+
 
 class _Commands(click.Group):
     """The command group; an ArgusError from any command is the user's to fix: it prints as
-    message, place and fix, without a traceback, and the exit status is 1."""
+    message, place and fix, without a traceback, and the exit status is 1. Ctrl-C stops the
+    command (worker processes stop with it) and exits 130."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except ArgusError as err:
             raise click.ClickException(err.render()) from err
+        except KeyboardInterrupt:
+            click.echo("argus: interrupted", err=True)
+            raise click.exceptions.Exit(INTERRUPTED_EXIT) from None
 
 
 @contextlib.contextmanager

@@ -66,5 +66,6 @@ def test_the_report_states_what_the_proof_covers():
         "4 workgroups (4) of 64 threads, 256 threads in all")
     assert "covering 4 workgroups" in str(pinned)
     symbolic = argus.verify(copy_rows(), jobs=1)
-    assert symbolic.ok and "every workgroup of the grid (N >> 4) with 64 threads" in symbolic.coverage
+    assert symbolic.ok
+    assert "every workgroup of the grid (N >> 4) with 64 threads" in symbolic.coverage
     assert symbolic.to_dict()["coverage"] == symbolic.coverage

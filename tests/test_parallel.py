@@ -1,0 +1,139 @@
+"""The verifier's worker pool under faults, with real signals on real processes: a worker that
+is killed costs only its own item; workers die with their parent (SIGKILL, SIGTERM) and let go
+of the caller's pipes; Ctrl-C stops `argus verify` promptly with status 130. Every wait is
+bounded."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from argus.absint.parallel import can_fork, map_items
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: a parent that decides 40 items on 2 workers; every item prints its worker's pid and sleeps
+SLEEPER = textwrap.dedent("""
+    import os, sys, time
+    from argus.absint.parallel import map_items
+
+    def solve(item):
+        print("worker", os.getpid(), flush=True)
+        time.sleep(120)
+        return item
+
+    try:
+        map_items(solve, range(40), 2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+""")
+
+
+def gone(pid: int) -> bool:
+    """The process no longer runs (reaped, or a zombie nobody has reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def wait_until(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def start_sleeper():
+    """The SLEEPER parent in its own session, and the pids of its two workers."""
+    parent = subprocess.Popen([sys.executable, "-c", SLEEPER], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True, start_new_session=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    workers = set()
+    deadline = time.monotonic() + 120
+    while len(workers) < 2 and time.monotonic() < deadline:
+        line = parent.stdout.readline()
+        if not line:
+            break
+        workers.add(int(line.split()[1]))
+    assert len(workers) == 2, "the workers never started"
+    return parent, workers
+
+
+def test_a_killed_worker_costs_only_its_own_item():
+    assert can_fork(), "this test needs forked workers (Linux, one thread)"
+    lost = []
+
+    def solve(item):
+        if item == 5:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return item * 2
+
+    answers = map_items(solve, range(30), 2, lambda item, reason: lost.append(reason) or -1)
+    assert answers == [-1 if i == 5 else 2 * i for i in range(30)]
+    assert len(lost) == 1 and "exit code -9" in lost[0]
+
+
+def test_without_a_lost_handler_a_dead_worker_is_an_error():
+    def solve(item):
+        if item == 3:
+            os._exit(7)
+        return item
+
+    with pytest.raises(RuntimeError, match="exit code 7"):
+        map_items(solve, range(20), 2)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_workers_die_with_their_parent_and_release_its_pipes(sig):
+    parent, workers = start_sleeper()
+    os.kill(parent.pid, sig)
+    parent.wait(timeout=30)
+    assert wait_until(lambda: all(gone(pid) for pid in workers), 10), "orphaned workers"
+    # nobody holds the write end of the caller's pipe any more: end of file, not a hang
+    assert parent.stdout.read() == ""
+
+
+def test_ctrl_c_to_the_process_group_stops_parent_and_workers():
+    parent, workers = start_sleeper()
+    started = time.monotonic()
+    os.killpg(parent.pid, signal.SIGINT)
+    assert parent.wait(timeout=30) == 130
+    assert time.monotonic() - started < 10
+    assert wait_until(lambda: all(gone(pid) for pid in workers), 10)
+
+
+def children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as listing:
+            return [int(p) for p in listing.read().split()]
+    except FileNotFoundError:
+        return []
+
+
+def test_ctrl_c_during_argus_verify_exits_130_promptly():
+    command = [sys.executable, "-m", "argus.cli", "verify", "attention_fwd", "--param",
+               "head_dim=128", "--jobs", "2"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert wait_until(lambda: children(run.pid) or run.poll() is not None, 240)
+    workers = children(run.pid)
+    assert workers, "verify finished before it forked a worker"
+    os.killpg(run.pid, signal.SIGINT)
+    started = time.monotonic()
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert time.monotonic() - started < 15
+    assert "Traceback" not in err and "interrupted" in err
+    assert wait_until(lambda: all(gone(pid) for pid in workers), 10)
