@@ -7,6 +7,8 @@ Engineers add their subcommands as small functions at the end of this file.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
 
 import click
@@ -46,6 +48,25 @@ def _user_errors():
 @click.version_option(package_name="argus")
 def main() -> None:
     """Argus: verified, search-tuned AMD CDNA3 (gfx942) GPU kernels."""
+    signal.signal(signal.SIGINT, _interrupted)
+
+
+#: seconds a command has, after Ctrl-C, to unwind before the process ends regardless
+UNWIND_SECONDS = 3
+
+
+def _interrupted(signum, frame):
+    """Ctrl-C: raise KeyboardInterrupt as usual, and end the process shortly after if it is
+    still running. Python drops a KeyboardInterrupt raised inside a weakref callback or a
+    __del__ ("Exception ignored in ..."), and the command would then run on to its end."""
+
+    def end(signum, frame):
+        print("argus: interrupted", file=sys.stderr, flush=True)
+        os._exit(INTERRUPTED_EXIT)
+
+    signal.signal(signal.SIGALRM, end)
+    signal.alarm(UNWIND_SECONDS)
+    raise KeyboardInterrupt
 
 
 @main.command()

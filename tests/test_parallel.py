@@ -6,6 +6,7 @@ bounded."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -59,14 +60,15 @@ def start_sleeper():
     parent = subprocess.Popen([sys.executable, "-c", SLEEPER], cwd=ROOT, stdout=subprocess.PIPE,
                               text=True, start_new_session=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
-    workers = set()
+    workers, seen = set(), ""
     deadline = time.monotonic() + 120
     while len(workers) < 2 and time.monotonic() < deadline:
         line = parent.stdout.readline()
         if not line:
             break
-        workers.add(int(line.split()[1]))
-    assert len(workers) == 2, "the workers never started"
+        seen += line
+        workers.update(int(pid) for pid in re.findall(r"worker (\d+)", line))
+    assert len(workers) == 2, f"the workers never started: {seen!r}"
     return parent, workers
 
 
@@ -135,5 +137,7 @@ def test_ctrl_c_during_argus_verify_exits_130_promptly():
     out, err = run.communicate(timeout=60)
     assert run.returncode == 130, err
     assert time.monotonic() - started < 15
-    assert "Traceback" not in err and "interrupted" in err
+    # one line, not a KeyboardInterrupt traceback (Python itself may print an "Exception
+    # ignored" note if the interrupt lands in a weakref callback; the exit is still prompt)
+    assert err.rstrip().endswith("argus: interrupted")
     assert wait_until(lambda: all(gone(pid) for pid in workers), 10)

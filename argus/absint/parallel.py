@@ -87,7 +87,7 @@ class _Worker:
         _parent_ends.add(self.conn)
         self.process = multiprocessing.get_context("fork").Process(
             target=_serve, args=(child_end, solve, items, os.getpid()), daemon=True)
-        self.process.start()
+        _start(self.process)
         child_end.close()
 
     def send(self, index: int):
@@ -104,6 +104,16 @@ class _Worker:
             self.process.kill()
         self.process.join()
         return self.process.exitcode
+
+
+def _start(process):
+    """Fork with SIGINT blocked, so that a Ctrl-C cannot reach the child before it ignores it
+    (the parent gets it when the mask is restored)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _serve(conn, solve, items, parent: int):
@@ -133,7 +143,8 @@ def _die_with_parent(parent: int):
             pass  # no prctl: end of file on the pipe still ends the worker between items
     if os.getppid() != parent:  # the parent died before the signal was armed
         os._exit(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # discards one that arrived since the fork
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 class Batch:
@@ -148,7 +159,7 @@ class Batch:
         _parent_ends.add(receive)
         self._process = multiprocessing.get_context("fork").Process(
             target=_answer_batch, args=(send, solve, self.items, os.getpid()), daemon=True)
-        self._process.start()
+        _start(self._process)
         send.close()
 
     def running(self) -> bool:
