@@ -26,7 +26,7 @@ SLEEPER = textwrap.dedent("""
     from argus.absint.parallel import map_items
 
     def solve(item):
-        print("worker", os.getpid(), flush=True)
+        os.write(1, f"worker {os.getpid()}\\n".encode())  # one write: lines never interleave
         time.sleep(120)
         return item
 
