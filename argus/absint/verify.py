@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
-import operator
 import sys
 import time
 
 from argus import env
 from argus.absint import lds as L
+from argus.absint.admissible import check_admissible, coverage, size_value
 from argus.absint.domain import (
     FALSE,
     TRUE,
@@ -30,7 +29,7 @@ from argus.absint.domain import (
     tile_tags,
 )
 from argus.absint.loops import LoopCtx, Loops, at_most, trip_bounds
-from argus.absint.obligations import Obligations, Pending, evaluator, holds_at
+from argus.absint.obligations import Obligations, Pending, evaluator
 from argus.absint.races import GlobalAccess, Races
 from argus.absint.report import (
     PROVED,
@@ -41,7 +40,7 @@ from argus.absint.report import (
 )
 from argus.ir import access as A
 from argus.ir import ops as O
-from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, free_vars, ite, simplify
+from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, ite, simplify
 from argus.ir.expr import substitute as subst
 from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
 
@@ -88,11 +87,11 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
         raise VerifyError(f"unroll={unroll!r}: give a whole number N >= 1 of loop iterations "
                           "to check, or None for the symbolic proof of every size")
     verifier = (rules or _Verifier)(ir, pins, solver, timeout_ms, replay, jobs, unroll)
-    _check_admissible(verifier, ir, pins)
+    check_admissible(verifier, ir, pins)
     with collector_paused():
         verifier.run()
     report = Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
-                    time.perf_counter() - started, unroll=unroll, coverage=_coverage(ir, pins))
+                    time.perf_counter() - started, unroll=unroll, coverage=coverage(ir, pins))
     if env.debug_level() >= 1:
         print(report.summary(), file=sys.stderr)
     return report
@@ -110,61 +109,7 @@ def _trace(kernel, kwargs: dict):
     if unknown:
         raise VerifyError(f"kernel {ir.name} has no size or parameter {sorted(unknown)}; its "
                           f"sizes are {sorted(sizes)}")
-    return ir, {k: _size_value(ir, sizes[k], v) for k, v in rest.items()}
-
-
-def _size_value(ir: O.Kernel, var: Var, value) -> int:
-    """A pinned size as an int inside the range the kernel declares for it, else an error
-    (never a silent int(2.5) or a pin no thread can run at)."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise VerifyError(f"{var.name}={value!r}: a size of kernel {ir.name} is a whole number",
-                          fix=f"give {var.name} an int, e.g. {var.name}={max(var.lo, 64)}")
-    value = operator.index(value)
-    if not var.lo <= value < var.hi:
-        raise VerifyError(f"{var.name}={value} is outside the range [{var.lo}, {var.hi}) kernel "
-                          f"{ir.name} declares for it, so no thread could run at that size",
-                          fix=f"give {var.name} a value in [{var.lo}, {var.hi})")
-    return value
-
-
-def _check_admissible(verifier, ir: O.Kernel, pins: dict):
-    """Refuse to verify where nothing would run: pinned sizes that break one of the kernel's
-    assumptions, assumptions no size satisfies, a grid empty at every admitted size. Each
-    would make every obligation hold vacuously, and the report would say Verified."""
-    pinned = ", ".join(f"{k}={v}" for k, v in pins.items())
-    for assume in ir.assumes:
-        if {v.name for v in free_vars(assume)} <= pins.keys() and not holds_at(assume, pins):
-            raise VerifyError(
-                f"{pinned} violates the assumption `{assume}` of kernel {ir.name}",
-                loc=ir.loc, fix="pick sizes that satisfy the kernel's T.assume statements")
-    # without a bounded run's trip bounds: check_bounded_sizes explains those
-    assumes = verifier.assumes[:len(verifier.assumes) - len(verifier.trip_bounds)]
-    if verifier.holds(FALSE, assumes):
-        stated = "; ".join(f"`{a}`" for a in ir.assumes) or "none"
-        raise VerifyError(
-            f"no size satisfies the assumptions of kernel {ir.name}"
-            f"{f' with {pinned}' if pins else ''} (stated: {stated}; each size within its "
-            "declared range): every obligation would hold vacuously, so nothing is proved",
-            loc=ir.loc, fix="remove the contradictory T.assume, or pin other sizes")
-    if verifier.holds(FALSE, assumes + [g >= 1 for g in ir.grid]):
-        raise VerifyError(
-            f"the grid ({', '.join(map(str, ir.grid))}) of kernel {ir.name} has no workgroup at "
-            f"{f'{pinned}' if pins else 'any size its assumptions admit'}: no thread runs, so "
-            "nothing would be proved", loc=ir.loc,
-            fix="give every grid dimension an extent >= 1 (or pin sizes where it has one)")
-
-
-def _coverage(ir: O.Kernel, pins: dict) -> str:
-    """What the proof covers: the workgroups and threads, counted when the sizes are pinned."""
-    threads = ir.waves * LANES
-    extents = [simplify(subst(g, {k: Const(v) for k, v in pins.items()})) for g in ir.grid]
-    if all(isinstance(g, Const) for g in extents):
-        groups = math.prod(g.value for g in extents)
-        shape = " x ".join(str(g.value) for g in extents)
-        return (f"{groups} workgroups ({shape}) of {threads} threads, {groups * threads} "
-                "threads in all")
-    return (f"every workgroup of the grid ({', '.join(map(str, extents))}) with {threads} "
-            "threads each, for every size the kernel's assumptions admit")
+    return ir, {k: size_value(ir, sizes[k], v) for k, v in rest.items()}
 
 
 class _Verifier(Obligations, Races, Loops):
