@@ -126,11 +126,11 @@ def main(json_path: str | None, skip_bugs: bool, skip_variants: bool) -> None:
             rows.append(measure(path.stem, ir, grid))
             fixed = bug.FIXED if isinstance(bug.FIXED, O.Kernel) else bug.FIXED.trace()
             rows.append(measure(f"{path.stem} (fixed)", fixed, grid))
-    print(f"{'kernel':40} {'verify s':>9} {'cpu s':>6} {'warm s':>7} {'goal':>5} {'interp s':>9} "
+    print(f"{'kernel':48} {'verify s':>9} {'cpu s':>6} {'warm s':>7} {'goal':>5} {'interp s':>9} "
           f"{'ratio':>7} {'slowest':>8}  verdicts")
     for r in rows:
         goal = f"{r['goal_s']:.0f}" if r["goal_s"] else "-"
-        print(f"{r['name']:40} {r['verify_s']:9.2f} {r['verify_cpu_s']:6.2f} {r['warm_s']:7.2f} "
+        print(f"{r['name']:48} {r['verify_s']:9.2f} {r['verify_cpu_s']:6.2f} {r['warm_s']:7.2f} "
               f"{goal:>5} "
               f"{r['interpreter_s']:9.2f} "
               f"{r['ratio']:7.2f} {r['slowest_s']:8.2f}  "
