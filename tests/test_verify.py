@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import argus.lang as T
 from argus.absint.banks import conflict_degree
@@ -83,6 +85,21 @@ def test_counterexample_text_names_thread_element_and_tags():
     first = report.refuted[0].counterexample
     assert set(first.element) == {"block", "i", "j", "k"}
     assert first.iteration, "the refutation inside the loop names its iteration"
+
+
+@settings(max_examples=min(20, settings.default.max_examples), deadline=None)
+@given(seed=st.integers(0, 2**31), size=st.sampled_from([2, 4, 8, 16]),
+       spread=st.sampled_from([4, 64, 4096]), read=st.booleans())
+def test_bank_facts_and_emulator_cycles_read_one_bank_model(seed, size, spread, read):
+    """The verifier's conflict degree is the worst phase, the emulator's cycles the sum of the
+    phases, of the same per-phase bank loads (`argus.isa_cdna3.lds`)."""
+    from argus.isa_cdna3.emu.memory_ops import lds_cycles
+    from argus.isa_cdna3.lds import phase_loads
+
+    addr = np.random.default_rng(seed).integers(0, spread, 64) * size
+    loads = phase_loads(addr[None], size, read=read)[0]
+    assert conflict_degree(addr[:, None], size, read=read) == max(1, int(loads.max()))
+    assert lds_cycles(addr[None], np.ones((1, 64), bool), size, read=read) == int(loads.sum())
 
 
 def test_bank_conflict_degree_matches_counting():
