@@ -19,8 +19,8 @@ OP_CLASSES = O.op_classes()
 
 
 def _branchy():
-    """Atomics, a branch with an else body, a gather with a guard, a mask and a bounded scalar
-    load: ops the library kernels at their defaults do not use."""
+    """Atomics (global and LDS), a branch with an else body, a gather with a guard, a mask and
+    a bounded scalar load: ops the library kernels at their defaults do not use."""
     @T.kernel(waves=1)
     def branchy(X: Tensor("f32", "N", 16), ids: Tensor("i32", "P"), Y: Tensor("f32", 16, 16),
                 top: T.Scalar(0, 64)):
@@ -35,6 +35,7 @@ def _branchy():
         with branch.otherwise():
             branch.x = -branch.x
         Y.atomic_add((0, 0), branch.x)
+        T.lds((16, 16), "f32").atomic_add((0, 0), branch.x)
 
     return branchy.ir
 

@@ -43,3 +43,52 @@ def test_reading_a_sum_another_workgroup_adds_to_is_a_race_in_either_order(order
     races = [v for v in result.violations if v.kind == "global-race"]
     assert races and all(tuple(v.workgroup) == order[1] for v in races)
     assert any("adds to atomically" in v.message for v in races)
+
+
+def test_waves_adding_into_one_lds_tile_sum_exactly():
+    X = np.random.default_rng(1).integers(-8, 8, (32, 16)).astype(np.float32)
+    result = run(P.wave_sum().ir, {"X": X, "Y": np.zeros_like(X)})
+    assert not result.violations
+    np.testing.assert_array_equal(result.outputs["Y"], 4 * X)
+
+
+def _store_then_add(same_epoch: bool):
+    import argus.lang as T
+    from argus.ir.types import ThreadLayout, thread_vars
+    from argus.lang import Tensor, TileSpec
+
+    wave, lane, slot = thread_vars(4, 4)
+    every_wave = TileSpec((16, 16), ThreadLayout(4, 4, (lane // 4, lane % 4 * 4 + slot)))
+
+    @T.kernel(waves=4)
+    def store_then_add(X: Tensor("f32", 16, 16), Y: Tensor("f32", 16, 16)):
+        T.grid(1)
+        one_each = T.copy_layout((16, 16), 4, 1)
+        acc = T.lds((16, 16), "f32")
+        acc.store((0, 0), T.zeros(one_each))
+        if not same_epoch:
+            T.barrier()
+        acc.atomic_add((0, 0), X.load((0, 0), every_wave))
+        T.barrier()
+        Y.store((0, 0), acc.load((0, 0), one_each))
+    return store_then_add
+
+
+@pytest.mark.parametrize("same_epoch", [False, True])
+def test_an_atomic_add_races_with_another_threads_plain_store_in_its_epoch(same_epoch):
+    from argus.absint.verify import verify
+
+    kernel = _store_then_add(same_epoch)
+    report = verify(kernel)
+    assert report.ok is not same_epoch, str(report)
+    if same_epoch:
+        assert all(o.kind == "lds-race" and o.counterexample.confirmed for o in report.refuted)
+
+
+def test_lds_atomic_add_fails_to_compile_naming_the_op_and_line():
+    import argus
+    from argus.errors import ArgusError
+
+    with pytest.raises(ArgusError, match=r"lds\.atomic_add.*LdsAtomicAdd") as caught:
+        argus.compile(P.wave_sum(zero=False))
+    assert "programs.py:" in str(caught.value.loc)

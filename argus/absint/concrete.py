@@ -759,10 +759,13 @@ class _Workgroup:
         hi = np.full(lds.data.size, -1)
         np.minimum.at(lo, addr, who)
         np.maximum.at(hi, addr, who)
+        atomic = isinstance(op, O.LdsAtomicAdd)
         same_op = np.zeros(address.shape, bool)
-        same_op[inside] = lo[addr] != hi[addr]
+        same_op[inside] = (lo[addr] != hi[addr]) & (not atomic)
         earlier = np.zeros(address.shape, bool)
         earlier[inside] = (lds.write_epoch[addr] == self.epoch) & (lds.writer[addr] != who)
+        if atomic:  # atomic adds commute: only a plain store in this epoch races with this one
+            earlier[inside] &= ~self.run.lds_atomic[lds.write_op[addr]]
         if (clash := same_op | earlier).any():
             position = _first(clash)
             other = self.other_thread(position, lds.writer, address, lo, hi)
@@ -783,6 +786,9 @@ class _Workgroup:
                         "has not read yet (no barrier since that read)", stale_read,
                         element=element, position=position,
                         detail=f"read by {by}" + (f" at {at}" if at else ""), other_loc=at)
+        if atomic:
+            self.add_to_lds(op, lds, value.data[inside], value.tags, addr, lo, hi)
+            return
         lds.data[addr] = to_dtype(value.data[inside], op.buffer.type.dtype)
         # the write replaces the region's tags: names the value does not carry are absent
         for name in list(lds.tags) + [n for n in value.tags if n not in lds.tags]:
@@ -794,6 +800,25 @@ class _Workgroup:
         lds.write_epoch[addr] = self.epoch
         lds.writer[addr] = who
         lds.write_op[addr] = self.run.op_index(op)
+
+    op_LdsAtomicAdd = op_LdsStore
+
+    def add_to_lds(self, op, lds: LdsState, data: np.ndarray, value_names, addr, lo, hi):
+        """ds_add: the addresses hold the old value plus every contribution; the sum's tags are
+        ⊤ (as in the verifier); `written` is left alone, since the old value is part of the
+        sum. An address several threads add to in this epoch records the writer _MANY."""
+        np.add.at(lds.data, addr, data)
+        touched = np.unique(addr)
+        lds.data[touched] = to_dtype(lds.data[touched], op.buffer.type.dtype)
+        for name in value_names:
+            lds.tags.setdefault(name, np.full(lds.data.size, TOP, np.int64))
+        for tag in lds.tags.values():
+            tag[touched] = TOP
+        several = (lo[touched] != hi[touched]) | (
+            (lds.write_epoch[touched] == self.epoch) & (lds.writer[touched] != lo[touched]))
+        lds.writer[touched] = np.where(several, _MANY, lo[touched])
+        lds.write_epoch[touched] = self.epoch
+        lds.write_op[touched] = self.run.op_index(op)
 
     def op_LdsLoad(self, op: O.LdsLoad):
         lds: LdsState = self.values[op.buffer.name]
@@ -843,6 +868,8 @@ class _Workgroup:
                           "address": int(address[w])}
 
     def thread_name(self, thread: int) -> str:
+        if thread == _MANY:
+            return "several threads"
         return f"wave {int(thread) // LANES} lane {int(thread) % LANES}"
 
     def other_thread(self, position, writer, address, lo, hi) -> str:
@@ -964,6 +991,9 @@ class _Run:
         # only tensors some op stores to (plainly or atomically) can race with a read
         self.stored = {op.tensor.name for op in self.ops if isinstance(op, O.GlobalStore)}
         self.adders: dict[str, np.ndarray] = {}
+        #: per op index (and -1, nothing written): whether it is an LDS atomic add
+        self.lds_atomic = np.array([isinstance(op, O.LdsAtomicAdd) for op in self.ops]
+                                   + [False])
         self.seen: list[tuple[int, ...]] = []
         self.done: set[int] = set()
 

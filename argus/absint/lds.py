@@ -32,6 +32,7 @@ class WriteRec:
     size: int
     guard: Expr
     epoch: Expr
+    atomic: bool = False  # an lds.atomic_add: the address holds the old value plus the adds
 
     def substitute(self, mapping: dict) -> WriteRec:
         def put(e):
@@ -175,6 +176,9 @@ def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
     fresh |= fresh_in(*defs, *(t.value for t in instance.tags.values()),
                       *(t.top for t in instance.tags.values()))
     race = And(record.epoch.eq(site.epoch), (writer[0] * LANES + writer[1]).ne(site.thread_id))
+    if record.atomic:
+        race = _other_adder(record, site)
+        fresh |= fresh_in(race)
     values, tops = {}, {}
     for n in names:
         tag = instance.tags.get(n)
@@ -238,7 +242,30 @@ def _stack(record, ran, site, names, below: Resolution) -> Resolution:
     cond = simplify(And(ran, guarded.cover))
     if cond is FALSE:
         return below
-    return guarded.layer.choose(cond, below)
+    layer = _added(guarded.layer, below) if record.atomic else guarded.layer
+    return layer.choose(cond, below)
+
+
+def _other_adder(record: WriteRec, site: ReadSite):
+    """Whether some thread other than the reader added to the read's address in its epoch:
+    adds by several threads (wave-replicated layouts) meet at one address, so no single writer
+    is named; a free symbolic adder is."""
+    adder = (fresh_var("awave", 0, record.layout.waves), fresh_var("alane", 0, LANES),
+             fresh_var("aslot", 0, record.layout.slots))
+    found = lds_access(record.op, adder, record.origin)
+    bounds = [And(v >= v.lo, v < v.hi) for v in adder]
+    return And(*bounds, record.guard, record.epoch.eq(site.epoch), found.inside,
+               found.address.eq(site.address),
+               (adder[0] * LANES + adder[1]).ne(site.thread_id))
+
+
+def _added(add: Resolution, below: Resolution) -> Resolution:
+    """What a read sees at an address an atomic add covers: a sum of contributions (tags ⊤),
+    initialised only where the old value was, racing with the adder or the old value's writer."""
+    names = add.values
+    return Resolution({n: Const(0) for n in names}, {n: TRUE for n in names},
+                      below.uninitialised, below.opaque, Or(add.race, below.race),
+                      add.defs + below.defs, add.fresh | below.fresh, {n: FALSE for n in names})
 
 
 @attrs.frozen
@@ -256,6 +283,7 @@ class Access:
     epoch: Expr
     loops: tuple = ()
     order: int = 0
+    atomic: bool = False  # lds.atomic_add: adds by two threads commute, no race between them
 
     def footprint(self, mapping: dict):
         """(thread vars, thread id, address, inside) of a fresh symbolic thread."""

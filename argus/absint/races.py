@@ -65,7 +65,8 @@ class Races:
             if not later.write:
                 continue
             pairs = [self.race_pair(earlier, later) for earlier in self.accesses
-                     if earlier.buffer == later.buffer]
+                     if earlier.buffer == later.buffer
+                     and not (earlier.atomic and later.atomic)]
             pairs = [p for p in pairs if p is not None]
             if not pairs:
                 self.obligations.append(Obligation("lds-race", LDS_RACE,

@@ -455,7 +455,7 @@ class _Verifier(Obligations, Races, Loops):
             self.accesses.append(L.Access(
                 op, isinstance(op, O.LdsStore), buffer.name, op.addr, op.origin, t.layout,
                 self.lds_size[buffer.name], self.guard, self.epoch, tuple(self.loops),
-                self.order))
+                self.order, isinstance(op, O.LdsAtomicAdd)))
         return thread, view, address, inside, evaluator(shown)
 
     def op_LdsStore(self, op: O.LdsStore):
@@ -465,12 +465,15 @@ class _Verifier(Obligations, Races, Loops):
         inst = value.at(*thread)
         self.assertions(op, {"V": inst.tags}, inst.defs, thread, _coords(t))
         record = L.WriteRec(op, op.addr, op.origin, value, t.layout, t.shape,
-                            self.lds_size[op.buffer.name], self.guard, self.epoch)
+                            self.lds_size[op.buffer.name], self.guard, self.epoch,
+                            isinstance(op, O.LdsAtomicAdd))
         self.lds[op.buffer.name] = L.push(self.lds[op.buffer.name], record)
         if self.loop_writes:
             written = self.loop_writes[-1].setdefault(op.buffer.name, [])
             if written is not None:
                 written.append(record)
+
+    op_LdsAtomicAdd = op_LdsStore
 
     def op_LdsLoad(self, op: O.LdsLoad):
         t = op.result.type

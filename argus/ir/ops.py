@@ -420,6 +420,15 @@ class LdsLoad(Op, mnemonic="lds.load", transfer=Transfer.LOAD):
 
 
 @attrs.frozen
+class LdsAtomicAdd(LdsStore, mnemonic="lds.atomic_add"):
+    """buffer[addr(origin + c)] += value[c], atomically (ds_add). Adds by several threads to
+    one address in one barrier epoch commute, so they do not race with each other; they race
+    with other threads' plain stores and loads of it in that epoch. The sum mixes the
+    contributions, so its tags are unknown (⊤); the old value is part of it, so an address no
+    store initialised before the add reads as uninitialised. Role V."""
+
+
+@attrs.frozen
 class Mfma(Op, mnemonic="mfma", transfer=Transfer.CONTRACT):
     """One MFMA instruction per wave: D = A @ B + C on the registers, by the catalogue layouts.
 

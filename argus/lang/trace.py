@@ -379,6 +379,14 @@ class Lds:
                                    origin=_exprs(origin, "origin", loc), value=tile.value,
                                    loc=loc))
 
+    def atomic_add(self, origin, tile: Tile):
+        """buffer[addr(origin + c)] += tile[c] atomically: threads adding to one address need
+        no barrier between them; read the sum after a barrier (and store zeros first)."""
+        loc = user_loc()
+        current_builder().emit(O.LdsAtomicAdd(buffer=self.value, addr=self.addr,
+                                              origin=_exprs(origin, "origin", loc),
+                                              value=tile.value, loc=loc))
+
     def load(self, origin, spec: TileSpec) -> Tile:
         loc = user_loc()
         t = current_builder().reg_type(self.value.type.dtype, spec, loc)

@@ -274,3 +274,33 @@ def split_k(**hooks):
                      C: Tensor("f32", "M", "N")):
         split_k_gemm(A, B, C, **hooks)
     return gemm_split_k
+
+
+def wave_sum_rows(X, Y, *, zero=True, sync_before_read=True):
+    """Every wave adds its copy of an X tile into one LDS tile with atomic adds (a cross-wave
+    reduction, as split-K within a workgroup does), then the sum, 4 X, is stored to Y. Correct
+    only if the tile was zeroed first and a barrier separates the adds from the read."""
+    N = X.shape[0]
+    T.assume((N % 16).eq(0))
+    T.grid(N // 16)
+    r0 = T.program_id(0) * 16
+    T.tag(X, lambda r, c: {"row": r, "col": c})
+    wave, lane, slot = thread_vars(4, 4)
+    every_wave = TileSpec((16, 16), ThreadLayout(4, 4, (lane // 4, lane % 4 * 4 + slot)))
+    one_each = T.copy_layout((16, 16), 4, 1)
+    acc = T.lds((16, 16), "f32")
+    if zero:
+        acc.store((0, 0), T.zeros(one_each))
+        T.barrier()
+    acc.atomic_add((0, 0), X.load((r0, 0), every_wave))
+    if sync_before_read:
+        T.barrier()
+    Y.store((r0, 0), acc.load((0, 0), one_each))
+
+
+@cache
+def wave_sum(**hooks):
+    @T.kernel(waves=4)
+    def lds_wave_sum(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
+        wave_sum_rows(X, Y, **hooks)
+    return lds_wave_sum
