@@ -114,7 +114,7 @@ def test_xcd_remap_without_the_extra_ids_is_refuted():
     assert any(o.kind == "global-race" for o in report.refuted), str(report)
 
 
-@settings(max_examples=max(4, settings.default.max_examples // 6), deadline=None)
+@settings(max_examples=max(3, settings.default.max_examples // 10), deadline=None)
 @given(st.sampled_from(sorted(REMAPS)), st.sampled_from([2, 3, 4]), st.booleans())
 def test_verdict_matches_whether_the_remap_is_a_permutation(kind, n, clamped):
     """Proved only if the remap is a permutation of the tiles at every brute-forced size;
