@@ -117,8 +117,20 @@ def test_lds_budget_error_names_the_kernel():
         argus.compile(GEMM.kernel, block_m=256, block_n=256, block_k=64)
 
 
+@T.kernel(waves=4)
+def ratio(X: Tensor("f32", 64, 32), Y: Tensor("f32", 64, 32)):
+    T.grid(1)
+    spec = T.copy_layout((64, 32), 4, 4)
+    x = X.load((0, 0), spec)
+    Y.store((0, 0), x / (x * x))
+
+
 def test_unsupported_op_names_its_line():
-    with pytest.raises(UnsupportedError, match=r"attention\.py:\d+"):
+    with pytest.raises(UnsupportedError, match=r"test_lower_emit\.py:\d+.*div") as caught:
+        argus.compile(ratio)
+    assert "rcp" in caught.value.fix
+    # flash attention reads V^T as single bf16 elements, which the backend does not gather
+    with pytest.raises(LoweringError, match=r"attention\.py:\d+"):
         argus.compile(library()["attention_fwd"].kernel)
 
 

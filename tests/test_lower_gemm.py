@@ -288,3 +288,36 @@ def test_elementwise_ops_and_rounding_casts():
     assert np.isnan(Y[0, 0].astype(np.float32))
     assert Z[0, 0] == np.float32(1e30)             # v_min_f32 is minNum: NaN yields the other
     assert np.array_equal(Z[1:], np.minimum(Y[1:].astype(np.float32), 1e30))
+
+
+C_SPEC_MFMA = "v_mfma_f32_32x32x8_bf16"
+
+
+@T.kernel(waves=4)
+def column_softmax(S: Tensor("f32", 32, 128), M: Tensor("f32", 128), L: Tensor("f32", 128),
+                   P: Tensor("f32", 32, 128)):
+    """Softmax statistics down the columns of an MFMA accumulator tile: a coordinate mask, a
+    max reduction, a broadcast back, exp2 and a sum reduction (flash attention's steps)."""
+    T.grid(1)
+    spec = T.mfma_layout(C_SPEC_MFMA, "c", (1, 4))
+    column = T.reduced(spec, 0)
+    s = T.mask(S.load((0, 0), spec), lambda i, j: i <= j % 32 + 4, -float("inf"))
+    m = T.reduce(s, "max", 0, column)
+    p = T.exp2(s - T.broadcast(m, 0, spec))
+    M.store((0,), m)
+    L.store((0,), T.reduce(p, "sum", 0, column))
+    P.store((0, 0), p)
+
+
+def test_reductions_broadcasts_and_masks_across_lanes():
+    compiled = argus.compile(column_softmax)
+    assert "ds_bpermute_b32" in compiled.text and "v_cndmask_b32_e64" in compiled.text
+    S = np.random.default_rng(8).standard_normal((32, 128)).astype(np.float32)
+    M, L, P = np.zeros(128, np.float32), np.zeros(128, np.float32), np.zeros_like(S)
+    compiled.run(S, M, L, P)
+    i, j = np.meshgrid(np.arange(32), np.arange(128), indexing="ij")
+    masked = np.where(i <= j % 32 + 4, S, -np.inf)
+    m = masked.max(axis=0)
+    p = np.exp2(masked - m)
+    assert np.array_equal(M, m)
+    assert np.allclose(P, p, rtol=1e-5, atol=0) and np.allclose(L, p.sum(axis=0), rtol=1e-5)

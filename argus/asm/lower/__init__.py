@@ -1,8 +1,9 @@
 """Lowering a verified tile-IR kernel to gfx942 assembly: `lower(kernel, policy) -> Lowered`.
 
 The stages run in the order the data flows, one module each: instruction selection with address
-generation (isel, address, exprgen), scheduling (schedule), register allocation (regalloc),
-`s_waitcnt` insertion (waitcnt), hazard wait states (hazards) and emission (emit). Tile
+generation (isel, with the cross-lane rules in lanes; address, exprgen), scheduling (schedule),
+register allocation (regalloc), `s_waitcnt` insertion (waitcnt), hazard wait states (hazards)
+and emission (emit). Tile
 parameters are fixed by the traced IR; sizes stay symbolic and are kernel arguments, so one
 code object serves every size the kernel's assumptions admit.
 """
@@ -54,7 +55,7 @@ class Lowered:
 
 def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
     """Assembly for a traced (and verified) kernel."""
-    from argus.asm.lower import emit, hazards, regalloc, schedule, waitcnt
+    from argus.asm.lower import emit, hazards, lanes, regalloc, schedule, waitcnt  # noqa: F401
     from argus.asm.lower.isel import Selector
 
     if policy not in POLICIES:

@@ -75,6 +75,12 @@ def table(e: Expr, waves: int, slots: int = 1) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=65536)
+def _slot_table(e: Expr, layout) -> np.ndarray:
+    """table() as (threads, slots), also for a one-slot tile."""
+    return table(e, layout.waves, layout.slots).reshape(layout.waves * LANES, layout.slots)
+
+
+@functools.lru_cache(maxsize=65536)
 def at_slot(e: Expr, slot: int) -> Expr:
     return simplify(substitute(e, {"slot": slot}))
 
@@ -182,12 +188,11 @@ def global_pieces(op, *, origin, widths, prover: Prover) -> list[Piece]:
     if op.gather is not None:
         index[op.gather.axis] = Const(0)
         position = op.gather.origin + layout.coords[op.gather.tile_axis]
-        same.append(table(split_lane(simplify(position), op.loc)[0], layout.waves,
-                          layout.slots))
+        same.append(_slot_table(split_lane(simplify(position), op.loc)[0], layout))
     parts = [split_lane(i, op.loc) for i in index]
     # the per-lane part of every tensor index for every (thread, slot): contiguity and
     # alignment are decided on these tables
-    tables = [table(lane, layout.waves, layout.slots) + const for lane, _, const in parts]
+    tables = [_slot_table(lane, layout) + const for lane, _, const in parts]
     inner = len(shape) - 1
 
     @functools.cache
@@ -263,7 +268,7 @@ def _lds_formula(addr, layout, trailing, lead: int, base: int, nbytes: int, loc)
         placeholders = tuple(Var(f"lead{d}", 0, addr.shape[d]) for d in range(lead))
         view = lds_view(addr, placeholders + trailing, tile_coords(layout))
         lane, uniform, const = split_lane(simplify(addr.at(view) * nbytes + base), loc)
-        table_ = table(lane, layout.waves, layout.slots) + const
+        table_ = _slot_table(lane, layout) + const
         _LDS_FORMULAS[key] = (lane, uniform, const, table_)
     return _LDS_FORMULAS[key]
 

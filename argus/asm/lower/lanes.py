@@ -1,0 +1,165 @@
+"""Lowering rules that look across the lanes of a wave: reductions along a tile axis,
+broadcasts back along it, and coordinate masks. Which lanes and register slots hold which
+coordinates is read off the layouts by enumerating every (wave, lane, slot), so a rule applies
+exactly when the data movement it needs is the one it emits: in-lane combining of slots, then
+`ds_bpermute_b32` exchanges between lanes that differ in a fixed set of lane bits.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from argus.asm.lower.address import split_lane
+from argus.asm.lower.exprgen import UnsupportedError
+from argus.asm.lower.isel import Selector, rule
+from argus.asm.lower.program import VReg
+from argus.ir import ops as O
+from argus.ir.expr import Const, Term, Var, simplify, substitute
+from argus.ir.types import LANES, ThreadLayout
+
+COMBINE = {"max": "v_max_f32_e32", "sum": "v_add_f32_e32"}
+COMPARE = {"lt": "v_cmp_lt_i32_e64", "le": "v_cmp_le_i32_e64", "eq": "v_cmp_eq_u32_e64",
+           "ne": "v_cmp_ne_u32_e64"}
+
+
+def _keys(layout: ThreadLayout, drop: int | None) -> np.ndarray:
+    """Coordinates without axis `drop` of every (wave, lane, slot), as one integer each."""
+    coords = [np.asarray(c, np.int64) for i, c in enumerate(layout.table()) if i != drop]
+    key = np.zeros(coords[0].shape if coords else (layout.waves, LANES, layout.slots), np.int64)
+    for c in coords:
+        key = key * (1 << 20) + c
+    return key
+
+
+def _unsupported(op, what: str) -> UnsupportedError:
+    return UnsupportedError(f"{op.mnemonic}: {what}; the backend combines register slots within "
+                            "a lane and exchanges between lanes that differ in fixed lane bits",
+                            op.loc, "use the MFMA fragment layouts (T.reduced of an MFMA tile)")
+
+
+def _slot_groups(op, key: np.ndarray) -> list[list[int]]:
+    """Slots of equal key, the same partition in every lane."""
+    first = key[0, 0]
+    groups: dict[int, list[int]] = {}
+    for s, k in enumerate(first):
+        groups.setdefault(int(k), []).append(s)
+    partition = list(groups.values())
+    for slots in partition:
+        if not (key[:, :, slots] == key[:, :, slots[:1]]).all():
+            raise _unsupported(op, "its slots do not group the same way in every lane")
+    return partition
+
+
+def _lane_masks(op, key: np.ndarray, groups: list[list[int]]) -> list[int]:
+    """Basis of the lane-XOR masks that pair lanes holding the same keys (per group)."""
+    waves = key.shape[0]
+    group_keys = np.stack([key[:, :, g[0]] for g in groups], axis=-1)      # (waves, 64, G)
+    same = {m for m in range(LANES) if (group_keys[:, np.arange(LANES) ^ m] == group_keys).all()}
+    lanes = np.arange(LANES)
+    for w in range(waves):
+        for g in range(len(groups)):
+            for lane in range(LANES):
+                holders = set(lanes[group_keys[w, :, g] == group_keys[w, lane, g]].tolist())
+                if holders != {lane ^ m for m in same}:
+                    raise _unsupported(op, "lanes holding one result are not an XOR group")
+    flat = key.reshape(waves, -1)
+    for w in range(waves):
+        others = np.delete(flat, w, axis=0)
+        if np.isin(flat[w], others).any():
+            raise _unsupported(op, "the reduced axis spans several waves")
+    basis: list[int] = []
+    span = {0}
+    for m in sorted(same):
+        if m not in span:
+            basis.append(m)
+            span |= {x ^ m for x in span}
+    return basis
+
+
+@rule(O.Reduce)
+def _reduce(s: Selector, op: O.Reduce):
+    x_layout, r_layout = op.x.type.layout, op.result.type.layout
+    if op.x.type.dtype != "f32":
+        raise _unsupported(op, f"reductions of {op.x.type.dtype} tiles are not lowered")
+    key = _keys(x_layout, op.axis)
+    groups = _slot_groups(op, key)
+    x = s.tile(op.x)
+    combine = COMBINE[op.fn]
+    partial = []
+    for slots in groups:
+        acc = VReg("v", 1, f"{op.fn}.part")
+        s.emit("v_mov_b32_e32", acc, x[slots[0]])
+        for slot in slots[1:]:
+            s.emit(combine, acc, x[slot], acc)
+        partial.append(acc)
+    lane = Var("lane", 0, LANES)
+    for mask in _lane_masks(op, key, groups):
+        address = s.register(simplify((lane ^ mask) * 4), "swap", cls="v")
+        for acc in partial:
+            other = VReg("v", 1, "swapped")
+            s.emit("ds_bpermute_b32", other, address, acc, note=f"lane ^ {mask}")
+            s.emit(combine, acc, other, acc)
+    result_key = _keys(r_layout, None)
+    out = s.new_tile(op.result)
+    for r in range(out.size):
+        match = [g for g, slots in enumerate(groups)
+                 if (key[:, :, slots[0]] == result_key[:, :, r]).all()]
+        if not match:
+            raise _unsupported(op, f"result slot {r} is not held where it is reduced")
+        s.emit("v_mov_b32_e32", out[r], partial[match[0]])
+
+
+@rule(O.Broadcast)
+def _broadcast(s: Selector, op: O.Broadcast):
+    x_key, r_key = _keys(op.x.type.layout, None), _keys(op.result.type.layout, op.axis)
+    x, out = s.tile(op.x), s.new_tile(op.result)
+    if op.x.type.dtype != "f32":
+        raise _unsupported(op, f"broadcasts of {op.x.type.dtype} tiles are not lowered")
+    for r in range(out.size):
+        match = [sx for sx in range(x_key.shape[2]) if (x_key[:, :, sx] == r_key[:, :, r]).all()]
+        if not match:
+            raise _unsupported(op, f"result slot {r} needs a value another lane holds")
+        s.emit("v_mov_b32_e32", out[r], x[match[0]])
+
+
+@rule(O.Mask)
+def _mask(s: Selector, op: O.Mask):
+    layout = op.x.type.layout
+    if op.x.type.dtype != "f32":
+        raise _unsupported(op, f"masks of {op.x.type.dtype} tiles are not lowered")
+    # the mask is the one scalar operand v_cndmask_b32_e64 may read (constant bus): fill in a VGPR
+    fill = s.materialize(struct.unpack("<I", struct.pack("<f", op.fill))[0], "v")
+    keep = simplify(substitute(op.keep, s.renamed)) if s.renamed else op.keep
+    x, out = s.tile(op.x), s.new_tile(op.result)
+    for slot in range(layout.slots):
+        coords = {f"c{a}": simplify(substitute(c, {"slot": slot}))
+                  for a, c in enumerate(layout.coords)}
+        condition = simplify(substitute(keep, coords))
+        if isinstance(condition, Const):
+            s.emit("v_mov_b32_e32", out[slot], x[slot] if condition.value else fill)
+            continue
+        lanes = _lane_condition(s, op, condition)
+        s.emit("v_cndmask_b32_e64", out[slot], fill, x[slot], lanes)
+
+
+def _lane_condition(s: Selector, op, cond) -> VReg:
+    """An SGPR pair with bit `lane` set where the condition holds in that lane."""
+    mask = VReg("s", 2, "keep", 2)
+    if isinstance(cond, Term) and cond.op in COMPARE:
+        lane, uniform, const = split_lane(simplify(cond.args[0] - cond.args[1]), op.loc)
+        left = s.register(lane, "lhs", cls="v")
+        right = s.value(simplify(-(uniform + const)))
+        if isinstance(right, int) and not -16 <= right <= 64:
+            right = s.materialize(right, "s")
+        s.emit(COMPARE[cond.op], mask, left, right)
+    elif isinstance(cond, Term) and cond.op in ("land", "lor"):
+        a, b = _lane_condition(s, op, cond.args[0]), _lane_condition(s, op, cond.args[1])
+        s.emit("s_and_b64" if cond.op == "land" else "s_or_b64", mask, a, b)
+    elif isinstance(cond, Term) and cond.op == "lnot":
+        s.emit("s_not_b64", mask, _lane_condition(s, op, cond.args[0]))
+    else:
+        raise UnsupportedError(f"mask condition '{cond}' is not a comparison the backend "
+                               "lowers", op.loc)
+    return mask
