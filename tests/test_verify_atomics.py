@@ -92,3 +92,12 @@ def test_lds_atomic_add_fails_to_compile_naming_the_op_and_line():
     with pytest.raises(ArgusError, match=r"lds\.atomic_add.*LdsAtomicAdd") as caught:
         argus.compile(P.wave_sum(zero=False))
     assert "programs.py:" in str(caught.value.loc)
+
+
+def test_a_tile_relaid_through_global_memory_needs_a_barrier():
+    X = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
+    for sync in (True, False):
+        result = run(P.relayout(sync=sync).ir,
+                     {"X": X, "W": np.zeros_like(X), "Y": np.zeros_like(X)})
+        np.testing.assert_array_equal(result.outputs["Y"], X)  # lockstep hides it in the data
+        assert {v.kind for v in result.violations} == (set() if sync else {"global-order"})

@@ -205,6 +205,9 @@ class _Workgroup:
         self.values: dict[str, object] = {}
         self.loops: list[str] = []
         self.epoch = 0
+        #: per written tensor, the workgroup's own accesses: (writer, write epoch, write op,
+        #: whether it added atomically, reader, read epoch) per element (`global_order`)
+        self.own: dict[str, tuple[np.ndarray, ...]] = {}
         self.waves = run.kernel.waves
         thread = np.arange(self.waves)[:, None, None] * LANES + np.arange(LANES)[None, :, None]
         self.thread = thread
@@ -398,6 +401,7 @@ class _Workgroup:
         self.values[op.result.name] = RegVal(data, tags)
         if op.tensor.name in self.run.stored:
             self.check_global_read(op, clipped, inside)
+            self.global_order(op, clipped, inside, write=False)
 
     def check_global_read(self, op, clipped, inside):
         """Reading what another (unordered) workgroup stores is a race either way round."""
@@ -457,6 +461,7 @@ class _Workgroup:
         target = self.run.arrays[op.tensor.name]
         data = to_dtype(value.data, op.tensor.type.dtype)
         where = tuple(i[inside] for i in clipped)
+        self.global_order(op, clipped, inside, write=True)
         # atomic adds commute with each other; they race with stores and loads of the element
         self.check_global_owner(op, clipped, inside, record=not isinstance(op, O.GlobalAtomicAdd))
         if isinstance(op, O.GlobalAtomicAdd):
@@ -467,6 +472,47 @@ class _Workgroup:
             target[where] = data[inside]
 
     op_GlobalAtomicAdd = op_GlobalStore
+
+    def global_order(self, op, clipped, inside, write: bool):
+        """Inside this workgroup, an element one thread stores (or adds to) and another thread
+        loads or stores in the same barrier epoch is a race (`absint.global_order`); atomic adds
+        commute, and threads of one op are not ordered against each other here."""
+        name = op.tensor.name
+        shape = self.run.arrays[name].shape
+        if name not in self.own:
+            self.own[name] = (np.full(shape, -1, np.int64), np.full(shape, -1, np.int64),
+                              np.full(shape, -1, np.int64), np.zeros(shape, bool),
+                              np.full(shape, -1, np.int64), np.full(shape, -1, np.int64))
+        writer, write_epoch, write_op, added, reader, read_epoch = self.own[name]
+        atomic = isinstance(op, O.GlobalAtomicAdd)
+        thread = np.broadcast_to(self.thread, inside.shape)
+        safe = tuple(np.where(inside, c, 0) for c in clipped)
+        me = self.run.op_index(op)
+        clash = inside & (write_epoch[safe] == self.epoch) & (writer[safe] != thread) & \
+            (write_op[safe] != me) & ~(added[safe] & atomic)
+        who = writer
+        if write and not clash.any():  # this write may overwrite what another thread reads
+            clash = inside & (read_epoch[safe] == self.epoch) & (reader[safe] != -1) & \
+                (reader[safe] != thread)
+            who = reader
+        if clash.any():
+            position = _first(clash)
+            other = int(who[tuple(c[position] for c in safe)])
+            self.report(op, "global-order",
+                        f"workgroup {self.pid}: another thread of the workgroup touches this "
+                        f"element of {op.tensor} in the same barrier epoch, and one of the two "
+                        "writes it", clash, position=position,
+                        element={f"{name}[{a}]": int(c[position]) for a, c in enumerate(clipped)},
+                        detail=f"also accessed by {self.thread_name(other)}")
+        where = tuple(c[inside] for c in clipped)
+        if write:
+            writer[where], write_epoch[where] = thread[inside], self.epoch
+            write_op[where], added[where] = me, atomic
+        else:
+            previous = np.where(read_epoch[where] == self.epoch, reader[where], -1)
+            reader[where] = np.where((previous == -1) | (previous == thread[inside]),
+                                     thread[inside], _MANY)
+            read_epoch[where] = self.epoch
 
     def check_global_owner(self, op, clipped, inside, record=True):
         """Workgroups are unordered, so two of them storing one element is a race (an atomic

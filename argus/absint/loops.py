@@ -202,6 +202,7 @@ class Loops:
                 access, index=tuple(subst(i, mapping) for i in access.index),
                 inside=subst(access.inside, mapping), guard=subst(access.guard, mapping),
                 assumes=tuple(subst(a, mapping) for a in access.assumes),
+                epoch=simplify(subst(access.epoch, pin)),
                 loops=tuple(c for c in access.loops if c is not loop))
         self.epoch = simplify(subst(self.epoch, pin))
 

@@ -40,6 +40,7 @@ class GlobalAccess:
     order: int
     gathered: bool = False
     atomic: bool = False  # an atomic add: it commutes with other atomic adds, not with loads
+    epoch: Expr = TRUE  # the barrier epoch (for the order of accesses inside one workgroup)
 
     @property
     def verb(self) -> str:

@@ -28,6 +28,7 @@ from argus.absint.domain import (
     merge_tags,
     tile_tags,
 )
+from argus.absint.global_order import GlobalOrder
 from argus.absint.loops import LoopCtx, Loops, at_most, trip_bounds
 from argus.absint.obligations import Obligations, Pending, evaluator
 from argus.absint.races import GlobalAccess, Races
@@ -112,7 +113,7 @@ def _trace(kernel, kwargs: dict):
     return ir, {k: size_value(ir, sizes[k], v) for k, v in rest.items()}
 
 
-class _Verifier(Obligations, Races, Loops):
+class _Verifier(Obligations, Races, GlobalOrder, Loops):
     """The walk: one abstract transfer rule per op over the tag maps and the LDS model."""
 
     def __init__(self, kernel: O.Kernel, pins: dict, solver: str, timeout_ms: int,
@@ -160,6 +161,7 @@ class _Verifier(Obligations, Races, Loops):
         self.execute(self.kernel.body)
         self.check_races()
         self.check_global_races()
+        self.check_global_order()
         self.decide_all()
         self.check_budgets()
         from argus.absint.banks import bank_facts
@@ -254,7 +256,7 @@ class _Verifier(Obligations, Races, Loops):
                 op, write and not isinstance(op, O.GlobalAtomicAdd), tensor.name,
                 tuple(index), inside, self.thread(t), self.guard, tuple(self.loops),
                 tuple(self.assumes), self.order, op.gather is not None,
-                isinstance(op, O.GlobalAtomicAdd)))
+                isinstance(op, O.GlobalAtomicAdd), self.epoch))
         return index, inside
 
     def op_Distinct(self, op: O.Distinct):

@@ -304,3 +304,33 @@ def wave_sum(**hooks):
     def lds_wave_sum(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
         wave_sum_rows(X, Y, **hooks)
     return lds_wave_sum
+
+
+def through_global(X, W, Y, *, sync=True):
+    """A tile goes out to a global scratch tensor W and comes back in the transposed thread
+    order (a re-layout through memory): each thread reads what another thread of its
+    workgroup stored, so a barrier must order the stores before the loads."""
+    N = X.shape[0]
+    T.assume((N % 16).eq(0))
+    T.grid(N // 16)
+    r0 = T.program_id(0) * 16
+    for t in (X, W, Y):
+        T.tag(t, lambda r, c: {"row": r, "col": c})
+    wave, lane, slot = thread_vars(4, 1)
+    by_column = TileSpec((16, 16), ThreadLayout(4, 1, ((wave * 64 + lane) % 16,
+                                                       (wave * 64 + lane) // 16)))
+    W.store((r0, 0), X.load((r0, 0), T.copy_layout((16, 16), 4, 1)))
+    if sync:
+        T.barrier()
+    Y.store((r0, 0), W.load((r0, 0), by_column))
+    T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
+                 "each element comes back to its own row and column")
+
+
+@cache
+def relayout(**hooks):
+    @T.kernel(waves=4)
+    def relayout_through_global(X: Tensor("f32", "N", 16), W: Tensor("f32", "N", 16),
+                                Y: Tensor("f32", "N", 16)):
+        through_global(X, W, Y, **hooks)
+    return relayout_through_global

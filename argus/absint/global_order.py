@@ -1,0 +1,84 @@
+"""Ordering of global-memory accesses inside one workgroup: a thread that loads (or stores) an
+element another thread of its workgroup stored, or added to atomically, needs a barrier between
+the two (a read-after-own-store through global memory, e.g. a tile written out and read back
+in another layout). Two symbolic threads of one workgroup, two iterations per pair of ops.
+"""
+
+from __future__ import annotations
+
+from argus.absint.domain import FALSE, TRUE, fresh_var, renamed_rows
+from argus.absint.obligations import holds_at
+from argus.absint.report import PROVED, Obligation
+from argus.ir.expr import And, Not, Or
+from argus.ir.expr import substitute as subst
+from argus.ir.types import LANES
+
+ORDER = ("another thread of this workgroup accesses this global element in the same barrier "
+         "epoch, and one of the two writes it (no barrier orders them)")
+
+
+def _writes(a) -> bool:
+    return a.write or a.atomic
+
+
+class GlobalOrder:
+    """The intra-workgroup global race obligations (mixed into the walk, which records the
+    accesses with their barrier epochs)."""
+
+    def check_global_order(self):
+        written = {a.tensor for a in self.global_accesses if _writes(a)}
+        for later in self.global_accesses:
+            if later.tensor not in written:
+                continue
+            pairs = [self.order_pair(earlier, later) for earlier in self.global_accesses
+                     if earlier.tensor == later.tensor and (_writes(earlier) or _writes(later))
+                     and not (earlier.atomic and later.atomic) and earlier.op is not later.op]
+            pairs = [p for p in pairs if p is not None]
+            if not pairs:
+                self.obligations.append(Obligation("global-order", ORDER, str(later.op.loc),
+                                                   PROVED))
+                continue
+
+            def describe(witness, pairs=pairs):
+                for cond, earlier, other in pairs:
+                    if holds_at(cond, witness):
+                        w, lane = (witness.get(v.name, 0) for v in other[:2])
+                        return {"detail": f"wave {w} lane {lane} also {earlier.verb} it at "
+                                          f"{earlier.op.loc}"}
+                return {}
+            saved = self.assumes, self.loops
+            self.assumes = list(later.assumes) + [b for c in later.loops for b in c.bounds()]
+            self.loops = list(later.loops)
+            self.obligation(later.op, "global-order", ORDER, Not(Or(*(p[0] for p in pairs))),
+                            (), later.thread, describe)
+            self.assumes, self.loops = saved
+
+    def order_pair(self, earlier, later):
+        """Condition under which `earlier`, run by another thread of the same workgroup in the
+        same barrier epoch (an earlier or the same iteration), touches what `later` touches."""
+        shared = [c for c in earlier.loops if c in later.loops]
+        if earlier.order > later.order and not shared:
+            return None
+        mapping, constraints = {}, []
+        for ctx in earlier.loops:
+            iv = fresh_var(ctx.iv.name, ctx.iv.lo, ctx.iv.hi)
+            mapping[ctx.iv.name] = iv
+            constraints += ctx.bounds(iv)
+        eqs, lex = [], []
+        for ctx in shared:
+            mine = mapping[ctx.iv.name]
+            lex.append(And(*eqs, mine < ctx.iv))
+            eqs.append(mine.eq(ctx.iv))
+        constraints.append(Or(*lex, And(*eqs, TRUE if earlier.order <= later.order else FALSE)))
+        other = tuple(fresh_var(v.name, v.lo, v.hi) for v in earlier.thread)
+        mapping.update({v.name: o for v, o in zip(earlier.thread, other)})
+        touched = [*earlier.index, earlier.inside, earlier.guard, earlier.epoch]
+        mapping = renamed_rows(touched, mapping)
+        me = later.thread[0] * LANES + later.thread[1]
+        them = other[0] * LANES + other[1]
+        cond = And(*constraints, *(And(o >= o.lo, o < o.hi) for o in other),
+                   subst(earlier.epoch, mapping).eq(later.epoch), later.guard,
+                   subst(earlier.guard, mapping), later.inside, subst(earlier.inside, mapping),
+                   *(subst(i, mapping).eq(j) for i, j in zip(earlier.index, later.index)),
+                   me.ne(them))
+        return cond, earlier, other
