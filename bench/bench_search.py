@@ -5,7 +5,7 @@ then over several seeds the number of evaluations the offline planner needs to r
 that best's throughput, against random search over the same points with the same budget.
 Goal: <= 64 evaluations. The GEMM space is a restricted share of the family's (GEMM_SPACE:
 timing all of it takes hours on 2 cores). The exhaustive table is computed once and cached in
-ARGUS_CACHE/bench_search (delete it after changing the backend or the model).
+ARGUS_CACHE/bench_search, keyed by the sources of the kernels, the backend and the model.
 
 The bench replays the planner against the cached modelled times: verification and emulation,
 which the real loop runs per candidate, are not repeated here (the library kernels' points are
@@ -69,8 +69,22 @@ def _time_point(job: tuple[str, Candidate, list[dict]]) -> list[tuple[float | No
     return out
 
 
+def _sources_digest() -> str:
+    """The content of what the table depends on (kernels, backend, performance model), so a
+    change to any of them times the points again."""
+    root = Path(argus.__file__).parent
+    digest = hashlib.sha256()
+    for folder in ("kernels", "asm/lower", "isa_cdna3/perf", "isa_cdna3/emu"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix in (".py", ".json"):
+                digest.update(path.read_bytes())
+    digest.update((root / "timing.py").read_bytes())
+    return digest.hexdigest()
+
+
 def _cache_path(problem: Problem, points: list[Candidate]) -> Path:
-    space = json.dumps([problem.to_dict(), sorted(c.key for c in points)], sort_keys=True)
+    space = json.dumps([problem.to_dict(), sorted(c.key for c in points), _sources_digest()],
+                       sort_keys=True)
     digest = hashlib.sha256(space.encode()).hexdigest()[:12]
     return env.cache_dir() / "bench_search" / f"{problem.family}-{problem.shape}-{digest}.json"
 
