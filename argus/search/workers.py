@@ -75,11 +75,23 @@ class InlineWorkers:
         self.queue.clear()
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this worker if the run's process dies without closing it (kill -9), since
+    its own process group keeps it from the terminal's signals."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the closed pipe still ends an idle worker
+
+
 def _serve(evaluator, conn, single_verifier_job: bool) -> None:
     """Worker process body: its own process group (so the parent can kill it with everything
     it started), Ctrl-C left to the parent, then evaluate tasks until told to stop."""
     os.setpgrp()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     if single_verifier_job:
         os.environ.setdefault("ARGUS_JOBS", "1")
     while True:
