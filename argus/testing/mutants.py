@@ -178,10 +178,16 @@ def _relayout(kernel, site, moved: Callable) -> O.Kernel:
     from argus.isa_cdna3.mfma import mfma
 
     op = _op_at(kernel, site[0])
-    value = (op.a, op.b)[site[1]]
+    return _renamed_threads(kernel, (op.a, op.b)[site[1]],
+                            lambda lane, slot: moved(mfma(op.instr), lane, slot))
+
+
+def _renamed_threads(kernel, value: Value, moved: Callable) -> O.Kernel:
+    """The kernel whose register tile `value` has its layout's (lane, slot) renamed by
+    `moved(lane, slot) -> {name: expr}`, everywhere the value is defined and used."""
     layout = value.type.layout
     lane, slot = Var("lane", 0, LANES), Var("slot", 0, layout.slots)
-    mapping = moved(mfma(op.instr), lane, slot)
+    mapping = moved(lane, slot)
     coords = tuple(substitute(c, mapping) for c in layout.coords)
     new = Value(value.name, RegType(value.type.dtype, value.type.shape,
                                     ThreadLayout(layout.waves, layout.slots, coords)))
@@ -199,6 +205,17 @@ def _half_kwidth(info, lane, slot):
 
 def _rotate_lanes(info, lane, slot):
     return {"lane": (lane + 1) % LANES}
+
+
+def _exchanges(kernel):
+    """Cross-lane exchanges (reductions, broadcasts) whose result layout depends on the lane."""
+    return [(i, 0) for i, op in _ops_of(kernel, (O.Reduce, O.Broadcast))
+            if any(v.name == "lane" for c in op.result.type.layout.coords for v in free_vars(c))]
+
+
+def _shift_exchange(kernel, site):
+    op = _op_at(kernel, site[0])
+    return _renamed_threads(kernel, op.result, lambda lane, slot: {"lane": (lane + 1) % LANES})
 
 
 # ----------------------------------------------------------------------------------- masks
@@ -254,6 +271,9 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
     Operator("rotate_lanes", "MFMA operand fragment one lane off",
              frozenset({"tag-assertion"}), _operand_loads,
              lambda k, s: _relayout(k, s, _rotate_lanes)),
+    Operator("shift_exchange", "cross-lane reduction or broadcast one lane off (a row's "
+             "statistics land on its neighbour)", frozenset({"tag-assertion", "tag-missing"}),
+             _exchanges, _shift_exchange),
     Operator("loosen_mask", "causal mask off by one (keeps one key past the query)",
              frozenset({"tag-assertion"}), _checked_masks, _loosen_mask),
     Operator("transpose_mask", "causal mask with key and query swapped",
