@@ -65,6 +65,13 @@ def _helpers(e: Expr) -> frozenset:
     return frozenset(v for v in node_vars(e) if is_fresh(v))
 
 
+def forget_run_memos() -> None:
+    """Drop the per-node helper memo after a run: its keys mention that run's fresh helpers,
+    which no later run names again (the counter only grows), so kept they would only hold
+    memory, up to the memo's bound, across a search loop's many runs."""
+    _helpers.cache_clear()
+
+
 def node_vars(root: Expr) -> frozenset:
     """`free_vars`, which caches per node, so a subterm shared by many tags and queries is
     walked once per process."""

@@ -21,6 +21,7 @@ from argus.absint.domain import (
     Tag,
     TileTags,
     equal_tags,
+    forget_run_memos,
     fresh_var,
     gather_constraints,
     gathered_row,
@@ -89,8 +90,11 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
                           "to check, or None for the symbolic proof of every size")
     verifier = (rules or _Verifier)(ir, pins, solver, timeout_ms, replay, jobs, unroll)
     check_admissible(verifier, ir, pins)
-    with collector_paused():
-        verifier.run()
+    try:
+        with collector_paused():
+            verifier.run()
+    finally:
+        forget_run_memos()
     report = Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
                     time.perf_counter() - started, unroll=unroll, coverage=coverage(ir, pins))
     if env.debug_level() >= 1:
