@@ -155,3 +155,13 @@ def test_the_plugin_sets_the_profile_and_shares_the_verifier(tmp_path):
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def test_a_dropped_barrier_before_a_global_relayout_is_a_global_order_race():
+    sys.path.insert(0, str(ROOT / "tests" / "bugs"))
+    import programs
+
+    dropped = catalogue(programs.relayout(), ["drop_barrier"])
+    assert dropped
+    for mutant in dropped:
+        assert "global-order" in {o.kind for o in assert_complete(mutant)}

@@ -20,7 +20,10 @@ from argus.testing.rewrite import replace_op, replace_values, sites
 __all__ = ["Operator", "OPERATORS", "Mutant", "mutate", "mutant_sites", "defect_sites",
            "make_mutant", "mutants", "catalogue"]
 
+#: what a missing or misplaced barrier shows up as: LDS races, reads of unwritten LDS, stale
+#: tags, and unordered global accesses inside one workgroup
 LDS = frozenset({"lds-race", "lds-uninitialised", "tag-assertion"})
+BARRIER = LDS | {"global-order"}
 
 
 @attrs.frozen
@@ -249,7 +252,8 @@ def _transpose_mask(kernel, site):
 
 
 OPERATORS: dict[str, Operator] = {op.name: op for op in (
-    Operator("drop_barrier", "missing barrier between LDS accesses of different threads", LDS,
+    Operator("drop_barrier", "missing barrier between accesses of different threads (LDS, or "
+             "global memory within a workgroup)", BARRIER,
              _barriers, _drop, may_be_equivalent=True),
     Operator("early_slot", "double-buffer slot reused one iteration early (the prefetch "
              "overwrites a slot still to be read)", LDS, _ring_accesses((O.LdsStore,)),
