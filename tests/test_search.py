@@ -212,3 +212,12 @@ def test_report_of_a_file_that_is_not_a_run(tmp_path):
     bogus.write_text('{"kind": "eval"}\n')
     result = CliRunner().invoke(main, ["tune", "--report", str(bogus)])
     assert result.exit_code == 1 and "no run header" in result.output
+
+
+def test_a_run_without_results_says_where_candidates_stopped():
+    from argus.search.evaluate import INVALID, Evaluation
+    from argus.search.view import best_line
+
+    base = default_candidate(GEMM)
+    stopped = [Evaluation(base.key, base, INVALID, "compile", "UnsupportedError: no rule")]
+    assert "1 of 1 stopped at compile: UnsupportedError" in best_line(stopped)

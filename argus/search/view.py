@@ -53,6 +53,11 @@ def best_line(evaluations: list[Evaluation]) -> str:
     missing = next((e.missing for e in evaluations if e.missing), "") or missing_stage()
     if missing:
         return f"none: no candidate has a reward; missing pipeline stage: {missing}"
+    if evaluations:
+        stages = Counter((e.stage, e.message.splitlines()[0][:160]) for e in evaluations)
+        (stage, why), count = stages.most_common(1)[0]
+        return (f"none: no candidate passed every stage; {count} of {len(evaluations)} stopped "
+                f"at {stage}: {why}")
     return "none yet"
 
 
