@@ -91,7 +91,8 @@ def test_the_sound_rules_pass_where_the_planted_rule_fails():
 
 @given(tile_programs("ring_gemm"))
 def test_family_variants_are_proved_and_sound(program):
-    report = assert_sound(program)
+    # the oracle sizes (two workgroups per axis, three K tiles) keep the runs few under ci
+    report = assert_sound(program, sizes=list(program.oracle))
     assert report.ok, str(report)
 
 
