@@ -321,3 +321,16 @@ def test_reductions_broadcasts_and_masks_across_lanes():
     p = np.exp2(masked - m)
     assert np.array_equal(M, m)
     assert np.allclose(P, p, rtol=1e-5, atol=0) and np.allclose(L, p.sum(axis=0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("sizes,params", [({"BH": 1, "S": 128}, {}),
+                                          ({"BH": 2, "S": 256}, {"causal": True})],
+                         ids=["plain", "causal"])
+def test_flash_attention_matches_numpy(sizes, params):
+    """The library's flash attention forward: online softmax (masks, cross-lane max and sum,
+    exp2), bf16 casts, V^T gathered from LDS one element at a time, transposed bf16 stores."""
+    from argus.pipeline import run_emulated
+
+    outcome = run_emulated("attention_fwd", sizes, params)
+    assert outcome.ok and not outcome.emulation.hazards, outcome.max_error
+    assert "ds_bpermute_b32" in outcome.compiled.text and "ds_read_u16" in outcome.compiled.text

@@ -217,8 +217,8 @@ def global_pieces(op, *, origin, widths, prover: Prover) -> list[Piece]:
     def aligned(s: int, piece_bytes: int) -> bool:
         # dword granularity is what the buffer instructions need (gfx942 allows unaligned
         # dwordx2/x4): the element index must be a multiple of 4 / element bytes
-        step = 4 // nbytes if nbytes < 4 else 1
-        if step == 1:
+        step = min(piece_bytes, 4) // nbytes if nbytes < 4 else 1
+        if step <= 1:
             return True
         if np.any(tables[inner][:, s] % step):
             return False
@@ -279,7 +279,7 @@ def _group(slots: int, nbytes: int, widths, contiguous, aligned, address, loc) -
         for width in widths:
             w = width // nbytes
             # whole registers; a 64/128-bit piece starts on an even register of the tile
-            if w < 1 or s + w > slots or (s * nbytes) % 4 \
+            if w < 1 or s + w > slots or (s * nbytes) % min(width, 4) \
                     or (width > 4 and (s * nbytes // 4) % 2) or not contiguous(s, w) \
                     or not aligned(s, width):
                 continue

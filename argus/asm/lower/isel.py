@@ -51,11 +51,12 @@ from argus.smt import Proved, prove
 
 #: Bytes one buffer / DS instruction moves, widest first, and their opcodes.
 GLOBAL_WIDTHS = (16, 8, 4)
-LDS_WIDTHS = (16, 8, 4)
+LDS_WIDTHS = (16, 8, 4, 2)
 BUFFER_LOAD = {4: "buffer_load_dword", 8: "buffer_load_dwordx2", 16: "buffer_load_dwordx4"}
-BUFFER_STORE = {4: "buffer_store_dword", 8: "buffer_store_dwordx2", 16: "buffer_store_dwordx4"}
+BUFFER_STORE = {2: "buffer_store_short", 4: "buffer_store_dword", 8: "buffer_store_dwordx2",
+                16: "buffer_store_dwordx4"}
 DS_READ = {4: "ds_read_b32", 8: "ds_read_b64", 16: "ds_read_b128"}
-DS_WRITE = {4: "ds_write_b32", 8: "ds_write_b64", 16: "ds_write_b128"}
+DS_WRITE = {2: "ds_write_b16", 4: "ds_write_b32", 8: "ds_write_b64", 16: "ds_write_b128"}
 BUFFER_OFFSET_MAX = 4095         # MUBUF inst_offset is 12 bits (LLVM drops larger silently)
 DS_OFFSET_MAX = 65535
 
@@ -493,13 +494,19 @@ def _global_store(s: Selector, op: O.GlobalStore):
                                "f32 with buffer_atomic_add_f32", op.loc, "accumulate in f32")
     data = s.tile(op.value)
     rsrc = s.rsrc[op.tensor.name]
-    for piece in _global_pieces(s, op, tile, (4,) if atomic else GLOBAL_WIDTHS):
+    for piece in _global_pieces(s, op, tile, (4,) if atomic else GLOBAL_WIDTHS + (2,)):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         vaddr, soffset, offset = s.buffer_vaddr(piece)
         if op.gather is not None:
             vaddr = _gathered_vaddr(s, op, piece, vaddr)
         opcode = "buffer_atomic_add_f32" if atomic else BUFFER_STORE[piece.nbytes]
-        s.emit(opcode, data[first:first + count], vaddr if vaddr is not None else _OFF, rsrc,
+        source = data[first:first + count]
+        if piece.nbytes == 2:              # one 16-bit element: the low half of a register
+            source = data[first]
+            if piece.first % 2:
+                source = VReg("v", 1, "high")
+                s.emit("v_lshrrev_b32_e32", source, 16, data[first])
+        s.emit(opcode, source, vaddr if vaddr is not None else _OFF, rsrc,
                soffset, ndefs=0, mods=_buffer_mods(vaddr, offset))
 
 
@@ -524,7 +531,13 @@ def _lds_store(s: Selector, op: O.LdsStore):
     for piece in _lds_pieces(s, op, tile):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         vaddr, offset = s.lds_vaddr(piece, tile.layout.waves)
-        s.emit(DS_WRITE[piece.nbytes], vaddr, data[first:first + count], ndefs=0,
+        source = data[first:first + count]
+        if piece.nbytes == 2:              # ds_write_b16 writes a register's low half
+            source = data[first]
+            if piece.first % 2:
+                source = VReg("v", 1, "high")
+                s.emit("v_lshrrev_b32_e32", source, 16, data[first])
+        s.emit(DS_WRITE[piece.nbytes], vaddr, source, ndefs=0,
                mods=f"offset:{offset}" if offset else "")
 
 
@@ -532,11 +545,29 @@ def _lds_store(s: Selector, op: O.LdsStore):
 def _lds_load(s: Selector, op: O.LdsLoad):
     tile = op.result.type
     dst = s.new_tile(op.result, align=2)
+    halves: dict = {}
     for piece in _lds_pieces(s, op, tile):
-        first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         vaddr, offset = s.lds_vaddr(piece, tile.layout.waves)
-        s.emit(DS_READ[piece.nbytes], dst[first:first + count], vaddr,
-               mods=f"offset:{offset}" if offset else "")
+        mods = f"offset:{offset}" if offset else ""
+        if piece.nbytes == 2:             # a lone 16-bit element: read, then pack in pairs
+            half = VReg("v", 1, "half")
+            s.emit("ds_read_u16", half, vaddr, mods=mods)
+            halves[piece.first] = half
+            continue
+        first, count = piece.registers(DTYPE_BYTES[tile.dtype])
+        s.emit(DS_READ[piece.nbytes], dst[first:first + count], vaddr, mods=mods)
+    _pack_halves(s, dst, halves)
+
+
+def _pack_halves(s: Selector, dst: VReg, halves: dict) -> None:
+    """Registers of `dst` assembled from zero-extended 16-bit reads, by slot (2r low, 2r+1
+    high)."""
+    for r in sorted({slot // 2 for slot in halves}):
+        low, high = halves.get(2 * r), halves.get(2 * r + 1)
+        if low is None or high is None:
+            raise UnsupportedError("a register holds one 16-bit element read alone and one "
+                                   "read with its neighbours", s.loc)
+        s.emit("v_lshl_or_b32", dst[r], high, 16, low)
 
 
 @rule(O.Mfma)
