@@ -101,3 +101,15 @@ def test_a_tile_relaid_through_global_memory_needs_a_barrier():
                      {"X": X, "W": np.zeros_like(X), "Y": np.zeros_like(X)})
         np.testing.assert_array_equal(result.outputs["Y"], X)  # lockstep hides it in the data
         assert {v.kind for v in result.violations} == (set() if sync else {"global-order"})
+
+
+def test_unpermute_with_repeated_tokens_adds_every_contribution():
+    X = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
+    ids = (np.arange(64) % 32).astype(np.float32)  # every token routed to two experts
+    expected = np.zeros((32, 8), np.float32)
+    np.add.at(expected, np.arange(64) % 32, X)
+    for atomic in (True, False):
+        result = run(P.unpermute(atomic=atomic).ir,
+                     {"X": X, "ids": ids, "Y": np.zeros((32, 8), np.float32)})
+        assert np.array_equal(result.outputs["Y"], expected) is atomic
+        assert {v.kind for v in result.violations} == (set() if atomic else {"global-order"})

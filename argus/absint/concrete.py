@@ -473,6 +473,18 @@ class _Workgroup:
 
     op_GlobalAtomicAdd = op_GlobalStore
 
+    @staticmethod
+    def scatter_collisions(shape, safe, inside, thread):
+        """Threads of one scatter meeting at one element (gathered rows that repeat): where,
+        and per element the lowest thread storing it (so the one reported names another)."""
+        flat = np.ravel_multi_index(safe, shape)
+        lo = np.full(int(np.prod(shape)), np.iinfo(np.int64).max)
+        hi = np.full(int(np.prod(shape)), -1)
+        np.minimum.at(lo, flat[inside], thread[inside])
+        np.maximum.at(hi, flat[inside], thread[inside])
+        clash = inside & (lo[flat] != hi[flat]) & (thread != lo[flat])
+        return clash, lo.reshape(shape)
+
     def global_order(self, op, clipped, inside, write: bool):
         """Inside this workgroup, an element one thread stores (or adds to) and another thread
         loads or stores in the same barrier epoch is a race (`absint.global_order`); atomic adds
@@ -495,6 +507,8 @@ class _Workgroup:
             clash = inside & (read_epoch[safe] == self.epoch) & (reader[safe] != -1) & \
                 (reader[safe] != thread)
             who = reader
+        if write and not atomic and op.gather is not None and not clash.any():
+            clash, who = self.scatter_collisions(shape, safe, inside, thread)
         if clash.any():
             position = _first(clash)
             other = int(who[tuple(c[position] for c in safe)])

@@ -1,12 +1,14 @@
 """Ordering of global-memory accesses inside one workgroup: a thread that loads (or stores) an
 element another thread of its workgroup stored, or added to atomically, needs a barrier between
 the two (a read-after-own-store through global memory, e.g. a tile written out and read back
-in another layout). Two symbolic threads of one workgroup, two iterations per pair of ops.
+in another layout). Two symbolic threads of one workgroup, two iterations per pair of ops; a
+scatter (a plain store through gathered rows) is also paired with itself: two of its threads
+may meet at one row, as the index data decides.
 """
 
 from __future__ import annotations
 
-from argus.absint.domain import FALSE, TRUE, fresh_var, renamed_rows
+from argus.absint.domain import FALSE, TRUE, distinct_constraints, fresh_var, renamed_rows
 from argus.absint.obligations import holds_at
 from argus.absint.report import PROVED, Obligation
 from argus.ir.expr import And, Not, Or
@@ -21,6 +23,14 @@ def _writes(a) -> bool:
     return a.write or a.atomic
 
 
+def _scatters(a) -> bool:
+    """A plain store through gathered rows: two of its own threads may meet at one row (the
+    threads of a non-gathered store hold distinct elements or equal copies of one). Unless
+    `T.distinct` rules it out, index data with a repeated row is an admissible input, so the
+    solver may pick it and the replay runs on it."""
+    return a.write and a.gathered
+
+
 class GlobalOrder:
     """The intra-workgroup global race obligations (mixed into the walk, which records the
     accesses with their barrier epochs)."""
@@ -32,13 +42,13 @@ class GlobalOrder:
                 continue
             pairs = [self.order_pair(earlier, later) for earlier in self.global_accesses
                      if earlier.tensor == later.tensor and (_writes(earlier) or _writes(later))
-                     and not (earlier.atomic and later.atomic) and earlier.op is not later.op]
+                     and not (earlier.atomic and later.atomic)
+                     and (earlier.op is not later.op or _scatters(later))]
             pairs = [p for p in pairs if p is not None]
             if not pairs:
                 self.obligations.append(Obligation("global-order", ORDER, str(later.op.loc),
                                                    PROVED))
                 continue
-
             def describe(witness, pairs=pairs):
                 for cond, earlier, other in pairs:
                     if holds_at(cond, witness):
@@ -49,8 +59,10 @@ class GlobalOrder:
             saved = self.assumes, self.loops
             self.assumes = list(later.assumes) + [b for c in later.loops for b in c.bounds()]
             self.loops = list(later.loops)
-            self.obligation(later.op, "global-order", ORDER, Not(Or(*(p[0] for p in pairs))),
-                            (), later.thread, describe)
+            goal = Not(Or(*(p[0] for p in pairs)))
+            self.obligation(later.op, "global-order", ORDER, goal,
+                            tuple(distinct_constraints([goal], self.distinct)), later.thread,
+                            describe)
             self.assumes, self.loops = saved
 
     def order_pair(self, earlier, later):

@@ -135,6 +135,13 @@ class Races:
             indices = {a.op.gather.index.name for a in [later, *(o for _, (o, _) in pairs)]
                        if a.gathered}
             undeclared = sorted(indices - {name for name, _, _ in self.distinct})
+            context = list(later.assumes) + [b for c in later.loops for b in c.bounds()]
+            if undeclared and self.holds(Not(Or(*(c for c, _ in pairs))), context):
+                # no two workgroups meet whatever the index holds (e.g. a grid of one)
+                self.obligations.append(Obligation(
+                    "global-race", f"another workgroup accesses the element this op "
+                    f"{later.verb}; workgroups are unordered", str(later.op.loc), PROVED))
+                continue
             if undeclared:
                 self.obligations.append(Obligation(
                     "global-race", "another workgroup may access the element this op "

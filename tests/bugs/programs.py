@@ -334,3 +334,24 @@ def relayout(**hooks):
                                 Y: Tensor("f32", "N", 16)):
         through_global(X, W, Y, **hooks)
     return relayout_through_global
+
+
+def unpermute_rows(X, ids, Y, *, atomic=True):
+    """MoE un-permute: row p of X (expert outputs in sorted order) goes back to token ids[p].
+    A token routed to several experts appears several times in `ids`, so the write-back must
+    add (atomically); a plain store keeps one contribution."""
+    TOKENS, D = Y.shape
+    T.assume(X.shape[0].eq(64))
+    T.assume(D.eq(8))
+    T.grid(1)
+    x = X.load((0, 0), T.copy_layout((64, 8), 4, 2))
+    (Y.atomic_add if atomic else Y.store)((0, 0), x, gather=T.Gather(ids, 0), guard=True)
+
+
+@cache
+def unpermute(**hooks):
+    @T.kernel(waves=4)
+    def moe_unpermute(X: Tensor("f32", "P", "D"), ids: Tensor("i32", "P"),
+                      Y: Tensor("f32", "TOKENS", "D")):
+        unpermute_rows(X, ids, Y, **hooks)
+    return moe_unpermute

@@ -1,0 +1,13 @@
+"""xfail: MoE un-permute writes each expert output row back to its token with a plain store, but
+a token routed to two experts appears twice in the index: two threads store one row and one
+contribution is lost (the fix adds atomically)."""
+
+import programs as P
+
+KERNEL = P.unpermute(atomic=False)
+FIXED = P.unpermute()
+EXPECT = [
+    "global-order: another thread of this workgroup accesses this global element",
+    "also accessed by wave \\d+ lane \\d+",
+    "confirmed by concrete replay",
+]
