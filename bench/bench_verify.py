@@ -52,6 +52,17 @@ def interpreter_seconds(kernel, size_grid: list[dict]) -> float:
     return time.perf_counter() - started
 
 
+def admitted(kernel, size_grid: list[dict]) -> list[dict]:
+    """The sizes of `size_grid` that the kernel's assumptions admit (a split-K kernel needs K
+    to be a multiple of its split)."""
+    def holds(fact, sizes) -> bool:
+        try:
+            return bool(evaluate(fact, sizes))
+        except KeyError:  # a fact about a scalar the grid does not fix
+            return True
+    return [sizes for sizes in size_grid if all(holds(a, sizes) for a in kernel.assumes)]
+
+
 def cpu_seconds() -> float:
     """CPU time of this process and of its finished worker processes."""
     own, workers = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
@@ -122,7 +133,7 @@ def main(json_path: str | None, skip_bugs: bool, skip_variants: bool) -> None:
             names = {v.name for v in ir.sizes}
             grid = (moe_sizes() if "TOKENS" in names else
                     [{"S": 128, "D": 8}, {"S": 256, "D": 8}] if "S" in names else
-                    [{"M": 64, "N": 64, "K": k} for k in (8, 16, 24)])
+                    admitted(ir, [{"M": 64, "N": 64, "K": k} for k in (8, 16, 24, 32, 48, 64)])[:3])
             rows.append(measure(path.stem, ir, grid))
             fixed = bug.FIXED if isinstance(bug.FIXED, O.Kernel) else bug.FIXED.trace()
             rows.append(measure(f"{path.stem} (fixed)", fixed, grid))
