@@ -6,6 +6,8 @@ phases into cycles; the verifier's bank facts report the worst phase.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from argus.isa_cdna3 import isa
@@ -16,13 +18,13 @@ def phase_loads(byte_addr: np.ndarray, access_bytes: int, *, read: bool,
     """Cycles of each phase of each access: `byte_addr` holds [..., 64] start addresses (one
     access per leading index, e.g. per wave or per instruction); `lanes` masks the lanes taking
     part (all by default). Returns [accesses, phases] bank loads (0 for an idle phase)."""
-    addr = np.asarray(byte_addr, np.int64).reshape(-1, isa.WAVE_SIZE)
+    addr = np.asarray(byte_addr).reshape(-1, isa.WAVE_SIZE)
     words = max(1, access_bytes // isa.LDS_BANK_BYTES)
-    phases = np.array(isa.lds_phases(access_bytes, read=read))             # [phases, lanes]
+    phases = _phases(access_bytes, read)                                    # [phases, lanes]
     dwords = (addr >> 2)[..., None] + np.arange(words)                      # [n, 64, words]
     if lanes is not None:
-        active = np.broadcast_to(np.asarray(lanes, bool).reshape(-1, isa.WAVE_SIZE), addr.shape)
-        dwords = np.where(active[..., None], dwords, -1)
+        dwords = np.where(np.asarray(lanes, bool).reshape(-1, isa.WAVE_SIZE)[..., None],
+                          dwords, -1)
     rows = dwords[:, phases].reshape(-1, phases.shape[1] * words)           # one row per phase
     ordered = np.sort(rows, axis=1)
     first = np.ones_like(ordered, dtype=bool)
@@ -32,6 +34,11 @@ def phase_loads(byte_addr: np.ndarray, access_bytes: int, *, read: bool,
     per_bank = np.bincount(bank[first], minlength=len(rows) * isa.LDS_BANKS)
     loads = per_bank.reshape(len(rows), isa.LDS_BANKS).max(axis=1)
     return loads.reshape(addr.shape[0], len(phases))
+
+
+@functools.lru_cache(maxsize=32)
+def _phases(access_bytes: int, read: bool) -> np.ndarray:
+    return np.array(isa.lds_phases(access_bytes, read=read))
 
 
 def access_cycles(byte_addr: np.ndarray, access_bytes: int, *, read: bool,
