@@ -18,10 +18,9 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_verify_loops import _violations as ring_violations
+from test_verify_loops import COLS as RING_COLS
+from test_verify_loops import ROWS as RING_ROWS
 from test_verify_loops import copy_kernel_setup, nested, ring
-from test_verify_mutants import BK, _grid_sizes, _site, mutants, ring_gemm
-from test_verify_mutants import _violations as mutant_violations
 
 import argus.lang as T
 from argus.absint.concrete import run
@@ -32,6 +31,9 @@ from argus.ir import ops as O
 from argus.ir.expr import And
 from argus.kernels import library
 from argus.lang import Tensor
+from argus.testing import as_program, mutants, tile_programs
+from argus.testing.checks import _site, interpreter_violations
+from argus.testing.families import RING_BK
 
 BUGS = Path(__file__).parent / "bugs"
 ROWS, COLS = 64, 2
@@ -200,7 +202,9 @@ def test_carried_register_bug_unknown_symbolically_is_refuted_bounded():
 @cache
 def _ring_outcome(slots: int, distance: int, unroll: int):
     report = verify(ring(slots, distance), unroll=unroll)
-    stale = {n for n in range(1, unroll + 1) if ring_violations(ring(slots, distance), n)}
+    program = as_program(ring(slots, distance))
+    stale = {n for n in range(1, unroll + 1)
+             if interpreter_violations(program, {"M": RING_ROWS, "K": n * RING_COLS})}
     return report, stale
 
 
@@ -270,20 +274,19 @@ def test_nested_loops_unroll_every_level():
                for cex in refuted)
 
 
-#: Workgroup grids and K tiles (= trips of the K loop) the interpreter runs per mutant.
-BOUNDED_GRID = ((1, 1, 1), (1, 1, 2), (2, 1, 2), (1, 2, 1))
+#: The interpreter runs each mutant at its oracle sizes with every K loop trip count up to this.
 UNROLL = 2
 
 
 @settings(max_examples=min(30, settings().max_examples))
-@given(mutants())
+@given(mutants(tile_programs("ring_gemm")))
 def test_bounded_mutant_verdicts_agree_with_the_interpreter(m):
-    ir = ring_gemm(m).trace()
-    report = verify(ir, unroll=UNROLL)
+    report = verify(m.kernel, unroll=UNROLL)
     found = {}
-    for tiles in BOUNDED_GRID:
-        for v in mutant_violations(ir, m, _grid_sizes(m, tiles)):
-            found.setdefault(_site(v), v)
+    for sizes in m.oracle:
+        for trips in range(1, UNROLL + 1):
+            for v in interpreter_violations(m, dict(sizes, K=RING_BK * trips)):
+                found.setdefault(_site(v), v)
     # each copy of the loop body has its own obligations: a site is proved when all are
     verdicts: dict = {}
     for ob in report.obligations:
@@ -294,8 +297,8 @@ def test_bounded_mutant_verdicts_agree_with_the_interpreter(m):
     for ob in report.refuted:
         cex = ob.counterexample
         assert cex.confirmed, (m, str(ob))
-        assert cex.sizes["K"] // BK <= UNROLL, (m, str(ob))
-        replayed = mutant_violations(ir, m, cex.sizes)
+        assert cex.sizes["K"] // RING_BK <= UNROLL, (m, str(ob))
+        replayed = interpreter_violations(m, cex.sizes)
         assert _site(ob) in {_site(v) for v in replayed}, (m, str(ob))
     if report.ok:
         assert not found, (m, list(found))
