@@ -40,12 +40,23 @@ def _branchy():
     return branchy.ir
 
 
+def _broadcast():
+    """An MFMA with the CBSZ/ABID modifiers (the bug corpus's shared-A kernel)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "bugs"))
+    import programs
+
+    return programs.broadcast_a().ir
+
+
 def _kernels():
     from argus.kernels import library
     from argus.kernels.attention import attention_fwd
 
     kernels = [entry.kernel.ir for entry in library().values()]
-    return kernels + [attention_fwd.trace(causal=True), _branchy()]
+    return kernels + [attention_fwd.trace(causal=True), _branchy(), _broadcast()]
 
 
 @pytest.fixture(scope="module")

@@ -113,3 +113,70 @@ def test_unpermute_with_repeated_tokens_adds_every_contribution():
                      {"X": X, "ids": ids, "Y": np.zeros((32, 8), np.float32)})
         assert np.array_equal(result.outputs["Y"], expected) is atomic
         assert {v.kind for v in result.violations} == (set() if atomic else {"global-order"})
+
+
+# ---------------------------------------------------------------------------------------------
+# MFMA modifiers and element types (not atomics, but new verifier classes of the same issue)
+
+
+def test_cbsz_abid_broadcast_multiplies_the_chosen_a_block():
+    rng = np.random.default_rng(3)
+    A = rng.integers(-3, 4, (64, 4)).astype(np.float32)
+    B = rng.integers(-3, 4, (64, 4)).astype(np.float32)
+    for abid in range(4):
+        result = run(P.broadcast_a(abid=abid).ir, {"A": A, "B": B,
+                                                   "C": np.zeros((16, 64), np.float32)})
+        np.testing.assert_array_equal(result.outputs["C"], A[16 * abid:16 * abid + 16] @ B.T)
+        assert result.ok is (abid == 2)
+
+
+def test_bad_broadcast_modifiers_and_lowering_fail_clearly():
+    import argus
+    import argus.lang as T
+    from argus.errors import ArgusError
+    from argus.lang import Tensor
+
+    instr = "v_mfma_f32_32x32x8_f16"  # one block: nothing to broadcast
+
+    @T.kernel(waves=1)
+    def one_block(A: Tensor("f16", 32, 8), B: Tensor("f16", 32, 8), C: Tensor("f32", 32, 32)):
+        T.grid(1)
+        C.store((0, 0), T.mfma(instr, A.load((0, 0), T.mfma_layout(instr, "a")),
+                               B.load((0, 0), T.mfma_layout(instr, "b")),
+                               T.zeros(T.mfma_layout(instr, "c")), cbsz=1, abid=0))
+
+    with pytest.raises(ArgusError, match="cbsz:1 broadcasts over 2\\*\\*cbsz blocks"):
+        one_block.trace()
+    with pytest.raises(ArgusError, match=r"mfma\.bcast.*MfmaBroadcast") as caught:
+        argus.compile(P.broadcast_a())
+    assert "programs.py:" in str(caught.value.loc)
+
+
+@pytest.mark.parametrize("instr,dtype,acc", [("v_mfma_i32_16x16x32_i8", "i8", "i32"),
+                                             ("v_mfma_f32_16x16x8_xf32", "f32", "f32")])
+def test_i8_and_xf32_mfmas_are_expressible_and_proved(instr, dtype, acc):
+    import argus.lang as T
+    from argus.absint.verify import verify
+    from argus.isa_cdna3.mfma import mfma
+    from argus.lang import Tensor
+
+    info = mfma(instr)
+
+    @T.kernel(waves=1)
+    def small(A: Tensor(dtype, info.m, info.k), B: Tensor(dtype, info.n, info.k),
+              C: Tensor(acc, info.m, info.n)):
+        T.grid(1)
+        T.tag(A, lambda m, k: {"row": m, "k": k})
+        T.tag(B, lambda n, k: {"col": n, "k": k})
+        c = T.mfma(instr, A.load((0, 0), T.mfma_layout(instr, "a")),
+                   B.load((0, 0), T.mfma_layout(instr, "b")),
+                   T.zeros(T.mfma_layout(instr, "c"), acc))
+        T.tag_assert(lambda A, B, C: A.k.eq(B.k), "A and B meet at one k")
+        C.store((0, 0), c)
+
+    assert verify(small).ok
+    rng = np.random.default_rng(4)
+    A = rng.integers(-100, 100, (info.m, info.k)).astype(np.float32)
+    B = rng.integers(-100, 100, (info.n, info.k)).astype(np.float32)
+    result = run(small.ir, {"A": A, "B": B, "C": np.zeros((info.m, info.n), np.float32)})
+    np.testing.assert_array_equal(result.outputs["C"], A @ B.T)  # exact: small integers

@@ -627,6 +627,9 @@ class _Workgroup:
 
     # MFMA
 
+    def op_MfmaBroadcast(self, op: O.MfmaBroadcast):
+        self.op_Mfma(op)
+
     def op_Mfma(self, op: O.Mfma):
         info, (lane_k, slot_k), a_pos, b_pos, (lane_c, slot_c), c_pos = _mfma_positions(op.instr)
         a, b, c = (self.values[v.name] for v in (op.a, op.b, op.c))
@@ -640,7 +643,10 @@ class _Workgroup:
         blocks = info.blocks
         a_shape, b_shape, c_shape = (blocks, info.m, info.k), (blocks, info.k, info.n), \
             (blocks, info.m, info.n)
-        a_mat = gather(a.data, a_pos, lane_k, slot_k, a_shape)
+        # with CBSZ/ABID every block reads A from the block a_block names
+        reads = op.a_block(np.arange(blocks)) if isinstance(op, O.MfmaBroadcast) else \
+            np.arange(blocks)
+        a_mat = gather(a.data, a_pos, lane_k, slot_k, a_shape)[:, reads]
         b_mat = gather(b.data, b_pos, lane_k, slot_k, b_shape)
         c_mat = gather(c.data, c_pos, lane_c, slot_c, c_shape)
         d_mat = np.matmul(a_mat.astype(np.float32), b_mat.astype(np.float32)) + c_mat
@@ -649,7 +655,7 @@ class _Workgroup:
         def tag_mats(value, pos, lanes, slots, shape):
             return {n: gather(t, pos, lanes, slots, shape) for n, t in value.tags.items()}
 
-        a_tags = tag_mats(a, a_pos, lane_k, slot_k, a_shape)
+        a_tags = {n: t[:, reads] for n, t in tag_mats(a, a_pos, lane_k, slot_k, a_shape).items()}
         b_tags = tag_mats(b, b_pos, lane_k, slot_k, b_shape)
         c_tags = tag_mats(c, c_pos, lane_c, slot_c, c_shape)
         if op.asserts:

@@ -410,7 +410,9 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         blk, i, k = info.a_coord(lane, slot)
         blk_b, k_b, j = info.b_coord(lb, sb)
         blk_c, i_c, j_c = info.c_coord(lc, sc)
-        meet = [blk.eq(blk_b), blk.eq(blk_c), k.eq(k_b), i.eq(i_c), j.eq(j_c)]
+        # with CBSZ/ABID, block blk_b reads A from block a_block(blk_b)
+        reads = op.a_block(blk_b) if isinstance(op, O.MfmaBroadcast) else blk_b
+        meet = [blk.eq(reads), blk_b.eq(blk_c), k.eq(k_b), i.eq(i_c), j.eq(j_c)]
         a = self.tags(op.a).at(wave, lane, slot)
         b = self.tags(op.b).at(wave, lb, sb)
         c = self.tags(op.c).at(wave, lc, sc)
@@ -421,6 +423,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                     "j": evaluate(j, env), "k": evaluate(k, env)}
         self.assertions(op, {"A": a.tags, "B": b.tags, "C": c.tags},
                         meet + list(a.defs + b.defs + c.defs), (wave, lane, slot), element)
+
+    op_MfmaBroadcast = op_Mfma
 
     def contract(self, op: O.Mfma) -> TileTags:
         """Row tags from A[i, 0], column tags from B[0, j]; tags both carry are dropped."""
@@ -433,7 +437,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         lb, sb = fresh_var("blane", 0, LANES), fresh_var("bslot", 0, info.k_per_lane)
         a_blk, a_i, a_k = info.a_coord(la, sa)
         b_blk, b_k, b_j = info.b_coord(lb, sb)
-        defs = [And(a_blk.eq(blk), a_i.eq(i), a_k.eq(0)), And(b_blk.eq(blk), b_j.eq(j),
+        reads = op.a_block(blk) if isinstance(op, O.MfmaBroadcast) else blk
+        defs = [And(a_blk.eq(reads), a_i.eq(i), a_k.eq(0)), And(b_blk.eq(blk), b_j.eq(j),
                                                                b_k.eq(0))]
         a = self.tags(op.a).at(thread[0], la, sa)
         b = self.tags(op.b).at(thread[0], lb, sb)

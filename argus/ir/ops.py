@@ -458,6 +458,8 @@ class Mfma(Op, mnemonic="mfma", transfer=Transfer.CONTRACT):
                                          ("B", b, info.b_type, info.k_per_lane),
                                          ("C", c, info.c_type, info.c_values),
                                          ("result", result, info.c_type, info.c_values)):
+            # xf32 instructions read f32 registers (and compute at reduced precision)
+            dtype = "f32" if dtype == "xf32" else dtype
             if tile.dtype != dtype:
                 _fail(self, f"{info.name} takes {name} as {dtype}, got {tile.dtype}")
             if tile.layout.slots != slots:
@@ -465,6 +467,33 @@ class Mfma(Op, mnemonic="mfma", transfer=Transfer.CONTRACT):
                             f"{tile.layout.slots}")
         if len({a.layout.waves, b.layout.waves, c.layout.waves}) != 1:
             _fail(self, "A, B and C must be laid out over the same number of waves")
+
+
+@attrs.frozen
+class MfmaBroadcast(Mfma, mnemonic="mfma.bcast"):
+    """A multi-block MFMA with the A-broadcast modifiers CBSZ and ABID: the blocks form groups
+    of 2**cbsz, and every block of a group reads A from block `abid` of its group (the other
+    blocks' A registers are not read). B and C stay per block."""
+
+    cbsz: int = attr(kw_only=True)
+    abid: int = attr(kw_only=True)
+
+    def check(self):
+        super().check()
+        from argus.isa_cdna3.mfma import mfma
+
+        info = mfma(self.instr)
+        if not 0 <= self.cbsz or 2 ** self.cbsz > info.blocks:
+            _fail(self, f"cbsz:{self.cbsz} broadcasts over 2**cbsz blocks, but {info.name} has "
+                        f"{info.blocks} block(s); use 0 <= cbsz <= log2({info.blocks})")
+        if not 0 <= self.abid < 2 ** self.cbsz:
+            _fail(self, f"abid:{self.abid} must name a block of a broadcast group of "
+                        f"{2 ** self.cbsz} (0 <= abid < 2**cbsz)")
+
+    def a_block(self, block):
+        """The block whose A registers block `block` reads (ints, arrays or expressions)."""
+        group = 2 ** self.cbsz
+        return block // group * group + self.abid
 
 
 @attrs.frozen

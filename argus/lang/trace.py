@@ -568,10 +568,15 @@ def zeros(spec: TileSpec, dtype: str = "f32") -> Tile:
     return _result(O.Full, current_builder().reg_type(dtype, spec, loc), loc, value=0.0)
 
 
-def mfma(instr: str, a: Tile, b: Tile, c: Tile) -> Tile:
-    """One MFMA per wave; the result has C's layout."""
+def mfma(instr: str, a: Tile, b: Tile, c: Tile, *, cbsz: int | None = None,
+         abid: int | None = None) -> Tile:
+    """One MFMA per wave; the result has C's layout. `cbsz`/`abid` (multi-block instructions):
+    every group of 2**cbsz blocks reads A from its block `abid`."""
     loc = user_loc()
-    return _result(O.Mfma, c.type, loc, instr=instr, a=a.value, b=b.value, c=c.value)
+    if cbsz is None and abid is None:
+        return _result(O.Mfma, c.type, loc, instr=instr, a=a.value, b=b.value, c=c.value)
+    return _result(O.MfmaBroadcast, c.type, loc, instr=instr, a=a.value, b=b.value,
+                   c=c.value, cbsz=cbsz or 0, abid=abid or 0)
 
 
 def _unary(fn: str, x: Tile) -> Tile:

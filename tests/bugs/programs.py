@@ -355,3 +355,44 @@ def unpermute(**hooks):
                       Y: Tensor("f32", "TOKENS", "D")):
         unpermute_rows(X, ids, Y, **hooks)
     return moe_unpermute
+
+
+BLOCKS_MFMA = "v_mfma_f32_16x16x4_4b_f16"
+
+
+def shared_a_blocks(A, B, C, *, abid=2):
+    """Four 16x16 products in one 4-block MFMA that share A: A's row block 2 (rows 32..47,
+    held in block 2's lanes) times each of four B blocks. CBSZ=2 broadcasts one block's A to
+    all four; ABID must name block 2, the one holding those rows."""
+    from argus.isa_cdna3.mfma import mfma
+
+    info = mfma(BLOCKS_MFMA)
+    T.grid(1)
+    T.tag(A, lambda m, k: {"row": m, "k": k})
+    T.tag(B, lambda n, k: {"col": n, "k": k})
+    wave, lane, slot = thread_vars(1, info.k_per_lane)
+    blk, i, k = info.a_coord(lane, slot)
+    a_spec = TileSpec((info.blocks * info.m, info.k), ThreadLayout(1, info.k_per_lane,
+                                                                   (blk * info.m + i, k)))
+    blk, k, j = info.b_coord(lane, slot)
+    b_spec = TileSpec((info.blocks * info.n, info.k), ThreadLayout(1, info.k_per_lane,
+                                                                   (blk * info.n + j, k)))
+    wave, lane, value = thread_vars(1, info.c_values)
+    blk, i, j = info.c_coord(lane, value)
+    c_spec = TileSpec((info.m, info.blocks * info.n), ThreadLayout(1, info.c_values,
+                                                                   (i, blk * info.n + j)))
+    acc = T.tag(T.zeros(c_spec), lambda i, j: {"row": 2 * info.m + i, "col": j})
+    acc = T.mfma(BLOCKS_MFMA, A.load((0, 0), a_spec), B.load((0, 0), b_spec), acc,
+                 cbsz=2, abid=abid)
+    T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), A.row.eq(C.row), B.col.eq(C.col)),
+                 "every block multiplies rows 32..47 of A by its own B block")
+    C.store((0, 0), acc)
+
+
+@cache
+def broadcast_a(**hooks):
+    @T.kernel(waves=1)
+    def mfma_shared_a(A: Tensor("f16", 64, 4), B: Tensor("f16", 64, 4),
+                      C: Tensor("f32", 16, 64)):
+        shared_a_blocks(A, B, C, **hooks)
+    return mfma_shared_a
