@@ -3,6 +3,9 @@ emulator against numpy (head dims, causal mask, several sizes per code object), 
 rounding against ml_dtypes, reductions whose lane exchanges come from the layout, and every IR
 op class either lowering or failing at compile time with the op and its DSL line."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +14,10 @@ from ml_dtypes import bfloat16
 
 import argus
 import argus.lang as T
-from argus.asm.lower import UnsupportedError
+from argus.asm.lower import (
+    UnsupportedError,
+    lanes,  # noqa: F401 (registers its rules, as lower() does)
+)
 from argus.asm.lower.isel import RULES
 from argus.ir import ops as O
 from argus.kernels import library
@@ -137,7 +143,19 @@ def lds_sum(X: Tensor("f32", 64, 16), Y: Tensor("f32", 64, 16)):
 
 #: op classes the backend does not lower yet, with a kernel using one: compiling it must stop
 #: at the op's DSL line, naming the op (issue 15: ds_add_f32 needs emulator semantics first)
-NOT_LOWERED = {O.LdsAtomicAdd: (lds_sum, r"test_lower_attention\.py:\d+.*lds\.atomic_add")}
+NOT_LOWERED = {
+    O.LdsAtomicAdd: (lambda: lds_sum, r"test_lower_attention\.py:\d+.*lds\.atomic_add"),
+    O.MfmaBroadcast: (lambda: _bug_programs().broadcast_a(), r"programs\.py:\d+.*mfma\.bcast"),
+}
+
+
+def _bug_programs():
+    folder = str(Path(__file__).parent / "bugs")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    import programs
+
+    return programs
 
 
 def test_every_ir_op_lowers_or_fails_naming_the_op_and_line(monkeypatch):
@@ -151,7 +169,7 @@ def test_every_ir_op_lowers_or_fails_naming_the_op_and_line(monkeypatch):
             assert cls not in RULES, f"{mnemonic} lowers now: drop it from NOT_LOWERED"
             kernel, message = NOT_LOWERED[cls]
             with pytest.raises(UnsupportedError, match=message):
-                argus.compile(kernel)
+                argus.compile(kernel())
         else:
             assert cls in RULES, f"IR op {mnemonic} ({cls.__name__}) has no lowering rule"
     monkeypatch.delitem(RULES, O.Reduce)
