@@ -96,9 +96,10 @@ def _step(inst: MInst, state: State) -> tuple[State, dict[str, int]]:
 
 
 def _bounded(queue: tuple, counter: str) -> tuple:
-    """Entries older than the largest count a wait can name are folded into one: any wait
-    that retires the folded entry retires all of them."""
-    keep = LIMIT[counter] - 1
+    """Entries older than the largest count a wait can name are folded into one, the oldest
+    kept: it sits at age LIMIT - 1, and a wait for that count retires every operation at least
+    that old, so all the folded ones."""
+    keep = LIMIT[counter]
     if len(queue) <= keep:
         return queue
     old = queue[:len(queue) - keep + 1]
