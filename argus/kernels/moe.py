@@ -72,7 +72,14 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
 
 def route(tokens: int, experts: int, block_m: int, rng) -> tuple[np.ndarray, ...]:
     """Random top-1 routing: (expert per token, sorted_ids padded per expert, block_expert)."""
-    choice = rng.integers(0, experts, tokens)
+    return pack(rng.integers(0, experts, tokens), experts, block_m)
+
+
+def pack(choice, experts: int, block_m: int) -> tuple[np.ndarray, ...]:
+    """The kernel's tables for a given routing (`choice[t]` = expert of token t): (choice,
+    sorted_ids padded per expert to whole row blocks, block_expert); an expert no token chose
+    gets no row block."""
+    choice, tokens = np.asarray(choice), len(choice)
     sorted_ids, block_expert = [], []
     for e in range(experts):
         mine = np.flatnonzero(choice == e)
