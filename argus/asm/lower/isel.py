@@ -4,7 +4,10 @@ interpreter `impl`s), producing machine instructions over virtual registers.
 Global memory goes through buffer resources (V#) whose record count bounds each tensor, so an
 out-of-range lane reads 0 instead of faulting; split-K adds through `buffer_atomic_add_f32`;
 MFMAs take their operands in the catalogue layouts the IR tiles already have; loops become an
-SGPR counter with `s_cmp` / `s_cbranch`. Ops that exist only for the proofs (tags) emit nothing.
+SGPR counter with `s_cmp` / `s_cbranch` (unrolled by their hint and, under `interleave`, their
+pipeline stages), uniform branches `s_cbranch` over if/else blocks; gathered rows come from the
+index tensor; f32 math is one VALU instruction per register. Ops that exist only for the proofs
+(tags, declared facts) emit nothing. Cross-lane rules (reduce, broadcast, mask) are in `lanes`.
 """
 
 from __future__ import annotations
