@@ -517,3 +517,43 @@ def test_over_read_faults_naming_the_wave_or_reads_zero_in_lenient_memory():
     run = emulate(code, grid=1, block=128, args=[data, out], memory="lenient")
     np.testing.assert_array_equal(out, np.concatenate([data[64:], np.zeros(64, np.uint32)]))
     assert run.unmapped_accesses == 64
+
+
+def test_a_spin_stops_at_the_default_per_wave_budget_naming_the_loop():
+    import inspect
+
+    from argus.isa_cdna3.emu import emulator
+
+    assert inspect.signature(emulator.run).parameters["max_wave_instructions"].default == (
+        emulator.MAX_WAVE_INSTRUCTIONS) <= 1 << 20
+    code = build("spin", ".Lspin:\n  s_branch .Lspin\n  s_endpgm\n")
+    with pytest.raises(EmulatorError, match=r"loop at pc 0x[0-9a-f]+ \(`s_branch"):
+        emulate(code, grid=4, block=128, args={}, max_wave_instructions=2000)
+
+
+def test_launches_the_emulator_cannot_run_are_refused_before_running():
+    code = build("copy", "  global_load_dword v2, v1, s[4:5]\n  s_waitcnt vmcnt(0)\n"
+                 "  global_store_dword v1, v2, s[6:7]\n  s_endpgm\n")
+    inp, out = np.arange(64, dtype=np.uint32), np.zeros(64, np.uint32)
+    for grid in ["12", 2.0, (1, 0), (True,), None]:
+        with pytest.raises(LaunchError, match="grid must be"):
+            emulate(code, grid=grid, block=64, args=[inp, out])
+    with pytest.raises(LaunchError, match="exceeds the dispatch limits"):
+        emulate(code, grid=(1, 2**16), block=64, args=[inp, out])
+    with pytest.raises(LaunchError, match="more than the 65536 waves"):
+        emulate(code, grid=10**6, block=64, args=[inp, out])
+    out.flags.writeable = False
+    with pytest.raises(LaunchError, match="'out' is a read-only array"):
+        emulate(code, grid=1, block=64, args=[inp, out])
+    out.flags.writeable = True
+    emulate(code, grid=1, block=64, args=[inp, out])
+    np.testing.assert_array_equal(out, inp)
+
+
+def test_a_code_object_for_another_processor_is_refused():
+    source = kernel_source("other", PROLOGUE + "  s_endpgm\n", IO).replace("--gfx942", "--gfx90a")
+    gfx90a = assemble(source, mcpu="gfx90a")
+    assert gfx90a.mcpu == "gfx90a"
+    with pytest.raises(LaunchError, match="built for gfx90a.*CDNA3") as error:
+        emulate(gfx90a, grid=1, block=64, args=[None, None])
+    assert "--mcpu gfx942" in error.value.fix

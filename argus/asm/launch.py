@@ -71,6 +71,8 @@ def prepare(info: KernelInfo, *, grid: int | Sequence[int], block: int | Sequenc
     by-value arguments are 0): numpy arrays go to global_buffer arguments, Python or numpy
     scalars are packed by value, None is a null pointer."""
     grid3, block3 = _xyz(grid, "grid"), _xyz(block, "block")
+    if any(g > limit for g, limit in zip(grid3, MAX_GRID)):
+        raise LaunchError(f"grid {grid3} exceeds the dispatch limits {MAX_GRID}")
     threads = block3[0] * block3[1] * block3[2]
     if threads > info.max_flat_workgroup_size:
         raise LaunchError(f"block of {threads} work-items exceeds the kernel's "
@@ -90,6 +92,11 @@ def prepare(info: KernelInfo, *, grid: int | Sequence[int], block: int | Sequenc
             if not value.flags.c_contiguous:
                 raise LaunchError(f"argument {arg.name!r} must be C-contiguous "
                                   f"(use np.ascontiguousarray)")
+            if not value.flags.writeable:
+                # results are written back into the arrays: refuse now, not after the run
+                raise LaunchError(f"argument {arg.name!r} is a read-only array; the kernel's "
+                                  "buffers are copied back into the arrays after the run",
+                                  fix="pass a writeable array (np.array(x) copies one)")
             if id(value) not in index_of:
                 index_of[id(value)] = len(buffers)
                 buffers.append((arg.name, value))
@@ -112,7 +119,7 @@ def prepare(info: KernelInfo, *, grid: int | Sequence[int], block: int | Sequenc
 def emulate(code_object: CodeObject | str | os.PathLike | bytes,
             kernel: str | KernelInfo | None = None, *, grid: int | Sequence[int],
             block: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any] = (),
-            check: str = "strict", max_wave_instructions: int = 500_000_000,
+            check: str = "strict", max_wave_instructions: int | None = None,
             bank_conflicts: bool = False, memory: str = "strict", trace: bool = False
             ) -> Emulation:
     """Run `kernel` over `grid` workgroups of `block` work-items (HIP's gridDim/blockDim) in the
@@ -145,13 +152,22 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
 
     `trace` records the ordered per-wave event trace the performance model schedules
     (`Emulation.events`); it implies `bank_conflicts` and costs a sort per memory access.
+
+    `max_wave_instructions` bounds the instructions any one wave executes (default
+    `emu.emulator.MAX_WAVE_INSTRUCTIONS`, about a million): a wave past it is a run-away, an
+    EmulatorError naming the PC it loops at.
     """
     co = _load(code_object)
+    if co.mcpu not in isa.CDNA3_TARGETS:
+        raise LaunchError(f"the code object is built for {co.mcpu}; the emulator runs CDNA3 "
+                          f"({', '.join(isa.CDNA3_TARGETS)}) code only, and {co.mcpu} decodes "
+                          "and times differently", fix="assemble it with --mcpu gfx942")
     info = _kernel(co, kernel)
     launch = prepare(info, grid=grid, block=block, args=args)
-    return run(program(co, info), launch, check=check,
-               max_wave_instructions=max_wave_instructions, bank_conflicts=bank_conflicts,
-               memory=memory, trace=trace)
+    options = {} if max_wave_instructions is None else {
+        "max_wave_instructions": max_wave_instructions}
+    return run(program(co, info), launch, check=check, bank_conflicts=bank_conflicts,
+               memory=memory, trace=trace, **options)
 
 
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -177,10 +193,22 @@ def unsupported_opcodes(code_object: CodeObject | str | os.PathLike | bytes,
     return {}
 
 
+#: workgroups per grid axis a dispatch may have (HIP: gridDim.x < 2^31, y and z < 2^16)
+MAX_GRID = (2**31 - 1, 2**16 - 1, 2**16 - 1)
+
+
 def _xyz(value: int | Sequence[int], what: str) -> Dim3:
+    """1 to 3 positive whole numbers (a string such as "12" is not a sequence of sizes)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (int, np.integer, Sequence,
+                                                                 np.ndarray)):
+        raise LaunchError(f"{what} must be an int or 1 to 3 ints, got {value!r}",
+                          fix=f"pass {what}=(x, y, z) or {what}=x")
     dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
-    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
-        raise LaunchError(f"{what} must be 1 to 3 positive sizes, got {value!r}")
+    if (not 1 <= len(dims) <= 3
+            or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1
+                   for d in dims)):
+        raise LaunchError(f"{what} must be 1 to 3 positive ints, got {value!r}",
+                          fix=f"pass {what}=(x, y, z) or {what}=x with whole numbers >= 1")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
 

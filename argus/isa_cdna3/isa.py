@@ -74,6 +74,9 @@ def occupancy(vgprs: int, lds_bytes: int, waves_per_workgroup: int) -> tuple[int
 
 
 # --- LDS ---
+#: the processors whose code objects run this ISA (CDNA3): gfx942, and the gfx940/941
+#: pre-production steppings LLVM still accepts
+CDNA3_TARGETS = ("gfx942", "gfx941", "gfx940")
 LDS_BYTES = 65536            # per workgroup and per CU on gfx942
 LDS_BANKS = 32
 LDS_BANK_BYTES = 4

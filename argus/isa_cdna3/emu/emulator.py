@@ -50,6 +50,13 @@ if TYPE_CHECKING:   # the launch record comes from the layer above; only its fie
 
 CHECK_MODES = ("strict", "warn", "off")
 QUANTUM = 64    # wait states a group runs before waves at other PCs get their turn
+#: instructions one wave may execute before the run counts as a run-away (a spin on a flag no
+#: one sets, a loop whose counter never reaches its bound): AMD's largest kernels in the tests
+#: run some 10^4-10^5 per wave, and the emulator steps a lone wave at about 10^5-10^6 a second,
+#: so a spin stops within seconds
+MAX_WAVE_INSTRUCTIONS = 1 << 20
+#: waves whose registers the emulator keeps at once (some 300 KiB each: 2^16 waves are 20 GB)
+MAX_EMULATED_WAVES = 1 << 16
 
 
 @attrs.define(eq=False)
@@ -205,7 +212,7 @@ def _initial_state(m: Machine, info: KernelInfo, grid: tuple[int, int, int],
 
 
 def run(program: Program, launch: Launch, *, check: str = "strict",
-        max_wave_instructions: int = 500_000_000, bank_conflicts: bool = False,
+        max_wave_instructions: int = MAX_WAVE_INSTRUCTIONS, bank_conflicts: bool = False,
         memory: str = "strict", trace: bool = False) -> Emulation:
     """Run `launch` (from `argus.asm.launch.prepare`) of `program` to completion.
 
@@ -238,9 +245,19 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
                                                      np.uint8)
 
     workgroups, waves_per_group = launch.workgroups, launch.waves_per_group
-    m = Machine(waves=workgroups * waves_per_group, workgroups=workgroups,
-                waves_per_group=waves_per_group, lds_bytes=info.group_segment_size,
-                memory=memory, accum_offset=info.accum_offset, check=check)
+    if workgroups * waves_per_group > MAX_EMULATED_WAVES:
+        raise LaunchError(f"kernel {info.name}: {workgroups} workgroups of {waves_per_group} "
+                          f"waves are more than the {MAX_EMULATED_WAVES} waves the emulator "
+                          "holds in memory at once",
+                          fix="emulate a smaller grid (the waves' state is kept all at once)")
+    try:
+        m = Machine(waves=workgroups * waves_per_group, workgroups=workgroups,
+                    waves_per_group=waves_per_group, lds_bytes=info.group_segment_size,
+                    memory=memory, accum_offset=info.accum_offset, check=check)
+    except MemoryError:
+        raise LaunchError(f"kernel {info.name}: the state of {workgroups} workgroups of "
+                          f"{waves_per_group} waves does not fit in this machine's memory",
+                          fix="emulate a smaller grid") from None
     _initial_state(m, info, grid3, block3, kernarg_addr, packet_addr)
     if bank_conflicts or trace:
         m.lds_cycles = {}
@@ -269,7 +286,6 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
     counts = np.zeros(len(instructions), np.int64)
     per_wave = m.executed
     debug = env.debug_level() >= 4
-    executed = 0
     group: Group | None = None
     parked: dict[bytes, list] = {}      # recent VALU writes of groups that handed over their turn
     while True:
@@ -292,7 +308,6 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
         counts[i] += group.n
         per_wave[group.sel] += 1
         group.tick += ticks[i]
-        executed += group.n
         if result is None:
             group.pc = next_pc[i]
         elif result != DIVERGED:
@@ -314,10 +329,21 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
                 parked[group.waves.tobytes()] = [(tick - group.tick, reg, inst) for tick, reg, inst
                                                  in group.recent_valu if tick >= horizon]
                 group = None
-        if executed > limit:
-            raise EmulatorError(f"kernel {name} executed more than {limit} wave-instructions "
-                                f"without finishing; an endless loop, or raise "
-                                f"max_wave_instructions")
+        if group is not None and per_wave[group.waves[0]] > limit:
+            raise _run_away(name, group, counts, instructions, index_of, limit)
+
+
+def _run_away(name, group, counts, instructions, index_of, limit) -> EmulatorError:
+    """The error for waves that outran the budget, naming where they loop: their PC and the
+    most executed instruction (inside the loop they spin in)."""
+    hottest = instructions[int(np.argmax(counts))]
+    here = instructions[index_of[group.pc]]
+    return EmulatorError(
+        f"kernel {name}: waves {group.waves[:4].tolist()} executed more than {limit} "
+        f"instructions each without finishing; they loop at pc 0x{here.address:x} "
+        f"(`{here.text}`), most executed 0x{hottest.address:x} (`{hottest.text}`): an endless "
+        "loop (a wait on a value nobody writes, a bound never reached), or pass a larger "
+        "max_wave_instructions")
 
 
 def _next_group(m: Machine, name: str) -> Group | None:
