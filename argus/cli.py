@@ -114,6 +114,16 @@ def disasm(path: str, kernel: str | None, stats: bool, as_json: bool, other: str
             disasm_command(path, kernel=kernel, stats=stats, as_json=as_json, echo=click.echo)
 
 
+def _sizes(items: tuple[str, ...]) -> dict:
+    """--size NAME=N pairs with whole-number values."""
+    sizes = _assignments(items, "--size")
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise click.BadParameter(f"{name}={value}: a size is a whole number, e.g. "
+                                     f"{name}=256", param_hint="--size")
+    return sizes
+
+
 def _assignments(items: tuple[str, ...], what: str) -> dict:
     """NAME=VALUE pairs; values read as int, true/false, else kept as text."""
     values = {}
@@ -197,7 +207,7 @@ def emulate_command(name: str | None, sizes: tuple[str, ...], seed: int, check: 
     if list_kernels or name is None:
         click.echo("\n".join(vendor_kernels()))
         return
-    shape = {key: int(value) for key, value in _assignments(sizes, "--size").items()}
+    shape = _sizes(sizes)
     outcome = run_vendor(name, shape=shape, seed=seed, check=check, bank_conflicts=banks)
     click.echo(outcome.report())
     sys.exit(0 if outcome.ok else 1)
@@ -294,6 +304,11 @@ def prove_command(goal: str, variables: tuple[str, ...], assumptions: tuple[str,
 
     try:
         declared = [_variable(spec, Var) for spec in variables]
+        names = [v.name for v in declared]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise click.BadParameter(f"{', '.join(twice)} declared more than once; give each "
+                                     "variable one range", param_hint="--var")
         goal_expr = parse(goal, declared)
         assumed = [parse(a, declared) for a in assumptions]
         order = [n.strip() for n in minimize.split(",") if n.strip()]
@@ -304,7 +319,8 @@ def prove_command(goal: str, variables: tuple[str, ...], assumptions: tuple[str,
                         minimize=order)
     except ArgusError:
         raise
-    except (TypeError, ValueError) as err:    # a malformed --var, or bounds Var rejects
+    except (TypeError, ValueError, ArithmeticError) as err:
+        # a malformed --var, bounds Var rejects, a division by the constant 0 in the goal
         raise click.ClickException(str(err)) from err
     click.echo(str(verdict))
     sys.exit(0 if isinstance(verdict, Proved) else 1 if isinstance(verdict, Refuted) else 3)

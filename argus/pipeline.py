@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import math
 import sys
+import traceback
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -41,7 +42,18 @@ def resolve_kernel(target: str):
         sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(Path(path).stem, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as err:
+        raise VerifyError(f"{err.msg}", loc=f"{err.filename}:{err.lineno}:{err.offset or 1}",
+                          fix=f"fix the syntax of {path}") from None
+    except Exception as err:  # the user's module failed while importing: say where
+        line = next((frame.lineno for frame in reversed(traceback.extract_tb(err.__traceback__))
+                     if Path(frame.filename).resolve() == Path(path).resolve()), None)
+        raise VerifyError(f"importing {path} raised {type(err).__name__}: {err}",
+                          loc=f"{path}:{line}" if line else path,
+                          fix="make the file importable on its own (python3 FILE runs it)"
+                          ) from None
     found = {k: v for k, v in vars(module).items()
              if isinstance(v, O.Kernel) or hasattr(v, "trace")}
     if name:

@@ -37,6 +37,10 @@ class CodeObjectError(ArgusError, ValueError):
     """The bytes are not a readable AMDGPU code object (truncated, not ELF, wrong machine...)."""
 
 
+class OutputError(ArgusError, OSError):
+    """An output file could not be written (no such directory, no permission, a full disk)."""
+
+
 class AssemblyError(ArgusError, ValueError):
     """LLVM rejected assembly text; carries the offending line of the caller's source."""
 
@@ -354,17 +358,33 @@ def _read_metadata(elf: ELFFile) -> dict:
 
 
 def write_atomic(path: Path, data: bytes) -> Path:
-    """Write via a temporary file in the same directory and rename over the target."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write via a temporary file in the same directory and rename over the target, with the
+    mode the umask gives a new file (like a compiler's output; mkstemp alone makes it 0600)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise OutputError(f"cannot write {path}: {err.strerror or err}",
+                          fix="choose an output path in a writable directory") from None
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise OutputError(f"cannot write {path}: {err.strerror or err}",
+                              fix="choose a writable output path with free space") from None
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
 
 
 # ---------------------------------------------------------------- assembling
@@ -402,7 +422,15 @@ def assemble_file(source: str | os.PathLike, output: str | os.PathLike, *,
                   mcpu: str = "gfx942") -> CodeObject:
     """Assemble FILE.s and write the code object atomically to `output`."""
     source = Path(source)
-    code = assemble(source.read_text(), mcpu=mcpu, name=str(source))
+    try:
+        text = source.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = source.read_bytes()[:err.start].count(b"\n") + 1
+        raise AssemblyError(f"{source}:{line}: byte 0x{err.object[err.start]:02x} is not UTF-8 "
+                            "text; assembly source must be UTF-8 (or ASCII)", line=line) from None
+    except OSError as err:
+        raise AssemblyError(f"cannot read {source}: {err.strerror or err}") from None
+    code = assemble(text, mcpu=mcpu, name=str(source))
     code.to_file(output)
     return code
 

@@ -71,6 +71,8 @@ class KernelDef:
         if unknown:
             raise DSLError(f"kernel {self.name} has no parameter(s) {sorted(unknown)}; it takes "
                            f"{sorted(self.params)}", _def_loc(self.fn))
+        for name, value in params.items():
+            _check_param_type(self.name, name, self.params[name], value, _def_loc(self.fn))
         chosen = {**self.params, **params}
         key = tuple(sorted(chosen.items()))
         if key not in self._cache:
@@ -145,3 +147,16 @@ def kernel(fn: Callable | None = None, *, waves: int = 4):
     if fn is None:
         return lambda f: KernelDef(f, waves, sys._getframe(1).f_locals)
     return KernelDef(fn, waves, namespace)
+
+
+def _check_param_type(kernel: str, name: str, default, value, loc):
+    """A parameter takes a value of its default's kind (an int for an int, a bool for a bool,
+    a number for a float), so `block_m="abc"` is refused here, not deep inside the trace."""
+    kinds = ((bool, (bool,), "true or false"), (int, (int,), "a whole number"),
+             (float, (int, float), "a number"))
+    for kind, accepted, words in kinds:
+        if isinstance(default, kind):
+            if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
+                raise DSLError(f"parameter {name}={value!r} of kernel {kernel}: it takes "
+                               f"{words} (default {default!r})", loc)
+            return

@@ -1,0 +1,74 @@
+"""Hostile but realistic CLI input: each case ends in one or two lines saying what, where and
+the fix, a non-zero exit, and no traceback; files are written with the umask's mode."""
+
+import os
+import stat
+
+import pytest
+from click.testing import CliRunner
+
+from argus.cli import main
+
+
+def run(*args):
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output, result.exception
+
+
+def assert_refused(args, says):
+    code, output, exception = run(*args)
+    assert code != 0, output
+    assert exception is None or isinstance(exception, SystemExit), exception
+    assert "Traceback" not in output and says in output, output
+
+
+def test_assembly_source_that_is_not_utf8(tmp_path):
+    source = tmp_path / "bad.s"
+    source.write_bytes(b"s_nop 0\n\xff\xfe s_endpgm\n")
+    assert_refused(["asm", str(source), "-o", str(tmp_path / "x.hsaco")],
+                   f"{source}:2: byte 0xff is not UTF-8")
+    assert not (tmp_path / "x.hsaco").exists()
+
+
+def test_an_unwritable_output_path(tmp_path):
+    source = tmp_path / "ok.s"
+    source.write_text("s_endpgm\n")
+    assert_refused(["asm", str(source), "-o", "/proc/argus-test.hsaco"],
+                   "cannot write /proc/argus-test.hsaco")
+
+
+def test_asm_output_follows_the_umask(tmp_path):
+    source = tmp_path / "ok.s"
+    source.write_text("s_endpgm\n")
+    previous = os.umask(0o027)
+    try:
+        code, output, _ = run("asm", str(source), "-o", str(tmp_path / "x.hsaco"))
+    finally:
+        os.umask(previous)
+    assert code == 0, output
+    assert stat.S_IMODE((tmp_path / "x.hsaco").stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["verify", "gemm", "--size", "M=abc"], "M='abc': a size of kernel gemm is a whole number"),
+    (["verify", "gemm", "--size", "M=-1"], "M=-1 is outside the range"),
+    (["verify", "gemm", "--size", "M=100"], "M=100 violates the assumption `M % 64 == 0`"),
+    (["verify", "gemm", "--param", "block_m=abc"],
+     "parameter block_m='abc' of kernel gemm: it takes a whole number"),
+    (["prove", "x // 0 == 0", "--var", "x=0:4"], "division by the constant 0"),
+    (["prove", "x < 8", "--var", "x=0:4", "--var", "x=0:8"], "x declared more than once"),
+    (["emulate", "bf16gemm_outf32_tn_32x64_pf3", "--size", "m=abc"],
+     "m=abc: a size is a whole number"),
+], ids=range(7))
+def test_bad_sizes_parameters_and_formulas(args, says):
+    assert_refused(args, says)
+
+
+def test_a_user_file_with_a_syntax_error_or_a_failing_import(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import argus.lang as T\n\ndef f(:\n    pass\n")
+    assert_refused(["verify", str(broken)], f"{broken}:3:")
+    missing = tmp_path / "missing.py"
+    missing.write_text("x = 1\nimport no_such_module_here\n")
+    assert_refused(["verify", str(missing)],
+                   f"{missing}:2: importing {missing} raised ModuleNotFoundError")
