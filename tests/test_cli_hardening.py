@@ -72,3 +72,8 @@ def test_a_user_file_with_a_syntax_error_or_a_failing_import(tmp_path):
     missing.write_text("x = 1\nimport no_such_module_here\n")
     assert_refused(["verify", str(missing)],
                    f"{missing}:2: importing {missing} raised ModuleNotFoundError")
+
+
+def test_a_bad_vendor_size_is_blamed_for_itself():
+    assert_refused(["emulate", "bf16gemm_outf32_tn_32x64_pf3", "--size", "m=0"],
+                   "size m=0 must be a whole number >= 1")
