@@ -105,6 +105,9 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
 def _trace(kernel, kwargs: dict):
     if isinstance(kernel, O.Kernel):
         ir, rest = kernel, dict(kwargs)
+    elif not callable(getattr(kernel, "trace", None)):
+        raise VerifyError(f"verify takes an @kernel function, a traced kernel or a library "
+                          f"kernel name, not {kernel!r}")
     else:
         params = {k: v for k, v in kwargs.items() if k in getattr(kernel, "params", {})}
         rest = {k: v for k, v in kwargs.items() if k not in params}

@@ -56,7 +56,11 @@ class _Interned(type):
     """Metaclass that returns the existing node when a structurally equal one is alive."""
 
     def __call__(cls, *args):
-        key = (cls, cls._intern_key(*args))
+        try:
+            key = (cls, cls._intern_key(*args))
+        except TypeError as err:  # missing or non-integer fields, e.g. Var("x") without bounds
+            raise ExprError(f"{cls.__name__}{args!r}: {err}",
+                            fix=(cls.__doc__ or "").split("\n")[0]) from None
         node = _INTERNED.get(key)
         if node is None:
             node = super().__call__(*args)
@@ -140,7 +144,7 @@ class Expr:
 
 def _check_name(_node, _attribute, name):
     if not (isinstance(name, str) and name.isidentifier()):
-        raise ValueError(f"Var name must be a Python identifier, got {name!r}")
+        raise ExprError(f"Var name must be a Python identifier, got {name!r}")
 
 
 @attrs.frozen(eq=False, repr=False, weakref_slot=True)
@@ -153,7 +157,7 @@ class Var(Expr, metaclass=_Interned):
 
     def __attrs_post_init__(self):
         if self.lo >= self.hi:
-            raise ValueError(
+            raise ExprError(
                 f"Var {self.name!r} has the empty range [{self.lo}, {self.hi}); give lo < hi "
                 "(the upper bound is exclusive)")
 
@@ -788,6 +792,11 @@ def _show_node(e, shown) -> tuple[str, int]:
 
 # ---------------------------------------------------------------------------------------------
 # parsing
+
+
+class ExprError(ArgusError, ValueError):
+    """An expression node built from values it cannot hold (a Var without bounds, an empty
+    range, a name that is not an identifier)."""
 
 
 class ExprSyntaxError(ArgusError, ValueError):

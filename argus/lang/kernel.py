@@ -13,7 +13,7 @@ import attrs
 from argus import env
 from argus.ir import ops as O
 from argus.ir.expr import Var
-from argus.ir.types import SIZE_RANGE, GlobalType, IRError, SourceLoc, Value
+from argus.ir.types import DTYPE_BYTES, SIZE_RANGE, GlobalType, IRError, SourceLoc, Value
 from argus.lang.errors import DSLError, short_path
 from argus.lang.trace import BUILDERS, Builder, Global
 
@@ -93,6 +93,14 @@ class KernelDef:
                 continue
             note = annotations.get(name)
             if isinstance(note, Tensor):
+                if note.dtype not in DTYPE_BYTES:
+                    raise DSLError(f"argument {name!r} has dtype {note.dtype!r}; use one of "
+                                   f"{sorted(DTYPE_BYTES)}", loc)
+                bad = [d for d in note.shape if not (isinstance(d, str) and d.isidentifier())
+                       and not (isinstance(d, int) and not isinstance(d, bool) and d >= 1)]
+                if bad or not note.shape:
+                    raise DSLError(f"argument {name!r} has shape {note.shape!r}; each dimension "
+                                   "is a size name (\"M\") or a whole number >= 1", loc)
                 shape = tuple(builder.sizes.setdefault(d, Var(d, *SIZE_RANGE))
                               if isinstance(d, str) else d for d in note.shape)
                 value = Value(name, GlobalType(note.dtype, shape))

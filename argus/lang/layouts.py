@@ -88,6 +88,10 @@ def reduced(spec: TileSpec, axis: int) -> TileSpec:
 def copy_layout(shape: tuple[int, int], waves: int, vector: int) -> TileSpec:
     """Row-major tile copied by all threads, each moving `vector` contiguous elements at a time
     (8 bf16 = one 16-byte load), consecutive threads on consecutive vectors."""
+    if (len(tuple(shape)) != 2 or not all(_whole(x) for x in (*shape, waves, vector))):
+        raise DSLError(f"copy_layout(shape={shape!r}, waves={waves!r}, vector={vector!r}): "
+                       "give a (rows, cols) shape, waves and vector as whole numbers >= 1",
+                       user_loc())
     rows, cols = shape
     threads = waves * LANES
     if cols % vector or (rows * cols) % (threads * vector):
@@ -126,3 +130,7 @@ def cosize(addr: AddressMap) -> int:
     grids = np.meshgrid(*(np.arange(n) for n in addr.shape), indexing="ij")
     offsets = np.asarray(evaluate(addr.offset, {f"c{a}": g for a, g in enumerate(grids)}))
     return int(offsets.max()) + 1
+
+
+def _whole(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1

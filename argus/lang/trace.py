@@ -413,6 +413,8 @@ def program_id(axis: int) -> Var:
     """This workgroup's index along grid `axis`, as a symbolic integer."""
     loc = user_loc()
     builder = current_builder()
+    if axis not in (0, 1, 2) or isinstance(axis, bool):
+        raise DSLError(f"program_id({axis!r}): the grid axis is 0, 1 or 2", loc)
     if axis not in builder.pids:
         var = Var(f"wg{axis}", 0, _pid_limit(builder.grid, axis))
         op = O.ProgramId(var=var, axis=axis, loc=loc)
@@ -473,6 +475,13 @@ def tag(tensor, fn: Callable):
 
 
 def _tag_items(fn, coords, loc):
+    try:
+        inspect.signature(fn).bind(*coords)
+    except TypeError:
+        raise DSLError(f"the tag function {getattr(fn, '__name__', fn)!r} must take "
+                       f"{len(coords)} coordinates (one per dimension)", loc) from None
+    except ValueError:
+        pass  # a builtin without a signature: let the call say
     tags = fn(*coords)
     if not isinstance(tags, dict) or not tags:
         raise DSLError("the tag function must return a non-empty dict {name: expression}", loc)
@@ -547,6 +556,11 @@ def lds(shape, dtype: str, *, swizzle=None, addr=None) -> Lds:
     XOR-swizzled with (bits, base, shift))."""
     loc = user_loc()
     builder = current_builder()
+    if addr is None and not (isinstance(shape, (tuple, list)) and shape and all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape)):
+        raise DSLError(f"lds shape {shape!r}: give a tuple of whole numbers >= 1", loc)
+    if dtype not in DTYPE_BYTES:
+        raise DSLError(f"lds dtype {dtype!r} is not one of {sorted(DTYPE_BYTES)}", loc)
     addr = addr if addr is not None else lds_layout(tuple(shape), swizzle)
     size = cosize(addr)
     builder.lds_bytes += size * DTYPE_BYTES[dtype]

@@ -1,0 +1,51 @@
+"""Arguments are validated where they enter the API: a bad one is an ArgusError naming it and
+the fix (DSLError, VerifyError, ExprError), never an incidental AttributeError, KeyError,
+TypeError or ZeroDivisionError from deep inside."""
+
+import pytest
+
+import argus
+import argus.lang as T
+from argus.errors import ArgusError
+from argus.ir.expr import Var
+from argus.lang import Tensor
+
+
+def kernel_with(body, dtype="f32"):
+    @T.kernel(waves=1)
+    def probe(X: Tensor(dtype, "N", 64), Y: Tensor("f32", "N", 64)):
+        T.grid(1)
+        body(X, Y)
+
+    return probe
+
+
+@pytest.mark.parametrize(("call", "says"), [
+    (lambda: argus.verify(42), "verify takes an @kernel function"),
+    (lambda: argus.verify(kernel_with(lambda X, Y: None, dtype="f33"), jobs=1),
+     "argument 'X' has dtype 'f33'"),
+    (lambda: argus.verify(kernel_with(lambda X, Y: T.copy_layout((16, 64), 0, 8)), jobs=1),
+     "waves and vector as whole numbers >= 1"),
+    (lambda: argus.verify(kernel_with(lambda X, Y: T.lds((-64, 32), "f32")), jobs=1),
+     "lds shape (-64, 32)"),
+    (lambda: argus.verify(kernel_with(lambda X, Y: T.lds((64, 32), "f33")), jobs=1),
+     "lds dtype 'f33'"),
+    (lambda: argus.verify(kernel_with(lambda X, Y: T.program_id(-1)), jobs=1),
+     "program_id(-1): the grid axis is 0, 1 or 2"),
+    (lambda: argus.verify(kernel_with(lambda X, Y: T.tag(X, lambda r: {"r": r})), jobs=1),
+     "must take 2 coordinates"),
+    (lambda: argus.verify(kernel_with(lambda X, Y: None), jobs=1, N=2**100), "outside the range"),
+    (lambda: Var("x"), "missing 2 required positional arguments"),
+    (lambda: Var("x", 3, 1), "empty range"),
+    (lambda: Var("x-1", 0, 4), "Python identifier"),
+], ids=range(11))
+def test_bad_arguments_are_argus_errors(call, says):
+    with pytest.raises(ArgusError) as error:
+        call()
+    assert says in str(error.value)
+
+
+def test_var_errors_are_still_value_errors():
+    # callers that caught ValueError before keep working
+    with pytest.raises(ValueError):
+        Var("x", 3, 1)
