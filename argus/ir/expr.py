@@ -56,11 +56,7 @@ class _Interned(type):
     """Metaclass that returns the existing node when a structurally equal one is alive."""
 
     def __call__(cls, *args):
-        try:
-            key = (cls, cls._intern_key(*args))
-        except TypeError as err:  # missing or non-integer fields, e.g. Var("x") without bounds
-            raise ExprError(f"{cls.__name__}{args!r}: {err}",
-                            fix=(cls.__doc__ or "").split("\n")[0]) from None
+        key = (cls, cls._intern_key(*args))
         node = _INTERNED.get(key)
         if node is None:
             node = super().__call__(*args)
@@ -162,8 +158,14 @@ class Var(Expr, metaclass=_Interned):
                 "(the upper bound is exclusive)")
 
     @staticmethod
-    def _intern_key(name, lo, hi):
-        return (name, operator.index(lo), operator.index(hi))
+    def _intern_key(name, lo=None, hi=None):
+        if lo is None or hi is None:
+            raise ExprError(f"Var({name!r}) needs its range: Var(name, lo, hi) ranges over "
+                            "[lo, hi), e.g. Var('lane', 0, 64)")
+        try:
+            return (name, operator.index(lo), operator.index(hi))
+        except TypeError:
+            raise ExprError(f"Var({name!r}, {lo!r}, {hi!r}): the bounds must be ints") from None
 
     @property
     def is_bool(self) -> bool:
