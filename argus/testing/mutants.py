@@ -210,6 +210,14 @@ def _rotate_lanes(info, lane, slot):
     return {"lane": (lane + 1) % LANES}
 
 
+def _broadcasting_mfmas(kernel):
+    return [(i, 0) for i, op in _ops_of(kernel, (O.MfmaBroadcast,)) if op.cbsz > 0]
+
+
+def _next_abid(kernel, site):
+    return _evolve_at(kernel, site[0], abid=lambda op: (op.abid + 1) % 2 ** op.cbsz)
+
+
 def _exchanges(kernel):
     """Cross-lane exchanges (reductions, broadcasts) whose result layout depends on the lane."""
     return [(i, 0) for i, op in _ops_of(kernel, (O.Reduce, O.Broadcast))
@@ -278,6 +286,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
     Operator("shift_exchange", "cross-lane reduction or broadcast one lane off (a row's "
              "statistics land on its neighbour)", frozenset({"tag-assertion", "tag-missing"}),
              _exchanges, _shift_exchange),
+    Operator("wrong_abid", "MFMA A broadcast (CBSZ) from the wrong block (ABID)",
+             frozenset({"tag-assertion"}), _broadcasting_mfmas, _next_abid),
     Operator("loosen_mask", "causal mask off by one (keeps one key past the query)",
              frozenset({"tag-assertion"}), _checked_masks, _loosen_mask),
     Operator("transpose_mask", "causal mask with key and query swapped",
