@@ -77,3 +77,32 @@ def test_a_user_file_with_a_syntax_error_or_a_failing_import(tmp_path):
 def test_a_bad_vendor_size_is_blamed_for_itself():
     assert_refused(["emulate", "bf16gemm_outf32_tn_32x64_pf3", "--size", "m=0"],
                    "size m=0 must be a whole number >= 1")
+
+
+def test_offline_with_an_empty_cache_or_a_corrupt_wheel(tmp_path, monkeypatch):
+    from argus.asm import aiter
+
+    monkeypatch.setenv("ARGUS_CACHE", str(tmp_path))
+    # pip cannot reach an index: a one-line error with the fix, not a traceback
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "1")
+    assert_refused(["emulate", "bf16gemm_outf32_tn_32x64_pf3"], "could not download amd-aiter")
+    wheels = tmp_path / "wheels"
+    (wheels / f"amd_aiter-{aiter.AITER_VERSION}-py3-none-any.whl").write_bytes(b"not a zip")
+    assert_refused(["emulate", "bf16gemm_outf32_tn_32x64_pf3"], "cannot unpack")
+
+
+def test_a_code_object_for_an_rdna_gpu_is_named_before_decoding(tmp_path):
+    from argus.asm import CodeObject, assemble
+    from argus.isa_cdna3.kernel_template import kernel_source
+
+    # a gfx942 object relabelled gfx1100 in the ELF header's e_flags (offset 48, EF_AMDGPU_MACH
+    # in the low byte): the target is named before llvm-objdump is asked to decode anything
+    data = bytearray(assemble(kernel_source("rdna", "  s_endpgm\n", [])).data)
+    flags = int.from_bytes(data[48:52], "little") & ~0xFF | 0x41
+    data[48:52] = flags.to_bytes(4, "little")
+    assert CodeObject(bytes(data)).mcpu == "gfx1100"
+    path = tmp_path / "rdna.hsaco"
+    path.write_bytes(bytes(data))
+    assert_refused(["disasm", str(path)], "built for gfx1100")

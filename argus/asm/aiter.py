@@ -43,13 +43,20 @@ def aiter_root(*, download: bool = True) -> Path:
         if done.returncode != 0 or not wheels:
             raise VendorError(
                 f"could not download amd-aiter {AITER_VERSION} ({' '.join(cmd)}):\n"
-                f"{done.stderr.strip()[-2000:]}")
+                f"{done.stderr.strip()[-2000:]}",
+                fix=f"run once with network access, or put amd_aiter-{AITER_VERSION}-*.whl "
+                    f"into {wheel_dir}")
     partial = root.with_name(root.name + ".partial")
     for stale in (partial, root):  # an interrupted unpack leaves no marker behind
         shutil.rmtree(stale, ignore_errors=True)
-    with zipfile.ZipFile(wheels[-1]) as wheel:
-        members = [m for m in wheel.namelist() if m.startswith("aiter_meta/")]
-        wheel.extractall(partial, members)
+    try:
+        with zipfile.ZipFile(wheels[-1]) as wheel:
+            members = [m for m in wheel.namelist() if m.startswith("aiter_meta/")]
+            wheel.extractall(partial, members)
+    except (zipfile.BadZipFile, OSError) as err:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise VendorError(f"cannot unpack {wheels[-1]}: {err}",
+                          fix="delete it so that Argus downloads it again") from None
     (partial / ".unpacked").touch()
     partial.rename(root)
     return root

@@ -29,7 +29,7 @@ from argus.isa_cdna3.instruction import Instruction
 NT_AMDGPU_METADATA = 32
 # e_flags & EF_AMDGPU_MACH -> processor name, for the processors Argus meets in practice.
 MACHINES = {0x2F: "gfx90a", 0x30: "gfx908", 0x3F: "gfx90a", 0x40: "gfx940", 0x4B: "gfx941",
-            0x4C: "gfx942", 0x4F: "gfx950"}
+            0x4C: "gfx942", 0x4F: "gfx950", 0x36: "gfx1030", 0x41: "gfx1100"}
 EF_AMDGPU_MACH = 0xFF
 
 

@@ -322,14 +322,28 @@ def parse_objdump(listing: str, text: bytes, text_address: int) -> list[Instruct
     return instructions
 
 
+def _decodable_mcpu(code: CodeObject) -> str:
+    """The processor to decode `code` for: its own when it is a CDNA (gfx9) part, gfx942 when
+    the ELF header names none; anything else is refused by name before llvm-objdump runs."""
+    from argus.asm.codeobject import EF_AMDGPU_MACH, CodeObjectError
+
+    if code.e_flags & EF_AMDGPU_MACH == 0:
+        return "gfx942"
+    if code.mcpu.startswith("gfx9"):
+        return code.mcpu
+    where = f" ({code.path})" if code.path else ""
+    raise CodeObjectError(f"the code object{where} is built for {code.mcpu}; Argus decodes CDNA "
+                          "(gfx9) code objects, gfx942 first",
+                          fix="disassemble it with llvm-objdump --mcpu of its own target")
+
+
 def disassemble_code_objects(codes: Sequence[CodeObject], toolchain: Toolchain
                              ) -> list[list[Instruction]]:
     """Decode many code objects with one llvm-objdump run per processor (startup dominates)."""
     results: list[list[Instruction] | None] = [None] * len(codes)
     by_mcpu: dict[str, list[int]] = {}
     for index, code in enumerate(codes):
-        mcpu = code.mcpu if code.mcpu.startswith("gfx") else "gfx942"
-        by_mcpu.setdefault(mcpu, []).append(index)
+        by_mcpu.setdefault(_decodable_mcpu(code), []).append(index)
     with tempfile.TemporaryDirectory(prefix="argus-disasm-") as tmp:
         for mcpu, indices in by_mcpu.items():
             paths = []
