@@ -35,11 +35,13 @@ def kernel_with(body, dtype="f32"):
     (lambda: argus.verify(kernel_with(lambda X, Y: T.tag(X, lambda r: {"r": r})), jobs=1),
      "must take 2 coordinates"),
     (lambda: argus.verify(kernel_with(lambda X, Y: None), jobs=1, N=2**100), "outside the range"),
+    (lambda: argus.verify(kernel_with(lambda X, Y: T.tag_assert("X.r == 1", "rows")), jobs=1),
+     "tag_assert takes a predicate function"),
     (lambda: Var("x"), "needs its range"),
     (lambda: Var("x", 0, 2.5), "the bounds must be ints"),
     (lambda: Var("x", 3, 1), "empty range"),
     (lambda: Var("x-1", 0, 4), "Python identifier"),
-], ids=range(12))
+], ids=range(13))
 def test_bad_arguments_are_argus_errors(call, says):
     with pytest.raises(ArgusError) as error:
         call()

@@ -505,6 +505,11 @@ def tag_assert(predicate: Callable, message: str, *, on: Tile | None = None) -> 
     takes assertions (MFMA, store, elementwise, mask). `predicate(*roles)` gets one argument
     per role of that op (MFMA: A, B, C; store: V, D; binary: X, Y; mask: X)."""
     loc = user_loc()
+    if not callable(predicate):
+        raise DSLError(f"tag_assert takes a predicate function of the op's roles, e.g. "
+                       f"lambda A, B, C: A.k.eq(B.k), not {predicate!r}", loc)
+    if not isinstance(message, str):
+        raise DSLError(f"tag_assert's message must be text, got {message!r}", loc)
     ops = current_builder().blocks[-1]
     index = _assertion_target(ops, on, loc)
     op = ops[index]
@@ -547,7 +552,8 @@ def _assertion_target(ops, on, loc) -> int:
             continue
         if on is None or op.results == (on.value,):
             return index
-    what = f"the op producing {on.value}" if on is not None else "an op that takes assertions"
+    what = (f"the op producing {on.value}" if on is not None
+            else "op that takes assertions (MFMA, store, elementwise, mask)")
     raise DSLError(f"tag_assert finds no {what} earlier in this block", loc)
 
 
