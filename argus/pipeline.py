@@ -19,6 +19,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 
+from argus.absint.admissible import checked_sizes
 from argus.absint.concrete import run
 from argus.absint.verify import VerifyError
 from argus.ir import ops as O
@@ -91,7 +92,7 @@ def run_interp(name: str, sizes: dict[str, int] | None = None, params: dict | No
         raise KeyError(f"no library kernel {name!r}; choose one of {sorted(kernels)}")
     entry = kernels[name]
     params = dict(params or {})
-    sizes = {**entry.sizes, **(sizes or {})}
+    sizes = checked_sizes(entry.kernel.trace(**params), sizes or {}, entry.sizes)
     if name == "attention_fwd":
         sizes["D"] = params.setdefault("head_dim", sizes.get("D", 64))
     inputs = entry.inputs(sizes, params, seed)
@@ -315,7 +316,7 @@ def run_emulated(name: str, sizes: dict[str, int] | None = None, params: dict | 
         raise KeyError(f"no library kernel {name!r}; choose one of {sorted(kernels)}")
     entry = kernels[name]
     params = dict(params or {})
-    sizes = {**entry.sizes, **(sizes or {})}
+    sizes = checked_sizes(entry.kernel.trace(**params), sizes or {}, entry.sizes)
     compiled = compile(entry.kernel, policy=policy, **params)
     inputs = entry.inputs(sizes, params, seed)
     named = {t.name: inputs[t.name] for t in compiled.ir.tensors}

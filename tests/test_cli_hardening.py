@@ -59,7 +59,11 @@ def test_asm_output_follows_the_umask(tmp_path):
     (["prove", "x < 8", "--var", "x=0:4", "--var", "x=0:8"], "x declared more than once"),
     (["emulate", "bf16gemm_outf32_tn_32x64_pf3", "--size", "m=abc"],
      "m=abc: a size is a whole number"),
-], ids=range(7))
+    (["run", "gemm", "--interp", "--size", "M=abc"], "M='abc': a size of kernel gemm"),
+    (["run", "gemm", "--interp", "--size", "M=-64"], "M=-64 is outside the range"),
+    (["run", "gemm", "--interp", "--size", "M=100"], "violates the assumption `M % 64 == 0`"),
+    (["run", "gemm", "--emulate", "--size", "Q=64"], "kernel gemm has no size ['Q']"),
+], ids=range(11))
 def test_bad_sizes_parameters_and_formulas(args, says):
     assert_refused(args, says)
 

@@ -244,7 +244,7 @@ def test_argus_run_json_is_machine_readable():
 def test_argus_run_rejects_sizes_that_break_an_assumption():
     out = CliRunner().invoke(main, ["run", "gemm", "--interp", "--size", "M=100"])
     assert out.exit_code != 0
-    assert "assumes M % 64 == 0" in out.output
+    assert "violates the assumption `M % 64 == 0`" in out.output
 
 
 # ---------------------------------------------------------------------------------------------

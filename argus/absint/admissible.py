@@ -32,16 +32,34 @@ def size_value(ir: O.Kernel, var: Var, value) -> int:
     return value
 
 
-def check_admissible(verifier, ir: O.Kernel, pins: dict):
-    """Refuse to verify where nothing would run: pinned sizes that break one of the kernel's
-    assumptions, assumptions no size satisfies, a grid empty at every admitted size. Each
-    would make every obligation hold vacuously, and the report would say Verified."""
+def checked_sizes(ir: O.Kernel, given: dict, defaults: dict | None = None) -> dict:
+    """Concrete sizes for a run of `ir`: the `given` ones validated like verify's pins (whole
+    numbers in range), merged over `defaults`, and the kernel's assumptions holding at them."""
+    sizes = {v.name: v for v in ir.sizes + ir.scalars}
+    unknown = set(given) - sizes.keys()
+    if unknown:
+        raise VerifyError(f"kernel {ir.name} has no size {sorted(unknown)}; its sizes are "
+                          f"{sorted(sizes)}")
+    pins = {**(defaults or {}), **{k: size_value(ir, sizes[k], v) for k, v in given.items()}}
+    _check_assumptions(ir, {k: v for k, v in pins.items() if k in sizes})
+    return pins
+
+
+def _check_assumptions(ir: O.Kernel, pins: dict):
     pinned = ", ".join(f"{k}={v}" for k, v in pins.items())
     for assume in ir.assumes:
         if {v.name for v in free_vars(assume)} <= pins.keys() and not holds_at(assume, pins):
             raise VerifyError(
                 f"{pinned} violates the assumption `{assume}` of kernel {ir.name}",
                 loc=ir.loc, fix="pick sizes that satisfy the kernel's T.assume statements")
+
+
+def check_admissible(verifier, ir: O.Kernel, pins: dict):
+    """Refuse to verify where nothing would run: pinned sizes that break one of the kernel's
+    assumptions, assumptions no size satisfies, a grid empty at every admitted size. Each
+    would make every obligation hold vacuously, and the report would say Verified."""
+    pinned = ", ".join(f"{k}={v}" for k, v in pins.items())
+    _check_assumptions(ir, pins)
     # without a bounded run's trip bounds: check_bounded_sizes explains those
     assumes = verifier.assumes[:len(verifier.assumes) - len(verifier.trip_bounds)]
     if verifier.holds(FALSE, assumes):
