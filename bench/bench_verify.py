@@ -131,7 +131,8 @@ def main(json_path: str | None, skip_bugs: bool, skip_variants: bool) -> None:
             bug = importlib.import_module(path.stem)
             ir = bug.KERNEL if isinstance(bug.KERNEL, O.Kernel) else bug.KERNEL.trace()
             names = {v.name for v in ir.sizes}
-            grid = (moe_sizes() if "TOKENS" in names else
+            # a bug file may name its own sizes (kernels of other shapes than the three below)
+            grid = getattr(bug, "SIZES", None) or (moe_sizes() if "TOKENS" in names else
                     [{"S": 128, "D": 8}, {"S": 256, "D": 8}] if "S" in names else
                     admitted(ir, [{"M": 64, "N": 64, "K": k} for k in (8, 16, 24, 32, 48, 64)])[:3])
             # a kernel with sizes this grid does not fix gets no interpreter column (0 s)

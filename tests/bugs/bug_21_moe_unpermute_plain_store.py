@@ -6,6 +6,8 @@ import programs as P
 
 KERNEL = P.unpermute(atomic=False)
 FIXED = P.unpermute()
+#: sizes bench/bench_verify.py runs the interpreter at (zero ids: every row goes to token 0)
+SIZES = [{"P": 64, "D": 8, "TOKENS": 64}]
 EXPECT = [
     "global-order: another thread of this workgroup accesses this global element",
     "also accessed by wave \\d+ lane \\d+",
