@@ -190,8 +190,12 @@ def _write_result(m: Machine, g: Group, inst: Instruction, info: MfmaInfo, d_idx
         m.stale[dest, g.sel] = m.vgpr[dest, g.sel]
     m.vgpr[dest, g.sel] = d
     m.mfma_issued[dest, g.sel] = m.clocks(g)
-    for reg in range(d_idx, d_idx + info.c_regs):
-        m.mfma_producer[reg] = (inst, info, d_idx, info.c_regs)
+    key = (inst.address, d_idx)
+    if key not in m.mfma_producer_ids:
+        m.mfma_producer_ids[key] = len(m.mfma_producers)
+        m.mfma_producers.append((inst, info, d_idx, info.c_regs))
+    m.mfma_from[dest, g.sel] = m.mfma_producer_ids[key]
+    m.mfma_producer.update(range(d_idx, d_idx + info.c_regs))
 
 
 def _check_valu_to_mfma(m: Machine, g: Group, inst: Instruction, regs: frozenset[int]) -> None:

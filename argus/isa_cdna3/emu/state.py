@@ -243,9 +243,14 @@ class Machine:
         self.pending_s: dict[int, np.ndarray] = {}
         self.pending_by_reg: dict[tuple[str, int], PendingResult] = {}
         self.pending_total: dict[tuple[str, int], int] = {}
-        # MFMA results: issue clock of the last MFMA writing each VGPR; the value before it
+        # MFMA results: issue clock of the last MFMA writing each VGPR, and which MFMA it was
+        # (an index into mfma_producers), per wave: waves on different paths (trip counts) have
+        # different last writers of one register; the value before it
         self.mfma_issued = np.zeros((isa.VGPRS_UNIFIED, waves), np.int64)
-        self.mfma_producer: dict[int, tuple[Instruction, MfmaInfo, int, int]] = {}
+        self.mfma_from = np.full((isa.VGPRS_UNIFIED, waves), -1, np.int32)
+        self.mfma_producers: list[tuple[Instruction, MfmaInfo, int, int]] = []
+        self.mfma_producer_ids: dict[tuple[int, int], int] = {}
+        self.mfma_producer: set[int] = set()       # registers some wave's MFMA wrote
         self.stale = np.zeros_like(self.vgpr)
         self.hazards: list[Hazard] = []
         self.bytes_moved: dict[int, int] = {}
@@ -297,19 +302,28 @@ class Machine:
             self._check_pending(g, idx, inst, self.pending_v[idx], "v")
         if idx not in self.mfma_producer:
             return None
-        producer, info, start, count = self.mfma_producer[idx]
-        if mfma_srcc is None:
-            wait = isa.mfma_to_read_wait_states(info)
-        else:
-            wait = isa.mfma_to_srcc_wait_states(info, same_registers=mfma_srcc == (start, count))
-            if wait == 0:
-                return None
-        ready = self.mfma_issued[idx][g.sel] + 1 + wait
+        which = self.mfma_from[idx][g.sel]
         clocks = self.clocks(g)
-        early = clocks < ready
-        if not early.any():
+        early = np.zeros(g.n, bool)
+        need, culprit = 0, None
+        for pid in np.unique(which[which >= 0]):
+            producer, info, start, count = self.mfma_producers[int(pid)]
+            if mfma_srcc is None:
+                wait = isa.mfma_to_read_wait_states(info)
+            else:
+                wait = isa.mfma_to_srcc_wait_states(info,
+                                                    same_registers=mfma_srcc == (start, count))
+                if wait == 0:
+                    continue
+            ready = self.mfma_issued[idx][g.sel] + 1 + wait
+            late = (which == pid) & (clocks < ready)
+            if late.any():
+                early |= late
+                need = max(need, int(ready[late].max() - clocks[late].min()))
+                culprit = culprit or (producer, info)
+        if culprit is None:
             return None
-        need = int(ready[early].max() - clocks[early].min())
+        producer, info = culprit
         self.report(g, early, "mfma-result", inst, producer.address, producer.text,
                     self.vgpr_name(idx), f"{info.name} needs more wait states ({need} missing); "
                     f"insert `s_nop` or independent instructions")
