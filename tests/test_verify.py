@@ -67,7 +67,7 @@ def test_refutation_is_confirmed_and_minimal():
     assert cex.confirmed and refuted.verdict == REFUTED
     # the diagonal element (key = query) is wrongly masked; the first one is lane 0, slot 0
     assert (cex.workgroup, cex.wave, cex.lane, cex.slot) == ((0, 0, 0), 0, 0, 0)
-    assert cex.tags["X"] == {"key": 0, "query": 0}
+    assert cex.tags["X"] == {"key": 0, "query": 0, "valid": 1}
     assert cex.sizes["S"] == 128
 
 
