@@ -7,6 +7,7 @@ import time
 
 import pytest
 from fakes import edits
+from pytest_httpserver import HTTPServer
 
 from argus.search import Budget, Problem, tune
 from argus.search.planners import SearchState
@@ -16,6 +17,17 @@ from argus.search.space import SearchError
 from argus.search.store import read
 
 GEMM = Problem("gemm", {"M": 256, "N": 256, "K": 256})
+
+
+@pytest.fixture
+def httpserver():
+    """The fake server for one test only: the plugin's own fixture keeps a server thread for the
+    whole session, and a live thread stops the verifier from forking its workers (can_fork)."""
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.start()
+    yield server
+    server.clear()
+    server.stop()
 
 
 def completion(content=None, refusal=None, finish="stop"):

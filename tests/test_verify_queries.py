@@ -179,6 +179,10 @@ def _die_on_seven(x):
 
 
 def test_a_dead_worker_costs_its_items_not_the_run():
+    import threading
+
+    # in-process, _die_on_seven would end the test run itself
+    assert can_fork(), f"threads left running by an earlier test: {threading.enumerate()}"
     items = list(range(20))
     answers = map_items(_die_on_seven, items, 2, lost=lambda item, reason: ("lost", reason))
     # only the item whose worker died is answered by `lost`; a fresh worker takes the rest
