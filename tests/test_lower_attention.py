@@ -183,13 +183,9 @@ def test_every_ir_op_lowers_or_fails_naming_the_op_and_line(monkeypatch):
 def test_inserted_waits_and_nops_of_attention_are_necessary():
     """Weakening an inserted `s_waitcnt` by one or an `s_nop` by one wait state makes the strict
     emulator complain or the output go wrong. Every site under the dev profile; an evenly spread
-    sample of them (a third under ci, a tenth under quick) otherwise, to keep the suite fast."""
-    from test_lower_waits import inserted, weakened
+    sample of them (half under ci, a tenth under quick) otherwise, to keep the suite fast."""
+    from test_lower_waits import emulation_passes, inserted, silent_weakenings
 
-    from argus.asm import assemble
-    from argus.asm.launch import emulate
-    from argus.isa_cdna3.abi import LaunchError
-    from argus.isa_cdna3.emu import EmulatorError
 
     compiled = argus.compile(ATTENTION.kernel)
     lowered = compiled.lowered
@@ -201,26 +197,6 @@ def test_inserted_waits_and_nops_of_attention_are_necessary():
     sites = inserted(lowered.items)
     assert sum(items[i].opcode == "s_waitcnt" for items, i in sites) >= 10
     share = max(1, round(300 / max(settings.default.max_examples, 1)))   # quick 10, ci 2, dev 1
-    silent = []
-    for items, index in sites[::min(share, 10)]:
-        original = items[index]
-        for variant in weakened(original):
-            if variant.inserted == "drop":
-                del items[index]
-            else:
-                items[index] = variant
-            try:
-                args = compiled.arguments({**bound, "O": np.zeros_like(arrays["O"])}, sizes)
-                emulate(assemble(lowered.render()), grid=compiled.grid(**sizes), block=256,
-                        args=args, check="strict")
-                error = np.abs(args["O"].astype(np.float64) - reference).max()
-                if error <= ATTENTION.tolerance:
-                    silent.append(f"{original.text()} -> {variant.text()} ({original.note})")
-            except (EmulatorError, LaunchError):
-                pass
-            finally:
-                if variant.inserted == "drop":
-                    items.insert(index, original)
-                else:
-                    items[index] = original
+    silent = silent_weakenings(sites[::min(share, 10)], lambda: emulation_passes(
+        compiled, bound, sizes, "O", reference, ATTENTION.tolerance))
     assert not silent, "waits that can be weakened without effect:\n" + "\n".join(silent)

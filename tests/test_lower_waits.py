@@ -49,6 +49,42 @@ def weakened(inst: MInst) -> list[MInst]:
     return variants
 
 
+def silent_weakenings(sites, unnoticed) -> list[str]:
+    """Weaken each inserted instruction at `sites` in turn (each variant of `weakened`), ask
+    `unnoticed()` whether the program so changed still passes, restore it; the weakenings that
+    passed, as text."""
+    silent = []
+    for items, index in sites:
+        original = items[index]
+        for variant in weakened(original):
+            if variant.inserted == "drop":
+                del items[index]
+            else:
+                items[index] = variant
+            try:
+                passed = unnoticed()
+            finally:
+                if variant.inserted == "drop":
+                    items.insert(index, original)
+                else:
+                    items[index] = original
+            if passed:
+                silent.append(f"{original.text()} -> {variant.text()} ({original.note})")
+    return silent
+
+
+def emulation_passes(compiled, bound, sizes, output, reference, tolerance) -> bool:
+    """The compiled kernel's current program runs in the strict emulator and `output` is within
+    `tolerance` of `reference` (a reported hazard or missing wait is a failure)."""
+    args = compiled.arguments({**bound, output: np.zeros_like(bound[output])}, sizes)
+    try:
+        emulate(assemble(compiled.lowered.render()), grid=compiled.grid(**sizes), block=256,
+                args=args, check="strict")
+    except (EmulatorError, LaunchError):
+        return False
+    return np.abs(args[output].astype(np.float64) - reference).max() <= tolerance
+
+
 def outcome(lowered, items, inputs, reference, grid):
     code = assemble(lowered.render(items))
     C = np.zeros_like(inputs["C"])
@@ -77,23 +113,8 @@ def test_every_inserted_wait_is_necessary(policy, params):
     grid = compiled.grid(M=M, N=N, K=K)
     sites = inserted(lowered.items)
     assert sum(items[i].opcode == "s_waitcnt" for items, i in sites) >= 4
-    silent = []
-    for items, index in sites:
-        original = items[index]
-        for variant in weakened(original):
-            if variant.inserted == "drop":
-                del items[index]
-            else:
-                items[index] = variant
-            try:
-                verdict = outcome(lowered, lowered.items, inputs, reference, grid)
-            finally:
-                if variant.inserted == "drop":
-                    items.insert(index, original)
-                else:
-                    items[index] = original
-            if verdict == "silent":
-                silent.append(f"{original.text()} -> {variant.text()} ({original.note})")
+    silent = silent_weakenings(
+        sites, lambda: outcome(lowered, lowered.items, inputs, reference, grid) == "silent")
     assert not silent, "waits that can be weakened without effect:\n" + "\n".join(silent)
 
 
@@ -175,25 +196,7 @@ def test_every_wait_of_the_moe_gemm_is_necessary():
     sizes = compiled.sizes_of(bound)
     sites = inserted(lowered.items)
     assert sum(items[i].opcode == "s_waitcnt" for items, i in sites) >= 3
-    silent = []
-    for items, index in sites:
-        original = items[index]
-        for variant in weakened(original):
-            if variant.inserted == "drop":
-                del items[index]
-            else:
-                items[index] = variant
-            try:
-                args = compiled.arguments({**bound, "Y": np.zeros_like(arrays["Y"])}, sizes)
-                emulate(assemble(lowered.render()), grid=compiled.grid(**sizes), block=256,
-                        args=args, check="strict")
-                if np.abs(args["Y"] - reference).max() <= 1e-3 * np.abs(reference).max():
-                    silent.append(f"{original.text()} -> {variant.text()} ({original.note})")
-            except (EmulatorError, LaunchError):
-                pass
-            finally:
-                if variant.inserted == "drop":
-                    items.insert(index, original)
-                else:
-                    items[index] = original
+    tolerance = 1e-3 * np.abs(reference).max()
+    silent = silent_weakenings(sites, lambda: emulation_passes(compiled, bound, sizes, "Y",
+                                                               reference, tolerance))
     assert not silent, "waits that can be weakened without effect:\n" + "\n".join(silent)
