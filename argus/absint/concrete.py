@@ -434,23 +434,30 @@ class _Workgroup:
     def check_atomic_adders(self, op, clipped, inside, verb: str):
         """An element another workgroup adds to atomically holds a partial sum whose value
         depends on the order of the workgroups: reading or storing it races with the add."""
-        adders = self.run.adders.get(op.tensor.name)
-        if adders is None:
+        self.report_other_workgroup(
+            op, self.run.adders.get(op.tensor.name), clipped, inside,
+            lambda other: f"race with an atomic add on global memory: workgroup {self.pid} "
+                          f"{verb} an element of {op.tensor} that {other} adds to atomically, "
+                          "and workgroups are unordered")
+
+    def report_other_workgroup(self, op, table, clipped, inside, message):
+        """Report a global race at the first element of `op` that `table` (per element: the
+        workgroup that touched it, _MANY, or -1; None: nobody did) shows another workgroup
+        touched; `message(other)` words it."""
+        if table is None:
             return
         me = self.run.workgroup_index(self.pid)
-        adder = np.where(inside, adders[clipped], -1)
-        clash = (adder != -1) & (adder != me)
-        if clash.any():
-            position = _first(clash)
-            who = adder[position]
-            other = "several workgroups" if who == _MANY else \
-                f"workgroup {self.run.workgroup_of(int(who))}"
-            self.report(op, "global-race",
-                        f"race with an atomic add on global memory: workgroup {self.pid} "
-                        f"{verb} an element of {op.tensor} that {other} adds to atomically, "
-                        "and workgroups are unordered", clash, position=position,
-                        element={f"{op.tensor.name}[{a}]": int(c[position])
-                                 for a, c in enumerate(clipped)})
+        found = np.where(inside, table[clipped], -1)
+        clash = (found != -1) & (found != me)
+        if not clash.any():
+            return
+        position = _first(clash)
+        who = found[position]
+        other = "several workgroups" if who == _MANY else \
+            f"workgroup {self.run.workgroup_of(int(who))}"
+        self.report(op, "global-race", message(other), clash, position=position,
+                    element={f"{op.tensor.name}[{a}]": int(c[position])
+                             for a, c in enumerate(clipped)})
 
     def op_GlobalStore(self, op: O.GlobalStore):
         value = self.values[op.value.name]
@@ -547,21 +554,11 @@ class _Workgroup:
                         clash, position=position,
                         element={f"{op.tensor.name}[{a}]": int(c[position])
                                  for a, c in enumerate(clipped)})
-        readers = self.run.readers.get(op.tensor.name)
-        if readers is not None:
-            reader = np.where(inside, readers[clipped], -1)
-            clash = (reader != -1) & (reader != me)
-            if clash.any():
-                position = _first(clash)
-                who = reader[position]
-                other = "several workgroups" if who == _MANY else \
-                    f"workgroup {self.run.workgroup_of(int(who))}"
-                self.report(op, "global-race",
-                            f"write/read race on global memory: workgroup {self.pid} stores an "
-                            f"element of {op.tensor} that {other} reads, and workgroups are "
-                            "unordered", clash, position=position,
-                            element={f"{op.tensor.name}[{a}]": int(c[position])
-                                     for a, c in enumerate(clipped)})
+        self.report_other_workgroup(
+            op, self.run.readers.get(op.tensor.name), clipped, inside,
+            lambda other: f"write/read race on global memory: workgroup {self.pid} stores an "
+                          f"element of {op.tensor} that {other} reads, and workgroups are "
+                          "unordered")
         if record:
             owner[tuple(c[inside] for c in clipped)] = me
 
