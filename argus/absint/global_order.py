@@ -8,8 +8,9 @@ may meet at one row, as the index data decides.
 
 from __future__ import annotations
 
-from argus.absint.domain import FALSE, TRUE, distinct_constraints, fresh_var, renamed_rows
+from argus.absint.domain import distinct_constraints, fresh_var, renamed_rows
 from argus.absint.obligations import holds_at
+from argus.absint.races import earlier_iterations
 from argus.absint.report import PROVED, Obligation
 from argus.ir.expr import And, Not, Or
 from argus.ir.expr import substitute as subst
@@ -68,20 +69,10 @@ class GlobalOrder:
     def order_pair(self, earlier, later):
         """Condition under which `earlier`, run by another thread of the same workgroup in the
         same barrier epoch (an earlier or the same iteration), touches what `later` touches."""
-        shared = [c for c in earlier.loops if c in later.loops]
-        if earlier.order > later.order and not shared:
+        ordered = earlier_iterations(earlier, later)
+        if ordered is None:
             return None
-        mapping, constraints = {}, []
-        for ctx in earlier.loops:
-            iv = fresh_var(ctx.iv.name, ctx.iv.lo, ctx.iv.hi)
-            mapping[ctx.iv.name] = iv
-            constraints += ctx.bounds(iv)
-        eqs, lex = [], []
-        for ctx in shared:
-            mine = mapping[ctx.iv.name]
-            lex.append(And(*eqs, mine < ctx.iv))
-            eqs.append(mine.eq(ctx.iv))
-        constraints.append(Or(*lex, And(*eqs, TRUE if earlier.order <= later.order else FALSE)))
+        mapping, constraints = ordered
         other = tuple(fresh_var(v.name, v.lo, v.hi) for v in earlier.thread)
         mapping.update({v.name: o for v, o in zip(earlier.thread, other)})
         touched = [*earlier.index, earlier.inside, earlier.guard, earlier.epoch]

@@ -93,21 +93,10 @@ class Races:
             self.loops, self.assumes = saved_loops, saved_assumes
 
     def race_pair(self, earlier: L.Access, later: L.Access):
-        shared = [c for c in earlier.loops if c in later.loops]
-        if earlier.order > later.order and not shared:
+        ordered = earlier_iterations(earlier, later)
+        if ordered is None:
             return None
-        mapping, constraints = {}, []
-        for ctx in earlier.loops:
-            iv = fresh_var(ctx.iv.name, ctx.iv.lo, ctx.iv.hi)
-            mapping[ctx.iv.name] = iv
-            constraints += ctx.bounds(iv)
-        eqs, lex = [], []
-        for ctx in shared:
-            mine = mapping[ctx.iv.name]
-            lex.append(And(*eqs, mine < ctx.iv))
-            eqs.append(mine.eq(ctx.iv))
-        same_iteration_first = TRUE if earlier.order <= later.order else FALSE
-        constraints.append(Or(*lex, And(*eqs, same_iteration_first)))
+        mapping, constraints = ordered
         epoch_eq = subst(earlier.epoch, mapping).eq(later.epoch)
         context = self.assumes + [b for c in later.loops for b in c.bounds()] + constraints
         if self.holds(Not(epoch_eq), context):
@@ -206,3 +195,24 @@ class Races:
                    subst(other.guard, mapping), later.guard, subst(other.inside, mapping),
                    later.inside, same, differ)
         return cond, (other, mapping)
+
+
+def earlier_iterations(earlier, later):
+    """(renaming, constraints) that put `earlier` at a fresh copy of its loop indices running
+    before `later` in program order: an earlier iteration of a loop both are in, or the same
+    iterations with `earlier` first in the body; None when `earlier` can never come first."""
+    shared = [c for c in earlier.loops if c in later.loops]
+    if earlier.order > later.order and not shared:
+        return None
+    mapping, constraints = {}, []
+    for ctx in earlier.loops:
+        iv = fresh_var(ctx.iv.name, ctx.iv.lo, ctx.iv.hi)
+        mapping[ctx.iv.name] = iv
+        constraints += ctx.bounds(iv)
+    eqs, lex = [], []
+    for ctx in shared:
+        mine = mapping[ctx.iv.name]
+        lex.append(And(*eqs, mine < ctx.iv))
+        eqs.append(mine.eq(ctx.iv))
+    constraints.append(Or(*lex, And(*eqs, TRUE if earlier.order <= later.order else FALSE)))
+    return mapping, constraints
