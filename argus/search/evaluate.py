@@ -117,9 +117,6 @@ class Evaluator:
             if not checks["interpreter"]["ok"]:
                 raise _Stop(WRONG, "correctness", checks["interpreter"]["message"])
             done["stage"] = "correctness"
-            if not hasattr(argus, "compile"):
-                raise _Stop(INCOMPLETE, "correctness", "verified and correct in the reference "
-                            "interpreter; not compiled", missing=missing_stage())
             compiled = self._compile(ir, candidate)
             facts.update(compiled.resources)
             done["stage"] = "compile"
@@ -130,9 +127,6 @@ class Evaluator:
             if not checks["emulator"]["ok"]:
                 raise _Stop(WRONG, "emulate", checks["emulator"]["message"])
             done["stage"] = "emulate"
-            if not hasattr(argus, "time"):
-                raise _Stop(INCOMPLETE, "emulate", "verified, compiled and correct in the "
-                            "emulator; no modelled time", missing=missing_stage())
             timing = self._time(compiled, candidate)
             facts.update(bottleneck=timing.bottleneck, busy=timing.busy, stalls=timing.stalls,
                          tflops=timing.tflops)
@@ -361,15 +355,6 @@ def _satisfying(ir, sizes: dict) -> dict:
     return sizes
 
 
-def missing_stage() -> str:
-    """The first pipeline stage this build lacks (argus.compile, then argus.time), or ""."""
-    if not hasattr(argus, "compile"):
-        return "compile (argus.compile is not in this build)"
-    if not hasattr(argus, "time"):
-        return "modelled time (argus.time is not in this build)"
-    return ""
-
-
 def _obligation(o) -> dict:
     """A refuted obligation as JSON-ready data, with its printed form for prompts."""
     import json
@@ -414,10 +399,7 @@ def precheck(problem: Problem, candidate: Candidate) -> str:
     return _CACHE[key]
 
 
-def assembly(problem: Problem, candidate: Candidate) -> str | None:
-    """The gfx942 assembly of a candidate (recompiled: compilations are cached by IR), or None
-    when this build has no compile stage."""
-    if not hasattr(argus, "compile"):
-        return None
+def assembly(problem: Problem, candidate: Candidate) -> str:
+    """The gfx942 assembly of a candidate (recompiled: compilations are cached by IR)."""
     evaluator = Evaluator(problem)
     return argus.compile(evaluator._trace(candidate), **compile_params(candidate)).text

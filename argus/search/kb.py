@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 import attrs
 
+from argus.isa_cdna3.perf.params import profile
 from argus.search.space import MFMA_16, MFMA_32, Action, Candidate, Problem
 
-#: MI300X compute units (AMD CDNA3 white paper). The grid-filling preconditions use it until
-#: the performance model's GPU profile exposes it (issue 12).
-MI300X_CUS = 304
+#: MI300X compute units, from the performance model's GPU profile (the grid-filling preconditions)
+MI300X_CUS = profile("mi300x").cus.value
 
 
 @attrs.frozen

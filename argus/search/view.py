@@ -15,7 +15,7 @@ from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 
-from argus.search.evaluate import STATUSES, Evaluation, missing_stage
+from argus.search.evaluate import STATUSES, Evaluation
 
 STATUS_STYLE = {"ok": "green", "incomplete": "yellow", "invalid": "dim", "refuted": "red",
                 "unknown": "magenta", "wrong": "red", "error": "red", "timeout": "magenta"}
@@ -50,7 +50,7 @@ def best_line(evaluations: list[Evaluation]) -> str:
         best = max(results, key=lambda e: e.reward)
         return (f"{best.time_us:.2f} µs modelled, {best.reward:.3f}x "
                 f"{best.reference['name']}  ({best.candidate.describe()})")
-    missing = next((e.missing for e in evaluations if e.missing), "") or missing_stage()
+    missing = next((e.missing for e in evaluations if e.missing), "")
     if missing:
         return f"none: no candidate has a reward; missing pipeline stage: {missing}"
     if evaluations:
@@ -147,9 +147,7 @@ def write_winner(out: Path, problem, evaluations: list[Evaluation]) -> list[Path
         return []
     best = max(results, key=lambda e: e.reward)
     written = [_atomic(out / "winner.json", json.dumps(best.to_dict(), indent=1, default=str))]
-    text = assembly(problem, best.candidate)
-    if text is not None:
-        written.append(_atomic(out / "winner.s", text))
+    written.append(_atomic(out / "winner.s", assembly(problem, best.candidate)))
     return written
 
 
