@@ -38,6 +38,10 @@ VMCNT_MAX = 63
 LGKMCNT_MAX = 15
 EXPCNT_MAX = 7
 
+# Immediate offset fields of the memory encodings (largest unsigned value each holds)
+MUBUF_OFFSET_MAX = 4095      # MUBUF inst_offset: 12 bits (LLVM drops a larger one silently)
+DS_OFFSET_MAX = 65535        # DS offset0/offset1 together: 16 bits
+
 
 def waitcnt_counters(simm16: int) -> dict[str, int]:
     """The three counters an `s_waitcnt` immediate waits for (absent fields read as maximum)."""

@@ -60,8 +60,6 @@ BUFFER_STORE = {2: "buffer_store_short", 4: "buffer_store_dword", 8: "buffer_sto
                 16: "buffer_store_dwordx4"}
 DS_READ = {4: "ds_read_b32", 8: "ds_read_b64", 16: "ds_read_b128"}
 DS_WRITE = {2: "ds_write_b16", 4: "ds_write_b32", 8: "ds_write_b64", 16: "ds_write_b128"}
-BUFFER_OFFSET_MAX = 4095         # MUBUF inst_offset is 12 bits (LLVM drops larger silently)
-DS_OFFSET_MAX = 65535
 
 RULES: dict[type, Callable] = {}
 
@@ -324,7 +322,7 @@ class Selector(ExprEmitter):
             uniform, const = Const(0), const + int(uniform.value)
         for known, reg in self.lane_bases:
             delta = lane_table - known
-            if (delta == delta[0]).all() and 0 <= int(delta[0]) + const <= DS_OFFSET_MAX:
+            if (delta == delta[0]).all() and 0 <= int(delta[0]) + const <= isa.DS_OFFSET_MAX:
                 base, offset = reg, int(delta[0]) + const
                 break
         else:
@@ -332,7 +330,7 @@ class Selector(ExprEmitter):
             base = self.register(simplify(piece.lane - lowest), "lds", cls="v")
             self.lane_bases.append((lane_table - lowest, base))
             offset = lowest + const
-        if not 0 <= offset <= DS_OFFSET_MAX:
+        if not 0 <= offset <= isa.DS_OFFSET_MAX:
             raise LoweringError(f"LDS offset {offset} does not fit the 16-bit offset field",
                                 self.loc)
         if isinstance(uniform, Const):
@@ -352,7 +350,7 @@ class Selector(ExprEmitter):
         uniform, const = piece.uniform, piece.const
         if isinstance(lane, Const):
             uniform, lane = simplify(uniform + lane), None
-        soffset, offset = self.soffset(uniform, const, BUFFER_OFFSET_MAX)
+        soffset, offset = self.soffset(uniform, const, isa.MUBUF_OFFSET_MAX)
         vaddr = self.register(lane, "gaddr", cls="v") if lane is not None else None
         return vaddr, soffset, offset
 
