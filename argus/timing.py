@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from argus.isa_cdna3 import isa
 from argus.isa_cdna3.perf.estimate import Timing, combine, estimate, plan, statics_of
 from argus.isa_cdna3.perf.model import Occupancy, cu_bandwidth, occupancy, schedule_cu
 from argus.isa_cdna3.perf.params import CU, Calibrated, PerfError, profile
@@ -251,7 +252,7 @@ def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate
     t1, t2 = family.trips
     trips = (real,) if not extrapolate or real <= t2 else (t1, t2)
     counts = sorted({p.per_round} | ({p.tail} if p.tail else set()))
-    line = 128
+    line = 1 << isa.CACHE_LINE_SHIFT
     runs: dict[int, dict[int, Any]] = {}
     per_wg: dict[int, tuple[float, float]] = {}
     keys: dict[int, tuple] = {}
@@ -343,7 +344,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
             if not admissible(trial) or kernel.grid(**trial)[0] < first:
                 break
             base = trial
-    line = 128
+    line = 1 << isa.CACHE_LINE_SHIFT
     runs, per_wg = {}, {}
     for trip in trips:
         shape = {**base, loop: trip} if loop else base
