@@ -84,15 +84,21 @@ class InterpRun:
         return self.result.ok and self.max_error <= self.tolerance
 
 
-def run_interp(name: str, sizes: dict[str, int] | None = None, params: dict | None = None,
-               seed: int = 0, max_violations: int = 20) -> InterpRun:
-    """Run library kernel `name` on random data in the reference interpreter."""
+def _library_case(name: str, sizes: dict | None, params: dict | None):
+    """Library kernel `name`'s entry, its parameters, and `sizes` checked against its traced
+    kernel (declared ranges and assumptions) with the entry's defaults filled in."""
     kernels = library()
     if name not in kernels:
         raise KeyError(f"no library kernel {name!r}; choose one of {sorted(kernels)}")
     entry = kernels[name]
     params = dict(params or {})
-    sizes = checked_sizes(entry.kernel.trace(**params), sizes or {}, entry.sizes)
+    return entry, params, checked_sizes(entry.kernel.trace(**params), sizes or {}, entry.sizes)
+
+
+def run_interp(name: str, sizes: dict[str, int] | None = None, params: dict | None = None,
+               seed: int = 0, max_violations: int = 20) -> InterpRun:
+    """Run library kernel `name` on random data in the reference interpreter."""
+    entry, params, sizes = _library_case(name, sizes, params)
     if name == "attention_fwd":
         sizes["D"] = params.setdefault("head_dim", sizes.get("D", 64))
     inputs = entry.inputs(sizes, params, seed)
@@ -311,12 +317,7 @@ def run_emulated(name: str, sizes: dict[str, int] | None = None, params: dict | 
                  seed: int = 0, policy: str = "interleave") -> EmulatedRun:
     """Compile library kernel `name`, run it on random data in the strict emulator (no hazard,
     no missing wait, strict memory) and compare with numpy."""
-    kernels = library()
-    if name not in kernels:
-        raise KeyError(f"no library kernel {name!r}; choose one of {sorted(kernels)}")
-    entry = kernels[name]
-    params = dict(params or {})
-    sizes = checked_sizes(entry.kernel.trace(**params), sizes or {}, entry.sizes)
+    entry, params, sizes = _library_case(name, sizes, params)
     compiled = compile(entry.kernel, policy=policy, **params)
     inputs = entry.inputs(sizes, params, seed)
     named = {t.name: inputs[t.name] for t in compiled.ir.tensors}
