@@ -24,8 +24,6 @@ from argus.isa_cdna3.instruction import Instruction
 from argus.isa_cdna3.mfma import MFMA
 from argus.isa_cdna3.opcodes import OPCODES, SCC, VCC, Unit
 
-pytestmark = pytest.mark.toolchain
-
 
 def _regs(file: str, first: int, count: int) -> str:
     return f"{file}{first}" if count == 1 else f"{file}[{first}:{first + count - 1}]"
