@@ -67,9 +67,11 @@ class _Lowering:
     comparison is tightened to the form its integrality implies (below), so that nlsat, which
     reasons over the reals, sees what holds only for integers."""
 
-    def __init__(self, ctx, multiples: dict):
+    def __init__(self, ctx, multiples: dict, names: dict):
         self.ctx = ctx
         self.multiples = multiples
+        #: variable name -> the name its z3 constant gets (see `_canonical_names`)
+        self.names = names
         self.memo: dict = {}
         self.side: list = []
         #: z3 term id -> interval bounds of the expression it lowers
@@ -88,9 +90,10 @@ class _Lowering:
         ctx = self.ctx
         if isinstance(e, Var):
             k = self.multiples.get(e.name, 1)
+            name = self.names[e.name]
             if k == 1:
-                return z3.Int(e.name, ctx)
-            scaled = z3.Int(f"{e.name}!over{k}", ctx)
+                return z3.Int(name, ctx)
+            scaled = z3.Int(f"{name}!over{k}", ctx)
             self.bounds[scaled.get_id()] = (-(-e.lo // k), (e.hi - 1) // k)
             return k * scaled
         if isinstance(e, Const):
@@ -279,10 +282,35 @@ def _cone(goal, constraints) -> list:
     return [c for c, keep in zip(constraints, kept) if keep]
 
 
+def _canonical_names(query) -> dict:
+    """Variable name -> `v<i>`, numbered in the order a walk of the query first meets them.
+    z3's nonlinear heuristics order unknowns by their names and by term ids; with the
+    counter-numbered names of fresh variables, and ids that depend on every term built before,
+    one query could be proved in one process and time out in another (the grouped remap's race
+    check did, in CI). Named from the query's shape, in a context of its own, it is decided the
+    same way wherever it is asked."""
+    names: dict = {}
+    seen: set = set()
+    for root in (query.goal, query.goal_defined, *query.assume, *query.assume_defined):
+        stack = [root]
+        while stack:
+            e = stack.pop()
+            if e in seen:
+                continue
+            seen.add(e)
+            if isinstance(e, Var):
+                names.setdefault(e.name, f"v{len(names)}")
+            elif isinstance(e, Term):
+                stack.extend(reversed(e.args))
+    for v in query.variables:
+        names.setdefault(v.name, f"v{len(names)}")
+    return names
+
+
 def decide(query, timeout_ms: int):
     """"unsat", a model {name: int}, or None (unknown or out of time)."""
-    ctx = z3.main_ctx()
-    lowering = _Lowering(ctx, multiples(query))
+    ctx = z3.Context()
+    lowering = _Lowering(ctx, multiples(query), _canonical_names(query))
     parts = []
     for v in query.variables:
         x = lowering.term(v)
