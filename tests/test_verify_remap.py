@@ -128,3 +128,41 @@ def test_verdict_matches_whether_the_remap_is_a_permutation(kind, n, clamped):
         assert not report.ok
         assert report.refuted and all(o.counterexample.confirmed for o in report.refuted), \
             str(report)
+
+
+
+def test_the_nonlinear_formula_does_not_depend_on_what_the_process_built_before(monkeypatch):
+    """The race check of the grouped remap needs z3's nonlinear solver, whose heuristics follow
+    term ids and names: in CI, after a thousand other tests, it timed out (Unknown) where a
+    fresh process proved it in 0.5 s. The formula handed to z3 must be the same text, in a
+    context of its own (term ids not shared with earlier queries), whatever the fresh-variable
+    counter and the terms built before."""
+    import itertools
+
+    import z3
+
+    import argus.absint.domain as domain
+    import argus.absint.queries as queries
+    import argus.smt.native as native
+    import argus.smt.solve as solve
+    from argus.smt import nonlinear
+
+    kernel = remapped_copy("grouped", 8, True)
+    decide = nonlinear.decide
+    texts, junk = [], []
+    for start, noise in ((0, 0), (913_117, 2_900)):
+        asked = []
+        monkeypatch.setattr(native.nonlinear, "decide",
+                            lambda query, ms, asked=asked: asked.append(query) or
+                            decide(query, ms))
+        junk += [z3.Int(f"noise{len(junk)}") + len(junk) for _ in range(noise)]
+        monkeypatch.setattr(domain, "_counter", itertools.count(start))
+        queries.clear_cache()
+        solve.clear_cache()
+        report = verify(kernel)
+        assert report.ok and not report.unknown, str(report)
+        formulas = [nonlinear.formula(q) for q in asked]
+        assert all(ctx is not z3.main_ctx() for ctx, *_ in formulas)
+        texts.append([[c.sexpr() for c in kept] + [negated.sexpr()]
+                      for _, _, kept, negated, _ in formulas])
+    assert texts[0] and texts[0] == texts[1]

@@ -67,11 +67,9 @@ class _Lowering:
     comparison is tightened to the form its integrality implies (below), so that nlsat, which
     reasons over the reals, sees what holds only for integers."""
 
-    def __init__(self, ctx, multiples: dict, names: dict):
+    def __init__(self, ctx, multiples: dict):
         self.ctx = ctx
         self.multiples = multiples
-        #: variable name -> the name its z3 constant gets (see `_canonical_names`)
-        self.names = names
         self.memo: dict = {}
         self.side: list = []
         #: z3 term id -> interval bounds of the expression it lowers
@@ -90,10 +88,9 @@ class _Lowering:
         ctx = self.ctx
         if isinstance(e, Var):
             k = self.multiples.get(e.name, 1)
-            name = self.names[e.name]
             if k == 1:
-                return z3.Int(name, ctx)
-            scaled = z3.Int(f"{name}!over{k}", ctx)
+                return z3.Int(e.name, ctx)
+            scaled = z3.Int(f"{e.name}!over{k}", ctx)
             self.bounds[scaled.get_id()] = (-(-e.lo // k), (e.hi - 1) // k)
             return k * scaled
         if isinstance(e, Const):
@@ -282,46 +279,9 @@ def _cone(goal, constraints) -> list:
     return [c for c, keep in zip(constraints, kept) if keep]
 
 
-def _canonical_names(query) -> dict:
-    """Variable name -> `v<i>`, numbered in the order a walk of the query first meets them.
-    z3's nonlinear heuristics order unknowns by their names and by term ids; with the
-    counter-numbered names of fresh variables, and ids that depend on every term built before,
-    one query could be proved in one process and time out in another (the grouped remap's race
-    check did, in CI). Named from the query's shape, in a context of its own, it is decided the
-    same way wherever it is asked."""
-    names: dict = {}
-    seen: set = set()
-    for root in (query.goal, query.goal_defined, *query.assume, *query.assume_defined):
-        stack = [root]
-        while stack:
-            e = stack.pop()
-            if e in seen:
-                continue
-            seen.add(e)
-            if isinstance(e, Var):
-                names.setdefault(e.name, f"v{len(names)}")
-            elif isinstance(e, Term):
-                stack.extend(reversed(e.args))
-    for v in query.variables:
-        names.setdefault(v.name, f"v{len(names)}")
-    return names
-
-
 def decide(query, timeout_ms: int):
     """"unsat", a model {name: int}, or None (unknown or out of time)."""
-    ctx = z3.Context()
-    lowering = _Lowering(ctx, multiples(query), _canonical_names(query))
-    parts = []
-    for v in query.variables:
-        x = lowering.term(v)
-        parts += [x >= v.lo, x <= v.hi - 1]
-    for a, d in zip(query.assume, query.assume_defined):
-        parts += [lowering.term(d), lowering.term(a)]
-    holds = lowering.term(query.goal)
-    if query.goal_defined is not Const(True):
-        holds = z3.And(lowering.term(query.goal_defined), holds)
-    negated = z3.Not(holds)
-    kept = _cone(negated, parts + lowering.side)
+    ctx, lowering, kept, negated, complete = formula(query)
     answer = z3.unknown
     deadline = time.monotonic() + timeout_ms / 1000
     for tactic, work in _TACTICS:
@@ -335,7 +295,7 @@ def decide(query, timeout_ms: int):
     _TERMS.clear()
     if answer == z3.unsat:
         return "unsat"
-    if answer != z3.sat or len(kept) < len(parts) + len(lowering.side):
+    if answer != z3.sat or not complete:
         return None   # a model of the cone alone may violate the constraints left out
     model = solver.model()
     point = {}
@@ -345,6 +305,30 @@ def decide(query, timeout_ms: int):
             return None
         point[v.name] = value.as_long()
     return point
+
+
+def formula(query):
+    """(context, lowering, constraints kept, negated goal, whether every constraint was kept):
+    the purified integer formula of a query, in a z3 context of its own. z3's nonlinear
+    heuristics follow term ids, and in the shared main context those depend on every term any
+    earlier query built: the grouped remap's race check, proved in 0.5 s in a fresh process,
+    ran out of its resource limit in CI after a thousand other tests. The query's names are
+    canonical already (`absint.queries.canonical`), so in its own context a query is decided
+    the same way wherever it is asked."""
+    ctx = z3.Context()
+    lowering = _Lowering(ctx, multiples(query))
+    parts = []
+    for v in query.variables:
+        x = lowering.term(v)
+        parts += [x >= v.lo, x <= v.hi - 1]
+    for a, d in zip(query.assume, query.assume_defined):
+        parts += [lowering.term(d), lowering.term(a)]
+    holds = lowering.term(query.goal)
+    if query.goal_defined is not Const(True):
+        holds = z3.And(lowering.term(query.goal_defined), holds)
+    negated = z3.Not(holds)
+    kept = _cone(negated, parts + lowering.side)
+    return ctx, lowering, kept, negated, len(kept) == len(parts) + len(lowering.side)
 
 
 __all__ = ["decide", "multiples", "nonlinear"]
