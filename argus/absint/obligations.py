@@ -13,7 +13,7 @@ import attrs
 from argus.absint import queries as Q
 from argus.absint.domain import FALSE, GATHERED, Tag, connected_defs, gather_constraints
 from argus.absint.parallel import can_fork
-from argus.absint.replay import ReplayError, replay_obligation
+from argus.absint.replay import NumbersRight, ReplayError, replay_obligation
 from argus.absint.report import PROVED, REFUTED, UNKNOWN, Counterexample, Obligation
 from argus.ir import ops as O
 from argus.ir.expr import And, Expr, Not, Or, evaluate, free_vars
@@ -122,7 +122,10 @@ class Obligations:
         if self.replay:
             try:
                 cex = replay_obligation(self.kernel, item.op, item.kind, cex, witness,
-                                        self.witness_data(witness))
+                                        self.witness_data(witness), self.reference)
+            except NumbersRight as error:
+                verdict_name, reason = UNKNOWN, f"not confirmed: {error}"
+                cex = attrs.evolve(cex, confirmed=False)
             except ReplayError as error:
                 verdict_name, reason = UNKNOWN, f"the solver's witness did not replay: {error}"
                 cex = attrs.evolve(cex, confirmed=False)

@@ -28,15 +28,33 @@ class ReplayError(ArgusError):
     """The witness could not be replayed, or the replay shows no violation."""
 
 
+class NumbersRight(ReplayError):
+    """The replay violates the assertion at the level of tags, but computes the reference's
+    numbers for the asserted elements: a tag rule or the assertion is wrong, not the kernel."""
+
+
+#: Tolerance (relative and absolute) of the numeric check against a reference: bf16 inputs and
+#: f32 accumulation.
+REFERENCE_TOLERANCE = 2e-2
+
+
 def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
-                      data: dict | None = None) -> Counterexample:
+                      data: dict | None = None, reference=None) -> Counterexample:
     """Run `kernel` for the witness's workgroup on zero inputs, except the elements `data`
     fixes ({tensor: {index: value}}; the index `...` gives every other element of that tensor);
     return the confirmed counterexample. Data that breaks a `T.distinct` declaration confirms
-    nothing: the kernel's author has ruled it out."""
+    nothing: the kernel's author has ruled it out.
+
+    With a `reference` (inputs -> {output tensor: expected array}), a tag assertion's violation
+    is confirmed only if the numbers are wrong too: the whole launch runs on random data, and
+    when the asserted elements (those the asserted store writes; every output for an assertion
+    inside the kernel) match the reference, `NumbersRight` is raised instead."""
     sizes = dict(cex.sizes)
     try:
-        return _replay(kernel, op, kind, cex, sizes, data)
+        confirmed = _replay(kernel, op, kind, cex, sizes, data)
+        if reference is not None and kind in CONFIRMED_BY["tag-assertion"]:
+            _check_numbers(kernel, op, confirmed, sizes, data, reference)
+        return confirmed
     except (ArithmeticError, ValueError, KeyError) as error:
         # sizes or workgroups the kernel's own formulas cannot evaluate (a remapped workgroup
         # id dividing by zero outside the grid) replay nothing
@@ -44,20 +62,76 @@ def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
                           f"workgroup {cex.workgroup}: {error}") from None
 
 
-def _replay(kernel, op, kind, cex, sizes, data):
-    from argus.absint.concrete import InterpError, run
-
+def _inputs(kernel, sizes, data, rng=None) -> dict:
+    """One array per tensor argument: the elements `data` fixes, every other one 0 (or, with
+    `rng`, uniform in [-1, 1) for float tensors; index tensors keep 0)."""
     inputs = {}
     for tensor in kernel.tensors:
         shape = tuple(int(evaluate(e, sizes)) for e in tensor.type.shape)
         fixed = dict((data or {}).get(tensor.name, {}))
         inputs[tensor.name] = np.full(shape, fixed.pop(..., 0), np.float32)
+        if rng is not None and tensor.type.dtype != "i32":
+            inputs[tensor.name] = rng.uniform(-1, 1, shape).astype(np.float32)
         for where, value in fixed.items():
             if all(0 <= i < n for i, n in zip(where, shape)):
                 inputs[tensor.name][where] = value
     total = sum(math.prod(a.shape) for a in inputs.values())
     if total > MAX_REPLAY_ELEMENTS:
         raise ReplayError(f"sizes {sizes} need {total} elements, more than the replay allows")
+    return inputs
+
+
+def _check_numbers(kernel, op, cex: Counterexample, sizes, data, reference):
+    """Raise `NumbersRight` when the launch on random data computes the reference's values at
+    the asserted elements."""
+    from argus.absint.concrete import InterpError, run
+    from argus.ir import access as A
+    from argus.ir import ops as O
+
+    inputs = _inputs(kernel, sizes, data, np.random.default_rng(0))
+    scalars = {v.name: sizes[v.name] for v in kernel.scalars}
+    try:
+        outputs = run(kernel, inputs, scalars, max_violations=1).outputs
+    except InterpError as error:
+        raise ReplayError(str(error)) from None
+    expected = reference({name: array.copy() for name, array in inputs.items()})
+    unknown = sorted(set(expected) - set(outputs))
+    if unknown:
+        raise ReplayError(f"the reference returns {unknown}, which are not tensor arguments of "
+                          f"{kernel.name}; return {{output name: expected array}}")
+    if isinstance(op, O.GlobalStore):
+        pids = {o.axis: o.var.name for o in kernel.ops() if isinstance(o, O.ProgramId)}
+        env = {**sizes, **dict(cex.iteration),
+               **{name: cex.workgroup[axis] for axis, name in pids.items()}}
+        index = A.global_access(op, (cex.wave, cex.lane, cex.slot)).index
+        where = tuple(int(evaluate(i, env)) for i in index)
+        if op.gather is not None or op.tensor.name not in expected:
+            where = None
+        compared = {op.tensor.name: where} if where is not None else \
+            dict.fromkeys(expected)
+    else:
+        compared = dict.fromkeys(expected)
+    worst = 0.0
+    for name, where in compared.items():
+        got = np.asarray(outputs[name], np.float64)
+        want = np.asarray(expected[name], np.float64)
+        if where is not None:
+            got, want = got[where], want[where]
+        if not np.allclose(got, want, rtol=REFERENCE_TOLERANCE, atol=REFERENCE_TOLERANCE):
+            return
+        worst = max(worst, float(np.max(np.abs(got - want), initial=0.0)))
+    shown = ", ".join(name + ("" if where is None else str(list(where)))
+                      for name, where in compared.items())
+    raise NumbersRight(f"the replay breaks the assertion on the tags, but on random data it "
+                       f"computes the reference's numbers at {shown} (largest difference "
+                       f"{worst:.2g}): the tags or the assertion may be wrong, the numbers are "
+                       "not")
+
+
+def _replay(kernel, op, kind, cex, sizes, data):
+    from argus.absint.concrete import InterpError, run
+
+    inputs = _inputs(kernel, sizes, data)
     scalars = {v.name: sizes[v.name] for v in kernel.scalars}
     pid = cex.workgroup[:len(kernel.grid)]
     grid = [int(evaluate(e, sizes)) for e in kernel.grid]

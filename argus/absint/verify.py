@@ -64,7 +64,7 @@ def collector_paused():
 
 def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool = True,
            jobs: int | None = None, unroll: int | None = None, rules: type | None = None,
-           **sizes_or_params) -> Report:
+           reference=None, **sizes_or_params) -> Report:
     """Verify `kernel` (a traced IR kernel or an `@kernel` function).
 
     Keyword arguments that name kernel parameters choose the trace; those that name sizes pin
@@ -78,7 +78,11 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
     It finds bugs whose symbolic proof ends Unknown, at the price of generality.
 
     `rules` replaces the transfer rules by a subclass of `Rules` (`argus.testing` plants
-    deliberately wrong ones this way to show its soundness checks catch them)."""
+    deliberately wrong ones this way to show its soundness checks catch them).
+
+    `reference(inputs) -> {output tensor name: expected array}` lets a replay check numbers:
+    a tag assertion whose replayed violation still computes the reference's values at the
+    asserted elements is reported Unknown, not Refuted (`argus.absint.replay`)."""
     started = time.perf_counter()
     ir, pins = _trace(kernel, sizes_or_params)
     jobs = env.jobs() if jobs is None else jobs
@@ -88,7 +92,11 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool
                                or unroll < 1):
         raise VerifyError(f"unroll={unroll!r}: give a whole number N >= 1 of loop iterations "
                           "to check, or None for the symbolic proof of every size")
+    if reference is not None and not callable(reference):
+        raise VerifyError(f"reference={reference!r}: give a function inputs -> {{output tensor "
+                          "name: expected array}}")
     verifier = (rules or _Verifier)(ir, pins, solver, timeout_ms, replay, jobs, unroll)
+    verifier.reference = reference
     check_admissible(verifier, ir, pins)
     try:
         with collector_paused():
@@ -122,6 +130,9 @@ def _trace(kernel, kwargs: dict):
 
 class _Verifier(Obligations, Races, GlobalOrder, Loops):
     """The walk: one abstract transfer rule per op over the tag maps and the LDS model."""
+
+    #: the numeric reference a replay checks a tag violation against (`verify(reference=)`)
+    reference = None
 
     def __init__(self, kernel: O.Kernel, pins: dict, solver: str, timeout_ms: int,
                  replay: bool, jobs: int = 1, unroll: int | None = None):
