@@ -51,12 +51,23 @@ def _broadcast():
     return programs.broadcast_a().ir
 
 
+def _lanes():
+    """Cross-lane shuffles (the bug corpus's butterfly row maximum)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "bugs"))
+    import lane_programs
+
+    return [lane_programs.row_max().ir]
+
+
 def _kernels():
     from argus.kernels import library
     from argus.kernels.attention import attention_fwd
 
     kernels = [entry.kernel.ir for entry in library().values()]
-    return kernels + [attention_fwd.trace(causal=True), _branchy(), _broadcast()]
+    return kernels + [attention_fwd.trace(causal=True), _branchy(), _broadcast(), *_lanes()]
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from argus.ir import access as A
 from argus.ir import ops as O
 from argus.ir.expr import Expr, Var, evaluate, free_vars
 from argus.ir.text import expr_text
+from argus.ir.transfer import cover_names, cover_union
 from argus.ir.types import (
     DTYPE_BYTES,
     LANES,
@@ -779,6 +780,40 @@ class _Workgroup:
                 f"so each wave holds whole rows")
         return RegVal(data[key].astype(np.float32), {n: tag[key] for n, tag in tags.items()})
 
+    def op_Shuffle(self, op: O.Shuffle):
+        """Each lane reads the lane its lane map names (`isa_cdna3.lanemaps`), its own where
+        the read is invalid; combining applies fn and records the covered range (as the
+        verifier's `lanemap`)."""
+        from argus.isa_cdna3.lanemaps import source_lane
+
+        x = self.values[op.x.name]
+        lanes = np.arange(LANES)
+        source, valid = (np.broadcast_to(np.asarray(evaluate(e, {"lane": lanes})), (LANES,))
+                         for e in source_lane(op.lanes, op.params, Var("lane", 0, LANES)))
+        valid = valid.astype(bool)
+        source = np.where(valid, source, lanes).astype(np.int64)
+        keep = valid[None, :, None]
+        read = x.data[:, source, :]
+        tags_read = {n: t[:, source, :] for n, t in x.tags.items()}
+        if not op.combine:
+            self.values[op.result.name] = RegVal(read.copy(), tags_read)
+            return
+        combine = np.maximum if op.combine == "max" else np.add
+        data = np.where(keep, combine(x.data, read), x.data).astype(np.float32)
+        covered = cover_names(op.cover) if op.cover else ()
+        tags = {n: np.where(keep, np.where(t == tags_read[n], t, TOP), t)
+                for n, t in x.tags.items() if n != op.cover and n not in covered}
+        if op.cover:
+            mine = covered_range(x.tags, op.cover, x.data.shape)
+            theirs = tuple(t[:, source, :] for t in mine)
+            known = np.logical_and.reduce([t != TOP for t in mine + theirs])
+            env = {f"t{k}": np.where(known, t, 0) for k, t in enumerate(mine + theirs)}
+            *union, exact = (np.broadcast_to(np.asarray(evaluate(e, env)), x.data.shape)
+                             for e in _COVER_UNION)
+            for name, value, old in zip(covered, union, mine):
+                tags[name] = np.where(keep, np.where(known & exact.astype(bool), value, TOP), old)
+        self.values[op.result.name] = RegVal(data, tags)
+
     def op_SlotSlice(self, op: O.SlotSlice):
         x = self.values[op.x.name]
         part = slice(op.start, op.start + op.result.type.layout.slots)
@@ -1011,7 +1046,7 @@ def _tag(values: np.ndarray, position) -> int | None:
 
 #: Register-result rules whose tags move through the same index arithmetic as the data, so
 #: the op's handler computes both together (as the memory rules do through the same memory).
-MOVED_WITH_DATA = frozenset({O.Transfer.CONTRACT, O.Transfer.EXCHANGE})
+MOVED_WITH_DATA = frozenset({O.Transfer.CONTRACT, O.Transfer.EXCHANGE, O.Transfer.LANEMAP})
 
 #: The value-level reading of the other register-result transfer rules (`argus.ir.transfer`).
 RESULT_TAGS = {
@@ -1022,6 +1057,23 @@ RESULT_TAGS = {
     O.Transfer.SHIFT: _Workgroup.shift,
     O.Transfer.UNION: _Workgroup.union,
 }
+
+
+#: `cover_union` over the variables t0..t5 (first, last, step of the own element, then of the
+#: element read), evaluated on arrays by `op_Shuffle`.
+_COVER_UNION = cover_union(*(Var(f"t{k}", -(2**62), 2**62) for k in range(6)))
+
+
+def covered_range(tags: dict, name: str, shape) -> tuple[np.ndarray, ...]:
+    """(first, last, step) arrays of what each element covers of tag `name` (as the
+    verifier's `covered_range`)."""
+    recorded = cover_names(name)
+    if recorded[0] in tags:
+        return tuple(tags[n] for n in recorded)
+    if name in tags:
+        tag = tags[name]
+        return tag, tag, np.where(tag == TOP, TOP, 1)
+    return tuple(np.full(shape, TOP, np.int64) for _ in recorded)
 
 
 def merge_tags(x: dict, y: dict) -> dict:

@@ -12,6 +12,7 @@ import itertools
 from functools import lru_cache
 
 import attrs
+import numpy as np
 
 from argus.ir.expr import (
     And,
@@ -21,6 +22,7 @@ from argus.ir.expr import (
     Term,
     Var,
     as_expr,
+    evaluate,
     free_vars,
     ite,
     rebuild,
@@ -289,6 +291,43 @@ def join_tiles(cond, then: TileTags, orelse: TileTags, thread) -> TileTags:
     names = list(dict.fromkeys(list(a.tags) + list(b.tags)))
     tags = {n: join_tags(cond, a.tags.get(n, TOP_TAG), b.tags.get(n, TOP_TAG)) for n in names}
     return tile_tags(thread, tags, a.defs + b.defs)
+
+
+def tabulated(e: Expr, thread) -> Expr:
+    """`e` rewritten, when it depends on the thread (wave, lane, slot) alone, as a decision
+    tree over the bits of the thread variables, built from its values on every thread: a
+    constant when they all agree. Cross-lane steps nest the previous step's formula at another
+    lane, so formulas grow twice per step; their tables stay as small as the data is regular.
+    Other formulas come back unchanged."""
+    if not node_vars(e) <= set(thread):
+        return e
+    grids = np.meshgrid(*(np.arange(v.lo, v.hi) for v in thread), indexing="ij")
+    table = np.broadcast_to(np.asarray(evaluate(e, dict(zip((v.name for v in thread), grids)))),
+                            grids[0].shape)
+    bits = [(v, b) for v in thread for b in range(max(0, int(v.hi - 1).bit_length()))]
+    memo: dict = {}
+
+    def tree(part: np.ndarray, level: int) -> Expr:
+        key = (part.tobytes(), part.shape, level)
+        if key not in memo:
+            first = part.flat[0]
+            if (part == first).all():
+                memo[key] = Const(first.item())
+            else:
+                # each split halves the axis, so the next bit of the variable is the lowest
+                # bit of the remaining index
+                var, bit = bits[level]
+                axis = thread.index(var)
+                index = np.arange(part.shape[axis])
+                ones = np.take(part, index[index & 1 == 1], axis=axis)
+                zeros = np.take(part, index[index & 1 == 0], axis=axis)
+                if not ones.size or not zeros.size:
+                    memo[key] = tree(ones if ones.size else zeros, level + 1)
+                else:
+                    memo[key] = ite(((var >> bit) & 1).eq(1), tree(ones, level + 1),
+                                    tree(zeros, level + 1))
+        return memo[key]
+    return tree(table, 0)
 
 
 def widened(thread, names) -> TileTags:

@@ -17,6 +17,7 @@ from argus.absint import lds as L
 from argus.absint.admissible import check_admissible, coverage, size_value
 from argus.absint.domain import (
     FALSE,
+    TOP_TAG,
     TRUE,
     Tag,
     TileTags,
@@ -25,8 +26,10 @@ from argus.absint.domain import (
     fresh_var,
     gather_constraints,
     gathered_row,
+    join_tags,
     join_tiles,
     merge_tags,
+    tabulated,
     tile_tags,
 )
 from argus.absint.global_order import GlobalOrder
@@ -44,6 +47,7 @@ from argus.ir import access as A
 from argus.ir import ops as O
 from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, ite, simplify
 from argus.ir.expr import substitute as subst
+from argus.ir.transfer import cover_names, cover_union
 from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
 
 
@@ -411,6 +415,44 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         inst = self.tags(op.x).at(thread[0], thread[1], thread[2] + op.start)
         return tile_tags(thread, inst.tags, inst.defs)
 
+    def lanemap(self, op: O.Shuffle) -> TileTags:
+        """Tags after a shuffle: those of the element read (at the lane the lane map names),
+        the lane's own where the read is invalid; a combining shuffle keeps agreeing names and
+        records the covered range of `op.cover`."""
+        from argus.isa_cdna3.lanemaps import source_lane
+
+        thread = self.thread(op.result.type)
+        wave, lane, slot = thread
+        source, valid = source_lane(op.lanes, op.params, lane)
+        x = self.tags(op.x)
+        own, read = x.at(wave, lane, slot), x.at(wave, source, slot)
+        defs = own.defs + read.defs
+        if not op.combine:
+            return tile_tags(thread, {n: join_tags(valid, read.tags[n], t)
+                                      for n, t in own.tags.items()}, defs)
+        covered = cover_names(op.cover) if op.cover else ()
+        kept = [n for n in own.tags if n != op.cover and n not in covered]
+        mine, theirs = covered_range(own.tags, op.cover), covered_range(read.tags, op.cover)
+        # the lanes combined agree on the other names and on where the covered ones are ⊤
+        # (one query): then the lane's own tags stand for both, and formulas do not double
+        # with every step
+        agree = Or(Not(valid), And(*(equal_tags(own.tags[n], read.tags[n]) for n in kept),
+                                   *(a.top.eq(b.top) for a, b in zip(mine, theirs))))
+        same = not self.scouting and self.holds(agree, self.assumes + list(defs))
+        if same:
+            tags = {n: own.tags[n] for n in kept}
+        else:
+            tags = {n: join_tags(valid, merge_tags(own.tags[n], read.tags[n]), own.tags[n])
+                    for n in kept}
+        if op.cover:
+            *union, exact = cover_union(*(t.value for t in mine + theirs))
+            unknown = [t.top for t in (mine if same else mine + theirs)]
+            top = Or(*unknown, tabulated(Not(exact), thread))
+            for name, value, old in zip(covered, union, mine):
+                tag = join_tags(valid, Tag(tabulated(value, thread), top), old)
+                tags[name] = Tag(tabulated(tag.value, thread), tag.top)
+        return tile_tags(thread, tags, defs)
+
     # MFMA
 
     def op_Mfma(self, op: O.Mfma):
@@ -561,6 +603,18 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
             str(self.kernel.loc), PROVED if widest <= VGPR_BUDGET else REFUTED))
 
 
+def covered_range(tags: dict, name: str) -> tuple[Tag, Tag, Tag]:
+    """(first, last, step) of what an element covers of tag `name`: recorded by an earlier
+    combining shuffle, or the element's own value once; ⊤ when it carries neither."""
+    recorded = cover_names(name)
+    if recorded[0] in tags:
+        return tuple(tags[n] for n in recorded)
+    if name in tags:
+        tag = tags[name]
+        return tag, tag, Tag(Const(1), tag.top)
+    return TOP_TAG, TOP_TAG, TOP_TAG
+
+
 def _shape(tensor) -> str:
     return ", ".join(map(str, tensor.type.shape))
 
@@ -585,6 +639,7 @@ RESULT_TAGS = {
     O.Transfer.MARK: _Verifier.mark_trace,
     O.Transfer.SHIFT: _Verifier.shift,
     O.Transfer.EXCHANGE: _Verifier.exchange,
+    O.Transfer.LANEMAP: _Verifier.lanemap,
     O.Transfer.UNION: _Verifier.union,
     O.Transfer.CONTRACT: _Verifier.contract,
 }

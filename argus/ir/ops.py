@@ -627,6 +627,46 @@ class Broadcast(Op, mnemonic="broadcast", transfer=Transfer.EXCHANGE):
 
 
 @attrs.frozen
+class Shuffle(Op, mnemonic="shuffle", transfer=Transfer.LANEMAP):
+    """Cross-lane movement within each wave by a gfx942 lane map (`isa_cdna3.lanemaps`, named
+    by `lanes` with integer `params`): slot s of lane l reads slot s of lane source(l). Without
+    `combine` the result is the element read; with it, fn(own, read) ("max" or "sum"). A lane
+    whose read is invalid (a DPP source outside its row) keeps its own element.
+
+    Tags travel with the data; a combining shuffle keeps a name where both elements agree and
+    turns the tag named `cover` (one that differs across the combined lanes, like a column)
+    into what the result covers, the progression `<cover>first`, first + step, ...,
+    `<cover>last` with step `<cover>step` (all ⊤ where the two ranges may overlap or their
+    union is no progression), so an assertion can say a row maximum covers every column."""
+
+    result: Value = result()
+    x: Value = operand()
+    lanes: str = attr()
+    params: tuple[int, ...] = attr(converter=tuple)
+    combine: str = attr(default="")
+    cover: str = attr(default="")
+
+    def check(self):
+        from argus.isa_cdna3.lanemaps import LaneMapError, lane_map
+
+        x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
+        if x != result:
+            _fail(self, f"the result type {result} must equal the operand type {x}: a shuffle "
+                        "moves elements between lanes, the layout stays")
+        try:
+            lane_map(self.lanes, self.params)
+        except LaneMapError as error:
+            _fail(self, str(error))
+        if self.combine and self.combine not in REDUCE_FNS:
+            _fail(self, f"unknown combine {self.combine!r}; use one of {REDUCE_FNS} or none")
+        if self.cover and not self.combine:
+            _fail(self, f"cover={self.cover!r} records what a combination covers; give "
+                        "combine= too")
+        if self.cover and not (self.cover.isidentifier() and "_" not in self.cover):
+            _fail(self, f"cover={self.cover!r} must be a tag name (an identifier without '_')")
+
+
+@attrs.frozen
 class SlotSlice(Op, mnemonic="slot_slice", transfer=Transfer.SHIFT):
     """Reinterpret slots [start, start + result slots) of `x` as a new tile: no data moves,
     only the claimed logical coordinates change (tags travel with the data)."""
@@ -941,7 +981,8 @@ def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
 __all__ = [
     "Op", "ProgramId", "ScalarLoad", "Distinct", "Gather", "TagDef", "TagTile", "GlobalLoad",
     "GlobalStore", "GlobalAtomicAdd", "LdsAlloc", "LdsStore", "LdsLoad", "Mfma", "Full", "Unary",
-    "Binary", "Cast", "Mask", "Reduce", "Broadcast", "SlotSlice", "Barrier", "Yield", "Block",
+    "Binary", "Cast", "Mask", "Reduce", "Broadcast", "Shuffle", "SlotSlice", "Barrier",
+    "Yield", "Block",
     "For", "If", "Kernel", "TagAssertion", "walk", "role_var", "split_role_var", "is_role_var",
     "global_coord_vars", "UNARY_FNS", "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES",
     "coord_vars", "register_pressure", "resources", "tag_names", "role_operands", "op_classes",

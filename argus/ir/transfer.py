@@ -23,6 +23,9 @@ class Transfer(enum.Enum):
     SHIFT = "shift"        # slots are renumbered within the thread; tags travel (slot_slice)
     EXCHANGE = "exchange"  # elements move between lanes of a wave; names in `drop` are dropped,
     #                        the others must agree along the exchanged axis (broadcast, reduce)
+    LANEMAP = "lanemap"    # each lane reads another lane's element of the wave (shuffle); tags
+    #                        travel with it; combining keeps the names both agree on and turns
+    #                        the `cover` name into the range it covers (cover_names)
     UNION = "union"        # both operands' names; a shared name is kept where they agree (binary)
     CONTRACT = "contract"  # A's and B's names without those they share, the contracted ones (mfma)
     CARRY = "carry"        # results of loops and branches: they depend on the iteration taken
@@ -53,6 +56,39 @@ def _mark(op, of):
     return None if x is None else x | ({trace} if trace else set())
 
 
+def cover_names(name: str) -> tuple[str, str, str]:
+    """The tags a combining shuffle gives for covered tag `name`: the values covered are the
+    progression first, first + step, ..., last (`colfirst`, `collast`, `colstep` for `col`)."""
+    return f"{name}first", f"{name}last", f"{name}step"
+
+
+def cover_union(first_a, last_a, step_a, first_b, last_b, step_b):
+    """(first, last, step, exact) of the union of two covered progressions: exact where they
+    are disjoint and the union is again a progression — one continues the other (a shift
+    tree), or they interleave at half the step (an XOR butterfly, either order of steps); a
+    single value fits any step. The formulas are `ir.expr` terms (linear, so cheap to prove),
+    which the verifier proves over and the interpreter evaluates on arrays."""
+    from argus.ir.expr import And, Or, as_expr, ite, max_, min_
+
+    fa, la, sa, fb, lb, sb = (as_expr(v) for v in (first_a, last_a, step_a, first_b, last_b,
+                                                   step_b))
+    single_a, single_b = fa.eq(la), fb.eq(lb)
+    step = ite(And(single_a, single_b), max_(fb - fa, fa - fb), ite(single_a, sb, sa))
+    same_step = Or(single_a, single_b, sa.eq(sb))
+    first, after = min_(fa, fb), max_(fa, fb)
+    continues = after.eq(ite(fa <= fb, la, lb) + step)
+    interleaves = And((la - fa).eq(lb - fb), (step % 2).eq(0), ((after - first) * 2).eq(step))
+    exact = And(same_step, step > 0, Or(continues, interleaves))
+    return first, max_(la, lb), ite(continues, step, step // 2), exact
+
+
+def _lanemap(op, of):
+    x = of(op.operands[0])
+    if x is None or not getattr(op, "cover", ""):
+        return x
+    return (x - {op.cover}) | set(cover_names(op.cover))
+
+
 def _formula_names(op, of):
     return frozenset(name for name, _ in op.tags)
 
@@ -68,6 +104,7 @@ RESULT_NAMES = {
     Transfer.MARK: _mark,
     Transfer.SHIFT: _operand_names,
     Transfer.EXCHANGE: _exchange,
+    Transfer.LANEMAP: _lanemap,
     Transfer.UNION: _union,
     Transfer.CONTRACT: _contract,
 }

@@ -28,6 +28,7 @@ from argus.lang.trace import (
     program_id,
     rcp,
     reduce,
+    shuffle,
     slots,
     tag,
     tag_assert,
@@ -41,6 +42,7 @@ __all__ = [
     "DSLError", "Gather", "load_scalar", "TileSpec", "copy_layout", "lds_layout", "mfma_layout",
     "reduced", "Global", "cdiv", "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume",
     "barrier", "broadcast", "distinct", "exp2", "full", "grid", "hint", "kernel", "lds", "log2",
-    "mask", "maximum", "mfma", "minimum", "program_id", "range", "rcp", "reduce", "slots", "tag",
+    "mask", "maximum", "mfma", "minimum", "program_id", "range", "rcp", "reduce", "shuffle",
+    "slots", "tag",
     "tag_assert", "when", "zeros",
 ]

@@ -30,6 +30,7 @@ from argus.ir.expr import (
     max_,
     min_,
 )
+from argus.ir.transfer import cover_names
 from argus.ir.types import (
     DTYPE_BYTES,
     LDS_BUDGET,
@@ -649,6 +650,28 @@ def broadcast(x: Tile, axis: int, spec: TileSpec) -> Tile:
     return _result(O.Broadcast, t, loc, x=x.value, axis=axis)
 
 
+def shuffle(x: Tile, lanes: str, *params: int, combine: str | None = None,
+            cover: str | None = None) -> Tile:
+    """Cross-lane movement within each wave: slot s of lane l reads slot s of the lane the
+    gfx942 lane map `lanes` names (`argus.isa_cdna3.lanemaps`: "dpp.row_shr", 1 /
+    "swizzle.bitmask", 31, 0, 1 / "bpermute.xor", 16 / ...). With `combine` ("max", "sum") the
+    result is fn(own, read): one butterfly step. `cover="col"` makes the result record the
+    columns it covers as tags `colfirst`, `collast`, `colstep` (the progression first,
+    first + step, ..., last), so an assertion can state that a reduction saw every column
+    (`And(V.colfirst.eq(0), V.collast.eq(31), V.colstep.eq(1))`)."""
+    loc = user_loc()
+    if cover is not None:
+        names, _ = O.tag_names([inner for block in current_builder().blocks
+                                for inner in O.walk(O.Block((), tuple(block)))])
+        known = names.get(x.value.name)
+        if known is not None and cover not in known and cover_names(cover)[0] not in known:
+            raise DSLError(f"cover={cover!r}: {x.value} carries "
+                           f"{', '.join(sorted(known)) or 'no tags'}; name the tag that differs "
+                           "across the lanes being combined", loc)
+    return _result(O.Shuffle, x.type, loc, x=x.value, lanes=lanes, params=tuple(params),
+                   combine=combine or "", cover=cover or "")
+
+
 def slots(x: Tile, start: int, spec: TileSpec) -> Tile:
     """Registers [start, start + spec.slots) of `x`, seen as a tile of layout `spec`."""
     loc = user_loc()
@@ -669,7 +692,7 @@ def cdiv(a, b):
 __all__ = [
     "Tile", "Global", "Lds", "Gather", "grid", "program_id", "assume", "hint", "tag",
     "tag_assert", "lds", "full", "zeros", "mfma", "exp2", "log2", "rcp", "maximum", "minimum",
-    "mask", "reduce", "broadcast", "slots", "barrier", "load_scalar", "distinct", "cdiv",
+    "mask", "reduce", "broadcast", "shuffle", "slots", "barrier", "load_scalar", "distinct", "cdiv",
     "tidy",
     "ThreadLayout",
 ]

@@ -18,6 +18,7 @@ from argus.asm.lower.program import VReg
 from argus.ir import ops as O
 from argus.ir.expr import Const, Term, Var, simplify, substitute
 from argus.ir.types import LANES, ThreadLayout
+from argus.isa_cdna3.lanemaps import lane_map, source_lane
 
 COMBINE = {"max": "v_max_f32_e32", "sum": "v_add_f32_e32"}
 COMPARE = {"lt": "v_cmp_lt_i32_e64", "le": "v_cmp_le_i32_e64", "eq": "v_cmp_eq_u32_e64",
@@ -94,9 +95,8 @@ def _reduce(s: Selector, op: O.Reduce):
         for slot in slots[1:]:
             s.emit(combine, acc, x[slot], acc)
         partial.append(acc)
-    lane = Var("lane", 0, LANES)
     for mask in _lane_masks(op, key, groups):
-        address = s.register(simplify((lane ^ mask) * 4), "swap", cls="v")
+        address = _bpermute_address(s, "bpermute.xor", (mask,))
         for acc in partial:
             other = VReg("v", 1, "swapped")
             s.emit("ds_bpermute_b32", other, address, acc, note=f"lane ^ {mask}")
@@ -109,6 +109,41 @@ def _reduce(s: Selector, op: O.Reduce):
         if not match:
             raise _unsupported(op, f"result slot {r} is not held where it is reduced")
         s.emit("v_mov_b32_e32", out[r], partial[match[0]])
+
+
+def _bpermute_address(s: Selector, lanes: str, params: tuple[int, ...]) -> VReg:
+    """The ds_bpermute_b32 address (source lane * 4) of a lane map from `isa_cdna3.lanemaps`."""
+    source, _ = source_lane(lanes, params, Var("lane", 0, LANES))
+    return s.register(simplify((source & (LANES - 1)) * 4), "swap", cls="v")
+
+
+@rule(O.Shuffle)
+def _shuffle(s: Selector, op: O.Shuffle):
+    """Every lane map moves through ds_bpermute_b32 (the DPP and ds_swizzle encodings of the
+    same maps are not emitted yet); a lane whose DPP read is invalid keeps its own element."""
+    found = lane_map(op.lanes, op.params)
+    if not found.gfx942:
+        raise UnsupportedError(f"{op.mnemonic} {op.lanes}: {found.instruction} does not exist "
+                               "on gfx942", op.loc, "use a ds_bpermute_b32 map instead, e.g. "
+                               "T.shuffle(x, 'bpermute.xor', 32) for the two halves")
+    if op.x.type.dtype != "f32":
+        raise _unsupported(op, f"shuffles of {op.x.type.dtype} tiles are not lowered")
+    _, valid = source_lane(op.lanes, op.params, Var("lane", 0, LANES))
+    valid = simplify(valid)
+    address = _bpermute_address(s, op.lanes, op.params)
+    keep = None if isinstance(valid, Const) and valid.value else _lane_condition(s, op, valid)
+    x, out = s.tile(op.x), s.new_tile(op.result)
+    for slot in range(out.size):
+        read = VReg("v", 1, "shuffled")
+        s.emit("ds_bpermute_b32", read, address, x[slot], note=f"{op.lanes} {list(op.params)}")
+        if op.combine:
+            combined = VReg("v", 1, f"{op.combine}.step")
+            s.emit(COMBINE[op.combine], combined, read, x[slot])
+            read = combined
+        if keep is None:
+            s.emit("v_mov_b32_e32", out[slot], read)
+        else:
+            s.emit("v_cndmask_b32_e64", out[slot], x[slot], read, keep)
 
 
 @rule(O.Broadcast)

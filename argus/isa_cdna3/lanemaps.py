@@ -1,0 +1,150 @@
+"""Lane maps of gfx942's cross-lane data movement: for each DPP control, `ds_swizzle_b32` mode,
+`ds_bpermute_b32` pattern and `v_permlane*` form we use, which lane each lane reads and where that
+read is valid (an invalid DPP source leaves the destination lane unwritten).
+
+Each map is an `ir.expr` formula in the reading lane, so the verifier proves over it, the
+interpreter evaluates it on `numpy.arange(64)` and the backend materialises it as a
+`ds_bpermute_b32` address: the fact is written once, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from argus.ir.expr import Const, Expr, max_
+from argus.isa_cdna3.isa import WAVE_SIZE
+
+_ROW = 16  # DPP rows: lanes 16r .. 16r + 15
+TRUE = Const(True)
+
+
+def _indicator(x: Expr, k: int) -> Expr:
+    """1 where x == k, else 0, for integers x (written with max only, which the backend emits)."""
+    return max_(0, 1 - max_(x - k, k - x))
+
+
+def _quad_perm(lane: Expr, sel: tuple[int, ...]) -> tuple[Expr, Expr]:
+    within = lane % 4
+    source = lane - within
+    for k, pick in enumerate(sel):
+        source = source + _indicator(within, k) * pick
+    return source, TRUE
+
+
+def _row_shr(lane: Expr, n: tuple[int]) -> tuple[Expr, Expr]:
+    return lane - n[0], lane % _ROW >= n[0]
+
+
+def _row_shl(lane: Expr, n: tuple[int]) -> tuple[Expr, Expr]:
+    return lane + n[0], lane % _ROW < _ROW - n[0]
+
+
+def _row_ror(lane: Expr, n: tuple[int]) -> tuple[Expr, Expr]:
+    within = lane % _ROW
+    return lane - within + (within + _ROW - n[0]) % _ROW, TRUE
+
+
+def _row_mirror(lane: Expr, _: tuple) -> tuple[Expr, Expr]:
+    return lane + (_ROW - 1) - 2 * (lane % _ROW), TRUE
+
+
+def _row_half_mirror(lane: Expr, _: tuple) -> tuple[Expr, Expr]:
+    return lane + 7 - 2 * (lane % 8), TRUE
+
+
+def _row_bcast15(lane: Expr, _: tuple) -> tuple[Expr, Expr]:
+    return lane - lane % _ROW - 1, lane >= _ROW
+
+
+def _row_bcast31(lane: Expr, _: tuple) -> tuple[Expr, Expr]:
+    return lane - lane + 31, lane >= 32
+
+
+def _swizzle_bitmask(lane: Expr, masks: tuple[int, int, int]) -> tuple[Expr, Expr]:
+    """ds_swizzle_b32 bitmask mode: within each group of 32 lanes, ((lane & and) | or) ^ xor."""
+    keep, force, flip = masks
+    within = lane % 32
+    return lane - within + (((within & keep) | force) ^ flip), TRUE
+
+
+def _xor(lane: Expr, mask: tuple[int]) -> tuple[Expr, Expr]:
+    return lane ^ mask[0], TRUE
+
+
+def _rotate(lane: Expr, n: tuple[int]) -> tuple[Expr, Expr]:
+    return (lane + n[0]) % WAVE_SIZE, TRUE
+
+
+def _broadcast(lane: Expr, k: tuple[int]) -> tuple[Expr, Expr]:
+    return lane - lane + k[0], TRUE
+
+
+def _halves(lane: Expr, _: tuple) -> tuple[Expr, Expr]:
+    return lane ^ 32, TRUE
+
+
+@attrs.frozen
+class LaneMap:
+    """One cross-lane primitive: its instruction form, parameter count and ranges, and the
+    source lane (with its validity) as formulas in the reading lane."""
+
+    name: str
+    instruction: str          # the gfx942 instruction and control, as in the ISA manual
+    params: tuple[tuple[str, int, int], ...]  # (name, lo, hi) per parameter, hi exclusive
+    source: Callable[[Expr, tuple], tuple[Expr, Expr]] = attrs.field(eq=False)
+    gfx942: bool = True       # False: the instruction exists on later CDNA parts only
+
+
+LANE_MAPS = {m.name: m for m in (
+    LaneMap("dpp.quad_perm", "DPP quad_perm:[a,b,c,d]",
+            (("a", 0, 4), ("b", 0, 4), ("c", 0, 4), ("d", 0, 4)), _quad_perm),
+    LaneMap("dpp.row_shr", "DPP row_shr:n", (("n", 1, 16),), _row_shr),
+    LaneMap("dpp.row_shl", "DPP row_shl:n", (("n", 1, 16),), _row_shl),
+    LaneMap("dpp.row_ror", "DPP row_ror:n", (("n", 1, 16),), _row_ror),
+    LaneMap("dpp.row_mirror", "DPP row_mirror", (), _row_mirror),
+    LaneMap("dpp.row_half_mirror", "DPP row_half_mirror", (), _row_half_mirror),
+    LaneMap("dpp.row_bcast15", "DPP row_bcast:15", (), _row_bcast15),
+    LaneMap("dpp.row_bcast31", "DPP row_bcast:31", (), _row_bcast31),
+    LaneMap("swizzle.bitmask", "ds_swizzle_b32 offset:swizzle(BITMASK_PERM) and/or/xor masks",
+            (("and", 0, 32), ("or", 0, 32), ("xor", 0, 32)), _swizzle_bitmask),
+    LaneMap("swizzle.quad_perm", "ds_swizzle_b32 offset:swizzle(QUAD_PERM,a,b,c,d)",
+            (("a", 0, 4), ("b", 0, 4), ("c", 0, 4), ("d", 0, 4)), _quad_perm),
+    LaneMap("bpermute.xor", "ds_bpermute_b32 with address (lane ^ mask) * 4",
+            (("mask", 0, WAVE_SIZE),), _xor),
+    LaneMap("bpermute.rotate", "ds_bpermute_b32 with address ((lane + n) % 64) * 4",
+            (("n", 0, WAVE_SIZE),), _rotate),
+    LaneMap("bpermute.broadcast", "ds_bpermute_b32 with address k * 4",
+            (("k", 0, WAVE_SIZE),), _broadcast),
+    LaneMap("permlane32_swap", "v_permlane32_swap (gfx950: swaps the halves of a wave)", (),
+            _halves, gfx942=False),
+)}
+
+
+class LaneMapError(ValueError):
+    """An unknown lane map or parameters outside its ranges."""
+
+
+def lane_map(name: str, params: tuple[int, ...]) -> LaneMap:
+    """The primitive `name`, with `params` checked against its ranges."""
+    found = LANE_MAPS.get(name)
+    if found is None:
+        raise LaneMapError(f"unknown lane map {name!r}; use one of {sorted(LANE_MAPS)}")
+    if len(params) != len(found.params):
+        raise LaneMapError(f"{name} takes {len(found.params)} parameter(s) "
+                           f"{[p for p, _, _ in found.params]}, got {list(params)}")
+    for value, (what, lo, hi) in zip(params, found.params):
+        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value < hi:
+            raise LaneMapError(f"{name}: {what} = {value!r} must be a whole number in "
+                               f"[{lo}, {hi})")
+    return found
+
+
+def source_lane(name: str, params: tuple[int, ...], lane: Expr) -> tuple[Expr, Expr]:
+    """(the lane that `lane` reads, whether that read is valid) for primitive `name`; the
+    source lies in [0, 64) wherever the read is valid."""
+    return lane_map(name, params).source(lane, tuple(params))
+
+
+__all__ = ["LANE_MAPS", "LaneMap", "LaneMapError", "lane_map", "source_lane"]

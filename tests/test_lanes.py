@@ -1,0 +1,143 @@
+"""Cross-lane shuffles (issue 13): the gfx942 lane maps against the ISA manual's definitions,
+a butterfly row maximum and a DPP shift scan compiled and run on the strict emulator against
+numpy and the interpreter, coverage tags that prove a complete butterfly and refute every
+incomplete or overlapping one, and a lane map gfx942 lacks stopping the compilation at its line.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import argus
+import argus.lang as T
+from argus.absint.concrete import run
+from argus.absint.verify import verify
+from argus.asm.lower import UnsupportedError
+from argus.ir.expr import Var, evaluate
+from argus.isa_cdna3.lanemaps import LANE_MAPS, LaneMapError, lane_map, source_lane
+from argus.lang import DSLError, Tensor
+
+sys.path.insert(0, str(Path(__file__).parent / "bugs"))
+import lane_programs as P  # noqa: E402
+
+LANES = np.arange(64)
+
+
+def _table(name, *params):
+    source, valid = source_lane(name, params, Var("lane", 0, 64))
+    return (np.broadcast_to(evaluate(source, {"lane": LANES}), (64,)),
+            np.broadcast_to(evaluate(valid, {"lane": LANES}), (64,)).astype(bool))
+
+
+def test_lane_maps_follow_the_isa_manual():
+    source, valid = _table("dpp.row_shr", 3)
+    assert list(valid[:16]) == [False] * 3 + [True] * 13 and source[19] == 16
+    source, valid = _table("dpp.row_ror", 5)
+    assert valid.all() and source[16] == 27 and source[21] == 16
+    source, _ = _table("dpp.row_mirror")
+    assert source[0] == 15 and source[17] == 30
+    source, valid = _table("dpp.row_bcast15")
+    assert not valid[:16].any() and valid[16:].all() and source[40] == 31
+    source, _ = _table("dpp.quad_perm", 3, 2, 1, 0)
+    assert list(source[4:8]) == [7, 6, 5, 4]
+    # ds_swizzle bitmask mode acts within each half of the wave
+    source, _ = _table("swizzle.bitmask", 0b11100, 0b00011, 0b00100)
+    lane = LANES % 32
+    assert (source == LANES - lane + (((lane & 0b11100) | 0b00011) ^ 0b00100)).all()
+    assert (_table("bpermute.rotate", 63)[0] == (LANES + 63) % 64).all()
+    for name, found in LANE_MAPS.items():
+        params = tuple(lo for _, lo, _ in found.params)
+        src, ok = _table(name, *params)
+        assert ((src >= 0) & (src < 64))[ok].all(), name
+
+
+def test_lane_map_parameters_are_checked():
+    with pytest.raises(LaneMapError, match="n = 16 must be a whole number in"):
+        lane_map("dpp.row_shr", (16,))
+    with pytest.raises(LaneMapError, match="unknown lane map 'dpp.row_xmask'"):
+        lane_map("dpp.row_xmask", (1,))
+
+
+def test_butterfly_row_max_matches_numpy_on_the_strict_emulator():
+    kernel = P.row_max()
+    x = np.random.default_rng(1).standard_normal((6, 32)).astype(np.float32)
+    y = np.zeros_like(x)
+    compiled = argus.compile(kernel)
+    compiled.run(X=x, Y=y, check="strict")
+    assert np.array_equal(y, np.repeat(x.max(axis=1, keepdims=True), 32, axis=1))
+    emitted = [line.split()[0] for line in compiled.text.splitlines() if line.strip()]
+    assert emitted.count("ds_bpermute_b32") == len(P.BUTTERFLY)
+
+
+@T.kernel(waves=1)
+def row_scan(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
+    """Inclusive prefix sums along rows of 16 by DPP row shifts (invalid lanes keep theirs)."""
+    N = X.shape[0]
+    T.assume((N % 4).eq(0))
+    T.grid(N // 4)
+    x = X.load((T.program_id(0) * 4, 0), T.copy_layout((4, 16), 1, 1))
+    for shift in (1, 2, 4, 8):
+        x = T.shuffle(x, "dpp.row_shr", shift, combine="sum")
+    Y.store((T.program_id(0) * 4, 0), x)
+
+
+def test_dpp_shift_scan_agrees_with_the_interpreter_and_numpy():
+    x = np.random.default_rng(2).standard_normal((8, 16)).astype(np.float32)
+    y = np.zeros_like(x)
+    argus.compile(row_scan).run(X=x, Y=y, check="strict")
+    interpreted = run(row_scan.ir, {"X": x, "Y": np.zeros_like(x)}).outputs["Y"]
+    assert np.allclose(y, np.cumsum(x, axis=1), atol=1e-5)
+    assert np.array_equal(y, interpreted)
+
+
+@T.kernel(waves=1)
+def swap_halves(X: Tensor("f32", 2, 32), Y: Tensor("f32", 2, 32)):
+    T.grid(1)
+    x = X.load((0, 0), P.rows_by_lane())
+    Y.store((0, 0), T.shuffle(x, "permlane32_swap"))
+
+
+def test_a_lane_map_gfx942_lacks_stops_at_its_line():
+    with pytest.raises(UnsupportedError, match=r"test_lanes\.py:\d+.*shuffle permlane32_swap"):
+        argus.compile(swap_halves)
+    x = np.arange(64, dtype=np.float32).reshape(2, 32)
+    out = run(swap_halves.ir, {"X": x, "Y": np.zeros_like(x)}).outputs["Y"]
+    assert np.array_equal(out, x[::-1])
+
+
+def test_cover_needs_a_carried_tag():
+    with pytest.raises(DSLError, match="cover='key'.*carries col, row"):
+        @T.kernel(waves=1)
+        def wrong(X: Tensor("f32", "N", 32), Y: Tensor("f32", "N", 32)):
+            T.grid(1)
+            T.tag(X, lambda r, c: {"row": r, "col": c})
+            T.shuffle(X.load((0, 0), P.rows_by_lane()), "bpermute.xor", 1, combine="max",
+                      cover="key")
+        wrong.trace()
+
+
+XOR_MAPS = {16: ("swizzle.bitmask", (31, 0, 16)), 8: ("dpp.row_ror", (8,)),
+            4: ("bpermute.xor", (4,)), 2: ("dpp.quad_perm", (2, 3, 0, 1)),
+            1: ("dpp.quad_perm", (1, 0, 3, 2))}
+
+
+@settings(max_examples=max(3, settings.default.max_examples // 20), deadline=None)
+@given(steps=st.lists(st.sampled_from(sorted(XOR_MAPS)), min_size=4, max_size=6))
+@example(steps=[1, 2, 4, 8, 16])
+@example(steps=[16, 8, 4, 2, 1])
+@example(steps=[16, 8, 8, 2, 1])
+def test_coverage_is_proved_exactly_for_complete_butterflies(steps):
+    """Any order of XOR distances: the row maximum covers every column iff each of the five
+    distances is used exactly once; the verifier and the interpreter agree."""
+    kernel = P.row_max(steps=tuple(XOR_MAPS[d] for d in steps))
+    complete = sorted(steps) == sorted(XOR_MAPS)
+    report = verify(kernel, N=2, jobs=1)
+    assert report.ok == complete, str(report)
+    x = np.zeros((2, 32), np.float32)
+    assert run(kernel.ir, {"X": x, "Y": x.copy()}).ok == complete
