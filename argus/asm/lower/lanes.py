@@ -112,9 +112,11 @@ def _reduce(s: Selector, op: O.Reduce):
 
 
 def _bpermute_address(s: Selector, lanes: str, params: tuple[int, ...]) -> VReg:
-    """The ds_bpermute_b32 address (source lane * 4) of a lane map from `isa_cdna3.lanemaps`."""
+    """The ds_bpermute_b32 address (source lane * 4) of a lane map from `isa_cdna3.lanemaps`;
+    the instruction reads address bits 7:2, so an invalid lane's source (which may lie outside
+    the wave) needs no wrapping."""
     source, _ = source_lane(lanes, params, Var("lane", 0, LANES))
-    return s.register(simplify((source & (LANES - 1)) * 4), "swap", cls="v")
+    return s.register(simplify(source * 4), "swap", cls="v")
 
 
 @rule(O.Shuffle)
