@@ -519,16 +519,72 @@ def test_over_read_faults_naming_the_wave_or_reads_zero_in_lenient_memory():
     assert run.unmapped_accesses == 64
 
 
-def test_a_spin_stops_at_the_default_per_wave_budget_naming_the_loop():
+def test_a_loop_that_never_reaches_its_bound_stops_at_the_per_wave_budget_naming_the_loop():
     import inspect
 
     from argus.isa_cdna3.emu import emulator
 
     assert inspect.signature(emulator.run).parameters["max_wave_instructions"].default == (
         emulator.MAX_WAVE_INSTRUCTIONS) <= 1 << 20
-    code = build("spin", ".Lspin:\n  s_branch .Lspin\n  s_endpgm\n")
-    with pytest.raises(EmulatorError, match=r"loop at pc 0x[0-9a-f]+ \(`s_branch"):
-        emulate(code, grid=4, block=128, args={}, max_wave_instructions=2000)
+    # the counter steps by 2 and never equals 7: its state changes every iteration
+    body = """
+  s_mov_b32 s8, 0
+.Lcount:
+  s_add_u32 s8, s8, 2
+  s_cmp_eq_u32 s8, 7
+  s_cbranch_scc0 .Lcount
+  s_endpgm
+"""
+    with pytest.raises(EmulatorError, match=r"more than 2000 instructions.*loop at pc "
+                                            r"0x[0-9a-f]+ \(`s_(add|cmp|cbranch)"):
+        emulate(build("count", body), grid=4, block=128, args={}, max_wave_instructions=2000)
+
+
+SPIN = """
+  global_load_dword v2, v1, s[4:5] sc0 sc1
+  s_waitcnt vmcnt(0)
+  v_cmp_eq_u32_e32 vcc, 7, v2
+  s_cbranch_vccz .Lwait
+  global_store_dword v1, v2, s[6:7]
+  s_waitcnt vmcnt(0)
+  s_endpgm
+"""
+
+
+def test_a_spin_on_a_flag_nobody_sets_stops_in_seconds_on_a_large_grid_naming_the_loop():
+    """2048 waves wait for a flag no wave writes: their state repeats exactly, so the emulator
+    stops after a few iterations instead of at the per-wave budget (hours at this grid)."""
+    import time
+
+    code = build("spin", ".Lwait:" + SPIN)
+    flag, out = np.zeros(64, np.uint32), np.zeros(64, np.uint32)
+    started = time.perf_counter()
+    with pytest.raises(EmulatorError, match=r"spin forever in the loop at pc 0x[0-9a-f]+ "
+                                            r"\(`global_load_dword v2, v1.*closed by 0x[0-9a-f]+ "
+                                            r"\(`s_cbranch_vccz"):
+        emulate(code, grid=2048, block=64, args=[flag, out], memory="lenient")
+    assert time.perf_counter() - started < 30
+
+
+def test_a_wait_on_a_flag_another_workgroup_sets_later_is_not_a_spin():
+    """Workgroup 0 polls the flag while workgroup 1 counts down 400 iterations and then sets
+    it: the poll's state repeats, but another wave still runs, so it is no run-away."""
+    body = """
+  s_cmp_eq_u32 s2, 0
+  s_cbranch_scc1 .Lwait
+  s_movk_i32 s8, 400
+.Lcount:
+  s_sub_u32 s8, s8, 1
+  s_cmp_eq_u32 s8, 0
+  s_cbranch_scc0 .Lcount
+  v_mov_b32_e32 v2, 7
+  global_store_dword v1, v2, s[4:5]
+  s_waitcnt vmcnt(0)
+  s_endpgm
+.Lwait:""" + SPIN
+    flag, out = np.zeros(64, np.uint32), np.zeros(64, np.uint32)
+    emulate(build("flag", body), grid=2, block=64, args=[flag, out])
+    np.testing.assert_array_equal(out, np.full(64, 7, np.uint32))
 
 
 def test_launches_the_emulator_cannot_run_are_refused_before_running():

@@ -155,7 +155,8 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
 
     `max_wave_instructions` bounds the instructions any one wave executes (default
     `emu.emulator.MAX_WAVE_INSTRUCTIONS`, about a million): a wave past it is a run-away, an
-    EmulatorError naming the PC it loops at.
+    EmulatorError naming the PC it loops at. A spin that changes nothing (`emu.emulator.SpinWatch`)
+    is stopped long before, whatever the budget.
     """
     co = _load(code_object)
     if co.mcpu not in isa.CDNA3_TARGETS:

@@ -11,6 +11,7 @@ them, packed work-item ids in v0.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from collections import Counter
@@ -50,11 +51,13 @@ if TYPE_CHECKING:   # the launch record comes from the layer above; only its fie
 
 CHECK_MODES = ("strict", "warn", "off")
 QUANTUM = 64    # wait states a group runs before waves at other PCs get their turn
-#: instructions one wave may execute before the run counts as a run-away (a spin on a flag no
-#: one sets, a loop whose counter never reaches its bound): AMD's largest kernels in the tests
-#: run some 10^4-10^5 per wave, and the emulator steps a lone wave at about 10^5-10^6 a second,
-#: so a spin stops within seconds
+#: instructions one wave may execute before the run counts as a run-away (a loop whose counter
+#: never reaches its bound): AMD's largest kernels in the tests run some 10^4-10^5 per wave. A
+#: spin that changes nothing (a wait on a flag no one sets) is caught much sooner, by
+#: `SpinWatch`, whatever the grid.
 MAX_WAVE_INSTRUCTIONS = 1 << 20
+#: wave-instructions between two looks of `SpinWatch` at a group taking a backward branch
+SPIN_CHECK_INTERVAL = 64
 #: waves whose registers the emulator keeps at once (some 300 KiB each: 2^16 waves are 20 GB)
 MAX_EMULATED_WAVES = 1 << 16
 
@@ -266,7 +269,7 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
 
     start, cpu_start = time.perf_counter(), time.process_time()
     with np.errstate(all="ignore"):  # IEEE overflow/NaN are results here, not Python errors
-        counts = _run(m, instructions, executors, max_wave_instructions, info.name)
+        counts = _run(m, instructions, executors, max_wave_instructions, info)
     seconds = time.perf_counter() - start
     cpu_seconds = time.process_time() - cpu_start
     m.drain()
@@ -279,8 +282,10 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
 
 
 def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
-         limit: int, name: str) -> np.ndarray:
+         limit: int, info: KernelInfo) -> np.ndarray:
+    name = info.name
     index_of = {ins.address: i for i, ins in enumerate(instructions)}
+    watch = SpinWatch(m, info.unified_vgpr_count)
     next_pc = [ins.next_address for ins in instructions]
     ticks = [nop_wait_states(ins) for ins in instructions]
     counts = np.zeros(len(instructions), np.int64)
@@ -311,6 +316,8 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
         if result is None:
             group.pc = next_pc[i]
         elif result != DIVERGED:
+            if result < group.pc and watch.spins(group, result):
+                raise _spin(name, group, result, instructions[i], instructions[index_of[result]])
             group.pc = result
         else:
             m.clock[group.sel] += group.tick
@@ -342,8 +349,59 @@ def _run_away(name, group, counts, instructions, index_of, limit) -> EmulatorErr
         f"kernel {name}: waves {group.waves[:4].tolist()} executed more than {limit} "
         f"instructions each without finishing; they loop at pc 0x{here.address:x} "
         f"(`{here.text}`), most executed 0x{hottest.address:x} (`{hottest.text}`): an endless "
-        "loop (a wait on a value nobody writes, a bound never reached), or pass a larger "
-        "max_wave_instructions")
+        "loop (a bound never reached), or pass a larger max_wave_instructions")
+
+
+def _spin(name, group, head, branch, first) -> EmulatorError:
+    return EmulatorError(
+        f"kernel {name}: waves {group.waves[:4].tolist()} spin forever in the loop at pc "
+        f"0x{head:x} (`{first.text}`), closed by 0x{branch.address:x} (`{branch.text}`): after "
+        "an iteration their registers, LDS and memory are exactly as before and no other wave "
+        "can run to change them (a wait on a value nobody writes)")
+
+
+class SpinWatch:
+    """Finds a group that loops without effect: at a backward branch its registers, every
+    wave's LDS and global memory equal what they were at the same branch an iteration or more
+    earlier, nothing is in flight, and no other wave ran in between or can run. Execution is
+    deterministic, so the loop never ends. Registers are compared first (cheap, and a real
+    loop's counters and addresses differ every iteration); memory is hashed only once they
+    repeat, so a real kernel pays for a compare of its SGPRs every `SPIN_CHECK_INTERVAL`."""
+
+    def __init__(self, m: Machine, vgprs: int):
+        self.m = m
+        self.vgprs = min(max(vgprs, 1), isa.VGPRS_UNIFIED)
+        self.due = SPIN_CHECK_INTERVAL
+        self.seen: dict[tuple[int, bytes], tuple[np.ndarray, int, bytes | None]] = {}
+
+    def spins(self, group: Group, head: int) -> bool:
+        m = self.m
+        executed = int(m.executed[group.waves[0]])
+        if executed < self.due:
+            return False
+        self.due = executed + SPIN_CHECK_INTERVAL
+        if (np.count_nonzero(m.state == RUNNING) != group.n
+                or any(m.outstanding[c][group.sel].any() for c in m.outstanding)):
+            return False
+        sel = group.sel
+        light = np.concatenate([m.sgpr[:, sel].ravel(), m.scc[sel], m.vskip[sel],
+                                m.vgpr[:self.vgprs, group.waves[0]].ravel()])
+        others = int(m.executed.sum()) - int(m.executed[sel].sum())
+        key = (head, group.waves.tobytes())
+        before = self.seen.get(key)
+        if before is None or before[1] != others or not np.array_equal(before[0], light):
+            if len(self.seen) > 16:
+                self.seen.clear()
+            self.seen[key] = (light, others, None)
+            return False
+        digest = hashlib.blake2b(digest_size=16)
+        for part in (m.vgpr[:self.vgprs, sel], m.lds, m.memory.heap):
+            digest.update(np.ascontiguousarray(part).data)
+        heavy = digest.digest()
+        if before[2] == heavy:
+            return True
+        self.seen[key] = (light, others, heavy)
+        return False
 
 
 def _next_group(m: Machine, name: str) -> Group | None:
