@@ -16,6 +16,7 @@ from functools import lru_cache
 import attrs
 import numpy as np
 
+from argus.absint.sync import uses_clock
 from argus.ir import access as A
 from argus.ir import ops as O
 from argus.ir.expr import Expr, Var, evaluate, free_vars
@@ -126,6 +127,32 @@ class RunResult:
         return "\n".join(str(v) for v in self.violations)
 
 
+@attrs.frozen
+class Clock:
+    """The concrete memory-ordering clock of a workgroup (`absint.sync.Clock` has the meaning
+    of each count)."""
+
+    waits: int = 0
+    published: int = 0
+    groups: int = 0
+    retired: int = 0
+    retired_published: int = 0
+
+
+@attrs.frozen
+class _Copy:
+    """An async copy in flight: its group, destination addresses (in bounds), the threads
+    that copy them, the data and tags read at issue, and the issuing op's index."""
+
+    group: int
+    buffer: str
+    addr: np.ndarray = attrs.field(eq=False)
+    thread: np.ndarray = attrs.field(eq=False)
+    data: np.ndarray = attrs.field(eq=False)
+    tags: dict = attrs.field(eq=False)
+    op: int
+
+
 @attrs.define
 class RegVal:
     """A register tile's data and tags, each of shape (waves, 64, slots)."""
@@ -148,13 +175,21 @@ class LdsState:
     reader: np.ndarray
     #: the op that read each address in its read epoch (_MANY when several did)
     read_op: np.ndarray
+    #: with the memory-ordering clock (`absint.sync`): the wait count or copy group that
+    #: landed the last write, whether it was a copy, and per address the group and thread of
+    #: an async copy still in flight (-1: none)
+    ticket: np.ndarray
+    copied: np.ndarray
+    pending_group: np.ndarray
+    pending_thread: np.ndarray
 
     @classmethod
     def fresh(cls, size: int) -> LdsState:
         def ints(fill):
             return np.full(size, fill, dtype=np.int64)
         return cls(np.zeros(size, np.float32), {}, np.zeros(size, bool), ints(-1), ints(-1),
-                   ints(-1), ints(-1), ints(-1), ints(-1))
+                   ints(-1), ints(-1), ints(-1), ints(-1), ints(-1), np.zeros(size, bool),
+                   ints(-1), ints(-1))
 
 
 def to_dtype(data: np.ndarray, dtype: str) -> np.ndarray:
@@ -212,6 +247,10 @@ class _Workgroup:
         self.waves = run.kernel.waves
         thread = np.arange(self.waves)[:, None, None] * LANES + np.arange(LANES)[None, :, None]
         self.thread = thread
+        #: the memory-ordering clock (`absint.sync.Clock`, concrete; None: classic epochs)
+        #: and the async copies in flight
+        self.clock = Clock() if run.uses_clock else None
+        self.copies: list[_Copy] = []
 
     # reporting
 
@@ -301,7 +340,7 @@ class _Workgroup:
     def global_index(self, op, tensor):
         """Every thread slot's tensor index by the op's formula (`ir.access`), the gathered
         axis reading the index tensor's data."""
-        found, env, at = self.access(op)
+        found, env, at = self.access(op, lds=False)
         if op.gather is not None:
             env[A.GATHERED_ROW.name] = self.gathered(op, found, env, at)
         shape = self.run.arrays[tensor.name].shape
@@ -316,17 +355,17 @@ class _Workgroup:
         clipped = tuple(np.clip(i, 0, extent - 1) for i, extent in zip(index, shape))
         return index, clipped, inside
 
-    def access(self, op):
+    def access(self, op, lds: bool | None = None):
         """The op's access formula (`ir.access`) in tile-coordinate variables, the environment
         evaluating it for every (wave, lane, slot), and that grid's shape: the formula and the
         layout's coordinate table are built once per op and run."""
-        cached = self.run.accesses.get(id(op))
+        lds = isinstance(op, (O.LdsLoad, O.LdsStore)) if lds is None else lds
+        cached = self.run.accesses.get((id(op), lds))
         if cached is None:
-            lds = isinstance(op, (O.LdsLoad, O.LdsStore))
             formula = (A.lds_access if lds else A.global_access)(op, "tile")
             table = A.tile_of(op).layout.table()
             cached = formula, {f"t{a}": c for a, c in enumerate(table)}, table[0].shape
-            self.run.accesses[id(op)] = cached
+            self.run.accesses[(id(op), lds)] = cached
         formula, coords, at = cached
         return formula, {**self.env, **coords}, at
 
@@ -827,7 +866,7 @@ class _Workgroup:
     def lds_addresses(self, op):
         """Every thread slot's LDS address by the op's formula, whether it is in bounds, and
         the view coordinates for reports (evaluated only when one is made)."""
-        found, env, shape = self.access(op)
+        found, env, shape = self.access(op, lds=True)
 
         def each(e, dtype):
             return np.broadcast_to(np.asarray(evaluate(e, env), dtype), shape)
@@ -861,7 +900,7 @@ class _Workgroup:
         same_op = np.zeros(address.shape, bool)
         same_op[inside] = (lo[addr] != hi[addr]) & (not atomic)
         earlier = np.zeros(address.shape, bool)
-        earlier[inside] = (lds.write_epoch[addr] == self.epoch) & (lds.writer[addr] != who)
+        earlier[inside] = self.unordered_write(lds, addr, who)
         if atomic:  # atomic adds commute: only a plain store in this epoch races with this one
             earlier[inside] &= ~self.run.lds_atomic[lds.write_op[addr]]
         if (clash := same_op | earlier).any():
@@ -898,8 +937,101 @@ class _Workgroup:
         lds.write_epoch[addr] = self.epoch
         lds.writer[addr] = who
         lds.write_op[addr] = self.run.op_index(op)
+        if self.clock is not None:
+            lds.ticket[addr], lds.copied[addr] = self.clock.waits, False
 
     op_LdsAtomicAdd = op_LdsStore
+
+    def copy_at(self, buffer: str, address: int) -> str:
+        """Where the newest async copy in flight to `address` of `buffer` was issued."""
+        found = [c for c in self.copies if c.buffer == buffer and (c.addr == address).any()]
+        return self.run.op_loc(found[-1].op) if found else "?"
+
+    def unordered_write(self, lds: LdsState, addr, who) -> np.ndarray:
+        """Per address: the last write there, by another thread, is not ordered before an
+        access by `who` now — in the same barrier epoch, or with the clock (`absint.sync`)
+        not yet waited for and published by a barrier; and with the clock an async copy in
+        flight there (by anyone: it lands later) races too."""
+        other = lds.writer[addr] != who
+        if self.clock is None:
+            return (lds.write_epoch[addr] == self.epoch) & other
+        c = self.clock
+        unpublished = np.where(lds.copied[addr], lds.ticket[addr] >= c.retired_published,
+                               lds.ticket[addr] >= c.published)
+        return (lds.written[addr] & other & unpublished) | (lds.pending_group[addr] >= 0)
+
+    def op_AsyncCopy(self, op: O.AsyncCopy):
+        """Read the source now, check the destination like a store, and hold the copy in
+        flight until a wait retires its group (`land`)."""
+        lds: LdsState = self.values[op.buffer.name]
+        index, clipped, inside_g = self.global_index(op, op.tensor)
+        data = np.where(inside_g, self.run.arrays[op.tensor.name][clipped], 0)
+        tags = self.tensor_tags(op.tensor, index, inside_g)
+        if op.tensor.name in self.run.stored:
+            self.check_global_read(op, clipped, inside_g)
+            self.global_order(op, clipped, inside_g, write=False)
+        address, inside, full = self.lds_addresses(op)
+        thread = np.broadcast_to(self.thread, address.shape)
+        addr, who = address[inside], thread[inside]
+        clash = np.zeros(address.shape, bool)
+        clash[inside] = self.unordered_write(lds, addr, who)
+        stale = np.zeros(address.shape, bool)
+        stale[inside] = (lds.read_epoch[addr] == self.epoch) & (lds.reader[addr] != who)
+        for mask, what in ((clash, "write/write race: this async copy and another write to "
+                                   "one LDS address are not ordered (no wait and barrier "
+                                   "between)"),
+                           (stale, "write-after-read race: this async copy may land before "
+                                   "another thread has read the old data (no barrier since "
+                                   "that read)")):
+            if mask.any():
+                self.report(op, "lds-race", what, mask, element=self.lds_element(full, address))
+        copy = _Copy(self.clock.groups, op.buffer.name, addr, who,
+                     to_dtype(data[inside], op.buffer.type.dtype),
+                     {n: t[inside] for n, t in tags.items()}, self.run.op_index(op))
+        self.copies.append(copy)
+        lds.pending_group[addr], lds.pending_thread[addr] = copy.group, who
+
+    def op_CommitGroup(self, op: O.CommitGroup):
+        self.clock = attrs.evolve(self.clock, groups=self.clock.groups + 1)
+
+    def op_WaitGroup(self, op: O.WaitGroup):
+        # a group landed earlier stays landed (the verifier's count may undercount here)
+        retired = max(self.clock.retired, self.clock.groups - op.pending)
+        self.clock = attrs.evolve(self.clock, retired=retired)
+        self.land()
+
+    def op_Wait(self, op: O.Wait):
+        c = self.clock
+        self.clock = attrs.evolve(c, waits=c.waits + 1, retired=max(c.retired, c.groups))
+        self.land()
+
+    def land(self):
+        """Copies whose group is retired write LDS now, in issue order; the rest stay in
+        flight."""
+        flying = []
+        for copy in self.copies:
+            if copy.group >= self.clock.retired:
+                flying.append(copy)
+                continue
+            lds: LdsState = self.values[copy.buffer]
+            addr = copy.addr
+            lds.data[addr] = copy.data
+            for name in list(lds.tags) + [n for n in copy.tags if n not in lds.tags]:
+                if name not in lds.tags:
+                    lds.tags[name] = np.full(lds.data.size, TOP, np.int64)
+                source = copy.tags.get(name)
+                lds.tags[name][addr] = ABSENT if source is None else source
+            lds.written[addr], lds.write_epoch[addr] = True, self.epoch
+            lds.writer[addr], lds.write_op[addr] = copy.thread, copy.op
+            lds.ticket[addr], lds.copied[addr] = copy.group, True
+        self.copies = flying
+        for name, lds in self.values.items():
+            if isinstance(lds, LdsState):
+                lds.pending_group[:] = -1
+                lds.pending_thread[:] = -1
+        for copy in flying:
+            lds = self.values[copy.buffer]
+            lds.pending_group[copy.addr], lds.pending_thread[copy.addr] = copy.group, copy.thread
 
     def add_to_lds(self, op, lds: LdsState, data: np.ndarray, value_names, addr, lo, hi):
         """ds_add: the addresses hold the old value plus every contribution; the sum's tags are
@@ -924,20 +1056,37 @@ class _Workgroup:
         safe = np.where(inside, address, 0)
         thread = np.broadcast_to(self.thread, address.shape)
         element = self.lds_element(full, address)
-        never = inside & ~lds.written[safe]
+        # with the clock, the reader's own async copy in flight: it reads the old data
+        own = np.zeros(address.shape, bool)
+        if self.clock is not None:
+            own = inside & (lds.pending_group[safe] >= 0) & (lds.pending_thread[safe] == thread)
+        if own.any():
+            position = _first(own)
+            self.report(op, "async-pending",
+                        "reads LDS that this thread's own async copy has not landed in: no "
+                        "wait_group has retired the copy's group", own, element=element,
+                        position=position,
+                        detail=f"copied at {self.copy_at(op.buffer.name, safe[position])}")
+        never = inside & ~lds.written[safe] & ~own
         if never.any():
             self.report(op, "lds-uninitialised",
                         "uninitialised LDS read: no thread has written this address", never,
                         element=element)
-        racy = inside & (lds.write_epoch[safe] == self.epoch) & (lds.writer[safe] != thread)
+        racy = inside & self.unordered_write(lds, safe, thread) & ~own
         if racy.any():
             position = _first(racy)
-            writer = self.thread_name(lds.writer[safe[position]])
-            where = self.run.op_loc(lds.write_op[safe[position]])
+            a = safe[position]
+            flying = lds.pending_group[a] >= 0
+            writer = self.thread_name(lds.pending_thread[a] if flying else lds.writer[a])
+            where = self.copy_at(op.buffer.name, a) if flying else \
+                self.run.op_loc(lds.write_op[a])
             self.report(op, "lds-race",
                         "read-after-write race: another thread wrote this LDS address with no "
-                        "barrier in between", racy, element=element, position=position,
+                        "barrier in between" + (" (an async copy still in flight)" if flying
+                                                else ""),
+                        racy, element=element, position=position,
                         detail=f"written by {writer} at {where}", other_loc=where)
+        racy |= own
         unknown = ~inside | never | racy
         data = np.where(inside, lds.data[safe], 0).astype(np.float32)
         # a name absent from every element read (overwritten with other names) is not
@@ -980,6 +1129,14 @@ class _Workgroup:
 
     def op_Barrier(self, op: O.Barrier):
         self.epoch += 1
+        if self.clock is not None:
+            c = self.clock
+            self.clock = Clock(c.waits + 1, c.waits + 1, c.groups, c.retired, c.retired)
+
+    def op_BarrierNoWait(self, op: O.BarrierNoWait):
+        self.epoch += 1
+        c = self.clock
+        self.clock = Clock(c.waits, c.waits, c.groups, c.retired, c.retired)
 
     # control flow
 
@@ -1096,6 +1253,7 @@ class _Run:
         #: id of a memory op -> its access formula and coordinate table (`_Workgroup.access`)
         self.accesses: dict = {}
         self.kernel, self.arrays, self.sizes = kernel, arrays, sizes
+        self.uses_clock = uses_clock(kernel)
         self.max_violations = max_violations
         self.violations: list[Violation] = []
         self.tensor_tags: dict = {}

@@ -33,13 +33,18 @@ class WriteRec:
     guard: Expr
     epoch: Expr
     atomic: bool = False  # an lds.atomic_add: the address holds the old value plus the adds
+    #: with the memory-ordering clock on (`absint.sync`): the wait count (a store) or the copy
+    #: group (an async copy) that lands it; None: the classic one-epoch model
+    ticket: Expr | None = None
+    copy: bool = False  # an async copy: lands for its own wave too only when retired
 
     def substitute(self, mapping: dict) -> WriteRec:
         def put(e):
             return simplify(substitute(e, mapping))
         return attrs.evolve(self, origin=tuple(put(o) for o in self.origin),
                             tile=self.tile.substitute(mapping), guard=put(self.guard),
-                            epoch=put(self.epoch))
+                            epoch=put(self.epoch),
+                            ticket=None if self.ticket is None else put(self.ticket))
 
 
 @attrs.frozen
@@ -90,6 +95,7 @@ class ReadSite:
     address: Expr
     thread_id: Expr
     epoch: Expr
+    clock: object = None  # the reader's `sync.Clock`, when the kernel uses it
 
 
 @attrs.define
@@ -107,6 +113,8 @@ class Resolution:
     defs: list
     fresh: set
     absent: dict
+    #: the newest write there is the reader's own async copy, not landed yet
+    pending: Expr = FALSE
 
     @classmethod
     def bottom(cls, names, *, opaque: bool) -> Resolution:
@@ -122,7 +130,8 @@ class Resolution:
             ite(cond, self.uninitialised, other.uninitialised),
             ite(cond, self.opaque, other.opaque), ite(cond, self.race, other.race),
             self.defs + other.defs, self.fresh | other.fresh,
-            {n: ite(cond, self.absent[n], other.absent[n]) for n in self.absent})
+            {n: ite(cond, self.absent[n], other.absent[n]) for n in self.absent},
+            ite(cond, self.pending, other.pending))
 
 
 @lru_cache(maxsize=256)
@@ -175,7 +184,8 @@ def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
     defs += instance.defs
     fresh |= fresh_in(*defs, *(t.value for t in instance.tags.values()),
                       *(t.top for t in instance.tags.values()))
-    race = And(record.epoch.eq(site.epoch), (writer[0] * LANES + writer[1]).ne(site.thread_id))
+    other = (writer[0] * LANES + writer[1]).ne(site.thread_id)
+    race, pending = unordered(record, site.epoch, site.clock, other)
     if record.atomic:
         race = _other_adder(record, site)
         fresh |= fresh_in(race)
@@ -183,9 +193,25 @@ def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
     for n in names:
         tag = instance.tags.get(n)
         values[n] = tag.value if tag is not None else Const(0)
-        tops[n] = Or(tag.top, race) if tag is not None else TRUE
+        tops[n] = Or(tag.top, race, pending) if tag is not None else TRUE
     absent = {n: FALSE if n in instance.tags else TRUE for n in names}
-    return _Guarded(cover, Resolution(values, tops, FALSE, FALSE, race, defs, fresh, absent))
+    return _Guarded(cover, Resolution(values, tops, FALSE, FALSE, race, defs, fresh, absent,
+                                      pending))
+
+
+def unordered(record, epoch: Expr, clock, other: Expr) -> tuple[Expr, Expr]:
+    """Whether a write (`record`: a WriteRec or an Access) is not ordered before an access at
+    `epoch`/`clock` by another thread (`other` holds) — a race — and whether it is the
+    accessor's own async copy still in flight. Classic model: another thread's write in the
+    same barrier epoch. With the clock (`absint.sync`): a store not yet waited for and
+    published by a barrier, a copy whose group was not retired before a barrier (another
+    thread) or at all (its own thread)."""
+    if record.ticket is None or clock is None:
+        return And(record.epoch.eq(epoch), other), FALSE
+    if not record.copy:
+        return And(other, record.ticket >= clock.published), FALSE
+    return (And(other, record.ticket >= clock.retired_published),
+            And(Not(other), record.ticket >= clock.retired))
 
 
 @attrs.frozen
@@ -265,7 +291,8 @@ def _added(add: Resolution, below: Resolution) -> Resolution:
     names = add.values
     return Resolution({n: Const(0) for n in names}, {n: TRUE for n in names},
                       below.uninitialised, below.opaque, Or(add.race, below.race),
-                      add.defs + below.defs, add.fresh | below.fresh, {n: FALSE for n in names})
+                      add.defs + below.defs, add.fresh | below.fresh, {n: FALSE for n in names},
+                      below.pending)
 
 
 @attrs.frozen
@@ -284,6 +311,9 @@ class Access:
     loops: tuple = ()
     order: int = 0
     atomic: bool = False  # lds.atomic_add: adds by two threads commute, no race between them
+    ticket: Expr | None = None  # as WriteRec's (a write with the clock on)
+    copy: bool = False  # an async copy
+    clock: object = None  # the `sync.Clock` where the access is made (the clock on)
 
     def footprint(self, mapping: dict):
         """(thread vars, thread id, address, inside) of a fresh symbolic thread."""

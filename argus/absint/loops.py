@@ -8,6 +8,7 @@ from __future__ import annotations
 import attrs
 
 from argus.absint import lds as L
+from argus.absint import sync as S
 from argus.absint.domain import (
     FALSE,
     TOP_TAG,
@@ -120,6 +121,7 @@ class Loops:
             # an enclosing loop cannot replay these writes as flat records of its own body
             self.loop_writes[-1].update({name: None for name in writes})
         self.epoch = simplify(entry_epoch + trips * barriers)
+        self.clock = None if self.clock is None else S.after_loop(op, self.clock)
 
     def check_bounded_sizes(self):
         """Refuse a bound that no size satisfies: every obligation would hold vacuously."""
@@ -153,6 +155,7 @@ class Loops:
         loop = LoopCtx(op.iv, op.start, op.stop, op.step)
         trips = _trips(op)
         entry_epoch, barriers = self.epoch, _barriers(op.body)
+        entry_clock = self.clock
         outer_values, outer_assumes, outer_guard = dict(self.values), list(self.assumes), \
             self.guard
         carried = [self.tags(v) for v in op.inits]
@@ -179,6 +182,7 @@ class Loops:
         for result, tile in zip(op.results, results):
             self.values[result.name] = tile
         self.epoch = simplify(entry_epoch + trips * barriers)
+        self.clock = None if entry_clock is None else S.after_loop(op, entry_clock)
 
     def settle_copy(self, mark: tuple, entry_lds: dict, pin: dict, loop: LoopCtx):
         """Fix the induction variable to its value in what a copy of a loop body recorded
@@ -193,6 +197,8 @@ class Loops:
                 access, origin=tuple(simplify(subst(o, pin)) for o in access.origin),
                 guard=simplify(subst(access.guard, pin)),
                 epoch=simplify(subst(access.epoch, pin)),
+                ticket=None if access.ticket is None else simplify(subst(access.ticket, pin)),
+                clock=None if access.clock is None else access.clock.substitute(pin),
                 loops=tuple(c for c in access.loops if c is not loop))
         for index in range(global_accesses, len(self.global_accesses)):
             access = self.global_accesses[index]
@@ -205,6 +211,8 @@ class Loops:
                 epoch=simplify(subst(access.epoch, pin)),
                 loops=tuple(c for c in access.loops if c is not loop))
         self.epoch = simplify(subst(self.epoch, pin))
+        if self.clock is not None:
+            self.clock = self.clock.substitute(pin)
 
     def mark(self) -> tuple:
         return len(self.pending), len(self.accesses), len(self.global_accesses), self.order
@@ -226,11 +234,13 @@ class Loops:
         """One abstract run of the body at symbolic iteration iv: returns the yielded maps, the
         LDS writes per buffer and, per carried tile, the tag names whose candidate invariant
         failed (tags in `widened` hold by construction; widened=None checks nothing)."""
-        saved = (dict(self.values), dict(self.lds), self.epoch, list(self.assumes))
+        saved = (dict(self.values), dict(self.lds), self.epoch, list(self.assumes), self.clock)
         self.loops.append(loop)
         self.loop_writes.append({})
         self.assumes += loop.bounds()
         self.epoch = simplify(entry_epoch + (op.iv - op.start) // op.step * barriers)
+        if self.clock is not None:
+            self.clock = S.body_start(op, self.clock, op.iv)
         for name, state in entry_lds.items():
             known = None if records is None else records.get(name, ())
             body = None if known is None else tuple(known)
@@ -247,7 +257,7 @@ class Loops:
         writes = {n: None if rs is None else list(rs)
                   for n, rs in self.loop_writes.pop().items()}
         self.loops.pop()
-        self.values, self.lds, self.epoch, self.assumes = saved
+        self.values, self.lds, self.epoch, self.assumes, self.clock = saved
         return yields, writes, failing
 
     def unstable_tags(self, y: TileTags, cand: TileTags, settled: set) -> set:
@@ -273,14 +283,14 @@ class Loops:
 def _barriers(block: O.Block) -> Expr:
     count: Expr = Const(0)
     for op in block.ops:
-        if isinstance(op, O.Barrier):
+        if isinstance(op, O.Barrier | O.BarrierNoWait):
             count = count + 1
         elif isinstance(op, O.For):
             trips = max_(0, (op.stop - op.start + op.step - 1) // op.step)
             count = count + trips * _barriers(op.body)
         elif isinstance(op, O.If):
             for inner in op.blocks:
-                if any(isinstance(x, O.Barrier) for x in O.walk(inner)):
+                if any(isinstance(x, O.Barrier | O.BarrierNoWait) for x in O.walk(inner)):
                     raise VerifyError(f"{op.loc}: barrier inside a branch: every wave must "
                                       "reach the same barriers; move it out of the branch")
     return simplify(count)

@@ -97,14 +97,25 @@ class Races:
         if ordered is None:
             return None
         mapping, constraints = ordered
-        epoch_eq = subst(earlier.epoch, mapping).eq(later.epoch)
         context = self.assumes + [b for c in later.loops for b in c.bounds()] + constraints
-        if self.holds(Not(epoch_eq), context):
-            return None
         thread, tid, address, inside = later.footprint({})
         other, tid_other, address_other, inside_other = earlier.footprint(mapping)
-        cond = And(*constraints, epoch_eq, later.guard, subst(earlier.guard, mapping), inside,
-                   inside_other, address.eq(address_other), tid.ne(tid_other))
+        if earlier.write and earlier.ticket is not None:
+            # the clock (`absint.sync`): the earlier write is ordered once waited for and
+            # published by a barrier; an own async copy in flight races with its own wave too
+            moved = attrs.evolve(earlier, ticket=subst(earlier.ticket, mapping),
+                                 epoch=subst(earlier.epoch, mapping))
+            race, pending = L.unordered(moved, later.epoch, later.clock, tid.ne(tid_other))
+            # one wave's copies land in issue order, so an own copy in flight clashes only
+            # with a later plain store (which the copy would overwrite when it lands)
+            clash = race if later.copy else Or(race, pending)
+        else:
+            epoch_eq = subst(earlier.epoch, mapping).eq(later.epoch)
+            if self.holds(Not(epoch_eq), context):
+                return None
+            clash = And(epoch_eq, tid.ne(tid_other))
+        cond = And(*constraints, later.guard, subst(earlier.guard, mapping), inside,
+                   inside_other, address.eq(address_other), clash)
         return cond, thread, [], earlier, other
 
     def check_global_races(self):

@@ -14,6 +14,7 @@ import time
 
 from argus import env
 from argus.absint import lds as L
+from argus.absint import sync as S
 from argus.absint.admissible import check_admissible, coverage, size_value
 from argus.absint.domain import (
     FALSE,
@@ -155,6 +156,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         self.lds: dict = {}
         self.lds_size: dict = {}
         self.epoch: Expr = Const(0)
+        #: waits, barriers and copy groups passed (`absint.sync`); None: the classic model
+        self.clock: S.Clock | None = S.Clock() if S.uses_clock(kernel) else None
         self.guard: Expr = TRUE
         self.loops: list[LoopCtx] = []
         self.loop_writes: list[dict] = []
@@ -202,6 +205,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                                   "op")
             if handler is not None:
                 handler(op)
+            if self.clock is not None and not op.blocks:
+                self.clock = S.step(op, self.clock)
             if rule is not None:
                 self.values[op.results[0].name] = rule(self, op)
             if block is self.kernel.body:
@@ -509,6 +514,12 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         self.lds[op.result.name] = L.Empty()
         self.lds_size[op.result.name] = op.result.type.size
 
+    def ticket(self, op) -> Expr | None:
+        """The count that lands a write (`absint.sync`): its copy group or its wait."""
+        if self.clock is None or not isinstance(op, O.LdsStore | O.AsyncCopy):
+            return None
+        return self.clock.groups if isinstance(op, O.AsyncCopy) else self.clock.waits
+
     def lds_access(self, op, buffer, t: RegType):
         thread = self.thread(t)
         found = A.lds_access(op)
@@ -520,9 +531,10 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         if self.collect:
             self.order += 1
             self.accesses.append(L.Access(
-                op, isinstance(op, O.LdsStore), buffer.name, op.addr, op.origin, t.layout,
-                self.lds_size[buffer.name], self.guard, self.epoch, tuple(self.loops),
-                self.order, isinstance(op, O.LdsAtomicAdd)))
+                op, isinstance(op, O.LdsStore | O.AsyncCopy), buffer.name, op.addr, op.origin,
+                t.layout, self.lds_size[buffer.name], self.guard, self.epoch, tuple(self.loops),
+                self.order, isinstance(op, O.LdsAtomicAdd), self.ticket(op),
+                isinstance(op, O.AsyncCopy), self.clock))
         return thread, view, address, inside, evaluator(shown)
 
     def op_LdsStore(self, op: O.LdsStore):
@@ -531,22 +543,36 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         value = self.tags(op.value)
         inst = value.at(*thread)
         self.assertions(op, {"V": inst.tags}, inst.defs, thread, _coords(t))
-        record = L.WriteRec(op, op.addr, op.origin, value, t.layout, t.shape,
-                            self.lds_size[op.buffer.name], self.guard, self.epoch,
-                            isinstance(op, O.LdsAtomicAdd))
+        self.write_lds(op, L.WriteRec(op, op.addr, op.origin, value, t.layout, t.shape,
+                                      self.lds_size[op.buffer.name], self.guard, self.epoch,
+                                      isinstance(op, O.LdsAtomicAdd), self.ticket(op)))
+
+    op_LdsAtomicAdd = op_LdsStore
+
+    def write_lds(self, op, record: L.WriteRec):
         self.lds[op.buffer.name] = L.push(self.lds[op.buffer.name], record)
         if self.loop_writes:
             written = self.loop_writes[-1].setdefault(op.buffer.name, [])
             if written is not None:
                 written.append(record)
 
-    op_LdsAtomicAdd = op_LdsStore
+    def op_AsyncCopy(self, op: O.AsyncCopy):
+        """The copied elements carry the tensor's tags into LDS; the write lands with its
+        group (`lds.unordered` reads the ticket)."""
+        t = op.tile
+        index, inside = self.global_access(op, op.tensor, t, write=False)
+        self.lds_access(op, op.buffer, t)
+        data = tile_tags(self.thread(t), self.global_tags(op.tensor, index, inside))
+        self.write_lds(op, L.WriteRec(op, op.addr, op.origin, data, t.layout, t.shape,
+                                      self.lds_size[op.buffer.name], self.guard, self.epoch,
+                                      ticket=self.ticket(op), copy=True))
 
     def op_LdsLoad(self, op: O.LdsLoad):
         t = op.result.type
         thread, view, address, inside, element = self.lds_access(op, op.buffer, t)
         state = self.lds[op.buffer.name]
-        site = L.ReadSite(op.addr, view, address, thread[0] * LANES + thread[1], self.epoch)
+        site = L.ReadSite(op.addr, view, address, thread[0] * LANES + thread[1], self.epoch,
+                          self.clock)
         names = sorted(L.record_names(state))
         res = L.resolve(state, site, names)
         tags = {n: Tag(res.values[n], Or(res.tops[n], Not(inside))) for n in names
@@ -557,6 +583,12 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                         "barrier in between",
                         Or(Not(inside), And(Not(res.race), Not(res.opaque))), res.defs, thread,
                         lambda w: {"element": element(w)})
+        if self.clock is not None:
+            self.obligation(op, "async-pending",
+                            "reads LDS that this thread's own async copy has not landed in: no "
+                            "wait_group has retired the copy's group",
+                            Or(Not(inside), Not(res.pending)), res.defs, thread,
+                            lambda w: {"element": element(w)})
         self.obligation(op, "lds-uninitialised", "reads LDS that no thread has written",
                         Or(Not(inside), And(Not(res.uninitialised), Not(res.opaque))),
                         res.defs, thread, lambda w: {"element": element(w)})
@@ -568,11 +600,20 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
             return False
         return absent is TRUE or self.holds(Or(Not(inside), absent), self.assumes + list(defs))
 
-    def op_Barrier(self, op: O.Barrier):
-        if self.in_branch:
-            raise VerifyError(f"{op.loc}: barrier inside a branch: every wave must reach the "
-                              "same barriers; move it out of the `when` block")
+    def op_Barrier(self, op: O.Barrier | O.BarrierNoWait):
+        self.uniform(op)
         self.epoch = simplify(self.epoch + 1)
+
+    op_BarrierNoWait = op_Barrier
+
+    def uniform(self, op):
+        """Waits, commits and barriers must be passed by every wave alike (the clock moves)."""
+        if self.in_branch:
+            raise VerifyError(f"{op.loc}: {op.mnemonic} inside a branch: every wave must pass "
+                              "the same barriers, waits and commits; move it out of the `when` "
+                              "block")
+
+    op_Wait = op_WaitGroup = op_CommitGroup = uniform
 
     # control flow
 

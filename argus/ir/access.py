@@ -64,8 +64,17 @@ def _element(op, thread):
 
 
 def tile_of(op):
-    """The register tile a memory op moves: the stored value or the loaded result."""
+    """The register tile a memory op moves: the stored value, the loaded result, or the
+    layout an async copy is spread over (`tile`, a type: the data bypasses registers)."""
+    if hasattr(op, "tile"):
+        return op.tile
     return (op.value if hasattr(op, "value") else op.result).type
+
+
+def global_origin(op) -> tuple:
+    """Where a global access starts: an async copy's `origin` is in LDS, its `source` in the
+    tensor."""
+    return op.source if hasattr(op, "source") else op.origin
 
 
 def in_box(index, shape) -> Expr:
@@ -95,7 +104,7 @@ def global_index(op, thread=None, origin=None) -> tuple[Expr, ...]:
     """The tensor index of each tile element of a global access, before a gather replaces its
     row: origin + c placed on `op.axes` (the formula alone, for the backend's addresses)."""
     coords = _element(op, thread)
-    index = list(op.origin if origin is None else origin)
+    index = list(global_origin(op) if origin is None else origin)
     for tile_axis, tensor_axis in enumerate(op.axes):
         index[tensor_axis] = index[tensor_axis] + coords[tile_axis]
     return tuple(index)

@@ -229,9 +229,10 @@ class TagTile(Op, mnemonic="tag_tile", transfer=Transfer.RETAG):
         _check_tag_names(self, self.tags)
 
 
-def _check_global_access(op, tile: RegType):
+def _check_global_access(op, tile: RegType, origin=None):
     """The tile `op` loads or stores fits its tensor, origin, axes and gather."""
-    tensor, origin, axes = op.tensor, op.origin, op.axes
+    tensor, axes = op.tensor, op.axes
+    origin = op.origin if origin is None else origin
     if not isinstance(tensor.type, GlobalType):
         _fail(op, f"{tensor} is not a global tensor")
     rank = len(tensor.type.shape)
@@ -426,6 +427,64 @@ class LdsAtomicAdd(LdsStore, mnemonic="lds.atomic_add"):
     with other threads' plain stores and loads of it in that epoch. The sum mixes the
     contributions, so its tags are unknown (⊤); the old value is part of it, so an address no
     store initialised before the add reads as uninitialised. Role V."""
+
+
+@attrs.frozen
+class AsyncCopy(Op, mnemonic="async_copy", transfer=Transfer.COPY):
+    """buffer[addr(origin + c)] = tensor[source + c on `axes`], copied straight from global
+    memory into LDS (gfx942 `buffer_load_dword ... lds`) by the thread that holds c in `tile`'s
+    layout; no register holds the data. The copy joins this wave's open commit group and lands
+    when a `wait_group` (or a `wait`) retires that group: until then every thread, the issuing
+    one included, reads the element's old content. Tags are the tensor's formulas at c."""
+
+    #: a copy reads no index tensor and is never guarded: the global access formulas
+    #: (`ir.access`) read these like a load's
+    gather: ClassVar[None] = None
+    guard: ClassVar[bool] = False
+
+    buffer: Value = operand()
+    addr: AddressMap = attr()
+    origin: tuple[Expr, ...] = exprs()
+    tensor: Value = operand()
+    source: tuple[Expr, ...] = exprs()
+    axes: tuple[int, ...] = attr(converter=tuple)
+    tile: RegType = attr()
+
+    def check(self):
+        if not isinstance(self.tile, RegType):
+            _fail(self, f"tile {self.tile!r} must be a register tile type (the copy's layout)")
+        _check_lds_access(self, self.tile)
+        _check_global_access(self, self.tile, origin=self.source)
+        if DTYPE_BYTES[self.tile.dtype] * self.tile.layout.slots % 4:
+            _fail(self, f"each lane copies {self.tile.layout.slots} {self.tile.dtype} "
+                        "element(s); buffer_load_dword ... lds moves whole dwords, so give "
+                        "each lane a multiple of 4 bytes")
+
+
+@attrs.frozen
+class CommitGroup(Op, mnemonic="commit_group", transfer=Transfer.NONE):
+    """Closes this wave's open group of async copies: `wait_group` counts closed groups."""
+
+
+@attrs.frozen
+class WaitGroup(Op, mnemonic="wait_group", transfer=Transfer.NONE):
+    """This wave waits until at most `pending` of its committed copy groups are still in
+    flight (the newest ones); the older groups have landed (`s_waitcnt vmcnt`). Other waves
+    see them only after a barrier that follows this wait."""
+
+    pending: int = attr()
+
+    def check(self):
+        if self.pending < 0:
+            _fail(self, f"pending={self.pending}: give the number of newest groups that may "
+                        "stay in flight, 0 or more")
+
+
+@attrs.frozen
+class Wait(Op, mnemonic="wait", transfer=Transfer.NONE):
+    """s_waitcnt vmcnt(0) lgkmcnt(0): this wave's LDS stores and every committed copy group
+    have landed. It orders nothing between waves by itself (a barrier after it does); on gfx942
+    it is also what a workgroup-scope release fence lowers to, so it stands for the fence."""
 
 
 @attrs.frozen
@@ -686,7 +745,15 @@ class SlotSlice(Op, mnemonic="slot_slice", transfer=Transfer.SHIFT):
 
 @attrs.frozen
 class Barrier(Op, mnemonic="barrier", transfer=Transfer.NONE):
-    """s_barrier: orders the LDS accesses of all waves of the workgroup."""
+    """This wave's LDS stores land (s_waitcnt lgkmcnt(0)), then all waves of the workgroup
+    arrive (s_barrier): LDS accesses before it are ordered before those after it. Async copies
+    are not waited for (they need a `wait_group` or a `wait` first)."""
+
+
+@attrs.frozen
+class BarrierNoWait(Op, mnemonic="barrier.nowait", transfer=Transfer.NONE):
+    """s_barrier alone: all waves arrive, but nothing waits for memory, so a store (or copy)
+    still in flight is not ordered before the reads after it."""
 
 
 @attrs.frozen
@@ -980,7 +1047,8 @@ def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
 
 __all__ = [
     "Op", "ProgramId", "ScalarLoad", "Distinct", "Gather", "TagDef", "TagTile", "GlobalLoad",
-    "GlobalStore", "GlobalAtomicAdd", "LdsAlloc", "LdsStore", "LdsLoad", "Mfma", "Full", "Unary",
+    "GlobalStore", "GlobalAtomicAdd", "LdsAlloc", "LdsStore", "LdsLoad", "AsyncCopy", "CommitGroup",
+    "WaitGroup", "Wait", "BarrierNoWait", "Mfma", "Full", "Unary",
     "Binary", "Cast", "Mask", "Reduce", "Broadcast", "Shuffle", "SlotSlice", "Barrier",
     "Yield", "Block",
     "For", "If", "Kernel", "TagAssertion", "walk", "role_var", "split_role_var", "is_role_var",

@@ -601,9 +601,17 @@ def _parse_addr(text: str) -> AddressMap:
     return AddressMap(shape, parse_expr(offset, {v.name: v for v in coord_vars(shape)}))
 
 
+def _parse_reg_type(text: str) -> RegType:
+    found = _Parser("").type(text, {})
+    if not isinstance(found, RegType):
+        raise ValueError(f"{text!r} is not a register tile type")
+    return found
+
+
 #: How attribute fields of a type other than Python literals are written and read, keyed by
 #: the field's annotation.
-_ATTR_FORMS = {"AddressMap": (_addr, _parse_addr), "float": (repr, float)}
+_ATTR_FORMS = {"AddressMap": (_addr, _parse_addr), "float": (repr, float),
+               "RegType": (type_str, _parse_reg_type)}
 
 
 def parse_kernel(text: str) -> O.Kernel:

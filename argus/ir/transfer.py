@@ -18,6 +18,8 @@ class Transfer(enum.Enum):
     RETAG = "retag"        # the result's tags are formulas over its coordinates (tag_tile)
     LOAD = "load"          # the data read brings the tags of where it was read (global/lds load)
     STORE = "store"        # the stored data leaves its tags in the buffer (lds.store)
+    COPY = "copy"          # the tensor's tags travel into the buffer, not via a register
+    #                        (async_copy)
     KEEP = "keep"          # every element keeps its tags (unary, cast)
     MARK = "mark"          # KEEP, plus a tag `trace` recording where a condition held (mask)
     SHIFT = "shift"        # slots are renumbered within the thread; tags travel (slot_slice)
@@ -95,7 +97,7 @@ def _formula_names(op, of):
 
 #: The names of a register result, per rule, from `of(value)` (the names a value carries, None
 #: when they depend on the iteration): the rules that compute a result's tags from register
-#: operands alone. LOAD, STORE, DEFINE and CARRY involve memory or control flow and are read in
+#: operands alone. LOAD, STORE, COPY, DEFINE and CARRY involve memory or control flow and are read in
 #: `tag_names` itself (and by the ops' own handlers in the verifier and the interpreter).
 RESULT_NAMES = {
     Transfer.FRESH: lambda op, of: frozenset(),
@@ -133,6 +135,11 @@ def tag_names(ops) -> tuple[dict[str, frozenset | None], dict[str, frozenset]]:
             buffer, value = op.operands[:2]
             held, new = buffers.get(buffer.name, frozenset()), of(value)
             buffers[buffer.name] = None if held is None or new is None else held | new
+        elif rule is Transfer.COPY:
+            buffer, source = op.operands[:2]
+            held = buffers.get(buffer.name, frozenset())
+            buffers[buffer.name] = None if held is None else \
+                held | tensors.get(source.name, frozenset())
         elif rule is Transfer.CARRY:
             for value in op.results + tuple(a for blk in op.blocks for a in blk.args):
                 names[value.name] = None

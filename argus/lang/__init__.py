@@ -10,9 +10,11 @@ from argus.lang.trace import (
     Lds,
     Tile,
     assume,
+    async_copy,
     barrier,
     broadcast,
     cdiv,
+    commit_group,
     distinct,
     exp2,
     full,
@@ -32,6 +34,8 @@ from argus.lang.trace import (
     slots,
     tag,
     tag_assert,
+    wait,
+    wait_group,
     zeros,
 )
 
@@ -44,5 +48,5 @@ __all__ = [
     "barrier", "broadcast", "distinct", "exp2", "full", "grid", "hint", "kernel", "lds", "log2",
     "mask", "maximum", "mfma", "minimum", "program_id", "range", "rcp", "reduce", "shuffle",
     "slots", "tag",
-    "tag_assert", "when", "zeros",
+    "tag_assert", "when", "zeros", "async_copy", "commit_group", "wait_group", "wait",
 ]

@@ -679,8 +679,52 @@ def slots(x: Tile, start: int, spec: TileSpec) -> Tile:
     return _result(O.SlotSlice, t, loc, x=x.value, start=start)
 
 
-def barrier() -> None:
-    current_builder().emit(O.Barrier(loc=user_loc()))
+def barrier(*, wait: bool = True) -> None:
+    """Workgroup barrier. By default this wave's LDS stores land first (s_waitcnt lgkmcnt(0);
+    s_barrier), so what every wave stored before it is visible to every wave after it.
+    `wait=False` is the bare s_barrier: stores (and copies) still in flight are not ordered;
+    put a `T.wait()` or `T.wait_group(n)` before it."""
+    loc = user_loc()
+    if not isinstance(wait, bool):
+        raise DSLError(f"barrier(wait={wait!r}): give True or False", loc)
+    current_builder().emit((O.Barrier if wait else O.BarrierNoWait)(loc=loc))
+
+
+def wait() -> None:
+    """s_waitcnt vmcnt(0) lgkmcnt(0): this wave's LDS stores and committed async copies have
+    landed (a workgroup-scope fence). Other waves see them after the next barrier."""
+    current_builder().emit(O.Wait(loc=user_loc()))
+
+
+def async_copy(dst: Lds, dst_origin, src: Global, src_origin, spec: TileSpec, *,
+               axes=None) -> None:
+    """Copy a tile from global memory straight into LDS without registers (gfx942
+    `buffer_load_dword ... lds`): dst[dst_origin + c] = src[src_origin + c], element c copied
+    by the thread that holds c in `spec`'s layout. The copy joins this wave's open group
+    (`commit_group` closes it) and lands only when `wait_group` retires its group."""
+    loc = user_loc()
+    if not isinstance(dst, Lds) or not isinstance(src, Global):
+        raise DSLError("async_copy(dst, dst_origin, src, src_origin, spec): dst is a T.lds "
+                       "buffer and src a tensor argument", loc)
+    t = current_builder().reg_type(src.dtype, spec, loc)
+    current_builder().emit(O.AsyncCopy(
+        buffer=dst.value, addr=dst.addr, origin=_exprs(dst_origin, "dst_origin", loc),
+        tensor=src.value, source=_exprs(src_origin, "src_origin", loc),
+        axes=src._axes(axes, spec, loc), tile=t, loc=loc))
+
+
+def commit_group() -> None:
+    """Close this wave's open group of async copies; `wait_group(n)` counts closed groups."""
+    current_builder().emit(O.CommitGroup(loc=user_loc()))
+
+
+def wait_group(pending: int) -> None:
+    """Wait until at most `pending` of this wave's committed copy groups (the newest) are in
+    flight: every older group has landed for this wave; other waves see it after a barrier."""
+    loc = user_loc()
+    if not _is_integer(pending) or isinstance(pending, Expr):
+        raise DSLError(f"wait_group({pending!r}): give a whole number of groups", loc)
+    current_builder().emit(O.WaitGroup(pending=int(pending), loc=loc))
 
 
 def cdiv(a, b):
@@ -693,6 +737,6 @@ __all__ = [
     "Tile", "Global", "Lds", "Gather", "grid", "program_id", "assume", "hint", "tag",
     "tag_assert", "lds", "full", "zeros", "mfma", "exp2", "log2", "rcp", "maximum", "minimum",
     "mask", "reduce", "broadcast", "shuffle", "slots", "barrier", "load_scalar", "distinct", "cdiv",
-    "tidy",
+    "tidy", "wait", "async_copy", "commit_group", "wait_group",
     "ThreadLayout",
 ]
