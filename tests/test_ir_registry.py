@@ -62,12 +62,25 @@ def _lanes():
     return [lane_programs.row_max().ir]
 
 
+def _ordering():
+    """Async copies with commit groups and wait_group, a wait and a bare barrier (the bug
+    corpus's memory-ordering kernels)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "bugs"))
+    import ordering
+
+    return [ordering.stream().ir, ordering.relayout().ir]
+
+
 def _kernels():
     from argus.kernels import library
     from argus.kernels.attention import attention_fwd
 
     kernels = [entry.kernel.ir for entry in library().values()]
-    return kernels + [attention_fwd.trace(causal=True), _branchy(), _broadcast(), *_lanes()]
+    return kernels + [attention_fwd.trace(causal=True), _branchy(), _broadcast(), *_lanes(),
+                      *_ordering()]
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +113,7 @@ def test_each_op_declares_its_fields_and_its_transfer_rule(mnemonic):
     assert set(roles) <= set(O.ROLE_ORDER) and len(set(roles)) == len(roles)
     # an op whose result gets tags has exactly one result to put them on
     if cls.transfer not in (O.Transfer.NONE, O.Transfer.DEFINE, O.Transfer.STORE,
-                            O.Transfer.CARRY):
+                            O.Transfer.COPY, O.Transfer.CARRY):
         assert [d.shape for _, d in declared if d.kind is F.Kind.RESULT] == [F.Shape.ONE]
 
 

@@ -1025,7 +1025,7 @@ class _Workgroup:
             lds.writer[addr], lds.write_op[addr] = copy.thread, copy.op
             lds.ticket[addr], lds.copied[addr] = copy.group, True
         self.copies = flying
-        for name, lds in self.values.items():
+        for lds in self.values.values():
             if isinstance(lds, LdsState):
                 lds.pending_group[:] = -1
                 lds.pending_thread[:] = -1

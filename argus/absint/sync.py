@@ -131,7 +131,13 @@ def body_start(op: O.For, entry: Clock, iv: Expr, depth: int = 0) -> Clock:
             else:
                 before = body_start(op, entry, iv - op.step, depth + 1)
                 value = subst(value, {placeholders[g].name: getattr(before, g) for g in LATEST})
-        start[f] = simplify(ite(first, getattr(entry, f), value))
+        value = simplify(value)
+        # the previous iteration's formula often gives the entry value at the first
+        # iteration too (a wait in the prologue like the one in the body): no case split
+        if simplify(subst(value, {op.iv.name: op.start})) == getattr(entry, f) and iv is op.iv:
+            start[f] = value
+        else:
+            start[f] = simplify(ite(first, getattr(entry, f), value))
     return Clock(**start)
 
 

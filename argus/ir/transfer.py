@@ -97,8 +97,8 @@ def _formula_names(op, of):
 
 #: The names of a register result, per rule, from `of(value)` (the names a value carries, None
 #: when they depend on the iteration): the rules that compute a result's tags from register
-#: operands alone. LOAD, STORE, COPY, DEFINE and CARRY involve memory or control flow and are read in
-#: `tag_names` itself (and by the ops' own handlers in the verifier and the interpreter).
+#: operands alone. LOAD, STORE, COPY, DEFINE and CARRY involve memory or control flow and are
+#: read in `tag_names` itself (and by the ops' own handlers in the verifier and the interpreter).
 RESULT_NAMES = {
     Transfer.FRESH: lambda op, of: frozenset(),
     Transfer.RETAG: _formula_names,

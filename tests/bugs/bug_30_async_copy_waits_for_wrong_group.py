@@ -11,6 +11,7 @@ KERNEL = P.stream(pending=2)
 FIXED = P.stream()
 EXPECT = [
     "async-pending: reads LDS that this thread's own async copy has not landed in",
-    "lds-race: read-after-write race: .* \\(an async copy still in flight\\)",
+    "lds-race: read-after-write race",
+    "written by wave \\d+ lane \\d+ at .*ordering.py",
     "copied at .*ordering.py",
 ]

@@ -677,9 +677,24 @@ def _cast(s: Selector, op: O.Cast):
         raise UnsupportedError(f"cast {src} -> {dst} is not lowered", op.loc)
 
 
-@rule(O.Barrier)
-def _barrier(s: Selector, op: O.Barrier):
+@rule(O.Barrier, O.BarrierNoWait)
+def _barrier(s: Selector, op: O.Barrier | O.BarrierNoWait):
+    # the wait pass puts an lgkmcnt wait for pending LDS writes before every s_barrier, so
+    # the bare barrier lowers as strongly as the waiting one (the verifier proved the weaker)
     s.emit("s_barrier", ndefs=0)
+
+
+@rule(O.Wait, O.WaitGroup)
+def _wait(s: Selector, op: O.Wait | O.WaitGroup):
+    # wait_group(n) as vmcnt(0): at least as strong as retiring all but n groups (the backend
+    # lowers no async copy yet, so there is no group to leave in flight)
+    s.emit("s_waitcnt", ndefs=0, mods="vmcnt(0)" if isinstance(op, O.WaitGroup)
+           else "vmcnt(0) lgkmcnt(0)")
+
+
+@rule(O.CommitGroup)
+def _commit_group(s: Selector, op: O.CommitGroup):
+    """Groups are counted at compile time (`wait_group`): nothing runs."""
 
 
 def unroll_factor(s: Selector, op: O.For) -> int:

@@ -10,6 +10,8 @@ two paths merge newest-first.
 
 from __future__ import annotations
 
+import re
+
 import attrs
 
 from argus.asm.lower.program import IfElse, Loop, MInst, Skip
@@ -71,7 +73,21 @@ def _needed(queue: tuple[Pending, ...], touched: frozenset, counter: str, barrie
     return min(need, LIMIT[counter] - 1)
 
 
+def _written_waits(inst: MInst) -> dict[str, int]:
+    """The counts an `s_waitcnt` the program states itself (a `T.wait`) names."""
+    return {c: int(n) for c, n in re.findall(r"(vm|lgkm)cnt\((\d+)\)", inst.mods)}
+
+
 def _step(inst: MInst, state: State) -> tuple[State, dict[str, int]]:
+    if inst.opcode == "s_waitcnt":
+        # an explicit wait retires what it names: later uses need no wait of their own
+        vm, lgkm = state.vm, state.lgkm
+        for counter, n in _written_waits(inst).items():
+            if counter == VMCNT:
+                vm = vm[max(0, len(vm) - n):] if n else ()
+            else:
+                lgkm = lgkm[max(0, len(lgkm) - n):] if n else ()
+        return State(vm, lgkm), {}
     touched = _units(inst, inst.uses) | _units(inst, inst.defs)
     barrier = inst.opcode == "s_barrier"
     waits = {}

@@ -1,0 +1,173 @@
+"""Memory ordering: async global->LDS copies with commit groups and `wait_group`, the wait
+(fence) and the bare barrier — the verifier's clock (`absint.sync`), the interpreter landing
+copies only at the wait, the DSL's errors and the backend's lowering."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import argus
+import argus.lang as T
+from argus.absint import sync as S
+from argus.absint.concrete import run
+from argus.absint.report import VerifyError
+from argus.absint.verify import verify
+from argus.ir import ops as O
+from argus.ir.expr import evaluate
+from argus.lang import DSLError, Tensor
+
+sys.path.insert(0, str(Path(__file__).parent / "bugs"))
+import ordering as P  # noqa: E402
+
+COPY = T.copy_layout((16, 16), 4, 1)
+
+
+def _staged(*, sync):
+    """X -> LDS by async copy -> Y read back in transposed thread order; `sync` places the
+    waits and barriers between the copy and the read."""
+    @T.kernel(waves=4)
+    def staged(X: Tensor("f32", 16, 16), Y: Tensor("f32", 16, 16)):
+        T.grid(1)
+        for t in (X, Y):
+            T.tag(t, lambda r, c: {"row": r, "col": c})
+        tile = T.lds((16, 16), "f32")
+        T.async_copy(tile, (0, 0), X, (0, 0), COPY)
+        sync()
+        P._store_checked(Y, (0, 0), tile.load((0, 0), P._by_column()))
+    return staged
+
+
+def _own_copy_read(*, sync):
+    """Each thread reads back exactly the element it copied (no other wave involved)."""
+    @T.kernel(waves=4)
+    def own(X: Tensor("f32", 16, 16), Y: Tensor("f32", 16, 16)):
+        T.grid(1)
+        for t in (X, Y):
+            T.tag(t, lambda r, c: {"row": r, "col": c})
+        tile = T.lds((16, 16), "f32")
+        T.async_copy(tile, (0, 0), X, (0, 0), COPY)
+        T.commit_group()
+        sync()
+        P._store_checked(Y, (0, 0), tile.load((0, 0), COPY))
+    return own
+
+
+def _kinds(report) -> set:
+    return {o.kind for o in report.refuted}
+
+
+def _confirmed(report) -> bool:
+    return bool(report.refuted) and all(o.counterexample.confirmed for o in report.refuted)
+
+
+def test_a_copy_read_by_its_own_thread_needs_a_wait_and_nothing_more():
+    never = verify(_own_copy_read(sync=lambda: None))
+    assert "async-pending" in _kinds(never) and _confirmed(never)
+    assert not never.unknown
+    assert verify(_own_copy_read(sync=lambda: T.wait_group(0))).ok
+    assert verify(_own_copy_read(sync=T.wait)).ok
+
+
+@pytest.mark.parametrize("sync, proved", [
+    # the waiting barrier waits for LDS stores only: the copy's group is still in flight
+    (lambda: (T.commit_group(), T.barrier()), False),
+    # landed for the issuing wave, but no barrier publishes it to the others
+    (lambda: (T.commit_group(), T.wait_group(0)), False),
+    # a copy that was never committed is not waited for
+    (lambda: (T.wait_group(0), T.barrier(wait=False)), False),
+    (lambda: (T.commit_group(), T.wait_group(0), T.barrier(wait=False)), True),
+    (lambda: (T.commit_group(), T.wait(), T.barrier()), True),
+])
+def test_another_wave_sees_a_copy_after_its_group_is_retired_and_a_barrier(sync, proved):
+    report = verify(_staged(sync=sync))
+    assert report.ok == proved, str(report)
+    if not proved:
+        assert "lds-race" in _kinds(report) and _confirmed(report)
+        assert not report.unknown
+
+
+def test_the_bug_kernels_compute_the_wrong_data_in_the_interpreter():
+    """Copies land only at the wait that retires their group, so the stream that waits for
+    the wrong group really reads stale slots (zeros here), and the fixed one copies X."""
+    X = np.arange(64 * 16, dtype=np.float32).reshape(64, 16) + 1
+    for kernel, right in ((P.stream(), True), (P.stream(pending=2), False)):
+        result = run(kernel.ir, {"X": X, "Y": np.zeros_like(X)})
+        assert np.array_equal(result.outputs["Y"], X) == right
+        assert result.ok == right
+        if not right:
+            assert {"async-pending", "lds-race"} <= {v.kind for v in result.violations}
+
+
+def test_clock_counts_groups_and_retired_groups_through_a_loop():
+    """At iteration k of the stream's loop, k+1 groups are committed and k retired (at the
+    previous iteration's wait_group(1)); after it every group but the newest is retired."""
+    kernel = P.stream().ir
+    loop = next(op for op in kernel.ops() if isinstance(op, O.For))
+    entry = S.through(O.Block((), kernel.body.ops[:kernel.body.ops.index(loop)]), S.Clock())
+    start = S.body_start(loop, entry, loop.iv)
+    for k in range(5):
+        env = {loop.iv.name: k}
+        assert evaluate(start.groups, env) == k + 1
+        assert evaluate(start.retired, env) == k
+        assert evaluate(start.retired_published, env) == k
+    after = S.after_loop(loop, entry)
+    for n in (32, 48, 160):
+        tiles = n // 16
+        assert evaluate(after.groups, {"N": n}) == tiles
+        assert evaluate(after.retired, {"N": n}) == tiles - 1
+
+
+def test_only_kernels_with_the_fine_ops_use_the_clock():
+    import programs
+
+    assert S.uses_clock(P.stream().ir) and S.uses_clock(P.relayout().ir)
+    assert not S.uses_clock(programs.single_buffered().ir)
+
+
+def test_dsl_errors_name_the_line_and_the_fix():
+    with pytest.raises(DSLError, match=r"test_ordering\.py:\d+.*pending=-1"):
+        _staged(sync=lambda: T.wait_group(-1)).trace()
+    with pytest.raises(DSLError, match=r"test_ordering\.py:\d+.*whole number of groups"):
+        _staged(sync=lambda: T.wait_group(1.5)).trace()
+    with pytest.raises(DSLError, match=r"test_ordering\.py:\d+.*barrier\(wait='no'\)"):
+        _staged(sync=lambda: T.barrier(wait="no")).trace()
+
+    @T.kernel(waves=4)
+    def branchy(X: Tensor("f32", 16, 16), Y: Tensor("f32", 16, 16)):
+        T.grid(2)
+        tile = T.lds((16, 16), "f32")
+        T.async_copy(tile, (0, 0), X, (0, 0), COPY)
+        with T.when(T.program_id(0).eq(0)):
+            T.commit_group()
+        Y.store((0, 0), tile.load((0, 0), COPY))
+    with pytest.raises(VerifyError, match=r"test_ordering\.py:\d+.*commit_group inside a branch"):
+        verify(branchy)
+
+
+def test_a_copy_moves_whole_dwords():
+    half = T.copy_layout((16, 16), 4, 1)
+
+    @T.kernel(waves=4)
+    def narrow(X: Tensor("bf16", 16, 16)):
+        T.grid(1)
+        T.async_copy(T.lds((16, 16), "bf16"), (0, 0), X, (0, 0), half)
+    with pytest.raises(DSLError, match=r"test_ordering\.py:\d+.*whole dwords"):
+        narrow.trace()
+
+
+def test_wait_and_bare_barrier_lower_and_run_in_the_strict_emulator():
+    """T.wait is an explicit s_waitcnt before the bare s_barrier, and the transposed read
+    gets the right data in the strict emulator (which holds LDS and memory results until
+    their wait)."""
+    compiled = argus.compile(P.relayout())
+    lines = [line.split(";")[0].strip() for line in compiled.text.splitlines()]
+    barrier = lines.index("s_barrier")
+    assert "s_waitcnt vmcnt(0) lgkmcnt(0)" in lines[barrier - 3:barrier]
+    X = np.arange(64 * 16, dtype=np.float32).reshape(64, 16)
+    Y = np.zeros_like(X)
+    compiled.run(X=X, Y=Y, check="strict")
+    assert np.array_equal(Y, X)
