@@ -148,7 +148,6 @@ def lds_sum(X: Tensor("f32", 64, 16), Y: Tensor("f32", 64, 16)):
 NOT_LOWERED = {
     O.LdsAtomicAdd: (lambda: lds_sum, r"test_lower_attention\.py:\d+.*lds\.atomic_add"),
     O.MfmaBroadcast: (lambda: _bug_programs().broadcast_a(), r"programs\.py:\d+.*mfma\.bcast"),
-    O.AsyncCopy: (lambda: _bug_programs("ordering").stream(), r"ordering\.py:\d+.*async_copy"),
 }
 
 

@@ -171,3 +171,48 @@ def test_wait_and_bare_barrier_lower_and_run_in_the_strict_emulator():
     Y = np.zeros_like(X)
     compiled.run(X=X, Y=Y, check="strict")
     assert np.array_equal(Y, X)
+
+
+@pytest.mark.parametrize("policy", ["simple", "interleave"])
+def test_async_copies_lower_to_lds_dma_and_stream_right_in_the_strict_emulator(policy):
+    """Each copy is a `buffer_load_dword ... lds` with M0 at lane 0's LDS address, and the
+    pipelined stream copies X to Y in the strict emulator (LDS DMA lands at its vmcnt)."""
+    compiled = argus.compile(P.stream(), policy=policy)
+    lines = [line.split(";")[0].strip() for line in compiled.text.splitlines()]
+    dma = [n for n, line in enumerate(lines) if line.startswith("buffer_load_dword")]
+    assert dma and all(lines[n].endswith("lds") for n in dma)
+    assert all(lines[n - 2].startswith(("s_mov_b32 m0,", "s_add_u32 m0,"))
+               and lines[n - 1] == "s_nop 0" for n in dma)
+    X = np.arange(80 * 16, dtype=np.float32).reshape(80, 16) + 1
+    Y = np.zeros_like(X)
+    compiled.run(X=X, Y=Y, check="strict")
+    assert np.array_equal(Y, X)
+
+
+def test_a_copy_whose_lanes_do_not_run_along_lds_fails_to_lower_naming_the_line():
+    @T.kernel(waves=4)
+    def transposed(X: Tensor("f32", 16, 16), Y: Tensor("f32", 16, 16)):
+        T.grid(1)
+        tile = T.lds((16, 16), "f32")
+        T.async_copy(tile, (0, 0), X, (0, 0), P._by_column())
+        T.commit_group()
+        T.wait_group(0)
+        T.barrier(wait=False)
+        Y.store((0, 0), tile.load((0, 0), COPY))
+    with pytest.raises(argus.asm.lower.UnsupportedError,
+                       match=r"test_ordering\.py:\d+.*async_copy: slot 0 .*consecutive"):
+        argus.compile(transposed)
+
+    pairs = T.copy_layout((16, 16), 2, 2)   # two bf16 elements (one dword) per lane
+
+    @T.kernel(waves=2)
+    def narrow(X: Tensor("bf16", 16, 16), Y: Tensor("bf16", 16, 16)):
+        T.grid(1)
+        tile = T.lds((16, 16), "bf16")
+        T.async_copy(tile, (0, 0), X, (0, 0), pairs)
+        T.commit_group()
+        T.wait_group(0)
+        T.barrier(wait=False)
+        Y.store((0, 0), tile.load((0, 0), pairs))
+    with pytest.raises(argus.asm.lower.UnsupportedError, match=r"async_copy of bf16"):
+        argus.compile(narrow)

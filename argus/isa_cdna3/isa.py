@@ -109,6 +109,9 @@ def lds_phases(access_bytes: int, *, read: bool) -> tuple[tuple[int, ...], ...]:
 # --- hazards, in wait states (one per issued instruction; `s_nop N` provides N + 1) ---
 VALU_WRITE_VGPR_TO_MFMA_READ = 2
 VALU_WRITE_EXEC_TO_MFMA = 4
+#: An SALU write of M0 read by an LDS DMA (`buffer_load_dword ... lds`) on GFX9 (LLVM's
+#: GCNHazardRecognizer: hasReadM0LdsDmaHazard, SMovRelWaitStates).
+SALU_WRITE_M0_TO_LDS_DMA = 1
 SNOP_MAX = 15
 
 

@@ -521,8 +521,12 @@ def _buffer_mods(vaddr, offset: int) -> str:
 
 
 def _lds_pieces(s: Selector, op, tile: RegType):
+    return _lds_pieces_of(s, op, LDS_WIDTHS)
+
+
+def _lds_pieces_of(s: Selector, op, widths):
     return lds_pieces(op, origin=s.origin_of(op), base=s.lds_base[op.buffer.name],
-                      widths=LDS_WIDTHS, prover=s.prover)
+                      widths=widths, prover=s.prover)
 
 
 @rule(O.LdsStore)
@@ -540,6 +544,49 @@ def _lds_store(s: Selector, op: O.LdsStore):
                 s.emit("v_lshrrev_b32_e32", source, 16, data[first])
         s.emit(DS_WRITE[piece.nbytes], vaddr, source, ndefs=0,
                mods=f"offset:{offset}" if offset else "")
+
+
+@rule(O.AsyncCopy)
+def _async_copy(s: Selector, op: O.AsyncCopy):
+    """One `buffer_load_dword ... lds` per slot: lane l's dword lands at M0 + 4 l, so each
+    slot's LDS addresses must run over a wave's lanes in consecutive dwords; M0 is lane 0's
+    address (read from the per-lane address register), the global offset is kept out of the
+    instruction's offset field (which the LDS address would add too)."""
+    tile = op.tile
+    if DTYPE_BYTES[tile.dtype] != 4:
+        raise UnsupportedError(f"async_copy of {tile.dtype} elements is not lowered: the "
+                               "backend copies one 32-bit element per lane and slot", op.loc,
+                               "copy f32 or i32 tiles")
+    source = op.source if not s.renamed else \
+        tuple(simplify(substitute(o, s.renamed)) for o in op.source)
+    waves = tile.layout.waves
+    rsrc = s.rsrc[op.tensor.name]
+    reads = global_pieces(op, origin=source, widths=(4,), prover=s.prover)
+    writes = _lds_pieces_of(s, op, (4,))
+    for read, write in zip(reads, writes):
+        lanes = table(write.lane, waves).reshape(waves, isa.WAVE_SIZE)
+        if not (lanes - lanes[:, :1] == 4 * np.arange(isa.WAVE_SIZE)).all():
+            raise UnsupportedError(
+                f"async_copy: slot {write.first} of a wave's lanes does not land on consecutive "
+                "LDS dwords, and buffer_load_dword ... lds writes lane l at M0 + 4 l", op.loc,
+                "give the copy a layout whose lanes run along the LDS rows (T.copy_layout "
+                "with vector 1 over an unswizzled view)")
+        vaddr, soffset, offset = s.buffer_vaddr(read)
+        if offset:
+            soffset, offset = s.soffset(read.uniform, read.const, 0)
+        address, lds_offset = s.lds_vaddr(write, waves)
+        first = VReg("s", 1, "m0.lane0")
+        s.emit("v_readfirstlane_b32", first, address)
+        if lds_offset:
+            s.emit("s_add_u32", _M0, first, lds_offset, ndefs=0)
+        else:
+            s.emit("s_mov_b32", _M0, first, ndefs=0)
+        s.emit("s_nop", isa.SALU_WRITE_M0_TO_LDS_DMA - 1, ndefs=0)
+        s.emit("buffer_load_dword", vaddr if vaddr is not None else _OFF, rsrc, soffset,
+               ndefs=0, mods=f"{_buffer_mods(vaddr, offset)} lds".strip())
+
+
+_M0 = Fixed("m0")
 
 
 @rule(O.LdsLoad)
