@@ -102,6 +102,32 @@ def test_the_bug_kernels_compute_the_wrong_data_in_the_interpreter():
             assert {"async-pending", "lds-race"} <= {v.kind for v in result.violations}
 
 
+def test_without_the_wait_other_waves_read_the_old_lds_contents_in_the_interpreter():
+    """The interpreter delays each LDS store until its wave's next wait: behind a bare barrier
+    the transposed read sees the zeros that were there, while a thread reading back its own
+    store sees it at once."""
+    X = np.arange(32 * 16, dtype=np.float32).reshape(32, 16) + 1
+    fixed = run(P.relayout().ir, {"X": X, "Y": np.zeros_like(X)})
+    assert fixed.ok and np.array_equal(fixed.outputs["Y"], X)
+    buggy = run(P.relayout(wait=False).ir, {"X": X, "Y": np.zeros_like(X)})
+    assert {v.kind for v in buggy.violations} >= {"lds-race"}
+    wrong = buggy.outputs["Y"] != X
+    # thread t wrote element t and reads element (t % 16, t // 16): only the diagonal is its own
+    rows, cols = np.nonzero(~wrong[:16])
+    assert (rows == cols).all() and wrong.sum() == 2 * (16 * 16 - 16)
+
+    @T.kernel(waves=4)
+    def own(X: Tensor("f32", 16, 16), Y: Tensor("f32", 16, 16)):
+        T.grid(1)
+        tile = T.lds((16, 16), "f32")
+        tile.store((0, 0), X.load((0, 0), COPY))
+        T.barrier(wait=False)
+        Y.store((0, 0), tile.load((0, 0), COPY))
+    mine = run(own.ir, {"X": X[:16], "Y": np.zeros_like(X[:16])})
+    assert mine.ok and np.array_equal(mine.outputs["Y"], X[:16])
+    assert verify(own).ok
+
+
 def test_clock_counts_groups_and_retired_groups_through_a_loop():
     """At iteration k of the stream's loop, k+1 groups are committed and k retired (at the
     previous iteration's wait_group(1)); after it every group but the newest is retired."""

@@ -140,17 +140,23 @@ class Clock:
 
 
 @attrs.frozen
-class _Copy:
-    """An async copy in flight: its group, destination addresses (in bounds), the threads
-    that copy them, the data and tags read at issue, and the issuing op's index."""
+class _InFlight:
+    """An LDS write not landed yet (with the clock): an async copy (its group) or a plain store
+    (landed by the next wait; its ticket is the wait count at issue); destination addresses
+    (in bounds), the threads that write them, the data and tags, the issuing op's index."""
 
-    group: int
+    copy: bool
+    ticket: int
     buffer: str
     addr: np.ndarray = attrs.field(eq=False)
     thread: np.ndarray = attrs.field(eq=False)
     data: np.ndarray = attrs.field(eq=False)
     tags: dict = attrs.field(eq=False)
     op: int
+
+
+#: `LdsState.pending_group` of an address whose newest write in flight is a plain store
+_STORE = -3
 
 
 @attrs.define
@@ -176,8 +182,8 @@ class LdsState:
     #: the op that read each address in its read epoch (_MANY when several did)
     read_op: np.ndarray
     #: with the memory-ordering clock (`absint.sync`): the wait count or copy group that
-    #: landed the last write, whether it was a copy, and per address the group and thread of
-    #: an async copy still in flight (-1: none)
+    #: landed the last write, whether it was a copy, and per address the newest write still
+    #: in flight: its copy group (_STORE for a plain store, -1: none) and its thread
     ticket: np.ndarray
     copied: np.ndarray
     pending_group: np.ndarray
@@ -248,9 +254,11 @@ class _Workgroup:
         thread = np.arange(self.waves)[:, None, None] * LANES + np.arange(LANES)[None, :, None]
         self.thread = thread
         #: the memory-ordering clock (`absint.sync.Clock`, concrete; None: classic epochs)
-        #: and the async copies in flight
+        #: and the LDS writes in flight, oldest first. With the clock the waves run in the
+        #: schedule that delays every write as long as its wait allows: other threads read the
+        #: old contents until it lands (its own thread sees its plain stores at once)
         self.clock = Clock() if run.uses_clock else None
-        self.copies: list[_Copy] = []
+        self.flying: list[_InFlight] = []
 
     # reporting
 
@@ -926,6 +934,12 @@ class _Workgroup:
         if atomic:
             self.add_to_lds(op, lds, value.data[inside], value.tags, addr, lo, hi)
             return
+        if self.clock is not None:
+            self.hold(lds, _InFlight(False, self.clock.waits, op.buffer.name, addr, who,
+                                     to_dtype(value.data[inside], op.buffer.type.dtype),
+                                     {n: t[inside] for n, t in value.tags.items()},
+                                     self.run.op_index(op)))
+            return
         lds.data[addr] = to_dtype(value.data[inside], op.buffer.type.dtype)
         # the write replaces the region's tags: names the value does not carry are absent
         for name in list(lds.tags) + [n for n in value.tags if n not in lds.tags]:
@@ -937,14 +951,21 @@ class _Workgroup:
         lds.write_epoch[addr] = self.epoch
         lds.writer[addr] = who
         lds.write_op[addr] = self.run.op_index(op)
-        if self.clock is not None:
+        if self.clock is not None:  # an atomic add (plain stores are held in flight)
             lds.ticket[addr], lds.copied[addr] = self.clock.waits, False
 
     op_LdsAtomicAdd = op_LdsStore
 
-    def copy_at(self, buffer: str, address: int) -> str:
-        """Where the newest async copy in flight to `address` of `buffer` was issued."""
-        found = [c for c in self.copies if c.buffer == buffer and (c.addr == address).any()]
+    def hold(self, lds: LdsState, write: _InFlight):
+        self.flying.append(write)
+        for name in write.tags:  # unknown where nothing has landed yet
+            lds.tags.setdefault(name, np.full(lds.data.size, TOP, np.int64))
+        lds.pending_group[write.addr] = write.ticket if write.copy else _STORE
+        lds.pending_thread[write.addr] = write.thread
+
+    def in_flight_at(self, buffer: str, address: int) -> str:
+        """Where the newest write in flight to `address` of `buffer` was issued."""
+        found = [w for w in self.flying if w.buffer == buffer and (w.addr == address).any()]
         return self.run.op_loc(found[-1].op) if found else "?"
 
     def unordered_write(self, lds: LdsState, addr, who) -> np.ndarray:
@@ -958,7 +979,11 @@ class _Workgroup:
         c = self.clock
         unpublished = np.where(lds.copied[addr], lds.ticket[addr] >= c.retired_published,
                                lds.ticket[addr] >= c.published)
-        return (lds.written[addr] & other & unpublished) | (lds.pending_group[addr] >= 0)
+        # a write in flight races, unless it is the accessor's own plain store (a wave's LDS
+        # accesses are in order)
+        flying = (lds.pending_group[addr] >= 0) | (
+            (lds.pending_group[addr] == _STORE) & (lds.pending_thread[addr] != who))
+        return (lds.written[addr] & other & unpublished) | flying
 
     def op_AsyncCopy(self, op: O.AsyncCopy):
         """Read the source now, check the destination like a store, and hold the copy in
@@ -985,11 +1010,9 @@ class _Workgroup:
                                    "that read)")):
             if mask.any():
                 self.report(op, "lds-race", what, mask, element=self.lds_element(full, address))
-        copy = _Copy(self.clock.groups, op.buffer.name, addr, who,
-                     to_dtype(data[inside], op.buffer.type.dtype),
-                     {n: t[inside] for n, t in tags.items()}, self.run.op_index(op))
-        self.copies.append(copy)
-        lds.pending_group[addr], lds.pending_thread[addr] = copy.group, who
+        self.hold(lds, _InFlight(True, self.clock.groups, op.buffer.name, addr, who,
+                                 to_dtype(data[inside], op.buffer.type.dtype),
+                                 {n: t[inside] for n, t in tags.items()}, self.run.op_index(op)))
 
     def op_CommitGroup(self, op: O.CommitGroup):
         self.clock = attrs.evolve(self.clock, groups=self.clock.groups + 1)
@@ -998,40 +1021,63 @@ class _Workgroup:
         # a group landed earlier stays landed (the verifier's count may undercount here)
         retired = max(self.clock.retired, self.clock.groups - op.pending)
         self.clock = attrs.evolve(self.clock, retired=retired)
-        self.land()
+        self.land(stores=False)
 
     def op_Wait(self, op: O.Wait):
         c = self.clock
         self.clock = attrs.evolve(c, waits=c.waits + 1, retired=max(c.retired, c.groups))
-        self.land()
+        self.land(stores=True)
 
-    def land(self):
-        """Copies whose group is retired write LDS now, in issue order; the rest stay in
-        flight."""
+    def land(self, stores: bool):
+        """The writes a wait lands (plain stores with `stores`, copies of retired groups)
+        reach LDS now, in issue order; the rest stay in flight."""
         flying = []
-        for copy in self.copies:
-            if copy.group >= self.clock.retired:
-                flying.append(copy)
+        for write in self.flying:
+            if (write.ticket >= self.clock.retired) if write.copy else not stores:
+                flying.append(write)
                 continue
-            lds: LdsState = self.values[copy.buffer]
-            addr = copy.addr
-            lds.data[addr] = copy.data
-            for name in list(lds.tags) + [n for n in copy.tags if n not in lds.tags]:
+            lds: LdsState = self.values[write.buffer]
+            addr = write.addr
+            lds.data[addr] = write.data
+            # the write replaces the region's tags: names it does not carry are absent
+            for name in list(lds.tags) + [n for n in write.tags if n not in lds.tags]:
                 if name not in lds.tags:
                     lds.tags[name] = np.full(lds.data.size, TOP, np.int64)
-                source = copy.tags.get(name)
+                source = write.tags.get(name)
                 lds.tags[name][addr] = ABSENT if source is None else source
             lds.written[addr], lds.write_epoch[addr] = True, self.epoch
-            lds.writer[addr], lds.write_op[addr] = copy.thread, copy.op
-            lds.ticket[addr], lds.copied[addr] = copy.group, True
-        self.copies = flying
+            lds.writer[addr], lds.write_op[addr] = write.thread, write.op
+            lds.ticket[addr], lds.copied[addr] = write.ticket, write.copy
+        self.flying = flying
         for lds in self.values.values():
             if isinstance(lds, LdsState):
                 lds.pending_group[:] = -1
                 lds.pending_thread[:] = -1
-        for copy in flying:
-            lds = self.values[copy.buffer]
-            lds.pending_group[copy.addr], lds.pending_thread[copy.addr] = copy.group, copy.thread
+        for write in flying:
+            lds = self.values[write.buffer]
+            lds.pending_group[write.addr] = write.ticket if write.copy else _STORE
+            lds.pending_thread[write.addr] = write.thread
+
+    def forwarded(self, buffer: str, safe, mask, names) -> tuple[np.ndarray, np.ndarray, dict]:
+        """Data and tags of the reader's own plain stores in flight where `mask` holds (the
+        newest first), and per element whether one was found."""
+        size = self.values[buffer].data.size
+        found = np.zeros(safe.shape, bool)
+        data = np.zeros(safe.shape, np.float32)
+        tags = {n: np.full(safe.shape, ABSENT, np.int64) for n in names}
+        for write in reversed(self.flying):
+            if write.buffer != buffer or write.copy:
+                continue
+            where = np.full(size, -1)
+            where[write.addr] = np.arange(write.addr.size)
+            index = where[safe]
+            hit = mask & ~found & (index >= 0)
+            data[hit] = write.data[index[hit]]
+            for name in names:
+                if name in write.tags:
+                    tags[name][hit] = write.tags[name][index[hit]]
+            found |= hit
+        return found, data, tags
 
     def add_to_lds(self, op, lds: LdsState, data: np.ndarray, value_names, addr, lo, hi):
         """ds_add: the addresses hold the old value plus every contribution; the sum's tags are
@@ -1056,18 +1102,22 @@ class _Workgroup:
         safe = np.where(inside, address, 0)
         thread = np.broadcast_to(self.thread, address.shape)
         element = self.lds_element(full, address)
-        # with the clock, the reader's own async copy in flight: it reads the old data
+        # with the clock, the reader's own async copy in flight: it reads the old data; its
+        # own plain stores in flight it reads at once
         own = np.zeros(address.shape, bool)
+        mine = np.zeros(address.shape, bool)
         if self.clock is not None:
-            own = inside & (lds.pending_group[safe] >= 0) & (lds.pending_thread[safe] == thread)
+            by_me = inside & (lds.pending_thread[safe] == thread)
+            own = by_me & (lds.pending_group[safe] >= 0)
+            mine = by_me & (lds.pending_group[safe] == _STORE)
         if own.any():
             position = _first(own)
             self.report(op, "async-pending",
                         "reads LDS that this thread's own async copy has not landed in: no "
                         "wait_group has retired the copy's group", own, element=element,
                         position=position,
-                        detail=f"copied at {self.copy_at(op.buffer.name, safe[position])}")
-        never = inside & ~lds.written[safe] & ~own
+                        detail=f"copied at {self.in_flight_at(op.buffer.name, safe[position])}")
+        never = inside & ~lds.written[safe] & ~own & ~mine
         if never.any():
             self.report(op, "lds-uninitialised",
                         "uninitialised LDS read: no thread has written this address", never,
@@ -1076,24 +1126,29 @@ class _Workgroup:
         if racy.any():
             position = _first(racy)
             a = safe[position]
-            flying = lds.pending_group[a] >= 0
+            flying = lds.pending_group[a] != -1
             writer = self.thread_name(lds.pending_thread[a] if flying else lds.writer[a])
-            where = self.copy_at(op.buffer.name, a) if flying else \
+            where = self.in_flight_at(op.buffer.name, a) if flying else \
                 self.run.op_loc(lds.write_op[a])
+            what = "an async copy" if lds.pending_group[a] >= 0 else "a store"
             self.report(op, "lds-race",
                         "read-after-write race: another thread wrote this LDS address with no "
-                        "barrier in between" + (" (an async copy still in flight)" if flying
-                                                else ""),
+                        "barrier in between" + (f" ({what} still in flight)" if flying else ""),
                         racy, element=element, position=position,
                         detail=f"written by {writer} at {where}", other_loc=where)
         racy |= own
         unknown = ~inside | never | racy
         data = np.where(inside, lds.data[safe], 0).astype(np.float32)
+        seen = {name: tag[safe] for name, tag in lds.tags.items()}
+        if mine.any():
+            _, mine_data, mine_tags = self.forwarded(op.buffer.name, safe, mine, list(seen))
+            data = np.where(mine, mine_data, data)
+            seen = {name: np.where(mine, mine_tags[name], tag) for name, tag in seen.items()}
         # a name absent from every element read (overwritten with other names) is not
         # carried; where it is absent only in part, it is unknown there
-        tags = {name: np.where(unknown | (tag[safe] == ABSENT), TOP, tag[safe])
-                for name, tag in lds.tags.items()
-                if not inside.any() or (tag[safe] != ABSENT)[inside].any()}
+        tags = {name: np.where(unknown | (tag == ABSENT), TOP, tag)
+                for name, tag in seen.items()
+                if not inside.any() or (tag != ABSENT)[inside].any()}
         self.values[op.result.name] = RegVal(data, tags)
         addr, who = address[inside], thread[inside]
         lo = np.full(lds.data.size, np.iinfo(np.int64).max)
@@ -1130,6 +1185,7 @@ class _Workgroup:
     def op_Barrier(self, op: O.Barrier):
         self.epoch += 1
         if self.clock is not None:
+            self.land(stores=True)
             c = self.clock
             self.clock = Clock(c.waits + 1, c.waits + 1, c.groups, c.retired, c.retired)
 
