@@ -68,11 +68,16 @@ def step(op: O.Op, clock: Clock) -> Clock:
     if isinstance(op, O.Wait):
         return attrs.evolve(clock, waits=simplify(clock.waits + 1), retired=clock.groups)
     if isinstance(op, O.WaitGroup):
-        # all but the newest `pending` groups have landed. A group an earlier wait retired
-        # stays landed, but taking the max would tie each loop iteration to the one before;
-        # without it a wait that retires fewer than an earlier one undercounts, which can only
-        # report a race the replay then fails to confirm (Unknown), never hide one
-        return attrs.evolve(clock, retired=simplify(clock.groups - op.pending))
+        # all but the newest `pending` groups have landed, and a group an earlier wait retired
+        # stays landed. The max is taken where the counts decide it; inside a loop it would
+        # tie each iteration to the one before, so there the newer count stands: a wait that
+        # retires fewer than an earlier one then undercounts, which can only report a race the
+        # replay fails to confirm (Unknown), never hide one
+        newer = simplify(clock.groups - op.pending)
+        gap = simplify(newer - clock.retired)
+        if isinstance(gap, Const) and gap.value < 0:
+            newer = clock.retired
+        return attrs.evolve(clock, retired=newer)
     if isinstance(op, O.CommitGroup):
         return attrs.evolve(clock, groups=simplify(clock.groups + 1))
     return clock
