@@ -288,19 +288,20 @@ def verify_command(target: str, sizes: tuple[str, ...], params: tuple[str, ...],
               help="A variable and its range, upper bound exclusive, e.g. --var lane=0:64.")
 @click.option("--assume", "assumptions", multiple=True, help="An assumption, in GOAL's syntax.")
 @click.option("--solver", type=click.Choice(["z3", "cvc5"]), default="z3", show_default=True)
-@click.option("--timeout-ms", default=10_000, show_default=True, help="Solver time limit.")
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=None,
+              help="Solver time limit [default: the library's, argus.smt.DEFAULT_TIMEOUT_MS].")
 @click.option("--minimize", default="", metavar="A,B,...",
               help="Variables whose counterexample values to minimise, most significant first.")
 @click.option("--smtlib", is_flag=True, help="Print the SMT-LIB 2 query instead of solving.")
 def prove_command(goal: str, variables: tuple[str, ...], assumptions: tuple[str, ...],
-                  solver: str, timeout_ms: int, minimize: str, smtlib: bool) -> None:
+                  solver: str, timeout_ms: int | None, minimize: str, smtlib: bool) -> None:
     """Decide GOAL (Python syntax over the --var variables) for every value in range.
 
     Example: argus prove "4*(lane//32) + slot == ((lane >> 5) << 2) | slot" --var lane=0:64
     --var slot=0:4. Exit status 0 proved, 1 refuted, 3 unknown.
     """
     from argus.ir.expr import Var, parse
-    from argus.smt import Proved, Refuted, prove, to_smtlib
+    from argus.smt import DEFAULT_TIMEOUT_MS, Proved, Refuted, prove, to_smtlib
 
     try:
         declared = [_variable(spec, Var) for spec in variables]
@@ -315,8 +316,8 @@ def prove_command(goal: str, variables: tuple[str, ...], assumptions: tuple[str,
         if smtlib:
             click.echo(to_smtlib(goal_expr, assumed), nl=False)
             return
-        verdict = prove(goal_expr, assumed, solver=solver, timeout_ms=timeout_ms,
-                        minimize=order)
+        verdict = prove(goal_expr, assumed, solver=solver,
+                        timeout_ms=timeout_ms or DEFAULT_TIMEOUT_MS, minimize=order)
     except ArgusError:
         raise
     except (TypeError, ValueError, ArithmeticError) as err:

@@ -131,15 +131,7 @@ class _Solve:
     def __call__(self, query: Query):
         started = time.perf_counter()
         verdict = prove(query.goal, query.assume, solver=self.solver, vacuity=False,
-                        timeout_ms=self.timeout_ms)
-        if isinstance(verdict, Refuted) and query.order:
-            for extra in ((query.small, ()) if query.small else ((),)):
-                smaller = prove(query.goal, query.assume + tuple(extra), solver=self.solver,
-                                vacuity=False, timeout_ms=self.timeout_ms,
-                                minimize=query.order)
-                if isinstance(smaller, Refuted):
-                    verdict = smaller
-                    break
+                        timeout_ms=self.timeout_ms, minimize=query.order, prefer=query.small)
         return verdict, time.perf_counter() - started
 
 

@@ -50,6 +50,7 @@ from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, ite, simplif
 from argus.ir.expr import substitute as subst
 from argus.ir.transfer import cover_names, cover_union
 from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
+from argus.smt import DEFAULT_TIMEOUT_MS
 
 
 @contextlib.contextmanager
@@ -67,8 +68,9 @@ def collector_paused():
             gc.enable()
 
 
-def verify(kernel, *, solver: str = "z3", timeout_ms: int = 20_000, replay: bool = True,
-           jobs: int | None = None, unroll: int | None = None, rules: type | None = None,
+def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
+           replay: bool = True, jobs: int | None = None, unroll: int | None = None,
+           rules: type | None = None,
            reference=None, **sizes_or_params) -> Report:
     """Verify `kernel` (a traced IR kernel or an `@kernel` function).
 

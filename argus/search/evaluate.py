@@ -21,6 +21,7 @@ import numpy as np
 import argus
 from argus.search.reward import reward
 from argus.search.space import Candidate, Problem, family
+from argus.smt import DEFAULT_TIMEOUT_MS
 
 #: statuses; only OK is ever reported as a result
 OK, INCOMPLETE = "ok", "incomplete"
@@ -86,7 +87,7 @@ class Evaluator:
     problem: Problem
     trials: int = 3
     seed: int = 0
-    verify_timeout_ms: int = 20_000
+    verify_timeout_ms: int = DEFAULT_TIMEOUT_MS
     sandbox_time_s: float = 20.0
     sandbox_memory_mb: int = 2048
     #: {"name", "time_us"} to reward against; None: AMD's kernel at the shape, else the default

@@ -185,7 +185,7 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
         return proved()
     found = None
     if nonlinear.nonlinear(query):
-        found = nonlinear.decide(query, min(NONLINEAR_MS, _remaining_ms(deadline)))
+        found = nonlinear.decide(query, int(_remaining_ms(deadline) * NONLINEAR_SHARE))
         if found == "unsat":
             return proved()
         if found is not None and not order:
@@ -201,13 +201,15 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
             return found, False
         return Unknown(f"z3 returned unknown within {timeout_ms} ms "
                        f"({solver.reason_unknown()})")
-    return lexicographic(order, _model(solver, query),
+    first = _model(solver, query)
+    point = (_preferred(solver, query) if order else None) or first
+    return lexicographic(order, point,
                          lambda name, point: _minimise(solver, query, name, point, deadline))
 
 
-#: Time the integer attempt at a nonlinear query may take (it stops earlier at its resource
-#: limits) before the bit-vector path gets the rest.
-NONLINEAR_MS = 8000
+#: Share of a nonlinear query's time the integer attempt may take (it stops earlier at its
+#: resource limits) before the bit-vector path gets the rest.
+NONLINEAR_SHARE = 0.5
 #: A variable with at most this many values that multiplies a non-constant term is split on:
 #: fixed, the product is linear. Split-K offsets (`wg2 * (K >> 7)`) made queries 30x slower
 #: as one nonlinear query than as four linear ones (measured on gemm with split_k=4).
@@ -273,6 +275,20 @@ def _model(solver, query) -> dict[str, int]:
     model = solver.model()
     return {v.name: model.eval(symbol(v), model_completion=True).as_signed_long()
             for v in query.variables}
+
+
+def _preferred(solver, query):
+    """Keep `query.prefer` for the rest of the search when some witness meets it (a model);
+    None when none does or z3 cannot tell."""
+    if not query.prefer:
+        return None
+    wanted = z3.FreshBool(ctx=_CONTEXT)
+    solver.add(z3.Implies(wanted, z3.And([condition(p) for p in query.prefer])))
+    if solver.check(wanted) != z3.sat:
+        return None
+    point = _model(solver, query)
+    solver.add(wanted)
+    return point
 
 
 def _minimise(solver, query, name, point, deadline):

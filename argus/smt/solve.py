@@ -26,6 +26,10 @@ from argus.smt.minimise import GaveUp, lexicographic, smallest
 from argus.smt.verdict import Proved, Refuted, Unknown
 
 SOLVERS = ("z3", "cvc5")
+#: Time one query may take: the obligations of the library and of the bug corpus take well
+#: under a second each (`bench/bench_verify.py` prints the slowest); a query that needs more
+#: is made cheaper (case splits, narrower widths) rather than waited on.
+DEFAULT_TIMEOUT_MS = 5_000
 _CACHE_SIZE = 4096
 _cache: OrderedDict = OrderedDict()
 _stats = {"hits": 0, "misses": 0}
@@ -49,10 +53,12 @@ def _check_solver(solver):
 class _Query:
     """A goal and its assumptions, simplified, with the pieces the solver needs."""
 
-    def __init__(self, goal, assume, extra_variables=()):
+    def __init__(self, goal, assume, extra_variables=(), prefer=()):
         goal = as_expr(goal)
         assume = tuple(as_expr(a) for a in assume)
-        for what, e in [("goal", goal)] + [("assumption", a) for a in assume]:
+        prefer = tuple(as_expr(p) for p in prefer)
+        for what, e in ([("goal", goal)] + [("assumption", a) for a in assume]
+                        + [("preference", p) for p in prefer]):
             if not e.is_bool:
                 raise TypeError(f"the {what} '{e}' is an integer; state a condition such as "
                                 f"'({e}).eq(0)' or '{e} < n'")
@@ -62,9 +68,11 @@ class _Query:
         # from the original terms: simplification may drop an undefined subterm (x//0 - x//0)
         self.goal_defined = simplify(defined(goal))
         self.assume_defined = tuple(simplify(defined(a)) for a in assume)
+        # conditions a witness meets when it can (small sizes replay quickly); never a premise
+        self.prefer = tuple(simplify(p) for p in prefer)
         terms = (self.goal, self.goal_defined) + self.assume + self.assume_defined
         # variables that simplification removed still belong in the witness
-        mentioned = (goal,) + assume + terms
+        mentioned = (goal,) + assume + prefer + terms
         self.variables = sorted(set().union(*(_variables(t) for t in mentioned),
                                             extra_variables), key=lambda v: v.name)
         names = [v.name for v in self.variables]
@@ -74,12 +82,12 @@ class _Query:
                 raise ValueError(f"variable name {v.name!r} is used with different ranges: "
                                  f"{', '.join(clash)}; give each range its own name")
         self.key = (self.goal, self.goal_defined,
-                    frozenset(zip(self.assume, self.assume_defined)))
+                    frozenset(zip(self.assume, self.assume_defined)), self.prefer)
 
     @functools.cached_property
     def width(self) -> int:
         """The one width of the pysmt encoding (the z3 path sizes each subterm itself)."""
-        terms = (self.goal, self.goal_defined) + self.assume + self.assume_defined
+        terms = (self.goal, self.goal_defined) + self.assume + self.assume_defined + self.prefer
         return width_for(terms + tuple(self.variables))
 
     def domain(self):
@@ -112,18 +120,21 @@ class _Query:
             return True
 
 
-def prove(goal, assume=(), *, solver="z3", timeout_ms=10_000, minimize=(), vacuity=True):
+def prove(goal, assume=(), *, solver="z3", timeout_ms=DEFAULT_TIMEOUT_MS, minimize=(),
+          prefer=(), vacuity=True):
     """Decide whether `goal` holds for all variable values in range where `assume` holds.
 
     Returns Proved(), Refuted(witness) with a replayed counterexample (lexicographically
     smallest over the `minimize` variables, given as Vars or names), or Unknown(reason).
-    The witness names every variable of the goal, the assumptions and `minimize`.
+    A witness also meets the conditions `prefer` when some witness does (they narrow the
+    search, never the proof). The witness names every variable of the goal, the assumptions,
+    `prefer` and `minimize`.
     `vacuity=False` skips the second query that sets `Proved.vacuous` (always False then),
     for callers that only need the verdict.
     """
     _check_solver(solver)
     assume, minimize = _as_tuple(assume), _as_tuple(minimize)
-    query = _Query(goal, assume, [v for v in minimize if isinstance(v, Var)])
+    query = _Query(goal, assume, [v for v in minimize if isinstance(v, Var)], _as_tuple(prefer))
     order = tuple(v.name if isinstance(v, Var) else v for v in minimize)
     unknown_names = set(order) - {v.name for v in query.variables}
     if unknown_names:
@@ -186,7 +197,9 @@ def _decide_pysmt(query, solver, timeout_ms, order, vacuity):
                            f"({query.width}-bit query)")
         except InternalSolverError as error:
             return Unknown(f"{solver} failed: {error}")
-        return lexicographic(order, _model(smt, query),
+        first = _model(smt, query)
+        point = (_preferred(smt, query) if order else None) or first
+        return lexicographic(order, point,
                              lambda name, point: _minimise(smt, query, name, point, deadline))
 
 
@@ -212,6 +225,23 @@ def _model(smt, query) -> dict[str, int]:
         return {v.name: model.eval(smt.converter.convert(s), model_completion=True)
                 .as_signed_long() for v, s in zip(query.variables, symbols)}
     return {v.name: smt.get_value(s).bv_signed_value() for v, s in zip(query.variables, symbols)}
+
+
+def _preferred(smt, query):
+    """Keep `query.prefer` for the rest of the search when some witness meets it."""
+    if not query.prefer:
+        return None
+    fm = environment(query.width).formula_manager
+    wanted = fm.FreshSymbol()
+    smt.add_assertion(fm.Implies(wanted, fm.And([lower(p, query.width) for p in query.prefer])))
+    try:
+        if not smt.solve([wanted]):
+            return None
+    except (SolverReturnedUnknownResultError, InternalSolverError):
+        return None
+    point = _model(smt, query)
+    smt.add_assertion(wanted)
+    return point
 
 
 def _minimise(smt, query, name, point, deadline):
