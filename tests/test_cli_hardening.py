@@ -83,6 +83,18 @@ def test_a_bad_vendor_size_is_blamed_for_itself():
                    "size m=0 must be a whole number >= 1")
 
 
+def test_a_bad_vendor_name_or_size_is_refused_before_fetching_the_wheel(monkeypatch):
+    from argus.asm import aiter
+
+    def fetch():
+        raise AssertionError("the wheel was fetched for a launch refused anyway")
+    monkeypatch.setattr(aiter, "aiter_root", fetch)
+    assert_refused(["emulate", "gemm", "--size", "m=0"], "unknown vendor kernel 'gemm'")
+    for size, says in (("m=0", "size m=0 must be"), ("q=3", "takes sizes")):
+        assert_refused(["emulate", "bf16gemm_outf32_tn_32x64_pf3", "--size", size], says)
+    assert_refused(["emulate", "fmoe_b16", "--size", "tokens=-1"], "size tokens=-1 must be")
+
+
 def test_offline_with_an_empty_cache_or_a_corrupt_wheel(tmp_path, monkeypatch):
     from argus.asm import aiter
 

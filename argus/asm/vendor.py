@@ -9,6 +9,7 @@ aiter/fused_moe.py, aiter/ops/shuffle.py (MoE sorting and weight pre-shuffle).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,19 +123,26 @@ def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
     """Run vendor kernel `name` on random inputs; `shape` overrides the default problem size
     (GEMM: m, n, k, splitk; attention: b, h, s, sk; MoE: tokens, dim, inter, experts, topk).
     `trace` records the emulator's event trace for the performance model."""
-    if code is None:
+    if not any(family.match(name) for family in (GEMM, FMHA, FMOE)):
+        raise VendorKernelError(f"unknown vendor kernel {name!r}; known: "
+                                f"{', '.join(vendor_kernels())}")
+
+    def load() -> CodeObject:
+        # only once the name and sizes are known good: the wheel may have to be fetched
+        if code is not None:
+            return code
         from argus.asm.aiter import aiter_root
 
-        code = CodeObject.from_file(code_object_path(root or aiter_root(), name))
+        return CodeObject.from_file(code_object_path(root or aiter_root(), name))
+
     rng = np.random.default_rng(seed)
     options = dict(bank_conflicts=bank_conflicts, trace=trace)
     if (match := GEMM.match(name)):
-        return _gemm(name, int(match.group(1)), code, rng, shape or {}, check, options)
+        return _gemm(name, int(match.group(1)), load, rng, shape or {}, check, options)
     if (match := FMHA.match(name)):
-        return _fmha(name, bool(match.group(1)), code, rng, shape or {}, check, options)
-    if (match := FMOE.match(name)):
-        return _fmoe(name, match.group(1), code, rng, shape or {}, check, options)
-    raise VendorKernelError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
+        return _fmha(name, bool(match.group(1)), load, rng, shape or {}, check, options)
+    match = FMOE.match(name)
+    return _fmoe(name, match.group(1), load, rng, shape or {}, check, options)
 
 
 def _sizes(defaults: dict[str, int], given: dict[str, int], name: str) -> dict[str, int]:
@@ -147,7 +155,7 @@ def _sizes(defaults: dict[str, int], given: dict[str, int], name: str) -> dict[s
     return {**defaults, **given}
 
 
-def _gemm(name: str, tile: int, code: CodeObject, rng: np.random.Generator,
+def _gemm(name: str, tile: int, load: Callable[[], CodeObject], rng: np.random.Generator,
           given: dict[str, int], check: str, options: dict) -> VendorRun:
     size = _sizes({"m": tile, "n": 128, "k": 256, "splitk": 1}, given, name)
     m, n, k, splitk = size["m"], size["n"], size["k"], size["splitk"]
@@ -160,7 +168,7 @@ def _gemm(name: str, tile: int, code: CodeObject, rng: np.random.Generator,
     args = dict(D=out, A=a.view(np.uint16), B=b.view(np.uint16), alpha=1.0, beta=0.0,
                 strideD0=n * 4, strideC0=n * 4, strideA0=k * 2, strideB0=k * 2,
                 Mdim=m, Ndim=n, Kdim=k, splitk=splitk)
-    run = emulate(code, grid=(n // 64, -(-m // tile), splitk), block=256, args=args, check=check,
+    run = emulate(load(), grid=(n // 64, -(-m // tile), splitk), block=256, args=args, check=check,
                   **options)
     reference = a.astype(np.float64) @ b.astype(np.float64).T
     # bf16 products are exact in f32; only the summation order differs from numpy
@@ -168,7 +176,7 @@ def _gemm(name: str, tile: int, code: CodeObject, rng: np.random.Generator,
     return VendorRun(name, size, float(np.abs(out - reference).max()), tolerance, run)
 
 
-def _fmha(name: str, causal: bool, code: CodeObject, rng: np.random.Generator,
+def _fmha(name: str, causal: bool, load: Callable[[], CodeObject], rng: np.random.Generator,
           given: dict[str, int], check: str, options: dict) -> VendorRun:
     size = _sizes({"b": 1, "h": 1, "s": 256, "sk": 256}, given, name)
     b, h, s, sk, d = size["b"], size["h"], size["s"], size["sk"], 128
@@ -192,7 +200,7 @@ def _fmha(name: str, causal: bool, code: CodeObject, rng: np.random.Generator,
     tiles = -(-s // 256)
     groups = -(-tiles // 2) if causal else tiles
     # the kernel's last waves read a row past Q/K/V inside the buffer's V# range
-    run = emulate(code, grid=(groups, h, b), block=512, args=args, check=check,
+    run = emulate(load(), grid=(groups, h, b), block=512, args=args, check=check,
                   memory="lenient", **options)
     logits = np.einsum("bshd,bthd->bhst", q.astype(np.float64), k.astype(np.float64)) * scale
     if causal:  # bottom-right aligned, as aiter's mask for sq <= sk
@@ -250,7 +258,7 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
-def _fmoe(name: str, kind: str, code: CodeObject, rng: np.random.Generator,
+def _fmoe(name: str, kind: str, load: Callable[[], CodeObject], rng: np.random.Generator,
           given: dict[str, int], check: str, options: dict) -> VendorRun:
     size = _sizes({"tokens": 8, "dim": 512, "inter": 512, "experts": 4, "topk": 2}, given, name)
     tokens, dim, inter, experts, topk = (size[k] for k in
@@ -282,7 +290,7 @@ def _fmoe(name: str, kind: str, code: CodeObject, rng: np.random.Generator,
         dim=dim, hdim=inter, batch=tokens, eprt=experts, Xs=dim * 2, GUs=dim * 2, Ds=inter * 2,
         Os=dim * 2, eGUs=dim * 2 * inter, eDs=inter * 2 * dim, eGUQs=0, eDQs=0,
         eSMQs=inter * 4, topk=topk)
-    run = emulate(code, grid=(inter // MOE_SUB_GU, len(expert_ids), 1), block=256, args=args,
+    run = emulate(load(), grid=(inter // MOE_SUB_GU, len(expert_ids), 1), block=256, args=args,
                   check=check, **options)
     reference = np.zeros((tokens, dim))
     xf = x.astype(np.float64)
