@@ -209,7 +209,7 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
 
 #: Share of a nonlinear query's time the integer attempt may take (it stops earlier at its
 #: resource limits) before the bit-vector path gets the rest.
-NONLINEAR_SHARE = 0.5
+NONLINEAR_SHARE = 0.8
 #: A variable with at most this many values that multiplies a non-constant term is split on:
 #: fixed, the product is linear. Split-K offsets (`wg2 * (K >> 7)`) made queries 30x slower
 #: as one nonlinear query than as four linear ones (measured on gemm with split_k=4).
