@@ -39,8 +39,8 @@ def interpret(kernel, arrays: dict, **params):
     argument, by name) in the concrete reference interpreter; sizes come from the array shapes.
     Returns `RunResult(outputs, violations, sizes)`: the outputs are updated copies."""
     from argus.absint.concrete import run
-    from argus.pipeline import resolve_kernel
+    from argus.pipeline import _kernel
 
-    kernel = resolve_kernel(kernel) if isinstance(kernel, str) else kernel
+    kernel = _kernel(kernel, "interpret")
     ir = kernel.trace(**params) if hasattr(kernel, "trace") else kernel
     return run(ir, arrays)

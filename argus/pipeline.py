@@ -28,6 +28,17 @@ from argus.isa_cdna3.abi import LaunchError
 from argus.kernels import library
 
 
+def _kernel(kernel, call: str):
+    """`kernel` as a DSL kernel or traced IR: a library name or file is resolved, anything
+    else is refused naming the argument."""
+    if isinstance(kernel, str):
+        kernel = resolve_kernel(kernel)
+    if isinstance(kernel, O.Kernel) or callable(getattr(kernel, "trace", None)):
+        return kernel
+    raise VerifyError(f"argus.{call} takes an @kernel function, a traced kernel or a library "
+                      f"kernel name, not {kernel!r}")
+
+
 def resolve_kernel(target: str):
     """A library kernel name (`gemm`), or `path/to/file.py[:name]` naming an `@kernel`
     function or a module-level KERNEL in that file."""
@@ -270,7 +281,7 @@ def compile(kernel, *, policy: str = "interleave", verify: bool = False, **param
     from argus.asm import assemble
     from argus.asm.lower import lower
 
-    ir = kernel if isinstance(kernel, O.Kernel) else kernel.trace(**params)
+    ir = kernel if isinstance(kernel, O.Kernel) else _kernel(kernel, "compile").trace(**params)
     key = hashlib.sha256(f"{policy}\n{ir}".encode()).hexdigest()
     if key in _CACHE and not verify:
         return _CACHE[key]

@@ -9,6 +9,7 @@ import argus.lang as T
 from argus.errors import ArgusError
 from argus.ir.expr import Var
 from argus.lang import Tensor
+from argus.smt import prove
 
 
 def kernel_with(body, dtype="f32"):
@@ -41,7 +42,16 @@ def kernel_with(body, dtype="f32"):
     (lambda: Var("x", 0, 2.5), "the bounds must be ints"),
     (lambda: Var("x", 3, 1), "empty range"),
     (lambda: Var("x-1", 0, 4), "Python identifier"),
-], ids=range(13))
+    (lambda: argus.compile(42), "argus.compile takes an @kernel function"),
+    (lambda: argus.interpret(3.5, {}), "argus.interpret takes an @kernel function"),
+    (lambda: argus.interpret(kernel_with(lambda X, Y: None), {"X": [[1.0] * 64], "Y": None}),
+     "argument X is a list; pass a numpy array"),
+    (lambda: argus.verify("gemm", M=64, N=64, K=64, timeout_ms=-1), "timeout_ms=-1"),
+    (lambda: argus.verify("gemm", M=64, N=64, K=64, timeout_ms="10s"), "timeout_ms='10s'"),
+    (lambda: argus.verify("gemm", M=64, N=64, K=64, solver="yices"), "unknown solver 'yices'"),
+    (lambda: prove(Var("x", 0, 4) < 4, timeout_ms=0), "timeout_ms=0"),
+    (lambda: prove(Var("x", 0, 4) + 1), "is an integer"),
+], ids=range(21))
 def test_bad_arguments_are_argus_errors(call, says):
     with pytest.raises(ArgusError) as error:
         call()

@@ -1365,6 +1365,9 @@ def bind_sizes(kernel: O.Kernel, inputs: dict[str, np.ndarray],
             raise InterpError(f"no array for argument {tensor.name} "
                               f"({tensor.type}); pass one per tensor argument")
         array = inputs[tensor.name]
+        if not isinstance(array, np.ndarray):
+            raise InterpError(f"argument {tensor.name} is a {type(array).__name__}; pass a "
+                              f"numpy array ({tensor.type})")
         if array.ndim != len(tensor.type.shape):
             raise InterpError(f"{tensor.name} needs rank {len(tensor.type.shape)}, got shape "
                               f"{array.shape}")

@@ -50,7 +50,7 @@ from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, ite, simplif
 from argus.ir.expr import substitute as subst
 from argus.ir.transfer import cover_names, cover_union
 from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
-from argus.smt import DEFAULT_TIMEOUT_MS
+from argus.smt import DEFAULT_TIMEOUT_MS, SmtError, check_options
 
 
 @contextlib.contextmanager
@@ -95,6 +95,10 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
     jobs = env.jobs() if jobs is None else jobs
     if jobs < 1:
         raise VerifyError(f"jobs={jobs}: give at least 1 worker process")
+    try:
+        check_options(solver, timeout_ms)
+    except SmtError as error:
+        raise VerifyError(error.message) from None
     if unroll is not None and (isinstance(unroll, bool) or not isinstance(unroll, int)
                                or unroll < 1):
         raise VerifyError(f"unroll={unroll!r}: give a whole number N >= 1 of loop iterations "

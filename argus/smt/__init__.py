@@ -5,8 +5,17 @@ each subterm as wide as its bounds) or cvc5 (through pysmt, one width per query)
 same obligation for bug reports.
 """
 
-from argus.smt.solve import DEFAULT_TIMEOUT_MS, SOLVERS, cache_info, clear_cache, prove, to_smtlib
+from argus.smt.solve import (
+    DEFAULT_TIMEOUT_MS,
+    SOLVERS,
+    SmtError,
+    cache_info,
+    check_options,
+    clear_cache,
+    prove,
+    to_smtlib,
+)
 from argus.smt.verdict import Proved, Refuted, Unknown, Verdict
 
 __all__ = ["prove", "to_smtlib", "Proved", "Refuted", "Unknown", "Verdict", "SOLVERS",
-           "cache_info", "clear_cache", "DEFAULT_TIMEOUT_MS"]
+           "cache_info", "clear_cache", "DEFAULT_TIMEOUT_MS", "SmtError", "check_options"]

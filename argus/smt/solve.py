@@ -19,6 +19,7 @@ from pysmt.logics import QF_BV
 from pysmt.smtlib.script import smtlibscript_from_formula
 
 from argus import env
+from argus.errors import ArgusError
 from argus.ir.expr import Const, Expr, Var, as_expr, evaluate, free_vars, simplify
 from argus.smt import native
 from argus.smt.encode import defined, environment, lower, width_for
@@ -45,9 +46,21 @@ def _timeout_option(solver: str, timeout_ms: int) -> dict:
     return {"timeout": timeout_ms} if solver == "z3" else {"tlimit-per": timeout_ms}
 
 
-def _check_solver(solver):
+class SmtError(ArgusError, ValueError):
+    """A query `prove` cannot take: an unknown solver, a bad time limit, clashing variables."""
+
+
+class SmtSortError(SmtError, TypeError):
+    """An integer where `prove` needs a condition."""
+
+
+def check_options(solver, timeout_ms) -> None:
+    """Refuse a solver or time limit `prove` and `verify` cannot use, naming the argument."""
     if solver not in SOLVERS:
-        raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+        raise SmtError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
+        raise SmtError(f"timeout_ms={timeout_ms!r}: give the solver's time limit per query as "
+                       f"a whole number of milliseconds >= 1 (default {DEFAULT_TIMEOUT_MS})")
 
 
 class _Query:
@@ -60,7 +73,7 @@ class _Query:
         for what, e in ([("goal", goal)] + [("assumption", a) for a in assume]
                         + [("preference", p) for p in prefer]):
             if not e.is_bool:
-                raise TypeError(f"the {what} '{e}' is an integer; state a condition such as "
+                raise SmtSortError(f"the {what} '{e}' is an integer; state a condition such as "
                                 f"'({e}).eq(0)' or '{e} < n'")
         self.original_goal, self.original_assume = goal, assume
         self.goal = simplify(goal)
@@ -79,7 +92,7 @@ class _Query:
         for v in self.variables:
             if names.count(v.name) > 1:
                 clash = [repr(w) for w in self.variables if w.name == v.name]
-                raise ValueError(f"variable name {v.name!r} is used with different ranges: "
+                raise SmtError(f"variable name {v.name!r} is used with different ranges: "
                                  f"{', '.join(clash)}; give each range its own name")
         self.key = (self.goal, self.goal_defined,
                     frozenset(zip(self.assume, self.assume_defined)), self.prefer)
@@ -132,13 +145,13 @@ def prove(goal, assume=(), *, solver="z3", timeout_ms=DEFAULT_TIMEOUT_MS, minimi
     `vacuity=False` skips the second query that sets `Proved.vacuous` (always False then),
     for callers that only need the verdict.
     """
-    _check_solver(solver)
+    check_options(solver, timeout_ms)
     assume, minimize = _as_tuple(assume), _as_tuple(minimize)
     query = _Query(goal, assume, [v for v in minimize if isinstance(v, Var)], _as_tuple(prefer))
     order = tuple(v.name if isinstance(v, Var) else v for v in minimize)
     unknown_names = set(order) - {v.name for v in query.variables}
     if unknown_names:
-        raise ValueError(f"minimize names {sorted(unknown_names)} that the goal and "
+        raise SmtError(f"minimize names {sorted(unknown_names)} that the goal and "
                          f"assumptions do not mention; they mention "
                          f"{[v.name for v in query.variables]}")
     key = (query.key, solver, order, tuple(query.variables), vacuity)
