@@ -602,6 +602,11 @@ def test_launches_the_emulator_cannot_run_are_refused_before_running():
     with pytest.raises(LaunchError, match="'out' is a read-only array"):
         emulate(code, grid=1, block=64, args=[inp, out])
     out.flags.writeable = True
+    with pytest.raises(LaunchError, match="'inp' is an array of Python objects"):
+        emulate(code, grid=1, block=64, args=[np.array([object()] * 64), out])
+    for budget in (0, -5, "many", 2.5, True):
+        with pytest.raises(LaunchError, match="max_wave_instructions must be a whole number"):
+            emulate(code, grid=1, block=64, args=[inp, out], max_wave_instructions=budget)
     emulate(code, grid=1, block=64, args=[inp, out])
     np.testing.assert_array_equal(out, inp)
 

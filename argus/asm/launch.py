@@ -89,6 +89,9 @@ def prepare(info: KernelInfo, *, grid: int | Sequence[int], block: int | Sequenc
             if arg.value_kind != "global_buffer":
                 raise LaunchError(f"argument {arg.name!r} is {arg.value_kind}; only "
                                   f"global_buffer arguments take arrays")
+            if value.dtype.hasobject:
+                raise LaunchError(f"argument {arg.name!r} is an array of Python objects; a "
+                                  "buffer holds numbers", fix="pass a numeric numpy array")
             if not value.flags.c_contiguous:
                 raise LaunchError(f"argument {arg.name!r} must be C-contiguous "
                                   f"(use np.ascontiguousarray)")

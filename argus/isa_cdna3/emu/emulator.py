@@ -227,6 +227,10 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
         raise LaunchError(f"check must be one of {CHECK_MODES}, got {check!r}")
     if memory not in ("strict", "lenient"):
         raise LaunchError(f"memory must be 'strict' or 'lenient', got {memory!r}")
+    if (isinstance(max_wave_instructions, bool) or not isinstance(max_wave_instructions, int)
+            or max_wave_instructions < 1):
+        raise LaunchError(f"max_wave_instructions must be a whole number >= 1, got "
+                          f"{max_wave_instructions!r}")
     info, grid3, block3 = launch.kernel, launch.grid, launch.block
     if info.private_segment_size:
         raise LaunchError(f"kernel {info.name} uses {info.private_segment_size} bytes of "
