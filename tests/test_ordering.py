@@ -211,10 +211,45 @@ def test_async_copies_lower_to_lds_dma_and_stream_right_in_the_strict_emulator(p
     assert dma and all(lines[n].endswith("lds") for n in dma)
     assert all(lines[n - 2].startswith(("s_mov_b32 m0,", "s_add_u32 m0,"))
                and lines[n - 1] == "s_nop 0" for n in dma)
+    # wait_group(1) leaves the next tile's copy in flight: the loop's wait is no vmcnt(0)
+    waits = [line for line in lines if line.startswith("s_waitcnt vmcnt(")]
+    assert any(line != "s_waitcnt vmcnt(0)" for line in waits)
     X = np.arange(80 * 16, dtype=np.float32).reshape(80, 16) + 1
     Y = np.zeros_like(X)
     compiled.run(X=X, Y=Y, check="strict")
     assert np.array_equal(Y, X)
+
+
+@pytest.mark.parametrize("policy", ["simple", "interleave"])
+def test_the_wrong_group_wait_is_a_real_bug_in_the_emitted_code(policy):
+    """bug_30's wait_group(2), lowered with its exact vmcnt, lets the strict emulator read
+    slots whose DMA has not landed: the refuted kernel computes wrong data on the machine."""
+    compiled = argus.compile(P.stream(pending=2), policy=policy)
+    X = np.arange(80 * 16, dtype=np.float32).reshape(80, 16) + 1
+    Y = np.zeros_like(X)
+    compiled.run(X=X, Y=Y, check="strict")
+    assert not np.array_equal(Y, X)
+
+
+def test_groups_are_counted_only_where_each_commit_follows_its_own_copies():
+    """A commit whose group's copies sit in a nested loop cannot mark the group's newest DMA;
+    every wait_group of such a kernel lowers to vmcnt(0)."""
+    from argus.asm.lower.isel import groups_marked
+
+    @T.kernel(waves=4)
+    def nested(X: Tensor("f32", 64, 16), Y: Tensor("f32", 64, 16)):
+        T.grid(1)
+        tile = T.lds((4, 16, 16), "f32")
+        for t in T.range(0, 4):
+            T.async_copy(tile, (t, 0, 0), X, (t * 16, 0), COPY)
+        T.commit_group()
+        T.wait_group(1)
+        T.barrier(wait=False)
+        Y.store((0, 0), tile.load((0, 0, 0), COPY))
+    assert groups_marked(P.stream().ir.body) and not groups_marked(nested.ir.body)
+    lines = [line.split(";")[0].strip() for line in argus.compile(nested).text.splitlines()]
+    assert [line for line in lines if line.startswith("s_waitcnt vmcnt")] == \
+        ["s_waitcnt vmcnt(0)"]
 
 
 def test_a_copy_whose_lanes_do_not_run_along_lds_fails_to_lower_naming_the_line():

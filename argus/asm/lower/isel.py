@@ -149,6 +149,10 @@ class Selector(ExprEmitter):
         self.labels = 0
         self.renamed: dict = {}                     # loop counter -> its value in this copy
         self.facts: list[Expr] = []                 # bounds of the loop counters renamed away
+        #: whether every commit group ends with an LDS DMA of the commit's own block, so the
+        #: wait pass can count groups (`wait_group`); the newest DMA emitted so far
+        self.groups_marked = groups_marked(kernel.body)
+        self.last_dma: MInst | None = None
 
     # ------------------------------------------------------------------ entry
     def run(self) -> list:
@@ -582,8 +586,8 @@ def _async_copy(s: Selector, op: O.AsyncCopy):
         else:
             s.emit("s_mov_b32", _M0, first, ndefs=0)
         s.emit("s_nop", isa.SALU_WRITE_M0_TO_LDS_DMA - 1, ndefs=0)
-        s.emit("buffer_load_dword", vaddr if vaddr is not None else _OFF, rsrc, soffset,
-               ndefs=0, mods=f"{_buffer_mods(vaddr, offset)} lds".strip())
+        s.last_dma = s.emit("buffer_load_dword", vaddr if vaddr is not None else _OFF, rsrc,
+                            soffset, ndefs=0, mods=f"{_buffer_mods(vaddr, offset)} lds".strip())
 
 
 _M0 = Fixed("m0")
@@ -733,15 +737,41 @@ def _barrier(s: Selector, op: O.Barrier | O.BarrierNoWait):
 
 @rule(O.Wait, O.WaitGroup)
 def _wait(s: Selector, op: O.Wait | O.WaitGroup):
-    # wait_group(n) as vmcnt(0): at least as strong as retiring all but n groups (the backend
-    # lowers no async copy yet, so there is no group to leave in flight)
-    s.emit("s_waitcnt", ndefs=0, mods="vmcnt(0)" if isinstance(op, O.WaitGroup)
-           else "vmcnt(0) lgkmcnt(0)")
+    if isinstance(op, O.Wait):
+        s.emit("s_waitcnt", ndefs=0, mods="vmcnt(0) lgkmcnt(0)")
+        return
+    wait = s.emit("s_waitcnt", ndefs=0, mods="vmcnt(0)")
+    if s.groups_marked:
+        # the wait pass leaves the newest `pending` groups' DMAs (and what came after) in
+        # flight; otherwise vmcnt(0), at least as strong
+        wait.groups_in_flight = op.pending
 
 
 @rule(O.CommitGroup)
 def _commit_group(s: Selector, op: O.CommitGroup):
-    """Groups are counted at compile time (`wait_group`): nothing runs."""
+    """Nothing runs: the group's newest LDS DMA is marked for the wait pass to count."""
+    if s.groups_marked:
+        s.last_dma.closes_group = True
+
+
+def groups_marked(block: O.Block) -> bool:
+    """Whether every `commit_group` follows, in its own block, an async copy with no copy in
+    a nested loop or branch after it: then that copy's last DMA is the group's newest, and a
+    wait through it retires the whole group (vector memory completes in order)."""
+    copied = False
+    for op in block.ops:
+        if isinstance(op, O.AsyncCopy):
+            copied = True
+        elif isinstance(op, O.CommitGroup):
+            if not copied:
+                return False
+            copied = False
+        elif op.blocks:
+            if any(isinstance(x, O.AsyncCopy) for inner in op.blocks for x in O.walk(inner)):
+                copied = False
+            if not all(groups_marked(inner) for inner in op.blocks):
+                return False
+    return True
 
 
 def unroll_factor(s: Selector, op: O.For) -> int:

@@ -102,6 +102,11 @@ class MInst:
     note: str = ""
     origin: str = ""             # the IR op it lowers, e.g. "mfma"
     inserted: str = ""           # "waitcnt" / "nop" when a later stage added it
+    #: an LDS DMA (`async_copy`) that is the newest of its commit group
+    closes_group: bool = False
+    #: the `s_waitcnt` of a `wait_group(n)`: n, the newest commit groups it leaves in flight
+    #: (the wait pass sets its vmcnt from the closing DMAs still pending)
+    groups_in_flight: int | None = None
 
     @property
     def defs(self) -> tuple[Ref, ...]:

@@ -28,6 +28,7 @@ class Pending:
     regs: frozenset
     lds_write: bool = False
     scalar: bool = False
+    closes_group: bool = False  # the newest LDS DMA of a commit group
 
 
 @attrs.frozen
@@ -47,8 +48,10 @@ def _merge(a: tuple, b: tuple) -> tuple:
         if x is None or y is None:
             out.append(x or y)
         else:
+            # a closing mark from either path: the k-th newest mark can only move newer, so
+            # a wait_group retires at least what each path needs
             out.append(Pending(x.regs | y.regs, x.lds_write or y.lds_write,
-                               x.scalar or y.scalar))
+                               x.scalar or y.scalar, x.closes_group or y.closes_group))
     return tuple(out)
 
 
@@ -80,6 +83,8 @@ def _written_waits(inst: MInst) -> dict[str, int]:
 
 def _step(inst: MInst, state: State) -> tuple[State, dict[str, int]]:
     if inst.opcode == "s_waitcnt":
+        if inst.groups_in_flight is not None:
+            inst.mods = f"vmcnt({_group_count(state.vm, inst.groups_in_flight)})"
         # an explicit wait retires what it names: later uses need no wait of their own
         vm, lgkm = state.vm, state.lgkm
         for counter, n in _written_waits(inst).items():
@@ -103,12 +108,22 @@ def _step(inst: MInst, state: State) -> tuple[State, dict[str, int]]:
     counter = opcodes.counter(inst.opcode)
     if counter is not None:
         entry = Pending(_units(inst, inst.defs), opcodes.classify(inst.opcode) == "DS write",
-                        opcodes.unit(inst.opcode) is opcodes.Unit.SMEM)
+                        opcodes.unit(inst.opcode) is opcodes.Unit.SMEM, inst.closes_group)
         if counter == VMCNT:
             vm = _bounded(vm + (entry,), counter)
         else:
             lgkm = _bounded(lgkm + (entry,), counter)
     return State(vm, lgkm), waits
+
+
+def _group_count(vm: tuple, in_flight: int) -> int:
+    """The vmcnt of `wait_group(in_flight)`: every operation up to the closing DMA of the
+    (in_flight + 1)-th newest commit group retires; with no such group pending nothing need
+    (the count then names every pending operation)."""
+    marks = [age for age, entry in enumerate(reversed(vm)) if entry.closes_group]
+    if len(marks) <= in_flight:
+        return min(len(vm), LIMIT[VMCNT] - 1)
+    return min(marks[in_flight], LIMIT[VMCNT] - 1)
 
 
 def _bounded(queue: tuple, counter: str) -> tuple:
@@ -120,7 +135,7 @@ def _bounded(queue: tuple, counter: str) -> tuple:
         return queue
     old = queue[:len(queue) - keep + 1]
     folded = Pending(frozenset().union(*(e.regs for e in old)), any(e.lds_write for e in old),
-                     any(e.scalar for e in old))
+                     any(e.scalar for e in old), any(e.closes_group for e in old))
     return (folded,) + queue[len(queue) - keep + 1:]
 
 
