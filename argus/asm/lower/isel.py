@@ -24,6 +24,7 @@ from ml_dtypes import bfloat16
 from argus.asm.lower.address import (
     Piece,
     Prover,
+    VectorizeError,
     at_slot,
     global_pieces,
     lds_pieces,
@@ -557,16 +558,18 @@ def _async_copy(s: Selector, op: O.AsyncCopy):
     address (read from the per-lane address register), the global offset is kept out of the
     instruction's offset field (which the LDS address would add too)."""
     tile = op.tile
-    if DTYPE_BYTES[tile.dtype] != 4:
-        raise UnsupportedError(f"async_copy of {tile.dtype} elements is not lowered: the "
-                               "backend copies one 32-bit element per lane and slot", op.loc,
-                               "copy f32 or i32 tiles")
     source = op.source if not s.renamed else \
         tuple(simplify(substitute(o, s.renamed)) for o in op.source)
     waves = tile.layout.waves
     rsrc = s.rsrc[op.tensor.name]
-    reads = global_pieces(op, origin=source, widths=(4,), prover=s.prover)
-    writes = _lds_pieces_of(s, op, (4,))
+    try:
+        # one dword per lane and instruction: narrower elements go in runs filling a dword,
+        # consecutive in the tensor and in LDS
+        reads = global_pieces(op, origin=source, widths=(4,), prover=s.prover)
+        writes = _lds_pieces_of(s, op, (4,))
+    except VectorizeError as error:
+        raise UnsupportedError(f"async_copy: {error.message}; buffer_load_dword ... lds moves "
+                               "one dword per lane", op.loc, error.fix) from None
     for read, write in zip(reads, writes):
         lanes = table(write.lane, waves).reshape(waves, isa.WAVE_SIZE)
         if not (lanes - lanes[:, :1] == 4 * np.arange(isa.WAVE_SIZE)).all():
