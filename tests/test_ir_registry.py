@@ -52,14 +52,16 @@ def _broadcast():
 
 
 def _lanes():
-    """Cross-lane shuffles (the bug corpus's butterfly row maximum)."""
+    """Cross-lane shuffles and memory ops only some threads take part in (the bug corpus's
+    butterfly row maximum, one-wave staging and ping-pong wave groups)."""
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent / "bugs"))
     import lane_programs
 
-    return [lane_programs.row_max().ir]
+    return [lane_programs.row_max().ir, lane_programs.staged().ir,
+            lane_programs.ping_pong().ir]
 
 
 def _ordering():

@@ -1,7 +1,9 @@
-"""Cross-lane shuffles (issue 13): the gfx942 lane maps against the ISA manual's definitions,
-a butterfly row maximum and a DPP shift scan compiled and run on the strict emulator against
-numpy and the interpreter, coverage tags that prove a complete butterfly and refute every
-incomplete or overlapping one, and a lane map gfx942 lacks stopping the compilation at its line.
+"""Lanes and waves (issue 13): the gfx942 lane maps against the ISA manual's definitions, a
+butterfly row maximum and a DPP shift scan compiled and run on the strict emulator against numpy
+and the interpreter, coverage tags that prove a complete butterfly and refute every incomplete
+or overlapping one, a lane map gfx942 lacks stopping the compilation at its line, and memory
+ops only some lanes or waves take part in (`T.lanes`): one-wave staging and ping-pong wave
+groups under an exec mask on the emulator, and what the DSL refuses.
 """
 
 from __future__ import annotations
@@ -141,3 +143,43 @@ def test_coverage_is_proved_exactly_for_complete_butterflies(steps):
     assert report.ok == complete, str(report)
     x = np.zeros((2, 32), np.float32)
     assert run(kernel.ir, {"X": x, "Y": x.copy()}).ok == complete
+
+
+@pytest.mark.parametrize("kernel,rows", [(P.staged(), 32), (P.ping_pong(), 128)],
+                         ids=["one-wave staging", "ping-pong"])
+def test_predicated_memory_ops_run_under_an_exec_mask(kernel, rows):
+    x = np.random.default_rng(3).standard_normal((rows, 16)).astype(np.float32)
+    y = np.zeros_like(x)
+    compiled = argus.compile(kernel)
+    emulation = compiled.run(X=x, Y=y, check="strict")
+    assert np.array_equal(y, x) and not emulation.hazards
+    assert "s_and_saveexec_b64" in compiled.text
+    interpreted = run(kernel.ir, {"X": x, "Y": np.zeros_like(x)})
+    assert interpreted.ok and np.array_equal(interpreted.outputs["Y"], x)
+
+
+def test_the_unwritten_half_shows_in_the_interpreter():
+    """Lanes 32..63 store nothing: their elements of Y stay as they were (zero) and the read
+    of them is uninitialised."""
+    kernel = P.staged(writers=lambda wave, lane: lane < 32, layout=T.copy_layout((16, 16), 4, 1))
+    x = np.ones((16, 16), np.float32)
+    result = run(kernel.ir, {"X": x, "Y": np.zeros_like(x)})
+    assert {v.kind for v in result.violations} >= {"lds-uninitialised"}
+    assert result.outputs["Y"][:2].all() and not result.outputs["Y"][2:4].any()
+
+
+def test_a_barrier_inside_lanes_is_refused():
+    with pytest.raises(DSLError, match="T.barrier\\(\\) inside a T.lanes block"):
+        @T.kernel(waves=2)
+        def waits_alone(X: Tensor("f32", 16, 16)):
+            T.grid(1)
+            with T.lanes(lambda wave, lane: wave.eq(0)):
+                T.barrier()
+        waits_alone.trace()
+    with pytest.raises(DSLError, match="Python bool"):
+        @T.kernel(waves=2)
+        def python_bool(X: Tensor("f32", 16, 16)):
+            T.grid(1)
+            with T.lanes(lambda wave, lane: wave == 0):
+                pass
+        python_bool.trace()

@@ -19,7 +19,7 @@ import numpy as np
 from argus.absint.sync import uses_clock
 from argus.ir import access as A
 from argus.ir import ops as O
-from argus.ir.expr import Expr, Var, evaluate, free_vars
+from argus.ir.expr import Const, Expr, Var, evaluate, free_vars
 from argus.ir.text import expr_text
 from argus.ir.transfer import cover_names, cover_union
 from argus.ir.types import (
@@ -349,19 +349,32 @@ class _Workgroup:
         """Every thread slot's tensor index by the op's formula (`ir.access`), the gathered
         axis reading the index tensor's data."""
         found, env, at = self.access(op, lds=False)
+        active = self.active(op, at)
         if op.gather is not None:
             env[A.GATHERED_ROW.name] = self.gathered(op, found, env, at)
         shape = self.run.arrays[tensor.name].shape
         index = [np.broadcast_to(np.asarray(evaluate(i, env), np.int64), at)
                  for i in found.index]
         inside = np.broadcast_to(np.asarray(evaluate(found.inside, env), bool), at)
-        if not inside.all() and not op.guard:
+        if not (inside | ~active).all() and not op.guard:
             self.report(op, "out-of-bounds",
-                        f"out-of-bounds access outside {tensor} of shape {list(shape)}", ~inside,
+                        f"out-of-bounds access outside {tensor} of shape {list(shape)}",
+                        active & ~inside,
                         element=lambda w: {f"{tensor.name}[{a}]": int(index[a][w])
                                            for a in range(len(shape))})
         clipped = tuple(np.clip(i, 0, extent - 1) for i, extent in zip(index, shape))
-        return index, clipped, inside
+        return index, clipped, inside & active
+
+    def active(self, op, shape) -> np.ndarray:
+        """Which thread slots take part in a memory op (`T.lanes`), over the (wave, lane,
+        slot) grid of `shape`."""
+        active = O.active_of(op)
+        if isinstance(active, Const) and active.value:
+            return np.ones(shape, bool)
+        thread = {"wave": np.arange(shape[0])[:, None, None],
+                  "lane": np.arange(shape[1])[None, :, None]}
+        return np.broadcast_to(np.asarray(evaluate(active, {**self.env, **thread}), bool),
+                               shape)
 
     def access(self, op, lds: bool | None = None):
         """The op's access formula (`ir.access`) in tile-coordinate variables, the environment
@@ -446,6 +459,8 @@ class _Workgroup:
         index, clipped, inside = self.global_index(op, op.tensor)
         data = np.where(inside, self.run.arrays[op.tensor.name][clipped], 0).astype(np.float32)
         tags = self.tensor_tags(op.tensor, index, inside, op.guard)
+        active = self.active(op, inside.shape)
+        tags = {n: np.where(active, t, TOP) for n, t in tags.items()}
         self.values[op.result.name] = RegVal(data, tags)
         if op.tensor.name in self.run.stored:
             self.check_global_read(op, clipped, inside)
@@ -512,7 +527,8 @@ class _Workgroup:
         layout = op.value.type.layout
         index, clipped, inside = self.global_index(op, op.tensor)
         destination = self.tensor_tags(op.tensor, index, inside, op.guard)
-        self.check(op, {"V": value.tags, "D": destination}, layout, value.data.shape)
+        self.check(op, {"V": value.tags, "D": destination}, layout, value.data.shape,
+                   where=self.active(op, value.data.shape))
         target = self.run.arrays[op.tensor.name]
         data = to_dtype(value.data, op.tensor.type.dtype)
         where = tuple(i[inside] for i in clipped)
@@ -613,8 +629,9 @@ class _Workgroup:
     # assertions
 
     def check(self, op, roles: dict[str, dict[str, np.ndarray]], layout, shape,
-              extra_env=None, agree_with=None):
-        """Evaluate op's assertions on arrays of `shape`; roles map to tag arrays."""
+              extra_env=None, agree_with=None, where=None):
+        """Evaluate op's assertions on arrays of `shape`; roles map to tag arrays; only the
+        points where `where` holds (threads taking part) must satisfy them."""
         for assertion in getattr(op, "asserts", ()):
             env = dict(self.env) | (extra_env or {})
             unknown = np.zeros(shape, bool)
@@ -640,6 +657,8 @@ class _Workgroup:
             if agree_with is not None:
                 holds = holds == agree_with
             failed = unknown | ~holds
+            if where is not None:
+                failed = failed & where
             if failed.any():
                 position = _first(failed)
                 self.report_assertion(op, assertion, failed, roles, layout, position)
@@ -883,19 +902,21 @@ class _Workgroup:
             return {f"d{a}": int(each(v, np.int64)[where]) for a, v in enumerate(found.view)}
         address = each(found.address, np.int64)
         inside = each(found.inside, bool)
-        if not inside.all():
+        active = self.active(op, shape)
+        if not (inside | ~active).all():
             self.report(op, "out-of-bounds",
                         f"out-of-bounds LDS access outside the view {list(op.addr.shape)} / "
-                        f"allocation of {op.buffer.type.size} elements", ~inside,
+                        f"allocation of {op.buffer.type.size} elements", active & ~inside,
                         element=lambda w: {**view(w), "address": int(address[w])})
-        return address, inside, view
+        return address, inside & active, view
 
     def op_LdsStore(self, op: O.LdsStore):
         lds: LdsState = self.values[op.buffer.name]
         value = self.values[op.value.name]
         layout = op.value.type.layout
         address, inside, full = self.lds_addresses(op)
-        self.check(op, {"V": value.tags}, layout, value.data.shape)
+        self.check(op, {"V": value.tags}, layout, value.data.shape,
+                   where=self.active(op, value.data.shape))
         thread = np.broadcast_to(self.thread, address.shape)
         addr, who = address[inside], thread[inside]
         element = self.lds_element(full, address)

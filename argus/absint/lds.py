@@ -37,13 +37,15 @@ class WriteRec:
     #: group (an async copy) that lands it; None: the classic one-epoch model
     ticket: Expr | None = None
     copy: bool = False  # an async copy: lands for its own wave too only when retired
+    #: which threads wrote: a condition on `wave` and `lane` (`T.lanes`)
+    active: Expr = TRUE
 
     def substitute(self, mapping: dict) -> WriteRec:
         def put(e):
             return simplify(substitute(e, mapping))
         return attrs.evolve(self, origin=tuple(put(o) for o in self.origin),
                             tile=self.tile.substitute(mapping), guard=put(self.guard),
-                            epoch=put(self.epoch),
+                            epoch=put(self.epoch), active=put(self.active),
                             ticket=None if self.ticket is None else put(self.ticket))
 
 
@@ -180,6 +182,17 @@ def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
     held = tile_coords(record.layout, writer)
     wanted = [view[d] - record.origin[d] for d in range(lead, len(view))]
     defs.append(Or(Not(cover), And(*(h.eq(w) for h, w in zip(held, wanted)))))
+    if record.active is not TRUE:
+        # the element is written if a thread holding it takes part: the writer named is one
+        # that does, where one does (holders in other waves at the writer's lane and slot, for
+        # layouts that repeat a tile in every wave)
+        holders = [And(at_thread(record.active, w, writer[1]),
+                       *(h.eq(x) for h, x in zip(tile_coords(record.layout,
+                                                             (w, writer[1], writer[2])), wanted)))
+                   for w in range(record.layout.waves)]
+        took_part = at_thread(record.active, writer[0], writer[1])
+        defs.append(Or(Not(And(cover, Or(*holders))), took_part))
+        cover = And(cover, took_part)
     instance = record.tile.at(*writer)
     defs += instance.defs
     fresh |= fresh_in(*defs, *(t.value for t in instance.tags.values()),
@@ -280,7 +293,8 @@ def _other_adder(record: WriteRec, site: ReadSite):
              fresh_var("aslot", 0, record.layout.slots))
     found = lds_access(record.op, adder, record.origin)
     bounds = [And(v >= v.lo, v < v.hi) for v in adder]
-    return And(*bounds, record.guard, record.epoch.eq(site.epoch), found.inside,
+    return And(*bounds, record.guard, at_thread(record.active, adder[0], adder[1]),
+               record.epoch.eq(site.epoch), found.inside,
                found.address.eq(site.address),
                (adder[0] * LANES + adder[1]).ne(site.thread_id))
 
@@ -314,11 +328,22 @@ class Access:
     ticket: Expr | None = None  # as WriteRec's (a write with the clock on)
     copy: bool = False  # an async copy
     clock: object = None  # the `sync.Clock` where the access is made (the clock on)
+    #: which threads take part: a condition on `wave` and `lane` (`T.lanes`)
+    active: Expr = TRUE
 
     def footprint(self, mapping: dict):
-        """(thread vars, thread id, address, inside) of a fresh symbolic thread."""
+        """(thread vars, thread id, address, inside) of a fresh symbolic thread; `inside`
+        holds only where the thread takes part."""
         thread = (fresh_var("wave", 0, self.layout.waves), fresh_var("lane", 0, LANES),
                   fresh_var("slot", 0, self.layout.slots))
         origin = tuple(substitute(o, mapping) for o in self.origin)
         found = lds_access(self.op, thread, origin)
-        return thread, thread[0] * LANES + thread[1], found.address, found.inside
+        active = at_thread(substitute(self.active, mapping), thread[0], thread[1])
+        return thread, thread[0] * LANES + thread[1], found.address, And(active, found.inside)
+
+
+def at_thread(active: Expr, wave, lane) -> Expr:
+    """A condition on the thread ids `wave` and `lane` at the given thread."""
+    if active is TRUE:
+        return active
+    return substitute(active, {"wave": wave, "lane": lane})

@@ -182,8 +182,9 @@ class Obligations:
             detail=extra.get("detail", ""), confirmed=False,
             others=tuple(extra.get("workgroups", ())))
 
-    def assertions(self, op, roles: dict, defs, thread, element=None, agree=None):
-        """Obligations for the op's tag assertions; `roles` maps role -> {tag name: Tag}."""
+    def assertions(self, op, roles: dict, defs, thread, element=None, agree=None, where=None):
+        """Obligations for the op's tag assertions; `roles` maps role -> {tag name: Tag}; only
+        threads where `where` holds (those taking part in the op) must satisfy them."""
         for assertion in getattr(op, "asserts", ()):
             # role variables only: a loop index or size may have an underscore in its name too
             used = [v for v in free_vars(assertion.predicate) if O.is_role_var(v)]
@@ -205,6 +206,8 @@ class Obligations:
             if agree is not None:
                 holds = holds.eq(agree)
             goal = And(Not(Or(*tops)), holds)
+            if where is not None:
+                goal = Or(Not(where), goal)
 
             def describe(witness, roles=roles, predicate=assertion.predicate):
                 shown = {r: {n: show_tag(t, witness) for n, t in tags.items()}

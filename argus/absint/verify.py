@@ -280,14 +280,15 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
     def global_access(self, op, tensor, t: RegType, write: bool):
         index, inside = self.global_index(op)
         if not op.guard:
-            self.check_bounds(op, inside, self.thread(t),
+            self.check_bounds(op, Or(Not(O.active_of(op)), inside), self.thread(t),
                               f"access outside {tensor} of shape [{_shape(tensor)}]",
                               evaluator({f"{tensor.name}[{a}]": i for a, i in enumerate(index)}))
         if self.collect:
             self.order += 1
             self.global_accesses.append(GlobalAccess(
                 op, write and not isinstance(op, O.GlobalAtomicAdd), tensor.name,
-                tuple(index), inside, self.thread(t), self.guard, tuple(self.loops),
+                tuple(index), inside, self.thread(t), And(self.guard, O.active_of(op)),
+                tuple(self.loops),
                 tuple(self.assumes), self.order, op.gather is not None,
                 isinstance(op, O.GlobalAtomicAdd), self.epoch))
         return index, inside
@@ -314,8 +315,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
     def op_GlobalLoad(self, op: O.GlobalLoad):
         t = op.result.type
         index, inside = self.global_access(op, op.tensor, t, write=False)
-        self.values[op.result.name] = tile_tags(
-            self.thread(t), self.global_tags(op.tensor, index, inside, op.guard))
+        tags = self.global_tags(op.tensor, index, inside, op.guard)
+        self.values[op.result.name] = tile_tags(self.thread(t), inactive_top(tags, op.active))
 
     def op_GlobalStore(self, op: O.GlobalStore):
         t = op.value.type
@@ -323,7 +324,7 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         index, inside = self.global_access(op, op.tensor, t, write=True)
         value = self.tags(op.value).at(*thread)
         roles = {"V": value.tags, "D": self.global_tags(op.tensor, index, inside, op.guard)}
-        self.assertions(op, roles, value.defs, thread, _coords(t))
+        self.assertions(op, roles, value.defs, thread, _coords(t), where=op.active)
 
     op_GlobalAtomicAdd = op_GlobalStore
 
@@ -531,7 +532,7 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         found = A.lds_access(op)
         view, address, inside = found.view, found.address, found.inside
         shown = {f"d{a}": v for a, v in enumerate(view)} | {"address": address}
-        self.check_bounds(op, inside, thread,
+        self.check_bounds(op, Or(Not(O.active_of(op)), inside), thread,
                           f"LDS access outside the view {list(op.addr.shape)} / allocation of "
                           f"{self.lds_size[buffer.name]} elements", evaluator(shown))
         if self.collect:
@@ -540,7 +541,7 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                 op, isinstance(op, O.LdsStore | O.AsyncCopy), buffer.name, op.addr, op.origin,
                 t.layout, self.lds_size[buffer.name], self.guard, self.epoch, tuple(self.loops),
                 self.order, isinstance(op, O.LdsAtomicAdd), self.ticket(op),
-                isinstance(op, O.AsyncCopy), self.clock))
+                isinstance(op, O.AsyncCopy), self.clock, O.active_of(op)))
         return thread, view, address, inside, evaluator(shown)
 
     def op_LdsStore(self, op: O.LdsStore):
@@ -548,10 +549,11 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         thread, *_ , element = self.lds_access(op, op.buffer, t)
         value = self.tags(op.value)
         inst = value.at(*thread)
-        self.assertions(op, {"V": inst.tags}, inst.defs, thread, _coords(t))
+        self.assertions(op, {"V": inst.tags}, inst.defs, thread, _coords(t), where=op.active)
         self.write_lds(op, L.WriteRec(op, op.addr, op.origin, value, t.layout, t.shape,
                                       self.lds_size[op.buffer.name], self.guard, self.epoch,
-                                      isinstance(op, O.LdsAtomicAdd), self.ticket(op)))
+                                      isinstance(op, O.LdsAtomicAdd), self.ticket(op),
+                                      active=op.active))
 
     op_LdsAtomicAdd = op_LdsStore
 
@@ -581,13 +583,14 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                           self.clock)
         names = sorted(L.record_names(state))
         res = L.resolve(state, site, names)
-        tags = {n: Tag(res.values[n], Or(res.tops[n], Not(inside))) for n in names
-                if not self.absent_everywhere(res.absent[n], inside, res.defs)}
+        read = And(op.active, inside)
+        tags = {n: Tag(res.values[n], Or(res.tops[n], Not(read))) for n in names
+                if not self.absent_everywhere(res.absent[n], read, res.defs)}
         self.values[op.result.name] = tile_tags(thread, tags, res.defs)
         self.obligation(op, "lds-race",
                         "read-after-write race: another thread wrote this LDS address with no "
                         "barrier in between",
-                        Or(Not(inside), And(Not(res.race), Not(res.opaque))), res.defs, thread,
+                        Or(Not(read), And(Not(res.race), Not(res.opaque))), res.defs, thread,
                         lambda w: {"element": element(w)})
         if self.clock is not None:
             self.obligation(op, "async-pending",
@@ -596,7 +599,7 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                             Or(Not(inside), Not(res.pending)), res.defs, thread,
                             lambda w: {"element": element(w)})
         self.obligation(op, "lds-uninitialised", "reads LDS that no thread has written",
-                        Or(Not(inside), And(Not(res.uninitialised), Not(res.opaque))),
+                        Or(Not(read), And(Not(res.uninitialised), Not(res.opaque))),
                         res.defs, thread, lambda w: {"element": element(w)})
 
     def absent_everywhere(self, absent: Expr, inside: Expr, defs) -> bool:
@@ -660,6 +663,13 @@ def covered_range(tags: dict, name: str) -> tuple[Tag, Tag, Tag]:
         tag = tags[name]
         return tag, tag, Tag(Const(1), tag.top)
     return TOP_TAG, TOP_TAG, TOP_TAG
+
+
+def inactive_top(tags: dict, active: Expr) -> dict:
+    """Tags of a load where only the threads satisfying `active` read: ⊤ for the others."""
+    if active is TRUE:
+        return tags
+    return {n: Tag(t.value, Or(t.top, Not(active))) for n, t in tags.items()}
 
 
 def _shape(tensor) -> str:

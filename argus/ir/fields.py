@@ -91,6 +91,18 @@ def named_exprs(coords: str):
     return _declare(Decl(Kind.EXPR, Shape.NAMED, coords=coords), converter=_named_exprs)
 
 
+#: `Decl.coords` of a formula over the thread ids: the variables `wave` and `lane` (beside the
+#: enclosing scalars) are in scope; the verifier and the interpreter bind them per thread.
+THREAD = "@thread"
+
+
+def active():
+    """Which threads take part in the op: a condition on `wave` and `lane` (and the enclosing
+    scalars), true by default; keyword-only."""
+    return _declare(Decl(Kind.EXPR, coords=THREAD), converter=as_expr, default=as_expr(True),
+                    kw_only=True)
+
+
 def binds():
     return _declare(Decl(Kind.BINDS))
 

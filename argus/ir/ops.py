@@ -15,7 +15,7 @@ from typing import ClassVar
 import attrs
 
 from argus.ir import fields as F
-from argus.ir.expr import Expr, Var, as_expr, free_vars
+from argus.ir.expr import Const, Expr, Var, as_expr, free_vars
 from argus.ir.fields import (
     asserts,
     attr,
@@ -231,6 +231,7 @@ class TagTile(Op, mnemonic="tag_tile", transfer=Transfer.RETAG):
 
 def _check_global_access(op, tile: RegType, origin=None):
     """The tile `op` loads or stores fits its tensor, origin, axes and gather."""
+    _check_active(op)
     tensor, axes = op.tensor, op.axes
     origin = op.origin if origin is None else origin
     if not isinstance(tensor.type, GlobalType):
@@ -276,10 +277,13 @@ class _GlobalAccess(Op):
     """What global loads and stores share, given by keyword: `gather` replaces one coordinate
     by a row id read from an index tensor; `guard` gives buffer-instruction semantics
     (out-of-range elements read 0 and are not written, instead of being out-of-bounds errors;
-    tags still follow the tensor's formulas)."""
+    tags still follow the tensor's formulas); `active` (a condition on `wave` and `lane`)
+    names the threads that take part, the others neither read nor write (their loaded
+    registers are unknown)."""
 
     gather: Gather | None = record(Gather, kw_only=True)
     guard: bool = attr(default=False, kw_only=True)
+    active: Expr = F.active()
 
 
 @attrs.frozen
@@ -374,8 +378,25 @@ class LdsAlloc(Op, mnemonic="lds.alloc", transfer=Transfer.NONE):
             _fail(self, "the result must be an LDS buffer of positive size")
 
 
+def active_of(op) -> Expr:
+    """Which threads take part in a memory op: its `active` condition on `wave` and `lane`
+    (`T.lanes`); every thread for ops without one."""
+    return getattr(op, "active", Const(True))
+
+
+def _check_active(op):
+    """`active` is a condition on the thread ids `wave` and `lane`."""
+    active = active_of(op)
+    if not active.is_bool:
+        _fail(op, f"active = '{active}' must be a condition on wave and lane")
+    for var in free_vars(active):
+        if var.name in ("wave", "lane") and var.lo != 0:
+            _fail(op, f"active = '{active}': {var.name} starts at 0")
+
+
 def _check_lds_access(op, tile: RegType):
     """The tile `op` loads or stores fits its buffer, address map and origin."""
+    _check_active(op)
     buffer, addr, origin = op.buffer, op.addr, op.origin
     if not isinstance(buffer.type, LdsType):
         _fail(op, f"{buffer} is not an LDS buffer")
@@ -398,6 +419,7 @@ class LdsStore(Op, mnemonic="lds.store", transfer=Transfer.STORE):
     origin: tuple[Expr, ...] = exprs()
     value: Value = operand(role="V")
     asserts: tuple[TagAssertion, ...] = asserts()
+    active: Expr = F.active()
 
     def check(self):
         _check_lds_access(self, _reg(self, self.value, "value"))
@@ -415,6 +437,7 @@ class LdsLoad(Op, mnemonic="lds.load", transfer=Transfer.LOAD):
     buffer: Value = operand()
     addr: AddressMap = attr()
     origin: tuple[Expr, ...] = exprs()
+    active: Expr = F.active()
 
     def check(self):
         _check_lds_access(self, _reg(self, self.result, "result"))
@@ -1054,5 +1077,6 @@ __all__ = [
     "For", "If", "Kernel", "TagAssertion", "walk", "role_var", "split_role_var", "is_role_var",
     "global_coord_vars", "UNARY_FNS", "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES",
     "coord_vars", "register_pressure", "resources", "tag_names", "role_operands", "op_classes",
+    "active_of",
     "ROLE_ORDER", "Transfer",
 ]

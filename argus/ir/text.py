@@ -386,6 +386,7 @@ class _Parser:
                 grid = tuple(parse_expr(e, scope) for e in split_top(rest.strip()[1:-1]))
             elif keyword == "waves":
                 waves = int(rest)
+                self.waves = waves
             elif keyword == "assume":
                 assumes.append(parse_expr(rest, scope))
             elif keyword == "hint":
@@ -491,7 +492,10 @@ class _Parser:
             case F.Kind.OPERAND, F.Shape.MANY:
                 return tuple(self.value(v) for v in split_top(_inside(text, "(", where)))
             case F.Kind.EXPR, shape:
-                if decl.coords is not None:
+                if decl.coords == F.THREAD:
+                    scope = {**scope, "wave": Var("wave", 0, getattr(self, "waves", 1)),
+                             "lane": Var("lane", 0, LANES)}
+                elif decl.coords is not None:
                     scope = {**scope, **{v.name: v for v in _coords(values[decl.coords])}}
                 if shape is F.Shape.ONE:
                     return parse_expr(text, scope)

@@ -1,6 +1,6 @@
 """The Argus tile DSL: `@kernel` functions traced into tile IR (`import argus.lang as T`)."""
 
-from argus.lang.control import Range, when
+from argus.lang.control import Range, lanes, when
 from argus.lang.errors import DSLError
 from argus.lang.kernel import KernelDef, Scalar, Tensor, kernel
 from argus.lang.layouts import TileSpec, copy_layout, lds_layout, mfma_layout, reduced
@@ -45,7 +45,8 @@ range = Range  # noqa: A001
 __all__ = [
     "DSLError", "Gather", "load_scalar", "TileSpec", "copy_layout", "lds_layout", "mfma_layout",
     "reduced", "Global", "cdiv", "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume",
-    "barrier", "broadcast", "distinct", "exp2", "full", "grid", "hint", "kernel", "lds", "log2",
+    "barrier", "broadcast", "distinct", "lanes", "exp2", "full", "grid", "hint", "kernel", "lds",
+    "log2",
     "mask", "maximum", "mfma", "minimum", "program_id", "range", "rcp", "reduce", "shuffle",
     "slots", "tag",
     "tag_assert", "when", "zeros", "async_copy", "commit_group", "wait_group", "wait",

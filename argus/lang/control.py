@@ -20,9 +20,9 @@ import attrs
 
 from argus.ir import ops as O
 from argus.ir.expr import Var, as_expr
-from argus.ir.types import SIZE_RANGE, Value
+from argus.ir.types import LANES, SIZE_RANGE, Value
 from argus.lang.errors import DSLError, user_loc
-from argus.lang.trace import Tile, current_builder
+from argus.lang.trace import Tile, current_builder, tidy
 
 
 def _leaves(tree, path: str = "") -> list[tuple[str, Tile]]:
@@ -220,4 +220,35 @@ class _Otherwise:
         orelse = branch._closed_block(builder, self.loc)
         builder.emit(attrs.evolve(op, orelse=orelse))
         branch._replace([Tile(r) for r in op.results])
+        return False
+
+
+class lanes:
+    """`with T.lanes(lambda wave, lane: wave.eq(0)):` — only the threads where the condition
+    holds take part in the global and LDS loads and stores traced inside (the exec mask); the
+    others neither read nor write, and what they "load" is unknown. Register ops still compute
+    in every lane. Blocks nest (their conditions combine with and); a barrier may not be
+    inside, since every wave must reach it."""
+
+    def __init__(self, condition):
+        loc = user_loc()
+        builder = current_builder()
+        if not callable(condition):
+            raise DSLError(f"T.lanes takes a condition on the thread ids, e.g. lambda wave, "
+                           f"lane: wave.eq(0), not {condition!r}", loc)
+        cond = condition(Var("wave", 0, builder.waves), Var("lane", 0, LANES))
+        if isinstance(cond, bool):
+            raise DSLError(f"T.lanes got the Python bool {cond}; write equations with .eq(), "
+                           "e.g. lambda wave, lane: wave.eq(0)", loc)
+        cond = tidy(as_expr(cond))
+        if not cond.is_bool:
+            raise DSLError(f"T.lanes needs a condition, got the integer '{cond}'", loc)
+        self.cond, self.loc = cond, loc
+
+    def __enter__(self):
+        current_builder().active.append(self.cond)
+        return self
+
+    def __exit__(self, kind, error, trace):
+        current_builder().active.pop()
         return False

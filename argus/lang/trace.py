@@ -71,6 +71,12 @@ class Builder:
         self.hints: list[str] = []
         self.lds_bytes = 0
         self.pids: dict[int, Var] = {}
+        #: conditions on `wave` and `lane` of the open `T.lanes` blocks
+        self.active: list[Expr] = []
+
+    def active_condition(self) -> Expr:
+        """Which threads take part in a memory op traced here (`T.lanes`)."""
+        return And(*self.active) if self.active else Const(True)
 
     def fresh(self, hint: str = "v") -> str:
         """A new SSA value name: v12, or acc.12 for a named value."""
@@ -262,7 +268,8 @@ class Global:
         t = current_builder().reg_type(self.dtype, spec, loc)
         return _result(O.GlobalLoad, t, loc, tensor=self.value,
                        origin=_exprs(origin, "origin", loc), axes=self._axes(axes, spec, loc),
-                       gather=_gather(gather, loc), guard=guard)
+                       gather=_gather(gather, loc), guard=guard,
+                       active=current_builder().active_condition())
 
     def store(self, origin, tile: Tile, *, axes=None, gather: Gather | None = None,
               guard: bool = False):
@@ -276,9 +283,11 @@ class Global:
 
     def _store(self, kind, origin, tile: Tile, axes, gather, guard):
         loc = user_loc()
-        current_builder().emit(kind(tensor=self.value, origin=_exprs(origin, "origin", loc),
-                             axes=self._axes(axes, tile.spec, loc), value=tile.value, loc=loc,
-                             gather=_gather(gather, loc), guard=guard))
+        builder = current_builder()
+        builder.emit(kind(tensor=self.value, origin=_exprs(origin, "origin", loc),
+                          axes=self._axes(axes, tile.spec, loc), value=tile.value, loc=loc,
+                          gather=_gather(gather, loc), guard=guard,
+                          active=builder.active_condition()))
 
 
 @attrs.frozen
@@ -376,23 +385,26 @@ class Lds:
 
     def store(self, origin, tile: Tile):
         loc = user_loc()
-        current_builder().emit(O.LdsStore(buffer=self.value, addr=self.addr,
-                                   origin=_exprs(origin, "origin", loc), value=tile.value,
-                                   loc=loc))
+        builder = current_builder()
+        builder.emit(O.LdsStore(buffer=self.value, addr=self.addr,
+                                origin=_exprs(origin, "origin", loc), value=tile.value, loc=loc,
+                                active=builder.active_condition()))
 
     def atomic_add(self, origin, tile: Tile):
         """buffer[addr(origin + c)] += tile[c] atomically: threads adding to one address need
         no barrier between them; read the sum after a barrier (and store zeros first)."""
         loc = user_loc()
-        current_builder().emit(O.LdsAtomicAdd(buffer=self.value, addr=self.addr,
-                                              origin=_exprs(origin, "origin", loc),
-                                              value=tile.value, loc=loc))
+        builder = current_builder()
+        builder.emit(O.LdsAtomicAdd(buffer=self.value, addr=self.addr,
+                                    origin=_exprs(origin, "origin", loc), value=tile.value,
+                                    loc=loc, active=builder.active_condition()))
 
     def load(self, origin, spec: TileSpec) -> Tile:
         loc = user_loc()
         t = current_builder().reg_type(self.value.type.dtype, spec, loc)
         return _result(O.LdsLoad, t, loc, buffer=self.value, addr=self.addr,
-                       origin=_exprs(origin, "origin", loc))
+                       origin=_exprs(origin, "origin", loc),
+                       active=current_builder().active_condition())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -687,7 +699,12 @@ def barrier(*, wait: bool = True) -> None:
     loc = user_loc()
     if not isinstance(wait, bool):
         raise DSLError(f"barrier(wait={wait!r}): give True or False", loc)
-    current_builder().emit((O.Barrier if wait else O.BarrierNoWait)(loc=loc))
+    builder = current_builder()
+    if builder.active:
+        raise DSLError("T.barrier() inside a T.lanes block: s_barrier waits for every wave of "
+                       "the workgroup, so threads left out would never arrive; close the "
+                       "T.lanes block before the barrier", loc)
+    builder.emit((O.Barrier if wait else O.BarrierNoWait)(loc=loc))
 
 
 def wait() -> None:

@@ -48,3 +48,74 @@ def row_max(**hooks):
     def butterfly_row_max(X: Tensor("f32", "N", 32), Y: Tensor("f32", "N", 32)):
         butterfly_max(X, Y, **hooks)
     return butterfly_row_max
+
+
+def whole_tile(waves: int) -> TileSpec:
+    """A 16x16 tile held whole by every wave (lane l, slot s: row l // 4, column 4 (l % 4) + s),
+    so one wave alone can store all of it."""
+    wave, lane, slot = thread_vars(waves, 4)
+    return TileSpec((16, 16), ThreadLayout(waves, 4, (lane // 4, lane % 4 * 4 + slot)))
+
+
+def one_wave_stages(X, Y, *, sync=True, writers=None, layout=None):
+    """Wave 0 alone stages a tile in LDS (the others skip the store, by `T.lanes`) and every
+    wave reads its part back after a barrier. `writers` (a condition on wave and lane) and
+    `layout` (how the writers hold the tile) are the hooks."""
+    N = X.shape[0]
+    T.assume((N % 16).eq(0))
+    T.grid(N // 16)
+    r0 = T.program_id(0) * 16
+    T.tag(X, lambda r, c: {"row": r, "col": c})
+    T.tag(Y, lambda r, c: {"row": r, "col": c})
+    smem = T.lds((16, 16), "f32")
+    with T.lanes(writers or (lambda wave, lane: wave.eq(0))):
+        smem.store((0, 0), X.load((r0, 0), layout or whole_tile(4)))
+    if sync:
+        T.barrier()
+    Y.store((r0, 0), smem.load((0, 0), T.copy_layout((16, 16), 4, 1)))
+    T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
+                 "each element comes back to its own row and column")
+
+
+@cache
+def staged(**hooks):
+    @T.kernel(waves=4)
+    def one_wave_staging(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
+        one_wave_stages(X, Y, **hooks)
+    return one_wave_staging
+
+
+def ping_pong_tiles(X, Y, *, slots=2, phases=2):
+    """Two wave groups (wave 0, wave 1) alternate roles on an LDS buffer: in each phase each
+    group produces a tile into its half of the current slot and, after a barrier, consumes the
+    tile the other group produced there. With two slots a group's next tile goes to the other
+    slot while its partner still reads this one; with one slot it overwrites that tile before
+    the partner has read it."""
+    N = X.shape[0]
+    T.assume((N % (32 * phases)).eq(0))
+    T.grid(N // (32 * phases))
+    r0 = T.program_id(0) * (32 * phases)
+    T.tag(X, lambda r, c: {"row": r, "col": c})
+    T.tag(Y, lambda r, c: {"row": r, "col": c})
+    smem = T.lds((slots, 2, 16, 16), "f32")
+    for p in range(phases):
+        for group in (0, 1):
+            with T.lanes(lambda wave, lane, group=group: wave.eq(group)):
+                tile = X.load((r0 + 16 * (2 * p + group), 0), whole_tile(2))
+                smem.store((p % slots, group, 0, 0), tile)
+        T.barrier()
+        for group in (0, 1):
+            other = 1 - group
+            with T.lanes(lambda wave, lane, group=group: wave.eq(group)):
+                Y.store((r0 + 16 * (2 * p + other), 0),
+                        smem.load((p % slots, other, 0, 0), whole_tile(2)))
+    T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
+                 "a group stores the tile its partner staged")
+
+
+@cache
+def ping_pong(**hooks):
+    @T.kernel(waves=2)
+    def ping_pong_groups(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
+        ping_pong_tiles(X, Y, **hooks)
+    return ping_pong_groups

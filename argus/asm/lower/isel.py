@@ -212,7 +212,13 @@ class Selector(ExprEmitter):
                                        f"for {type(op).__name__} yet", op.loc,
                                        "lower this kernel with the reference interpreter "
                                        "(argus run --interp) until the rule exists")
-            fn(self, op)
+            active = getattr(op, "active", None)
+            if active is None or (isinstance(active, Const) and active.value):
+                fn(self, op)
+            else:
+                from argus.asm.lower.lanes import predicated
+
+                predicated(self, op, fn)
 
     # ------------------------------------------------------------------ helpers
     @contextlib.contextmanager

@@ -148,6 +148,21 @@ def _shuffle(s: Selector, op: O.Shuffle):
             s.emit("v_cndmask_b32_e64", out[slot], x[slot], read, keep)
 
 
+def predicated(s: Selector, op, lower) -> None:
+    """A memory op only some threads take part in (`T.lanes`): the exec mask narrowed to them
+    around the op's own rule, and restored after. Values the rule computes under the narrow
+    mask are forgotten after it (inactive lanes never computed them)."""
+    active = simplify(substitute(op.active, s.renamed)) if s.renamed else simplify(op.active)
+    keep = _lane_condition(s, op, active)
+    saved = VReg("s", 2, "exec.saved", 2)
+    s.emit("s_and_saveexec_b64", saved, keep, note=f"only where {active}")
+    body: list = []
+    with s.conditional(body):
+        lower(s, op)
+    s.out.extend(body)
+    s.emit("s_mov_b64", "exec", saved, ndefs=0, note="every lane again")
+
+
 @rule(O.Broadcast)
 def _broadcast(s: Selector, op: O.Broadcast):
     x_key, r_key = _keys(op.x.type.layout, None), _keys(op.result.type.layout, op.axis)
