@@ -52,8 +52,9 @@ def _broadcast():
 
 
 def _lanes():
-    """Cross-lane shuffles and memory ops only some threads take part in (the bug corpus's
-    butterfly row maximum, one-wave staging and ping-pong wave groups)."""
+    """Cross-lane shuffles, memory ops only some threads take part in and rows taken from
+    registers (the bug corpus's butterfly row maximum, one-wave staging, ping-pong wave groups
+    and staged scatter)."""
     import sys
     from pathlib import Path
 
@@ -61,7 +62,7 @@ def _lanes():
     import lane_programs
 
     return [lane_programs.row_max().ir, lane_programs.staged().ir,
-            lane_programs.ping_pong().ir]
+            lane_programs.ping_pong().ir, lane_programs.scatter().ir]
 
 
 def _ordering():

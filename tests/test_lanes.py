@@ -1,9 +1,11 @@
 """Lanes and waves (issue 13): the gfx942 lane maps against the ISA manual's definitions, a
 butterfly row maximum and a DPP shift scan compiled and run on the strict emulator against numpy
 and the interpreter, coverage tags that prove a complete butterfly and refute every incomplete
-or overlapping one, a lane map gfx942 lacks stopping the compilation at its line, and memory
+or overlapping one, a lane map gfx942 lacks stopping the compilation at its line, memory
 ops only some lanes or waves take part in (`T.lanes`): one-wave staging and ping-pong wave
-groups under an exec mask on the emulator, and what the DSL refuses.
+groups under an exec mask on the emulator, and what the DSL refuses; and addresses computed
+from register or LDS values (`rows=`): Unknown without a distinctness fact, proved with one,
+the interpreter checking each row id against the index entry its tag names.
 """
 
 from __future__ import annotations
@@ -183,3 +185,48 @@ def test_a_barrier_inside_lanes_is_refused():
             with T.lanes(lambda wave, lane: wave == 0):
                 pass
         python_bool.trace()
+
+
+def test_rows_from_registers_need_a_declared_fact():
+    report = verify(P.scatter(declared=False))
+    race = [o for o in report.obligations if o.kind == "global-race"]
+    assert race and race[0].verdict == "unknown" and "T.distinct(ids" in race[0].reason
+    assert verify(P.scatter()).ok
+
+
+def _scatter_inputs(ids):
+    x = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
+    return {"X": x, "ids": np.asarray(ids, np.float32), "Y": np.zeros((40, 16), np.float32)}
+
+
+def test_rows_from_registers_in_the_interpreter():
+    ids = np.random.default_rng(4).permutation(40)[:32]
+    inputs = _scatter_inputs(ids)
+    result = run(P.scatter().ir, inputs)
+    assert result.ok and np.array_equal(result.outputs["Y"][ids], inputs["X"])
+    # a row id that is not the entry its tag names breaks what the verifier assumed: here
+    # the ids come from another tensor than the one the rows claim
+    @T.kernel(waves=1)
+    def other_ids(X: Tensor("f32", "P", 16), ids: Tensor("i32", "P"),
+                  fake: Tensor("i32", "P"), Y: Tensor("f32", "TOKENS", 16)):
+        T.grid(1)
+        T.tag(fake, lambda p: {"pos": p})
+        index = fake.load((0,), P.ids_by_row())
+        Y.store((0, 0), X.load((0, 0), P.whole_tile(1)), rows=T.Rows(index, ids, "pos"),
+                 guard=True)
+    inputs = {**_scatter_inputs(ids), "fake": np.asarray((ids + 1) % 40, np.float32)}
+    broken = run(other_ids.ir, inputs)
+    assert {v.kind for v in broken.violations} == {"indirect-row"}
+
+
+def test_rows_need_the_position_tag_and_do_not_lower_yet():
+    with pytest.raises(DSLError, match="carries no tags, not 'pos'"):
+        @T.kernel(waves=1)
+        def untagged(X: Tensor("f32", "P", 16), ids: Tensor("i32", "P"),
+                     Y: Tensor("f32", "TOKENS", 16)):
+            T.grid(1)
+            index = ids.load((0,), P.ids_by_row())
+            Y.store((0, 0), X.load((0, 0), P.whole_tile(1)), rows=T.Rows(index, ids, "pos"))
+        untagged.trace()
+    with pytest.raises(UnsupportedError, match=r"lane_programs\.py:\d+.*rows="):
+        argus.compile(P.scatter())

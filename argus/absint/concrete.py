@@ -50,7 +50,8 @@ class Violation:
     """One defect found at run time, located like a verifier counterexample."""
 
     #: tag-assertion, tag-missing, lds-race, lds-uninitialised, global-race, out-of-bounds,
-    #: distinct (index data that breaks a `T.distinct` declaration)
+    #: distinct (index data that breaks a `T.distinct` declaration), indirect-row (a row id
+    #: in registers that is not the index entry its tag names)
     kind: str
     message: str
     loc: str
@@ -352,6 +353,8 @@ class _Workgroup:
         active = self.active(op, at)
         if op.gather is not None:
             env[A.GATHERED_ROW.name] = self.gathered(op, found, env, at)
+        if getattr(op, "rows", None) is not None:
+            env[A.GATHERED_ROW.name] = self.register_rows(op, active)
         shape = self.run.arrays[tensor.name].shape
         index = [np.broadcast_to(np.asarray(evaluate(i, env), np.int64), at)
                  for i in found.index]
@@ -364,6 +367,27 @@ class _Workgroup:
                                            for a in range(len(shape))})
         clipped = tuple(np.clip(i, 0, extent - 1) for i, extent in zip(index, shape))
         return index, clipped, inside & active
+
+    def register_rows(self, op, active) -> np.ndarray:
+        """Row ids a `rows=` access takes from its index registers, one per thread slot; each
+        must be the entry of the source tensor that the index element's position tag names,
+        which is what the verifier assumed."""
+        rows = op.rows
+        index = self.values[rows.index.name]
+        values = np.rint(index.data).astype(np.int64)
+        source = self.run.arrays[rows.source.name]
+        position = index.tags.get(rows.at, np.full(values.shape, TOP, np.int64))
+        named = (position != TOP) & (position >= 0) & (position < source.shape[0])
+        expected = np.where(named, source[np.clip(position, 0, source.shape[0] - 1)], -1)
+        wrong = active & (position != TOP) & (~named | (values != expected))
+        if wrong.any():
+            at = _first(wrong)
+            self.report(op, "indirect-row",
+                        f"the row id taken from {rows.index} is not the entry of {rows.source} "
+                        f"its tag '{rows.at}' names", wrong, position=at,
+                        detail=f"{rows.index} holds {int(values[at])} where its tag says "
+                               f"{rows.source.name}[{int(position[at])}]")
+        return values
 
     def active(self, op, shape) -> np.ndarray:
         """Which thread slots take part in a memory op (`T.lanes`), over the (wave, lane,
@@ -578,7 +602,8 @@ class _Workgroup:
             clash = inside & (read_epoch[safe] == self.epoch) & (reader[safe] != -1) & \
                 (reader[safe] != thread)
             who = reader
-        if write and not atomic and op.gather is not None and not clash.any():
+        gathered = op.gather is not None or getattr(op, "rows", None) is not None
+        if write and not atomic and gathered and not clash.any():
             clash, who = self.scatter_collisions(shape, safe, inside, thread)
         if clash.any():
             position = _first(clash)

@@ -209,14 +209,15 @@ def _rename_gathered(helpers, mapping: dict):
                                               substitute(position, mapping))
 
 
-def renamed_rows(exprs, mapping: dict) -> dict:
-    """`mapping` (variable name -> expression) plus a fresh copy of every gathered row id that
-    `exprs` read, at the position the mapping gives: the same gather run by another workgroup
-    or thread reads another entry of its index tensor."""
-    rows = [v for v in fresh_in(*exprs) if v.name in GATHERED]
+def renamed_helpers(exprs, mapping: dict) -> dict:
+    """`mapping` (variable name -> expression) plus a fresh copy of every helper that `exprs`
+    use: the same access made by another workgroup, thread or loop copy reads its own values —
+    a gathered row id is the index entry at the position the mapping gives, a row taken from
+    index registers its own thread's."""
+    helpers = [v for v in fresh_in(*exprs) if v.name not in mapping]
     out = dict(mapping)
-    out.update({v.name: fresh_var(v.name, v.lo, v.hi) for v in rows})
-    _rename_gathered(rows, out)
+    out.update({v.name: fresh_var(v.name, v.lo, v.hi) for v in helpers})
+    _rename_gathered([v for v in helpers if v.name in GATHERED], out)
     return out
 
 
@@ -304,6 +305,13 @@ def tabulated(e: Expr, thread) -> Expr:
     grids = np.meshgrid(*(np.arange(v.lo, v.hi) for v in thread), indexing="ij")
     table = np.broadcast_to(np.asarray(evaluate(e, dict(zip((v.name for v in thread), grids)))),
                             grids[0].shape)
+    return tabulated_over(table, tuple(thread))
+
+
+def tabulated_over(table: np.ndarray, variables: tuple[Var, ...]) -> Expr:
+    """The formula whose value at variables = index is table[index] (each variable counting
+    from 0 along its axis): a decision tree over their bits, identical sub-tables shared."""
+    thread = variables
     bits = [(v, b) for v in thread for b in range(max(0, int(v.hi - 1).bit_length()))]
     memo: dict = {}
 

@@ -8,7 +8,7 @@ may meet at one row, as the index data decides.
 
 from __future__ import annotations
 
-from argus.absint.domain import distinct_constraints, fresh_var, renamed_rows
+from argus.absint.domain import distinct_constraints, fresh_var, renamed_helpers
 from argus.absint.obligations import holds_at
 from argus.absint.races import earlier_iterations
 from argus.absint.report import PROVED, Obligation
@@ -75,13 +75,14 @@ class GlobalOrder:
         mapping, constraints = ordered
         other = tuple(fresh_var(v.name, v.lo, v.hi) for v in earlier.thread)
         mapping.update({v.name: o for v, o in zip(earlier.thread, other)})
-        touched = [*earlier.index, earlier.inside, earlier.guard, earlier.epoch]
-        mapping = renamed_rows(touched, mapping)
+        touched = [*earlier.index, earlier.inside, earlier.guard, earlier.epoch, *earlier.defs]
+        mapping = renamed_helpers(touched, mapping)
         me = later.thread[0] * LANES + later.thread[1]
         them = other[0] * LANES + other[1]
         cond = And(*constraints, *(And(o >= o.lo, o < o.hi) for o in other),
                    subst(earlier.epoch, mapping).eq(later.epoch), later.guard,
                    subst(earlier.guard, mapping), later.inside, subst(earlier.inside, mapping),
                    *(subst(i, mapping).eq(j) for i, j in zip(earlier.index, later.index)),
+                   *(subst(d, mapping) for d in earlier.defs), *later.defs,
                    me.ne(them))
         return cond, earlier, other

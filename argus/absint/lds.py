@@ -13,9 +13,21 @@ from functools import lru_cache
 import attrs
 import numpy as np
 
-from argus.absint.domain import FALSE, TRUE, TileTags, fresh_in, fresh_var
+from argus.absint.domain import FALSE, TRUE, TileTags, fresh_in, fresh_var, tabulated_over
 from argus.ir.access import lds_access, lds_inside, tile_coords
-from argus.ir.expr import And, Const, Expr, Not, Or, Var, ite, simplify, substitute
+from argus.ir.expr import (
+    And,
+    Const,
+    Expr,
+    Not,
+    Or,
+    Var,
+    evaluate,
+    free_vars,
+    ite,
+    simplify,
+    substitute,
+)
 from argus.ir.types import LANES, AddressMap, ThreadLayout
 
 
@@ -176,13 +188,21 @@ def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
             for d in range(lead, len(view))]
     cover = And(record.guard, in_image, lds_inside(record.addr, view, site.address,
                                                     record.size), *box)
-    writer = (fresh_var("wwave", 0, record.layout.waves), fresh_var("wlane", 0, LANES),
-              fresh_var("wslot", 0, record.layout.slots))
-    fresh |= set(writer)
-    held = tile_coords(record.layout, writer)
     wanted = [view[d] - record.origin[d] for d in range(lead, len(view))]
-    defs.append(Or(Not(cover), And(*(h.eq(w) for h, w in zip(held, wanted)))))
-    if record.active is not TRUE:
+    chosen = _writers(record.layout, record.shape, record.active)
+    if chosen is not None:
+        # only some threads wrote, on their thread ids alone: the writer of each element is
+        # a table of the element (a thread that took part, where one holding it did)
+        mapping = {f"c{a}": w for a, w in enumerate(wanted)}
+        writer = tuple(substitute(e, mapping) for e in chosen[:3])
+        cover = And(cover, substitute(chosen[3], mapping))
+    else:
+        writer = (fresh_var("wwave", 0, record.layout.waves), fresh_var("wlane", 0, LANES),
+                  fresh_var("wslot", 0, record.layout.slots))
+        fresh |= set(writer)
+        held = tile_coords(record.layout, writer)
+        defs.append(Or(Not(cover), And(*(h.eq(w) for h, w in zip(held, wanted)))))
+    if chosen is None and record.active is not TRUE:
         # the element is written if a thread holding it takes part: the writer named is one
         # that does, where one does (holders in other waves at the writer's lane and slot, for
         # layouts that repeat a tile in every wave)
@@ -225,6 +245,34 @@ def unordered(record, epoch: Expr, clock, other: Expr) -> tuple[Expr, Expr]:
         return And(other, record.ticket >= clock.published), FALSE
     return (And(other, record.ticket >= clock.retired_published),
             And(Not(other), record.ticket >= clock.retired))
+
+
+@lru_cache(maxsize=256)
+def _writers(layout: ThreadLayout, shape: tuple[int, ...], active: Expr):
+    """For a store only some threads take part in, by a condition on `wave` and `lane` alone:
+    (wave, lane, slot, written) as formulas in the element coordinates c0, c1, ... — the
+    thread that wrote each element (the first one holding it that took part) and whether
+    one did. None when `active` is every thread or mentions other variables."""
+    if active is TRUE or not {v.name for v in free_vars(active)} <= {"wave", "lane"}:
+        return None
+    table = layout.table()
+    waves, lanes, slots = np.meshgrid(np.arange(layout.waves), np.arange(LANES),
+                                      np.arange(layout.slots), indexing="ij")
+    took = np.broadcast_to(np.asarray(evaluate(active, {"wave": waves, "lane": lanes}), bool),
+                           waves.shape)
+    flat = np.ravel_multi_index(tuple(table), shape).ravel()
+    # every holder in order, those that took part first: the first per element is chosen
+    order = np.lexsort((np.arange(flat.size), ~took.ravel(), flat))
+    first = order[np.r_[True, flat[order][1:] != flat[order][:-1]]]
+    element = flat[first]
+    columns = [a.ravel()[first] for a in (waves, lanes, slots, took)]
+    per_element = [np.zeros(int(np.prod(shape)), np.int64) for _ in columns]
+    for column, values in zip(per_element, columns):
+        column[element] = values
+    coords = tuple(Var(f"c{a}", 0, n) for a, n in enumerate(shape))
+    return tuple(tabulated_over(column.reshape(shape) if k < 3 else
+                                column.reshape(shape).astype(bool), coords)
+                 for k, column in enumerate(per_element))
 
 
 @attrs.frozen

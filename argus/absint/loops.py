@@ -18,7 +18,7 @@ from argus.absint.domain import (
     gather_constraints,
     join_tags,
     join_tiles,
-    renamed_rows,
+    renamed_helpers,
     tile_tags,
 )
 from argus.absint.report import VerifyError
@@ -199,13 +199,16 @@ class Loops:
                 epoch=simplify(subst(access.epoch, pin)),
                 ticket=None if access.ticket is None else simplify(subst(access.ticket, pin)),
                 clock=None if access.clock is None else access.clock.substitute(pin),
+                active=simplify(subst(access.active, pin)),
                 loops=tuple(c for c in access.loops if c is not loop))
         for index in range(global_accesses, len(self.global_accesses)):
             access = self.global_accesses[index]
             # a gathered row read in this copy is the index entry at this copy's position
-            mapping = renamed_rows([*access.index, access.inside, access.guard], pin)
+            mapping = renamed_helpers([*access.index, access.inside, access.guard,
+                                       *access.defs], pin)
             self.global_accesses[index] = attrs.evolve(
                 access, index=tuple(subst(i, mapping) for i in access.index),
+                defs=tuple(subst(d, mapping) for d in access.defs),
                 inside=subst(access.inside, mapping), guard=subst(access.guard, mapping),
                 assumes=tuple(subst(a, mapping) for a in access.assumes),
                 epoch=simplify(subst(access.epoch, pin)),

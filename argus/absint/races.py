@@ -16,7 +16,7 @@ from argus.absint.domain import (
     fresh_in,
     fresh_var,
     node_vars,
-    renamed_rows,
+    renamed_helpers,
 )
 from argus.absint.obligations import holds_at
 from argus.absint.report import PROVED, UNKNOWN, Obligation
@@ -41,10 +41,17 @@ class GlobalAccess:
     gathered: bool = False
     atomic: bool = False  # an atomic add: it commutes with other atomic adds, not with loads
     epoch: Expr = TRUE  # the barrier epoch (for the order of accesses inside one workgroup)
+    #: constraints of the helpers in `index` (a row taken from index registers, `rows=`)
+    defs: tuple = ()
 
     @property
     def verb(self) -> str:
         return "stores" if self.write else "atomically adds to" if self.atomic else "loads"
+
+
+def index_source(op):
+    """The i32 tensor whose entries a gathered access uses as rows (`gather=` or `rows=`)."""
+    return op.gather.index if op.gather is not None else op.rows.source
 
 
 def conflict(a: GlobalAccess, b: GlobalAccess) -> bool:
@@ -132,7 +139,7 @@ class Races:
                      and other.order <= later.order]
             if not pairs:
                 continue
-            indices = {a.op.gather.index.name for a in [later, *(o for _, (o, _) in pairs)]
+            indices = {index_source(a.op).name for a in [later, *(o for _, (o, _) in pairs)]
                        if a.gathered}
             undeclared = sorted(indices - {name for name, _, _ in self.distinct})
             context = list(later.assumes) + [b for c in later.loops for b in c.bounds()]
@@ -183,7 +190,7 @@ class Races:
             mapping[ctx.iv.name] = fresh_var(ctx.iv.name, ctx.iv.lo, ctx.iv.hi)
         for v in other.thread:
             mapping[v.name] = fresh_var(v.name, v.lo, v.hi)
-        touched = [*other.index, other.inside, other.guard]
+        touched = [*other.index, other.inside, other.guard, *other.defs]
         # the second workgroup reads its own scalars and gathered rows: the same variable in
         # both workgroups would claim the index data holds one value at two positions
         positions = [GATHERED[v.name][2] for v in fresh_in(*touched) if v.name in GATHERED]
@@ -198,8 +205,8 @@ class Races:
             self.scalar_loads[copy.name] = (tensor, where)
             scalars_agree.append(Or(Not(And(*(a.eq(b) for a, b in zip(where, index)))),
                                     copy.eq(var)))
-        mapping = renamed_rows(touched, mapping)
-        context = [subst(a, mapping) for a in other.assumes]
+        mapping = renamed_helpers(touched, mapping)
+        context = [subst(a, mapping) for a in other.assumes + other.defs] + list(later.defs)
         differ = Or(*(pid.ne(mapping[pid.name]) for pid in self.pids.values()))
         same = And(*(subst(i, mapping).eq(j) for i, j in zip(other.index, later.index)))
         cond = And(*context, *scalars_agree, *(v >= v.lo for v in other.thread),

@@ -18,6 +18,7 @@ from argus.absint import sync as S
 from argus.absint.admissible import check_admissible, coverage, size_value
 from argus.absint.domain import (
     FALSE,
+    ROW_RANGE,
     TOP_TAG,
     TRUE,
     Tag,
@@ -251,7 +252,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
     # global memory
 
     def global_index(self, op):
-        """The op's index formula (`ir.access`), a gathered row standing for the index data."""
+        """The op's index formula (`ir.access`), a gathered row standing for the index data,
+        and the constraints of the helpers a `rows=` index brings: (index, inside, defs)."""
         found = A.global_access(op)
         index, inside = found.index, found.inside
         if op.gather is not None:
@@ -264,7 +266,29 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                                                      found.gather_position)}
             index = tuple(subst(i, row) for i in index)
             inside = simplify(subst(inside, row))
-        return list(index), inside
+        defs = ()
+        if getattr(op, "rows", None) is not None:
+            row, defs = self.register_row(op)
+            index = tuple(subst(i, {A.GATHERED_ROW.name: row}) for i in index)
+            inside = simplify(subst(inside, {A.GATHERED_ROW.name: row}))
+        return list(index), inside, defs
+
+    def register_row(self, op):
+        """The row a `rows=` access takes from its index tile at this thread: the entry of the
+        source tensor at the index element's position tag (any row where that tag is ⊤), and
+        the constraints of the tag's helpers."""
+        rows = op.rows
+        inst = self.tags(rows.index).at(*self.thread(A.tile_of(op)))
+        tag = inst.tags.get(rows.at)
+        if tag is None:
+            raise VerifyError(f"{op.loc}: {op.mnemonic}: rows index {rows.index} carries no tag "
+                              f"{rows.at!r}, so nothing says which entry of {rows.source} it "
+                              f"holds; tag {rows.source} with its positions, e.g. "
+                              f"T.tag({rows.source.name}, lambda p: {{'{rows.at}': p}})")
+        known = gathered_row(rows.source.name, rows.source.type.shape[0], tag.value)
+        if tag.top is FALSE:
+            return known, inst.defs
+        return ite(tag.top, fresh_var("row", *ROW_RANGE), known), inst.defs
 
     def global_tags(self, tensor, index, inside, guard=False) -> dict:
         """The tensor's tag formulas at `index`; ⊤ outside unless the access is guarded."""
@@ -272,25 +296,27 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         return {n: Tag(subst(e, env), FALSE if guard else Not(inside))
                 for n, e in self.tensor_tags.get(tensor.name, ())}
 
-    def check_bounds(self, op, inside, thread, what, element):
+    def check_bounds(self, op, inside, thread, what, element, defs=()):
         def describe(witness):
             return {"element": element(witness)}
-        self.obligation(op, "out-of-bounds", what, inside, (), thread, describe)
+        self.obligation(op, "out-of-bounds", what, inside, defs, thread, describe)
 
     def global_access(self, op, tensor, t: RegType, write: bool):
-        index, inside = self.global_index(op)
+        index, inside, defs = self.global_index(op)
         if not op.guard:
             self.check_bounds(op, Or(Not(O.active_of(op)), inside), self.thread(t),
                               f"access outside {tensor} of shape [{_shape(tensor)}]",
-                              evaluator({f"{tensor.name}[{a}]": i for a, i in enumerate(index)}))
+                              evaluator({f"{tensor.name}[{a}]": i for a, i in enumerate(index)}),
+                              defs)
         if self.collect:
             self.order += 1
             self.global_accesses.append(GlobalAccess(
                 op, write and not isinstance(op, O.GlobalAtomicAdd), tensor.name,
                 tuple(index), inside, self.thread(t), And(self.guard, O.active_of(op)),
                 tuple(self.loops),
-                tuple(self.assumes), self.order, op.gather is not None,
-                isinstance(op, O.GlobalAtomicAdd), self.epoch))
+                tuple(self.assumes), self.order,
+                op.gather is not None or getattr(op, "rows", None) is not None,
+                isinstance(op, O.GlobalAtomicAdd), self.epoch, tuple(defs)))
         return index, inside
 
     def op_Distinct(self, op: O.Distinct):

@@ -22,7 +22,8 @@ GATHERED_ROW = Var("gathered_row", -(2**31), 2**31)
 class GlobalAccess:
     """Element (wave, lane, slot) of a global load/store touches tensor[index] where `inside`
     holds; a gather reads its row from index_tensor[gather_position] (valid where
-    `gather_inside`), and `index` names that row `GATHERED_ROW`."""
+    `gather_inside`), and `index` names that row `GATHERED_ROW` (as it does the row a `rows=`
+    access takes from a register tile)."""
 
     index: tuple[Expr, ...]
     inside: Expr
@@ -95,6 +96,8 @@ def global_access(op, thread=None, origin=None) -> GlobalAccess:
         position = simplify(gather.origin + coords[gather.tile_axis])
         gather_inside = simplify(in_box((position,), gather.index.type.shape))
         index[gather.axis] = GATHERED_ROW
+    if getattr(op, "rows", None) is not None:
+        index[op.rows.axis] = GATHERED_ROW
     index = tuple(simplify(as_expr(i)) for i in index)
     return GlobalAccess(index, simplify(in_box(index, op.tensor.type.shape)), position,
                         gather_inside)

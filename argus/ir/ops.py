@@ -247,6 +247,7 @@ def _check_global_access(op, tile: RegType, origin=None):
         _fail(op, f"tile dtype {tile.dtype} differs from {tensor} dtype {tensor.type.dtype}; "
                   "cast the tile first")
     _check_gather(op, op.gather, tile, tensor)
+    _check_rows(op, getattr(op, "rows", None), tile, tensor)
 
 
 @attrs.frozen
@@ -273,17 +274,51 @@ def _check_gather(op, gather: Gather | None, tile: RegType, tensor: Value):
 
 
 @attrs.frozen
+class Rows:
+    """An indirect coordinate held in registers: along tensor axis `axis` each element uses the
+    value its own thread slot holds in `index` (an i32 register tile laid out like the data
+    tile, loaded earlier — through LDS or not). The values are entries of the rank-1 i32
+    tensor `source`, the entry at position `index`'s tag `at`: the verifier knows a row only
+    as that entry (so `T.distinct(source, ...)` applies), and nothing where the tag is ⊤; the
+    interpreter checks each value against it."""
+
+    index: Value = operand()
+    source: Value = operand()
+    at: str = attr()
+    axis: int = attr()
+
+
+def _check_rows(op, rows: Rows | None, tile: RegType, tensor: Value):
+    if rows is None:
+        return
+    index, source = rows.index.type, rows.source.type
+    if not isinstance(index, RegType) or index.dtype != "i32":
+        _fail(op, f"rows index {rows.index} must be an i32 register tile, not {index}")
+    if (index.layout.waves, index.layout.slots) != (tile.layout.waves, tile.layout.slots):
+        _fail(op, f"rows index {rows.index} holds {index.layout.slots} slots per lane over "
+                  f"{index.layout.waves} waves, the data tile {tile.layout.slots} over "
+                  f"{tile.layout.waves}: each slot's row comes from the same slot of the index")
+    if not isinstance(source, GlobalType) or len(source.shape) != 1 or source.dtype != "i32":
+        _fail(op, f"rows source {rows.source} must be a rank-1 i32 tensor argument, not {source}")
+    if not 0 <= rows.axis < len(tensor.type.shape):
+        _fail(op, f"rows axis {rows.axis} is not an axis of {tensor}")
+    if op.gather is not None:
+        _fail(op, "give either gather= or rows=, not both")
+
+
+@attrs.frozen
 class _GlobalAccess(Op):
     """What global loads and stores share, given by keyword: `gather` replaces one coordinate
     by a row id read from an index tensor; `guard` gives buffer-instruction semantics
     (out-of-range elements read 0 and are not written, instead of being out-of-bounds errors;
     tags still follow the tensor's formulas); `active` (a condition on `wave` and `lane`)
     names the threads that take part, the others neither read nor write (their loaded
-    registers are unknown)."""
+    registers are unknown); `rows` takes one coordinate from a register tile of row ids."""
 
     gather: Gather | None = record(Gather, kw_only=True)
     guard: bool = attr(default=False, kw_only=True)
     active: Expr = F.active()
+    rows: Rows | None = record(Rows, kw_only=True)
 
 
 @attrs.frozen
@@ -1069,7 +1104,8 @@ def _verify_block(kernel: Kernel, block: Block, scope: _Scope):
 
 
 __all__ = [
-    "Op", "ProgramId", "ScalarLoad", "Distinct", "Gather", "TagDef", "TagTile", "GlobalLoad",
+    "Op", "ProgramId", "ScalarLoad", "Distinct", "Gather", "Rows", "TagDef", "TagTile",
+    "GlobalLoad",
     "GlobalStore", "GlobalAtomicAdd", "LdsAlloc", "LdsStore", "LdsLoad", "AsyncCopy", "CommitGroup",
     "WaitGroup", "Wait", "BarrierNoWait", "Mfma", "Full", "Unary",
     "Binary", "Cast", "Mask", "Reduce", "Broadcast", "Shuffle", "SlotSlice", "Barrier",

@@ -8,6 +8,7 @@ from argus.lang.trace import (
     Gather,
     Global,
     Lds,
+    Rows,
     Tile,
     assume,
     async_copy,
@@ -43,7 +44,8 @@ from argus.lang.trace import (
 range = Range  # noqa: A001
 
 __all__ = [
-    "DSLError", "Gather", "load_scalar", "TileSpec", "copy_layout", "lds_layout", "mfma_layout",
+    "DSLError", "Gather", "Rows", "load_scalar", "TileSpec", "copy_layout", "lds_layout",
+    "mfma_layout",
     "reduced", "Global", "cdiv", "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume",
     "barrier", "broadcast", "distinct", "lanes", "exp2", "full", "grid", "hint", "kernel", "lds",
     "log2",

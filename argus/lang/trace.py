@@ -258,36 +258,37 @@ class Global:
         return tuple(axes)
 
     def load(self, origin, spec: TileSpec, *, axes=None, gather: Gather | None = None,
-             guard: bool = False) -> Tile:
+             guard: bool = False, rows: Rows | None = None) -> Tile:
         """Tile element c is tensor[origin + c] (tile axis t placed on tensor axis axes[t]).
 
         `gather` takes one coordinate from an index tensor (rows gathered by id); `guard`
-        makes out-of-range elements read 0, like a bounds-checked buffer load.
+        makes out-of-range elements read 0, like a bounds-checked buffer load; `rows` takes
+        one coordinate from a register tile of row ids (`T.Rows`).
         """
         loc = user_loc()
         t = current_builder().reg_type(self.dtype, spec, loc)
         return _result(O.GlobalLoad, t, loc, tensor=self.value,
                        origin=_exprs(origin, "origin", loc), axes=self._axes(axes, spec, loc),
                        gather=_gather(gather, loc), guard=guard,
-                       active=current_builder().active_condition())
+                       active=current_builder().active_condition(), rows=_rows(rows, loc))
 
     def store(self, origin, tile: Tile, *, axes=None, gather: Gather | None = None,
-              guard: bool = False):
-        """tensor[origin + c] = tile[c]; `gather`/`guard` as for load (guarded elements out of
-        range are not written)."""
-        self._store(O.GlobalStore, origin, tile, axes, gather, guard)
+              guard: bool = False, rows: Rows | None = None):
+        """tensor[origin + c] = tile[c]; `gather`/`guard`/`rows` as for load (guarded elements
+        out of range are not written)."""
+        self._store(O.GlobalStore, origin, tile, axes, gather, guard, rows)
 
     def atomic_add(self, origin, tile: Tile, *, axes=None, gather: Gather | None = None,
-                   guard: bool = False):
-        self._store(O.GlobalAtomicAdd, origin, tile, axes, gather, guard)
+                   guard: bool = False, rows: Rows | None = None):
+        self._store(O.GlobalAtomicAdd, origin, tile, axes, gather, guard, rows)
 
-    def _store(self, kind, origin, tile: Tile, axes, gather, guard):
+    def _store(self, kind, origin, tile: Tile, axes, gather, guard, rows=None):
         loc = user_loc()
         builder = current_builder()
         builder.emit(kind(tensor=self.value, origin=_exprs(origin, "origin", loc),
                           axes=self._axes(axes, tile.spec, loc), value=tile.value, loc=loc,
                           gather=_gather(gather, loc), guard=guard,
-                          active=builder.active_condition()))
+                          active=builder.active_condition(), rows=_rows(rows, loc)))
 
 
 @attrs.frozen
@@ -308,6 +309,39 @@ def _gather(gather: Gather | None, loc: SourceLoc) -> O.Gather | None:
         raise DSLError("Gather needs an index tensor argument", loc)
     return O.Gather(gather.index.value, _exprs((gather.start,), "gather start", loc)[0],
                     gather.tile_axis, gather.axis)
+
+
+@attrs.frozen
+class Rows:
+    """Row ids held in registers: along tensor `axis`, each element uses the value its own
+    thread slot holds in `index` (an i32 tile laid out like the data tile, e.g. ids loaded
+    into registers or staged through LDS). The values must be entries of the rank-1 i32
+    tensor `source`; `index`'s tag `at` names which (tag the source with its positions:
+    `T.tag(ids, lambda p: {"pos": p})`). The verifier then knows each row as that entry, so
+    `T.distinct(source, lo, hi)` makes distinct positions distinct rows; where the tag is ⊤
+    the row is unknown."""
+
+    index: Tile
+    source: Global
+    at: str
+    axis: int = 0
+
+
+def _rows(rows: Rows | None, loc: SourceLoc) -> O.Rows | None:
+    if rows is None:
+        return None
+    if not isinstance(rows, Rows) or not isinstance(rows.index, Tile) \
+            or not isinstance(rows.source, Global):
+        raise DSLError("rows= takes T.Rows(index tile, source tensor, position tag name)", loc)
+    names, _ = O.tag_names([inner for block in current_builder().blocks
+                            for inner in O.walk(O.Block((), tuple(block)))])
+    known = names.get(rows.index.value.name)
+    if known is not None and rows.at not in known:
+        carried = ", ".join(sorted(known)) or "no tags"
+        raise DSLError(f"T.Rows: {rows.index.value} carries {carried}, "
+                       f"not {rows.at!r}; tag {rows.source.value.name} with its positions, e.g. "
+                       f"T.tag({rows.source.value.name}, lambda p: {{'{rows.at}': p}})", loc)
+    return O.Rows(rows.index.value, rows.source.value, rows.at, rows.axis)
 
 
 def load_scalar(tensor: Global, index, lo, hi) -> Var:
@@ -751,7 +785,7 @@ def cdiv(a, b):
 
 
 __all__ = [
-    "Tile", "Global", "Lds", "Gather", "grid", "program_id", "assume", "hint", "tag",
+    "Tile", "Global", "Lds", "Gather", "Rows", "grid", "program_id", "assume", "hint", "tag",
     "tag_assert", "lds", "full", "zeros", "mfma", "exp2", "log2", "rcp", "maximum", "minimum",
     "mask", "reduce", "broadcast", "shuffle", "slots", "barrier", "load_scalar", "distinct", "cdiv",
     "tidy", "wait", "async_copy", "commit_group", "wait_group",

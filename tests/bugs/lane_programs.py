@@ -119,3 +119,44 @@ def ping_pong(**hooks):
     def ping_pong_groups(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
         ping_pong_tiles(X, Y, **hooks)
     return ping_pong_groups
+
+
+def ids_by_row(slot_bit: bool = False) -> TileSpec:
+    """Row ids in the data tile's layout (`whole_tile(1)`): lane l, slot s holds the id of row
+    l // 4 — or, with `slot_bit`, of row l // 4 with its low bit replaced by the slot's (a
+    read-back that mixes up which bit says the row)."""
+    wave, lane, slot = thread_vars(1, 4)
+    row = lane // 8 * 2 + slot % 2 if slot_bit else lane // 4
+    return TileSpec((16,), ThreadLayout(1, 4, (row,)))
+
+
+def staged_scatter(X, ids, Y, *, read_back=None, declared=True):
+    """MoE-style un-permute whose row ids travel through LDS: the first 16 lanes load the ids
+    of 16 rows into registers and stage them in LDS, every thread reads back the ids of its
+    rows, and row p of X is stored to row ids[p] of Y, the row taken from those registers
+    (`rows=`; ids outside Y are dropped, `guard`). Correct when the read-back puts each row's
+    own id beside it and the ids never repeat (declared with `T.distinct`)."""
+    P = X.shape[0]
+    T.assume((P % 16).eq(0))
+    if declared:
+        T.distinct(ids, 0, Y.shape[0])
+    T.grid(P // 16)
+    p0 = T.program_id(0) * 16
+    T.tag(ids, lambda p: {"pos": p})
+    staging = T.lds((1, 16), "i32")
+    wave, lane, slot = thread_vars(1, 1)
+    with T.lanes(lambda wave, lane: lane < 16):
+        staging.store((0, 0), ids.load((p0,), TileSpec((16,), ThreadLayout(1, 1, (lane % 16,)))))
+    T.barrier()
+    index = staging.load((0, 0), read_back or ids_by_row())
+    x = X.load((p0, 0), whole_tile(1))
+    Y.store((0, 0), x, rows=T.Rows(index, ids, "pos"), guard=True)
+
+
+@cache
+def scatter(**hooks):
+    @T.kernel(waves=1)
+    def staged_unpermute(X: Tensor("f32", "P", 16), ids: Tensor("i32", "P"),
+                         Y: Tensor("f32", "TOKENS", 16)):
+        staged_scatter(X, ids, Y, **hooks)
+    return staged_unpermute

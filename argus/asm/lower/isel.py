@@ -397,6 +397,11 @@ def _check_plain_global(s: Selector, op):
     The buffer resource bounds the whole tensor, which is that rule exactly when only the first
     axis (rows) can leave its range: the other axes are proved in range, under the kernel's
     assumptions and the enclosing loops' bounds."""
+    if getattr(op, "rows", None) is not None:
+        raise UnsupportedError(f"{op.mnemonic} with rows= (row ids from the registers of "
+                               f"{op.rows.index}) is not lowered yet", op.loc,
+                               "run it in the interpreter (argus run --interp), or gather the "
+                               "rows from the index tensor with gather=T.Gather(...)")
     if not op.guard:
         return
     index = global_index(op, origin=s.origin_of(op))
