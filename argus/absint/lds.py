@@ -145,6 +145,7 @@ class Resolution:
             ite(cond, self.opaque, other.opaque), ite(cond, self.race, other.race),
             self.defs + other.defs, self.fresh | other.fresh,
             {n: ite(cond, self.absent[n], other.absent[n]) for n in self.absent},
+            FALSE if self.pending is FALSE and other.pending is FALSE else
             ite(cond, self.pending, other.pending))
 
 
@@ -222,11 +223,15 @@ def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
     if record.atomic:
         race = _other_adder(record, site)
         fresh |= fresh_in(race)
+    # either way the write is not seen: for a copy in flight often a constant
+    unseen = race if pending is FALSE or record.atomic else unseen_copy(record, site.clock,
+                                                                         other)
     values, tops = {}, {}
     for n in names:
         tag = instance.tags.get(n)
         values[n] = tag.value if tag is not None else Const(0)
-        tops[n] = Or(tag.top, race, pending) if tag is not None else TRUE
+        tops[n] = TRUE if tag is None or unseen == TRUE else \
+            tag.top if unseen == FALSE else Or(tag.top, unseen)
     absent = {n: FALSE if n in instance.tags else TRUE for n in names}
     return _Guarded(cover, Resolution(values, tops, FALSE, FALSE, race, defs, fresh, absent,
                                       pending))
@@ -241,10 +246,19 @@ def unordered(record, epoch: Expr, clock, other: Expr) -> tuple[Expr, Expr]:
     thread) or at all (its own thread)."""
     if record.ticket is None or clock is None:
         return And(record.epoch.eq(epoch), other), FALSE
+    # the counts are linear in the loop variables: most comparisons fold to a constant here
     if not record.copy:
-        return And(other, record.ticket >= clock.published), FALSE
-    return (And(other, record.ticket >= clock.retired_published),
-            And(Not(other), record.ticket >= clock.retired))
+        return simplify(And(other, simplify(record.ticket >= clock.published))), FALSE
+    return (simplify(And(other, simplify(record.ticket >= clock.retired_published))),
+            simplify(And(Not(other), simplify(record.ticket >= clock.retired))))
+
+
+def unseen_copy(record, clock, other: Expr) -> Expr:
+    """Whether an async copy has not landed for the reader (`other`: another thread), race
+    and pending together: one condition when both readers agree."""
+    theirs = simplify(record.ticket >= clock.retired_published)
+    mine = simplify(record.ticket >= clock.retired)
+    return theirs if theirs == mine else simplify(ite(other, theirs, mine))
 
 
 @lru_cache(maxsize=256)

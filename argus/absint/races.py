@@ -105,9 +105,14 @@ class Races:
             return None
         mapping, constraints = ordered
         context = self.assumes + [b for c in later.loops for b in c.bounds()] + constraints
+        clocked = earlier.write and earlier.ticket is not None
+        if not clocked:
+            epoch_eq = subst(earlier.epoch, mapping).eq(later.epoch)
+            if self.holds(Not(epoch_eq), context):
+                return None
         thread, tid, address, inside = later.footprint({})
         other, tid_other, address_other, inside_other = earlier.footprint(mapping)
-        if earlier.write and earlier.ticket is not None:
+        if clocked:
             # the clock (`absint.sync`): the earlier write is ordered once waited for and
             # published by a barrier; an own async copy in flight races with its own wave too
             moved = attrs.evolve(earlier, ticket=subst(earlier.ticket, mapping),
@@ -116,13 +121,11 @@ class Races:
             # one wave's copies land in issue order, so an own copy in flight clashes only
             # with a later plain store (which the copy would overwrite when it lands)
             clash = race if later.copy else Or(race, pending)
+            cond = And(*constraints, later.guard, subst(earlier.guard, mapping), inside,
+                       inside_other, address.eq(address_other), clash)
         else:
-            epoch_eq = subst(earlier.epoch, mapping).eq(later.epoch)
-            if self.holds(Not(epoch_eq), context):
-                return None
-            clash = And(epoch_eq, tid.ne(tid_other))
-        cond = And(*constraints, later.guard, subst(earlier.guard, mapping), inside,
-                   inside_other, address.eq(address_other), clash)
+            cond = And(*constraints, epoch_eq, later.guard, subst(earlier.guard, mapping),
+                       inside, inside_other, address.eq(address_other), tid.ne(tid_other))
         return cond, thread, [], earlier, other
 
     def check_global_races(self):

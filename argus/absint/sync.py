@@ -152,4 +152,7 @@ def after_loop(op: O.For, entry: Clock) -> Clock:
     last = simplify(op.start + (trips - 1) * op.step)
     end = through(op.body, body_start(op, entry, last)).substitute({op.iv.name: last})
     ran = simplify(trips > 0)
-    return Clock(*(simplify(ite(ran, getattr(end, f), getattr(entry, f))) for f in FIELDS))
+    per = _increments(op)
+    out = {f: simplify(getattr(entry, f) + trips * getattr(per, f)) for f in COUNTS}
+    out |= {f: simplify(ite(ran, getattr(end, f), getattr(entry, f))) for f in LATEST}
+    return Clock(**out)
