@@ -91,3 +91,55 @@ def relayout(**hooks):
     def lds_relayout_bare_barrier(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
         lds_relayout(X, Y, **hooks)
     return lds_relayout_bare_barrier
+
+
+def gemm_async(A, B, C, *, pending=1):
+    """C = A B^T, 64x64 per workgroup, K in steps of 8: A and B tiles stream into two LDS slots
+    by async copies one step ahead (`wait_group(pending)` before each step's MFMA reads), as
+    Triton's pipelined matmul on gfx942 does with `buffer_load_dword ... lds`."""
+    import programs as G
+
+    M, K = A.shape
+    N = B.shape[0]
+    for extent, block in ((M, G.BM), (N, G.BN), (K, G.BK)):
+        T.assume((extent % block).eq(0))
+    T.grid(M // G.BM, N // G.BN)
+    m0, n0 = T.program_id(0) * G.BM, T.program_id(1) * G.BN
+    G._tags(A, B, C)
+    a_spec = T.mfma_layout(G.MFMA, "a", (2, 2))
+    b_spec = T.mfma_layout(G.MFMA, "b", (2, 2))
+    copy = T.copy_layout((G.BM, G.BK), 4, 2)   # one dword (two bf16) per lane, in LDS order
+    a_smem = T.lds((2, G.BM, G.BK), "bf16")
+    b_smem = T.lds((2, G.BN, G.BK), "bf16")
+
+    def fetch(kt, slot):
+        T.async_copy(a_smem, (slot, 0, 0), A, (m0, kt * G.BK), copy)
+        T.async_copy(b_smem, (slot, 0, 0), B, (n0, kt * G.BK), copy)
+        T.commit_group()
+    fetch(0, 0)
+    acc = T.tag(T.zeros(T.mfma_layout(G.MFMA, "c", (2, 2))),
+                lambda i, j: {"row": m0 + i, "col": n0 + j})
+    nk = K // G.BK
+    loop = T.range(0, nk - 1, stages=2, acc=acc)
+    for kt in loop:
+        fetch(kt + 1, (kt + 1) % 2)
+        T.wait_group(pending)
+        T.barrier(wait=False)
+        loop.acc = G._mma(a_smem, b_smem, kt % 2, kt, loop.acc, a_spec, b_spec)
+        T.barrier(wait=False)
+    T.wait_group(0)
+    T.barrier(wait=False)
+    last = nk - 1
+    acc = G._mma(a_smem, b_smem, last % 2, last, loop.acc, a_spec, b_spec)
+    C.store((m0, n0), acc)
+    T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
+                 "each C element lands on its own row and column")
+
+
+@cache
+def gemm(**hooks):
+    @T.kernel(waves=4)
+    def gemm_async_copy(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"),
+                        C: Tensor("f32", "M", "N")):
+        gemm_async(A, B, C, **hooks)
+    return gemm_async_copy
