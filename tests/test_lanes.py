@@ -23,7 +23,7 @@ import argus.lang as T
 from argus.absint.concrete import run
 from argus.absint.verify import verify
 from argus.asm.lower import UnsupportedError
-from argus.ir.expr import Var, evaluate
+from argus.ir.expr import Var, evaluate, max_
 from argus.isa_cdna3.lanemaps import LANE_MAPS, LaneMapError, lane_map, source_lane
 from argus.lang import DSLError, Tensor
 
@@ -34,9 +34,15 @@ LANES = np.arange(64)
 
 
 def _table(name, *params):
-    source, valid = source_lane(name, params, Var("lane", 0, 64))
-    return (np.broadcast_to(evaluate(source, {"lane": LANES}), (64,)),
-            np.broadcast_to(evaluate(valid, {"lane": LANES}), (64,)).astype(bool))
+    """The lane map on every lane, evaluated as the verifier's formula (and checked against
+    the same map applied to numpy arrays, the interpreter's reading)."""
+    source, valid = source_lane(name, params, Var("lane", 0, 64), max_)
+    table = (np.broadcast_to(evaluate(source, {"lane": LANES}), (64,)),
+             np.broadcast_to(evaluate(valid, {"lane": LANES}), (64,)).astype(bool))
+    direct = source_lane(name, params, LANES, np.maximum)
+    assert np.array_equal(table[0], np.broadcast_to(direct[0], (64,)))
+    assert np.array_equal(table[1], np.broadcast_to(direct[1], (64,)))
+    return table
 
 
 def test_lane_maps_follow_the_isa_manual():

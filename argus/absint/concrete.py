@@ -879,8 +879,8 @@ class _Workgroup:
 
         x = self.values[op.x.name]
         lanes = np.arange(LANES)
-        source, valid = (np.broadcast_to(np.asarray(evaluate(e, {"lane": lanes})), (LANES,))
-                         for e in source_lane(op.lanes, op.params, Var("lane", 0, LANES)))
+        source, valid = (np.broadcast_to(e, (LANES,))
+                         for e in source_lane(op.lanes, op.params, lanes, np.maximum))
         valid = valid.astype(bool)
         source = np.where(valid, source, lanes).astype(np.int64)
         keep = valid[None, :, None]

@@ -47,7 +47,7 @@ from argus.absint.report import (
 )
 from argus.ir import access as A
 from argus.ir import ops as O
-from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, ite, simplify
+from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, ite, max_, simplify
 from argus.ir.expr import substitute as subst
 from argus.ir.transfer import cover_names, cover_union
 from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
@@ -461,7 +461,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
 
         thread = self.thread(op.result.type)
         wave, lane, slot = thread
-        source, valid = source_lane(op.lanes, op.params, lane)
+        source, valid = source_lane(op.lanes, op.params, lane, max_)
+        valid = simplify(valid)
         x = self.tags(op.x)
         own, read = x.at(wave, lane, slot), x.at(wave, source, slot)
         defs = own.defs + read.defs

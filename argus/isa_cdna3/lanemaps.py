@@ -2,9 +2,10 @@
 `ds_bpermute_b32` pattern and `v_permlane*` form we use, which lane each lane reads and where that
 read is valid (an invalid DPP source leaves the destination lane unwritten).
 
-Each map is an `ir.expr` formula in the reading lane, so the verifier proves over it, the
-interpreter evaluates it on `numpy.arange(64)` and the backend materialises it as a
-`ds_bpermute_b32` address: the fact is written once, here.
+Each map is arithmetic on the reading lane, written once here for any value with integer
+operators: on an `ir.expr` variable it is the formula the verifier proves over and the backend
+materialises as a `ds_bpermute_b32` address; on `numpy.arange(64)` it is the interpreter's
+table. `maximum` is that value's max (`ir.expr.max_`, `numpy.maximum`).
 """
 
 from __future__ import annotations
@@ -13,76 +14,76 @@ from collections.abc import Callable
 
 import attrs
 
-from argus.ir.expr import Const, Expr, max_
+from argus.errors import ArgusError
 from argus.isa_cdna3.isa import WAVE_SIZE
 
 _ROW = 16  # DPP rows: lanes 16r .. 16r + 15
-TRUE = Const(True)
 
 
-def _indicator(x: Expr, k: int) -> Expr:
-    """1 where x == k, else 0, for integers x (written with max only, which the backend emits)."""
-    return max_(0, 1 - max_(x - k, k - x))
+def _everywhere(lane):
+    """A read valid in every lane (as a condition of the lane's kind)."""
+    return lane >= 0
 
 
-def _quad_perm(lane: Expr, sel: tuple[int, ...]) -> tuple[Expr, Expr]:
+def _quad_perm(lane, sel: tuple[int, ...], maximum):
     within = lane % 4
     source = lane - within
     for k, pick in enumerate(sel):
-        source = source + _indicator(within, k) * pick
-    return source, TRUE
+        # 1 where within == k, else 0: written with max only, which the backend emits
+        source = source + maximum(0, 1 - maximum(within - k, k - within)) * pick
+    return source, _everywhere(lane)
 
 
-def _row_shr(lane: Expr, n: tuple[int]) -> tuple[Expr, Expr]:
+def _row_shr(lane, n: tuple[int], maximum):
     return lane - n[0], lane % _ROW >= n[0]
 
 
-def _row_shl(lane: Expr, n: tuple[int]) -> tuple[Expr, Expr]:
+def _row_shl(lane, n: tuple[int], maximum):
     return lane + n[0], lane % _ROW < _ROW - n[0]
 
 
-def _row_ror(lane: Expr, n: tuple[int]) -> tuple[Expr, Expr]:
+def _row_ror(lane, n: tuple[int], maximum):
     within = lane % _ROW
-    return lane - within + (within + _ROW - n[0]) % _ROW, TRUE
+    return lane - within + (within + _ROW - n[0]) % _ROW, _everywhere(lane)
 
 
-def _row_mirror(lane: Expr, _: tuple) -> tuple[Expr, Expr]:
-    return lane + (_ROW - 1) - 2 * (lane % _ROW), TRUE
+def _row_mirror(lane, _: tuple, maximum):
+    return lane + (_ROW - 1) - 2 * (lane % _ROW), _everywhere(lane)
 
 
-def _row_half_mirror(lane: Expr, _: tuple) -> tuple[Expr, Expr]:
-    return lane + 7 - 2 * (lane % 8), TRUE
+def _row_half_mirror(lane, _: tuple, maximum):
+    return lane + 7 - 2 * (lane % 8), _everywhere(lane)
 
 
-def _row_bcast15(lane: Expr, _: tuple) -> tuple[Expr, Expr]:
+def _row_bcast15(lane, _: tuple, maximum):
     return lane - lane % _ROW - 1, lane >= _ROW
 
 
-def _row_bcast31(lane: Expr, _: tuple) -> tuple[Expr, Expr]:
+def _row_bcast31(lane, _: tuple, maximum):
     return lane - lane + 31, lane >= 32
 
 
-def _swizzle_bitmask(lane: Expr, masks: tuple[int, int, int]) -> tuple[Expr, Expr]:
+def _swizzle_bitmask(lane, masks: tuple[int, int, int], maximum):
     """ds_swizzle_b32 bitmask mode: within each group of 32 lanes, ((lane & and) | or) ^ xor."""
     keep, force, flip = masks
     within = lane % 32
-    return lane - within + (((within & keep) | force) ^ flip), TRUE
+    return lane - within + (((within & keep) | force) ^ flip), _everywhere(lane)
 
 
-def _xor(lane: Expr, mask: tuple[int]) -> tuple[Expr, Expr]:
-    return lane ^ mask[0], TRUE
+def _xor(lane, mask: tuple[int], maximum):
+    return lane ^ mask[0], _everywhere(lane)
 
 
-def _rotate(lane: Expr, n: tuple[int]) -> tuple[Expr, Expr]:
-    return (lane + n[0]) % WAVE_SIZE, TRUE
+def _rotate(lane, n: tuple[int], maximum):
+    return (lane + n[0]) % WAVE_SIZE, _everywhere(lane)
 
 
-def _broadcast(lane: Expr, k: tuple[int]) -> tuple[Expr, Expr]:
-    return lane - lane + k[0], TRUE
+def _broadcast(lane, k: tuple[int], maximum):
+    return lane - lane + k[0], _everywhere(lane)
 
 
-def _halves(lane: Expr, _: tuple) -> tuple[Expr, Expr]:
-    return lane ^ 32, TRUE
+def _halves(lane, _: tuple, maximum):
+    return lane ^ 32, _everywhere(lane)
 
 
 @attrs.frozen
@@ -93,7 +94,7 @@ class LaneMap:
     name: str
     instruction: str          # the gfx942 instruction and control, as in the ISA manual
     params: tuple[tuple[str, int, int], ...]  # (name, lo, hi) per parameter, hi exclusive
-    source: Callable[[Expr, tuple], tuple[Expr, Expr]] = attrs.field(eq=False)
+    source: Callable = attrs.field(eq=False)  # (lane, params, maximum) -> (source, valid)
     gfx942: bool = True       # False: the instruction exists on later CDNA parts only
 
 
@@ -122,7 +123,7 @@ LANE_MAPS = {m.name: m for m in (
 )}
 
 
-class LaneMapError(ValueError):
+class LaneMapError(ArgusError, ValueError):
     """An unknown lane map or parameters outside its ranges."""
 
 
@@ -141,10 +142,10 @@ def lane_map(name: str, params: tuple[int, ...]) -> LaneMap:
     return found
 
 
-def source_lane(name: str, params: tuple[int, ...], lane: Expr) -> tuple[Expr, Expr]:
+def source_lane(name: str, params: tuple[int, ...], lane, maximum):
     """(the lane that `lane` reads, whether that read is valid) for primitive `name`; the
     source lies in [0, 64) wherever the read is valid."""
-    return lane_map(name, params).source(lane, tuple(params))
+    return lane_map(name, params).source(lane, tuple(params), maximum)
 
 
 __all__ = ["LANE_MAPS", "LaneMap", "LaneMapError", "lane_map", "source_lane"]

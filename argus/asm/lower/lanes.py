@@ -16,7 +16,7 @@ from argus.asm.lower.exprgen import UnsupportedError
 from argus.asm.lower.isel import Selector, rule
 from argus.asm.lower.program import VReg
 from argus.ir import ops as O
-from argus.ir.expr import Const, Term, Var, simplify, substitute
+from argus.ir.expr import Const, Term, Var, max_, simplify, substitute
 from argus.ir.types import LANES, ThreadLayout
 from argus.isa_cdna3.lanemaps import lane_map, source_lane
 
@@ -115,7 +115,7 @@ def _bpermute_address(s: Selector, lanes: str, params: tuple[int, ...]) -> VReg:
     """The ds_bpermute_b32 address (source lane * 4) of a lane map from `isa_cdna3.lanemaps`;
     the instruction reads address bits 7:2, so an invalid lane's source (which may lie outside
     the wave) needs no wrapping."""
-    source, _ = source_lane(lanes, params, Var("lane", 0, LANES))
+    source, _ = source_lane(lanes, params, Var("lane", 0, LANES), max_)
     return s.register(simplify(source * 4), "swap", cls="v")
 
 
@@ -130,7 +130,7 @@ def _shuffle(s: Selector, op: O.Shuffle):
                                "T.shuffle(x, 'bpermute.xor', 32) for the two halves")
     if op.x.type.dtype != "f32":
         raise _unsupported(op, f"shuffles of {op.x.type.dtype} tiles are not lowered")
-    _, valid = source_lane(op.lanes, op.params, Var("lane", 0, LANES))
+    _, valid = source_lane(op.lanes, op.params, Var("lane", 0, LANES), max_)
     valid = simplify(valid)
     address = _bpermute_address(s, op.lanes, op.params)
     keep = None if isinstance(valid, Const) and valid.value else _lane_condition(s, op, valid)
