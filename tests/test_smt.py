@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_expr import GRID, VARS, int_exprs
 
-from argus.ir.expr import And, Const, Var, evaluate, ite, substitute
+from argus.ir.expr import And, Const, Or, Var, evaluate, ite, substitute
 from argus.isa_cdna3.mfma import mfma
 from argus.smt import Proved, Refuted, Unknown, cache_info, clear_cache, prove, to_smtlib
 from argus.smt.encode import defined, environment, lower, width_for
@@ -59,6 +59,30 @@ def test_verdict_and_minimal_witness_match_enumeration(condition, solver):
         assert verdict.minimal
         witness = {v.name: verdict.witness[v.name] for v in VARS if v.name in verdict.witness}
         assert witness == {k: expected[k] for k in witness}, condition
+
+
+@SLOW
+@given(conditions, st.integers(1, 5), st.booleans(), st.booleans())
+def test_a_size_in_whole_tiles_keeps_verdict_and_minimal_witness(condition, bits, conjoined,
+                                                                  nonzero):
+    """`y & (2^bits - 1) == 0` lets the z3 path write y as high bits and zeros (up to every
+    bit of y, when only 0 is left): verdicts and witnesses are still those of enumerating the
+    points the assumption admits (`nonzero`: only where y is not 0)."""
+    Y = VARS[1]
+    if nonzero:
+        condition = Or(condition, Y.eq(0))
+    aligned = (Y & ((1 << bits) - 1)).eq(0)
+    assume = And(aligned, VARS[0] < 7) if conjoined else aligned
+    shape = [v.hi - v.lo for v in VARS]
+    bad = np.argwhere(np.broadcast_to(evaluate(assume, GRID), shape)
+                      & ~np.broadcast_to(evaluate(condition, GRID), shape))
+    verdict = prove(condition, [assume], minimize=VARS)
+    if len(bad) == 0:
+        assert verdict == Proved()
+        return
+    assert isinstance(verdict, Refuted) and verdict.minimal, verdict
+    expected = {v.name: int(i) + v.lo for v, i in zip(VARS, bad[0])}
+    assert {v.name: verdict.witness[v.name] for v in VARS} == expected, condition
 
 
 @SLOW

@@ -175,25 +175,31 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
     holds = condition(query.goal)
     if query.goal_defined is not Const(True):
         holds = z3.And(condition(query.goal_defined), holds)
-    formula = [*domain(query), z3.Not(holds)]
+    rewrite = _alignment(query)
+    formula = [rewrite(p) for p in [*domain(query), z3.Not(holds)]]
 
     def proved():
         return Proved(vacuous=vacuity and bool(query.assume)
                       and _domain_is_empty(query, timeout_ms))
 
-    if _unsat_in_every_case(formula, _case_splits(query), deadline):
-        return proved()
-    found = None
-    if nonlinear.nonlinear(query):
-        found = nonlinear.decide(query, int(_remaining_ms(deadline) * NONLINEAR_SHARE))
-        if found == "unsat":
-            return proved()
-        if found is not None and not order:
-            return found, False
+    cases = _case_splits(query)
     # a witness to minimise is searched here too: the bit-vector solver minimises it
-    solver = _solver(_remaining_ms(deadline))
+    solver = _solver(min(WHOLE_FIRST_MS, _remaining_ms(deadline)) if cases
+                     else _remaining_ms(deadline))
     solver.add(*formula)
-    answer = solver.check()
+    answer = solver.check() if cases else z3.unknown
+    found = None
+    if answer == z3.unknown:
+        if _unsat_in_every_case(formula, cases, deadline, rewrite):
+            return proved()
+        if nonlinear.nonlinear(query):
+            found = nonlinear.decide(query, int(_remaining_ms(deadline) * NONLINEAR_SHARE))
+            if found == "unsat":
+                return proved()
+            if found is not None and not order:
+                return found, False
+        solver.set("timeout", _remaining_ms(deadline))
+        answer = solver.check()
     if answer == z3.unsat:
         return proved()
     if answer == z3.unknown:
@@ -201,10 +207,64 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
             return found, False
         return Unknown(f"z3 returned unknown within {timeout_ms} ms "
                        f"({solver.reason_unknown()})")
-    first = _model(solver, query)
-    point = (_preferred(solver, query) if order else None) or first
-    return lexicographic(order, point,
-                         lambda name, point: _minimise(solver, query, name, point, deadline))
+    first = _model(solver, query, rewrite)
+    point = (_preferred(solver, query, rewrite) if order else None) or first
+    return lexicographic(order, point, lambda name, point: _minimise(solver, query, name, point,
+                                                                     deadline, rewrite))
+
+
+def _alignment(query):
+    """A rewrite of z3 terms that writes each variable the assumptions make a multiple of 2^k
+    (`K & 127 == 0`, a size in whole tiles) as its high bits followed by k zero bits. Every
+    model of the query has those zeros, so the rewritten query has the same models; but the
+    bit-blaster now sees constants where it saw unknowns (`K >> 7` becomes a plain variable),
+    and a split-K obligation is decided several times faster."""
+    zeros: dict = {}
+    for fact in query.assume:
+        for conjunct in _conjuncts(fact):
+            var, bits = _multiple_of_power_of_two(conjunct)
+            if var is not None:
+                zeros[var] = max(zeros.get(var, 0), bits)
+    pairs = []
+    for var, bits in sorted(zeros.items(), key=lambda item: item[0].name):
+        raw = _raw(var)
+        width = raw.size()
+        high = (z3.Concat(z3.BitVec(f"{var.name}>>{bits}", width - bits, _CONTEXT),
+                          z3.BitVecVal(0, bits, _CONTEXT)) if bits < width
+                else z3.BitVecVal(0, width, _CONTEXT))
+        pairs.append((raw, high))
+    if not pairs:
+        return lambda term: term
+    return lambda term: z3.substitute(term, *pairs)
+
+
+def _conjuncts(e):
+    if isinstance(e, Term) and e.op == "land":
+        return [c for a in e.args for c in _conjuncts(a)]
+    return [e]
+
+
+def _multiple_of_power_of_two(fact):
+    """(v, k) when `fact` is `v & (2^k - 1) == 0` for a non-negative variable v, else
+    (None, 0)."""
+    if not (isinstance(fact, Term) and fact.op == "eq" and Const(0) in fact.args):
+        return None, 0
+    masked = fact.args[0] if fact.args[1] == Const(0) else fact.args[1]
+    if not (isinstance(masked, Term) and masked.op == "and"):
+        return None, 0
+    var = next((a for a in masked.args if isinstance(a, Var)), None)
+    mask = next((a for a in masked.args if isinstance(a, Const) and not a.is_bool), None)
+    if var is None or mask is None or var.lo < 0 or mask.value < 1:
+        return None, 0
+    if mask.value & (mask.value + 1):
+        return None, 0
+    return var, mask.value.bit_length()
+
+
+def _raw(var):
+    """The z3 constant `lower` made for a non-negative variable (its magnitude bits)."""
+    term = lower(var)[0]
+    return term.arg(0) if z3.is_app_of(term, z3.Z3_OP_ZERO_EXT) else term
 
 
 #: Share of a nonlinear query's time the integer attempt may take (it stops earlier at its
@@ -212,10 +272,14 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
 NONLINEAR_SHARE = 0.8
 #: A variable with at most this many values that multiplies a non-constant term is split on:
 #: fixed, the product is linear. Split-K offsets (`wg2 * (K >> 7)`) made queries 30x slower
-#: as one nonlinear query than as four linear ones (measured on gemm with split_k=4).
+#: as one nonlinear query than as four linear ones (measured on gemm with split_k=4) -- until
+#: `_alignment` wrote K as whole tiles: the query whole is then 2-3x faster than its cases,
+#: so it gets the first `WHOLE_FIRST_MS`.
 SPLIT_VALUES = 8
 #: Largest number of cases a query is split into.
 MAX_CASES = 16
+#: Time the whole query gets before a query with case splits is split.
+WHOLE_FIRST_MS = 1000
 
 
 def _case_splits(query) -> list:
@@ -242,13 +306,14 @@ def _case_splits(query) -> list:
     return cases if factors else []
 
 
-def _unsat_in_every_case(formula, cases, deadline) -> bool:
+def _unsat_in_every_case(formula, cases, deadline, rewrite) -> bool:
     """Whether each case (a fresh solver, so z3's preprocessing substitutes the fixed values)
     is unsatisfiable within the query's time; any other answer leaves the query to be solved
     whole."""
     for case in cases:
         solver = _solver(_remaining_ms(deadline))
-        solver.add(*formula, *(symbol(var) == z3.BitVecVal(value, width_of(var), _CONTEXT)
+        solver.add(*formula, *(rewrite(symbol(var) == z3.BitVecVal(value, width_of(var),
+                                                                   _CONTEXT))
                                for var, value in case))
         if solver.check() != z3.unsat:
             return False
@@ -271,31 +336,32 @@ def _domain_is_empty(query, timeout_ms) -> bool:
     return solver.check() == z3.unsat
 
 
-def _model(solver, query) -> dict[str, int]:
+def _model(solver, query, rewrite) -> dict[str, int]:
     model = solver.model()
-    return {v.name: model.eval(symbol(v), model_completion=True).as_signed_long()
+    return {v.name: model.eval(rewrite(symbol(v)), model_completion=True).as_signed_long()
             for v in query.variables}
 
 
-def _preferred(solver, query):
+def _preferred(solver, query, rewrite):
     """Keep `query.prefer` for the rest of the search when some witness meets it (a model);
     None when none does or z3 cannot tell."""
     if not query.prefer:
         return None
     wanted = z3.FreshBool(ctx=_CONTEXT)
-    solver.add(z3.Implies(wanted, z3.And([condition(p) for p in query.prefer])))
+    solver.add(z3.Implies(wanted, z3.And([rewrite(condition(p)) for p in query.prefer])))
     if solver.check(wanted) != z3.sat:
         return None
-    point = _model(solver, query)
+    point = _model(solver, query, rewrite)
     solver.add(wanted)
     return point
 
 
-def _minimise(solver, query, name, point, deadline):
+def _minimise(solver, query, name, point, deadline, rewrite):
     """Fix `name` at its smallest value with the earlier variables fixed; returns the new model
     and whether the search finished before the deadline."""
     var = next(v for v in query.variables if v.name == name)
     term, width = lower(var)
+    term = rewrite(term)
 
     def model_below(bound):
         # a fresh literal implying the bound, assumed for one check, instead of a scope
@@ -304,7 +370,7 @@ def _minimise(solver, query, name, point, deadline):
         answer = solver.check(below)
         if answer == z3.unknown:
             raise GaveUp
-        return _model(solver, query) if answer == z3.sat else None
+        return _model(solver, query, rewrite) if answer == z3.sat else None
 
     point, value, complete = smallest(name, var.lo, point, model_below, deadline)
     # `point` is a model with name == value, so it stays valid under the new constraint
