@@ -53,6 +53,10 @@ def waitcnt_counters(simm16: int) -> dict[str, int]:
 #: V# word 3 for a raw (stride 0) 32-bit-format buffer on gfx9 (CK's
 #: CK_BUFFER_RESOURCE_3RD_DWORD; AMD's gfx942 kernels `s_mov_b32 s11, 0x20000`).
 BUFFER_RSRC_WORD3 = 0x00020000
+#: A VGPR buffer offset no tensor's num_records reaches (< 2^31 bytes): a lane whose element lies
+#: outside its tensor gets it, so its load reads 0 and its store is dropped (CK's invalid
+#: element offset, 0x80000000, works the same way).
+BUFFER_OFFSET_OUT_OF_RANGE = 0x80000000
 
 # --- constants: integers -16..64 and these floats are inline; anything else takes a literal dword
 INLINE_INT_RANGE = (-16, 64)

@@ -86,7 +86,7 @@ def _moe_reference(inputs, params):
 
 
 def library() -> dict[str, LibraryKernel]:
-    from argus.kernels.attention import attention_fwd
+    from argus.kernels.attention import attention_fwd, attention_fwd_kv
     from argus.kernels.gemm import gemm
     from argus.kernels.moe import moe_gemm
 
@@ -94,6 +94,9 @@ def library() -> dict[str, LibraryKernel]:
         "gemm": LibraryKernel(gemm, "C", {"M": 128, "N": 128, "K": 64}, _gemm_reference, 1e-3),
         "attention_fwd": LibraryKernel(attention_fwd, "O", {"BH": 1, "S": 128, "D": 64},
                                        _attention_reference, 2e-2),
+        "attention_fwd_kv": LibraryKernel(attention_fwd_kv, "O",
+                                          {"BH": 1, "SQ": 64, "SK": 160, "D": 64},
+                                          _attention_reference, 2e-2),
         "moe_gemm": LibraryKernel(moe_gemm, "Y", {"TOKENS": 200, "H": 64, "E": 4, "N": 128},
                                   _moe_reference, 1e-3, _moe_routing),
     }

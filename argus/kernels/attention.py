@@ -1,10 +1,17 @@
-"""Flash-attention forward, bf16, head dim 64 or 128, online softmax, optional causal mask.
+"""Flash-attention forward, bf16, head dim 64 or 128, online softmax, optional causal mask,
+any query and key lengths (a key/value cache longer than the queries, as in decoding).
 
 Each of the 4 waves owns 32 query rows; key/value blocks of 32 are loaded cooperatively into
 XOR-swizzled, double-buffered LDS (one barrier per block) and read by all waves. The kernel
 computes S^T = K Q^T so that the f32 accumulator, cast to bf16, is already the B operand of
 O^T = V^T P^T (register slots 4t..4t+3 hold k-step t): no LDS round trip for P. Softmax
 statistics are per query column, reduced across the two lane halves of each wave.
+
+Lengths need not be multiples of the tiles: every global access is guarded (rows past the end
+read 0 and are not written) and the last key block, the only one that may run past the keys,
+masks them. The causal mask is aligned bottom-right, as for a cache: query i sees keys
+j <= i + SK - SQ, so the last query sees every key (SK >= SQ is assumed, so that every query
+sees key 0). With SK == SQ it is the usual lower triangle.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 import argus.lang as T
-from argus.ir.expr import And
+from argus.ir.expr import And, Or, min_
 from argus.isa_cdna3.mfma import mfma
 from argus.lang import Tensor
 from argus.lang.errors import user_loc
@@ -39,11 +46,14 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
         raise T.DSLError(f"head_dim {head_dim} is not supported: use a power of two >= 64 "
                          "(the K/V copy gives each of the 256 threads whole 16-byte vectors)",
                          user_loc())
-    keep = keep or (lambda kv0, q0, i, j: kv0 + i <= q0 + j)
-    BH, S, D = Q.shape
+    BH, SQ, D = Q.shape
+    SK = K.shape[1]
+    shift = SK - SQ
+    keep = keep or (lambda kv0, q0, i, j: kv0 + i <= q0 + j + shift)
     T.assume(D.eq(head_dim))
-    T.assume((S % BLOCK_Q).eq(0))
-    T.grid(S // BLOCK_Q, BH)
+    if causal:
+        T.assume(SK >= SQ)
+    T.grid(T.cdiv(SQ, BLOCK_Q), BH)
     q0, bh = T.program_id(0) * BLOCK_Q, T.program_id(1)
     T.tag(Q, lambda h, q, d: {"head": h, "query": q, "d": d})
     T.tag(K, lambda h, kv, d: {"head": h, "key": kv, "d": d})
@@ -67,26 +77,39 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     v_smem = T.lds((2, BLOCK_KV, head_dim), "bf16", swizzle=swizzle)
 
     def fetch(kb):
-        return (K.load((bh, kb * BLOCK_KV, 0), copy, axes=(1, 2)),
-                V.load((bh, kb * BLOCK_KV, 0), copy, axes=(1, 2)))
+        return (K.load((bh, kb * BLOCK_KV, 0), copy, axes=(1, 2), guard=True),
+                V.load((bh, kb * BLOCK_KV, 0), copy, axes=(1, 2), guard=True))
 
     def stage(slot, tiles):
         k_smem.store((slot, 0, 0), tiles[0])
         v_smem.store((slot, 0, 0), tiles[1])
 
-    def attend(state, kb, slot):
-        """One key/value block: scores, online softmax, and O^T += V^T P^T."""
+    def attend(state, kb, slot, last):
+        """One key/value block: scores, online softmax, and O^T += V^T P^T. Only the `last`
+        block may hold keys past SK."""
         kv0 = kb * BLOCK_KV
         s = T.zeros(scores)
         for t in range(d_steps):
             s = T.mfma(MFMA, k_smem.load((slot, 0, MK * t), k_frag), q[t], s)
             T.tag_assert(lambda A, B, C: And(A.d.eq(B.d), A.head.eq(B.head)),
                          "K and Q meet at the same head and feature")
+            if not last:
+                T.tag_assert(lambda A, B, C: A.key < SK,
+                             "blocks before the last lie inside the keys")
         s = s * scale
+        edges = []                    # (block condition, element condition) of each mask
         if causal:
-            with T.when(kv0 + BLOCK_KV - 1 > q0, s=s) as diagonal:
-                diagonal.s = T.mask(diagonal.s, lambda i, j: keep(kv0, q0, i, j), -math.inf)
-                T.tag_assert(lambda X: X.key <= X.query, "the causal mask keeps key <= query")
+            edges.append((kv0 + BLOCK_KV - 1 > q0 + shift, lambda i, j: keep(kv0, q0, i, j)))
+        if last:
+            edges.append((kv0 + BLOCK_KV > SK, lambda i, j: kv0 + i < SK))
+        if edges:
+            kept = [lambda X: X.key <= X.query + shift] if causal else []
+            kept += [lambda X: X.key < SK] if last else []
+            with T.when(Or(*(block for block, _ in edges)), s=s) as diagonal:
+                diagonal.s = T.mask(diagonal.s, lambda i, j: And(*(c(i, j) for _, c in edges)),
+                                    -math.inf)
+                T.tag_assert(lambda X: And(*(k(X) for k in kept)),
+                             "the masks keep key <= query + SK - SQ (causal) and key < SK (last)")
             s = diagonal.s
         m_new = T.maximum(state["m"], T.reduce(s, "max", 0, column, drop=drop))
         T.tag_assert(lambda X, Y: X.query.eq(Y.query), "running max of the same query")
@@ -112,28 +135,31 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
         state["o"] = outputs
         return state
 
-    q = [Q.load((bh, q0, MK * t), q_frag, axes=(1, 2)) for t in range(d_steps)]
+    q = [Q.load((bh, q0, MK * t), q_frag, axes=(1, 2), guard=True) for t in range(d_steps)]
     state = {"m": T.tag(T.full(column, -math.inf), lambda j: {"query": q0 + j}),
              "l": T.tag(T.zeros(column), lambda j: {"query": q0 + j}),
              "o": [T.tag(T.zeros(scores), lambda i, j, b=b: {
                  "head": bh, "dv": INFO.m * b + i, "query": q0 + j}) for b in range(d_blocks)]}
-    blocks = (q0 + BLOCK_Q) // BLOCK_KV if causal else S // BLOCK_KV
+    # the keys this query block sees: all of them, or (causal) up to its last query's diagonal
+    seen = min_(SK, q0 + BLOCK_Q + shift) if causal else SK
+    blocks = T.cdiv(seen, BLOCK_KV)
     stage(0, fetch(0))
     T.barrier()
     loop = T.range(0, blocks - 1, stages=2, name="kb", **state)
     for kb in loop:
         ahead = fetch(kb + 1)
         for name, value in attend({name: getattr(loop, name) for name in state}, kb,
-                                  kb % 2).items():
+                                  kb % 2, last=False).items():
             setattr(loop, name, value)
         stage((kb + 1) % 2, ahead)
         if sync:
             T.barrier()
-    state = attend({name: getattr(loop, name) for name in state}, blocks - 1, (blocks - 1) % 2)
+    state = attend({name: getattr(loop, name) for name in state}, blocks - 1, (blocks - 1) % 2,
+                   last=True)
     inverse = T.broadcast(T.rcp(state["l"]), 0, scores)
     for b, acc in enumerate(state["o"]):
         out = (acc * inverse).to("bf16")
-        O.store((bh, q0, INFO.m * b), out, axes=(2, 1))
+        O.store((bh, q0, INFO.m * b), out, axes=(2, 1), guard=True)
         T.tag_assert(lambda V, D: And(V.query.eq(D.query), V.dv.eq(D.dv), V.head.eq(D.head)),
                      "each output lands on its own query and feature")
 
@@ -142,17 +168,27 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
 def attention_fwd(Q: Tensor("bf16", "BH", "S", "D"), K: Tensor("bf16", "BH", "S", "D"),
                   V: Tensor("bf16", "BH", "S", "D"), O: Tensor("bf16", "BH", "S", "D"), *,
                   head_dim: int = 64, causal: bool = False):
-    """O = softmax(Q K^T / sqrt(head_dim)) V per (batch*head), S a multiple of 128."""
+    """O = softmax(Q K^T / sqrt(head_dim)) V per (batch*head), any sequence length S."""
+    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal)
+
+
+@T.kernel(waves=WAVES)
+def attention_fwd_kv(Q: Tensor("bf16", "BH", "SQ", "D"), K: Tensor("bf16", "BH", "SK", "D"),
+                     V: Tensor("bf16", "BH", "SK", "D"), O: Tensor("bf16", "BH", "SQ", "D"), *,
+                     head_dim: int = 64, causal: bool = False):
+    """attention_fwd for SQ queries against a key/value cache of SK entries (decoding); causal
+    masks bottom-right (query i sees keys j <= i + SK - SQ) and needs SK >= SQ."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal)
 
 
 def reference(Q, K, V, causal: bool = False) -> np.ndarray:
-    """softmax(Q K^T / sqrt(d)) V in float64, per leading (batch*head) index."""
+    """softmax(Q K^T / sqrt(d)) V in float64, per leading (batch*head) index; causal keeps
+    key j for query i when j <= i + SK - SQ (bottom-right, the kernel's convention)."""
     q, k, v = (np.asarray(x, np.float64) for x in (Q, K, V))
     logits = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
     if causal:
-        seq = q.shape[1]
-        logits = np.where(np.tril(np.ones((seq, seq), bool)), logits, -np.inf)
+        sq, sk = q.shape[1], k.shape[1]
+        logits = np.where(np.tril(np.ones((sq, sk), bool), k=sk - sq), logits, -np.inf)
     logits -= logits.max(axis=-1, keepdims=True)
     weights = np.exp(logits)
     weights /= weights.sum(axis=-1, keepdims=True)

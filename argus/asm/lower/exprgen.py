@@ -114,6 +114,11 @@ class ExprEmitter:
             self.hoisted[key] = reg
         return reg
 
+    def nonnegative(self, e: Expr) -> bool:
+        """Whether e >= 0 where it is computed, beyond what its interval bounds show (the
+        selector asks the solver under the kernel's assumptions)."""
+        return bounds(e)[0] >= 0
+
     # -- term lowering ------------------------------------------------------------------------
     def _term(self, e: Term, name: str) -> VReg:
         op = e.op
@@ -137,7 +142,7 @@ class ExprEmitter:
             raise UnsupportedError(f"'{e}' divides by {n}; the backend divides by powers of two "
                                    "only (shifts and masks)", self.loc,
                                    "choose tile sizes that are powers of two")
-        if op in ("floordiv", "mod", "shr") and lo < 0:
+        if op in ("floordiv", "mod", "shr") and lo < 0 and not self.nonnegative(x):
             raise UnsupportedError(f"'{e}' may divide a negative value; the backend's shifts "
                                    "assume non-negative indices", self.loc)
         if op == "floordiv":

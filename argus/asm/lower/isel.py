@@ -226,11 +226,13 @@ class Selector(ExprEmitter):
         """Lower into `body`, code a branch may skip: values computed there are forgotten
         after it, since later code cannot rely on them."""
         hoisted, bases, saved = dict(self.hoisted), list(self.lane_bases), self.out
+        scoped = [dict(scope) for scope in self.scoped]
         self.out = body
         try:
             yield
         finally:
             self.hoisted, self.lane_bases, self.out = hoisted, bases, saved
+            self.scoped[:] = scoped
 
     def loop_facts(self) -> list[Expr]:
         """What the launch grid and the enclosing loops guarantee about their counters here."""
@@ -238,6 +240,13 @@ class Selector(ExprEmitter):
                 for op in self.kernel.ops() if isinstance(op, O.ProgramId)]
         return grid + [And(f.start <= Var(f.iv, 0, 2**31), Var(f.iv, 0, 2**31) < f.stop)
                        for f in self.frames] + list(self.facts)
+
+    def nonnegative(self, e: Expr) -> bool:
+        """e >= 0 under the kernel's assumptions and the enclosing loops' bounds (a tile count
+        like (min(SK, q0 + 128 + SK - SQ) + 31) // 32 given SK >= SQ)."""
+        return super().nonnegative(e) or isinstance(
+            prove(e >= 0, self.prover.assumes + tuple(self.loop_facts()), timeout_ms=5000),
+            Proved)
 
     def origin_of(self, op) -> tuple[Expr, ...]:
         """The op's origin in this copy of its loop body (unrolled copies rename counters)."""
@@ -355,6 +364,28 @@ class Selector(ExprEmitter):
             scope[key] = reg
         return scope[key], offset
 
+    def lane_mask(self, cond: Expr) -> VReg:
+        """An SGPR pair with bit `lane` set where the per-lane condition holds in that lane:
+        comparisons of a per-lane term with a uniform one, combined with & | ~."""
+        mask = VReg("s", 2, "keep", 2)
+        if isinstance(cond, Term) and cond.op in LANE_COMPARE:
+            lane, uniform, const = split_lane(simplify(cond.args[0] - cond.args[1]), self.loc)
+            left = self.register(lane, "lhs", cls="v")
+            right = self.value(simplify(-(uniform + const)))
+            if isinstance(right, int) and not _inline(right):
+                right = self.materialize(right, "s")
+            self.emit(LANE_COMPARE[cond.op], mask, left, right)
+        elif isinstance(cond, Term) and cond.op in ("land", "lor"):
+            a, b = self.lane_mask(cond.args[0]), self.lane_mask(cond.args[1])
+            self.emit("s_and_b64" if cond.op == "land" else "s_or_b64", mask, a, b)
+        elif isinstance(cond, Term) and cond.op == "lnot":
+            self.emit("s_not_b64", mask, self.lane_mask(cond.args[0]))
+        else:
+            raise UnsupportedError(f"the per-lane condition '{cond}' is not a comparison the "
+                                   "backend lowers", self.loc, "compare integers with < <= == "
+                                   "!= and combine with & | ~")
+        return mask
+
     def buffer_vaddr(self, piece: Piece):
         """(VGPR or 'off', soffset, offset) of a buffer piece."""
         lane = piece.lane
@@ -392,33 +423,69 @@ def _size(e: Expr) -> int:
     return 0 if not isinstance(e, Term) else 1 + sum(_size(a) for a in e.args)
 
 
-def _check_plain_global(s: Selector, op):
+def _guarded_axes(s: Selector, op) -> tuple[list[Expr], list[int]]:
     """A guarded access reads 0 / drops the write where an element lies outside the tensor.
-    The buffer resource bounds the whole tensor, which is that rule exactly when only the first
-    axis (rows) can leave its range: the other axes are proved in range, under the kernel's
-    assumptions and the enclosing loops' bounds."""
+    The buffer resource bounds the whole tensor, which is that rule for the first axis (rows);
+    another axis that may leave its range (a sequence tail inside a [heads, seq, dim] tensor)
+    is checked per lane: such lanes get an offset past every buffer's end. Returns the op's
+    index formulas and those axes; lower bounds and the innermost axis (which one vector
+    piece may straddle) must be proved in range, under the kernel's assumptions and the
+    enclosing loops' bounds."""
     if getattr(op, "rows", None) is not None:
         raise UnsupportedError(f"{op.mnemonic} with rows= (row ids from the registers of "
                                f"{op.rows.index}) is not lowered yet", op.loc,
                                "run it in the interpreter (argus run --interp), or gather the "
                                "rows from the index tensor with gather=T.Gather(...)")
+    index = [simplify(i) for i in global_index(op, origin=s.origin_of(op))]
     if not op.guard:
-        return
-    index = global_index(op, origin=s.origin_of(op))
+        return index, []
     shape = op.tensor.type.shape
-    inner = [And(0 <= i, i < e) for axis, (i, e) in enumerate(zip(index, shape))
-             if axis != 0 and not (op.gather is not None and axis == op.gather.axis)]
     if op.gather is not None and op.gather.axis != 0:
         raise UnsupportedError(f"guarded gather along axis {op.gather.axis}: the buffer "
                                "resource bounds rows only", op.loc, "gather rows (axis 0)")
     tile = tile_of(op).layout
-    lane_facts = [And(0 <= v, v < v.hi) for v in thread_vars(tile.waves, tile.slots)]
-    if inner and not isinstance(prove(And(*inner), s.prover.assumes + tuple(s.loop_facts())
-                                      + tuple(lane_facts), timeout_ms=5000), Proved):
-        raise UnsupportedError(f"guarded {op.mnemonic}: the backend bounds rows with the buffer "
-                               "resource, but an inner coordinate may leave the tensor here",
-                               op.loc, "keep inner coordinates in range (assume the sizes "
-                               "are multiples of the tile)")
+    facts = (s.prover.assumes + tuple(s.loop_facts())
+             + tuple(And(0 <= v, v < v.hi) for v in thread_vars(tile.waves, tile.slots)))
+    predicated = []
+    for axis, (i, extent) in enumerate(zip(index, shape)):
+        if axis == 0 or (op.gather is not None and axis == op.gather.axis):
+            continue
+        innermost = axis == len(shape) - 1
+        needed = And(0 <= i, i < extent) if innermost else 0 <= i
+        if not isinstance(prove(needed, facts, timeout_ms=5000), Proved):
+            where = "inside a vector access" if innermost else "below 0"
+            raise UnsupportedError(f"guarded {op.mnemonic}: coordinate {axis} ({i}) may leave "
+                                   f"[0, {extent}) {where}", op.loc,
+                                   "keep the innermost coordinate in range (assume the sizes "
+                                   "are multiples of the tile there) and origins non-negative")
+        if not innermost and not isinstance(prove(i < extent, facts, timeout_ms=5000), Proved):
+            predicated.append(axis)
+    return index, predicated
+
+
+def _guarded_vaddr(s: Selector, op, piece: Piece, vaddr, index: list[Expr], axes: list[int]):
+    """The piece's VGPR offset, replaced by one past every buffer's end in the lanes whose
+    element lies outside the tensor along `axes` (memoised per offset and condition, so K and
+    V tiles of one shape share it)."""
+    if not axes:
+        return vaddr
+    shape = op.tensor.type.shape
+    condition = simplify(And(*(at_slot(index[a], piece.first) < shape[a] for a in axes)))
+    far = s.hoisted.get(("out-of-range",))
+    if far is None:
+        far = s.hoisted[("out-of-range",)] = s.materialize(isa.BUFFER_OFFSET_OUT_OF_RANGE, "v")
+    if isinstance(condition, Const):
+        return vaddr if condition.value else far
+    if vaddr is None:
+        vaddr = s.materialize(0, "v")
+    scope = s.scoped[-1] if s.scoped else s.hoisted
+    key = ("guarded", vaddr.serial, condition)
+    if key not in scope:
+        address = VReg("v", 1, "gaddr.in")
+        s.emit("v_cndmask_b32_e64", address, far, vaddr, s.lane_mask(condition),
+               note="lanes outside the tensor read 0 / write nothing")
+        scope[key] = address
+    return scope[key]
 
 
 def _gather_rows(s: Selector, op, piece: Piece):
@@ -487,7 +554,7 @@ def _global_pieces(s: Selector, op, tile: RegType, widths):
 
 @rule(O.GlobalLoad)
 def _global_load(s: Selector, op: O.GlobalLoad):
-    _check_plain_global(s, op)
+    index, guarded = _guarded_axes(s, op)
     tile = op.result.type
     dst = s.new_tile(op.result)
     rsrc = s.rsrc[op.tensor.name]
@@ -496,6 +563,7 @@ def _global_load(s: Selector, op: O.GlobalLoad):
         vaddr, soffset, offset = s.buffer_vaddr(piece)
         if op.gather is not None:
             vaddr = _gathered_vaddr(s, op, piece, vaddr)
+        vaddr = _guarded_vaddr(s, op, piece, vaddr, index, guarded)
         s.emit(BUFFER_LOAD[piece.nbytes], dst[first:first + count],
                vaddr if vaddr is not None else _OFF, rsrc, soffset,
                mods=_buffer_mods(vaddr, offset))
@@ -503,7 +571,7 @@ def _global_load(s: Selector, op: O.GlobalLoad):
 
 @rule(O.GlobalStore, O.GlobalAtomicAdd)
 def _global_store(s: Selector, op: O.GlobalStore):
-    _check_plain_global(s, op)
+    index, guarded = _guarded_axes(s, op)
     tile = op.value.type
     atomic = isinstance(op, O.GlobalAtomicAdd)
     if atomic and tile.dtype != "f32":
@@ -516,6 +584,7 @@ def _global_store(s: Selector, op: O.GlobalStore):
         vaddr, soffset, offset = s.buffer_vaddr(piece)
         if op.gather is not None:
             vaddr = _gathered_vaddr(s, op, piece, vaddr)
+        vaddr = _guarded_vaddr(s, op, piece, vaddr, index, guarded)
         opcode = "buffer_atomic_add_f32" if atomic else BUFFER_STORE[piece.nbytes]
         source = data[first:first + count]
         if piece.nbytes == 2:              # one 16-bit element: the low half of a register
@@ -528,6 +597,15 @@ def _global_store(s: Selector, op: O.GlobalStore):
 
 
 _OFF = Fixed("off")
+
+#: VOP3 compares of a per-lane value with a uniform one, into a lane mask
+LANE_COMPARE = {"lt": "v_cmp_lt_i32_e64", "le": "v_cmp_le_i32_e64", "eq": "v_cmp_eq_u32_e64",
+                "ne": "v_cmp_ne_u32_e64"}
+
+
+def _inline(value: int) -> bool:
+    lo, hi = isa.INLINE_INT_RANGE
+    return lo <= value <= hi
 
 
 def _buffer_mods(vaddr, offset: int) -> str:

@@ -11,18 +11,15 @@ import struct
 
 import numpy as np
 
-from argus.asm.lower.address import split_lane
 from argus.asm.lower.exprgen import UnsupportedError
 from argus.asm.lower.isel import Selector, rule
 from argus.asm.lower.program import VReg
 from argus.ir import ops as O
-from argus.ir.expr import Const, Term, Var, max_, simplify, substitute
+from argus.ir.expr import Const, Var, max_, simplify, substitute
 from argus.ir.types import LANES, ThreadLayout
 from argus.isa_cdna3.lanemaps import lane_map, source_lane
 
 COMBINE = {"max": "v_max_f32_e32", "sum": "v_add_f32_e32"}
-COMPARE = {"lt": "v_cmp_lt_i32_e64", "le": "v_cmp_le_i32_e64", "eq": "v_cmp_eq_u32_e64",
-           "ne": "v_cmp_ne_u32_e64"}
 
 
 def _keys(layout: ThreadLayout, drop: int | None) -> np.ndarray:
@@ -133,7 +130,7 @@ def _shuffle(s: Selector, op: O.Shuffle):
     _, valid = source_lane(op.lanes, op.params, Var("lane", 0, LANES), max_)
     valid = simplify(valid)
     address = _bpermute_address(s, op.lanes, op.params)
-    keep = None if isinstance(valid, Const) and valid.value else _lane_condition(s, op, valid)
+    keep = None if isinstance(valid, Const) and valid.value else s.lane_mask(valid)
     x, out = s.tile(op.x), s.new_tile(op.result)
     for slot in range(out.size):
         read = VReg("v", 1, "shuffled")
@@ -153,7 +150,7 @@ def predicated(s: Selector, op, lower) -> None:
     around the op's own rule, and restored after. Values the rule computes under the narrow
     mask are forgotten after it (inactive lanes never computed them)."""
     active = simplify(substitute(op.active, s.renamed)) if s.renamed else simplify(op.active)
-    keep = _lane_condition(s, op, active)
+    keep = s.lane_mask(active)
     saved = VReg("s", 2, "exec.saved", 2)
     s.emit("s_and_saveexec_b64", saved, keep, note=f"only where {active}")
     body: list = []
@@ -192,26 +189,5 @@ def _mask(s: Selector, op: O.Mask):
         if isinstance(condition, Const):
             s.emit("v_mov_b32_e32", out[slot], x[slot] if condition.value else fill)
             continue
-        lanes = _lane_condition(s, op, condition)
+        lanes = s.lane_mask(condition)
         s.emit("v_cndmask_b32_e64", out[slot], fill, x[slot], lanes)
-
-
-def _lane_condition(s: Selector, op, cond) -> VReg:
-    """An SGPR pair with bit `lane` set where the condition holds in that lane."""
-    mask = VReg("s", 2, "keep", 2)
-    if isinstance(cond, Term) and cond.op in COMPARE:
-        lane, uniform, const = split_lane(simplify(cond.args[0] - cond.args[1]), op.loc)
-        left = s.register(lane, "lhs", cls="v")
-        right = s.value(simplify(-(uniform + const)))
-        if isinstance(right, int) and not -16 <= right <= 64:
-            right = s.materialize(right, "s")
-        s.emit(COMPARE[cond.op], mask, left, right)
-    elif isinstance(cond, Term) and cond.op in ("land", "lor"):
-        a, b = _lane_condition(s, op, cond.args[0]), _lane_condition(s, op, cond.args[1])
-        s.emit("s_and_b64" if cond.op == "land" else "s_or_b64", mask, a, b)
-    elif isinstance(cond, Term) and cond.op == "lnot":
-        s.emit("s_not_b64", mask, _lane_condition(s, op, cond.args[0]))
-    else:
-        raise UnsupportedError(f"mask condition '{cond}' is not a comparison the backend "
-                               "lowers", op.loc)
-    return mask
