@@ -185,6 +185,21 @@ def test_causal_mask_on_the_wrong_coordinates_is_reported_at_the_mask():
     assert bug.tags["X"]["key"] == bug.tags["X"]["query"]
 
 
+def test_a_tail_mask_that_keeps_one_key_too_many_is_refuted_for_symbolic_lengths():
+    """Keys past S read 0 (guarded loads) and the last block masks them; a mask that lets
+    key S through is refuted at the mask, on a length that is not a multiple of the block."""
+    from argus import verify
+
+    report = verify(attention_variant(tail=lambda kv0, i, keys: kv0 + i <= keys))
+    [refuted] = report.refuted
+    cex = refuted.counterexample
+    assert refuted.loc.startswith("argus/kernels/attention.py:" + str(line_of(
+        ATTENTION_SOURCE, "T.tag_assert(lambda X: And(*(k(X) for k in kept))")) + ":")
+    assert "key < SK" in refuted.message
+    assert cex.confirmed and cex.tags["X"]["key"] == cex.sizes["S"]
+    assert cex.sizes["S"] % attention.BLOCK_KV
+
+
 def test_attention_without_the_staging_barrier_races_on_k():
     result = run_attention(attention_variant(sync=False), S=256)
     race = first(result, "lds-race")

@@ -37,11 +37,12 @@ LOG2E = 1.4426950408889634
 
 
 def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
-                      keep: Callable | None = None, drop: tuple[str, ...] = ("key",),
-                      sync: bool = True):
+                      keep: Callable | None = None, tail: Callable | None = None,
+                      drop: tuple[str, ...] = ("key",), sync: bool = True):
     """Trace the attention body. Hooks for tests: `keep(kv0, q0, i, j)` is the causal mask's
-    condition on (key, query) coordinates; `drop` names the tags the softmax reductions drop;
-    `sync=False` leaves out the barrier after each K/V block is staged."""
+    condition on (key, query) coordinates; `tail(kv0, i, keys)` the last block's condition on
+    key rows; `drop` names the tags the softmax reductions drop; `sync=False` leaves out the
+    barrier after each K/V block is staged."""
     if head_dim < 64 or head_dim & (head_dim - 1):
         raise T.DSLError(f"head_dim {head_dim} is not supported: use a power of two >= 64 "
                          "(the K/V copy gives each of the 256 threads whole 16-byte vectors)",
@@ -50,6 +51,7 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     SK = K.shape[1]
     shift = SK - SQ
     keep = keep or (lambda kv0, q0, i, j: kv0 + i <= q0 + j + shift)
+    tail = tail or (lambda kv0, i, keys: kv0 + i < keys)
     T.assume(D.eq(head_dim))
     if causal:
         T.assume(SK >= SQ)
@@ -101,7 +103,7 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
         if causal:
             edges.append((kv0 + BLOCK_KV - 1 > q0 + shift, lambda i, j: keep(kv0, q0, i, j)))
         if last:
-            edges.append((kv0 + BLOCK_KV > SK, lambda i, j: kv0 + i < SK))
+            edges.append((kv0 + BLOCK_KV > SK, lambda i, j: tail(kv0, i, SK)))
         if edges:
             kept = [lambda X: X.key <= X.query + shift] if causal else []
             kept += [lambda X: X.key < SK] if last else []
