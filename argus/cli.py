@@ -386,7 +386,8 @@ def _resource_line(compiled) -> str:
     r = compiled.resources
     return (f"resources: {r['vgprs']} VGPRs, {r['agprs']} AGPRs, {r['sgprs']} SGPRs, "
             f"LDS {r['lds_bytes']} B, {r['waves_per_workgroup']} waves/workgroup; occupancy "
-            f"{r['waves_per_simd']} waves/SIMD (limited by {r['occupancy_limited_by']})")
+            f"{r['waves_per_simd']} waves/SIMD (limited by {r['occupancy_limited_by']})"
+            + (f"\nVGPR peak: {compiled.lowered.peak.describe()}" if r["vgpr_peak"] else ""))
 
 
 @main.command("compile")

@@ -157,9 +157,13 @@ class CompiledKernel:
     @property
     def resources(self) -> dict:
         lo = self.lowered
+        peak = lo.peak
         return {"sgprs": lo.sgprs, "vgprs": lo.vgprs, "agprs": lo.agprs, "lds_bytes": lo.lds_bytes,
                 "waves_per_workgroup": lo.waves, "waves_per_simd": lo.occupancy,
-                "occupancy_limited_by": lo.occupancy_limit}
+                "occupancy_limited_by": lo.occupancy_limit,
+                "vgpr_peak": None if peak is None else {
+                    "live": peak.live, "at": str(peak.loc), "instruction": peak.instruction,
+                    "held_by": [list(item) for item in peak.by_line]}}
 
     def sizes_of(self, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, int] | None = None
                  ) -> dict[str, int]:
@@ -279,7 +283,7 @@ def compile(kernel, *, policy: str = "interleave", verify: bool = False, **param
     import time
 
     from argus.asm import assemble
-    from argus.asm.lower import lower
+    from argus.asm.lower import RegisterBudgetError, lower
 
     ir = kernel if isinstance(kernel, O.Kernel) else _kernel(kernel, "compile").trace(**params)
     key = hashlib.sha256(f"{policy}\n{ir}".encode()).hexdigest()
@@ -290,7 +294,12 @@ def compile(kernel, *, policy: str = "interleave", verify: bool = False, **param
     if key in _CACHE:
         return _CACHE[key]
     start = time.perf_counter()
-    lowered = lower(ir, policy)
+    try:
+        lowered = lower(ir, policy)
+    except RegisterBudgetError as err:
+        shown = ", ".join(f"{k}={v}" for k, v in params.items()) or "default parameters"
+        raise RegisterBudgetError(f"{ir.name} ({shown}; policy {policy}) does not fit: "
+                                  f"{err.message}", err.loc, err.fix) from None
     code = assemble(lowered.text)
     compiled = CompiledKernel(ir.name, dict(params), ir, lowered, code,
                               time.perf_counter() - start)

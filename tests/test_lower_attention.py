@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ml_dtypes import bfloat16
@@ -91,6 +92,46 @@ def test_causal_masks_bottom_right_against_a_longer_cache():
         logits = q[0, query] @ k[0, :seen].T / np.sqrt(8)
         weights = np.exp(logits - logits.max())
         assert np.allclose(out[0, query], weights @ v[0, :seen] / weights.sum())
+
+
+def test_compile_reports_the_vgpr_peak_and_where_it_is():
+    """head_dim 128 with a 128-row query tile: the peak is the most VGPRs live at any one
+    instruction (counted here directly from the live ranges), at a line of the kernel, held by
+    values the report attributes to their DSL lines."""
+    from argus.asm.lower import schedule
+    from argus.asm.lower.isel import Selector
+    from argus.asm.lower.regalloc import intervals
+    from argus.cli import main
+    from argus.ir.passes import strip_tags
+
+    compiled = argus.compile(ATTENTION.kernel, head_dim=128)
+    lowered, peak = compiled.lowered, compiled.lowered.peak
+    items = Selector(strip_tags(compiled.ir), "interleave").run()     # before allocation
+    schedule.schedule(items, "interleave")
+    order, span = intervals(items)
+    live = [sum(r.size for r, (a, b) in span.items() if r.cls == "v" and a <= pos <= b)
+            for pos in range(len(order))]
+    assert peak.live == max(live) <= lowered.vgprs <= 256
+    assert peak.loc.file.endswith("attention.py") and sum(n for _, n in peak.by_line) == peak.live
+    assert compiled.resources["vgpr_peak"]["live"] == peak.live
+    assert lowered.occupancy == 2 and "VGPRs per wave" in lowered.occupancy_limit
+    out = CliRunner().invoke(main, ["compile", "attention_fwd", "--param", "head_dim=128"])
+    assert out.exit_code == 0 and f"VGPR peak: {peak.live} live at" in out.output, out.output
+
+
+def test_a_configuration_over_the_register_file_names_itself_the_peak_and_a_fix():
+    from argus.asm.lower import RegisterBudgetError
+
+    with pytest.raises(RegisterBudgetError) as caught:
+        argus.compile(ATTENTION.kernel, head_dim=256)
+    err = caught.value
+    assert err.message.startswith("attention_fwd (head_dim=256; policy interleave) does not fit")
+    assert "256 architectural VGPRs" in err.message
+    live = int(err.message.split(": ")[2].split(" VGPRs are live")[0])
+    assert live > 256
+    assert str(err.loc).startswith("argus/kernels/attention.py:")
+    # the largest holder is named with its line and count, and the fix says what to shrink
+    assert "argus/kernels/attention.py:" in err.message and "smaller tiles" in err.fix
 
 
 @T.kernel(waves=4)

@@ -40,6 +40,7 @@ class Lowered:
     sizes: tuple                       # the symbolic sizes, read from the kernel arguments
     occupancy: int                     # waves per SIMD
     occupancy_limit: str               # what limits it
+    peak: object                       # regalloc.Peak: where the most VGPRs are live
     policy: str
     items: list = attrs.field(eq=False, repr=False)
     frame: dict = attrs.field(eq=False, repr=False, factory=dict)   # emit.kernel_text arguments
@@ -81,7 +82,7 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
     text = emit.kernel_text(body=emit.body_text(items), **frame)
     return Lowered(stripped.name, text, tuple(selector.kernargs), selector.kernarg_bytes, lds,
                    sgprs, vgprs, 0, stripped.waves, tuple(stripped.grid), tuple(stripped.sizes),
-                   waves_per_simd, limit, policy, items, frame)
+                   waves_per_simd, limit, allocation.peak, policy, items, frame)
 
 
 def _dump(stage: str, items: list) -> None:

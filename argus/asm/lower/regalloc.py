@@ -3,7 +3,9 @@
 A virtual register lives from its first to its last reference in layout order; one that is live
 on entry to a loop (defined before, referenced inside) stays live to the loop's end, which also
 covers loop-carried values. No spilling: a program that needs more than a register file holds is
-a `RegisterBudgetError` naming the program point (DSL line) and the values live there.
+a `RegisterBudgetError` naming the program point (DSL line), the registers live there and the DSL
+lines that defined the largest of them. Every allocation also reports its VGPR peak (`Peak`):
+where the most registers are live, which is what to shrink for a better occupancy.
 """
 
 from __future__ import annotations
@@ -23,11 +25,30 @@ class RegisterBudgetError(LoweringError):
 
 
 @attrs.frozen
+class Peak:
+    """The program point with the most registers of one file live: how many, the instruction
+    and its DSL line, and the DSL lines whose values are live there (line, registers), most
+    registers first."""
+
+    live: int
+    instruction: str
+    loc: object
+    by_line: tuple[tuple[str, int], ...]
+
+    def describe(self, lines: int = 3) -> str:
+        where = f"{self.loc}" if self.loc is not None else "entry code"
+        held = ", ".join(f"{line} ({count})" for line, count in self.by_line[:lines])
+        return (f"{self.live} live at {where} (`{self.instruction}`); held by values from "
+                f"{held}")
+
+
+@attrs.frozen
 class Allocation:
-    """Registers used per class (one past the highest index)."""
+    """Registers used per class (one past the highest index) and the VGPR peak."""
 
     sgprs: int
     vgprs: int
+    peak: Peak | None = None
 
 
 def _positions(items, out: list, loops: list) -> None:
@@ -89,12 +110,12 @@ def allocate(items) -> Allocation:
             if reg.phys is None:
                 reg.phys = _find(free, reg.size, reg.align)
                 if reg.phys is None:
-                    raise _budget_error(cls, reg, start, order, span, active)
+                    raise _budget_error(cls, reg, order, span)
             for i in range(reg.phys, reg.phys + reg.size):
                 free[i] = False
             active.append(reg)
             used[cls] = max(used[cls], reg.phys + reg.size)
-    return Allocation(used["s"], used["v"])
+    return Allocation(used["s"], used["v"], peak(order, span, "v"))
 
 
 def _find(free: list[bool], size: int, align: int) -> int | None:
@@ -104,14 +125,46 @@ def _find(free: list[bool], size: int, align: int) -> int | None:
     return None
 
 
-def _budget_error(cls, reg, position, order, span, active) -> RegisterBudgetError:
-    inst = order[position]
-    live = sorted(active + [reg], key=lambda r: (-r.size, r.serial))
-    total = sum(r.size for r in live)
-    names = ", ".join(f"%{r.name or r.serial} ({r.size})" for r in live[:8])
-    more = f" and {len(live) - 8} more" if len(live) > 8 else ""
+def peak(order: list[MInst], span: dict[VReg, list[int]], cls: str,
+         at: int | None = None) -> Peak | None:
+    """The registers of class `cls` live at position `at` (default: where the most are)."""
+    regs = [r for r in span if r.cls == cls]
+    if not regs or not order:
+        return None
+    if at is None:
+        change = [0] * (len(order) + 1)
+        for r in regs:
+            change[span[r][0]] += r.size
+            change[span[r][1] + 1] -= r.size
+        running, best = 0, (-1, 0)
+        for pos in range(len(order)):
+            running += change[pos]
+            best = max(best, (running, -pos))
+        at = -best[1]
+    live = [r for r in regs if span[r][0] <= at <= span[r][1]]
+    lines: dict[str, int] = {}
+    for r in live:
+        loc = order[span[r][0]].loc
+        line = f"{loc.file}:{loc.line}" if loc is not None else "entry code"
+        lines[line] = lines.get(line, 0) + r.size
+    by_line = tuple(sorted(lines.items(), key=lambda kv: -kv[1]))
+    inst = order[at]
+    return Peak(sum(r.size for r in live), inst.text(), inst.loc, by_line)
+
+
+def _budget_error(cls, reg, order, span) -> RegisterBudgetError:
+    at = span[reg][0]
+    where = peak(order, span, cls, at)
     file = {"s": "SGPRs", "v": "VGPRs"}[cls]
+    limit = {"s": f"the {LIMITS['s']} SGPRs", "v": f"the {LIMITS['v']} architectural VGPRs "
+             "(the unified file's other half holds AGPRs, which this backend does not "
+             "allocate)"}[cls]
     return RegisterBudgetError(
-        f"the kernel needs more than the {LIMITS[cls]} {file} a gfx942 wave has: {total} are "
-        f"live at `{inst.text()}`; live there, largest first: {names}{more}", inst.loc,
-        "use smaller tiles (block_m, block_n, block_k) or fewer accumulators per wave")
+        f"the kernel needs more than {limit} a gfx942 wave has: {where.live} {file} are live at "
+        f"`{where.instruction}`; they hold values from "
+        + ", ".join(f"{line} ({count})" for line, count in where.by_line[:4])
+        + (f" and {len(where.by_line) - 4} more lines" if len(where.by_line) > 4 else ""),
+        order[at].loc,
+        f"shrink what the first lines keep live ({where.by_line[0][0]} holds "
+        f"{where.by_line[0][1]}): smaller tiles (fewer rows per wave, a smaller block or head "
+        "dimension) or fewer accumulators per wave")
