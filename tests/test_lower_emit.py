@@ -103,7 +103,8 @@ def test_register_budget_error_names_the_line_and_the_live_values():
     with pytest.raises(RegisterBudgetError) as caught:
         allocate(program)
     message = caught.value.render()
-    assert message.startswith("kernel.py:7:5") and "272 are live" in message
+    assert message.startswith("kernel.py:7:5") and "272 VGPRs are live" in message
+    assert "values from kernel.py:7 (272)" in message
     assert "largest first: %acc0 (16)" in message and "fix:" in message
     assert caught.value.loc == loc and "smaller tiles" in caught.value.fix
 

@@ -34,6 +34,7 @@ class Peak:
     instruction: str
     loc: object
     by_line: tuple[tuple[str, int], ...]
+    largest: tuple[tuple[str, int], ...] = ()       # (value, registers), largest first
 
     def describe(self, lines: int = 3) -> str:
         where = f"{self.loc}" if self.loc is not None else "entry code"
@@ -148,8 +149,10 @@ def peak(order: list[MInst], span: dict[VReg, list[int]], cls: str,
         line = f"{loc.file}:{loc.line}" if loc is not None else "entry code"
         lines[line] = lines.get(line, 0) + r.size
     by_line = tuple(sorted(lines.items(), key=lambda kv: -kv[1]))
+    largest = tuple((f"%{r.name or r.serial}", r.size)
+                    for r in sorted(live, key=lambda r: (-r.size, r.serial))[:4])
     inst = order[at]
-    return Peak(sum(r.size for r in live), inst.text(), inst.loc, by_line)
+    return Peak(sum(r.size for r in live), inst.text(), inst.loc, by_line, largest)
 
 
 def _budget_error(cls, reg, order, span) -> RegisterBudgetError:
@@ -163,7 +166,8 @@ def _budget_error(cls, reg, order, span) -> RegisterBudgetError:
         f"the kernel needs more than {limit} a gfx942 wave has: {where.live} {file} are live at "
         f"`{where.instruction}`; they hold values from "
         + ", ".join(f"{line} ({count})" for line, count in where.by_line[:4])
-        + (f" and {len(where.by_line) - 4} more lines" if len(where.by_line) > 4 else ""),
+        + (f" and {len(where.by_line) - 4} more lines" if len(where.by_line) > 4 else "")
+        + "; largest first: " + ", ".join(f"{name} ({size})" for name, size in where.largest),
         order[at].loc,
         f"shrink what the first lines keep live ({where.by_line[0][0]} holds "
         f"{where.by_line[0][1]}): smaller tiles (fewer rows per wave, a smaller block or head "
