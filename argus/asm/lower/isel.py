@@ -33,7 +33,17 @@ from argus.asm.lower.address import (
     table,
 )
 from argus.asm.lower.exprgen import ExprEmitter, LoweringError, UnsupportedError
-from argus.asm.lower.program import Fixed, IfElse, Label, LabelDef, Loop, MInst, Skip, VReg
+from argus.asm.lower.program import (
+    Fixed,
+    IfElse,
+    Label,
+    LabelDef,
+    Loop,
+    MInst,
+    Skip,
+    Splat,
+    VReg,
+)
 from argus.ir import ops as O
 from argus.ir.access import global_index, tile_of
 from argus.ir.expr import (
@@ -145,6 +155,11 @@ class Selector(ExprEmitter):
         self.prover = Prover(tuple(kernel.assumes))
         self.frames: list[LoopFrame] = []
         self.last, self.position = last_uses(kernel)
+        self.users: dict[str, list[O.Op]] = {}      # value name -> the ops reading it
+        for op in kernel.ops():
+            for value in op.operands:
+                self.users.setdefault(value.name, []).append(op)
+        self.shared: set[int] = set()               # VRegs other tiles' views read
         self.lane_bases: list[tuple] = []          # (table, VReg) for LDS per-lane bases
         self.kernargs: list[KernargSlot] = []
         self.labels = 0
@@ -259,6 +274,28 @@ class Selector(ExprEmitter):
 
     def tile(self, value) -> VReg:
         return self.regs[value.name]
+
+    def reusable(self, value, op) -> VReg | None:
+        """The registers of `value` when `op` may write its result over them: its last use,
+        a whole tile of the result's size, and no other tile's view reads them. Elementwise
+        ops then update in place, so a loop's carried accumulators stay in their registers
+        and the iteration ends without copies."""
+        reg = self.regs.get(value.name)
+        if (isinstance(reg, VReg) and reg.cls == "v" and reg.serial not in self.shared
+                and self.dies(value, op) and reg.size == op.result.type.vgprs):
+            return reg
+        return None
+
+    def view(self, value, reg) -> None:
+        """Give `value` registers that belong to other tiles (`reg`: a Ref or Spread)."""
+        if not isinstance(reg, Splat):
+            for r in range(reg.size):
+                self.shared.add(reg[r].reg.serial)
+        self.regs[value.name] = reg
+
+    def only_read_by(self, value, *classes) -> bool:
+        users = self.users.get(value.name, [])
+        return bool(users) and all(isinstance(u, classes) for u in users)
 
     def new_tile(self, value, align: int = 4) -> VReg:
         """Registers for a tile; tuples start on an even register (gfx90a+ requires it of
@@ -597,6 +634,7 @@ def _global_store(s: Selector, op: O.GlobalStore):
 
 
 _OFF = Fixed("off")
+_ZERO = Fixed("0")
 
 #: VOP3 compares of a per-lane value with a uniform one, into a lane mask
 LANE_COMPARE = {"lt": "v_cmp_lt_i32_e64", "le": "v_cmp_le_i32_e64", "eq": "v_cmp_eq_u32_e64",
@@ -718,7 +756,9 @@ def _pack_halves(s: Selector, dst: VReg, halves: dict) -> None:
 def _mfma(s: Selector, op: O.Mfma):
     info = mfma(op.instr)
     c = s.tile(op.c)
-    if s.dies(op.c, op):
+    if isinstance(c, Fixed):
+        dst = s.new_tile(op.result)      # a zero accumulator: SrcC is the inline constant 0
+    elif s.reusable(op.c, op) is not None:
         dst = c                          # accumulate in place: SrcC forwarding, no hazard
         s.regs[op.result.name] = dst
     else:
@@ -739,6 +779,14 @@ def _full(s: Selector, op: O.Full):
     else:
         raise UnsupportedError(f"full of {tile.dtype} tiles is not lowered; fill f32 or bf16 "
                                "tiles", op.loc)
+    if bits == 0 and tile.dtype == "f32" and s.only_read_by(op.result, O.Mfma) and all(
+            u.c is op.result and u.a is not op.result and u.b is not op.result
+            for u in s.users[op.result.name]):
+        s.regs[op.result.name] = _ZERO      # only ever an MFMA's starting accumulator
+        return
+    if tile.dtype == "f32" and s.only_read_by(op.result, O.Binary):
+        s.view(op.result, Splat(bits, tile.vgprs))     # a literal operand of each use
+        return
     dst = s.new_tile(op.result)
     for r in range(dst.size):
         s.emit("v_mov_b32_e32", dst[r], bits)
@@ -748,6 +796,8 @@ def _full(s: Selector, op: O.Full):
 #: IEEE maxNum/minNum: a NaN operand yields the other one).
 F32_BINARY = {"add": "v_add_f32_e32", "sub": "v_sub_f32_e32", "mul": "v_mul_f32_e32",
               "max": "v_max_f32_e32", "min": "v_min_f32_e32"}
+#: the opcodes that compute `fn` with their operands exchanged (the others commute)
+F32_REVERSED = {"sub": "v_subrev_f32_e32"}
 #: f32 functions: (opcode, literal operand) — sign-bit logic for neg/abs, transcendental units
 #: for the rest (exp2/log2 are base 2, as in the IR).
 F32_UNARY = {"neg": ("v_xor_b32_e32", 0x80000000), "abs": ("v_and_b32_e32", 0x7FFFFFFF),
@@ -760,15 +810,33 @@ def _binary(s: Selector, op: O.Binary):
     if op.fn not in F32_BINARY:
         raise UnsupportedError(f"binary {op.fn} is not lowered (IEEE division needs a "
                                "scale/fixup sequence)", op.loc, "multiply by rcp(y) instead")
-    x, y, dst = s.tile(op.x), s.tile(op.y), s.new_tile(op.result)
+    x, y = s.tile(op.x), s.tile(op.y)
+    dst = s.reusable(op.x, op) or s.reusable(op.y, op)
+    if dst is None:
+        dst = s.new_tile(op.result)
+    s.regs[op.result.name] = dst
     for r in range(dst.size):
-        s.emit(F32_BINARY[op.fn], dst[r], x[r], y[r])
+        a, b, opcode = x[r], y[r], F32_BINARY[op.fn]
+        if isinstance(b, int | float):          # VOP2 takes a constant in src0 only
+            if isinstance(a, int | float):
+                a = s.materialize(a, "v") if isinstance(a, int) else _float_vgpr(s, a)
+            a, b = b, a
+            opcode = F32_REVERSED.get(op.fn, opcode)
+        s.emit(opcode, dst[r], a, b)
+
+
+def _float_vgpr(s: Selector, value: float) -> VReg:
+    reg = VReg("v", 1, "const")
+    s.emit("v_mov_b32_e32", reg, value)
+    return reg
 
 
 @rule(O.Unary)
 def _unary(s: Selector, op: O.Unary):
     opcode, literal = F32_UNARY[op.fn]
-    x, dst = s.tile(op.x), s.new_tile(op.result)
+    x = s.tile(op.x)
+    dst = s.reusable(op.x, op) or s.new_tile(op.result)
+    s.regs[op.result.name] = dst
     for r in range(dst.size):
         operands = (dst[r], literal, x[r]) if literal is not None else (dst[r], x[r])
         s.emit(opcode, *operands)
@@ -780,9 +848,9 @@ def _slot_slice(s: Selector, op: O.SlotSlice):
     if first_bit % 32:
         raise UnsupportedError(f"slots from {op.start} do not start a register", op.loc,
                                "slice at a register boundary")
-    x, dst = s.tile(op.x), s.new_tile(op.result)
-    for r in range(dst.size):
-        s.emit("v_mov_b32_e32", dst[r], x[first_bit // 32 + r])
+    # the slice is a range of x's registers, read in place (an MFMA operand: no copies)
+    x, first = s.tile(op.x), first_bit // 32
+    s.view(op.result, x[first:first + op.result.type.vgprs])
 
 
 @rule(O.Cast)
@@ -897,7 +965,8 @@ def _for(s: Selector, op: O.For):
     carried = []
     for init, arg in zip(op.inits, op.body.args):
         reg = s.tile(init)
-        if not s.dies(init, op) or reg in carried:      # one register per carried value
+        if (not isinstance(reg, VReg) or reg.serial in s.shared or not s.dies(init, op)
+                or reg in carried):                     # one register per carried value
             copy = s.new_tile(arg)
             for r in range(reg.size):
                 s.emit("v_mov_b32_e32", copy[r], reg[r])

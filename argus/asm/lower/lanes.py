@@ -13,7 +13,7 @@ import numpy as np
 
 from argus.asm.lower.exprgen import UnsupportedError
 from argus.asm.lower.isel import Selector, rule
-from argus.asm.lower.program import VReg
+from argus.asm.lower.program import Spread, VReg
 from argus.ir import ops as O
 from argus.ir.expr import Const, Var, max_, simplify, substitute
 from argus.ir.types import LANES, ThreadLayout
@@ -163,14 +163,22 @@ def predicated(s: Selector, op, lower) -> None:
 @rule(O.Broadcast)
 def _broadcast(s: Selector, op: O.Broadcast):
     x_key, r_key = _keys(op.x.type.layout, None), _keys(op.result.type.layout, op.axis)
-    x, out = s.tile(op.x), s.new_tile(op.result)
+    x = s.tile(op.x)
     if op.x.type.dtype != "f32":
         raise _unsupported(op, f"broadcasts of {op.x.type.dtype} tiles are not lowered")
-    for r in range(out.size):
+    sources = []
+    for r in range(op.result.type.vgprs):
         match = [sx for sx in range(x_key.shape[2]) if (x_key[:, :, sx] == r_key[:, :, r]).all()]
         if not match:
             raise _unsupported(op, f"result slot {r} needs a value another lane holds")
-        s.emit("v_mov_b32_e32", out[r], x[match[0]])
+        sources.append(x[match[0]])
+    if s.only_read_by(op.result, O.Binary):
+        # elementwise consumers read x's registers in place: no copies
+        s.view(op.result, Spread(tuple(sources)))
+        return
+    out = s.new_tile(op.result)
+    for r, source in enumerate(sources):
+        s.emit("v_mov_b32_e32", out[r], source)
 
 
 @rule(O.Mask)

@@ -53,6 +53,17 @@ class Ref:
     start: int = 0
     count: int = 1
 
+    @property
+    def size(self) -> int:
+        return self.count
+
+    def __getitem__(self, index) -> Ref:
+        """Registers of this range, as VReg indexing gives them (a tile held in a slice)."""
+        if isinstance(index, slice):
+            start, stop = index.start or 0, self.count if index.stop is None else index.stop
+            return Ref(self.reg, self.start + start, stop - start)
+        return Ref(self.reg, self.start + index, 1)
+
     def units(self) -> tuple[tuple[str, int], ...]:
         """The physical registers referenced, as (file, index) pairs (after allocation)."""
         base = self.reg.phys + self.start
@@ -65,6 +76,33 @@ class Ref:
         if self.count == 1:
             return f"{self.reg.cls}{first}"
         return f"{self.reg.cls}[{first}:{first + self.count - 1}]"
+
+
+@attrs.frozen
+class Spread:
+    """A tile none of whose registers are its own: register r is `refs[r]` of other tiles (a
+    broadcast read in place by the elementwise ops that consume it)."""
+
+    refs: tuple[Ref, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.refs)
+
+    def __getitem__(self, index: int) -> Ref:
+        return self.refs[index]
+
+
+@attrs.frozen
+class Splat:
+    """A tile of one constant that lives in no register: every register is the literal (an
+    operand of the VALU instructions that consume it)."""
+
+    value: int | float
+    size: int
+
+    def __getitem__(self, index: int) -> int | float:
+        return self.value
 
 
 def ref(x) -> Ref:
