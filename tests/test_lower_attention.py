@@ -109,13 +109,15 @@ def test_compile_reports_the_vgpr_peak_and_where_it_is():
     items = Selector(strip_tags(compiled.ir), "interleave").run()     # before allocation
     schedule.schedule(items, "interleave")
     order, span = intervals(items)
-    live = [sum(r.size for r, (a, b) in span.items() if r.cls == "v" and a <= pos <= b)
-            for pos in range(len(order))]
+    vgprs = [(r.size, a, b) for r, (a, b) in span.items() if r.cls == "v"]
+    size, first, last = (np.array(column) for column in zip(*vgprs))
+    live = [int(size[(first <= pos) & (pos <= last)].sum()) for pos in range(len(order))]
     assert peak.live == max(live) <= lowered.vgprs <= 256
     assert peak.loc.file.endswith("attention.py") and sum(n for _, n in peak.by_line) == peak.live
     assert compiled.resources["vgpr_peak"]["live"] == peak.live
     assert lowered.occupancy == 2 and "VGPRs per wave" in lowered.occupancy_limit
-    out = CliRunner().invoke(main, ["compile", "attention_fwd", "--param", "head_dim=128"])
+    out = CliRunner().invoke(main, ["compile", "attention_fwd", "--param", "head_dim=128",
+                                    "--no-verify"])
     assert out.exit_code == 0 and f"VGPR peak: {peak.live} live at" in out.output, out.output
 
 
