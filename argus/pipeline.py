@@ -110,7 +110,7 @@ def run_interp(name: str, sizes: dict[str, int] | None = None, params: dict | No
                seed: int = 0, max_violations: int = 20) -> InterpRun:
     """Run library kernel `name` on random data in the reference interpreter."""
     entry, params, sizes = _library_case(name, sizes, params)
-    if name == "attention_fwd":
+    if name in ("attention_fwd", "attention_fwd_kv"):
         sizes["D"] = params.setdefault("head_dim", sizes.get("D", 64))
     inputs = entry.inputs(sizes, params, seed)
     result = run(entry.kernel.trace(**params), inputs, max_violations=max_violations)

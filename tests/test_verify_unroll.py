@@ -321,7 +321,7 @@ def test_cli_prints_the_bound_and_exits_with_its_own_status():
     buggy = runner.invoke(main, ["verify", str(BUGS / "bug_08_stale_iteration.py"),
                                  "--unroll", "2"])
     assert buggy.exit_code == 1 and "confirmed by concrete replay" in buggy.output
-    refused = runner.invoke(main, ["verify", "attention_fwd", "--unroll", "2"])
+    refused = runner.invoke(main, ["verify", "attention_fwd", "--unroll", "2", "--size", "S=128"])
     assert refused.exit_code == 1 and "give unroll=3" in refused.output
     assert runner.invoke(main, ["verify", "gemm", "--unroll", "0"]).exit_code == 2
     assert runner.invoke(main, ["verify", "gemm", "--jobs", "0"]).exit_code == 2
