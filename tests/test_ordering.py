@@ -357,3 +357,46 @@ def test_an_async_copy_gemm_proves_and_matches_numpy_in_the_strict_emulator():
         C = np.zeros((128, 64), np.float32)
         argus.compile(P.gemm(pending=pending)).run(A=A, B=B, C=C, check="strict")
         assert np.allclose(C, reference, atol=1e-3) == right
+
+
+WRITES = {"store": lambda tile, X, spec: tile.store((0, 0), X.load((0, 0), spec)),
+          "copy": lambda tile, X, spec: T.async_copy(tile, (0, 0), X, (0, 0), spec)}
+
+
+def _program(events: tuple, own_read: bool):
+    """Writes of one tile to LDS (stores or async copies, each in the copy layout or the
+    transposed one) and sync ops in any order, then a read back."""
+    @T.kernel(waves=4)
+    def program(X: Tensor("f32", 16, 16), Y: Tensor("f32", 16, 16)):
+        T.grid(1)
+        for t in (X, Y):
+            T.tag(t, lambda r, c: {"row": r, "col": c})
+        tile = T.lds((16, 16), "f32")
+        for event in events:
+            if event in SYNCS:
+                SYNCS[event]()
+            else:
+                kind, layout = event
+                WRITES[kind](tile, X, COPY if layout == "copy" else P._by_column())
+        P._store_checked(Y, (0, 0), tile.load((0, 0), COPY if own_read else P._by_column()))
+    return program
+
+
+EVENTS = st.sampled_from(sorted(SYNCS) + [(k, layout) for k in WRITES
+                                          for layout in ("copy", "transposed")])
+
+
+# each example is a verification (about a third of a second): a sample, not the profile's count
+@settings(deadline=None, max_examples=min(40, settings.default.max_examples))
+@given(st.tuples(st.sampled_from(sorted(WRITES)), st.sampled_from(["copy", "transposed"])),
+       st.lists(EVENTS, max_size=5), st.booleans())
+def test_the_verifier_agrees_with_the_interpreter_on_writes_and_syncs_in_any_order(first, rest,
+                                                                                   own_read):
+    """Write/write ordering too: two writes of one address by different threads (or an own
+    copy under a later store) race unless a wait and a barrier come between."""
+    kernel = _program((first, *rest), own_read)
+    X = np.arange(256, dtype=np.float32).reshape(16, 16) + 1
+    concrete = run(kernel.ir, {"X": X, "Y": np.zeros_like(X)})
+    report = verify(kernel, jobs=1)
+    assert report.ok == concrete.ok, f"{(first, *rest)}\n{report}\n{concrete.report()}"
+    assert not report.unknown, str(report)

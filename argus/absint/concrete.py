@@ -4,7 +4,9 @@ Values and concrete tags travel together; tag assertions, LDS races (by barrier 
 write/write races between workgroups, uninitialised LDS reads and out-of-bounds accesses are
 reported with workgroup, wave, lane, slot, element and op location. Workgroups run one after
 another, their waves in lock step op by op, vectorised over (wave, lane, slot): the oracle the
-verifier is tested against.
+verifier is tested against. With waits, bare barriers or async copies (`absint.sync`) every LDS
+write stays in flight as long as its wait allows, so other waves read the old contents: the
+schedule in which a missing wait shows in the data.
 """
 
 from __future__ import annotations
@@ -49,9 +51,9 @@ class InterpError(IRError):
 class Violation:
     """One defect found at run time, located like a verifier counterexample."""
 
-    #: tag-assertion, tag-missing, lds-race, lds-uninitialised, global-race, out-of-bounds,
-    #: distinct (index data that breaks a `T.distinct` declaration), indirect-row (a row id
-    #: in registers that is not the index entry its tag names)
+    #: tag-assertion, tag-missing, lds-race, lds-uninitialised, async-pending, global-race,
+    #: out-of-bounds, distinct (index data that breaks a `T.distinct` declaration),
+    #: indirect-row (a row id in registers that is not the index entry its tag names)
     kind: str
     message: str
     loc: str
@@ -1014,7 +1016,7 @@ class _Workgroup:
         found = [w for w in self.flying if w.buffer == buffer and (w.addr == address).any()]
         return self.run.op_loc(found[-1].op) if found else "?"
 
-    def unordered_write(self, lds: LdsState, addr, who) -> np.ndarray:
+    def unordered_write(self, lds: LdsState, addr, who, copy: bool = False) -> np.ndarray:
         """Per address: the last write there, by another thread, is not ordered before an
         access by `who` now — in the same barrier epoch, or with the clock (`absint.sync`)
         not yet waited for and published by a barrier; and with the clock an async copy in
@@ -1026,9 +1028,9 @@ class _Workgroup:
         unpublished = np.where(lds.copied[addr], lds.ticket[addr] >= c.retired_published,
                                lds.ticket[addr] >= c.published)
         # a write in flight races, unless it is the accessor's own plain store (a wave's LDS
-        # accesses are in order)
-        flying = (lds.pending_group[addr] >= 0) | (
-            (lds.pending_group[addr] == _STORE) & (lds.pending_thread[addr] != who))
+        # accesses are in order) or, for a copy, its own copy (they land in issue order)
+        theirs = (lds.pending_group[addr] != -1) & (lds.pending_thread[addr] != who)
+        flying = theirs if copy else theirs | (lds.pending_group[addr] >= 0)
         return (lds.written[addr] & other & unpublished) | flying
 
     def op_AsyncCopy(self, op: O.AsyncCopy):
@@ -1045,7 +1047,7 @@ class _Workgroup:
         thread = np.broadcast_to(self.thread, address.shape)
         addr, who = address[inside], thread[inside]
         clash = np.zeros(address.shape, bool)
-        clash[inside] = self.unordered_write(lds, addr, who)
+        clash[inside] = self.unordered_write(lds, addr, who, copy=True)
         stale = np.zeros(address.shape, bool)
         stale[inside] = (lds.read_epoch[addr] == self.epoch) & (lds.reader[addr] != who)
         for mask, what in ((clash, "write/write race: this async copy and another write to "

@@ -59,7 +59,10 @@ def _show_tags(tags: dict) -> str:
 class Obligation:
     """One thing the verifier must prove at one op, and what it found."""
 
-    kind: str  # tag-assertion, tag-missing, out-of-bounds, lds-race, lds-uninitialised, budget
+    #: tag-assertion, tag-missing, out-of-bounds, lds-race, lds-uninitialised, async-pending
+    #: (a thread reads LDS its own async copy has not landed in), global-race, global-order,
+    #: budget
+    kind: str
     message: str
     loc: str
     verdict: str
