@@ -400,3 +400,11 @@ def test_the_verifier_agrees_with_the_interpreter_on_writes_and_syncs_in_any_ord
     report = verify(kernel, jobs=1)
     assert report.ok == concrete.ok, f"{(first, *rest)}\n{report}\n{concrete.report()}"
     assert not report.unknown, str(report)
+
+
+def test_static_resources_count_copies_and_bare_barriers():
+    counts = O.resources(P.stream().ir)
+    # two copies (a global read and an LDS write each), two LDS reads, two global stores,
+    # three bare barriers (a loop body counts once)
+    assert counts["barrier"] == 3
+    assert counts["lds_access"] == 2 + 2 and counts["global_access"] == 2 + 2

@@ -975,11 +975,14 @@ def resources(kernel: Kernel) -> dict[str, int]:
     for op in kernel.ops():
         if isinstance(op, Mfma):
             counts["mfma"] += 1
-        elif isinstance(op, Barrier):
+        elif isinstance(op, Barrier | BarrierNoWait):
             counts["barrier"] += 1
         elif isinstance(op, GlobalLoad | GlobalStore):
             counts["global_access"] += 1
         elif isinstance(op, LdsLoad | LdsStore):
+            counts["lds_access"] += 1
+        if isinstance(op, AsyncCopy):  # reads global memory and writes LDS
+            counts["global_access"] += 1
             counts["lds_access"] += 1
     return {"lds_bytes": kernel.lds_bytes, "vgprs": register_pressure(kernel)[0],
             "waves": kernel.waves, **counts}
