@@ -28,7 +28,7 @@ import click
 import argus
 from argus import env
 from argus.search.budget import Budget
-from argus.search.evaluate import INVALID, OK, Evaluation, compile_params, kernel_params, precheck
+from argus.search.evaluate import INVALID, OK, Evaluation, compile_params, kernel_params
 from argus.search.loop import run
 from argus.search.planners import SearchState
 from argus.search.planners.offline import OfflinePlanner
@@ -36,13 +36,9 @@ from argus.search.space import Candidate, Problem, default_candidate, every_cand
 from argus.search.store import Store
 from argus.search.workers import InlineWorkers
 
-#: the bench's share of the GEMM space (the whole declared space takes hours to time here):
-#: swizzled LDS and the 32x32x8 MFMA pinned, block_k and split_k restricted
-GEMM_SPACE = {"swizzle": True, "instr": "v_mfma_f32_32x32x8_bf16", "block_k": [32, 64],
-              "split_k": [1, 2, 4]}
 PROBLEMS = (
-    Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, GEMM_SPACE),
-    Problem("gemm", {"M": 4096, "N": 4096, "K": 4096}, GEMM_SPACE),
+    Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}),
+    Problem("gemm", {"M": 4096, "N": 4096, "K": 4096}),
     Problem("attention_fwd", {"BH": 16, "S": 2048, "D": 128}),
     Problem("attention_fwd", {"BH": 32, "S": 4096, "D": 64}),
 )
@@ -50,22 +46,47 @@ TARGET = 0.95
 GOAL = 64
 
 
-def _time_point(job: tuple[str, Candidate, list[dict]]) -> list[tuple[float | None, str]]:
-    """(modelled µs or None, why not) of one point at each shape: compiled once, timed at each."""
-    from argus.kernels import library
+def _why(err: Exception) -> str:
+    return f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
 
-    family_name, candidate, shapes = job
+
+def _time_point(job: tuple[Candidate, list[Problem]]) -> list[dict]:
+    """One point at each problem's shape: {"time_us", "why", "facts"}; traced and compiled once,
+    timed at each shape whose size assumptions it meets."""
+    from argus.ir.ops import resources
+    from argus.kernels import library
+    from argus.search.evaluate import Evaluator, timing_facts
+
+    candidate, problems = job
     try:
-        ir = library()[family_name].kernel.trace(**kernel_params(candidate))
+        ir = library()[candidate.family].kernel.trace(**kernel_params(candidate))
+    except (ValueError, RuntimeError) as err:
+        return [{"time_us": None, "why": _why(err)}] * len(problems)
+    fitting = []
+    for problem in problems:
+        try:
+            Evaluator(problem)._fits(ir)
+            fitting.append("")
+        except Exception as err:  # evaluate's _Stop: the shape breaks a size assumption
+            fitting.append(str(err))
+    if not any(why == "" for why in fitting):
+        return [{"time_us": None, "why": why} for why in fitting]
+    try:
         compiled = argus.compile(ir, **compile_params(candidate))
     except (ValueError, RuntimeError) as err:
-        return [(None, f"{type(err).__name__}: {str(err).splitlines()[0][:200]}")] * len(shapes)
+        return [{"time_us": None, "why": why or _why(err)} for why in fitting]
     out = []
-    for sizes in shapes:
+    for problem, why in zip(problems, fitting, strict=True):
+        if why:
+            out.append({"time_us": None, "why": why})
+            continue
         try:
-            out.append((argus.time(compiled, sizes=sizes).microseconds, ""))
+            timing = argus.time(compiled, sizes=problem.sizes)
         except (ValueError, RuntimeError) as err:
-            out.append((None, f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"))
+            out.append({"time_us": None, "why": _why(err)})
+            continue
+        out.append({"time_us": timing.microseconds, "why": "", "facts": {
+            **resources(ir), **compiled.resources, **timing_facts(timing)}})
     return out
 
 
@@ -82,38 +103,35 @@ def _sources_digest() -> str:
     return digest.hexdigest()
 
 
-def _cache_path(problem: Problem, points: list[Candidate]) -> Path:
-    space = json.dumps([problem.to_dict(), sorted(c.key for c in points), _sources_digest()],
-                       sort_keys=True)
+def _cache_path(problem: Problem) -> Path:
+    points = sorted(c.key for c in every_candidate(problem))
+    space = json.dumps([problem.to_dict(), points, _sources_digest()], sort_keys=True)
     digest = hashlib.sha256(space.encode()).hexdigest()[:12]
     return env.cache_dir() / "bench_search" / f"{problem.family}-{problem.shape}-{digest}.json"
 
 
 def exhaustive(problems: list[Problem], jobs: int, echo) -> dict[Problem, dict[str, dict]]:
-    """Modelled time (or the reason there is none) of every point that traces at each shape;
-    problems of one family and space share their compilations."""
-    points = {p: [c for c in every_candidate(p) if not precheck(p, c)] for p in problems}
-    tables = {p: json.loads(_cache_path(p, points[p]).read_text()) for p in problems
-              if _cache_path(p, points[p]).is_file()}
+    """Every point of each problem's declared space, with its modelled time at the shape or why
+    there is none; problems of one family share the tracing and compilation of a point."""
+    tables = {p: json.loads(_cache_path(p).read_text()) for p in problems
+              if _cache_path(p).is_file()}
     todo = [p for p in problems if p not in tables]
     if not todo:
         return tables
     union: dict[str, Candidate] = {}
     for p in todo:
-        union.update((c.key, c) for c in points[p])
+        union.update((c.key, c) for c in every_candidate(p))
     echo(f"  timing {len(union)} {todo[0].family} points at {len(todo)} shape(s) "
          f"({jobs} processes; cached afterwards in {env.cache_dir() / 'bench_search'})")
     started = time.perf_counter()
-    shapes = [p.sizes for p in todo]
     with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-        rows = pool.map(_time_point, [(todo[0].family, c, shapes) for c in union.values()],
-                        chunksize=1)
+        rows = pool.map(_time_point, [(c, todo) for c in union.values()], chunksize=4)
     echo(f"  ... {time.perf_counter() - started:.0f} s")
     timed = dict(zip(union, rows, strict=True))
     for index, p in enumerate(todo):
-        table = {c.key: {"candidate": c.to_dict(), "time_us": timed[c.key][index][0],
-                         "why": timed[c.key][index][1]} for c in points[p]}
-        path = _cache_path(p, points[p])
+        table = {c.key: {"candidate": c.to_dict(), **timed[c.key][index]}
+                 for c in every_candidate(p)}
+        path = _cache_path(p)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(table))

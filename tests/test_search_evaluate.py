@@ -39,3 +39,44 @@ def test_shapes_the_tiles_do_not_divide_are_pruned_before_verifying():
     assert precheck(problem, base) == ""
     wide = apply(base, [Action("block_m", 128)])
     assert "breaks the kernel's assumption" in precheck(problem, wide)
+
+
+def _pretend_reference(us: float) -> dict:
+    return {"name": "a reference the candidate beats by far", "time_us": us, "modelled": True}
+
+
+def test_a_suspect_speedup_is_rechecked_on_fresh_seeds_and_carries_a_note():
+    from argus.search.evaluate import OK, SUSPECT_SPEEDUP
+    from argus.search.view import final_table
+
+    evaluator = Evaluator(GEMM, trials=1, reference=_pretend_reference(1e6))
+    evaluation = evaluator(default_candidate(GEMM))
+    assert evaluation.status == OK and evaluation.reward > SUSPECT_SPEEDUP
+    assert "re-checked on 2 fresh seeds" in evaluation.note
+    rechecked = evaluation.correctness["recheck"]
+    assert rechecked["ok"] and len(rechecked["trials"]) == 2
+    first = {t["seed"] for t in evaluation.correctness["emulator"]["trials"]}
+    assert first.isdisjoint(t["seed"] for t in rechecked["trials"])
+    assert "1*" in final_table([evaluation]).columns[0]._cells
+    # a plausible speed-up is not re-checked
+    plain = attrs.evolve(evaluator, reference=_pretend_reference(1.0))(default_candidate(GEMM))
+    assert plain.status == OK and not plain.note and "recheck" not in plain.correctness
+
+
+def test_a_suspect_speedup_that_fails_its_recheck_is_no_result(monkeypatch):
+    from argus.search.evaluate import RECHECK_SEED
+
+    original = Evaluator._check
+
+    def fails_on_fresh_seeds(self, ir, candidate, runner):
+        result = original(self, ir, candidate, runner)
+        if self.seed >= RECHECK_SEED:  # stands for a kernel that only works on some inputs
+            return {**result, "ok": False, "message": "emulator: max error 2 > 0.001"}
+        return result
+
+    monkeypatch.setattr(Evaluator, "_check", fails_on_fresh_seeds)
+    evaluation = Evaluator(GEMM, trials=1, reference=_pretend_reference(1e6))(
+        default_candidate(GEMM))
+    assert (evaluation.status, evaluation.stage) == (WRONG, "recheck")
+    assert "failed its re-check: emulator: max error 2" in evaluation.message
+    assert not evaluation.is_result and evaluation.reward is None

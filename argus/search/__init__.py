@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
+
 from argus.search.budget import Budget
 from argus.search.space import Problem, SearchError, parse_shape
 
@@ -44,6 +46,8 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
     if planner == "llm":
         chosen.log = store.append
     evaluator = Evaluator(problem, seed=seed)
+    # the reference is the same for every candidate: timed here once, not in every worker
+    evaluator = attrs.evolve(evaluator, reference=evaluator.baseline())
     state = SearchState(problem, list(store.evaluations))
     workers = make_workers(evaluator, jobs=jobs, timeout_s=budget.candidate_s, backend=backend,
                            address=ray_address)

@@ -28,6 +28,10 @@ OK, INCOMPLETE = "ok", "incomplete"
 INVALID, REFUTED, UNKNOWN, WRONG, ERROR, TIMEOUT = (
     "invalid", "refuted", "unknown", "wrong", "error", "timeout")
 STATUSES = (OK, INCOMPLETE, INVALID, REFUTED, UNKNOWN, WRONG, ERROR, TIMEOUT)
+#: KernelBench's excessive-speedup threshold (eval_kernel_against_ref): a modelled speed-up over
+#: the reference above it is re-checked on fresh seeds before it counts, and carries a note
+SUSPECT_SPEEDUP = 10.0
+RECHECK_SEED = 7919  # seeds of the re-check: apart from any run's own (seed * 1000 + trial)
 
 
 @attrs.frozen
@@ -50,6 +54,7 @@ class Evaluation:
     wall_s: float = 0.0
     move: str = ""
     planner: str = ""
+    note: str = ""  # a caveat the result carries (a suspect speed-up that passed its re-check)
 
     @property
     def is_result(self) -> bool:
@@ -129,25 +134,41 @@ class Evaluator:
                 raise _Stop(WRONG, "emulate", checks["emulator"]["message"])
             done["stage"] = "emulate"
             timing = self._time(compiled, candidate)
-            facts.update(bottleneck=timing.bottleneck, busy=timing.busy, stalls=timing.stalls,
-                         tflops=timing.tflops)
+            facts.update(timing_facts(timing))
             done["time_us"] = timing.microseconds
             done["stage"] = "time"
-            reference = self.reference or self._reference()
+            reference = self.reference or self.baseline()
             done["reference"] = reference
             done["reward"] = reward(timing.microseconds, reference and reference["time_us"])
             if done["reward"] is None:
                 raise _Stop(INCOMPLETE, "time", "no reference time to compare with",
                             missing="reference time (neither AMD's kernel nor the default "
                                     "configuration could be timed)")
+            if done["reward"] > SUSPECT_SPEEDUP:
+                done["note"] = self._recheck(ir, candidate, compiled, done["reward"], checks)
+                done["correctness"] = _summary(checks)
             raise _Stop(OK, "reward", f"{timing.microseconds:.2f} µs modelled")
         except _Stop as stop:
             return Evaluation(candidate.key, candidate, stop.status, stop.stage, stop.message,
                               done.get("verdict", ""), stop.extra.get("counterexamples", ()),
                               done.get("correctness"), done.get("time_us"),
-                              done.get("reference"), done.get("reward"),
+                              done.get("reference"),
+                              None if stop.status == WRONG else done.get("reward"),
                               stop.extra.get("missing", ""), facts,
-                              time.perf_counter() - started)
+                              time.perf_counter() - started, note=done.get("note", ""))
+
+    def _recheck(self, ir, candidate: Candidate, compiled, speedup: float, checks: dict) -> str:
+        """KernelBench's excessive-speedup rule: a modelled speed-up above SUSPECT_SPEEDUP is
+        more often a kernel that skips work than a real win, so it is run again in the emulator
+        on fresh seeds (twice the trials) before it may count; the note travels with it."""
+        fresh = attrs.evolve(self, seed=self.seed + RECHECK_SEED, trials=2 * self.trials)
+        checks["recheck"] = fresh._check(ir, candidate, _emulator(compiled))
+        if not checks["recheck"]["ok"]:
+            raise _Stop(WRONG, "recheck", f"suspect modelled speed-up {speedup:.1f}x (> "
+                        f"{SUSPECT_SPEEDUP:g}x) failed its re-check: "
+                        f"{checks['recheck']['message']}")
+        return (f"suspect modelled speed-up {speedup:.1f}x (> {SUSPECT_SPEEDUP:g}x): re-checked "
+                f"on {fresh.trials} fresh seeds in the emulator; confirm on hardware")
 
     def _time(self, compiled, candidate: Candidate):
         """Modelled time at the target shape; a launch the model cannot time is invalid."""
@@ -161,9 +182,10 @@ class Evaluator:
         except ValueError as err:
             raise _Stop(INVALID, "time", f"{type(err).__name__}: {err}") from None
 
-    def _reference(self) -> dict | None:
+    def baseline(self) -> dict | None:
         """AMD's fastest counterpart at the shape (modelled), else the default configuration's
-        modelled time; worked out once per process, when the first candidate is timed."""
+        modelled time; worked out once per process (`tune` does it once, before the workers
+        start, and hands it to them as `reference`)."""
         from argus.search.reward import amd_reference
         from argus.search.space import default_candidate
 
@@ -369,6 +391,14 @@ def _static_facts(ir) -> dict:
     from argus.ir.ops import resources
 
     return resources(ir)
+
+
+def timing_facts(timing) -> dict:
+    """The modelled-time breakdown planners learn from: the bottleneck in words, busy fraction
+    per unit, stall fractions per cause, the grid's dispatch rounds and active CUs."""
+    return {"bottleneck": timing.bottleneck, "busy": dict(timing.busy),
+            "stalls": dict(timing.stalls), "tflops": timing.tflops,
+            "rounds": timing.rounds, "active_cus": timing.active_cus}
 
 
 def _ir_hash(ir) -> str:

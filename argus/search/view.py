@@ -49,7 +49,8 @@ def best_line(evaluations: list[Evaluation]) -> str:
     if results:
         best = max(results, key=lambda e: e.reward)
         return (f"{best.time_us:.2f} µs modelled, {best.reward:.3f}x "
-                f"{best.reference['name']}  ({best.candidate.describe()})")
+                f"{best.reference['name']}  ({best.candidate.describe()})"
+                + (f"  [{best.note}]" if best.note else ""))
     missing = next((e.missing for e in evaluations if e.missing), "")
     if missing:
         return f"none: no candidate has a reward; missing pipeline stage: {missing}"
@@ -84,10 +85,14 @@ def final_table(evaluations: list[Evaluation], top: int = 8) -> Table | Group:
         for column in ("#", "configuration", "modelled µs", "reference", "ref µs", "speed-up",
                        "move"):
             table.add_column(column, overflow="fold")
+        notes = []
         for rank, e in enumerate(results[:top], 1):
-            table.add_row(str(rank), compact(e), f"{e.time_us:.2f}",
+            table.add_row(f"{rank}*" if e.note else str(rank), compact(e), f"{e.time_us:.2f}",
                           e.reference["name"], f"{e.reference['time_us']:.2f}",
                           f"{e.reward:.3f}x", e.move)
+            if e.note:
+                notes.append(f"{rank}* {e.note}")
+        table.caption = "\n".join(notes) or None
         return table
     table = Table(title="no result: candidates that passed every stage this build has")
     for column in ("configuration", "status", "verdict", "correctness", "move"):
