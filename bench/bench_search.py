@@ -1,16 +1,17 @@
 """How fast the offline planner finds a good kernel: for GEMM and flash attention at two shapes
-each, the exhaustive best of the declared search space (every point that traces at the shape,
-compiled and timed by the MI300X performance model — figures are modelled, not measured),
-then over several seeds the number of evaluations the offline planner needs to reach 95% of
-that best's throughput, against random search over the same points with the same budget.
-Goal: <= 64 evaluations. The GEMM space is a restricted share of the family's (GEMM_SPACE:
-timing all of it takes hours on 2 cores). The exhaustive table is computed once and cached in
-ARGUS_CACHE/bench_search, keyed by the sources of the kernels, the backend and the model.
+each, the exhaustive best of the declared search space (every point, traced, compiled and timed
+by the MI300X performance model: figures are modelled, not measured), then over several seeds
+the number of evaluations the offline planner needs to reach 95% of that best's throughput,
+against random search over the same points with the same budget. Goal: <= 64 evaluations. The
+table is computed once and cached in ARGUS_CACHE/bench_search, keyed by the space and the
+sources of the kernels, the backend and the model (the GEMM space takes about half an hour on
+2 cores; flash attention's declares only the scheduling policy, its tiles being fixed).
 
 The bench replays the planner against the cached modelled times: verification and emulation,
 which the real loop runs per candidate, are not repeated here (the library kernels' points are
-proved in the test suite); a point the backend or the model rejects counts as an invalid
-evaluation. Run: python bench/bench_search.py [--seeds 5] [--budget 64] [--jobs 2] [--json PATH]
+proved in the test suite). A point that does not trace at the shape is pruned for free, as the
+real loop's precheck does; one the backend or the model rejects is a spent evaluation.
+Run: python bench/bench_search.py [--seeds 5] [--budget 64] [--jobs 2] [--json PATH]
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ def _why(err: Exception) -> str:
 
 
 def _time_point(job: tuple[Candidate, list[Problem]]) -> list[dict]:
-    """One point at each problem's shape: {"time_us", "why", "facts"}; traced and compiled once,
-    timed at each shape whose size assumptions it meets."""
+    """One point at each problem's shape: {"time_us", "stage", "why", "facts"}; traced and
+    compiled once, timed at each shape whose size assumptions it meets. `stage` is where a
+    point without a time stopped: trace (the real loop prunes it for free) | compile | time."""
     from argus.ir.ops import resources
     from argus.kernels import library
     from argus.search.evaluate import Evaluator, timing_facts
@@ -61,7 +63,7 @@ def _time_point(job: tuple[Candidate, list[Problem]]) -> list[dict]:
     try:
         ir = library()[candidate.family].kernel.trace(**kernel_params(candidate))
     except (ValueError, RuntimeError) as err:
-        return [{"time_us": None, "why": _why(err)}] * len(problems)
+        return [{"time_us": None, "stage": "trace", "why": _why(err)}] * len(problems)
     fitting = []
     for problem in problems:
         try:
@@ -69,23 +71,25 @@ def _time_point(job: tuple[Candidate, list[Problem]]) -> list[dict]:
             fitting.append("")
         except Exception as err:  # evaluate's _Stop: the shape breaks a size assumption
             fitting.append(str(err))
-    if not any(why == "" for why in fitting):
-        return [{"time_us": None, "why": why} for why in fitting]
+    unfit = [{"time_us": None, "stage": "trace", "why": why} for why in fitting]
+    if all(fitting):
+        return unfit
     try:
         compiled = argus.compile(ir, **compile_params(candidate))
     except (ValueError, RuntimeError) as err:
-        return [{"time_us": None, "why": why or _why(err)} for why in fitting]
+        failed = {"time_us": None, "stage": "compile", "why": _why(err)}
+        return [row if why else failed for row, why in zip(unfit, fitting, strict=True)]
     out = []
-    for problem, why in zip(problems, fitting, strict=True):
-        if why:
-            out.append({"time_us": None, "why": why})
+    for problem, row in zip(problems, unfit, strict=True):
+        if row["why"]:
+            out.append(row)
             continue
         try:
             timing = argus.time(compiled, sizes=problem.sizes)
         except (ValueError, RuntimeError) as err:
-            out.append({"time_us": None, "why": _why(err)})
+            out.append({"time_us": None, "stage": "time", "why": _why(err)})
             continue
-        out.append({"time_us": timing.microseconds, "why": "", "facts": {
+        out.append({"time_us": timing.microseconds, "stage": "time", "why": "", "facts": {
             **resources(ir), **compiled.resources, **timing_facts(timing)}})
     return out
 
@@ -141,21 +145,26 @@ def exhaustive(problems: list[Problem], jobs: int, echo) -> dict[Problem, dict[s
 
 
 class TableEvaluator:
-    """Answers with the cached modelled time; the reward is the default configuration's time
-    over the candidate's (the search only needs the ranking)."""
+    """Answers with the cached modelled time and the facts of its breakdown; the reward is the
+    default configuration's time over the candidate's (the search only needs the ranking)."""
 
     def __init__(self, problem: Problem, table: dict, reference_us: float):
         self.problem, self.table, self.reference_us = problem, table, reference_us
 
     def __call__(self, candidate: Candidate) -> Evaluation:
-        row = self.table.get(candidate.key)
-        if row is None or row["time_us"] is None:
-            why = row["why"] if row else "does not trace at this shape"
-            return Evaluation(candidate.key, candidate, INVALID, "compile", why)
+        row = self.table[candidate.key]
+        if row["time_us"] is None:
+            return Evaluation(candidate.key, candidate, INVALID, row["stage"], row["why"])
         us = row["time_us"]
         return Evaluation(candidate.key, candidate, OK, "reward", time_us=us,
                           reference={"name": "default", "time_us": self.reference_us},
-                          reward=self.reference_us / us)
+                          reward=self.reference_us / us, facts=row["facts"])
+
+
+def untraceable(table: dict):
+    """The real loop's free pruning (evaluate.precheck), read from the table: why a point
+    cannot trace at the shape, or ""."""
+    return lambda c: table[c.key]["why"] if table[c.key]["stage"] == "trace" else ""
 
 
 def evaluations_to_target(rewards: list[float | None], target: float) -> int | None:
@@ -169,14 +178,15 @@ def planner_run(problem, table, reference_us, seed, budget, tmp) -> list[float |
     state = SearchState(problem)
     store = Store(tmp / f"{problem.family}-{problem.shape}-{seed}.jsonl",
                   {"problem": problem.to_dict()})
-    run(state, OfflinePlanner(problem, seed), InlineWorkers(TableEvaluator(
-        problem, table, reference_us)), store, Budget(budget))
+    run(state, OfflinePlanner(problem, seed, legal=untraceable(table)),
+        InlineWorkers(TableEvaluator(problem, table, reference_us)), store, Budget(budget))
     return [e.reward for e in state.evaluations]
 
 
 def random_run(table, reference_us, seed, budget) -> list[float | None]:
-    """Uniform sampling without replacement among the points that trace at the shape."""
-    keys = sorted(table)
+    """Uniform sampling without replacement among the points that trace at the shape (the
+    ones the planner may propose too); a point that fails to compile is a spent evaluation."""
+    keys = sorted(k for k, row in table.items() if row["stage"] != "trace")
     random.Random(seed).shuffle(keys)
     return [reference_us / table[k]["time_us"] if table[k]["time_us"] else None
             for k in keys[:budget]]
@@ -197,7 +207,7 @@ def main(seeds: int, budget: int, jobs: int, json_path: str | None) -> None:
 
     echo = click.echo
     echo("bench_search: evaluations for the offline planner to reach 95% of the exhaustive best "
-         "(modelled MI300X time)")
+         "(modelled MI300X times, not measured)")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tables = {}
@@ -205,8 +215,8 @@ def main(seeds: int, budget: int, jobs: int, json_path: str | None) -> None:
             tables.update(exhaustive([p for p in PROBLEMS if p.family == name], jobs, echo))
         for problem in PROBLEMS:
             table = tables[problem]
+            traced = {k: v for k, v in table.items() if v["stage"] != "trace"}
             timed = {k: v for k, v in table.items() if v["time_us"] is not None}
-            declared = len(list(every_candidate(problem)))
             if not timed:
                 reasons = sorted({v["why"] for v in table.values()})
                 echo(f"{problem.family} {problem.shape}: none of {len(table)} points compiles "
@@ -216,27 +226,29 @@ def main(seeds: int, budget: int, jobs: int, json_path: str | None) -> None:
                 continue
             best_key = min(timed, key=lambda k: timed[k]["time_us"])
             best_us = timed[best_key]["time_us"]
-            default = table.get(default_candidate(problem).key, {}).get("time_us") or best_us
+            default = table[default_candidate(problem).key]["time_us"] or best_us
             target = TARGET * default / best_us
-            planner = [evaluations_to_target(planner_run(problem, timed, default, s, budget,
+            near = sum(TARGET * v["time_us"] <= best_us for v in timed.values())
+            planner = [evaluations_to_target(planner_run(problem, table, default, s, budget,
                                                          Path(tmp)), target)
                        for s in range(seeds)]
-            randoms = [evaluations_to_target(random_run(timed, default, s, budget), target)
+            randoms = [evaluations_to_target(random_run(table, default, s, budget), target)
                        for s in range(seeds)]
             p_med, r_med = _median(planner, budget), _median(randoms, budget)
             best = Candidate.from_dict(timed[best_key]["candidate"]).describe()
-            echo(f"{problem.family} {problem.shape}: {declared} declared points, {len(table)} "
-                 f"trace, {len(timed)} compile and time; best {best_us:.2f} µs modelled "
-                 f"({best}); default {default:.2f} µs")
+            echo(f"{problem.family} {problem.shape}: {len(table)} declared points, "
+                 f"{len(traced)} trace at the shape, {len(timed)} compile and time, {near} "
+                 f"within 95% of the best; best {best_us:.2f} µs modelled ({best}); default "
+                 f"{default:.2f} µs")
             echo(f"  planner evaluations to 95%: {planner} (median {p_med:g}; goal <= {GOAL})")
             echo(f"  random search:               {randoms} (median {r_med:g}; a miss counts "
                  f"{budget + 1})")
-            echo(f"  ratio random / planner: {r_med / p_med:.2f}x")
-            rows.append({"problem": problem.to_dict(), "declared": declared,
-                         "points": len(table), "timed": len(timed), "best_us": best_us,
-                         "best": timed[best_key]["candidate"], "default_us": default,
-                         "planner": planner, "random": randoms, "planner_median": p_med,
-                         "random_median": r_med, "modelled": True})
+            echo(f"  ratio random / planner (medians): {r_med / p_med:.2f}x")
+            rows.append({"problem": problem.to_dict(), "declared": len(table),
+                         "traced": len(traced), "timed": len(timed), "near_best": near,
+                         "best_us": best_us, "best": timed[best_key]["candidate"],
+                         "default_us": default, "planner": planner, "random": randoms,
+                         "planner_median": p_med, "random_median": r_med, "modelled": True})
     if json_path:
         Path(json_path).write_text(json.dumps(rows, indent=1, default=str))
 

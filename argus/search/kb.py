@@ -101,7 +101,7 @@ def _can(knob: str, by: int):
     return lambda ctx: ctx.step(knob, by) is not None
 
 
-def _k_tiles(ctx: Context) -> int:
+def k_tiles(ctx: Context) -> int:
     """Iterations of the K loop per workgroup at the target shape."""
     k = ctx.problem.sizes.get("K", ctx.problem.sizes.get("H", 0))
     return k // (ctx.params["block_k"] * ctx.params.get("split_k", 1))
@@ -139,7 +139,7 @@ MOVES: tuple[Move, ...] = (
          "block_k one step up",
          "fewer barriers and loop trips per MFMA, and more bytes in flight per wait on vmcnt, "
          "which hides global-memory latency behind the double buffer",
-         _can("block_k", 1), _set("block_k", 1), lambda c: _k_tiles(c) >= 8, 0.5),
+         _can("block_k", 1), _set("block_k", 1), lambda c: k_tiles(c) >= 8, 0.5),
     Move("shallow_k", "block_k", "lds",
          "the tile's LDS exceeds 32 KiB, so at most one workgroup fits a CU",
          "block_k one step down",
@@ -153,7 +153,7 @@ MOVES: tuple[Move, ...] = (
          "a short, wide problem leaves CUs idle; splitting K multiplies the workgroups, at the "
          "price of atomic adds and a zeroed output",
          _can("split_k", 1), _set("split_k", 1),
-         lambda c: c.workgroups < MI300X_CUS and _k_tiles(c) >= 8, 0.5),
+         lambda c: c.workgroups < MI300X_CUS and k_tiles(c) >= 8, 0.5),
     Move("unsplit_k", "split_k", "memory",
          f"the grid fills the {MI300X_CUS} CUs without the split",
          "split_k one step down",

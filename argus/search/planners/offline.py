@@ -10,14 +10,17 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import optuna
 
 from argus.search.evaluate import Evaluation, precheck
 from argus.search.kb import Context, moves_for
 from argus.search.planners import Proposal, SearchState
-from argus.search.space import Candidate, Problem, apply, default_candidate
+from argus.search.planners.model import ValueModel
+from argus.search.space import Candidate, Problem, apply, default_candidate, every_candidate
 
 OPTUNA_ARM = "optuna"
+MODEL_ARM = "model"
 #: a new best must beat the old by this factor to earn its arm credit (modelled-time noise and
 #: ties between equivalent configurations should not steer the bandit)
 MARGIN = 1.02
@@ -27,6 +30,9 @@ EXPLORATION = 0.5
 #: to 95% of the best 18 -> 5 at 1024^3, 11 -> 12 at 4096^3); its credit then decays like any
 #: arm's
 OPTUNA_PRIOR = 1.0
+MODEL_PRIOR = 1.0
+ARM_PRIORS = {OPTUNA_ARM: OPTUNA_PRIOR, MODEL_ARM: MODEL_PRIOR}
+MODEL_TRIES = 16  # top-ranked points checked for tracing at the shape per model proposal
 PRIOR_WEIGHT = 2.0  # pseudo-observations behind each move's prior
 ATTEMPTS = 6  # TPE draws per proposal before the next arm (TPE repeats itself in small spaces)
 
@@ -46,9 +52,12 @@ class OfflinePlanner:
         self.distributions = {k.name: optuna.distributions.CategoricalDistribution(k.values)
                               for k in problem.knobs()}
         self.asked: dict[str, optuna.trial.Trial] = {}
-        self.pulls = {arm: 0 for arm in [*self.moves, OPTUNA_ARM]}
+        self.model = ValueModel(problem)
+        self.numpy_rng = np.random.default_rng(seed)
+        self.pulls = {arm: 0 for arm in [*self.moves, OPTUNA_ARM, MODEL_ARM]}
         self.credit = {arm: 0.0 for arm in self.pulls}
         self.best_reward: float | None = None
+        self.points: list[Candidate] | None = None  # the whole space, listed when first needed
 
     # --- bandit -----------------------------------------------------------------------------
 
@@ -56,7 +65,7 @@ class OfflinePlanner:
         """Posterior mean credit of an arm: its prior (the move's, lowered where its
         precondition fails at `ctx`) as pseudo-observations plus its credits."""
         prior = (self.moves[arm].prior_at(ctx) if arm in self.moves and ctx is not None
-                 else self.moves[arm].prior if arm in self.moves else OPTUNA_PRIOR)
+                 else self.moves[arm].prior if arm in self.moves else ARM_PRIORS[arm])
         return ((self.credit[arm] + PRIOR_WEIGHT * prior) / (self.pulls[arm] + PRIOR_WEIGHT))
 
     def _ucb(self, arm: str, ctx: Context) -> float:
@@ -102,14 +111,25 @@ class OfflinePlanner:
                 if fresh(candidate):
                     options[move.id] = Proposal(
                         candidate, move.id, f"{move.effect}: {move.rationale}")
-        for arm in sorted([*options, OPTUNA_ARM], key=lambda a: self._ucb(a, ctx),
+        for arm in sorted([*options, OPTUNA_ARM, MODEL_ARM], key=lambda a: self._ucb(a, ctx),
                           reverse=True):
             if arm in options:
                 return options[arm]
-            proposal = self._ask(fresh)
+            proposal = self._ask(fresh) if arm == OPTUNA_ARM else self._sample_model(state, fresh)
             if proposal is not None:
                 return proposal
         return self._random(fresh)
+
+    def _sample_model(self, state: SearchState, fresh) -> Proposal | None:
+        """The best unseen point under one Thompson sample of the value model."""
+        if self.points is None:
+            self.points = list(every_candidate(self.problem))
+        unseen = [c for c in self.points if not state.seen(c)]
+        for candidate in self.model.ranked(unseen, self.numpy_rng)[:MODEL_TRIES]:
+            if fresh(candidate):
+                return Proposal(candidate, MODEL_ARM, f"value model ({len(self.model.ys)} "
+                                "results): a Thompson sample ranks it first")
+        return None
 
     def _ask(self, fresh) -> Proposal | None:
         fixed = self.problem.fixed_params()
@@ -144,6 +164,8 @@ class OfflinePlanner:
                 self.credit[ev.move] += 1.0 if new_best else 0.0
             if ev.is_result:
                 self.best_reward = max(self.best_reward or 0.0, ev.reward)
+                if ev.candidate.source is None:
+                    self.model.observe(ev.candidate, ev.reward)
             self._tell(ev)
 
     def _tell(self, ev: Evaluation) -> None:

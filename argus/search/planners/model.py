@@ -1,0 +1,81 @@
+"""The offline planner's value model: Bayesian linear regression of log reward on features of a
+candidate that cost nothing to compute (no trace, no compile): each numeric knob on a log scale
+with its square and pairwise products, one-hot categorical knobs, and the knowledge base's grid
+quantities (workgroups against the CUs, dispatch rounds, K-loop trips). Thompson sampling from
+the posterior picks the next candidate, so the model explores where it is unsure.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from argus.search.kb import MI300X_CUS, Context, k_tiles
+from argus.search.space import Candidate, Problem
+
+#: prior standard deviation of each weight and the noise of log reward (modelled times are
+#: deterministic, but the features cannot explain everything: bank conflicts, schedules)
+PRIOR_SD = 1.0
+NOISE_SD = 0.1
+
+
+class ValueModel:
+    """log reward ~ features(candidate) . w, with w ~ N(0, PRIOR_SD^2) a priori."""
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        self.knobs = problem.knobs()
+        self.xs: list[np.ndarray] = []
+        self.ys: list[float] = []
+
+    def features(self, candidate: Candidate) -> np.ndarray:
+        params = candidate.param_dict
+        numeric, flags = [], [1.0]
+        for knob in self.knobs:
+            value = params[knob.name]
+            if all(isinstance(v, int) and not isinstance(v, bool) for v in knob.values):
+                low, high = math.log2(min(knob.values)), math.log2(max(knob.values))
+                # -1 .. 1 over the knob's range, so the prior treats every knob alike
+                numeric.append(2 * (math.log2(value) - low) / max(high - low, 1) - 1)
+            else:
+                flags.extend(float(value == v) for v in knob.values[1:])
+        ctx = Context(self.problem, candidate)
+        grid = []
+        try:
+            workgroups = ctx.workgroups
+            rounds = math.ceil(workgroups / MI300X_CUS)
+            grid = [math.log2(workgroups) / 10, math.log2(rounds) / 5,
+                    workgroups / (rounds * MI300X_CUS)]
+            if "K" in self.problem.sizes or "H" in self.problem.sizes:
+                grid.append(math.log2(max(k_tiles(ctx), 1)) / 10)
+        except (KeyError, ZeroDivisionError):
+            pass
+        squares = [x * x for x in numeric]
+        pairs = [a * b for i, a in enumerate(numeric) for b in numeric[i + 1:]]
+        return np.array(flags + numeric + squares + pairs + grid)
+
+    def observe(self, candidate: Candidate, reward: float) -> None:
+        self.xs.append(self.features(candidate))
+        self.ys.append(math.log(reward))
+
+    def posterior(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and covariance of the weights given the observations so far."""
+        x = np.array(self.xs)
+        y = np.array(self.ys) - (np.mean(self.ys) if self.ys else 0.0)
+        width = len(self.features(Candidate(self.problem.family, self._any())))
+        x = x.reshape(len(self.ys), width)
+        precision = x.T @ x / NOISE_SD**2 + np.eye(width) / PRIOR_SD**2
+        covariance = np.linalg.inv(precision)
+        return covariance @ x.T @ y / NOISE_SD**2, covariance
+
+    def _any(self) -> dict:
+        return {**{k.name: k.values[0] for k in self.knobs}, **self.problem.fixed_params()}
+
+    def ranked(self, candidates: list[Candidate], rng: np.random.Generator) -> list[Candidate]:
+        """`candidates` best first under one Thompson sample of the weights."""
+        mean, covariance = self.posterior()
+        weights = rng.multivariate_normal(mean, (covariance + covariance.T) / 2,
+                                          method="cholesky")
+        scores = np.array([self.features(c) @ weights for c in candidates])
+        return [candidates[i] for i in np.argsort(-scores, kind="stable")]
