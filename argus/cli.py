@@ -611,7 +611,7 @@ def compare_command_(first: str, second: str, shapes, params, gpu: str, as_json:
               "local one, or RAY_ADDRESS].")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Output directory: run.jsonl, winner.json, winner.s "
-                   "[default: argus-tune/FAMILY-SHAPE].")
+                   "[default: argus-tune/FAMILY-SHAPE, or -2, -3, ... when that holds a run].")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None,
               help="Draw reward per evaluation and the best so far into FILE.png.")
 @click.option("--resume", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -657,7 +657,7 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
                                        "--resume RUN.jsonl)")
             problem = Problem(family, parse_shape(family, shape), _choices(params))
         run_file = Path(resume) if resume else Path(
-            out or f"argus-tune/{problem.family}-{problem.shape}") / "run.jsonl"
+            out or _free_directory(f"argus-tune/{problem.family}-{problem.shape}")) / "run.jsonl"
         out_dir = Path(out) if out else run_file.parent
         llm = {"base_url": llm_base_url, "model": llm_model, "api_key_env": llm_api_key_env,
                "timeout_s": llm_timeout}
@@ -692,6 +692,18 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
     if plot_file:
         _plot_events(read(run_file), plot_file, console)
     sys.exit(0 if progress.state.results else 3)
+
+
+def _free_directory(stem: str) -> str:
+    """`stem`, or `stem-2`, `stem-3`, ... : the first that holds no run yet (a default output
+    directory never makes a repeated command fail; an explicit --out that holds a run does)."""
+    from pathlib import Path
+
+    candidate, number = stem, 1
+    while (Path(candidate) / "run.jsonl").is_file():
+        number += 1
+        candidate = f"{stem}-{number}"
+    return candidate
 
 
 def _choices(items: tuple[str, ...]) -> dict:

@@ -115,17 +115,19 @@ def test_offline_planner_climbs_to_the_peak_within_budget(tmp_path, seed=1):
     assert {e.move for e in state.evaluations} >= {"default", "optuna"}
 
 
-def test_a_rejected_candidate_is_never_a_result(tmp_path):
+@pytest.mark.parametrize("status", ["refuted", "wrong", "unknown", "incomplete", "timeout",
+                                    "error"])
+def test_a_rejected_candidate_is_never_a_result(tmp_path, status):
     state = SearchState(GEMM)
     store = Store(tmp_path / "run.jsonl", {"problem": GEMM.to_dict()})
     best = Candidate("gemm", BEST)
     planner = OfflinePlanner(GEMM, 0, legal=lambda candidate: "")
-    workers = InlineWorkers(Landscape(refute_best=True))
+    workers = InlineWorkers(Landscape(reject_best=status))
     workers.submit(Task(best, "test"))
     state.evaluations.extend(workers.wait())
     run(state, planner, workers, store, Budget(12))
-    refuted = [e for e in state.evaluations if e.status == "refuted"]
-    assert refuted and refuted[0].reward == 2.0  # the hostile stage attached a number
+    rejected = [e for e in state.evaluations if e.status == status]
+    assert rejected and rejected[0].reward == 2.0  # the hostile stage attached a number
     assert all(e.status == "ok" for e in state.results)
     assert state.best.reward < 2.0
     written = write_winner(tmp_path / "out", GEMM, state.evaluations)
@@ -221,3 +223,14 @@ def test_a_run_without_results_says_where_candidates_stopped():
     base = default_candidate(GEMM)
     stopped = [Evaluation(base.key, base, INVALID, "compile", "UnsupportedError: no rule")]
     assert "1 of 1 stopped at compile: UnsupportedError" in best_line(stopped)
+
+
+def test_the_default_output_directory_never_holds_an_old_run(tmp_path, monkeypatch):
+    from argus.cli import _free_directory
+
+    monkeypatch.chdir(tmp_path)
+    stem = "argus-tune/gemm-64x64x64"
+    assert _free_directory(stem) == stem
+    for expected in (stem, f"{stem}-2"):
+        Store(tmp_path / expected / "run.jsonl", {"problem": GEMM.to_dict()})
+    assert _free_directory(stem) == f"{stem}-3"

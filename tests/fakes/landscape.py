@@ -9,7 +9,7 @@ import time
 
 import attrs
 
-from argus.search.evaluate import OK, REFUTED, Evaluation
+from argus.search.evaluate import OK, Evaluation
 from argus.search.space import MFMA_32, Candidate
 
 BEST = {"block_m": 256, "block_n": 128, "block_k": 32, "split_k": 2, "instr": MFMA_32,
@@ -32,13 +32,13 @@ def score(params: dict) -> float:
 class Landscape:
     """Rewards `score(params)` as a modelled result (reference time 1 µs)."""
 
-    refute_best: bool = False
+    reject_best: str = ""  # a status the best point gets instead of ok (refuted, wrong, ...)
 
     def __call__(self, candidate: Candidate) -> Evaluation:
         reward = score(candidate.param_dict)
-        if self.refute_best and reward == 1.0:
-            # a stage that refuted the candidate but still attached a timing must not matter
-            return Evaluation(candidate.key, candidate, REFUTED, "verify", "refuted",
+        if self.reject_best and reward == 1.0:
+            # a stage that rejected the candidate but still attached a timing must not matter
+            return Evaluation(candidate.key, candidate, self.reject_best, "verify", "rejected",
                               time_us=0.5, reward=2.0,
                               reference={"name": "default", "time_us": 1.0})
         return Evaluation(candidate.key, candidate, OK, "reward", "", time_us=1.0 / reward,
