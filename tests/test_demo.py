@@ -1,4 +1,4 @@
-"""The README's main job (`argus demo`) and the top-level `argus.verify` entry point."""
+"""`argus demo` (each stage once, against its oracle) and the top-level `argus.verify`."""
 
 from click.testing import CliRunner
 

@@ -234,3 +234,33 @@ def test_the_default_output_directory_never_holds_an_old_run(tmp_path, monkeypat
     for expected in (stem, f"{stem}-2"):
         Store(tmp_path / expected / "run.jsonl", {"problem": GEMM.to_dict()})
     assert _free_directory(stem) == f"{stem}-3"
+
+
+def test_the_readme_setup_command_tunes_with_options_that_work(tmp_path, monkeypatch):
+    """The set-up section holds exactly two commands; the first ends in `argus tune`, whose
+    options are run here with a budget of one evaluation (the whole run takes minutes)."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from argus.cli import main
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    setup = readme.split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```sh\n(.*?)\n```", setup, re.S)
+    assert len(commands) == 2 and commands[1] == "HYPOTHESIS_PROFILE=ci python3 -m pytest -q"
+    words = shlex.split(commands[0].split("&&")[-1])
+    assert words[:2] == ["argus", "tune"]
+    budget = words.index("--budget")
+    assert int(words[budget + 1]) <= 16  # small: the set-up must finish in minutes
+    # the last --jobs wins: evaluate in this process
+    args = [*words[1:budget], "--budget", "1", *words[budget + 2:], "--jobs", "0", "--out",
+            str(tmp_path / "out")]
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    events = read(tmp_path / "out" / "run.jsonl")
+    assert [e["evaluation"]["status"] for e in events if e["kind"] == "eval"] == ["ok"]
+    assert (tmp_path / "out" / "winner.s").is_file()

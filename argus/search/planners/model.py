@@ -28,8 +28,14 @@ class ValueModel:
         self.knobs = problem.knobs()
         self.xs: list[np.ndarray] = []
         self.ys: list[float] = []
+        self.known: dict[str, np.ndarray] = {}
 
     def features(self, candidate: Candidate) -> np.ndarray:
+        if candidate.key not in self.known:
+            self.known[candidate.key] = self._features(candidate)
+        return self.known[candidate.key]
+
+    def _features(self, candidate: Candidate) -> np.ndarray:
         params = candidate.param_dict
         numeric, flags = [], [1.0]
         for knob in self.knobs:
@@ -77,5 +83,5 @@ class ValueModel:
         mean, covariance = self.posterior()
         weights = rng.multivariate_normal(mean, (covariance + covariance.T) / 2,
                                           method="cholesky")
-        scores = np.array([self.features(c) @ weights for c in candidates])
+        scores = np.array([self.features(c) for c in candidates]) @ weights
         return [candidates[i] for i in np.argsort(-scores, kind="stable")]
