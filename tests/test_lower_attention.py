@@ -94,6 +94,38 @@ def test_causal_masks_bottom_right_against_a_longer_cache():
         assert np.allclose(out[0, query], weights @ v[0, :seen] / weights.sum())
 
 
+@pytest.mark.parametrize("policy", ["interleave", "simple"])
+def test_the_next_key_blocks_loads_are_issued_before_this_blocks_gemms(policy):
+    """The software pipeline: in every copy of the loop body (the interleave policy unrolls it
+    by its two stages) the global loads of key block j+1 come before block j's first MFMA, and
+    their LDS stores after its last one (then the barrier), so both GEMMs and the softmax of
+    block j run while block j+1 is in flight."""
+    from argus.asm.lower.program import IfElse, Loop, MInst, Skip
+
+    compiled = argus.compile(ATTENTION.kernel, head_dim=64, policy=policy)
+    loop = next(item for item in compiled.lowered.items if isinstance(item, Loop))
+    opcodes: list[str] = []
+
+    def walk(items):
+        for item in items:
+            if isinstance(item, MInst):
+                opcodes.append(item.opcode)
+            for body in ([item.body] if isinstance(item, Loop | Skip) else
+                         item.arms if isinstance(item, IfElse) else []):
+                walk(body)
+
+    walk(loop.body)
+    cuts = [i for i, opcode in enumerate(opcodes) if opcode == "s_barrier"]
+    assert len(cuts) == (2 if policy == "interleave" else 1)
+    for start, end in zip([0] + cuts[:-1], cuts):
+        body = opcodes[start:end]
+        at = {kind: [i for i, o in enumerate(body) if o.startswith(kind)]
+              for kind in ("buffer_load", "v_mfma", "ds_write")}
+        assert at["buffer_load"] and at["v_mfma"] and at["ds_write"]
+        assert max(at["buffer_load"]) < min(at["v_mfma"])
+        assert max(at["v_mfma"]) < min(at["ds_write"])
+
+
 def test_compile_reports_the_vgpr_peak_and_where_it_is():
     """head_dim 128 with a 128-row query tile: the peak is the most VGPRs live at any one
     instruction (counted here directly from the live ranges), at a line of the kernel, held by
