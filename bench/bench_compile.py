@@ -4,8 +4,9 @@ instructions per MFMA beside AMD's hand-written bf16gemm_outf32_tn_<tile>_pf3 at
 (ratio ours / AMD, goal <= 1.0). AMD's loop issues 16x16x16 MFMAs and a 32x32x8 does twice their
 work, so the ratio is also given per unit of MFMA work. AMD ships 32x64, 48x64, 64x64 and 96x64
 tiles; other tiles have no same-tile row. Flash attention and the MoE GEMM follow, beside AMD's
-fmha_v3_fwd hd128 and fmoe_b16. Static counts from the code objects (llvm-objdump); nothing is
-timed on a GPU. Run: python bench/bench_compile.py [--json PATH] [--policy P]
+fmha_v3_fwd hd128 and fmoe_b16, with the attention rows' modelled time (argus.time) at one
+problem size. Static counts from the code objects (llvm-objdump); nothing is timed on a GPU.
+Run: python bench/bench_compile.py [--json PATH] [--policy P]
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ FAMILIES = [
      "fmha_v3_fwd/MI300/fwd_hd128_bf16_causal.co"),
     ("moe_gemm", {}, "fmoe_b16.co"),
 ]
+#: The problem each family row's modelled MI300X time (argus.time, no GPU) is given for.
+MODELLED_SIZES = {"attention_fwd": {"BH": 32, "S": 1024, "D": 128}}
 
 
 def amd_figure(tile: str) -> float | None:
@@ -107,7 +110,14 @@ def measure_family(name: str, params: dict, amd: str, policy: str) -> dict:
     if path.is_file():
         other = CodeObject.from_file(path)
         theirs = instructions_per_mfma(main_loop(kernel_stats(other, other.kernels[0])))
+    sizes = MODELLED_SIZES.get(name)
+    modelled = None
+    if sizes:
+        import argus
+
+        modelled = round(argus.time(argus.compile(ir, policy=policy), sizes=sizes).microseconds, 2)
     return {"kernel": name, "params": params, "policy": policy,
+            "modelled_us": modelled, "modelled_sizes": sizes,
             "compile_seconds": round(seconds, 3), "compile_cpu_seconds": round(cpu, 3),
             "vgprs": lowered.vgprs, "sgprs": lowered.sgprs, "lds_bytes": lowered.lds_bytes,
             "waves_per_simd": lowered.occupancy, "occupancy_limit": lowered.occupancy_limit,
@@ -154,7 +164,8 @@ def main(json_path: str | None, policy: str) -> None:
     print("occupancy limits: " + "; ".join(sorted({r["occupancy_limit"] for r in rows})))
     others = [measure_family(name, params, amd, policy) for name, params, amd in FAMILIES]
     print(f"\n{'kernel':<40} {'wall s':>6} {'CPU s':>5} {'VGPR':>5} {'SGPR':>5} "
-          f"{'waves/SIMD':>10} {'instr/MFMA':>10} {'AMD':>6} {'ratio':>6}  AMD kernel")
+          f"{'waves/SIMD':>10} {'instr/MFMA':>10} {'AMD':>6} {'ratio':>6} {'model us':>8}  "
+          "AMD kernel")
     for row in others:
         name = " ".join([row["kernel"], *(f"{k}={v}" for k, v in row["params"].items())])
         amd = row["amd_loop_instructions_per_mfma"]
@@ -162,7 +173,12 @@ def main(json_path: str | None, policy: str) -> None:
               f"{row['vgprs']:>5} {row['sgprs']:>5} {row['waves_per_simd']:>10} "
               f"{row['loop_instructions_per_mfma']:>10.2f} "
               f"{f'{amd:.2f}' if amd else 'none':>6} "
-              f"{row['ratio_vs_amd'] or '-':>6}  {row['amd_kernel'] or 'not in the wheel'}")
+              f"{row['ratio_vs_amd'] or '-':>6} "
+              f"{row['modelled_us'] if row['modelled_us'] is not None else '-':>8}  "
+              f"{row['amd_kernel'] or 'not in the wheel'}")
+    print("model us: modelled MI300X time (argus.time, no GPU) of "
+          + "; ".join(f"{name} at {' '.join(f'{k}={v}' for k, v in sizes.items())}"
+                      for name, sizes in MODELLED_SIZES.items()))
     rows = rows + others
     if json_path:
         Path(json_path).write_text(json.dumps(rows, indent=1))

@@ -53,6 +53,7 @@ from argus.ir.expr import (
     Term,
     Var,
     as_expr,
+    bounds,
     free_vars,
     max_,
     simplify,
@@ -483,19 +484,29 @@ def _guarded_axes(s: Selector, op) -> tuple[list[Expr], list[int]]:
     tile = tile_of(op).layout
     facts = (s.prover.assumes + tuple(s.loop_facts())
              + tuple(And(0 <= v, v < v.hi) for v in thread_vars(tile.waves, tile.slots)))
+
+    def proved(condition) -> bool:
+        # the K and V tiles of one block, and the Q tiles of one row block, ask the same
+        if bounds(condition)[0] == 1:
+            return True
+        key = ("guard proof", condition, facts)
+        if key not in s.hoisted:
+            s.hoisted[key] = isinstance(prove(condition, facts, timeout_ms=5000), Proved)
+        return s.hoisted[key]
+
     predicated = []
     for axis, (i, extent) in enumerate(zip(index, shape)):
         if axis == 0 or (op.gather is not None and axis == op.gather.axis):
             continue
         innermost = axis == len(shape) - 1
         needed = And(0 <= i, i < extent) if innermost else 0 <= i
-        if not isinstance(prove(needed, facts, timeout_ms=5000), Proved):
+        if not proved(needed):
             where = "inside a vector access" if innermost else "below 0"
             raise UnsupportedError(f"guarded {op.mnemonic}: coordinate {axis} ({i}) may leave "
                                    f"[0, {extent}) {where}", op.loc,
                                    "keep the innermost coordinate in range (assume the sizes "
                                    "are multiples of the tile there) and origins non-negative")
-        if not innermost and not isinstance(prove(i < extent, facts, timeout_ms=5000), Proved):
+        if not innermost and not proved(i < extent):
             predicated.append(axis)
     return index, predicated
 

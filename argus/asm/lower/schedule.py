@@ -41,15 +41,20 @@ def _regs(refs) -> set:
 
 def _hoist_lds_reads(region: list[MInst]) -> list[MInst]:
     out: list[MInst] = []
+    # registers each instruction writes and reads, and whether it pins later reads below it
+    facts = {id(inst): (_regs(inst.defs), _regs(inst.uses),
+                        inst.opcode.startswith(("ds_", "buffer_load"))) for inst in region}
     for inst in region:
         if not inst.opcode.startswith("ds_read"):
             out.append(inst)
             continue
-        uses, defs = _regs(inst.uses), _regs(inst.defs)
+        defs, uses, _ = facts[id(inst)]
+        touched = uses | defs
         at = 0
-        for index, earlier in enumerate(out):
-            if (earlier.opcode.startswith(("ds_", "buffer_load"))
-                    or _regs(earlier.defs) & (uses | defs) or _regs(earlier.uses) & defs):
+        for index in range(len(out) - 1, -1, -1):
+            earlier_defs, earlier_uses, pins = facts[id(out[index])]
+            if pins or earlier_defs & touched or earlier_uses & defs:
                 at = index + 1
+                break
         out.insert(at, inst)
     return out
