@@ -2,7 +2,8 @@
 any query and key lengths (a key/value cache longer than the queries, as in decoding).
 
 Each of the 4 waves owns 32 query rows; key/value blocks of 32 are loaded cooperatively into
-XOR-swizzled, double-buffered LDS (one barrier per block) and read by all waves. The kernel
+XOR-swizzled, double-buffered LDS (one barrier per block; V transposed, so that the PV GEMM
+reads whole registers of consecutive keys) and read by all waves. The kernel
 computes S^T = K Q^T so that the f32 accumulator, cast to bf16, is already the B operand of
 O^T = V^T P^T (register slots 4t..4t+3 hold k-step t): no LDS round trip for P. Softmax
 statistics are per query column, reduced across the two lane halves of each wave.
@@ -23,6 +24,7 @@ import numpy as np
 
 import argus.lang as T
 from argus.ir.expr import And, Or, min_
+from argus.ir.types import AddressMap, coord_vars
 from argus.isa_cdna3.mfma import mfma
 from argus.lang import Tensor
 from argus.lang.errors import user_loc
@@ -76,7 +78,14 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     # rows are head_dim elements: XOR the row (mod 8) into the 4-element chunk index
     swizzle = (3, 2, int(math.log2(head_dim)) - 2)
     k_smem = T.lds((2, BLOCK_KV, head_dim), "bf16", swizzle=swizzle)
-    v_smem = T.lds((2, BLOCK_KV, head_dim), "bf16", swizzle=swizzle)
+    # V is staged transposed (each feature's keys contiguous), so that a lane's 4 keys of the
+    # V^T fragment are one 8-byte read; the 4-key groups are XOR-permuted by bits of the
+    # feature, which spreads the 16-bit stores over 16 banks and the reads over all 32
+    slot_, key, feature = coord_vars((2, BLOCK_KV, head_dim))
+    groups = ((feature >> 1) ^ (feature >> 3)) & (BLOCK_KV // 4 - 1)
+    v_smem = T.lds((2, BLOCK_KV, head_dim), "bf16", addr=AddressMap(
+        (2, BLOCK_KV, head_dim),
+        (slot_ * head_dim + feature) * BLOCK_KV + (key ^ (groups << 2))))
 
     def fetch(kb):
         return (K.load((bh, kb * BLOCK_KV, 0), copy, axes=(1, 2), guard=True),
