@@ -178,7 +178,8 @@ def global_pieces(op, *, origin, widths, prover: Prover) -> list[Piece]:
     """Pieces of a global access (ir.access formula) by its register tile, the op's origin
     replaced by `origin` (the same one, or an unrolled copy's). For a gather the gathered axis
     is left out of the pieces' addresses (the row read from the index tensor is added per lane
-    by the caller) and each piece keeps one gather position per lane."""
+    by the caller) and each piece keeps one gather position per lane; likewise the axis whose
+    row comes from index registers (`rows=`), each piece within one index element."""
     tile = tile_of(op)
     layout, nbytes = tile.layout, DTYPE_BYTES[tile.dtype]
     shape = op.tensor.type.shape
@@ -189,6 +190,10 @@ def global_pieces(op, *, origin, widths, prover: Prover) -> list[Piece]:
         index[op.gather.axis] = Const(0)
         position = op.gather.origin + layout.coords[op.gather.tile_axis]
         same.append(_slot_table(split_lane(simplify(position), op.loc)[0], layout))
+    if getattr(op, "rows", None) is not None:
+        # the row comes from the index registers: a piece spans slots holding one index element
+        index[op.rows.axis] = Const(0)
+        same.append(_slot_table(op.rows.index.type.layout.coords[0], op.rows.index.type.layout))
     parts = [split_lane(i, op.loc) for i in index]
     # the per-lane part of every tensor index for every (thread, slot): contiguity and
     # alignment are decided on these tables

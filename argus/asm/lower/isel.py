@@ -469,18 +469,16 @@ def _guarded_axes(s: Selector, op) -> tuple[list[Expr], list[int]]:
     index formulas and those axes; lower bounds and the innermost axis (which one vector
     piece may straddle) must be proved in range, under the kernel's assumptions and the
     enclosing loops' bounds."""
-    if getattr(op, "rows", None) is not None:
-        raise UnsupportedError(f"{op.mnemonic} with rows= (row ids from the registers of "
-                               f"{op.rows.index}) is not lowered yet", op.loc,
-                               "run it in the interpreter (argus run --interp), or gather the "
-                               "rows from the index tensor with gather=T.Gather(...)")
     index = [simplify(i) for i in global_index(op, origin=s.origin_of(op))]
     if not op.guard:
         return index, []
     shape = op.tensor.type.shape
-    if op.gather is not None and op.gather.axis != 0:
-        raise UnsupportedError(f"guarded gather along axis {op.gather.axis}: the buffer "
-                               "resource bounds rows only", op.loc, "gather rows (axis 0)")
+    row_axis = op.gather.axis if op.gather is not None else \
+        op.rows.axis if getattr(op, "rows", None) is not None else None
+    if row_axis not in (None, 0):
+        raise UnsupportedError(f"guarded {op.mnemonic} with rows taken along axis {row_axis}: "
+                               "the buffer resource bounds rows only", op.loc,
+                               "take rows along axis 0")
     tile = tile_of(op).layout
     facts = (s.prover.assumes + tuple(s.loop_facts())
              + tuple(And(0 <= v, v < v.hi) for v in thread_vars(tile.waves, tile.slots)))
@@ -496,7 +494,7 @@ def _guarded_axes(s: Selector, op) -> tuple[list[Expr], list[int]]:
 
     predicated = []
     for axis, (i, extent) in enumerate(zip(index, shape)):
-        if axis == 0 or (op.gather is not None and axis == op.gather.axis):
+        if axis in (0, row_axis):
             continue
         innermost = axis == len(shape) - 1
         needed = And(0 <= i, i < extent) if innermost else 0 <= i
@@ -567,9 +565,22 @@ def _gather_rows(s: Selector, op, piece: Piece):
     return memo[key]
 
 
+def _register_rows(s: Selector, op, piece: Piece):
+    """VGPR with the element offset of each lane's row for this piece when the row ids are in
+    registers (`rows=`): the index tile's register of the piece's first slot (all its slots
+    hold that index element) times the axis' stride."""
+    stride = row_major_strides(op.tensor.type.shape)[op.rows.axis]
+    scale = s.register(simplify(stride * DTYPE_BYTES[op.tensor.type.dtype]), "stride")
+    offset_reg = VReg("v", 1, "row.bytes")
+    s.emit("v_mul_lo_u32", offset_reg, s.tile(op.rows.index)[piece.first], scale,
+           note=f"row from {op.rows.index}")
+    return offset_reg
+
+
 def _gathered_vaddr(s: Selector, op, piece: Piece, vaddr):
-    """The piece's VGPR address plus its lanes' gathered row offsets."""
-    rows = _gather_rows(s, op, piece)
+    """The piece's VGPR address plus its lanes' gathered row offsets (read from the index
+    tensor, or held in index registers)."""
+    rows = _gather_rows(s, op, piece) if op.gather is not None else _register_rows(s, op, piece)
     if vaddr is None:
         return rows
     address = VReg("v", 1, "gaddr")
@@ -609,7 +620,7 @@ def _global_load(s: Selector, op: O.GlobalLoad):
     for piece in _global_pieces(s, op, tile, GLOBAL_WIDTHS):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         vaddr, soffset, offset = s.buffer_vaddr(piece)
-        if op.gather is not None:
+        if op.gather is not None or op.rows is not None:
             vaddr = _gathered_vaddr(s, op, piece, vaddr)
         vaddr = _guarded_vaddr(s, op, piece, vaddr, index, guarded)
         s.emit(BUFFER_LOAD[piece.nbytes], dst[first:first + count],
@@ -630,7 +641,7 @@ def _global_store(s: Selector, op: O.GlobalStore):
     for piece in _global_pieces(s, op, tile, (4,) if atomic else GLOBAL_WIDTHS + (2,)):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         vaddr, soffset, offset = s.buffer_vaddr(piece)
-        if op.gather is not None:
+        if op.gather is not None or op.rows is not None:
             vaddr = _gathered_vaddr(s, op, piece, vaddr)
         vaddr = _guarded_vaddr(s, op, piece, vaddr, index, guarded)
         opcode = "buffer_atomic_add_f32" if atomic else BUFFER_STORE[piece.nbytes]
