@@ -262,6 +262,8 @@ class _Workgroup:
         #: old contents until it lands (its own thread sees its plain stores at once)
         self.clock = Clock() if run.uses_clock else None
         self.flying: list[_InFlight] = []
+        #: writes landed but not yet published to the other waves by a barrier
+        self.unpublished: list[_InFlight] = []
 
     # reporting
 
@@ -956,7 +958,7 @@ class _Workgroup:
         same_op = np.zeros(address.shape, bool)
         same_op[inside] = (lo[addr] != hi[addr]) & (not atomic)
         earlier = np.zeros(address.shape, bool)
-        earlier[inside] = self.unordered_write(lds, addr, who)
+        earlier[inside] = self.unordered_write(lds, addr, who, write="store")
         if atomic:  # atomic adds commute: only a plain store in this epoch races with this one
             earlier[inside] &= ~self.run.lds_atomic[lds.write_op[addr]]
         if (clash := same_op | earlier).any():
@@ -1016,22 +1018,37 @@ class _Workgroup:
         found = [w for w in self.flying if w.buffer == buffer and (w.addr == address).any()]
         return self.run.op_loc(found[-1].op) if found else "?"
 
-    def unordered_write(self, lds: LdsState, addr, who, copy: bool = False) -> np.ndarray:
-        """Per address: the last write there, by another thread, is not ordered before an
-        access by `who` now — in the same barrier epoch, or with the clock (`absint.sync`)
-        not yet waited for and published by a barrier; and with the clock an async copy in
-        flight there (by anyone: it lands later) races too."""
+    def unordered_write(self, lds: LdsState, addr, who, write: str | None = None
+                        ) -> np.ndarray:
+        """Per address: a write there by another thread is not ordered before an access by
+        `who` now — the last one, in the same barrier epoch; with the clock (`absint.sync`)
+        a read sees the last write landed or its own newest in flight (an earlier write is
+        overwritten), while a later `write` ("store" or "copy") is ordered against every
+        write not yet waited for and published by a barrier, in flight or landed; an async
+        copy in flight lands after a later store even of its own thread."""
         other = lds.writer[addr] != who
         if self.clock is None:
             return (lds.write_epoch[addr] == self.epoch) & other
         c = self.clock
         unpublished = np.where(lds.copied[addr], lds.ticket[addr] >= c.retired_published,
                                lds.ticket[addr] >= c.published)
-        # a write in flight races, unless it is the accessor's own plain store (a wave's LDS
-        # accesses are in order) or, for a copy, its own copy (they land in issue order)
-        theirs = (lds.pending_group[addr] != -1) & (lds.pending_thread[addr] != who)
-        flying = theirs if copy else theirs | (lds.pending_group[addr] >= 0)
-        return (lds.written[addr] & other & unpublished) | flying
+        last = lds.written[addr] & other & unpublished
+        if write is None:
+            # the newest write in flight, unless the reader's own (its copy is async-pending)
+            return last | ((lds.pending_group[addr] != -1) & (lds.pending_thread[addr] != who))
+        name = next(n for n, v in self.values.items() if v is lds)
+        clash = last
+        earlier = [(w, False) for w in self.unpublished] + [(w, True) for w in self.flying]
+        for landed_or_flying, flying in earlier:
+            if landed_or_flying.buffer != name:
+                continue
+            by = np.full(lds.data.size, -1)
+            by[landed_or_flying.addr] = landed_or_flying.thread
+            hit = by[addr] != -1
+            clash = clash | (hit & (by[addr] != who))
+            if flying and landed_or_flying.copy and write == "store":
+                clash = clash | hit
+        return clash
 
     def op_AsyncCopy(self, op: O.AsyncCopy):
         """Read the source now, check the destination like a store, and hold the copy in
@@ -1047,7 +1064,7 @@ class _Workgroup:
         thread = np.broadcast_to(self.thread, address.shape)
         addr, who = address[inside], thread[inside]
         clash = np.zeros(address.shape, bool)
-        clash[inside] = self.unordered_write(lds, addr, who, copy=True)
+        clash[inside] = self.unordered_write(lds, addr, who, write="copy")
         stale = np.zeros(address.shape, bool)
         stale[inside] = (lds.read_epoch[addr] == self.epoch) & (lds.reader[addr] != who)
         for mask, what in ((clash, "write/write race: this async copy and another write to "
@@ -1096,6 +1113,7 @@ class _Workgroup:
             lds.written[addr], lds.write_epoch[addr] = True, self.epoch
             lds.writer[addr], lds.write_op[addr] = write.thread, write.op
             lds.ticket[addr], lds.copied[addr] = write.ticket, write.copy
+            self.unpublished.append(write)
         self.flying = flying
         for lds in self.values.values():
             if isinstance(lds, LdsState):
@@ -1235,12 +1253,18 @@ class _Workgroup:
         if self.clock is not None:
             self.land(stores=True)
             c = self.clock
-            self.clock = Clock(c.waits + 1, c.waits + 1, c.groups, c.retired, c.retired)
+            self.publish(Clock(c.waits + 1, c.waits + 1, c.groups, c.retired, c.retired))
 
     def op_BarrierNoWait(self, op: O.BarrierNoWait):
         self.epoch += 1
         c = self.clock
-        self.clock = Clock(c.waits, c.waits, c.groups, c.retired, c.retired)
+        self.publish(Clock(c.waits, c.waits, c.groups, c.retired, c.retired))
+
+    def publish(self, clock: Clock):
+        """A barrier: landed writes below the published counts are seen by every wave."""
+        self.clock = clock
+        self.unpublished = [w for w in self.unpublished if w.ticket >= (
+            clock.retired_published if w.copy else clock.published)]
 
     # control flow
 
