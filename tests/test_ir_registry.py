@@ -53,8 +53,8 @@ def _broadcast():
 
 def _lanes():
     """Cross-lane shuffles, memory ops only some threads take part in and rows taken from
-    registers (the bug corpus's butterfly row maximum, one-wave staging, ping-pong wave groups
-    and staged scatter)."""
+    registers (the bug corpus's butterfly row maximum, one-wave staging, ping-pong wave groups,
+    staged scatter and a group barrier)."""
     import sys
     from pathlib import Path
 
@@ -62,7 +62,8 @@ def _lanes():
     import lane_programs
 
     return [lane_programs.row_max().ir, lane_programs.staged().ir,
-            lane_programs.ping_pong().ir, lane_programs.scatter().ir]
+            lane_programs.ping_pong().ir, lane_programs.scatter().ir,
+            lane_programs.handoff().ir]
 
 
 def _ordering():

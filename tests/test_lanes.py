@@ -251,3 +251,37 @@ def test_rows_from_registers_on_the_strict_emulator():
     kept = ids >= 0
     kept &= ids < 40
     assert np.array_equal(y[ids[kept]], inputs["X"][kept])
+
+
+def test_a_group_barrier_orders_only_its_waves():
+    x = np.random.default_rng(6).standard_normal((32, 16)).astype(np.float32)
+    inside = run(P.handoff().ir, {"X": x, "Y": np.zeros_like(x)})
+    assert inside.ok and np.array_equal(inside.outputs["Y"], x)
+    outside = run(P.handoff(reader=2).ir, {"X": x, "Y": np.zeros_like(x)})
+    assert "lds-race" in {v.kind for v in outside.violations}
+    assert verify(P.handoff()).ok and not verify(P.handoff(reader=2)).ok
+
+
+def test_group_barriers_the_model_does_not_cover_are_refused():
+    with pytest.raises(DSLError, match="T.group_barrier inside a T.lanes block"):
+        @T.kernel(waves=2)
+        def in_lanes(X: Tensor("f32", 16, 16)):
+            T.grid(1)
+            with T.lanes(lambda wave, lane: lane < 8):
+                T.group_barrier(lambda wave: wave.eq(0))
+        in_lanes.trace()
+    from argus.ir import ops as O
+    from argus.ir.types import IRError, SourceLoc
+
+    with pytest.raises(IRError, match="may mention the wave only"):
+        O.GroupBarrier(active=Var("lane", 0, 64) < 8, loc=SourceLoc("k.py", 1, 1)).verify()
+
+    @T.kernel(waves=2)
+    def in_a_loop(X: Tensor("f32", "N", 16)):
+        T.grid(1)
+        for _ in T.range(0, X.shape[0] // 16):
+            T.group_barrier(lambda wave: wave.eq(0))
+    from argus.absint.report import VerifyError
+
+    with pytest.raises(VerifyError, match="barrier.group inside a loop"):
+        verify(in_a_loop)

@@ -191,6 +191,10 @@ class LdsState:
     copied: np.ndarray
     pending_group: np.ndarray
     pending_thread: np.ndarray
+    #: how many group barriers (`T.group_barrier`) the workgroup had passed at the last write
+    #: and at the last read of each address
+    write_groups: np.ndarray | None = None
+    read_groups: np.ndarray | None = None
 
     @classmethod
     def fresh(cls, size: int) -> LdsState:
@@ -198,7 +202,7 @@ class LdsState:
             return np.full(size, fill, dtype=np.int64)
         return cls(np.zeros(size, np.float32), {}, np.zeros(size, bool), ints(-1), ints(-1),
                    ints(-1), ints(-1), ints(-1), ints(-1), ints(-1), np.zeros(size, bool),
-                   ints(-1), ints(-1))
+                   ints(-1), ints(-1), ints(0), ints(0))
 
 
 def to_dtype(data: np.ndarray, dtype: str) -> np.ndarray:
@@ -250,6 +254,8 @@ class _Workgroup:
         self.values: dict[str, object] = {}
         self.loops: list[str] = []
         self.epoch = 0
+        #: per group barrier passed (`T.group_barrier`), which waves were in its group
+        self.group_members: list[np.ndarray] = []
         #: per written tensor, the workgroup's own accesses: (writer, write epoch, write op,
         #: whether it added atomically, reader, read epoch) per element (`global_order`)
         self.own: dict[str, tuple[np.ndarray, ...]] = {}
@@ -969,7 +975,8 @@ class _Workgroup:
                         "between", clash, element=element, position=position,
                         detail=f"the other writer is {other}")
         stale_read = np.zeros(address.shape, bool)
-        stale_read[inside] = (lds.read_epoch[addr] == self.epoch) & (lds.reader[addr] != who)
+        stale_read[inside] = (lds.read_epoch[addr] == self.epoch) & (lds.reader[addr] != who) \
+            & ~self.group_ordered(lds.read_groups[addr], lds.reader[addr], who)
         if stale_read.any():
             position = _first(stale_read)
             reader = lds.reader[address[position]]
@@ -999,6 +1006,7 @@ class _Workgroup:
             lds.tags[name][addr] = ABSENT if source is None else source[inside]
         lds.written[addr] = True
         lds.write_epoch[addr] = self.epoch
+        lds.write_groups[addr] = len(self.group_members)
         lds.writer[addr] = who
         lds.write_op[addr] = self.run.op_index(op)
         if self.clock is not None:  # an atomic add (plain stores are held in flight)
@@ -1028,7 +1036,8 @@ class _Workgroup:
         copy in flight lands after a later store even of its own thread."""
         other = lds.writer[addr] != who
         if self.clock is None:
-            return (lds.write_epoch[addr] == self.epoch) & other
+            ordered = self.group_ordered(lds.write_groups[addr], lds.writer[addr], who)
+            return (lds.write_epoch[addr] == self.epoch) & other & ~ordered
         c = self.clock
         unpublished = np.where(lds.copied[addr], lds.ticket[addr] >= c.retired_published,
                                lds.ticket[addr] >= c.published)
@@ -1049,6 +1058,25 @@ class _Workgroup:
             if flying and landed_or_flying.copy and write == "store":
                 clash = clash | hit
         return clash
+
+    def group_ordered(self, passed, then, now) -> np.ndarray:
+        """Per access: a group barrier (`T.group_barrier`) the workgroup passed after an
+        earlier access by thread `then` (when `passed` had been passed) has the waves of both
+        `then` and thread `now` in its group; several threads (_MANY) are not ordered."""
+        ordered = np.zeros(np.broadcast(passed, then, now).shape, bool)
+        known = then >= 0
+        then_wave, now_wave = np.where(known, then, 0) // LANES, now // LANES
+        for k, members in enumerate(self.group_members):
+            ordered |= known & (passed <= k) & members[then_wave] & members[now_wave]
+        return ordered
+
+    def op_GroupBarrier(self, op: O.GroupBarrier):
+        if self.clock is not None:
+            raise InterpError(f"{op.loc}: barrier.group in a kernel with waits and async "
+                              "copies is not modelled; use T.barrier()")
+        waves = np.arange(self.waves)
+        self.group_members.append(np.broadcast_to(
+            np.asarray(evaluate(op.active, {**self.env, "wave": waves}), bool), waves.shape))
 
     def op_AsyncCopy(self, op: O.AsyncCopy):
         """Read the source now, check the destination like a store, and hold the copy in
@@ -1230,6 +1258,7 @@ class _Workgroup:
         other_op = same_epoch & (lds.read_op[touched] != me)
         lds.read_op[touched] = np.where(other_op, _MANY, me)
         lds.read_epoch[touched] = self.epoch
+        lds.read_groups[touched] = len(self.group_members)
 
     def lds_element(self, view, address):
         return lambda w: {**view(w),

@@ -51,6 +51,8 @@ class WriteRec:
     copy: bool = False  # an async copy: lands for its own wave too only when retired
     #: which threads wrote: a condition on `wave` and `lane` (`T.lanes`)
     active: Expr = TRUE
+    #: the group barriers passed before it (conditions on `wave`, `T.group_barrier`)
+    groups: tuple = ()
 
     def substitute(self, mapping: dict) -> WriteRec:
         def put(e):
@@ -110,6 +112,7 @@ class ReadSite:
     thread_id: Expr
     epoch: Expr
     clock: object = None  # the reader's `sync.Clock`, when the kernel uses it
+    groups: tuple = ()  # the group barriers passed before the read
 
 
 @attrs.define
@@ -218,7 +221,9 @@ def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
     defs += instance.defs
     fresh |= fresh_in(*defs, *(t.value for t in instance.tags.values()),
                       *(t.top for t in instance.tags.values()))
-    other = (writer[0] * LANES + writer[1]).ne(site.thread_id)
+    other = And((writer[0] * LANES + writer[1]).ne(site.thread_id),
+                Not(group_ordered(record.groups, site.groups, writer[0],
+                                  site.thread_id // LANES)))
     race, pending = unordered(record, site.epoch, site.clock, other)
     if record.atomic:
         race = _other_adder(record, site)
@@ -356,6 +361,7 @@ def _other_adder(record: WriteRec, site: ReadSite):
     found = lds_access(record.op, adder, record.origin)
     bounds = [And(v >= v.lo, v < v.hi) for v in adder]
     return And(*bounds, record.guard, at_thread(record.active, adder[0], adder[1]),
+               Not(group_ordered(record.groups, site.groups, adder[0], site.thread_id // LANES)),
                record.epoch.eq(site.epoch), found.inside,
                found.address.eq(site.address),
                (adder[0] * LANES + adder[1]).ne(site.thread_id))
@@ -392,6 +398,7 @@ class Access:
     clock: object = None  # the `sync.Clock` where the access is made (the clock on)
     #: which threads take part: a condition on `wave` and `lane` (`T.lanes`)
     active: Expr = TRUE
+    groups: tuple = ()  # the group barriers passed before it
 
     def footprint(self, mapping: dict):
         """(thread vars, thread id, address, inside) of a fresh symbolic thread; `inside`
@@ -402,6 +409,15 @@ class Access:
         found = lds_access(self.op, thread, origin)
         active = at_thread(substitute(self.active, mapping), thread[0], thread[1])
         return thread, thread[0] * LANES + thread[1], found.address, And(active, found.inside)
+
+
+def group_ordered(earlier: tuple, later: tuple, earlier_wave, later_wave) -> Expr:
+    """Whether a group barrier passed between two accesses (`earlier`, `later`: the group
+    conditions passed before each; straight-line code, so one is a prefix of the other) has
+    both waves in its group, ordering the first before the second."""
+    between = later[len(earlier):]
+    return Or(*(And(at_thread(g, earlier_wave, 0), at_thread(g, later_wave, 0))
+                for g in between)) if between else FALSE
 
 
 def at_thread(active: Expr, wave, lane) -> Expr:

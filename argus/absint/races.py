@@ -125,7 +125,8 @@ class Races:
                        inside_other, address.eq(address_other), clash)
         else:
             cond = And(*constraints, epoch_eq, later.guard, subst(earlier.guard, mapping),
-                       inside, inside_other, address.eq(address_other), tid.ne(tid_other))
+                       inside, inside_other, address.eq(address_other), tid.ne(tid_other),
+                       Not(L.group_ordered(earlier.groups, later.groups, other[0], thread[0])))
         return cond, thread, [], earlier, other
 
     def check_global_races(self):

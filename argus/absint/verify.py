@@ -163,6 +163,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         self.lds: dict = {}
         self.lds_size: dict = {}
         self.epoch: Expr = Const(0)
+        #: the group barriers passed so far (`T.group_barrier`), conditions on `wave`
+        self.groups: tuple = ()
         #: waits, barriers and copy groups passed (`absint.sync`); None: the classic model
         self.clock: S.Clock | None = S.Clock() if S.uses_clock(kernel) else None
         self.guard: Expr = TRUE
@@ -568,7 +570,7 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                 op, isinstance(op, O.LdsStore | O.AsyncCopy), buffer.name, op.addr, op.origin,
                 t.layout, self.lds_size[buffer.name], self.guard, self.epoch, tuple(self.loops),
                 self.order, isinstance(op, O.LdsAtomicAdd), self.ticket(op),
-                isinstance(op, O.AsyncCopy), self.clock, O.active_of(op)))
+                isinstance(op, O.AsyncCopy), self.clock, O.active_of(op), self.groups))
         return thread, view, address, inside, evaluator(shown)
 
     def op_LdsStore(self, op: O.LdsStore):
@@ -580,7 +582,7 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         self.write_lds(op, L.WriteRec(op, op.addr, op.origin, value, t.layout, t.shape,
                                       self.lds_size[op.buffer.name], self.guard, self.epoch,
                                       isinstance(op, O.LdsAtomicAdd), self.ticket(op),
-                                      active=op.active))
+                                      active=op.active, groups=self.groups))
 
     op_LdsAtomicAdd = op_LdsStore
 
@@ -607,7 +609,7 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         thread, view, address, inside, element = self.lds_access(op, op.buffer, t)
         state = self.lds[op.buffer.name]
         site = L.ReadSite(op.addr, view, address, thread[0] * LANES + thread[1], self.epoch,
-                          self.clock)
+                          self.clock, self.groups)
         names = sorted(L.record_names(state))
         res = L.resolve(state, site, names)
         read = And(op.active, inside)
@@ -641,6 +643,16 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         self.epoch = simplify(self.epoch + 1)
 
     op_BarrierNoWait = op_Barrier
+
+    def op_GroupBarrier(self, op: O.GroupBarrier):
+        """Orders the LDS accesses of the waves in its group (`lds.group_ordered`); modelled
+        in straight-line code with the one-epoch barrier model."""
+        self.uniform(op)
+        if self.loops or self.clock is not None:
+            raise VerifyError(f"{op.loc}: barrier.group inside a loop, or in a kernel with "
+                              "waits and async copies, is not modelled; move it out of the loop "
+                              "(unroll it in Python) or use T.barrier()")
+        self.groups = self.groups + (op.active,)
 
     def uniform(self, op):
         """Waits, commits and barriers must be passed by every wave alike (the clock moves)."""

@@ -815,6 +815,23 @@ class BarrierNoWait(Op, mnemonic="barrier.nowait", transfer=Transfer.NONE):
 
 
 @attrs.frozen
+class GroupBarrier(Op, mnemonic="barrier.group", transfer=Transfer.NONE):
+    """A barrier of a wave group: the waves where `active` (a condition on `wave`) holds
+    arrive; LDS accesses before it by one of them are ordered before those after it by another
+    of them, and nothing else is ordered (global memory is ordered by `barrier` only).
+    gfx942's s_barrier has no groups (it waits for every wave), so the backend does not lower
+    it; the verifier and the interpreter model it in straight-line code."""
+
+    active: Expr = F.active()
+
+    def check(self):
+        _check_active(self)
+        if "lane" in {v.name for v in free_vars(self.active)}:
+            _fail(self, f"a group barrier's condition '{self.active}' may mention the wave only: "
+                        "every lane of a wave arrives together")
+
+
+@attrs.frozen
 class Yield(Op, mnemonic="yield", transfer=Transfer.NONE):
     values: tuple[Value, ...] = operands()
 
@@ -1112,6 +1129,7 @@ __all__ = [
     "GlobalStore", "GlobalAtomicAdd", "LdsAlloc", "LdsStore", "LdsLoad", "AsyncCopy", "CommitGroup",
     "WaitGroup", "Wait", "BarrierNoWait", "Mfma", "Full", "Unary",
     "Binary", "Cast", "Mask", "Reduce", "Broadcast", "Shuffle", "SlotSlice", "Barrier",
+    "GroupBarrier",
     "Yield", "Block",
     "For", "If", "Kernel", "TagAssertion", "walk", "role_var", "split_role_var", "is_role_var",
     "global_coord_vars", "UNARY_FNS", "BINARY_FNS", "REDUCE_FNS", "LANES", "DTYPE_BYTES",

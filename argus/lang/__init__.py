@@ -1,6 +1,6 @@
 """The Argus tile DSL: `@kernel` functions traced into tile IR (`import argus.lang as T`)."""
 
-from argus.lang.control import Range, lanes, when
+from argus.lang.control import Range, group_barrier, lanes, when
 from argus.lang.errors import DSLError
 from argus.lang.kernel import KernelDef, Scalar, Tensor, kernel
 from argus.lang.layouts import TileSpec, copy_layout, lds_layout, mfma_layout, reduced
@@ -47,7 +47,8 @@ __all__ = [
     "DSLError", "Gather", "Rows", "load_scalar", "TileSpec", "copy_layout", "lds_layout",
     "mfma_layout",
     "reduced", "Global", "cdiv", "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume",
-    "barrier", "broadcast", "distinct", "lanes", "exp2", "full", "grid", "hint", "kernel", "lds",
+    "barrier", "broadcast", "distinct", "group_barrier", "lanes", "exp2", "full", "grid", "hint",
+    "kernel", "lds",
     "log2",
     "mask", "maximum", "mfma", "minimum", "program_id", "range", "rcp", "reduce", "shuffle",
     "slots", "tag",

@@ -252,3 +252,26 @@ class lanes:
     def __exit__(self, kind, error, trace):
         current_builder().active.pop()
         return False
+
+
+def group_barrier(waves) -> None:
+    """`T.group_barrier(lambda wave: wave < 2)`: a barrier of the waves where the condition
+    holds; it orders their LDS accesses to each other and nobody else's. Every wave in the group
+    must reach it; it may not be inside a `T.lanes` block. gfx942 has no such instruction, so
+    kernels using it are verified and interpreted but not compiled."""
+    loc = user_loc()
+    builder = current_builder()
+    if not callable(waves):
+        raise DSLError(f"T.group_barrier takes a condition on the wave, e.g. lambda wave: "
+                       f"wave < 2, not {waves!r}", loc)
+    if builder.active:
+        raise DSLError("T.group_barrier inside a T.lanes block: a barrier's waves arrive whole; "
+                       "close the T.lanes block first", loc)
+    cond = waves(Var("wave", 0, builder.waves))
+    if isinstance(cond, bool):
+        raise DSLError(f"T.group_barrier got the Python bool {cond}; write equations with "
+                       ".eq(), e.g. lambda wave: wave.eq(0)", loc)
+    cond = tidy(as_expr(cond))
+    if not cond.is_bool:
+        raise DSLError(f"T.group_barrier needs a condition, got the integer '{cond}'", loc)
+    builder.emit(O.GroupBarrier(active=cond, loc=loc))

@@ -160,3 +160,30 @@ def scatter(**hooks):
                          Y: Tensor("f32", "TOKENS", 16)):
         staged_scatter(X, ids, Y, **hooks)
     return staged_unpermute
+
+
+def group_handoff(X, Y, *, reader=1):
+    """Wave 0 stages a tile in LDS, a barrier of the group {0, 1} orders it, and wave `reader`
+    stores it out. Only a wave in the group is ordered after the store; wave 2 is not."""
+    N = X.shape[0]
+    T.assume((N % 16).eq(0))
+    T.grid(N // 16)
+    r0 = T.program_id(0) * 16
+    T.tag(X, lambda r, c: {"row": r, "col": c})
+    T.tag(Y, lambda r, c: {"row": r, "col": c})
+    smem = T.lds((16, 16), "f32")
+    with T.lanes(lambda wave, lane: wave.eq(0)):
+        smem.store((0, 0), X.load((r0, 0), whole_tile(4)))
+    T.group_barrier(lambda wave: wave < 2)
+    with T.lanes(lambda wave, lane: wave.eq(reader)):
+        Y.store((r0, 0), smem.load((0, 0), whole_tile(4)))
+    T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
+                 "the reader stores the tile wave 0 staged")
+
+
+@cache
+def handoff(**hooks):
+    @T.kernel(waves=4)
+    def group_barrier_handoff(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
+        group_handoff(X, Y, **hooks)
+    return group_barrier_handoff
