@@ -184,8 +184,7 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
 
     cases = _case_splits(query)
     # a witness to minimise is searched here too: the bit-vector solver minimises it
-    solver = _solver(min(WHOLE_FIRST_MS, _remaining_ms(deadline)) if cases
-                     else _remaining_ms(deadline))
+    solver = _solver(int(_remaining_ms(deadline) * (WHOLE_FIRST_SHARE if cases else 1)))
     solver.add(*formula)
     answer = solver.check() if cases else z3.unknown
     found = None
@@ -274,12 +273,12 @@ NONLINEAR_SHARE = 0.8
 #: fixed, the product is linear. Split-K offsets (`wg2 * (K >> 7)`) made queries 30x slower
 #: as one nonlinear query than as four linear ones (measured on gemm with split_k=4) -- until
 #: `_alignment` wrote K as whole tiles: the query whole is then 2-3x faster than its cases,
-#: so it gets the first `WHOLE_FIRST_MS`.
+#: so it is tried first, for `WHOLE_FIRST_SHARE` of the time.
 SPLIT_VALUES = 8
 #: Largest number of cases a query is split into.
 MAX_CASES = 16
-#: Time the whole query gets before a query with case splits is split.
-WHOLE_FIRST_MS = 1000
+#: Share of the time the whole query gets before a query with case splits is split.
+WHOLE_FIRST_SHARE = 0.5
 
 
 def _case_splits(query) -> list:
