@@ -62,3 +62,13 @@ def test_var_errors_are_still_value_errors():
     # callers that caught ValueError before keep working
     with pytest.raises(ValueError):
         Var("x", 3, 1)
+
+
+def test_a_replay_at_huge_sizes_is_refused_before_allocating():
+    # a witness whose minimisation ran out of time may keep sizes of 2^31: the replay is
+    # refused (the obligation Unknown), never a MemoryError out of verify
+    from argus.absint.replay import ReplayError, _inputs
+
+    ir = kernel_with(lambda X, Y: None).trace()
+    with pytest.raises(ReplayError, match="more than the replay allows"):
+        _inputs(ir, {"N": 2**31 - 64}, None)

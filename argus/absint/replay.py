@@ -70,9 +70,14 @@ def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
 def _inputs(kernel, sizes, data, rng=None) -> dict:
     """One array per tensor argument: the elements `data` fixes, every other one 0 (or, with
     `rng`, uniform in [-1, 1) for float tensors; index tensors keep 0)."""
+    shapes = {tensor.name: tuple(int(evaluate(e, sizes)) for e in tensor.type.shape)
+              for tensor in kernel.tensors}
+    total = sum(math.prod(shape) for shape in shapes.values())
+    if total > MAX_REPLAY_ELEMENTS:   # before allocating: a witness's sizes may be huge
+        raise ReplayError(f"sizes {sizes} need {total} elements, more than the replay allows")
     inputs = {}
     for tensor in kernel.tensors:
-        shape = tuple(int(evaluate(e, sizes)) for e in tensor.type.shape)
+        shape = shapes[tensor.name]
         fixed = dict((data or {}).get(tensor.name, {}))
         inputs[tensor.name] = np.full(shape, fixed.pop(..., 0), np.float32)
         if rng is not None and tensor.type.dtype != "i32":
@@ -80,9 +85,6 @@ def _inputs(kernel, sizes, data, rng=None) -> dict:
         for where, value in fixed.items():
             if all(0 <= i < n for i, n in zip(where, shape)):
                 inputs[tensor.name][where] = value
-    total = sum(math.prod(a.shape) for a in inputs.values())
-    if total > MAX_REPLAY_ELEMENTS:
-        raise ReplayError(f"sizes {sizes} need {total} elements, more than the replay allows")
     return inputs
 
 

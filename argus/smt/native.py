@@ -206,6 +206,9 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
             return found, False
         return Unknown(f"z3 returned unknown within {timeout_ms} ms "
                        f"({solver.reason_unknown()})")
+    # the witness search is a run of short checks with a time limit of its own
+    deadline = time.monotonic() + timeout_ms / 1000
+    solver.set("timeout", timeout_ms)
     first = _model(solver, query, rewrite)
     point = (_preferred(solver, query, rewrite) if order else None) or first
     return lexicographic(order, point, lambda name, point: _minimise(solver, query, name, point,

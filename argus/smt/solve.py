@@ -210,6 +210,8 @@ def _decide_pysmt(query, solver, timeout_ms, order, vacuity):
                            f"({query.width}-bit query)")
         except InternalSolverError as error:
             return Unknown(f"{solver} failed: {error}")
+        # the witness search is a run of short checks with a time limit of its own
+        deadline = time.monotonic() + timeout_ms / 1000
         first = _model(smt, query)
         point = (_preferred(smt, query) if order else None) or first
         return lexicographic(order, point,
