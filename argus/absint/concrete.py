@@ -156,6 +156,13 @@ class _InFlight:
     data: np.ndarray = attrs.field(eq=False)
     tags: dict = attrs.field(eq=False)
     op: int
+    seq: int  # issue order among the workgroup's LDS writes
+
+
+def _landing(write: _InFlight, keep: np.ndarray) -> _InFlight:
+    """`write` restricted to the elements `keep` selects."""
+    return attrs.evolve(write, addr=write.addr[keep], thread=write.thread[keep],
+                        data=write.data[keep], tags={n: t[keep] for n, t in write.tags.items()})
 
 
 #: `LdsState.pending_group` of an address whose newest write in flight is a plain store
@@ -191,6 +198,10 @@ class LdsState:
     copied: np.ndarray
     pending_group: np.ndarray
     pending_thread: np.ndarray
+    #: issue order of the last landed write and of the newest one in flight (-1: none): a
+    #: read sees whichever was issued last
+    seq: np.ndarray
+    pending_seq: np.ndarray
     #: how many group barriers (`T.group_barrier`) the workgroup had passed at the last write
     #: and at the last read of each address
     write_groups: np.ndarray | None = None
@@ -202,7 +213,7 @@ class LdsState:
             return np.full(size, fill, dtype=np.int64)
         return cls(np.zeros(size, np.float32), {}, np.zeros(size, bool), ints(-1), ints(-1),
                    ints(-1), ints(-1), ints(-1), ints(-1), ints(-1), np.zeros(size, bool),
-                   ints(-1), ints(-1), ints(0), ints(0))
+                   ints(-1), ints(-1), ints(-1), ints(-1), ints(0), ints(0))
 
 
 def to_dtype(data: np.ndarray, dtype: str) -> np.ndarray:
@@ -268,6 +279,7 @@ class _Workgroup:
         #: old contents until it lands (its own thread sees its plain stores at once)
         self.clock = Clock() if run.uses_clock else None
         self.flying: list[_InFlight] = []
+        self.issued = 0  # LDS writes issued so far (their `seq`)
         #: writes landed but not yet published to the other waves by a barrier
         self.unpublished: list[_InFlight] = []
 
@@ -995,7 +1007,7 @@ class _Workgroup:
             self.hold(lds, _InFlight(False, self.clock.waits, op.buffer.name, addr, who,
                                      to_dtype(value.data[inside], op.buffer.type.dtype),
                                      {n: t[inside] for n, t in value.tags.items()},
-                                     self.run.op_index(op)))
+                                     self.run.op_index(op), self.issue()))
             return
         lds.data[addr] = to_dtype(value.data[inside], op.buffer.type.dtype)
         # the write replaces the region's tags: names the value does not carry are absent
@@ -1009,10 +1021,16 @@ class _Workgroup:
         lds.write_groups[addr] = len(self.group_members)
         lds.writer[addr] = who
         lds.write_op[addr] = self.run.op_index(op)
-        if self.clock is not None:  # an atomic add (plain stores are held in flight)
-            lds.ticket[addr], lds.copied[addr] = self.clock.waits, False
 
     op_LdsAtomicAdd = op_LdsStore
+
+    def issue(self) -> int:
+        self.issued += 1
+        return self.issued
+
+    def newest_flying(self, lds: LdsState, addr) -> np.ndarray:
+        """Per address: the newest write issued there is still in flight."""
+        return (lds.pending_group[addr] != -1) & (lds.pending_seq[addr] > lds.seq[addr])
 
     def hold(self, lds: LdsState, write: _InFlight):
         self.flying.append(write)
@@ -1020,6 +1038,7 @@ class _Workgroup:
             lds.tags.setdefault(name, np.full(lds.data.size, TOP, np.int64))
         lds.pending_group[write.addr] = write.ticket if write.copy else _STORE
         lds.pending_thread[write.addr] = write.thread
+        lds.pending_seq[write.addr] = write.seq
 
     def in_flight_at(self, buffer: str, address: int) -> str:
         """Where the newest write in flight to `address` of `buffer` was issued."""
@@ -1043,8 +1062,10 @@ class _Workgroup:
                                lds.ticket[addr] >= c.published)
         last = lds.written[addr] & other & unpublished
         if write is None:
-            # the newest write in flight, unless the reader's own (its copy is async-pending)
-            return last | ((lds.pending_group[addr] != -1) & (lds.pending_thread[addr] != who))
+            # the newest write issued there, unless the reader's own in flight (its store it
+            # sees, its copy is async-pending)
+            flying = self.newest_flying(lds, addr)
+            return (last & ~flying) | (flying & (lds.pending_thread[addr] != who))
         name = next(n for n, v in self.values.items() if v is lds)
         clash = last
         earlier = [(w, False) for w in self.unpublished] + [(w, True) for w in self.flying]
@@ -1105,7 +1126,8 @@ class _Workgroup:
                 self.report(op, "lds-race", what, mask, element=self.lds_element(full, address))
         self.hold(lds, _InFlight(True, self.clock.groups, op.buffer.name, addr, who,
                                  to_dtype(data[inside], op.buffer.type.dtype),
-                                 {n: t[inside] for n, t in tags.items()}, self.run.op_index(op)))
+                                 {n: t[inside] for n, t in tags.items()}, self.run.op_index(op),
+                                 self.issue()))
 
     def op_CommitGroup(self, op: O.CommitGroup):
         self.clock = attrs.evolve(self.clock, groups=self.clock.groups + 1)
@@ -1130,7 +1152,9 @@ class _Workgroup:
                 flying.append(write)
                 continue
             lds: LdsState = self.values[write.buffer]
-            addr = write.addr
+            # where a newer write already landed (a write/write race reported at it) it stays
+            keep = lds.seq[write.addr] < write.seq
+            addr, write = write.addr[keep], _landing(write, keep)
             lds.data[addr] = write.data
             # the write replaces the region's tags: names it does not carry are absent
             for name in list(lds.tags) + [n for n in write.tags if n not in lds.tags]:
@@ -1141,16 +1165,19 @@ class _Workgroup:
             lds.written[addr], lds.write_epoch[addr] = True, self.epoch
             lds.writer[addr], lds.write_op[addr] = write.thread, write.op
             lds.ticket[addr], lds.copied[addr] = write.ticket, write.copy
+            lds.seq[addr] = write.seq
             self.unpublished.append(write)
         self.flying = flying
         for lds in self.values.values():
             if isinstance(lds, LdsState):
                 lds.pending_group[:] = -1
                 lds.pending_thread[:] = -1
+                lds.pending_seq[:] = -1
         for write in flying:
             lds = self.values[write.buffer]
             lds.pending_group[write.addr] = write.ticket if write.copy else _STORE
             lds.pending_thread[write.addr] = write.thread
+            lds.pending_seq[write.addr] = write.seq
 
     def forwarded(self, buffer: str, safe, mask, names) -> tuple[np.ndarray, np.ndarray, dict]:
         """Data and tags of the reader's own plain stores in flight where `mask` holds (the
@@ -1189,6 +1216,9 @@ class _Workgroup:
         lds.writer[touched] = np.where(several, _MANY, lo[touched])
         lds.write_epoch[touched] = self.epoch
         lds.write_op[touched] = self.run.op_index(op)
+        if self.clock is not None:  # adds land at once (a wave's own LDS ops are in order)
+            lds.ticket[touched], lds.copied[touched] = self.clock.waits, False
+            lds.seq[touched] = self.issue()
 
     def op_LdsLoad(self, op: O.LdsLoad):
         lds: LdsState = self.values[op.buffer.name]
@@ -1201,7 +1231,7 @@ class _Workgroup:
         own = np.zeros(address.shape, bool)
         mine = np.zeros(address.shape, bool)
         if self.clock is not None:
-            by_me = inside & (lds.pending_thread[safe] == thread)
+            by_me = inside & self.newest_flying(lds, safe) & (lds.pending_thread[safe] == thread)
             own = by_me & (lds.pending_group[safe] >= 0)
             mine = by_me & (lds.pending_group[safe] == _STORE)
         if own.any():
@@ -1212,6 +1242,8 @@ class _Workgroup:
                         position=position,
                         detail=f"copied at {self.in_flight_at(op.buffer.name, safe[position])}")
         never = inside & ~lds.written[safe] & ~own & ~mine
+        if self.clock is not None:
+            never &= ~self.newest_flying(lds, safe)
         if never.any():
             self.report(op, "lds-uninitialised",
                         "uninitialised LDS read: no thread has written this address", never,
@@ -1220,7 +1252,7 @@ class _Workgroup:
         if racy.any():
             position = _first(racy)
             a = safe[position]
-            flying = lds.pending_group[a] != -1
+            flying = bool(self.newest_flying(lds, np.asarray([a]))[0])
             writer = self.thread_name(lds.pending_thread[a] if flying else lds.writer[a])
             where = self.in_flight_at(op.buffer.name, a) if flying else \
                 self.run.op_loc(lds.write_op[a])
