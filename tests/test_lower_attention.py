@@ -45,6 +45,8 @@ CONFIGS = [
      [{"BH": 2, "SQ": 150, "SK": 300, "D": 128}]),
     ("attention_fwd_kv", {"head_dim": 64}, "interleave",
      [{"BH": 1, "SQ": 130, "SK": 33, "D": 64}, {"BH": 2, "SQ": 1, "SK": 77, "D": 64}]),
+    ("attention_fwd", {"head_dim": 64, "causal": True, "prefetch": 2}, "interleave",
+     [{"BH": 2, "S": 200, "D": 64}, {"BH": 1, "S": 32, "D": 64}]),
 ]
 
 
@@ -124,6 +126,21 @@ def test_the_next_key_blocks_loads_are_issued_before_this_blocks_gemms(policy):
         assert at["buffer_load"] and at["v_mfma"] and at["ds_write"]
         assert max(at["buffer_load"]) < min(at["v_mfma"])
         assert max(at["v_mfma"]) < min(at["ds_write"])
+
+
+def test_two_blocks_ahead_the_loads_stay_in_flight_across_the_iteration():
+    """prefetch=2 carries block j+2 in registers through block j; unrolled by its two stages,
+    each copy of the body hands those registers to the next without moves, so no wait in the
+    loop drains the vector memory queue (vmcnt(0)): the later block's four loads stay in
+    flight while this one is staged."""
+    compiled = argus.compile(ATTENTION.kernel, head_dim=128, prefetch=2)
+    text = compiled.text
+    body = text[text.index(".Lloop"):text.index("s_cbranch_scc1 .Lloop")]
+    assert "vmcnt(0)" not in body and "vmcnt(4)" in body
+    opcodes = [line.split()[0] for line in body.splitlines()[1:]
+               if line.strip() and not line.strip().startswith(";")]
+    assert opcodes.count("buffer_load_dwordx4") == 8
+    assert sum(o.startswith("v_mfma") for o in opcodes) == 64
 
 
 def test_compile_reports_the_vgpr_peak_and_where_it_is():

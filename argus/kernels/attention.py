@@ -40,11 +40,13 @@ LOG2E = 1.4426950408889634
 
 def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
                       keep: Callable | None = None, tail: Callable | None = None,
-                      drop: tuple[str, ...] = ("key",), sync: bool = True):
+                      drop: tuple[str, ...] = ("key",), sync: bool = True, prefetch: int = 1):
     """Trace the attention body. Hooks for tests: `keep(kv0, q0, i, j)` is the causal mask's
     condition on (key, query) coordinates; `tail(kv0, i, keys)` the last block's condition on
     key rows; `drop` names the tags the softmax reductions drop; `sync=False` leaves out the
-    barrier after each K/V block is staged."""
+    barrier after each K/V block is staged. `prefetch` is how many key blocks ahead the loads
+    run (1: block j+1 is loaded while block j is computed; 2: block j+2, one more block of K
+    and V in registers)."""
     if head_dim < 64 or head_dim & (head_dim - 1):
         raise T.DSLError(f"head_dim {head_dim} is not supported: use a power of two >= 64 "
                          "(the K/V copy gives each of the 256 threads whole 16-byte vectors)",
@@ -52,6 +54,9 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     BH, SQ, D = Q.shape
     SK = K.shape[1]
     shift = SK - SQ
+    if prefetch not in (1, 2):
+        raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1 or 2 key blocks ahead",
+                         user_loc())
     keep = keep or (lambda kv0, q0, i, j: kv0 + i <= q0 + j + shift)
     tail = tail or (lambda kv0, i, keys: kv0 + i < keys)
     T.assume(D.eq(head_dim))
@@ -155,14 +160,23 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     seen = min_(SK, q0 + BLOCK_Q + shift) if causal else SK
     blocks = T.cdiv(seen, BLOCK_KV)
     stage(0, fetch(0))
+    carried = dict(state)
+    if prefetch == 2:                 # block 1 in registers: in flight through block 0
+        carried["ahead"] = fetch(1)
     T.barrier()
-    loop = T.range(0, blocks - 1, stages=2, name="kb", **state)
+    loop = T.range(0, blocks - 1, stages=2, name="kb", **carried)
     for kb in loop:
-        ahead = fetch(kb + 1)
+        # the loads of a later block are issued before this block's GEMMs and softmax
+        if prefetch == 2:
+            ahead, later = loop.ahead, fetch(kb + 2)
+        else:
+            ahead = fetch(kb + 1)
         for name, value in attend({name: getattr(loop, name) for name in state}, kb,
                                   kb % 2, last=False).items():
             setattr(loop, name, value)
         stage((kb + 1) % 2, ahead)
+        if prefetch == 2:
+            loop.ahead = later
         if sync:
             T.barrier()
     state = attend({name: getattr(loop, name) for name in state}, blocks - 1, (blocks - 1) % 2,
@@ -178,18 +192,19 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
 @T.kernel(waves=WAVES)
 def attention_fwd(Q: Tensor("bf16", "BH", "S", "D"), K: Tensor("bf16", "BH", "S", "D"),
                   V: Tensor("bf16", "BH", "S", "D"), O: Tensor("bf16", "BH", "S", "D"), *,
-                  head_dim: int = 64, causal: bool = False):
-    """O = softmax(Q K^T / sqrt(head_dim)) V per (batch*head), any sequence length S."""
-    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal)
+                  head_dim: int = 64, causal: bool = False, prefetch: int = 1):
+    """O = softmax(Q K^T / sqrt(head_dim)) V per (batch*head), any sequence length S;
+    `prefetch` (1 or 2): how many key blocks ahead of the computed one the loads run."""
+    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch)
 
 
 @T.kernel(waves=WAVES)
 def attention_fwd_kv(Q: Tensor("bf16", "BH", "SQ", "D"), K: Tensor("bf16", "BH", "SK", "D"),
                      V: Tensor("bf16", "BH", "SK", "D"), O: Tensor("bf16", "BH", "SQ", "D"), *,
-                     head_dim: int = 64, causal: bool = False):
+                     head_dim: int = 64, causal: bool = False, prefetch: int = 1):
     """attention_fwd for SQ queries against a key/value cache of SK entries (decoding); causal
     masks bottom-right (query i sees keys j <= i + SK - SQ) and needs SK >= SQ."""
-    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal)
+    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch)
 
 
 def reference(Q, K, V, causal: bool = False) -> np.ndarray:

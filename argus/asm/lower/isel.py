@@ -161,6 +161,7 @@ class Selector(ExprEmitter):
             for value in op.operands:
                 self.users.setdefault(value.name, []).append(op)
         self.shared: set[int] = set()               # VRegs other tiles' views read
+        self.targets: dict[str, VReg] = {}          # value -> the registers it must go to
         self.lane_bases: list[tuple] = []          # (table, VReg) for LDS per-lane bases
         self.kernargs: list[KernargSlot] = []
         self.labels = 0
@@ -302,8 +303,10 @@ class Selector(ExprEmitter):
         """Registers for a tile; tuples start on an even register (gfx90a+ requires it of
         every 64-bit or wider VGPR operand), on a multiple of 4 when asked and they fill it."""
         t = value.type
-        even = 1 if t.vgprs == 1 else align if t.vgprs % align == 0 else 2
-        reg = VReg("v", t.vgprs, value.name, even)
+        reg = self.targets.pop(value.name, None)
+        if reg is None or reg.size != t.vgprs:
+            even = 1 if t.vgprs == 1 else align if t.vgprs % align == 0 else 2
+            reg = VReg("v", t.vgprs, value.name, even)
         self.regs[value.name] = reg
         return reg
 
@@ -1020,8 +1023,9 @@ def _for(s: Selector, op: O.For):
     s.bindings[counter.name] = iv
     s.push_scope()
     s.out = loop.body
-    for renamed in copies:
-        _body_copy(s, op, carried, renamed)
+    entry = carried
+    for k, renamed in enumerate(copies):
+        entry = _body_copy(s, op, entry, renamed, home=carried if k == len(copies) - 1 else None)
     s.loc = op.loc
     loop.body.extend(latch)
     s.emit("s_add_i32", iv, iv, step)
@@ -1047,7 +1051,7 @@ def _for(s: Selector, op: O.For):
             pre.append(skip)
             with s.conditional(skip.body):
                 s.facts.append(Const(i) < left)
-                _body_copy(s, op, carried, {op.iv.name: simplify(done + i)})
+                _body_copy(s, op, carried, {op.iv.name: simplify(done + i)}, home=carried)
                 s.facts.pop()
             s.out = pre
     for result, reg in zip(op.results, carried):
@@ -1114,17 +1118,37 @@ def _arm(s: Selector, block: O.Block, results: list) -> None:
             s.emit("v_mov_b32_e32", reg[r], src[r])
 
 
-def _body_copy(s: Selector, op: O.For, carried: list, renamed: dict) -> None:
+def _body_copy(s: Selector, op: O.For, entry: list, renamed: dict, home: list | None = None
+               ) -> list:
     """Lower one copy of the loop body with the counter renamed; the loop-carried values enter
-    and leave in the `carried` registers."""
-    for arg, reg in zip(op.body.args, carried):
+    in the `entry` registers. An unrolled copy but the last hands its results to the next copy
+    where they are (no moves: a block loaded two iterations ahead stays in flight), the last
+    one leaves them in `home`, the registers the loop keeps them in; a result whose home
+    register this copy does not read is computed straight into it. Returns where the values
+    leave."""
+    for arg, reg in zip(op.body.args, entry):
         s.regs[arg.name] = reg
     outer, s.renamed = s.renamed, {**s.renamed, **renamed}
     *body, yielded = op.body.ops
+    produced = {r.name for o in body for r in o.results}
+    names = [v.name for v in yielded.values]
+    if home is not None:
+        for name, reg in zip(names, home):
+            if name in produced and names.count(name) == 1 and all(reg is not e for e in entry):
+                s.targets[name] = reg
     s.block(body)
+    for name in names:
+        s.targets.pop(name, None)
     s.loc = yielded.loc
-    _parallel_copy(s, [s.tile(v) for v in yielded.values], carried)
+    results = [s.tile(v) for v in yielded.values]
+    if home is None and all(isinstance(r, VReg) for r in results) \
+            and len({r.serial for r in results}) == len(results):
+        s.renamed = outer
+        return results
+    targets = home if home is not None else entry
+    _parallel_copy(s, results, targets)
     s.renamed = outer
+    return targets
 
 
 def _parallel_copy(s: Selector, sources: list, targets: list) -> None:
