@@ -264,3 +264,27 @@ def test_the_readme_setup_command_tunes_with_options_that_work(tmp_path, monkeyp
     events = read(tmp_path / "out" / "run.jsonl")
     assert [e["evaluation"]["status"] for e in events if e["kind"] == "eval"] == ["ok"]
     assert (tmp_path / "out" / "winner.s").is_file()
+
+
+def test_the_value_model_learns_a_landscape_from_a_sample_of_it():
+    import random
+
+    import numpy as np
+
+    from argus.search.planners.model import ValueModel
+
+    points = list(every_candidate(GEMM))
+    model = ValueModel(GEMM)
+    for candidate in random.Random(3).sample(points, 40):
+        model.observe(candidate, Landscape()(candidate).reward)
+    mean, covariance = model.posterior()
+    assert np.all(np.linalg.eigvalsh(covariance) > 0)
+    predicted = np.array([model.features(c) for c in points]) @ mean
+    truth = np.array([Landscape()(c).reward for c in points])
+    top = np.argsort(-predicted)[: len(points) // 20]  # the model's best 5%
+    assert truth[top].max() >= 0.8 * truth.max()
+    assert np.corrcoef(predicted, np.log(truth))[0, 1] > 0.8
+    # a Thompson sample ranks every point once
+    ranked = model.ranked(points, np.random.default_rng(0))
+    assert sorted(c.key for c in ranked) == sorted(c.key for c in points)
+    assert model.ranked([], np.random.default_rng(0)) == []

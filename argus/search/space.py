@@ -6,6 +6,7 @@ the command line's `4096x4096x4096`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Any
@@ -185,9 +186,7 @@ class Candidate:
 
     @property
     def key(self) -> str:
-        text = json.dumps({"family": self.family, "params": self.params, "source": self.source},
-                          sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return _content_hash(self.family, self.params, self.source)
 
     def describe(self) -> str:
         shown = " ".join(f"{k}={_short(v)}" for k, v in self.params)
@@ -199,6 +198,14 @@ class Candidate:
     @classmethod
     def from_dict(cls, data: dict) -> Candidate:
         return cls(data["family"], data["params"], data.get("source"))
+
+
+@functools.lru_cache(maxsize=65536)
+def _content_hash(family_name: str, params: tuple, source: str | None) -> str:
+    """A candidate's key (planners ask for it over the whole space at every proposal)."""
+    text = json.dumps({"family": family_name, "params": params, "source": source},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _short(value) -> str:

@@ -30,8 +30,8 @@ class SearchState:
     pending: set[str] = attrs.field(factory=set)
 
     def seen(self, candidate: Candidate) -> bool:
-        return candidate.key in self.pending or any(
-            e.key == candidate.key for e in self.evaluations)
+        key = candidate.key
+        return key in self.pending or any(e.key == key for e in self.evaluations)
 
     @property
     def results(self) -> list[Evaluation]:

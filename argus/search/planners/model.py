@@ -80,6 +80,8 @@ class ValueModel:
 
     def ranked(self, candidates: list[Candidate], rng: np.random.Generator) -> list[Candidate]:
         """`candidates` best first under one Thompson sample of the weights."""
+        if not candidates:
+            return []
         mean, covariance = self.posterior()
         weights = rng.multivariate_normal(mean, (covariance + covariance.T) / 2,
                                           method="cholesky")
