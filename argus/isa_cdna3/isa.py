@@ -113,6 +113,13 @@ def lds_phases(access_bytes: int, *, read: bool) -> tuple[tuple[int, ...], ...]:
 # --- hazards, in wait states (one per issued instruction; `s_nop N` provides N + 1) ---
 VALU_WRITE_VGPR_TO_MFMA_READ = 2
 VALU_WRITE_EXEC_TO_MFMA = 4
+#: A DPP instruction reading a VGPR a VALU wrote, or running after a VALU write of EXEC (gfx9;
+#: LLVM's GCNHazardRecognizer::checkDPPHazards: DppVgprWaitStates, DppExecWaitStates).
+VALU_WRITE_VGPR_TO_DPP_READ = 2
+VALU_WRITE_EXEC_TO_DPP = 5
+#: How far back (in wait states) a VALU write can still matter to a rule above.
+VALU_WRITE_HORIZON = max(VALU_WRITE_VGPR_TO_MFMA_READ, VALU_WRITE_EXEC_TO_MFMA,
+                         VALU_WRITE_VGPR_TO_DPP_READ, VALU_WRITE_EXEC_TO_DPP)
 #: An SALU write of M0 read by an LDS DMA (`buffer_load_dword ... lds`) on GFX9 (LLVM's
 #: GCNHazardRecognizer: hasReadM0LdsDmaHazard, SMovRelWaitStates).
 SALU_WRITE_M0_TO_LDS_DMA = 1

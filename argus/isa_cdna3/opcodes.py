@@ -198,6 +198,9 @@ _add([f"ds_write2{st}_{k}" for st in ("", "st64") for k in ("b32", "b64")],
 _add(["ds_bpermute_b32", "ds_permute_b32"], "DS other", Unit.LDS,
      ISA_LDS + "; lane permutes through the LDS crossbar, no LDS memory", counter=LGKMCNT,
      access="load", bytes=4)
+_add(["ds_swizzle_b32"], "DS other", Unit.LDS,
+     ISA_LDS + "; lanes exchange by the offset's pattern (lanemaps.py), no LDS memory",
+     counter=LGKMCNT, access="load", bytes=4)
 
 # --- vector memory --------------------------------------------------------------------------
 _VMEM_BYTES = {**_DWORDS, "ubyte": 1, "sbyte": 1, "ushort": 2, "sshort": 2, "byte": 1,

@@ -335,8 +335,8 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
                 # the end, would break that.
                 m.pc[group.sel] = group.pc
                 m.clock[group.sel] += group.tick
-                # the VALU writes an MFMA may still have to wait for, on the waves' own clock
-                horizon = group.tick - isa.VALU_WRITE_EXEC_TO_MFMA
+                # the VALU writes an MFMA or DPP may still have to wait for, on the waves' own clock
+                horizon = group.tick - isa.VALU_WRITE_HORIZON
                 parked[group.waves.tobytes()] = [(tick - group.tick, reg, inst) for tick, reg, inst
                                                  in group.recent_valu if tick >= horizon]
                 group = None

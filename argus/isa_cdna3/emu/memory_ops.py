@@ -26,6 +26,7 @@ from argus.isa_cdna3.emu.operands import (
 )
 from argus.isa_cdna3.emu.state import Group, Machine, MemoryFault
 from argus.isa_cdna3.instruction import Instruction, Reg, Special
+from argus.isa_cdna3.lanemaps import LaneMapError, source_lane, swizzle_lane_map
 from argus.isa_cdna3.lds import access_cycles
 from argus.isa_cdna3.opcodes import OPCODES, Opcode, Unit, unit
 
@@ -66,6 +67,8 @@ def compile_memory(inst: Instruction, accum: int) -> Callable[[Machine, Group], 
         return _buffer(inst, found, accum)
     if found.cls in ("global load", "global store"):
         return _global(inst, found, accum)
+    if found.name == "ds_swizzle_b32":
+        return _swizzle(inst, found, accum)
     if found.cls == "DS other":
         return _permute(inst, found, accum)
     return (_ds_read if found.access == "load" else _ds_write)(inst, found, accum)
@@ -620,3 +623,22 @@ def _permute(inst: Instruction, row: Opcode, accum: int) -> Callable[[Machine, G
                   inst, vgprs=(dst_idx,))
     return run
 
+
+def _swizzle(inst: Instruction, row: Opcode, accum: int) -> Callable[[Machine, Group], Any]:
+    """ds_swizzle_b32: D[l] = S[source(l)], the source from the offset's lane map
+    (isa_cdna3.lanemaps); returned through the LDS queue like ds_bpermute_b32."""
+    dst, data = inst.operands[:2]
+    dst_idx = vgpr_index(dst, accum)
+    read_data = vector_reader(data, inst, accum)
+    try:
+        name, params = swizzle_lane_map(int(inst.mod("offset", 0)))
+    except LaneMapError as error:
+        raise OperandError(f"{inst.opcode}: {error} (in `{inst.text}`)") from None
+    lanes = np.arange(isa.WAVE_SIZE)
+    source = np.broadcast_to(source_lane(name, params, lanes, np.maximum)[0], lanes.shape)
+
+    def run(m: Machine, g: Group) -> None:
+        values = np.broadcast_to(read_data(m, g), (g.n, isa.WAVE_SIZE))[:, source]
+        m.enqueue(g, row.counter, _register_commit(m, g, [dst_idx], values[None], g.exec),
+                  inst, vgprs=(dst_idx,))
+    return run

@@ -21,6 +21,7 @@ from argus.isa_cdna3.emu.operands import (
     OperandError,
     constant_bits,
     finish,
+    is_vgpr,
     lane_mask_bits,
     lane_mask_reader,
     scalar_reader,
@@ -33,6 +34,7 @@ from argus.isa_cdna3.emu.operands import (
 )
 from argus.isa_cdna3.emu.state import AT_BARRIER, ENDED, EXEC_WRITE, Group, Machine
 from argus.isa_cdna3.instruction import Imm, Instruction, Label, Special
+from argus.isa_cdna3.lanemaps import LaneMapError, dpp_lane_map, source_lane
 from argus.isa_cdna3.mfma import MFMA
 from argus.isa_cdna3.opcodes import LGKMCNT, OPCODES, VMCNT, Unit, classify, unit
 
@@ -672,38 +674,27 @@ def _omod_clamp(inst: Instruction, value: Any) -> Any:
 _LANES = np.arange(isa.WAVE_SIZE)
 
 
+_DPP_MASKS = ("row_mask", "bank_mask", "bound_ctrl")
+
+
 def dpp_source_lanes(inst: Instruction) -> np.ndarray:
-    """For each lane, the lane its DPP src0 comes from (-1: no valid source)."""
-    lane, row = _LANES, _LANES // 16 * 16
-    within = _LANES % 16
-    if inst.has("quad_perm"):
-        perm = np.array(inst.mod("quad_perm"))
-        return (_LANES & ~3) + perm[_LANES & 3]
-    if inst.has("row_shl"):
-        n = int(inst.mod("row_shl"))
-        return np.where(within + n < 16, lane + n, -1)
-    if inst.has("row_shr"):
-        n = int(inst.mod("row_shr"))
-        return np.where(within - n >= 0, lane - n, -1)
-    if inst.has("row_ror"):
-        return row + (within - int(inst.mod("row_ror"))) % 16
-    if inst.has("row_mirror"):
-        return row + 15 - within
-    if inst.has("row_half_mirror"):
-        return _LANES // 8 * 8 + 7 - _LANES % 8
-    if inst.has("row_newbcast"):
-        return row + int(inst.mod("row_newbcast"))
-    if inst.has("row_bcast"):
-        source = int(inst.mod("row_bcast"))
-        first_row = 1 if source == 15 else 2
-        return np.where(_LANES // 16 >= first_row, (row - 1) if source == 15 else
-                        np.full(64, 31), -1)
-    for name, step, wrap in (("wave_shl", 1, False), ("wave_shr", -1, False),
-                             ("wave_rol", 1, True), ("wave_ror", -1, True)):
-        if inst.has(name):
-            target = lane + step
-            return target % 64 if wrap else np.where((target >= 0) & (target < 64), target, -1)
-    raise OperandError(f"{inst.opcode}: unknown DPP control in `{inst.text}`")
+    """For each lane, the lane its DPP src0 comes from (-1: no valid source), from the control's
+    map in isa_cdna3.lanemaps."""
+    controls = [(name, value) for name, value in inst.modifiers if name not in _DPP_MASKS]
+    if len(controls) != 1:
+        raise OperandError(f"{inst.opcode}: expected one DPP control in `{inst.text}`, found "
+                           f"{[name for name, _ in controls]}")
+    try:
+        name, params = dpp_lane_map(*controls[0])
+    except LaneMapError as error:
+        raise OperandError(f"{inst.opcode}: {error} (in `{inst.text}`)") from None
+    return _lane_table(name, params)
+
+
+def _lane_table(name: str, params: tuple[int, ...]) -> np.ndarray:
+    source, valid = (np.broadcast_to(e, (isa.WAVE_SIZE,))
+                     for e in source_lane(name, params, _LANES, np.maximum))
+    return np.where(valid.astype(bool), source, -1).astype(np.int64)
 
 
 def _dpp_write_lanes(inst: Instruction) -> np.ndarray:
@@ -711,6 +702,22 @@ def _dpp_write_lanes(inst: Instruction) -> np.ndarray:
     bank_mask = int(inst.mod("bank_mask", 0xF))
     return (((row_mask >> (_LANES // 16)) & 1) & ((bank_mask >> (_LANES // 4 % 4)) & 1)
             ).astype(bool)
+
+
+def _check_valu_to_dpp(m: Machine, g: Group, inst: Instruction, regs: frozenset[int]) -> None:
+    """DPP reads its sources before a recent VALU result reaches them: a VALU write of a source
+    VGPR needs 2 wait states, a VALU write of EXEC (v_cmpx) 5."""
+    for tick, reg, producer in g.recent_valu:
+        waited = g.tick - tick - 1
+        if reg == EXEC_WRITE and waited < isa.VALU_WRITE_EXEC_TO_DPP:
+            need, what = isa.VALU_WRITE_EXEC_TO_DPP, "exec"
+        elif reg in regs and waited < isa.VALU_WRITE_VGPR_TO_DPP_READ:
+            need, what = isa.VALU_WRITE_VGPR_TO_DPP_READ, m.vgpr_name(reg)
+        else:
+            continue
+        m.report(g, np.ones(g.n, bool), "valu-to-dpp", inst, producer.address, producer.text,
+                 what, f"a VALU write of {what} needs {need} wait states before a DPP read; "
+                 f"insert `s_nop {need - 1 - max(waited, 0)}` or more")
 
 
 def _compile_dpp(inst: Instruction, accum: int, kinds, fn) -> Executor:
@@ -723,9 +730,13 @@ def _compile_dpp(inst: Instruction, accum: int, kinds, fn) -> Executor:
     valid = source >= 0
     gather = np.where(valid, source, 0)
     enabled = _dpp_write_lanes(inst)
-    zero_fill = bool(inst.mod("bound_ctrl", False))
+    # LLVM encodes bound_ctrl:0 and bound_ctrl:1 alike (BOUND_CTRL = 1) on gfx9
+    zero_fill = inst.has("bound_ctrl")
+
+    read_vgprs = frozenset(vgpr_index(op, accum) for op in srcs if is_vgpr(op))
 
     def run(m: Machine, g: Group) -> None:
+        _check_valu_to_dpp(m, g, inst, read_vgprs)
         src0 = np.broadcast_to(readers[0](m, g), (g.n, isa.WAVE_SIZE))
         ok = valid & g.exec[:, gather]
         src0 = np.where(ok, src0[:, gather], src0.dtype.type(0))

@@ -89,7 +89,7 @@ class Group:
         self.sel: Any = slice(int(waves[0]), int(waves[-1]) + 1) if contiguous else waves
         self.pc = pc
         self.tick = 0            # wait states issued since the group formed
-        # (tick, vgpr, instruction) of the latest VALU writes, for the VALU -> MFMA hazard
+        # (tick, vgpr, instruction) of the latest VALU writes, for the VALU -> MFMA/DPP hazards
         self.recent_valu: list[tuple[int, int, Instruction]] = []
         self.exec: np.ndarray = np.ones((self.n, isa.WAVE_SIZE), bool)
         self.exec_full = True
@@ -399,7 +399,7 @@ class Machine:
             value = np.where(g.exec, value, self.vgpr[idx][g.sel])
         self.vgpr[idx][g.sel] = value
         recent = g.recent_valu
-        horizon = g.tick - isa.VALU_WRITE_EXEC_TO_MFMA   # older writes cannot matter any more
+        horizon = g.tick - isa.VALU_WRITE_HORIZON   # older writes cannot matter any more
         if recent and recent[0][0] < horizon:
             recent[:] = [entry for entry in recent if entry[0] >= horizon]
         recent.append((g.tick, idx, inst))
