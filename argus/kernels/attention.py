@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 import argus.lang as T
-from argus.ir.expr import And, Or, min_
+from argus.ir.expr import And, Or, min_, simplify
 from argus.ir.types import AddressMap, coord_vars
 from argus.isa_cdna3.mfma import mfma
 from argus.lang import Tensor
@@ -53,7 +53,7 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
                          user_loc())
     BH, SQ, D = Q.shape
     SK = K.shape[1]
-    shift = SK - SQ
+    shift = simplify(SK - SQ)                 # 0 when the keys are the queries
     if prefetch not in (1, 2):
         raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1 or 2 key blocks ahead",
                          user_loc())
