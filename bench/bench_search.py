@@ -202,6 +202,10 @@ def _median(values: list[int | None], budget: int) -> float:
     return statistics.median(v if v is not None else budget + 1 for v in values)
 
 
+def _mean(values: list[int | None], budget: int) -> float:
+    return statistics.mean(v if v is not None else budget + 1 for v in values)
+
+
 @click.command()
 @click.option("--seeds", default=5, show_default=True)
 @click.option("--budget", default=GOAL, show_default=True)
@@ -248,12 +252,15 @@ def main(seeds: int, budget: int, jobs: int, json_path: str | None) -> None:
             echo(f"  planner evaluations to 95%: {planner} (median {p_med:g}; goal <= {GOAL})")
             echo(f"  random search:               {randoms} (median {r_med:g}; a miss counts "
                  f"{budget + 1})")
-            echo(f"  ratio random / planner (medians): {r_med / p_med:.2f}x")
+            p_mean, r_mean = _mean(planner, budget), _mean(randoms, budget)
+            echo(f"  ratio random / planner: medians {r_med / p_med:.2f}x, means "
+                 f"{r_mean / p_mean:.2f}x ({r_mean:.1f} / {p_mean:.1f})")
             rows.append({"problem": problem.to_dict(), "declared": len(table),
                          "traced": len(traced), "timed": len(timed), "near_best": near,
                          "best_us": best_us, "best": timed[best_key]["candidate"],
                          "default_us": default, "planner": planner, "random": randoms,
-                         "planner_median": p_med, "random_median": r_med, "modelled": True})
+                         "planner_median": p_med, "random_median": r_med,
+                         "planner_mean": p_mean, "random_mean": r_mean, "modelled": True})
     if json_path:
         Path(json_path).write_text(json.dumps(rows, indent=1, default=str))
 
