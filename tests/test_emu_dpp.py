@@ -16,7 +16,7 @@ from argus.isa_cdna3.lanemaps import (
     LANE_MAPS,
     dpp_control,
     dpp_lane_map,
-    source_lane,
+    lane_table,
     swizzle_lane_map,
     swizzle_offset,
 )
@@ -78,12 +78,6 @@ def kernel():
     return assemble(kernel_source("dpp", _body(), [("src", "ptr"), ("dst", "ptr")]))
 
 
-def _source(name: str, params: tuple[int, ...]) -> np.ndarray:
-    source, valid = (np.broadcast_to(e, (64,)) for e in source_lane(name, params, LANES,
-                                                                      np.maximum))
-    return np.where(valid.astype(bool), source, -1)
-
-
 def _dpp_reference(op: str, source: np.ndarray, masks: str, a: np.ndarray, b: np.ndarray):
     """The ISA's DPP: src0 from the source lane (0 there with bound_ctrl when it is invalid);
     a lane is written where its row and bank are enabled and its read is valid or bounded."""
@@ -111,24 +105,24 @@ def test_dpp_and_swizzle_match_the_lane_maps(kernel, values):
     emulate(kernel, grid=1, block=64, args=[words, out])
     a, b = words[:, 0].copy(), words[:, 1].copy()
     for (op, name, params, masks), got in zip(DPP_CASES, out):
-        expected = _dpp_reference(op, _source(name, params), masks, a, b)
+        expected = _dpp_reference(op, lane_table(name, params), masks, a, b)
         np.testing.assert_array_equal(got, expected, err_msg=f"{op} {name} {params} {masks}")
     for (offset, (name, params)), got in zip(SWIZZLES, out[len(DPP_CASES):]):
-        np.testing.assert_array_equal(got, a[_source(name, params)], err_msg=offset)
+        np.testing.assert_array_equal(got, a[lane_table(name, params)], err_msg=offset)
 
 
 def test_lane_maps_read_the_lanes_the_isa_names():
     """Spot checks of the table against the ISA's words (lane l reads the listed lane)."""
-    assert _source("dpp.row_shr", (1,))[[0, 1, 16, 17]].tolist() == [-1, 0, -1, 16]
-    assert _source("dpp.row_shl", (15,))[[0, 1, 48]].tolist() == [15, -1, 63]
-    assert _source("dpp.row_ror", (1,))[[16, 17, 31]].tolist() == [31, 16, 30]
-    assert _source("dpp.row_mirror", ())[[0, 15, 20]].tolist() == [15, 0, 27]
-    assert _source("dpp.row_half_mirror", ())[[0, 7, 8, 63]].tolist() == [7, 0, 15, 56]
-    assert _source("dpp.row_bcast15", ())[[15, 16, 33, 63]].tolist() == [-1, 15, 31, 47]
-    assert _source("dpp.row_bcast31", ())[[31, 32, 63]].tolist() == [-1, 31, 31]
-    assert _source("dpp.wave_shr", ())[[0, 1, 63]].tolist() == [-1, 0, 62]
-    assert _source("dpp.wave_rol", ())[[0, 63]].tolist() == [1, 0]
-    assert _source("swizzle.bitmask", (31, 0, 16))[[0, 16, 32, 63]].tolist() == [16, 0, 48, 47]
+    assert lane_table("dpp.row_shr", (1,))[[0, 1, 16, 17]].tolist() == [-1, 0, -1, 16]
+    assert lane_table("dpp.row_shl", (15,))[[0, 1, 48]].tolist() == [15, -1, 63]
+    assert lane_table("dpp.row_ror", (1,))[[16, 17, 31]].tolist() == [31, 16, 30]
+    assert lane_table("dpp.row_mirror", ())[[0, 15, 20]].tolist() == [15, 0, 27]
+    assert lane_table("dpp.row_half_mirror", ())[[0, 7, 8, 63]].tolist() == [7, 0, 15, 56]
+    assert lane_table("dpp.row_bcast15", ())[[15, 16, 33, 63]].tolist() == [-1, 15, 31, 47]
+    assert lane_table("dpp.row_bcast31", ())[[31, 32, 63]].tolist() == [-1, 31, 31]
+    assert lane_table("dpp.wave_shr", ())[[0, 1, 63]].tolist() == [-1, 0, 62]
+    assert lane_table("dpp.wave_rol", ())[[0, 63]].tolist() == [1, 0]
+    assert lane_table("swizzle.bitmask", (31, 0, 16))[[0, 16, 32, 63]].tolist() == [16, 0, 48, 47]
 
 
 @pytest.mark.parametrize("name, params", DPP_MAPS)
@@ -179,8 +173,8 @@ def test_dpp_needs_wait_states_after_a_valu_write(source, enough, short):
     out = np.zeros(64, np.uint32)
     good = assemble(kernel_source("good", source.format(gap=enough), [("dst", "ptr")]))
     emulate(good, grid=1, block=64, args=[out])
-    expected = _source("dpp.row_shr", (1,)) if source is HAZARD else \
-        _source("dpp.quad_perm", (1, 0, 3, 2))
+    expected = lane_table("dpp.row_shr", (1,)) if source is HAZARD else \
+        lane_table("dpp.quad_perm", (1, 0, 3, 2))
     np.testing.assert_array_equal(out, np.where(expected >= 0, expected, 0))
     bad = assemble(kernel_source("bad", source.format(gap=short), [("dst", "ptr")]))
     with pytest.raises(HazardError, match="valu-to-dpp"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
+import numpy as np
 
 from argus.errors import ArgusError
 from argus.isa_cdna3.isa import WAVE_SIZE
@@ -176,6 +177,14 @@ def source_lane(name: str, params: tuple[int, ...], lane, maximum):
     return lane_map(name, params).source(lane, tuple(params), maximum)
 
 
+def lane_table(name: str, params: tuple[int, ...]) -> np.ndarray:
+    """The lane each of the 64 lanes reads under `name`, -1 where the read is invalid."""
+    lanes = np.arange(WAVE_SIZE)
+    source, valid = (np.broadcast_to(e, lanes.shape)
+                     for e in source_lane(name, params, lanes, np.maximum))
+    return np.where(valid.astype(bool), source, -1).astype(np.int64)
+
+
 # --- encodings: the DPP control and the ds_swizzle_b32 offset of a map, and back ------------
 
 #: DPP controls as LLVM spells them, valued (`row_shr:n`) or bare (`row_mirror`), and their maps;
@@ -240,4 +249,5 @@ def swizzle_offset(name: str, params: tuple[int, ...]) -> int:
 
 
 __all__ = ["LANE_MAPS", "SWIZZLE_QUAD_MODE", "LaneMap", "LaneMapError", "dpp_control",
-           "dpp_lane_map", "lane_map", "source_lane", "swizzle_lane_map", "swizzle_offset"]
+           "dpp_lane_map", "lane_map", "lane_table", "source_lane", "swizzle_lane_map",
+           "swizzle_offset"]

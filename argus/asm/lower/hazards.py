@@ -1,9 +1,10 @@
 """Hazard wait states the hardware does not interlock, from the isa_cdna3 table the emulator's
 strict mode checks against: an MFMA result read by a VALU/VMEM/LDS instruction or by another
-MFMA (as SrcA/B, or as a SrcC other than exactly its own accumulator), and a VALU write of a VGPR
-an MFMA reads. Where the instructions in between do not give enough wait states, independent
-later VALU instructions of the same straight-line run move up to fill the gap, then `s_nop` covers
-the rest; loops are solved over the back edge.
+MFMA (as SrcA/B, or as a SrcC other than exactly its own accumulator), a VALU write of a VGPR
+an MFMA or a DPP instruction reads, and a VALU write of EXEC (v_cmpx) before DPP. Where the
+instructions in between do not give enough wait states, independent later VALU instructions of
+the same straight-line run move up to fill the gap, then `s_nop` covers the rest; loops are
+solved over the back edge.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def wait_states(inst: MInst) -> int:
 def required(producer: MInst, consumer: MInst, cache: dict | None = None) -> int:
     """Wait states `consumer` needs after `producer` (0 when independent)."""
     cache = {} if cache is None else cache
+    dpp = consumer.opcode.endswith("_dpp")
+    if dpp and producer.opcode.startswith("v_cmpx"):
+        return isa.VALU_WRITE_EXEC_TO_DPP
     _, written, _ = _reads_writes(producer, cache)
     if not written:
         return 0
@@ -58,6 +62,8 @@ def required(producer: MInst, consumer: MInst, cache: dict | None = None) -> int
         return isa.mfma_to_read_wait_states(info)
     if producer.opcode.startswith("v_") and is_mfma(consumer) and reads & written:
         return isa.VALU_WRITE_VGPR_TO_MFMA_READ
+    if producer.opcode.startswith("v_") and dpp and reads & written:
+        return isa.VALU_WRITE_VGPR_TO_DPP_READ
     return 0
 
 
@@ -162,7 +168,8 @@ def _issue(inst: MInst, history: dict) -> dict:
     """The history after `inst` issues."""
     step = wait_states(inst)
     history = {p: age + step for p, age in history.items() if age + step < HORIZON}
-    if inst.defs and (is_mfma(inst) or inst.opcode.startswith("v_")):
+    if (inst.defs and (is_mfma(inst) or inst.opcode.startswith("v_"))
+            or inst.opcode.startswith("v_cmpx")):
         history[inst] = 0
     return history
 

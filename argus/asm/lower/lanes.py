@@ -7,6 +7,8 @@ exactly when the data movement it needs is the one it emits: in-lane combining o
 
 from __future__ import annotations
 
+import functools
+import itertools
 import struct
 
 import numpy as np
@@ -17,7 +19,14 @@ from argus.asm.lower.program import Spread, VReg
 from argus.ir import ops as O
 from argus.ir.expr import Const, Var, max_, simplify, substitute
 from argus.ir.types import LANES, ThreadLayout
-from argus.isa_cdna3.lanemaps import lane_map, source_lane
+from argus.isa_cdna3.lanemaps import (
+    LANE_MAPS,
+    dpp_control,
+    lane_map,
+    lane_table,
+    source_lane,
+    swizzle_offset,
+)
 
 COMBINE = {"max": "v_max_f32_e32", "sum": "v_add_f32_e32"}
 
@@ -116,10 +125,62 @@ def _bpermute_address(s: Selector, lanes: str, params: tuple[int, ...]) -> VReg:
     return s.register(simplify(source * 4), "swap", cls="v")
 
 
+#: combining shuffles fused into the DPP instruction: fn(moved element, own element)
+DPP_COMBINE = {"max": "v_max_f32_dpp", "sum": "v_add_f32_dpp"}
+#: every active lane written (an invalid read gives 0, replaced by the lane's own element after)
+DPP_MASKS = "row_mask:0xf bank_mask:0xf bound_ctrl:1"
+
+
+@functools.cache
+def _dpp_maps() -> dict[bytes, tuple[str, tuple[int, ...]]]:
+    """Every gfx942 DPP lane map by its lane table (the first of equal tables in table order)."""
+    found: dict[bytes, tuple[str, tuple[int, ...]]] = {}
+    for name, entry in LANE_MAPS.items():
+        if name.startswith("dpp.") and entry.gfx942:
+            for params in itertools.product(*(range(lo, hi) for _, lo, hi in entry.params)):
+                found.setdefault(lane_table(name, params).tobytes(), (name, params))
+    return found
+
+
+def _swizzle_map(table: np.ndarray) -> tuple[str, tuple[int, ...]] | None:
+    """The ds_swizzle_b32 bitmask map with lane table `table`, if one has it: each bit of the
+    source lane within its 32-lane half is that bit of the lane, its inverse or a constant."""
+    lanes = np.arange(LANES)
+    if (table < 0).any() or ((table >> 5) != (lanes >> 5)).any():
+        return None
+    within, source = lanes % 32, table % 32
+    keep = force = flip = 0
+    for bit in range(5):
+        read, own = (source >> bit) & 1, (within >> bit) & 1
+        if (read == own).all():
+            keep |= 1 << bit
+        elif (read != own).all():
+            keep, flip = keep | 1 << bit, flip | 1 << bit
+        elif (read == read[0]).all():
+            force |= int(read[0]) << bit
+        else:
+            return None
+    return "swizzle.bitmask", (keep, force, flip)
+
+
+def shuffle_form(lanes: str, params: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+    """The cheapest instruction with the lane table of map `lanes`: a DPP map (a VALU
+    instruction that also fuses the combine), else a ds_swizzle_b32 map (no address register),
+    else the map itself (ds_bpermute_b32)."""
+    table = lane_table(lanes, params)
+    dpp = _dpp_maps().get(table.tobytes())
+    if dpp is not None:
+        return dpp
+    if lanes.startswith("swizzle."):
+        return lanes, tuple(params)
+    return _swizzle_map(table) or (lanes, tuple(params))
+
+
 @rule(O.Shuffle)
 def _shuffle(s: Selector, op: O.Shuffle):
-    """Every lane map moves through ds_bpermute_b32 (the DPP and ds_swizzle encodings of the
-    same maps are not emitted yet); a lane whose DPP read is invalid keeps its own element."""
+    """A lane map moves through DPP where a DPP control has its lane table (the combine fused),
+    through ds_swizzle_b32 where a swizzle pattern has it, else through ds_bpermute_b32; a lane
+    whose read is invalid keeps its own element."""
     found = lane_map(op.lanes, op.params)
     if not found.gfx942:
         raise UnsupportedError(f"{op.mnemonic} {op.lanes}: {found.instruction} does not exist "
@@ -129,12 +190,29 @@ def _shuffle(s: Selector, op: O.Shuffle):
         raise _unsupported(op, f"shuffles of {op.x.type.dtype} tiles are not lowered")
     _, valid = source_lane(op.lanes, op.params, Var("lane", 0, LANES), max_)
     valid = simplify(valid)
-    address = _bpermute_address(s, op.lanes, op.params)
     keep = None if isinstance(valid, Const) and valid.value else s.lane_mask(valid)
+    form, params = shuffle_form(op.lanes, op.params)
+    note = f"{op.lanes} {list(op.params)}"
     x, out = s.tile(op.x), s.new_tile(op.result)
+    if form.startswith("dpp."):
+        mods = f"{dpp_control(form, params)} {DPP_MASKS}"
+        for slot in range(out.size):
+            read = out[slot] if keep is None else VReg("v", 1, "shuffled")
+            if op.combine:
+                s.emit(DPP_COMBINE[op.combine], read, x[slot], x[slot], mods=mods, note=note)
+            else:
+                s.emit("v_mov_b32_dpp", read, x[slot], mods=mods, note=note)
+            if keep is not None:
+                s.emit("v_cndmask_b32_e64", out[slot], x[slot], read, keep)
+        return
+    address = None if form.startswith("swizzle.") else _bpermute_address(s, form, params)
     for slot in range(out.size):
         read = VReg("v", 1, "shuffled")
-        s.emit("ds_bpermute_b32", read, address, x[slot], note=f"{op.lanes} {list(op.params)}")
+        if address is None:
+            s.emit("ds_swizzle_b32", read, x[slot],
+                   mods=f"offset:{swizzle_offset(form, params):#x}", note=note)
+        else:
+            s.emit("ds_bpermute_b32", read, address, x[slot], note=note)
         if op.combine:
             combined = VReg("v", 1, f"{op.combine}.step")
             s.emit(COMBINE[op.combine], combined, read, x[slot])

@@ -26,7 +26,7 @@ from argus.isa_cdna3.emu.operands import (
 )
 from argus.isa_cdna3.emu.state import Group, Machine, MemoryFault
 from argus.isa_cdna3.instruction import Instruction, Reg, Special
-from argus.isa_cdna3.lanemaps import LaneMapError, source_lane, swizzle_lane_map
+from argus.isa_cdna3.lanemaps import LaneMapError, lane_table, swizzle_lane_map
 from argus.isa_cdna3.lds import access_cycles
 from argus.isa_cdna3.opcodes import OPCODES, Opcode, Unit, unit
 
@@ -634,8 +634,7 @@ def _swizzle(inst: Instruction, row: Opcode, accum: int) -> Callable[[Machine, G
         name, params = swizzle_lane_map(int(inst.mod("offset", 0)))
     except LaneMapError as error:
         raise OperandError(f"{inst.opcode}: {error} (in `{inst.text}`)") from None
-    lanes = np.arange(isa.WAVE_SIZE)
-    source = np.broadcast_to(source_lane(name, params, lanes, np.maximum)[0], lanes.shape)
+    source = lane_table(name, params)     # a swizzle's read is valid in every lane
 
     def run(m: Machine, g: Group) -> None:
         values = np.broadcast_to(read_data(m, g), (g.n, isa.WAVE_SIZE))[:, source]

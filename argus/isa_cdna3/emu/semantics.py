@@ -34,7 +34,7 @@ from argus.isa_cdna3.emu.operands import (
 )
 from argus.isa_cdna3.emu.state import AT_BARRIER, ENDED, EXEC_WRITE, Group, Machine
 from argus.isa_cdna3.instruction import Imm, Instruction, Label, Special
-from argus.isa_cdna3.lanemaps import LaneMapError, dpp_lane_map, source_lane
+from argus.isa_cdna3.lanemaps import LaneMapError, dpp_lane_map, lane_table
 from argus.isa_cdna3.mfma import MFMA
 from argus.isa_cdna3.opcodes import LGKMCNT, OPCODES, VMCNT, Unit, classify, unit
 
@@ -672,8 +672,6 @@ def _omod_clamp(inst: Instruction, value: Any) -> Any:
 
 
 _LANES = np.arange(isa.WAVE_SIZE)
-
-
 _DPP_MASKS = ("row_mask", "bank_mask", "bound_ctrl")
 
 
@@ -688,13 +686,7 @@ def dpp_source_lanes(inst: Instruction) -> np.ndarray:
         name, params = dpp_lane_map(*controls[0])
     except LaneMapError as error:
         raise OperandError(f"{inst.opcode}: {error} (in `{inst.text}`)") from None
-    return _lane_table(name, params)
-
-
-def _lane_table(name: str, params: tuple[int, ...]) -> np.ndarray:
-    source, valid = (np.broadcast_to(e, (isa.WAVE_SIZE,))
-                     for e in source_lane(name, params, _LANES, np.maximum))
-    return np.where(valid.astype(bool), source, -1).astype(np.int64)
+    return lane_table(name, params)
 
 
 def _dpp_write_lanes(inst: Instruction) -> np.ndarray:
