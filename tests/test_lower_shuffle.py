@@ -12,7 +12,6 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
