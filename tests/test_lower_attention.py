@@ -238,13 +238,15 @@ def column_softmax(X: Tensor("f32", "R", "C"), Y: Tensor("f32", "R", "C"), *,
     Y.store((0, 0), e * T.broadcast(T.rcp(T.reduce(e, "sum", 0, column)), 0, spec))
 
 
-@pytest.mark.parametrize("instr,shape,exchanges", [
-    ("v_mfma_f32_32x32x8_bf16", (32, 128), 1),      # rows split over lane halves: lane ^ 32
-    ("v_mfma_f32_16x16x16_bf16", (16, 64), 2),      # over lane quarters: lane ^ 16, lane ^ 32
+@pytest.mark.parametrize("instr,shape,swizzles,bpermutes", [
+    ("v_mfma_f32_32x32x8_bf16", (32, 128), 0, 1),      # rows split over lane halves: lane ^ 32
+    # over lane quarters: lane ^ 16 (a swizzle within each half), lane ^ 32
+    ("v_mfma_f32_16x16x16_bf16", (16, 64), 1, 1),
 ])
-def test_reductions_exchange_the_lanes_the_layout_names(instr, shape, exchanges):
+def test_reductions_exchange_the_lanes_the_layout_names(instr, shape, swizzles, bpermutes):
     compiled = argus.compile(column_softmax, instr=instr)
-    assert compiled.text.count("ds_bpermute_b32") == 2 * exchanges
+    assert compiled.text.count("ds_swizzle_b32") == 2 * swizzles      # max and sum
+    assert compiled.text.count("ds_bpermute_b32") == 2 * bpermutes
     X = np.random.default_rng(1).standard_normal(shape).astype(np.float32) * 4
     Y = np.zeros_like(X)
     compiled.run(X, Y, check="strict")

@@ -123,3 +123,28 @@ def test_every_nop_before_a_dpp_instruction_is_needed():
     assert unnoticed()
     silent = silent_weakenings(sites, unnoticed)
     assert not silent, "nops that can be weakened without effect:\n" + "\n".join(silent)
+
+
+@T.kernel(waves=1)
+def row_softmax(X: Tensor("f32", 2, 32), Y: Tensor("f32", 2, 32)):
+    """Softmax (base 2) of each row of 32, one row per lane half: the reductions exchange
+    lane ^ 1, 2, 4, 8, 16."""
+    T.grid(1)
+    spec = P.rows_by_lane()
+    row = T.reduced(spec, 1)
+    x = X.load((0, 0), spec)
+    e = T.exp2(x - T.broadcast(T.reduce(x, "max", 1, row), 1, spec))
+    Y.store((0, 0), e * T.broadcast(T.rcp(T.reduce(e, "sum", 1, row)), 1, spec))
+
+
+def test_reductions_exchange_through_dpp_and_swizzles():
+    compiled = argus.compile(row_softmax)
+    emitted = [line.split()[0] for line in compiled.text.splitlines() if line.startswith(" ")]
+    # lane ^ 1, ^ 2 (quad_perm) and ^ 8 (row_ror:8) by DPP, ^ 4 and ^ 16 by swizzles
+    assert [emitted.count(op) for op in ("v_max_f32_dpp", "v_add_f32_dpp", "ds_swizzle_b32",
+                                         "ds_bpermute_b32")] == [3, 3, 4, 0]
+    x = np.random.default_rng(4).standard_normal((2, 32)).astype(np.float32) * 4
+    y = np.zeros_like(x)
+    compiled.run(x, y, check="strict")
+    e = np.exp2(x - x.max(axis=1, keepdims=True))
+    assert np.allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)

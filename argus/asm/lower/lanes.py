@@ -2,7 +2,8 @@
 broadcasts back along it, and coordinate masks. Which lanes and register slots hold which
 coordinates is read off the layouts by enumerating every (wave, lane, slot), so a rule applies
 exactly when the data movement it needs is the one it emits: in-lane combining of slots, then
-`ds_bpermute_b32` exchanges between lanes that differ in a fixed set of lane bits.
+exchanges between lanes that differ in a fixed set of lane bits, each by the cheapest
+instruction with its lane table (DPP with the combine fused, ds_swizzle_b32, ds_bpermute_b32).
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from argus.isa_cdna3.lanemaps import (
 )
 
 COMBINE = {"max": "v_max_f32_e32", "sum": "v_add_f32_e32"}
+#: combining shuffles fused into the DPP instruction: fn(moved element, own element)
+DPP_COMBINE = {"max": "v_max_f32_dpp", "sum": "v_add_f32_dpp"}
+#: every active lane written (an invalid read gives 0, replaced by the lane's own element after)
+DPP_MASKS = "row_mask:0xf bank_mask:0xf bound_ctrl:1"
 
 
 def _keys(layout: ThreadLayout, drop: int | None) -> np.ndarray:
@@ -102,10 +107,22 @@ def _reduce(s: Selector, op: O.Reduce):
             s.emit(combine, acc, x[slot], acc)
         partial.append(acc)
     for mask in _lane_masks(op, key, groups):
-        address = _bpermute_address(s, "bpermute.xor", (mask,))
+        # lane ^ 1, 2, 3 are DPP quads, ^ 7, 8, 15 DPP rows, other masks below 32 swizzles
+        form, params = shuffle_form("bpermute.xor", (mask,))
+        note = f"lane ^ {mask}"
+        if form.startswith("dpp."):
+            mods = f"{dpp_control(form, params)} {DPP_MASKS}"
+            for acc in partial:
+                s.emit(DPP_COMBINE[op.fn], acc, acc, acc, mods=mods, note=note)
+            continue
+        address = None if form.startswith("swizzle.") else _bpermute_address(s, form, params)
         for acc in partial:
             other = VReg("v", 1, "swapped")
-            s.emit("ds_bpermute_b32", other, address, acc, note=f"lane ^ {mask}")
+            if address is None:
+                s.emit("ds_swizzle_b32", other, acc,
+                       mods=f"offset:{swizzle_offset(form, params):#x}", note=note)
+            else:
+                s.emit("ds_bpermute_b32", other, address, acc, note=note)
             s.emit(combine, acc, other, acc)
     result_key = _keys(r_layout, None)
     out = s.new_tile(op.result)
@@ -123,12 +140,6 @@ def _bpermute_address(s: Selector, lanes: str, params: tuple[int, ...]) -> VReg:
     the wave) needs no wrapping."""
     source, _ = source_lane(lanes, params, Var("lane", 0, LANES), max_)
     return s.register(simplify(source * 4), "swap", cls="v")
-
-
-#: combining shuffles fused into the DPP instruction: fn(moved element, own element)
-DPP_COMBINE = {"max": "v_max_f32_dpp", "sum": "v_add_f32_dpp"}
-#: every active lane written (an invalid read gives 0, replaced by the lane's own element after)
-DPP_MASKS = "row_mask:0xf bank_mask:0xf bound_ctrl:1"
 
 
 @functools.cache
