@@ -94,15 +94,17 @@ def first(result, kind):
     return found[0]
 
 
-MFMA_LINE = "acc[r, s] = T.mfma("
+#: a tag assertion's violation is reported at the assertion's own line (the verifier's
+#: obligation is there too), the one after the MFMA it checks
+MFMA_ASSERT_LINE = "T.tag_assert(lambda A, B, C: And(A.k.eq(B.k)"
 A_READ_LINE = "a = [a_read.load("
 A_STORE_LINE = "a_smem.store((next_slot(kt), 0, 0), a_next)"
 
 
-def test_forgotten_swizzle_on_read_is_reported_at_the_mfma():
+def test_forgotten_swizzle_on_read_is_reported_at_the_mfma_assertion():
     result, expected = run_gemm(gemm_variant(read_swizzled=False), 64, 64, 64)
     bug = first(result, "tag-assertion")
-    assert bug.loc.startswith(f"argus/kernels/gemm.py:{line_of(GEMM_SOURCE, MFMA_LINE)}:")
+    assert bug.loc.startswith(f"argus/kernels/gemm.py:{line_of(GEMM_SOURCE, MFMA_ASSERT_LINE)}:")
     assert bug.workgroup == (0, 0, 0) and 0 <= bug.wave < 4 and 0 <= bug.lane < 64
     assert set(bug.element) == {"block", "i", "j", "k"}
     assert bug.tags["A"]["k"] != bug.tags["B"]["k"]
@@ -155,7 +157,7 @@ def test_wrong_mfma_k_mapping_is_reported_with_the_register_slot():
                                                     lane // 32 + 2 * slot)))
     result, expected = run_gemm(gemm_variant(a_fragment=swapped), 64, 64, 32)
     bug = first(result, "tag-assertion")
-    assert bug.loc.startswith(f"argus/kernels/gemm.py:{line_of(GEMM_SOURCE, MFMA_LINE)}:")
+    assert bug.loc.startswith(f"argus/kernels/gemm.py:{line_of(GEMM_SOURCE, MFMA_ASSERT_LINE)}:")
     assert bug.tags["A"]["k"] != bug.tags["B"]["k"]
     assert f"a[{bug.slot}]" in bug.detail
     assert bug.register == f"register {bug.slot // 2} (bf16 element {bug.slot % 2})"
@@ -177,11 +179,12 @@ def run_attention(kernel, S=128):
     return run(kernel, {"Q": q, "K": k, "V": v, "O": np.zeros_like(q)})
 
 
-def test_causal_mask_on_the_wrong_coordinates_is_reported_at_the_mask():
+def test_causal_mask_on_the_wrong_coordinates_is_reported_at_the_mask_assertion():
     result = run_attention(attention_variant(keep=lambda kv0, q0, i, j: kv0 + i < q0 + j))
     bug = first(result, "tag-assertion")
     assert bug.loc.startswith(
-        f"argus/kernels/attention.py:{line_of(ATTENTION_SOURCE, 'diagonal.s = T.mask(')}:")
+        "argus/kernels/attention.py:" + str(line_of(
+            ATTENTION_SOURCE, "T.tag_assert(lambda X: And(*(k(X) for k in kept))")) + ":")
     assert bug.tags["X"]["key"] == bug.tags["X"]["query"]
 
 
@@ -214,7 +217,8 @@ def test_softmax_reduction_that_keeps_the_key_tag_poisons_p_at_the_pv_mfma():
     result = run_attention(attention_variant(drop=()))
     bug = first(result, "tag-assertion")
     assert bug.loc.startswith(
-        f"argus/kernels/attention.py:{line_of(ATTENTION_SOURCE, 'acc = T.mfma(MFMA, v,')}:")
+        "argus/kernels/attention.py:" + str(line_of(
+            ATTENTION_SOURCE, "T.tag_assert(lambda A, B, C: And(A.key.eq(B.key)")) + ":")
     assert bug.tags["B"]["key"] is None and bug.tags["A"]["key"] is not None
 
 
@@ -306,8 +310,9 @@ def test_moe_store_that_forgets_the_gather_writes_to_the_wrong_tokens():
     inputs = entry.inputs({"TOKENS": 100, "E": 2, "H": 32, "N": 64}, {}, seed=4)
     result = run(broken, inputs)
     bug = first(result, "tag-assertion")
-    store_line = line_of(pathlib.Path(moe.__file__), "Y.store((0, n0 + s * c_spec.shape[1])")
-    assert bug.loc.startswith(f"argus/kernels/moe.py:{store_line}:")
+    # reported at the store's assertion, the line after the store
+    assert_line = line_of(pathlib.Path(moe.__file__), "T.tag_assert(lambda V, D: And(V.token.eq(")
+    assert bug.loc.startswith(f"argus/kernels/moe.py:{assert_line}:")
     assert bug.tags["V"]["token"] != bug.tags["D"]["token"]
     assert bug.tags["V"]["col"] == bug.tags["D"]["col"]
 

@@ -76,6 +76,8 @@ class Violation:
     failing: np.ndarray | None = attrs.field(default=None, eq=False, repr=False)
     failing_shape: tuple[int, ...] = ()
     axes: tuple[str, ...] = ("wave", "lane", "slot")
+    #: which of the op's tag assertions failed (its index in `op.asserts`); -1 for other kinds
+    assertion: int = -1
 
     def fails_at(self, **point: int) -> bool:
         """Whether the op execution fails at this point, e.g. wave=1, lane=37, slot=2 (for an
@@ -287,8 +289,9 @@ class _Workgroup:
 
     def report(self, op, kind: str, message: str, mask: np.ndarray, *, element=None, tags=None,
                detail: str = "", position=None, axes=("wave", "lane", "slot"),
-               other_loc: str = ""):
-        """Record a violation at the first (wave, lane, slot) where `mask` holds."""
+               other_loc: str = "", loc=None, assertion: int = -1):
+        """Record a violation at the first (wave, lane, slot) where `mask` holds; at `loc`
+        (a tag assertion's own line) or else the op's."""
         if self.run.full:
             return
         where = position if position is not None else _first(mask)
@@ -296,12 +299,13 @@ class _Workgroup:
         info_element = element(where) if callable(element) else (element or {})
         info_tags = tags(where) if callable(tags) else (tags or {})
         self.run.add(Violation(
-            kind=kind, message=message, loc=str(op.loc), workgroup=self.pid, wave=int(wave),
+            kind=kind, message=message, loc=str(loc or op.loc), workgroup=self.pid,
+            wave=int(wave),
             lane=int(lane), slot=int(slot), register=_register(op, int(slot)),
             iteration={name: self.env[name] for name in self.loops}, element=info_element,
             tags=info_tags, detail=detail, count=int(np.count_nonzero(mask)),
             failing=np.packbits(mask), failing_shape=tuple(mask.shape), axes=axes,
-            other_loc=other_loc))
+            other_loc=other_loc, assertion=assertion))
 
     # execution
 
@@ -679,7 +683,7 @@ class _Workgroup:
               extra_env=None, agree_with=None, where=None):
         """Evaluate op's assertions on arrays of `shape`; roles map to tag arrays; only the
         points where `where` holds (threads taking part) must satisfy them."""
-        for assertion in getattr(op, "asserts", ()):
+        for index, assertion in enumerate(getattr(op, "asserts", ())):
             env = dict(self.env) | (extra_env or {})
             unknown = np.zeros(shape, bool)
             missing = []
@@ -698,7 +702,7 @@ class _Workgroup:
                             f"assertion '{assertion.message}' reads {', '.join(missing)}, which "
                             f"the operands do not carry (they have "
                             f"{ {r: sorted(t) for r, t in roles.items()} })",
-                            np.ones(shape, bool))
+                            np.ones(shape, bool), loc=assertion.loc, assertion=index)
                 continue
             holds = np.broadcast_to(np.asarray(evaluate(assertion.predicate, env), bool), shape)
             if agree_with is not None:
@@ -708,11 +712,13 @@ class _Workgroup:
                 failed = failed & where
             if failed.any():
                 position = _first(failed)
-                self.report_assertion(op, assertion, failed, roles, layout, position)
+                self.report_assertion(op, index, failed, roles, layout, position,
+                                      agreeing=agree_with is not None)
 
-    def report_assertion(self, op, assertion, failed, roles, layout, position):
+    def report_assertion(self, op, index, failed, roles, layout, position, agreeing=False):
+        assertion = op.asserts[index]
         if isinstance(op, O.Mfma):
-            self.report_mfma(op, assertion, failed, roles, position)
+            self.report_mfma(op, index, failed, roles, position)
             return
         coords = _layout_table(layout)
         element = {f"c{a}": int(c[position]) for a, c in enumerate(coords)}
@@ -720,9 +726,12 @@ class _Workgroup:
                 for role, role_tags in roles.items()}
         self.report(op, "tag-assertion", f"tag assertion '{assertion.message}' does not hold",
                     failed, element=element, tags=tags, position=position,
-                    detail=f"predicate: {_readable(assertion.predicate)}")
+                    detail=f"predicate: {_readable(assertion.predicate)}"
+                           + (f"; {O.MASK_AGREEMENT}" if agreeing else ""), loc=assertion.loc,
+                    assertion=index)
 
-    def report_mfma(self, op, assertion, failed, roles, position):
+    def report_mfma(self, op, index, failed, roles, position):
+        assertion = op.asserts[index]
         w, block, i, j, k = position
         info, (lane_k, slot_k), a_pos, *_ = _mfma_positions(op.instr)
         holder = (a_pos[0] == block) & (a_pos[1] == i) & (a_pos[2] == k)
@@ -734,7 +743,8 @@ class _Workgroup:
                     position=(w, lane, slot), axes=("wave", "block", "i", "j", "k"),
                     detail=f"at {info.name}: A[{i},{k}] (register slot a[{slot}]) meets "
                            f"B[{k},{j}] and C[{i},{j}]; predicate: "
-                           f"{_readable(assertion.predicate)}")
+                           f"{_readable(assertion.predicate)}", loc=assertion.loc,
+                    assertion=index)
 
     # MFMA
 

@@ -40,6 +40,8 @@ class Pending:
     describe: object = attrs.field(eq=False)
     loc: str
     loops: tuple
+    #: the op's tag assertion this is (its index in `op.asserts`), -1 for other kinds
+    assertion: int = -1
 
 
 class Obligations:
@@ -52,7 +54,7 @@ class Obligations:
         return names + [v.name for v in thread]
 
     def obligation(self, op, kind: str, message: str, goal: Expr, defs=(), thread=(),
-                   describe=None, loc=None):
+                   describe=None, loc=None, assertion: int = -1):
         """Record that `goal` must hold at every point of the current context."""
         if not self.collect:
             return
@@ -60,7 +62,8 @@ class Obligations:
         defs = connected_defs([goal, *rows], defs) + tuple(rows)
         assume = self.assumes + list(defs) + [v >= v.lo for v in thread]
         self.pending.append(Pending(op, kind, message, goal, tuple(assume), tuple(thread),
-                                     describe, str(loc or op.loc), tuple(self.loops)))
+                                     describe, str(loc or op.loc), tuple(self.loops),
+                                     assertion))
 
     def decide_all(self):
         """Decide the recorded obligations one query each, spread over the worker processes;
@@ -122,7 +125,8 @@ class Obligations:
         if self.replay:
             try:
                 cex = replay_obligation(self.kernel, item.op, item.kind, cex, witness,
-                                        self.witness_data(witness), self.reference)
+                                        self.witness_data(witness), self.reference,
+                                        loc=item.loc, assertion=item.assertion)
             except NumbersRight as error:
                 verdict_name, reason = UNKNOWN, f"not confirmed: {error}"
                 cex = attrs.evolve(cex, confirmed=False)
@@ -185,7 +189,7 @@ class Obligations:
     def assertions(self, op, roles: dict, defs, thread, element=None, agree=None, where=None):
         """Obligations for the op's tag assertions; `roles` maps role -> {tag name: Tag}; only
         threads where `where` holds (those taking part in the op) must satisfy them."""
-        for assertion in getattr(op, "asserts", ()):
+        for index, assertion in enumerate(getattr(op, "asserts", ())):
             # role variables only: a loop index or size may have an underscore in its name too
             used = [v for v in free_vars(assertion.predicate) if O.is_role_var(v)]
             missing = sorted({f"{r}.{t}" for r, t in (O.split_role_var(v.name) for v in used)
@@ -195,7 +199,7 @@ class Obligations:
                 self.obligation(op, "tag-missing",
                                 f"assertion '{assertion.message}' reads {', '.join(missing)}, "
                                 f"which the operands do not carry (they have {carried})",
-                                FALSE, defs, thread)
+                                FALSE, defs, thread, loc=assertion.loc, assertion=index)
                 continue
             mapping, tops = {}, []
             for v in used:
@@ -212,10 +216,11 @@ class Obligations:
             def describe(witness, roles=roles, predicate=assertion.predicate):
                 shown = {r: {n: show_tag(t, witness) for n, t in tags.items()}
                          for r, tags in roles.items()}
+                meaning = f"; {O.MASK_AGREEMENT}" if agree is not None else ""
                 return {"element": element(witness) if element else {}, "tags": shown,
-                        "detail": f"predicate: {predicate}"}
+                        "detail": f"predicate: {predicate}{meaning}"}
             self.obligation(op, "tag-assertion", assertion.message, goal, defs, thread,
-                            describe, loc=assertion.loc)
+                            describe, loc=assertion.loc, assertion=index)
 
 
 def holds_at(cond: Expr, witness: dict) -> bool:

@@ -44,7 +44,8 @@ REFERENCE_TOLERANCE = 2e-2
 
 
 def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
-                      data: dict | None = None, reference=None) -> Counterexample:
+                      data: dict | None = None, reference=None, loc=None,
+                      assertion: int = -1) -> Counterexample:
     """Run `kernel` for the witness's workgroup on zero inputs, except the elements `data`
     fixes ({tensor: {index: value}}; the index `...` gives every other element of that tensor);
     return the confirmed counterexample. Data that breaks a `T.distinct` declaration confirms
@@ -53,10 +54,15 @@ def replay_obligation(kernel, op, kind: str, cex: Counterexample, witness: dict,
     With a `reference` (inputs -> {output tensor: expected array}), a tag assertion's violation
     is confirmed only if the numbers are wrong too: the whole launch runs on random data, and
     when the asserted elements (those the asserted store writes; every output for an assertion
-    inside the kernel) match the reference, `NumbersRight` is raised instead."""
+    inside the kernel) match the reference, `NumbersRight` is raised instead.
+
+    Only a violation of the obligation itself confirms it: reported at its `loc` (default: the
+    op's) and, for a tag assertion, of the same `assertion` of the op (two assertions written
+    on one line by a loop share their loc), so that a second assertion on an op is not
+    "confirmed" by the first one failing."""
     sizes = dict(cex.sizes)
     try:
-        confirmed = _replay(kernel, op, kind, cex, sizes, data)
+        confirmed = _replay(kernel, op, kind, cex, sizes, data, str(loc or op.loc), assertion)
         if reference is not None and kind in CONFIRMED_BY["tag-assertion"]:
             _check_numbers(kernel, op, confirmed, sizes, data, reference)
         return confirmed
@@ -135,7 +141,7 @@ def _check_numbers(kernel, op, cex: Counterexample, sizes, data, reference):
                        "not")
 
 
-def _replay(kernel, op, kind, cex, sizes, data):
+def _replay(kernel, op, kind, cex, sizes, data, loc, assertion):
     from argus.absint.concrete import InterpError, run
 
     inputs = _inputs(kernel, sizes, data)
@@ -165,7 +171,8 @@ def _replay(kernel, op, kind, cex, sizes, data):
         raise ReplayError(f"the witness's index data breaks the declaration at {broken[0].loc} "
                           f"({broken[0].detail})")
     confirming = CONFIRMED_BY.get(kind, (kind,))
-    found = [v for v in result.violations if v.loc == str(op.loc) and v.kind in confirming]
+    found = [v for v in result.violations if v.loc == loc and v.kind in confirming
+             and v.assertion == assertion]
     if not found and kind == "lds-race":
         # a race the verifier states at a read shows in the interpreter at the write that
         # came second, naming this read as the one it overwrote; the interpreter's facts are
@@ -179,7 +186,7 @@ def _replay(kernel, op, kind, cex, sizes, data):
                                 confirmed=True)
     if not found:
         others = sorted({f"{v.kind} at {v.loc}" for v in result.violations})
-        raise ReplayError(f"the interpreter found no {kind} at {op.loc} for sizes {sizes}, "
+        raise ReplayError(f"the interpreter found no {kind} at {loc} for sizes {sizes}, "
                           f"workgroup {pid}" + (f" (it found {others})" if others else ""))
     found = [v for v in found if tuple(v.workgroup[:len(pid)]) == pid] or found
     same_iteration = [v for v in found if v.iteration == cex.iteration]

@@ -678,6 +678,11 @@ class Cast(Op, mnemonic="cast", transfer=Transfer.KEEP):
         _same_shape(self, x, result, "operand and result")
 
 
+#: What an assertion at a mask means, as reports state it.
+MASK_AGREEMENT = ("at a mask the predicate must hold exactly where the mask keeps the element "
+                  "(and fail where it fills it)")
+
+
 @attrs.frozen
 class Mask(Op, mnemonic="mask", transfer=Transfer.MARK):
     """Keep elements whose coordinates satisfy `keep` (a condition in c0, c1, ... and scalars),

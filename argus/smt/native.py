@@ -19,7 +19,7 @@ from argus.ir.expr import Const, Term, Var, bounds, missing_subterms
 from argus.smt import nonlinear
 from argus.smt.encode import division_kind, signed_bits
 from argus.smt.minimise import GaveUp, lexicographic, smallest
-from argus.smt.verdict import Proved, Unknown
+from argus.smt.verdict import Proved, Unknown, checked
 
 _CONTEXT = z3.main_ctx()
 #: node -> (z3 term, width); width 0 for conditions. Widths follow from the node's bounds, so a
@@ -186,7 +186,7 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
     # a witness to minimise is searched here too: the bit-vector solver minimises it
     solver = _solver(int(_remaining_ms(deadline) * (WHOLE_FIRST_SHARE if cases else 1)))
     solver.add(*formula)
-    answer = solver.check() if cases else z3.unknown
+    answer = checked(solver) if cases else z3.unknown
     found = None
     if answer == z3.unknown:
         if _unsat_in_every_case(formula, cases, deadline, rewrite):
@@ -198,7 +198,7 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
             if found is not None and not order:
                 return found, False
         solver.set("timeout", _remaining_ms(deadline))
-        answer = solver.check()
+        answer = checked(solver)
     if answer == z3.unsat:
         return proved()
     if answer == z3.unknown:
@@ -317,7 +317,7 @@ def _unsat_in_every_case(formula, cases, deadline, rewrite) -> bool:
         solver.add(*formula, *(rewrite(symbol(var) == z3.BitVecVal(value, width_of(var),
                                                                    _CONTEXT))
                                for var, value in case))
-        if solver.check() != z3.unsat:
+        if checked(solver) != z3.unsat:
             return False
     return bool(cases)
 
@@ -335,7 +335,7 @@ def _solver(timeout_ms: int):
 def _domain_is_empty(query, timeout_ms) -> bool:
     solver = _solver(timeout_ms)
     solver.add(*domain(query))
-    return solver.check() == z3.unsat
+    return checked(solver) == z3.unsat
 
 
 def _model(solver, query, rewrite) -> dict[str, int]:
@@ -351,7 +351,7 @@ def _preferred(solver, query, rewrite):
         return None
     wanted = z3.FreshBool(ctx=_CONTEXT)
     solver.add(z3.Implies(wanted, z3.And([rewrite(condition(p)) for p in query.prefer])))
-    if solver.check(wanted) != z3.sat:
+    if checked(solver, wanted) != z3.sat:
         return None
     point = _model(solver, query, rewrite)
     solver.add(wanted)
@@ -369,7 +369,7 @@ def _minimise(solver, query, name, point, deadline, rewrite):
         # a fresh literal implying the bound, assumed for one check, instead of a scope
         below = z3.FreshBool(ctx=_CONTEXT)
         solver.add(z3.Implies(below, term <= z3.BitVecVal(bound, width, _CONTEXT)))
-        answer = solver.check(below)
+        answer = checked(solver, below)
         if answer == z3.unknown:
             raise GaveUp
         return _model(solver, query, rewrite) if answer == z3.sat else None

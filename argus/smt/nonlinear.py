@@ -19,6 +19,7 @@ import weakref
 import z3
 
 from argus.ir.expr import Const, Term, Var, bounds, missing_subterms
+from argus.smt.verdict import checked
 
 #: Bitwise operators with no integer counterpart (a constant mask or shift has one).
 _BITWISE = {"xor", "or"}
@@ -289,7 +290,7 @@ def decide(query, timeout_ms: int):
         solver.set("rlimit", work)
         solver.set("timeout", max(1, int((deadline - time.monotonic()) * 1000)))
         solver.add(*kept, negated)
-        answer = solver.check()
+        answer = checked(solver)
         if answer != z3.unknown:
             break
     _TERMS.clear()

@@ -49,3 +49,17 @@ class Unknown:
 
 
 Verdict = Proved | Refuted | Unknown
+
+
+#: z3's reason when SIGINT arrived during a check (z3 handles Ctrl-C itself while it solves).
+INTERRUPTED = "interrupted from keyboard"
+
+
+def checked(solver, *assumptions):
+    """`solver.check(*assumptions)` for a z3 solver, with an interrupt raised as such: while z3
+    solves it catches SIGINT and answers unknown, so Ctrl-C during `argus verify` became an
+    Unknown obligation and the run went on (exit 1, not 130)."""
+    answer = solver.check(*assumptions)
+    if str(answer) == "unknown" and solver.reason_unknown() == INTERRUPTED:
+        raise KeyboardInterrupt
+    return answer
