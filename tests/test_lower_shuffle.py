@@ -71,7 +71,8 @@ def shuffle_kernel(lanes: str, params: tuple[int, ...], combine: str):
     return shuffled
 
 
-VALUES = st.integers(-2**20, 2**20).map(lambda i: i / 16)
+#: NaN among them: v_max_f32 returns the number beside a NaN, and so must the interpreter
+VALUES = st.one_of(st.integers(-2**20, 2**20).map(lambda i: i / 16), st.just(float("nan")))
 
 
 @given(st.sampled_from(CASES), st.sampled_from(["", "max", "sum"]),
@@ -89,7 +90,9 @@ def test_every_map_runs_as_the_interpreter_says(case, combine, values):
     y = np.zeros_like(x)
     compiled.run(X=x, Y=y, check="strict")
     interpreted = run(kernel.ir, {"X": x, "Y": np.zeros_like(x)}).outputs["Y"]
-    assert np.array_equal(y.view(np.uint32), interpreted.view(np.uint32))
+    nan = np.isnan(y)
+    assert np.array_equal(nan, np.isnan(interpreted))
+    assert np.array_equal(y[~nan].view(np.uint32), interpreted[~nan].view(np.uint32))
 
 
 @given(st.sampled_from(GFX942_MAPS), st.data())

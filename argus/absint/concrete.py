@@ -863,7 +863,7 @@ class _Workgroup:
         data, tags, present = self.dense(op, x, op.x.type)
         axis = op.axis + 1
         if op.fn == "max":
-            reduced = np.max(np.where(present, data, -np.inf), axis=axis)
+            reduced = numerics.max_f32.reduce(np.where(present, data, -np.inf), axis=axis)
         else:
             reduced = np.sum(np.where(present, data, 0), axis=axis)
         complete = present.all(axis=axis)
@@ -921,7 +921,7 @@ class _Workgroup:
         if not op.combine:
             self.values[op.result.name] = RegVal(read.copy(), tags_read)
             return
-        combine = np.maximum if op.combine == "max" else np.add
+        combine = numerics.max_f32 if op.combine == "max" else np.add
         data = np.where(keep, combine(x.data, read), x.data).astype(np.float32)
         covered = cover_names(op.cover) if op.cover else ()
         tags = {n: np.where(keep, np.where(t == tags_read[n], t, TOP), t)
@@ -1444,7 +1444,7 @@ def merge_tags(x: dict, y: dict) -> dict:
 _UNARY = {"neg": np.negative, "abs": np.abs, "exp2": numerics.exp2, "log2": numerics.log2,
           "rcp": numerics.rcp, "sqrt": numerics.sqrt}
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-           "max": np.maximum, "min": np.minimum}
+           "max": numerics.max_f32, "min": numerics.min_f32}
 
 
 class _Run:

@@ -57,6 +57,14 @@ def to_f32_exact(values: np.ndarray) -> np.ndarray:
     return values.astype(np.float32)
 
 
+#: v_max_f32 / v_min_f32: IEEE maxNum/minNum, the number when one operand is NaN (LLVM's
+#: AMDGPU backend selects them for fmaxnum/fminnum; a signalling NaN's quieting is not modelled).
+#: The emulator executes them so and the interpreter's max/min and max reductions agree with it,
+#: where numpy's `maximum` would propagate the NaN.
+max_f32 = np.fmax
+min_f32 = np.fmin
+
+
 def _rounded(fn, x: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         return fn(x.astype(np.float64)).astype(np.float32)
