@@ -5,14 +5,14 @@ the number of evaluations the offline planner needs to reach 95% of that best's 
 against random search over the same points with the same budget. Goal: <= 64 evaluations. The
 table is computed once and cached in ARGUS_CACHE/bench_search, keyed by the space and the
 sources of the kernels, the backend and the model. The GEMM rows search a share of the
-family's space (GEMM_SPACE); flash attention declares only the scheduling policy (its tiles are
-fixed by the kernel), so its rows are a two-point sanity check, not a search.
+family's space (GEMM_SPACE); flash attention's tiles are fixed by the kernel, so its rows search
+the prefetch depth, the key loop's unroll and the schedule (12 points).
 
 The bench replays the planner against the cached modelled times: verification and emulation,
 which the real loop runs per candidate, are not repeated here (the library kernels' points are
 proved in the test suite). A point that does not trace at the shape is pruned for free, as the
 real loop's precheck does; one the backend or the model rejects is a spent evaluation.
-Run: python bench/bench_search.py [--seeds 5] [--budget 64] [--jobs 2] [--json PATH]
+Run: python bench/bench_search.py [--seeds 5] [--budget 64] [--jobs 2] [--family NAME] [--json PATH]
 """
 
 from __future__ import annotations
@@ -210,19 +210,24 @@ def _mean(values: list[int | None], budget: int) -> float:
 @click.option("--seeds", default=5, show_default=True)
 @click.option("--budget", default=GOAL, show_default=True)
 @click.option("--jobs", default=2, show_default=True, help="Processes for the exhaustive table.")
+@click.option("--family", "families", multiple=True,
+              type=click.Choice(sorted({p.family for p in PROBLEMS})),
+              help="Only this family's rows (repeatable); default: all.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
-def main(seeds: int, budget: int, jobs: int, json_path: str | None) -> None:
+def main(seeds: int, budget: int, jobs: int, families: tuple[str, ...],
+         json_path: str | None) -> None:
     import tempfile
 
     echo = click.echo
     echo("bench_search: evaluations for the offline planner to reach 95% of the exhaustive best "
          "(modelled MI300X times, not measured)")
     rows = []
+    problems = [p for p in PROBLEMS if not families or p.family in families]
     with tempfile.TemporaryDirectory() as tmp:
         tables = {}
-        for name in dict.fromkeys(p.family for p in PROBLEMS):
-            tables.update(exhaustive([p for p in PROBLEMS if p.family == name], jobs, echo))
-        for problem in PROBLEMS:
+        for name in dict.fromkeys(p.family for p in problems):
+            tables.update(exhaustive([p for p in problems if p.family == name], jobs, echo))
+        for problem in problems:
             table = tables[problem]
             traced = {k: v for k, v in table.items() if v["stage"] != "trace"}
             timed = {k: v for k, v in table.items() if v["time_us"] is not None}

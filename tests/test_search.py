@@ -51,9 +51,10 @@ def test_candidate_keys_are_content_hashes():
 
 def test_attention_fixes_head_dim_from_the_shape():
     problem = Problem("attention_fwd", parse_shape("attention_fwd", "16x4096x128"))
-    assert default_candidate(problem).param_dict == {"head_dim": 128, "policy": "interleave"}
-    assert {m.knob for m in moves_for(problem)} == {"policy"}
-    assert len(list(every_candidate(problem))) == 2
+    assert default_candidate(problem).param_dict == {"head_dim": 128, "unroll": 1,
+                                                      "policy": "interleave"}
+    assert {m.knob for m in moves_for(problem)} == {"unroll", "policy"}
+    assert len(list(every_candidate(problem))) == 6
 
 
 def test_the_policy_knob_is_the_backends_list():

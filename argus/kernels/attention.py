@@ -40,13 +40,16 @@ LOG2E = 1.4426950408889634
 
 def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
                       keep: Callable | None = None, tail: Callable | None = None,
-                      drop: tuple[str, ...] = ("key",), sync: bool = True, prefetch: int = 1):
+                      drop: tuple[str, ...] = ("key",), sync: bool = True, prefetch: int = 1,
+                      unroll: int = 1):
     """Trace the attention body. Hooks for tests: `keep(kv0, q0, i, j)` is the causal mask's
     condition on (key, query) coordinates; `tail(kv0, i, keys)` the last block's condition on
     key rows; `drop` names the tags the softmax reductions drop; `sync=False` leaves out the
     barrier after each K/V block is staged. `prefetch` is how many key blocks ahead the loads
     run (1: block j+1 is loaded while block j is computed; 2: block j+2, one more block of K
-    and V in registers)."""
+    and V in registers). `unroll` (1, 2 or 4) is the key loop's unroll hint: copies of the
+    block per machine iteration, so the scheduler can overlap one block's softmax with the next
+    block's MFMAs (under `interleave` the loop is unrolled at least by its 2 LDS stages)."""
     if head_dim < 64 or head_dim & (head_dim - 1):
         raise T.DSLError(f"head_dim {head_dim} is not supported: use a power of two >= 64 "
                          "(the K/V copy gives each of the 256 threads whole 16-byte vectors)",
@@ -57,6 +60,9 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     if prefetch not in (1, 2):
         raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1 or 2 key blocks ahead",
                          user_loc())
+    if unroll not in (1, 2, 4):
+        raise T.DSLError(f"unroll={unroll!r}: the key loop is unrolled 1, 2 or 4 times (the "
+                         "backend splits trip counts by powers of two)", user_loc())
     keep = keep or (lambda kv0, q0, i, j: kv0 + i <= q0 + j + shift)
     tail = tail or (lambda kv0, i, keys: kv0 + i < keys)
     T.assume(D.eq(head_dim))
@@ -164,7 +170,8 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     if prefetch == 2:                 # block 1 in registers: in flight through block 0
         carried["ahead"] = fetch(1)
     T.barrier()
-    loop = T.range(0, blocks - 1, stages=2, name="kb", **carried)
+    loop = T.range(0, blocks - 1, stages=2, unroll=unroll, name="kb",
+                   **carried)
     for kb in loop:
         # the loads of a later block are issued before this block's GEMMs and softmax
         if prefetch == 2:
@@ -192,19 +199,24 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
 @T.kernel(waves=WAVES)
 def attention_fwd(Q: Tensor("bf16", "BH", "S", "D"), K: Tensor("bf16", "BH", "S", "D"),
                   V: Tensor("bf16", "BH", "S", "D"), O: Tensor("bf16", "BH", "S", "D"), *,
-                  head_dim: int = 64, causal: bool = False, prefetch: int = 1):
+                  head_dim: int = 64, causal: bool = False, prefetch: int = 1,
+                  unroll: int = 1):
     """O = softmax(Q K^T / sqrt(head_dim)) V per (batch*head), any sequence length S;
-    `prefetch` (1 or 2): how many key blocks ahead of the computed one the loads run."""
-    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch)
+    `prefetch` (1 or 2): how many key blocks ahead of the computed one the loads run;
+    `unroll` (1, 2 or 4): copies of the key loop's body per machine iteration."""
+    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
+                      unroll=unroll)
 
 
 @T.kernel(waves=WAVES)
 def attention_fwd_kv(Q: Tensor("bf16", "BH", "SQ", "D"), K: Tensor("bf16", "BH", "SK", "D"),
                      V: Tensor("bf16", "BH", "SK", "D"), O: Tensor("bf16", "BH", "SQ", "D"), *,
-                     head_dim: int = 64, causal: bool = False, prefetch: int = 1):
+                     head_dim: int = 64, causal: bool = False, prefetch: int = 1,
+                     unroll: int = 1):
     """attention_fwd for SQ queries against a key/value cache of SK entries (decoding); causal
     masks bottom-right (query i sees keys j <= i + SK - SQ) and needs SK >= SQ."""
-    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch)
+    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
+                      unroll=unroll)
 
 
 def reference(Q, K, V, causal: bool = False) -> np.ndarray:

@@ -107,6 +107,21 @@ def k_tiles(ctx: Context) -> int:
     return k // (ctx.params["block_k"] * ctx.params.get("split_k", 1))
 
 
+def key_blocks(ctx: Context) -> int:
+    """Key blocks an attention workgroup loops over at the target shape (32 keys per block)."""
+    return ctx.problem.sizes["S"] // 32
+
+
+def _vgpr_limited(ctx: Context) -> bool:
+    return "VGPR" in str(ctx.facts.get("occupancy_limited_by", "")).upper()
+
+
+def _unroll_changes_code(ctx: Context) -> bool:
+    """Under `interleave` the loop is already unrolled by its 2 LDS stages, so only a factor
+    past 2 changes the code; under `simple` every step does."""
+    return ctx.params["policy"] == "simple" or ctx.params["unroll"] >= 2
+
+
 def _conflicted(ctx: Context) -> bool:
     return ctx.facts.get("bank_conflict_degree", 1) > 1
 
@@ -190,7 +205,20 @@ MOVES: tuple[Move, ...] = (
          "issuing in program order keeps fewer operand fragments live at once, which can buy a "
          "wave of occupancy when VGPRs are the limit",
          lambda c: c.params["policy"] != "simple", lambda c: (Action("policy", "simple"),),
-         lambda c: "VGPR" in str(c.facts.get("occupancy_limited_by", "")).upper(), 0.3),
+         _vgpr_limited, 0.3),
+    Move("unroll_kv", "unroll", "latency",
+         "the key loop runs at least 8 blocks and the step changes the code (simple schedule, "
+         "or past interleave's 2 copies)",
+         "unroll one step up",
+         "unrolling lets the scheduler overlap the softmax of block j (VALU, exp2, reductions) "
+         "with block j+1's MFMAs, and saves a loop branch and counter update per block",
+         _can("unroll", 1), _set("unroll", 1),
+         lambda c: key_blocks(c) >= 8 and _unroll_changes_code(c), 0.4),
+    Move("roll_kv", "unroll", "occupancy", "registers limit the waves per SIMD",
+         "unroll one step down",
+         "each unrolled copy keeps its own block's loads and scores live; fewer copies can buy "
+         "a wave of occupancy when VGPRs are the limit",
+         _can("unroll", -1), _set("unroll", -1), _vgpr_limited, 0.3),
     Move("plain_lds", "swizzle", "compute", "no bank conflict is reported",
          "swizzle = False",
          "without conflicts the swizzle's XOR per address is pure VALU overhead",
