@@ -86,8 +86,8 @@ FAMILIES = {
                                  "K": p["block_k"] * p["split_k"] * (2 + t % 2)}),
     # the tiles are fixed by the kernel (32-key blocks, 128 queries per workgroup). Its
     # prefetch=2 is not searched: it emulates correctly, but the verifier does not prove its
-    # MFMA tag assertions through the register-carried block (issue 16), and an unproved point
-    # is never a result
+    # MFMA tag assertions through the register-carried block (verifier power, issue 13), and
+    # an unproved point is never a result
     "attention_fwd": Family("attention_fwd", ("BH", "S", "D"), (
         Knob("unroll", (1, 2, 4), "copies of the key loop's body per machine iteration "
              "(interleave unrolls by the 2 LDS stages at least)"),
