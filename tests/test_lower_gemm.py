@@ -24,6 +24,8 @@ CONFIGS = [
     ({"instr": SMALL}, [(64, 128, 64)]),
     ({"split_k": 2}, [(64, 128, 128)]),
     ({"split_k": 4, "block_k": 64, "block_n": 128}, [(128, 128, 256)]),
+    ({"direct_lds": True}, [(64, 64, 32), (128, 64, 96)]),
+    ({"direct_lds": True, "split_k": 2, "instr": SMALL}, [(64, 128, 128)]),
 ]
 
 
@@ -336,3 +338,16 @@ def test_flash_attention_matches_numpy(sizes, params):
     assert outcome.ok and not outcome.emulation.hazards, outcome.max_error
     text = outcome.compiled.text
     assert "ds_bpermute_b32" in text and "ds_write_b16" in text and "ds_read_u16" not in text
+
+
+def test_direct_lds_gemm_is_proved_and_copies_without_registers():
+    """`direct_lds`: A and B reach LDS by `buffer_load_dword ... lds` (M0 set per copy, the
+    copy's group waited for by vmcnt), none by ds_write; proved for symbolic sizes."""
+    report = argus.verify(GEMM.kernel, direct_lds=True)
+    assert report.ok and not report.unknown, str(report)
+    text = argus.compile(GEMM.kernel, direct_lds=True).text
+    body = [line.split() for line in text.splitlines() if line.startswith(" ")]
+    copies = [words for words in body if words[0] == "buffer_load_dword"]
+    assert copies and all(words[-1] == "lds" for words in copies)
+    assert not any(words[0].startswith("ds_write") for words in body)
+    assert any(words[0] == "s_mov_b32" and words[1].rstrip(",") == "m0" for words in body)

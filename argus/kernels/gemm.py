@@ -23,29 +23,20 @@ SWIZZLE = (3, 2, 3)
 def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: bool,
                  split_k: int = 1, instr: str = MFMA, read_swizzled: bool = True,
                  next_slot: Callable | None = None, sync: bool = True,
-                 a_fragment: TileSpec | None = None):
+                 a_fragment: TileSpec | None = None, direct_lds: bool = False):
     """Trace the GEMM body; the keyword hooks default to the correct kernel. With split_k > 1,
-    grid axis 2 splits K and each workgroup adds its partial tile into C atomically."""
-    M, K = A.shape
-    N = B.shape[0]
-    for extent, block in ((M, block_m), (N, block_n), (K, block_k * split_k)):
-        T.assume((extent % block).eq(0))
-    if split_k > 1:
-        T.grid(M // block_m, N // block_n, split_k)
-        k_first = T.program_id(2) * (K // (block_k * split_k))  # this split's first K tile
-    else:
-        T.grid(M // block_m, N // block_n)
-        k_first = 0
-    m0, n0 = T.program_id(0) * block_m, T.program_id(1) * block_n
-    T.tag(A, lambda m, k: {"row": m, "k": k})
-    T.tag(B, lambda n, k: {"col": n, "k": k})
-    T.tag(C, lambda m, n: {"row": m, "col": n})
-
+    grid axis 2 splits K and each workgroup adds its partial tile into C atomically. With
+    direct_lds, A and B go from global memory straight into LDS (async copies, one dword per
+    lane in LDS order: `buffer_load_dword ... lds`), one K tile ahead; LDS is then unswizzled,
+    since such a copy writes a wave's lanes to consecutive dwords."""
+    if direct_lds:
+        _direct_lds_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k,
+                            split_k=split_k, instr=instr)
+        return
+    k_first, m0, n0, nk = _grid(A, B, C, block_m, block_n, block_k, split_k)
     a_spec = a_fragment or T.mfma_layout(instr, "a", WAVE_GRID)
     b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
     c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
-    reps_m, reps_n = block_m // a_spec.shape[0], block_n // b_spec.shape[0]
-    k_steps = block_k // a_spec.shape[1]
     copy_a = T.copy_layout((block_m, block_k), 4, 8)
     copy_b = T.copy_layout((block_n, block_k), 4, 8)
     sw = SWIZZLE if swizzle else None
@@ -55,28 +46,13 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
     next_slot = next_slot or (lambda kt: (kt + 1) % 2)
 
     def compute(slot, kt, acc):
-        for ks in range(k_steps):
-            k0 = ks * a_spec.shape[1]
-            a = [a_read.load((slot, r * a_spec.shape[0], k0), a_spec) for r in range(reps_m)]
-            b = [b_smem.load((slot, s * b_spec.shape[0], k0), b_spec) for s in range(reps_n)]
-            for (r, s), c in acc.items():
-                acc[r, s] = T.mfma(instr, a[r], b[s], c)
-                T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), (A.k // block_k).eq(k_first + kt),
-                                                 A.row.eq(C.row), B.col.eq(C.col)),
-                             "A and B meet at one k of this K tile, on C's row and column")
-        return acc
+        return _compute(a_read, b_smem, slot, k_first + kt, acc, a_spec, b_spec, block_k,
+                        instr)
 
     a_smem.store((0, 0, 0), A.load((m0, k_first * block_k), copy_a))
     b_smem.store((0, 0, 0), B.load((n0, k_first * block_k), copy_b))
     T.barrier()
-    acc = {}
-    for r in range(reps_m):
-        for s in range(reps_n):
-            rows, cols = m0 + r * c_spec.shape[0], n0 + s * c_spec.shape[1]
-            acc[r, s] = T.tag(T.zeros(c_spec),
-                              lambda i, j, rows=rows, cols=cols: {"row": rows + i,
-                                                                  "col": cols + j})
-    nk = K // (block_k * split_k)
+    acc = _zero_accumulators(m0, n0, block_m, block_n, a_spec, b_spec, c_spec)
     # The last K tile is consumed after the loop, so every iteration can prefetch the next tile
     # without a branch. One barrier per iteration suffices: iteration kt writes the slot that
     # iteration kt-1 read, and that read ended before kt-1's barrier.
@@ -90,7 +66,56 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
         if sync:
             T.barrier()
     last = nk - 1
-    acc = compute(last % 2, last, dict(loop.acc))
+    _store(C, compute(last % 2, last, dict(loop.acc)), m0, n0, c_spec, split_k)
+
+
+def _grid(A, B, C, block_m, block_n, block_k, split_k):
+    """Assumptions, grid and tags; (first K tile of this workgroup, m0, n0, K tiles each)."""
+    M, K = A.shape
+    N = B.shape[0]
+    for extent, block in ((M, block_m), (N, block_n), (K, block_k * split_k)):
+        T.assume((extent % block).eq(0))
+    if split_k > 1:
+        T.grid(M // block_m, N // block_n, split_k)
+        k_first = T.program_id(2) * (K // (block_k * split_k))  # this split's first K tile
+    else:
+        T.grid(M // block_m, N // block_n)
+        k_first = 0
+    T.tag(A, lambda m, k: {"row": m, "k": k})
+    T.tag(B, lambda n, k: {"col": n, "k": k})
+    T.tag(C, lambda m, n: {"row": m, "col": n})
+    return (k_first, T.program_id(0) * block_m, T.program_id(1) * block_n,
+            K // (block_k * split_k))
+
+
+def _compute(a_read, b_read, slot, k_tile, acc, a_spec, b_spec, block_k, instr):
+    """One K tile's MFMAs from LDS slot `slot`, asserting that A and B meet at one k of it."""
+    reps_m = max(r for r, _ in acc) + 1
+    reps_n = max(s for _, s in acc) + 1
+    for ks in range(block_k // a_spec.shape[1]):
+        k0 = ks * a_spec.shape[1]
+        a = [a_read.load((slot, r * a_spec.shape[0], k0), a_spec) for r in range(reps_m)]
+        b = [b_read.load((slot, s * b_spec.shape[0], k0), b_spec) for s in range(reps_n)]
+        for (r, s), c in acc.items():
+            acc[r, s] = T.mfma(instr, a[r], b[s], c)
+            T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), (A.k // block_k).eq(k_tile),
+                                             A.row.eq(C.row), B.col.eq(C.col)),
+                         "A and B meet at one k of this K tile, on C's row and column")
+    return acc
+
+
+def _zero_accumulators(m0, n0, block_m, block_n, a_spec, b_spec, c_spec):
+    acc = {}
+    for r in range(block_m // a_spec.shape[0]):
+        for s in range(block_n // b_spec.shape[0]):
+            rows, cols = m0 + r * c_spec.shape[0], n0 + s * c_spec.shape[1]
+            acc[r, s] = T.tag(T.zeros(c_spec),
+                              lambda i, j, rows=rows, cols=cols: {"row": rows + i,
+                                                                  "col": cols + j})
+    return acc
+
+
+def _store(C, acc, m0, n0, c_spec, split_k):
     for (r, s), c in acc.items():
         origin = (m0 + r * c_spec.shape[0], n0 + s * c_spec.shape[1])
         if split_k > 1:
@@ -101,17 +126,57 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
                      "each C element lands on its own row and column")
 
 
+def _direct_lds_program(A, B, C, *, block_m, block_n, block_k, split_k, instr):
+    """The GEMM with A and B tiles copied global -> LDS by async copies, one K tile ahead:
+    copy tile kt+1 into the other slot, wait until only that group is in flight (tile kt has
+    landed for this wave), barrier (and for every wave), compute tile kt, barrier (every wave
+    is done reading the slot the next copy overwrites)."""
+    k_first, m0, n0, nk = _grid(A, B, C, block_m, block_n, block_k, split_k)
+    a_spec = T.mfma_layout(instr, "a", WAVE_GRID)
+    b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
+    c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
+    # one dword (two bf16) per lane, lanes along the LDS rows
+    copy_a = T.copy_layout((block_m, block_k), 4, 2)
+    copy_b = T.copy_layout((block_n, block_k), 4, 2)
+    a_smem = T.lds((2, block_m, block_k), "bf16")
+    b_smem = T.lds((2, block_n, block_k), "bf16")
+
+    def fetch(kt, slot):
+        T.async_copy(a_smem, (slot, 0, 0), A, (m0, (k_first + kt) * block_k), copy_a)
+        T.async_copy(b_smem, (slot, 0, 0), B, (n0, (k_first + kt) * block_k), copy_b)
+        T.commit_group()
+
+    fetch(0, 0)
+    acc = _zero_accumulators(m0, n0, block_m, block_n, a_spec, b_spec, c_spec)
+    loop = T.range(0, nk - 1, stages=2, name="kt", acc=acc)
+    for kt in loop:
+        fetch(kt + 1, (kt + 1) % 2)
+        T.wait_group(1)
+        T.barrier(wait=False)
+        loop.acc = _compute(a_smem, b_smem, kt % 2, k_first + kt, dict(loop.acc), a_spec,
+                            b_spec, block_k, instr)
+        T.barrier(wait=False)
+    T.wait_group(0)
+    T.barrier(wait=False)
+    last = nk - 1
+    acc = _compute(a_smem, b_smem, last % 2, k_first + last, dict(loop.acc), a_spec, b_spec,
+                   block_k, instr)
+    _store(C, acc, m0, n0, c_spec, split_k)
+
+
 @T.kernel(waves=4)
 def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"), C: Tensor("f32", "M", "N"),
          *, block_m: int = 64, block_n: int = 64, block_k: int = 32, swizzle: bool = True,
-         split_k: int = 1, instr: str = MFMA):
+         split_k: int = 1, instr: str = MFMA, direct_lds: bool = False):
     """C = A @ B.T in bf16 with f32 accumulation. block_m and block_n are multiples of 64 and
     block_k of 8, with block_m * block_k and block_n * block_k multiples of 2048 (one 16-byte
     vector per thread per copy). split_k > 1 splits K over grid axis 2 and accumulates into C
     with atomic adds (C must start at zero). `instr` picks the bf16 MFMA (32x32x8 or 16x16x16;
-    block sizes must then be multiples of the 2x2 wave grid's fragment)."""
+    block sizes must then be multiples of the 2x2 wave grid's fragment). `direct_lds` copies A
+    and B global -> LDS without registers (`buffer_load_dword ... lds`; LDS unswizzled, so
+    `swizzle` does not apply)."""
     gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle,
-                 split_k=split_k, instr=instr)
+                 split_k=split_k, instr=instr, direct_lds=direct_lds)
 
 
 def reference(A, B):
