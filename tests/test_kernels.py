@@ -423,3 +423,16 @@ def test_attention_is_right_for_any_admissible_shape(head_dim, causal, q_blocks,
     assert result.ok, result.report()
     np.testing.assert_allclose(result.outputs["O"].astype(np.float64),
                                attention.reference(q, k, v, causal), atol=2e-2, rtol=2e-2)
+
+
+def test_verify_reports_where_a_witness_leaves_an_mfma_helper_free():
+    """attention with prefetch=2: some MFMA witnesses came back without the B-lane helper (the
+    query's simplification dropped it) and describing the element raised KeyError out of
+    verify. Nothing but a report leaves verify; a witness the interpreter does not replay is
+    Unknown, never a refutation."""
+    import argus
+    from argus.absint.report import Report
+
+    report = argus.verify(attention.attention_fwd, prefetch=2)
+    assert isinstance(report, Report)
+    assert all(o.counterexample.confirmed for o in report.refuted), str(report)

@@ -178,7 +178,12 @@ class Obligations:
         workgroup = tuple(witness.get(self.pids[a].name, 0) if a in self.pids else 0
                           for a in range(3))
         point = [witness.get(v.name, 0) for v in thread] + [0, 0, 0]
-        extra = describe(witness) if describe else {}
+        try:
+            extra = describe(witness) if describe else {}
+        except (KeyError, ArithmeticError, ValueError) as error:
+            # the description reads something the witness does not fix; the replay still
+            # locates the violation, and nothing but a report may leave verify
+            extra = {"detail": f"(the witness could not be described: {error})"}
         return Counterexample(
             workgroup, point[0], point[1], point[2],
             iteration={c.iv.name: witness.get(c.iv.name, 0) for c in loops},

@@ -47,7 +47,7 @@ from argus.absint.report import (
 )
 from argus.ir import access as A
 from argus.ir import ops as O
-from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, ite, max_, simplify
+from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, free_vars, ite, max_, simplify
 from argus.ir.expr import substitute as subst
 from argus.ir.transfer import cover_names, cover_union
 from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
@@ -515,7 +515,9 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         c = self.tags(op.c).at(wave, lc, sc)
 
         def element(witness):
-            env = dict(witness)
+            # a helper the query's simplification dropped is free: its lowest value will do
+            env = dict(witness) | {v.name: v.lo for e in (blk, i, j, k) for v in free_vars(e)
+                                   if v.name not in witness}
             return {"block": evaluate(blk, env), "i": evaluate(i, env),
                     "j": evaluate(j, env), "k": evaluate(k, env)}
         self.assertions(op, {"A": a.tags, "B": b.tags, "C": c.tags},
