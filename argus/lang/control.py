@@ -236,14 +236,10 @@ class lanes:
         if not callable(condition):
             raise DSLError(f"T.lanes takes a condition on the thread ids, e.g. lambda wave, "
                            f"lane: wave.eq(0), not {condition!r}", loc)
-        cond = condition(Var("wave", 0, builder.waves), Var("lane", 0, LANES))
-        if isinstance(cond, bool):
-            raise DSLError(f"T.lanes got the Python bool {cond}; write equations with .eq(), "
-                           "e.g. lambda wave, lane: wave.eq(0)", loc)
-        cond = tidy(as_expr(cond))
-        if not cond.is_bool:
-            raise DSLError(f"T.lanes needs a condition, got the integer '{cond}'", loc)
-        self.cond, self.loc = cond, loc
+        self.cond = _thread_condition(
+            "T.lanes", condition(Var("wave", 0, builder.waves), Var("lane", 0, LANES)),
+            "lambda wave, lane: wave.eq(0)", loc)
+        self.loc = loc
 
     def __enter__(self):
         current_builder().active.append(self.cond)
@@ -267,11 +263,17 @@ def group_barrier(waves) -> None:
     if builder.active:
         raise DSLError("T.group_barrier inside a T.lanes block: a barrier's waves arrive whole; "
                        "close the T.lanes block first", loc)
-    cond = waves(Var("wave", 0, builder.waves))
+    cond = _thread_condition("T.group_barrier", waves(Var("wave", 0, builder.waves)),
+                             "lambda wave: wave.eq(0)", loc)
+    builder.emit(O.GroupBarrier(active=cond, loc=loc))
+
+
+def _thread_condition(name: str, cond, example: str, loc):
+    """The condition a thread-selecting lambda returned, as a tidy boolean expression."""
     if isinstance(cond, bool):
-        raise DSLError(f"T.group_barrier got the Python bool {cond}; write equations with "
-                       ".eq(), e.g. lambda wave: wave.eq(0)", loc)
+        raise DSLError(f"{name} got the Python bool {cond}; write equations with .eq(), "
+                       f"e.g. {example}", loc)
     cond = tidy(as_expr(cond))
     if not cond.is_bool:
-        raise DSLError(f"T.group_barrier needs a condition, got the integer '{cond}'", loc)
-    builder.emit(O.GroupBarrier(active=cond, loc=loc))
+        raise DSLError(f"{name} needs a condition, got the integer '{cond}'", loc)
+    return cond

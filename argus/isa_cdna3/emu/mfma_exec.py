@@ -202,16 +202,24 @@ def _check_valu_to_mfma(m: Machine, g: Group, inst: Instruction, regs: frozenset
     """A VALU write of an MFMA source needs 2 wait states before the MFMA reads it, a VALU write
     of EXEC (v_cmpx) 4. The group remembers its latest VALU writes; a divergent branch starts a
     fresh history."""
+    check_valu_to_reader(m, g, inst, regs, "valu-to-mfma", "an MFMA",
+                         isa.VALU_WRITE_VGPR_TO_MFMA_READ, isa.VALU_WRITE_EXEC_TO_MFMA)
+
+
+def check_valu_to_reader(m: Machine, g: Group, inst: Instruction, regs: frozenset[int],
+                         kind: str, reader: str, vgpr_states: int, exec_states: int) -> None:
+    """Report `kind` where `inst` reads one of `regs` (or runs under EXEC) fewer wait states
+    after the group's VALU write of it than the ISA requires (`vgpr_states`, `exec_states`)."""
     for tick, reg, producer in g.recent_valu:
         waited = g.tick - tick - 1
-        if reg == EXEC_WRITE and waited < isa.VALU_WRITE_EXEC_TO_MFMA:
-            need, what = isa.VALU_WRITE_EXEC_TO_MFMA, "exec"
-        elif reg in regs and waited < isa.VALU_WRITE_VGPR_TO_MFMA_READ:
-            need, what = isa.VALU_WRITE_VGPR_TO_MFMA_READ, m.vgpr_name(reg)
+        if reg == EXEC_WRITE and waited < exec_states:
+            need, what = exec_states, "exec"
+        elif reg in regs and waited < vgpr_states:
+            need, what = vgpr_states, m.vgpr_name(reg)
         else:
             continue
-        m.report(g, np.ones(g.n, bool), "valu-to-mfma", inst, producer.address, producer.text,
-                 what, f"a VALU write of {what} needs {need} wait states before an MFMA; "
+        m.report(g, np.ones(g.n, bool), kind, inst, producer.address, producer.text,
+                 what, f"a VALU write of {what} needs {need} wait states before {reader}; "
                  f"insert `s_nop {need - 1 - max(waited, 0)}` or more")
 
 

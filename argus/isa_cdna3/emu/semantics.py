@@ -16,7 +16,7 @@ import numpy as np
 
 from argus.isa_cdna3 import isa, numerics
 from argus.isa_cdna3.emu.memory_ops import compile_memory, memory_row
-from argus.isa_cdna3.emu.mfma_exec import compile_mfma
+from argus.isa_cdna3.emu.mfma_exec import check_valu_to_reader, compile_mfma
 from argus.isa_cdna3.emu.operands import (
     OperandError,
     constant_bits,
@@ -700,17 +700,8 @@ def _dpp_write_lanes(inst: Instruction) -> np.ndarray:
 def _check_valu_to_dpp(m: Machine, g: Group, inst: Instruction, regs: frozenset[int]) -> None:
     """DPP reads its sources before a recent VALU result reaches them: a VALU write of a source
     VGPR needs 2 wait states, a VALU write of EXEC (v_cmpx) 5."""
-    for tick, reg, producer in g.recent_valu:
-        waited = g.tick - tick - 1
-        if reg == EXEC_WRITE and waited < isa.VALU_WRITE_EXEC_TO_DPP:
-            need, what = isa.VALU_WRITE_EXEC_TO_DPP, "exec"
-        elif reg in regs and waited < isa.VALU_WRITE_VGPR_TO_DPP_READ:
-            need, what = isa.VALU_WRITE_VGPR_TO_DPP_READ, m.vgpr_name(reg)
-        else:
-            continue
-        m.report(g, np.ones(g.n, bool), "valu-to-dpp", inst, producer.address, producer.text,
-                 what, f"a VALU write of {what} needs {need} wait states before a DPP read; "
-                 f"insert `s_nop {need - 1 - max(waited, 0)}` or more")
+    check_valu_to_reader(m, g, inst, regs, "valu-to-dpp", "a DPP read",
+                         isa.VALU_WRITE_VGPR_TO_DPP_READ, isa.VALU_WRITE_EXEC_TO_DPP)
 
 
 def _compile_dpp(inst: Instruction, accum: int, kinds, fn) -> Executor:
