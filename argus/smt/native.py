@@ -209,10 +209,12 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
     # the witness search is a run of short checks with a time limit of its own
     deadline = time.monotonic() + timeout_ms / 1000
     solver.set("timeout", timeout_ms)
-    first = _model(solver, query, rewrite)
-    point = (_preferred(solver, query, rewrite) if order else None) or first
+    # each variable's rewritten term, built once: a model is read many times while minimising
+    terms = {v.name: rewrite(symbol(v)) for v in query.variables}
+    first = _model(solver, terms)
+    point = (_preferred(solver, query, rewrite, terms) if order else None) or first
     return lexicographic(order, point, lambda name, point: _minimise(solver, query, name, point,
-                                                                     deadline, rewrite))
+                                                                     deadline, terms))
 
 
 def _alignment(query):
@@ -338,13 +340,14 @@ def _domain_is_empty(query, timeout_ms) -> bool:
     return checked(solver) == z3.unsat
 
 
-def _model(solver, query, rewrite) -> dict[str, int]:
+def _model(solver, terms: dict) -> dict[str, int]:
+    """The solver's model, read at each variable's (rewritten) term."""
     model = solver.model()
-    return {v.name: model.eval(rewrite(symbol(v)), model_completion=True).as_signed_long()
-            for v in query.variables}
+    return {name: model.eval(term, model_completion=True).as_signed_long()
+            for name, term in terms.items()}
 
 
-def _preferred(solver, query, rewrite):
+def _preferred(solver, query, rewrite, terms):
     """Keep `query.prefer` for the rest of the search when some witness meets it (a model);
     None when none does or z3 cannot tell."""
     if not query.prefer:
@@ -353,17 +356,16 @@ def _preferred(solver, query, rewrite):
     solver.add(z3.Implies(wanted, z3.And([rewrite(condition(p)) for p in query.prefer])))
     if checked(solver, wanted) != z3.sat:
         return None
-    point = _model(solver, query, rewrite)
+    point = _model(solver, terms)
     solver.add(wanted)
     return point
 
 
-def _minimise(solver, query, name, point, deadline, rewrite):
+def _minimise(solver, query, name, point, deadline, terms):
     """Fix `name` at its smallest value with the earlier variables fixed; returns the new model
     and whether the search finished before the deadline."""
     var = next(v for v in query.variables if v.name == name)
-    term, width = lower(var)
-    term = rewrite(term)
+    term, width = terms[name], lower(var)[1]
 
     def model_below(bound):
         # a fresh literal implying the bound, assumed for one check, instead of a scope
@@ -372,7 +374,7 @@ def _minimise(solver, query, name, point, deadline, rewrite):
         answer = checked(solver, below)
         if answer == z3.unknown:
             raise GaveUp
-        return _model(solver, query, rewrite) if answer == z3.sat else None
+        return _model(solver, terms) if answer == z3.sat else None
 
     point, value, complete = smallest(name, var.lo, point, model_below, deadline)
     # `point` is a model with name == value, so it stays valid under the new constraint
