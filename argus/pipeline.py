@@ -26,6 +26,7 @@ from argus.ir import ops as O
 from argus.ir.expr import Var, evaluate
 from argus.isa_cdna3.abi import LaunchError
 from argus.kernels import library
+from argus.lang.kernel import KernelDef
 
 
 def _kernel(kernel, call: str):
@@ -66,17 +67,27 @@ def resolve_kernel(target: str):
                           loc=f"{path}:{line}" if line else path,
                           fix="make the file importable on its own (python3 FILE runs it)"
                           ) from None
-    found = {k: v for k, v in vars(module).items()
-             if isinstance(v, O.Kernel) or hasattr(v, "trace")}
+    found = {k: v for k, v in vars(module).items() if isinstance(v, O.Kernel | KernelDef)}
+    if not name and "KERNEL" not in found:
+        # kernels the file imported (`from mylib import helper`) are candidates only when the
+        # file defines none of its own
+        own = {k: v for k, v in found.items()
+               if not isinstance(v, KernelDef) or v.fn.__module__ == module.__name__}
+        found = own or found
     if name:
         if name not in found:
             raise VerifyError(f"{path} has no kernel {name!r}; it has {sorted(found)}")
         return found[name]
     if "KERNEL" in found:
         return found["KERNEL"]
-    if len(found) != 1:
+    if not found:
+        raise VerifyError(f"{path} defines no kernel", loc=path,
+                          fix="decorate a function with @T.kernel (import argus.lang as T), or "
+                              "set KERNEL = a traced kernel")
+    distinct = {id(v): v for v in found.values()}  # one kernel under two names is one kernel
+    if len(distinct) != 1:
         raise VerifyError(f"{path} defines kernels {sorted(found)}; pick one with {path}:NAME")
-    return next(iter(found.values()))
+    return next(iter(distinct.values()))
 
 
 @attrs.frozen

@@ -122,3 +122,63 @@ def test_a_code_object_for_an_rdna_gpu_is_named_before_decoding(tmp_path):
     path = tmp_path / "rdna.hsaco"
     path.write_bytes(bytes(data))
     assert_refused(["disasm", str(path)], "built for gfx1100")
+
+
+KERNEL_FILE = '''
+import argus.lang as T
+from argus.lang import Tensor
+
+
+@T.kernel(waves=4)
+def copy_rows(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
+    N = X.shape[0]
+    T.assume((N % 16).eq(0))
+    T.grid(N // 16)
+    row = T.program_id(0) * 16
+{body}
+'''
+COPY = "    Y.store((row, 0), X.load((row, 0), T.copy_layout((16, 16), 4, 1)))"
+
+
+def write_kernel(tmp_path, body=COPY, name="k.py", head=""):
+    path = tmp_path / name
+    path.write_text(head + KERNEL_FILE.format(body=body))
+    return path
+
+
+def test_a_file_with_one_kernel_needs_no_name(tmp_path):
+    # `import argus.lang as T` puts the DSL module (which has a `trace` submodule) in the file's
+    # namespace: it is not a kernel
+    code, output, _ = run("verify", str(write_kernel(tmp_path)))
+    assert code == 0 and "Verified copy_rows" in output, output
+
+
+def test_a_kernel_the_file_imports_is_not_a_candidate_beside_its_own(tmp_path):
+    write_kernel(tmp_path, name="helpers.py")
+    path = write_kernel(tmp_path, head="from helpers import copy_rows as borrowed\n",
+                        body=COPY + "\n\n\nmine = copy_rows")
+    code, output, _ = run("verify", str(path))
+    assert code == 0 and "Verified copy_rows" in output, output
+    only_imported = tmp_path / "imports.py"
+    only_imported.write_text("from helpers import copy_rows\n")
+    code, output, _ = run("verify", str(only_imported))
+    assert code == 0 and "Verified copy_rows" in output, output
+
+
+def test_a_file_without_a_kernel(tmp_path):
+    path = tmp_path / "empty.py"
+    path.write_text("import argus.lang as T\nX = 3\n")
+    assert_refused(["verify", str(path)], f"{path} defines no kernel")
+
+
+@pytest.mark.parametrize(("body", "line", "says"), [
+    ("    x = 1 / 0", 12, "tracing kernel copy_rows raised ZeroDivisionError: division by zero"),
+    ("    Y.store((row, 0), X.load((row, 0), 'rows'))", 12,
+     "expected a tile spec (shape and thread layout), got 'rows'"),
+    ("    Y.store((row, 0), 3.0)", 12, "the value stored must be a register tile"),
+    ("    import no_such_module_here", 12, "raised ModuleNotFoundError"),
+])
+def test_python_errors_inside_a_kernel_name_the_users_line(tmp_path, body, line, says):
+    path = write_kernel(tmp_path, body=body)
+    assert_refused(["verify", str(path)], says)
+    assert_refused(["compile", str(path)], f"{path}:{line}")

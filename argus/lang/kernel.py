@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import inspect
 import sys
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 import attrs
 
 from argus import env
+from argus.errors import ArgusError
 from argus.ir import ops as O
 from argus.ir.expr import Var
 from argus.ir.types import DTYPE_BYTES, SIZE_RANGE, GlobalType, IRError, SourceLoc, Value
@@ -116,6 +119,13 @@ class KernelDef:
         BUILDERS.append(builder)
         try:
             self.fn(*handles, **params)
+        except ArgusError:
+            raise
+        except Exception as error:  # the kernel's Python failed while tracing: say where
+            raise DSLError(f"tracing kernel {self.name} raised {type(error).__name__}: {error}",
+                           _raising_line(error) or loc,
+                           "fix the kernel's Python at that line (it runs once, at trace "
+                           "time)") from error
         finally:
             BUILDERS.pop()
         if builder.grid is None:
@@ -132,6 +142,20 @@ class KernelDef:
         if env.debug_level() >= 2:
             print(kernel, file=sys.stderr)
         return kernel
+
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def _raising_line(error: Exception) -> SourceLoc | None:
+    """The innermost line of the traceback that is the kernel author's: outside the argus
+    package, or in its kernel library (None when every frame is Argus' own)."""
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        path = Path(frame.filename).resolve()
+        if not path.is_relative_to(_PACKAGE) or path.is_relative_to(_PACKAGE / "kernels"):
+            return SourceLoc(short_path(frame.filename), frame.lineno or 1,
+                             (frame.colno or 0) + 1)
+    return None
 
 
 def _def_loc(fn) -> SourceLoc:

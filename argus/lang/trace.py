@@ -110,8 +110,18 @@ class Builder:
         return t
 
 
+def _check_tile(tile, verb: str, loc: SourceLoc):
+    if not isinstance(tile, Tile):
+        raise DSLError(f"the value {verb} must be a register tile (a load, T.full, an MFMA, "
+                       f"...), not {tile!r}", loc)
+
+
 def check_spec(spec: TileSpec, loc: SourceLoc):
     """The layout must put every thread slot inside the tile and hold every element."""
+    if not isinstance(spec, TileSpec):
+        raise DSLError(f"expected a tile spec (shape and thread layout), got {spec!r}", loc,
+                       "pass one made by T.copy_layout(...), T.mfma(...).a/.b/.c, or "
+                       "TileSpec(shape, layout)")
     layout = spec.layout
     if layout.rank != len(spec.shape):
         raise DSLError(f"the layout gives {layout.rank} coordinates for a rank-"
@@ -284,6 +294,7 @@ class Global:
 
     def _store(self, kind, origin, tile: Tile, axes, gather, guard, rows=None):
         loc = user_loc()
+        _check_tile(tile, "stored", loc)
         builder = current_builder()
         builder.emit(kind(tensor=self.value, origin=_exprs(origin, "origin", loc),
                           axes=self._axes(axes, tile.spec, loc), value=tile.value, loc=loc,
@@ -419,6 +430,7 @@ class Lds:
 
     def store(self, origin, tile: Tile):
         loc = user_loc()
+        _check_tile(tile, "stored", loc)
         builder = current_builder()
         builder.emit(O.LdsStore(buffer=self.value, addr=self.addr,
                                 origin=_exprs(origin, "origin", loc), value=tile.value, loc=loc,
@@ -428,6 +440,7 @@ class Lds:
         """buffer[addr(origin + c)] += tile[c] atomically: threads adding to one address need
         no barrier between them; read the sum after a barrier (and store zeros first)."""
         loc = user_loc()
+        _check_tile(tile, "added", loc)
         builder = current_builder()
         builder.emit(O.LdsAtomicAdd(buffer=self.value, addr=self.addr,
                                     origin=_exprs(origin, "origin", loc), value=tile.value,
