@@ -326,7 +326,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     def admissible(trial: dict) -> bool:
         return all(evaluate(a, trial) for a in kernel.ir.assumes)
 
-    loop = next((n for n in names if kernel.grid(**{**sizes, n: sizes[n] * 2}) == grid), None)
+    loop = _trip_size(kernel, sizes, grid)
     real = sizes[loop] if loop else 0
     trips: tuple[int, ...] = (real,)
     if loop and extrapolate:
@@ -351,8 +351,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
         key = (hashlib.sha256(kernel.code.data).hexdigest(), kernel.name, first,
                tuple(sorted(shape.items())))
         if key not in _SAMPLES:
-            arrays = {t.name: np.zeros(tuple(int(evaluate(e, shape)) for e in t.type.shape),
-                                       NUMPY_DTYPES[t.type.dtype]) for t in kernel.ir.tensors}
+            arrays = _sample_inputs(kernel.ir, shape)
             args = kernel.arguments(arrays, shape)
             done = _emulated(lambda args=args: emulate(
                 kernel.code, kernel.name, grid=(first, 1, 1), block=kernel.block, args=args,
@@ -394,6 +393,49 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     return combine(kernel.name, gpu, occ, p, rounds, flops=flops * workgroups,
                    bytes_requested=total_requested, bytes_hbm=hbm, constants=constants,
                    extrapolation=note, shape=sizes)
+
+
+def _trip_size(kernel: Any, sizes: dict, grid: tuple) -> str | None:
+    """The size that sets the main loop's trip count and not the grid (the K of a GEMM, the
+    H of a MoE GEMM): a size of the first loop bound, outermost first, that the grid does not
+    depend on; None when no loop runs a size-dependent number of times."""
+    from argus.ir import ops as O
+    from argus.ir.expr import free_vars
+
+    names = {v.name for v in kernel.ir.sizes}
+    for op in kernel.ir.ops():
+        if not isinstance(op, O.For):
+            continue
+        for var in sorted(free_vars(op.start) | free_vars(op.stop), key=lambda v: v.name):
+            if var.name in names and kernel.grid(**{**sizes, var.name: sizes[var.name] * 2}) \
+                    == grid:
+                return var.name
+    return None
+
+
+def _sample_inputs(ir: Any, shape: dict) -> dict[str, np.ndarray]:
+    """Inputs for a timing sample: zeros, except index data that the kernel declares facts
+    about, which gets entries meeting them (spread over their range: `T.distinct` rows are
+    distinct, an expert id cycles through the experts), so gathered rows touch as many cache
+    lines as a real routing does, not one row over and over."""
+    from argus.absint.concrete import NUMPY_DTYPES
+    from argus.ir import ops as O
+    from argus.ir.expr import evaluate
+
+    arrays = {t.name: np.zeros(tuple(int(evaluate(e, shape)) for e in t.type.shape),
+                               NUMPY_DTYPES[t.type.dtype]) for t in ir.tensors}
+    for op in ir.ops():
+        if isinstance(op, O.Distinct):
+            lo, hi = (int(evaluate(e, shape)) for e in (op.lo, op.hi))
+        elif isinstance(op, O.ScalarLoad):
+            lo, hi = ((int(evaluate(e, shape)) for e in op.bounds) if op.bounds
+                      else (op.var.lo, op.var.hi))
+        else:
+            continue
+        data = arrays[op.tensor.name]
+        if hi > lo:
+            data.reshape(-1)[:] = lo + np.arange(data.size) % (hi - lo)
+    return arrays
 
 
 # ---------------------------------------------------------------------------------- targets

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 import argus
 from argus.isa_cdna3.perf import calibrate
 from argus.isa_cdna3.perf.params import PerfError
+from argus.kernels.moe import route
 
 GEMM_TILE = {"block_m": 64, "block_n": 64, "block_k": 32}
 MOE_SHAPE = {"tokens": 32, "dim": 512, "inter": 512, "experts": 4, "topk": 2}
@@ -75,9 +78,14 @@ def main() -> None:
         _line(r.label(), amd, ours, why, r.measured_us)
     print("fused MoE (bf16), AMD: fmoe_b16 (emulated whole; no published timing runs in Argus)")
     amd = argus.time("fmoe_b16", sizes=MOE_SHAPE).microseconds
-    ours, why = _ours("moe_gemm", {"TOKENS": MOE_SHAPE["tokens"] * MOE_SHAPE["topk"],
-                                   "H": MOE_SHAPE["dim"], "E": MOE_SHAPE["experts"],
-                                   "N": MOE_SHAPE["inter"]}, "mi300x")
+    # ours: one grouped GEMM over the routed rows (tokens x topk), N = 2 x inter (gate and up
+    # side by side, AMD's fused pair, without its activation), P and BLOCKS from a random
+    # top-k routing padded to 64-row blocks
+    rows_routed = MOE_SHAPE["tokens"] * MOE_SHAPE["topk"]
+    _, ids, blocks = route(rows_routed, MOE_SHAPE["experts"], 64, np.random.default_rng(0))
+    ours, why = _ours("moe_gemm", {"TOKENS": rows_routed, "H": MOE_SHAPE["dim"],
+                                   "E": MOE_SHAPE["experts"], "N": 2 * MOE_SHAPE["inter"],
+                                   "P": len(ids), "BLOCKS": len(blocks)}, "mi300x")
     _line("fmoe_b16 " + " ".join(f"{k}={v}" for k, v in MOE_SHAPE.items()), amd, ours, why)
 
 

@@ -49,3 +49,16 @@ def test_moe_random_routings(tokens, experts, seed):
     choice = np.random.default_rng(seed).integers(0, experts, tokens)
     error, _ = run_routing(choice, experts, seed=seed)
     assert error < MOE.tolerance, error
+
+
+def test_the_k_loop_requests_its_operands_before_its_mfmas_and_adds_no_addresses():
+    # the gathered rows' address sums are loop-invariant: made once before the loop, shared by
+    # the pieces that differ only in their offset field
+    text = argus.compile(MOE.kernel).text
+    body = text.split(".Lloop1:")[1].split("s_cbranch_scc1 .Lloop1")[0]
+    lines = [line.split()[0] for line in body.splitlines() if line.strip()
+             and not line.strip().startswith(";")]
+    assert "v_add_u32_e32" not in lines
+    first_mfma = lines.index(next(op for op in lines if op.startswith("v_mfma")))
+    loads = [i for i, op in enumerate(lines) if op.startswith("buffer_load")]
+    assert loads and max(loads) < first_mfma

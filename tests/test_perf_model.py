@@ -115,6 +115,23 @@ def test_compiled_kernel_timing_extrapolates_its_k_loop():
     assert sampled.flops == full.flops == 2 * 128 * 128 * 1024
 
 
+def test_a_moe_timing_extrapolates_its_hidden_size_and_counts_every_flop():
+    # the loop runs over H; TOKENS is not in the grid either but sets no trip count (taking it
+    # for the loop once gave a time 20x below the MFMA peak)
+    from argus.kernels.moe import moe_gemm, route
+
+    kernel = argus.compile(moe_gemm)
+    _, ids, experts = route(1024, 8, 64, np.random.default_rng(0))
+    sizes = {"TOKENS": 1024, "H": 2048, "E": 8, "N": 1024, "P": len(ids),
+             "BLOCKS": len(experts)}
+    timing = argus.time(kernel, sizes=sizes)
+    assert "at H=" in timing.extrapolation
+    assert timing.flops == 2 * len(ids) * 1024 * 2048
+    assert timing.microseconds * 1e-6 >= timing.flops / 1307.4e12   # MI300X dense bf16 peak
+    full = argus.time(kernel, sizes={**sizes, "H": 1024}, extrapolate=False)
+    assert full.flops == 2 * len(ids) * 1024 * 1024
+
+
 def test_more_workgroups_than_cus_take_rounds():
     one = argus.time(GEMM, sizes={"m": 32, "n": 64 * 304, "k": 512})
     two = argus.time(GEMM, sizes={"m": 32, "n": 64 * 305, "k": 512})

@@ -54,11 +54,15 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
     loop = T.range(0, H // block_k, name="kt", acc=acc)
     for kt in loop:
         acc = dict(loop.acc)
-        for ks in range(block_k // a_spec.shape[1]):
-            k0 = kt * block_k + ks * a_spec.shape[1]
-            a = [X.load((0, k0), a_spec, gather=rows(r), guard=True) for r in range(reps_m)]
-            b = [W.load((expert, n0 + s * b_spec.shape[0], k0), b_spec, axes=(1, 2))
-                 for s in range(reps_n)]
+        # every operand of the K tile is requested before the first MFMA, so the loads are in
+        # flight together and each MFMA waits only for its own
+        steps = range(block_k // a_spec.shape[1])
+        k0s = [kt * block_k + ks * a_spec.shape[1] for ks in steps]
+        a_tiles = [[X.load((0, k0), a_spec, gather=rows(r), guard=True) for r in range(reps_m)]
+                   for k0 in k0s]
+        b_tiles = [[W.load((expert, n0 + s * b_spec.shape[0], k0), b_spec, axes=(1, 2))
+                    for s in range(reps_n)] for k0 in k0s]
+        for a, b in zip(a_tiles, b_tiles):
             for (r, s), c in acc.items():
                 acc[r, s] = T.mfma(MFMA, a[r], b[s], c)
                 T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), B.expert.eq(expert)),

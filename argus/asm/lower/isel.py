@@ -586,9 +586,18 @@ def _gathered_vaddr(s: Selector, op, piece: Piece, vaddr):
     rows = _gather_rows(s, op, piece) if op.gather is not None else _register_rows(s, op, piece)
     if vaddr is None:
         return rows
-    address = VReg("v", 1, "gaddr")
-    s.emit("v_add_u32_e32", address, vaddr, rows)
-    return address
+    # one sum per pair of registers: pieces that differ only in their offset field share it,
+    # and a sum of two loop-invariant registers is made once, before the loop
+    key = ("gaddr", vaddr.serial, rows.serial)
+    invariant = {r.serial for r in s.hoisted.values() if isinstance(r, VReg)}
+    hoist = vaddr.serial in invariant and rows.serial in invariant
+    memo = s.hoisted if hoist or not s.scoped else s.scoped[-1]
+    if key not in memo:
+        address = VReg("v", 1, "gaddr")
+        s.emit("v_add_u32_e32", address, vaddr, rows,
+               into=s.preheader if hoist and s.loop_vars else None)
+        memo[key] = address
+    return memo[key]
 
 
 @rule(O.ScalarLoad)
