@@ -5,8 +5,8 @@ write/write races between workgroups, uninitialised LDS reads and out-of-bounds 
 reported with workgroup, wave, lane, slot, element and op location. Workgroups run one after
 another, their waves in lock step op by op, vectorised over (wave, lane, slot): the oracle the
 verifier is tested against. With waits, bare barriers or async copies (`absint.sync`) every LDS
-write stays in flight as long as its wait allows, so other waves read the old contents: the
-schedule in which a missing wait shows in the data.
+write and global store stays in flight as long as its wait allows, so other waves read the old
+contents: the schedule in which a missing wait shows in the data.
 """
 
 from __future__ import annotations
@@ -161,6 +161,17 @@ class _InFlight:
     seq: int  # issue order among the workgroup's LDS writes
 
 
+@attrs.frozen
+class _GlobalInFlight:
+    """A global store not landed yet (with the clock): the elements of `tensor` it writes (flat
+    indices), the threads that write them and the data; it lands at its wave's next wait."""
+
+    tensor: str
+    flat: np.ndarray = attrs.field(eq=False)
+    thread: np.ndarray = attrs.field(eq=False)
+    data: np.ndarray = attrs.field(eq=False)
+
+
 def _landing(write: _InFlight, keep: np.ndarray) -> _InFlight:
     """`write` restricted to the elements `keep` selects."""
     return attrs.evolve(write, addr=write.addr[keep], thread=write.thread[keep],
@@ -270,7 +281,8 @@ class _Workgroup:
         #: per group barrier passed (`T.group_barrier`), which waves were in its group
         self.group_members: list[np.ndarray] = []
         #: per written tensor, the workgroup's own accesses: (writer, write epoch, write op,
-        #: whether it added atomically, reader, read epoch) per element (`global_order`)
+        #: whether it added atomically, reader, read epoch, write ticket: the wait count that
+        #: lands the write, with the clock) per element (`global_order`)
         self.own: dict[str, tuple[np.ndarray, ...]] = {}
         self.waves = run.kernel.waves
         thread = np.arange(self.waves)[:, None, None] * LANES + np.arange(LANES)[None, :, None]
@@ -284,6 +296,9 @@ class _Workgroup:
         self.issued = 0  # LDS writes issued so far (their `seq`)
         #: writes landed but not yet published to the other waves by a barrier
         self.unpublished: list[_InFlight] = []
+        #: global stores in flight (with the clock), oldest first: other waves load the old
+        #: values until the storing wave's next wait lands them
+        self.global_flying: list[_GlobalInFlight] = []
 
     # reporting
 
@@ -507,7 +522,7 @@ class _Workgroup:
 
     def op_GlobalLoad(self, op: O.GlobalLoad):
         index, clipped, inside = self.global_index(op, op.tensor)
-        data = np.where(inside, self.run.arrays[op.tensor.name][clipped], 0).astype(np.float32)
+        data = self.global_data(op.tensor.name, clipped, inside)
         tags = self.tensor_tags(op.tensor, index, inside, op.guard)
         active = self.active(op, inside.shape)
         tags = {n: np.where(active, t, TOP) for n, t in tags.items()}
@@ -515,6 +530,36 @@ class _Workgroup:
         if op.tensor.name in self.run.stored:
             self.check_global_read(op, clipped, inside)
             self.global_order(op, clipped, inside, write=False)
+
+    def global_data(self, name: str, clipped, inside) -> np.ndarray:
+        """What each thread slot loads at `clipped`: memory, or the thread's own newest store
+        still in flight there (a wave's vector memory operations are in order, so it sees its
+        own stores at once)."""
+        array = self.run.arrays[name]
+        data = np.where(inside, array[clipped], 0).astype(np.float32)
+        if not self.global_flying:
+            return data
+        flat = np.ravel_multi_index(clipped, array.shape)
+        thread = np.broadcast_to(self.thread, inside.shape)
+        found = np.zeros(inside.shape, bool)
+        for write in reversed(self.global_flying):
+            if write.tensor != name:
+                continue
+            where = np.full(array.size, -1)
+            where[write.flat] = np.arange(write.flat.size)
+            at = where[flat]
+            hit = inside & ~found & (at >= 0)
+            hit[hit] &= write.thread[at[hit]] == thread[hit]
+            data[hit] = write.data[at[hit]]
+            found |= hit
+        return data
+
+    def land_global(self):
+        """A wait: this wave's global stores reach memory, in issue order (every wave waits
+        alike, so all of them land)."""
+        for write in self.global_flying:
+            self.run.arrays[write.tensor].reshape(-1)[write.flat] = write.data
+        self.global_flying = []
 
     def check_global_read(self, op, clipped, inside):
         """Reading what another (unordered) workgroup stores is a race either way round."""
@@ -586,9 +631,16 @@ class _Workgroup:
         # atomic adds commute with each other; they race with stores and loads of the element
         self.check_global_owner(op, clipped, inside, record=not isinstance(op, O.GlobalAtomicAdd))
         if isinstance(op, O.GlobalAtomicAdd):
+            # adds land at once: they commute, and the ordering check reports a read that
+            # a wait and barrier do not order after one
             self.mark(self.run.adders, op.tensor.name, clipped, inside)
             np.add.at(target, where, data[inside])
             target[...] = to_dtype(target, op.tensor.type.dtype)
+        elif self.clock is not None:
+            thread = np.broadcast_to(self.thread, inside.shape)
+            self.global_flying.append(_GlobalInFlight(
+                op.tensor.name, np.ravel_multi_index(where, target.shape), thread[inside],
+                data[inside]))
         else:
             target[where] = data[inside]
 
@@ -608,20 +660,26 @@ class _Workgroup:
 
     def global_order(self, op, clipped, inside, write: bool):
         """Inside this workgroup, an element one thread stores (or adds to) and another thread
-        loads or stores in the same barrier epoch is a race (`absint.global_order`); atomic adds
+        loads or stores in the same barrier epoch is a race (`absint.global_order`); with the
+        clock, a store or add not yet landed by a wait and published by a barrier. Atomic adds
         commute, and threads of one op are not ordered against each other here."""
         name = op.tensor.name
         shape = self.run.arrays[name].shape
         if name not in self.own:
             self.own[name] = (np.full(shape, -1, np.int64), np.full(shape, -1, np.int64),
                               np.full(shape, -1, np.int64), np.zeros(shape, bool),
-                              np.full(shape, -1, np.int64), np.full(shape, -1, np.int64))
-        writer, write_epoch, write_op, added, reader, read_epoch = self.own[name]
+                              np.full(shape, -1, np.int64), np.full(shape, -1, np.int64),
+                              np.full(shape, -1, np.int64))
+        writer, write_epoch, write_op, added, reader, read_epoch, ticket = self.own[name]
         atomic = isinstance(op, O.GlobalAtomicAdd)
         thread = np.broadcast_to(self.thread, inside.shape)
         safe = tuple(np.where(inside, c, 0) for c in clipped)
         me = self.run.op_index(op)
-        clash = inside & (write_epoch[safe] == self.epoch) & (writer[safe] != thread) & \
+        if self.clock is None:
+            unordered = write_epoch[safe] == self.epoch
+        else:
+            unordered = (write_op[safe] != -1) & (ticket[safe] >= self.clock.published)
+        clash = inside & unordered & (writer[safe] != thread) & \
             (write_op[safe] != me) & ~(added[safe] & atomic)
         who = writer
         if write and not clash.any():  # this write may overwrite what another thread reads
@@ -634,16 +692,20 @@ class _Workgroup:
         if clash.any():
             position = _first(clash)
             other = int(who[tuple(c[position] for c in safe)])
+            when = "in the same barrier epoch" if self.clock is None else \
+                "with no wait and barrier between"
             self.report(op, "global-order",
                         f"workgroup {self.pid}: another thread of the workgroup touches this "
-                        f"element of {op.tensor} in the same barrier epoch, and one of the two "
-                        "writes it", clash, position=position,
+                        f"element of {op.tensor} {when}, and one of the two writes it", clash,
+                        position=position,
                         element={f"{name}[{a}]": int(c[position]) for a, c in enumerate(clipped)},
                         detail=f"also accessed by {self.thread_name(other)}")
         where = tuple(c[inside] for c in clipped)
         if write:
             writer[where], write_epoch[where] = thread[inside], self.epoch
             write_op[where], added[where] = me, atomic
+            if self.clock is not None:
+                ticket[where] = self.clock.waits
         else:
             previous = np.where(read_epoch[where] == self.epoch, reader[where], -1)
             reader[where] = np.where((previous == -1) | (previous == thread[inside]),
@@ -1114,7 +1176,7 @@ class _Workgroup:
         flight until a wait retires its group (`land`)."""
         lds: LdsState = self.values[op.buffer.name]
         index, clipped, inside_g = self.global_index(op, op.tensor)
-        data = np.where(inside_g, self.run.arrays[op.tensor.name][clipped], 0)
+        data = self.global_data(op.tensor.name, clipped, inside_g)
         tags = self.tensor_tags(op.tensor, index, inside_g)
         if op.tensor.name in self.run.stored:
             self.check_global_read(op, clipped, inside_g)
@@ -1152,6 +1214,7 @@ class _Workgroup:
         c = self.clock
         self.clock = attrs.evolve(c, waits=c.waits + 1, retired=max(c.retired, c.groups))
         self.land(stores=True)
+        self.land_global()
 
     def land(self, stores: bool):
         """The writes a wait lands (plain stores with `stores`, copies of retired groups)
@@ -1323,6 +1386,7 @@ class _Workgroup:
         self.epoch += 1
         if self.clock is not None:
             self.land(stores=True)
+            self.land_global()
             c = self.clock
             self.publish(Clock(c.waits + 1, c.waits + 1, c.groups, c.retired, c.retired))
 
@@ -1548,7 +1612,9 @@ def run(kernel: O.Kernel, inputs: dict[str, np.ndarray], scalars: dict[str, int]
         if state.full:
             break
         pid = tuple(int(p) for p in pid) + (0,) * (3 - len(grid))
-        _Workgroup(state, pid).execute(kernel.body)
+        workgroup = _Workgroup(state, pid)
+        workgroup.execute(kernel.body)
+        workgroup.land_global()  # the kernel's end: every store lands
     outputs = {t.name: arrays[t.name].astype(NUMPY_DTYPES[t.type.dtype]) for t in kernel.tensors
                if isinstance(t.type, GlobalType)}
     return RunResult(outputs, tuple(state.violations), sizes)

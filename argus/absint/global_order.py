@@ -3,7 +3,9 @@ element another thread of its workgroup stored, or added to atomically, needs a 
 the two (a read-after-own-store through global memory, e.g. a tile written out and read back
 in another layout). Two symbolic threads of one workgroup, two iterations per pair of ops; a
 scatter (a plain store through gathered rows) is also paired with itself: two of its threads
-may meet at one row, as the index data decides.
+may meet at one row, as the index data decides. With the memory-ordering clock on
+(`absint.sync`) a store or add is ordered before another wave's access as an LDS store is: a
+wait after it (`s_waitcnt vmcnt(0)`), then a barrier; a load before a later store by any barrier.
 """
 
 from __future__ import annotations
@@ -12,12 +14,16 @@ from argus.absint.domain import distinct_constraints, fresh_var, renamed_helpers
 from argus.absint.obligations import holds_at
 from argus.absint.races import earlier_iterations
 from argus.absint.report import PROVED, Obligation
-from argus.ir.expr import And, Not, Or
+from argus.ir.expr import And, Not, Or, simplify
 from argus.ir.expr import substitute as subst
 from argus.ir.types import LANES
 
 ORDER = ("another thread of this workgroup accesses this global element in the same barrier "
          "epoch, and one of the two writes it (no barrier orders them)")
+#: the same obligation with the clock on: a barrier alone does not publish a store
+ORDER_CLOCKED = ("another thread of this workgroup accesses this global element, and one of "
+                 "the two writes it with no wait and barrier between (a store reaches the "
+                 "other waves once a wait lands it and a barrier follows)")
 
 
 def _writes(a) -> bool:
@@ -46,8 +52,9 @@ class GlobalOrder:
                      and not (earlier.atomic and later.atomic)
                      and (earlier.op is not later.op or _scatters(later))]
             pairs = [p for p in pairs if p is not None]
+            what = ORDER if later.clock is None else ORDER_CLOCKED
             if not pairs:
-                self.obligations.append(Obligation("global-order", ORDER, str(later.op.loc),
+                self.obligations.append(Obligation("global-order", what, str(later.op.loc),
                                                    PROVED))
                 continue
             def describe(witness, pairs=pairs):
@@ -61,14 +68,16 @@ class GlobalOrder:
             self.assumes = list(later.assumes) + [b for c in later.loops for b in c.bounds()]
             self.loops = list(later.loops)
             goal = Not(Or(*(p[0] for p in pairs)))
-            self.obligation(later.op, "global-order", ORDER, goal,
+            self.obligation(later.op, "global-order", what, goal,
                             tuple(distinct_constraints([goal], self.distinct)), later.thread,
                             describe)
             self.assumes, self.loops = saved
 
     def order_pair(self, earlier, later):
-        """Condition under which `earlier`, run by another thread of the same workgroup in the
-        same barrier epoch (an earlier or the same iteration), touches what `later` touches."""
+        """Condition under which `earlier`, run by another thread of the same workgroup (in an
+        earlier or the same iteration) and not ordered before `later`, touches what `later`
+        touches: in the same barrier epoch, or with the clock a store or add whose wait count
+        no barrier has published yet."""
         ordered = earlier_iterations(earlier, later)
         if ordered is None:
             return None
@@ -79,8 +88,13 @@ class GlobalOrder:
         mapping = renamed_helpers(touched, mapping)
         me = later.thread[0] * LANES + later.thread[1]
         them = other[0] * LANES + other[1]
+        if earlier.ticket is not None:
+            # the counts are linear in the loop variables: often a constant here
+            unordered = simplify(subst(earlier.ticket, mapping) >= later.clock.published)
+        else:
+            unordered = subst(earlier.epoch, mapping).eq(later.epoch)
         cond = And(*constraints, *(And(o >= o.lo, o < o.hi) for o in other),
-                   subst(earlier.epoch, mapping).eq(later.epoch), later.guard,
+                   unordered, later.guard,
                    subst(earlier.guard, mapping), later.inside, subst(earlier.inside, mapping),
                    *(subst(i, mapping).eq(j) for i, j in zip(earlier.index, later.index)),
                    *(subst(d, mapping) for d in earlier.defs), *later.defs,

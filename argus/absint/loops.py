@@ -212,6 +212,8 @@ class Loops:
                 inside=subst(access.inside, mapping), guard=subst(access.guard, mapping),
                 assumes=tuple(subst(a, mapping) for a in access.assumes),
                 epoch=simplify(subst(access.epoch, pin)),
+                ticket=None if access.ticket is None else simplify(subst(access.ticket, pin)),
+                clock=None if access.clock is None else access.clock.substitute(pin),
                 loops=tuple(c for c in access.loops if c is not loop))
         self.epoch = simplify(subst(self.epoch, pin))
         if self.clock is not None:

@@ -43,6 +43,10 @@ class GlobalAccess:
     epoch: Expr = TRUE  # the barrier epoch (for the order of accesses inside one workgroup)
     #: constraints of the helpers in `index` (a row taken from index registers, `rows=`)
     defs: tuple = ()
+    #: with the memory-ordering clock on (`absint.sync`): the wait count that lands a store or
+    #: atomic add (None: a load, or the classic one-epoch model) and the clock at the access
+    ticket: Expr | None = None
+    clock: object = None
 
     @property
     def verb(self) -> str:

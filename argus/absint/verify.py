@@ -318,7 +318,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                 tuple(self.loops),
                 tuple(self.assumes), self.order,
                 op.gather is not None or getattr(op, "rows", None) is not None,
-                isinstance(op, O.GlobalAtomicAdd), self.epoch, tuple(defs)))
+                isinstance(op, O.GlobalAtomicAdd), self.epoch, tuple(defs),
+                self.clock.waits if self.clock is not None and write else None, self.clock))
         return index, inside
 
     def op_Distinct(self, op: O.Distinct):

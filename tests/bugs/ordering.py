@@ -1,6 +1,7 @@
 """Small correct kernels for the memory-ordering bug classes: a row stream staged through LDS by
-asynchronous copies in two slots (commit groups, `wait_group`), and a re-layout through LDS
-whose barrier must follow a wait. Each keyword hook defaults to the correct kernel.
+asynchronous copies in two slots (commit groups, `wait_group`), and re-layouts through LDS and
+through global memory whose barrier must follow a wait. Each keyword hook defaults to the
+correct kernel.
 """
 
 from __future__ import annotations
@@ -91,6 +92,32 @@ def relayout(**hooks):
     def lds_relayout_bare_barrier(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
         lds_relayout(X, Y, **hooks)
     return lds_relayout_bare_barrier
+
+
+def global_relayout(X, W, Y, *, wait=True):
+    """A tile goes out to a global scratch tensor W and comes back in transposed thread order
+    (a re-layout through global memory, as `programs.through_global`), ordered by a bare
+    barrier: the barrier orders the stores only if a wait (`s_waitcnt vmcnt(0)`) lands them
+    first."""
+    N = X.shape[0]
+    T.assume((N % ROWS).eq(0))
+    T.grid(N // ROWS)
+    r0 = T.program_id(0) * ROWS
+    _tags(X, W, Y)
+    W.store((r0, 0), X.load((r0, 0), T.copy_layout((ROWS, 16), 4, 1)))
+    if wait:
+        T.wait()
+    T.barrier(wait=False)
+    _store_checked(Y, (r0, 0), W.load((r0, 0), _by_column()))
+
+
+@cache
+def global_scratch(**hooks):
+    @T.kernel(waves=4)
+    def global_relayout_bare_barrier(X: Tensor("f32", "N", 16), W: Tensor("f32", "N", 16),
+                                     Y: Tensor("f32", "N", 16)):
+        global_relayout(X, W, Y, **hooks)
+    return global_relayout_bare_barrier
 
 
 def gemm_async(A, B, C, *, pending=1):
