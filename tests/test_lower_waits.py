@@ -189,3 +189,46 @@ def test_every_wait_of_the_moe_gemm_is_necessary():
     silent = silent_weakenings(sites, lambda: emulation_passes(compiled, bound, sizes, "Y",
                                                                reference, tolerance))
     assert not silent, "waits that can be weakened without effect:\n" + "\n".join(silent)
+
+
+def _global_relayouts():
+    """Re-layouts through a global scratch tensor: a store, the barrier (`T.barrier()`, or
+    `T.wait()` then a bare barrier), a load of other waves' elements."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "bugs"))
+    import ordering
+    import programs
+    return {"barrier": programs.relayout(), "wait+bare": ordering.global_scratch()}
+
+
+@pytest.mark.parametrize("name", ["barrier", "wait+bare"])
+def test_a_global_store_is_waited_for_before_the_barrier_that_publishes_it(name):
+    """Between the scratch store and `s_barrier` stands an `s_waitcnt vmcnt(0)` (inserted for
+    `T.barrier()`, the program's own for `T.wait()`); the strict emulator, which reports a
+    global store in flight at a barrier, runs the code clean and the re-layout is right, and
+    weakening that wait to vmcnt(1) is reported."""
+    compiled = argus.compile(_global_relayouts()[name])
+    items = compiled.lowered.items
+    flat = [(n, item) for n, item in enumerate(items) if isinstance(item, MInst)]
+    store = next(k for k, (_, item) in enumerate(flat) if item.opcode.startswith("buffer_store"))
+    barrier = next(k for k, (_, item) in enumerate(flat) if item.opcode == "s_barrier")
+    waits = [(n, item) for n, item in flat[store + 1:barrier] if item.opcode == "s_waitcnt"]
+    assert [item.mods.split()[0] for _, item in waits] == ["vmcnt(0)"]
+    assert bool(waits[0][1].inserted) == (name == "barrier")
+    X = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
+
+    def strict_run():
+        args = {"X": X, "W": np.zeros_like(X), "Y": np.zeros_like(X), "N": np.int32(32)}
+        emulate(assemble(compiled.lowered.render()), grid=compiled.grid(N=32), block=256,
+                args=args, check="strict")
+        return args["Y"]
+    assert np.array_equal(strict_run(), X)
+    index, wait = waits[0]
+    items[index] = MInst("s_waitcnt", (), 0, wait.mods.replace("vmcnt(0)", "vmcnt(1)"))
+    try:
+        with pytest.raises(EmulatorError, match="global store is still in flight at s_barrier"):
+            strict_run()
+    finally:
+        items[index] = wait

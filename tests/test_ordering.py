@@ -402,6 +402,67 @@ def test_the_verifier_agrees_with_the_interpreter_on_writes_and_syncs_in_any_ord
     assert not report.unknown, str(report)
 
 
+def _global_program(events: tuple, own_read: bool):
+    """Stores of one tile to a global scratch tensor W (in the copy layout or the transposed
+    one), loads of it, and sync ops in any order, then W read back into Y."""
+    @T.kernel(waves=4)
+    def global_program(X: Tensor("f32", 16, 16), W: Tensor("f32", 16, 16),
+                       Y: Tensor("f32", 16, 16)):
+        T.grid(1)
+        for t in (X, W, Y):
+            T.tag(t, lambda r, c: {"row": r, "col": c})
+        for event in events:
+            if event in SYNCS:
+                SYNCS[event]()
+                continue
+            kind, layout = event
+            spec = COPY if layout == "copy" else P._by_column()
+            if kind == "store":
+                W.store((0, 0), X.load((0, 0), spec))
+            else:
+                W.load((0, 0), spec)
+        P._store_checked(Y, (0, 0), W.load((0, 0), COPY if own_read else P._by_column()))
+    return global_program
+
+
+GLOBAL_EVENTS = st.sampled_from(sorted(SYNCS) + [(k, layout) for k in ("store", "load")
+                                                 for layout in ("copy", "transposed")])
+
+
+@settings(deadline=None, max_examples=min(40, settings.default.max_examples))
+@given(st.sampled_from(["copy", "transposed"]), st.lists(GLOBAL_EVENTS, max_size=5),
+       st.booleans())
+def test_the_verifier_agrees_with_the_interpreter_on_global_stores_loads_and_syncs(first, rest,
+                                                                                   own_read):
+    """Global memory inside a workgroup: a store reaches another wave once a wait lands it
+    and a barrier follows (with the fine-grained ops; one barrier epoch without them), a load
+    is ordered before a later store by any barrier. Proved exactly when the interpreter, which
+    holds each store in flight until its wave's next wait, runs clean, and then Y is X."""
+    events = (("store", first), *rest)
+    kernel = _global_program(events, own_read)
+    X = np.arange(256, dtype=np.float32).reshape(16, 16) + 1
+    concrete = run(kernel.ir, {"X": X, "W": np.zeros_like(X), "Y": np.zeros_like(X)})
+    report = verify(kernel, jobs=1)
+    assert report.ok == concrete.ok, f"{events}\n{report}\n{concrete.report()}"
+    assert not report.unknown, str(report)
+    assert not concrete.ok or np.array_equal(concrete.outputs["Y"], X)
+
+
+def test_a_global_store_behind_a_bare_barrier_is_read_stale_by_other_waves():
+    """The interpreter's schedule shows bug_33 in the data: every element another wave
+    stored reads as the zero that was there; its own element (the diagonal) it reads at once."""
+    X = np.arange(16 * 16, dtype=np.float32).reshape(16, 16) + 1
+    arrays = {"X": X, "W": np.zeros_like(X), "Y": np.zeros_like(X)}
+    fixed = run(P.global_scratch().ir, arrays)
+    assert fixed.ok and np.array_equal(fixed.outputs["Y"], X)
+    buggy = run(P.global_scratch(wait=False).ir, arrays)
+    assert {v.kind for v in buggy.violations} == {"global-order"}
+    rows, cols = np.nonzero(buggy.outputs["Y"] == X)
+    assert (rows == cols).all() and len(rows) == 16
+    # the stores land at the kernel's end all the same
+    assert np.array_equal(buggy.outputs["W"], X)
+
+
 def test_static_resources_count_copies_and_bare_barriers():
     counts = O.resources(P.stream().ir)
     # two copies (a global read and an LDS write each), two LDS reads, two global stores,

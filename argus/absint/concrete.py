@@ -675,11 +675,11 @@ class _Workgroup:
         thread = np.broadcast_to(self.thread, inside.shape)
         safe = tuple(np.where(inside, c, 0) for c in clipped)
         me = self.run.op_index(op)
-        if self.clock is None:
-            unordered = write_epoch[safe] == self.epoch
-        else:
-            unordered = (write_op[safe] != -1) & (ticket[safe] >= self.clock.published)
-        clash = inside & unordered & (writer[safe] != thread) & \
+        def unordered(at):
+            if self.clock is None:
+                return write_epoch[at] == self.epoch
+            return (write_op[at] != -1) & (ticket[at] >= self.clock.published)
+        clash = inside & unordered(safe) & (writer[safe] != thread) & \
             (write_op[safe] != me) & ~(added[safe] & atomic)
         who = writer
         if write and not clash.any():  # this write may overwrite what another thread reads
@@ -702,7 +702,11 @@ class _Workgroup:
                         detail=f"also accessed by {self.thread_name(other)}")
         where = tuple(c[inside] for c in clipped)
         if write:
-            writer[where], write_epoch[where] = thread[inside], self.epoch
+            # two threads' writes not ordered with each other: a later access by either
+            # races with the other's, whichever landed last
+            other = unordered(where) & (writer[where] != thread[inside]) & (writer[where] != -1)
+            writer[where] = np.where(other, _MANY, thread[inside])
+            write_epoch[where] = self.epoch
             write_op[where], added[where] = me, atomic
             if self.clock is not None:
                 ticket[where] = self.clock.waits

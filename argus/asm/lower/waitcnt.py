@@ -3,9 +3,10 @@ completes in order on vmcnt, LDS in order on lgkmcnt, scalar memory out of order
 
 Each instruction that reads or overwrites a register a pending load writes waits for exactly
 that load: the count is the number of same-counter operations issued after it (the weakest
-wait that makes the use safe). `s_barrier` waits for this wave's LDS writes, so other waves see
-them after the barrier. Loops are solved to a fixpoint over the back edge; the pending lists of
-two paths merge newest-first.
+wait that makes the use safe). `s_barrier` waits for this wave's LDS writes and global stores
+and atomics, so other waves see them after the barrier (`T.barrier()`; the verifier proves a
+bare barrier only after a `T.wait`, so waiting here too is at least as strong). Loops are
+solved to a fixpoint over the back edge; the pending lists of two paths merge newest-first.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from argus.isa_cdna3 import isa, opcodes
 from argus.isa_cdna3.opcodes import LGKMCNT, VMCNT
 
 LIMIT = {VMCNT: isa.VMCNT_MAX, LGKMCNT: isa.LGKMCNT_MAX}
+#: The classes of writes a barrier waits for (`Pending.shared_write`).
+PUBLISHED = ("DS write", "buffer store", "global store", "buffer atomic", "global atomic")
 
 
 @attrs.frozen
@@ -26,7 +29,8 @@ class Pending:
     """One outstanding memory operation: the registers it will write and what it is."""
 
     regs: frozenset
-    lds_write: bool = False
+    #: a write other waves may read after a barrier: an LDS write, a global store or atomic
+    shared_write: bool = False
     scalar: bool = False
     closes_group: bool = False  # the newest LDS DMA of a commit group
 
@@ -50,7 +54,7 @@ def _merge(a: tuple, b: tuple) -> tuple:
         else:
             # a closing mark from either path: the k-th newest mark can only move newer, so
             # a wait_group retires at least what each path needs
-            out.append(Pending(x.regs | y.regs, x.lds_write or y.lds_write,
+            out.append(Pending(x.regs | y.regs, x.shared_write or y.shared_write,
                                x.scalar or y.scalar, x.closes_group or y.closes_group))
     return tuple(out)
 
@@ -64,7 +68,7 @@ def _needed(queue: tuple[Pending, ...], touched: frozenset, counter: str, barrie
     """The largest count that retires every pending op this instruction depends on."""
     need = None
     for age, entry in enumerate(reversed(queue)):       # age 0 = newest
-        hit = bool(entry.regs & touched) or (barrier and entry.lds_write)
+        hit = bool(entry.regs & touched) or (barrier and entry.shared_write)
         if not hit:
             continue
         if entry.scalar or (counter == LGKMCNT and any(e.scalar for e in queue)):
@@ -107,7 +111,7 @@ def _step(inst: MInst, state: State) -> tuple[State, dict[str, int]]:
         lgkm = lgkm[len(lgkm) - waits[LGKMCNT]:] if waits[LGKMCNT] else ()
     counter = opcodes.counter(inst.opcode)
     if counter is not None:
-        entry = Pending(_units(inst, inst.defs), opcodes.classify(inst.opcode) == "DS write",
+        entry = Pending(_units(inst, inst.defs), opcodes.classify(inst.opcode) in PUBLISHED,
                         opcodes.unit(inst.opcode) is opcodes.Unit.SMEM, inst.closes_group)
         if counter == VMCNT:
             vm = _bounded(vm + (entry,), counter)
@@ -134,7 +138,7 @@ def _bounded(queue: tuple, counter: str) -> tuple:
     if len(queue) <= keep:
         return queue
     old = queue[:len(queue) - keep + 1]
-    folded = Pending(frozenset().union(*(e.regs for e in old)), any(e.lds_write for e in old),
+    folded = Pending(frozenset().union(*(e.regs for e in old)), any(e.shared_write for e in old),
                      any(e.scalar for e in old), any(e.closes_group for e in old))
     return (folded,) + queue[len(queue) - keep + 1:]
 

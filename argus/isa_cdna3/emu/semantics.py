@@ -456,6 +456,7 @@ def _barrier(inst: Instruction) -> Executor:
 
     def run(m: Machine, g: Group) -> int:
         _check_lds_writes_retired(m, g, inst)
+        _check_global_writes_retired(m, g, inst)
         m.state[g.sel] = AT_BARRIER
         m.pc[g.sel] = after
         return DIVERGED
@@ -478,6 +479,28 @@ def _check_lds_writes_retired(m: Machine, g: Group, inst: Instruction) -> None:
             m.report(g, rows, "lds-write-in-flight", inst, entry.pc, entry.text, "LDS",
                      "an LDS write is still in flight at s_barrier; other waves may read the "
                      "old data: insert `s_waitcnt lgkmcnt(0)` (or the count that retires it)")
+            return
+
+
+#: Vector memory writes a barrier must see retired (`_check_global_writes_retired`).
+GLOBAL_WRITES = ("buffer store", "global store", "buffer atomic", "global atomic")
+
+
+def _check_global_writes_retired(m: Machine, g: Group, inst: Instruction) -> None:
+    """The same rule for global stores and atomics: the GFX942 memory model releases them to
+    the workgroup with `s_waitcnt vmcnt(0)` (a workgroup's waves may run on different CUs in
+    tgsplit mode), so one still in flight at `s_barrier` may be missed by a wave loading it
+    behind the barrier. The emulator writes memory at issue, so this check is what shows it."""
+    if m.check != "strict":
+        return
+    for entry in m.queue[VMCNT]:
+        if classify(entry.text.partition(" ")[0]) not in GLOBAL_WRITES:
+            continue
+        rows = np.isin(g.waves, entry.waves[~entry.done])
+        if rows.any():
+            m.report(g, rows, "global-write-in-flight", inst, entry.pc, entry.text, "memory",
+                     "a global store is still in flight at s_barrier; other waves may load the "
+                     "old data: insert `s_waitcnt vmcnt(0)` (or the count that retires it)")
             return
 
 
