@@ -51,7 +51,8 @@ class WriteRec:
     copy: bool = False  # an async copy: lands for its own wave too only when retired
     #: which threads wrote: a condition on `wave` and `lane` (`T.lanes`)
     active: Expr = TRUE
-    #: the group barriers passed before it (conditions on `wave`, `T.group_barrier`)
+    #: per group barrier of the kernel, its condition on `wave` and how many times it has run
+    #: (`T.group_barrier`, `group_ordered`)
     groups: tuple = ()
 
     def substitute(self, mapping: dict) -> WriteRec:
@@ -60,7 +61,8 @@ class WriteRec:
         return attrs.evolve(self, origin=tuple(put(o) for o in self.origin),
                             tile=self.tile.substitute(mapping), guard=put(self.guard),
                             epoch=put(self.epoch), active=put(self.active),
-                            ticket=None if self.ticket is None else put(self.ticket))
+                            ticket=None if self.ticket is None else put(self.ticket),
+                            groups=runs_substituted(self.groups, mapping))
 
 
 @attrs.frozen
@@ -112,7 +114,7 @@ class ReadSite:
     thread_id: Expr
     epoch: Expr
     clock: object = None  # the reader's `sync.Clock`, when the kernel uses it
-    groups: tuple = ()  # the group barriers passed before the read
+    groups: tuple = ()  # the group barriers' run counts at the read (as WriteRec's)
 
 
 @attrs.define
@@ -398,7 +400,7 @@ class Access:
     clock: object = None  # the `sync.Clock` where the access is made (the clock on)
     #: which threads take part: a condition on `wave` and `lane` (`T.lanes`)
     active: Expr = TRUE
-    groups: tuple = ()  # the group barriers passed before it
+    groups: tuple = ()  # the group barriers' run counts at the access (as WriteRec's)
 
     def footprint(self, mapping: dict):
         """(thread vars, thread id, address, inside) of a fresh symbolic thread; `inside`
@@ -412,12 +414,19 @@ class Access:
 
 
 def group_ordered(earlier: tuple, later: tuple, earlier_wave, later_wave) -> Expr:
-    """Whether a group barrier passed between two accesses (`earlier`, `later`: the group
-    conditions passed before each; straight-line code, so one is a prefix of the other) has
-    both waves in its group, ordering the first before the second."""
-    between = later[len(earlier):]
-    return Or(*(And(at_thread(g, earlier_wave, 0), at_thread(g, later_wave, 0))
-                for g in between)) if between else FALSE
+    """Whether a group barrier that ran between two accesses has both waves in its group,
+    ordering the first before the second. `earlier`, `later`: per group barrier of the kernel,
+    (its condition on `wave`, how many times it had run at the access) — formulas in the loop
+    variables like the barrier epoch, so a barrier that ran more often by the later access ran
+    between them, in the same iteration or any between."""
+    return Or(*(And(simplify(now > then), at_thread(g, earlier_wave, 0),
+                    at_thread(g, later_wave, 0))
+                for (g, then), (_, now) in zip(earlier, later)))
+
+
+def runs_substituted(groups: tuple, mapping: dict) -> tuple:
+    """Group barrier run counts (`group_ordered`) with `mapping` applied."""
+    return tuple((g, simplify(substitute(n, mapping))) for g, n in groups)
 
 
 def at_thread(active: Expr, wave, lane) -> Expr:

@@ -121,7 +121,14 @@ class Loops:
             # an enclosing loop cannot replay these writes as flat records of its own body
             self.loop_writes[-1].update({name: None for name in writes})
         self.epoch = simplify(entry_epoch + trips * barriers)
+        self.groups = self.group_runs(op, self.groups, trips)
         self.clock = None if self.clock is None else S.after_loop(op, self.clock)
+
+    def group_runs(self, op: O.For, entry: tuple, iterations: Expr) -> tuple:
+        """The group barriers' run counts (`lds.group_ordered`) after `iterations` iterations
+        of loop `op` entered with the counts `entry`."""
+        return tuple((g, simplify(n + iterations * _runs(op.body, gop)))
+                     for gop, (g, n) in zip(self.group_ops, entry))
 
     def check_bounded_sizes(self):
         """Refuse a bound that no size satisfies: every obligation would hold vacuously."""
@@ -155,7 +162,7 @@ class Loops:
         loop = LoopCtx(op.iv, op.start, op.stop, op.step)
         trips = _trips(op)
         entry_epoch, barriers = self.epoch, _barriers(op.body)
-        entry_clock = self.clock
+        entry_clock, entry_groups = self.clock, self.groups
         outer_values, outer_assumes, outer_guard = dict(self.values), list(self.assumes), \
             self.guard
         carried = [self.tags(v) for v in op.inits]
@@ -182,6 +189,7 @@ class Loops:
         for result, tile in zip(op.results, results):
             self.values[result.name] = tile
         self.epoch = simplify(entry_epoch + trips * barriers)
+        self.groups = self.group_runs(op, entry_groups, trips)
         self.clock = None if entry_clock is None else S.after_loop(op, entry_clock)
 
     def settle_copy(self, mark: tuple, entry_lds: dict, pin: dict, loop: LoopCtx):
@@ -200,6 +208,7 @@ class Loops:
                 ticket=None if access.ticket is None else simplify(subst(access.ticket, pin)),
                 clock=None if access.clock is None else access.clock.substitute(pin),
                 active=simplify(subst(access.active, pin)),
+                groups=L.runs_substituted(access.groups, pin),
                 loops=tuple(c for c in access.loops if c is not loop))
         for index in range(global_accesses, len(self.global_accesses)):
             access = self.global_accesses[index]
@@ -216,6 +225,7 @@ class Loops:
                 clock=None if access.clock is None else access.clock.substitute(pin),
                 loops=tuple(c for c in access.loops if c is not loop))
         self.epoch = simplify(subst(self.epoch, pin))
+        self.groups = L.runs_substituted(self.groups, pin)
         if self.clock is not None:
             self.clock = self.clock.substitute(pin)
 
@@ -239,11 +249,13 @@ class Loops:
         """One abstract run of the body at symbolic iteration iv: returns the yielded maps, the
         LDS writes per buffer and, per carried tile, the tag names whose candidate invariant
         failed (tags in `widened` hold by construction; widened=None checks nothing)."""
-        saved = (dict(self.values), dict(self.lds), self.epoch, list(self.assumes), self.clock)
+        saved = (dict(self.values), dict(self.lds), self.epoch, list(self.assumes), self.clock,
+                 self.groups)
         self.loops.append(loop)
         self.loop_writes.append({})
         self.assumes += loop.bounds()
         self.epoch = simplify(entry_epoch + (op.iv - op.start) // op.step * barriers)
+        self.groups = self.group_runs(op, self.groups, (op.iv - op.start) // op.step)
         if self.clock is not None:
             self.clock = S.body_start(op, self.clock, op.iv)
         for name, state in entry_lds.items():
@@ -262,7 +274,7 @@ class Loops:
         writes = {n: None if rs is None else list(rs)
                   for n, rs in self.loop_writes.pop().items()}
         self.loops.pop()
-        self.values, self.lds, self.epoch, self.assumes, self.clock = saved
+        self.values, self.lds, self.epoch, self.assumes, self.clock, self.groups = saved
         return yields, writes, failing
 
     def unstable_tags(self, y: TileTags, cand: TileTags, settled: set) -> set:
@@ -298,6 +310,18 @@ def _barriers(block: O.Block) -> Expr:
                 if any(isinstance(x, O.Barrier | O.BarrierNoWait) for x in O.walk(inner)):
                     raise VerifyError(f"{op.loc}: barrier inside a branch: every wave must "
                                       "reach the same barriers; move it out of the branch")
+    return simplify(count)
+
+
+def _runs(block: O.Block, target: O.Op) -> Expr:
+    """How many times `target` (a group barrier) runs in one run of `block` (never inside a
+    branch: `uniform` refuses that)."""
+    count: Expr = Const(0)
+    for op in block.ops:
+        if op is target:
+            count = count + 1
+        elif isinstance(op, O.For):
+            count = count + _trips(op) * _runs(op.body, target)
     return simplify(count)
 
 

@@ -130,7 +130,8 @@ class Races:
         else:
             cond = And(*constraints, epoch_eq, later.guard, subst(earlier.guard, mapping),
                        inside, inside_other, address.eq(address_other), tid.ne(tid_other),
-                       Not(L.group_ordered(earlier.groups, later.groups, other[0], thread[0])))
+                       Not(L.group_ordered(L.runs_substituted(earlier.groups, mapping),
+                                           later.groups, other[0], thread[0])))
         return cond, thread, [], earlier, other
 
     def check_global_races(self):

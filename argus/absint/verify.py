@@ -163,8 +163,10 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         self.lds: dict = {}
         self.lds_size: dict = {}
         self.epoch: Expr = Const(0)
-        #: the group barriers passed so far (`T.group_barrier`), conditions on `wave`
-        self.groups: tuple = ()
+        #: per group barrier of the kernel (`T.group_barrier`), its condition on `wave` and
+        #: how many times it has run so far, a formula in the loop variables like the epoch
+        self.group_ops = [op for op in kernel.ops() if isinstance(op, O.GroupBarrier)]
+        self.groups: tuple = tuple((op.active, Const(0)) for op in self.group_ops)
         #: waits, barriers and copy groups passed (`absint.sync`); None: the classic model
         self.clock: S.Clock | None = S.Clock() if S.uses_clock(kernel) else None
         self.guard: Expr = TRUE
@@ -605,7 +607,7 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         data = tile_tags(self.thread(t), self.global_tags(op.tensor, index, inside))
         self.write_lds(op, L.WriteRec(op, op.addr, op.origin, data, t.layout, t.shape,
                                       self.lds_size[op.buffer.name], self.guard, self.epoch,
-                                      ticket=self.ticket(op), copy=True))
+                                      ticket=self.ticket(op), copy=True, groups=self.groups))
 
     def op_LdsLoad(self, op: O.LdsLoad):
         t = op.result.type
@@ -648,14 +650,22 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
     op_BarrierNoWait = op_Barrier
 
     def op_GroupBarrier(self, op: O.GroupBarrier):
-        """Orders the LDS accesses of the waves in its group (`lds.group_ordered`); modelled
-        in straight-line code with the one-epoch barrier model."""
+        """Orders the LDS accesses of the waves in its group (`lds.group_ordered`): counts its
+        runs, with the one-epoch barrier model. Its group must be the same in every iteration
+        of the loops around it (a count says that it ran, not which group it had then)."""
         self.uniform(op)
-        if self.loops or self.clock is not None:
-            raise VerifyError(f"{op.loc}: barrier.group inside a loop, or in a kernel with "
-                              "waits and async copies, is not modelled; move it out of the loop "
-                              "(unroll it in Python) or use T.barrier()")
-        self.groups = self.groups + (op.active,)
+        if self.clock is not None:
+            raise VerifyError(f"{op.loc}: barrier.group in a kernel with waits and async copies "
+                              "is not modelled; use T.barrier()")
+        ivs = {ctx.iv.name for ctx in self.loops} & {v.name for v in free_vars(op.active)}
+        if ivs:
+            raise VerifyError(f"{op.loc}: barrier.group's condition '{op.active}' changes with "
+                              f"the loop variable {', '.join(sorted(ivs))}: the verifier orders "
+                              "by group barriers whose group is fixed; write one "
+                              "T.group_barrier per group, each with a condition on the wave")
+        index = next(k for k, g in enumerate(self.group_ops) if g is op)
+        self.groups = tuple((g, simplify(n + 1) if k == index else n)
+                            for k, (g, n) in enumerate(self.groups))
 
     def uniform(self, op):
         """Waits, commits and barriers must be passed by every wave alike (the clock moves)."""

@@ -825,7 +825,7 @@ class GroupBarrier(Op, mnemonic="barrier.group", transfer=Transfer.NONE):
     arrive; LDS accesses before it by one of them are ordered before those after it by another
     of them, and nothing else is ordered (global memory is ordered by `barrier` only).
     gfx942's s_barrier has no groups (it waits for every wave), so the backend does not lower
-    it; the verifier and the interpreter model it in straight-line code."""
+    it; the verifier and the interpreter model it (in loops too, with a group fixed per op)."""
 
     active: Expr = F.active()
 

@@ -187,3 +187,34 @@ def handoff(**hooks):
     def group_barrier_handoff(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
         group_handoff(X, Y, **hooks)
     return group_barrier_handoff
+
+
+def alternating_consumers(X, Y, *, group=lambda wave: wave.ne(2), slots=2,
+                          consumer=lambda t: 1 + 2 * (t % 2)):
+    """A ping-pong K loop: wave 0 stages tile t in LDS slot t % 2, a barrier of a wave group
+    orders it, and the consumers take turns: wave 1 stores the even tiles, wave 3 the odd ones
+    (wave 2 stays out). The group barrier runs every iteration and must hold wave 0 and both
+    consumers; two slots let wave 0 fill the next tile while this one is read. `slots` and
+    `consumer` (the reading wave of tile t) are hooks too."""
+    N = X.shape[0]
+    T.assume((N % 16).eq(0))
+    T.grid(1)
+    T.tag(X, lambda r, c: {"row": r, "col": c})
+    T.tag(Y, lambda r, c: {"row": r, "col": c})
+    smem = T.lds((slots, 16, 16), "f32")
+    for t in T.range(0, N // 16):
+        with T.lanes(lambda wave, lane: wave.eq(0)):
+            smem.store((t % slots, 0, 0), X.load((t * 16, 0), whole_tile(4)))
+        T.group_barrier(group)
+        with T.lanes(lambda wave, lane, t=t: wave.eq(consumer(t))):
+            Y.store((t * 16, 0), smem.load((t % slots, 0, 0), whole_tile(4)))
+        T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
+                     "the consumer stores the tile wave 0 staged")
+
+
+@cache
+def ping_pong_loop(**hooks):
+    @T.kernel(waves=4)
+    def group_barrier_ping_pong(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
+        alternating_consumers(X, Y, **hooks)
+    return group_barrier_ping_pong
