@@ -288,6 +288,41 @@ def test_group_barriers_in_a_loop_agree_with_the_interpreter(group, slots, consu
     assert not concrete.ok or np.array_equal(concrete.outputs["Y"], X)
 
 
+def _nested_ping_pong(group):
+    """The ping-pong loop of bug_34 with its iterations split into an outer and an inner
+    loop: the group barrier's runs are counted through both."""
+    from argus.ir.expr import And
+
+    @T.kernel(waves=4)
+    def nested_ping_pong(X: Tensor("f32", "N", 16), Y: Tensor("f32", "N", 16)):
+        N = X.shape[0]
+        T.assume((N % 32).eq(0))
+        T.grid(1)
+        for t in (X, Y):
+            T.tag(t, lambda r, c: {"row": r, "col": c})
+        smem = T.lds((2, 16, 16), "f32")
+        for t in T.range(0, N // 32):
+            for s in T.range(0, 2):
+                k = 2 * t + s
+                with T.lanes(lambda wave, lane: wave.eq(0)):
+                    smem.store((s, 0, 0), X.load((k * 16, 0), P.whole_tile(4)))
+                T.group_barrier(group)
+                with T.lanes(lambda wave, lane, s=s: wave.eq(1 + 2 * s)):
+                    Y.store((k * 16, 0), smem.load((s, 0, 0), P.whole_tile(4)))
+                T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)),
+                             "the consumer stores the tile wave 0 staged")
+    return nested_ping_pong
+
+
+def test_group_barriers_are_counted_through_nested_loops():
+    assert verify(_nested_ping_pong(GROUPS["{0,1,3}"])).ok
+    report = verify(_nested_ping_pong(GROUPS["{0,1}"]))
+    assert "lds-race" in {o.kind for o in report.refuted} and not report.unknown
+    assert all(o.counterexample.confirmed for o in report.refuted)
+    X = np.arange(64 * 16, dtype=np.float32).reshape(64, 16) + 1
+    assert run(_nested_ping_pong(GROUPS["{0,1,3}"]).ir, {"X": X, "Y": np.zeros_like(X)}).ok
+
+
 def test_group_barriers_the_model_does_not_cover_are_refused():
     with pytest.raises(DSLError, match="T.group_barrier inside a T.lanes block"):
         @T.kernel(waves=2)
