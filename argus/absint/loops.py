@@ -28,6 +28,10 @@ from argus.ir.expr import substitute as subst
 
 #: Candidate-invariant passes over a loop body before its LDS layering is given up.
 MAX_LOOP_PASSES = 6
+#: How often one carried tag's candidate may be lifted to the body's shifted yield before it
+#: is widened: a tile handed down a chain of carried tiles (a pipeline that many loads deep)
+#: needs one lift per link.
+MAX_LIFTS = 3
 #: Largest unroll a refused bounded run suggests instead.
 MAX_SUGGESTED_UNROLL = 64
 
@@ -63,11 +67,16 @@ class Loops:
         #: per carried tile, the tag names widened so far (each tag on its own: one tag that
         #: changes per iteration leaves the stable ones exact)
         widened: dict[int, set] = {}
+        #: per carried tile, how often each tag's candidate was lifted to the shifted yield
+        lifted: dict[int, dict] = {}
         records = None
         outer_collect = self.collect
         self.collect = False
         converged = False
-        for _ in range(MAX_LOOP_PASSES):
+        passes = 0
+        budget = MAX_LOOP_PASSES
+        while passes < budget:
+            passes += 1
             stable_check = records is not None
             # a pass that turns out to be the fixpoint is the final one: collect its
             # obligations speculatively and drop them otherwise
@@ -86,7 +95,8 @@ class Loops:
             if not stable_check or not _same_records(records, writes):
                 records = writes
                 continue
-            self.widen(op, inits, cands, failing, widened)
+            if self.widen(op, inits, cands, failing, widened, yields, lifted):
+                budget += 2   # a lifted candidate changes the LDS records: one pass to learn them
         if not converged:
             # no inductive LDS layering: older iterations' writes become ⊤
             records = None
@@ -94,7 +104,7 @@ class Loops:
                 yields, writes, failing = self.loop_pass(op, loop, cands, None, depth,
                                                          entry_epoch, entry_lds, barriers,
                                                          widened)
-                self.widen(op, inits, cands, failing, widened)
+                self.widen(op, inits, cands, failing, widened, yields, lifted)
                 if not failing:
                     break
             else:
@@ -238,11 +248,49 @@ class Loops:
         del self.pending[pending:], self.accesses[accesses:]
         del self.global_accesses[global_accesses:]
 
-    def widen(self, op, inits, cands, failing: dict, widened: dict):
-        """Widen the failing tags of each carried tile (`loop_pass`)."""
+    def widen(self, op, inits, cands, failing: dict, widened: dict, yields, lifted: dict) -> bool:
+        """Weaken the candidates of the failing tags of each carried tile (`loop_pass`): a tag
+        the body yields is first lifted (`lift`), up to MAX_LIFTS times; then, or when the
+        body drops it, it is widened. Returns whether a tag was lifted."""
+        grew = False
         for index, names in failing.items():
-            cands[index] = _widen(inits[index], cands[index], names, op.iv.eq(op.start))
-            widened.setdefault(index, set()).update(names)
+            counts = lifted.setdefault(index, {})
+            yielded = set(yields[index].names)
+            lift = {n for n in names if n in yielded and n in inits[index].names
+                    and counts.get(n, 0) < MAX_LIFTS}
+            if lift:
+                cands[index] = self.lift(op, inits[index], cands[index], yields[index], lift)
+                for n in lift:
+                    counts[n] = counts.get(n, 0) + 1
+                grew = True
+            if names - lift:
+                cands[index] = _widen(inits[index], cands[index], names - lift,
+                                      op.iv.eq(op.start))
+                widened.setdefault(index, set()).update(names - lift)
+        return grew
+
+    def lift(self, op, init: TileTags, cand: TileTags, y: TileTags, names) -> TileTags:
+        """`cand` with the tags `names` replaced by what the body yielded one iteration
+        earlier: the init at the first iteration, `y` at iv - step afterwards. A pipeline
+        carries the tile the body loaded for a later iteration (prefetch distance d: the tile
+        of iv + d); the invariant "the carried tile is the one loaded at the previous
+        iteration" is a function of iv that no iv-independent candidate expresses. When the
+        shifted yield already equals the init at the first iteration, it stands alone."""
+        start = init.at(*init.thread)
+        kept = start if cand is init else cand.at(*init.thread)
+        earlier = y.substitute({op.iv.name: op.iv - op.step}).at(*init.thread)
+        before = y.substitute({op.iv.name: op.start - op.step}).at(*init.thread)
+        first = op.iv.eq(op.start)
+        tags = dict(kept.tags)
+        context = self.assumes + list(start.defs + before.defs)
+        for n in names:
+            goal = equal_tags(start.tags[n], before.tags[n])
+            if self.holds(goal, context + gather_constraints([goal, *context], self.distinct)):
+                tags[n] = earlier.tags[n]
+            else:
+                tags[n] = join_tags(first, start.tags[n], earlier.tags[n])
+        defs = tuple(dict.fromkeys(kept.defs + start.defs + earlier.defs))
+        return tile_tags(init.thread, tags, defs)
 
     def loop_pass(self, op, loop, cands, records, depth, entry_epoch, entry_lds, barriers,
                   widened):
@@ -268,6 +316,9 @@ class Loops:
         failing = {}
         if widened is not None:
             for index, (y, cand) in enumerate(zip(yields, cands)):
+                if op.iv in cand.scalars():
+                    # a lifted candidate: the body must yield its value at the next iteration
+                    cand = cand.substitute({op.iv.name: op.iv + op.step})
                 names = self.unstable_tags(y, cand, widened.get(index, set()))
                 if names:
                     failing[index] = names

@@ -1185,6 +1185,8 @@ def _simplify_compare(op):
             if a is b:
                 return Const(op == "eq")
             return None
+        if op in ("eq", "ne") and (verdict := _decide_same_residue(a, b)) is not None:
+            return Const(verdict == (op == "eq"))
         difference = _normal_sum(a - b)
         verdict = decide(bounds(difference), (0, 0))
         if verdict is not None:
@@ -1229,6 +1231,19 @@ def _simplify_logic(op):
                 return Const(absorbing)
         return a if a is b else None
     return rule
+
+
+def _decide_same_residue(a, b) -> bool | None:
+    """Whether x % n == y % n, when x - y is a constant plus multiples of n: ring-buffer slots
+    of iterations a fixed distance apart, `(i + 2) % 3` against `i % 3`, are decided here. A
+    solver would bit-blast the division by a non-power of two (z3 timed out on a 3-slot ring)."""
+    ma, mb = _as_mod(a), _as_mod(b)
+    if ma is None or mb is None or ma[1] != mb[1]:
+        return None
+    _, _, rest = _split_multiples(_term("sub", ma[0], mb[0]), ma[1])
+    if (c := _const(rest)) is None:
+        return None
+    return c == 0
 
 
 _FLIPPED = {"lt": ("le", True), "le": ("lt", True), "eq": ("ne", False), "ne": ("eq", False)}
