@@ -41,6 +41,7 @@ SHIFT = Var("s", 0, 4)
 POS = Var("d", 1, 5)
 NEG = Var("n", -4, -1)
 VARS = (X, Y, Z, SHIFT, POS, NEG)
+ITERATION = Var("i", 0, 1 << 20)
 
 
 def grid_env():
@@ -134,6 +135,22 @@ def test_simplify_preserves_evaluate(e):
 def test_simplify_preserves_conditions(c):
     assert c.is_bool
     assert np.array_equal(on_grid(simplify(c)), on_grid(c)), f"{c}  ->  {simplify(c)}"
+
+
+@given(int_exprs, int_exprs, st.integers(-7, 7), st.integers(1, 6), st.integers(-3, 3),
+       st.booleans())
+def test_simplify_decides_residues_a_constant_apart(e, f, c, n, k, equal):
+    """x % n == y % n (or the power-of-two mask form) is decided when x - y is a constant plus
+    multiples of n: the ring-buffer slots of two iterations, `(i + 2) % 3 == i % 3`."""
+    def residues(base):
+        x = base + n * k * f + c
+        left, right = (x & (n - 1), base & (n - 1)) if n & (n - 1) == 0 else (x % n, base % n)
+        return left.eq(right) if equal else left.ne(right)
+
+    compare = residues(e)
+    assert np.array_equal(on_grid(simplify(compare)), on_grid(compare))
+    # an iteration variable spans many periods, so neither side folds away by its bounds
+    assert simplify(residues(ITERATION + e)) == Const((c % n == 0) == equal)
 
 
 @given(int_exprs, st.data())

@@ -151,3 +151,77 @@ def test_widening_is_per_tag_a_changing_tag_leaves_the_stable_ones_exact():
     report = verify(accumulate_rows)
     assert report.ok and not report.unknown, str(report)
     assert not interpreter_violations(as_program(accumulate_rows), {"M": ROWS, "K": 3 * COLS})
+
+
+# multi-stage prefetch pipelines: a tile travels global -> registers (carried through two
+# iterations) -> a 3-slot LDS ring -> the consumer; the carried tiles' invariants are functions
+# of the iteration (tile kt + 2, tile kt + 3), the slots (kt + 2) % 3 against kt % 3
+
+
+@cache
+def pipeline(read_ahead: int = 0, hand_down: bool = True):
+    """Tile kt + 4 is loaded while tile kt is consumed; `near` (tile kt + 2) is staged into slot
+    (kt + 2) % 3 and `far` (tile kt + 3) moves up. One barrier per iteration suffices with three
+    slots: the slot written is the one read an iteration ago. `read_ahead` = 2 reads the slot
+    this iteration's stores are still filling (tile kt + 2, not landed for the other lanes);
+    `hand_down=False` swaps the carried tiles' order."""
+    @T.kernel(waves=1)
+    def three_stage(A: Tensor("bf16", "M", "K"), C: Tensor("bf16", "M", "K")):
+        K, copy = copy_kernel_setup(A, C)
+        nk = K // COLS
+        T.assume(nk >= 2)
+        ring = T.lds((3, ROWS, COLS), "bf16")
+        for p in range(2):
+            ring.store((p, 0, 0), A.load((0, p * COLS), copy))
+        T.barrier()
+        loop = T.range(0, nk, stages=3, near=A.load((0, 2 * COLS), copy, guard=True),
+                       far=A.load((0, 3 * COLS), copy, guard=True))
+        for kt in loop:
+            later = A.load((0, (kt + 4) * COLS), copy, guard=True)
+            with T.when(kt + 2 < nk):
+                ring.store(((kt + 2) % 3, 0, 0), loop.near)
+            x = ring.load(((kt + read_ahead) % 3, 0, 0), _reversed_rows(copy))
+            C.store((0, kt * COLS), x)
+            T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.k.eq(D.k)),
+                         "tile kt lands on tile kt")
+            T.barrier()
+            if hand_down:
+                loop.near, loop.far = loop.far, later
+            else:
+                loop.near, loop.far = later, loop.far
+    return three_stage
+
+
+PIPELINE_SIZES = [{"M": ROWS, "K": n * COLS} for n in range(2, 9)]
+
+
+def test_three_stage_pipeline_is_proved_for_every_trip_count():
+    # the carried tiles ended ⊤ (iv-independent candidates only) and the slot comparison
+    # (kt + 2) % 3 == kt % 3 timed out in z3
+    report = assert_sound(pipeline(), sizes=PIPELINE_SIZES)
+    assert report.ok and not report.unknown, str(report)
+    program = as_program(pipeline())
+    assert not any(interpreter_violations(program, s) for s in PIPELINE_SIZES)
+
+
+def test_pipeline_reading_a_slot_not_landed_is_refuted_and_replayed():
+    report = assert_sound(pipeline(read_ahead=2), sizes=PIPELINE_SIZES)
+    kinds = {o.kind for o in report.refuted}
+    assert {"lds-race", "tag-assertion"} <= kinds, str(report)
+    assert all(o.counterexample.confirmed for o in report.refuted)
+    [mixed] = [o for o in report.refuted if o.kind == "tag-assertion"]
+    assert list(mixed.counterexample.iteration.values()) == [0]
+
+
+def test_pipeline_handing_tiles_down_out_of_order_is_refuted_where_it_first_fails():
+    report = assert_sound(pipeline(hand_down=False), sizes=PIPELINE_SIZES)
+    [wrong] = report.refuted
+    cex = wrong.counterexample
+    assert wrong.kind == "tag-assertion" and cex.confirmed, str(report)
+    # iterations 0..2 consume the prologue's tiles and the initial `near`; iteration 1 staged
+    # `later` of iteration 0 (tile 4) into tile 3's slot, which the fourth reads
+    assert list(cex.iteration.values()) == [3]
+    assert cex.tags["V"]["k"] == cex.tags["D"]["k"] + COLS
+    runs = {n: interpreter_violations(as_program(pipeline(hand_down=False)), s)
+            for n, s in enumerate(PIPELINE_SIZES, 2)}
+    assert not any(runs[n] for n in (2, 3)) and all(runs[n] for n in range(4, 9))
