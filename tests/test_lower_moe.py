@@ -51,14 +51,58 @@ def test_moe_random_routings(tokens, experts, seed):
     assert error < MOE.tolerance, error
 
 
-def test_the_k_loop_requests_its_operands_before_its_mfmas_and_adds_no_addresses():
+def loop_body(lds: bool) -> list[str]:
+    text = argus.compile(MOE.kernel, lds=lds).text
+    body = text.split(".Lloop1:")[1].split("s_cbranch_scc1 .Lloop1")[0]
+    return [line.split()[0] for line in body.splitlines() if line.strip()
+            and not line.strip().startswith(";")]
+
+
+def test_without_lds_the_k_loop_requests_its_operands_first_and_adds_no_addresses():
     # the gathered rows' address sums are loop-invariant: made once before the loop, shared by
     # the pieces that differ only in their offset field
-    text = argus.compile(MOE.kernel).text
-    body = text.split(".Lloop1:")[1].split("s_cbranch_scc1 .Lloop1")[0]
-    lines = [line.split()[0] for line in body.splitlines() if line.strip()
-             and not line.strip().startswith(";")]
-    assert "v_add_u32_e32" not in lines
+    lines = loop_body(lds=False)
+    assert "v_add_u32_e32" not in lines and not any(op.startswith("ds_") for op in lines)
     first_mfma = lines.index(next(op for op in lines if op.startswith("v_mfma")))
     loads = [i for i, op in enumerate(lines) if op.startswith("buffer_load")]
     assert loads and max(loads) < first_mfma
+
+
+def test_with_lds_the_next_tile_is_in_flight_while_the_mfmas_read_lds():
+    lines = loop_body(lds=True)
+    mfmas = [i for i, op in enumerate(lines) if op.startswith("v_mfma")]
+    loads = [i for i, op in enumerate(lines) if op.startswith("buffer_load")]
+    writes = [i for i, op in enumerate(lines) if op.startswith("ds_write")]
+    assert loads and writes and mfmas
+    # each unrolled copy: the next tile's global loads, then MFMAs fed by ds_read, then the
+    # tile goes to the other LDS slot
+    assert min(loads) < min(mfmas) and max(writes) > max(mfmas)
+    assert sum(op.startswith("ds_read") for op in lines) == 2 * len(mfmas)
+    assert lines.count("s_barrier") == 2      # one per K tile (unrolled by the two stages)
+
+
+@pytest.mark.parametrize("lds", [False, True])
+def test_both_roads_match_numpy(lds):
+    # the staged kernel reads every X and W element once per workgroup instead of once per
+    # wave that needs it (modelled: the MI300X model, no GPU here)
+    compiled = argus.compile(MOE.kernel, lds=lds)
+    choice, sorted_ids, block_expert = pack([0, 1, 1, 2] * 40, 3, 64)
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((len(choice), 128)).astype(bfloat16)
+    W = rng.standard_normal((3, 64, 128)).astype(bfloat16)
+    Y = np.full((len(choice), 64), np.nan, np.float32)
+    compiled.run(X=X, W=W, sorted_ids=sorted_ids, block_expert=block_expert, Y=Y,
+                 check="strict")
+    want = reference(X, W, choice)
+    assert np.abs(Y - want).max() / np.abs(want).max() < MOE.tolerance
+
+
+def test_lds_staging_is_modelled_faster_at_a_large_shape():
+    from argus.kernels.moe import route
+
+    _, ids, blocks = route(4096, 8, 64, np.random.default_rng(0))
+    sizes = {"TOKENS": 4096, "H": 4096, "E": 8, "N": 4096, "P": len(ids),
+             "BLOCKS": len(blocks)}
+    staged, direct = (argus.time(argus.compile(MOE.kernel, lds=lds), sizes=sizes).microseconds
+                      for lds in (True, False))
+    assert staged * 2 < direct

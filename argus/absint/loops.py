@@ -11,6 +11,7 @@ from argus.absint import lds as L
 from argus.absint import sync as S
 from argus.absint.domain import (
     FALSE,
+    GATHERED,
     TOP_TAG,
     TRUE,
     TileTags,
@@ -19,6 +20,7 @@ from argus.absint.domain import (
     join_tags,
     join_tiles,
     renamed_helpers,
+    substitute_all,
     tile_tags,
 )
 from argus.absint.report import VerifyError
@@ -434,11 +436,19 @@ def _widen(init: TileTags, cand: TileTags, names, first) -> TileTags:
     return tile_tags(init.thread, tags, defs)
 
 
-def _canonical(tile: TileTags):
+def _canonical(tile: TileTags) -> tuple:
+    """A comparable form of a tile's tags: its helpers renamed by creation order, and each
+    gathered row helper (`GATHERED`) stood for by the index entry it reads, so two passes
+    that gather the same rows compare equal although each pass made its own helpers."""
     ordered = sorted(tile.fresh, key=lambda v: int(v.name.rpartition("__")[2]))
     mapping = {v.name: Var(f"{v.name.rpartition('__')[0]}__c{n}", v.lo, v.hi)
                for n, v in enumerate(ordered)}
-    return tile.substitute(mapping)
+    flat = [e for _, t in tile.tags for e in (t.value, t.top)]
+    done = substitute_all(flat + list(tile.defs), mapping)
+    rows = tuple((mapping[v.name].name, GATHERED[v.name][0],
+                  *substitute_all(GATHERED[v.name][1:], mapping))
+                 for v in ordered if v.name in GATHERED)
+    return tile.thread, tuple(n for n, _ in tile.tags), tuple(done), rows
 
 
 def _same_records(old: dict, new: dict) -> bool:
@@ -452,7 +462,7 @@ def _same_records(old: dict, new: dict) -> bool:
         if len(old[name]) != len(new[name]):
             return False
         for a, b in zip(old[name], new[name]):
-            if a.op is not b.op or attrs.evolve(a, tile=_canonical(a.tile)) != \
-                    attrs.evolve(b, tile=_canonical(b.tile)):
+            if a.op is not b.op or _canonical(a.tile) != _canonical(b.tile) or \
+                    attrs.evolve(a, tile=None) != attrs.evolve(b, tile=None):
                 return False
     return True

@@ -19,14 +19,21 @@ from argus.lang import Tensor
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
 WAVE_GRID = (2, 2)
+#: the library GEMM's LDS swizzle (row mod 8 permutes 8-byte chunks)
+SWIZZLE = (3, 2, 3)
 
 
 @T.kernel(waves=4)
 def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
              sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
              Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 64, block_n: int = 64,
-             block_k: int = 32):
-    """Grouped GEMM over the row blocks of `sorted_ids` (block sizes multiples of 64, 64, 8)."""
+             block_k: int = 32, lds: bool = True):
+    """Grouped GEMM over the row blocks of `sorted_ids` (block sizes multiples of 64, 64, 8).
+    With `lds` (the default) the gathered X rows and the expert's W tile are staged through
+    swizzled, double-buffered LDS one K tile ahead, as the library GEMM does, so each wave's
+    MFMA operands come from LDS and every global element is read once per workgroup; without,
+    each wave loads its MFMA operands straight from global memory (no LDS, more global
+    traffic: the two waves of a row read the same X elements)."""
     TOKENS, H = X.shape
     E, N, _ = W.shape
     P, BLOCKS = sorted_ids.shape[0], block_expert.shape[0]
@@ -48,30 +55,80 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
     reps_m, reps_n = block_m // a_spec.shape[0], block_n // b_spec.shape[0]
 
     def rows(r):
-        return T.Gather(sorted_ids, block * block_m + r * a_spec.shape[0])
+        return T.Gather(sorted_ids, block * block_m + r)
+
+    def mfmas(acc, a, b):
+        for (r, s), c in acc.items():
+            acc[r, s] = T.mfma(MFMA, a[r], b[s], c)
+            T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), B.expert.eq(expert)),
+                         "token and expert weights meet at one k")
+        return acc
 
     acc = {(r, s): T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)}
-    loop = T.range(0, H // block_k, name="kt", acc=acc)
-    for kt in loop:
-        acc = dict(loop.acc)
-        # every operand of the K tile is requested before the first MFMA, so the loads are in
-        # flight together and each MFMA waits only for its own
-        steps = range(block_k // a_spec.shape[1])
-        k0s = [kt * block_k + ks * a_spec.shape[1] for ks in steps]
-        a_tiles = [[X.load((0, k0), a_spec, gather=rows(r), guard=True) for r in range(reps_m)]
-                   for k0 in k0s]
-        b_tiles = [[W.load((expert, n0 + s * b_spec.shape[0], k0), b_spec, axes=(1, 2))
-                    for s in range(reps_n)] for k0 in k0s]
-        for a, b in zip(a_tiles, b_tiles):
-            for (r, s), c in acc.items():
-                acc[r, s] = T.mfma(MFMA, a[r], b[s], c)
-                T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), B.expert.eq(expert)),
-                             "token and expert weights meet at one k")
-        loop.acc = acc
-    for (r, s), c in loop.acc.items():
-        Y.store((0, n0 + s * c_spec.shape[1]), c, gather=rows(r), guard=True)
+    if lds:
+        acc = _staged(X, W, expert, rows(0), n0, H // block_k, acc, block_m, block_n, block_k,
+                      a_spec, b_spec, mfmas)
+    else:
+        loop = T.range(0, H // block_k, name="kt", acc=acc)
+        for kt in loop:
+            # every operand of the K tile is requested before the first MFMA, so the loads are
+            # in flight together and each MFMA waits only for its own
+            k0s = [kt * block_k + ks * a_spec.shape[1]
+                   for ks in range(block_k // a_spec.shape[1])]
+            a_tiles = [[X.load((0, k0), a_spec, gather=rows(r * a_spec.shape[0]), guard=True)
+                        for r in range(reps_m)] for k0 in k0s]
+            b_tiles = [[W.load((expert, n0 + s * b_spec.shape[0], k0), b_spec, axes=(1, 2))
+                        for s in range(reps_n)] for k0 in k0s]
+            acc = dict(loop.acc)
+            for a, b in zip(a_tiles, b_tiles):
+                acc = mfmas(acc, a, b)
+            loop.acc = acc
+        acc = loop.acc
+    for (r, s), c in acc.items():
+        Y.store((0, n0 + s * c_spec.shape[1]), c, gather=rows(r * c_spec.shape[0]),
+                guard=True)
         T.tag_assert(lambda V, D: And(V.token.eq(D.token), V.col.eq(D.col)),
                      "each row goes back to its own token and column")
+
+
+def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k, a_spec,
+            b_spec, mfmas):
+    """The K loop through double-buffered LDS: tile kt+1 is loaded into registers before tile
+    kt's MFMAs and stored to the other slot after them, one barrier per tile; the last tile is
+    consumed after the loop, so no iteration needs a branch."""
+    # 8 bf16 (16 bytes) per thread and load where the tile has that many, else fewer
+    copy_a = T.copy_layout((block_m, block_k), 4, min(8, block_m * block_k // 256))
+    copy_b = T.copy_layout((block_n, block_k), 4, min(8, block_n * block_k // 256))
+    a_smem = T.lds((2, block_m, block_k), "bf16", swizzle=SWIZZLE)
+    b_smem = T.lds((2, block_n, block_k), "bf16", swizzle=SWIZZLE)
+
+    def fetch(kt):
+        return (X.load((0, kt * block_k), copy_a, gather=gathered, guard=True),
+                W.load((expert, n0, kt * block_k), copy_b, axes=(1, 2)))
+
+    def stage(slot, tiles):
+        a_smem.store((slot, 0, 0), tiles[0])
+        b_smem.store((slot, 0, 0), tiles[1])
+
+    def compute(slot, acc):
+        for ks in range(block_k // a_spec.shape[1]):
+            k0 = ks * a_spec.shape[1]
+            a = [a_smem.load((slot, r * a_spec.shape[0], k0), a_spec)
+                 for r in range(max(r for r, _ in acc) + 1)]
+            b = [b_smem.load((slot, s * b_spec.shape[0], k0), b_spec)
+                 for s in range(max(s for _, s in acc) + 1)]
+            acc = mfmas(acc, a, b)
+        return acc
+
+    stage(0, fetch(0))
+    T.barrier()
+    loop = T.range(0, k_tiles - 1, stages=2, name="kt", acc=acc)
+    for kt in loop:
+        following = fetch(kt + 1)
+        loop.acc = compute(kt % 2, dict(loop.acc))
+        stage((kt + 1) % 2, following)
+        T.barrier()
+    return compute((k_tiles - 1) % 2, dict(loop.acc))
 
 
 def route(tokens: int, experts: int, block_m: int, rng) -> tuple[np.ndarray, ...]:

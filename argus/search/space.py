@@ -100,6 +100,9 @@ FAMILIES = {
         Knob("block_m", (64, 128), "token rows per workgroup"),
         Knob("block_n", (64, 128, 256), "output columns per workgroup"),
         Knob("block_k", (16, 32, 64, 128), "hidden elements per iteration"),
+        Knob("lds", (True, False), "stage X rows and W tiles through double-buffered LDS "
+             "(each element read once per workgroup) or load MFMA operands straight from "
+             "global memory"),
         POLICY,
     ), check_sizes=lambda p, t: {"TOKENS": 61 + 53 * t, "H": p["block_k"] * 2, "E": 3 + t % 2,
                                  "N": p["block_n"] * (1 + t % 2)},

@@ -190,7 +190,8 @@ FAMILIES: dict[str, Family] = {
                             {"head_dim": (64, 128), "causal": (False, True)}, _attention_sizes,
                             _attention_oracle),
     "moe_gemm": Family("argus.kernels.moe", "moe_gemm",
-                       {"block_m": (64,), "block_n": (64, 128), "block_k": (32,)},
+                       {"block_m": (64,), "block_n": (64, 128), "block_k": (32,),
+                        "lds": (True, False)},
                        _moe_sizes, _moe_oracle,
                        inputs=_moe_inputs),
 }
