@@ -289,3 +289,18 @@ def test_the_value_model_learns_a_landscape_from_a_sample_of_it():
     ranked = model.ranked(points, np.random.default_rng(0))
     assert sorted(c.key for c in ranked) == sorted(c.key for c in points)
     assert model.ranked([], np.random.default_rng(0)) == []
+
+
+def test_moe_staging_moves_turn_the_lds_knob_where_they_apply():
+    moe = Problem("moe_gemm", {"TOKENS": 4096, "H": 4096, "E": 8, "N": 4096})
+    ids = {m.id for m in moves_for(moe)}
+    assert {"stage_through_lds", "direct_operands"} <= ids
+    staged = default_candidate(moe)
+    assert staged.param_dict["lds"] is True          # the kernel's default, first in the knob
+    direct = apply(staged, [Action("lds", False)], moe)
+    by_id = {m.id: m for m in moves_for(moe)}
+    assert by_id["stage_through_lds"].propose(Context(moe, direct)) == (Action("lds", True),)
+    assert not by_id["stage_through_lds"].propose(Context(moe, staged))
+    limited = Context(moe, staged, {"occupancy_limited_by": "32768 B of LDS per workgroup"})
+    assert by_id["direct_operands"].favoured(limited)
+    assert not by_id["direct_operands"].favoured(Context(moe, staged, {}))

@@ -116,6 +116,10 @@ def _vgpr_limited(ctx: Context) -> bool:
     return "VGPR" in str(ctx.facts.get("occupancy_limited_by", "")).upper()
 
 
+def _lds_limited(ctx: Context) -> bool:
+    return "LDS" in str(ctx.facts.get("occupancy_limited_by", "")).upper()
+
+
 def _unroll_changes_code(ctx: Context) -> bool:
     """Under `interleave` the loop is already unrolled by its 2 LDS stages, so only a factor
     past 2 changes the code; under `simple` every step does."""
@@ -219,6 +223,18 @@ MOVES: tuple[Move, ...] = (
          "each unrolled copy keeps its own block's loads and scores live; fewer copies can buy "
          "a wave of occupancy when VGPRs are the limit",
          _can("unroll", -1), _set("unroll", -1), _vgpr_limited, 0.3),
+    Move("stage_through_lds", "lds", "memory", "operands load straight from global memory",
+         "lds = True",
+         "staging the gathered rows and the weight tile through LDS reads each global element "
+         "once per workgroup instead of once per wave that needs it, and the next tile's loads "
+         "overlap this tile's MFMAs",
+         lambda c: not c.params["lds"], lambda c: (Action("lds", True),), lambda c: True, 0.6),
+    Move("direct_operands", "lds", "lds", "LDS limits the workgroups per CU",
+         "lds = False",
+         "loading MFMA operands straight into registers frees the LDS (and its barriers), "
+         "which can buy occupancy when LDS is the limit; global traffic grows",
+         lambda c: c.params["lds"], lambda c: (Action("lds", False),),
+         _lds_limited, 0.2),
     Move("plain_lds", "swizzle", "compute", "no bank conflict is reported",
          "swizzle = False",
          "without conflicts the swizzle's XOR per address is pure VALU overhead",
