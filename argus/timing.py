@@ -237,7 +237,12 @@ def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate
     unknown = set(sizes) - set(family.defaults) - ({"hk"} if family.loop == "sk" else set())
     if unknown:
         raise PerfError(f"{name} takes sizes {sorted(family.defaults)}, not {sorted(unknown)}")
-    size = {**family.defaults, **sizes}
+    bad = {k: v for k, v in sizes.items()
+           if isinstance(v, bool) or not hasattr(v, "__index__")}
+    if bad:
+        raise PerfError(f"{name}: sizes are whole numbers, not {bad}",
+                        fix=f"give ints, e.g. {dict(family.defaults)}")
+    size = {**family.defaults, **{k: int(v) for k, v in sizes.items()}}
     if (problem := family.problem(size)) is not None:
         raise PerfError(f"{name} at {size}: {problem}")
     code, statics = _vendor_code(name)
@@ -305,8 +310,10 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     is sampled at two small values and the schedule extrapolated to the real one."""
     import math
 
+    from argus.absint.admissible import checked_sizes
     from argus.absint.concrete import NUMPY_DTYPES
     from argus.asm.launch import emulate
+    from argus.errors import ArgusError
     from argus.ir.expr import evaluate
 
     names = [v.name for v in kernel.ir.sizes]
@@ -315,6 +322,10 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     if missing or unknown:
         raise PerfError(f"{kernel.name} takes sizes {names}; missing {missing}, unknown "
                         f"{sorted(unknown)}")
+    try:  # whole numbers in their declared ranges that meet the kernel's assumptions
+        sizes = checked_sizes(kernel.ir, sizes)
+    except ArgusError as err:
+        raise PerfError(err.message, err.loc, err.fix) from None
     grid = kernel.grid(**sizes)
     workgroups = math.prod(grid)
     if workgroups < 1:

@@ -3,6 +3,8 @@ with the emulator, sampled-and-extrapolated timings agree with full simulation, 
 fewer resident waves / extra waits never make a schedule faster, and launches the model cannot
 time are clear errors."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -188,6 +190,24 @@ def test_unknown_profile_and_misused_sizes_are_clear_errors():
         argus.time("fwd_hd128_bf16", sizes={"h": 6, "hk": 4})
     with pytest.raises(PerfError, match="grid= and block="):
         argus.time(assemble(micro.mfma().source))
+    with pytest.raises(PerfError, match="sizes are whole numbers"):
+        argus.time(GEMM, sizes={"m": "64"})
+
+
+@pytest.mark.parametrize(("sizes", "says"), [
+    ({"M": "64", "N": 64, "K": 64}, "M='64': a size of kernel gemm is a whole number"),
+    ({"M": 64.0, "N": 64, "K": 64}, "M=64.0: a size of kernel gemm is a whole number"),
+    ({"M": -64, "N": 64, "K": 64}, "M=-64 is outside the range"),
+    ({"M": 2**40, "N": 64, "K": 64}, "is outside the range"),
+    ({"M": 100, "N": 64, "K": 64}, "violates the assumption `M % 64 == 0`"),
+])
+def test_a_compiled_kernel_is_timed_only_at_sizes_it_admits(sizes, says):
+    # the same checks as verify's and run's pins: a partial tile or a size past the declared
+    # range would be timed as though it ran right
+    from argus.kernels.gemm import gemm
+
+    with pytest.raises(PerfError, match=re.escape(says)):
+        argus.time(argus.compile(gemm), sizes=sizes)
 
 
 # ------------------------------------------------------------------------- monotonicity
