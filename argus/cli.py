@@ -441,6 +441,17 @@ def _perf_errors():
     return (PerfError, VendorKernelError, LaunchError)
 
 
+def _int_assignments(items: tuple[str, ...], what: str, example: str) -> dict[str, int]:
+    """NAME=N pairs whose values must be whole numbers."""
+    values = _assignments(items, what)
+    bad = [f"{k}={v!r}" for k, v in values.items() if not isinstance(v, int) or
+           isinstance(v, bool)]
+    if bad:
+        raise click.BadParameter(f"{', '.join(bad)}: give whole numbers, e.g. {what} {example}",
+                                 param_hint=what)
+    return values
+
+
 def _ints(text: str | None, what: str) -> tuple[int, ...] | None:
     if text is None:
         return None
@@ -454,12 +465,11 @@ def _timed(target: str, shapes, params, kernel, grid, block, buffers, args, gpu,
            strict: bool = True):
     from argus.timing import time_target
 
-    shape = {k: int(v) for k, v in _assignments(shapes, "--shape").items()}
+    shape = _int_assignments(shapes, "--shape", "k=4096")
     try:
         return time_target(target, shape=shape, params=_assignments(params, "--param"),
                            grid=_ints(grid, "--grid"), block=_ints(block, "--block"),
-                           buffers={k: int(v) for k, v in
-                                    _assignments(buffers, "--buffer").items()},
+                           buffers=_int_assignments(buffers, "--buffer", "A=1048576"),
                            args=_assignments(args, "--arg"), kernel=kernel, gpu=gpu,
                            strict_sizes=strict)
     except _perf_errors() as err:
@@ -555,8 +565,13 @@ def compare_command_(first: str, second: str, shapes, params, gpu: str, as_json:
     Each --shape applies to the kernel that has a size of that name (any case)."""
     import json
 
-    from argus.timing import compare
+    from argus.timing import check_target, compare
 
+    for target in (first, second):  # both named before either is timed
+        try:
+            check_target(target)
+        except _perf_errors() as err:
+            raise click.ClickException(str(err)) from err
     a = _timed(first, shapes, params, None, None, None, (), (), gpu, strict=False)
     b = _timed(second, shapes, params, None, None, None, (), (), gpu, strict=False)
     result = compare(a, b)

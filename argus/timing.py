@@ -466,6 +466,17 @@ def _match_sizes(wanted: Sequence[str], shape: Mapping[str, int]) -> dict[str, i
     return {by_lower[k.lower()]: v for k, v in shape.items() if k.lower() in by_lower}
 
 
+def check_target(target: str) -> None:
+    """Refuse a target that is neither a vendor kernel, a library kernel nor a file."""
+    from argus.asm.vendor import vendor_kernels
+    from argus.kernels import library
+
+    if target not in vendor_kernels() and target not in library() and \
+            not Path(target).is_file():
+        raise PerfError(f"{target!r} is not a vendor kernel (argus emulate --list), a library "
+                        f"kernel ({', '.join(sorted(library()))}) or a code object file")
+
+
 def time_target(target: str, *, shape: Mapping[str, int] | None = None,
                 params: Mapping[str, Any] | None = None, grid: Sequence[int] | None = None,
                 block: Sequence[int] | None = None, buffers: Mapping[str, int] | None = None,
@@ -497,9 +508,7 @@ def time_target(target: str, *, shape: Mapping[str, int] | None = None,
         return Target(target, timing, compiled.code, compiled.code.kernel(compiled.name))
     from argus.asm.stats import load_code_object
 
-    if not Path(target).is_file():
-        raise PerfError(f"{target!r} is not a vendor kernel (argus emulate --list), a library "
-                        f"kernel ({', '.join(sorted(library()))}) or a code object file")
+    check_target(target)
     code = load_code_object(target)
     from argus.asm.launch import _kernel
 

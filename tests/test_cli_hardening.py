@@ -68,6 +68,16 @@ def test_bad_sizes_parameters_and_formulas(args, says):
     assert_refused(args, says)
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (["time", "gemm", "--shape", "M=abc"], "M='abc': give whole numbers, e.g. --shape k=4096"),
+    (["time", "gemm", "--shape", "M=100", "--shape", "N=64", "--shape", "K=64"],
+     "violates the assumption `M % 64 == 0`"),
+    (["compare", "gemm", "no_such_kernel"], "'no_such_kernel' is not a vendor kernel"),
+])
+def test_time_and_compare_refuse_bad_targets_and_sizes(args, says):
+    assert_refused(args, says)
+
+
 def test_a_user_file_with_a_syntax_error_or_a_failing_import(tmp_path):
     broken = tmp_path / "broken.py"
     broken.write_text("import argus.lang as T\n\ndef f(:\n    pass\n")
