@@ -187,6 +187,12 @@ def test_a_file_without_a_kernel(tmp_path):
      "expected a tile spec (shape and thread layout), got 'rows'"),
     ("    Y.store((row, 0), 3.0)", 12, "the value stored must be a register tile"),
     ("    import no_such_module_here", 12, "raised ModuleNotFoundError"),
+    ("    Y.store((row, 0), T.exp2(3))", 12,
+     "the value given to T.exp2 must be a register tile"),
+    ("    x = X.load((row, 0), T.copy_layout((16, 16), 4, 1))\n    for i in T.range(0, x):\n"
+     "        pass", 13, "cannot use Tile(%v1: f32[16, 16], a register tile)"),
+    ("    x = X.load((row, 0), T.copy_layout((16, 16), 4, 1))\n    if x:\n        pass", 13,
+     "a register tile has no truth value at trace time"),
 ])
 def test_python_errors_inside_a_kernel_name_the_users_line(tmp_path, body, line, says):
     path = write_kernel(tmp_path, body=body)

@@ -167,6 +167,14 @@ class Tile:
     def spec(self) -> TileSpec:
         return TileSpec(self.type.shape, self.type.layout)
 
+    def __repr__(self) -> str:
+        return f"Tile({self.value}: {self.dtype}{list(self.shape)}, a register tile)"
+
+    def __bool__(self):
+        raise DSLError("a register tile has no truth value at trace time: its elements are "
+                       "known only when the kernel runs", user_loc(),
+                       "branch on sizes or program ids (T.when), or mask the tile (T.mask)")
+
     def _binary(self, fn: str, other, swap: bool = False) -> Tile:
         loc = user_loc()
         if not isinstance(other, Tile):
@@ -197,8 +205,6 @@ class Tile:
         t = current_builder().reg_type(dtype, self.spec, loc)
         return _result(O.Cast, t, loc, x=self.value)
 
-    def __repr__(self) -> str:
-        return f"Tile({self.value}: {self.type})"
 
 
 def _result(kind, t, loc, **fields) -> Tile:
@@ -660,6 +666,7 @@ def mfma(instr: str, a: Tile, b: Tile, c: Tile, *, cbsz: int | None = None,
 
 
 def _unary(fn: str, x: Tile) -> Tile:
+    _check_tile(x, f"given to T.{fn}", user_loc())
     return _result(O.Unary, x.type, user_loc(), fn=fn, x=x.value)
 
 
