@@ -400,6 +400,8 @@ def test_attention_rejects_unsupported_head_dims():
 
     with pytest.raises(DSLError, match="head_dim 96 is not supported"):
         attention.attention_fwd.trace(head_dim=96)
+    with pytest.raises(DSLError, match="prefetch=4: the loads run 1, 2 or 3 key blocks ahead"):
+        attention.attention_fwd.trace(prefetch=4)
 
 
 def test_argus_run_prints_the_ir_on_request_and_needs_a_mode():
@@ -425,18 +427,19 @@ def test_attention_is_right_for_any_admissible_shape(head_dim, causal, q_blocks,
                                attention.reference(q, k, v, causal), atol=2e-2, rtol=2e-2)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_attention_two_blocks_ahead_is_proved_and_right_at_every_small_length(causal):
-    """prefetch=2 carries block j+2's K and V in registers through block j. Its proof ended
-    with 25 Unknown obligations whose witnesses did not replay (the carried tiles' `key` tag
-    was widened: no iteration-independent invariant describes them); it is proved now, and the
-    interpreter finds no violation and the numbers right for every length up to 5 key blocks
-    (also a single block, where the loop does not run and block 1 is loaded past the end)."""
+@pytest.mark.parametrize("prefetch,causal", [(2, False), (2, True), (3, False)])
+def test_attention_blocks_ahead_in_registers_are_proved_and_right(prefetch, causal):
+    """prefetch=2 carries block j+2's K and V in registers through block j (prefetch=3: blocks
+    j+2 and j+3, handed down one place per block). prefetch=2's proof ended with 25 Unknown
+    obligations whose witnesses did not replay (the carried tiles' `key` tag was widened: no
+    iteration-independent invariant describes them); both are proved now, and the interpreter
+    finds no violation and the numbers right at lengths up to 5 key blocks (also a single
+    block, where the loop does not run and the blocks ahead are loaded past the end)."""
     import argus
 
-    report = argus.verify(attention.attention_fwd, prefetch=2, causal=causal)
+    report = argus.verify(attention.attention_fwd, prefetch=prefetch, causal=causal)
     assert report.ok and not report.unknown, str(report)
-    kernel = attention.attention_fwd.trace(head_dim=64, causal=causal, prefetch=2)
+    kernel = attention.attention_fwd.trace(head_dim=64, causal=causal, prefetch=prefetch)
     rng = np.random.default_rng(2)
     for S in (1, 31, 32, 33, 64, 65, 96, 97, 128, 160):
         q, k, v = (bf16(rng, 1, S, 64) for _ in range(3))

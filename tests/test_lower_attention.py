@@ -47,6 +47,8 @@ CONFIGS = [
      [{"BH": 1, "SQ": 130, "SK": 33, "D": 64}, {"BH": 2, "SQ": 1, "SK": 77, "D": 64}]),
     ("attention_fwd", {"head_dim": 64, "causal": True, "prefetch": 2}, "interleave",
      [{"BH": 2, "S": 200, "D": 64}, {"BH": 1, "S": 32, "D": 64}]),
+    ("attention_fwd", {"head_dim": 128, "prefetch": 3}, "interleave",
+     [{"BH": 1, "S": 250, "D": 128}, {"BH": 1, "S": 64, "D": 128}]),
 ]
 
 

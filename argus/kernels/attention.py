@@ -47,9 +47,10 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     key rows; `drop` names the tags the softmax reductions drop; `sync=False` leaves out the
     barrier after each K/V block is staged. `prefetch` is how many key blocks ahead the loads
     run (1: block j+1 is loaded while block j is computed; 2: block j+2, one more block of K
-    and V in registers). `unroll` (1, 2 or 4) is the key loop's unroll hint: copies of the
-    block per machine iteration, so the scheduler can overlap one block's softmax with the next
-    block's MFMAs (under `interleave` the loop is unrolled at least by its 2 LDS stages)."""
+    and V in registers; 3: block j+3, two more). `unroll` (1, 2 or 4) is the key loop's unroll
+    hint: copies of the block per machine iteration, so the scheduler can overlap one block's
+    softmax with the next block's MFMAs (under `interleave` the loop is unrolled at least by
+    its 2 LDS stages)."""
     if head_dim < 64 or head_dim & (head_dim - 1):
         raise T.DSLError(f"head_dim {head_dim} is not supported: use a power of two >= 64 "
                          "(the K/V copy gives each of the 256 threads whole 16-byte vectors)",
@@ -57,8 +58,8 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     BH, SQ, D = Q.shape
     SK = K.shape[1]
     shift = simplify(SK - SQ)                 # 0 when the keys are the queries
-    if prefetch not in (1, 2):
-        raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1 or 2 key blocks ahead",
+    if prefetch not in (1, 2, 3):
+        raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1, 2 or 3 key blocks ahead",
                          user_loc())
     if unroll not in (1, 2, 4):
         raise T.DSLError(f"unroll={unroll!r}: the key loop is unrolled 1, 2 or 4 times (the "
@@ -167,23 +168,28 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     blocks = T.cdiv(seen, BLOCK_KV)
     stage(0, fetch(0))
     carried = dict(state)
-    if prefetch == 2:                 # block 1 in registers: in flight through block 0
-        carried["ahead"] = fetch(1)
+    # blocks 1 .. prefetch-1 in registers: in flight through block 0; `ahead{d}` holds block
+    # kb + d in iteration kb
+    ahead = [f"ahead{d}" for d in range(1, prefetch)]
+    for d, name in enumerate(ahead, 1):
+        carried[name] = fetch(d)
     T.barrier()
     loop = T.range(0, blocks - 1, stages=2, unroll=unroll, name="kb",
                    **carried)
     for kb in loop:
         # the loads of a later block are issued before this block's GEMMs and softmax
-        if prefetch == 2:
-            ahead, later = loop.ahead, fetch(kb + 2)
+        if ahead:
+            staged, later = getattr(loop, ahead[0]), fetch(kb + prefetch)
         else:
-            ahead = fetch(kb + 1)
+            staged = fetch(kb + 1)
         for name, value in attend({name: getattr(loop, name) for name in state}, kb,
                                   kb % 2, last=False).items():
             setattr(loop, name, value)
-        stage((kb + 1) % 2, ahead)
-        if prefetch == 2:
-            loop.ahead = later
+        stage((kb + 1) % 2, staged)
+        if ahead:
+            for name, nearer in zip(ahead, ahead[1:]):
+                setattr(loop, name, getattr(loop, nearer))
+            setattr(loop, ahead[-1], later)
         if sync:
             T.barrier()
     state = attend({name: getattr(loop, name) for name in state}, blocks - 1, (blocks - 1) % 2,
@@ -202,7 +208,7 @@ def attention_fwd(Q: Tensor("bf16", "BH", "S", "D"), K: Tensor("bf16", "BH", "S"
                   head_dim: int = 64, causal: bool = False, prefetch: int = 1,
                   unroll: int = 1):
     """O = softmax(Q K^T / sqrt(head_dim)) V per (batch*head), any sequence length S;
-    `prefetch` (1 or 2): how many key blocks ahead of the computed one the loads run;
+    `prefetch` (1, 2 or 3): how many key blocks ahead of the computed one the loads run;
     `unroll` (1, 2 or 4): copies of the key loop's body per machine iteration."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
                       unroll=unroll)

@@ -85,9 +85,9 @@ FAMILIES = {
     ), check_sizes=lambda p, t: {"M": p["block_m"] * (1 + t % 2), "N": p["block_n"] * (2 - t % 2),
                                  "K": p["block_k"] * p["split_k"] * (2 + t % 2)}),
     # the tiles are fixed by the kernel (32-key blocks, 128 queries per workgroup). Its
-    # prefetch=2 is not searched: it emulates correctly, but the verifier does not prove its
-    # MFMA tag assertions through the register-carried block (verifier power, issue 13), and
-    # an unproved point is never a result
+    # prefetch (2 or 3: key blocks carried in registers) is proved since loop invariants lift
+    # carried tiles to the previous iteration's loads, but is not a knob yet: the search
+    # figures in the README were measured on the space without it
     "attention_fwd": Family("attention_fwd", ("BH", "S", "D"), (
         Knob("unroll", (1, 2, 4), "copies of the key loop's body per machine iteration "
              "(interleave unrolls by the 2 LDS stages at least)"),
