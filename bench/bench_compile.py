@@ -44,9 +44,16 @@ GOAL_SECONDS = 2.0
 #: The other two kernel families beside AMD's hand-written kernels for them (static main-loop
 #: counts: AMD's fmha hd128 kernel runs 8 waves of 32x32x8 MFMAs, fmoe_b16 a fused
 #: gate/up/down MoE with 16x16x16 MFMAs, so the MoE row compares loops of different scope).
+#: Attention rows pair like rounding with like: AMD's plain fmha_v3 kernels truncate P and O to
+#: bf16 (one v_perm_b32 per pair), their `_rtne` variants round to nearest even (about five
+#: VALU instructions per element, as ours with the default rounding="rne").
 FAMILIES = [
-    ("attention_fwd", {"head_dim": 128}, "fmha_v3_fwd/MI300/fwd_hd128_bf16.co"),
+    ("attention_fwd", {"head_dim": 128}, "fmha_v3_fwd/MI300/fwd_hd128_bf16_rtne.co"),
+    ("attention_fwd", {"head_dim": 128, "rounding": "rtz"},
+     "fmha_v3_fwd/MI300/fwd_hd128_bf16.co"),
     ("attention_fwd", {"head_dim": 128, "causal": True},
+     "fmha_v3_fwd/MI300/fwd_hd128_bf16_causal_rtne.co"),
+    ("attention_fwd", {"head_dim": 128, "causal": True, "rounding": "rtz"},
      "fmha_v3_fwd/MI300/fwd_hd128_bf16_causal.co"),
     ("moe_gemm", {}, "fmoe_b16.co"),
 ]

@@ -239,6 +239,13 @@ def to_dtype(data: np.ndarray, dtype: str) -> np.ndarray:
         return data.astype(NUMPY_DTYPES[dtype]).astype(np.float32)
 
 
+def truncated_bf16(data: np.ndarray) -> np.ndarray:
+    """f32 -> bf16 toward zero: the high 16 bits kept (a NaN whose payload lies in the low
+    bits becomes an infinity, as the hardware's v_perm_b32 packing makes it), as float32."""
+    bits = np.asarray(data, np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
+    return bits.view(np.float32)
+
+
 NUMPY_DTYPES = {name: ELEMENT_DTYPES[name] for name in DTYPE_BYTES}
 
 
@@ -880,8 +887,9 @@ class _Workgroup:
 
     def op_Cast(self, op: O.Cast):
         x = self.values[op.x.name]
-        self.values[op.result.name] = RegVal(to_dtype(x.data, op.result.type.dtype),
-                                             self.result_tags(op))
+        data = (truncated_bf16(x.data) if op.rounding == "rtz" and op.x.type.dtype == "f32"
+                and op.result.type.dtype == "bf16" else to_dtype(x.data, op.result.type.dtype))
+        self.values[op.result.name] = RegVal(data, self.result_tags(op))
 
     def op_Mask(self, op: O.Mask):
         x = self.values[op.x.name]

@@ -666,16 +666,25 @@ class Binary(Op, mnemonic="binary", transfer=Transfer.UNION):
             _fail(self, f"{self.fn} computes on f32 tiles, got {x.dtype} and {y.dtype}")
 
 
+#: How a narrowing cast rounds: to nearest even (the default), or toward zero (truncation,
+#: what AMD's default flash-attention kernels do when they pack P to bf16).
+ROUNDINGS = ("rne", "rtz")
+
+
 @attrs.frozen
 class Cast(Op, mnemonic="cast", transfer=Transfer.KEEP):
-    """Convert element type (round to nearest even); layout and tags are kept."""
+    """Convert element type (rounding as `rounding` says: nearest even, or toward zero);
+    layout and tags are kept."""
 
     result: Value = result()
     x: Value = operand()
+    rounding: str = attr(default="rne")
 
     def check(self):
         x, result = _reg(self, self.x, "operand"), _reg(self, self.result, "result")
         _same_shape(self, x, result, "operand and result")
+        if self.rounding not in ROUNDINGS:
+            _fail(self, f"rounding {self.rounding!r} is not one of {list(ROUNDINGS)}")
 
 
 #: What an assertion at a mask means, as reports state it.

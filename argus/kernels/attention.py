@@ -41,7 +41,7 @@ LOG2E = 1.4426950408889634
 def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
                       keep: Callable | None = None, tail: Callable | None = None,
                       drop: tuple[str, ...] = ("key",), sync: bool = True, prefetch: int = 1,
-                      unroll: int = 1):
+                      unroll: int = 1, rounding: str = "rne"):
     """Trace the attention body. Hooks for tests: `keep(kv0, q0, i, j)` is the causal mask's
     condition on (key, query) coordinates; `tail(kv0, i, keys)` the last block's condition on
     key rows; `drop` names the tags the softmax reductions drop; `sync=False` leaves out the
@@ -50,7 +50,9 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     and V in registers; 3: block j+3, two more). `unroll` (1, 2 or 4) is the key loop's unroll
     hint: copies of the block per machine iteration, so the scheduler can overlap one block's
     softmax with the next block's MFMAs (under `interleave` the loop is unrolled at least by
-    its 2 LDS stages)."""
+    its 2 LDS stages).
+    `rounding` is how P and O are narrowed to bf16: "rne" (nearest even) or "rtz" (truncated,
+    as AMD's default fmha_v3 kernels do; their `_rtne` variants round like "rne")."""
     if head_dim < 64 or head_dim & (head_dim - 1):
         raise T.DSLError(f"head_dim {head_dim} is not supported: use a power of two >= 64 "
                          "(the K/V copy gives each of the 256 threads whole 16-byte vectors)",
@@ -142,7 +144,7 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
         p = T.exp2(p)
         state["l"] = state["l"] * alpha + T.reduce(p, "sum", 0, column, drop=drop)
         state["m"] = m_new
-        p16 = p.to("bf16")
+        p16 = p.to("bf16", rounding)
         rescale = T.broadcast(alpha, 0, scores)
         outputs = []
         for acc in state["o"]:
@@ -196,7 +198,7 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
                    last=True)
     inverse = T.broadcast(T.rcp(state["l"]), 0, scores)
     for b, acc in enumerate(state["o"]):
-        out = (acc * inverse).to("bf16")
+        out = (acc * inverse).to("bf16", rounding)
         O.store((bh, q0, INFO.m * b), out, axes=(2, 1), guard=True)
         T.tag_assert(lambda V, D: And(V.query.eq(D.query), V.dv.eq(D.dv), V.head.eq(D.head)),
                      "each output lands on its own query and feature")
@@ -206,23 +208,24 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
 def attention_fwd(Q: Tensor("bf16", "BH", "S", "D"), K: Tensor("bf16", "BH", "S", "D"),
                   V: Tensor("bf16", "BH", "S", "D"), O: Tensor("bf16", "BH", "S", "D"), *,
                   head_dim: int = 64, causal: bool = False, prefetch: int = 1,
-                  unroll: int = 1):
+                  unroll: int = 1, rounding: str = "rne"):
     """O = softmax(Q K^T / sqrt(head_dim)) V per (batch*head), any sequence length S;
     `prefetch` (1, 2 or 3): how many key blocks ahead of the computed one the loads run;
-    `unroll` (1, 2 or 4): copies of the key loop's body per machine iteration."""
+    `unroll` (1, 2 or 4): copies of the key loop's body per machine iteration; `rounding`
+    ("rne" or "rtz"): how P and O are narrowed to bf16."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
-                      unroll=unroll)
+                      unroll=unroll, rounding=rounding)
 
 
 @T.kernel(waves=WAVES)
 def attention_fwd_kv(Q: Tensor("bf16", "BH", "SQ", "D"), K: Tensor("bf16", "BH", "SK", "D"),
                      V: Tensor("bf16", "BH", "SK", "D"), O: Tensor("bf16", "BH", "SQ", "D"), *,
                      head_dim: int = 64, causal: bool = False, prefetch: int = 1,
-                     unroll: int = 1):
+                     unroll: int = 1, rounding: str = "rne"):
     """attention_fwd for SQ queries against a key/value cache of SK entries (decoding); causal
     masks bottom-right (query i sees keys j <= i + SK - SQ) and needs SK >= SQ."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
-                      unroll=unroll)
+                      unroll=unroll, rounding=rounding)
 
 
 def reference(Q, K, V, causal: bool = False) -> np.ndarray:

@@ -199,11 +199,14 @@ class Tile:
     def __neg__(self):
         return _result(O.Unary, self.type, user_loc(), fn="neg", x=self.value)
 
-    def to(self, dtype: str) -> Tile:
-        """Convert the element type (round to nearest even)."""
+    def to(self, dtype: str, rounding: str = "rne") -> Tile:
+        """Convert the element type, rounding to nearest even (`rounding="rtz"`: toward zero,
+        i.e. truncating f32 to bf16)."""
         loc = user_loc()
         t = current_builder().reg_type(dtype, self.spec, loc)
-        return _result(O.Cast, t, loc, x=self.value)
+        if rounding not in O.ROUNDINGS:
+            raise DSLError(f"rounding {rounding!r} is not one of {list(O.ROUNDINGS)}", loc)
+        return _result(O.Cast, t, loc, x=self.value, rounding=rounding)
 
 
 

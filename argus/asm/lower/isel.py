@@ -890,7 +890,8 @@ def _slot_slice(s: Selector, op: O.SlotSlice):
 @rule(O.Cast)
 def _cast(s: Selector, op: O.Cast):
     """f32 -> bf16 rounds to nearest even (gfx942 has no v_cvt_pk_bf16_f32): add 0x7fff plus
-    the lowest kept bit, keep the high half, quiet NaNs; bf16 -> f32 shifts into the high half."""
+    the lowest kept bit, keep the high half, quiet NaNs; toward zero (`rtz`) keeps the high
+    halves as they are, one v_perm_b32 per pair; bf16 -> f32 shifts into the high half."""
     src, dst = op.x.type.dtype, op.result.type.dtype
     x, out = s.tile(op.x), s.new_tile(op.result)
     if src == dst:
@@ -903,6 +904,10 @@ def _cast(s: Selector, op: O.Cast):
                 s.emit("v_and_b32_e32", out[r], 0xFFFF0000, pair)
             else:
                 s.emit("v_lshlrev_b32_e32", out[r], 16, pair)
+    elif (src, dst) == ("f32", "bf16") and op.rounding == "rtz":
+        select = s.materialize(0x07060302, "s")
+        for r in range(out.size):
+            s.emit("v_perm_b32", out[r], x[2 * r + 1], x[2 * r], select)
     elif (src, dst) == ("f32", "bf16"):
         bias, select = s.materialize(0x7FFF, "s"), s.materialize(0x07060302, "s")
         rounded = []

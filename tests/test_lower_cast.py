@@ -1,0 +1,60 @@
+"""f32 -> bf16 casts, both roundings: the code object in the strict emulator, the reference
+interpreter and numpy agree bit for bit, NaNs, infinities, signed zeros and ties included."""
+
+import numpy as np
+import pytest
+from ml_dtypes import bfloat16
+
+import argus
+import argus.lang as T
+from argus.absint.concrete import truncated_bf16
+from argus.lang import Tensor
+from argus.lang.errors import DSLError
+
+
+@T.kernel(waves=1)
+def narrow(X: Tensor("f32", "N", 64), Y: Tensor("bf16", "N", 64), *, rounding: str = "rne"):
+    T.grid(X.shape[0] // 16)
+    row = T.program_id(0) * 16
+    spec = T.copy_layout((16, 64), 1, 4)
+    Y.store((row, 0), X.load((row, 0), spec).to("bf16", rounding))
+
+
+def awkward_inputs() -> np.ndarray:
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((32, 64)) * 10.0 ** rng.integers(-30, 30, (32, 64)))
+    x = x.astype(np.float32)
+    special = np.array([0x7FC00000, 0x7F800001, 0xFF800000, 0x80000000, 0x3F808000,
+                        0x3F818000, 0x3F80FFFF, 0x7F7FFFFF, 0x00000001, 0xBF808001],
+                       np.uint32).view(np.float32)
+    x[0, :len(special)] = special
+    return x
+
+
+@pytest.mark.parametrize("rounding", ["rne", "rtz"])
+def test_the_emulated_cast_matches_the_interpreter_bit_for_bit(rounding):
+    x = awkward_inputs()
+    y = np.zeros(x.shape, bfloat16)
+    argus.compile(narrow, rounding=rounding).run(X=x, Y=y, check="strict")
+    ran = argus.interpret(narrow.trace(rounding=rounding),
+                          {"X": x, "Y": np.zeros(x.shape, np.float32)})
+    with np.errstate(invalid="ignore"):  # numpy warns while rounding the NaNs
+        want = (truncated_bf16(x) if rounding == "rtz"
+                else x.astype(bfloat16).astype(np.float32))
+    got, interpreted = y.astype(np.float32), np.asarray(ran.outputs["Y"]).astype(np.float32)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan) and np.array_equal(np.isnan(interpreted), nan)
+    assert np.array_equal(got.view(np.uint32)[~nan], want.view(np.uint32)[~nan])
+    assert np.array_equal(interpreted.view(np.uint32)[~nan], want.view(np.uint32)[~nan])
+
+
+def test_truncation_is_one_perm_per_pair_and_never_rounds_up():
+    text = argus.compile(narrow, rounding="rtz").text
+    assert "v_bfe_u32" not in text and "v_add3_u32" not in text and "v_perm_b32" in text
+    x = np.array([0x3F80FFFF], np.uint32).view(np.float32)      # just below 1 + 2^-7
+    assert truncated_bf16(x).view(np.uint32)[0] == 0x3F800000
+
+
+def test_an_unknown_rounding_is_refused_at_its_line():
+    with pytest.raises(DSLError, match="rounding 'rtn' is not one of"):
+        narrow.trace(rounding="rtn")
