@@ -24,7 +24,13 @@ import numpy as np
 
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.perf.estimate import Timing, combine, estimate, plan, statics_of
-from argus.isa_cdna3.perf.model import Occupancy, cu_bandwidth, occupancy, schedule_cu
+from argus.isa_cdna3.perf.model import (
+    Occupancy,
+    cu_atomic_rate,
+    cu_bandwidth,
+    occupancy,
+    schedule_cu,
+)
 from argus.isa_cdna3.perf.params import CU, Calibrated, PerfError, profile
 
 BF16_BYTES = 2
@@ -212,15 +218,17 @@ def forget() -> None:
     _vendor_code.cache_clear()
 
 
-def _schedule(key: tuple, n: int, waves: list, statics: list, bw: float,
+def _schedule(key: tuple, n: int, waves: list, statics: list, bw: float, atomics: float,
               constants: Calibrated) -> Any:
-    """schedule_cu, remembered per sample, workgroup count, bandwidth share and latency (the
-    calibration re-times every row for each candidate latency)."""
-    memo = (key, n, round(bw, 9), constants.vmem_latency, constants.vmem_issue)
+    """schedule_cu, remembered per sample, workgroup count, bandwidth and atomic-rate shares
+    and memory constants (the calibration re-times every row for each candidate)."""
+    memo = (key, n, round(bw, 9), round(atomics, 9), constants.vmem_latency,
+            constants.vmem_issue)
     if memo not in _SCHEDULES:
         if len(_SCHEDULES) > 512:
             _SCHEDULES.clear()
-        _SCHEDULES[memo] = schedule_cu(waves, statics, bytes_per_clk=bw, constants=constants,
+        _SCHEDULES[memo] = schedule_cu(waves, statics, bytes_per_clk=bw,
+                                       atomic_dwords_per_clk=atomics, constants=constants,
                                        params=CU)
     return _SCHEDULES[memo]
 
@@ -279,9 +287,11 @@ def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate
     bw = cu_bandwidth(gpu, active_cus=p.active_cus,
                       hbm_share=hbm / total_requested if total_requested else 0.0,
                       constants=constants, mall_share=_mall_share(hbm, total_requested, gpu))
+    atomics = cu_atomic_rate(gpu, active_cus=p.active_cus, constants=constants)
 
     def cu_run(n: int) -> Any:
-        scheduled = {trip: _schedule(keys[trip], n, runs[trip][n], statics, bw, constants)
+        scheduled = {trip: _schedule(keys[trip], n, runs[trip][n], statics, bw, atomics,
+                                     constants)
                      for trip in trips}
         if len(trips) == 1:
             return scheduled[trips[0]]
@@ -388,11 +398,13 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     bw = cu_bandwidth(gpu, active_cus=p.active_cus,
                       hbm_share=hbm / total_requested if total_requested else 0.0,
                       constants=constants, mall_share=_mall_share(hbm, total_requested, gpu))
+    atomics = cu_atomic_rate(gpu, active_cus=p.active_cus, constants=constants)
 
     def cu_run(n: int) -> Any:
         groups = sorted({w.workgroup for w in runs[trips[0]]})[:n]
         scheduled = [schedule_cu([w for w in runs[t] if w.workgroup in groups], statics,
-                                 bytes_per_clk=bw, constants=constants, params=CU)
+                                 bytes_per_clk=bw, atomic_dwords_per_clk=atomics,
+                                 constants=constants, params=CU)
                      for t in trips]
         return scheduled[0] if len(trips) == 1 else scheduled[0].scaled(scheduled[1], weight)
 

@@ -40,7 +40,8 @@ def main() -> None:
     timings = calibrate.timings(rows, constants)
     seconds = time.perf_counter() - start
     print(f"constants: vmem latency {constants.vmem_latency:g} clk, vmem issue "
-          f"{constants.vmem_issue:g} clk, launch {constants.launch_us:g} us, power budget "
+          f"{constants.vmem_issue:g} clk, L2 atomics {constants.atomic_dwords_per_clk:g} "
+          f"words/clk/channel, launch {constants.launch_us:g} us, power budget "
           f"{constants.power_budget:g}, HBM efficiency {constants.hbm_efficiency:g} "
           f"({_provenance(constants)})")
     print(f"split: attention validation at seqlen {sorted(calibrate.FA_VALIDATION_SEQLENS)}, "

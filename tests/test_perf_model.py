@@ -87,6 +87,36 @@ def test_trace_is_off_by_default_and_matches_the_emulators_counts():
         assert lds == [4.0] * len(lds)                           # b64: 4 conflict-free phases
 
 
+def test_trace_counts_the_words_each_memory_instruction_moves():
+    block, loads = 64, 4
+    src = np.zeros(2 * block * 16 * loads // 4, np.uint32)
+    run = emulate(assemble(micro.hbm(loads, block).source), grid=2, block=block, args=[src],
+                  trace=True)
+    for wave in run.events.per_wave():
+        moved = [d for i, d in zip(wave.index, wave.dwords)
+                 if run.instructions[i].opcode == "global_load_dwordx4"]
+        assert moved == [4 * 64] * loads                         # four words on each lane
+        others = [d for i, d in zip(wave.index, wave.dwords)
+                  if not run.instructions[i].opcode.startswith("global_")]
+        assert not any(others)
+
+
+def test_split_k_epilogue_waits_for_the_l2_to_perform_its_atomics():
+    import attrs
+
+    # 80 workgroups of a 32x64 tile on the 80-CU part: 20 CUs share an XCD's 16 L2 channels
+    sizes = {"m": 32, "n": 64 * 40, "k": 1024, "splitk": 2}
+    base = Calibrated.load()
+    fast, slow = (argus.time(GEMM, sizes=sizes, gpu="mi308x",
+                             constants=attrs.evolve(base, atomic_dwords_per_clk=rate))
+                  for rate in (16.0, 0.5))
+    assert fast.workgroups == fast.active_cus == 80
+    words = 32 * 64                                   # each workgroup adds its tile once
+    queued = words / (16 * 0.5 / 20)                  # at the CU's share of the slow rate
+    assert slow.cycles_per_cu - fast.cycles_per_cu >= 0.8 * queued
+    assert slow.cycles_per_cu - fast.cycles_per_cu <= 1.1 * queued
+
+
 def test_vendor_gemm_timing_counts_the_problems_flops_and_says_modelled():
     timing = argus.time(GEMM, sizes={"m": 32, "n": 64, "k": 512})
     assert timing.flops == 2 * 32 * 64 * 512
@@ -213,6 +243,7 @@ def test_a_compiled_kernel_is_timed_only_at_sizes_it_admits(sizes, says):
 # ------------------------------------------------------------------------- monotonicity
 KINDS = {"valu": Static(VALU, cycles=4), "mfma": Static(MFMA_K, cycles=32, flops=1),
          "salu": Static(SALU), "lds": Static(LDS), "load": Static(VMEM),
+         "atomic": Static(VMEM, store=True, atomic=True),
          "wait": Static(WAIT, vmcnt=0, lgkmcnt=0), "barrier": Static(BARRIER),
          "nop": Static(NOP, cycles=8)}
 NAMES = sorted(KINDS)
@@ -226,14 +257,16 @@ def _waves(program, waves: int, *, groups: int = 1, lds_scale: int = 1) -> list:
     for group in range(groups):
         for wave in range(waves):
             index = [NAMES.index(name) for name, _ in program]
-            lines = [size if name == "load" else 0 for name, size in program]
+            lines = [size if name in ("load", "atomic") else 0 for name, size in program]
             lds = [float(size * lds_scale) if name == "lds" else 0.0 for name, size in program]
-            out.append(WaveEvents(group, wave, index, lines, lds))
+            dwords = [32 * size if name in ("load", "atomic") else 0 for name, size in program]
+            out.append(WaveEvents(group, wave, index, lines, lds, dwords))
     return out
 
 
-def _cycles(waves) -> float:
-    return schedule_cu(waves, STATICS, bytes_per_clk=16.0, constants=Calibrated()).cycles
+def _cycles(waves, atomic_dwords_per_clk: float = 16.0) -> float:
+    return schedule_cu(waves, STATICS, bytes_per_clk=16.0,
+                       atomic_dwords_per_clk=atomic_dwords_per_clk, constants=Calibrated()).cycles
 
 
 @given(programs, st.integers(1, 8), st.integers(2, 8))
@@ -246,6 +279,11 @@ def test_an_extra_wait_never_makes_a_schedule_faster(program, waves, where, extr
     longer = list(program)
     longer.insert(min(where, len(program)), (extra, 1))
     assert _cycles(_waves(longer, waves)) >= _cycles(_waves(program, waves))
+
+
+@given(programs, st.integers(1, 8), st.floats(0.25, 16.0), st.floats(1.1, 8.0))
+def test_a_slower_l2_atomic_rate_never_makes_a_schedule_faster(program, waves, rate, factor):
+    assert _cycles(_waves(program, waves), rate / factor) >= _cycles(_waves(program, waves), rate)
 
 
 @given(programs, st.integers(1, 4))

@@ -1,8 +1,9 @@
 """Opt-in ordered event trace of an emulator run: the performance model's input.
 
 The emulator appends one event per instruction a group of waves executed (instruction index and
-the waves); memory instructions attach, per wave, the distinct cache lines they touched and LDS
-instructions their cycles under the bank model. Per wave, events come in program (issue) order.
+the waves); memory instructions attach, per wave, the distinct cache lines they touched and the
+32-bit words their active lanes accessed, and LDS instructions their cycles under the bank
+model. Per wave, events come in program (issue) order.
 Nothing here runs unless `emulate(..., trace=True)` asked for it.
 """
 
@@ -17,13 +18,15 @@ from argus.isa_cdna3 import isa
 @attrs.define(eq=False)
 class WaveEvents:
     """One wave's events in issue order: instruction index, cache lines touched (0 for
-    non-memory), LDS cycles (0.0 for non-LDS)."""
+    non-memory), LDS cycles (0.0 for non-LDS), 32-bit words its active lanes accessed (0 for
+    non-memory)."""
 
     workgroup: int
     wave_in_group: int
     index: list[int]
     lines: list[int]
     lds: list[float]
+    dwords: list[int]
 
 
 @attrs.define(eq=False)
@@ -35,9 +38,11 @@ class EventTrace:
     index: list[int] = attrs.field(factory=list)
     members: list[np.ndarray] = attrs.field(factory=list)
     lines: dict[int, np.ndarray] = attrs.field(factory=dict)     # event -> lines per member
+    dwords: dict[int, np.ndarray] = attrs.field(factory=dict)    # event -> dwords per member
     lds: dict[int, float] = attrs.field(factory=dict)            # event -> cycles per member
     touched: list[np.ndarray] = attrs.field(factory=list)        # (workgroup, line) pairs
     _pending_lines: np.ndarray | None = None
+    _pending_dwords: np.ndarray | None = None
     _pending_lds: float = 0.0
 
     # --- hooks the emulator calls -------------------------------------------------------------
@@ -52,9 +57,11 @@ class EventTrace:
         first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
         first &= ordered >= 0
         counts = first.sum(axis=1)
+        dwords = np.count_nonzero(on, axis=1)
         if self._pending_lines is not None:     # an instruction touching memory twice
             counts = counts + self._pending_lines
-        self._pending_lines = counts
+            dwords = dwords + self._pending_dwords
+        self._pending_lines, self._pending_dwords = counts, dwords
         group = self.workgroup[waves][:, None].astype(np.int64) << 44
         pairs = group | np.where(first, ordered, 0)
         self.touched.append(pairs[first])
@@ -70,7 +77,8 @@ class EventTrace:
         self.members.append(waves)
         if self._pending_lines is not None:
             self.lines[event] = self._pending_lines
-            self._pending_lines = None
+            self.dwords[event] = self._pending_dwords
+            self._pending_lines = self._pending_dwords = None
         if self._pending_lds:
             self.lds[event] = self._pending_lds
             self._pending_lds = 0.0
@@ -78,15 +86,17 @@ class EventTrace:
     # --- what the model reads -----------------------------------------------------------------
     def per_wave(self) -> list[WaveEvents]:
         """Every wave's events in program order."""
-        waves = [WaveEvents(int(self.workgroup[w]), int(self.wave_in_group[w]), [], [], [])
+        waves = [WaveEvents(int(self.workgroup[w]), int(self.wave_in_group[w]), [], [], [], [])
                  for w in range(len(self.workgroup))]
         for event, (index, members) in enumerate(zip(self.index, self.members)):
             lines = self.lines.get(event)
+            dwords = self.dwords.get(event)
             lds = self.lds.get(event, 0.0)
             for row, wave in enumerate(members.tolist()):
                 record = waves[wave]
                 record.index.append(index)
                 record.lines.append(int(lines[row]) if lines is not None else 0)
+                record.dwords.append(int(dwords[row]) if dwords is not None else 0)
                 record.lds.append(lds)
         return waves
 

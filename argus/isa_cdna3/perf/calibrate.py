@@ -185,27 +185,30 @@ def _family_mape(chosen: Sequence[Row], modelled: Sequence[float]) -> float:
 # clocks (5.7% instead of 6.6% calibration MAPE), absorbing other errors: an artefact.
 LATENCIES = (500.0, 700.0, 1000.0, 1400.0)
 VMEM_ISSUE = (4.0, 8.0, 16.0, 24.0)
+# L2 read-modify-writes per channel per clock: from half a word to a 64-byte half-line (16 words)
+ATOMIC_DWORDS = (0.5, 1.0, 2.0, 4.0, 16.0)
 LAUNCH_US = tuple(float(x) for x in np.round(np.arange(0.0, 10.01, 0.25), 2))
 POWER = tuple(float(x) for x in np.round(np.arange(0.30, 1.001, 0.02), 2))
 
 
 def fit(chosen: Sequence[Row], progress: Callable[[str], None] = lambda _: None
         ) -> tuple[Calibrated, float]:
-    """Grid search: per memory latency the rows are scheduled once, then launch overhead and
-    power budget (which do not change a CU schedule) are searched on the schedules."""
+    """Grid search: per memory latency, issue cost and atomic rate the rows are scheduled once,
+    then launch overhead and power budget (which do not change a CU schedule) are searched on
+    the schedules."""
     from argus.isa_cdna3.perf.estimate import retimed_us
 
     best: tuple[float, Calibrated] | None = None
-    for latency, issue in itertools.product(LATENCIES, VMEM_ISSUE):
-        scheduled = timings(chosen, Calibrated(vmem_latency=latency, vmem_issue=issue))
+    for latency, issue, atomic in itertools.product(LATENCIES, VMEM_ISSUE, ATOMIC_DWORDS):
+        memory = dict(vmem_latency=latency, vmem_issue=issue, atomic_dwords_per_clk=atomic)
+        scheduled = timings(chosen, Calibrated(**memory))
         for launch, power in itertools.product(LAUNCH_US, POWER):
-            c = Calibrated(vmem_latency=latency, vmem_issue=issue, launch_us=launch,
-                           power_budget=power)
+            c = Calibrated(**memory, launch_us=launch, power_budget=power)
             score = _family_mape(chosen, [retimed_us(t, c) for t in scheduled])
             if best is None or score < best[0]:
                 best = (score, c)
-        progress(f"latency {latency:.0f}, vmem issue {issue:.0f}: best calibration MAPE so far "
-                 f"{best[0]:.2f}%")
+        progress(f"latency {latency:.0f}, vmem issue {issue:.0f}, atomics {atomic:g}/clk: best "
+                 f"calibration MAPE so far {best[0]:.2f}%")
     assert best is not None
     return best[1], best[0]
 
@@ -215,6 +218,7 @@ def write(constants: Calibrated, chosen: Sequence[Row], score: float,
     """Store the constants with the rows they were fitted on (atomically)."""
     data = {
         "constants": {"vmem_latency": constants.vmem_latency, "vmem_issue": constants.vmem_issue,
+                      "atomic_dwords_per_clk": constants.atomic_dwords_per_clk,
                       "hbm_efficiency": constants.hbm_efficiency,
                       "launch_us": constants.launch_us, "power_budget": constants.power_budget},
         "mape": round(score, 3),

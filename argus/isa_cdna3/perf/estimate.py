@@ -21,6 +21,7 @@ from argus.isa_cdna3.perf.model import (
     Occupancy,
     Static,
     classify,
+    cu_atomic_rate,
     cu_bandwidth,
     schedule_cu,
     unit_capacity,
@@ -208,12 +209,14 @@ def estimate(trace: Any, instructions: Sequence[Any], occ: Occupancy, *, gpu: st
     bw = cu_bandwidth(gpu, active_cus=p.active_cus,
                       hbm_share=hbm / requested if requested else 0.0, constants=constants,
                       params=params, mall_share=per_xcd * line / requested if requested else 0.0)
+    atomics = cu_atomic_rate(gpu, active_cus=p.active_cus, constants=constants)
     cus = int(gpu.cus.value)
     mine = sorted(g for g in by_group if g % cus == 0)        # the busiest CU: CU 0
     rounds = []
     for start in range(0, len(mine), occ.workgroups_per_cu):
         chosen = [w for g in mine[start:start + occ.workgroups_per_cu] for w in by_group[g]]
-        rounds.append(schedule_cu(chosen, statics, bytes_per_clk=bw, constants=constants,
+        rounds.append(schedule_cu(chosen, statics, bytes_per_clk=bw,
+                                  atomic_dwords_per_clk=atomics, constants=constants,
                                   params=params))
     return combine(kernel, gpu, occ, p, rounds, flops=flops, bytes_requested=requested,
                    bytes_hbm=hbm, constants=constants, params=params, shape=shape)

@@ -4,8 +4,9 @@
 4 SIMDs: one instruction per wave per issue slot, VALU and MFMA pipes per SIMD (MFMA occupancy
 from the catalogue, dependent reads of an MFMA result wait for its write-back), the CU's LDS
 (bank-model cycles from the trace), vector memory (the cache lines each wave touched, through
-the CU's share of L2/HBM bandwidth, with latency), `s_waitcnt` counters, `s_barrier` and
-`s_nop`. It returns cycles, unit busy time and stall time by cause.
+the CU's share of L2/HBM bandwidth, with latency; atomics through the CU's share of the L2's
+read-modify-write rate), `s_waitcnt` counters, `s_barrier` and `s_nop`. It returns cycles,
+unit busy time and stall time by cause.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Static:
     lgkmcnt: int = 99
     store: bool = False
     to_lds: bool = False       # a buffer/global load that writes LDS (M0-addressed DMA)
+    atomic: bool = False       # a read-modify-write, performed in the L2
     lds_ideal: float = 0.0     # conflict-free LDS cycles of one wave (DS instructions)
     reads: tuple[int, ...] = ()
     srcc: tuple[int, ...] = ()
@@ -103,7 +105,7 @@ def classify(inst: Any, params: CuParams = CU) -> Static:
         returns = inst.has("sc0") or inst.has("glc")
         store = access == "store" or (access == "atomic" and not returns)
         return Static(VMEM, store=store, to_lds=inst.has("lds") or op == "global_load_lds_dword",
-                      reads=tuple(r for g in regs for r in g))
+                      atomic=access == "atomic", reads=tuple(r for g in regs for r in g))
     return Static(OTHER)
 
 
@@ -188,6 +190,7 @@ class _Wave:
     index: list[int]
     lines: list[int]
     lds: list[float]
+    dwords: list[int]
     group: int
     simd: int
     pos: int = 0
@@ -200,11 +203,14 @@ class _Wave:
 
 
 def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_clk: float,
-                constants: Calibrated, params: CuParams = CU) -> CuRun:
+                atomic_dwords_per_clk: float, constants: Calibrated, params: CuParams = CU
+                ) -> CuRun:
     """Schedule `waves` (emu.trace.WaveEvents of the workgroups resident together) on one CU.
 
-    `bytes_per_clk` is the CU's share of the memory system for cache-line fills. LDS cycles
-    come from the trace's bank model, or are the conflict-free count where it has none.
+    `bytes_per_clk` is the CU's share of the memory system for cache-line fills and
+    `atomic_dwords_per_clk` its share of the L2's read-modify-write rate (`cu_atomic_rate`).
+    LDS cycles come from the trace's bank model, or are the conflict-free count where it has
+    none.
     """
     if not waves:
         raise PerfError("no waves to schedule: the launch has no workgroups")
@@ -220,7 +226,7 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
     groups: dict[tuple[int, int], list[int]] = {}
     for w in waves:
         groups.setdefault(w.workgroup, []).append(len(state))
-        state.append(_Wave(w.index, w.lines, w.lds, w.workgroup, 0))
+        state.append(_Wave(w.index, w.lines, w.lds, w.dwords, w.workgroup, 0))
     # waves of each workgroup are dealt round-robin over the SIMDs, workgroup after workgroup
     for n, w in enumerate(sorted(range(len(state)), key=lambda i: (state[i].group, i))):
         state[w].simd = n % simds
@@ -229,7 +235,7 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
     valu_free = [0.0] * simds
     mfma_free = [0.0] * simds
     salu_free = [0.0] * simds
-    lds_free = ta_free = mem_free = 0.0
+    lds_free = ta_free = mem_free = atomic_free = 0.0
     busy = dict.fromkeys(UNITS, 0.0)
     stalls = dict.fromkeys(STALLS, 0.0)
     flops = requested = lds_ideal = 0.0
@@ -362,6 +368,11 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
             # is what the vector memory path is busy with
             busy["VMEM"] += max(address, nbytes / bytes_per_clk)
             landed = mem_free + vmem_lat
+            if s.atomic:
+                # every word is read, modified and written by an L2 channel, whose rate the CU
+                # shares with the other CUs of its XCD
+                atomic_free = max(begin, atomic_free) + wave.dwords[k] / atomic_dwords_per_clk
+                landed = max(landed, atomic_free + vmem_lat)
             if s.to_lds:
                 # The returning data is written through the LDS. Its cycles are charged now, as
                 # a reservation: holding the pipe until the data lands would stall every
@@ -386,6 +397,13 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
 def unit_capacity(unit: str, params: CuParams = CU) -> int:
     """How many instances of `unit` a CU has (per-SIMD units count four)."""
     return int(params.simds.value) if unit in ("MFMA", "VALU", "SALU") else 1
+
+
+def cu_atomic_rate(gpu: GpuProfile, *, active_cus: int, constants: Calibrated) -> float:
+    """32-bit atomic updates per clock one CU gets when `active_cus` CUs share the L2 channels
+    of their XCDs."""
+    per_xcd = -(-max(1, active_cus) // int(gpu.xcds.value))
+    return gpu.l2_channels_per_xcd.value * constants.atomic_dwords_per_clk / per_xcd
 
 
 def cu_bandwidth(gpu: GpuProfile, *, active_cus: int, hbm_share: float,

@@ -44,6 +44,7 @@ class GpuProfile:
     clock_ghz: Sourced
     hbm_bytes_per_s: Sourced
     l2_bytes_per_clk_per_xcd: Sourced
+    l2_channels_per_xcd: Sourced
     mall_bytes_per_s: Sourced
 
     @property
@@ -63,6 +64,7 @@ PROFILES: dict[str, GpuProfile] = {
         hbm_bytes_per_s=Sourced(5.3e12, "AMD MI300X data sheet: 5.3 TB/s HBM3"),
         l2_bytes_per_clk_per_xcd=Sourced(2048, _WHITEPAPER + ": 4 MB L2 per XCD, 16 channels "
                                          "x 128 B/clk"),
+        l2_channels_per_xcd=Sourced(16, _WHITEPAPER + ": 16 channels per XCD's L2"),
         mall_bytes_per_s=Sourced(17.2e12, _WHITEPAPER + ": 256 MB Infinity Cache, 17.2 TB/s "
                                           "peak")),
     # The 80-CU gfx942 part aiter's tuned CSVs were measured on (cu_num = 80).
@@ -75,6 +77,7 @@ PROFILES: dict[str, GpuProfile] = {
         hbm_bytes_per_s=Sourced(5.3e12, "[secondary: press reports, same 8-stack HBM3 as the "
                                         "MI300X]"),
         l2_bytes_per_clk_per_xcd=Sourced(2048, _WHITEPAPER + " (same XCD as the MI300X)"),
+        l2_channels_per_xcd=Sourced(16, _WHITEPAPER + " (same XCD as the MI300X)"),
         mall_bytes_per_s=Sourced(17.2e12, "[unverified: assumed equal to the MI300X's]")),
 }
 
@@ -118,6 +121,10 @@ class Calibrated:
     # Share of the chip that can keep its MFMA pipes busy at the peak clock: MI300X's 750 W
     # cap lowers sustained clocks under heavy matrix load across all CUs (see estimate.clock).
     power_budget: float = 1.0
+    # 32-bit read-modify-writes one L2 channel performs per clock. Atomics bypass the L1 and
+    # are performed in the L2 (LLVM AMDGPUUsage, GFX942 memory model); their rate has no
+    # primary source, so it is fitted (a split-K GEMM's epilogue is made of them).
+    atomic_dwords_per_clk: float = 1.0
     fitted_on: tuple[str, ...] = ()
     mape: float | None = None
 
