@@ -251,6 +251,8 @@ def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate
         raise PerfError(f"{name}: sizes are whole numbers, not {bad}",
                         fix=f"give ints, e.g. {dict(family.defaults)}")
     size = {**family.defaults, **{k: int(v) for k, v in sizes.items()}}
+    if family.loop == "sk" and "sk" not in sizes and "s" in sizes:
+        size["sk"] = size["s"]        # self-attention unless told otherwise
     if (problem := family.problem(size)) is not None:
         raise PerfError(f"{name} at {size}: {problem}")
     code, statics = _vendor_code(name)

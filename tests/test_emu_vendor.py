@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import argus
 from argus.asm import CodeObject, vendor
 from argus.asm.launch import unsupported_opcodes
 from argus.asm.vendor import (
@@ -184,3 +185,12 @@ def test_unknown_vendor_kernel_and_bad_sizes_are_explained(aiter_root):
         run_vendor("bf16gemm_outf32_tn_32x64_pf3", root=aiter_root, shape={"n": 100})
     result = CliRunner().invoke(main, ["emulate", "fwd_hd128_bf16", "--size", "q=3"])
     assert result.exit_code != 0 and "takes sizes" in result.output
+
+
+def test_attention_keys_default_to_the_queries(aiter_root):
+    # `--size s=100` means self-attention at 100 positions, in the emulator and in the model
+    outcome = run_vendor("fwd_hd128_bf16_rtne", root=aiter_root, shape={"s": 100})
+    assert outcome.shape["sk"] == 100 and outcome.ok
+    timed = argus.time("fwd_hd128_bf16", sizes={"s": 1024})
+    assert timed.shape["sk"] == 1024
+    assert argus.time("fwd_hd128_bf16", sizes={"s": 1024, "sk": 256}).shape["sk"] == 256

@@ -178,7 +178,8 @@ def _gemm(name: str, tile: int, load: Callable[[], CodeObject], rng: np.random.G
 
 def _fmha(name: str, causal: bool, load: Callable[[], CodeObject], rng: np.random.Generator,
           given: dict[str, int], check: str, options: dict) -> VendorRun:
-    size = _sizes({"b": 1, "h": 1, "s": 256, "sk": 256}, given, name)
+    # self-attention unless told otherwise: the keys are as many as the queries
+    size = _sizes({"b": 1, "h": 1, "s": 256, "sk": given.get("s", 256)}, given, name)
     b, h, s, sk, d = size["b"], size["h"], size["s"], size["sk"], 128
     if causal and name == LEGACY_CAUSAL and s > 256 and (s % 32 or sk % 32):
         raise VendorKernelError(LEGACY_CAUSAL_RAGGED.format(s=s, sk=sk))
