@@ -225,3 +225,48 @@ def test_pipeline_handing_tiles_down_out_of_order_is_refuted_where_it_first_fail
     runs = {n: interpreter_violations(as_program(pipeline(hand_down=False)), s)
             for n, s in enumerate(PIPELINE_SIZES, 2)}
     assert not any(runs[n] for n in (2, 3)) and all(runs[n] for n in range(4, 9))
+
+
+@cache
+def chain(depth: int, distance: int, swap: bool):
+    """`depth` tiles carried in registers, the nearest stored each iteration and a new one
+    loaded `distance` tiles ahead at the far end: in order, correct iff distance == depth;
+    `swap` exchanges the two nearest as they move (depth 2 is then right for distance 1)."""
+    @T.kernel(waves=1)
+    def register_chain(A: Tensor("bf16", "M", "K"), C: Tensor("bf16", "M", "K")):
+        K, copy = copy_kernel_setup(A, C)
+        names = [f"tile{d}" for d in range(depth)]
+        loop = T.range(0, K // COLS, **{name: A.load((0, d * COLS), copy, guard=True)
+                                        for d, name in enumerate(names)})
+        for kt in loop:
+            later = A.load((0, (kt + distance) * COLS), copy, guard=True)
+            C.store((0, kt * COLS), getattr(loop, names[0]))
+            T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.k.eq(D.k)),
+                         "tile kt lands on tile kt")
+            moved = [getattr(loop, name) for name in names[1:]] + [later]
+            if swap and depth > 1:
+                moved[0], moved[1] = moved[1], moved[0]
+            for name, tile in zip(names, moved):
+                setattr(loop, name, tile)
+    return register_chain
+
+
+@given(st.integers(1, 3), st.integers(1, 4), st.booleans())
+def test_register_chains_are_proved_exactly_when_every_trip_count_runs_clean(depth, distance,
+                                                                              swap):
+    """Lifted loop invariants: Proved iff brute-force runs for 1..depth+4 tiles find no wrong
+    tile; a wrong chain is refuted by a replayed witness at the first failing iteration."""
+    program = as_program(chain(depth, distance, swap))
+    sizes = [{"M": ROWS, "K": n * COLS} for n in range(1, depth + 5)]
+    report = assert_sound(program, sizes=sizes)
+    runs = [interpreter_violations(program, s) for s in sizes]
+    assert report.ok == (not any(runs)), str(report)
+    assert not report.unknown, str(report)
+    if not swap:
+        assert report.ok == (distance == depth)
+    if not report.ok:
+        first = min(next(iter(v.iteration.values())) for found in runs for v in found
+                    if v.kind == "tag-assertion")
+        [wrong] = [o for o in report.refuted if o.message == "tile kt lands on tile kt"]
+        assert wrong.counterexample.confirmed
+        assert list(wrong.counterexample.iteration.values()) == [first]
