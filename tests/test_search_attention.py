@@ -49,20 +49,22 @@ def _mfmas_per_loop_trip(text: str) -> int:
 
 def test_a_sample_compiles_to_distinct_unrolled_code():
     """Under `simple` each unroll is its own loop body count; under `interleave` 1 and 2
-    coincide (the two LDS stages already unroll the loop twice) and 4 differs. (Compared by
-    the MFMAs one trip runs, not by text: in one full-suite run the two interleave texts
-    differed in an address computation, not reproduced in isolation.)"""
-    mfmas = {}
+    coincide, to the byte (the two LDS stages already unroll the loop twice), and 4 differs.
+    (The text once differed in a full-suite run: sums were ordered by node creation, which
+    depended on what the process had built before; test_determinism covers that now.)"""
+    mfmas, texts = {}, {}
     for unroll, policy in ((1, "simple"), (2, "simple"), (1, "interleave"), (2, "interleave"),
                            (4, "interleave")):
         candidate = Candidate("attention_fwd", {"head_dim": 64, "unroll": unroll,
                                                 "policy": policy})
         compiled = argus.compile(KERNEL.trace(**kernel_params(candidate)),
                                  **compile_params(candidate))
+        texts[unroll, policy] = compiled.text
         mfmas[unroll, policy] = _mfmas_per_loop_trip(compiled.text)
     assert mfmas[2, "simple"] == 2 * mfmas[1, "simple"] > 0
     assert mfmas[1, "interleave"] == mfmas[2, "interleave"] == 2 * mfmas[1, "simple"]
     assert mfmas[4, "interleave"] == 2 * mfmas[2, "interleave"]
+    assert texts[1, "interleave"] == texts[2, "interleave"]
 
 
 def test_unrolled_points_prove_and_match_numpy_in_the_emulator():

@@ -25,6 +25,7 @@ from argus.ir.expr import (
     evaluate,
     free_vars,
     ite,
+    name_order,
     rebuild,
     substitute,
 )
@@ -214,7 +215,9 @@ def renamed_helpers(exprs, mapping: dict) -> dict:
     use: the same access made by another workgroup, thread or loop copy reads its own values —
     a gathered row id is the index entry at the position the mapping gives, a row taken from
     index registers its own thread's."""
-    helpers = [v for v in fresh_in(*exprs) if v.name not in mapping]
+    # numbered in name order, not the set's (address-dependent) iteration order
+    helpers = sorted((v for v in fresh_in(*exprs) if v.name not in mapping),
+                     key=lambda v: name_order(v.name))
     out = dict(mapping)
     out.update({v.name: fresh_var(v.name, v.lo, v.hi) for v in helpers})
     _rename_gathered([v for v in helpers if v.name in GATHERED], out)
@@ -247,7 +250,8 @@ def distinct_constraints(exprs, distinct) -> list[Expr]:
 
 
 def _gathered_rows(exprs) -> list:
-    rows = sorted((v for v in fresh_in(*exprs) if v.name in GATHERED), key=lambda v: v.name)
+    rows = sorted((v for v in fresh_in(*exprs) if v.name in GATHERED),
+                  key=lambda v: name_order(v.name))
     return [(row, GATHERED[row.name]) for row in rows]
 
 

@@ -20,7 +20,7 @@ from argus.absint.domain import (
 )
 from argus.absint.obligations import holds_at
 from argus.absint.report import PROVED, UNKNOWN, Obligation
-from argus.ir.expr import And, Expr, Not, Or
+from argus.ir.expr import And, Expr, Not, Or, name_order
 from argus.ir.expr import substitute as subst
 
 
@@ -206,7 +206,7 @@ class Races:
         loaded = {v for e in touched + positions for v in node_vars(e)
                   if v.name in self.scalar_loads}
         scalars_agree = []
-        for var in sorted(loaded, key=lambda v: v.name):
+        for var in sorted(loaded, key=lambda v: name_order(v.name)):
             tensor, index = self.scalar_loads[var.name]
             copy = fresh_var(var.name, var.lo, var.hi)
             mapping[var.name] = copy

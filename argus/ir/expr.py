@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ast
 import functools
-import itertools
+import hashlib
 import operator
+import re
 import weakref
 
 import attrs
@@ -21,26 +22,22 @@ from argus.errors import ArgusError
 __all__ = [
     "Expr", "Var", "Const", "Term", "ite", "min_", "max_", "And", "Or", "Not",
     "evaluate", "bounds", "simplify", "free_vars", "substitute", "as_expr", "subterms", "parse",
-    "missing_subterms", "rebuild", "clear_memos",
+    "missing_subterms", "rebuild", "clear_memos", "name_order",
     "ExprSyntaxError",
 ]
 
 _INTERNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-_next_serial = itertools.count()
 
-#: Per-node memo slots. `_serial` is the creation order of live nodes: the normaliser lists a
-#: sum's terms in the order they were first written, which is canonical (nodes are interned) and
-#: reads like the source. The others cache `free_vars`, `bounds`, `simplify` (the node itself
-#: when it is already normal), the magnitude of `evaluate`'s dtype choice and the oldest
-#: variable; they live and die with the node, and an attribute read is several times cheaper
-#: than a weak-keyed dictionary lookup on the verifier's hot paths.
-_MEMO_SLOTS = ("_serial", "_free", "_bounds", "_simple", "_magnitude", "_first")
+#: Per-node memo slots, filled on demand: `free_vars`, `bounds`, `simplify` (the node itself when
+#: it is already normal), the magnitude of `evaluate`'s dtype choice and the structural sort key
+#: of `_reading_order`. They live and die with the node, and an attribute read is several times
+#: cheaper than a weak-keyed dictionary lookup on the verifier's hot paths.
+_MEMO_SLOTS = ("_free", "_bounds", "_simple", "_magnitude", "_order")
 
 
 def _init_memos(node):
     setter = object.__setattr__
-    setter(node, "_serial", next(_next_serial))
-    for slot in _MEMO_SLOTS[1:]:
+    for slot in _MEMO_SLOTS:
         setter(node, slot, None)
 
 
@@ -48,7 +45,7 @@ def clear_memos() -> None:
     """Forget every per-node memo (not the interning): for tests that compare a memoised answer
     with a fresh one."""
     for node in list(_INTERNED.values()):
-        for slot in _MEMO_SLOTS[1:]:
+        for slot in _MEMO_SLOTS:
             object.__setattr__(node, slot, None)
 
 
@@ -1058,20 +1055,38 @@ def _from_linear(terms: dict, const: int) -> Expr:
     return result
 
 
-def _reading_order(atom) -> tuple[int, int]:
-    """Sort key for a sum's terms: the creation order of the term's oldest variable, then of
-    the term itself. Canonical, because nodes are interned, and close to how users wrote it."""
-    if (first := atom._first) is not None:
-        return (first, atom._serial)
-    for e in _postorder(atom, _operands_missing("_first")):
-        if isinstance(e, Var):
-            first = e._serial
-        elif isinstance(e, Const):
-            first = float("inf")
-        else:
-            first = min(a._first for a in e.args)
-        object.__setattr__(e, "_first", first)
-    return (atom._first, atom._serial)
+def _reading_order(atom) -> tuple:
+    """Sort key for a sum's terms, a function of the term's structure alone (never of when or in
+    which order nodes were built, so a kernel normalises, and compiles, alike in every process):
+    the term's least variable by `name_order`, so that the terms of one variable sit together;
+    then its height, so that `lane` precedes `lane // 32`; then its operator; then a digest of
+    its whole structure, which makes the order total and therefore `simplify` canonical."""
+    if atom._order is None:
+        for e in _postorder(atom, _operands_missing("_order")):
+            object.__setattr__(e, "_order", _structural_key(e))
+    return atom._order
+
+
+def name_order(name: str) -> tuple:
+    """Sort key of a variable name with its digit runs read as numbers (`c9` before `c10`), so
+    helpers numbered from a process-wide counter (`x__9`, `x__10`) keep their creation order
+    whatever the counter started at."""
+    parts = re.split(r"(\d+)", name)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+def _structural_key(e) -> tuple:
+    if isinstance(e, Var):
+        lead = (0, name_order(e.name), e.name, e.lo, e.hi)
+        return (lead, 0, "", hashlib.blake2b(repr(lead).encode(), digest_size=16).digest())
+    if isinstance(e, Const):
+        text = repr(e.value).encode()
+        return ((1,), 0, "", hashlib.blake2b(text, digest_size=16).digest())
+    keys = [a._order for a in e.args]
+    digest = hashlib.blake2b(e.op.encode(), digest_size=16)
+    for key in keys:
+        digest.update(key[3])
+    return (min(key[0] for key in keys), 1 + max(key[1] for key in keys), e.op, digest.digest())
 
 
 def _normal_sum(e) -> Expr:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from argus.asm.lower.program import MInst, VReg
 from argus.errors import ArgusError
-from argus.ir.expr import Const, Expr, Term, Var, bounds, free_vars, simplify
+from argus.ir.expr import Const, Expr, Term, Var, bounds, free_vars, linear_form, simplify
 from argus.ir.types import SourceLoc
 from argus.isa_cdna3 import isa
 
@@ -122,6 +122,8 @@ class ExprEmitter:
     # -- term lowering ------------------------------------------------------------------------
     def _term(self, e: Term, name: str) -> VReg:
         op = e.op
+        if op in ("add", "sub") and (split := self._invariant_first(e)) is not None:
+            return self._binary(*split, e, name)
         if op in ("floordiv", "shr", "mod", "and", "shl", "mul") and isinstance(e.args[1], Const):
             return self._by_constant(e, name)
         if op == "mul" and isinstance(e.args[0], Const):
@@ -133,6 +135,37 @@ class ExprEmitter:
         raise UnsupportedError(f"the integer expression '{e}' uses '{op}', which the gfx942 "
                                "backend does not lower", self.loc,
                                "write indices with + - * and division/modulo by powers of two")
+
+    def _invariant_first(self, e: Term) -> tuple[str, Expr, Expr] | None:
+        """A uniform sum inside a loop as (op, loop-invariant terms, the rest) when a loop
+        counter's term sits before two or more invariant ones: the normal form orders terms by
+        variable name, and the left-nested chain would redo those additions on every trip
+        instead of once before the loop. A constant stays the last addition ((e - c) + c), so
+        sums that differ only in it share the rest, as they do in the chain."""
+        if not self.loop_vars or not self.is_uniform(e) or self.is_invariant(e):
+            return None
+        terms, const = linear_form(e)
+        invariant = [a for a in terms if self.is_invariant(a)]
+        if len(invariant) < 2:
+            return None
+        chain = []  # the chain's terms but the constant, gathered right to left
+        node = e
+        while isinstance(node, Term) and node.op in ("add", "sub"):
+            if not isinstance(node.args[1], Const):
+                chain.append(node.args[1])
+            node = node.args[0]
+        chain.append(node)
+        chain.reverse()
+        first_variant = next(n for n, t in enumerate(chain) if not self.is_invariant(t))
+        if not any(self.is_invariant(t) for t in chain[first_variant + 1:]):
+            return None
+        if const:
+            return "add" if const > 0 else "sub", simplify(e - const), Const(abs(const))
+        variant = {a: k for a, k in terms.items() if a not in invariant}
+        op = "sub" if all(k < 0 for k in variant.values()) else "add"
+        sign = -1 if op == "sub" else 1
+        rest = simplify(sum((sign * k * a for a, k in variant.items()), Const(0)))
+        return op, simplify(sum((terms[a] * a for a in invariant), Const(0))), rest
 
     def _by_constant(self, e: Term, name: str) -> VReg:
         x, n = e.args[0], int(e.args[1].value)
