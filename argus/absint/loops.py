@@ -1,6 +1,7 @@
 """Loops in the verifier: a symbolic iteration checked against candidate invariants of the
-carried tiles (Houdini-style, widened per failing tile) and of the LDS ring buffer (the
-body's writes layered by iteration), or with `unroll=N` the first N iterations as copies.
+carried tiles (Houdini-style: a failing tag is lifted to the body's yield one iteration
+earlier, then widened) and of the LDS ring buffer (the body's writes layered by iteration),
+or with `unroll=N` the first N iterations as copies.
 """
 
 from __future__ import annotations
