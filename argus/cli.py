@@ -32,6 +32,11 @@ class _Commands(click.Group):
         except KeyboardInterrupt:
             click.echo("argus: interrupted", err=True)
             raise click.exceptions.Exit(INTERRUPTED_EXIT) from None
+        except MemoryError as err:
+            raise click.ClickException(
+                "out of memory: the command needed more than this process may use\n"
+                "  fix: pin smaller sizes, raise the memory limit, or check the kernel's "
+                "Python for a runaway allocation") from err
 
 
 @contextlib.contextmanager

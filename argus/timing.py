@@ -349,20 +349,24 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     def admissible(trial: dict) -> bool:
         return all(evaluate(a, trial) for a in kernel.ir.assumes)
 
-    loop = _trip_size(kernel, sizes, grid)
+    bounding, varying = _loop_sizes(kernel)
+    first = min(p.per_round, grid[0])
+    loop = _trip_size(kernel, sizes, grid, first)
     real = sizes[loop] if loop else 0
     trips: tuple[int, ...] = (real,)
     if loop and extrapolate:
-        small = [t for t in SAMPLE_TRIPS if t < real and admissible({**sizes, loop: t})]
+        small = [t for t in SAMPLE_TRIPS if t < real and admissible({**sizes, loop: t})
+                 and kernel.grid(**{**sizes, loop: t})[0] >= first]
         if len(small) >= 2:
             trips = (small[0], small[1])
     statics = statics_of(kernel.code.disassemble(info))
-    first = min(p.per_round, grid[0])
-    # Every workgroup does the same work, so the sample shrinks the other sizes as far as the
-    # assumptions allow while the first grid row still holds the sampled workgroups.
+    # The sampled workgroups do the work of every workgroup, so the sample shrinks the sizes
+    # no loop bound mentions as far as the assumptions allow while the first grid row still
+    # holds the sampled workgroups; a size that sets a trip count keeps its value (or is
+    # extrapolated), else the sample would time shorter loops than the launch runs.
     base = dict(sizes)
     for name in names:
-        while name != loop and base[name] > 1:
+        while name != loop and name not in bounding and base[name] > 1:
             trial = {**base, name: base[name] // 2}
             if not admissible(trial) or kernel.grid(**trial)[0] < first:
                 break
@@ -415,26 +419,54 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     if len(trips) == 2:
         note = (f"{first} workgroup(s) simulated at {loop}={trips[0]} and {trips[1]}, per-CU "
                 f"time extrapolated linearly to {loop}={real}")
+    if varying:
+        note = ((note + "; ") if note else "") + (
+            "loop trip counts differ between workgroups (they depend on the workgroup id): "
+            f"the first {first} workgroup(s) stand for all, so the time is only as good as "
+            "they are typical (a causal mask's first query tiles do the least work)")
     return combine(kernel.name, gpu, occ, p, rounds, flops=flops * workgroups,
                    bytes_requested=total_requested, bytes_hbm=hbm, constants=constants,
                    extrapolation=note, shape=sizes)
 
 
-def _trip_size(kernel: Any, sizes: dict, grid: tuple) -> str | None:
-    """The size that sets the main loop's trip count and not the grid (the K of a GEMM, the
-    H of a MoE GEMM): a size of the first loop bound, outermost first, that the grid does not
-    depend on; None when no loop runs a size-dependent number of times."""
+def _loop_sizes(kernel: Any) -> tuple[set, bool]:
+    """The sizes the loop bounds mention, and whether a bound mentions a workgroup id (the
+    workgroups then run different trip counts)."""
     from argus.ir import ops as O
     from argus.ir.expr import free_vars
 
     names = {v.name for v in kernel.ir.sizes}
+    ids = {op.var.name for op in kernel.ir.ops() if isinstance(op, O.ProgramId)}
+    used = set()
     for op in kernel.ir.ops():
-        if not isinstance(op, O.For):
-            continue
-        for var in sorted(free_vars(op.start) | free_vars(op.stop), key=lambda v: v.name):
-            if var.name in names and kernel.grid(**{**sizes, var.name: sizes[var.name] * 2}) \
-                    == grid:
-                return var.name
+        if isinstance(op, O.For):
+            used |= {v.name for v in free_vars(op.start) | free_vars(op.stop)}
+    return used & names, bool(used & ids)
+
+
+def _trip_size(kernel: Any, sizes: dict, grid: tuple, first: int) -> str | None:
+    """The size to extrapolate the main loop's trip count along: one a loop bound mentions
+    (outermost loop first), preferably one the grid does not depend on (the K of a GEMM, the
+    H of a MoE GEMM), else one whose growth only adds workgroups beyond the sampled `first`
+    of the first grid row (the sequence length of attention); None when no loop runs a
+    size-dependent number of times."""
+    from argus.ir import ops as O
+    from argus.ir.expr import free_vars
+
+    names = {v.name for v in kernel.ir.sizes}
+    candidates = []
+    for op in kernel.ir.ops():
+        if isinstance(op, O.For):
+            candidates += [v.name for v in sorted(free_vars(op.start) | free_vars(op.stop),
+                                                  key=lambda v: v.name)
+                           if v.name in names and v.name not in candidates]
+    for name in candidates:
+        if kernel.grid(**{**sizes, name: sizes[name] * 2}) == grid:
+            return name
+    for name in candidates:
+        rows = kernel.grid(**{**sizes, name: min(SAMPLE_TRIPS)})
+        if rows[1:] == grid[1:] and rows[0] >= first:
+            return name
     return None
 
 

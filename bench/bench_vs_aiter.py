@@ -59,12 +59,17 @@ def main() -> None:
     gemm = [r for r in rows if r.family == "bf16 GEMM"]
     for r in gemm[:3] if options.quick else gemm:
         amd = argus.time(r.kernel, sizes=r.sizes, gpu=r.gpu).microseconds
-        sizes = {"M": r.sizes["m"], "N": r.sizes["n"], "K": r.sizes["k"]}
+        # our GEMM takes whole tiles: a ragged M is padded up (the extra rows are computed
+        # and dropped, so ours does the padded work)
+        tile = GEMM_TILE["block_m"]
+        padded = -(-r.sizes["m"] // tile) * tile
+        sizes = {"M": padded, "N": r.sizes["n"], "K": r.sizes["k"]}
         # AMD's split-K first, then powers of two (the backend divides by those only)
         for split in dict.fromkeys((r.sizes["splitk"], 8, 4, 2, 1)):
             ours, why = _ours("gemm", sizes, r.gpu, split_k=split, **GEMM_TILE)
             if ours is not None:
-                why = f"split_k={split}"
+                why = f"split_k={split}" + (f", M padded to {padded}"
+                                            if padded != r.sizes["m"] else "")
                 break
         _line(r.label(), amd, ours, why, r.measured_us)
     print("flash attention forward (bf16, hd128, non-causal), AMD: fwd_hd128_bf16_rtne, shapes "
@@ -74,7 +79,7 @@ def main() -> None:
         amd = argus.time(r.kernel, sizes=r.sizes, gpu=r.gpu).microseconds
         s = r.sizes
         ours, why = _ours("attention_fwd", {"BH": s["b"] * s["h"], "S": s["s"], "D": 128},
-                          r.gpu)
+                          r.gpu, head_dim=128)
         _line(r.label(), amd, ours, why, r.measured_us)
     print("fused MoE (bf16), AMD: fmoe_b16 (emulated whole; no published timing runs in Argus)")
     amd = argus.time("fmoe_b16", sizes=MOE_SHAPE).microseconds

@@ -198,3 +198,8 @@ def test_python_errors_inside_a_kernel_name_the_users_line(tmp_path, body, line,
     path = write_kernel(tmp_path, body=body)
     assert_refused(["verify", str(path)], says)
     assert_refused(["compile", str(path)], f"{path}:{line}")
+
+
+def test_running_out_of_memory_is_an_error_not_a_traceback(tmp_path):
+    path = write_kernel(tmp_path, body="    junk = bytearray(1 << 46)")
+    assert_refused(["verify", str(path)], "out of memory")

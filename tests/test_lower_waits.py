@@ -178,7 +178,9 @@ def test_every_wait_of_the_moe_gemm_is_necessary():
     entry = library()["moe_gemm"]
     compiled = argus.compile(entry.kernel)
     lowered = compiled.lowered
-    inputs = entry.inputs({"TOKENS": 100, "H": 96, "E": 2, "N": 64}, {}, seed=1)
+    # H = 4 K tiles: the staged loop runs 3 times (interleave: one unrolled pair and the
+    # remainder copy) and the last tile after it, so every inserted wait executes
+    inputs = entry.inputs({"TOKENS": 100, "H": 128, "E": 2, "N": 64}, {}, seed=1)
     arrays = {t.name: inputs[t.name] for t in compiled.ir.tensors}
     reference = entry.reference(inputs, {})
     bound = compiled.bind((), arrays)
@@ -232,3 +234,16 @@ def test_a_global_store_is_waited_for_before_the_barrier_that_publishes_it(name)
             strict_run()
     finally:
         items[index] = wait
+
+
+@pytest.mark.parametrize("name,params", [("gemm", {}), ("attention_fwd", {"head_dim": 128})])
+def test_mfmas_share_their_lds_waits_in_pairs(name, params):
+    # AMD's loops wait per group of MFMAs; one wait per MFMA doubled the main loop's waits
+    text = argus.compile(library()[name].kernel, **params).text
+    ops = [line.split()[0] for line in text.splitlines()
+           if line.strip() and not line.strip().startswith((";", "."))]
+    runs = [i for i in range(len(ops) - 3)
+            if ops[i] == "s_waitcnt" and ops[i + 1].startswith("v_mfma")
+            and ops[i + 2] == "s_waitcnt" and ops[i + 3].startswith("v_mfma")]
+    assert not runs, f"{len(runs)} MFMAs each waited for alone"
+    assert sum(op.startswith("v_mfma") for op in ops) > 2 * ops.count("s_waitcnt") // 3

@@ -383,3 +383,18 @@ def test_calibration_rows_come_from_published_data_and_held_out_by_shape():
     assert left_out and all(e.reason and e.rows > 0 for e in left_out)
     assert calibrate.spearman([1, 2, 3], [10, 30, 20]) == pytest.approx(0.5)
     assert calibrate.mape([(110.0, 100.0), (90.0, 100.0)]) == pytest.approx(10.0)
+
+
+def test_attention_timing_keeps_the_key_loop_its_length_and_counts_every_flop():
+    # S sets both the grid and the key loop: the sample extrapolates along S instead of
+    # shrinking it (which once timed 256-key loops for a 4096-key launch, 16x below its work)
+    from argus.kernels.attention import attention_fwd
+
+    kernel = argus.compile(attention_fwd, head_dim=128)
+    sizes = {"BH": 8, "S": 2048, "D": 128}
+    timing = argus.time(kernel, sizes=sizes)
+    assert "extrapolated linearly to S=2048" in timing.extrapolation
+    assert timing.flops == 4 * 8 * 2048 * 2048 * 128
+    assert timing.microseconds * 1e-6 >= timing.flops / 1307.4e12
+    causal = argus.time(argus.compile(attention_fwd, head_dim=128, causal=True), sizes=sizes)
+    assert "depend on the workgroup id" in causal.extrapolation

@@ -119,7 +119,9 @@ class KernelDef:
         BUILDERS.append(builder)
         try:
             self.fn(*handles, **params)
-        except ArgusError:
+        except (ArgusError, MemoryError):
+            # out of memory is the process's condition, not a defect of the kernel at a line:
+            # it goes to whoever set the limit (the search's sandbox names its limit)
             raise
         except Exception as error:  # the kernel's Python failed while tracing: say where
             raise DSLError(f"tracing kernel {self.name} raised {type(error).__name__}: {error}",

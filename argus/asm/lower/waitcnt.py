@@ -174,7 +174,10 @@ def _walk(items: list, state: State, insert: bool) -> State:
             out.append(item)
             continue
         if isinstance(item, MInst):
+            before = state
             state, waits = _step(item, state)
+            if LGKMCNT in waits and _is_mfma(item):
+                waits, state = _paired(items, item, before, waits, state)
             if waits and insert:
                 out.append(MInst("s_waitcnt", (), 0, waitcnt_text(waits), item.loc,
                                  f"for {item.opcode}", inserted="waitcnt"))
@@ -182,6 +185,49 @@ def _walk(items: list, state: State, insert: bool) -> State:
     if insert:
         items[:] = out
     return state
+
+
+#: MFMAs whose LDS operand waits are merged into one `s_waitcnt` (the first of a run waits for
+#: the next one's reads as well). An MFMA runs 8-16 passes, the reads it waits for arrive a few
+#: cycles apart, so the delay is small; AMD's hand-written loops wait per group of MFMAs too.
+MFMA_WAIT_GROUP = 2
+
+
+def _is_mfma(inst) -> bool:
+    return isinstance(inst, MInst) and inst.opcode.startswith("v_mfma")
+
+
+def _paired(items: list, item: MInst, before: State, waits: dict, state: State):
+    """The waits of an MFMA that needs an lgkmcnt, strengthened to cover the MFMAs right after
+    it (up to `MFMA_WAIT_GROUP` in all) when they need LDS reads of their own: one wait instead
+    of one per MFMA. Returns the waits and the state after the instruction."""
+    index = next((i for i, x in enumerate(items) if x is item), None)
+    if index is None:
+        return waits, state
+    strongest, after = waits, state
+    probe = state
+    for follower in items[index + 1:index + MFMA_WAIT_GROUP]:
+        if not _is_mfma(follower):
+            break
+        probe, need = _step(follower, probe)
+        if set(need) != {LGKMCNT}:
+            break
+        # the follower's reads must be older than the item's own results' readers: waiting
+        # for them now retires them before the item issues
+        merged = {**strongest, LGKMCNT: min(strongest[LGKMCNT], need[LGKMCNT])}
+        after, _ = _step(item, _retire(before, merged))
+        strongest = merged
+    return strongest, after
+
+
+def _retire(state: State, waits: dict) -> State:
+    """`state` after an `s_waitcnt` with `waits`."""
+    vm, lgkm = state.vm, state.lgkm
+    if VMCNT in waits:
+        vm = vm[len(vm) - waits[VMCNT]:] if waits[VMCNT] else ()
+    if LGKMCNT in waits:
+        lgkm = lgkm[len(lgkm) - waits[LGKMCNT]:] if waits[LGKMCNT] else ()
+    return State(vm, lgkm)
 
 
 def insert_waits(items: list) -> None:
