@@ -1,8 +1,9 @@
-"""Builds are reproducible: what `simplify` returns, and the assembly a kernel compiles to, do not
-depend on what the process built before (which variables and terms exist already, and in which
-order they were made): those cases run in fresh interpreters, one of them first filled with junk
-built in another order, and compare the printed text. And the backend's loop code does not hinge
-on where a sum's canonical order puts the loop counter's term."""
+"""Builds are reproducible: what `simplify` returns, the assembly a kernel compiles to and the
+queries the verifier asks do not depend on what the process built before (which variables and
+terms exist already, and in which order they were made): those cases run in fresh interpreters,
+one of them first filled with junk built in another order, and compare the printed text. And the
+backend's loop code does not hinge on where a sum's canonical order puts the loop counter's
+term."""
 
 import json
 import os
@@ -49,6 +50,7 @@ print(json.dumps([str(simplify(parse(text, names))) for text in texts]))
 def _child(script: str, payload) -> str:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    env["ARGUS_JOBS"] = "1"  # queries are made in the walking process either way
     done = subprocess.run([sys.executable, "-c", script], input=json.dumps(payload),
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -115,6 +117,38 @@ def test_the_library_kernels_compile_to_the_same_assembly_after_other_builds():
     junk = json.loads(_child(COMPILE_CHILD, [fresh["variables"][::-1], warm_up, TARGETS[::-1]]))
     differing = [name for name, _ in TARGETS if junk["texts"][name] != fresh["texts"][name]]
     assert differing == []
+
+
+#: Child: verify the library GEMM after verifying the kernels listed, print every query the
+#: verifier decides (canonical goal and assumptions).
+VERIFY_CHILD = """
+import json, sys
+import argus
+from argus.absint import queries
+from argus.kernels import library
+warm_up = json.loads(sys.stdin.read())
+made = []
+canonical = queries.canonical
+def recorded(goal, assume, order=(), small=()):
+    query = canonical(goal, assume, order, small)
+    made.append([str(query.goal), [str(a) for a in query.assume], list(query.order)])
+    return query
+queries.canonical = recorded
+kernels = library()
+for name in warm_up:
+    argus.verify(kernels[name].kernel)
+made.clear()
+argus.verify(kernels["gemm"].kernel)
+print(json.dumps(made))
+"""
+
+
+def test_the_verifier_asks_the_same_queries_after_other_kernels():
+    """Helpers are renamed canonically, but the terms they appear in were ordered by creation,
+    and an assertion's operand tags by the address order of a set of variables."""
+    fresh = json.loads(_child(VERIFY_CHILD, []))
+    assert len(fresh) > 50
+    assert json.loads(_child(VERIFY_CHILD, ["moe_gemm"])) == fresh
 
 
 @pytest.mark.parametrize("names", [("kb", "m0", "n0"), ("m0", "kb", "n0"), ("n0", "kb", "m0")])

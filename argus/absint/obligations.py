@@ -16,7 +16,7 @@ from argus.absint.parallel import can_fork
 from argus.absint.replay import NumbersRight, ReplayError, replay_obligation
 from argus.absint.report import PROVED, REFUTED, UNKNOWN, Counterexample, Obligation
 from argus.ir import ops as O
-from argus.ir.expr import And, Expr, Not, Or, evaluate, free_vars
+from argus.ir.expr import And, Expr, Not, Or, evaluate, free_vars, name_order
 from argus.ir.expr import substitute as subst
 from argus.smt import Proved, Refuted
 
@@ -196,7 +196,10 @@ class Obligations:
         threads where `where` holds (those taking part in the op) must satisfy them."""
         for index, assertion in enumerate(getattr(op, "asserts", ())):
             # role variables only: a loop index or size may have an underscore in its name too
-            used = [v for v in free_vars(assertion.predicate) if O.is_role_var(v)]
+            # in name order: a set of Vars iterates by address, and the tops' order is the
+            # query's text
+            used = sorted((v for v in free_vars(assertion.predicate) if O.is_role_var(v)),
+                          key=lambda v: name_order(v.name))
             missing = sorted({f"{r}.{t}" for r, t in (O.split_role_var(v.name) for v in used)
                               if t not in roles.get(r, {})})
             if missing:
