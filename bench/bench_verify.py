@@ -29,7 +29,7 @@ from argus.absint.verify import verify
 from argus.ir import ops as O
 from argus.ir.expr import evaluate
 from argus.kernels import library
-from argus.kernels.attention import attention_fwd
+from argus.kernels.attention import attention_fwd, attention_fwd_kv
 from argus.kernels.gemm import gemm
 from argus.kernels.moe import moe_gemm
 from argus.smt import clear_cache
@@ -105,6 +105,10 @@ def attention_sizes():
     return [{"BH": bh, "S": s, "D": 64} for bh in (1, 2) for s in (128, 256)]
 
 
+def kv_sizes():
+    return [{"BH": 1, "SQ": sq, "SK": sk, "D": 64} for sq, sk in ((1, 77), (64, 160), (130, 130))]
+
+
 def moe_sizes():
     return [{"routing": {"TOKENS": t, "H": 64, "E": 4, "N": 128}} for t in (100, 200)]
 
@@ -119,6 +123,9 @@ def main(json_path: str | None, skip_bugs: bool, skip_variants: bool) -> None:
             measure("attention_fwd", attention_fwd.trace(), attention_sizes()),
             measure("attention_fwd causal", attention_fwd.trace(causal=True),
                     attention_sizes()),
+            measure("attention_fwd_kv", attention_fwd_kv.trace(), kv_sizes()),
+            measure("attention_fwd_kv causal", attention_fwd_kv.trace(causal=True),
+                    kv_sizes()),
             measure("moe_gemm", moe_gemm.trace(), moe_sizes())]
     if not skip_variants:
         rows += [measure("gemm 128x128 tiles", gemm.trace(block_m=128, block_n=128),
