@@ -214,3 +214,16 @@ def test_attention_against_a_longer_cache_is_proved_for_all_lengths(causal):
     report = verify(library()["attention_fwd_kv"].kernel.trace(causal=causal))
     assert report.ok, str(report)
     assert len(report.obligations) >= 157
+
+
+def test_the_lds_staged_moe_gemm_with_shared_row_blocks_is_refuted():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "bugs"))
+    from bug_15_moe_workgroups_share_rows import moe_sharing_row_blocks
+
+    report = verify(moe_sharing_row_blocks(library()["moe_gemm"].kernel.ir))
+    refuted = [o for o in report.obligations if o.verdict == REFUTED]
+    assert {o.kind for o in refuted} == {"global-race"}
+    assert "confirmed by concrete replay" in str(report)
