@@ -287,7 +287,7 @@ def _raw(var):
 
 #: Time a linear query gets on the bit-vector solver alone before the integer encoding is
 #: tried (then the bit-vector solver again with what is left).
-BITVECTOR_FIRST_MS = 2000
+BITVECTOR_FIRST_MS = 1000
 #: Share of a nonlinear query's time the integer attempt may take (it stops earlier at its
 #: resource limits) before the bit-vector path gets the rest.
 NONLINEAR_SHARE = 0.8
