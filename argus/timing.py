@@ -235,7 +235,12 @@ def _schedule(key: tuple, n: int, waves: list, statics: list, bw: float, atomics
 
 def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate: bool
             ) -> Timing:
-    from argus.asm.vendor import vendor_kernels
+    from argus.asm.vendor import (
+        VendorKernelError,
+        check_whole_sizes,
+        keys_default_to_queries,
+        vendor_kernels,
+    )
 
     if name not in vendor_kernels():
         raise PerfError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
@@ -245,14 +250,13 @@ def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate
     unknown = set(sizes) - set(family.defaults) - ({"hk"} if family.loop == "sk" else set())
     if unknown:
         raise PerfError(f"{name} takes sizes {sorted(family.defaults)}, not {sorted(unknown)}")
-    bad = {k: v for k, v in sizes.items()
-           if isinstance(v, bool) or not hasattr(v, "__index__")}
-    if bad:
-        raise PerfError(f"{name}: sizes are whole numbers, not {bad}",
-                        fix=f"give ints, e.g. {dict(family.defaults)}")
-    size = {**family.defaults, **{k: int(v) for k, v in sizes.items()}}
-    if family.loop == "sk" and "sk" not in sizes and "s" in sizes:
-        size["sk"] = size["s"]        # self-attention unless told otherwise
+    try:
+        check_whole_sizes(sizes, name)
+    except VendorKernelError as err:
+        raise PerfError(str(err), fix=f"give whole numbers, e.g. {dict(family.defaults)}") \
+            from None
+    size = {**family.defaults, **(keys_default_to_queries(sizes) if family.loop == "sk"
+                                  else sizes)}
     if (problem := family.problem(size)) is not None:
         raise PerfError(f"{name} at {size}: {problem}")
     code, statics = _vendor_code(name)
@@ -318,14 +322,16 @@ SAMPLE_TRIPS = (256, 512, 1024, 2048)     # loop sizes tried for the two samples
 def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapolate: bool
               ) -> Timing:
     """A compiled DSL kernel: the first workgroups of the real grid run with the real sizes,
-    except that a size the grid does not depend on (the K of a GEMM: the main loop's trip)
-    is sampled at two small values and the schedule extrapolated to the real one."""
+    except that the size setting the main loop's trip count (`_trip_size`) is sampled at two
+    small values and the schedule extrapolated to the real one, and sizes no loop bound names
+    are shrunk as far as the first grid row allows."""
     import math
 
     from argus.absint.admissible import checked_sizes
     from argus.absint.concrete import NUMPY_DTYPES
     from argus.asm.launch import emulate
     from argus.errors import ArgusError
+    from argus.ir import ops as O
     from argus.ir.expr import evaluate
 
     names = [v.name for v in kernel.ir.sizes]
@@ -349,7 +355,9 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     def admissible(trial: dict) -> bool:
         return all(evaluate(a, trial) for a in kernel.ir.assumes)
 
-    bounding, varying = _loop_sizes(kernel)
+    bounding = set(_loop_bound_names(kernel))
+    ids = {op.var.name for op in kernel.ir.ops() if isinstance(op, O.ProgramId)}
+    varying = bool(bounding & ids)       # trip counts that differ between workgroups
     first = min(p.per_round, grid[0])
     loop = _trip_size(kernel, sizes, grid, first)
     real = sizes[loop] if loop else 0
@@ -429,37 +437,26 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
                    extrapolation=note, shape=sizes)
 
 
-def _loop_sizes(kernel: Any) -> tuple[set, bool]:
-    """The sizes the loop bounds mention, and whether a bound mentions a workgroup id (the
-    workgroups then run different trip counts)."""
+def _loop_bound_names(kernel: Any) -> list[str]:
+    """The variables the kernel's loop bounds mention, outermost loop first, each once."""
     from argus.ir import ops as O
     from argus.ir.expr import free_vars
 
-    names = {v.name for v in kernel.ir.sizes}
-    ids = {op.var.name for op in kernel.ir.ops() if isinstance(op, O.ProgramId)}
-    used = set()
+    names: list[str] = []
     for op in kernel.ir.ops():
         if isinstance(op, O.For):
-            used |= {v.name for v in free_vars(op.start) | free_vars(op.stop)}
-    return used & names, bool(used & ids)
+            names += [v.name for v in sorted(free_vars(op.start) | free_vars(op.stop),
+                                             key=lambda v: v.name) if v.name not in names]
+    return names
 
 
 def _trip_size(kernel: Any, sizes: dict, grid: tuple, first: int) -> str | None:
-    """The size to extrapolate the main loop's trip count along: one a loop bound mentions
-    (outermost loop first), preferably one the grid does not depend on (the K of a GEMM, the
-    H of a MoE GEMM), else one whose growth only adds workgroups beyond the sampled `first`
-    of the first grid row (the sequence length of attention); None when no loop runs a
-    size-dependent number of times."""
-    from argus.ir import ops as O
-    from argus.ir.expr import free_vars
-
-    names = {v.name for v in kernel.ir.sizes}
-    candidates = []
-    for op in kernel.ir.ops():
-        if isinstance(op, O.For):
-            candidates += [v.name for v in sorted(free_vars(op.start) | free_vars(op.stop),
-                                                  key=lambda v: v.name)
-                           if v.name in names and v.name not in candidates]
+    """The size to extrapolate the main loop's trip count along: one a loop bound mentions,
+    preferably one the grid does not depend on (the K of a GEMM, the H of a MoE GEMM), else
+    one whose growth only adds workgroups beyond the sampled `first` of the first grid row
+    (the sequence length of attention); None when no loop runs a size-dependent number of
+    times."""
+    candidates = [n for n in _loop_bound_names(kernel) if n in sizes]
     for name in candidates:
         if kernel.grid(**{**sizes, name: sizes[name] * 2}) == grid:
             return name

@@ -55,6 +55,16 @@ def test_truncation_is_one_perm_per_pair_and_never_rounds_up():
     assert truncated_bf16(x).view(np.uint32)[0] == 0x3F800000
 
 
-def test_an_unknown_rounding_is_refused_at_its_line():
+@T.kernel(waves=1)
+def to_fp8(X: Tensor("f32", "N", 64), Y: Tensor("fp8", "N", 64)):
+    T.grid(X.shape[0] // 16)
+    row = T.program_id(0) * 16
+    spec = T.copy_layout((16, 64), 1, 4)
+    Y.store((row, 0), X.load((row, 0), spec).to("fp8", "rtz"))
+
+
+def test_an_unknown_or_undefined_rounding_is_refused_at_its_line():
     with pytest.raises(DSLError, match="rounding 'rtn' is not one of"):
         narrow.trace(rounding="rtn")
+    with pytest.raises(DSLError, match="'rtz' is defined for f32 -> bf16 only, not f32 -> fp8"):
+        to_fp8.trace()

@@ -220,7 +220,7 @@ def test_unknown_profile_and_misused_sizes_are_clear_errors():
         argus.time("fwd_hd128_bf16", sizes={"h": 6, "hk": 4})
     with pytest.raises(PerfError, match="grid= and block="):
         argus.time(assemble(micro.mfma().source))
-    with pytest.raises(PerfError, match="sizes are whole numbers"):
+    with pytest.raises(PerfError, match="size m=.64. must be a whole number"):
         argus.time(GEMM, sizes={"m": "64"})
 
 

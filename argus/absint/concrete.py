@@ -887,8 +887,8 @@ class _Workgroup:
 
     def op_Cast(self, op: O.Cast):
         x = self.values[op.x.name]
-        data = (truncated_bf16(x.data) if op.rounding == "rtz" and op.x.type.dtype == "f32"
-                and op.result.type.dtype == "bf16" else to_dtype(x.data, op.result.type.dtype))
+        data = (truncated_bf16(x.data) if op.rounding == "rtz"  # f32 -> bf16 (Cast.check)
+                else to_dtype(x.data, op.result.type.dtype))
         self.values[op.result.name] = RegVal(data, self.result_tags(op))
 
     def op_Mask(self, op: O.Mask):

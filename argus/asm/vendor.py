@@ -149,10 +149,21 @@ def _sizes(defaults: dict[str, int], given: dict[str, int], name: str) -> dict[s
     unknown = set(given) - set(defaults)
     if unknown:
         raise VendorKernelError(f"{name} takes sizes {sorted(defaults)}, not {sorted(unknown)}")
-    for size, value in given.items():  # each size is blamed for itself, before any rule
+    check_whole_sizes(given, name)
+    return {**defaults, **given}
+
+
+def check_whole_sizes(given: dict, name: str) -> None:
+    """Each size a whole number >= 1, blamed by name before any rule of the kernel's."""
+    for size, value in given.items():
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise VendorKernelError(f"{name}: size {size}={value!r} must be a whole number >= 1")
-    return {**defaults, **given}
+
+
+def keys_default_to_queries(given: dict) -> dict:
+    """An attention shape's given sizes with the key length `sk` defaulting to the query
+    length `s` (self-attention unless told otherwise)."""
+    return {"sk": given["s"], **given} if "s" in given else dict(given)
 
 
 def _gemm(name: str, tile: int, load: Callable[[], CodeObject], rng: np.random.Generator,
@@ -178,8 +189,7 @@ def _gemm(name: str, tile: int, load: Callable[[], CodeObject], rng: np.random.G
 
 def _fmha(name: str, causal: bool, load: Callable[[], CodeObject], rng: np.random.Generator,
           given: dict[str, int], check: str, options: dict) -> VendorRun:
-    # self-attention unless told otherwise: the keys are as many as the queries
-    size = _sizes({"b": 1, "h": 1, "s": 256, "sk": given.get("s", 256)}, given, name)
+    size = _sizes({"b": 1, "h": 1, "s": 256, "sk": 256}, keys_default_to_queries(given), name)
     b, h, s, sk, d = size["b"], size["h"], size["s"], size["sk"], 128
     if causal and name == LEGACY_CAUSAL and s > 256 and (s % 32 or sk % 32):
         raise VendorKernelError(LEGACY_CAUSAL_RAGGED.format(s=s, sk=sk))

@@ -685,6 +685,9 @@ class Cast(Op, mnemonic="cast", transfer=Transfer.KEEP):
         _same_shape(self, x, result, "operand and result")
         if self.rounding not in ROUNDINGS:
             _fail(self, f"rounding {self.rounding!r} is not one of {list(ROUNDINGS)}")
+        if self.rounding == "rtz" and (x.dtype, result.dtype) != ("f32", "bf16"):
+            _fail(self, f"rounding 'rtz' is defined for f32 -> bf16 only, not {x.dtype} -> "
+                        f"{result.dtype}")
 
 
 #: What an assertion at a mask means, as reports state it.

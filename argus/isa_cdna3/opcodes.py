@@ -294,6 +294,15 @@ def classify(opcode: str, *, to_lds: bool = False) -> str:
     return "buffer load to LDS" if to_lds and cls in ("buffer load", "global load") else cls
 
 
+#: Classes of writes a workgroup barrier must see retired so that the other waves read them:
+#: the GFX942 memory model orders neither LDS operations nor vector memory between waves
+#: (tgsplit may put them on other CUs), so LLVM puts `s_waitcnt lgkmcnt/vmcnt` before the
+#: `s_barrier` of a release. The backend's wait pass inserts those waits and the strict
+#: emulator reports a barrier reached with one in flight.
+BARRIER_RELEASES = ("DS write", "buffer store", "global store", "buffer atomic",
+                    "global atomic")
+
+
 def counter(opcode: str) -> str | None:
     """The `s_waitcnt` counter that tracks the opcode's completion (VMCNT, LGKMCNT) or None."""
     found = row(opcode)

@@ -46,8 +46,8 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
     next_slot = next_slot or (lambda kt: (kt + 1) % 2)
 
     def compute(slot, kt, acc):
-        return _compute(a_read, b_smem, slot, k_first + kt, acc, a_spec, b_spec, block_k,
-                        instr)
+        return compute_k_tile(a_read, b_smem, slot, k_first + kt, acc, a_spec, b_spec,
+                              block_k, instr)
 
     a_smem.store((0, 0, 0), A.load((m0, k_first * block_k), copy_a))
     b_smem.store((0, 0, 0), B.load((n0, k_first * block_k), copy_b))
@@ -88,8 +88,14 @@ def _grid(A, B, C, block_m, block_n, block_k, split_k):
             K // (block_k * split_k))
 
 
-def _compute(a_read, b_read, slot, k_tile, acc, a_spec, b_spec, block_k, instr):
-    """One K tile's MFMAs from LDS slot `slot`, asserting that A and B meet at one k of it."""
+def compute_k_tile(a_read, b_read, slot, k_tile, acc, a_spec, b_spec, block_k, instr,
+             assertion: tuple[Callable, str] | None = None):
+    """One K tile's MFMAs from LDS slot `slot`, asserting at each that A and B meet at one k
+    of it (`assertion`: another (predicate, statement) pair, e.g. the MoE GEMM's)."""
+    predicate, statement = assertion or (
+        lambda A, B, C: And(A.k.eq(B.k), (A.k // block_k).eq(k_tile), A.row.eq(C.row),
+                            B.col.eq(C.col)),
+        "A and B meet at one k of this K tile, on C's row and column")
     reps_m = max(r for r, _ in acc) + 1
     reps_n = max(s for _, s in acc) + 1
     for ks in range(block_k // a_spec.shape[1]):
@@ -98,9 +104,7 @@ def _compute(a_read, b_read, slot, k_tile, acc, a_spec, b_spec, block_k, instr):
         b = [b_read.load((slot, s * b_spec.shape[0], k0), b_spec) for s in range(reps_n)]
         for (r, s), c in acc.items():
             acc[r, s] = T.mfma(instr, a[r], b[s], c)
-            T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), (A.k // block_k).eq(k_tile),
-                                             A.row.eq(C.row), B.col.eq(C.col)),
-                         "A and B meet at one k of this K tile, on C's row and column")
+            T.tag_assert(predicate, statement)
     return acc
 
 
@@ -153,14 +157,14 @@ def _direct_lds_program(A, B, C, *, block_m, block_n, block_k, split_k, instr):
         fetch(kt + 1, (kt + 1) % 2)
         T.wait_group(1)
         T.barrier(wait=False)
-        loop.acc = _compute(a_smem, b_smem, kt % 2, k_first + kt, dict(loop.acc), a_spec,
-                            b_spec, block_k, instr)
+        loop.acc = compute_k_tile(a_smem, b_smem, kt % 2, k_first + kt, dict(loop.acc),
+                                  a_spec, b_spec, block_k, instr)
         T.barrier(wait=False)
     T.wait_group(0)
     T.barrier(wait=False)
     last = nk - 1
-    acc = _compute(a_smem, b_smem, last % 2, k_first + last, dict(loop.acc), a_spec, b_spec,
-                   block_k, instr)
+    acc = compute_k_tile(a_smem, b_smem, last % 2, k_first + last, dict(loop.acc), a_spec,
+                         b_spec, block_k, instr)
     _store(C, acc, m0, n0, c_spec, split_k)
 
 

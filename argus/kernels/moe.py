@@ -15,12 +15,11 @@ import numpy as np
 
 import argus.lang as T
 from argus.ir.expr import And
+from argus.kernels.gemm import SWIZZLE, compute_k_tile
 from argus.lang import Tensor
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
 WAVE_GRID = (2, 2)
-#: the library GEMM's LDS swizzle (row mod 8 permutes 8-byte chunks)
-SWIZZLE = (3, 2, 3)
 
 
 @T.kernel(waves=4)
@@ -57,17 +56,12 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
     def rows(r):
         return T.Gather(sorted_ids, block * block_m + r)
 
-    def mfmas(acc, a, b):
-        for (r, s), c in acc.items():
-            acc[r, s] = T.mfma(MFMA, a[r], b[s], c)
-            T.tag_assert(lambda A, B, C: And(A.k.eq(B.k), B.expert.eq(expert)),
-                         "token and expert weights meet at one k")
-        return acc
-
+    meet = (lambda A, B, C: And(A.k.eq(B.k), B.expert.eq(expert)),
+            "token and expert weights meet at one k")
     acc = {(r, s): T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)}
     if lds:
         acc = _staged(X, W, expert, rows(0), n0, H // block_k, acc, block_m, block_n, block_k,
-                      a_spec, b_spec, mfmas)
+                      a_spec, b_spec, meet)
     else:
         loop = T.range(0, H // block_k, name="kt", acc=acc)
         for kt in loop:
@@ -81,7 +75,9 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
                         for s in range(reps_n)] for k0 in k0s]
             acc = dict(loop.acc)
             for a, b in zip(a_tiles, b_tiles):
-                acc = mfmas(acc, a, b)
+                for (r, s), c in acc.items():
+                    acc[r, s] = T.mfma(MFMA, a[r], b[s], c)
+                    T.tag_assert(*meet)
             loop.acc = acc
         acc = loop.acc
     for (r, s), c in acc.items():
@@ -92,10 +88,11 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
 
 
 def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k, a_spec,
-            b_spec, mfmas):
-    """The K loop through double-buffered LDS: tile kt+1 is loaded into registers before tile
-    kt's MFMAs and stored to the other slot after them, one barrier per tile; the last tile is
-    consumed after the loop, so no iteration needs a branch."""
+            b_spec, meet):
+    """The K loop through double-buffered LDS, as the library GEMM's: tile kt+1 is loaded into
+    registers before tile kt's MFMAs (the GEMM's `compute_k_tile`, asserting `meet`) and
+    stored to the other slot after them, one barrier per tile; the last tile is consumed after
+    the loop, so no iteration needs a branch."""
     # 8 bf16 (16 bytes) per thread and load where the tile has that many, else fewer
     copy_a = T.copy_layout((block_m, block_k), 4, min(8, block_m * block_k // 256))
     copy_b = T.copy_layout((block_n, block_k), 4, min(8, block_n * block_k // 256))
@@ -110,25 +107,19 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
         a_smem.store((slot, 0, 0), tiles[0])
         b_smem.store((slot, 0, 0), tiles[1])
 
-    def compute(slot, acc):
-        for ks in range(block_k // a_spec.shape[1]):
-            k0 = ks * a_spec.shape[1]
-            a = [a_smem.load((slot, r * a_spec.shape[0], k0), a_spec)
-                 for r in range(max(r for r, _ in acc) + 1)]
-            b = [b_smem.load((slot, s * b_spec.shape[0], k0), b_spec)
-                 for s in range(max(s for _, s in acc) + 1)]
-            acc = mfmas(acc, a, b)
-        return acc
+    def compute(slot, kt, acc):
+        return compute_k_tile(a_smem, b_smem, slot, kt, acc, a_spec, b_spec, block_k, MFMA, meet)
 
     stage(0, fetch(0))
     T.barrier()
     loop = T.range(0, k_tiles - 1, stages=2, name="kt", acc=acc)
     for kt in loop:
         following = fetch(kt + 1)
-        loop.acc = compute(kt % 2, dict(loop.acc))
+        loop.acc = compute(kt % 2, kt, dict(loop.acc))
         stage((kt + 1) % 2, following)
         T.barrier()
-    return compute((k_tiles - 1) % 2, dict(loop.acc))
+    last = k_tiles - 1
+    return compute(last % 2, last, dict(loop.acc))
 
 
 def route(tokens: int, experts: int, block_m: int, rng) -> tuple[np.ndarray, ...]:

@@ -191,25 +191,19 @@ def decide(query, timeout_ms: int, order, vacuity: bool):
     if answer == z3.unknown:
         if _unsat_in_every_case(formula, cases, deadline, rewrite):
             return proved()
-        if nonlinear.nonlinear(query):
-            found = nonlinear.decide(query, int(_remaining_ms(deadline) * NONLINEAR_SHARE))
-            if found == "unsat":
-                return proved()
-            if found is not None and not order:
-                return found, False
-        else:
+        if not nonlinear.nonlinear(query):
             # a linear query the bit-blaster does not settle quickly is often easy over the
             # integers (shifts and masks by constants become quotients and remainders): the
             # causal mask of attention with SK != SQ took z3's bit-vectors over 10 s and the
             # integer encoding 0.03 s
             solver.set("timeout", min(BITVECTOR_FIRST_MS, _remaining_ms(deadline)))
             answer = checked(solver)
-            if answer == z3.unknown and _remaining_ms(deadline) > 1:
-                found = nonlinear.decide(query, int(_remaining_ms(deadline) * NONLINEAR_SHARE))
-                if found == "unsat":
-                    return proved()
-                if found is not None and not order:
-                    return found, False
+        if answer == z3.unknown and _remaining_ms(deadline) > 1:
+            found = nonlinear.decide(query, int(_remaining_ms(deadline) * NONLINEAR_SHARE))
+            if found == "unsat":
+                return proved()
+            if found is not None and not order:
+                return found, False
         if answer == z3.unknown:
             solver.set("timeout", _remaining_ms(deadline))
             answer = checked(solver)

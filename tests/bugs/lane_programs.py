@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from functools import cache
 
+from ordering import tag_rows_cols
+
 import argus.lang as T
 from argus.ir.expr import And
 from argus.ir.types import ThreadLayout, thread_vars
@@ -31,8 +33,7 @@ def butterfly_max(X, Y, *, steps=BUTTERFLY):
     T.assume((N % 2).eq(0))
     T.grid(N // 2)
     r0 = T.program_id(0) * 2
-    T.tag(X, lambda r, c: {"row": r, "col": c})
-    T.tag(Y, lambda r, c: {"row": r, "col": c})
+    tag_rows_cols(X, Y)
     m = X.load((r0, 0), rows_by_lane())
     for lanes, params in steps:
         m = T.shuffle(m, lanes, *params, combine="max", cover="col")
@@ -65,8 +66,7 @@ def one_wave_stages(X, Y, *, sync=True, writers=None, layout=None):
     T.assume((N % 16).eq(0))
     T.grid(N // 16)
     r0 = T.program_id(0) * 16
-    T.tag(X, lambda r, c: {"row": r, "col": c})
-    T.tag(Y, lambda r, c: {"row": r, "col": c})
+    tag_rows_cols(X, Y)
     smem = T.lds((16, 16), "f32")
     with T.lanes(writers or (lambda wave, lane: wave.eq(0))):
         smem.store((0, 0), X.load((r0, 0), layout or whole_tile(4)))
@@ -95,8 +95,7 @@ def ping_pong_tiles(X, Y, *, slots=2, phases=2):
     T.assume((N % (32 * phases)).eq(0))
     T.grid(N // (32 * phases))
     r0 = T.program_id(0) * (32 * phases)
-    T.tag(X, lambda r, c: {"row": r, "col": c})
-    T.tag(Y, lambda r, c: {"row": r, "col": c})
+    tag_rows_cols(X, Y)
     smem = T.lds((slots, 2, 16, 16), "f32")
     for p in range(phases):
         for group in (0, 1):
@@ -169,8 +168,7 @@ def group_handoff(X, Y, *, reader=1):
     T.assume((N % 16).eq(0))
     T.grid(N // 16)
     r0 = T.program_id(0) * 16
-    T.tag(X, lambda r, c: {"row": r, "col": c})
-    T.tag(Y, lambda r, c: {"row": r, "col": c})
+    tag_rows_cols(X, Y)
     smem = T.lds((16, 16), "f32")
     with T.lanes(lambda wave, lane: wave.eq(0)):
         smem.store((0, 0), X.load((r0, 0), whole_tile(4)))
@@ -199,8 +197,7 @@ def alternating_consumers(X, Y, *, group=lambda wave: wave.ne(2), slots=2,
     N = X.shape[0]
     T.assume((N % 16).eq(0))
     T.grid(1)
-    T.tag(X, lambda r, c: {"row": r, "col": c})
-    T.tag(Y, lambda r, c: {"row": r, "col": c})
+    tag_rows_cols(X, Y)
     smem = T.lds((slots, 16, 16), "f32")
     for t in T.range(0, N // 16):
         with T.lanes(lambda wave, lane: wave.eq(0)):

@@ -24,7 +24,8 @@ def _by_column() -> TileSpec:
     return TileSpec((ROWS, 16), ThreadLayout(4, 1, (thread % 16, thread // 16)))
 
 
-def _tags(*tensors):
+def tag_rows_cols(*tensors):
+    """Tag each f32 [rows, 16] tensor with its coordinates (`row`, `col`)."""
     for t in tensors:
         T.tag(t, lambda r, c: {"row": r, "col": c})
 
@@ -43,7 +44,7 @@ def async_stream(X, Y, *, pending=1):
     T.assume((N % ROWS).eq(0))
     T.assume(N >= 2 * ROWS)
     T.grid(1)
-    _tags(X, Y)
+    tag_rows_cols(X, Y)
     copy = T.copy_layout((ROWS, 16), 4, 1)
     slots = T.lds((2, ROWS, 16), "f32")
     T.async_copy(slots, (0, 0, 0), X, (0, 0), copy)
@@ -77,7 +78,7 @@ def lds_relayout(X, Y, *, wait=True):
     T.assume((N % ROWS).eq(0))
     T.grid(N // ROWS)
     r0 = T.program_id(0) * ROWS
-    _tags(X, Y)
+    tag_rows_cols(X, Y)
     tile = T.lds((ROWS, 16), "f32")
     tile.store((0, 0), X.load((r0, 0), T.copy_layout((ROWS, 16), 4, 1)))
     if wait:
@@ -103,7 +104,7 @@ def global_relayout(X, W, Y, *, wait=True):
     T.assume((N % ROWS).eq(0))
     T.grid(N // ROWS)
     r0 = T.program_id(0) * ROWS
-    _tags(X, W, Y)
+    tag_rows_cols(X, W, Y)
     W.store((r0, 0), X.load((r0, 0), T.copy_layout((ROWS, 16), 4, 1)))
     if wait:
         T.wait()

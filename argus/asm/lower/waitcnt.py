@@ -20,8 +20,6 @@ from argus.isa_cdna3 import isa, opcodes
 from argus.isa_cdna3.opcodes import LGKMCNT, VMCNT
 
 LIMIT = {VMCNT: isa.VMCNT_MAX, LGKMCNT: isa.LGKMCNT_MAX}
-#: The classes of writes a barrier waits for (`Pending.shared_write`).
-PUBLISHED = ("DS write", "buffer store", "global store", "buffer atomic", "global atomic")
 
 
 @attrs.frozen
@@ -29,7 +27,7 @@ class Pending:
     """One outstanding memory operation: the registers it will write and what it is."""
 
     regs: frozenset
-    #: a write other waves may read after a barrier: an LDS write, a global store or atomic
+    #: a write other waves may read after a barrier (`opcodes.BARRIER_RELEASES`)
     shared_write: bool = False
     scalar: bool = False
     closes_group: bool = False  # the newest LDS DMA of a commit group
@@ -90,28 +88,20 @@ def _step(inst: MInst, state: State) -> tuple[State, dict[str, int]]:
         if inst.groups_in_flight is not None:
             inst.mods = f"vmcnt({_group_count(state.vm, inst.groups_in_flight)})"
         # an explicit wait retires what it names: later uses need no wait of their own
-        vm, lgkm = state.vm, state.lgkm
-        for counter, n in _written_waits(inst).items():
-            if counter == VMCNT:
-                vm = vm[max(0, len(vm) - n):] if n else ()
-            else:
-                lgkm = lgkm[max(0, len(lgkm) - n):] if n else ()
-        return State(vm, lgkm), {}
+        return _retire(state, _written_waits(inst)), {}
     touched = _units(inst, inst.uses) | _units(inst, inst.defs)
     barrier = inst.opcode == "s_barrier"
     waits = {}
-    vm, lgkm = state.vm, state.lgkm
-    for counter, queue in ((VMCNT, vm), (LGKMCNT, lgkm)):
+    for counter, queue in ((VMCNT, state.vm), (LGKMCNT, state.lgkm)):
         n = _needed(queue, touched, counter, barrier)
         if n is not None:
             waits[counter] = n
-    if VMCNT in waits:
-        vm = vm[len(vm) - waits[VMCNT]:] if waits[VMCNT] else ()
-    if LGKMCNT in waits:
-        lgkm = lgkm[len(lgkm) - waits[LGKMCNT]:] if waits[LGKMCNT] else ()
+    retired = _retire(state, waits)
+    vm, lgkm = retired.vm, retired.lgkm
     counter = opcodes.counter(inst.opcode)
     if counter is not None:
-        entry = Pending(_units(inst, inst.defs), opcodes.classify(inst.opcode) in PUBLISHED,
+        released = opcodes.classify(inst.opcode) in opcodes.BARRIER_RELEASES
+        entry = Pending(_units(inst, inst.defs), released,
                         opcodes.unit(inst.opcode) is opcodes.Unit.SMEM, inst.closes_group)
         if counter == VMCNT:
             vm = _bounded(vm + (entry,), counter)
@@ -150,7 +140,7 @@ def waitcnt_text(waits: dict[str, int]) -> str:
 
 def _walk(items: list, state: State, insert: bool) -> State:
     out = []
-    for item in items:
+    for index, item in enumerate(items):
         if isinstance(item, Loop):
             entry = state
             while True:
@@ -177,7 +167,8 @@ def _walk(items: list, state: State, insert: bool) -> State:
             before = state
             state, waits = _step(item, state)
             if LGKMCNT in waits and _is_mfma(item):
-                waits, state = _paired(items, item, before, waits, state)
+                following = items[index + 1:index + MFMA_WAIT_GROUP]
+                waits, state = _paired(following, item, before, waits, state)
             if waits and insert:
                 out.append(MInst("s_waitcnt", (), 0, waitcnt_text(waits), item.loc,
                                  f"for {item.opcode}", inserted="waitcnt"))
@@ -197,16 +188,14 @@ def _is_mfma(inst) -> bool:
     return isinstance(inst, MInst) and inst.opcode.startswith("v_mfma")
 
 
-def _paired(items: list, item: MInst, before: State, waits: dict, state: State):
+def _paired(following: list, item: MInst, before: State, waits: dict, state: State):
     """The waits of an MFMA that needs an lgkmcnt, strengthened to cover the MFMAs right after
-    it (up to `MFMA_WAIT_GROUP` in all) when they need LDS reads of their own: one wait instead
-    of one per MFMA. Returns the waits and the state after the instruction."""
-    index = next((i for i, x in enumerate(items) if x is item), None)
-    if index is None:
-        return waits, state
+    it (`following`: the next MFMA_WAIT_GROUP - 1 items) when they need LDS
+    reads of their own: one wait instead of one per MFMA. Returns the waits and the state after
+    the instruction."""
     strongest, after = waits, state
     probe = state
-    for follower in items[index + 1:index + MFMA_WAIT_GROUP]:
+    for follower in following:
         if not _is_mfma(follower):
             break
         probe, need = _step(follower, probe)
@@ -221,13 +210,14 @@ def _paired(items: list, item: MInst, before: State, waits: dict, state: State):
 
 
 def _retire(state: State, waits: dict) -> State:
-    """`state` after an `s_waitcnt` with `waits`."""
-    vm, lgkm = state.vm, state.lgkm
-    if VMCNT in waits:
-        vm = vm[len(vm) - waits[VMCNT]:] if waits[VMCNT] else ()
-    if LGKMCNT in waits:
-        lgkm = lgkm[len(lgkm) - waits[LGKMCNT]:] if waits[LGKMCNT] else ()
-    return State(vm, lgkm)
+    """`state` after an `s_waitcnt` with `waits` (counter -> count): each counter keeps only
+    its newest `count` pending operations."""
+    def kept(queue: tuple, counter: str) -> tuple:
+        if counter not in waits:
+            return queue
+        n = waits[counter]
+        return queue[max(0, len(queue) - n):] if n else ()
+    return State(kept(state.vm, VMCNT), kept(state.lgkm, LGKMCNT))
 
 
 def insert_waits(items: list) -> None:

@@ -36,7 +36,15 @@ from argus.isa_cdna3.emu.state import AT_BARRIER, ENDED, EXEC_WRITE, Group, Mach
 from argus.isa_cdna3.instruction import Imm, Instruction, Label, Special
 from argus.isa_cdna3.lanemaps import LaneMapError, dpp_lane_map, lane_table
 from argus.isa_cdna3.mfma import MFMA
-from argus.isa_cdna3.opcodes import LGKMCNT, OPCODES, VMCNT, Unit, classify, unit
+from argus.isa_cdna3.opcodes import (
+    BARRIER_RELEASES,
+    LGKMCNT,
+    OPCODES,
+    VMCNT,
+    Unit,
+    classify,
+    unit,
+)
 
 DIVERGED = -1
 Executor = Callable[[Machine, Group], Any]
@@ -455,53 +463,39 @@ def _barrier(inst: Instruction) -> Executor:
     after = inst.next_address
 
     def run(m: Machine, g: Group) -> int:
-        _check_lds_writes_retired(m, g, inst)
-        _check_global_writes_retired(m, g, inst)
+        _check_writes_retired(m, g, inst)
         m.state[g.sel] = AT_BARRIER
         m.pc[g.sel] = after
         return DIVERGED
     return run
 
 
-def _check_lds_writes_retired(m: Machine, g: Group, inst: Instruction) -> None:
-    """LLVM's GFX942 memory model (AMDGPUUsage) does not order the LDS operations of different
-    waves, so a `ds_write` still in flight at `s_barrier` may land after another wave's read
-    behind the barrier; LLVM retires it with `s_waitcnt lgkmcnt` first. Strict mode holds code
-    to that rule. AMD's hand-written attention kernels rely on the LDS queue serving requests in
+#: Per counter, what a write still in flight at `s_barrier` is reported as: (kind, the memory
+#: it writes, the wait that retires it).
+_IN_FLIGHT = ((LGKMCNT, "lds-write-in-flight", "LDS", "an LDS write", "lgkmcnt"),
+              (VMCNT, "global-write-in-flight", "memory", "a global store", "vmcnt"))
+
+
+def _check_writes_retired(m: Machine, g: Group, inst: Instruction) -> None:
+    """LLVM's GFX942 memory model (AMDGPUUsage) orders neither the LDS operations nor the
+    vector memory writes of different waves, so a `ds_write`, global store or atomic still in
+    flight at `s_barrier` may land after another wave's access behind the barrier; LLVM
+    retires it with `s_waitcnt` first (`opcodes.BARRIER_RELEASES`). Strict mode holds code to
+    that rule; the emulator writes memory at issue, so this check is what shows the missing
+    wait. AMD's hand-written attention kernels rely on the LDS queue serving requests in
     arrival order instead, so "warn" and "off" (the vendor-kernel modes) do not report it."""
     if m.check != "strict":
         return
-    for entry in m.queue[LGKMCNT]:
-        if classify(entry.text.partition(" ")[0]) != "DS write":
-            continue
-        rows = np.isin(g.waves, entry.waves[~entry.done])
-        if rows.any():
-            m.report(g, rows, "lds-write-in-flight", inst, entry.pc, entry.text, "LDS",
-                     "an LDS write is still in flight at s_barrier; other waves may read the "
-                     "old data: insert `s_waitcnt lgkmcnt(0)` (or the count that retires it)")
-            return
-
-
-#: Vector memory writes a barrier must see retired (`_check_global_writes_retired`).
-GLOBAL_WRITES = ("buffer store", "global store", "buffer atomic", "global atomic")
-
-
-def _check_global_writes_retired(m: Machine, g: Group, inst: Instruction) -> None:
-    """The same rule for global stores and atomics: the GFX942 memory model releases them to
-    the workgroup with `s_waitcnt vmcnt(0)` (a workgroup's waves may run on different CUs in
-    tgsplit mode), so one still in flight at `s_barrier` may be missed by a wave loading it
-    behind the barrier. The emulator writes memory at issue, so this check is what shows it."""
-    if m.check != "strict":
-        return
-    for entry in m.queue[VMCNT]:
-        if classify(entry.text.partition(" ")[0]) not in GLOBAL_WRITES:
-            continue
-        rows = np.isin(g.waves, entry.waves[~entry.done])
-        if rows.any():
-            m.report(g, rows, "global-write-in-flight", inst, entry.pc, entry.text, "memory",
-                     "a global store is still in flight at s_barrier; other waves may load the "
-                     "old data: insert `s_waitcnt vmcnt(0)` (or the count that retires it)")
-            return
+    for counter, kind, where, what, wait in _IN_FLIGHT:
+        for entry in m.queue[counter]:
+            if classify(entry.text.partition(" ")[0]) not in BARRIER_RELEASES:
+                continue
+            rows = np.isin(g.waves, entry.waves[~entry.done])
+            if rows.any():
+                m.report(g, rows, kind, inst, entry.pc, entry.text, where,
+                         f"{what} is still in flight at s_barrier; other waves may read the old "
+                         f"data: insert `s_waitcnt {wait}(0)` (or the count that retires it)")
+                return
 
 
 NOP_OPCODES = {"s_nop", "v_nop", "s_setprio", "s_sleep", "s_dcache_wb", "s_icache_inv",
