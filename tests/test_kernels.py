@@ -96,7 +96,7 @@ def first(result, kind):
 
 #: a tag assertion's violation is reported at the assertion's own line (the verifier's
 #: obligation is there too), the one after the MFMA it checks
-MFMA_ASSERT_LINE = "T.tag_assert(lambda A, B, C: And(A.k.eq(B.k)"
+MFMA_ASSERT_LINE = "T.tag_assert(predicate, statement)"
 A_READ_LINE = "a = [a_read.load("
 A_STORE_LINE = "a_smem.store((next_slot(kt), 0, 0), a_next)"
 
