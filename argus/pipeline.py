@@ -217,7 +217,7 @@ class CompiledKernel:
         missing = [n for n in names if n not in bound]
         if missing:
             raise LaunchError(f"{self.name}: missing array(s) {missing}")
-        from argus.absint.concrete import NUMPY_DTYPES
+        from argus.isa_cdna3.numerics import NUMPY_DTYPES
 
         for tensor in self.ir.tensors:
             array = bound[tensor.name]

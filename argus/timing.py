@@ -328,7 +328,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     import math
 
     from argus.absint.admissible import checked_sizes
-    from argus.absint.concrete import NUMPY_DTYPES
+    from argus.isa_cdna3.numerics import NUMPY_DTYPES
     from argus.asm.launch import emulate
     from argus.errors import ArgusError
     from argus.ir import ops as O
@@ -472,7 +472,7 @@ def _sample_inputs(ir: Any, shape: dict) -> dict[str, np.ndarray]:
     about, which gets entries meeting them (spread over their range: `T.distinct` rows are
     distinct, an expert id cycles through the experts), so gathered rows touch as many cache
     lines as a real routing does, not one row over and over."""
-    from argus.absint.concrete import NUMPY_DTYPES
+    from argus.isa_cdna3.numerics import NUMPY_DTYPES
     from argus.ir import ops as O
     from argus.ir.expr import evaluate
 
