@@ -13,56 +13,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
 import numpy as np
 
 from argus.asm.codeobject import CodeObject
 from argus.isa_cdna3 import isa
-from argus.isa_cdna3.abi import KernelArg, KernelInfo, LaunchError
+from argus.isa_cdna3.abi import Dim3, KernelArg, KernelInfo, Launch, LaunchError
 from argus.isa_cdna3.emu import Emulation, Program, UnsupportedOpcodeError, load_program, run
-
-Dim3 = tuple[int, int, int]
-
-
-@attrs.frozen(eq=False)
-class Launch:
-    """One dispatch of a kernel, device-independent: geometry, the argument arrays and the
-    kernarg segment with everything but the buffer addresses packed."""
-
-    kernel: KernelInfo
-    grid: Dim3                                      # workgroups per axis (HIP's gridDim)
-    block: Dim3                                     # work-items per axis (HIP's blockDim)
-    buffers: tuple[tuple[str, np.ndarray], ...]     # distinct argument arrays, in argument order
-    pointers: tuple[tuple[int, int], ...]           # (kernarg offset, index into buffers)
-    kernarg_image: bytes                            # by-value and hidden arguments packed
-
-    @property
-    def threads(self) -> int:
-        return self.block[0] * self.block[1] * self.block[2]
-
-    @property
-    def workgroups(self) -> int:
-        return self.grid[0] * self.grid[1] * self.grid[2]
-
-    @property
-    def waves_per_group(self) -> int:
-        return -(-self.threads // isa.WAVE_SIZE)
-
-    def kernarg(self, addresses: Sequence[int]) -> bytes:
-        """The kernarg segment once buffer i lives at device address `addresses[i]`."""
-        segment = bytearray(self.kernarg_image)
-        for offset, index in self.pointers:
-            segment[offset:offset + 8] = int(addresses[index]).to_bytes(8, "little")
-        return bytes(segment)
-
-    def dispatch_packet(self, kernarg_address: int) -> bytes:
-        """The AQL kernel dispatch packet a `dispatch_ptr` user SGPR points at."""
-        grid, block, info = self.grid, self.block, self.kernel
-        sizes = [g * b for g, b in zip(grid, block)]
-        dims = 3 if grid[2] * block[2] > 1 else (2 if grid[1] * block[1] > 1 else 1)
-        return struct.pack("<HHHHHHIIIIIQQQQ", 0, dims, *block, 0, *sizes,
-                           info.private_segment_size, info.group_segment_size, 0,
-                           kernarg_address, 0, 0)
 
 
 def prepare(info: KernelInfo, *, grid: int | Sequence[int], block: int | Sequence[int],
