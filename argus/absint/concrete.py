@@ -37,7 +37,7 @@ from argus.absint.rules import Walker, rule
 from argus.absint.sync import uses_clock
 from argus.ir import ops as O
 from argus.ir.bind import sizes_of
-from argus.ir.expr import Expr, Var, evaluate, free_vars
+from argus.ir.expr import Expr, evaluate
 from argus.ir.types import LANES, GlobalType
 from argus.isa_cdna3.numerics import NUMPY_DTYPES
 
