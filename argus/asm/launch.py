@@ -206,7 +206,8 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
     if co.mcpu not in isa.CDNA3_TARGETS:
         raise LaunchError(f"the code object is built for {co.mcpu}; the emulator runs CDNA3 "
                           f"({', '.join(isa.CDNA3_TARGETS)}) code only, and {co.mcpu} decodes "
-                          "and times differently", fix="assemble it with --mcpu gfx942")
+                          "and times differently", fix="assemble it with --mcpu gfx942",
+                          kind="unsupported")
     info = _kernel(co, kernel)
     launch = prepare(info, grid=grid, block=block, args=args)
     options = {} if max_wave_instructions is None else {

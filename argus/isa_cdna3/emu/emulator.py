@@ -231,9 +231,11 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     info, grid3, block3 = launch.kernel, launch.grid, launch.block
     if info.private_segment_size:
         raise LaunchError(f"kernel {info.name} uses {info.private_segment_size} bytes of "
-                          f"scratch per work-item; scratch memory is not emulated")
+                          f"scratch per work-item; scratch memory is not emulated",
+                          kind="unsupported")
     if info.wavefront_size != isa.WAVE_SIZE:
-        raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64")
+        raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64",
+                          kind="unsupported")
     instructions, executors = program.instructions, program.executors
     buffers = launch.buffers
     memory = FlatMemory([(name, value.nbytes) for name, value in buffers]
