@@ -18,6 +18,7 @@ from argus.absint.report import PROVED, REFUTED, UNKNOWN, Counterexample, Obliga
 from argus.ir import ops as O
 from argus.ir.expr import And, Expr, Not, Or, evaluate, free_vars, name_order
 from argus.ir.expr import substitute as subst
+from argus.ir.sizes import holds_at
 from argus.smt import Proved, Refuted
 
 #: Obligations decided by a forked child while the walk goes on, at least this many at once
@@ -229,15 +230,6 @@ class Obligations:
                         "detail": f"predicate: {predicate}{meaning}"}
             self.obligation(op, "tag-assertion", assertion.message, goal, defs, thread,
                             describe, loc=assertion.loc, assertion=index)
-
-
-def holds_at(cond: Expr, witness: dict) -> bool:
-    """Whether `cond` holds at `witness`; a condition that cannot be evaluated there (a
-    division by zero outside the grid, a variable the witness does not name) does not."""
-    try:
-        return bool(evaluate(cond, witness))
-    except (KeyError, ZeroDivisionError, ValueError):
-        return False
 
 
 def show_tag(tag: Tag, witness: dict):

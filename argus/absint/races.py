@@ -18,10 +18,10 @@ from argus.absint.domain import (
     node_vars,
     renamed_helpers,
 )
-from argus.absint.obligations import holds_at
 from argus.absint.report import PROVED, UNKNOWN, Obligation
 from argus.ir.expr import And, Expr, Not, Or, name_order
 from argus.ir.expr import substitute as subst
+from argus.ir.sizes import holds_at
 
 
 @attrs.frozen
