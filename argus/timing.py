@@ -131,7 +131,7 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
     """
     constants = constants or Calibrated.load()
     gpu_profile = profile(gpu)
-    if hasattr(code_object, "lowered") and hasattr(code_object, "sizes_of"):
+    if hasattr(code_object, "lowered") and hasattr(code_object, "ir"):
         if sizes is None:
             raise PerfError(f"{code_object.name}: pass sizes= (e.g. sizes={{'M': 256, ...}}) to "
                             f"time a compiled kernel")
@@ -327,7 +327,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     are shrunk as far as the first grid row allows."""
     import math
 
-    from argus.asm.launch import emulate
+    from argus.asm.launch import emulate, kernel_arguments
     from argus.errors import ArgusError
     from argus.ir import ops as O
     from argus.ir.expr import evaluate
@@ -387,7 +387,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
                tuple(sorted(shape.items())))
         if key not in _SAMPLES:
             arrays = _sample_inputs(kernel.ir, shape)
-            args = kernel.arguments(arrays, shape)
+            args = kernel_arguments(kernel.ir, arrays, shape)
             done = _emulated(lambda args=args: emulate(
                 kernel.code, kernel.name, grid=(first, 1, 1), block=kernel.block, args=args,
                 check="warn", trace=True), kernel.name)

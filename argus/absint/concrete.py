@@ -36,7 +36,8 @@ from argus.absint.interp.sync import Sync
 from argus.absint.rules import Walker, rule
 from argus.absint.sync import uses_clock
 from argus.ir import ops as O
-from argus.ir.expr import Expr, Var, evaluate, free_vars
+from argus.ir.bind import sizes_of
+from argus.ir.expr import Expr, evaluate
 from argus.ir.types import LANES, GlobalType
 from argus.isa_cdna3.numerics import NUMPY_DTYPES
 
@@ -197,46 +198,13 @@ class _Run:
         return str(self.ops[index].loc) if index >= 0 else "?"
 
 
-def bind_sizes(kernel: O.Kernel, inputs: dict[str, np.ndarray],
-               scalars: dict[str, int] | None = None) -> dict[str, int]:
-    """Symbolic sizes from the input arrays' shapes (plus scalar arguments), checked."""
-    env: dict[str, int] = dict(scalars or {})
-    for tensor in kernel.tensors:
-        if tensor.name not in inputs:
-            raise InterpError(f"no array for argument {tensor.name} "
-                              f"({tensor.type}); pass one per tensor argument")
-        array = inputs[tensor.name]
-        if not isinstance(array, np.ndarray):
-            raise InterpError(f"argument {tensor.name} is a {type(array).__name__}; pass a "
-                              f"numpy array ({tensor.type})")
-        if array.ndim != len(tensor.type.shape):
-            raise InterpError(f"{tensor.name} needs rank {len(tensor.type.shape)}, got shape "
-                              f"{array.shape}")
-        for extent, actual in zip(tensor.type.shape, array.shape):
-            if isinstance(extent, Var) and extent.name not in env:
-                env[extent.name] = int(actual)
-    for tensor in kernel.tensors:
-        for extent, actual in zip(tensor.type.shape, inputs[tensor.name].shape):
-            if int(evaluate(extent, env)) != actual:
-                raise InterpError(f"{tensor.name} has extent {actual} where {extent} = "
-                                  f"{evaluate(extent, env)}; shapes disagree")
-    for var in kernel.scalars:
-        if var.name not in env:
-            raise InterpError(f"scalar argument {var.name} needs a value")
-    for assumption in kernel.assumes:
-        if not evaluate(assumption, env):
-            raise InterpError(f"kernel {kernel.name} assumes {assumption}, which fails for "
-                              f"{ {v.name: env[v.name] for v in free_vars(assumption)} }")
-    return env
-
-
 def run(kernel: O.Kernel, inputs: dict[str, np.ndarray], scalars: dict[str, int] | None = None,
         *, max_violations: int = 20, workgroups=None) -> RunResult:
     """Execute `kernel` on `inputs` (one array per tensor argument; outputs are updated copies).
 
     `workgroups` restricts the run to some workgroup ids (for replaying a counterexample).
     """
-    sizes = bind_sizes(kernel, inputs, scalars)
+    sizes = {**(scalars or {}), **sizes_of(kernel, inputs, scalars, error=InterpError)}
     arrays = {t.name: to_dtype(np.asarray(inputs[t.name], np.float32), t.type.dtype).copy()
               for t in kernel.tensors}
     state = _Run(kernel, arrays, sizes, max_violations)
@@ -271,6 +239,6 @@ def replay(kernel: O.Kernel, sizes: dict[str, int], workgroup: tuple[int, ...],
     return run(kernel, inputs, scalars, max_violations=max_violations, workgroups=[workgroup])
 
 
-__all__ = ["run", "replay", "zero_inputs", "bind_sizes", "RunResult", "Violation", "InterpError",
+__all__ = ["run", "replay", "zero_inputs", "RunResult", "Violation", "InterpError",
            "TOP", "ABSENT", "to_dtype", "truncated_bf16", "repeated_entries", "RESULT_TAGS",
            "MOVED_WITH_DATA", "Clock", "RegVal", "InFlight", "GlobalInFlight"]
