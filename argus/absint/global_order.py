@@ -55,7 +55,7 @@ class GlobalOrder:
             what = ORDER if later.clock is None else ORDER_CLOCKED
             if not pairs:
                 self.obligations.append(Obligation("global-order", what, str(later.op.loc),
-                                                   PROVED))
+                                                   PROVED, op=self.op_number(later.op)))
                 continue
             def describe(witness, pairs=pairs):
                 for cond, earlier, other in pairs:

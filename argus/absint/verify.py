@@ -118,7 +118,8 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
     finally:
         forget_run_memos()
     report = Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
-                    time.perf_counter() - started, unroll=unroll, coverage=coverage(ir, pins))
+                    time.perf_counter() - started, unroll=unroll, coverage=coverage(ir, pins),
+                    ir=ir)
     if env.debug_level() >= 1:
         print(report.summary(), file=sys.stderr)
     return report
