@@ -18,12 +18,12 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from argus.absint.admissible import checked_sizes
 from argus.absint.concrete import run
 from argus.absint.verify import VerifyError
 from argus.ir import ops as O
 from argus.ir.bind import sizes_of
 from argus.ir.expr import evaluate
+from argus.ir.sizes import checked_sizes
 from argus.isa_cdna3.abi import LaunchError
 from argus.kernels import library
 from argus.lang.kernel import KernelDef

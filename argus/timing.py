@@ -327,11 +327,11 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     are shrunk as far as the first grid row allows."""
     import math
 
-    from argus.absint.admissible import checked_sizes
     from argus.asm.launch import emulate, kernel_arguments
     from argus.errors import ArgusError
     from argus.ir import ops as O
     from argus.ir.expr import evaluate
+    from argus.ir.sizes import admits, checked_sizes
     from argus.isa_cdna3.numerics import NUMPY_DTYPES
 
     names = [v.name for v in kernel.ir.sizes]
@@ -353,7 +353,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     p = plan(workgroups, occ, gpu)
 
     def admissible(trial: dict) -> bool:
-        return all(evaluate(a, trial) for a in kernel.ir.assumes)
+        return admits(kernel.ir, trial)
 
     bounding = set(_loop_bound_names(kernel))
     ids = {op.var.name for op in kernel.ir.ops() if isinstance(op, O.ProgramId)}

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 
 from argus.errors import ArgusError
 from argus.ir import ops as O
-from argus.ir.expr import Var, evaluate, free_vars
+from argus.ir.expr import Var, evaluate
+from argus.ir.sizes import check_assumptions
 from argus.ir.types import IRError
 
 
@@ -45,12 +46,5 @@ def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | Non
     for var in kernel.scalars:
         if var.name not in scalars:
             raise error(f"{kernel.name}: scalar argument {var.name} needs a value")
-    env = {**scalars, **sizes}
-    for assumption in kernel.assumes:
-        if not evaluate(assumption, env):
-            shown = {v.name: env[v.name] for v in sorted(free_vars(assumption),
-                                                         key=lambda v: v.name)}
-            raise error(f"{kernel.name}: the sizes {shown} break an assumption (the kernel "
-                        f"assumes {assumption})",
-                        fix="pick sizes that meet every assumption of the kernel")
+    check_assumptions(kernel, {**scalars, **sizes}, error=error)
     return sizes

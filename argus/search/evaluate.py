@@ -250,17 +250,13 @@ class Evaluator:
 
     def _fits(self, ir) -> None:
         """The target sizes must satisfy the kernel's own assumptions (tile divisibility)."""
-        from argus.ir.expr import evaluate
+        from argus.ir.sizes import broken_assumption
 
-        sizes = {**self.problem.sizes}
-        for fact in ir.assumes:
-            try:
-                holds = bool(evaluate(fact, sizes))
-            except KeyError:  # a size the problem does not pin (MoE's routed rows)
-                continue
-            if not holds:
-                raise _Stop(INVALID, "trace", f"the shape {self.problem.shape} breaks the "
-                            f"kernel's assumption {fact}")
+        # an assumption over a size the problem does not pin (MoE's routed rows) is not decided
+        fact = broken_assumption(ir, self.problem.sizes)
+        if fact is not None:
+            raise _Stop(INVALID, "trace", f"the shape {self.problem.shape} breaks the "
+                        f"kernel's assumption {fact}")
 
     @staticmethod
     def _accept(report) -> None:
@@ -369,13 +365,11 @@ def kernel_params(candidate: Candidate) -> dict:
 def _satisfying(ir, sizes: dict) -> dict:
     """`sizes`, doubled until the kernel's own assumptions hold (an edited kernel may demand
     larger multiples than the family's check sizes); at most three doublings."""
-    from argus.ir.expr import evaluate
+    from argus.ir.sizes import admits
 
     for _ in range(4):
-        try:
-            if all(bool(evaluate(fact, sizes)) for fact in ir.assumes):
-                return sizes
-        except KeyError:  # assumptions over sizes the inputs imply (MoE's routed rows)
+        # assumptions over sizes the inputs imply (MoE's routed rows) are not decided here
+        if admits(ir, sizes):
             return sizes
         sizes = {k: v * 2 for k, v in sizes.items() if not isinstance(v, bool)}
     return sizes
