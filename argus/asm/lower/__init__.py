@@ -15,12 +15,11 @@ import attrs
 from argus.asm.lower.address import VectorizeError
 from argus.asm.lower.exprgen import LoweringError, UnsupportedError
 from argus.asm.lower.regalloc import RegisterBudgetError
+from argus.asm.policy import POLICIES
 from argus.ir import ops as O
 from argus.ir.expr import Expr
 from argus.ir.passes import strip_tags
 from argus.isa_cdna3 import isa
-
-POLICIES = ("simple", "interleave")
 
 
 @attrs.frozen

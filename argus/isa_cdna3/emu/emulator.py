@@ -286,6 +286,8 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
 
 def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
          limit: int, info: KernelInfo) -> np.ndarray:
+    """Execute groups of waves until every wave has ended: each group runs from its PC for a
+    turn of QUANTUM clocks (or until it diverges), then hands over to waves at other PCs."""
     name = info.name
     index_of = {ins.address: i for i, ins in enumerate(instructions)}
     watch = SpinWatch(m, info.unified_vgpr_count)
@@ -318,29 +320,45 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
         group.tick += ticks[i]
         if result is None:
             group.pc = next_pc[i]
-        elif result != DIVERGED:
-            if result < group.pc and watch.spins(group, result):
-                raise _spin(name, group, result, instructions[i], instructions[index_of[result]])
-            group.pc = result
-        else:
+        elif result == DIVERGED:
             m.clock[group.sel] += group.tick
             group = None
-        if group is not None and group.tick >= turn_ends:
+            continue
+        else:
+            _branch(group, result, watch, name, instructions, i, index_of)
+        if group.tick >= turn_ends:
             turn_ends += QUANTUM
-            if (m.state == RUNNING).sum() > group.n:
-                # Let waves at other PCs catch up: silicon runs them concurrently, and AMD's
-                # kernels lean on it (fmoe_b16 overwrites LDS right after a barrier that other
-                # waves are still reading behind). Running one group to its next barrier, or to
-                # the end, would break that.
-                m.pc[group.sel] = group.pc
-                m.clock[group.sel] += group.tick
-                # the VALU writes an MFMA or DPP may still have to wait for, on the waves' own clock
-                horizon = group.tick - isa.VALU_WRITE_HORIZON
-                parked[group.waves.tobytes()] = [(tick - group.tick, reg, inst) for tick, reg, inst
-                                                 in group.recent_valu if tick >= horizon]
+            if _hand_over(m, group, parked):
                 group = None
-        if group is not None and per_wave[group.waves[0]] > limit:
+                continue
+        if per_wave[group.waves[0]] > limit:
             raise _run_away(name, group, counts, instructions, index_of, limit)
+
+
+def _branch(group: Group, target: int, watch: SpinWatch, name: str,
+            instructions: list[Instruction], i: int, index_of: dict) -> None:
+    """A taken branch: a backward one is where a loop without effect is caught."""
+    if target < group.pc and watch.spins(group, target):
+        raise _spin(name, group, target, instructions[i], instructions[index_of[target]])
+    group.pc = target
+
+
+def _hand_over(m: Machine, group: Group, parked: dict) -> bool:
+    """End the group's turn if waves at other PCs can run, keeping its PC, clock and the VALU
+    writes an MFMA or DPP may still have to wait for; whether it handed over.
+
+    Silicon runs waves at other PCs concurrently, and AMD's kernels lean on it (fmoe_b16
+    overwrites LDS right after a barrier that other waves are still reading behind): running
+    one group to its next barrier, or to the end, would break that."""
+    if (m.state == RUNNING).sum() <= group.n:
+        return False
+    m.pc[group.sel] = group.pc
+    m.clock[group.sel] += group.tick
+    # on the waves' own clock
+    horizon = group.tick - isa.VALU_WRITE_HORIZON
+    parked[group.waves.tobytes()] = [(tick - group.tick, reg, inst) for tick, reg, inst
+                                     in group.recent_valu if tick >= horizon]
+    return True
 
 
 def _run_away(name, group, counts, instructions, index_of, limit) -> EmulatorError:
