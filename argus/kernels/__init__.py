@@ -10,6 +10,7 @@ import numpy as np
 
 from argus.errors import ArgusError
 from argus.ir.expr import evaluate
+from argus.ir.types import GlobalType
 from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 from argus.lang.kernel import KernelDef
 
@@ -41,6 +42,7 @@ class LibraryKernel:
             if tensor.name in fixed:
                 arrays[tensor.name] = fixed[tensor.name]
                 continue
+            assert isinstance(tensor.type, GlobalType)  # a kernel's tensor arguments are global
             shape = tuple(_extent(e, sizes, tensor.name) for e in tensor.type.shape)
             dtype = ELEMENT_DTYPES[tensor.type.dtype]
             data = (np.zeros(shape) if tensor.name == self.output
