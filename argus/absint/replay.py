@@ -32,10 +32,14 @@ CONFIRMED_BY = {"tag-assertion": ("tag-assertion", "tag-missing")}
 class ReplayError(ArgusError):
     """The witness could not be replayed, or the replay shows no violation."""
 
+    kind = "unsupported"
+
 
 class NumbersRight(ReplayError):
     """The replay violates the assertion at the level of tags, but computes the reference's
     numbers for the asserted elements: a tag rule or the assertion is wrong, not the kernel."""
+
+    kind = "input"
 
 
 #: Tolerance (relative and absolute) of the numeric check against a reference: bf16 inputs and

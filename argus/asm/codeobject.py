@@ -41,6 +41,8 @@ class CodeObjectError(ArgusError, ValueError):
 class OutputError(ArgusError, OSError):
     """An output file could not be written (no such directory, no permission, a full disk)."""
 
+    kind = "environment"
+
 
 class AssemblyError(ArgusError, ValueError):
     """LLVM rejected assembly text; carries the offending line of the caller's source."""

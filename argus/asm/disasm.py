@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 class DisassemblyError(ArgusError, ValueError):
     """llvm-objdump printed something this parser cannot turn into a typed record."""
 
+    kind = "unsupported"
+
 
 SPECIALS = frozenset("""
     vcc vcc_lo vcc_hi exec exec_lo exec_hi m0 scc off lds_direct src_lds_direct

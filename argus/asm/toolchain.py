@@ -31,6 +31,8 @@ INSTALL_HINT = (
 class ToolchainError(ArgusError, RuntimeError):
     """No usable LLVM toolchain for gfx942, or one of its tools failed to run."""
 
+    kind = "environment"
+
 
 @attrs.frozen
 class Toolchain:

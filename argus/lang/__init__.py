@@ -1,9 +1,17 @@
 """The Argus tile DSL: `@kernel` functions traced into tile IR (`import argus.lang as T`)."""
 
+from argus.ir.types import LANES, AddressMap, ThreadLayout, coord_vars, thread_vars
 from argus.lang.control import Range, group_barrier, lanes, when
 from argus.lang.errors import DSLError
 from argus.lang.kernel import KernelDef, Scalar, Tensor, kernel
-from argus.lang.layouts import TileSpec, copy_layout, lds_layout, mfma_layout, reduced
+from argus.lang.layouts import (
+    TileSpec,
+    copy_layout,
+    lds_layout,
+    mfma_layout,
+    reduced,
+    rows_layout,
+)
 from argus.lang.trace import (
     Gather,
     Global,
@@ -44,6 +52,7 @@ from argus.lang.trace import (
 range = Range  # noqa: A001
 
 __all__ = [
+    "LANES", "AddressMap", "ThreadLayout", "coord_vars", "thread_vars", "rows_layout",
     "DSLError", "Gather", "Rows", "load_scalar", "TileSpec", "copy_layout", "lds_layout",
     "mfma_layout",
     "reduced", "Global", "cdiv", "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume",

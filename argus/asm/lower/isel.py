@@ -67,7 +67,8 @@ from argus.smt import Proved, prove
 #: Bytes one buffer / DS instruction moves, widest first, and their opcodes.
 GLOBAL_WIDTHS = (16, 8, 4)
 LDS_WIDTHS = (16, 8, 4, 2)
-BUFFER_LOAD = {4: "buffer_load_dword", 8: "buffer_load_dwordx2", 16: "buffer_load_dwordx4"}
+BUFFER_LOAD = {2: "buffer_load_ushort", 4: "buffer_load_dword", 8: "buffer_load_dwordx2",
+               16: "buffer_load_dwordx4"}
 BUFFER_STORE = {2: "buffer_store_short", 4: "buffer_store_dword", 8: "buffer_store_dwordx2",
                 16: "buffer_store_dwordx4"}
 DS_READ = {4: "ds_read_b32", 8: "ds_read_b64", 16: "ds_read_b128"}
@@ -431,6 +432,11 @@ class Selector(ExprEmitter):
         """(VGPR or 'off', soffset, offset) of a buffer piece."""
         lane = piece.lane
         uniform, const = piece.uniform, piece.const
+        if not self.nonnegative(simplify(uniform + const)):
+            # soffset is unsigned: a window starting before the tensor (a padded convolution)
+            # adds its uniform part per lane, where the guard turns a negative sum away
+            lane, uniform, const = simplify(lane + uniform + const), Const(0), 0
+            return self.register(lane, "gaddr", cls="v"), 0, 0
         if isinstance(lane, Const):
             uniform, lane = simplify(uniform + lane), None
         soffset, offset = self.soffset(uniform, const, isa.MUBUF_OFFSET_MAX)
@@ -464,17 +470,19 @@ def _size(e: Expr) -> int:
     return 0 if not isinstance(e, Term) else 1 + sum(_size(a) for a in e.args)
 
 
-def _guarded_axes(s: Selector, op) -> tuple[list[Expr], list[int]]:
+def _guarded_axes(s: Selector, op) -> tuple[list[Expr], list[Expr], bool]:
     """A guarded access reads 0 / drops the write where an element lies outside the tensor.
-    The buffer resource bounds the whole tensor, which is that rule for the first axis (rows);
-    another axis that may leave its range (a sequence tail inside a [heads, seq, dim] tensor)
-    is checked per lane: such lanes get an offset past every buffer's end. Returns the op's
-    index formulas and those axes; lower bounds and the innermost axis (which one vector
-    piece may straddle) must be proved in range, under the kernel's assumptions and the
-    enclosing loops' bounds."""
+    The buffer resource bounds the whole tensor, which is that rule for the upper end of the
+    first axis (rows); every other bound that may be crossed (a sequence tail inside a
+    [heads, seq, dim] tensor, a 4095-wide row's tail, a padded convolution's negative
+    coordinates) is checked per lane: such lanes get an offset past every buffer's end.
+    Returns the op's index formulas, those per-lane conditions (in the slot variable), and
+    whether the accesses must be one element wide (an innermost coordinate that may cross
+    its bound, where one vector could straddle it). Bounds are proved under the kernel's
+    assumptions and the enclosing loops' bounds."""
     index = [simplify(i) for i in global_index(op, origin=s.origin_of(op))]
     if not op.guard:
-        return index, []
+        return index, [], False
     shape = op.tensor.type.shape
     row_axis = op.gather.axis if op.gather is not None else \
         op.rows.axis if getattr(op, "rows", None) is not None else None
@@ -495,31 +503,27 @@ def _guarded_axes(s: Selector, op) -> tuple[list[Expr], list[int]]:
             s.hoisted[key] = isinstance(prove(condition, facts, timeout_ms=5000), Proved)
         return s.hoisted[key]
 
-    predicated = []
+    conditions, narrow = [], False
     for axis, (i, extent) in enumerate(zip(index, shape)):
-        if axis in (0, row_axis):
-            continue
         innermost = axis == len(shape) - 1
-        needed = And(0 <= i, i < extent) if innermost else 0 <= i
-        if not proved(needed):
-            where = "inside a vector access" if innermost else "below 0"
-            raise UnsupportedError(f"guarded {op.mnemonic}: coordinate {axis} ({i}) may leave "
-                                   f"[0, {extent}) {where}", op.loc,
-                                   "keep the innermost coordinate in range (assume the sizes "
-                                   "are multiples of the tile there) and origins non-negative")
-        if not innermost and not proved(i < extent):
-            predicated.append(axis)
-    return index, predicated
+        gathered = row_axis is not None and axis == row_axis
+        needed = [] if gathered else [0 <= i]
+        if axis != 0:
+            needed.append(i < extent)
+        for condition in needed:
+            if not proved(condition):
+                conditions.append(condition)
+                narrow = narrow or innermost
+    return index, conditions, narrow
 
 
-def _guarded_vaddr(s: Selector, op, piece: Piece, vaddr, index: list[Expr], axes: list[int]):
+def _guarded_vaddr(s: Selector, op, piece: Piece, vaddr, conditions: list[Expr]):
     """The piece's VGPR offset, replaced by one past every buffer's end in the lanes whose
-    element lies outside the tensor along `axes` (memoised per offset and condition, so K and
-    V tiles of one shape share it)."""
-    if not axes:
+    element lies outside the tensor (`conditions` at the piece's first slot; memoised per
+    offset and condition, so K and V tiles of one shape share it)."""
+    if not conditions:
         return vaddr
-    shape = op.tensor.type.shape
-    condition = simplify(And(*(at_slot(index[a], piece.first) < shape[a] for a in axes)))
+    condition = simplify(And(*(at_slot(c, piece.first) for c in conditions)))
     far = s.hoisted.get(("out-of-range",))
     if far is None:
         far = s.hoisted[("out-of-range",)] = s.materialize(isa.BUFFER_OFFSET_OUT_OF_RANGE, "v")
@@ -535,6 +539,19 @@ def _guarded_vaddr(s: Selector, op, piece: Piece, vaddr, index: list[Expr], axes
                note="lanes outside the tensor read 0 / write nothing")
         scope[key] = address
     return scope[key]
+
+
+def _narrow_widths(op, tile: RegType, widths, narrow: bool):
+    """One element per access where a vector could straddle a bound (`_guarded_axes`)."""
+    if not narrow:
+        return widths
+    nbytes = DTYPE_BYTES[tile.dtype]
+    if nbytes < 2:
+        raise UnsupportedError(f"guarded {op.mnemonic} of {tile.dtype} elements whose innermost "
+                               "coordinate may leave the tensor: one-byte elements are not "
+                               "read one at a time", op.loc,
+                               "assume the innermost size is a multiple of the tile there")
+    return (nbytes,)
 
 
 def _gather_rows(s: Selector, op, piece: Piece):
@@ -625,24 +642,29 @@ def _global_pieces(s: Selector, op, tile: RegType, widths):
 
 @rule(O.GlobalLoad)
 def _global_load(s: Selector, op: O.GlobalLoad):
-    index, guarded = _guarded_axes(s, op)
+    _, guarded, narrow = _guarded_axes(s, op)
     tile = op.result.type
     dst = s.new_tile(op.result)
     rsrc = s.rsrc[op.tensor.name]
-    for piece in _global_pieces(s, op, tile, GLOBAL_WIDTHS):
+    halves: dict = {}
+    widths = _narrow_widths(op, tile, GLOBAL_WIDTHS, narrow)
+    for piece in _global_pieces(s, op, tile, widths):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         vaddr, soffset, offset = s.buffer_vaddr(piece)
         if op.gather is not None or op.rows is not None:
             vaddr = _gathered_vaddr(s, op, piece, vaddr)
-        vaddr = _guarded_vaddr(s, op, piece, vaddr, index, guarded)
-        s.emit(BUFFER_LOAD[piece.nbytes], dst[first:first + count],
-               vaddr if vaddr is not None else _OFF, rsrc, soffset,
-               mods=_buffer_mods(vaddr, offset))
+        vaddr = _guarded_vaddr(s, op, piece, vaddr, guarded)
+        target = dst[first:first + count]
+        if piece.nbytes == 2:             # a lone 16-bit element: read, then pack in pairs
+            target = halves[piece.first] = VReg("v", 1, "half")
+        s.emit(BUFFER_LOAD[piece.nbytes], target, vaddr if vaddr is not None else _OFF, rsrc,
+               soffset, mods=_buffer_mods(vaddr, offset))
+    _pack_halves(s, dst, halves)
 
 
 @rule(O.GlobalStore, O.GlobalAtomicAdd)
 def _global_store(s: Selector, op: O.GlobalStore):
-    index, guarded = _guarded_axes(s, op)
+    _, guarded, narrow = _guarded_axes(s, op)
     tile = op.value.type
     atomic = isinstance(op, O.GlobalAtomicAdd)
     if atomic and tile.dtype != "f32":
@@ -650,12 +672,13 @@ def _global_store(s: Selector, op: O.GlobalStore):
                                "f32 with buffer_atomic_add_f32", op.loc, "accumulate in f32")
     data = s.tile(op.value)
     rsrc = s.rsrc[op.tensor.name]
-    for piece in _global_pieces(s, op, tile, (4,) if atomic else GLOBAL_WIDTHS + (2,)):
+    widths = _narrow_widths(op, tile, (4,) if atomic else GLOBAL_WIDTHS + (2,), narrow)
+    for piece in _global_pieces(s, op, tile, widths):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         vaddr, soffset, offset = s.buffer_vaddr(piece)
         if op.gather is not None or op.rows is not None:
             vaddr = _gathered_vaddr(s, op, piece, vaddr)
-        vaddr = _guarded_vaddr(s, op, piece, vaddr, index, guarded)
+        vaddr = _guarded_vaddr(s, op, piece, vaddr, guarded)
         opcode = "buffer_atomic_add_f32" if atomic else BUFFER_STORE[piece.nbytes]
         source = data[first:first + count]
         if piece.nbytes == 2:              # one 16-bit element: the low half of a register

@@ -15,14 +15,14 @@ import hashlib
 import sys
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import numpy as np
 
 from argus import env
 from argus.isa_cdna3 import isa
-from argus.isa_cdna3.abi import KernelInfo, LaunchError
+from argus.isa_cdna3.abi import KernelInfo, Launch, LaunchError
 from argus.isa_cdna3.emu.operands import OperandError
 from argus.isa_cdna3.emu.semantics import (
     DIVERGED,
@@ -45,9 +45,6 @@ from argus.isa_cdna3.emu.state import (
 from argus.isa_cdna3.emu.trace import EventTrace
 from argus.isa_cdna3.instruction import Instruction
 from argus.isa_cdna3.opcodes import Unit, unit
-
-if TYPE_CHECKING:   # the launch record comes from the layer above; only its fields are read here
-    from argus.asm.launch import Launch
 
 CHECK_MODES = ("strict", "warn", "off")
 QUANTUM = 64    # wait states a group runs before waves at other PCs get their turn
@@ -217,7 +214,7 @@ def _initial_state(m: Machine, info: KernelInfo, grid: tuple[int, int, int],
 def run(program: Program, launch: Launch, *, check: str = "strict",
         max_wave_instructions: int = MAX_WAVE_INSTRUCTIONS, bank_conflicts: bool = False,
         memory: str = "strict", trace: bool = False) -> Emulation:
-    """Run `launch` (from `argus.asm.launch.prepare`) of `program` to completion.
+    """Run `launch` (an `abi.Launch` from `argus.asm.launch.prepare`) of `program` to the end.
 
     Argument arrays become device buffers and are written back in place. `check`, `memory`,
     `bank_conflicts`, `trace` and `max_wave_instructions` are described at
@@ -234,9 +231,11 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     info, grid3, block3 = launch.kernel, launch.grid, launch.block
     if info.private_segment_size:
         raise LaunchError(f"kernel {info.name} uses {info.private_segment_size} bytes of "
-                          f"scratch per work-item; scratch memory is not emulated")
+                          f"scratch per work-item; scratch memory is not emulated",
+                          kind="unsupported")
     if info.wavefront_size != isa.WAVE_SIZE:
-        raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64")
+        raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64",
+                          kind="unsupported")
     instructions, executors = program.instructions, program.executors
     buffers = launch.buffers
     memory = FlatMemory([(name, value.nbytes) for name, value in buffers]
