@@ -41,7 +41,7 @@ class ArgusError(Exception):
                 raise ValueError(f"ArgusError kind {kind!r} is not one of {sorted(KINDS)}")
             self.kind = kind
 
-    def __init_subclass__(cls, **options):
+    def __init_subclass__(cls, **options: Any) -> None:
         super().__init_subclass__(**options)
         if cls.kind not in KINDS:
             raise TypeError(f"{cls.__name__}.kind = {cls.kind!r} is not one of {sorted(KINDS)}")

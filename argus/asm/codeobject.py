@@ -354,7 +354,9 @@ def _read_metadata(elf: ELFFile) -> dict:
         if not isinstance(section, NoteSection):
             continue
         for note in section.iter_notes():
-            if note["n_name"] == "AMDGPU" and note["n_type"] == NT_AMDGPU_METADATA:
+            # pyelftools declares n_type a str, but a vendor note's type comes back as its int
+            note_type: object = note["n_type"]
+            if note["n_name"] == "AMDGPU" and note_type == NT_AMDGPU_METADATA:
                 desc = note["n_desc"]
                 return unpack_msgpack(desc if isinstance(desc, bytes) else desc.encode("latin-1"))
     return {}

@@ -14,6 +14,8 @@ from argus.ir.types import GlobalType
 from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 from argus.lang.kernel import KernelDef
 
+__all__ = ["LibraryKernel", "library"]
+
 
 @attrs.frozen
 class LibraryKernel:
@@ -88,6 +90,7 @@ def _moe_reference(inputs, params):
 
 
 def library() -> dict[str, LibraryKernel]:
+    """The library by name: gemm, attention_fwd, attention_fwd_kv, moe_gemm."""
     from argus.kernels.attention import attention_fwd, attention_fwd_kv
     from argus.kernels.gemm import gemm
     from argus.kernels.moe import moe_gemm
