@@ -41,7 +41,7 @@ class ArgusError(Exception):
                 raise ValueError(f"ArgusError kind {kind!r} is not one of {sorted(KINDS)}")
             self.kind = kind
 
-    def __init_subclass__(cls, **options):
+    def __init_subclass__(cls, **options: Any) -> None:
         super().__init_subclass__(**options)
         if cls.kind not in KINDS:
             raise TypeError(f"{cls.__name__}.kind = {cls.kind!r} is not one of {sorted(KINDS)}")
@@ -54,7 +54,7 @@ class ArgusError(Exception):
     def __str__(self) -> str:
         return f"{self.place}: {self.message}" if self.place else self.message
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt without calling __init__, so subclasses with other signatures (HazardError,
         # UnsupportedOpcodeError) and loc/fix survive pickling to and from worker processes.
         return _rebuild, (type(self), self.args, self.__dict__)
@@ -67,7 +67,7 @@ class ArgusError(Exception):
         return str(self) + (f"\n  fix: {self.fix}" if self.fix else "") + internal
 
 
-def _rebuild(cls: type, args: tuple, state: dict) -> ArgusError:
+def _rebuild(cls: type[ArgusError], args: tuple, state: dict) -> ArgusError:
     error = cls.__new__(cls)
     error.args = args
     error.__dict__.update(state)

@@ -14,6 +14,7 @@ import numpy as np
 from argus.asm.policy import DEFAULT_POLICY, POLICIES
 from argus.errors import ArgusError
 from argus.ir.expr import evaluate
+from argus.ir.types import GlobalType
 from argus.isa_cdna3.mfma import MFMA
 from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 from argus.lang.kernel import KernelDef
@@ -119,6 +120,7 @@ class LibraryKernel:
             if tensor.name in fixed:
                 arrays[tensor.name] = fixed[tensor.name]
                 continue
+            assert isinstance(tensor.type, GlobalType)  # a kernel's tensor arguments are global
             shape = tuple(_extent(e, sizes, tensor.name) for e in tensor.type.shape)
             dtype = ELEMENT_DTYPES[tensor.type.dtype]
             data = (np.zeros(shape) if tensor.name == self.output
@@ -238,3 +240,6 @@ def library() -> dict[str, LibraryKernel]:
                                   _moe_reference, 1e-3, _moe_routing, knobs=MOE_KNOBS,
                                   check_sizes=_moe_check_sizes, timing_sizes=_moe_timing_sizes),
     }
+
+__all__ = ["Knob", "LibraryKernel", "library", "POLICY", "BF16_MFMAS", "GEMM_KNOBS",
+           "ATTENTION_KNOBS", "ATTENTION_VARIANTS", "MOE_KNOBS"]
