@@ -225,9 +225,6 @@ class CompiledKernel:
             if not isinstance(array, np.ndarray) or array.dtype != want:
                 raise LaunchError(f"{self.name}: {tensor.name} must be a numpy array of {want}, "
                                   f"got {getattr(array, 'dtype', type(array).__name__)}")
-            if array.nbytes >= 1 << 32:
-                raise LaunchError(f"{self.name}: {tensor.name} has {array.nbytes} bytes; buffer "
-                                  "offsets are 32-bit, so a tensor must stay below 4 GiB")
         return bound
 
     def arguments(self, bound: dict, sizes: dict, scalars: Mapping[str, int] | None = None
@@ -269,6 +266,9 @@ class CompiledKernel:
         grid = self.grid(**sizes, **scalars)
         if math.prod(grid) == 0:
             raise LaunchError(f"{self.name}: the sizes {sizes} give an empty grid {grid}")
+        problem = self.lowered.check_spans(sizes, scalars)
+        if problem:
+            raise LaunchError(f"{self.name}: {problem}")
         args = self.arguments(bound, sizes, scalars)
         if device == "hip":
             from argus.asm.hip import launch
