@@ -191,8 +191,12 @@ class Selector(ExprEmitter):
         self.rebased: dict = {}
         self.spans: list[AddressSpan] = []
         self.scalar_bounds: dict[str, tuple[Expr, Expr]] = {}
-        self.entry_vars = ({v.name for v in kernel.sizes} | {v.name for v in kernel.scalars}
-                           | {f"wg{axis}" for axis in range(len(kernel.grid))})
+        #: what the rebase may be computed from (available at entry), and what makes a term
+        #: worth it (workgroup ids, scalar arguments: a start row; sizes alone are a tile's
+        #: row offsets, small, and stay in the instruction)
+        self.moving_vars = ({v.name for v in kernel.scalars}
+                            | {f"wg{axis}" for axis in range(len(kernel.grid))})
+        self.entry_vars = {v.name for v in kernel.sizes} | self.moving_vars
 
     # ------------------------------------------------------------------ entry
     def run(self) -> list:
@@ -546,7 +550,7 @@ class Selector(ExprEmitter):
         rebase = Const(0)
         for atom, k in terms.items():
             names = {v.name for v in free_vars(atom)}
-            if names <= self.entry_vars and any(n.startswith("wg") for n in names):
+            if names <= self.entry_vars and names & self.moving_vars:
                 rebase = rebase + atom * k
         rebase = simplify(rebase)
         rest = simplify(piece.uniform - rebase)
