@@ -60,7 +60,7 @@ from argus.ir.expr import (
     simplify,
     substitute,
 )
-from argus.ir.types import DTYPE_BYTES, SIZE_RANGE, RegType, thread_vars
+from argus.ir.types import DTYPE_BYTES, SIZE_RANGE, RegType, Value, thread_vars
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.mfma import mfma
 from argus.smt import Proved, prove
@@ -1063,11 +1063,69 @@ F32_REVERSED = {"sub": "v_subrev_f32_e32"}
 #: for the rest (exp2/log2 are base 2, as in the IR).
 F32_UNARY = {"neg": ("v_xor_b32_e32", 0x80000000), "abs": ("v_and_b32_e32", 0x7FFFFFFF),
              "exp2": ("v_exp_f32_e32", None), "log2": ("v_log_f32_e32", None),
-             "rcp": ("v_rcp_f32_e32", None), "sqrt": ("v_sqrt_f32_e32", None)}
+             "rcp": ("v_rcp_f32_e32", None), "sqrt": ("v_sqrt_f32_e32", None),
+             "rsqrt": ("v_rsq_f32_e32", None), "floor": ("v_floor_f32_e32", None),
+             "trunc": ("v_trunc_f32_e32", None)}
+#: comparisons into a lane mask (VOP3, so both operands may be VGPRs or inline constants);
+#: `neq` is the unordered not-equal, true with a NaN as Python's !=
+F32_COMPARE = {"lt": "v_cmp_lt_f32_e64", "le": "v_cmp_le_f32_e64", "gt": "v_cmp_gt_f32_e64",
+               "ge": "v_cmp_ge_f32_e64", "eq": "v_cmp_eq_f32_e64", "ne": "v_cmp_neq_f32_e64"}
+
+
+def _vop3_source(s: Selector, value):
+    """A VOP3 source: a register, or a constant (an inline one as is, others in a VGPR: gfx9's
+    VOP3 takes no literal)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if isinstance(value, int):
+        return value if _inline(value) else s.materialize(value, "v")
+    return value if value in isa.INLINE_FLOATS else _float_vgpr(s, value)
+
+
+def _compare(s: Selector, op: O.Binary):
+    """A mask tile: 1.0 where the comparison holds, 0.0 where not."""
+    x, y = s.tile(op.x), s.tile(op.y)
+    dst = s.new_tile(op.result)
+    for r in range(dst.size):
+        mask = VReg("s", 2, "cmp", 2)
+        s.emit(F32_COMPARE[op.fn], mask, _vop3_source(s, x[r]), _vop3_source(s, y[r]))
+        s.emit("v_cndmask_b32_e64", dst[r], 0, 1.0, mask)
+
+
+@rule(O.Select)
+def _select(s: Selector, op: O.Select):
+    x, y, mask = s.tile(op.x), s.tile(op.y), s.tile(op.mask)
+    dst = s.new_tile(op.result)
+    for r in range(dst.size):
+        lanes = VReg("s", 2, "pick", 2)
+        s.emit("v_cmp_neq_f32_e64", lanes, _vop3_source(s, mask[r]), 0)
+        s.emit("v_cndmask_b32_e64", dst[r], _vop3_source(s, y[r]), _vop3_source(s, x[r]),
+               lanes)
+
+
+@rule(O.Iota)
+def _iota(s: Selector, op: O.Iota):
+    """Each slot's start + coordinate, an integer term in (wave, lane) and the scalars,
+    converted to f32 for an f32 tile."""
+    layout = op.result.type.layout
+    start = simplify(substitute(op.start, s.renamed)) if s.renamed else op.start
+    dst = s.new_tile(op.result)
+    for slot in range(layout.slots):
+        value = start
+        if op.axis >= 0:
+            value = simplify(start + at_slot(layout.coords[op.axis], slot))
+        reg = s.value(value, "iota")
+        if op.result.type.dtype == "i32":
+            s.emit("v_mov_b32_e32", dst[slot], reg)
+        else:
+            s.emit("v_cvt_f32_i32_e32", dst[slot], reg)
 
 
 @rule(O.Binary)
 def _binary(s: Selector, op: O.Binary):
+    if op.fn in F32_COMPARE:
+        _compare(s, op)
+        return
     if op.fn not in F32_BINARY:
         raise UnsupportedError(f"binary {op.fn} is not lowered (IEEE division needs a "
                                "scale/fixup sequence)", op.loc, "multiply by rcp(y) instead")
@@ -1150,8 +1208,37 @@ def _cast(s: Selector, op: O.Cast):
         for r in range(out.size):
             low, high = rounded[2 * r], rounded[2 * r + 1]
             s.emit("v_perm_b32", out[r], high, low, select)
+    elif (src, dst) in CONVERT:
+        for r in range(out.size):
+            s.emit(CONVERT[src, dst], out[r], x[r])
+    elif (src, dst) == ("f32", "f16"):
+        for r in range(out.size):
+            low, high = VReg("v", 1, "f16.lo"), VReg("v", 1, "f16.hi")
+            s.emit("v_cvt_f16_f32_e32", low, x[2 * r])
+            s.emit("v_cvt_f16_f32_e32", high, x[2 * r + 1])
+            s.emit("v_pack_b32_f16", out[r], low, high)
+    elif (src, dst) == ("f16", "f32"):
+        for r in range(out.size):
+            half = x[r // 2]
+            if r % 2:
+                shifted = VReg("v", 1, "f16.hi")
+                s.emit("v_lshrrev_b32_e32", shifted, 16, half)
+                half = shifted
+            s.emit("v_cvt_f32_f16_e32", out[r], half)
+    elif src != "f32" and dst != "f32" and {src, dst} <= {"i32", "bf16", "f16"}:
+        # through f32: exact from bf16 and f16, one rounding to the narrower type after
+        middle = Value(f"{op.result.name}.f32", RegType("f32", op.x.type.shape,
+                                                        op.x.type.layout))
+        _cast(s, attrs.evolve(op, result=middle))
+        _cast(s, attrs.evolve(op, x=middle))
     else:
-        raise UnsupportedError(f"cast {src} -> {dst} is not lowered", op.loc)
+        raise UnsupportedError(f"cast {src} -> {dst} is not lowered", op.loc,
+                               "cast through f32, bf16, f16 or i32")
+
+
+#: one instruction per register: f32 <-> i32 (truncating toward zero and saturating, NaN -> 0,
+#: as torch's .to(torch.int32) on the GPU)
+CONVERT = {("f32", "i32"): "v_cvt_i32_f32_e32", ("i32", "f32"): "v_cvt_f32_i32_e32"}
 
 
 @rule(O.Barrier, O.BarrierNoWait)
