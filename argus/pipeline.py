@@ -189,6 +189,9 @@ class CompiledKernel:
         grid = self.grid(**bound.sizes, **bound.scalars)
         if math.prod(grid) == 0:
             raise LaunchError(f"{self.name}: the sizes {bound.sizes} give an empty grid {grid}")
+        problem = self.lowered.check_spans(bound.sizes, bound.scalars)
+        if problem:
+            raise LaunchError(f"{self.name}: {problem}")
         args = bound.arguments
         if device == "hip":
             from argus.asm.hip import launch

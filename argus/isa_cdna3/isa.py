@@ -57,6 +57,9 @@ BUFFER_RSRC_WORD3 = 0x00020000
 #: outside its tensor gets it, so its load reads 0 and its store is dropped (CK's invalid
 #: element offset, 0x80000000, works the same way).
 BUFFER_OFFSET_OUT_OF_RANGE = 0x80000000
+#: The largest num_records the backend gives a V#: every offset from BUFFER_OFFSET_OUT_OF_RANGE
+#: up (and every negative offset, read as unsigned) then lies outside the buffer.
+BUFFER_RECORDS_MAX = BUFFER_OFFSET_OUT_OF_RANGE - 1
 
 # --- constants: integers -16..64 and these floats are inline; anything else takes a literal dword
 INLINE_INT_RANGE = (-16, 64)

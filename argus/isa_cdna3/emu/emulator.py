@@ -242,7 +242,7 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
                         + [("kernarg", len(launch.kernarg_image)), ("dispatch packet", 64)],
                         lenient=memory == "lenient")
     for index, (_, value) in enumerate(buffers):
-        memory.view(index)[:] = value.reshape(-1).view(np.uint8)
+        memory.fill(index, value.reshape(-1).view(np.uint8))
     kernarg_addr = memory.address(len(buffers))
     packet_addr = memory.address(len(buffers) + 1)
     kernarg = launch.kernarg([memory.address(i) for i in range(len(buffers))])
@@ -277,7 +277,7 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     cpu_seconds = time.process_time() - cpu_start
     m.drain()
     for index, (_, value) in enumerate(buffers):
-        value.reshape(-1).view(np.uint8)[:] = memory.view(index)
+        memory.drain_into(index, value.reshape(-1).view(np.uint8))
     trace = {ins.address: int(c) for ins, c in zip(instructions, counts) if c}
     return Emulation(info.name, grid3, block3, workgroups, m.waves, seconds, cpu_seconds, trace,
                      dict(m.bytes_moved), list(m.hazards), instructions, m.executed.copy(),
