@@ -166,7 +166,7 @@ def is_bijection(addr: AddressMap) -> bool:
 def covers_tile(layout: ThreadLayout, shape: tuple[int, ...]) -> bool:
     """Every element of the tile is held by some thread of the layout."""
     coords = layout.table()
-    inside = np.ones(coords[0].shape, bool)
+    inside = np.ones((layout.waves, LANES, layout.slots), bool)
     for c, extent in zip(coords, shape):
         inside &= (c >= 0) & (c < extent)
     flat = np.ravel_multi_index(tuple(c[inside] for c in coords), shape)
@@ -281,7 +281,9 @@ def _writers(layout: ThreadLayout, shape: tuple[int, ...], active: Expr):
                                       np.arange(layout.slots), indexing="ij")
     took = np.broadcast_to(np.asarray(evaluate(active, {"wave": waves, "lane": lanes}), bool),
                            waves.shape)
-    flat = np.ravel_multi_index(tuple(table), shape).ravel()
+    # a scalar tile (a full reduction) has its one element at 0
+    flat = (np.ravel_multi_index(tuple(table), shape) if shape else
+            np.zeros(waves.shape, np.int64)).ravel()
     # every holder in order, those that took part first: the first per element is chosen
     order = np.lexsort((np.arange(flat.size), ~took.ravel(), flat))
     first = order[np.r_[True, flat[order][1:] != flat[order][:-1]]]
