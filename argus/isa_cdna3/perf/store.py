@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 _FIELDS = ("index", "lines", "lds", "dwords")
+_FORMAT = 2                  # bump when the file layout changes
 
 
 @functools.cache
@@ -42,13 +43,14 @@ def _directory() -> Path:
 
 
 def _path(key: tuple) -> Path:
-    name = hashlib.sha256(repr((key, _producer_digest())).encode()).hexdigest()[:32]
+    name = hashlib.sha256(repr((key, _producer_digest(), _FORMAT)).encode()).hexdigest()[:32]
     return _directory() / f"{name}.npz"
 
 
 def load(key: tuple, wave: Callable[..., Any]) -> dict[int, list] | None:
-    """The traced waves per workgroup stored under `key`, or None; each is rebuilt as
-    `wave(workgroup, wave_in_group, index, lines, lds, dwords)` (`emu.trace.WaveEvents`)."""
+    """The traced waves stored under `key` (as `save` got them: lists under integer keys), or
+    None; each is rebuilt as `wave(workgroup, wave_in_group, index, lines, lds, dwords)`
+    (`emu.trace.WaveEvents`)."""
     path = _path(key)
     if not path.exists():
         return None
@@ -60,21 +62,23 @@ def load(key: tuple, wave: Callable[..., Any]) -> dict[int, list] | None:
     except (OSError, ValueError, KeyError):
         return None                      # a torn or foreign file: sample again
     groups: dict[int, list] = {}
-    for (group, wave), lo, hi in zip(heads.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
-        groups.setdefault(group, []).append(wave(
-            group, wave, *(columns[f][lo:hi].tolist() for f in _FIELDS)))
+    for (slot, group, member), lo, hi in zip(heads.tolist(), bounds[:-1].tolist(),
+                                             bounds[1:].tolist()):
+        groups.setdefault(slot, []).append(wave(
+            group, member, *(columns[f][lo:hi].tolist() for f in _FIELDS)))
     return groups
 
 
 def save(key: tuple, groups: dict[int, list]) -> None:
-    """Store the traced waves per workgroup under `key` (atomically; failures are ignored, the
-    store is only a cache)."""
-    waves = [w for members in groups.values() for w in members]
-    if not waves:
+    """Store lists of traced waves under integer keys (per workgroup, or all under 0) under `key`
+    (atomically; failures are ignored, the store is only a cache)."""
+    slots = [(slot, w) for slot, members in groups.items() for w in members]
+    if not slots:
         return
+    waves = [w for _, w in slots]
     bounds = np.cumsum([0] + [len(w.index) for w in waves])
-    arrays = {"heads": np.array([(w.workgroup, w.wave_in_group) for w in waves], np.int64
-                                ).reshape(-1, 2),
+    arrays = {"heads": np.array([(slot, w.workgroup, w.wave_in_group) for slot, w in slots],
+                                np.int64).reshape(-1, 3),
               "bounds": bounds.astype(np.int64),
               "index": np.concatenate([np.asarray(w.index, np.int32) for w in waves]),
               "lines": np.concatenate([np.asarray(w.lines, np.int32) for w in waves]),
