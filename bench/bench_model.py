@@ -117,7 +117,8 @@ def main() -> None:
     print(f"constants: vmem latency {constants.vmem_latency:g} clk, vmem issue "
           f"{constants.vmem_issue:g} clk, L2 atomics {constants.atomic_dwords_per_clk:g} "
           f"words/clk/channel, launch {constants.launch_us:g} us, power budget "
-          f"{constants.power_budget:g}, HBM efficiency {constants.hbm_efficiency:g} "
+          f"{constants.power_budget:g} (VALU draw {constants.valu_power:g} of an MFMA pipe's), "
+          f"HBM efficiency {constants.hbm_efficiency:g} "
           f"({_provenance(constants)})")
     print(f"split: attention validation at seqlen {sorted(calibrate.FA_VALIDATION_SEQLENS)}, "
           f"GEMM validation at M {sorted(calibrate.GEMM_VALIDATION_M)}; the rest calibrate")

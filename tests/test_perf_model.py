@@ -206,6 +206,11 @@ def test_power_budget_lowers_the_clock_only_under_chip_wide_matrix_load():
     loads = [clock(MI300X, active_cus=304, mfma_busy=b / 10, constants=budget)
              for b in range(11)]
     assert loads == sorted(loads, reverse=True)
+    # busy vector ALUs draw from the same budget at valu_power of an MFMA pipe
+    valu = Calibrated(power_budget=0.5, valu_power=0.25)
+    assert clock(MI300X, active_cus=304, mfma_busy=0.4, constants=valu) == peak
+    assert clock(MI300X, active_cus=304, mfma_busy=0.4, valu_busy=0.8, constants=valu) == \
+        pytest.approx(peak * 0.5 / 0.6)
 
 
 # ------------------------------------------------------------------------- errors

@@ -188,6 +188,7 @@ VMEM_ISSUE = (4.0, 8.0, 16.0, 24.0)
 # L2 read-modify-writes per channel per clock: from half a word to a 64-byte half-line (16 words)
 ATOMIC_DWORDS = (0.5, 1.0, 2.0, 4.0, 16.0)
 LAUNCH_US = tuple(float(x) for x in np.round(np.arange(0.0, 10.01, 0.25), 2))
+VALU_POWER = tuple(float(x) for x in np.round(np.arange(0.0, 2.001, 0.1), 2))
 
 
 # ---- published whole-chip figures that pin two constants before the grid search
@@ -242,8 +243,8 @@ def fit(chosen: Sequence[Row], progress: Callable[[str], None] = lambda _: None
         ) -> tuple[Calibrated, float]:
     """The HBM efficiency and the power budget come from the published anchors (STREAM, AMD's
     GEMM peak); then a grid search: per memory latency, issue cost and atomic rate the rows are
-    scheduled once, and launch overhead (which does not change a CU schedule) is searched on
-    the schedules."""
+    scheduled once, and launch overhead and the VALU's share of the power draw (which do not
+    change a CU schedule) are searched on the schedules."""
     from argus.isa_cdna3.perf.estimate import retimed_us
 
     anchored = dict(hbm_efficiency=fit_hbm_efficiency(), power_budget=power_budget_from_gemm())
@@ -253,8 +254,8 @@ def fit(chosen: Sequence[Row], progress: Callable[[str], None] = lambda _: None
         memory = dict(vmem_latency=latency, vmem_issue=issue, atomic_dwords_per_clk=atomic,
                       **anchored)
         scheduled = timings(chosen, Calibrated(**memory))
-        for launch in LAUNCH_US:
-            c = Calibrated(**memory, launch_us=launch)
+        for launch, valu in itertools.product(LAUNCH_US, VALU_POWER):
+            c = Calibrated(**memory, launch_us=launch, valu_power=valu)
             score = _family_mape(chosen, [retimed_us(t, c) for t in scheduled])
             if best is None or score < best[0]:
                 best = (score, c)
@@ -271,7 +272,8 @@ def write(constants: Calibrated, chosen: Sequence[Row], score: float,
         "constants": {"vmem_latency": constants.vmem_latency, "vmem_issue": constants.vmem_issue,
                       "atomic_dwords_per_clk": constants.atomic_dwords_per_clk,
                       "hbm_efficiency": constants.hbm_efficiency,
-                      "launch_us": constants.launch_us, "power_budget": constants.power_budget},
+                      "launch_us": constants.launch_us, "power_budget": constants.power_budget,
+                      "valu_power": constants.valu_power},
         "mape": round(score, 3),
         "anchors": {a.constant: a.source for a in (STREAM, GEMM_PEAK)},
         "fitted_on": [f"{r.gpu} {r.label()} {r.measured_us:.3f} us ({r.source})" for r in chosen],

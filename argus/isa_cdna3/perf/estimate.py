@@ -125,11 +125,12 @@ def plan(workgroups: int, occ: Occupancy, gpu: GpuProfile) -> Plan:
                 busiest % occ.workgroups_per_cu, min(cus, workgroups))
 
 
-def clock(gpu: GpuProfile, *, active_cus: int, mfma_busy: float, constants: Calibrated
-          ) -> float:
+def clock(gpu: GpuProfile, *, active_cus: int, mfma_busy: float, constants: Calibrated,
+          valu_busy: float = 0.0) -> float:
     """Sustained clock (GHz): the peak, lowered when more of the chip keeps its matrix pipes
-    busy than the power budget allows (load = share of CUs active x MFMA busy fraction)."""
-    load = active_cus / gpu.cus.value * mfma_busy
+    (and vector ALUs, at `constants.valu_power` of an MFMA pipe's draw) busy than the power
+    budget allows (load = share of CUs active x (MFMA busy + valu_power x VALU busy))."""
+    load = active_cus / gpu.cus.value * (mfma_busy + constants.valu_power * valu_busy)
     scale = min(1.0, constants.power_budget / load) if load > 0 else 1.0
     return gpu.clock_ghz.value * scale
 
@@ -138,7 +139,8 @@ def retimed_us(timing: Timing, constants: Calibrated) -> float:
     """The modelled microseconds of `timing` under other launch/power constants (neither
     changes a CU schedule): what calibration searches over."""
     ghz = clock(profile(timing.gpu), active_cus=timing.active_cus,
-                mfma_busy=timing.busy["MFMA"], constants=constants)
+                mfma_busy=timing.busy["MFMA"], constants=constants,
+                valu_busy=timing.busy["VALU"])
     return timing.cycles_per_cu / (ghz * 1e3) + constants.launch_us
 
 
@@ -170,7 +172,8 @@ def combine(kernel: str, gpu: GpuProfile, occ: Occupancy, p: Plan, rounds: Seque
     cycles = sum(r.cycles for r in rounds)
     busy = {u: sum(r.busy[u] for r in rounds) / (unit_capacity(u) * cycles)
             if cycles else 0.0 for u in UNITS}
-    ghz = clock(gpu, active_cus=p.active_cus, mfma_busy=busy["MFMA"], constants=constants)
+    ghz = clock(gpu, active_cus=p.active_cus, mfma_busy=busy["MFMA"], constants=constants,
+                valu_busy=busy["VALU"])
     kernel_us = cycles / (ghz * 1e3)
     total = kernel_us + constants.launch_us
     wave_clocks = sum(r.wave_clocks for r in rounds)

@@ -109,6 +109,10 @@ class Calibrated:
     # Share of the chip that can keep its MFMA pipes busy at the peak clock: MI300X's 750 W
     # cap lowers sustained clocks under heavy matrix load across all CUs (see estimate.clock).
     power_budget: float = 1.0
+    # Power a busy VALU draws relative to a busy MFMA pipe, in the same budget: no primary
+    # source, so it is fitted (attention's softmax keeps the VALUs busy beside the MFMAs; a
+    # GEMM, which anchors the budget, barely uses them).
+    valu_power: float = 0.0
     # 32-bit read-modify-writes one L2 channel performs per clock. Atomics bypass the L1 and
     # are performed in the L2 (LLVM AMDGPUUsage, GFX942 memory model); their rate has no
     # primary source, so it is fitted (a split-K GEMM's epilogue is made of them).
