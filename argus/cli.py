@@ -571,6 +571,7 @@ def compare_command_(first: str, second: str, shapes, params, gpu: str, as_json:
     Console().print(table)
     click.echo(f"modelled time {b.name} / {a.name} = {result['ratio']:.3f}")
     click.echo(result["difference"])
+    click.echo("\n".join(result["explanation"]))
 
 
 @main.command("tune")

@@ -23,6 +23,7 @@ import attrs
 import numpy as np
 
 from argus.isa_cdna3 import isa
+from argus.isa_cdna3.perf import store
 from argus.isa_cdna3.perf.estimate import Timing, combine, estimate, plan, statics_of
 from argus.isa_cdna3.perf.model import (
     Occupancy,
@@ -49,6 +50,9 @@ class Family:
     footprint: Callable[[dict], float]                    # compulsory HBM bytes
     defaults: dict
     problem: Callable[[dict], str | None]                 # what is wrong with the sizes, if any
+    # whether the sampled workgroups stand exactly for every workgroup at these sizes (else
+    # the whole launch is emulated)
+    sampled: Callable[[dict], bool] = lambda size: True
 
 
 def _gemm_tile(name: str) -> int:
@@ -72,17 +76,28 @@ def _gemm(name: str) -> Family:
         "a whole number of the kernel's 64-wide K steps)")
 
 
-def _fmha(name: str) -> Family:
+def _fmha(name: str, causal: bool) -> Family:
     def footprint(s: dict) -> float:
         kv = s.get("hk", s["h"])
         return (2 * s["b"] * s["s"] * s["h"] + 2 * s["b"] * s["sk"] * kv) * HEAD_DIM * BF16_BYTES
-    return Family(
-        "sk", (128, 256), lambda s: s["sk"],
-        lambda s, trip, groups: {"b": 1, "h": groups, "s": 256, "sk": trip},
-        lambda s: -(-s["s"] // 256) * s["h"] * s["b"], footprint,
-        {"b": 1, "h": 1, "s": 256, "sk": 256},
-        lambda s: None if min(s.values()) >= 1 and s["h"] % s.get("hk", s["h"]) == 0 else
-        "b, h, s, sk (and hk) must be positive and hk must divide h")
+
+    def problem(s: dict) -> str | None:
+        return None if min(s.values()) >= 1 and s["h"] % s.get("hk", s["h"]) == 0 else \
+            "b, h, s, sk (and hk) must be positive and hk must divide h"
+    if not causal:
+        return Family("sk", (128, 256), lambda s: s["sk"],
+                      lambda s, trip, groups: {"b": 1, "h": groups, "s": 256, "sk": trip},
+                      lambda s: -(-s["s"] // 256) * s["h"] * s["b"], footprint,
+                      {"b": 1, "h": 1, "s": 256, "sk": 256}, problem)
+    # The causal kernel gives each workgroup two 256-row query tiles, i and T-1-i, so every
+    # workgroup attends the same number of keys (bottom-right mask): s + 256 + 2 (sk - s) in
+    # all. One workgroup of a 512-query launch over L keys attends 2 L - 256, the same work,
+    # so the sample runs s=512 at L = sk - s/2 + 256 (the instruction counts match exactly).
+    return Family("sk", (512, 768), lambda s: s["sk"] - s["s"] // 2 + 256,
+                  lambda s, trip, groups: {"b": 1, "h": groups, "s": 512, "sk": trip},
+                  lambda s: -(-s["s"] // 512) * s["h"] * s["b"], footprint,
+                  {"b": 1, "h": 1, "s": 256, "sk": 256}, problem,
+                  lambda s: s["s"] % 512 == 0 and s["sk"] >= s["s"])
 
 
 def _family(name: str) -> Family | None:
@@ -90,8 +105,8 @@ def _family(name: str) -> Family | None:
 
     if GEMM.match(name):
         return _gemm(name)
-    if (match := FMHA.match(name)) and not match.group(1):
-        return _fmha(name)
+    if match := FMHA.match(name):
+        return _fmha(name, bool(match.group(1)))
     return None
 
 
@@ -192,8 +207,8 @@ def _sample_groups(name: str, code: Any, shape: dict) -> tuple[tuple, dict[int, 
     search asks for many problem sizes that share a sample."""
     from argus.asm.vendor import run_vendor
 
-    key = (name, tuple(sorted(shape.items())))
-    if key not in _SAMPLES:
+    key = (hashlib.sha256(code.data).hexdigest(), name, tuple(sorted(shape.items())))
+    if not _recall(key):
         done = _emulated(lambda: run_vendor(name, shape=shape, code=code, trace=True), name)
         groups: dict[int, list] = {}
         for w in done.emulation.events.per_wave():
@@ -202,7 +217,18 @@ def _sample_groups(name: str, code: Any, shape: dict) -> tuple[tuple, dict[int, 
     return key, _SAMPLES[key]
 
 
-def _remember(key: tuple, groups: dict) -> None:
+def _recall(key: tuple) -> bool:
+    """Whether the sample `key` is remembered, in this process or on disk (perf.store)."""
+    from argus.isa_cdna3.emu.trace import WaveEvents
+
+    if key not in _SAMPLES and (groups := store.load(key, WaveEvents)) is not None:
+        _remember(key, groups, keep=False)
+    return key in _SAMPLES
+
+
+def _remember(key: tuple, groups: dict, *, keep: bool = True) -> None:
+    if keep:
+        store.save(key, groups)
     if len(_SAMPLES) >= _SAMPLES_KEPT:
         _SAMPLES.pop(next(iter(_SAMPLES)))
     _SAMPLES[key] = groups
@@ -211,8 +237,11 @@ def _remember(key: tuple, groups: dict) -> None:
 _SCHEDULES: dict[tuple, Any] = {}
 
 
-def forget() -> None:
-    """Drop the remembered samples and schedules (a cold start, for timing the model itself)."""
+def forget(*, disk: bool = False) -> None:
+    """Drop the remembered samples and schedules, and with `disk` the stored sample traces (a
+    cold start, for timing the model itself)."""
+    if disk:
+        store.clear()
     _SAMPLES.clear()
     _SCHEDULES.clear()
     _vendor_code.cache_clear()
@@ -259,6 +288,8 @@ def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate
                                   else sizes)}
     if (problem := family.problem(size)) is not None:
         raise PerfError(f"{name} at {size}: {problem}")
+    if not family.sampled(size):
+        return _vendor_full(name, size, gpu, constants)
     code, statics = _vendor_code(name)
     info = code.kernels[0]
     threads = 512 if family.loop == "sk" else 256
@@ -385,7 +416,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
         shape = {**base, loop: trip} if loop else base
         key = (hashlib.sha256(kernel.code.data).hexdigest(), kernel.name, first,
                tuple(sorted(shape.items())))
-        if key not in _SAMPLES:
+        if not _recall(key):
             arrays = _sample_inputs(kernel.ir, shape)
             args = kernel_arguments(kernel.ir, arrays, shape)
             done = _emulated(lambda args=args: emulate(
@@ -609,8 +640,11 @@ def compare(a: Target, b: Target) -> dict:
         for key, value in values.items():
             rows.setdefault(key, ["", ""])[0 if target is a else 1] = value
     ratio = b.timing.microseconds / a.timing.microseconds
+    from argus.isa_cdna3.perf.explain import explain
+
     return {"names": [a.name, b.name], "rows": rows, "ratio": ratio,
-            "difference": _difference(a.timing, b.timing)}
+            "difference": _difference(a.timing, b.timing),
+            "explanation": explain(a.timing, b.timing, (a.name, b.name))}
 
 
 def _difference(a: Timing, b: Timing) -> str:

@@ -94,7 +94,8 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
     vgprs = max(allocation.vgprs, 1)
     sgprs = max(allocation.sgprs, 1)
     lds = selector.lds_top
-    waves_per_simd, limit = isa.occupancy(vgprs, lds, stripped.waves)
+    occupancy = isa.occupancy(vgprs, lds, stripped.waves)
+    waves_per_simd, limit = occupancy.waves_per_simd, occupancy.limiter
     frame: dict[str, Any] = dict(
         name=stripped.name, kernargs=tuple(selector.kernargs),
         kernarg_bytes=selector.kernarg_bytes, lds_bytes=lds, sgprs=sgprs, vgprs=vgprs,

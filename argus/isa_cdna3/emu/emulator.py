@@ -29,7 +29,6 @@ from argus.isa_cdna3.emu.semantics import (
     compile_gpr_indexed,
     compile_instruction,
     is_vector,
-    nop_wait_states,
 )
 from argus.isa_cdna3.emu.state import (
     AT_BARRIER,
@@ -292,7 +291,7 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
     index_of = {ins.address: i for i, ins in enumerate(instructions)}
     watch = SpinWatch(m, info.unified_vgpr_count)
     next_pc = [ins.next_address for ins in instructions]
-    ticks = [nop_wait_states(ins) for ins in instructions]
+    ticks = [isa.nop_wait_states(ins.opcode, ins.operands) for ins in instructions]
     counts = np.zeros(len(instructions), np.int64)
     per_wave = m.executed
     debug = env.debug_level() >= 4

@@ -503,13 +503,6 @@ NOP_OPCODES = {"s_nop", "v_nop", "s_setprio", "s_sleep", "s_dcache_wb", "s_icach
                "buffer_inv", "buffer_wbl2", "s_setreg_imm32_b32"}
 
 
-def nop_wait_states(inst: Instruction) -> int:
-    """Wait states an instruction provides: `s_nop N` gives N + 1, anything else 1."""
-    if inst.opcode == "s_nop" and inst.operands and isinstance(inst.operands[0], Imm):
-        return int(inst.operands[0].value) + 1
-    return 1
-
-
 # ------------------------------------------------------------------------------------ VALU
 F1, F2, F3 = ("f32",), ("f32", "f32"), ("f32", "f32", "f32")
 
