@@ -14,7 +14,7 @@ import numpy as np
 
 from argus.errors import ArgusError
 from argus.kernelbench import road
-from argus.kernelbench.problem import Problem, load
+from argus.kernelbench.problem import FLOOR, Problem, load
 from argus.kernelbench.route import Unsupported, route
 from argus.kernelbench.solution import (
     Context,
@@ -160,16 +160,19 @@ def proof(solution: Solution) -> tuple[str, str]:
     return worst, detail
 
 
-def modelled(problem: Problem, solution: Solution, plan):
-    """(modelled µs, launches, bytes of the largest array, the plan at the published sizes)
-    at the published sizes: the forward runs in planning mode on shape-only inputs (a
-    generated solution is routed again at those shapes) and each launch is timed by
-    argus.time."""
-    model, inputs = problem.full()
+def planned(full, solution: Solution, plan):
+    """(launches, bytes of the largest array, the plan) at the published sizes: the forward
+    runs in planning mode on shape-only inputs (a generated solution is routed again at those
+    shapes, which must give the same kernels). `full` is (model, inputs) on the meta
+    device."""
+    model, inputs = full
     state = dict(model.named_parameters()) | dict(model.named_buffers())
     full_plan = None
     if plan is not None:
         full_plan = route(model, inputs)
+        if from_plan(full_plan).kernels != from_plan(plan).kernels:
+            raise ArgusError("the route picks other kernels at the published sizes than at "
+                             "the scaled ones, so the emulated run would not cover them")
         solution = from_plan(full_plan)
         params = [Shaped(tuple(state[path].shape)) for _, path in full_plan.params]
     else:
@@ -177,9 +180,8 @@ def modelled(problem: Problem, solution: Solution, plan):
     ctx = Context(execute=False)
     shaped = [Shaped(tuple(t.shape)) for t in inputs] + params
     guarded(lambda: solution.forward(ctx, *shaped))
-    total = sum(road.model_time(kernel, sizes) for kernel, sizes, _ in ctx.launches)
     largest = max((b for _, _, b in ctx.launches), default=0)
-    return total, ctx.launches, largest, full_plan
+    return ctx.launches, largest, full_plan
 
 
 def _scaled_launches(problem: Problem, solution: Solution, plan) -> list:
@@ -215,8 +217,7 @@ def check(path, level: str | None = None, solutions: dict | None = None) -> Row:
     try:
         problem = load(path, level)
         row.level, row.problem = problem.level, problem.name
-        row.scaled_sizes = {k: (list(v) if isinstance(v, tuple) else v)
-                            for k, v in problem.scaled.items()}
+        row.scaled_sizes = _shown(problem.scaled)
         _check(problem, row, solutions)
     except Unsupported as err:
         row.status, row.reason = "unsupported", err.message
@@ -235,6 +236,15 @@ def check(path, level: str | None = None, solutions: dict | None = None) -> Row:
 
 def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
     solution, plan = find_solution(problem, solutions)
+    full = problem.full()
+    launches, largest, full_plan = planned(full, solution, plan)
+    once = runs_once(_scaled_launches(problem, solution, plan), launches)
+    if once and plan is not None:
+        # the tiles are larger than the scaled sizes: scale less (the kernels stay the same)
+        problem = load(problem.path, problem.level, floor=2 * FLOOR - 1)
+        row.scaled_sizes = _shown(problem.scaled)
+        solution, plan = find_solution(problem, solutions)
+        once = runs_once(_scaled_launches(problem, solution, plan), launches)
     row.generated = solution.generated
     row.templates = list(solution.templates) or (["hand-written"] if not solution.generated
                                                   else [])
@@ -246,12 +256,10 @@ def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
     row.max_error = None if math.isinf(error) else error
     verdict, detail = proof(solution)
     row.proved = verdict == "proved"
-    row.modelled_us, launches, largest, full_plan = modelled(problem, solution, plan)
-    _, inputs = problem.full()
-    row.roofline_us = roofline_us(inputs, _output_bytes(problem),
+    row.modelled_us = sum(road.model_time(kernel, sizes) for kernel, sizes, _ in launches)
+    row.roofline_us = roofline_us(full[1], _output_bytes(full),
                                   full_plan.mm_flops if full_plan else 0.0,
                                   full_plan.valu_flops if full_plan else 0.0)
-    once = runs_once(_scaled_launches(problem, solution, plan), launches)
     if not ok:
         row.status, row.reason = "incorrect", why
     elif verdict == "refuted":
@@ -269,10 +277,14 @@ def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
         row.reason = "; ".join(r for r in (row.reason, once) if r)
 
 
-def _output_bytes(problem: Problem) -> int:
+def _shown(scaled: dict) -> dict:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in scaled.items()}
+
+
+def _output_bytes(full) -> int:
     import torch
 
-    model, inputs = problem.full()
+    model, inputs = full
     with torch.no_grad():
         out = model(*inputs)
     return out.numel() * out.element_size() if isinstance(out, torch.Tensor) else 0

@@ -21,7 +21,7 @@ KEEP = 16
 #: (64-wide tiles along a row, 64x64 matmul blocks) still runs more than once.
 FLOOR = 65
 #: Elements of all inputs together at the scaled sizes.
-BUDGET = 1 << 16
+BUDGET = 1 << 15
 
 
 class ProblemError(ArgusError):
@@ -113,9 +113,9 @@ def _constants(tree: ast.Module, namespace: dict) -> dict:
     return found
 
 
-def scale(constants: dict, numel) -> dict:
+def scale(constants: dict, numel, floor: int = FLOOR) -> dict:
     """Halve the largest constant (to c // 2 + 1, so tails stay odd) until the inputs have at
-    most BUDGET elements or every constant is at FLOOR; `numel(values)` counts them."""
+    most BUDGET elements or every constant is at `floor`; `numel(values)` counts them."""
     values = dict(constants)
 
     def entries():
@@ -127,11 +127,11 @@ def scale(constants: dict, numel) -> dict:
                 yield (name, None), value
 
     while numel(values) > BUDGET:
-        candidates = [(v, key) for key, v in entries() if v > FLOOR]
+        candidates = [(v, key) for key, v in entries() if v > floor]
         if not candidates:
             break
         value, (name, index) = max(candidates)
-        new = max(FLOOR, value // 2 + 1)
+        new = max(floor, value // 2 + 1)
         if index is None:
             values[name] = new
         else:
@@ -139,8 +139,9 @@ def scale(constants: dict, numel) -> dict:
     return values
 
 
-def load(path: str | Path, level: str | None = None) -> Problem:
-    """Load a problem file, with its size constants scaled for the emulator."""
+def load(path: str | Path, level: str | None = None, floor: int = FLOOR) -> Problem:
+    """Load a problem file, with its size constants scaled for the emulator (none below
+    `floor` unless published so)."""
     import torch
 
     path = Path(path)
@@ -162,7 +163,7 @@ def load(path: str | Path, level: str | None = None) -> Problem:
             inputs = ns["get_inputs"]()
         return sum(math.prod(t.shape) for t in inputs if isinstance(t, torch.Tensor))
 
-    scaled = scale(constants, numel)
+    scaled = scale(constants, numel, floor)
     namespace = _exec(path, source, scaled)
     return Problem(path, level or _level(path), path.stem, constants, scaled, namespace)
 

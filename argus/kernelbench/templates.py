@@ -201,10 +201,12 @@ class RowProgram:
             program._trace(ins, vec, handles[-1])
 
         return _make("row_strided" if self.strided else "row_contiguous", params, body,
-                     self.waves)
+                     1 if self.strided else self.waves)
 
     def _trace(self, ins: dict, vec: dict, out):
-        waves = self.waves
+        # strided: one wave per workgroup, 64 columns of I, so a short I still spans two
+        # workgroups
+        waves = 1 if self.strided else self.waves
         first = next(iter(ins.values()))
         if self.strided:
             O_, R, I_ = first.shape[:3]
@@ -282,6 +284,8 @@ class Matmul:
     a_batched: bool = False
     b_batched: bool = False
     block_k: int = 8
+    #: 32x32 fragments per wave along M and N (a workgroup's block is 64 * reps square)
+    reps: int = 2
 
     @property
     def vectors(self) -> list[str]:
@@ -304,19 +308,17 @@ class Matmul:
     def _trace(self, A, B, vec: dict, C):
         BC, M, N = C.shape[:3]
         K = A.shape[2] if self.a_order == "mk" else A.shape[1]
-        T.grid(T.cdiv(M, 64), T.cdiv(N, 64), BC)
-        if self.a_batched:
-            T.assume(A.shape[0].eq(BC))
-        if self.b_batched:
-            T.assume(B.shape[0].eq(BC))
+        block = self.reps * 64
+        T.grid(T.cdiv(M, block), T.cdiv(N, block), BC)
         T.assume(A.shape[0].eq(BC) if self.a_batched else A.shape[0].eq(1))
         T.assume(B.shape[0].eq(BC) if self.b_batched else B.shape[0].eq(1))
-        m0, n0, b = T.program_id(0) * 64, T.program_id(1) * 64, T.program_id(2)
-        ba = b if self.a_batched else 0
-        bb = b if self.b_batched else 0
         a_spec = T.mfma_layout(F32_MFMA, "a", (2, 2))
         b_spec = T.mfma_layout(F32_MFMA, "b", (2, 2))
         c_spec = T.mfma_layout(F32_MFMA, "c", (2, 2))
+        reps, block = self.reps, self.reps * c_spec.shape[0]
+        m0, n0, b = T.program_id(0) * block, T.program_id(1) * block, T.program_id(2)
+        ba = b if self.a_batched else 0
+        bb = b if self.b_batched else 0
         step = a_spec.shape[1]
         T.tag(A, (lambda bt, m, k, z: {"row": m, "k": k}) if self.a_order == "mk"
               else (lambda bt, k, m, z: {"row": m, "k": k}))
@@ -324,29 +326,40 @@ class Matmul:
               else (lambda bt, n, k, z: {"col": n, "k": k}))
         T.tag(C, lambda bt, m, n, z: {"row": m, "col": n})
 
-        def load_a(k0):
+        def load_a(r, k0):
+            m = m0 + r * a_spec.shape[0]
             if self.a_order == "mk":
-                return A.load((ba, m0, k0, 0), a_spec, axes=(1, 2), guard=True)
-            return A.load((ba, k0, m0, 0), a_spec, axes=(2, 1), guard=True)
+                return A.load((ba, m, k0, 0), a_spec, axes=(1, 2), guard=True)
+            return A.load((ba, k0, m, 0), a_spec, axes=(2, 1), guard=True)
 
-        def load_b(k0):
+        def load_b(s, k0):
+            n = n0 + s * b_spec.shape[0]
             if self.b_order == "kn":
-                return B.load((bb, k0, n0, 0), b_spec, axes=(2, 1), guard=True)
-            return B.load((bb, n0, k0, 0), b_spec, axes=(1, 2), guard=True)
+                return B.load((bb, k0, n, 0), b_spec, axes=(2, 1), guard=True)
+            return B.load((bb, n, k0, 0), b_spec, axes=(1, 2), guard=True)
 
-        acc = T.tag(T.zeros(c_spec), lambda i, j: {"row": m0 + i, "col": n0 + j})
+        tiles = [(r, s) for r in range(reps) for s in range(reps)]
+        acc = {(r, s): T.tag(T.zeros(c_spec), lambda i, j, r=r, s=s: {
+            "row": m0 + r * c_spec.shape[0] + i, "col": n0 + s * c_spec.shape[1] + j})
+            for r, s in tiles}
         loop = T.range(0, T.cdiv(K, self.block_k), name="kt", acc=acc)
         for kt in loop:
-            acc = loop.acc
+            acc = dict(loop.acc)
             for ks in range(self.block_k // step):
                 k0 = kt * self.block_k + ks * step
-                acc = T.mfma(F32_MFMA, load_a(k0), load_b(k0), acc)
-                T.tag_assert(lambda A_, B_, C_: And(A_.k.eq(B_.k), A_.row.eq(C_.row),
-                                                    B_.col.eq(C_.col)),
-                             "A and B meet at one k, on C's row and column")
+                a = [load_a(r, k0) for r in range(reps)]
+                b_ = [load_b(s, k0) for s in range(reps)]
+                for r, s in tiles:
+                    acc[r, s] = T.mfma(F32_MFMA, a[r], b_[s], acc[r, s])
+                    T.tag_assert(lambda A_, B_, C_: And(A_.k.eq(B_.k), A_.row.eq(C_.row),
+                                                        B_.col.eq(C_.col)),
+                                 "A and B meet at one k, on C's row and column")
             loop.acc = acc
-        env = {("acc",): loop.acc}
         vec_spec = T.reduced(c_spec, 0)
-        for n, h in vec.items():
-            env["vec", n] = T.broadcast(h.load((n0,), vec_spec, guard=True), 0, c_spec)
-        C.store((b, m0, n0, 0), emit(self.epilogue, env, {}), axes=(1, 2), guard=True)
+        for r, s in tiles:
+            n = n0 + s * c_spec.shape[1]
+            env = {("acc",): loop.acc[r, s]}
+            for name, h in vec.items():
+                env["vec", name] = T.broadcast(h.load((n,), vec_spec, guard=True), 0, c_spec)
+            C.store((b, m0 + r * c_spec.shape[0], n, 0), emit(self.epilogue, env, {}),
+                    axes=(1, 2), guard=True)

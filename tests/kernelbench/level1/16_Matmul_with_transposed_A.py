@@ -12,9 +12,9 @@ class Model(nn.Module):
         return torch.matmul(A.T, B)
 
 
-M = 70
-K = 36
-N = 90
+M = 1024 * 2
+K = 4096 * 2
+N = 2048 * 2
 
 
 def get_inputs():

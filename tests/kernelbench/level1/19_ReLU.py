@@ -12,8 +12,8 @@ class Model(nn.Module):
         return torch.relu(x)
 
 
-batch_size = 16
-dim = 16384
+batch_size = 4096
+dim = 65536
 
 
 def get_inputs():

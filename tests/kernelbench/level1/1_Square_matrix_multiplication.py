@@ -12,7 +12,7 @@ class Model(nn.Module):
         return torch.matmul(A, B)
 
 
-N = 100
+N = 2048 * 2
 
 
 def get_inputs():

@@ -13,8 +13,8 @@ class Model(nn.Module):
         return torch.tanh(x)
 
 
-batch_size = 16
-dim = 1500
+batch_size = 4096
+dim = 65535
 
 
 def get_inputs():

@@ -13,8 +13,8 @@ class Model(nn.Module):
         return torch.softmax(x, dim=1)
 
 
-batch_size = 20
-dim = 1000
+batch_size = 4096
+dim = 65536
 
 
 def get_inputs():

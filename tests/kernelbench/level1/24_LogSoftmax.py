@@ -13,8 +13,8 @@ class Model(nn.Module):
         return torch.log_softmax(x, dim=self.dim)
 
 
-batch_size = 20
-dim = 1000
+batch_size = 4096
+dim = 65535
 
 
 def get_inputs():

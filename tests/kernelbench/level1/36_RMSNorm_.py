@@ -15,10 +15,10 @@ class Model(nn.Module):
         return x / rms
 
 
-batch_size = 3
-features = 20
-dim1 = 9
-dim2 = 35
+batch_size = 112
+features = 64
+dim1 = 256
+dim2 = 255
 
 
 def get_inputs():

@@ -12,10 +12,10 @@ class Model(nn.Module):
         return torch.bmm(A, B)
 
 
-batch_size = 3
-m = 72
-k = 40
-n = 80
+batch_size = 128
+m = 128 * 4
+k = 256 * 4
+n = 512 * 4
 
 
 def get_inputs():

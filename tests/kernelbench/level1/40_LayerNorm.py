@@ -17,10 +17,10 @@ class Model(nn.Module):
         return self.ln(x)
 
 
-batch_size = 10
-features = 4
-dim1 = 10
-dim2 = 30
+batch_size = 16
+features = 64
+dim1 = 256
+dim2 = 256
 
 
 def get_inputs():

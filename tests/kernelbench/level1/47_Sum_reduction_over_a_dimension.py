@@ -13,9 +13,9 @@ class Model(nn.Module):
         return torch.sum(x, dim=self.dim, keepdim=True)
 
 
-batch_size = 6
-dim1 = 70
-dim2 = 130
+batch_size = 16
+dim1 = 4096
+dim2 = 4095
 reduce_dim = 1
 
 

@@ -13,9 +13,9 @@ class Model(nn.Module):
         return torch.max(x, dim=self.dim)[0]
 
 
-batch_size = 6
-dim1 = 70
-dim2 = 130
+batch_size = 16
+dim1 = 4096
+dim2 = 4095
 reduce_dim = 2
 
 

@@ -12,8 +12,8 @@ class Model(nn.Module):
         return torch.mean((predictions - targets) ** 2)
 
 
-batch_size = 96
-input_shape = (300,)
+batch_size = 32768
+input_shape = (16384,)
 dim = 1
 
 

@@ -13,8 +13,8 @@ class Model(nn.Module):
                                           reduction="batchmean")
 
 
-batch_size = 50
-input_shape = (400,)
+batch_size = 8192 * 2
+input_shape = (8192 * 2,)
 dim = 1
 
 

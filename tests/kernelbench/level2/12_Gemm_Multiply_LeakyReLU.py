@@ -18,9 +18,9 @@ class Model(nn.Module):
         return x
 
 
-batch_size = 100
-in_features = 48
-out_features = 130
+batch_size = 1024
+in_features = 8192
+out_features = 8192
 multiplier = 2.0
 negative_slope = 0.1
 

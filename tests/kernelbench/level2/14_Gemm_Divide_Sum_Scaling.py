@@ -18,9 +18,9 @@ class Model(nn.Module):
         return x
 
 
-batch_size = 80
-input_size = 40
-hidden_size = 100
+batch_size = 1024
+input_size = 8192
+hidden_size = 8192
 scaling_factor = 1.5
 
 

@@ -16,9 +16,9 @@ class Model(nn.Module):
         return x
 
 
-batch_size = 70
-in_features = 32
-out_features = 150
+batch_size = 1024
+in_features = 8192
+out_features = 8192
 
 
 def get_inputs():
