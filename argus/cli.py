@@ -723,5 +723,46 @@ def _plot_events(events: list[dict], plot_file: str, console) -> None:
     console.print(f"wrote {plot(evaluations, plot_file, title)}")
 
 
+# ------------------------------------------------------------------ kernelbench (issue 25)
+@main.command("kernelbench")
+@click.argument("problems_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--only", default=None, help="Problems to check, by number or file stem: 19,23.")
+@click.option("--jobs", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Worker processes (one problem each).")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False),
+              help="Write the rows as JSON to this file.")
+def kernelbench_command(problems_dir: str, only: str | None, jobs: int,
+                        json_out: str | None) -> None:
+    """Check a KernelBench level folder: generated (or hand-written) solutions, correct on the
+    emulator by KernelBench's rules, proved for symbolic sizes, timed by the MI300X model."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.live import Live
+
+    from argus.kernelbench import run, summary, table
+
+    console = Console()
+    done: list = []
+    wanted = tuple(x.strip() for x in only.split(",") if x.strip()) if only else ()
+    with Live(table(done), console=console, refresh_per_second=2,
+              transient=not console.is_terminal) as live:
+        def show(row):
+            done.append(row)
+            live.update(table(done))
+        rows = run(problems_dir, only=wanted, jobs=jobs, on_row=show)
+    if not console.is_terminal:
+        console.print(table(rows))
+    if json_out:
+        target = Path(json_out)
+        with tempfile.NamedTemporaryFile("w", dir=target.parent or ".", delete=False,
+                                         suffix=".tmp") as f:
+            json.dump([r.to_json() for r in rows], f, indent=1)
+        Path(f.name).replace(target)
+    click.echo(summary(rows))
+
+
 if __name__ == "__main__":
     main()
