@@ -365,11 +365,6 @@ def demo_command() -> None:
     sys.exit(0 if ok else 1)
 
 
-#: Besides ArgusErrors (rendered by the command group), what a bad parameter of a library kernel
-#: raises while it is traced and compiled; printed, not a traceback.
-PARAMETER_ERRORS = (ValueError, KeyError)
-
-
 def _run_user(target: str, mode: str, sizes, params, seed: int, reference: str | None,
               tolerance: float | None, show_ir: bool, as_json: bool) -> None:
     from argus.pipeline import resolve_function, resolve_kernel, run_user
@@ -408,12 +403,8 @@ def _run_user(target: str, mode: str, sizes, params, seed: int, reference: str |
 def _run_emulated(kernel: str, sizes: dict, params: dict, seed: int, as_json: bool) -> None:
     from argus.pipeline import run_emulated
 
-    try:
+    with _user_errors():
         outcome = run_emulated(kernel, sizes, params, seed)
-    except ArgusError:
-        raise
-    except PARAMETER_ERRORS as err:
-        raise click.ClickException(str(err)) from err
     resources = outcome.compiled.resources
     if as_json:
         import json
@@ -461,14 +452,9 @@ def compile_command(target: str, params: tuple[str, ...], policy: str, verify: b
     from argus.pipeline import compile as compile_kernel
     from argus.pipeline import resolve_kernel
 
-    try:
-        kernel = resolve_kernel(target)
-        compiled = compile_kernel(kernel, policy=policy, verify=verify,
-                                  **_assignments(params, "--param"))
-    except ArgusError:
-        raise
-    except PARAMETER_ERRORS as err:
-        raise click.ClickException(str(err)) from err
+    kernel = resolve_kernel(target)
+    compiled = compile_kernel(kernel, policy=policy, verify=verify,
+                              **_assignments(params, "--param"))
     if assembly and output is None:
         click.echo(compiled.text, nl=False)
         return
@@ -482,15 +468,6 @@ def compile_command(target: str, params: tuple[str, ...], policy: str, verify: b
     click.echo(_resource_line(compiled))
     if output is not None:
         click.echo(f"wrote {output}")
-
-
-def _perf_errors():
-    """The performance model's errors are the user's to fix: print them without a traceback."""
-    from argus.asm.vendor import VendorKernelError
-    from argus.isa_cdna3.abi import LaunchError
-    from argus.isa_cdna3.perf.params import PerfError
-
-    return (PerfError, VendorKernelError, LaunchError)
 
 
 def _int_assignments(items: tuple[str, ...], what: str, example: str) -> dict[str, int]:
@@ -518,14 +495,11 @@ def _timed(target: str, shapes, params, kernel, grid, block, buffers, args, gpu,
     from argus.timing import time_target
 
     shape = _int_assignments(shapes, "--shape", "k=4096")
-    try:
-        return time_target(target, shape=shape, params=_assignments(params, "--param"),
-                           grid=_ints(grid, "--grid"), block=_ints(block, "--block"),
-                           buffers=_int_assignments(buffers, "--buffer", "A=1048576"),
-                           args=_assignments(args, "--arg"), kernel=kernel, gpu=gpu,
-                           strict_sizes=strict)
-    except _perf_errors() as err:
-        raise click.ClickException(str(err)) from err
+    return time_target(target, shape=shape, params=_assignments(params, "--param"),
+                       grid=_ints(grid, "--grid"), block=_ints(block, "--block"),
+                       buffers=_int_assignments(buffers, "--buffer", "A=1048576"),
+                       args=_assignments(args, "--arg"), kernel=kernel, gpu=gpu,
+                       strict_sizes=strict)
 
 
 _shape_option = click.option("--shape", "shapes", multiple=True,
@@ -620,10 +594,7 @@ def compare_command_(first: str, second: str, shapes, params, gpu: str, as_json:
     from argus.timing import check_target, compare
 
     for target in (first, second):  # both named before either is timed
-        try:
-            check_target(target)
-        except _perf_errors() as err:
-            raise click.ClickException(str(err)) from err
+        check_target(target)
     a = _timed(first, shapes, params, None, None, None, (), (), gpu, strict=False)
     b = _timed(second, shapes, params, None, None, None, (), (), gpu, strict=False)
     result = compare(a, b)

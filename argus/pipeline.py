@@ -13,17 +13,17 @@ import importlib.util
 import math
 import sys
 import traceback
-from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 import numpy as np
 
-from argus.absint.admissible import checked_sizes
 from argus.absint.concrete import run
 from argus.absint.verify import VerifyError
 from argus.ir import ops as O
-from argus.ir.expr import Var, evaluate
+from argus.ir.bind import sizes_of
+from argus.ir.expr import evaluate
+from argus.ir.sizes import checked_sizes
 from argus.isa_cdna3.abi import LaunchError
 from argus.kernels import library
 from argus.lang.kernel import KernelDef
@@ -176,82 +176,6 @@ class CompiledKernel:
                     "live": peak.live, "at": str(peak.loc), "instruction": peak.instruction,
                     "held_by": [list(item) for item in peak.by_line]}}
 
-    def sizes_of(self, arrays: Mapping[str, np.ndarray], scalars: Mapping[str, int] | None = None
-                 ) -> dict[str, int]:
-        """The symbolic sizes read off the arrays' shapes, checked against each other and the
-        kernel's assumptions (which may also mention the scalar arguments)."""
-        sizes: dict[str, int] = {}
-        for tensor in self.ir.tensors:
-            array = arrays[tensor.name]
-            shape = tensor.type.shape
-            if array.ndim != len(shape):
-                raise LaunchError(f"{self.name}: {tensor.name} must have {len(shape)} dimensions "
-                                  f"({', '.join(map(str, shape))}), got shape {array.shape}")
-            for extent, actual in zip(shape, array.shape):
-                if isinstance(extent, Var) and extent.name not in sizes:
-                    sizes[extent.name] = int(actual)
-        for tensor in self.ir.tensors:
-            want = tuple(int(evaluate(e, sizes)) for e in tensor.type.shape)
-            if tuple(arrays[tensor.name].shape) != want:
-                raise LaunchError(f"{self.name}: {tensor.name} has shape "
-                                  f"{arrays[tensor.name].shape} but the sizes {sizes} make it "
-                                  f"{want}")
-        for assumption in self.ir.assumes:
-            if not evaluate(assumption, {**sizes, **(scalars or {})}):
-                raise LaunchError(f"{self.name}: the sizes {sizes} violate the kernel's "
-                                  f"assumption {assumption} (it was compiled for {self.params})")
-        return sizes
-
-    def bind(self, arrays: tuple, named: dict) -> dict[str, np.ndarray]:
-        names = [t.name for t in self.ir.tensors]
-        if len(arrays) > len(names):
-            raise LaunchError(f"{self.name} takes {len(names)} arrays ({', '.join(names)}), "
-                              f"got {len(arrays)}")
-        bound = dict(zip(names, arrays))
-        for name, value in named.items():
-            if name not in names:
-                raise LaunchError(f"{self.name} has no array argument {name!r}; it has {names}")
-            if name in bound:
-                raise LaunchError(f"{self.name}: {name} given by position and by name")
-            bound[name] = value
-        missing = [n for n in names if n not in bound]
-        if missing:
-            raise LaunchError(f"{self.name}: missing array(s) {missing}")
-        from argus.absint.concrete import NUMPY_DTYPES
-
-        for tensor in self.ir.tensors:
-            array = bound[tensor.name]
-            want = np.dtype(NUMPY_DTYPES[tensor.type.dtype])
-            if not isinstance(array, np.ndarray) or array.dtype != want:
-                raise LaunchError(f"{self.name}: {tensor.name} must be a numpy array of {want}, "
-                                  f"got {getattr(array, 'dtype', type(array).__name__)}")
-        return bound
-
-    def arguments(self, bound: dict, sizes: dict, scalars: Mapping[str, int] | None = None
-                  ) -> dict:
-        """Kernel arguments by name: arrays, the sizes the kernel reads, its scalars."""
-        values = dict(bound)
-        for var in self.ir.sizes:
-            values[var.name] = np.int32(sizes[var.name])
-        for name, value in (scalars or {}).items():
-            values[name] = np.int32(value)
-        return values
-
-    def scalars_of(self, named: dict) -> dict[str, int]:
-        """The kernel's scalar arguments taken out of `named`, each within its declared range."""
-        scalars = {}
-        for var in self.ir.scalars:
-            if var.name not in named:
-                raise LaunchError(f"{self.name}: pass the scalar argument {var.name}= (an integer "
-                                  f"in [{var.lo}, {var.hi}))")
-            value = named.pop(var.name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                    or not var.lo <= int(value) < var.hi:
-                raise LaunchError(f"{self.name}: scalar {var.name}={value!r} is not an integer "
-                                  f"in its declared range [{var.lo}, {var.hi})")
-            scalars[var.name] = int(value)
-        return scalars
-
     def run(self, *arrays, device: str = "emulator", check: str = "strict",
             memory: str = "strict", **named):
         """Launch on `device` with arrays by position or name and scalar arguments by name;
@@ -259,17 +183,16 @@ class CompiledKernel:
         HIP launch record."""
         if device not in DEVICES:
             raise LaunchError(f"device must be one of {DEVICES}, got {device!r}")
-        named = dict(named)
-        scalars = self.scalars_of(named)
-        bound = self.bind(arrays, named)
-        sizes = self.sizes_of(bound, scalars)
-        grid = self.grid(**sizes, **scalars)
+        from argus.asm.launch import bind
+
+        bound = bind(self.ir, arrays, named)
+        grid = self.grid(**bound.sizes, **bound.scalars)
         if math.prod(grid) == 0:
-            raise LaunchError(f"{self.name}: the sizes {sizes} give an empty grid {grid}")
-        problem = self.lowered.check_spans(sizes, scalars)
+            raise LaunchError(f"{self.name}: the sizes {bound.sizes} give an empty grid {grid}")
+        problem = self.lowered.check_spans(bound.sizes, bound.scalars)
         if problem:
             raise LaunchError(f"{self.name}: {problem}")
-        args = self.arguments(bound, sizes, scalars)
+        args = bound.arguments
         if device == "hip":
             from argus.asm.hip import launch
 
@@ -356,7 +279,7 @@ def run_emulated(name: str, sizes: dict[str, int] | None = None, params: dict | 
     expected = entry.reference(inputs, params)
     error = float(np.abs(named[entry.output].astype(np.float64) - expected).max())
     scale = max(1.0, float(np.abs(expected).max()))
-    return EmulatedRun(name, compiled.sizes_of(named), params, compiled, emulation,
+    return EmulatedRun(name, sizes_of(compiled.ir, named), params, compiled, emulation,
                        error / scale, entry.tolerance)
 
 

@@ -131,7 +131,7 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
     """
     constants = constants or Calibrated.load()
     gpu_profile = profile(gpu)
-    if hasattr(code_object, "lowered") and hasattr(code_object, "sizes_of"):
+    if hasattr(code_object, "lowered") and hasattr(code_object, "ir"):
         if sizes is None:
             raise PerfError(f"{code_object.name}: pass sizes= (e.g. sizes={{'M': 256, ...}}) to "
                             f"time a compiled kernel")
@@ -327,12 +327,12 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     are shrunk as far as the first grid row allows."""
     import math
 
-    from argus.absint.admissible import checked_sizes
-    from argus.absint.concrete import NUMPY_DTYPES
-    from argus.asm.launch import emulate
+    from argus.asm.launch import emulate, kernel_arguments
     from argus.errors import ArgusError
     from argus.ir import ops as O
     from argus.ir.expr import evaluate
+    from argus.ir.sizes import admits, checked_sizes
+    from argus.isa_cdna3.numerics import NUMPY_DTYPES
 
     names = [v.name for v in kernel.ir.sizes]
     missing = [n for n in names if n not in sizes]
@@ -353,7 +353,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     p = plan(workgroups, occ, gpu)
 
     def admissible(trial: dict) -> bool:
-        return all(evaluate(a, trial) for a in kernel.ir.assumes)
+        return admits(kernel.ir, trial)
 
     bounding = set(_loop_bound_names(kernel))
     ids = {op.var.name for op in kernel.ir.ops() if isinstance(op, O.ProgramId)}
@@ -387,7 +387,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
                tuple(sorted(shape.items())))
         if key not in _SAMPLES:
             arrays = _sample_inputs(kernel.ir, shape)
-            args = kernel.arguments(arrays, shape)
+            args = kernel_arguments(kernel.ir, arrays, shape)
             done = _emulated(lambda args=args: emulate(
                 kernel.code, kernel.name, grid=(first, 1, 1), block=kernel.block, args=args,
                 check="warn", trace=True), kernel.name)
@@ -472,9 +472,9 @@ def _sample_inputs(ir: Any, shape: dict) -> dict[str, np.ndarray]:
     about, which gets entries meeting them (spread over their range: `T.distinct` rows are
     distinct, an expert id cycles through the experts), so gathered rows touch as many cache
     lines as a real routing does, not one row over and over."""
-    from argus.absint.concrete import NUMPY_DTYPES
     from argus.ir import ops as O
     from argus.ir.expr import evaluate
+    from argus.isa_cdna3.numerics import NUMPY_DTYPES
 
     arrays = {t.name: np.zeros(tuple(int(evaluate(e, shape)) for e in t.type.shape),
                                NUMPY_DTYPES[t.type.dtype]) for t in ir.tensors}

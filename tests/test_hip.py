@@ -8,7 +8,7 @@ import pytest
 
 import argus
 from argus.asm import hip
-from argus.asm.launch import prepare
+from argus.asm.launch import bind, prepare
 from argus.kernels import library
 
 GEMM = library()["gemm"]
@@ -17,16 +17,15 @@ GEMM = library()["gemm"]
 def test_kernel_arguments_pack_by_the_compiled_layout():
     compiled = argus.compile(GEMM.kernel)
     inputs = GEMM.inputs({"M": 128, "N": 64, "K": 96}, {})
-    bound = compiled.bind((inputs["A"], inputs["B"], inputs["C"]), {})
-    sizes = compiled.sizes_of(bound)
-    plan = prepare(compiled.code.kernel("gemm"), grid=compiled.grid(**sizes),
-                   block=compiled.block, args=compiled.arguments(bound, sizes))
+    binding = bind(compiled.ir, (inputs["A"], inputs["B"], inputs["C"]), {})
+    plan = prepare(compiled.code.kernel("gemm"), grid=compiled.grid(**binding.sizes),
+                   block=compiled.block, args=binding.arguments)
     segment = plan.kernarg([0x1000, 0x2000, 0x3000])
     layout = {name: (kind, offset) for name, kind, offset, _ in compiled.kernargs}
     for name, address in (("A", 0x1000), ("B", 0x2000), ("C", 0x3000)):
         kind, offset = layout[name]
         assert kind == "ptr" and struct.unpack_from("<Q", segment, offset)[0] == address
-    for name, value in sizes.items():
+    for name, value in binding.sizes.items():
         kind, offset = layout[name]
         assert kind == "i32" and struct.unpack_from("<i", segment, offset)[0] == value
     assert plan.grid == (2, 1, 1) and plan.block == (256, 1, 1)

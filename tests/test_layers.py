@@ -4,8 +4,8 @@ Every module under argus/ belongs to the component named by the longest entry of
 a prefix of it (so a new module, or a package that does not exist yet such as argus.asm.lower
 or argus.search, is covered the day it appears). A module may import its own component and any
 component of a lower layer; components of one layer are independent. Imports anywhere in a
-file count (function-level ones too); only `if TYPE_CHECKING:` blocks are exempt, being
-annotations that never run. FORBIDDEN adds the plan's extra rules.
+file count (function-level ones and `if TYPE_CHECKING:` ones too: an annotation naming a
+higher layer's type is a dependency all the same). FORBIDDEN adds the plan's extra rules.
 """
 
 from __future__ import annotations
@@ -66,12 +66,6 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def imports(path: Path, text: str | None = None) -> list[tuple[int, str]]:
     """(line, imported argus module) of every import that runs, relative ones resolved."""
     return _imports(_module_name(path), path.name == "__init__.py",
@@ -82,13 +76,8 @@ def imports(path: Path, text: str | None = None) -> list[tuple[int, str]]:
 def _imports(module: str, is_package: bool, text: str) -> list[tuple[int, str]]:
     package = module if is_package else module.rpartition(".")[0]
     tree = ast.parse(text)
-    skipped = {id(node) for branch in ast.walk(tree)
-               if isinstance(branch, ast.If) and _is_type_checking(branch)
-               for stmt in branch.body for node in ast.walk(stmt)}
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

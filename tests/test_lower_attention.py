@@ -16,6 +16,7 @@ from ml_dtypes import bfloat16
 
 import argus
 import argus.lang as T
+from argus.asm.launch import bind
 from argus.asm.lower import (
     UnsupportedError,
     lanes,  # noqa: F401 (registers its rules, as lower() does)
@@ -324,8 +325,8 @@ def test_inserted_waits_and_nops_of_attention_are_necessary():
     inputs = ATTENTION.inputs({"BH": 1, "S": 128, "D": 64}, {}, seed=1)
     arrays = {t.name: inputs[t.name] for t in compiled.ir.tensors}
     reference = ATTENTION.reference(inputs, {})
-    bound = compiled.bind((), arrays)
-    sizes = compiled.sizes_of(bound)
+    binding = bind(compiled.ir, (), arrays)
+    bound, sizes = binding.arrays, binding.sizes
     sites = inserted(lowered.items)
     assert sum(items[i].opcode == "s_waitcnt" for items, i in sites) >= 10
     share = max(1, round(300 / max(settings.default.max_examples, 1)))   # quick 10, ci 2, dev 1

@@ -9,7 +9,7 @@ from ml_dtypes import bfloat16
 import argus
 import argus.lang as T
 from argus.asm import assemble
-from argus.asm.launch import emulate
+from argus.asm.launch import bind, emulate, kernel_arguments
 from argus.asm.lower.hazards import insert_nops
 from argus.asm.lower.program import Loop, MInst, Skip, VReg
 from argus.isa_cdna3 import isa
@@ -76,7 +76,7 @@ def silent_weakenings(sites, unnoticed) -> list[str]:
 def emulation_passes(compiled, bound, sizes, output, reference, tolerance) -> bool:
     """The compiled kernel's current program runs in the strict emulator and `output` is within
     `tolerance` of `reference` (a reported hazard or missing wait is a failure)."""
-    args = compiled.arguments({**bound, output: np.zeros_like(bound[output])}, sizes)
+    args = kernel_arguments(compiled.ir, {**bound, output: np.zeros_like(bound[output])}, sizes)
     try:
         emulate(assemble(compiled.lowered.render()), grid=compiled.grid(**sizes), block=256,
                 args=args, check="strict")
@@ -183,8 +183,8 @@ def test_every_wait_of_the_moe_gemm_is_necessary():
     inputs = entry.inputs({"TOKENS": 100, "H": 128, "E": 2, "N": 64}, {}, seed=1)
     arrays = {t.name: inputs[t.name] for t in compiled.ir.tensors}
     reference = entry.reference(inputs, {})
-    bound = compiled.bind((), arrays)
-    sizes = compiled.sizes_of(bound)
+    binding = bind(compiled.ir, (), arrays)
+    bound, sizes = binding.arrays, binding.sizes
     sites = inserted(lowered.items)
     assert sum(items[i].opcode == "s_waitcnt" for items, i in sites) >= 3
     tolerance = 1e-3 * np.abs(reference).max()

@@ -112,13 +112,13 @@ def test_refusals_http_errors_and_empty_answers_are_failures_of_their_kind(https
     for _ in range(4):
         with pytest.raises(LLMFailure) as failure:
             client.complete([{"role": "user", "content": "tune"}])
-        kinds.append(failure.value.kind)
+        kinds.append(failure.value.reason)
     assert kinds == ["refusal", "refusal", "malformed", "malformed"]
     httpserver.clear()
     httpserver.expect_request("/v1/chat/completions").respond_with_data("boom", status=500)
     with pytest.raises(LLMFailure, match="HTTP 500") as failure:
         client.complete([{"role": "user", "content": "tune"}])
-    assert failure.value.kind == "error"
+    assert failure.value.reason == "error"
 
 
 def test_answers_are_checked_against_the_space():
@@ -135,7 +135,7 @@ def test_answers_are_checked_against_the_space():
     assert "outside gemm's space" in rejected[1]
     with pytest.raises(LLMFailure) as failure:
         planner.parse("I'm sorry, but I cannot help with that.", state)
-    assert failure.value.kind == "refusal"
+    assert failure.value.reason == "refusal"
     prompt = planner.prompt(state)
     assert "def gemm_program" in prompt and '"id": "grow_m"' in prompt
 

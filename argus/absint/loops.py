@@ -25,6 +25,7 @@ from argus.absint.domain import (
     tile_tags,
 )
 from argus.absint.report import VerifyError
+from argus.absint.rules import rule
 from argus.ir import ops as O
 from argus.ir.expr import And, Const, Expr, Not, Or, Var, max_, simplify
 from argus.ir.expr import substitute as subst
@@ -56,7 +57,8 @@ class LoopCtx:
 class Loops:
     """The loop rules of the walk (mixed into it: they run the body with the walk's state)."""
 
-    def op_For(self, op: O.For):
+    @rule(O.For)
+    def on_for(self, op: O.For):
         if self.unroll is not None:
             self.unrolled_for(op)
             return

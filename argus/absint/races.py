@@ -18,10 +18,10 @@ from argus.absint.domain import (
     node_vars,
     renamed_helpers,
 )
-from argus.absint.obligations import holds_at
 from argus.absint.report import PROVED, UNKNOWN, Obligation
 from argus.ir.expr import And, Expr, Not, Or, name_order
 from argus.ir.expr import substitute as subst
+from argus.ir.sizes import holds_at
 
 
 @attrs.frozen
@@ -81,8 +81,8 @@ class Races:
                      and not (earlier.atomic and later.atomic)]
             pairs = [p for p in pairs if p is not None]
             if not pairs:
-                self.obligations.append(Obligation("lds-race", LDS_RACE,
-                                                   str(later.op.loc), PROVED))
+                self.obligations.append(Obligation("lds-race", LDS_RACE, str(later.op.loc),
+                                                   PROVED, op=self.op_number(later.op)))
                 continue
             thread = pairs[0][1]
             defs = [d for p in pairs for d in p[2]]
@@ -156,7 +156,8 @@ class Races:
                 # no two workgroups meet whatever the index holds (e.g. a grid of one)
                 self.obligations.append(Obligation(
                     "global-race", f"another workgroup accesses the element this op "
-                    f"{later.verb}; workgroups are unordered", str(later.op.loc), PROVED))
+                    f"{later.verb}; workgroups are unordered", str(later.op.loc), PROVED,
+                    op=self.op_number(later.op)))
                 continue
             if undeclared:
                 self.obligations.append(Obligation(
@@ -165,7 +166,8 @@ class Races:
                     reason=f"the rows come from the gather index {', '.join(undeclared)}, whose "
                            "contents decide it; if its entries in a range [lo, hi) never "
                            f"repeat, declare it with T.distinct({undeclared[0]}, lo, hi) at "
-                           "the top of the kernel and the verifier will use that fact"))
+                           "the top of the kernel and the verifier will use that fact",
+                    op=self.op_number(later.op)))
                 continue
             conds = [c for c, _ in pairs]
             goal = Not(Or(*conds))

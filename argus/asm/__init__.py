@@ -21,6 +21,7 @@ EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 
 def example_names() -> list[str]:
+    """Names of the built-in example kernels (argus/examples/*.s)."""
     return sorted(path.stem for path in EXAMPLES_DIR.glob("*.s"))
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import NoteSection, SymbolTableSection
 
 from argus import env
 from argus.asm.toolchain import Toolchain, find_toolchain
@@ -39,6 +40,8 @@ class CodeObjectError(ArgusError, ValueError):
 
 class OutputError(ArgusError, OSError):
     """An output file could not be written (no such directory, no permission, a full disk)."""
+
+    kind = "environment"
 
 
 class AssemblyError(ArgusError, ValueError):
@@ -337,7 +340,7 @@ def _read_symbols(elf: ELFFile) -> list[Symbol]:
     seen = {}
     for name in (".symtab", ".dynsym"):
         table = elf.get_section_by_name(name)
-        if table is None:
+        if not isinstance(table, SymbolTableSection):
             continue
         for sym in table.iter_symbols():
             if sym.name and sym.name not in seen:
@@ -348,10 +351,12 @@ def _read_symbols(elf: ELFFile) -> list[Symbol]:
 
 def _read_metadata(elf: ELFFile) -> dict:
     for section in elf.iter_sections():
-        if section["sh_type"] != "SHT_NOTE":
+        if not isinstance(section, NoteSection):
             continue
         for note in section.iter_notes():
-            if note["n_name"] == "AMDGPU" and note["n_type"] == NT_AMDGPU_METADATA:
+            # pyelftools declares n_type a str, but a vendor note's type comes back as its int
+            note_type: object = note["n_type"]
+            if note["n_name"] == "AMDGPU" and note_type == NT_AMDGPU_METADATA:
                 desc = note["n_desc"]
                 return unpack_msgpack(desc if isinstance(desc, bytes) else desc.encode("latin-1"))
     return {}

@@ -1,7 +1,8 @@
-"""Launching a kernel of a code object: argument binding and kernarg packing by the metadata's
-layout, the dispatch geometry (grid of workgroups, block of work-items, the AQL dispatch packet),
-and `emulate(code_object, kernel, grid=, block=, args=)`, which prepares a launch and runs it in
-the emulator. Every device packs through the same `Launch`; only the buffer addresses differ.
+"""Launching a kernel: a compiled kernel's arrays, sizes and scalars bound to its IR signature
+(`bind`, `sizes_of`); argument binding and kernarg packing by the code object metadata's layout,
+the dispatch geometry (grid of workgroups, block of work-items, the AQL dispatch packet), and
+`emulate(code_object, kernel, grid=, block=, args=)`, which prepares a launch and runs it in the
+emulator. Every device packs through the same `Launch`; only the buffer addresses differ.
 """
 
 from __future__ import annotations
@@ -17,52 +18,89 @@ import attrs
 import numpy as np
 
 from argus.asm.codeobject import CodeObject
+from argus.ir import ops as O
+from argus.ir.bind import sizes_of
 from argus.isa_cdna3 import isa
-from argus.isa_cdna3.abi import KernelArg, KernelInfo, LaunchError
+from argus.isa_cdna3.abi import Dim3, KernelArg, KernelInfo, Launch, LaunchError
 from argus.isa_cdna3.emu import Emulation, Program, UnsupportedOpcodeError, load_program, run
+from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 
-Dim3 = tuple[int, int, int]
+
+@attrs.frozen
+class Bound:
+    """A compiled kernel's launch arguments bound to its IR signature: the arrays by tensor
+    name, the sizes read off their shapes, the scalar arguments, and all of them by kernel
+    argument name (sizes and scalars as int32), as `prepare` takes them."""
+
+    arrays: dict[str, np.ndarray]
+    sizes: dict[str, int]
+    scalars: dict[str, int]
+    arguments: dict[str, Any]
 
 
-@attrs.frozen(eq=False)
-class Launch:
-    """One dispatch of a kernel, device-independent: geometry, the argument arrays and the
-    kernarg segment with everything but the buffer addresses packed."""
+def bind(ir: O.Kernel, arrays: Sequence[np.ndarray] = (), named: Mapping[str, Any] | None = None
+         ) -> Bound:
+    """Bind arrays by position (in tensor order) or by name and scalar arguments by name to the
+    kernel `ir`: dtypes, ranks, shapes, scalar ranges and the kernel's assumptions checked."""
+    named = dict(named or {})
+    scalars = bind_scalars(ir, named)
+    bound = bind_arrays(ir, arrays, named)
+    sizes = sizes_of(ir, bound, scalars, error=LaunchError)
+    return Bound(bound, sizes, scalars, kernel_arguments(ir, bound, sizes, scalars))
 
-    kernel: KernelInfo
-    grid: Dim3                                      # workgroups per axis (HIP's gridDim)
-    block: Dim3                                     # work-items per axis (HIP's blockDim)
-    buffers: tuple[tuple[str, np.ndarray], ...]     # distinct argument arrays, in argument order
-    pointers: tuple[tuple[int, int], ...]           # (kernarg offset, index into buffers)
-    kernarg_image: bytes                            # by-value and hidden arguments packed
 
-    @property
-    def threads(self) -> int:
-        return self.block[0] * self.block[1] * self.block[2]
+def bind_arrays(ir: O.Kernel, arrays: Sequence[np.ndarray], named: Mapping[str, Any]
+                ) -> dict[str, np.ndarray]:
+    """The tensor arguments by name, given by position or name, each a numpy array of its
+    tensor's dtype."""
+    names = [t.name for t in ir.tensors]
+    if len(arrays) > len(names):
+        raise LaunchError(f"{ir.name} takes {len(names)} arrays ({', '.join(names)}), "
+                          f"got {len(arrays)}")
+    bound = dict(zip(names, arrays))
+    for name, value in named.items():
+        if name not in names:
+            raise LaunchError(f"{ir.name} has no array argument {name!r}; it has {names}")
+        if name in bound:
+            raise LaunchError(f"{ir.name}: {name} given by position and by name")
+        bound[name] = value
+    missing = [n for n in names if n not in bound]
+    if missing:
+        raise LaunchError(f"{ir.name}: missing array(s) {missing}")
+    for tensor in ir.tensors:
+        array = bound[tensor.name]
+        want = ELEMENT_DTYPES[tensor.type.dtype]
+        if not isinstance(array, np.ndarray) or array.dtype != want:
+            raise LaunchError(f"{ir.name}: {tensor.name} must be a numpy array of {want}, "
+                              f"got {getattr(array, 'dtype', type(array).__name__)}")
+    return bound
 
-    @property
-    def workgroups(self) -> int:
-        return self.grid[0] * self.grid[1] * self.grid[2]
 
-    @property
-    def waves_per_group(self) -> int:
-        return -(-self.threads // isa.WAVE_SIZE)
+def bind_scalars(ir: O.Kernel, named: dict[str, Any]) -> dict[str, int]:
+    """The kernel's scalar arguments taken out of `named`, each within its declared range."""
+    scalars = {}
+    for var in ir.scalars:
+        if var.name not in named:
+            raise LaunchError(f"{ir.name}: pass the scalar argument {var.name}= (an integer "
+                              f"in [{var.lo}, {var.hi}))")
+        value = named.pop(var.name)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                or not var.lo <= int(value) < var.hi:
+            raise LaunchError(f"{ir.name}: scalar {var.name}={value!r} is not an integer "
+                              f"in its declared range [{var.lo}, {var.hi})")
+        scalars[var.name] = int(value)
+    return scalars
 
-    def kernarg(self, addresses: Sequence[int]) -> bytes:
-        """The kernarg segment once buffer i lives at device address `addresses[i]`."""
-        segment = bytearray(self.kernarg_image)
-        for offset, index in self.pointers:
-            segment[offset:offset + 8] = int(addresses[index]).to_bytes(8, "little")
-        return bytes(segment)
 
-    def dispatch_packet(self, kernarg_address: int) -> bytes:
-        """The AQL kernel dispatch packet a `dispatch_ptr` user SGPR points at."""
-        grid, block, info = self.grid, self.block, self.kernel
-        sizes = [g * b for g, b in zip(grid, block)]
-        dims = 3 if grid[2] * block[2] > 1 else (2 if grid[1] * block[1] > 1 else 1)
-        return struct.pack("<HHHHHHIIIIIQQQQ", 0, dims, *block, 0, *sizes,
-                           info.private_segment_size, info.group_segment_size, 0,
-                           kernarg_address, 0, 0)
+def kernel_arguments(ir: O.Kernel, arrays: Mapping[str, np.ndarray], sizes: Mapping[str, int],
+                     scalars: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Kernel arguments by name: the arrays, the sizes the kernel reads, its scalars."""
+    values: dict[str, Any] = dict(arrays)
+    for var in ir.sizes:
+        values[var.name] = np.int32(sizes[var.name])
+    for name, value in (scalars or {}).items():
+        values[name] = np.int32(value)
+    return values
 
 
 def prepare(info: KernelInfo, *, grid: int | Sequence[int], block: int | Sequence[int],
@@ -165,7 +203,8 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
     if co.mcpu not in isa.CDNA3_TARGETS:
         raise LaunchError(f"the code object is built for {co.mcpu}; the emulator runs CDNA3 "
                           f"({', '.join(isa.CDNA3_TARGETS)}) code only, and {co.mcpu} decodes "
-                          "and times differently", fix="assemble it with --mcpu gfx942")
+                          "and times differently", fix="assemble it with --mcpu gfx942",
+                          kind="unsupported")
     info = _kernel(co, kernel)
     launch = prepare(info, grid=grid, block=block, args=args)
     options = {} if max_wave_instructions is None else {

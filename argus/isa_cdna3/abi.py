@@ -1,15 +1,18 @@
 """The HSA kernel ABI on gfx942: the 64-byte kernel descriptor and its granules, the SGPR inputs
-the dispatcher preloads, the kernel-argument records of the metadata note, and `LaunchError`.
+the dispatcher preloads, the kernel-argument records of the metadata note, `LaunchError`, and
+`Launch`, one dispatch with its kernarg segment packed (made by `asm.launch.prepare`).
 
-`asm.codeobject` reads these records out of a code object, `asm.launch` packs arguments by them,
+`asm.codeobject` reads these records out of a code object, `asm.launch` packs arguments by them
 and the emulator sets up a wave's initial state from them.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import attrs
+import numpy as np
 
 from argus.errors import ArgusError
 from argus.isa_cdna3 import isa
@@ -168,3 +171,47 @@ class KernelInfo:
     @property
     def kernarg_layout(self) -> tuple[KernelArg, ...]:
         return self.args
+
+
+Dim3 = tuple[int, int, int]
+
+
+@attrs.frozen(eq=False)
+class Launch:
+    """One dispatch of a kernel, device-independent: geometry, the argument arrays and the
+    kernarg segment with everything but the buffer addresses packed."""
+
+    kernel: KernelInfo
+    grid: Dim3                                      # workgroups per axis (HIP's gridDim)
+    block: Dim3                                     # work-items per axis (HIP's blockDim)
+    buffers: tuple[tuple[str, np.ndarray], ...]     # distinct argument arrays, in argument order
+    pointers: tuple[tuple[int, int], ...]           # (kernarg offset, index into buffers)
+    kernarg_image: bytes                            # by-value and hidden arguments packed
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def workgroups(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def waves_per_group(self) -> int:
+        return -(-self.threads // isa.WAVE_SIZE)
+
+    def kernarg(self, addresses: Sequence[int]) -> bytes:
+        """The kernarg segment once buffer i lives at device address `addresses[i]`."""
+        segment = bytearray(self.kernarg_image)
+        for offset, index in self.pointers:
+            segment[offset:offset + 8] = int(addresses[index]).to_bytes(8, "little")
+        return bytes(segment)
+
+    def dispatch_packet(self, kernarg_address: int) -> bytes:
+        """The AQL kernel dispatch packet a `dispatch_ptr` user SGPR points at."""
+        grid, block, info = self.grid, self.block, self.kernel
+        sizes = [g * b for g, b in zip(grid, block)]
+        dims = 3 if grid[2] * block[2] > 1 else (2 if grid[1] * block[1] > 1 else 1)
+        return struct.pack("<HHHHHHIIIIIQQQQ", 0, dims, *block, 0, *sizes,
+                           info.private_segment_size, info.group_segment_size, 0,
+                           kernarg_address, 0, 0)

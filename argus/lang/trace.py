@@ -678,11 +678,13 @@ def lds(shape, dtype: str, *, swizzle=None, addr=None) -> Lds:
 
 
 def full(spec: TileSpec, value: float, dtype: str = "f32", *, _loc=None) -> Tile:
+    """A register tile of layout `spec` with every element `value` (of `dtype`)."""
     loc = _loc or user_loc()
     return _result(O.Full, current_builder().reg_type(dtype, spec, loc), loc, value=float(value))
 
 
 def zeros(spec: TileSpec, dtype: str = "f32") -> Tile:
+    """A register tile of layout `spec` filled with 0 (an MFMA accumulator's start)."""
     loc = user_loc()
     return _result(O.Full, current_builder().reg_type(dtype, spec, loc), loc, value=0.0)
 
@@ -704,6 +706,7 @@ def _unary(fn: str, x: Tile) -> Tile:
 
 
 def exp2(x: Tile) -> Tile:
+    """Elementwise 2**x of a register tile (same layout and tags; v_exp_f32 per element)."""
     return _unary("exp2", x)
 
 
@@ -757,18 +760,22 @@ def iota(spec: TileSpec, axis: int | None, *, start=0, dtype: str = "f32", _loc=
 
 
 def log2(x: Tile) -> Tile:
+    """Elementwise log2(x) of a register tile (same layout and tags; v_log_f32 per element)."""
     return _unary("log2", x)
 
 
 def rcp(x: Tile) -> Tile:
+    """Elementwise 1/x of a register tile (same layout and tags; v_rcp_f32 per element)."""
     return _unary("rcp", x)
 
 
 def maximum(x: Tile, y: Tile) -> Tile:
+    """Elementwise larger of two tiles of one layout (their common tags are kept)."""
     return x._binary("max", y)
 
 
 def minimum(x: Tile, y: Tile) -> Tile:
+    """Elementwise smaller of two tiles of one layout (their common tags are kept)."""
     return x._binary("min", y)
 
 

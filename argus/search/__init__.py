@@ -24,7 +24,7 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
     (its `state.results` are the accepted candidates, best first)."""
     from argus.search.evaluate import Evaluator
     from argus.search.loop import run
-    from argus.search.planners import SearchState
+    from argus.search.planners import Planner, SearchState
     from argus.search.planners.offline import OfflinePlanner
     from argus.search.store import Store
     from argus.search.workers import make_workers
@@ -34,17 +34,16 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
               "seed": seed, "backend": backend, "jobs": jobs}
     problem.knobs()  # bad --param values fail here, before anything is written
     offline = OfflinePlanner(problem, seed)
-    if planner == "offline":
-        chosen = offline
-    elif planner == "llm":
+    chosen: Planner = offline
+    if planner == "llm":
         from argus.search.planners.llm import LLMPlanner, client_from_options
 
-        chosen = LLMPlanner(problem, client_from_options(**(llm or {})), offline)
-    else:
+        chosen = llm_planner = LLMPlanner(problem, client_from_options(**(llm or {})), offline)
+    elif planner != "offline":
         raise SearchError(f"--planner {planner!r}: choose offline or llm")
     store = Store(run_file, header, resume=resume)
     if planner == "llm":
-        chosen.log = store.append
+        llm_planner.log = store.append
     evaluator = Evaluator(problem, seed=seed)
     # the reference is the same for every candidate: timed here once, not in every worker
     evaluator = attrs.evolve(evaluator, reference=evaluator.baseline())

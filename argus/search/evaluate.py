@@ -19,6 +19,7 @@ import attrs
 import numpy as np
 
 import argus
+from argus.errors import ArgusError
 from argus.search.reward import reward
 from argus.search.space import Candidate, Problem, family
 from argus.smt import DEFAULT_TIMEOUT_MS
@@ -74,6 +75,12 @@ class Evaluation:
         data["candidate"] = Candidate.from_dict(data["candidate"])
         data["counterexamples"] = tuple(data.get("counterexamples", ()))
         return cls(**data)
+
+
+def _status(error: ArgusError) -> str:
+    """A stage's Argus error as a verdict: the candidate's own fault (its configuration, or one
+    Argus cannot handle) rejects it; a broken setup or an Argus bug is an error of the run."""
+    return INVALID if error.kind in ("input", "unsupported") else ERROR
 
 
 class _Stop(Exception):
@@ -179,8 +186,8 @@ class Evaluator:
             return _cached(("time", _ir_hash(compiled.ir), tuple(sorted(sizes.items())),
                             tuple(sorted(compile_params(candidate).items()))),
                            lambda: argus.time(compiled, sizes=sizes))
-        except ValueError as err:
-            raise _Stop(INVALID, "time", f"{type(err).__name__}: {err}") from None
+        except ArgusError as err:
+            raise _Stop(_status(err), "time", f"{type(err).__name__}: {err}") from None
 
     def baseline(self) -> dict | None:
         """AMD's fastest counterpart at the shape (modelled), else the default configuration's
@@ -211,23 +218,19 @@ class Evaluator:
         options = compile_params(candidate)
         try:
             return argus.compile(ir, **options)
-        except ValueError as err:
-            raise _Stop(INVALID, "compile", f"{type(err).__name__}: {err}") from None
-        except RuntimeError as err:
-            raise _Stop(ERROR, "compile", f"{type(err).__name__}: {err}") from None
+        except ArgusError as err:
+            raise _Stop(_status(err), "compile", f"{type(err).__name__}: {err}") from None
 
     def _trace(self, candidate: Candidate):
-        from argus.ir.types import IRError
         from argus.kernels import library
-        from argus.lang import DSLError
 
         entry = library()[self.problem.family]
         params = kernel_params(candidate)
         if candidate.source is None:
             try:
                 return entry.kernel.trace(**params)
-            except (DSLError, IRError, ValueError) as err:
-                raise _Stop(INVALID, "trace", f"{candidate.describe()}: {err}") from None
+            except ArgusError as err:
+                raise _Stop(_status(err), "trace", f"{candidate.describe()}: {err}") from None
         from argus.ir.text import parse_kernel
         from argus.search.sandbox import trace_source
 
@@ -247,17 +250,13 @@ class Evaluator:
 
     def _fits(self, ir) -> None:
         """The target sizes must satisfy the kernel's own assumptions (tile divisibility)."""
-        from argus.ir.expr import evaluate
+        from argus.ir.sizes import broken_assumption
 
-        sizes = {**self.problem.sizes}
-        for fact in ir.assumes:
-            try:
-                holds = bool(evaluate(fact, sizes))
-            except KeyError:  # a size the problem does not pin (MoE's routed rows)
-                continue
-            if not holds:
-                raise _Stop(INVALID, "trace", f"the shape {self.problem.shape} breaks the "
-                            f"kernel's assumption {fact}")
+        # an assumption over a size the problem does not pin (MoE's routed rows) is not decided
+        fact = broken_assumption(ir, self.problem.sizes)
+        if fact is not None:
+            raise _Stop(INVALID, "trace", f"the shape {self.problem.shape} breaks the "
+                        f"kernel's assumption {fact}")
 
     @staticmethod
     def _accept(report) -> None:
@@ -366,13 +365,11 @@ def kernel_params(candidate: Candidate) -> dict:
 def _satisfying(ir, sizes: dict) -> dict:
     """`sizes`, doubled until the kernel's own assumptions hold (an edited kernel may demand
     larger multiples than the family's check sizes); at most three doublings."""
-    from argus.ir.expr import evaluate
+    from argus.ir.sizes import admits
 
     for _ in range(4):
-        try:
-            if all(bool(evaluate(fact, sizes)) for fact in ir.assumes):
-                return sizes
-        except KeyError:  # assumptions over sizes the inputs imply (MoE's routed rows)
+        # assumptions over sizes the inputs imply (MoE's routed rows) are not decided here
+        if admits(ir, sizes):
             return sizes
         sizes = {k: v * 2 for k, v in sizes.items() if not isinstance(v, bool)}
     return sizes

@@ -298,10 +298,12 @@ def to_smtlib(goal, assume=()) -> str:
 
 
 def cache_info() -> dict[str, int]:
+    """Hits, misses and size of the process-wide verdict cache of `prove`."""
     return {**_stats, "size": len(_cache)}
 
 
 def clear_cache() -> None:
+    """Forget every cached verdict and reset the hit/miss counts."""
     _cache.clear()
     _stats.update(hits=0, misses=0)
 

@@ -352,6 +352,7 @@ class Mutant(Program):
 
 
 def make_mutant(base: Program, operator: str, site: tuple) -> Mutant:
+    """`base` with `operator` applied at `site`, as a `Mutant` whose source rebuilds it."""
     kernel = mutate(base.kernel, operator, site)
     source = (base.source + "\nfrom argus.testing import mutate\n\n"
               f"KERNEL = mutate(KERNEL, {operator!r}, {tuple(site)!r})\n")

@@ -10,17 +10,18 @@ code object serves every size the kernel's assumptions admit.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from argus.asm.lower.address import VectorizeError
 from argus.asm.lower.exprgen import LoweringError, UnsupportedError
 from argus.asm.lower.regalloc import RegisterBudgetError
+from argus.asm.policy import POLICIES
 from argus.ir import ops as O
 from argus.ir.expr import Expr
 from argus.ir.passes import strip_tags
 from argus.isa_cdna3 import isa
-
-POLICIES = ("simple", "interleave")
 
 
 @attrs.frozen
@@ -94,9 +95,10 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
     sgprs = max(allocation.sgprs, 1)
     lds = selector.lds_top
     waves_per_simd, limit = isa.occupancy(vgprs, lds, stripped.waves)
-    frame = dict(name=stripped.name, kernargs=tuple(selector.kernargs),
-                 kernarg_bytes=selector.kernarg_bytes, lds_bytes=lds, sgprs=sgprs, vgprs=vgprs,
-                 grid_rank=len(stripped.grid), block=stripped.waves * isa.WAVE_SIZE)
+    frame: dict[str, Any] = dict(
+        name=stripped.name, kernargs=tuple(selector.kernargs),
+        kernarg_bytes=selector.kernarg_bytes, lds_bytes=lds, sgprs=sgprs, vgprs=vgprs,
+        grid_rank=len(stripped.grid), block=stripped.waves * isa.WAVE_SIZE)
     text = emit.kernel_text(body=emit.body_text(items), **frame)
     return Lowered(stripped.name, text, tuple(selector.kernargs), selector.kernarg_bytes, lds,
                    sgprs, vgprs, 0, stripped.waves, tuple(stripped.grid), tuple(stripped.sizes),

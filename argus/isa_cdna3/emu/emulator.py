@@ -15,14 +15,14 @@ import hashlib
 import sys
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import numpy as np
 
 from argus import env
 from argus.isa_cdna3 import isa
-from argus.isa_cdna3.abi import KernelInfo, LaunchError
+from argus.isa_cdna3.abi import KernelInfo, Launch, LaunchError
 from argus.isa_cdna3.emu.operands import OperandError
 from argus.isa_cdna3.emu.semantics import (
     DIVERGED,
@@ -45,9 +45,6 @@ from argus.isa_cdna3.emu.state import (
 from argus.isa_cdna3.emu.trace import EventTrace
 from argus.isa_cdna3.instruction import Instruction
 from argus.isa_cdna3.opcodes import Unit, unit
-
-if TYPE_CHECKING:   # the launch record comes from the layer above; only its fields are read here
-    from argus.asm.launch import Launch
 
 CHECK_MODES = ("strict", "warn", "off")
 QUANTUM = 64    # wait states a group runs before waves at other PCs get their turn
@@ -217,7 +214,7 @@ def _initial_state(m: Machine, info: KernelInfo, grid: tuple[int, int, int],
 def run(program: Program, launch: Launch, *, check: str = "strict",
         max_wave_instructions: int = MAX_WAVE_INSTRUCTIONS, bank_conflicts: bool = False,
         memory: str = "strict", trace: bool = False) -> Emulation:
-    """Run `launch` (from `argus.asm.launch.prepare`) of `program` to completion.
+    """Run `launch` (an `abi.Launch` from `argus.asm.launch.prepare`) of `program` to the end.
 
     Argument arrays become device buffers and are written back in place. `check`, `memory`,
     `bank_conflicts`, `trace` and `max_wave_instructions` are described at
@@ -234,9 +231,11 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     info, grid3, block3 = launch.kernel, launch.grid, launch.block
     if info.private_segment_size:
         raise LaunchError(f"kernel {info.name} uses {info.private_segment_size} bytes of "
-                          f"scratch per work-item; scratch memory is not emulated")
+                          f"scratch per work-item; scratch memory is not emulated",
+                          kind="unsupported")
     if info.wavefront_size != isa.WAVE_SIZE:
-        raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64")
+        raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64",
+                          kind="unsupported")
     instructions, executors = program.instructions, program.executors
     buffers = launch.buffers
     memory = FlatMemory([(name, value.nbytes) for name, value in buffers]
@@ -287,6 +286,8 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
 
 def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
          limit: int, info: KernelInfo) -> np.ndarray:
+    """Execute groups of waves until every wave has ended: each group runs from its PC for a
+    turn of QUANTUM clocks (or until it diverges), then hands over to waves at other PCs."""
     name = info.name
     index_of = {ins.address: i for i, ins in enumerate(instructions)}
     watch = SpinWatch(m, info.unified_vgpr_count)
@@ -319,29 +320,45 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
         group.tick += ticks[i]
         if result is None:
             group.pc = next_pc[i]
-        elif result != DIVERGED:
-            if result < group.pc and watch.spins(group, result):
-                raise _spin(name, group, result, instructions[i], instructions[index_of[result]])
-            group.pc = result
-        else:
+        elif result == DIVERGED:
             m.clock[group.sel] += group.tick
             group = None
-        if group is not None and group.tick >= turn_ends:
+            continue
+        else:
+            _branch(group, result, watch, name, instructions, i, index_of)
+        if group.tick >= turn_ends:
             turn_ends += QUANTUM
-            if (m.state == RUNNING).sum() > group.n:
-                # Let waves at other PCs catch up: silicon runs them concurrently, and AMD's
-                # kernels lean on it (fmoe_b16 overwrites LDS right after a barrier that other
-                # waves are still reading behind). Running one group to its next barrier, or to
-                # the end, would break that.
-                m.pc[group.sel] = group.pc
-                m.clock[group.sel] += group.tick
-                # the VALU writes an MFMA or DPP may still have to wait for, on the waves' own clock
-                horizon = group.tick - isa.VALU_WRITE_HORIZON
-                parked[group.waves.tobytes()] = [(tick - group.tick, reg, inst) for tick, reg, inst
-                                                 in group.recent_valu if tick >= horizon]
+            if _hand_over(m, group, parked):
                 group = None
-        if group is not None and per_wave[group.waves[0]] > limit:
+                continue
+        if per_wave[group.waves[0]] > limit:
             raise _run_away(name, group, counts, instructions, index_of, limit)
+
+
+def _branch(group: Group, target: int, watch: SpinWatch, name: str,
+            instructions: list[Instruction], i: int, index_of: dict) -> None:
+    """A taken branch: a backward one is where a loop without effect is caught."""
+    if target < group.pc and watch.spins(group, target):
+        raise _spin(name, group, target, instructions[i], instructions[index_of[target]])
+    group.pc = target
+
+
+def _hand_over(m: Machine, group: Group, parked: dict) -> bool:
+    """End the group's turn if waves at other PCs can run, keeping its PC, clock and the VALU
+    writes an MFMA or DPP may still have to wait for; whether it handed over.
+
+    Silicon runs waves at other PCs concurrently, and AMD's kernels lean on it (fmoe_b16
+    overwrites LDS right after a barrier that other waves are still reading behind): running
+    one group to its next barrier, or to the end, would break that."""
+    if (m.state == RUNNING).sum() <= group.n:
+        return False
+    m.pc[group.sel] = group.pc
+    m.clock[group.sel] += group.tick
+    # on the waves' own clock
+    horizon = group.tick - isa.VALU_WRITE_HORIZON
+    parked[group.waves.tobytes()] = [(tick - group.tick, reg, inst) for tick, reg, inst
+                                     in group.recent_valu if tick >= horizon]
+    return True
 
 
 def _run_away(name, group, counts, instructions, index_of, limit) -> EmulatorError:

@@ -31,6 +31,8 @@ class EmulatorError(ArgusError):
 class UnsupportedOpcodeError(EmulatorError):
     """The kernel uses opcodes (or operand forms) the emulator does not implement."""
 
+    kind = "unsupported"
+
     def __init__(self, kernel: str, missing: dict[str, list[str]]):
         self.kernel = kernel
         self.missing = missing

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import re
 import time
 from collections import defaultdict
 
 import attrs
 
+from argus import env
+from argus.errors import ArgusError
 from argus.search.kb import Context, moves_for
 from argus.search.planners import Proposal, SearchState
 from argus.search.space import Action, Candidate, Problem, SearchError, apply
@@ -43,10 +44,16 @@ Answer with one JSON object and nothing else:
 """
 
 
-class LLMFailure(Exception):
-    def __init__(self, kind: str, message: str):
+class LLMFailure(ArgusError):
+    """The LLM server gave no usable answer; `reason` is the run file's status for it
+    (timeout, error, malformed, refusal). The planner records it and falls back to the offline
+    one, so it reaches a caller only from `ChatClient.complete` itself."""
+
+    kind = "environment"
+
+    def __init__(self, reason: str, message: str):
         super().__init__(message)
-        self.kind = kind
+        self.reason = reason
 
 
 @attrs.frozen
@@ -92,14 +99,13 @@ def client_from_options(base_url: str | None = None, model: str | None = None,
                         ) -> ChatClient:
     """A client from options, else the environment; a missing URL or model is an error with
     the fix."""
-    base_url = base_url or os.environ.get("ARGUS_LLM_BASE_URL")
-    model = model or os.environ.get("ARGUS_LLM_MODEL")
+    configured_url, configured_model = env.llm_server()
+    base_url, model = base_url or configured_url, model or configured_model
     if not base_url or not model:
         raise SearchError("the llm planner needs a server and a model: give --llm-base-url and "
                           "--llm-model (or ARGUS_LLM_BASE_URL / ARGUS_LLM_MODEL), e.g. "
                           "http://localhost:11434/v1 for ollama")
-    names = [api_key_env] if api_key_env else ["ARGUS_LLM_API_KEY", "OPENAI_API_KEY"]
-    key = next((os.environ[n] for n in names if os.environ.get(n)), None)
+    key = env.llm_api_key(api_key_env)
     if api_key_env and key is None:
         raise SearchError(f"--llm-api-key-env {api_key_env}: that variable is not set")
     # local servers accept any key; the openai client insists on one
@@ -135,7 +141,7 @@ class LLMPlanner:
             if not proposals:
                 event["message"] = "; ".join(rejected) or "no proposal in the answer"
         except LLMFailure as failure:
-            event["status"], event["message"] = failure.kind, str(failure)
+            event["status"], event["message"] = failure.reason, str(failure)
         event["seconds"] = round(time.perf_counter() - started, 3)
         proposals = proposals[:k]
         if not proposals:
