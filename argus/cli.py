@@ -152,9 +152,17 @@ def _assignments(items: tuple[str, ...], what: str) -> dict:
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--ir", "show_ir", is_flag=True, help="Print the kernel's IR first.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--reference", default=None, metavar="FILE:FUNC",
+              help="For a kernel from a file: a numpy function of the inputs (by tensor name) "
+                   "returning the last tensor's expected value (or a dict by name).")
+@click.option("--tolerance", type=float, default=None,
+              help="Bound on the error relative to max |expected| [default: by dtype].")
 def run(kernel: str, interp: bool, emulate: bool, sizes: tuple[str, ...],
-        params: tuple[str, ...], seed: int, show_ir: bool, as_json: bool) -> None:
-    """Run library KERNEL on random data and compare it with numpy."""
+        params: tuple[str, ...], seed: int, show_ir: bool, as_json: bool,
+        reference: str | None, tolerance: float | None) -> None:
+    """Run KERNEL on random data: a library kernel against numpy, or FILE.py:KERNEL (a user's
+    @kernel) in the interpreter (--interp) or compiled and emulated (--emulate) against the
+    interpreter and an optional --reference."""
     from argus.kernels import library
     from argus.pipeline import run_interp
 
@@ -162,8 +170,12 @@ def run(kernel: str, interp: bool, emulate: bool, sizes: tuple[str, ...],
         raise click.UsageError("choose --interp (reference interpreter) or --emulate "
                                "(compiled code object in the emulator)")
     if kernel not in library():
-        raise click.BadParameter(f"choose one of {', '.join(sorted(library()))}",
-                                 param_hint="KERNEL")
+        if ".py" not in kernel:
+            raise click.BadParameter(f"choose one of {', '.join(sorted(library()))}, or give "
+                                     "FILE.py:KERNEL", param_hint="KERNEL")
+        _run_user(kernel, "emulate" if emulate else "interp", sizes, params, seed, reference,
+                  tolerance, show_ir, as_json)
+        return
     if emulate:
         _run_emulated(kernel, _assignments(sizes, "--size"), _assignments(params, "--param"),
                       seed, as_json)
@@ -351,6 +363,41 @@ def demo_command() -> None:
     with _user_errors():
         ok = tour(click.echo)
     sys.exit(0 if ok else 1)
+
+
+def _run_user(target: str, mode: str, sizes, params, seed: int, reference: str | None,
+              tolerance: float | None, show_ir: bool, as_json: bool) -> None:
+    from argus.pipeline import resolve_function, resolve_kernel, run_user
+
+    kernel = resolve_kernel(target)
+    params = _assignments(params, "--param")
+    if show_ir:
+        click.echo(kernel if not hasattr(kernel, "trace") else kernel.trace(**params))
+    outcome = run_user(kernel, _sizes(sizes), mode=mode, params=params, seed=seed,
+                       reference=resolve_function(reference) if reference else None,
+                       tolerance=tolerance)
+    if as_json:
+        import json
+
+        click.echo(json.dumps({
+            "kernel": outcome.kernel, "mode": mode, "sizes": outcome.sizes, "ok": outcome.ok,
+            "errors": outcome.errors, "tolerances": outcome.tolerances,
+            "violations": [json.loads(v.to_json()) for v in outcome.violations]}))
+        sys.exit(0 if outcome.ok else 1)
+    shown = " ".join(f"{k}={v}" for k, v in outcome.sizes.items())
+    where = ("compiled, emulated (strict) and compared with the interpreter"
+             if mode == "emulate" else "reference interpreter")
+    click.echo(f"{outcome.kernel} [{shown}] {where}, random inputs (seed {seed})")
+    if outcome.compiled is not None:
+        click.echo(_resource_line(outcome.compiled))
+    for violation in outcome.violations:
+        click.echo(str(violation))
+    for name, per in outcome.errors.items():
+        parts = ", ".join(f"vs {against} {error:.3g}" for against, error in per.items())
+        verdict = "ok" if all(e <= outcome.tolerances[name] for e in per.values()) else "FAIL"
+        click.echo(f"{name}: max error {parts} (relative to max |expected|; tolerance "
+                   f"{outcome.tolerances[name]:g}) {verdict}")
+    sys.exit(0 if outcome.ok else 1)
 
 
 def _run_emulated(kernel: str, sizes: dict, params: dict, seed: int, as_json: bool) -> None:

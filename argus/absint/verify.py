@@ -403,6 +403,11 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops, Walker):
         self.assertions(op, {"X": x.tags, "Y": y.tags}, x.defs + y.defs, thread,
                         _coords(op.x.type))
 
+    @rule(O.Select)
+    def on_select(self, op: O.Select):
+        """The assertions of a select read X and Y as at a binary op (the mask has no role)."""
+        self.on_binary(op)
+
     def union(self, op: O.Binary) -> TileTags:
         if self.tags(op.x) == self.tags(op.y):
             return self.tags(op.x)
