@@ -61,13 +61,12 @@ def _time_point(job: tuple[Candidate, list[Problem]]) -> list[dict]:
     compiled once, timed at each shape whose size assumptions it meets. `stage` is where a
     point without a time stopped: trace (the real loop prunes it for free) | compile | time."""
     from argus.ir.ops import resources
-    from argus.kernels import library
     from argus.search.evaluate import Evaluator, timing_facts
 
     candidate, problems = job
     try:
-        ir = library()[candidate.family].kernel.trace(**kernel_params(candidate))
-    except (ValueError, RuntimeError) as err:
+        ir = Evaluator(problems[0])._trace(candidate)  # the candidate's rewrites applied
+    except Exception as err:  # evaluate's _Stop: the point does not trace (or rewrite)
         return [{"time_us": None, "stage": "trace", "why": _why(err)}] * len(problems)
     fitting = []
     for problem in problems:
@@ -112,9 +111,21 @@ def _sources_digest() -> str:
     return digest.hexdigest()
 
 
+#: the program variants every knob point comes in: as written, and with both LDS rings grown
+#: from 2 to 4 slots (a rewrite of the traced IR; proved in tests/test_search_rewrites.py)
+VARIANTS = ((), (("grow_ring", (0,)), ("grow_ring", (1,))))
+
+
+def points(problem: Problem) -> list[Candidate]:
+    """The bench's space: every knob point of the problem in every program variant."""
+    import attrs
+
+    return [attrs.evolve(c, rewrites=v) for c in every_candidate(problem) for v in VARIANTS]
+
+
 def _cache_path(problem: Problem) -> Path:
-    points = sorted(c.key for c in every_candidate(problem))
-    space = json.dumps([problem.to_dict(), points, _sources_digest()], sort_keys=True)
+    points_ = sorted(c.key for c in points(problem))
+    space = json.dumps([problem.to_dict(), points_, _sources_digest()], sort_keys=True)
     digest = hashlib.sha256(space.encode()).hexdigest()[:12]
     return env.cache_dir() / "bench_search" / f"{problem.family}-{problem.shape}-{digest}.json"
 
@@ -129,7 +140,7 @@ def exhaustive(problems: list[Problem], jobs: int, echo) -> dict[Problem, dict[s
         return tables
     union: dict[str, Candidate] = {}
     for p in todo:
-        union.update((c.key, c) for c in every_candidate(p))
+        union.update((c.key, c) for c in points(p))
     echo(f"  timing {len(union)} {todo[0].family} points at {len(todo)} shape(s) "
          f"({jobs} processes; cached afterwards in {env.cache_dir() / 'bench_search'})")
     started = time.perf_counter()
@@ -139,7 +150,7 @@ def exhaustive(problems: list[Problem], jobs: int, echo) -> dict[Problem, dict[s
     timed = dict(zip(union, rows, strict=True))
     for index, p in enumerate(todo):
         table = {c.key: {"candidate": c.to_dict(), **timed[c.key][index]}
-                 for c in every_candidate(p)}
+                 for c in points(p)}
         path = _cache_path(p)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
