@@ -165,6 +165,20 @@ def _resize_by(step: int):
     return lambda kernel, site: _resize_ring(kernel, site[0], step)
 
 
+def _all_rings(kernel):
+    return [(0,)] if len(_rings(1)(kernel)) > 1 else []
+
+
+def _grow_all(kernel, site):
+    """Every ring of the kernel one step deeper (the operands of one loop move together)."""
+    found = _rings(1)(kernel)
+    if not found:
+        raise RewriteError("the kernel has no LDS ring to deepen")
+    for (n,) in found:
+        kernel = _resize_ring(kernel, n, 1)
+    return kernel
+
+
 # ----------------------------------------------------------------------------- barriers
 
 BARRIERS = (O.Barrier, O.BarrierNoWait)
@@ -285,8 +299,7 @@ def _unguard(kernel, site):
 
 
 def _unguarded(kernel):
-    return [(n,) for n, (_, op, _) in enumerate(_ops(kernel, GUARDED))
-            if not op.guard and op.gather is None]
+    return [(n,) for n, (_, op, _) in enumerate(_ops(kernel, GUARDED)) if not op.guard]
 
 
 def _guard(kernel, site):
@@ -335,6 +348,9 @@ REWRITES: dict[str, Rewrite] = {r.name: r for r in (
             "iterations ago, so a barrier that only guarded that read can go; "
             "costs LDS, which may cut workgroups per CU", "always", _rings(1),
             _resize_by(1), 0.3),
+    Rewrite("grow_rings", "latency", "two or more LDS rings of fewer than 4 slots",
+            "every LDS ring twice as deep at once (the operands of one loop together)",
+            "always", _all_rings, _grow_all, 0.3),
     Rewrite("shrink_ring", "occupancy", "an LDS ring of 2 or more slots",
             "half the LDS slots per operand: less LDS per workgroup (more workgroups per CU); "
             "a single slot needs a barrier before it is overwritten",
