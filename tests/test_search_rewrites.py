@@ -112,7 +112,8 @@ def test_experience_warm_starts_priors_and_fresh_planners_ignore_it(tmp_path):
 def test_the_verifier_refutes_a_dropped_barrier_and_the_repair_verifies():
     """The direct-to-LDS GEMM's second barrier per K tile only keeps the next copy from
     overwriting the slot being read: dropping it is refuted with the race, and the repair the
-    counterexample names first (a deeper ring) is proved without the barrier."""
+    counterexample names first (deeper rings: both operands' copies race) is proved without
+    the barrier."""
     problem = Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, {"direct_lds": True})
     base = default_candidate(problem)
     ir = gemm.trace(direct_lds=True)
@@ -124,7 +125,7 @@ def test_the_verifier_refutes_a_dropped_barrier_and_the_repair_verifies():
 
     refuted = attrs.evolve(base, rewrites=(("drop_barrier", (1,)),))
     found = repairs(dropped, refuted, [_obligation(o) for o in report.refuted[:3]])
-    assert found[0].rewrite == "grow_ring" and found[0].kind == "lds-race"
+    assert found[0].rewrite == "grow_rings" and found[0].kind == "lds-race"
     assert any(r.rewrite == "insert_barrier" for r in found)
     mended = apply_rewrites(ir, found[0].candidate.rewrites)
     assert barriers(mended) == barriers(ir) - 1

@@ -78,6 +78,12 @@ def proposals(kernel: O.Kernel, candidate: Candidate, obligations) -> list[tuple
                 site in R.rewrite(name).sites(kernel):
             out.append((name, site, why))
 
+    raced = {_alloc_ordinal(kernel, op.buffer) for ob in obligations
+             if ob.get("kind") == "lds-race"
+             for _, op in _located(kernel, ob.get("loc", ""), R.LDS_WRITES)}
+    if len(raced) > 1:  # the writes into several rings race: deepen them together
+        add("grow_rings", (0,), f"lds-race at the writes into {len(raced)} LDS rings: every "
+            "ring twice as deep leaves each overwritten slot two iterations behind its reads")
     for ob in obligations:
         kind, loc, cex = ob.get("kind", ""), ob.get("loc", ""), ob.get("counterexample") or {}
         if kind in ("lds-race", "lds-uninitialised", "async-pending"):
@@ -111,11 +117,11 @@ def _lds_repairs(kernel, loc: str, other: str, kind: str, add) -> None:
     if other:
         buffers |= {op.buffer for _, op in _located(kernel, other, R.LDS_WRITES)}
     # a read sees a write not yet ordered before it: a barrier after the writes of that
-    # buffer, those inside loops (a race needs two iterations or two threads) and the latest
-    # first
+    # buffer, the one the counterexample names first, then those inside loops (a race needs
+    # two iterations or two threads), the latest first
     writers = [(n, op, loops) for n, (_, op, loops) in enumerate(R._ops(kernel, R.LDS_WRITES))
                if op.buffer in buffers]
-    for n, op, _ in sorted(writers, key=lambda w: (not w[2], -w[0])):
+    for n, op, _ in sorted(writers, key=lambda w: (str(w[1].loc) != other, not w[2], -w[0])):
         add("insert_barrier", (_end_of_run(kernel, n), 1), f"{kind} at {loc}: a barrier "
             f"after the write at {op.loc} orders it before the read")
     for alloc in {_alloc_ordinal(kernel, b) for b in buffers}:

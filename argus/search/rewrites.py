@@ -151,7 +151,8 @@ def _allocs(kernel, where) -> list[tuple]:
 def _rings(step: int):
     def where(kernel, alloc):
         depth = _ring(kernel, alloc)
-        return depth is not None and _step(depth, step) in RING_DEPTHS
+        # a single slot has lost its slot index (every access at slot 0): it cannot grow back
+        return depth is not None and depth > 1 and _step(depth, step) in RING_DEPTHS
     return lambda kernel: _allocs(kernel, where)
 
 
