@@ -658,9 +658,11 @@ def compare_command_(first: str, second: str, shapes, params, gpu: str, as_json:
 @click.option("--report", "report_file", type=click.Path(exists=True, dir_okay=False),
               default=None, metavar="RUN.jsonl", help="Summarise a past run and exit.")
 @click.option("--seed", default=0, show_default=True, help="Planner and input seed.")
+@click.option("--fresh", is_flag=True, help="Ignore the experience of past runs (priors from "
+              "the knowledge base alone) and do not add this run to it.")
 def tune_command(family, shape, params, budget, time_limit, timeout, planner, llm_base_url,
                  llm_model, llm_api_key_env, llm_timeout, jobs, backend, ray_address, out,
-                 plot_file, resume, report_file, seed) -> None:
+                 plot_file, resume, report_file, seed, fresh) -> None:
     """Search FAMILY's space for the fastest kernel Argus can verify.
 
     \b
@@ -706,7 +708,7 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
             progress = tune(problem, run_file=run_file,
                             budget=Budget(budget, time_limit, timeout), planner=planner,
                             llm=llm, jobs=jobs, backend=backend, ray_address=ray_address,
-                            resume=bool(resume), seed=seed,
+                            resume=bool(resume), seed=seed, fresh=fresh,
                             on_update=lambda p: live.update(live_panel(p)))
     except SearchError as err:
         raise click.ClickException(str(err)) from err

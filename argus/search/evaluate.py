@@ -228,7 +228,7 @@ class Evaluator:
         params = kernel_params(candidate)
         if candidate.source is None:
             try:
-                return entry.kernel.trace(**params)
+                return _rewritten(entry.kernel.trace(**params), candidate)
             except ArgusError as err:
                 raise _Stop(_status(err), "trace", f"{candidate.describe()}: {err}") from None
         from argus.ir.text import parse_kernel
@@ -246,7 +246,10 @@ class Evaluator:
         if got != want:
             raise _Stop(INVALID, "trace", f"the edit changed the kernel's arguments: {got}; "
                         f"{self.problem.family} takes {want}")
-        return ir
+        try:
+            return _rewritten(ir, candidate)
+        except ValueError as err:
+            raise _Stop(INVALID, "trace", f"{candidate.describe()}: {err}") from None
 
     def _fits(self, ir) -> None:
         """The target sizes must satisfy the kernel's own assumptions (tile divisibility)."""
@@ -362,6 +365,16 @@ def kernel_params(candidate: Candidate) -> dict:
     return {k: v for k, v in candidate.params if k not in compile_only}
 
 
+def _rewritten(ir, candidate: Candidate):
+    """The traced IR with the candidate's program rewrites applied (a RewriteError, a
+    ValueError, when one does not apply)."""
+    if not candidate.rewrites:
+        return ir
+    from argus.search.rewrites import apply_rewrites
+
+    return apply_rewrites(ir, candidate.rewrites)
+
+
 def _satisfying(ir, sizes: dict) -> dict:
     """`sizes`, doubled until the kernel's own assumptions hold (an edited kernel may demand
     larger multiples than the family's check sizes); at most three doublings."""
@@ -425,6 +438,15 @@ def precheck(problem: Problem, candidate: Candidate) -> str:
         except _Stop as stop:
             _CACHE[key] = stop.message
     return _CACHE[key]
+
+
+def traced(problem: Problem, candidate: Candidate):
+    """The candidate's traced IR with its rewrites applied, or None when it does not trace
+    (planners read the IR for the sites of rewrites and repairs)."""
+    try:
+        return Evaluator(problem)._trace(candidate)
+    except _Stop:
+        return None
 
 
 def assembly(problem: Problem, candidate: Candidate) -> str:

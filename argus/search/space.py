@@ -106,6 +106,11 @@ class Candidate:
     params: tuple[tuple[str, Any], ...] = attrs.field(converter=lambda p: tuple(sorted(
         dict(p).items())))
     source: str | None = None
+    #: program rewrites applied to the traced IR, in order: (name, site) pairs of
+    #: `argus.search.rewrites` (a site is a tuple of op numbers)
+    rewrites: tuple[tuple[str, tuple[int, ...]], ...] = attrs.field(
+        default=(), converter=lambda steps: tuple((str(n), tuple(int(i) for i in site))
+                                                  for n, site in steps))
 
     @property
     def param_dict(self) -> dict:
@@ -113,25 +118,33 @@ class Candidate:
 
     @property
     def key(self) -> str:
-        return _content_hash(self.family, self.params, self.source)
+        return _content_hash(self.family, self.params, self.source, self.rewrites)
 
     def describe(self) -> str:
         shown = " ".join(f"{k}={_short(v)}" for k, v in self.params)
+        shown += "".join(f" +{name}@{','.join(map(str, site))}" for name, site in self.rewrites)
         return shown + (" +edit" if self.source else "")
 
     def to_dict(self) -> dict:
-        return {"family": self.family, "params": dict(self.params), "source": self.source}
+        data = {"family": self.family, "params": dict(self.params), "source": self.source}
+        if self.rewrites:
+            data["rewrites"] = [[name, list(site)] for name, site in self.rewrites]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Candidate:
-        return cls(data["family"], data["params"], data.get("source"))
+        return cls(data["family"], data["params"], data.get("source"), data.get("rewrites", ()))
 
 
 @functools.lru_cache(maxsize=65536)
-def _content_hash(family_name: str, params: tuple, source: str | None) -> str:
-    """A candidate's key (planners ask for it over the whole space at every proposal)."""
-    text = json.dumps({"family": family_name, "params": params, "source": source},
-                      sort_keys=True, default=str)
+def _content_hash(family_name: str, params: tuple, source: str | None,
+                  rewrites: tuple = ()) -> str:
+    """A candidate's key (planners ask for it over the whole space at every proposal); a
+    candidate without rewrites keeps the key it had before rewrites existed."""
+    data = {"family": family_name, "params": params, "source": source}
+    if rewrites:
+        data["rewrites"] = rewrites
+    text = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
