@@ -21,10 +21,14 @@ from argus.ir.types import LANES
 def size_value(ir: O.Kernel, var: Var, value) -> int:
     """A pinned size as an int inside the range the kernel declares for it, else an error
     (never a silent int(2.5) or a pin no thread can run at)."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
+    try:
+        if isinstance(value, bool):
+            raise TypeError(value)
+        value = operator.index(value)  # a numpy array has __index__ but is no whole number
+    except TypeError:
         raise VerifyError(f"{var.name}={value!r}: a size of kernel {ir.name} is a whole number",
-                          fix=f"give {var.name} an int, e.g. {var.name}={max(var.lo, 64)}")
-    value = operator.index(value)
+                          fix=f"give {var.name} an int, e.g. {var.name}={max(var.lo, 64)}"
+                          ) from None
     if not var.lo <= value < var.hi:
         raise VerifyError(f"{var.name}={value} is outside the range [{var.lo}, {var.hi}) kernel "
                           f"{ir.name} declares for it, so no thread could run at that size",
