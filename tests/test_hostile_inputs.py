@@ -90,8 +90,8 @@ FACADE = {
     "verify(jobs=)": lambda v: argus.verify(copy_rows, jobs=v, N=32, replay=False),
     "verify(timeout_ms=)": lambda v: argus.verify(copy_rows, timeout_ms=v, jobs=1, N=32),
     "verify(unroll=)": lambda v: argus.verify(copy_rows, unroll=v, jobs=1, N=32),
-    "verify(sizes)": lambda v: argus.verify(copy_rows, **v) if isinstance(v, dict)
-    else argus.verify(copy_rows, v),
+    "verify(**sizes)": lambda v: argus.verify(copy_rows, jobs=1,
+                                              **(v if isinstance(v, dict) else {"M": v})),
     "compile(kernel)": lambda v: argus.compile(v),
     "compile(policy=)": lambda v: argus.compile(copy_rows, policy=v),
     "compile(block_k=)": lambda v: argus.compile("gemm", block_k=v),
