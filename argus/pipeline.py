@@ -34,8 +34,9 @@ def _kernel(kernel, call: str):
     else is refused naming the argument."""
     if isinstance(kernel, str):
         kernel = resolve_kernel(kernel)
-    if isinstance(kernel, O.Kernel) or callable(getattr(kernel, "trace", None)):
-        return kernel
+    if isinstance(kernel, O.Kernel) or (callable(getattr(kernel, "trace", None))
+                                        and isinstance(getattr(kernel, "params", None), dict)):
+        return kernel  # an @kernel function (numpy arrays have a .trace too)
     raise VerifyError(f"argus.{call} takes an @kernel function, a traced kernel or a library "
                       f"kernel name, not {kernel!r}")
 
@@ -163,6 +164,12 @@ class CompiledKernel:
         missing = [v.name for v in self.ir.sizes if v.name not in sizes]
         if missing:
             raise LaunchError(f"{self.name}: the grid needs the sizes {missing}")
+        for var in self.ir.sizes + self.ir.scalars:
+            value = sizes.get(var.name, var.lo)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or not var.lo <= value < var.hi:
+                raise LaunchError(f"{self.name}: size {var.name}={value!r} is not a whole number "
+                                  f"in its range [{var.lo}, {var.hi})")
         return tuple(int(evaluate(g, sizes)) for g in self.lowered.grid)
 
     @property
@@ -181,7 +188,7 @@ class CompiledKernel:
         """Launch on `device` with arrays by position or name and scalar arguments by name;
         outputs are written in place. Returns the emulator's `Emulation` (trace, timing) or the
         HIP launch record."""
-        if device not in DEVICES:
+        if not isinstance(device, str) or device not in DEVICES:
             raise LaunchError(f"device must be one of {DEVICES}, got {device!r}")
         from argus.asm.launch import bind
 

@@ -144,6 +144,7 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
     `CompiledKernel` (`argus.compile`) with its symbolic `sizes`.
     `extrapolate=False` simulates the real trip count instead of extrapolating.
     """
+    _check_options(gpu=gpu, sizes=sizes, args=args)
     constants = constants or Calibrated.load()
     gpu_profile = profile(gpu)
     if hasattr(code_object, "lowered") and hasattr(code_object, "ir"):
@@ -169,6 +170,26 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
     occ = _occupancy(info, run.block[0] * run.block[1] * run.block[2])
     return estimate(run.events, run.instructions, occ, gpu=gpu_profile, constants=constants,
                     kernel=info.name, shape={"grid": "x".join(map(str, run.grid))})
+
+
+def _check_options(*, gpu: Any = "mi300x", sizes: Any = None, args: Any = None,
+                   **mappings: Any) -> None:
+    """Refuse a malformed option before anything uses it, naming it: `gpu` a name, `sizes`
+    (and the other `mappings`) dicts, sizes whole numbers, `args` a dict or a sequence."""
+    if not isinstance(gpu, str):
+        raise PerfError(f"gpu={gpu!r}: name the GPU", fix="pass gpu='mi300x' or gpu='mi308x'")
+    for what, value in {"sizes": sizes, **mappings}.items():
+        if value is not None and not isinstance(value, Mapping):
+            raise PerfError(f"{what}= takes a dict of names to values, not "
+                            f"{type(value).__name__}", fix=f"pass {what}={{'M': 256, ...}}")
+    for name, value in (sizes or {}).items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise PerfError(f"size {name}={value!r} is not a whole number",
+                            fix=f"give {name} an int")
+    if args is not None and (isinstance(args, (str, bytes)) or
+                             not isinstance(args, (Mapping, Sequence))):
+        raise PerfError(f"args= takes the kernel arguments as a dict by name or a sequence, "
+                        f"not {type(args).__name__}", fix="pass args={'K': 64, 'A': array}")
 
 
 @functools.lru_cache(maxsize=16)
@@ -563,6 +584,10 @@ def time_target(target: str, *, shape: Mapping[str, int] | None = None,
     from argus.asm.vendor import vendor_kernels
     from argus.kernels import library
 
+    if not isinstance(target, str):
+        raise PerfError(f"the target to time is a name or a path, not {type(target).__name__}",
+                        fix="pass a vendor or library kernel name, or a code object's path")
+    _check_options(gpu=gpu, sizes=shape, args=args, params=params, buffers=buffers)
     shape = dict(shape or {})
     if target in vendor_kernels():
         family = _family(target)
@@ -610,6 +635,10 @@ def compare(a: Target, b: Target) -> dict:
     occupancy, bank conflicts, modelled time, the ratio, and where the difference comes from."""
     from argus.asm.stats import kernel_stats, main_loop
 
+    for target in (a, b):
+        if not isinstance(target, Target):
+            raise PerfError(f"compare takes two timed targets, not {type(target).__name__}",
+                            fix="time each with argus.timing.time_target(name) first")
     rows: dict[str, list] = {}
     for target in (a, b):
         t, k = target.timing, target.kernel

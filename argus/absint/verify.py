@@ -96,8 +96,8 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
     started = time.perf_counter()
     ir, pins = _trace(kernel, sizes_or_params)
     jobs = env.jobs() if jobs is None else jobs
-    if jobs < 1:
-        raise VerifyError(f"jobs={jobs}: give at least 1 worker process")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise VerifyError(f"jobs={jobs!r}: give at least 1 worker process (a whole number)")
     try:
         check_options(solver, timeout_ms)
     except SmtError as error:
@@ -128,7 +128,8 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
 def _trace(kernel, kwargs: dict):
     if isinstance(kernel, O.Kernel):
         ir, rest = kernel, dict(kwargs)
-    elif not callable(getattr(kernel, "trace", None)):
+    elif not (callable(getattr(kernel, "trace", None))   # an @kernel (numpy arrays have .trace)
+              and isinstance(getattr(kernel, "params", None), dict)):
         raise VerifyError(f"verify takes an @kernel function, a traced kernel or a library "
                           f"kernel name, not {kernel!r}")
     else:

@@ -20,6 +20,10 @@ def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | Non
     array has its tensor's rank, every shape agrees with the sizes the first shapes gave, every
     scalar argument has a value in `scalars`, and the kernel's assumptions hold. Refusals raise
     `error` (the caller's kind: the interpreter's InterpError, the launcher's LaunchError)."""
+    if not isinstance(arrays, Mapping):
+        raise error(f"{kernel.name}: the arrays come as a dict by tensor name, not "
+                    f"{type(arrays).__name__}",
+                    fix=f"pass {{{', '.join(repr(t.name) + ': array' for t in kernel.tensors)}}}")
     scalars = dict(scalars or {})
     sizes: dict[str, int] = {}
     for tensor in kernel.tensors:
@@ -30,6 +34,10 @@ def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | Non
         if not hasattr(array, "shape") or not hasattr(array, "ndim"):
             raise error(f"{kernel.name}: argument {tensor.name} is a {type(array).__name__}; "
                         f"pass a numpy array ({tensor.type})")
+        if getattr(array, "dtype", None) is None or array.dtype.kind not in "biuf":
+            raise error(f"{kernel.name}: argument {tensor.name} holds "
+                        f"{getattr(array, 'dtype', 'no dtype')}; pass a numeric numpy array "
+                        f"({tensor.type})")
         if array.ndim != len(shape):
             raise error(f"{kernel.name}: {tensor.name} must have {len(shape)} dimensions "
                         f"({', '.join(map(str, shape))}), got shape {array.shape}")

@@ -44,10 +44,13 @@ def admits(kernel: Kernel, sizes: dict) -> bool:
 def size_value(kernel: Kernel, var: Var, value, *, error: type = IRError) -> int:
     """A given size as an int inside the range the kernel declares for it, else `error` (never
     a silent int(2.5) or a size no thread can run at)."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
+    try:
+        if isinstance(value, bool):
+            raise TypeError(value)
+        value = operator.index(value)  # a numpy array has __index__ but is no whole number
+    except TypeError:
         raise error(f"{var.name}={value!r}: a size of kernel {kernel.name} is a whole number",
-                    fix=f"give {var.name} an int, e.g. {var.name}={max(var.lo, 64)}")
-    value = operator.index(value)
+                    fix=f"give {var.name} an int, e.g. {var.name}={max(var.lo, 64)}") from None
     if not var.lo <= value < var.hi:
         raise error(f"{var.name}={value} is outside the range [{var.lo}, {var.hi}) kernel "
                     f"{kernel.name} declares for it, so no thread could run at that size",

@@ -8,6 +8,7 @@ so misuse fails at the line that caused it.
 from __future__ import annotations
 
 import inspect
+import math
 import operator
 from collections.abc import Callable
 
@@ -667,6 +668,12 @@ def lds(shape, dtype: str, *, swizzle=None, addr=None) -> Lds:
     if dtype not in DTYPE_BYTES:
         raise DSLError(f"lds dtype {dtype!r} is not one of {sorted(DTYPE_BYTES)}", loc)
     addr = addr if addr is not None else lds_layout(tuple(shape), swizzle)
+    elements = math.prod(addr.shape)
+    if builder.lds_bytes + elements * DTYPE_BYTES[dtype] > LDS_BUDGET:
+        # refused before cosize enumerates the layout's coordinates
+        raise DSLError(f"lds {tuple(addr.shape)} of {dtype} needs {elements * DTYPE_BYTES[dtype]} "
+                       f"bytes beside {builder.lds_bytes} already allocated; a gfx942 workgroup "
+                       f"has {LDS_BUDGET} (64 KiB): shrink the tiles or the number of stages", loc)
     size = cosize(addr)
     builder.lds_bytes += size * DTYPE_BYTES[dtype]
     if builder.lds_bytes > LDS_BUDGET:

@@ -78,7 +78,7 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
     from argus.asm.lower import emit, hazards, lanes, regalloc, schedule, waitcnt  # noqa: F401
     from argus.asm.lower.isel import Selector
 
-    if policy not in POLICIES:
+    if not isinstance(policy, str) or policy not in POLICIES:
         raise LoweringError(f"unknown scheduling policy {policy!r}; choose one of {POLICIES}")
     stripped = strip_tags(kernel)                       # tags emit nothing
     selector = Selector(stripped, policy)

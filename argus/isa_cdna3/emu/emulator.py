@@ -219,9 +219,9 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     `bank_conflicts`, `trace` and `max_wave_instructions` are described at
     `argus.asm.launch.emulate`.
     """
-    if check not in CHECK_MODES:
+    if not isinstance(check, str) or check not in CHECK_MODES:
         raise LaunchError(f"check must be one of {CHECK_MODES}, got {check!r}")
-    if memory not in ("strict", "lenient"):
+    if not isinstance(memory, str) or memory not in ("strict", "lenient"):
         raise LaunchError(f"memory must be 'strict' or 'lenient', got {memory!r}")
     if (isinstance(max_wave_instructions, bool) or not isinstance(max_wave_instructions, int)
             or max_wave_instructions < 1):
