@@ -13,6 +13,7 @@ import importlib.util
 import math
 import sys
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
@@ -331,7 +332,7 @@ def _scaled_error(got: np.ndarray, want: np.ndarray) -> float:
 def random_inputs(ir: O.Kernel, sizes: dict, seed: int = 0) -> dict[str, np.ndarray]:
     """Standard-normal data for float tensors (rounded to their type), integers in [0, 8) for
     integer ones, in the shapes the sizes give."""
-    from argus.absint.concrete import NUMPY_DTYPES
+    from argus.isa_cdna3.numerics import NUMPY_DTYPES
 
     rng = np.random.default_rng(seed)
     arrays = {}
@@ -352,7 +353,7 @@ def run_user(kernel, sizes: Mapping[str, int], *, mode: str = "emulate", params=
     `mode="emulate"` also compiled and run in the strict emulator, every tensor compared
     between the two. `reference(**inputs)` (a numpy function returning one array, for the
     last tensor argument, or a dict of arrays by tensor name) is compared with both."""
-    from argus.absint.concrete import NUMPY_DTYPES
+    from argus.isa_cdna3.numerics import NUMPY_DTYPES
 
     if mode not in ("emulate", "interp"):
         raise LaunchError(f"mode must be 'emulate' or 'interp', not {mode!r}")
