@@ -144,10 +144,12 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
     `CompiledKernel` (`argus.compile`) with its symbolic `sizes`.
     `extrapolate=False` simulates the real trip count instead of extrapolating.
     """
-    _check_options(gpu=gpu, sizes=sizes, args=args)
+    compiled = hasattr(code_object, "lowered") and hasattr(code_object, "ir")
+    # a compiled kernel's sizes are checked against its declarations (ir.sizes.checked_sizes)
+    _check_options(gpu=gpu, sizes=sizes, args=args, whole_sizes=not compiled)
     constants = constants or Calibrated.load()
     gpu_profile = profile(gpu)
-    if hasattr(code_object, "lowered") and hasattr(code_object, "ir"):
+    if compiled:
         if sizes is None:
             raise PerfError(f"{code_object.name}: pass sizes= (e.g. sizes={{'M': 256, ...}}) to "
                             f"time a compiled kernel")
@@ -173,7 +175,7 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
 
 
 def _check_options(*, gpu: Any = "mi300x", sizes: Any = None, args: Any = None,
-                   **mappings: Any) -> None:
+                   whole_sizes: bool = True, **mappings: Any) -> None:
     """Refuse a malformed option before anything uses it, naming it: `gpu` a name, `sizes`
     (and the other `mappings`) dicts, sizes whole numbers, `args` a dict or a sequence."""
     if not isinstance(gpu, str):
@@ -182,9 +184,9 @@ def _check_options(*, gpu: Any = "mi300x", sizes: Any = None, args: Any = None,
         if value is not None and not isinstance(value, Mapping):
             raise PerfError(f"{what}= takes a dict of names to values, not "
                             f"{type(value).__name__}", fix=f"pass {what}={{'M': 256, ...}}")
-    for name, value in (sizes or {}).items():
+    for name, value in (sizes or {}).items() if whole_sizes else ():
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise PerfError(f"size {name}={value!r} is not a whole number",
+            raise PerfError(f"size {name}={value!r} must be a whole number",
                             fix=f"give {name} an int")
     if args is not None and (isinstance(args, (str, bytes)) or
                              not isinstance(args, (Mapping, Sequence))):

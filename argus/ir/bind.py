@@ -12,6 +12,7 @@ from argus.ir import ops as O
 from argus.ir.expr import Var, evaluate
 from argus.ir.sizes import check_assumptions
 from argus.ir.types import IRError
+from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 
 
 def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | None = None, *,
@@ -34,7 +35,10 @@ def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | Non
         if not hasattr(array, "shape") or not hasattr(array, "ndim"):
             raise error(f"{kernel.name}: argument {tensor.name} is a {type(array).__name__}; "
                         f"pass a numpy array ({tensor.type})")
-        if getattr(array, "dtype", None) is None or array.dtype.kind not in "biuf":
+        if getattr(array, "dtype", None) is None or (
+                array.dtype.kind not in "biuf"
+                and array.dtype not in ELEMENT_DTYPES.values()):  # ml_dtypes' bf16/fp8 are 'V'
+
             raise error(f"{kernel.name}: argument {tensor.name} holds "
                         f"{getattr(array, 'dtype', 'no dtype')}; pass a numeric numpy array "
                         f"({tensor.type})")

@@ -28,8 +28,16 @@ def launch(kernel: KernelDef, arrays: dict) -> None:
 
 
 def sizes_of(kernel: KernelDef, arrays: dict) -> dict[str, int]:
-    """The kernel's symbolic sizes as `arrays` (anything with .shape/.ndim) bind them."""
-    return compiled(kernel).sizes_of(arrays)
+    """The kernel's symbolic sizes as `arrays` (anything with .shape, torch tensors included)
+    bind them: `argus.ir.bind.sizes_of` over stand-ins of those shapes (no memory taken)."""
+    import numpy as np
+
+    from argus.ir.bind import sizes_of as bound_sizes
+
+    stand_ins = {name: np.lib.stride_tricks.as_strided(np.zeros(1, np.float32),
+                                                       tuple(array.shape), (0,) * len(array.shape))
+                 for name, array in arrays.items()}
+    return bound_sizes(compiled(kernel).ir, stand_ins)
 
 
 def prove(kernel: KernelDef):
