@@ -171,6 +171,13 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
                     kernel=info.name, shape={"grid": "x".join(map(str, run.grid))})
 
 
+def assembled(source: str) -> Any:
+    """A code object from gfx942 assembly text (the micro-kernels calibration times)."""
+    from argus.asm import assemble
+
+    return assemble(source)
+
+
 @functools.lru_cache(maxsize=16)
 def _vendor_code(name: str) -> tuple[Any, list]:
     """A vendor code object and its instructions as the scheduler sees them."""
