@@ -109,33 +109,29 @@ def _line(label: str, amd: object, ours: object | None, why: str,
     ROWS.append(row)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few rows per family")
-    parser.add_argument("--json", help="also write the rows here")
-    options = parser.parse_args()
-    rows = calibrate.rows()
-    print("modelled MI300X-family times (no GPU here); ratio = AMD / ours, >= 1.00x means ours "
-          "is at least as fast")
+def _gemm_rows(rows: list, quick: bool) -> None:
     print("GEMM on mi300x, AMD: fastest bf16gemm_outf32_tn_*x64_pf3 tile and split-K")
-    for m, n, k in GEMM_SHAPES[:3] if options.quick else GEMM_SHAPES:
+    for m, n, k in GEMM_SHAPES[:3] if quick else GEMM_SHAPES:
         amd, which = _amd_gemm(m, n, k, "mi300x")
         ours, why = _best_ours_gemm(m, n, k, "mi300x", (1, 2, 4) if m * n <= 1 << 22 else (1,))
         _line(f"gemm {m}x{n}x{k}", amd, ours, f"{why}; AMD {which}")
     print("GEMM on mi308x at the amd-aiter wheel's bf16_tuned_gemm.csv rows, AMD's split-K")
     gemm = [r for r in rows if r.family == "bf16 GEMM"]
-    for r in gemm[:2] if options.quick else gemm:
+    for r in gemm[:2] if quick else gemm:
         amd = argus.time(r.kernel, sizes=r.sizes, gpu=r.gpu)
         s = r.sizes
         ours, why = _best_ours_gemm(s["m"], s["n"], s["k"], r.gpu,
                                     tuple(dict.fromkeys((s["splitk"], 8, 4, 2, 1))))
         _line(r.label(), amd, ours, why, r.measured_us)
+
+
+def _attention_rows(rows: list, quick: bool) -> None:
     attention = [r for r in rows if r.family == "attention"]
     for causal in (False, True):
         print(f"flash attention forward hd128 ({'causal' if causal else 'non-causal'}), "
               f"shapes from aiter's MI300X table")
         kernel = "fwd_hd128_bf16_causal" if causal else "fwd_hd128_bf16_rtne"
-        for r in attention[:2] if options.quick else attention[::3]:
+        for r in attention[:2] if quick else attention[::3]:
             s = r.sizes
             amd = argus.time(kernel, sizes=s, gpu=r.gpu)
             ours, why = _ours("attention_fwd", {"BH": s["b"] * s["h"], "S": s["s"], "D": 128},
@@ -144,10 +140,13 @@ def main() -> None:
                   None if causal else r.measured_us)
     print("flash attention forward hd64: AMD ships no hd64 forward kernel in the wheel; ours "
           "only")
-    for bh, seq in ((32, 1024), (32, 4096)) if not options.quick else ((32, 1024),):
+    for bh, seq in ((32, 1024),) if quick else ((32, 1024), (32, 4096)):
         ours, why = _ours("attention_fwd", {"BH": bh, "S": seq, "D": 64}, "mi300x", head_dim=64)
         print(f"  attention_fwd hd64 BH={bh} S={seq}: ours "
               + (f"{ours.microseconds:.2f} us (modelled)" if ours else f"missing: {why}"))
+
+
+def _moe_row() -> None:
     print("fused MoE (bf16), AMD: fmoe_b16 (emulated whole; the wheel's fmoe table is fp8 "
           "two-stage, which Argus cannot launch)")
     amd = argus.time("fmoe_b16", sizes=MOE_SHAPE)
@@ -160,6 +159,19 @@ def main() -> None:
                                    "P": len(ids), "BLOCKS": len(blocks)}, "mi300x")
     _line("fmoe_b16 " + " ".join(f"{k}={v}" for k, v in MOE_SHAPE.items()), amd, ours,
           why or "ours: gate+up GEMM only (less work than AMD's fused kernel)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few rows per family")
+    parser.add_argument("--json", help="also write the rows here")
+    options = parser.parse_args()
+    rows = calibrate.rows()
+    print("modelled MI300X-family times (no GPU here); ratio = AMD / ours, >= 1.00x means ours "
+          "is at least as fast")
+    _gemm_rows(rows, options.quick)
+    _attention_rows(rows, options.quick)
+    _moe_row()
     counted = [r for r in ROWS if r.get("ratio") is not None and r.get("counted")]
     at_parity = sum(r["ratio"] >= 1.0 for r in counted)
     print(f"parity: {at_parity} of {len(counted)} counted rows at >= 1.00x (modelled); "
