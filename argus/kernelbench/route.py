@@ -474,6 +474,9 @@ def route(model, example_inputs) -> Plan:
     output = None
     for node in graph.graph.nodes:
         if node.op == "placeholder":
+            if "tensor_meta" not in node.meta:
+                raise Unsupported("a Python number as a model input (kernel scalars are "
+                                  "integers in the DSL)")
             name = f"in{len(inputs)}"
             router.buffers[name] = tuple(node.meta["tensor_meta"].shape)
             _check_dtype(node)
@@ -690,7 +693,7 @@ class _Handlers:
             raise Unsupported("the indices of max/min (argmax reduction)")
         raise Unsupported("indexing a tensor (needs a gather or slice template)")
 
-    def op_norm(self, x, p="fro", dim=None, keepdim=False, dtype=None):
+    def op_norm(self, x, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         if p in ("fro", 2, 2.0):
             return self.unary(self.reduce(self.unary(x, lambda e: power(e, 2)), "sum", dim,
                                           keepdim), lambda e: un("sqrt", e))
