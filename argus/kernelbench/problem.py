@@ -186,8 +186,43 @@ def load(path: str | Path, level: str | None = None, floor: int = FLOOR) -> Prob
         return sum(math.prod(t.shape) for t in inputs if isinstance(t, torch.Tensor))
 
     scaled = scale(constants, numel, floor)
+    if not _constructs(path, source, scaled):
+        scaled = proportional(constants, numel)
     namespace = _exec(path, source, scaled)
     return Problem(path, level or _level(path), path.stem, constants, scaled, namespace)
+
+
+def _constructs(path: Path, source: str, values: dict) -> bool:
+    """Whether the Model builds and runs at these constants (shapes only): scaling each
+    constant on its own can break a relation the model checks (channels divisible by
+    groups)."""
+    import torch
+
+    try:
+        ns = _exec(path, source, values)
+        with torch.device("meta"), torch.no_grad():
+            ns["Model"](*ns["get_init_inputs"]())(*ns["get_inputs"]())
+    except Exception:  # noqa: BLE001 (any failure of the user's model means: do not use)
+        return False
+    return True
+
+
+def proportional(constants: dict, numel) -> dict:
+    """Every constant divided by one power of two (exactly where it divides, so ratios and
+    divisibility between constants survive) until the inputs fit BUDGET or a constant would
+    drop below SMALL."""
+    def divided(factor):
+        def one(v):
+            return max(1, v // factor) if v > KEEP else v
+        return {k: tuple(one(x) for x in v) if isinstance(v, tuple) else one(v)
+                for k, v in constants.items()}
+
+    factor = 1
+    while numel(divided(factor)) > BUDGET and all(
+            (min(v) if isinstance(v, tuple) else v) // (factor * 2) >= SMALL
+            for v in constants.values()):
+        factor *= 2
+    return divided(factor)
 
 
 def _level(path: Path) -> str:
