@@ -33,7 +33,9 @@ def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | Non
         if not hasattr(array, "shape") or not hasattr(array, "ndim"):
             raise error(f"{kernel.name}: argument {tensor.name} is a {type(array).__name__}; "
                         f"pass a numpy array ({tensor.type})")
-        if getattr(array, "dtype", None) is None or array.dtype.kind not in "biuf":
+        # numbers only (ml_dtypes' bfloat16 and float8 are kind "V" without fields)
+        if getattr(array, "dtype", None) is None or array.dtype.kind in "OSUcMm" \
+                or array.dtype.fields is not None:
             raise error(f"{kernel.name}: argument {tensor.name} holds "
                         f"{getattr(array, 'dtype', 'no dtype')}; pass a numeric numpy array "
                         f"({tensor.type})")
