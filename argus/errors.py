@@ -60,8 +60,11 @@ class ArgusError(Exception):
         return _rebuild, (type(self), self.args, self.__dict__)
 
     def render(self) -> str:
-        """Message with its place, and the fix on a line of its own: what the CLI prints."""
-        return str(self) + (f"\n  fix: {self.fix}" if self.fix else "")
+        """Message with its place, and the fix on a line of its own: what the CLI prints (an
+        internal error also says it is Argus's to fix)."""
+        internal = ("\n  this is a bug in Argus, not in the input: please report it"
+                    if self.kind == "internal" else "")
+        return str(self) + (f"\n  fix: {self.fix}" if self.fix else "") + internal
 
 
 def _rebuild(cls: type[ArgusError], args: tuple, state: dict) -> ArgusError:

@@ -23,6 +23,7 @@ import attrs
 import numpy as np
 
 from argus.isa_cdna3 import isa
+from argus.isa_cdna3.perf import store
 from argus.isa_cdna3.perf.estimate import Timing, combine, estimate, plan, statics_of
 from argus.isa_cdna3.perf.model import (
     Occupancy,
@@ -49,6 +50,9 @@ class Family:
     footprint: Callable[[dict], float]                    # compulsory HBM bytes
     defaults: dict
     problem: Callable[[dict], str | None]                 # what is wrong with the sizes, if any
+    # whether the sampled workgroups stand exactly for every workgroup at these sizes (else
+    # the whole launch is emulated)
+    sampled: Callable[[dict], bool] = lambda size: True
 
 
 def _gemm_tile(name: str) -> int:
@@ -72,17 +76,28 @@ def _gemm(name: str) -> Family:
         "a whole number of the kernel's 64-wide K steps)")
 
 
-def _fmha(name: str) -> Family:
+def _fmha(name: str, causal: bool) -> Family:
     def footprint(s: dict) -> float:
         kv = s.get("hk", s["h"])
         return (2 * s["b"] * s["s"] * s["h"] + 2 * s["b"] * s["sk"] * kv) * HEAD_DIM * BF16_BYTES
-    return Family(
-        "sk", (128, 256), lambda s: s["sk"],
-        lambda s, trip, groups: {"b": 1, "h": groups, "s": 256, "sk": trip},
-        lambda s: -(-s["s"] // 256) * s["h"] * s["b"], footprint,
-        {"b": 1, "h": 1, "s": 256, "sk": 256},
-        lambda s: None if min(s.values()) >= 1 and s["h"] % s.get("hk", s["h"]) == 0 else
-        "b, h, s, sk (and hk) must be positive and hk must divide h")
+
+    def problem(s: dict) -> str | None:
+        return None if min(s.values()) >= 1 and s["h"] % s.get("hk", s["h"]) == 0 else \
+            "b, h, s, sk (and hk) must be positive and hk must divide h"
+    if not causal:
+        return Family("sk", (128, 256), lambda s: s["sk"],
+                      lambda s, trip, groups: {"b": 1, "h": groups, "s": 256, "sk": trip},
+                      lambda s: -(-s["s"] // 256) * s["h"] * s["b"], footprint,
+                      {"b": 1, "h": 1, "s": 256, "sk": 256}, problem)
+    # The causal kernel gives each workgroup two 256-row query tiles, i and T-1-i, so every
+    # workgroup attends the same number of keys (bottom-right mask): s + 256 + 2 (sk - s) in
+    # all. One workgroup of a 512-query launch over L keys attends 2 L - 256, the same work,
+    # so the sample runs s=512 at L = sk - s/2 + 256 (the instruction counts match exactly).
+    return Family("sk", (512, 768), lambda s: s["sk"] - s["s"] // 2 + 256,
+                  lambda s, trip, groups: {"b": 1, "h": groups, "s": 512, "sk": trip},
+                  lambda s: -(-s["s"] // 512) * s["h"] * s["b"], footprint,
+                  {"b": 1, "h": 1, "s": 256, "sk": 256}, problem,
+                  lambda s: s["s"] % 512 == 0 and s["sk"] >= s["s"])
 
 
 def _family(name: str) -> Family | None:
@@ -90,8 +105,8 @@ def _family(name: str) -> Family | None:
 
     if GEMM.match(name):
         return _gemm(name)
-    if (match := FMHA.match(name)) and not match.group(1):
-        return _fmha(name)
+    if match := FMHA.match(name):
+        return _fmha(name, bool(match.group(1)))
     return None
 
 
@@ -129,10 +144,12 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
     `CompiledKernel` (`argus.compile`) with its symbolic `sizes`.
     `extrapolate=False` simulates the real trip count instead of extrapolating.
     """
-    _check_options(gpu=gpu, sizes=sizes, args=args)
+    compiled = hasattr(code_object, "lowered") and hasattr(code_object, "ir")
+    # a compiled kernel's sizes are checked against its declarations (ir.sizes.checked_sizes)
+    _check_options(gpu=gpu, sizes=sizes, args=args, whole_sizes=not compiled)
     constants = constants or Calibrated.load()
     gpu_profile = profile(gpu)
-    if hasattr(code_object, "lowered") and hasattr(code_object, "ir"):
+    if compiled:
         if sizes is None:
             raise PerfError(f"{code_object.name}: pass sizes= (e.g. sizes={{'M': 256, ...}}) to "
                             f"time a compiled kernel")
@@ -158,7 +175,7 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
 
 
 def _check_options(*, gpu: Any = "mi300x", sizes: Any = None, args: Any = None,
-                   **mappings: Any) -> None:
+                   whole_sizes: bool = True, **mappings: Any) -> None:
     """Refuse a malformed option before anything uses it, naming it: `gpu` a name, `sizes`
     (and the other `mappings`) dicts, sizes whole numbers, `args` a dict or a sequence."""
     if not isinstance(gpu, str):
@@ -167,9 +184,9 @@ def _check_options(*, gpu: Any = "mi300x", sizes: Any = None, args: Any = None,
         if value is not None and not isinstance(value, Mapping):
             raise PerfError(f"{what}= takes a dict of names to values, not "
                             f"{type(value).__name__}", fix=f"pass {what}={{'M': 256, ...}}")
-    for name, value in (sizes or {}).items():
+    for name, value in (sizes or {}).items() if whole_sizes else ():
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise PerfError(f"size {name}={value!r} is not a whole number",
+            raise PerfError(f"size {name}={value!r} must be a whole number",
                             fix=f"give {name} an int")
     if args is not None and (isinstance(args, (str, bytes)) or
                              not isinstance(args, (Mapping, Sequence))):
@@ -213,8 +230,8 @@ def _sample_groups(name: str, code: Any, shape: dict) -> tuple[tuple, dict[int, 
     search asks for many problem sizes that share a sample."""
     from argus.asm.vendor import run_vendor
 
-    key = (name, tuple(sorted(shape.items())))
-    if key not in _SAMPLES:
+    key = (hashlib.sha256(code.data).hexdigest(), name, tuple(sorted(shape.items())))
+    if not _recall(key):
         done = _emulated(lambda: run_vendor(name, shape=shape, code=code, trace=True), name)
         groups: dict[int, list] = {}
         for w in done.emulation.events.per_wave():
@@ -223,7 +240,18 @@ def _sample_groups(name: str, code: Any, shape: dict) -> tuple[tuple, dict[int, 
     return key, _SAMPLES[key]
 
 
-def _remember(key: tuple, groups: dict) -> None:
+def _recall(key: tuple) -> bool:
+    """Whether the sample `key` is remembered, in this process or on disk (perf.store)."""
+    from argus.isa_cdna3.emu.trace import WaveEvents
+
+    if key not in _SAMPLES and (groups := store.load(key, WaveEvents)) is not None:
+        _remember(key, groups, keep=False)
+    return key in _SAMPLES
+
+
+def _remember(key: tuple, groups: dict, *, keep: bool = True) -> None:
+    if keep:
+        store.save(key, groups)
     if len(_SAMPLES) >= _SAMPLES_KEPT:
         _SAMPLES.pop(next(iter(_SAMPLES)))
     _SAMPLES[key] = groups
@@ -232,8 +260,11 @@ def _remember(key: tuple, groups: dict) -> None:
 _SCHEDULES: dict[tuple, Any] = {}
 
 
-def forget() -> None:
-    """Drop the remembered samples and schedules (a cold start, for timing the model itself)."""
+def forget(*, disk: bool = False) -> None:
+    """Drop the remembered samples and schedules, and with `disk` the stored sample traces (a
+    cold start, for timing the model itself)."""
+    if disk:
+        store.clear()
     _SAMPLES.clear()
     _SCHEDULES.clear()
     _vendor_code.cache_clear()
@@ -280,6 +311,8 @@ def _vendor(name: str, sizes: dict, gpu: Any, constants: Calibrated, extrapolate
                                   else sizes)}
     if (problem := family.problem(size)) is not None:
         raise PerfError(f"{name} at {size}: {problem}")
+    if not family.sampled(size):
+        return _vendor_full(name, size, gpu, constants)
     code, statics = _vendor_code(name)
     info = code.kernels[0]
     threads = 512 if family.loop == "sk" else 256
@@ -348,11 +381,11 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     are shrunk as far as the first grid row allows."""
     import math
 
-    from argus.absint.admissible import checked_sizes
     from argus.asm.launch import emulate, kernel_arguments
     from argus.errors import ArgusError
     from argus.ir import ops as O
     from argus.ir.expr import evaluate
+    from argus.ir.sizes import admits, checked_sizes
     from argus.isa_cdna3.numerics import NUMPY_DTYPES
 
     names = [v.name for v in kernel.ir.sizes]
@@ -374,7 +407,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
     p = plan(workgroups, occ, gpu)
 
     def admissible(trial: dict) -> bool:
-        return all(evaluate(a, trial) for a in kernel.ir.assumes)
+        return admits(kernel.ir, trial)
 
     bounding = set(_loop_bound_names(kernel))
     ids = {op.var.name for op in kernel.ir.ops() if isinstance(op, O.ProgramId)}
@@ -406,7 +439,7 @@ def _compiled(kernel: Any, sizes: dict, gpu: Any, constants: Calibrated, extrapo
         shape = {**base, loop: trip} if loop else base
         key = (hashlib.sha256(kernel.code.data).hexdigest(), kernel.name, first,
                tuple(sorted(shape.items())))
-        if key not in _SAMPLES:
+        if not _recall(key):
             arrays = _sample_inputs(kernel.ir, shape)
             args = kernel_arguments(kernel.ir, arrays, shape)
             done = _emulated(lambda args=args: emulate(
@@ -638,8 +671,11 @@ def compare(a: Target, b: Target) -> dict:
         for key, value in values.items():
             rows.setdefault(key, ["", ""])[0 if target is a else 1] = value
     ratio = b.timing.microseconds / a.timing.microseconds
+    from argus.isa_cdna3.perf.explain import explain
+
     return {"names": [a.name, b.name], "rows": rows, "ratio": ratio,
-            "difference": _difference(a.timing, b.timing)}
+            "difference": _difference(a.timing, b.timing),
+            "explanation": explain(a.timing, b.timing, (a.name, b.name))}
 
 
 def _difference(a: Timing, b: Timing) -> str:

@@ -134,6 +134,8 @@ def test_a_raise_site_may_give_its_own_kind_and_it_survives_pickling():
         ArgusError("x", kind="fatal")
     with pytest.raises(TypeError, match="is not one of"):
         type("Bad", (ArgusError,), {"kind": "fatal"})
+    assert "bug in Argus" in ArgusError("x", kind="internal").render()
+    assert "bug in Argus" not in plain.render()
 
 
 def test_llm_failure_is_an_environment_error_with_its_reason():

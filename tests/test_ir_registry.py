@@ -78,13 +78,27 @@ def _ordering():
     return [ordering.stream().ir, ordering.relayout().ir]
 
 
+def _elementwise_ops():
+    """Comparisons, select, index tiles and sizes as tiles (issue 22's ops)."""
+    @T.kernel(waves=1)
+    def elementwise(X: Tensor("f32", "R", 64), Y: Tensor("f32", "R", 64)):
+        T.grid(T.cdiv(X.shape[0], 4))
+        r0 = T.program_id(0) * 4
+        spec = T.rows_layout((4, 64), 1)
+        x = X.load((r0, 0), spec, guard=True)
+        y = T.where(x > 0.0, T.rsqrt(x), T.iota(spec, 1, start=r0)) * X.shape[0]
+        Y.store((r0, 0), y, guard=True)
+
+    return elementwise.ir
+
+
 def _kernels():
     from argus.kernels import library
     from argus.kernels.attention import attention_fwd
 
     kernels = [entry.kernel.ir for entry in library().values()]
     return kernels + [attention_fwd.trace(causal=True), _branchy(), _broadcast(), *_lanes(),
-                      *_ordering()]
+                      *_ordering(), _elementwise_ops()]
 
 
 @pytest.fixture(scope="module")

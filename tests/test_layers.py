@@ -23,7 +23,7 @@ ROOT = Path(argus.__file__).parent
 #: Top layer first; each layer lists independent components.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("argus.cli",),
-    ("argus.search", "argus.demo", "argus.testing"),
+    ("argus.search", "argus.demo", "argus.testing", "argus.kernelbench"),
     # calibration fits the performance model by timing published kernels through argus.time,
     # the model's front door, which drives the road below
     ("argus.isa_cdna3.perf.calibrate",),

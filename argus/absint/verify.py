@@ -15,7 +15,7 @@ import time
 from argus import env
 from argus.absint import lds as L
 from argus.absint import sync as S
-from argus.absint.admissible import check_admissible, coverage, size_value
+from argus.absint.admissible import check_admissible, coverage
 from argus.absint.domain import (
     FALSE,
     ROW_RANGE,
@@ -50,6 +50,7 @@ from argus.ir import access as A
 from argus.ir import ops as O
 from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, free_vars, ite, max_, simplify
 from argus.ir.expr import substitute as subst
+from argus.ir.sizes import size_value
 from argus.ir.transfer import cover_names, cover_union
 from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
 from argus.smt import DEFAULT_TIMEOUT_MS, SmtError, check_options
@@ -117,7 +118,8 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
     finally:
         forget_run_memos()
     report = Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
-                    time.perf_counter() - started, unroll=unroll, coverage=coverage(ir, pins))
+                    time.perf_counter() - started, unroll=unroll, coverage=coverage(ir, pins),
+                    ir=ir)
     if env.debug_level() >= 1:
         print(report.summary(), file=sys.stderr)
     return report
@@ -139,7 +141,7 @@ def _trace(kernel, kwargs: dict):
     if unknown:
         raise VerifyError(f"kernel {ir.name} has no size or parameter {sorted(unknown)}; its "
                           f"sizes are {sorted(sizes)}")
-    return ir, {k: size_value(ir, sizes[k], v) for k, v in rest.items()}
+    return ir, {k: size_value(ir, sizes[k], v, error=VerifyError) for k, v in rest.items()}
 
 
 class _Verifier(Obligations, Races, GlobalOrder, Loops, Walker):
@@ -401,6 +403,11 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops, Walker):
         x, y = self.tags(op.x).at(*thread), self.tags(op.y).at(*thread)
         self.assertions(op, {"X": x.tags, "Y": y.tags}, x.defs + y.defs, thread,
                         _coords(op.x.type))
+
+    @rule(O.Select)
+    def on_select(self, op: O.Select):
+        """The assertions of a select read X and Y as at a binary op (the mask has no role)."""
+        self.on_binary(op)
 
     def union(self, op: O.Binary) -> TileTags:
         if self.tags(op.x) == self.tags(op.y):

@@ -51,7 +51,7 @@ def bind(ir: O.Kernel, arrays: Sequence[np.ndarray] = (), named: Mapping[str, An
 def bind_arrays(ir: O.Kernel, arrays: Sequence[np.ndarray], named: Mapping[str, Any]
                 ) -> dict[str, np.ndarray]:
     """The tensor arguments by name, given by position or name, each a numpy array of its
-    tensor's dtype under 4 GiB (buffer offsets are 32-bit)."""
+    tensor's dtype."""
     names = [t.name for t in ir.tensors]
     if len(arrays) > len(names):
         raise LaunchError(f"{ir.name} takes {len(names)} arrays ({', '.join(names)}), "
@@ -72,9 +72,6 @@ def bind_arrays(ir: O.Kernel, arrays: Sequence[np.ndarray], named: Mapping[str, 
         if not isinstance(array, np.ndarray) or array.dtype != want:
             raise LaunchError(f"{ir.name}: {tensor.name} must be a numpy array of {want}, "
                               f"got {getattr(array, 'dtype', type(array).__name__)}")
-        if array.nbytes >= 1 << 32:
-            raise LaunchError(f"{ir.name}: {tensor.name} has {array.nbytes} bytes; buffer "
-                              "offsets are 32-bit, so a tensor must stay below 4 GiB")
     return bound
 
 

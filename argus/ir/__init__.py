@@ -5,4 +5,4 @@
 `import argus.ir` loads none of them; `from argus.ir import *` loads the public modules.
 """
 
-__all__ = ["bind", "expr", "layout", "ops", "passes", "text", "types"]
+__all__ = ["bind", "expr", "layout", "ops", "passes", "rewrite", "sizes", "text", "types"]

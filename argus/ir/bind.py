@@ -9,8 +9,10 @@ from collections.abc import Mapping
 
 from argus.errors import ArgusError
 from argus.ir import ops as O
-from argus.ir.expr import Var, evaluate, free_vars
+from argus.ir.expr import Var, evaluate
+from argus.ir.sizes import check_assumptions
 from argus.ir.types import IRError
+from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 
 
 def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | None = None, *,
@@ -33,9 +35,10 @@ def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | Non
         if not hasattr(array, "shape") or not hasattr(array, "ndim"):
             raise error(f"{kernel.name}: argument {tensor.name} is a {type(array).__name__}; "
                         f"pass a numpy array ({tensor.type})")
-        # numbers only (ml_dtypes' bfloat16 and float8 are kind "V" without fields)
-        if getattr(array, "dtype", None) is None or array.dtype.kind in "OSUcMm" \
-                or array.dtype.fields is not None:
+        if getattr(array, "dtype", None) is None or (
+                array.dtype.kind not in "biuf"
+                and array.dtype not in ELEMENT_DTYPES.values()):  # ml_dtypes' bf16/fp8 are 'V'
+
             raise error(f"{kernel.name}: argument {tensor.name} holds "
                         f"{getattr(array, 'dtype', 'no dtype')}; pass a numeric numpy array "
                         f"({tensor.type})")
@@ -55,12 +58,5 @@ def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | Non
     for var in kernel.scalars:
         if var.name not in scalars:
             raise error(f"{kernel.name}: scalar argument {var.name} needs a value")
-    env = {**scalars, **sizes}
-    for assumption in kernel.assumes:
-        if not evaluate(assumption, env):
-            shown = {v.name: env[v.name] for v in sorted(free_vars(assumption),
-                                                         key=lambda v: v.name)}
-            raise error(f"{kernel.name}: the sizes {shown} break an assumption (the kernel "
-                        f"assumes {assumption})",
-                        fix="pick sizes that meet every assumption of the kernel")
+    check_assumptions(kernel, {**scalars, **sizes}, error=error)
     return sizes

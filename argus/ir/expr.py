@@ -251,9 +251,9 @@ class Term(Expr, metaclass=_Interned):
     @op.validator
     def _known_operator(self, _attribute, op):
         if op not in _OPS:
-            raise ValueError(f"unknown operator {op!r}; expected one of {sorted(_OPS)}")
+            raise ExprError(f"unknown operator {op!r}; expected one of {sorted(_OPS)}")
         if len(self.args) != _OPS[op][0]:
-            raise ValueError(f"operator {op!r} takes {_OPS[op][0]} operands, got {self.args}")
+            raise ExprError(f"operator {op!r} takes {_OPS[op][0]} operands, got {self.args}")
 
     @staticmethod
     def _intern_key(op, args):
@@ -714,15 +714,15 @@ _LARGEST_LEFT_SHIFT = 4096
 def _shift_bounds(fn):
     def shift_bounds(e, x, s):
         if s[1] < 0:
-            raise ValueError(f"'{_show(e)}' always shifts by a negative count")
+            raise ExprError(f"'{_show(e)}' always shifts by a negative count")
         counts = (max(s[0], 0), s[1])
         if fn is operator.rshift:
             # shifting right past the sign bit changes nothing more, so huge counts are cheap
             saturated = _two_complement_width(x) + 1
             counts = (min(counts[0], saturated), min(counts[1], saturated))
         elif counts[1] > _LARGEST_LEFT_SHIFT and x != (0, 0):
-            raise ValueError(f"'{_show(e)}' may shift left by up to {counts[1]} bits; bound the "
-                             f"shift count below {_LARGEST_LEFT_SHIFT} (e.g. with % or min_)")
+            raise ExprError(f"'{_show(e)}' may shift left by up to {counts[1]} bits; bound the "
+                            f"shift count below {_LARGEST_LEFT_SHIFT} (e.g. with % or min_)")
         return _corners(fn, x, counts)
     return shift_bounds
 
@@ -901,7 +901,8 @@ def _show_node(e, shown) -> tuple[str, int]:
 
 class ExprError(ArgusError, ValueError):
     """An expression node built from values it cannot hold (a Var without bounds, an empty
-    range, a name that is not an identifier)."""
+    range, a name that is not an identifier, an unknown operator), or a shift whose count's
+    bounds make it undefined."""
 
 
 class ExprSyntaxError(ArgusError, ValueError):

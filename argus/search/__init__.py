@@ -19,9 +19,11 @@ __all__ = ["Budget", "Problem", "SearchError", "parse_shape", "tune"]
 def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None,
          planner: str = "offline", llm: dict | None = None, jobs: int = 1,
          backend: str = "local", ray_address: str | None = None, resume: bool = False,
-         seed: int = 0, on_update=None):
+         seed: int = 0, on_update=None, fresh: bool = False, experience=None):
     """Tune `problem`, writing the trajectory to `run_file`; returns the loop's `Progress`
-    (its `state.results` are the accepted candidates, best first)."""
+    (its `state.results` are the accepted candidates, best first). The experience store
+    (`experience`: a path, default ARGUS_CACHE/experience/<family>.jsonl) warm-starts the
+    planner's priors and learns from this run; `fresh` ignores it (neither read nor written)."""
     from argus.search.evaluate import Evaluator
     from argus.search.loop import run
     from argus.search.planners import Planner, SearchState
@@ -33,7 +35,12 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
     header = {"problem": problem.to_dict(), "planner": planner, "budget": budget.to_dict(),
               "seed": seed, "backend": backend, "jobs": jobs}
     problem.knobs()  # bad --param values fail here, before anything is written
-    offline = OfflinePlanner(problem, seed)
+    from argus.search.experience import Experience
+
+    memory = None if fresh else Experience(experience, problem.family)
+    header["experience"] = None if memory is None else {"path": str(memory.path),
+                                                        "rows": len(memory.rows)}
+    offline = OfflinePlanner(problem, seed, experience=memory, run=str(run_file))
     chosen: Planner = offline
     if planner == "llm":
         from argus.search.planners.llm import LLMPlanner, client_from_options
@@ -42,6 +49,7 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
     elif planner != "offline":
         raise SearchError(f"--planner {planner!r}: choose offline or llm")
     store = Store(run_file, header, resume=resume)
+    offline.log = store.append
     if planner == "llm":
         llm_planner.log = store.append
     evaluator = Evaluator(problem, seed=seed)

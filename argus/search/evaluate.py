@@ -228,7 +228,7 @@ class Evaluator:
         params = kernel_params(candidate)
         if candidate.source is None:
             try:
-                return entry.kernel.trace(**params)
+                return _rewritten(entry.kernel.trace(**params), candidate)
             except ArgusError as err:
                 raise _Stop(_status(err), "trace", f"{candidate.describe()}: {err}") from None
         from argus.ir.text import parse_kernel
@@ -246,21 +246,20 @@ class Evaluator:
         if got != want:
             raise _Stop(INVALID, "trace", f"the edit changed the kernel's arguments: {got}; "
                         f"{self.problem.family} takes {want}")
-        return ir
+        try:
+            return _rewritten(ir, candidate)
+        except ValueError as err:
+            raise _Stop(INVALID, "trace", f"{candidate.describe()}: {err}") from None
 
     def _fits(self, ir) -> None:
         """The target sizes must satisfy the kernel's own assumptions (tile divisibility)."""
-        from argus.ir.expr import evaluate
+        from argus.ir.sizes import broken_assumption
 
-        sizes = {**self.problem.sizes}
-        for fact in ir.assumes:
-            try:
-                holds = bool(evaluate(fact, sizes))
-            except KeyError:  # a size the problem does not pin (MoE's routed rows)
-                continue
-            if not holds:
-                raise _Stop(INVALID, "trace", f"the shape {self.problem.shape} breaks the "
-                            f"kernel's assumption {fact}")
+        # an assumption over a size the problem does not pin (MoE's routed rows) is not decided
+        fact = broken_assumption(ir, self.problem.sizes)
+        if fact is not None:
+            raise _Stop(INVALID, "trace", f"the shape {self.problem.shape} breaks the "
+                        f"kernel's assumption {fact}")
 
     @staticmethod
     def _accept(report) -> None:
@@ -366,16 +365,24 @@ def kernel_params(candidate: Candidate) -> dict:
     return {k: v for k, v in candidate.params if k not in compile_only}
 
 
+def _rewritten(ir, candidate: Candidate):
+    """The traced IR with the candidate's program rewrites applied (a RewriteError, a
+    ValueError, when one does not apply)."""
+    if not candidate.rewrites:
+        return ir
+    from argus.search.rewrites import apply_rewrites
+
+    return apply_rewrites(ir, candidate.rewrites)
+
+
 def _satisfying(ir, sizes: dict) -> dict:
     """`sizes`, doubled until the kernel's own assumptions hold (an edited kernel may demand
     larger multiples than the family's check sizes); at most three doublings."""
-    from argus.ir.expr import evaluate
+    from argus.ir.sizes import admits
 
     for _ in range(4):
-        try:
-            if all(bool(evaluate(fact, sizes)) for fact in ir.assumes):
-                return sizes
-        except KeyError:  # assumptions over sizes the inputs imply (MoE's routed rows)
+        # assumptions over sizes the inputs imply (MoE's routed rows) are not decided here
+        if admits(ir, sizes):
             return sizes
         sizes = {k: v * 2 for k, v in sizes.items() if not isinstance(v, bool)}
     return sizes
@@ -431,6 +438,15 @@ def precheck(problem: Problem, candidate: Candidate) -> str:
         except _Stop as stop:
             _CACHE[key] = stop.message
     return _CACHE[key]
+
+
+def traced(problem: Problem, candidate: Candidate):
+    """The candidate's traced IR with its rewrites applied, or None when it does not trace
+    (planners read the IR for the sites of rewrites and repairs)."""
+    try:
+        return Evaluator(problem)._trace(candidate)
+    except _Stop:
+        return None
 
 
 def assembly(problem: Problem, candidate: Candidate) -> str:

@@ -30,9 +30,9 @@ from argus.absint.report import PROVED, REFUTED, Report
 from argus.absint.verify import verify
 from argus.ir import ops as O
 from argus.ir.expr import Term, Var, as_expr, evaluate, rebuild, simplify, substitute
+from argus.ir.rewrite import map_exprs, sites
 from argus.ir.text import print_kernel
 from argus.testing.programs import Program, as_program
-from argus.testing.rewrite import map_exprs, sites
 
 __all__ = ["ArgusCheckFailure", "VerdictCache", "shared_cache", "assert_sound", "assert_complete",
            "assert_metamorphic", "METAMORPHIC", "interpreter_violations"]

@@ -9,8 +9,9 @@ import re
 import numpy as np
 
 from argus.absint.interp.state import TOP, first, layout_table, mfma_positions, untop
+from argus.absint.kleene import array_verdict
 from argus.ir import ops as O
-from argus.ir.expr import Expr, evaluate, free_vars
+from argus.ir.expr import Expr, free_vars
 from argus.ir.text import expr_text
 
 
@@ -23,7 +24,7 @@ class Assertions:
         points where `where` holds (threads taking part) must satisfy them."""
         for index, assertion in enumerate(getattr(op, "asserts", ())):
             env = dict(self.env) | (extra_env or {})
-            unknown = np.zeros(shape, bool)
+            tops = {}
             missing = []
             for var in sorted(free_vars(assertion.predicate), key=lambda v: v.name):
                 role, tag = O.split_role_var(var.name)
@@ -33,7 +34,7 @@ class Assertions:
                 if values is None:
                     missing.append(f"{role}.{tag}")
                     continue
-                unknown |= np.broadcast_to(values == TOP, shape)
+                tops[var.name] = values == TOP
                 env[var.name] = untop(values)
             if missing:
                 self.report(op, "tag-missing",
@@ -42,10 +43,8 @@ class Assertions:
                             f"{ {r: sorted(t) for r, t in roles.items()} })",
                             np.ones(shape, bool), loc=assertion.loc, assertion=index)
                 continue
-            holds = np.broadcast_to(np.asarray(evaluate(assertion.predicate, env), bool), shape)
-            if agree_with is not None:
-                holds = holds == agree_with
-            failed = unknown | ~holds
+            # three-valued over ⊤ tags, as the verifier reads it (`absint.kleene`)
+            failed = ~array_verdict(assertion.predicate, env, tops, shape, agree_with)
             if where is not None:
                 failed = failed & where
             if failed.any():

@@ -128,6 +128,23 @@ class Compute:
             data = _BINARY[op.fn](x.data, y.data).astype(np.float32)
         self.values[op.result.name] = RegVal(data, self.result_tags(op))
 
+    @rule(O.Select)
+    def on_select(self, op: O.Select):
+        x, y, mask = (self.values[v.name] for v in (op.x, op.y, op.mask))
+        self.check(op, {"X": x.tags, "Y": y.tags}, op.x.type.layout, x.data.shape)
+        data = np.where(mask.data != 0, x.data, y.data).astype(np.float32)
+        self.values[op.result.name] = RegVal(data, self.result_tags(op))
+
+    @rule(O.Iota)
+    def on_iota(self, op: O.Iota):
+        t = op.result.type
+        shape = (t.layout.waves, LANES, t.layout.slots)
+        value = np.asarray(evaluate(op.start, self.env), np.int64)
+        if op.axis >= 0:
+            value = value + layout_table(t.layout)[op.axis]
+        data = to_dtype(np.broadcast_to(value, shape).astype(np.float32), t.dtype)
+        self.values[op.result.name] = RegVal(data, self.result_tags(op))
+
     @rule(O.Cast)
     def on_cast(self, op: O.Cast):
         x = self.values[op.x.name]
@@ -180,10 +197,9 @@ class Compute:
         x = self.values[op.x.name]
         data, tags, present = self.dense(op, x, op.x.type)
         axis = op.axis + 1
-        if op.fn == "max":
-            reduced = numerics.max_f32.reduce(np.where(present, data, -np.inf), axis=axis)
-        else:
-            reduced = np.sum(np.where(present, data, 0), axis=axis)
+        combine, identity = _REDUCE[op.fn]
+        with np.errstate(all="ignore"):
+            reduced = combine.reduce(np.where(present, data, identity), axis=axis)
         complete = present.all(axis=axis)
         out_tags = {}
         for name, tag in tags.items():
@@ -241,7 +257,7 @@ class Compute:
         if not op.combine:
             self.values[op.result.name] = RegVal(read.copy(), tags_read)
             return
-        combine = numerics.max_f32 if op.combine == "max" else np.add
+        combine = _REDUCE[op.combine][0]
         data = np.where(keep, combine(x.data, read), x.data).astype(np.float32)
         covered = cover_names(op.cover) if op.cover else ()
         tags = {n: np.where(keep, np.where(t == tags_read[n], t, TOP), t)
@@ -304,6 +320,18 @@ def merge_tags(x: dict, y: dict) -> dict:
 
 # transcendentals as the hardware computes them (within an ulp), from the ISA tables
 _UNARY = {"neg": np.negative, "abs": np.abs, "exp2": numerics.exp2, "log2": numerics.log2,
-          "rcp": numerics.rcp, "sqrt": numerics.sqrt}
+          "rcp": numerics.rcp, "sqrt": numerics.sqrt, "rsqrt": numerics.rsq,
+          "floor": np.floor, "trunc": np.trunc}
+
+
+def _mask(relation):
+    return lambda x, y: relation(x, y).astype(np.float32)
+
+
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-           "max": numerics.max_f32, "min": numerics.min_f32}
+           "max": numerics.max_f32, "min": numerics.min_f32, "lt": _mask(np.less),
+           "le": _mask(np.less_equal), "gt": _mask(np.greater), "ge": _mask(np.greater_equal),
+           "eq": _mask(np.equal), "ne": _mask(np.not_equal)}
+#: reductions and combining shuffles: (ufunc, identity); max/min are IEEE maxNum/minNum
+_REDUCE = {"max": (numerics.max_f32, -np.inf), "min": (numerics.min_f32, np.inf),
+           "sum": (np.add, 0.0), "prod": (np.multiply, 1.0)}

@@ -22,6 +22,7 @@ from argus.ir import access as A
 from argus.ir import ops as O
 from argus.ir.expr import Const, evaluate
 from argus.ir.text import expr_text
+from argus.ir.types import LANES
 
 
 class Memory:
@@ -89,8 +90,11 @@ class Memory:
         cached = self.run.accesses.get((id(op), lds))
         if cached is None:
             formula = (A.lds_access if lds else A.global_access)(op, "tile")
-            table = A.tile_of(op).layout.table()
-            cached = formula, {f"t{a}": c for a, c in enumerate(table)}, table[0].shape
+            layout = A.tile_of(op).layout
+            # the thread grid, from the layout: a scalar tile (a full reduction) has no
+            # coordinate to take it from
+            grid = (layout.waves, LANES, layout.slots)
+            cached = formula, {f"t{a}": c for a, c in enumerate(layout.table())}, grid
             self.run.accesses[(id(op), lds)] = cached
         formula, coords, at = cached
         return formula, {**self.env, **coords}, at

@@ -12,6 +12,7 @@ import attrs
 import numpy as np
 
 from argus.ir.types import DTYPE_BYTES, LANES, IRError, RegType, ThreadLayout, Value
+from argus.isa_cdna3 import numerics
 from argus.isa_cdna3.numerics import NUMPY_DTYPES
 
 #: Tag value of an element whose tags are unknown (⊤): a racy LDS read, an out-of-bounds load.
@@ -212,7 +213,8 @@ def to_dtype(data: np.ndarray, dtype: str) -> np.ndarray:
     it as float32 again, the interpreter's carrier for every element type."""
     data = np.asarray(data, np.float32)
     if dtype == "i32":
-        return np.trunc(data).astype(np.float32)
+        # as v_cvt_i32_f32: toward zero, saturating, NaN -> 0
+        return numerics.cvt_i32_f32(data).view(np.int32).astype(np.float32)
     with np.errstate(all="ignore"):
         return data.astype(NUMPY_DTYPES[dtype]).astype(np.float32)
 

@@ -29,9 +29,11 @@ from argus.isa_cdna3.lanemaps import (
     swizzle_offset,
 )
 
-COMBINE = {"max": "v_max_f32_e32", "sum": "v_add_f32_e32"}
+COMBINE = {"max": "v_max_f32_e32", "sum": "v_add_f32_e32", "min": "v_min_f32_e32",
+           "prod": "v_mul_f32_e32"}
 #: combining shuffles fused into the DPP instruction: fn(moved element, own element)
-DPP_COMBINE = {"max": "v_max_f32_dpp", "sum": "v_add_f32_dpp"}
+DPP_COMBINE = {"max": "v_max_f32_dpp", "sum": "v_add_f32_dpp", "min": "v_min_f32_dpp",
+               "prod": "v_mul_f32_dpp"}
 #: every active lane written (an invalid read gives 0, replaced by the lane's own element after)
 DPP_MASKS = "row_mask:0xf bank_mask:0xf bound_ctrl:1"
 
