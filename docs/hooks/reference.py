@@ -153,6 +153,13 @@ _OBLIGATION = re.compile(r"\.obligation\(\s*[^,]+,\s*\"([a-z-]+)\"")
 _CALL = re.compile(r"self\.([a-z_][a-z0-9_]*)\(")
 
 
+#: an access recorded for the pairwise checks made at the end of an epoch or of the kernel
+#: (absint/races.py, absint/global_order.py), which record their obligations at the later
+#: access of the pair
+_DEFERRED = {"self.global_accesses.append(": ("global-race", "global-order"),
+             "self.accesses.append(": ("lds-race",)}
+
+
 @cache
 def _method_kinds(walker: type, name: str, seen: frozenset = frozenset()) -> frozenset:
     """Obligation kinds a walker method records, itself or through the methods it calls."""
@@ -164,25 +171,30 @@ def _method_kinds(walker: type, name: str, seen: frozenset = frozenset()) -> fro
     except (OSError, TypeError):
         return frozenset()
     kinds = set(_OBLIGATION.findall(source))
+    kinds.update(*(deferred for record, deferred in _DEFERRED.items() if record in source))
     for called in set(_CALL.findall(source)):
         kinds |= _method_kinds(walker, called, seen | {name})
     return frozenset(kinds)
 
 
 def verifier_rule(cls) -> tuple[str, list[str]] | None:
-    from argus.absint.verify import _Verifier
+    """(what handles the op, the obligation kinds it records): the op's rule in the
+    verifier's registry and the value-level reading of its transfer rule (`RESULT_TAGS`)."""
+    from argus.absint.verify import RESULT_TAGS, _Verifier
 
-    fn = _Verifier.RULES.get(cls)
-    if fn is None:
+    parts = [fn for fn in (_Verifier.RULES.get(cls), RESULT_TAGS.get(cls.transfer)) if fn]
+    if not parts:
         return None
-    return fn.__name__, sorted(_method_kinds(_Verifier, fn.__name__))
+    kinds = set().union(*(_method_kinds(_Verifier, fn.__name__) for fn in parts))
+    return " + ".join(f"`{fn.__name__}`" for fn in parts), sorted(kinds)
 
 
 def backend_rule(cls) -> str | None:
+    from argus.asm.lower import lanes  # noqa: F401  (registers the cross-lane rules)
     from argus.asm.lower.isel import RULES
 
     fn = RULES.get(cls)
-    return None if fn is None else fn.__name__
+    return None if fn is None else f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
 
 
 @cache
@@ -213,7 +225,10 @@ def ops_page() -> str:
         "proof obligations the verifier records for it, and the gfx942 instructions the backend",
         "emitted for it in the library kernels (GEMM, both attention kernels, MoE GEMM, lowered",
         "with the `interleave` policy; counts are per kernel source, not per launch). Waits and",
-        "`s_nop`s the later passes insert are not counted.",
+        "`s_nop`s the later passes insert are not counted. The race and ordering obligations",
+        "(`lds-race`, `global-race`, `global-order`) are checked between pairs of accesses at",
+        "the end of a barrier epoch or of the kernel and listed under the access ops that take",
+        "part; the [verifier semantics](../concepts/verifier.md) page says what each kind means.",
         "",
         "| op | class | tag transfer |",
         "|---|---|---|",
@@ -254,13 +269,18 @@ def _op_section(cls, meanings) -> list[str]:
         out.append("")
         out += [f"- {_escape(message)}" for message in checks]
         out.append("")
+    if cls.__name__ == "Yield":
+        out += ["**Verifier and backend:** handled by the enclosing `for` or `if`, whose "
+                "results it gives.", ""]
+        return out
     rule = verifier_rule(cls)
     if rule is None:
-        out.append("**Verifier:** no rule of its own (the op's parent class's, or none).")
+        out.append("**Verifier:** no rule: `verify` refuses a kernel using it (a "
+                   "`VerifyError` naming the op).")
     else:
         name, kinds = rule
         shown = ", ".join(f"`{k}`" for k in kinds) or "none (it updates the abstract state)"
-        out.append(f"**Verifier** (`{name}`): obligations {shown}.")
+        out.append(f"**Verifier** ({name}): obligations {shown}.")
     out.append("")
     backend = backend_rule(cls)
     opcodes = emitted().get(cls.mnemonic, {})
@@ -270,9 +290,9 @@ def _op_section(cls, meanings) -> list[str]:
     elif opcodes:
         shown = ", ".join(f"`{name}` ×{count}" for name, count in
                           sorted(opcodes.items(), key=lambda item: (-item[1], item[0])))
-        out.append(f"**Backend** (`isel.{backend}`), in the library kernels: {shown}.")
+        out.append(f"**Backend** (`{backend}`), in the library kernels: {shown}.")
     else:
-        out.append(f"**Backend** (`isel.{backend}`): no library kernel uses the op, so no "
+        out.append(f"**Backend** (`{backend}`): no library kernel uses the op, so no "
                    "instruction count is shown.")
     return out
 
