@@ -211,6 +211,10 @@ class RayWorkers:
             raise SearchError("--backend ray needs Ray: pip install 'argus[ray]'") from None
         self.ray, self.jobs, self.timeout_s = ray, jobs, timeout_s
         self.owned = not ray.is_initialized()
+        # Ray's defaults for its node and its agents to come up (30-60 s) are too short on a
+        # loaded machine: the raylet then aborts waiting for the metrics agent's port file
+        os.environ.setdefault("RAY_raylet_start_wait_time_s", "300")
+        os.environ.setdefault("RAY_agent_register_timeout_ms", "300000")
         address = address or os.environ.get("RAY_ADDRESS")
         if self.owned:
             # a local instance imports what this process imports (as spawned workers do)
