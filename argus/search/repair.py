@@ -16,9 +16,9 @@ import re
 import attrs
 
 from argus.ir import ops as O
+from argus.ir.rewrite import sites
 from argus.search import rewrites as R
 from argus.search.space import Candidate
-from argus.testing.rewrite import sites
 
 #: repairs proposed per refuted candidate (the planner tries them before anything else)
 MAX_REPAIRS = 4

@@ -20,8 +20,8 @@ import attrs
 
 from argus.ir import ops as O
 from argus.ir.expr import Const, Term, free_vars, rebuild, simplify, substitute
+from argus.ir.rewrite import replace_op, replace_values, sites
 from argus.ir.types import AddressMap, IRError, LdsType, Value, coord_vars
-from argus.testing.rewrite import replace_op, replace_values, sites
 
 #: the ring depths a rewrite may give an LDS buffer (1: single-buffered); powers of two, since
 #: the backend computes a slot index `kt % depth` with a mask
