@@ -112,10 +112,11 @@ def test_ray_backend_evaluates_cancels_and_survives_a_killed_worker(tmp_path):
     from fakes.landscape import PidSleeper
 
     pid_file = tmp_path / "worker.pid"
-    workers = RayWorkers(PidSleeper(str(pid_file), 60.0), jobs=1, timeout_s=30.0)
+    # the first task waits for Ray's worker process to start and import Argus: minutes when loaded
+    workers = RayWorkers(PidSleeper(str(pid_file), 60.0), jobs=1, timeout_s=240.0)
 
     def finish():
-        deadline, done = time.monotonic() + 120, []
+        deadline, done = time.monotonic() + 300, []
         while not done and time.monotonic() < deadline:
             done = workers.wait(1.0)
         return done
@@ -130,11 +131,11 @@ def test_ray_backend_evaluates_cancels_and_survives_a_killed_worker(tmp_path):
         done = finish()
         assert done[0].status == "timeout" and "cancelled" in done[0].message
         assert workers.busy == 0
-        workers.timeout_s = 120.0
+        workers.timeout_s = 300.0  # each task below starts a fresh Ray worker process
         pid_file.unlink(missing_ok=True)
         doomed = Candidate("gemm", {"block_m": 128}, source="sleep")
         workers.submit(Task(doomed, "optuna", "offline"))
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while not pid_file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         os.kill(int(pid_file.read_text()), signal.SIGKILL)
