@@ -29,7 +29,7 @@ def _ours(name: str, sizes: dict, gpu: str, **params) -> tuple[float | None, str
     from argus.kernels import library
 
     try:
-        kernel = argus.compile(library()[name].kernel, **params)
+        kernel = argus.compile(library()[name].kernel, verify=False, **params)
     except Exception as err:          # the backend's own error says which rule is missing
         return None, f"argus.compile({name}) fails: {str(err).splitlines()[0]}"
     try:
