@@ -72,3 +72,23 @@ def test_pool2d_matches_numpy(kind, nc, h, w, k, s, p):
 def test_pool2d_is_proved_for_symbolic_sizes():
     report = argus.verify(pool2d, kind="max", window=(3, 3), stride=2, padding=1)
     assert report.ok and report.proved_for_all_sizes, str(report)
+
+
+@pytest.mark.parametrize("n,h,w,c,k,s,p,d", [(2, 6, 9, 70, 3, 1, 1, 1), (1, 8, 8, 64, 3, 2, 1, 1),
+                                             (1, 7, 7, 16, 2, 1, 0, 2)])
+def test_depthwise_conv2d_matches_numpy(n, h, w, c, k, s, p, d):
+    from argus.kernels.conv import depthwise_conv2d
+
+    rng = np.random.default_rng(c + k)
+    x = rng.standard_normal((n, h, w, c)).astype(np.float32)
+    weight = rng.standard_normal((k, k, c)).astype(np.float32)
+    oh, ow = (h + 2 * p - d * (k - 1) - 1) // s + 1, (w + 2 * p - d * (k - 1) - 1) // s + 1
+    pad = np.zeros((n, h + 2 * p + s * oh, w + 2 * p + s * ow, c))
+    pad[:, p:p + h, p:p + w] = x
+    want = sum(pad[:, i * d:i * d + s * oh:s, j * d:j * d + s * ow:s] * weight[i, j]
+               for i in range(k) for j in range(k))
+    params = dict(window=(k, k), stride=s, padding=p, dilation=d)
+    assert argus.verify(depthwise_conv2d, **params).proved_for_all_sizes
+    y = np.zeros((n, oh, ow, c), np.float32)
+    argus.compile(depthwise_conv2d, **params).run(phase_view(x, s), weight, y, check="strict")
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)

@@ -143,3 +143,34 @@ def pool2d(X: Tensor("f32", "NC", "H2", "S", "W2", "S"), Y: Tensor("f32", "NC", 
     if kind != "max":
         acc = acc * (1.0 / (window[0] * window[1]))
     Y.store((nc, oh0, ow0), acc, axes=(1, 2), guard=True)
+
+
+@T.kernel(waves=1)
+def depthwise_conv2d(X: Tensor("f32", "N", "H2", "S", "W2", "S", "C"),
+                     Wt: Tensor("f32", "KH", "KW", "C"), Y: Tensor("f32", "N", "OH", "OW", "C"),
+                     *, window: tuple[int, int] = (3, 3), stride: int = 1, padding: int = 0,
+                     dilation: int = 1):
+    """groups = C: Y[n, oh, ow, c] = sum over kh, kw of X[n, oh*s + kh*d - p,
+    ow*s + kw*d - p, c] * Wt[kh, kw, c] (NHWC in the phase view, f32); 4 output pixels by
+    64 channels per step, lanes along the channels, any C (guarded tail)."""
+    N, H2, S, W2, _, C = X.shape
+    KH, KW, _ = Wt.shape
+    OH, OW = Y.shape[1], Y.shape[2]
+    T.assume(S.eq(stride))
+    T.assume(KH.eq(window[0]))
+    T.assume(KW.eq(window[1]))
+    T.grid(OH, T.cdiv(OW, 4), N)
+    oh, ow0, n = T.program_id(0), T.program_id(1) * 4, T.program_id(2)
+    spec = T.rows_layout((4, 64), 1)
+    channels = T.reduced(spec, 0)
+    for block in T.range(0, T.cdiv(C, 64), name="cb"):
+        c0 = block * 64
+        acc = T.zeros(spec)
+        for kh in range(window[0]):
+            for kw in range(window[1]):
+                h, w = kh * dilation - padding, kw * dilation - padding
+                x = X.load((n, oh + h // stride, h % stride, ow0 + w // stride, w % stride, c0),
+                           spec, axes=(3, 5), guard=True)
+                weight = Wt.load((kh, kw, c0), channels, axes=(2,), guard=True)
+                acc = acc + x * T.broadcast(weight, 0, spec)
+        Y.store((n, oh, ow0, c0), acc, axes=(2, 3), guard=True)
