@@ -1,6 +1,7 @@
 """Convolution and pooling written in the DSL (issue 22): a 2-D implicit-GEMM convolution on
 v_mfma_f32_32x32x8_bf16 (NHWC, any stride, padding and dilation, a fused bias + activation
-epilogue) and 2-D max/average pooling, both proved for symbolic sizes.
+epilogue), a depthwise one (groups = C) and 2-D max/average pooling, all proved for symbolic
+sizes. Not here yet: 1-D/3-D, other group counts, transposed convolution.
 
 Strides come from the input's phase view: a stride-s input of H x W is passed as
 (N, H/s, s, W/s, s, C), element (h, w) at (h // s, h % s, w // s, w % s), so every window
