@@ -68,7 +68,8 @@ def verify(kernel: KernelDef | Kernel | str, **options: Any) -> Report:
 
 
 def compile(kernel: KernelDef | Kernel | str, **options: Any) -> CompiledKernel:
-    """Lower a DSL kernel with tile parameters to a gfx942 code object; see
+    """Prove a DSL kernel, then lower it with tile parameters to a gfx942 code object
+    (`verify=False` skips the proof; `CompiledKernel.verified` says which); see
     `argus.pipeline.compile` (policy, verify, tile parameters)."""
     from argus.pipeline import compile as run
 

@@ -83,6 +83,18 @@ def _parse(debug: str, jobs: str, cache: str) -> Env:
     return Env(level, workers, Path(cache).expanduser()) if cache else Env(level, workers)
 
 
+def compile_verifies() -> bool:
+    """ARGUS_COMPILE_VERIFY: whether `argus.compile` proves a kernel before lowering it when
+    not told (`verify=`); on unless set to 0 (Argus' own test suite sets 0 and proves where
+    it means to)."""
+    text = (_text("ARGUS_COMPILE_VERIFY") or "1").strip()
+    if text not in ("0", "1"):
+        raise EnvError(f"ARGUS_COMPILE_VERIFY={text!r} is not 0 or 1",
+                       fix="set ARGUS_COMPILE_VERIFY=1 (prove before compiling, the default) "
+                           "or 0 (compile without proving), or unset it")
+    return text == "1"
+
+
 def debug_level() -> int:
     """ARGUS_DEBUG: 0 quiet, 1 verdicts, 2 traced IR, 3 assembly, 4 emulator trace."""
     return current().debug

@@ -13,7 +13,6 @@ import importlib.util
 import math
 import sys
 import traceback
-from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
@@ -146,6 +145,8 @@ class CompiledKernel:
     lowered: object = attrs.field(repr=False)          # argus.asm.lower.Lowered
     code: object = attrs.field(repr=False)             # argus.asm.CodeObject
     seconds: float = 0.0                               # lowering + assembling
+    #: whether it was proved for every size before lowering (`compile(verify=False)` skips)
+    verified: bool = False
 
     @property
     def text(self) -> str:
@@ -214,26 +215,31 @@ class CompiledKernel:
 _CACHE: dict[str, CompiledKernel] = {}
 
 
-def compile(kernel, *, policy: str = "interleave", verify: bool = False, **params
+def compile(kernel, *, policy: str = "interleave", verify: bool | None = None, **params
             ) -> CompiledKernel:
     """Compile a DSL kernel (or an already traced IR kernel) with tile parameters `params`.
 
-    With `verify=True` the kernel is proved first and a refuted or unknown obligation stops the
-    compilation (argus.absint.verify.VerifyError). Tile parameters are compile-time; sizes are
-    kernel arguments.
+    The kernel is proved first (a refuted or unknown obligation stops the compilation with
+    argus.absint.verify.VerifyError); `verify=False` skips the proof, and the result says so
+    (`CompiledKernel.verified`). Without `verify=`, ARGUS_COMPILE_VERIFY decides (on unless 0).
+    Tile parameters are compile-time; sizes are kernel arguments.
     """
     import time
 
+    from argus import env
     from argus.asm import assemble
     from argus.asm.lower import RegisterBudgetError, lower
 
+    if verify is None:
+        verify = env.compile_verifies()
     ir = kernel if isinstance(kernel, O.Kernel) else _kernel(kernel, "compile").trace(**params)
     key = hashlib.sha256(f"{policy}\n{ir}".encode()).hexdigest()
-    if key in _CACHE and not verify:
+    if key in _CACHE and (_CACHE[key].verified or not verify):
         return _CACHE[key]
     if verify:
         _prove(ir)
     if key in _CACHE:
+        _CACHE[key] = attrs.evolve(_CACHE[key], verified=True)
         return _CACHE[key]
     start = time.perf_counter()
     try:
@@ -244,7 +250,7 @@ def compile(kernel, *, policy: str = "interleave", verify: bool = False, **param
                                   f"{err.message}", err.loc, err.fix) from None
     code = assemble(lowered.text)
     compiled = CompiledKernel(ir.name, dict(params), ir, lowered, code,
-                              time.perf_counter() - start)
+                              time.perf_counter() - start, verified=bool(verify))
     _CACHE[key] = compiled
     return compiled
 
@@ -346,7 +352,7 @@ def random_inputs(ir: O.Kernel, sizes: dict, seed: int = 0) -> dict[str, np.ndar
     return arrays
 
 
-def run_user(kernel, sizes: Mapping[str, int], *, mode: str = "emulate", params=None,
+def run_user(kernel, sizes: dict[str, int], *, mode: str = "emulate", params=None,
              seed: int = 0, reference=None, tolerance: float | None = None) -> UserRun:
     """Run a user's kernel (`path/file.py:name`, a DSL kernel or traced IR) on random inputs
     at `sizes` (scalar arguments included): always in the reference interpreter, and with

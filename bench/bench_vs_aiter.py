@@ -42,7 +42,7 @@ MOE_SHAPE = {"tokens": 32, "dim": 512, "inter": 512, "experts": 4, "topk": 2}
 def _compiled(name: str, params: tuple) -> object:
     from argus.kernels import library
 
-    return argus.compile(library()[name].kernel, **dict(params))
+    return argus.compile(library()[name].kernel, verify=False, **dict(params))
 
 
 def _ours(name: str, sizes: dict, gpu: str, **params) -> tuple[object | None, str]:

@@ -2,9 +2,15 @@
 quick|ci|dev`, else `HYPOTHESIS_PROFILE`, else quick; the plugin alone changes nothing), and the
 vendor fixtures. The `argus_verifier` fixture comes from the argus.testing plugin."""
 
+import os
+
 import pytest
 
 from argus.testing.plugin import use_argus_profiles
+
+# argus.compile proves by default; the suite proves where a test means to (argus.verify,
+# compile(verify=True)), so that compiling a kernel under test does not prove it again each time
+os.environ.setdefault("ARGUS_COMPILE_VERIFY", "0")
 
 
 def pytest_configure(config):

@@ -78,3 +78,31 @@ def test_a_workgroup_spanning_2_gib_is_refused_at_launch_naming_the_access():
     huge = np.zeros(((1 << 31) // 256 + 1, 64), np.float32)
     with pytest.raises(ArgusError, match="span of one tensor must stay below 2 GiB"):
         compiled.run(huge, out)
+
+
+@T.kernel(waves=1)
+def relu_tail(X: Tensor("f32", "R", "C"), Y: Tensor("f32", "M", "C"),
+              start: Scalar(0, 2**31 - 1)):
+    """Y = relu(X[start:start + M]) where the window may run past X's end (guarded: rows
+    beyond R read 0, through the rebased resource's num_records)."""
+    C = X.shape[1]
+    M = Y.shape[0]
+    T.assume((M % 4).eq(0))
+    T.assume((C % 256).eq(0))
+    T.grid(M // 4, C // 256)
+    r0, c0 = T.program_id(0) * 4, T.program_id(1) * 256
+    spec = T.copy_layout((4, 256), 1, 4)
+    x = X.load((start + r0, c0), spec, guard=True)
+    Y.store((r0, c0), T.maximum(x, T.zeros(spec)))
+
+
+def test_guarded_rows_past_the_end_of_a_tensor_over_4_gib_read_zero():
+    assert argus.verify(relu_tail).ok
+    compiled = argus.compile(relu_tail)
+    x = np.zeros((ROWS, COLS), np.float32)
+    start = ROWS - 3
+    x[start:] = np.random.default_rng(2).standard_normal((3, COLS)).astype(np.float32) + 5
+    y = np.full((8, COLS), -1, np.float32)
+    compiled.run(x, y, start=start, check="strict")
+    np.testing.assert_array_equal(y[:3], np.maximum(x[start:], 0))
+    np.testing.assert_array_equal(y[3:], 0)

@@ -182,3 +182,16 @@ def test_a_fused_chain_agrees_at_odd_sizes(seed, rows):
 
 _CHAIN = elementwise(lambda x, R: T.where(abs(x) < 4.0, T.sigmoid(x) * x, T.rsqrt(abs(x) + 1.0)),
                      waves=2)
+
+
+def test_sizes_on_either_side_of_a_tile():
+    """`N * x`, `N - x`, `(N + 1) / x`, `N < x`: a size on the left builds the same tile ops."""
+    kernel = elementwise(lambda x, R: R * x + (R + 1) / (abs(x) + 1.0) - (R - x)
+                         + (R < x) + T.where(x > 0.0, R, 0.5))
+    x = data(6, 5, specials=False)
+    y, interpreted = through_the_road(kernel, x)
+    r = np.float32(x.shape[0])
+    want = (r * x + (r + 1) * (1 / (np.abs(x) + 1)) - (r - x) + (r < x)
+            + np.where(x > 0, r, 0.5))
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(interpreted, y)

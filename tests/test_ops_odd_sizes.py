@@ -95,3 +95,26 @@ def test_narrow_accesses_only_where_needed():
     narrow = argus.compile(relu_rows).lowered.render()
     assert "buffer_load_dwordx4" in wide and "buffer_load_dwordx4" not in narrow
     assert narrow.count("buffer_load_dword ") == 4
+
+
+def _copy(dtype: str):
+    @T.kernel(waves=2)
+    def copy(X: Tensor(dtype, "R", "C"), Y: Tensor(dtype, "R", "C")):
+        R, C = X.shape
+        T.grid(T.cdiv(R, 8), T.cdiv(C, 32))
+        r0, c0 = T.program_id(0) * 8, T.program_id(1) * 32
+        spec = T.copy_layout((8, 32), 2, 2)
+        Y.store((r0, c0), X.load((r0, c0), spec, guard=True), guard=True)
+    return copy
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "i32", "f32"])
+@pytest.mark.parametrize("shape", [(9, 45), (1, 1), (16, 33)])
+def test_guarded_copies_of_every_width(dtype, shape):
+    from argus.absint.concrete import NUMPY_DTYPES
+
+    x = (np.random.default_rng(sum(shape)).standard_normal(shape) * 100).astype(
+        NUMPY_DTYPES[dtype])
+    y = np.zeros_like(x)
+    argus.compile(_copy(dtype)).run(x, y, check="strict")
+    np.testing.assert_array_equal(y, x)

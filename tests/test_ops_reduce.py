@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import argus
 import argus.lang as T
@@ -190,3 +192,48 @@ def test_scan_layout_is_checked_at_its_line():
     kernel = row_op(lambda x, spec: T.cumsum(x, 1), 2, 256, 1, vector=4, out_cols=256)
     with pytest.raises(T.DSLError, match="lane % 256"):
         kernel.trace()
+
+
+def test_column_reduction_through_a_transposed_load():
+    """Reducing along tensor axis 0: load the tile transposed (axes=(1, 0)) so each wave holds
+    whole columns, then reduce along the tile's rows."""
+    waves = 2
+
+    @T.kernel(waves=waves)
+    def column_sum(X: Tensor("f32", 64, "C"), Y: Tensor("f32", "C")):
+        C = X.shape[1]
+        T.grid(T.cdiv(C, 64))
+        c0 = T.program_id(0) * 64
+        spec = T.rows_layout((64, 64), waves)
+        x = X.load((0, c0), spec, axes=(1, 0), guard=True)
+        Y.store((c0,), T.reduce(x, "sum", 1, T.reduced(spec, 1)), guard=True)
+
+    x = np.random.default_rng(9).standard_normal((64, 100)).astype(np.float32)
+    y, interpreted = emulate_and_interpret(column_sum, x, (100,))
+    np.testing.assert_allclose(y, x.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(interpreted, y, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=10, deadline=None)
+@given(fn=st.sampled_from(["max", "min", "argmax", "argmin"]),
+       shape=st.sampled_from([(4, 64, 1), (8, 32, 2), (8, 128, 4), (4, 16, 1)]),
+       seed=st.integers(0, 2**16))
+def test_extremes_agree_bit_for_bit_with_nan_and_ties(fn, shape, seed):
+    rows, cols, waves = shape
+    make = ((lambda x, spec: T.reduce(x, fn, 1, T.reduced(spec, 1))) if fn in ("max", "min")
+            else (lambda x, spec: getattr(T, fn)(x, 1, T.reduced(spec, 1))))
+    kernel = _EXTREMES.setdefault((fn, shape), row_op(make, rows, cols, waves))
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-3, 4, (2 * rows, cols)).astype(np.float32)
+    x[rng.random(x.shape) < 0.05] = np.nan
+    x[rng.random(x.shape) < 0.05] = np.inf
+    y, interpreted = emulate_and_interpret(kernel, x, (2 * rows,))
+    np.testing.assert_array_equal(y, interpreted)
+    if fn in ("argmax", "argmin"):
+        np.testing.assert_array_equal(y, _nan_arg(x, np.argmax if fn == "argmax" else
+                                                  np.argmin))
+    else:
+        np.testing.assert_array_equal(y, (np.fmax if fn == "max" else np.fmin).reduce(x, 1))
+
+
+_EXTREMES: dict = {}

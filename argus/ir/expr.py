@@ -110,12 +110,13 @@ class Expr:
             f"the symbolic condition '{self}' has no Python truth value; build the choice with "
             "ite(cond, a, b), or evaluate(cond, env) for a concrete answer")
 
-    # arithmetic
-    def __add__(self, other): return _term("add", self, other)
+    # arithmetic; an operand that builds its own values from expressions (a DSL register tile:
+    # `N * x` is the tile x times the size N) takes over through its reflected operator
+    def __add__(self, other): return NotImplemented if _defers(other) else _term("add", self, other)
     def __radd__(self, other): return _term("add", other, self)
-    def __sub__(self, other): return _term("sub", self, other)
+    def __sub__(self, other): return NotImplemented if _defers(other) else _term("sub", self, other)
     def __rsub__(self, other): return _term("sub", other, self)
-    def __mul__(self, other): return _term("mul", self, other)
+    def __mul__(self, other): return NotImplemented if _defers(other) else _term("mul", self, other)
     def __rmul__(self, other): return _term("mul", other, self)
     def __floordiv__(self, other): return _term("floordiv", self, other)
     def __rfloordiv__(self, other): return _term("floordiv", other, self)
@@ -140,10 +141,10 @@ class Expr:
         return _term("lnot", self) if self.is_bool else -self - 1
 
     # comparisons build conditions; `==` stays identity so expressions can be dict keys
-    def __lt__(self, other): return _term("lt", self, other)
-    def __le__(self, other): return _term("le", self, other)
-    def __gt__(self, other): return _term("lt", other, self)
-    def __ge__(self, other): return _term("le", other, self)
+    def __lt__(self, other): return NotImplemented if _defers(other) else _term("lt", self, other)
+    def __le__(self, other): return NotImplemented if _defers(other) else _term("le", self, other)
+    def __gt__(self, other): return NotImplemented if _defers(other) else _term("lt", other, self)
+    def __ge__(self, other): return NotImplemented if _defers(other) else _term("le", other, self)
     def eq(self, other) -> Expr: return _term("eq", self, other)
     def ne(self, other) -> Expr: return _term("ne", self, other)
 
@@ -294,6 +295,12 @@ def as_expr(value) -> Expr:
 
 _BOOL_OPERANDS = {"land", "lor", "lnot"}
 _EITHER_SORT_OPERANDS = {"eq", "ne"}
+
+
+def _defers(other) -> bool:
+    """Whether `other` declares `takes_expr_operands`: the operator then returns NotImplemented
+    and Python asks the operand's reflected one."""
+    return getattr(type(other), "takes_expr_operands", False)
 
 
 def _term(op, *operands) -> Expr:

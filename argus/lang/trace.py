@@ -149,6 +149,9 @@ def check_spec(spec: TileSpec, loc: SourceLoc):
 class Tile:
     """A register tile in the DSL; arithmetic builds elementwise ops."""
 
+    #: `N * x`, `N - x`, `N < x` with a size N build tile ops (ir.expr defers to the tile)
+    takes_expr_operands = True
+
     def __init__(self, value: Value):
         self.value = value
 

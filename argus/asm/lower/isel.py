@@ -587,10 +587,12 @@ class Selector(ExprEmitter):
         if key not in self.entry_memo:
             tile = [And(0 <= v, v < v.hi) for v in thread_vars(self.kernel.waves, 1)]
             passes = [at_slot(g, piece.first) for g in guards]
-            ok = bounds(rebase)[0] >= 0 or isinstance(
-                prove(rebase >= 0, facts, timeout_ms=5000), Proved)
-            ok = ok and (bounds(rel)[0] >= 0 or isinstance(
-                prove(rel >= 0, facts + tuple(tile) + tuple(passes), timeout_ms=5000), Proved))
+            # the solver only where the linear form cannot tell, briefly: failing to prove
+            # keeps the offset in the instruction (32-bit), never a wrong address
+            ok = _surely_nonnegative(rebase) or isinstance(
+                prove(rebase >= 0, facts, timeout_ms=1000), Proved)
+            ok = ok and (_surely_nonnegative(rel) or isinstance(
+                prove(rel >= 0, facts + tuple(tile) + tuple(passes), timeout_ms=1000), Proved))
             self.entry_memo[key] = ok
         return self.entry_memo[key]
 
@@ -626,7 +628,7 @@ class Selector(ExprEmitter):
         """(VGPR or 'off', soffset, offset) of a buffer piece."""
         lane = piece.lane
         uniform, const = piece.uniform, piece.const
-        if not self.nonnegative(simplify(uniform + const)):
+        if not _surely_nonnegative(simplify(uniform + const)):
             # soffset is unsigned: a window starting before the tensor (a padded convolution)
             # adds its uniform part per lane, where the guard turns a negative sum away
             lane, uniform, const = simplify(lane + uniform + const), Const(0), 0
@@ -709,6 +711,16 @@ def _guarded_axes(s: Selector, op) -> tuple[list[Expr], list[Expr], bool]:
                 conditions.append(condition)
                 narrow = narrow or innermost
     return index, conditions, narrow
+
+
+def _surely_nonnegative(e: Expr) -> bool:
+    """e >= 0 seen from its linear form alone (nonnegative atoms with positive coefficients
+    and a nonnegative constant), no solver: a uniform offset that is not surely so goes into
+    the VGPR address, which costs one add, never correctness."""
+    if bounds(e)[0] >= 0:
+        return True
+    terms, const = linear_form(e)
+    return const >= 0 and all(k > 0 and bounds(atom)[0] >= 0 for atom, k in terms.items())
 
 
 def _rows_axis(op) -> int | None:
