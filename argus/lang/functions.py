@@ -32,10 +32,12 @@ LN2 = math.log(2.0)
 
 
 def exp(x: Tile) -> Tile:
+    """e**x, as 2**(x log2 e) (one v_exp_f32 per element)."""
     return exp2(x * LOG2E)
 
 
 def log(x: Tile) -> Tile:
+    """Natural logarithm, as log2(x) ln 2 (one v_log_f32 per element)."""
     return log2(x) * LN2
 
 
@@ -46,10 +48,12 @@ def log1p(x: Tile) -> Tile:
 
 
 def sigmoid(x: Tile) -> Tile:
+    """1 / (1 + e**-x), elementwise."""
     return rcp(exp(-x) + 1.0)
 
 
 def tanh(x: Tile) -> Tile:
+    """Hyperbolic tangent, as 2 sigmoid(2x) - 1, elementwise."""
     return sigmoid(x * 2.0) * 2.0 - 1.0
 
 
@@ -65,6 +69,7 @@ _ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
 def erf(x: Tile) -> Tile:
+    """The error function by Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7)."""
     ax = abs(x)
     t = rcp(ax * _ERF_P + 1.0)
     poly = t * _ERF_A[4]
@@ -102,6 +107,8 @@ def argmax(x: Tile, axis: int, spec: TileSpec) -> Tile:
 
 
 def argmin(x: Tile, axis: int, spec: TileSpec) -> Tile:
+    """Index (f32) of the smallest element along `axis`, the lowest one among ties, into
+    layout `spec` (as `T.reduce`)."""
     return _arg(x, "min", axis, spec)
 
 
@@ -137,10 +144,12 @@ def scan(x: Tile, fn: str, axis: int, *, reverse: bool = False, exclusive: bool 
 
 
 def cumsum(x: Tile, axis: int, *, reverse: bool = False, exclusive: bool = False) -> Tile:
+    """Prefix sums along `axis` (`T.scan` with "sum"; same layout conditions)."""
     return scan(x, "sum", axis, reverse=reverse, exclusive=exclusive)
 
 
 def cumprod(x: Tile, axis: int, *, reverse: bool = False, exclusive: bool = False) -> Tile:
+    """Prefix products along `axis` (`T.scan` with "prod"; same layout conditions)."""
     return scan(x, "prod", axis, reverse=reverse, exclusive=exclusive)
 
 

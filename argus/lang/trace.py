@@ -721,6 +721,7 @@ def exp2(x: Tile) -> Tile:
 
 
 def sqrt(x: Tile) -> Tile:
+    """Elementwise square root of a register tile (v_sqrt_f32 per element)."""
     return _unary("sqrt", x)
 
 
@@ -730,14 +731,17 @@ def rsqrt(x: Tile) -> Tile:
 
 
 def abs(x: Tile) -> Tile:  # noqa: A001
+    """Elementwise absolute value of a register tile (the sign bit cleared)."""
     return _unary("abs", x)
 
 
 def floor(x: Tile) -> Tile:
+    """Elementwise floor of a register tile (v_floor_f32 per element)."""
     return _unary("floor", x)
 
 
 def trunc(x: Tile) -> Tile:
+    """Elementwise rounding toward zero of a register tile (v_trunc_f32)."""
     return _unary("trunc", x)
 
 
