@@ -3,7 +3,8 @@
 `argus.verify(kernel, **sizes)` proves a DSL kernel's tag assertions and built-in checks;
 `argus.compile(kernel, **params)` lowers it to a gfx942 code object (`CompiledKernel.run`
 launches it). The packages below hold the layers (see DESIGN.md): ir, lang, absint, smt,
-isa_cdna3, asm, kernels; `argus.pipeline` is the road through them.
+isa_cdna3, asm, kernels, vendor; `argus.pipeline.road` is the road through them
+(trace -> verify -> interpret -> compile -> emulate -> time), and each call here takes it.
 """
 
 __version__ = "0.1.0"
@@ -13,17 +14,25 @@ def verify(kernel, **options):
     """Prove every obligation of `kernel` (a DSL kernel, traced IR, or library name); see
     `argus.absint.verify.verify` for the options (sizes, solver, timeout_ms, replay)."""
     from argus.absint.verify import verify as run
-    from argus.pipeline import resolve_kernel
+    from argus.kernels.resolve import as_kernel
 
-    return run(resolve_kernel(kernel) if isinstance(kernel, str) else kernel, **options)
+    return run(as_kernel(kernel, "verify"), **options)
 
 
 def compile(kernel, **options):
-    """Lower a DSL kernel with tile parameters to a gfx942 code object; see
-    `argus.pipeline.compile` (policy, verify, tile parameters)."""
-    from argus.pipeline import compile as run
+    """Lower a DSL kernel (traced IR, or library name) with tile parameters to a gfx942 code
+    object (`CompiledKernel`), by the road's trace and compile stages: `policy=` schedules,
+    `verify=True` proves it first (a refuted or unknown obligation is a StageError), the other
+    options are tile parameters. Compilations are cached by the traced IR's digest."""
+    from argus.kernels.resolve import as_kernel
+    from argus.pipeline import StageError, road
 
-    return run(kernel, **options)
+    prove = options.pop("verify", False)
+    try:
+        return road(as_kernel(kernel, "compile"), until="compile",
+                    skip=("interpret",) if prove else ("verify", "interpret"), **options).compiled
+    except StageError as err:
+        raise err.original from None
 
 
 def time(code_object, kernel=None, **options):
@@ -39,8 +48,8 @@ def interpret(kernel, arrays: dict, **params):
     argument, by name) in the concrete reference interpreter; sizes come from the array shapes.
     Returns `RunResult(outputs, violations, sizes)`: the outputs are updated copies."""
     from argus.absint.concrete import run
-    from argus.pipeline import _kernel
+    from argus.kernels.resolve import as_kernel
 
-    kernel = _kernel(kernel, "interpret")
+    kernel = as_kernel(kernel, "interpret")
     ir = kernel.trace(**params) if hasattr(kernel, "trace") else kernel
     return run(ir, arrays)

@@ -26,7 +26,7 @@ GOAL_MAPE, GOAL_SPEARMAN = 10.0, 0.9
 def _provenance(constants: Calibrated) -> str:
     if constants.fitted_on:
         return f"fitted on {len(constants.fitted_on)} calibration rows"
-    return "uncalibrated priors: run python3 -m argus.isa_cdna3.perf.calibrate"
+    return "uncalibrated priors: run python3 -m argus.vendor.calibrate"
 
 
 def main() -> None:

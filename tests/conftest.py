@@ -7,6 +7,6 @@ import pytest
 @pytest.fixture(scope="session")
 def aiter_root():
     """Root of the unpacked amd-aiter wheel (downloaded once into the Argus cache)."""
-    from argus.asm.aiter import aiter_root as fetch
+    from argus.vendor.aiter import aiter_root as fetch
 
     return fetch()

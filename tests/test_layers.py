@@ -23,18 +23,16 @@ ROOT = Path(argus.__file__).parent
 #: Top layer first; each layer lists independent components.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("argus.cli",),
-    ("argus.search", "argus.demo", "argus.testing"),
-    # calibration fits the performance model by timing published kernels through argus.time,
-    # the model's front door, which drives the road below
-    ("argus.isa_cdna3.perf.calibrate",),
-    ("argus.timing",),
+    # the road's users: the search, the demo, argus.testing, and `argus time`/`argus compare`
+    ("argus.search", "argus.demo", "argus.testing", "argus.timing"),
     ("argus.pipeline",),
-    ("argus.absint", "argus.asm.lower", "argus.kernels"),
+    # AMD's kernels (harness, catalogue, timing families, calibration) beside our own
+    ("argus.absint", "argus.asm.lower", "argus.kernels", "argus.vendor"),
     ("argus.lang", "argus.smt", "argus.asm"),
     ("argus.isa_cdna3.emu", "argus.isa_cdna3.perf"),
     ("argus.ir",),
     ("argus.isa_cdna3",),
-    ("argus.env",),
+    ("argus.env", "argus.check"),
     ("argus.errors",),
 )
 

@@ -368,7 +368,7 @@ def test_cli_compare_and_errors():
 
 
 def test_calibration_rows_come_from_published_data_and_held_out_by_shape():
-    from argus.isa_cdna3.perf import calibrate
+    from argus.vendor import calibrate
 
     rows = calibrate.rows()
     families = {f: [r for r in rows if r.family == f] for f in ("attention", "bf16 GEMM")}
