@@ -17,8 +17,8 @@ import argparse
 import json
 import time
 
-from argus.isa_cdna3.perf import calibrate
 from argus.isa_cdna3.perf.params import Calibrated
+from argus.vendor import calibrate
 
 GOAL_MAPE, GOAL_SPEARMAN = 10.0, 0.9
 

@@ -16,9 +16,9 @@ import argparse
 import numpy as np
 
 import argus
-from argus.isa_cdna3.perf import calibrate
 from argus.isa_cdna3.perf.params import PerfError
 from argus.kernels.moe import route
+from argus.vendor import calibrate
 
 GEMM_TILE = {"block_m": 64, "block_n": 64, "block_k": 32}
 MOE_SHAPE = {"tokens": 32, "dim": 512, "inter": 512, "experts": 4, "topk": 2}
