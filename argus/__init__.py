@@ -5,12 +5,61 @@
 launches it). The packages below hold the layers (see DESIGN.md): ir, lang, absint, smt,
 isa_cdna3, asm, kernels, vendor; `argus.pipeline.road` is the road through them
 (trace -> verify -> interpret -> compile -> emulate -> time), and each call here takes it.
+
+The road on a small kernel that copies 16-row blocks, each workgroup its own block:
+
+>>> import numpy as np
+>>> import argus
+>>> import argus.lang as T
+>>> from argus.ir.expr import And
+>>> @T.kernel(waves=1)
+... def copy_rows(X: T.Tensor("f32", "N", 64), Y: T.Tensor("f32", "N", 64)):
+...     T.assume((X.shape[0] % 16).eq(0))
+...     T.grid(X.shape[0] // 16)
+...     row = T.program_id(0) * 16
+...     T.tag(X, lambda r, c: {"row": r, "col": c})
+...     T.tag(Y, lambda r, c: {"row": r, "col": c})
+...     Y.store((row, 0), X.load((row, 0), T.copy_layout((16, 64), 1, 4)))
+...     T.tag_assert(lambda V, D: And(V.row.eq(D.row), V.col.eq(D.col)), "rows stay in place")
+>>> print(argus.verify(copy_rows))
+Verified copy_rows: all 7 obligations proved, covering every workgroup of the grid (N >> 4) ...
+>>> X = np.arange(32 * 64, dtype=np.float32).reshape(32, 64)
+>>> result = argus.interpret(copy_rows, {"X": X, "Y": np.zeros_like(X)})
+>>> bool((result.outputs["Y"] == X).all()), result.sizes
+(True, {'N': 32})
+>>> compiled = argus.compile(copy_rows)
+>>> Y = np.zeros_like(X)
+>>> compiled.run(X, Y).workgroups        # on the emulator: there is no GPU here
+2
+>>> bool((Y == X).all())
+True
+>>> timing = argus.time(compiled, sizes={"N": 4096})     # modelled, not measured
+>>> timing.workgroups, timing.microseconds > 0
+(256, True)
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from argus.errors import ArgusError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from argus.absint.concrete import RunResult
+    from argus.absint.report import Report
+    from argus.ir.ops import Kernel
+    from argus.isa_cdna3.perf.estimate import Timing
+    from argus.lang.kernel import KernelDef
+    from argus.pipeline import CompiledKernel
 
 __version__ = "0.1.0"
 
+__all__ = ["ArgusError", "compile", "interpret", "time", "verify"]
 
-def verify(kernel, **options):
+
+def verify(kernel: KernelDef | Kernel | str, **options: Any) -> Report:
     """Prove every obligation of `kernel` (a DSL kernel, traced IR, or library name); see
     `argus.absint.verify.verify` for the options (sizes, solver, timeout_ms, replay)."""
     from argus.absint.verify import verify as run
@@ -19,7 +68,7 @@ def verify(kernel, **options):
     return run(as_kernel(kernel, "verify"), **options)
 
 
-def compile(kernel, **options):
+def compile(kernel: KernelDef | Kernel | str, **options: Any) -> CompiledKernel:
     """Lower a DSL kernel (traced IR, or library name) with tile parameters to a gfx942 code
     object (`CompiledKernel`), by the road's trace and compile stages: `policy=` schedules,
     `verify=True` proves it first (a refuted or unknown obligation is a StageError), the other
@@ -35,7 +84,7 @@ def compile(kernel, **options):
         raise err.original from None
 
 
-def time(code_object, kernel=None, **options):
+def time(code_object: Any, kernel: str | None = None, **options: Any) -> Timing:
     """Modelled MI300X time of a launch (`Timing`); see `argus.timing.time` for the options
     (grid, block, args or sizes, gpu). Every figure it gives is modelled, not measured."""
     from argus.timing import time as model
@@ -43,13 +92,14 @@ def time(code_object, kernel=None, **options):
     return model(code_object, kernel, **options)
 
 
-def interpret(kernel, arrays: dict, **params):
+def interpret(kernel: KernelDef | Kernel | str, arrays: dict[str, np.ndarray],
+              **params: Any) -> RunResult:
     """Run `kernel` (a DSL kernel, traced IR, or library name) on numpy `arrays` (one per tensor
     argument, by name) in the concrete reference interpreter; sizes come from the array shapes.
     Returns `RunResult(outputs, violations, sizes)`: the outputs are updated copies."""
     from argus.absint.concrete import run
     from argus.kernels.resolve import as_kernel
 
-    kernel = as_kernel(kernel, "interpret")
-    ir = kernel.trace(**params) if hasattr(kernel, "trace") else kernel
+    resolved = as_kernel(kernel, "interpret")
+    ir: Kernel = resolved.trace(**params) if hasattr(resolved, "trace") else resolved
     return run(ir, arrays)

@@ -1,6 +1,7 @@
-"""Argus's environment knobs, parsed in this one place: ARGUS_DEBUG (debug level 0-4), ARGUS_JOBS
-(worker processes) and ARGUS_CACHE (download cache). A malformed value is an `EnvError` naming
-the variable and the values it takes; debug output goes to stderr through `debug()`.
+"""Argus's environment knobs, read in this one place (`KNOBS` lists them with what each does):
+ARGUS_DEBUG, ARGUS_JOBS, ARGUS_CACHE, ARGUS_REPRO_DIR, ARGUS_HIP_LIBRARY and the LLM planner's
+ARGUS_LLM_*. A malformed value is an `EnvError` naming the variable and the values it takes;
+debug output goes to stderr through `debug()`.
 
 Each distinct setting is parsed once; lookups re-read the raw strings (a dictionary access), so
 a changed environment (a test, a CLI invocation) is honoured and never half-applied.
@@ -11,11 +12,28 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import attrs
 
 from argus.errors import ArgusError
+
+#: Every environment variable Argus reads, and what it sets. Nothing outside this module reads one.
+KNOBS = {
+    "ARGUS_DEBUG": "debug level 0-4 on stderr: verdicts, traced IR, assembly, emulator trace",
+    "ARGUS_JOBS": "worker processes deciding obligations (1: in this process; unset: every core)",
+    "ARGUS_CACHE": "where downloaded vendor wheels are kept (default ~/.cache/argus)",
+    "ARGUS_REPRO_DIR": "where argus.testing writes reproducer scripts (default "
+                       "$TMPDIR/argus-repro)",
+    "ARGUS_HIP_LIBRARY": "path of libamdhip64.so, tried before the system's and ROCm's",
+    "ARGUS_LLM_BASE_URL": "the LLM planner's OpenAI-compatible server, e.g. "
+                          "http://localhost:11434/v1",
+    "ARGUS_LLM_MODEL": "the model the LLM planner asks",
+    "ARGUS_LLM_API_KEY": "the LLM server's API key (else OPENAI_API_KEY; local servers need none)",
+}
+#: read when ARGUS_LLM_API_KEY is unset, as the openai client itself would
+LLM_KEY_FALLBACK = "OPENAI_API_KEY"
 
 #: ARGUS_DEBUG levels: what each adds to stderr.
 DEBUG_LEVELS = {0: "nothing", 1: "verdicts", 2: "traced IR", 3: "assembly", 4: "emulator trace"}
@@ -25,6 +43,8 @@ JOBS_FIX = ("set ARGUS_JOBS to the number of worker processes (1 decides in this
 
 class EnvError(ArgusError, ValueError):
     """An ARGUS_* environment variable holds a value Argus cannot use."""
+
+    kind = "environment"
 
 
 @attrs.frozen
@@ -82,6 +102,46 @@ def jobs() -> int:
 def cache_dir() -> Path:
     """ARGUS_CACHE, else ~/.cache/argus: where downloaded vendor wheels are kept."""
     return current().cache
+
+
+def configured_jobs() -> int | None:
+    """ARGUS_JOBS as the user set it, None when unset (`jobs()` then counts the cores)."""
+    return current().jobs
+
+
+def default_jobs(workers: int) -> None:
+    """Set ARGUS_JOBS to `workers` for this process and the processes it starts, unless the
+    user set it: a search worker's verifier then decides in-process instead of each of N
+    workers starting a pool of every core."""
+    os.environ.setdefault("ARGUS_JOBS", str(workers))
+
+
+def repro_dir() -> Path:
+    """ARGUS_REPRO_DIR, else argus-repro/ in the temporary directory."""
+    folder = _text("ARGUS_REPRO_DIR")
+    return Path(folder).expanduser() if folder else Path(tempfile.gettempdir()) / "argus-repro"
+
+
+def hip_library() -> str | None:
+    """ARGUS_HIP_LIBRARY: a HIP runtime to try first, None when unset."""
+    return _text("ARGUS_HIP_LIBRARY")
+
+
+def llm_server() -> tuple[str | None, str | None]:
+    """(ARGUS_LLM_BASE_URL, ARGUS_LLM_MODEL), each None when unset."""
+    return _text("ARGUS_LLM_BASE_URL"), _text("ARGUS_LLM_MODEL")
+
+
+def llm_api_key(variable: str | None = None) -> str | None:
+    """The LLM server's key: from `variable` when the user named one, else ARGUS_LLM_API_KEY,
+    else OPENAI_API_KEY; None when none of them is set."""
+    names = [variable] if variable else ["ARGUS_LLM_API_KEY", LLM_KEY_FALLBACK]
+    return next((key for key in map(_text, names) if key), None)
+
+
+def _text(name: str) -> str | None:
+    """A free-text variable, stripped; None when unset or blank."""
+    return os.environ.get(name, "").strip() or None
 
 
 def debug(level: int, message: str) -> None:

@@ -4,9 +4,9 @@
 `road(kernel, until=...)` runs the stages in order, one line each; `stage()` is the one place
 that caches a stage's result under (stage, `ir_digest(ir)`, options), prints it between stages
 when ARGUS_DEBUG asks (xdsl-opt's --print-between-passes), and turns whatever a stage refuses
-into a `StageError(stage, kind, message)` whose kind the search maps to a verdict. Each stage's
-logic lives in its own room (kernels.resolve, absint, kernels.check, asm.lower.compiled,
-isa_cdna3.perf.sample); here they meet.
+into a `StageError(stage, outcome, message)` whose outcome the search maps to a verdict. Each
+stage's logic lives in its own room (kernels.resolve, absint, kernels.check,
+asm.lower.compiled, isa_cdna3.perf.sample); here they meet.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any
 import attrs
 
 from argus import env
-from argus.absint.admissible import checked_sizes
 from argus.absint.concrete import run as interpret
 from argus.absint.verify import verify
 from argus.asm.launch import emulate, kernel_arguments
@@ -26,9 +25,11 @@ from argus.asm.lower.compiled import CompiledKernel, compile
 from argus.check import Check, frozen
 from argus.errors import ArgusError
 from argus.ir import ops as O
+from argus.ir.sizes import checked_sizes
 from argus.ir.text import ir_digest
 from argus.isa_cdna3.abi import LaunchError
 from argus.isa_cdna3.emu import EmulatorError
+from argus.isa_cdna3.emu.trace import WaveEvents
 from argus.isa_cdna3.perf import sample
 from argus.isa_cdna3.perf.estimate import Timing, statics_of
 from argus.isa_cdna3.perf.params import Calibrated, PerfError, profile
@@ -37,10 +38,10 @@ from argus.kernels.check import Case, compare
 from argus.kernels.resolve import as_kernel
 
 STAGES = ("trace", "verify", "interpret", "compile", "emulate", "time")
-#: what a StageError says happened: the input cannot take this road (invalid), the proof failed
-#: (refuted, unknown), the output is not numpy's (wrong), the tools failed (error), or a budget ran
-#: out (timeout)
-KINDS = ("invalid", "refuted", "unknown", "wrong", "error", "timeout")
+#: a StageError's outcome: the input cannot take this road (invalid), the proof failed (refuted,
+#: unknown), the output is not numpy's (wrong), the tools failed (error), a budget ran out
+#: (timeout)
+OUTCOMES = ("invalid", "refuted", "unknown", "wrong", "error", "timeout")
 #: the ARGUS_DEBUG level (env.DEBUG_LEVELS) at which each stage's result is printed
 DUMP_LEVEL = {"trace": 2, "verify": 1, "interpret": 1, "compile": 3, "emulate": 1, "time": 1}
 _CACHE: dict[tuple, Any] = {}
@@ -48,14 +49,16 @@ _CACHE_KEPT = 512
 
 
 class StageError(ArgusError):
-    """Stage `stage` refused its input or its result: `kind` is one of KINDS, `result` the
-    stage's result when it had one (a refuted Report, a failed Check), `road` what was done
-    before (set by `road`)."""
+    """Stage `stage` refused its input or its result: `outcome` is one of OUTCOMES, `result`
+    the stage's result when it had one (a refuted Report, a failed Check), `road` what was done
+    before (set by `road`). Its ArgusError `kind` is the stage's own error's, else input (the
+    kernel's fault) or environment (the tools', the budget's)."""
 
-    def __init__(self, stage: str, kind: str, message: str, loc: Any = None,
-                 fix: str | None = None, result: Any = None):
-        super().__init__(message, loc, fix)
-        self.stage, self.kind, self.result, self.road = stage, kind, result, None
+    def __init__(self, stage: str, outcome: str, message: str, loc: Any = None,
+                 fix: str | None = None, result: Any = None, kind: str | None = None):
+        super().__init__(message, loc, fix, kind=kind or (
+            "environment" if outcome in ("error", "timeout") else "input"))
+        self.stage, self.outcome, self.result, self.road = stage, outcome, result, None
 
     @property
     def original(self) -> ArgusError:
@@ -121,6 +124,10 @@ def stage(name: str, run: Callable[[], Any], ir: O.Kernel | None = None, *,
     printed to stderr at its ARGUS_DEBUG level (DUMP_LEVEL), checked by `accept`; an
     ArgusError (or a bad parameter's ValueError/KeyError) becomes a StageError of `name`."""
     key = None if ir is None else (name, ir_digest(ir), frozen(options))
+    try:
+        hash(key)
+    except TypeError:            # an option that is no value (an array for a name): not cached
+        key = None
     if key in _CACHE:
         result = _CACHE[key]
     else:
@@ -129,8 +136,9 @@ def stage(name: str, run: Callable[[], Any], ir: O.Kernel | None = None, *,
         except StageError:
             raise
         except (ArgusError, ValueError, KeyError, RuntimeError) as err:
-            raise StageError(name, _kind(err), getattr(err, "message", str(err)),
-                             getattr(err, "loc", None), getattr(err, "fix", None)) from err
+            raise StageError(name, outcome_of(err), getattr(err, "message", str(err)),
+                             getattr(err, "loc", None), getattr(err, "fix", None),
+                             kind=getattr(err, "kind", None)) from err
         if key is not None:
             if len(_CACHE) >= _CACHE_KEPT:
                 _CACHE.pop(next(iter(_CACHE)))
@@ -141,13 +149,15 @@ def stage(name: str, run: Callable[[], Any], ir: O.Kernel | None = None, *,
     return result
 
 
-def _kind(err: Exception) -> str:
-    kind = getattr(err, "kind", None)       # an ArgusError's own kind, where it says one
-    if kind in KINDS:
-        return kind
-    if kind in ("environment", "internal") or isinstance(err, RuntimeError):
-        return "error"
-    return "invalid"
+def outcome_of(err: Exception) -> str:
+    """The StageError outcome of a stage's error: the input's fault (an ArgusError of kind
+    input or unsupported, a bad parameter) is invalid; a broken setup or an Argus bug an
+    error."""
+    kind = getattr(err, "kind", None)       # an ArgusError's own kind
+    if kind in ("input", "unsupported"):
+        return "invalid"
+    return "error" if kind in ("environment", "internal") or isinstance(err, RuntimeError) \
+        else "invalid"
 
 
 def _shown(result: Any) -> str:
@@ -246,4 +256,5 @@ def time(kernel: CompiledKernel, sizes: dict, *, gpu: str = "mi300x",
         kernel.ir, grid=kernel.grid, sizes=sizes, info=info, threads=kernel.block,
         statics=statics_of(kernel.code.disassemble(info)), run_sample=run_sample,
         sample_key=lambda shape, first: (digest, kernel.name, first, frozen(shape)),
-        gpu=profile(gpu), constants=constants or Calibrated.load(), extrapolate=extrapolate)
+        gpu=profile(gpu), constants=constants or Calibrated.load(), extrapolate=extrapolate,
+        wave=WaveEvents)

@@ -21,12 +21,10 @@ import attrs
 import numpy as np
 
 from argus import pipeline
-from argus.asm.launch import _kernel, _load, emulate
+from argus.asm.launch import _kernel, _load
 from argus.asm.stats import kernel_stats, load_code_object, main_loop
-from argus.isa_cdna3.abi import LaunchError
-from argus.isa_cdna3.emu import EmulatorError
-from argus.isa_cdna3.perf import sample
-from argus.isa_cdna3.perf.estimate import Timing, estimate
+from argus.isa_cdna3.perf.estimate import Timing
+from argus.isa_cdna3.perf.explain import explain
 from argus.isa_cdna3.perf.params import Calibrated, PerfError, profile
 from argus.kernels import library
 from argus.vendor import timing as vendor_timing
@@ -45,8 +43,11 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
     `CompiledKernel` (`argus.compile`) with its symbolic `sizes`.
     `extrapolate=False` simulates the real trip count instead of extrapolating.
     """
+    compiled = isinstance(code_object, pipeline.CompiledKernel)
+    # a compiled kernel's sizes are checked against its declarations (ir.sizes.checked_sizes)
+    _check_options(gpu=gpu, sizes=sizes, args=args, whole_sizes=not compiled)
     constants = constants or Calibrated.load()
-    if isinstance(code_object, pipeline.CompiledKernel):
+    if compiled:
         if sizes is None:
             raise PerfError(f"{code_object.name}: pass sizes= (e.g. sizes={{'M': 256, ...}}) to "
                             f"time a compiled kernel")
@@ -63,22 +64,34 @@ def time(code_object: Any, kernel: str | None = None, *, grid: int | Sequence[in
         raise PerfError("argus.time needs grid= and block= (and args=) for a code object, or "
                         "sizes= for a vendor kernel")
     co = _load(code_object)
-    info = _kernel(co, kernel)
-    try:
-        run = emulate(co, info, grid=grid, block=block, args=args or (), check="warn",
-                      trace=True)
-    except (EmulatorError, LaunchError) as err:
-        raise PerfError(f"kernel {info.name} did not run to completion in the emulator, so it "
-                        f"cannot be timed: {err}") from err
-    occ = sample.occupancy_of(info, run.block[0] * run.block[1] * run.block[2])
-    return estimate(run.events, run.instructions, occ, gpu=profile(gpu), constants=constants,
-                    kernel=info.name, shape={"grid": "x".join(map(str, run.grid))})
+    return vendor_timing.time_launch(co, _kernel(co, kernel), grid=grid, block=block,
+                                     args=args or (), gpu=profile(gpu), constants=constants)
 
 
-def forget() -> None:
-    """Drop every remembered sample, schedule and vendor code object (a cold start, for timing
-    the model itself)."""
-    vendor_timing.forget()
+def forget(*, disk: bool = False) -> None:
+    """Drop every remembered sample, schedule and vendor code object, and with `disk` the
+    stored sample traces (a cold start, for timing the model itself)."""
+    vendor_timing.forget(disk=disk)
+
+
+def _check_options(*, gpu: Any = "mi300x", sizes: Any = None, args: Any = None,
+                   whole_sizes: bool = True, **mappings: Any) -> None:
+    """Refuse a malformed option before anything uses it, naming it: `gpu` a name, `sizes`
+    (and the other `mappings`) dicts, sizes whole numbers, `args` a dict or a sequence."""
+    if not isinstance(gpu, str):
+        raise PerfError(f"gpu={gpu!r}: name the GPU", fix="pass gpu='mi300x' or gpu='mi308x'")
+    for what, value in {"sizes": sizes, **mappings}.items():
+        if value is not None and not isinstance(value, Mapping):
+            raise PerfError(f"{what}= takes a dict of names to values, not "
+                            f"{type(value).__name__}", fix=f"pass {what}={{'M': 256, ...}}")
+    for name, value in (sizes or {}).items() if whole_sizes else ():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise PerfError(f"size {name}={value!r} must be a whole number",
+                            fix=f"give {name} an int")
+    if args is not None and (isinstance(args, (str, bytes)) or
+                             not isinstance(args, (Mapping, Sequence))):
+        raise PerfError(f"args= takes the kernel arguments as a dict by name or a sequence, "
+                        f"not {type(args).__name__}", fix="pass args={'K': 64, 'A': array}")
 
 
 # ---------------------------------------------------------------------------------- targets
@@ -115,6 +128,10 @@ def time_target(target: str, *, shape: Mapping[str, int] | None = None,
     object file (.co/.hsaco/.s, launched over `grid` x `block` with zero-filled `buffers` of
     the given byte sizes and by-value `args`). `shape` keys match size names in any case; with
     `strict_sizes` a key the target does not take is an error."""
+    if not isinstance(target, str):
+        raise PerfError(f"the target to time is a name or a path, not {type(target).__name__}",
+                        fix="pass a vendor or library kernel name, or a code object's path")
+    _check_options(gpu=gpu, sizes=shape, args=args, params=params, buffers=buffers)
     shape = dict(shape or {})
     if target in vendor_kernels():
         family = vendor_timing.family(target)
@@ -155,6 +172,10 @@ def _check_unused(target: str, shape: Mapping[str, int], used: Mapping[str, int]
 def compare(a: Target, b: Target) -> dict:
     """Two timed targets side by side: resources, instruction mix, main-loop MFMA density,
     occupancy, bank conflicts, modelled time, the ratio, and where the difference comes from."""
+    for target in (a, b):
+        if not isinstance(target, Target):
+            raise PerfError(f"compare takes two timed targets, not {type(target).__name__}",
+                            fix="time each with argus.timing.time_target(name) first")
     rows: dict[str, list] = {}
     for target in (a, b):
         t, k = target.timing, target.kernel
@@ -186,7 +207,8 @@ def compare(a: Target, b: Target) -> dict:
             rows.setdefault(key, ["", ""])[0 if target is a else 1] = value
     ratio = b.timing.microseconds / a.timing.microseconds
     return {"names": [a.name, b.name], "rows": rows, "ratio": ratio,
-            "difference": _difference(a.timing, b.timing)}
+            "difference": _difference(a.timing, b.timing),
+            "explanation": explain(a.timing, b.timing, (a.name, b.name))}
 
 
 def _difference(a: Timing, b: Timing) -> str:

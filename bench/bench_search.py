@@ -1,18 +1,28 @@
-"""How fast the offline planner finds a good kernel: for GEMM and flash attention at two shapes
-each, the exhaustive best of the declared search space (every point, traced, compiled and timed
-by the MI300X performance model: figures are modelled, not measured), then over several seeds
-the number of evaluations the offline planner needs to reach 95% of that best's throughput,
-against random search over the same points with the same budget. Goal: <= 64 evaluations. The
-table is computed once and cached in ARGUS_CACHE/bench_search, keyed by the space and the
-sources of the kernels, the backend and the model. The GEMM rows search a share of the
-family's space (GEMM_SPACE); flash attention's tiles are fixed by the kernel, so its rows search
-the prefetch depth, the key loop's unroll and the schedule (12 points).
+"""An honest planner benchmark: priors learned on some GEMM shapes, evaluated on others.
 
-The bench replays the planner against the cached modelled times: verification and emulation,
-which the real loop runs per candidate, are not repeated here (the library kernels' points are
-proved in the test suite). A point that does not trace at the shape is pruned for free, as the
-real loop's precheck does; one the backend or the model rejects is a spent evaluation.
-Run: python bench/bench_search.py [--seeds 5] [--budget 64] [--jobs 2] [--family NAME] [--json PATH]
+The space: the GEMM's tiles, block_k, split-K and MFMA instruction (288 knob points, the LDS
+swizzle and the schedule pinned) in two program variants each, as written and with both LDS
+rings deepened from 2 to 4 slots by the `grow_rings` rewrite: 576 points per shape. Every point
+is traced, compiled and timed by the MI300X performance model at four shapes (figures are
+modelled, not measured), once, and cached in ARGUS_CACHE/bench_search keyed by the space and
+the sources of the kernels, the backend and the model.
+
+Training: the offline planner runs on the TRAIN shapes (several seeds) with an empty experience
+store, which it fills. Test, on the held-out TEST shapes, at least 10 seeds each: the planner
+warm-started from that store (frozen: it does not learn during the test), the same planner
+fresh (knowledge-base priors only), random search without replacement, and optuna's TPE alone
+over the same 576 candidates (knobs plus the variant as a categorical). Reported: evaluations
+to reach 95% of the exhaustive best's modelled throughput, median and mean, a miss counting
+budget + 1, and the ratios against random search; the lines say where the planner loses.
+
+The bench replays candidates against the cached modelled times: verification and emulation,
+which the real loop runs per candidate, are not repeated here (the library kernels and the
+`grow_rings` variant are proved in the test suite). A point that does not trace at the shape
+(or lies outside the bench's space) is pruned for free, as the real loop's precheck does; one
+the backend or the model rejects is a spent evaluation. `--repairs` prints the repair figure
+instead: seeded illegal rewrites through the planner's counterexample-guided repair, verified.
+Run: python bench/bench_search.py [--seeds 10] [--train-seeds 4] [--budget 64] [--jobs 2]
+     [--json PATH];  python bench/bench_search.py --repairs
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import click
 import argus
 from argus import env
 from argus.search.budget import Budget
-from argus.search.evaluate import INVALID, OK, Evaluation, compile_params, kernel_params
+from argus.search.evaluate import INVALID, OK, Evaluation, compile_params
 from argus.search.loop import run
 from argus.search.planners import SearchState
 from argus.search.planners.offline import OfflinePlanner
@@ -39,14 +49,16 @@ from argus.search.store import Store
 from argus.search.workers import InlineWorkers
 
 #: the bench's share of the GEMM space: tiles, block_k, split-K and the MFMA instruction free,
-#: the LDS swizzle and the schedule pinned to their defaults (all 1152 points take hours to
-#: time on this shared 2-core machine; these 288 take minutes)
+#: the LDS swizzle and the schedule pinned to their defaults (all 1152 knob points take hours
+#: to compile on this shared 2-core machine)
 GEMM_SPACE = {"swizzle": True, "policy": "interleave"}
-PROBLEMS = (
+TRAIN = (
     Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, GEMM_SPACE),
     Problem("gemm", {"M": 4096, "N": 4096, "K": 4096}, GEMM_SPACE),
-    Problem("attention_fwd", {"BH": 16, "S": 2048, "D": 128}),
-    Problem("attention_fwd", {"BH": 32, "S": 4096, "D": 64}),
+)
+TEST = (
+    Problem("gemm", {"M": 2048, "N": 2048, "K": 2048}, GEMM_SPACE),
+    Problem("gemm", {"M": 8192, "N": 1024, "K": 2048}, GEMM_SPACE),
 )
 TARGET = 0.95
 GOAL = 64
@@ -61,13 +73,12 @@ def _time_point(job: tuple[Candidate, list[Problem]]) -> list[dict]:
     compiled once, timed at each shape whose size assumptions it meets. `stage` is where a
     point without a time stopped: trace (the real loop prunes it for free) | compile | time."""
     from argus.ir.ops import resources
-    from argus.kernels import library
     from argus.search.evaluate import Evaluator, timing_facts
 
     candidate, problems = job
     try:
-        ir = library()[candidate.family].kernel.trace(**kernel_params(candidate))
-    except (ValueError, RuntimeError) as err:
+        ir = Evaluator(problems[0])._trace(candidate)  # the candidate's rewrites applied
+    except Exception as err:  # evaluate's _Stop: the point does not trace (or rewrite)
         return [{"time_us": None, "stage": "trace", "why": _why(err)}] * len(problems)
     fitting = []
     for problem in problems:
@@ -113,9 +124,22 @@ def _sources_digest() -> str:
     return digest.hexdigest()
 
 
+#: the program variants every knob point comes in: as written, and with both LDS rings grown
+#: from 2 to 4 slots (the `grow_rings` rewrite of the traced IR; proved in
+#: tests/test_search_rewrites.py, not re-verified per point here)
+VARIANTS = ((), (("grow_rings", (0,)),))
+
+
+def points(problem: Problem) -> list[Candidate]:
+    """The bench's space: every knob point of the problem in every program variant."""
+    import attrs
+
+    return [attrs.evolve(c, rewrites=v) for c in every_candidate(problem) for v in VARIANTS]
+
+
 def _cache_path(problem: Problem) -> Path:
-    points = sorted(c.key for c in every_candidate(problem))
-    space = json.dumps([problem.to_dict(), points, _sources_digest()], sort_keys=True)
+    points_ = sorted(c.key for c in points(problem))
+    space = json.dumps([problem.to_dict(), points_, _sources_digest()], sort_keys=True)
     digest = hashlib.sha256(space.encode()).hexdigest()[:12]
     return env.cache_dir() / "bench_search" / f"{problem.family}-{problem.shape}-{digest}.json"
 
@@ -130,7 +154,7 @@ def exhaustive(problems: list[Problem], jobs: int, echo) -> dict[Problem, dict[s
         return tables
     union: dict[str, Candidate] = {}
     for p in todo:
-        union.update((c.key, c) for c in every_candidate(p))
+        union.update((c.key, c) for c in points(p))
     echo(f"  timing {len(union)} {todo[0].family} points at {len(todo)} shape(s) "
          f"({jobs} processes; cached afterwards in {env.cache_dir() / 'bench_search'})")
     started = time.perf_counter()
@@ -140,7 +164,7 @@ def exhaustive(problems: list[Problem], jobs: int, echo) -> dict[Problem, dict[s
     timed = dict(zip(union, rows, strict=True))
     for index, p in enumerate(todo):
         table = {c.key: {"candidate": c.to_dict(), **timed[c.key][index]}
-                 for c in every_candidate(p)}
+                 for c in points(p)}
         path = _cache_path(p)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -169,8 +193,13 @@ class TableEvaluator:
 
 def untraceable(table: dict):
     """The real loop's free pruning (evaluate.precheck), read from the table: why a point
-    cannot trace at the shape, or ""."""
-    return lambda c: table[c.key]["why"] if table[c.key]["stage"] == "trace" else ""
+    cannot trace at the shape (or is outside the bench's space), or ""."""
+    def why(candidate: Candidate) -> str:
+        row = table.get(candidate.key)
+        if row is None:
+            return "outside the bench's space"
+        return row["why"] if row["stage"] == "trace" else ""
+    return why
 
 
 def evaluations_to_target(rewards: list[float | None], target: float) -> int | None:
@@ -180,13 +209,51 @@ def evaluations_to_target(rewards: list[float | None], target: float) -> int | N
     return None
 
 
-def planner_run(problem, table, reference_us, seed, budget, tmp) -> list[float | None]:
+def planner_run(problem, table, reference_us, seed, budget, tmp, experience=None,
+                learn=False) -> list[float | None]:
     state = SearchState(problem)
-    store = Store(tmp / f"{problem.family}-{problem.shape}-{seed}.jsonl",
-                  {"problem": problem.to_dict()})
-    run(state, OfflinePlanner(problem, seed, legal=untraceable(table)),
-        InlineWorkers(TableEvaluator(problem, table, reference_us)), store, Budget(budget))
+    name = f"{problem.family}-{problem.shape}-{seed}-{id(experience)}-{learn}.jsonl"
+    store = Store(tmp / name, {"problem": problem.to_dict()})
+    planner = OfflinePlanner(problem, seed, legal=untraceable(table), experience=experience,
+                             learn=learn, run=name)
+    run(state, planner, InlineWorkers(TableEvaluator(problem, table, reference_us)), store,
+        Budget(budget))
     return [e.reward for e in state.evaluations]
+
+
+def optuna_run(problem, table, reference_us, seed, budget) -> list[float | None]:
+    """Optuna's TPE alone over the same candidates (knobs and the program variant as
+    categoricals); a point that does not trace is told as failed without spending an
+    evaluation, as the planner's pruning does."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, multivariate=True)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    knobs = problem.knobs()
+    space = {k.name: optuna.distributions.CategoricalDistribution(k.values) for k in knobs}
+    space["variant"] = optuna.distributions.CategoricalDistribution(range(len(VARIANTS)))
+    fixed = problem.fixed_params()
+    rewards, seen, asks = [], set(), 0
+    while len(rewards) < budget and asks < 50 * budget:
+        asks += 1
+        trial = study.ask(space)
+        params = {k: v for k, v in trial.params.items() if k != "variant"}
+        candidate = Candidate(problem.family, {**params, **fixed},
+                              rewrites=VARIANTS[trial.params["variant"]])
+        row = table[candidate.key]
+        if candidate.key in seen or row["stage"] == "trace":
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
+        seen.add(candidate.key)
+        reward = reference_us / row["time_us"] if row["time_us"] else None
+        study.tell(trial, reward if reward is not None else 0.0)
+        rewards.append(reward)
+    return rewards
 
 
 def random_run(table, reference_us, seed, budget) -> list[float | None]:
@@ -207,68 +274,201 @@ def _mean(values: list[int | None], budget: int) -> float:
     return statistics.mean(v if v is not None else budget + 1 for v in values)
 
 
+# ------------------------------------------------------------------ counterexample-guided repair
+
+#: seeded illegal rewrites: (problem, rewrites) whose candidate the verifier must refute; the
+#: repair loop then gets REPAIR_BUDGET verifications to reach a proved candidate
+SEEDED = (
+    (Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}), (("drop_barrier", (1,)),)),
+    (Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}), (("drop_barrier", (0,)),)),
+    (Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}), (("shrink_ring", (0,)),)),
+    (Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}), (("unswizzle_reads", (1,)),)),
+    (Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, {"swizzle": False}),
+     (("swizzle_stores", (0,)),)),
+    (Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, {"direct_lds": True}),
+     (("drop_barrier", (1,)),)),
+    (Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, {"direct_lds": True}),
+     (("shrink_ring", (1,)),)),
+    (Problem("moe_gemm", {"TOKENS": 256, "H": 128, "E": 4, "N": 128}),
+     (("drop_barrier", (1,)),)),
+    (Problem("moe_gemm", {"TOKENS": 256, "H": 128, "E": 4, "N": 128}),
+     (("drop_guard", (0,)),)),
+    (Problem("attention_fwd", {"BH": 2, "S": 256, "D": 64}), (("drop_barrier", (0,)),)),
+)
+REPAIR_BUDGET = 6
+
+
+class VerdictEvaluator:
+    """Trace (with the rewrites) and verify only: OK when proved for every size, REFUTED with
+    the counterexamples otherwise (the repair figure is about reaching a proved program; the
+    full loop also checks correctness and times it)."""
+
+    def __init__(self, problem: Problem):
+        from argus.search.evaluate import Evaluator
+
+        self.evaluator = Evaluator(problem)
+
+    def __call__(self, candidate: Candidate) -> Evaluation:
+        from argus.search.evaluate import _Stop
+
+        started = time.perf_counter()
+        try:
+            ir = self.evaluator._trace(candidate)
+            report = argus.verify(ir)
+            self.evaluator._accept(report)
+            status, stage, message, extra = OK, "verify", report.summary(), {}
+        except _Stop as stop:
+            status, stage, message, extra = stop.status, stop.stage, stop.message, stop.extra
+        return Evaluation(candidate.key, candidate, status, stage, message,
+                          counterexamples=extra.get("counterexamples", ()),
+                          wall_s=time.perf_counter() - started)
+
+
+def repair_run(problem: Problem, seeded: tuple, echo) -> dict:
+    """One seeded illegal rewrite through the planner's repair loop: evaluations until a
+    proved candidate (the seeded one counts as the first), or the budget."""
+    import attrs
+
+    from argus.search.planners.offline import REPAIR_PREFIX
+
+    planner = OfflinePlanner(problem, 0, legal=lambda c: "")
+    evaluate = VerdictEvaluator(problem)
+    state = SearchState(problem)
+    base = default_candidate(problem)
+    state.evaluations.append(attrs.evolve(evaluate(base), move="default"))  # not counted
+    candidate = attrs.evolve(base, rewrites=seeded)
+    first = attrs.evolve(evaluate(candidate), move="seeded")
+    trail = [(candidate.describe(), first.status, first.counterexamples[0]["kind"]
+              if first.counterexamples else "")]
+    state.evaluations.append(first)
+    planner.observe([first])
+    used, proved = 1, None
+    while first.status == "refuted" and used < REPAIR_BUDGET and proved is None:
+        proposals = [p for p in planner.propose(state, 1) if p.move.startswith(REPAIR_PREFIX)]
+        if not proposals:
+            break
+        proposal = proposals[0]
+        ev = attrs.evolve(evaluate(proposal.candidate), move=proposal.move)
+        used += 1
+        state.evaluations.append(ev)
+        planner.observe([ev])
+        trail.append((proposal.move, ev.status, ev.counterexamples[0]["kind"]
+                      if ev.counterexamples else ""))
+        if ev.status == OK:
+            proved = proposal.candidate
+    row = {"problem": problem.to_dict(), "seeded": [list(s) for s in seeded],
+           "refuted": first.status == "refuted", "counterexample": trail[0][2],
+           "repaired": proved is not None, "evaluations": used,
+           "repair": proved.describe() if proved else None, "trail": trail}
+    echo(f"  {problem.family} {problem.pinned or ''} {seeded}: {first.status} "
+         f"({trail[0][2] or '-'}) -> " + (f"proved after {used} evaluations: "
+                                          f"{' / '.join(m for m, _, _ in trail[1:])}"
+                                          if proved else f"not repaired in {used}"))
+    return row
+
+
+def repair_bench(echo) -> list[dict]:
+    echo("counterexample-guided repair: seeded illegal rewrites, verifier verdicts (no "
+         f"timing), at most {REPAIR_BUDGET} evaluations each")
+    rows = [repair_run(problem, seeded, echo) for problem, seeded in SEEDED]
+    refuted = [r for r in rows if r["refuted"]]
+    repaired = [r for r in refuted if r["repaired"]]
+    counts = [r["evaluations"] for r in repaired]
+    echo(f"  refuted {len(refuted)} of {len(rows)} seeded; repaired to a proved candidate "
+         f"{len(repaired)} of {len(refuted)} ({len(repaired) / max(len(refuted), 1):.0%}); "
+         f"evaluations (the refuted one included): median "
+         f"{statistics.median(counts) if counts else '-'}, mean "
+         f"{statistics.mean(counts) if counts else 0:.2f}")
+    return rows
+
+
+def _summary(name: str, found: list[int | None], budget: int) -> dict:
+    return {"method": name, "evaluations": found, "median": _median(found, budget),
+            "mean": _mean(found, budget), "misses": sum(v is None for v in found)}
+
+
 @click.command()
-@click.option("--seeds", default=5, show_default=True)
+@click.option("--seeds", default=10, show_default=True, help="Test seeds per held-out shape.")
+@click.option("--train-seeds", default=4, show_default=True,
+              help="Training runs per training shape (they fill the experience store).")
 @click.option("--budget", default=GOAL, show_default=True)
 @click.option("--jobs", default=2, show_default=True, help="Processes for the exhaustive table.")
-@click.option("--family", "families", multiple=True,
-              type=click.Choice(sorted({p.family for p in PROBLEMS})),
-              help="Only this family's rows (repeatable); default: all.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
-def main(seeds: int, budget: int, jobs: int, families: tuple[str, ...],
-         json_path: str | None) -> None:
+@click.option("--repairs", is_flag=True, help="Only the repair figure (seeded illegal rewrites).")
+def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | None,
+         repairs: bool) -> None:
     import tempfile
 
+    from argus.search.experience import Experience
+
     echo = click.echo
-    echo("bench_search: evaluations for the offline planner to reach 95% of the exhaustive best "
-         "(modelled MI300X times, not measured)")
-    rows = []
-    problems = [p for p in PROBLEMS if not families or p.family in families]
+    if repairs:
+        rows = repair_bench(echo)
+        if json_path:
+            Path(json_path).write_text(json.dumps(rows, indent=1, default=str))
+        return
+    echo("bench_search: evaluations to reach 95% of the exhaustive best (modelled MI300X "
+         "times, not measured); priors learned on "
+         f"{', '.join(p.shape for p in TRAIN)}, tested on {', '.join(p.shape for p in TEST)}")
+    tables = exhaustive([*TRAIN, *TEST], jobs, echo)
+    out = {"train": [p.to_dict() for p in TRAIN], "test": []}
     with tempfile.TemporaryDirectory() as tmp:
-        tables = {}
-        for name in dict.fromkeys(p.family for p in problems):
-            tables.update(exhaustive([p for p in problems if p.family == name], jobs, echo))
-        for problem in problems:
+        tmp = Path(tmp)
+        memory = Experience(tmp / "experience.jsonl", "gemm")
+        started = time.perf_counter()
+        for problem in TRAIN:
             table = tables[problem]
-            traced = {k: v for k, v in table.items() if v["stage"] != "trace"}
+            default = table[default_candidate(problem).key]["time_us"]
+            for seed in range(train_seeds):
+                planner_run(problem, table, default, 100 + seed, budget, tmp, memory, True)
+        echo(f"training: {train_seeds} runs on each of {len(TRAIN)} shapes, "
+             f"{len(memory.rows)} experience rows ({time.perf_counter() - started:.0f} s)")
+        for problem in TEST:
+            table = tables[problem]
             timed = {k: v for k, v in table.items() if v["time_us"] is not None}
-            if not timed:
-                reasons = sorted({v["why"] for v in table.values()})
-                echo(f"{problem.family} {problem.shape}: none of {len(table)} points compiles "
-                     f"and times here ({'; '.join(reasons)[:300]}); no search figure")
-                rows.append({"problem": problem.to_dict(), "points": len(table),
-                             "timed": 0, "missing": reasons})
-                continue
+            traced = sum(v["stage"] != "trace" for v in table.values())
             best_key = min(timed, key=lambda k: timed[k]["time_us"])
             best_us = timed[best_key]["time_us"]
             default = table[default_candidate(problem).key]["time_us"] or best_us
             target = TARGET * default / best_us
             near = sum(TARGET * v["time_us"] <= best_us for v in timed.values())
-            planner = [evaluations_to_target(planner_run(problem, table, default, s, budget,
-                                                         Path(tmp)), target)
-                       for s in range(seeds)]
-            randoms = [evaluations_to_target(random_run(table, default, s, budget), target)
-                       for s in range(seeds)]
-            p_med, r_med = _median(planner, budget), _median(randoms, budget)
             best = Candidate.from_dict(timed[best_key]["candidate"]).describe()
-            echo(f"{problem.family} {problem.shape}: {len(table)} declared points, "
-                 f"{len(traced)} trace at the shape, {len(timed)} compile and time, {near} "
-                 f"within 95% of the best; best {best_us:.2f} µs modelled ({best}); default "
-                 f"{default:.2f} µs")
-            echo(f"  planner evaluations to 95%: {planner} (median {p_med:g}; goal <= {GOAL})")
-            echo(f"  random search:               {randoms} (median {r_med:g}; a miss counts "
-                 f"{budget + 1})")
-            p_mean, r_mean = _mean(planner, budget), _mean(randoms, budget)
-            echo(f"  ratio random / planner: medians {r_med / p_med:.2f}x, means "
-                 f"{r_mean / p_mean:.2f}x ({r_mean:.1f} / {p_mean:.1f})")
-            rows.append({"problem": problem.to_dict(), "declared": len(table),
-                         "traced": len(traced), "timed": len(timed), "near_best": near,
-                         "best_us": best_us, "best": timed[best_key]["candidate"],
-                         "default_us": default, "planner": planner, "random": randoms,
-                         "planner_median": p_med, "random_median": r_med,
-                         "planner_mean": p_mean, "random_mean": r_mean, "modelled": True})
+            echo(f"{problem.family} {problem.shape}: {len(table)} points, {traced} trace at "
+                 f"the shape, {len(timed)} compile and time, {near} within 95% of the best; "
+                 f"best {best_us:.2f} µs modelled ({best}); default {default:.2f} µs")
+            runs = {
+                "planner (learned priors)": [planner_run(problem, table, default, s, budget,
+                                                         tmp, memory, False)
+                                             for s in range(seeds)],
+                "planner (fresh)": [planner_run(problem, table, default, s, budget, tmp)
+                                    for s in range(seeds)],
+                "random": [random_run(table, default, s, budget) for s in range(seeds)],
+                "optuna alone": [optuna_run(problem, table, default, s, budget)
+                                 for s in range(seeds)],
+            }
+            rows = [_summary(name, [evaluations_to_target(r, target) for r in found], budget)
+                    for name, found in runs.items()]
+            by = {row["method"]: row for row in rows}
+            for row in rows:
+                echo(f"  {row['method']:<25} median {row['median']:>5g}  mean "
+                     f"{row['mean']:>6.2f}  misses {row['misses']}  {row['evaluations']}")
+            for name in ("planner (learned priors)", "planner (fresh)", "optuna alone"):
+                echo(f"  random / {name}: medians "
+                     f"{by['random']['median'] / by[name]['median']:.2f}x, means "
+                     f"{by['random']['mean'] / by[name]['mean']:.2f}x")
+            learned = by["planner (learned priors)"]
+            losses = [name for name in ("planner (fresh)", "random", "optuna alone")
+                      if by[name]["mean"] < learned["mean"]]
+            seeds_lost = sum((a or budget + 1) > (b or budget + 1) for a, b in zip(
+                learned["evaluations"], by["random"]["evaluations"], strict=True))
+            echo(f"  where the learned planner loses: {', '.join(losses) or 'no method'} has "
+                 f"a lower mean; random search beats it on {seeds_lost} of {seeds} seeds")
+            out["test"].append({"problem": problem.to_dict(), "points": len(table),
+                                "traced": traced, "timed": len(timed), "near_best": near,
+                                "best_us": best_us, "default_us": default,
+                                "methods": rows, "modelled": True})
     if json_path:
-        Path(json_path).write_text(json.dumps(rows, indent=1, default=str))
+        Path(json_path).write_text(json.dumps(out, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from argus.absint.concrete import run
 from argus.absint.verify import verify
 from argus.ir import ops as O
 from argus.ir.expr import evaluate
+from argus.ir.sizes import admits
 from argus.kernels import library
 from argus.kernels.attention import attention_fwd, attention_fwd_kv
 from argus.kernels.gemm import gemm
@@ -56,13 +57,8 @@ def interpreter_seconds(kernel, size_grid: list[dict]) -> float:
 
 def admitted(kernel, size_grid: list[dict]) -> list[dict]:
     """The sizes of `size_grid` that the kernel's assumptions admit (a split-K kernel needs K
-    to be a multiple of its split)."""
-    def holds(fact, sizes) -> bool:
-        try:
-            return bool(evaluate(fact, sizes))
-        except KeyError:  # a fact about a scalar the grid does not fix
-            return True
-    return [sizes for sizes in size_grid if all(holds(a, sizes) for a in kernel.assumes)]
+    to be a multiple of its split); a fact about a scalar the grid does not fix is not decided."""
+    return [sizes for sizes in size_grid if admits(kernel, sizes)]
 
 
 def cpu_seconds() -> float:

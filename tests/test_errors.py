@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pickle
+import re
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,7 @@ from argus.ir.types import IRError, SourceLoc
 from argus.isa_cdna3.emu import HazardError, UnsupportedOpcodeError
 
 #: Exceptions that are control flow inside one module, never shown to a user.
-INTERNAL = {"argus.smt.minimise.GaveUp", "argus.search.evaluate._Stop",
-            "argus.search.planners.llm.LLMFailure"}
+INTERNAL = {"argus.smt.minimise.GaveUp", "argus.search.evaluate._Stop"}
 #: Test outcomes, not errors: argus.testing's checks fail a user's test as pytest expects, with an
 #: AssertionError subclass.
 TEST_FAILURES = {"argus.testing.checks.ArgusCheckFailure"}
@@ -106,3 +106,91 @@ def test_cli_shows_a_dsl_error_at_the_authors_line(tmp_path):
     assert outcome.exit_code == 1, outcome.output
     assert "broken.py:5: argument 'A' needs an annotation" in outcome.output
     assert "Traceback" not in outcome.output
+
+
+def test_every_argus_exception_declares_a_known_kind():
+    from argus.errors import KINDS
+
+    found = _argus_exceptions()
+    kinds = {name: cls.kind for name, cls in found.items() if issubclass(cls, ArgusError)}
+    assert set(kinds.values()) <= set(KINDS)
+    # the classes whose kind is not the default, each for its reason
+    assert kinds["argus.env.EnvError"] == "environment"
+    assert kinds["argus.asm.toolchain.ToolchainError"] == "environment"
+    assert kinds["argus.asm.hip.HipUnavailable"] == "environment"
+    assert kinds["argus.search.planners.llm.LLMFailure"] == "environment"
+    assert kinds["argus.isa_cdna3.emu.state.UnsupportedOpcodeError"] == "unsupported"
+    assert kinds["argus.asm.lower.exprgen.UnsupportedError"] == "unsupported"
+    assert kinds["argus.ir.types.IRError"] == kinds["argus.lang.errors.DSLError"] == "input"
+
+
+def test_a_raise_site_may_give_its_own_kind_and_it_survives_pickling():
+    from argus.isa_cdna3.abi import LaunchError
+
+    plain, scratch = LaunchError("grid too big"), LaunchError("scratch", kind="unsupported")
+    assert (plain.kind, scratch.kind) == ("input", "unsupported")
+    assert pickle.loads(pickle.dumps(scratch)).kind == "unsupported"
+    with pytest.raises(ValueError, match="not one of"):
+        ArgusError("x", kind="fatal")
+    with pytest.raises(TypeError, match="is not one of"):
+        type("Bad", (ArgusError,), {"kind": "fatal"})
+    assert "bug in Argus" in ArgusError("x", kind="internal").render()
+    assert "bug in Argus" not in plain.render()
+
+
+def test_llm_failure_is_an_environment_error_with_its_reason():
+    from argus.search.planners.llm import LLMFailure
+
+    failure = LLMFailure("timeout", "no answer within 1 s")
+    assert isinstance(failure, ArgusError) and failure.kind == "environment"
+    assert failure.reason == "timeout" and str(failure) == "no answer within 1 s"
+
+
+def test_the_search_maps_kinds_to_verdicts():
+    from argus.pipeline import outcome_of
+    from argus.search.evaluate import ERROR, INVALID, STATUS_OF
+
+    kinds = ("input", "unsupported", "environment", "internal")
+    assert [STATUS_OF[outcome_of(ArgusError("x", kind=k))] for k in kinds] == [
+        INVALID, INVALID, ERROR, ERROR]
+
+
+#: `os.environ` / `os.getenv` reads, with the variable's name on the same line.
+ENVIRON_READ = re.compile(r"os\.(?:environ|getenv)\b[^\n]*ARGUS_"
+                          r"|ARGUS_\w+[\"']\s*(?:not\s+)?in\s+os\.environ")
+
+
+def test_no_argus_variable_is_read_outside_env_py():
+    root = Path(argus.__file__).parent
+    reads = [f"{path.relative_to(root.parent)}:{number}: {line.strip()}"
+             for path in sorted(root.rglob("*.py")) if path.name != "env.py" or
+             path.parent != root
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if ENVIRON_READ.search(line)]
+    assert not reads, "read ARGUS_* through argus.env:\n" + "\n".join(reads)
+    named = {name for path in root.rglob("*.py") if path.name != "env.py"
+             for name in re.findall(r"\bARGUS_[A-Z_]+[A-Z]\b", path.read_text())}
+    assert named <= set(env.KNOBS), f"missing from env.KNOBS: {sorted(named - set(env.KNOBS))}"
+
+
+def test_the_string_knobs_come_from_env_py(monkeypatch, tmp_path):
+    monkeypatch.setenv("ARGUS_REPRO_DIR", str(tmp_path))
+    monkeypatch.setenv("ARGUS_HIP_LIBRARY", "/opt/x/libamdhip64.so")
+    monkeypatch.setenv("ARGUS_LLM_BASE_URL", "http://localhost:8000/v1")
+    monkeypatch.setenv("ARGUS_LLM_MODEL", " qwen ")
+    monkeypatch.delenv("ARGUS_LLM_API_KEY", raising=False)
+    monkeypatch.setenv(env.LLM_KEY_FALLBACK, "sk-fallback")
+    monkeypatch.setenv("MY_KEY", "sk-mine")
+    assert env.repro_dir() == tmp_path and env.hip_library() == "/opt/x/libamdhip64.so"
+    assert env.llm_server() == ("http://localhost:8000/v1", "qwen")
+    assert env.llm_api_key() == "sk-fallback" and env.llm_api_key("MY_KEY") == "sk-mine"
+    monkeypatch.setenv("ARGUS_LLM_API_KEY", "sk-argus")
+    assert env.llm_api_key() == "sk-argus" and env.llm_api_key("UNSET_KEY_VARIABLE") is None
+    monkeypatch.setenv("ARGUS_JOBS", "2")  # recorded, so the write below is undone
+    monkeypatch.delenv("ARGUS_JOBS")
+    assert env.configured_jobs() is None
+    env.default_jobs(1)
+    assert env.configured_jobs() == 1 and env.jobs() == 1
+    monkeypatch.setenv("ARGUS_JOBS", "3")
+    env.default_jobs(1)
+    assert env.configured_jobs() == 3

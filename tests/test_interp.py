@@ -327,7 +327,7 @@ def test_inputs_are_checked_against_the_signature():
         run(copy.ir, {"X": np.zeros((16, 16))})
     with pytest.raises(InterpError, match="Y has extent 32 where N = 16"):
         run(copy.ir, {"X": np.zeros((16, 16)), "Y": np.zeros((32, 16))})
-    with pytest.raises(InterpError, match="assumes N % 16 == 0"):
+    with pytest.raises(InterpError, match="N=8 violates the assumption `N % 16 == 0`"):
         run(copy.ir, {"X": np.zeros((8, 16)), "Y": np.zeros((8, 16))})
 
 
@@ -481,3 +481,10 @@ def test_reading_what_an_earlier_workgroup_stored_is_a_global_race():
     messages = [v.message.split(":")[0] for v in result.violations if v.kind == "global-race"]
     assert messages == ["read/write race on global memory", "write/read race on global memory"]
     assert all(v.workgroup == (1, 0, 0) for v in result.violations)
+
+
+def test_numpy_dtypes_name_every_ir_element_type_at_its_width():
+    from argus.ir.types import DTYPE_BYTES
+    from argus.isa_cdna3.numerics import NUMPY_DTYPES
+
+    assert {name: dtype.itemsize for name, dtype in NUMPY_DTYPES.items()} == DTYPE_BYTES

@@ -78,13 +78,27 @@ def _ordering():
     return [ordering.stream().ir, ordering.relayout().ir]
 
 
+def _elementwise_ops():
+    """Comparisons, select, index tiles and sizes as tiles (issue 22's ops)."""
+    @T.kernel(waves=1)
+    def elementwise(X: Tensor("f32", "R", 64), Y: Tensor("f32", "R", 64)):
+        T.grid(T.cdiv(X.shape[0], 4))
+        r0 = T.program_id(0) * 4
+        spec = T.rows_layout((4, 64), 1)
+        x = X.load((r0, 0), spec, guard=True)
+        y = T.where(x > 0.0, T.rsqrt(x), T.iota(spec, 1, start=r0)) * X.shape[0]
+        Y.store((r0, 0), y, guard=True)
+
+    return elementwise.ir
+
+
 def _kernels():
     from argus.kernels import library
     from argus.kernels.attention import attention_fwd
 
     kernels = [entry.kernel.ir for entry in library().values()]
     return kernels + [attention_fwd.trace(causal=True), _branchy(), _broadcast(), *_lanes(),
-                      *_ordering()]
+                      *_ordering(), _elementwise_ops()]
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +136,8 @@ def test_each_op_declares_its_fields_and_its_transfer_rule(mnemonic):
 
 
 def _needs_handler(cls) -> bool:
-    """Whether the verifier needs an op_ method: the rule acts on memory or control flow, or
-    the op carries assertions to check."""
+    """Whether the verifier needs a rule of its own: the op acts on memory or control flow, or
+    carries assertions to check."""
     asserts = any(d.kind is F.Kind.ASSERTS for _, d in F.declared(cls))
     return cls.transfer not in RESULT_NAMES or asserts
 
@@ -132,14 +146,62 @@ def _needs_handler(cls) -> bool:
 @pytest.mark.parametrize("mnemonic", sorted(set(OP_CLASSES) - {O.Yield.mnemonic}))
 def test_each_op_has_a_verifier_and_an_interpreter_rule(mnemonic):
     cls = OP_CLASSES[mnemonic]
-    handler = "op_" + cls.__name__
     verifier, interpreter = verify._Verifier, concrete._Workgroup
     if _needs_handler(cls):
-        assert hasattr(verifier, handler), f"the verifier has no {handler}"
+        assert cls in verifier.RULES, f"the verifier has no @rule(O.{cls.__name__})"
     if cls.transfer in RESULT_NAMES:
         assert cls.transfer in verify.RESULT_TAGS, f"the verifier cannot apply {cls.transfer}"
         assert cls.transfer in concrete.RESULT_TAGS or cls.transfer in concrete.MOVED_WITH_DATA
-    assert hasattr(interpreter, handler), f"the interpreter has no {handler}"
+    assert cls in interpreter.RULES, f"the interpreter has no @rule(O.{cls.__name__})"
+
+
+def test_every_rule_is_registered_under_an_op_class():
+    for walker in (verify._Verifier, concrete._Workgroup):
+        assert walker.RULES and all(issubclass(c, O.Op) for c in walker.RULES)
+        assert all(callable(fn) for fn in walker.RULES.values())
+
+
+@attrs.frozen
+class _Unruled(O.Barrier):
+    """An op class no walker has a rule for (the registry is keyed by exact class)."""
+
+
+def _unruled_kernel() -> O.Kernel:
+    @T.kernel(waves=1)
+    def plain(X: Tensor("f32", 64)):
+        T.grid(1)
+        T.barrier()
+
+    ir = plain.ir
+    swapped = tuple(_Unruled(loc=op.loc) if isinstance(op, O.Barrier) else op
+                    for op in ir.body.ops)
+    return attrs.evolve(ir, body=attrs.evolve(ir.body, ops=swapped))
+
+
+def test_an_op_without_a_rule_is_a_clear_error_in_both_walkers():
+    import numpy as np
+
+    from argus.errors import ArgusError
+
+    kernel = _unruled_kernel()
+    with pytest.raises(ArgusError, match=r"barrier \(_Unruled\): the verifier has no rule") as v:
+        verify.verify(kernel, replay=False, jobs=1)
+    assert "@rule(O._Unruled)" in v.value.fix
+    with pytest.raises(ArgusError, match=r"barrier \(_Unruled\): the interpreter has no rule"):
+        concrete.run(kernel, {"X": np.zeros(64, np.float32)})
+
+
+def test_a_subclass_replaces_a_rule_by_overriding_its_method():
+    calls = []
+
+    class Counting(verify.Rules):
+        def on_barrier(self, op):
+            calls.append(op)
+            super().on_barrier(op)
+
+    assert Counting.RULES[O.Barrier] is Counting.on_barrier
+    assert Counting.RULES[O.BarrierNoWait] is Counting.on_barrier
+    assert verify._Verifier.RULES[O.Barrier] is verify._Verifier.on_barrier
 
 
 def test_the_rule_tables_name_the_same_register_result_rules():

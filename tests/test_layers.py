@@ -23,9 +23,10 @@ ROOT = Path(argus.__file__).parent
 #: Top layer first; each layer lists independent components.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("argus.cli",),
-    # the road's users: the search, the demo, argus.testing, and `argus time`/`argus compare`
-    ("argus.search", "argus.demo", "argus.testing", "argus.timing"),
-    ("argus.pipeline",),
+    # the road's users: the search, the demo, argus.testing, KernelBench and `argus time`
+    ("argus.search", "argus.demo", "argus.testing", "argus.kernelbench", "argus.timing"),
+    # the road, and a user's kernel run against the interpreter (argus run FILE.py:KERNEL)
+    ("argus.pipeline", "argus.user"),
     # AMD's kernels (harness, catalogue, timing families, calibration) beside our own
     ("argus.absint", "argus.asm.lower", "argus.kernels", "argus.vendor"),
     ("argus.lang", "argus.smt", "argus.asm"),

@@ -15,21 +15,9 @@ from argus.asm import assemble
 from argus.asm.launch import emulate
 from argus.isa_cdna3.emu.trace import WaveEvents
 from argus.isa_cdna3.kernel_template import kernel_source
+from argus.isa_cdna3.opcodes import Unit
 from argus.isa_cdna3.perf import micro
-from argus.isa_cdna3.perf.model import (
-    BARRIER,
-    LDS,
-    MFMA_K,
-    NOP,
-    SALU,
-    VALU,
-    VMEM,
-    WAIT,
-    KernelDoesNotFit,
-    Static,
-    occupancy,
-    schedule_cu,
-)
+from argus.isa_cdna3.perf.model import KernelDoesNotFit, Seq, Static, occupancy, schedule_cu
 from argus.isa_cdna3.perf.params import Calibrated, PerfError, profile
 
 MI300X = profile("mi300x")
@@ -63,14 +51,32 @@ def test_lds_micro_reaches_128_bytes_per_clock_and_conflicts_divide_it():
     assert within(rates[True], peak / 16, 0.1)
 
 
-def test_hbm_stream_reaches_the_achievable_share_of_5_3_tb_s():
+def test_hbm_stream_reaches_the_published_stream_bandwidth():
+    # the HBM efficiency is fitted to a published STREAM figure (calibrate.STREAM), not set by
+    # hand: the calibrated model's streaming micro-kernel must reproduce that figure
+    from argus.vendor import calibrate
+
     loads, block, groups = 192, 64, int(MI300X.cus.value)
     src = np.zeros(groups * block * 16 * loads // 4, np.uint32)
     timing = argus.time(assemble(micro.hbm(loads, block).source), grid=groups, block=block,
                         args=[src])
     assert timing.bytes_hbm == src.nbytes
-    achievable = 5.3e12 * Calibrated.load().hbm_efficiency
-    assert within(micro.rate(timing, src.nbytes / groups, MI300X), achievable)
+    assert within(micro.rate(timing, src.nbytes / groups, MI300X), calibrate.STREAM.value, 0.02)
+
+
+def test_dense_gemm_load_runs_at_the_published_1_2_ghz():
+    # AMD's ROCm blog: 708 TFLOP/s max-achievable bf16 GEMM at about 1.2 GHz under load; the
+    # power budget comes from that figure, so a GEMM keeping every MFMA pipe that busy is
+    # modelled at 1.2 GHz and 708 TFLOP/s
+    from argus.isa_cdna3.perf.estimate import clock
+    from argus.vendor import calibrate
+
+    constants = Calibrated.load()
+    assert constants.power_budget == calibrate.power_budget_from_gemm()
+    busy = calibrate.GEMM_PEAK.value / (calibrate.BF16_DENSE_PEAK * 1.2 / 2.1)
+    ghz = clock(MI300X, active_cus=304, mfma_busy=busy, constants=constants)
+    assert ghz == pytest.approx(1.2, rel=0.01)
+    assert calibrate.BF16_DENSE_PEAK * ghz / 2.1 * busy == pytest.approx(708e12, rel=0.01)
 
 
 # ------------------------------------------------------------------------- trace and model
@@ -135,6 +141,23 @@ def test_extrapolated_timing_agrees_with_full_simulation():
     assert within(sampled.microseconds, full.microseconds, 0.02)
 
 
+def test_causal_attention_sample_stands_for_the_whole_launch():
+    # each causal workgroup pairs query tiles i and T-1-i: one workgroup of a 512-query launch
+    # over sk - s/2 + 256 keys does the same work, so the sample issues exactly the
+    # instructions of the whole launch's busiest CU and its schedule agrees with it
+    from argus.vendor import timing as vendor_timing
+
+    sizes = {"b": 1, "h": 1, "s": 1024, "sk": 1024}
+    sampled = argus.time("fwd_hd128_bf16_causal", sizes=sizes)
+    whole = vendor_timing.whole_launch("fwd_hd128_bf16_causal", sizes, MI300X, Calibrated.load())
+    assert sampled.instructions == whole.instructions
+    assert sampled.flops == whole.flops
+    assert within(sampled.cycles_per_cu, whole.cycles_per_cu, 0.02)
+    # a shape whose workgroups are not all alike is emulated whole
+    ragged = argus.time("fwd_hd128_bf16_causal", sizes={"s": 256, "sk": 256})
+    assert ragged.extrapolation is None and ragged.workgroups == 1
+
+
 def test_compiled_kernel_timing_extrapolates_its_k_loop():
     from argus.kernels.gemm import gemm
 
@@ -183,6 +206,11 @@ def test_power_budget_lowers_the_clock_only_under_chip_wide_matrix_load():
     loads = [clock(MI300X, active_cus=304, mfma_busy=b / 10, constants=budget)
              for b in range(11)]
     assert loads == sorted(loads, reverse=True)
+    # busy vector ALUs draw from the same budget at valu_power of an MFMA pipe
+    valu = Calibrated(power_budget=0.5, valu_power=0.25)
+    assert clock(MI300X, active_cus=304, mfma_busy=0.4, constants=valu) == peak
+    assert clock(MI300X, active_cus=304, mfma_busy=0.4, valu_busy=0.8, constants=valu) == \
+        pytest.approx(peak * 0.5 / 0.6)
 
 
 # ------------------------------------------------------------------------- errors
@@ -241,11 +269,12 @@ def test_a_compiled_kernel_is_timed_only_at_sizes_it_admits(sizes, says):
 
 
 # ------------------------------------------------------------------------- monotonicity
-KINDS = {"valu": Static(VALU, cycles=4), "mfma": Static(MFMA_K, cycles=32, flops=1),
-         "salu": Static(SALU), "lds": Static(LDS), "load": Static(VMEM),
-         "atomic": Static(VMEM, store=True, atomic=True),
-         "wait": Static(WAIT, vmcnt=0, lgkmcnt=0), "barrier": Static(BARRIER),
-         "nop": Static(NOP, cycles=8)}
+KINDS = {"valu": Static(Unit.VALU, cycles=4),
+         "mfma": Static(Unit.MFMA, cycles=32, flops=1, landing=44),
+         "salu": Static(Unit.SALU), "lds": Static(Unit.LDS), "load": Static(Unit.VMEM),
+         "atomic": Static(Unit.VMEM, store=True, atomic=True),
+         "wait": Static(Seq.WAIT, vmcnt=0, lgkmcnt=0), "barrier": Static(Seq.BARRIER),
+         "nop": Static(Seq.NOP, cycles=8)}
 NAMES = sorted(KINDS)
 STATICS = [KINDS[n] for n in NAMES]
 programs = st.lists(st.tuples(st.sampled_from(NAMES), st.integers(1, 16)), min_size=1,
@@ -361,6 +390,7 @@ def test_cli_compare_and_errors():
     assert f"modelled time {other} / {GEMM} = " in result.output
     assert "main-loop MFMA density" in result.output and "largest modelled difference" in \
         result.output
+    assert "is modelled" in result.output and "issue slots:" in result.output
     bad = CliRunner().invoke(main, ["time", "no_such_kernel"])
     assert bad.exit_code == 1 and "is not a vendor kernel" in bad.output
     wrong = CliRunner().invoke(main, ["time", GEMM, "--shape", "tokens=4"])
@@ -398,3 +428,71 @@ def test_attention_timing_keeps_the_key_loop_its_length_and_counts_every_flop():
     assert timing.microseconds * 1e-6 >= timing.flops / 1307.4e12
     causal = argus.time(argus.compile(attention_fwd, head_dim=128, causal=True), sizes=sizes)
     assert "depend on the workgroup id" in causal.extrapolation
+
+
+def test_compare_explains_why_our_large_gemm_is_modelled_faster_than_amds_skinny_kernel():
+    # AMD's asm bf16 GEMMs are tuned for small M with split-K (aiter's table); at 4096^3 the
+    # 96x64 one holds a CU alone (512 VGPRs, 64 KiB LDS) and streams its narrow tiles
+    # memory-bound, so ours (128x128 tiles, two per CU) is modelled faster: the explanation
+    # must say so in rounds, limiter, unit time and bytes, not just the ratio
+    from argus.isa_cdna3.perf.explain import explain
+    from argus.kernels.gemm import gemm
+
+    ours = argus.time(argus.compile(gemm, block_m=128, block_n=128, block_k=32),
+                      sizes={"M": 4096, "N": 4096, "K": 4096})
+    amd = argus.time("bf16gemm_outf32_tn_96x64_pf3", sizes={"m": 4096, "n": 4096, "k": 4096})
+    # AMD's 96-row tiles cover 4128 rows (43 tiles): under 1% more MFMA work
+    assert ours.flops == 2 * 4096 ** 3 == amd.flops * 4096 / 4128
+    assert ours.microseconds < amd.microseconds
+    lines = explain(ours, amd, ("ours", "AMD"))
+    assert lines[0].startswith("ours is modelled")
+    assert "round(s) of 2 vs 1 resident workgroup(s)" in lines[1]
+    assert "512 VGPRs per wave" in lines[1]
+    assert lines[4].startswith("  largest savings: VMEM busy")
+    assert amd.busy["VMEM"] > 0.9 > ours.busy["VMEM"]
+    assert not any("different work" in line or "caution" in line for line in lines)
+
+
+def test_compare_explains_why_our_causal_attention_is_modelled_faster_than_amds():
+    # Ours is modelled several times faster than AMD's causal kernel at the same problem: the
+    # explanation must say why, and that the win rests on a sample of the least-loaded
+    # workgroups (its MFMA work falls short of the problem's), i.e. it is no win.
+    from argus.isa_cdna3.perf.explain import explain
+    from argus.kernels.attention import attention_fwd
+
+    ours = argus.time(argus.compile(attention_fwd, head_dim=128, causal=True),
+                      sizes={"BH": 8, "S": 2048, "D": 128})
+    amd = argus.time("fwd_hd128_bf16_causal", sizes={"b": 1, "h": 8, "s": 2048})
+    assert amd.flops >= 4 * 8 * 2048 * 2048 * 128 / 2          # half the score matrix, at least
+    assert ours.microseconds < amd.microseconds
+    lines = explain(ours, amd, ("ours", "AMD"))
+    assert lines[0].startswith("ours is modelled") and "x faster than AMD" in lines[0]
+    text = "\n".join(lines)
+    for figure in ("busiest-CU cycles", "modelled clock", "issue slots", "largest savings",
+                   "bytes fetched per FLOP", "LDS bank-conflict factor"):
+        assert figure in text
+    assert "different work" in text and ours.flops < amd.flops / 2
+    assert "caution: ours's time was sampled from its first workgroups" in text
+
+
+def test_stored_sample_traces_round_trip_and_a_torn_file_is_resampled(tmp_path, monkeypatch):
+    from argus.isa_cdna3.perf import store
+
+    monkeypatch.setenv("ARGUS_CACHE", str(tmp_path))
+    # the compiled-kernel road keeps every wave under 0, the vendor road one list per workgroup
+    waves = [WaveEvents(g, w, [0, 1, 2 + g], [0, 3, 0], [0.0, 0.0, 4.5], [0, 96, 0])
+             for g in range(2) for w in range(2)]
+    for groups in ({0: waves}, {0: waves[:2], 1: waves[2:]}):
+        key = ("digest", "kernel", tuple(sorted(groups)))
+        assert store.load(key, WaveEvents) is None
+        store.save(key, groups)
+        back = store.load(key, WaveEvents)
+        assert sorted(back) == sorted(groups)
+        for slot, members in groups.items():
+            assert [(w.workgroup, w.wave_in_group, w.index, w.lines, w.lds, w.dwords)
+                    for w in back[slot]] == [(w.workgroup, w.wave_in_group, w.index, w.lines,
+                                              w.lds, w.dwords) for w in members]
+    store._path(key).write_bytes(b"torn")
+    assert store.load(key, WaveEvents) is None
+    store.clear()
+    assert not (tmp_path / "perf-traces").exists()

@@ -74,7 +74,7 @@ def test_until_stops_the_road_and_skip_leaves_stages_out():
     assert emulated.interp is None and emulated.emulated.ok and emulated.timing is None
     with pytest.raises(StageError, match="the stages are trace, verify") as caught:
         road("gemm", until="run")
-    assert caught.value.kind == "invalid"
+    assert caught.value.outcome == "invalid"
 
 
 @T.kernel(waves=4)
@@ -90,9 +90,9 @@ def test_a_refuted_proof_is_a_stage_error_with_the_report_and_the_road_so_far():
     with pytest.raises(StageError) as caught:
         road(_swizzle_forgotten, until="time")
     err = caught.value
-    assert (err.stage, err.kind) == ("verify", "refuted") and isinstance(err, ArgusError)
+    assert (err.stage, err.outcome) == ("verify", "refuted") and isinstance(err, ArgusError)
     assert err.result.refuted and err.road.ir is not None and err.road.compiled is None
-    assert STATUS_OF[err.kind] == "refuted"
+    assert STATUS_OF[err.outcome] == "refuted"
 
 
 def test_a_wrong_output_is_a_stage_error_unless_strict_is_off(monkeypatch):
@@ -105,7 +105,7 @@ def test_a_wrong_output_is_a_stage_error_unless_strict_is_off(monkeypatch):
     monkeypatch.setattr(pipeline, "check_interp", off_by_one)
     with pytest.raises(StageError) as caught:
         road("gemm", until="compile", skip=("verify",), sizes=SMALL)
-    assert (caught.value.stage, caught.value.kind) == ("interpret", "wrong")
+    assert (caught.value.stage, caught.value.outcome) == ("interpret", "wrong")
     assert "max error 1 >" in str(caught.value) and caught.value.road.compiled is None
     assert STATUS_OF["wrong"] == "wrong"
     recorded = road("gemm", until="interpret", skip=("verify",), sizes=SMALL, strict=False)
@@ -127,10 +127,10 @@ def _toolchain_broke():
 def test_every_refusal_is_a_stage_error_naming_its_stage(call, stage_name, kind):
     with pytest.raises(StageError) as caught:
         call()
-    assert (caught.value.stage, caught.value.kind) == (stage_name, kind)
+    assert (caught.value.stage, caught.value.outcome) == (stage_name, kind)
     assert kind in STATUS_OF
 
 
-def test_the_kinds_are_the_search_statuses():
-    assert set(STATUS_OF) == set(pipeline.KINDS)
+def test_the_outcomes_are_the_search_statuses():
+    assert set(STATUS_OF) == set(pipeline.OUTCOMES)
     assert STAGES == ("trace", "verify", "interpret", "compile", "emulate", "time")

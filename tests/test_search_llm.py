@@ -112,13 +112,13 @@ def test_refusals_http_errors_and_empty_answers_are_failures_of_their_kind(https
     for _ in range(4):
         with pytest.raises(LLMFailure) as failure:
             client.complete([{"role": "user", "content": "tune"}])
-        kinds.append(failure.value.kind)
+        kinds.append(failure.value.reason)
     assert kinds == ["refusal", "refusal", "malformed", "malformed"]
     httpserver.clear()
     httpserver.expect_request("/v1/chat/completions").respond_with_data("boom", status=500)
     with pytest.raises(LLMFailure, match="HTTP 500") as failure:
         client.complete([{"role": "user", "content": "tune"}])
-    assert failure.value.kind == "error"
+    assert failure.value.reason == "error"
 
 
 def test_answers_are_checked_against_the_space():
@@ -135,7 +135,7 @@ def test_answers_are_checked_against_the_space():
     assert "outside gemm's space" in rejected[1]
     with pytest.raises(LLMFailure) as failure:
         planner.parse("I'm sorry, but I cannot help with that.", state)
-    assert failure.value.kind == "refusal"
+    assert failure.value.reason == "refusal"
     prompt = planner.prompt(state)
     assert "def gemm_program" in prompt and '"id": "grow_m"' in prompt
 
@@ -154,3 +154,44 @@ def test_the_client_comes_from_options_or_the_environment(monkeypatch):
     assert "secret" not in repr(client)
     with pytest.raises(SearchError, match="MY_KEY"):
         client_from_options(api_key_env="MY_KEY")
+
+
+def test_a_refuted_rewrite_brings_its_repair_to_the_next_prompt(httpserver, tmp_path):
+    """The model drops the direct-to-LDS GEMM's second barrier per K tile; the verifier refutes
+    it with the race, the next prompt shows that counterexample and the repair it maps to
+    (deeper LDS rings), the model proposes that repair and it is accepted: verified, correct,
+    modelled, one barrier per K tile fewer."""
+    first = {"rationale": "the second barrier per K tile only guards a slot; drop it",
+             "proposals": [{"rewrite": "drop_barrier", "site": [1]}]}
+    script = serve(httpserver, [completion(json.dumps(first))])
+
+    def repair_answer():
+        prompt = script.prompts[-1]
+        line = next(line for line in prompt.splitlines() if '"repair_of"' in line
+                    and '"grow_rings"' in line)
+        item = json.loads(line[2:line.index("}") + 1])
+        return completion(json.dumps({"rationale": "apply the suggested repair",
+                                      "proposals": [item]}))
+
+    script.answers.append(repair_answer)
+    problem = Problem("gemm", GEMM.sizes, {"block_m": 64, "block_n": 64, "block_k": 32,
+                                           "split_k": 1, "swizzle": True, "direct_lds": True,
+                                           "instr": "v_mfma_f32_32x32x8_bf16",
+                                           "policy": "interleave"})
+    run_file = tmp_path / "run.jsonl"
+    progress = tune(problem, run_file=run_file, budget=Budget(3), planner="llm", jobs=0,
+                    fresh=True, llm={"base_url": httpserver.url_for("/v1"), "model": "fake"})
+    evaluations = progress.state.evaluations
+    # the third exchange answers nothing usable: the offline planner's default fills in
+    assert [e.move for e in evaluations] == ["llm-rewrite:drop_barrier",
+                                             "llm-repair:grow_rings", "fallback:default"]
+    refuted, repaired = evaluations[0], evaluations[1]
+    assert refuted.status == "refuted" and refuted.counterexamples[0]["kind"] == "lds-race"
+    witness = refuted.counterexamples[0]["text"].splitlines()
+    assert witness[1].strip() in script.prompts[1] and witness[1].strip() not in \
+        script.prompts[0]
+    assert f'"repair_of": "{refuted.key}"' in script.prompts[1]
+    assert repaired.candidate.rewrites == (("drop_barrier", (1,)), ("grow_rings", (0,)))
+    assert repaired.is_result and repaired in progress.state.results
+    assert "drop_barrier site [1]" in script.prompts[0]
+    assert any(e["kind"] == "llm" and e["status"] == "ok" for e in read(run_file))

@@ -15,7 +15,9 @@ import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from argus.absint.rules import rule
 from argus.absint.verify import Rules
+from argus.ir import ops as O
 from argus.ir.expr import evaluate
 from argus.ir.text import print_kernel
 from argus.testing import (
@@ -40,13 +42,15 @@ class ReadsThroughTheStoresView(Rules):
     """A planted unsound LDS rule: a load is interpreted through the address map (view) of the
     last store to its buffer, as if both sides always agreed on the swizzle."""
 
-    def op_LdsStore(self, op):
+    @rule(O.LdsStore)
+    def on_lds_store(self, op):
         self.__dict__.setdefault("store_views", {})[op.buffer.name] = op.addr
-        super().op_LdsStore(op)
+        super().on_lds_store(op)
 
-    def op_LdsLoad(self, op):
+    @rule(O.LdsLoad)
+    def on_lds_load(self, op):
         view = self.__dict__.get("store_views", {}).get(op.buffer.name, op.addr)
-        super().op_LdsLoad(attrs.evolve(op, addr=view))
+        super().on_lds_load(attrs.evolve(op, addr=view))
 
 
 def test_assert_sound_finds_a_planted_unsound_rule_within_the_ci_profile(tmp_path, monkeypatch):

@@ -1,57 +1,21 @@
 """What a proof must cover before it counts: pinned sizes are whole numbers inside their
-declared ranges that satisfy the kernel's assumptions, some size satisfies the assumptions, and
-the grid has a workgroup. Otherwise every obligation would hold vacuously and the report would
-say Verified about nothing. Also the report's statement of the workgroups and threads covered.
+declared ranges that satisfy the kernel's assumptions (`argus.ir.sizes`, the check every
+caller makes), some size satisfies the assumptions, and the grid has a workgroup. Otherwise
+every obligation would hold vacuously and the report would say Verified about nothing. Also
+the report's statement of the workgroups and threads covered.
 """
 
 from __future__ import annotations
 
 import math
-import operator
 
 from argus.absint.domain import FALSE
-from argus.absint.obligations import holds_at
 from argus.absint.report import VerifyError
 from argus.ir import ops as O
-from argus.ir.expr import Const, Var, free_vars, simplify
+from argus.ir.expr import Const, simplify
 from argus.ir.expr import substitute as subst
+from argus.ir.sizes import check_assumptions
 from argus.ir.types import LANES
-
-
-def size_value(ir: O.Kernel, var: Var, value) -> int:
-    """A pinned size as an int inside the range the kernel declares for it, else an error
-    (never a silent int(2.5) or a pin no thread can run at)."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise VerifyError(f"{var.name}={value!r}: a size of kernel {ir.name} is a whole number",
-                          fix=f"give {var.name} an int, e.g. {var.name}={max(var.lo, 64)}")
-    value = operator.index(value)
-    if not var.lo <= value < var.hi:
-        raise VerifyError(f"{var.name}={value} is outside the range [{var.lo}, {var.hi}) kernel "
-                          f"{ir.name} declares for it, so no thread could run at that size",
-                          fix=f"give {var.name} a value in [{var.lo}, {var.hi})")
-    return value
-
-
-def checked_sizes(ir: O.Kernel, given: dict, defaults: dict | None = None) -> dict:
-    """Concrete sizes for a run of `ir`: the `given` ones validated like verify's pins (whole
-    numbers in range), merged over `defaults`, and the kernel's assumptions holding at them."""
-    sizes = {v.name: v for v in ir.sizes + ir.scalars}
-    unknown = set(given) - sizes.keys()
-    if unknown:
-        raise VerifyError(f"kernel {ir.name} has no size {sorted(unknown)}; its sizes are "
-                          f"{sorted(sizes)}")
-    pins = {**(defaults or {}), **{k: size_value(ir, sizes[k], v) for k, v in given.items()}}
-    _check_assumptions(ir, {k: v for k, v in pins.items() if k in sizes})
-    return pins
-
-
-def _check_assumptions(ir: O.Kernel, pins: dict):
-    pinned = ", ".join(f"{k}={v}" for k, v in pins.items())
-    for assume in ir.assumes:
-        if {v.name for v in free_vars(assume)} <= pins.keys() and not holds_at(assume, pins):
-            raise VerifyError(
-                f"{pinned} violates the assumption `{assume}` of kernel {ir.name}",
-                loc=ir.loc, fix="pick sizes that satisfy the kernel's T.assume statements")
 
 
 def check_admissible(verifier, ir: O.Kernel, pins: dict):
@@ -59,7 +23,7 @@ def check_admissible(verifier, ir: O.Kernel, pins: dict):
     assumptions, assumptions no size satisfies, a grid empty at every admitted size. Each
     would make every obligation hold vacuously, and the report would say Verified."""
     pinned = ", ".join(f"{k}={v}" for k, v in pins.items())
-    _check_assumptions(ir, pins)
+    check_assumptions(ir, pins, error=VerifyError)
     # without a bounded run's trip bounds: check_bounded_sizes explains those
     assumes = verifier.assumes[:len(verifier.assumes) - len(verifier.trip_bounds)]
     if verifier.holds(FALSE, assumes):

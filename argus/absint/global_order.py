@@ -11,11 +11,11 @@ wait after it (`s_waitcnt vmcnt(0)`), then a barrier; a load before a later stor
 from __future__ import annotations
 
 from argus.absint.domain import distinct_constraints, fresh_var, renamed_helpers
-from argus.absint.obligations import holds_at
 from argus.absint.races import earlier_iterations
 from argus.absint.report import PROVED, Obligation
 from argus.ir.expr import And, Not, Or, simplify
 from argus.ir.expr import substitute as subst
+from argus.ir.sizes import holds_at
 from argus.ir.types import LANES
 
 ORDER = ("another thread of this workgroup accesses this global element in the same barrier "
@@ -55,7 +55,7 @@ class GlobalOrder:
             what = ORDER if later.clock is None else ORDER_CLOCKED
             if not pairs:
                 self.obligations.append(Obligation("global-order", what, str(later.op.loc),
-                                                   PROVED))
+                                                   PROVED, op=self.op_number(later.op)))
                 continue
             def describe(witness, pairs=pairs):
                 for cond, earlier, other in pairs:

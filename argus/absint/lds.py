@@ -166,7 +166,7 @@ def is_bijection(addr: AddressMap) -> bool:
 def covers_tile(layout: ThreadLayout, shape: tuple[int, ...]) -> bool:
     """Every element of the tile is held by some thread of the layout."""
     coords = layout.table()
-    inside = np.ones(coords[0].shape, bool)
+    inside = np.ones((layout.waves, LANES, layout.slots), bool)
     for c, extent in zip(coords, shape):
         inside &= (c >= 0) & (c < extent)
     flat = np.ravel_multi_index(tuple(c[inside] for c in coords), shape)
@@ -176,53 +176,79 @@ def covers_tile(layout: ThreadLayout, shape: tuple[int, ...]) -> bool:
 def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
     """What the read sees if `record` is the newest write covering its address (None: the
     verifier cannot name the writer, so the record makes the read ⊤)."""
-    defs, fresh = [], set()
-    if record.addr == site.addr:
-        view, in_image = site.view, TRUE
-    else:
-        if not is_bijection(record.addr):
-            return None
-        view = tuple(fresh_var("view", 0, n) for n in record.addr.shape)
-        fresh |= set(view)
-        in_image = And(0 <= site.address, site.address < len_of(record.addr))
-        defs.append(Or(Not(in_image), record.addr.at(view).eq(site.address)))
-    if not covers_tile(record.layout, record.shape):
+    seen = _view_of(record, site)
+    if seen is None or not covers_tile(record.layout, record.shape):
         return None
+    view, in_image, defs, fresh = seen
+    cover, wanted = _covered(record, site, view, in_image)
+    writer, cover = _writer(record, cover, wanted, defs, fresh)
+    instance = record.tile.at(*writer)
+    defs += instance.defs
+    fresh |= fresh_in(*defs, *(t.value for t in instance.tags.values()),
+                      *(t.top for t in instance.tags.values()))
+    race, pending, unseen = _ordering(record, site, writer, fresh)
+    values, tops, absent = _seen_tags(instance, names, unseen)
+    return _Guarded(cover, Resolution(values, tops, FALSE, FALSE, race, defs, fresh, absent,
+                                      pending))
+
+
+def _view_of(record: WriteRec, site: ReadSite):
+    """The read's address in the writer's view: (view coordinates, whether the address lies
+    in the writer's image, their definitions, fresh variables); None when the writer's map is
+    not a bijection, so no view names the address."""
+    if record.addr == site.addr:
+        return site.view, TRUE, [], set()
+    if not is_bijection(record.addr):
+        return None
+    view = tuple(fresh_var("view", 0, n) for n in record.addr.shape)
+    in_image = And(0 <= site.address, site.address < len_of(record.addr))
+    return view, in_image, [Or(Not(in_image), record.addr.at(view).eq(site.address))], set(view)
+
+
+def _covered(record: WriteRec, site: ReadSite, view, in_image) -> tuple[Expr, list]:
+    """Where the write covers the read's address (its guard, in bounds, inside the written
+    box), and the element of the written tile there."""
     lead = len(record.addr.shape) - len(record.shape)
     box = [view[d].eq(record.origin[d]) for d in range(lead)]
     box += [And(record.origin[d] <= view[d], view[d] < record.origin[d] + record.shape[d - lead])
             for d in range(lead, len(view))]
     cover = And(record.guard, in_image, lds_inside(record.addr, view, site.address,
                                                     record.size), *box)
-    wanted = [view[d] - record.origin[d] for d in range(lead, len(view))]
+    return cover, [view[d] - record.origin[d] for d in range(lead, len(view))]
+
+
+def _writer(record: WriteRec, cover: Expr, wanted: list, defs: list, fresh: set):
+    """The thread (wave, lane, slot) that wrote element `wanted`, and `cover` narrowed to
+    where one did; definitions and fresh variables go to `defs` and `fresh`."""
     chosen = _writers(record.layout, record.shape, record.active)
     if chosen is not None:
         # only some threads wrote, on their thread ids alone: the writer of each element is
         # a table of the element (a thread that took part, where one holding it did)
         mapping = {f"c{a}": w for a, w in enumerate(wanted)}
         writer = tuple(substitute(e, mapping) for e in chosen[:3])
-        cover = And(cover, substitute(chosen[3], mapping))
-    else:
-        writer = (fresh_var("wwave", 0, record.layout.waves), fresh_var("wlane", 0, LANES),
-                  fresh_var("wslot", 0, record.layout.slots))
-        fresh |= set(writer)
-        held = tile_coords(record.layout, writer)
-        defs.append(Or(Not(cover), And(*(h.eq(w) for h, w in zip(held, wanted)))))
-    if chosen is None and record.active is not TRUE:
-        # the element is written if a thread holding it takes part: the writer named is one
-        # that does, where one does (holders in other waves at the writer's lane and slot, for
-        # layouts that repeat a tile in every wave)
-        holders = [And(at_thread(record.active, w, writer[1]),
-                       *(h.eq(x) for h, x in zip(tile_coords(record.layout,
-                                                             (w, writer[1], writer[2])), wanted)))
-                   for w in range(record.layout.waves)]
-        took_part = at_thread(record.active, writer[0], writer[1])
-        defs.append(Or(Not(And(cover, Or(*holders))), took_part))
-        cover = And(cover, took_part)
-    instance = record.tile.at(*writer)
-    defs += instance.defs
-    fresh |= fresh_in(*defs, *(t.value for t in instance.tags.values()),
-                      *(t.top for t in instance.tags.values()))
+        return writer, And(cover, substitute(chosen[3], mapping))
+    writer = (fresh_var("wwave", 0, record.layout.waves), fresh_var("wlane", 0, LANES),
+              fresh_var("wslot", 0, record.layout.slots))
+    fresh |= set(writer)
+    held = tile_coords(record.layout, writer)
+    defs.append(Or(Not(cover), And(*(h.eq(w) for h, w in zip(held, wanted)))))
+    if record.active is TRUE:
+        return writer, cover
+    # the element is written if a thread holding it takes part: the writer named is one that
+    # does, where one does (holders in other waves at the writer's lane and slot, for layouts
+    # that repeat a tile in every wave)
+    holders = [And(at_thread(record.active, w, writer[1]),
+                   *(h.eq(x) for h, x in zip(tile_coords(record.layout,
+                                                         (w, writer[1], writer[2])), wanted)))
+               for w in range(record.layout.waves)]
+    took_part = at_thread(record.active, writer[0], writer[1])
+    defs.append(Or(Not(And(cover, Or(*holders))), took_part))
+    return writer, And(cover, took_part)
+
+
+def _ordering(record: WriteRec, site: ReadSite, writer, fresh: set):
+    """Whether the write races with the read (another thread's, not ordered before it),
+    whether it is the reader's own copy in flight, and whether the read does not see it."""
     other = And((writer[0] * LANES + writer[1]).ne(site.thread_id),
                 Not(group_ordered(record.groups, site.groups, writer[0],
                                   site.thread_id // LANES)))
@@ -233,6 +259,12 @@ def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
     # either way the write is not seen: for a copy in flight often a constant
     unseen = race if pending is FALSE or record.atomic else unseen_copy(record, site.clock,
                                                                          other)
+    return race, pending, unseen
+
+
+def _seen_tags(instance, names, unseen: Expr) -> tuple[dict, dict, dict]:
+    """Per tag name the value the read sees, where it is ⊤ (a name the write lacks, or a
+    write not seen), and where it is absent (the write did not carry it)."""
     values, tops = {}, {}
     for n in names:
         tag = instance.tags.get(n)
@@ -240,8 +272,7 @@ def _layer(record: WriteRec, site: ReadSite, names) -> _Guarded | None:
         tops[n] = TRUE if tag is None or unseen == TRUE else \
             tag.top if unseen == FALSE else Or(tag.top, unseen)
     absent = {n: FALSE if n in instance.tags else TRUE for n in names}
-    return _Guarded(cover, Resolution(values, tops, FALSE, FALSE, race, defs, fresh, absent,
-                                      pending))
+    return values, tops, absent
 
 
 def unordered(record, epoch: Expr, clock, other: Expr) -> tuple[Expr, Expr]:
@@ -281,7 +312,9 @@ def _writers(layout: ThreadLayout, shape: tuple[int, ...], active: Expr):
                                       np.arange(layout.slots), indexing="ij")
     took = np.broadcast_to(np.asarray(evaluate(active, {"wave": waves, "lane": lanes}), bool),
                            waves.shape)
-    flat = np.ravel_multi_index(tuple(table), shape).ravel()
+    # a scalar tile (a full reduction) has its one element at 0
+    flat = (np.ravel_multi_index(tuple(table), shape) if shape else
+            np.zeros(waves.shape, np.int64)).ravel()
     # every holder in order, those that took part first: the first per element is chosen
     order = np.lexsort((np.arange(flat.size), ~took.ravel(), flat))
     first = order[np.r_[True, flat[order][1:] != flat[order][:-1]]]

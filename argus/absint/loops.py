@@ -25,6 +25,7 @@ from argus.absint.domain import (
     tile_tags,
 )
 from argus.absint.report import VerifyError
+from argus.absint.rules import rule
 from argus.ir import ops as O
 from argus.ir.expr import And, Const, Expr, Not, Or, Var, max_, simplify
 from argus.ir.expr import substitute as subst
@@ -53,31 +54,61 @@ class LoopCtx:
         return [self.start <= iv, iv < self.stop, ((iv - self.start) % self.step).eq(0)]
 
 
+@attrs.define
+class _LoopRun:
+    """One symbolic loop's fixpoint search: the loop, what the walk had on entry, and the
+    candidate invariants of the carried tiles with their widening history."""
+
+    op: O.For
+    loop: LoopCtx
+    barriers: Expr
+    entry_epoch: Expr
+    entry_lds: dict
+    depth: int
+    inits: list
+    cands: list
+    #: per carried tile, the tag names widened so far (each tag on its own: one tag that
+    #: changes per iteration leaves the stable ones exact)
+    widened: dict = attrs.field(factory=dict)
+    #: per carried tile, how often each tag's candidate was lifted to the shifted yield
+    lifted: dict = attrs.field(factory=dict)
+
+
 class Loops:
     """The loop rules of the walk (mixed into it: they run the body with the walk's state)."""
 
-    def op_For(self, op: O.For):
+    @rule(O.For)
+    def on_for(self, op: O.For):
         if self.unroll is not None:
             self.unrolled_for(op)
             return
-        loop = LoopCtx(op.iv, op.start, op.stop, op.step)
-        trips = _trips(op)
-        barriers = _barriers(op.body)
-        entry_epoch, entry_lds = self.epoch, dict(self.lds)
-        depth = max(1, op.stages - 1)
         inits = [self.tags(v) for v in op.inits]
-        cands = list(inits)
-        #: per carried tile, the tag names widened so far (each tag on its own: one tag that
-        #: changes per iteration leaves the stable ones exact)
-        widened: dict[int, set] = {}
-        #: per carried tile, how often each tag's candidate was lifted to the shifted yield
-        lifted: dict[int, dict] = {}
-        records = None
+        run = _LoopRun(op, LoopCtx(op.iv, op.start, op.stop, op.step), _barriers(op.body),
+                       self.epoch, dict(self.lds), max(1, op.stages - 1), inits, list(inits))
         outer_collect = self.collect
         self.collect = False
-        converged = False
-        passes = 0
-        budget = MAX_LOOP_PASSES
+        found = self.layered_fixpoint(run, outer_collect)
+        if found is None:
+            # no inductive LDS layering: older iterations' writes become ⊤
+            self.flat_fixpoint(run)
+        self.collect = outer_collect
+        if found is None:
+            records = None
+            yields, writes, _ = self.run_pass(run, None, None)
+        else:
+            records, yields, writes = found
+        self.leave_loop(run, records, yields, writes)
+
+    def run_pass(self, run: _LoopRun, records, widened):
+        return self.loop_pass(run.op, run.loop, run.cands, records, run.depth, run.entry_epoch,
+                              run.entry_lds, run.barriers, widened)
+
+    def layered_fixpoint(self, run: _LoopRun, outer_collect: bool):
+        """Search candidate invariants whose passes agree on the LDS writes the body makes
+        (one layer per iteration): (records, yields, writes) of the final pass, whose
+        obligations are kept, or None when the search runs out of passes."""
+        records = None
+        passes, budget = 0, MAX_LOOP_PASSES
         while passes < budget:
             passes += 1
             stable_check = records is not None
@@ -87,53 +118,55 @@ class Loops:
             # the first pass only learns which LDS writes the body makes: skip its queries
             outer_scouting, self.scouting = self.scouting, self.scouting or not stable_check
             mark = self.mark()
-            yields, writes, failing = self.loop_pass(
-                op, loop, cands, records, depth, entry_epoch, entry_lds, barriers,
-                widened if stable_check else None)
+            yields, writes, failing = self.run_pass(run, records,
+                                                    run.widened if stable_check else None)
             self.collect, self.scouting = False, outer_scouting
             if stable_check and not failing and _same_records(records, writes):
-                converged = True
-                break
+                return records, yields, writes
             self.rewind(mark)
             if not stable_check or not _same_records(records, writes):
                 records = writes
                 continue
-            if self.widen(op, inits, cands, failing, widened, yields, lifted):
+            if self.widen(run.op, run.inits, run.cands, failing, run.widened, yields,
+                          run.lifted):
                 budget += 2   # a lifted candidate changes the LDS records: one pass to learn them
-        if not converged:
-            # no inductive LDS layering: older iterations' writes become ⊤
-            records = None
-            for _ in range(MAX_LOOP_PASSES):
-                yields, writes, failing = self.loop_pass(op, loop, cands, None, depth,
-                                                         entry_epoch, entry_lds, barriers,
-                                                         widened)
-                self.widen(op, inits, cands, failing, widened, yields, lifted)
-                if not failing:
-                    break
-            else:
-                cands = [_widen(i, i, i.names, op.iv.eq(op.start)) for i in inits]
-        self.collect = outer_collect
-        if not converged:
-            yields, writes, _ = self.loop_pass(op, loop, cands, records, depth, entry_epoch,
-                                               entry_lds, barriers, None)
+        return None
+
+    def flat_fixpoint(self, run: _LoopRun):
+        """Candidates that hold with every older iteration's LDS writes read as ⊤; the inits
+        widened everywhere but at the first iteration when the passes run out."""
+        for _ in range(MAX_LOOP_PASSES):
+            yields, _, failing = self.run_pass(run, None, run.widened)
+            self.widen(run.op, run.inits, run.cands, failing, run.widened, yields, run.lifted)
+            if not failing:
+                return
+        op = run.op
+        run.cands = [_widen(i, i, i.names, op.iv.eq(op.start)) for i in run.inits]
+
+    def leave_loop(self, run: _LoopRun, records, yields, writes):
+        """The state after the loop: results from the last iteration's yields (the inits when
+        it runs no iteration), the LDS layered by the iterations' writes, the epoch, group
+        barrier counts and clock advanced by its trip count."""
+        op, entry_lds = run.op, run.entry_lds
+        trips = _trips(op)
         last = simplify(op.start + (trips - 1) * op.step)
         ran = simplify(trips > 0)
-        for result, init, y in zip(op.results, inits, yields):
+        for result, init, y in zip(op.results, run.inits, yields):
             self.values[result.name] = join_tiles(ran, y.substitute({op.iv.name: last}), init,
-                                             self.thread(result.type))
+                                                  self.thread(result.type))
         exit_at = simplify(op.start + trips * op.step)
         for name, state in entry_lds.items():
             if name in writes:
                 known = None if records is None else records[name]
                 self.lds[name] = L.Layers(op.iv, op.start, op.step,
                                           None if known is None else tuple(known),
-                                          depth, exit_at, state)
+                                          run.depth, exit_at, state)
             else:
                 self.lds[name] = state
         if self.loop_writes:
             # an enclosing loop cannot replay these writes as flat records of its own body
             self.loop_writes[-1].update({name: None for name in writes})
-        self.epoch = simplify(entry_epoch + trips * barriers)
+        self.epoch = simplify(run.entry_epoch + trips * run.barriers)
         self.groups = self.group_runs(op, self.groups, trips)
         self.clock = None if self.clock is None else S.after_loop(op, self.clock)
 

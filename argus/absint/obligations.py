@@ -12,12 +12,14 @@ import attrs
 
 from argus.absint import queries as Q
 from argus.absint.domain import FALSE, GATHERED, Tag, connected_defs, gather_constraints
+from argus.absint.kleene import symbolic_goal
 from argus.absint.parallel import can_fork
 from argus.absint.replay import NumbersRight, ReplayError, replay_obligation
 from argus.absint.report import PROVED, REFUTED, UNKNOWN, Counterexample, Obligation
 from argus.ir import ops as O
-from argus.ir.expr import And, Expr, Not, Or, evaluate, free_vars, name_order
+from argus.ir.expr import Expr, Not, Or, evaluate, free_vars, name_order
 from argus.ir.expr import substitute as subst
+from argus.ir.sizes import holds_at
 from argus.smt import Proved, Refuted
 
 #: Obligations decided by a forked child while the walk goes on, at least this many at once
@@ -46,6 +48,13 @@ class Pending:
 
 class Obligations:
     """The verifier's obligation bookkeeping (mixed into the walk, whose state it reads)."""
+
+    def op_number(self, op) -> int:
+        """The op's position in the kernel's walk (`Obligation.op`), -1 for none of its ops."""
+        numbers = self.__dict__.get("op_numbers")
+        if numbers is None:
+            numbers = self.op_numbers = {id(o): n for n, o in enumerate(self.kernel.ops())}
+        return numbers.get(id(op), -1)
 
     def minimize_order(self, thread, loops) -> list[str]:
         names = [v.name for v in self.kernel.sizes + self.kernel.scalars]
@@ -107,10 +116,11 @@ class Obligations:
         """The obligation's entry in the report; a refutation counts only once replayed."""
         started = time.perf_counter() - seconds
         if isinstance(verdict, Proved):
-            return Obligation(item.kind, item.message, item.loc, PROVED, seconds=seconds)
+            return Obligation(item.kind, item.message, item.loc, PROVED, seconds=seconds,
+                              op=self.op_number(item.op))
         if not isinstance(verdict, Refuted):
             return Obligation(item.kind, item.message, item.loc, UNKNOWN,
-                              reason=verdict.reason, seconds=seconds)
+                              reason=verdict.reason, seconds=seconds, op=self.op_number(item.op))
         witness = verdict.witness
         broken = [a for a in item.assume
                   if free_vars(a) <= witness.keys() and not holds_at(a, witness)]
@@ -119,7 +129,7 @@ class Obligations:
             return Obligation(item.kind, item.message, item.loc, UNKNOWN,
                               reason=f"the solver's witness {witness} violates the assumption "
                                      f"{broken[0]}, so it is no witness",
-                              seconds=time.perf_counter() - started)
+                              seconds=time.perf_counter() - started, op=self.op_number(item.op))
         cex = self.counterexample(witness, item.thread, item.describe, item.loops)
         verdict_name, reason = REFUTED, ""
         if self.replay:
@@ -137,7 +147,7 @@ class Obligations:
             verdict_name, reason = UNKNOWN, "refuted by the solver; replay was switched off"
             cex = attrs.evolve(cex, confirmed=False)
         return Obligation(item.kind, item.message, item.loc, verdict_name, cex, reason,
-                          time.perf_counter() - started)
+                          time.perf_counter() - started, op=self.op_number(item.op))
 
     def witness_data(self, witness: dict) -> dict:
         """Elements of i32 index tensors the witness fixes: gathered row ids and loaded
@@ -209,15 +219,14 @@ class Obligations:
                                 f"which the operands do not carry (they have {carried})",
                                 FALSE, defs, thread, loc=assertion.loc, assertion=index)
                 continue
-            mapping, tops = {}, []
+            mapping, tops = {}, {}
             for v in used:
                 role, tag = O.split_role_var(v.name)
                 mapping[v.name] = roles[role][tag].value
-                tops.append(roles[role][tag].top)
-            holds = subst(assertion.predicate, mapping)
-            if agree is not None:
-                holds = holds.eq(agree)
-            goal = And(Not(Or(*tops)), holds)
+                tops[v.name] = roles[role][tag].top
+            # three-valued: a comparison reading a ⊤ tag is unknown, and the assertion must
+            # surely hold (`absint.kleene`): a disjunct that holds makes it hold
+            goal = subst(symbolic_goal(assertion.predicate, tops, agree), mapping)
             if where is not None:
                 goal = Or(Not(where), goal)
 
@@ -229,15 +238,6 @@ class Obligations:
                         "detail": f"predicate: {predicate}{meaning}"}
             self.obligation(op, "tag-assertion", assertion.message, goal, defs, thread,
                             describe, loc=assertion.loc, assertion=index)
-
-
-def holds_at(cond: Expr, witness: dict) -> bool:
-    """Whether `cond` holds at `witness`; a condition that cannot be evaluated there (a
-    division by zero outside the grid, a variable the witness does not name) does not."""
-    try:
-        return bool(evaluate(cond, witness))
-    except (KeyError, ZeroDivisionError, ValueError):
-        return False
 
 
 def show_tag(tag: Tag, witness: dict):

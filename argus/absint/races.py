@@ -18,10 +18,10 @@ from argus.absint.domain import (
     node_vars,
     renamed_helpers,
 )
-from argus.absint.obligations import holds_at
 from argus.absint.report import PROVED, UNKNOWN, Obligation
 from argus.ir.expr import And, Expr, Not, Or, name_order
 from argus.ir.expr import substitute as subst
+from argus.ir.sizes import holds_at
 
 
 @attrs.frozen
@@ -81,8 +81,8 @@ class Races:
                      and not (earlier.atomic and later.atomic)]
             pairs = [p for p in pairs if p is not None]
             if not pairs:
-                self.obligations.append(Obligation("lds-race", LDS_RACE,
-                                                   str(later.op.loc), PROVED))
+                self.obligations.append(Obligation("lds-race", LDS_RACE, str(later.op.loc),
+                                                   PROVED, op=self.op_number(later.op)))
                 continue
             thread = pairs[0][1]
             defs = [d for p in pairs for d in p[2]]
@@ -148,46 +148,55 @@ class Races:
                      and other.order <= later.order]
             if not pairs:
                 continue
-            indices = {index_source(a.op).name for a in [later, *(o for _, (o, _) in pairs)]
-                       if a.gathered}
-            undeclared = sorted(indices - {name for name, _, _ in self.distinct})
-            context = list(later.assumes) + [b for c in later.loops for b in c.bounds()]
-            if undeclared and self.holds(Not(Or(*(c for c, _ in pairs))), context):
-                # no two workgroups meet whatever the index holds (e.g. a grid of one)
-                self.obligations.append(Obligation(
-                    "global-race", f"another workgroup accesses the element this op "
-                    f"{later.verb}; workgroups are unordered", str(later.op.loc), PROVED))
-                continue
+            undeclared = self.undeclared_indices(later, pairs)
             if undeclared:
-                self.obligations.append(Obligation(
-                    "global-race", "another workgroup may access the element this op "
-                    f"{later.verb}", str(later.op.loc), UNKNOWN,
-                    reason=f"the rows come from the gather index {', '.join(undeclared)}, whose "
-                           "contents decide it; if its entries in a range [lo, hi) never "
-                           f"repeat, declare it with T.distinct({undeclared[0]}, lo, hi) at "
-                           "the top of the kernel and the verifier will use that fact"))
+                self.obligations.append(self.undecided_race(later, pairs, undeclared))
                 continue
-            conds = [c for c, _ in pairs]
-            goal = Not(Or(*conds))
-
-            def describe(witness, pairs=pairs, later=later):
-                for cond, (other, pid_map) in pairs:
-                    if holds_at(cond, witness):
-                        group = tuple(witness.get(pid_map[p.name].name, 0)
-                                      for p in (self.pids.get(a) for a in range(3))
-                                      if p is not None)
-                        return {"detail": f"workgroup {group} also "
-                                          f"{other.verb} it at "
-                                          f"{other.op.loc}", "workgroups": group}
-                return {}
+            goal = Not(Or(*(c for c, _ in pairs)))
             saved = self.assumes, self.loops
             self.assumes, self.loops = list(later.assumes), list(later.loops)
             self.obligation(later.op, "global-race",
                             f"another workgroup accesses the element this op "
                             f"{later.verb}; workgroups are unordered",
                             goal, tuple(distinct_constraints([goal], self.distinct)),
-                            later.thread, describe)
+                            later.thread, self.race_description(pairs))
             self.assumes, self.loops = saved
+
+    def undeclared_indices(self, later: GlobalAccess, pairs) -> list[str]:
+        """The gather index tensors the pairs' rows come from that no `T.distinct` declares."""
+        indices = {index_source(a.op).name for a in [later, *(o for _, (o, _) in pairs)]
+                   if a.gathered}
+        return sorted(indices - {name for name, _, _ in self.distinct})
+
+    def undecided_race(self, later: GlobalAccess, pairs, undeclared) -> Obligation:
+        """Without distinctness facts for the gathered rows: Proved when no two workgroups
+        meet whatever the index holds (a grid of one), else Unknown, naming the fix."""
+        context = list(later.assumes) + [b for c in later.loops for b in c.bounds()]
+        if self.holds(Not(Or(*(c for c, _ in pairs))), context):
+            return Obligation("global-race", f"another workgroup accesses the element this op "
+                              f"{later.verb}; workgroups are unordered", str(later.op.loc),
+                              PROVED, op=self.op_number(later.op))
+        return Obligation(
+            "global-race", "another workgroup may access the element this op "
+            f"{later.verb}", str(later.op.loc), UNKNOWN,
+            reason=f"the rows come from the gather index {', '.join(undeclared)}, whose "
+                   "contents decide it; if its entries in a range [lo, hi) never "
+                   f"repeat, declare it with T.distinct({undeclared[0]}, lo, hi) at "
+                   "the top of the kernel and the verifier will use that fact",
+            op=self.op_number(later.op))
+
+    def race_description(self, pairs):
+        """The witness's other workgroup and the op it runs, for the counterexample."""
+        def describe(witness):
+            for cond, (other, pid_map) in pairs:
+                if holds_at(cond, witness):
+                    group = tuple(witness.get(pid_map[p.name].name, 0)
+                                  for p in (self.pids.get(a) for a in range(3))
+                                  if p is not None)
+                    return {"detail": f"workgroup {group} also {other.verb} it at "
+                                      f"{other.op.loc}", "workgroups": group}
+            return {}
+        return describe
 
     def global_pair(self, other: GlobalAccess, later: GlobalAccess):
         """Condition under which `other`, run by a second workgroup, touches what `later`

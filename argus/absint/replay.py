@@ -11,9 +11,10 @@ from collections import OrderedDict
 import attrs
 import numpy as np
 
+from argus.absint.kleene import holds_at_tags
 from argus.absint.report import Counterexample
 from argus.errors import ArgusError
-from argus.ir.expr import evaluate
+from argus.ir.expr import Not, evaluate
 
 #: Largest total number of tensor elements a replay may allocate.
 MAX_REPLAY_ELEMENTS = 1 << 24
@@ -32,10 +33,14 @@ CONFIRMED_BY = {"tag-assertion": ("tag-assertion", "tag-missing")}
 class ReplayError(ArgusError):
     """The witness could not be replayed, or the replay shows no violation."""
 
+    kind = "unsupported"
+
 
 class NumbersRight(ReplayError):
     """The replay violates the assertion at the level of tags, but computes the reference's
     numbers for the asserted elements: a tag rule or the assertion is wrong, not the kernel."""
+
+    kind = "input"
 
 
 #: Tolerance (relative and absolute) of the numeric check against a reference: bf16 inputs and
@@ -142,52 +147,36 @@ def _check_numbers(kernel, op, cex: Counterexample, sizes, data, reference):
 
 
 def _replay(kernel, op, kind, cex, sizes, data, loc, assertion):
-    from argus.absint.concrete import InterpError, run
-
-    inputs = _inputs(kernel, sizes, data)
-    scalars = {v.name: sizes[v.name] for v in kernel.scalars}
     pid = cex.workgroup[:len(kernel.grid)]
-    grid = [int(evaluate(e, sizes)) for e in kernel.grid]
-    outside = [w for w in (pid, tuple(cex.others[:len(kernel.grid)]))
-               if w and not all(0 <= i < n for i, n in zip(w, grid))]
-    if outside:
-        raise ReplayError(f"workgroup {outside[0]} lies outside the grid {tuple(grid)}")
-    # the other workgroup of a cross-workgroup race runs first, so the race shows at `pid`
-    order = ([tuple(cex.others[:len(kernel.grid)])] if cex.others else []) + [pid]
-    key = (id(kernel), tuple(sorted(sizes.items())), tuple(order), repr(data))
-    if key not in _RUNS or _RUNS[key][0] is not kernel:
-        try:
-            found = run(kernel, inputs, scalars, max_violations=100_000, workgroups=order)
-        except InterpError as error:
-            found = ReplayError(str(error))
-        _RUNS[key] = (kernel, found)
-        if len(_RUNS) > RUNS_KEPT:
-            _RUNS.popitem(last=False)
-    result = _RUNS[key][1]
-    if isinstance(result, ReplayError):
-        raise result
+    result = _run_workgroups(kernel, sizes, data, pid, tuple(cex.others[:len(kernel.grid)]))
     broken = [v for v in result.violations if v.kind == "distinct"]
     if broken:
         raise ReplayError(f"the witness's index data breaks the declaration at {broken[0].loc} "
                           f"({broken[0].detail})")
-    confirming = CONFIRMED_BY.get(kind, (kind,))
-    found = [v for v in result.violations if v.loc == loc and v.kind in confirming
-             and v.assertion == assertion]
-    if not found and kind == "lds-race":
-        # a race the verifier states at a read shows in the interpreter at the write that
-        # came second, naming this read as the one it overwrote; the interpreter's facts are
-        # the writer's, so the counterexample keeps the solver's reader and says so
-        other_side = [v for v in result.violations
-                      if v.kind == "lds-race" and v.other_loc == str(op.loc)]
-        if other_side:
-            v = other_side[0]
-            return attrs.evolve(cex, detail=f"the interpreter saw it from the write's side: "
-                                            f"{v.loc} overwrites data {v.detail}",
-                                confirmed=True)
-    if not found:
-        others = sorted({f"{v.kind} at {v.loc}" for v in result.violations})
-        raise ReplayError(f"the interpreter found no {kind} at {loc} for sizes {sizes}, "
-                          f"workgroup {pid}" + (f" (it found {others})" if others else ""))
+    found = _confirming(result.violations, kernel, op, kind, sizes, loc, assertion)
+    if found:
+        return _located(cex, found, pid)
+    seen = _seen_from_the_write(result, op, cex) if kind == "lds-race" else None
+    if seen is not None:
+        return seen
+    others = sorted({f"{v.kind} at {v.loc}" for v in result.violations})
+    raise ReplayError(f"the interpreter found no {kind} at {loc} for sizes {sizes}, "
+                      f"workgroup {pid}" + (f" (it found {others})" if others else ""))
+
+
+def _confirming(violations, kernel, op, kind, sizes, loc, assertion) -> list:
+    """The interpreter's violations that confirm the obligation: of a kind that confirms
+    `kind`, at its `loc`, of the same assertion, and never one whose assertion surely holds
+    at the replayed tags."""
+    kinds = CONFIRMED_BY.get(kind, (kind,))
+    same = [v for v in violations
+            if v.loc == loc and v.kind in kinds and v.assertion == assertion]
+    return [v for v in same if not surely_holds(kernel, op, v, sizes)]
+
+
+def _located(cex: Counterexample, found: list, pid: tuple) -> Counterexample:
+    """The counterexample at the interpreter's facts: the violation in the witness's
+    workgroup and iteration when there is one."""
     found = [v for v in found if tuple(v.workgroup[:len(pid)]) == pid] or found
     same_iteration = [v for v in found if v.iteration == cex.iteration]
     v = (same_iteration or found)[0]
@@ -196,3 +185,65 @@ def _replay(kernel, op, kind, cex, sizes, data, loc, assertion):
                         element=dict(v.element) or cex.element,
                         tags=dict(v.tags) or cex.tags, detail=v.detail or cex.detail,
                         confirmed=True)
+
+
+def _run_workgroups(kernel, sizes, data, pid: tuple, other: tuple):
+    """The interpreter's run of workgroup `pid` (after `other`, the second workgroup of a
+    cross-workgroup race, so the race shows at `pid`), kept for the next obligations."""
+    from argus.absint.concrete import InterpError, run
+
+    grid = [int(evaluate(e, sizes)) for e in kernel.grid]
+    outside = [w for w in (pid, other) if w and not all(0 <= i < n for i, n in zip(w, grid))]
+    if outside:
+        raise ReplayError(f"workgroup {outside[0]} lies outside the grid {tuple(grid)}")
+    order = ([other] if other else []) + [pid]
+    key = (id(kernel), tuple(sorted(sizes.items())), tuple(order), repr(data))
+    if key not in _RUNS or _RUNS[key][0] is not kernel:
+        scalars = {v.name: sizes[v.name] for v in kernel.scalars}
+        try:
+            found = run(kernel, _inputs(kernel, sizes, data), scalars, max_violations=100_000,
+                        workgroups=order)
+        except InterpError as error:
+            found = ReplayError(str(error))
+        _RUNS[key] = (kernel, found)
+        if len(_RUNS) > RUNS_KEPT:
+            _RUNS.popitem(last=False)
+    result = _RUNS[key][1]
+    if isinstance(result, ReplayError):
+        raise result
+    return result
+
+
+def _seen_from_the_write(result, op, cex):
+    """A race the verifier states at a read shows in the interpreter at the write that came
+    second, naming this read as the one it overwrote; the interpreter's facts are the
+    writer's, so the counterexample keeps the solver's reader and says so (None: no such)."""
+    other_side = [v for v in result.violations
+                  if v.kind == "lds-race" and v.other_loc == str(op.loc)]
+    if not other_side:
+        return None
+    v = other_side[0]
+    return attrs.evolve(cex, detail=f"the interpreter saw it from the write's side: "
+                                    f"{v.loc} overwrites data {v.detail}", confirmed=True)
+
+
+def surely_holds(kernel, op, violation, sizes: dict) -> bool:
+    """Whether a reported tag-assertion violation's own assertion surely holds at the concrete
+    tags the interpreter reported (three-valued over ⊤, `absint.kleene`), for a mask: surely
+    agrees with the mask there. Such a report confirms nothing."""
+    from argus.ir import ops as O
+
+    asserts = getattr(op, "asserts", ())
+    if violation.kind != "tag-assertion" or not 0 <= violation.assertion < len(asserts):
+        return False
+    pids = {o.axis: o.var.name for o in kernel.ops() if isinstance(o, O.ProgramId)}
+    env = {**sizes, **violation.iteration, **violation.element,
+           **{name: violation.workgroup[axis] for axis, name in pids.items()}}
+    predicate = asserts[violation.assertion].predicate
+    if isinstance(op, O.Mask):
+        try:
+            keep = bool(evaluate(op.keep, env))
+        except (KeyError, ZeroDivisionError, ValueError):
+            return False
+        predicate = predicate if keep else Not(predicate)
+    return holds_at_tags(predicate, violation.tags, env)

@@ -69,6 +69,9 @@ class Obligation:
     counterexample: Counterexample | None = None
     reason: str = ""
     seconds: float = 0.0
+    #: the op it is about: its position in the kernel's walk (`Kernel.ops()`), -1 for the
+    #: kernel as a whole (budgets)
+    op: int = -1
 
     @property
     def proved(self) -> bool:
@@ -121,6 +124,8 @@ class Report:
     unroll: int | None = None
     #: the workgroups and threads the proof covers (counted when the sizes are pinned)
     coverage: str = ""
+    #: the traced kernel verified (for `annotated_ir`)
+    ir: object = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -174,6 +179,31 @@ class Report:
         parts.append(self.summary())
         return "\n".join(parts)
 
+    def annotated_ir(self, ir=None) -> str:
+        """The kernel's IR text (`argus.ir.text`) with each refuted or unknown obligation
+        printed under the op it is about, in xDSL's diagnostic style: the op's line underlined,
+        the verdict and its evidence on `|` lines. Obligations about the whole kernel (budgets)
+        stand under its header; a summary line ends it. `ir` defaults to the kernel verified."""
+        from argus.ir.text import print_kernel
+
+        ir = self.ir if ir is None else ir
+        if ir is None:
+            raise VerifyError("this report holds no IR to annotate; pass the kernel it was "
+                              "verified on: report.annotated_ir(kernel.ir)")
+        ops = list(ir.ops())
+        if ir.name != self.kernel or any(o.op >= len(ops) for o in self.obligations):
+            raise VerifyError(f"the report is about kernel {self.kernel}, not {ir.name}; "
+                              "annotate the kernel it was verified on")
+        failing: dict[int, list[Obligation]] = {}
+        for ob in self.obligations:
+            if not ob.proved:
+                failing.setdefault(ob.op, []).append(ob)
+        by_op = {id(op): failing.get(n, []) for n, op in enumerate(ops)}
+        text = print_kernel(ir, notes=lambda op, line: _diagnostic(by_op.get(id(op), ()), line))
+        lines = text.rstrip("\n").split("\n")
+        lines[1:1] = _diagnostic(failing.get(-1, ()), lines[0])
+        return "\n".join(lines + [f"// {self.summary()}"]) + "\n"
+
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "sizes": self.sizes, "ok": self.ok,
                 "coverage": self.coverage,
@@ -185,6 +215,26 @@ class Report:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), default=str, indent=1)
+
+
+def _diagnostic(obligations, line: str | None) -> list[str]:
+    """An xDSL-style note for obligations at one op: a caret rule (as wide as the op's line
+    when known), then each verdict and its evidence on `|` lines, then a closing rule."""
+    if not obligations:
+        return []
+    width = max(8, min(len(line), 100))
+    out = ["^" * width]
+    for ob in obligations:
+        verdict = "refuted" if ob.verdict == REFUTED else "unknown"
+        body = str(ob).split("\n")
+        if ob.verdict == UNKNOWN:
+            body = [f"{ob.loc}: {ob.kind}: {ob.message}", f"  not proved: {ob.reason}"]
+            if ob.counterexample is not None:
+                body += ob.counterexample.lines()
+        out.append(f"| {verdict}: {body[0]}")
+        out += [f"| {b}" for b in body[1:]]
+    out.append("-" * width)
+    return out
 
 
 def _iterations(count: int) -> str:

@@ -15,7 +15,7 @@ import time
 from argus import env
 from argus.absint import lds as L
 from argus.absint import sync as S
-from argus.absint.admissible import check_admissible, coverage, size_value
+from argus.absint.admissible import check_admissible, coverage
 from argus.absint.domain import (
     FALSE,
     ROW_RANGE,
@@ -45,10 +45,12 @@ from argus.absint.report import (
     Report,
     VerifyError,
 )
+from argus.absint.rules import Walker, rule
 from argus.ir import access as A
 from argus.ir import ops as O
 from argus.ir.expr import And, Const, Expr, Not, Or, Var, evaluate, free_vars, ite, max_, simplify
 from argus.ir.expr import substitute as subst
+from argus.ir.sizes import size_value
 from argus.ir.transfer import cover_names, cover_union
 from argus.ir.types import LANES, LDS_BUDGET, VGPR_BUDGET, RegType, thread_vars
 from argus.smt import DEFAULT_TIMEOUT_MS, SmtError, check_options
@@ -94,8 +96,8 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
     started = time.perf_counter()
     ir, pins = _trace(kernel, sizes_or_params)
     jobs = env.jobs() if jobs is None else jobs
-    if jobs < 1:
-        raise VerifyError(f"jobs={jobs}: give at least 1 worker process")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise VerifyError(f"jobs={jobs!r}: give at least 1 worker process (a whole number)")
     try:
         check_options(solver, timeout_ms)
     except SmtError as error:
@@ -116,7 +118,8 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
     finally:
         forget_run_memos()
     report = Report(ir.name, pins, tuple(verifier.obligations), tuple(verifier.bank_facts),
-                    time.perf_counter() - started, unroll=unroll, coverage=coverage(ir, pins))
+                    time.perf_counter() - started, unroll=unroll, coverage=coverage(ir, pins),
+                    ir=ir)
     if env.debug_level() >= 1:
         print(report.summary(), file=sys.stderr)
     return report
@@ -125,7 +128,8 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
 def _trace(kernel, kwargs: dict):
     if isinstance(kernel, O.Kernel):
         ir, rest = kernel, dict(kwargs)
-    elif not callable(getattr(kernel, "trace", None)):
+    elif not (callable(getattr(kernel, "trace", None))   # an @kernel (numpy arrays have .trace)
+              and isinstance(getattr(kernel, "params", None), dict)):
         raise VerifyError(f"verify takes an @kernel function, a traced kernel or a library "
                           f"kernel name, not {kernel!r}")
     else:
@@ -137,12 +141,14 @@ def _trace(kernel, kwargs: dict):
     if unknown:
         raise VerifyError(f"kernel {ir.name} has no size or parameter {sorted(unknown)}; its "
                           f"sizes are {sorted(sizes)}")
-    return ir, {k: size_value(ir, sizes[k], v) for k, v in rest.items()}
+    return ir, {k: size_value(ir, sizes[k], v, error=VerifyError) for k, v in rest.items()}
 
 
-class _Verifier(Obligations, Races, GlobalOrder, Loops):
+class _Verifier(Obligations, Races, GlobalOrder, Loops, Walker):
     """The walk: one abstract transfer rule per op over the tag maps and the LDS model."""
 
+    WHAT = "the verifier"
+    ERROR = VerifyError
     #: the numeric reference a replay checks a tag violation against (`verify(reference=)`)
     reference = None
 
@@ -209,17 +215,16 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
             if isinstance(op, O.Yield):
                 return [self.values[v.name] for v in op.values]
             # the op's own checks and effects, then its result's tags by its declared rule
-            handler = getattr(self, "op_" + type(op).__name__, None)
-            rule = RESULT_TAGS.get(op.transfer)
-            if handler is None and rule is None:
-                raise VerifyError(f"{op.loc}: {op.mnemonic}: the verifier has no rule for this "
-                                  "op")
+            handler = self.rule_for(op)
+            result = RESULT_TAGS.get(op.transfer)
+            if handler is None and result is None:
+                raise self.no_rule(op)
             if handler is not None:
-                handler(op)
+                handler(self, op)
             if self.clock is not None and not op.blocks:
                 self.clock = S.step(op, self.clock)
-            if rule is not None:
-                self.values[op.results[0].name] = rule(self, op)
+            if result is not None:
+                self.values[op.results[0].name] = result(self, op)
             if block is self.kernel.body:
                 self.decide_early()
         return []
@@ -235,14 +240,16 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
 
     # scalars and tags
 
-    def op_ProgramId(self, op: O.ProgramId):
+    @rule(O.ProgramId)
+    def on_program_id(self, op: O.ProgramId):
         self.pids[op.axis] = op.var
         if op.axis < len(self.kernel.grid):
             self.assumes += [op.var >= 0, op.var < self.kernel.grid[op.axis]]
         else:
             self.assumes.append(op.var.eq(0))
 
-    def op_TagDef(self, op: O.TagDef):
+    @rule(O.TagDef)
+    def on_tag_def(self, op: O.TagDef):
         self.tensor_tags[op.tensor.name] = op.tags
 
     def retag(self, op: O.TagTile) -> TileTags:
@@ -324,10 +331,12 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                 self.clock.waits if self.clock is not None and write else None, self.clock))
         return index, inside
 
-    def op_Distinct(self, op: O.Distinct):
+    @rule(O.Distinct)
+    def on_distinct(self, op: O.Distinct):
         self.distinct = self.distinct + ((op.tensor.name, op.lo, op.hi),)
 
-    def op_ScalarLoad(self, op: O.ScalarLoad):
+    @rule(O.ScalarLoad)
+    def on_scalar_load(self, op: O.ScalarLoad):
         if self.loops:
             raise VerifyError(f"{op.loc}: scalar.load inside a loop: the verifier binds a "
                               "loaded scalar once per workgroup; load it before the loop")
@@ -343,13 +352,15 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
             self.assumes += [op.var >= lo, op.var < hi]
         self.scalar_loads[op.var.name] = (op.tensor.name, op.index)
 
-    def op_GlobalLoad(self, op: O.GlobalLoad):
+    @rule(O.GlobalLoad)
+    def on_global_load(self, op: O.GlobalLoad):
         t = op.result.type
         index, inside = self.global_access(op, op.tensor, t, write=False)
         tags = self.global_tags(op.tensor, index, inside, op.guard)
         self.values[op.result.name] = tile_tags(self.thread(t), inactive_top(tags, op.active))
 
-    def op_GlobalStore(self, op: O.GlobalStore):
+    @rule(O.GlobalStore, O.GlobalAtomicAdd)
+    def on_global_store(self, op: O.GlobalStore):
         t = op.value.type
         thread = self.thread(t)
         index, inside = self.global_access(op, op.tensor, t, write=True)
@@ -357,11 +368,10 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         roles = {"V": value.tags, "D": self.global_tags(op.tensor, index, inside, op.guard)}
         self.assertions(op, roles, value.defs, thread, _coords(t), where=op.active)
 
-    op_GlobalAtomicAdd = op_GlobalStore
-
     # elementwise
 
-    def op_Unary(self, op: O.Unary):
+    @rule(O.Unary)
+    def on_unary(self, op: O.Unary):
         thread = self.thread(op.x.type)
         x = self.tags(op.x).at(*thread)
         self.assertions(op, {"X": x.tags}, x.defs, thread, _coords(op.x.type))
@@ -383,7 +393,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         tags[op.trace] = Tag(ite(keep, earlier.value, Const(0)), And(keep, earlier.top))
         return tile_tags(thread, tags, x.defs)
 
-    def op_Binary(self, op: O.Binary):
+    @rule(O.Binary)
+    def on_binary(self, op: O.Binary):
         thread = self.thread(op.x.type)
         if self.tags(op.x) == self.tags(op.y):
             x = self.tags(op.x).at(*thread)
@@ -392,6 +403,11 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         x, y = self.tags(op.x).at(*thread), self.tags(op.y).at(*thread)
         self.assertions(op, {"X": x.tags, "Y": y.tags}, x.defs + y.defs, thread,
                         _coords(op.x.type))
+
+    @rule(O.Select)
+    def on_select(self, op: O.Select):
+        """The assertions of a select read X and Y as at a binary op (the mask has no role)."""
+        self.on_binary(op)
 
     def union(self, op: O.Binary) -> TileTags:
         if self.tags(op.x) == self.tags(op.y):
@@ -403,7 +419,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
             merged[name] = merge_tags(x.tags[name], tag) if name in x.tags else tag
         return tile_tags(thread, merged, x.defs + y.defs)
 
-    def op_Mask(self, op: O.Mask):
+    @rule(O.Mask)
+    def on_mask(self, op: O.Mask):
         t = op.x.type
         thread = self.thread(t)
         keep = subst(op.keep, {f"c{a}": c for a, c in enumerate(t.layout.coords)})
@@ -499,7 +516,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
 
     # MFMA
 
-    def op_Mfma(self, op: O.Mfma):
+    @rule(O.Mfma, O.MfmaBroadcast)
+    def on_mfma(self, op: O.Mfma):
         from argus.isa_cdna3.mfma import mfma
 
         info = mfma(op.instr)
@@ -526,8 +544,6 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         self.assertions(op, {"A": a.tags, "B": b.tags, "C": c.tags},
                         meet + list(a.defs + b.defs + c.defs), (wave, lane, slot), element)
 
-    op_MfmaBroadcast = op_Mfma
-
     def contract(self, op: O.Mfma) -> TileTags:
         """Row tags from A[i, 0], column tags from B[0, j]; tags both carry are dropped."""
         from argus.isa_cdna3.mfma import mfma
@@ -551,7 +567,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
 
     # LDS
 
-    def op_LdsAlloc(self, op: O.LdsAlloc):
+    @rule(O.LdsAlloc)
+    def on_lds_alloc(self, op: O.LdsAlloc):
         self.lds[op.result.name] = L.Empty()
         self.lds_size[op.result.name] = op.result.type.size
 
@@ -578,7 +595,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                 isinstance(op, O.AsyncCopy), self.clock, O.active_of(op), self.groups))
         return thread, view, address, inside, evaluator(shown)
 
-    def op_LdsStore(self, op: O.LdsStore):
+    @rule(O.LdsStore, O.LdsAtomicAdd)
+    def on_lds_store(self, op: O.LdsStore):
         t = op.value.type
         thread, *_ , element = self.lds_access(op, op.buffer, t)
         value = self.tags(op.value)
@@ -589,8 +607,6 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                                       isinstance(op, O.LdsAtomicAdd), self.ticket(op),
                                       active=op.active, groups=self.groups))
 
-    op_LdsAtomicAdd = op_LdsStore
-
     def write_lds(self, op, record: L.WriteRec):
         self.lds[op.buffer.name] = L.push(self.lds[op.buffer.name], record)
         if self.loop_writes:
@@ -598,7 +614,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
             if written is not None:
                 written.append(record)
 
-    def op_AsyncCopy(self, op: O.AsyncCopy):
+    @rule(O.AsyncCopy)
+    def on_async_copy(self, op: O.AsyncCopy):
         """The copied elements carry the tensor's tags into LDS; the write lands with its
         group (`lds.unordered` reads the ticket)."""
         t = op.tile
@@ -609,7 +626,8 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                                       self.lds_size[op.buffer.name], self.guard, self.epoch,
                                       ticket=self.ticket(op), copy=True, groups=self.groups))
 
-    def op_LdsLoad(self, op: O.LdsLoad):
+    @rule(O.LdsLoad)
+    def on_lds_load(self, op: O.LdsLoad):
         t = op.result.type
         thread, view, address, inside, element = self.lds_access(op, op.buffer, t)
         state = self.lds[op.buffer.name]
@@ -643,13 +661,13 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
             return False
         return absent is TRUE or self.holds(Or(Not(inside), absent), self.assumes + list(defs))
 
-    def op_Barrier(self, op: O.Barrier | O.BarrierNoWait):
+    @rule(O.Barrier, O.BarrierNoWait)
+    def on_barrier(self, op: O.Barrier | O.BarrierNoWait):
         self.uniform(op)
         self.epoch = simplify(self.epoch + 1)
 
-    op_BarrierNoWait = op_Barrier
-
-    def op_GroupBarrier(self, op: O.GroupBarrier):
+    @rule(O.GroupBarrier)
+    def on_group_barrier(self, op: O.GroupBarrier):
         """Orders the LDS accesses of the waves in its group (`lds.group_ordered`): counts its
         runs, with the one-epoch barrier model. Its group must be the same in every iteration
         of the loops around it (a count says that it ran, not which group it had then)."""
@@ -667,6 +685,7 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
         self.groups = tuple((g, simplify(n + 1) if k == index else n)
                             for k, (g, n) in enumerate(self.groups))
 
+    @rule(O.Wait, O.WaitGroup, O.CommitGroup)
     def uniform(self, op):
         """Waits, commits and barriers must be passed by every wave alike (the clock moves)."""
         if self.in_branch:
@@ -674,11 +693,10 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops):
                               "the same barriers, waits and commits; move it out of the `when` "
                               "block")
 
-    op_Wait = op_WaitGroup = op_CommitGroup = uniform
-
     # control flow
 
-    def op_If(self, op: O.If):
+    @rule(O.If)
+    def on_if(self, op: O.If):
         outer_guard, outer_branch = self.guard, self.in_branch
         produced = []
         for cond, block in ((op.cond, op.then), (Not(op.cond), op.orelse)):

@@ -11,29 +11,37 @@ from argus.asm.codeobject import (
     AssemblyError,
     CodeObject,
     CodeObjectError,
+    KernelNotFound,
     assemble,
     assemble_file,
 )
 from argus.asm.disasm import DisassemblyError
 from argus.asm.toolchain import Toolchain, ToolchainError, find_toolchain
+from argus.errors import ArgusError
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 
 def example_names() -> list[str]:
+    """Names of the built-in example kernels (argus/examples/*.s)."""
     return sorted(path.stem for path in EXAMPLES_DIR.glob("*.s"))
 
 
 def example_path(name: str = "mfma_gemm_32x32") -> Path:
     """Source of a built-in example kernel."""
-    path = EXAMPLES_DIR / f"{name}.s"
-    if not path.is_file():
-        raise KeyError(f"no built-in example {name!r}; choose one of {', '.join(example_names())}")
-    return path
+    if not isinstance(name, str) or name not in example_names():
+        raise ExampleNotFound(f"no built-in example {name!r}",
+                              fix=f"choose one of {', '.join(example_names())}")
+    return EXAMPLES_DIR / f"{name}.s"
+
+
+class ExampleNotFound(ArgusError, KeyError):
+    """No built-in example kernel of that name (a KeyError too, for lookups)."""
 
 
 __all__ = [
-    "AssemblyError", "CodeObject", "CodeObjectError", "DisassemblyError", "Toolchain",
+    "AssemblyError", "CodeObject", "CodeObjectError", "DisassemblyError", "ExampleNotFound",
+    "KernelNotFound", "Toolchain",
     "ToolchainError", "assemble", "assemble_file", "example_names", "example_path",
     "find_toolchain",
 ]

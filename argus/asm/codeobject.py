@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import NoteSection, SymbolTableSection
 
 from argus import env
 from argus.asm.toolchain import Toolchain, find_toolchain
@@ -37,8 +38,14 @@ class CodeObjectError(ArgusError, ValueError):
     """The bytes are not a readable AMDGPU code object (truncated, not ELF, wrong machine...)."""
 
 
+class KernelNotFound(CodeObjectError, KeyError):
+    """The code object has no kernel of that name (a KeyError too, for lookups)."""
+
+
 class OutputError(ArgusError, OSError):
     """An output file could not be written (no such directory, no permission, a full disk)."""
+
+    kind = "environment"
 
 
 class AssemblyError(ArgusError, ValueError):
@@ -167,7 +174,14 @@ class Symbol:
 class CodeObject:
     """An AMDGPU ELF code object held in memory; kernels and disassembly are read lazily."""
 
-    def __init__(self, data: bytes, *, path: Path | None = None):
+    def __init__(self, data: bytes | bytearray | memoryview, *, path: Path | None = None):
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            # bytes(str) is a TypeError and bytes(int) a zeroed buffer of that many bytes
+            hint = ("CodeObject.from_file(path) reads a file, and a code object's bytes are "
+                    "Path(path).read_bytes()" if isinstance(data, (str, os.PathLike)) else
+                    "pass the bytes of a .hsaco/.co file")
+            raise CodeObjectError(f"a code object is made from bytes, not "
+                                  f"{type(data).__name__} {_shown(data)}", fix=hint)
         self.data = bytes(data)
         self.path = path
         self._disassembly: list[Instruction] | None = None
@@ -211,16 +225,25 @@ class CodeObject:
         return f"CodeObject({self.mcpu}, kernels=[{names}], {len(self.data)} bytes{where})"
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> CodeObject:
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> CodeObject:
+        """The code object whose ELF bytes are `data` (CodeObjectError if they are not one)."""
         return cls(data)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> CodeObject:
+        """Read the code object at `path` (CodeObjectError if unreadable or not one)."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise CodeObjectError(f"the path of a code object is a str or Path, not "
+                                  f"{type(path).__name__} {_shown(path)}",
+                                  fix="pass the file's path, or its bytes to "
+                                      "CodeObject.from_bytes")
         path = Path(path)
         try:
             data = path.read_bytes()
         except OSError as err:
             raise CodeObjectError(f"cannot read code object {path}: {err.strerror}") from err
+        except ValueError as err:  # a NUL in the path
+            raise CodeObjectError(f"cannot read code object {str(path)!r}: {err}") from err
         return cls(data, path=path)
 
     def to_file(self, path: str | os.PathLike) -> Path:
@@ -233,11 +256,13 @@ class CodeObject:
         return MACHINES.get(mach, f"unknown (EF_AMDGPU_MACH 0x{mach:x})")
 
     def kernel(self, name: str) -> KernelInfo:
+        """The kernel named `name` (its name or its symbol)."""
         for info in self.kernels:
-            if name in (info.name, info.symbol):
+            if isinstance(name, str) and name in (info.name, info.symbol):
                 return info
         known = ", ".join(k.name for k in self.kernels) or "none"
-        raise KeyError(f"no kernel {name!r} in this code object (kernels: {known})")
+        raise KernelNotFound(f"no kernel {name!r} in this code object (kernels: {known})",
+                             fix="pass one of the kernels' names")
 
     def read(self, address: int, size: int) -> bytes:
         """Bytes of the loaded image at a virtual address."""
@@ -337,7 +362,7 @@ def _read_symbols(elf: ELFFile) -> list[Symbol]:
     seen = {}
     for name in (".symtab", ".dynsym"):
         table = elf.get_section_by_name(name)
-        if table is None:
+        if not isinstance(table, SymbolTableSection):
             continue
         for sym in table.iter_symbols():
             if sym.name and sym.name not in seen:
@@ -348,13 +373,20 @@ def _read_symbols(elf: ELFFile) -> list[Symbol]:
 
 def _read_metadata(elf: ELFFile) -> dict:
     for section in elf.iter_sections():
-        if section["sh_type"] != "SHT_NOTE":
+        if not isinstance(section, NoteSection):
             continue
         for note in section.iter_notes():
-            if note["n_name"] == "AMDGPU" and note["n_type"] == NT_AMDGPU_METADATA:
+            # pyelftools declares n_type a str, but a vendor note's type comes back as its int
+            note_type: object = note["n_type"]
+            if note["n_name"] == "AMDGPU" and note_type == NT_AMDGPU_METADATA:
                 desc = note["n_desc"]
                 return unpack_msgpack(desc if isinstance(desc, bytes) else desc.encode("latin-1"))
     return {}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def write_atomic(path: Path, data: bytes) -> Path:
@@ -399,6 +431,11 @@ def assemble(source: str, *, mcpu: str = "gfx942", toolchain: Toolchain | None =
 
     Raises AssemblyError naming the first offending line of `source` and LLVM's message.
     """
+    for what, text in (("source", source), ("mcpu", mcpu), ("name", name)):
+        if not isinstance(text, str):
+            raise AssemblyError(f"assemble: {what} is the assembly's text (a str), not "
+                                f"{type(text).__name__} {_shown(text)}; a file is read with "
+                                "assemble_file(path, output) or Path(path).read_text()")
     tools = toolchain or find_toolchain()
     if env.debug_level() >= 3:
         print(f"--- ARGUS_DEBUG=3: assembling {name} for {mcpu}\n{source}", file=sys.stderr)

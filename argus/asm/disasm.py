@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 class DisassemblyError(ArgusError, ValueError):
     """llvm-objdump printed something this parser cannot turn into a typed record."""
 
+    kind = "unsupported"
+
 
 SPECIALS = frozenset("""
     vcc vcc_lo vcc_hi exec exec_lo exec_hi m0 scc off lds_direct src_lds_direct
@@ -241,7 +243,7 @@ def _resolve_branch(operands: tuple, address: int, encoding: bytes, symbols: dic
     if last is None:
         raise DisassemblyError(f"branch without a target: {asm!r}")
     name = last.name if isinstance(last, Label) else symbols.get(target, "")
-    if isinstance(last, Imm) and last.value & 0xFFFF != word:
+    if isinstance(last, Imm) and (not isinstance(last.value, int) or last.value & 0xFFFF != word):
         raise DisassemblyError(f"branch offset {last.value} in {asm!r} does not match the "
                                f"encoding's {word:#06x}")
     return (*rest, Label(target, name))
@@ -296,12 +298,12 @@ def parse_objdump(listing: str, text: bytes, text_address: int) -> list[Instruct
         # `\t<asm>   // <ADDR>: <dword> <dword>... [<symbol+offset>]`; str methods, not a
         # regex: this loop runs 6 million times over the vendor kernels.
         head, sep, tail = line.rpartition("// ")
-        address, colon, words = tail.partition(": ")
+        where, colon, words = tail.partition(": ")
         words = words.partition(" <")[0]
         try:
-            address = int(address, 16)
+            address = int(where, 16)
         except ValueError:
-            colon = ""
+            address, colon = -1, ""
         if not (sep and colon and len(words) % 9 == 8):
             raise DisassemblyError(f"llvm-objdump line not understood: {line.strip()!r}")
         asm = head.strip()
@@ -340,7 +342,7 @@ def _decodable_mcpu(code: CodeObject) -> str:
 def disassemble_code_objects(codes: Sequence[CodeObject], toolchain: Toolchain
                              ) -> list[list[Instruction]]:
     """Decode many code objects with one llvm-objdump run per processor (startup dominates)."""
-    results: list[list[Instruction] | None] = [None] * len(codes)
+    results: dict[int, list[Instruction]] = {}
     by_mcpu: dict[str, list[int]] = {}
     for index, code in enumerate(codes):
         by_mcpu.setdefault(_decodable_mcpu(code), []).append(index)
@@ -361,7 +363,7 @@ def disassemble_code_objects(codes: Sequence[CodeObject], toolchain: Toolchain
                 except DisassemblyError as err:
                     where = code.path or "code object"
                     raise DisassemblyError(f"{where}: {err}") from None
-    return results
+    return [results[index] for index in range(len(codes))]
 
 
 def disassemble_code_object(code: CodeObject, toolchain: Toolchain) -> list[Instruction]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from argus import env
 from argus.asm.codeobject import CodeObject
 from argus.asm.launch import prepare
 from argus.isa_cdna3.abi import LaunchError
@@ -32,9 +33,13 @@ _MEMCPY_HOST_TO_DEVICE, _MEMCPY_DEVICE_TO_HOST = 1, 2
 class HipUnavailable(LaunchError):
     """No HIP runtime library, or no GPU it can see."""
 
+    kind = "environment"
+
 
 class HipError(LaunchError):
     """A HIP call failed; the message names the call and HIP's error string."""
+
+    kind = "environment"
 
 
 @attrs.frozen
@@ -51,7 +56,7 @@ class HipRun:
 def _library_candidates() -> list[str]:
     found = ctypes.util.find_library("amdhip64")
     rocm = os.environ.get("ROCM_PATH", "/opt/rocm")
-    return [p for p in (os.environ.get("ARGUS_HIP_LIBRARY"), found,
+    return [p for p in (env.hip_library(), found,
                         str(Path(rocm) / "lib" / "libamdhip64.so")) if p]
 
 

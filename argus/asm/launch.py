@@ -11,7 +11,6 @@ import os
 import struct
 import weakref
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -52,7 +51,7 @@ def bind(ir: O.Kernel, arrays: Sequence[np.ndarray] = (), named: Mapping[str, An
 def bind_arrays(ir: O.Kernel, arrays: Sequence[np.ndarray], named: Mapping[str, Any]
                 ) -> dict[str, np.ndarray]:
     """The tensor arguments by name, given by position or name, each a numpy array of its
-    tensor's dtype under 4 GiB (buffer offsets are 32-bit)."""
+    tensor's dtype."""
     names = [t.name for t in ir.tensors]
     if len(arrays) > len(names):
         raise LaunchError(f"{ir.name} takes {len(names)} arrays ({', '.join(names)}), "
@@ -73,9 +72,6 @@ def bind_arrays(ir: O.Kernel, arrays: Sequence[np.ndarray], named: Mapping[str, 
         if not isinstance(array, np.ndarray) or array.dtype != want:
             raise LaunchError(f"{ir.name}: {tensor.name} must be a numpy array of {want}, "
                               f"got {getattr(array, 'dtype', type(array).__name__)}")
-        if array.nbytes >= 1 << 32:
-            raise LaunchError(f"{ir.name}: {tensor.name} has {array.nbytes} bytes; buffer "
-                              "offsets are 32-bit, so a tensor must stay below 4 GiB")
     return bound
 
 
@@ -151,7 +147,7 @@ def prepare(info: KernelInfo, *, grid: int | Sequence[int], block: int | Sequenc
         elif arg.value_kind == "global_buffer":
             raise LaunchError(f"argument {arg.name!r} is a buffer; pass a numpy array or None")
         else:
-            raw = _by_value_bytes(value, arg.size, arg.name)
+            raw = _by_value_bytes(value, arg.size, arg.name, arg.value_type)
         segment[arg.offset:arg.offset + arg.size] = raw[: arg.size]
     for arg in info.args:
         if arg.value_kind.startswith("hidden_"):
@@ -206,7 +202,8 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
     if co.mcpu not in isa.CDNA3_TARGETS:
         raise LaunchError(f"the code object is built for {co.mcpu}; the emulator runs CDNA3 "
                           f"({', '.join(isa.CDNA3_TARGETS)}) code only, and {co.mcpu} decodes "
-                          "and times differently", fix="assemble it with --mcpu gfx942")
+                          "and times differently", fix="assemble it with --mcpu gfx942",
+                          kind="unsupported")
     info = _kernel(co, kernel)
     launch = prepare(info, grid=grid, block=block, args=args)
     options = {} if max_wave_instructions is None else {
@@ -262,7 +259,7 @@ def _load(code_object: CodeObject | str | os.PathLike | bytes) -> CodeObject:
         return code_object
     if isinstance(code_object, (bytes, bytearray)):
         return CodeObject.from_bytes(bytes(code_object))
-    return CodeObject.from_file(Path(code_object))
+    return CodeObject.from_file(code_object)
 
 
 def _kernel(co: CodeObject, kernel: str | KernelInfo | None) -> KernelInfo:
@@ -281,6 +278,12 @@ def _bind_args(info: KernelInfo, args: Mapping[str, Any] | Sequence[Any]
                ) -> list[tuple[KernelArg, Any]]:
     """(KernelArg, value) for every explicit argument; unnamed by-value ones default to 0."""
     explicit = [a for a in info.args if not a.value_kind.startswith("hidden_")]
+    if args is None:
+        args = ()
+    if isinstance(args, (str, bytes)) or not isinstance(args, (Mapping, Sequence)):
+        raise LaunchError(f"kernel {info.name}: args= takes the arguments as a dict by name or "
+                          f"a sequence in order, not {type(args).__name__}",
+                          fix="pass args={" + ", ".join(f"{a.name!r}: ..." for a in explicit) + "}")
     if isinstance(args, Mapping):
         names = {a.name for a in explicit}
         unknown = set(args) - names
@@ -303,21 +306,38 @@ def _bind_args(info: KernelInfo, args: Mapping[str, Any] | Sequence[Any]
     return list(zip(explicit, args))
 
 
-def _by_value_bytes(value: Any, size: int, name: str) -> bytes:
-    if isinstance(value, np.generic):
-        raw = value.tobytes()
-    elif isinstance(value, bool):
-        raw = int(value).to_bytes(size, "little")
-    elif isinstance(value, (int, np.integer)):
-        raw = int(value).to_bytes(size, "little", signed=int(value) < 0)
-    elif isinstance(value, float):
-        raw = struct.pack("<f" if size == 4 else "<d", value)
-    else:
-        raise LaunchError(f"argument {name!r}: by-value arguments take int, float or a numpy "
-                          f"scalar, got {type(value).__name__}")
-    if len(raw) > size:
-        raise LaunchError(f"argument {name!r} is {len(raw)} bytes, the kernel expects {size}")
-    return raw.ljust(size, b"\0")
+#: struct formats of the floats a by-value slot of that many bytes holds
+_FLOAT_FORMATS = {2: "<e", 4: "<f", 8: "<d"}
+
+
+def _by_value_bytes(value: Any, size: int, name: str, value_type: str = "") -> bytes:
+    """`value` packed into a `size`-byte by-value slot, or a LaunchError naming the argument:
+    an integer must fit the slot (its declared signedness when the metadata gives
+    `.value_type`, else signed or unsigned), a float must be representable in it."""
+    if isinstance(value, (bool, np.bool_, int, np.integer)):
+        number = int(value)
+        signed = value_type.startswith("i") or (not value_type.startswith("u") and number < 0)
+        bits = 8 * size
+        low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if signed else (0, 1 << bits)
+        if not low <= number < high:
+            kind = value_type or f"{size}-byte integer"
+            raise LaunchError(f"argument {name!r}: {number} does not fit its {kind} slot "
+                              f"[{low}, {high})", fix=f"pass a value in [{low}, {high})")
+        return number.to_bytes(size, "little", signed=signed)
+    if isinstance(value, np.floating) and value.itemsize == size:
+        return value.tobytes()
+    if isinstance(value, (float, np.floating)) and size in _FLOAT_FORMATS:
+        try:
+            return struct.pack(_FLOAT_FORMATS[size], float(value))
+        except OverflowError:
+            raise LaunchError(f"argument {name!r}: {value!r} overflows its {size}-byte float "
+                              "slot", fix="pass a value the slot's float format holds") from None
+    if isinstance(value, (float, np.floating)):
+        raise LaunchError(f"argument {name!r} is a {size}-byte slot, which holds no float",
+                          fix="pass an int")
+    raise LaunchError(f"argument {name!r}: by-value arguments take int, float or a numpy "
+                      f"scalar, got {type(value).__name__}",
+                      fix="pass an int or float (numpy arrays go to buffer arguments)")
 
 
 def _hidden_value(kind: str, grid: Dim3, block: Dim3) -> int:

@@ -31,6 +31,8 @@ INSTALL_HINT = (
 class ToolchainError(ArgusError, RuntimeError):
     """No usable LLVM toolchain for gfx942, or one of its tools failed to run."""
 
+    kind = "environment"
+
 
 @attrs.frozen
 class Toolchain:
@@ -65,12 +67,15 @@ def _llvm_version(clang: Path) -> tuple[int, int, int] | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     found = re.search(r"clang version (\d+)\.(\d+)\.(\d+)", out)
-    return tuple(map(int, found.groups())) if found else None
+    if found is None:
+        return None
+    major, minor, patch = map(int, found.groups())
+    return major, minor, patch
 
 
 def _locate(names: Sequence[str], search_path: str) -> list[Path] | None:
     paths = [shutil.which(name, path=search_path) for name in names]
-    return None if None in paths else [Path(p) for p in paths]
+    return [Path(p) for p in paths if p is not None] if None not in paths else None
 
 
 def _candidates(env: Mapping[str, str]) -> list[tuple[str, list[str], str]]:
@@ -104,7 +109,8 @@ def find_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
             shown = ".".join(map(str, version)) if version else "unknown"
             tried.append(f"{source}: LLVM {shown} is older than {MIN_LLVM_MAJOR}")
             continue
-        return Toolchain(*paths, version=version, source=source)
+        clang, lld, objdump, mc, readelf = paths
+        return Toolchain(clang, lld, objdump, mc, readelf, version=version, source=source)
     raise ToolchainError(
         "no LLVM toolchain for gfx942 found (tried: " + "; ".join(tried) + "); " + INSTALL_HINT)
 

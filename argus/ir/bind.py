@@ -9,8 +9,10 @@ from collections.abc import Mapping
 
 from argus.errors import ArgusError
 from argus.ir import ops as O
-from argus.ir.expr import Var, evaluate, free_vars
+from argus.ir.expr import Var, evaluate
+from argus.ir.sizes import check_assumptions
 from argus.ir.types import IRError
+from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 
 
 def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | None = None, *,
@@ -19,6 +21,10 @@ def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | Non
     array has its tensor's rank, every shape agrees with the sizes the first shapes gave, every
     scalar argument has a value in `scalars`, and the kernel's assumptions hold. Refusals raise
     `error` (the caller's kind: the interpreter's InterpError, the launcher's LaunchError)."""
+    if not isinstance(arrays, Mapping):
+        raise error(f"{kernel.name}: the arrays come as a dict by tensor name, not "
+                    f"{type(arrays).__name__}",
+                    fix=f"pass {{{', '.join(repr(t.name) + ': array' for t in kernel.tensors)}}}")
     scalars = dict(scalars or {})
     sizes: dict[str, int] = {}
     for tensor in kernel.tensors:
@@ -29,6 +35,13 @@ def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | Non
         if not hasattr(array, "shape") or not hasattr(array, "ndim"):
             raise error(f"{kernel.name}: argument {tensor.name} is a {type(array).__name__}; "
                         f"pass a numpy array ({tensor.type})")
+        if getattr(array, "dtype", None) is None or (
+                array.dtype.kind not in "biuf"
+                and array.dtype not in ELEMENT_DTYPES.values()):  # ml_dtypes' bf16/fp8 are 'V'
+
+            raise error(f"{kernel.name}: argument {tensor.name} holds "
+                        f"{getattr(array, 'dtype', 'no dtype')}; pass a numeric numpy array "
+                        f"({tensor.type})")
         if array.ndim != len(shape):
             raise error(f"{kernel.name}: {tensor.name} must have {len(shape)} dimensions "
                         f"({', '.join(map(str, shape))}), got shape {array.shape}")
@@ -45,12 +58,5 @@ def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | Non
     for var in kernel.scalars:
         if var.name not in scalars:
             raise error(f"{kernel.name}: scalar argument {var.name} needs a value")
-    env = {**scalars, **sizes}
-    for assumption in kernel.assumes:
-        if not evaluate(assumption, env):
-            shown = {v.name: env[v.name] for v in sorted(free_vars(assumption),
-                                                         key=lambda v: v.name)}
-            raise error(f"{kernel.name}: the sizes {shown} break an assumption (the kernel "
-                        f"assumes {assumption})",
-                        fix="pick sizes that meet every assumption of the kernel")
+    check_assumptions(kernel, {**scalars, **sizes}, error=error)
     return sizes

@@ -43,7 +43,14 @@ def _init_memos(node):
 
 def clear_memos() -> None:
     """Forget every per-node memo (not the interning): for tests that compare a memoised answer
-    with a fresh one."""
+    with a fresh one.
+
+    >>> lane = Var("lane", 0, 64)
+    >>> before = bounds(lane % 8)
+    >>> clear_memos()
+    >>> bounds(lane % 8) == before
+    True
+    """
     for node in list(_INTERNED.values()):
         for slot in _MEMO_SLOTS:
             object.__setattr__(node, slot, None)
@@ -80,6 +87,15 @@ class Expr:
 
     `==` is structural identity (nodes are hash-consed), so use `e.eq(f)` / `e.ne(f)` to build an
     equation. A symbolic condition has no Python truth value: `if lane < 8:` raises.
+
+    >>> lane, reg = Var("lane", 0, 64), Var("reg", 0, 4)
+    >>> lane // 32 * 4 + reg
+    Expr(lane // 32 * 4 + reg)
+    >>> lane.eq(3), lane + 1 == lane + 1
+    (Expr(lane == 3), True)
+    >>> if lane < 8: pass
+    Traceback (most recent call last):
+    TypeError: the symbolic condition 'lane < 8' has no Python truth value; build the choice ...
     """
 
     __slots__ = _MEMO_SLOTS
@@ -142,7 +158,14 @@ def _check_name(_node, _attribute, name):
 
 @attrs.frozen(eq=False, repr=False, weakref_slot=True)
 class Var(Expr, metaclass=_Interned):
-    """An integer variable ranging over the half-open interval [lo, hi)."""
+    """An integer variable ranging over the half-open interval [lo, hi).
+
+    >>> Var("lane", 0, 64) is Var("lane", 0, 64)
+    True
+    >>> Var("lane", 4, 4)
+    Traceback (most recent call last):
+    argus.ir.expr.ExprError: Var 'lane' has the empty range [4, 4); give lo < hi ...
+    """
 
     name: str = attrs.field(validator=_check_name)
     lo: int = attrs.field(converter=operator.index)
@@ -186,7 +209,11 @@ def _const_value(value):
 
 @attrs.frozen(eq=False, repr=False, weakref_slot=True)
 class Const(Expr, metaclass=_Interned):
-    """An integer (or, for conditions, boolean) constant."""
+    """An integer (or, for conditions, boolean) constant; operators on constants fold.
+
+    >>> Const(2) + 3, Const(True).is_bool
+    (Const(5), True)
+    """
 
     value: int | bool = attrs.field(converter=_const_value)
 
@@ -211,7 +238,12 @@ class Const(Expr, metaclass=_Interned):
 
 @attrs.frozen(eq=False, repr=False, weakref_slot=True)
 class Term(Expr, metaclass=_Interned):
-    """An operator applied to sub-expressions; `op` is a key of the operator table `_OPS`."""
+    """An operator applied to sub-expressions; `op` is a key of the operator table `_OPS`.
+
+    >>> term = Var("lane", 0, 64) % 8
+    >>> term.op, term.args
+    ('mod', (Var('lane', 0, 64), Const(8)))
+    """
 
     op: str = attrs.field()
     args: tuple = attrs.field(converter=lambda args: tuple(map(as_expr, args)))
@@ -219,9 +251,9 @@ class Term(Expr, metaclass=_Interned):
     @op.validator
     def _known_operator(self, _attribute, op):
         if op not in _OPS:
-            raise ValueError(f"unknown operator {op!r}; expected one of {sorted(_OPS)}")
+            raise ExprError(f"unknown operator {op!r}; expected one of {sorted(_OPS)}")
         if len(self.args) != _OPS[op][0]:
-            raise ValueError(f"operator {op!r} takes {_OPS[op][0]} operands, got {self.args}")
+            raise ExprError(f"operator {op!r} takes {_OPS[op][0]} operands, got {self.args}")
 
     @staticmethod
     def _intern_key(op, args):
@@ -242,7 +274,14 @@ class Term(Expr, metaclass=_Interned):
 
 
 def as_expr(value) -> Expr:
-    """Lift an int, bool or numpy integer to a `Const`; pass expressions through."""
+    """Lift an int, bool or numpy integer to a `Const`; pass expressions through.
+
+    >>> as_expr(5), as_expr(np.int32(7)), as_expr(False)
+    (Const(5), Const(7), Const(False))
+    >>> as_expr(0.5)
+    Traceback (most recent call last):
+    TypeError: cannot use 0.5 of type float in an expression; ...
+    """
     if isinstance(value, Expr):
         return value
     try:
@@ -286,7 +325,11 @@ def _interned_term(op, args: tuple) -> Term:
 def rebuild(op, args: tuple) -> Expr:
     """`op` applied to `args` where an equal-sorted term already had these operands replaced
     (a substitution): sorts need no new check, and a node with a constant operand goes through
-    the folding constructor."""
+    the folding constructor.
+
+    >>> rebuild("add", (Const(2), Const(3))), rebuild("mul", (Var("k", 0, 8), Var("n", 1, 4)))
+    (Const(5), Expr(k * n))
+    """
     for a in args:
         if a.__class__ is Const:
             return _term(op, *args)
@@ -321,20 +364,41 @@ def _bitwise_or_logic(int_op, bool_op, a, b) -> Expr:
 
 
 def ite(cond, a, b) -> Expr:
-    """`a` where `cond` holds, else `b`."""
+    """`a` where `cond` holds, else `b`.
+
+    >>> lane = Var("lane", 0, 64)
+    >>> mirrored = ite(lane < 32, lane, 63 - lane)
+    >>> mirrored, bounds(mirrored), evaluate(mirrored, {"lane": 40})
+    (Expr(ite(lane < 32, lane, 63 - lane)), (0, 63), 23)
+    """
     return _term("ite", cond, a, b)
 
 
 def min_(a, b) -> Expr:
+    """The smaller of `a` and `b` (a trailing underscore: `min` is Python's).
+
+    >>> bounds(min_(Var("lane", 0, 64), 16))
+    (0, 16)
+    """
     return _term("min", a, b)
 
 
 def max_(a, b) -> Expr:
+    """The larger of `a` and `b`.
+
+    >>> max_(Var("k", 0, 8) - 4, 0), bounds(max_(Var("k", 0, 8) - 4, 0))
+    (Expr(max(k - 4, 0)), (0, 3))
+    """
     return _term("max", a, b)
 
 
 def And(*conds) -> Expr:
-    """Conjunction of conditions; `And()` is true."""
+    """Conjunction of conditions; `And()` is true.
+
+    >>> lane, reg = Var("lane", 0, 64), Var("reg", 0, 4)
+    >>> And(lane < 8, reg.eq(0)), And()
+    (Expr((lane < 8) & (reg == 0)), Const(True))
+    """
     result = Const(True)
     for i, c in enumerate(conds):
         result = as_expr(c) if i == 0 else _term("land", result, c)
@@ -342,7 +406,12 @@ def And(*conds) -> Expr:
 
 
 def Or(*conds) -> Expr:
-    """Disjunction of conditions; `Or()` is false."""
+    """Disjunction of conditions; `Or()` is false.
+
+    >>> lane = Var("lane", 0, 64)
+    >>> evaluate(Or(lane < 8, lane.eq(63)), {"lane": 63}), Or()
+    (True, Const(False))
+    """
     result = Const(False)
     for i, c in enumerate(conds):
         result = as_expr(c) if i == 0 else _term("lor", result, c)
@@ -350,6 +419,12 @@ def Or(*conds) -> Expr:
 
 
 def Not(cond) -> Expr:
+    """The negation of a condition (`~cond` builds the same term).
+
+    >>> lane = Var("lane", 0, 64)
+    >>> Not(lane < 8), Not(lane < 8) is ~(lane < 8)
+    (Expr(~(lane < 8)), True)
+    """
     return _term("lnot", cond)
 
 
@@ -419,6 +494,15 @@ def evaluate(expr, env):
     Arrays broadcast against each other, so one call evaluates a formula for every lane at once.
     Values outside a variable's declared range are allowed (replay of arbitrary points). Arrays
     switch to exact Python-int arithmetic when the expression's bounds could overflow int64.
+
+    >>> lane, reg = Var("lane", 0, 64), Var("reg", 0, 4)
+    >>> evaluate(lane // 32 * 4 + reg, {"lane": 37, "reg": 2})
+    6
+    >>> evaluate(lane // 32 * 4 + reg, {lane: np.arange(0, 64, 16), reg: 1})
+    array([1, 1, 5, 5])
+    >>> evaluate(lane + reg, {"lane": 1})
+    Traceback (most recent call last):
+    KeyError: "evaluate: no value for variable 'reg' in lane + reg; the environment has ['lane']"
     """
     expr = as_expr(expr)
     values = {name: np.asarray(v) if isinstance(v, (list, tuple)) else v
@@ -497,13 +581,22 @@ def _magnitude(expr) -> tuple[int, int]:
 
 def subterms(expr) -> list:
     """Every distinct subterm of `expr` once, children before parents (iterative, so deep terms
-    are fine)."""
+    are fine).
+
+    >>> subterms(Var("lane", 0, 64) + 1)
+    [Const(1), Var('lane', 0, 64), Expr(lane + 1)]
+    """
     return _postorder(as_expr(expr))
 
 
 def missing_subterms(root, cache) -> list:
     """Subterms of `root` that `cache` (keyed by node) lacks, each once, children before
-    parents: the ones a memoised bottom-up computation still has to visit."""
+    parents: the ones a memoised bottom-up computation still has to visit.
+
+    >>> lane = Var("lane", 0, 64)
+    >>> missing_subterms(lane * 2 + 1, {lane: "done", lane * 2: "done"})
+    [Const(1), Expr(lane * 2 + 1)]
+    """
     seen, order, stack = set(), [], [(root, False)]
     while stack:
         e, expanded = stack.pop()
@@ -539,6 +632,10 @@ def bounds(expr) -> tuple[int, int]:
 
     Conditions have bounds within (0, 1). Divisors and shift counts only count the values at which
     the operation is defined (non-zero, non-negative); a divisor that is always zero raises.
+
+    >>> lane, reg = Var("lane", 0, 64), Var("reg", 0, 4)
+    >>> bounds(lane // 32 * 4 + reg), bounds(lane % 8 * 2), bounds(lane < 64)
+    ((0, 7), (0, 14), (1, 1))
     """
     expr = as_expr(expr)
     hit = expr._bounds
@@ -617,15 +714,15 @@ _LARGEST_LEFT_SHIFT = 4096
 def _shift_bounds(fn):
     def shift_bounds(e, x, s):
         if s[1] < 0:
-            raise ValueError(f"'{_show(e)}' always shifts by a negative count")
+            raise ExprError(f"'{_show(e)}' always shifts by a negative count")
         counts = (max(s[0], 0), s[1])
         if fn is operator.rshift:
             # shifting right past the sign bit changes nothing more, so huge counts are cheap
             saturated = _two_complement_width(x) + 1
             counts = (min(counts[0], saturated), min(counts[1], saturated))
         elif counts[1] > _LARGEST_LEFT_SHIFT and x != (0, 0):
-            raise ValueError(f"'{_show(e)}' may shift left by up to {counts[1]} bits; bound the "
-                             f"shift count below {_LARGEST_LEFT_SHIFT} (e.g. with % or min_)")
+            raise ExprError(f"'{_show(e)}' may shift left by up to {counts[1]} bits; bound the "
+                            f"shift count below {_LARGEST_LEFT_SHIFT} (e.g. with % or min_)")
         return _corners(fn, x, counts)
     return shift_bounds
 
@@ -714,7 +811,11 @@ _INTERVAL = {
 
 def free_vars(expr) -> frozenset:
     """The variables `expr` mentions (cached per node: nodes are interned and immutable, so a
-    subterm shared by many formulas is walked once per process)."""
+    subterm shared by many formulas is walked once per process).
+
+    >>> sorted(v.name for v in free_vars(Var("lane", 0, 64) // 32 * 4 + Var("reg", 0, 4)))
+    ['lane', 'reg']
+    """
     expr = as_expr(expr)
     hit = expr._free
     if hit is not None:
@@ -734,7 +835,12 @@ _NO_VARS: frozenset = frozenset()
 
 
 def substitute(expr, mapping) -> Expr:
-    """Replace variables (keyed by name or Var) by expressions or ints, rebuilding bottom-up."""
+    """Replace variables (keyed by name or Var) by expressions or ints, rebuilding bottom-up.
+
+    >>> lane, reg, wave = Var("lane", 0, 64), Var("reg", 0, 4), Var("wave", 0, 4)
+    >>> substitute(lane // 32 * 4 + reg, {lane: wave * 64 + lane, "reg": 1})
+    Expr((wave * 64 + lane) // 32 * 4 + 1)
+    """
     by_name = {k: as_expr(v) for k, v in _env_by_name(mapping).items()}
     return _rebuild(as_expr(expr), lambda v: by_name.get(v.name, v))
 
@@ -795,11 +901,17 @@ def _show_node(e, shown) -> tuple[str, int]:
 
 class ExprError(ArgusError, ValueError):
     """An expression node built from values it cannot hold (a Var without bounds, an empty
-    range, a name that is not an identifier)."""
+    range, a name that is not an identifier, an unknown operator), or a shift whose count's
+    bounds make it undefined."""
 
 
 class ExprSyntaxError(ArgusError, ValueError):
-    """Text that `parse` cannot read as an expression; the message points at the column."""
+    """Text that `parse` cannot read as an expression; the message points at the column.
+
+    >>> parse("lane +", [Var("lane", 0, 64)])
+    Traceback (most recent call last):
+    argus.ir.expr.ExprSyntaxError: cannot parse 'lane +': invalid syntax at column ...
+    """
 
 
 _BINARY = {
@@ -818,7 +930,17 @@ def parse(text: str, variables, unknown=None) -> Expr:
     """Read an expression as `str()` prints it (Python syntax: `==` builds an equation, `and`,
     `or`, `not`, `x if c else y`, ite/min/max/And/Or/Not calls), with `variables` (Vars, or a
     name -> Var mapping) as the names; `unknown(name)` may supply a Var for any other name (or
-    None). No Python code is executed. The one expression reader: the IR text reads through it."""
+    None). No Python code is executed. The one expression reader: the IR text reads through it.
+
+    >>> lane, reg = Var("lane", 0, 64), Var("reg", 0, 4)
+    >>> parse("lane // 32 * 4 + reg", [lane, reg]) is lane // 32 * 4 + reg
+    True
+    >>> parse("0 <= lane < 8 if reg == 0 else False", [lane, reg])
+    Expr(ite(reg == 0, (lane >= 0) & (lane < 8), False))
+    >>> parse("lane + foo", [lane])
+    Traceback (most recent call last):
+    argus.ir.expr.ExprSyntaxError: 'lane + foo', column 8: unknown name 'foo'; ...
+    """
     names = dict(variables) if isinstance(variables, dict) else {v.name: v for v in variables}
     functions = {"ite": ite, "min": min_, "max": max_, "And": And, "Or": Or, "Not": Not}
     try:
@@ -877,6 +999,12 @@ def simplify(expr) -> Expr:
     merged; power-of-two div/mod by constants become shifts/masks; comparisons, min/max and ite
     decided by bounds where possible. Results are memoised, so re-simplifying a term that shares
     subterms with earlier ones only visits the new part.
+
+    >>> lane, reg = Var("lane", 0, 64), Var("reg", 0, 4)
+    >>> simplify(lane % 32 + 32 * (lane // 32)), simplify((lane * 4 + reg) // 4)
+    (Var('lane', 0, 64), Var('lane', 0, 64))
+    >>> simplify((lane * 4 + reg) % 4), simplify(lane // 64), simplify(lane < 64)
+    (Var('reg', 0, 4), Const(0), Const(True))
     """
     expr = as_expr(expr)
     if not isinstance(expr, Term):
@@ -1010,7 +1138,12 @@ def _linear(e) -> tuple[dict, int]:
 def linear_form(expr) -> tuple[dict, int]:
     """`expr` as ({atom: coefficient}, constant): a sum of atoms (non-linear subterms, variables)
     times integers, e.g. `2*(x >> 3) + 4*y - 8` -> ({x >> 3: 2, y: 4}, -8). Backends split an
-    address this way into per-lane, uniform and constant parts."""
+    address this way into per-lane, uniform and constant parts.
+
+    >>> x, y = Var("x", 0, 64), Var("y", 0, 4)
+    >>> linear_form(2 * (x >> 3) + 4 * y - 8)
+    ({Expr(x >> 3): 2, Var('y', 0, 4): 4}, -8)
+    """
     terms, const = _linear(simplify(expr))
     return {a: k for a, k in terms.items() if k}, const
 
@@ -1070,7 +1203,11 @@ def _reading_order(atom) -> tuple:
 def name_order(name: str) -> tuple:
     """Sort key of a variable name with its digit runs read as numbers (`c9` before `c10`), so
     helpers numbered from a process-wide counter (`x__9`, `x__10`) keep their creation order
-    whatever the counter started at."""
+    whatever the counter started at.
+
+    >>> sorted(["c10", "c9", "c1"], key=name_order)
+    ['c1', 'c9', 'c10']
+    """
     parts = re.split(r"(\d+)", name)
     return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
 

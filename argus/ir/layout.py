@@ -30,7 +30,12 @@ __all__ = [
 
 
 class LayoutError(ArgusError, ValueError):
-    """A layout operation whose admissibility condition fails; the message names the modes."""
+    """A layout operation whose admissibility condition fails; the message names the modes.
+
+    >>> logical_divide(Layout(10, 1), 4, exact=True)
+    Traceback (most recent call last):
+    argus.ir.layout.LayoutError: logical_divide(10:1, 4:1): tiles of 4 elements ... evenly
+    """
 
 
 # ---------------------------------------------------------------------------------------------
@@ -38,11 +43,20 @@ class LayoutError(ArgusError, ValueError):
 
 
 def is_tuple(x) -> bool:
+    """Whether `x` is a tuple (a mode with sub-modes) rather than a leaf.
+
+    >>> is_tuple((4, 8)), is_tuple(4)
+    (True, False)
+    """
     return isinstance(x, tuple)
 
 
 def flatten(t) -> tuple:
-    """The leaves of a nested tuple in order (an int is a one-leaf tuple)."""
+    """The leaves of a nested tuple in order (an int is a one-leaf tuple).
+
+    >>> flatten(((2, 3), 4)), flatten(5)
+    ((2, 3, 4), (5,))
+    """
     if isinstance(t, Layout):
         return tuple(zip(flatten(t.shape), flatten(t.stride)))
     return sum((flatten(x) for x in t), ()) if is_tuple(t) else (t,)
@@ -61,7 +75,11 @@ def _int_tuple(t, who: str):
 
 
 def product(t) -> int:
-    """The product of the leaves of an int tuple (the size of a shape)."""
+    """The product of the leaves of an int tuple (the size of a shape).
+
+    >>> product(((2, 3), 4))
+    24
+    """
     return _product(_int_tuple(t, "product"))
 
 
@@ -73,7 +91,11 @@ def _product(t) -> int:
 
 def prefix_product(shape, init=1):
     """Exclusive prefix product congruent to `shape`: the column-major strides starting at
-    `init` (a tuple `init` gives each mode its own start)."""
+    `init` (a tuple `init` gives each mode its own start).
+
+    >>> prefix_product((4, (2, 8))), prefix_product((4, 8), 2)
+    ((1, (4, 8)), (2, 8))
+    """
     shape = _int_tuple(shape, "prefix_product")
     if is_tuple(init):
         if not is_tuple(shape) or len(init) != len(shape):
@@ -89,7 +111,11 @@ def prefix_product(shape, init=1):
 
 
 def inner_product(a, b):
-    """sum(a_i * b_i) over congruent int tuples (a coordinate and a stride: an offset)."""
+    """sum(a_i * b_i) over congruent int tuples (a coordinate and a stride: an offset).
+
+    >>> inner_product((1, (2, 3)), (8, (1, 4)))
+    22
+    """
     if is_tuple(a) != is_tuple(b) or (is_tuple(a) and len(a) != len(b)):
         raise LayoutError(f"inner_product({a}, {b}): the tuples are not congruent")
     if is_tuple(a):
@@ -99,7 +125,11 @@ def inner_product(a, b):
 
 def shape_div(a, b):
     """`a` divided by `b` mode by mode, congruent to `a`: an int `b` is divided out of the
-    modes of `a` from the first on (each step needs one of the two to divide the other)."""
+    modes of `a` from the first on (each step needs one of the two to divide the other).
+
+    >>> shape_div((4, 8), 8), shape_div((6, 2), 3)
+    ((1, 4), (2, 2))
+    """
     a, b = _int_tuple(a, "shape_div"), _int_tuple(b, "shape_div")
     if is_tuple(a):
         if is_tuple(b):
@@ -171,7 +201,11 @@ def _scale(x, d):
 
 def crd2idx(coord, shape, stride=None):
     """Offset of `coord` (stride defaults to column-major); an int (or expr) coordinate of a
-    tuple mode is a column-major index into it whose last sub-mode is unbounded, as in CuTe."""
+    tuple mode is a column-major index into it whose last sub-mode is unbounded, as in CuTe.
+
+    >>> crd2idx((1, 2), (4, 8)), crd2idx(9, (4, 8)), crd2idx((1, 2), (4, 8), (8, 1))
+    (9, 9, 10)
+    """
     if stride is None:
         stride = prefix_product(shape)
     if coord is None:
@@ -195,7 +229,11 @@ def crd2idx(coord, shape, stride=None):
 def idx2crd(index, shape, stride=None):
     """Column-major coordinate of a flat index in `shape`, the last mode unbounded (the inverse
     of crd2idx for compact strides). With `stride`, pycute's form: (index // stride) % shape
-    per mode."""
+    per mode.
+
+    >>> idx2crd(9, (4, 8)), idx2crd(9, (4, 8), (1, 4))
+    ((1, 2), (1, 2))
+    """
     if stride is not None:
         if is_tuple(shape):
             if not is_tuple(stride) or len(stride) != len(shape):
@@ -244,6 +282,18 @@ class Layout:
 
     The stride defaults to column-major. Call it with a flat index `L(i)`, several mode
     coordinates `L(i, j)` or one nested coordinate `L((i, j))`.
+
+    >>> L = Layout((4, 8), (8, 1))
+    >>> print(L)
+    (4,8):(8,1)
+    >>> L(1, 2), L((2, 3)), L(10), L(None, 2)
+    (10, 19, 18, Layout(4, 8))
+    >>> from argus.ir.expr import Var
+    >>> L(Var("lane", 0, 32))
+    Expr(lane % 4 * 8 + lane // 4)
+    >>> Layout((4, 8), (1,))
+    Traceback (most recent call last):
+    argus.ir.layout.LayoutError: stride (1,) does not have the nesting of shape (4, 8); give one ...
     """
 
     shape: int | tuple = attrs.field(converter=_normalise_tuple)
@@ -305,7 +355,11 @@ def slice_and_offset(coord, layout):
     """(layout of the modes where `coord` is None, offset of the coordinates given elsewhere).
 
     `L(i, j)` equals `sliced(i) + offset` for `sliced, offset = slice_and_offset((None, j), L)`;
-    the given coordinates may be ints or exprs."""
+    the given coordinates may be ints or exprs.
+
+    >>> slice_and_offset((None, 2), Layout((4, 8), (8, 1)))
+    (Layout(4, 8), 2)
+    """
     layout = _as_layout(layout)
     kept, offset = [], 0
 
@@ -344,7 +398,11 @@ def _as_layout(x) -> Layout:
 
 def make_layout(*layouts) -> Layout:
     """Concatenate layouts as the modes of one layout (one list or generator of layouts is
-    accepted too, as in pycute)."""
+    accepted too, as in pycute).
+
+    >>> make_layout(Layout(4, 1), Layout(8, 4))
+    Layout((4, 8), (1, 4))
+    """
     if len(layouts) == 1 and not isinstance(layouts[0], (Layout, tuple, numbers.Integral)):
         try:
             layouts = tuple(layouts[0])
@@ -359,24 +417,42 @@ def make_layout(*layouts) -> Layout:
 
 
 def size(x) -> int:
-    """Number of coordinates of a layout (or of a shape)."""
+    """Number of coordinates of a layout (or of a shape).
+
+    >>> size(Layout((4, 8), (8, 1))), size((2, (3, 4)))
+    (32, 24)
+    """
     if isinstance(x, (Layout, ComposedLayout)):
         return _product(x.shape)
     return product(x)
 
 
 def cosize(layout) -> int:
-    """One past the largest |offset| the layout produces (CuTe takes |stride|)."""
+    """One past the largest |offset| the layout produces (CuTe takes |stride|).
+
+    >>> cosize(Layout((4, 8), (8, 1))), cosize(Layout((4, 8), (1, -4))), cosize(Layout(4, 0))
+    (32, 32, 1)
+    """
     layout = _as_layout(layout)
     return 1 + sum((s - 1) * abs(d) for s, d in flatten(layout))
 
 
 def rank(x) -> int:
+    """Number of top-level modes of a layout or shape (an int shape has rank 1).
+
+    >>> rank(Layout((4, 8))), rank(4), rank(((2, 2), 8))
+    (2, 1, 2)
+    """
     shape = x.shape if isinstance(x, (Layout, ComposedLayout)) else x
     return len(shape) if is_tuple(shape) else 1
 
 
 def depth(x) -> int:
+    """Nesting depth of a layout's shape (an int shape has depth 0).
+
+    >>> depth(Layout(((2, 2), 8))), depth((4, 8)), depth(4)
+    (2, 1, 0)
+    """
     shape = x.shape if isinstance(x, (Layout, ComposedLayout)) else x
     return 1 + max((depth(s) for s in shape), default=0) if is_tuple(shape) else 0
 
@@ -398,7 +474,11 @@ def _by_profile(op, layout, profile):
 
 
 def coalesce(layout, profile=None) -> Layout:
-    """The same function with as few modes as possible; by mode when `profile` is a tuple."""
+    """The same function with as few modes as possible; by mode when `profile` is a tuple.
+
+    >>> coalesce(Layout((4, 8), (1, 4))), coalesce(Layout((4, 8), (1, 4)), (1, 1))
+    (Layout(32, 1), Layout((4, 8), (1, 4)))
+    """
     layout = _as_layout(layout)
     if is_tuple(profile):
         return _by_profile(coalesce, layout, profile)
@@ -431,7 +511,11 @@ def _coalesce_x(layout) -> list:
 
 def filter(layout, profile=None) -> Layout:
     """Coalesced layout without stride-0 (broadcast) modes: the same image, injective if L was
-    injective on its non-broadcast modes. By mode when `profile` is a tuple."""
+    injective on its non-broadcast modes. By mode when `profile` is a tuple.
+
+    >>> filter(Layout((4, 2, 8), (1, 0, 4)))
+    Layout(32, 1)
+    """
     layout = _as_layout(layout)
     if is_tuple(profile):
         return _by_profile(filter, layout, profile)
@@ -452,6 +536,10 @@ def composition(a, b, exact=False):
     whole sub-modes of a (its stride and size divide a's mode sizes, or end inside one), and
     b's modes must not carry into each other's sub-modes of a. `exact=True` also demands that
     b stays inside a's coordinates [0, size(a)).
+
+    >>> row_major = Layout((4, 8), (8, 1))
+    >>> composition(row_major, Layout(8, 4)), composition(row_major, (2, 4))
+    (Layout(8, 1), Layout((2, 4), (8, 1)))
     """
     if b is None:
         return a
@@ -573,6 +661,9 @@ def complement(layout, cotarget=None) -> Layout:
     and makes up for those gaps, so that size(R) >= cotarget / size(filter(layout)) as CuTe
     documents. Admissible when every stride clears the extent (size * |stride|) of the smaller
     modes.
+
+    >>> complement(Layout(4, 2), 16), complement(Layout((2, 2), (1, 8)), 32)
+    (Layout((2, 2), (1, 8)), Layout((4, 2), (2, 16)))
     """
     layout = _as_layout(layout)
     if cotarget is None:
@@ -600,7 +691,13 @@ def complement(layout, cotarget=None) -> Layout:
 
 
 def right_inverse(layout) -> Layout:
-    """R with layout(R(i)) == i for every i < size(R), as large as the layout allows."""
+    """R with layout(R(i)) == i for every i < size(R), as large as the layout allows.
+
+    >>> L = Layout((4, 8), (8, 1))
+    >>> R = right_inverse(L)
+    >>> R, all(L(R(i)) == i for i in range(size(R)))
+    (Layout((8, 4), (4, 1)), True)
+    """
     if layout is None:
         return None
     layout = _as_layout(layout)
@@ -620,7 +717,13 @@ def right_inverse(layout) -> Layout:
 def left_inverse(layout) -> Layout:
     """R with layout(R(layout(i))) == layout(i) for every i < size(layout) (CuTe's quasi-inverse:
     R(layout(i)) == i when the layout is injective). The strides, sorted, must each divide the
-    next; all negative strides are inverted through a(-i) == -a(i)."""
+    next; all negative strides are inverted through a(-i) == -a(i).
+
+    >>> L = Layout((4, 8), (8, 1))
+    >>> R = left_inverse(L)
+    >>> R, all(R(L(i)) == i for i in range(size(L)))
+    (Layout((8, 4), (4, 1)), True)
+    """
     if layout is None:
         return None
     layout = _as_layout(layout)
@@ -665,7 +768,13 @@ def logical_divide(a, tiler, exact=False) -> Layout:
     """a split into (tile, rest): mode 0 is a composed with the tiler, mode 1 iterates tiles.
 
     As in CuTe the rest rounds up, so a tiler that does not divide a gives a partial last tile
-    (its coordinates run past a's size); `exact=True` refuses that instead."""
+    (its coordinates run past a's size); `exact=True` refuses that instead.
+
+    >>> logical_divide(Layout(16, 1), 4), logical_divide(Layout(10, 1), 4)
+    (Layout((4, 4), (1, 4)), Layout((4, 3), (1, 4)))
+    >>> logical_divide(Layout((8, 8)), (2, 4))
+    Layout(((2, 4), (4, 2)), ((1, 2), (8, 32)))
+    """
     if tiler is None:
         return a
     a = _as_layout(a)
@@ -682,7 +791,13 @@ def logical_divide(a, tiler, exact=False) -> Layout:
 
 def logical_product(a, tiler) -> Layout:
     """(a, tiler repeated over copies of a): mode 0 is a, mode 1 places copies of a where the
-    tiler says, in the offsets a does not use (CuTe: compose a's complement with the tiler)."""
+    tiler says, in the offsets a does not use (CuTe: compose a's complement with the tiler).
+
+    >>> logical_product(Layout(4, 1), 3)
+    Layout((4, 3), (1, 4))
+    >>> logical_product(Layout((2, 2), (1, 2)), Layout((2, 3)))
+    Layout(((2, 2), (2, 3)), ((1, 2), (4, 8)))
+    """
     if tiler is None:
         return a
     a = _as_layout(a)
@@ -720,29 +835,56 @@ def _unpack(zipped, first: bool) -> Layout:
 
 
 def zipped_divide(a, tiler, exact=False) -> Layout:
-    """logical_divide with the tiles gathered in mode 0 and the tile index in mode 1."""
+    """logical_divide with the tiles gathered in mode 0 and the tile index in mode 1.
+
+    >>> zipped_divide(Layout((8, 8)), (2, 4))
+    Layout(((2, 4), (4, 2)), ((1, 8), (2, 32)))
+    """
     return _zip_modes(logical_divide(a, tiler, exact), a, tiler)
 
 
 def tiled_divide(a, tiler, exact=False) -> Layout:
-    """zipped_divide with the tile-index modes flattened one level: (tile, rest0, rest1, ...)."""
+    """zipped_divide with the tile-index modes flattened one level: (tile, rest0, rest1, ...).
+
+    >>> tiled_divide(Layout((8, 8)), (2, 4))
+    Layout(((2, 4), 4, 2), ((1, 8), 2, 32))
+    """
     return _unpack(zipped_divide(a, tiler, exact), first=False)
 
 
 def flat_divide(a, tiler, exact=False) -> Layout:
-    """zipped_divide with both modes flattened one level: (tile0, tile1, ..., rest0, ...)."""
+    """zipped_divide with both modes flattened one level: (tile0, tile1, ..., rest0, ...).
+
+    >>> flat_divide(Layout((8, 8)), (2, 4))
+    Layout((2, 4, 4, 2), (1, 8, 2, 32))
+    """
     return _unpack(zipped_divide(a, tiler, exact), first=True)
 
 
 def zipped_product(a, tiler) -> Layout:
+    """logical_product with a's modes gathered in mode 0 and the copies' in mode 1.
+
+    >>> zipped_product(Layout((2, 2), (1, 2)), Layout((2, 3)))
+    Layout(((2, 2), (2, 3)), ((1, 2), (4, 8)))
+    """
     return _zip_modes(logical_product(a, tiler), a, tiler)
 
 
 def tiled_product(a, tiler) -> Layout:
+    """zipped_product with the copies' modes flattened one level: (a, copy0, copy1, ...).
+
+    >>> tiled_product(Layout((2, 2), (1, 2)), Layout((2, 3)))
+    Layout(((2, 2), 2, 3), ((1, 2), 4, 8))
+    """
     return _unpack(zipped_product(a, tiler), first=False)
 
 
 def flat_product(a, tiler) -> Layout:
+    """zipped_product with both modes flattened one level: (a0, a1, ..., copy0, ...).
+
+    >>> flat_product(Layout((2, 2), (1, 2)), Layout((2, 3)))
+    Layout((2, 2, 2, 3), (1, 2, 4, 8))
+    """
     return _unpack(zipped_product(a, tiler), first=True)
 
 
@@ -761,12 +903,20 @@ def _blocked_or_raked(a, tiler, block_first) -> Layout:
 
 
 def blocked_product(a, tiler) -> Layout:
-    """Copies of a laid out by the tiler, each mode (a_i, tiler_i): a stays contiguous."""
+    """Copies of a laid out by the tiler, each mode (a_i, tiler_i): a stays contiguous.
+
+    >>> blocked_product(Layout((2, 2), (1, 2)), Layout((2, 3)))
+    Layout(((2, 2), (2, 3)), ((1, 4), (2, 8)))
+    """
     return _blocked_or_raked(a, tiler, block_first=True)
 
 
 def raked_product(a, tiler) -> Layout:
-    """Copies of a interleaved by the tiler, each mode (tiler_i, a_i): a is spread out."""
+    """Copies of a interleaved by the tiler, each mode (tiler_i, a_i): a is spread out.
+
+    >>> raked_product(Layout((2, 2), (1, 2)), Layout((2, 3)))
+    Layout(((2, 2), (3, 2)), ((4, 1), (8, 2)))
+    """
     return _blocked_or_raked(a, tiler, block_first=False)
 
 
@@ -781,7 +931,17 @@ def _shift_right(x, s):
 @attrs.frozen
 class Swizzle:
     """CuTe's XOR swizzle: the `bits` bits above `base + shift` are XORed into those above
-    `base`. An involution (and so a bijection) that keeps the low `base` bits."""
+    `base`. An involution (and so a bijection) that keeps the low `base` bits.
+
+    >>> sw = Swizzle(3, 4, 3)
+    >>> print(sw)
+    Sw<3,4,3>
+    >>> [sw(offset) for offset in (16, 128, 144)], sw(sw(144)), sw.span
+    ([16, 144, 128], 144, 1024)
+    >>> Swizzle(3, 4, 2)
+    Traceback (most recent call last):
+    argus.ir.layout.LayoutError: Sw<3,4,2>: |shift| must be >= bits so that the XORed bit fields ...
+    """
 
     bits: int
     base: int
@@ -818,7 +978,14 @@ class Swizzle:
 
 @attrs.frozen
 class ComposedLayout:
-    """swizzle(offset + layout(coord)): a swizzle applied after an affine layout."""
+    """swizzle(offset + layout(coord)): a swizzle applied after an affine layout.
+
+    >>> lds = ComposedLayout(Swizzle(3, 4, 3), 0, Layout((8, 64), (64, 1)))
+    >>> print(lds)
+    Sw<3,4,3> o 0 o (8,64):(64,1)
+    >>> lds(1, 0), lds(1, 16)
+    (64, 80)
+    """
 
     swizzle: Swizzle
     offset: int

@@ -624,8 +624,11 @@ class Full(Op, mnemonic="full", transfer=Transfer.FRESH):
         _reg(self, self.result, "result")
 
 
-UNARY_FNS = ("neg", "abs", "exp2", "log2", "rcp", "sqrt")
-BINARY_FNS = ("add", "sub", "mul", "div", "max", "min")
+UNARY_FNS = ("neg", "abs", "exp2", "log2", "rcp", "sqrt", "rsqrt", "floor", "trunc")
+#: Comparisons give masks: 1.0 where the relation holds, 0.0 where not (false with a NaN,
+#: except `ne`), so a mask multiplies, sums and feeds `select`.
+COMPARE_FNS = ("lt", "le", "gt", "ge", "eq", "ne")
+BINARY_FNS = ("add", "sub", "mul", "div", "max", "min") + COMPARE_FNS
 
 
 @attrs.frozen
@@ -664,6 +667,49 @@ class Binary(Op, mnemonic="binary", transfer=Transfer.UNION):
         _same_shape(self, x, result, "operands and result")
         if not x.dtype == y.dtype == result.dtype == "f32":
             _fail(self, f"{self.fn} computes on f32 tiles, got {x.dtype} and {y.dtype}")
+
+
+@attrs.frozen
+class Select(Op, mnemonic="select", transfer=Transfer.UNION):
+    """result = x where `mask` is nonzero, else y (a mask from a comparison: 1.0 / 0.0), on the
+    same (thread, slot) of all three; roles X and Y, tags as for a binary op over x and y."""
+
+    result: Value = result()
+    x: Value = operand(role="X")
+    y: Value = operand(role="Y")
+    mask: Value = operand()
+    asserts: tuple[TagAssertion, ...] = asserts()
+
+    def check(self):
+        x, y = _reg(self, self.x, "X"), _reg(self, self.y, "Y")
+        mask, result = _reg(self, self.mask, "mask"), _reg(self, self.result, "result")
+        _same_shape(self, x, y, "X and Y")
+        _same_shape(self, x, mask, "X and the mask")
+        _same_shape(self, x, result, "operands and result")
+        if not x.dtype == y.dtype == mask.dtype == result.dtype == "f32":
+            _fail(self, f"select picks between f32 tiles by an f32 mask, got {x.dtype}, "
+                        f"{y.dtype} and a {mask.dtype} mask")
+
+
+@attrs.frozen
+class Iota(Op, mnemonic="iota", transfer=Transfer.FRESH):
+    """result[c] = start + c[axis] (axis -1: start alone), as the result's dtype (f32 or i32):
+    index tiles, and problem sizes as tiles (`x * N`); no tags. `start` is a formula in the
+    enclosing scalars (sizes, program ids, loop counters)."""
+
+    result: Value = result()
+    axis: int = attr()
+    start: Expr = expr()
+
+    def check(self):
+        result = _reg(self, self.result, "result")
+        if not -1 <= self.axis < len(result.shape):
+            _fail(self, f"axis {self.axis} is out of range for shape {list(result.shape)} "
+                        "(-1: no axis, the start alone)")
+        if result.dtype not in ("f32", "i32"):
+            _fail(self, f"iota gives f32 or i32 tiles, not {result.dtype}")
+        if self.start.is_bool:
+            _fail(self, f"the start '{self.start}' must be an integer formula")
 
 
 #: How a narrowing cast rounds: to nearest even (the default), or toward zero (truncation,
@@ -718,7 +764,7 @@ class Mask(Op, mnemonic="mask", transfer=Transfer.MARK):
             _check_tag_names(self, ((self.trace, None),))
 
 
-REDUCE_FNS = ("max", "sum")
+REDUCE_FNS = ("max", "sum", "min", "prod")
 
 
 @attrs.frozen

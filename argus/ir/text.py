@@ -40,7 +40,10 @@ def expr_text(e) -> str:
     return str(as_expr(e))
 
 
-def print_kernel(kernel: O.Kernel) -> str:
+def print_kernel(kernel: O.Kernel, notes=None) -> str:
+    """The kernel's text; `notes(op, line)`, when given, returns lines printed under each op
+    (`line` is the op's own text; the notes follow its assertions, or a loop's or branch's
+    header). Notes are not IR and do not parse back: they are for diagnostics."""
     lines = [f"kernel {kernel.name} @{kernel.loc}"]
     lines += [f"{INDENT}size {_decl(v)}" for v in kernel.sizes]
     for arg in kernel.args:
@@ -51,7 +54,7 @@ def print_kernel(kernel: O.Kernel) -> str:
     lines += [f"{INDENT}assume {expr_text(a)}" for a in kernel.assumes]
     lines += [f"{INDENT}hint {h!r}" for h in kernel.hints]
     lines.append("{")
-    _print_block(kernel.body, 1, lines)
+    _print_block(kernel.body, 1, lines, notes)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -133,9 +136,10 @@ def _field_text(value, field, decl: F.Decl) -> str:
                   "the op a custom form in argus/ir/text.py, as `for` and `if` have")
 
 
-def _print_block(block: O.Block, depth: int, lines: list[str]):
+def _print_block(block: O.Block, depth: int, lines: list[str], notes=None):
     pad = INDENT * depth
     for op in block.ops:
+        first = len(lines)
         results = f"{_values(op.results)} = " if op.results else ""
         if isinstance(op, O.For):
             carried = ", ".join(f"{a} = {i}" for a, i in zip(op.body.args, op.inits))
@@ -144,13 +148,13 @@ def _print_block(block: O.Block, depth: int, lines: list[str]):
                          f"{expr_text(op.stop)} step "
                          f"{op.step} iter({carried}) stages {op.stages} unroll {op.unroll} "
                          f"hints ({hints}) @{op.loc} {{")
-            _print_block(op.body, depth + 1, lines)
+            _print_block(op.body, depth + 1, lines, notes)
             lines.append(f"{pad}}}")
         elif isinstance(op, O.If):
             lines.append(f"{pad}{results}if {expr_text(op.cond)} @{op.loc} {{")
-            _print_block(op.then, depth + 1, lines)
+            _print_block(op.then, depth + 1, lines, notes)
             lines.append(f"{pad}}} else {{")
-            _print_block(op.orelse, depth + 1, lines)
+            _print_block(op.orelse, depth + 1, lines, notes)
             lines.append(f"{pad}}}")
         else:
             typed = f" : {', '.join(type_str(r.type) for r in op.results)}" if op.results else ""
@@ -159,6 +163,10 @@ def _print_block(block: O.Block, depth: int, lines: list[str]):
             lines.append(f"{pad}{INDENT}assert {assertion.message!r} "
                          f"({expr_text(assertion.predicate)}) "
                          f"@{assertion.loc}")
+        if notes is not None:
+            # under the op's own line(s): for a loop or branch, under its header
+            at = first + 1 if op.blocks else len(lines)
+            lines[at:at] = [pad + line for line in notes(op, lines[first].strip())]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,10 @@ re-states these numbers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import attrs
+
 from argus.isa_cdna3.mfma import MfmaInfo
 
 WAVE_SIZE = 64
@@ -57,6 +61,9 @@ BUFFER_RSRC_WORD3 = 0x00020000
 #: outside its tensor gets it, so its load reads 0 and its store is dropped (CK's invalid
 #: element offset, 0x80000000, works the same way).
 BUFFER_OFFSET_OUT_OF_RANGE = 0x80000000
+#: The largest num_records the backend gives a V#: every offset from BUFFER_OFFSET_OUT_OF_RANGE
+#: up (and every negative offset, read as unsigned) then lies outside the buffer.
+BUFFER_RECORDS_MAX = BUFFER_OFFSET_OUT_OF_RANGE - 1
 
 # --- constants: integers -16..64 and these floats are inline; anything else takes a literal dword
 INLINE_INT_RANGE = (-16, 64)
@@ -68,17 +75,51 @@ SIMDS_PER_CU = 4
 VGPR_ALLOC_GRANULE = 8       # unified VGPRs are allocated in blocks of 8 per wave
 
 
-def occupancy(vgprs: int, lds_bytes: int, waves_per_workgroup: int) -> tuple[int, str]:
-    """Waves per SIMD a kernel reaches and the resource that limits it."""
-    blocks = -(-max(vgprs, 1) // VGPR_ALLOC_GRANULE) * VGPR_ALLOC_GRANULE
-    limits = {"the wave slots": MAX_WAVES_PER_SIMD,
-              f"{blocks} VGPRs per wave": VGPRS_UNIFIED // blocks}
+@attrs.frozen
+class Occupancy:
+    """How many workgroups of a kernel share a CU, and what limits it.
+
+    `workgroups_per_cu` is 0 when one workgroup does not fit; `problem` then says why.
+    `waves_per_simd` counts whole workgroups only (a CU holds a workgroup entirely or not).
+    """
+
+    waves_per_workgroup: int
+    workgroups_per_cu: int
+    waves_per_simd: int
+    limiter: str
+    vgprs_per_wave: int
+    lds_per_workgroup: int
+    problem: str = ""
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in attrs.asdict(self).items() if k != "problem"}
+
+
+def occupancy(vgprs: int, lds_bytes: int, waves_per_workgroup: int) -> Occupancy:
+    """Workgroups per CU (and waves per SIMD) from registers, LDS and wave slots; the one
+    occupancy rule of Argus (the lowering reports it, the performance model schedules by it)."""
+    alloc = -(-max(vgprs, 1) // VGPR_ALLOC_GRANULE) * VGPR_ALLOC_GRANULE
+    waves = max(1, waves_per_workgroup)
+    per_simd_need = -(-waves // SIMDS_PER_CU)
+    by_registers = min(MAX_WAVES_PER_SIMD, VGPRS_UNIFIED // alloc)
+    limits = {"the wave slots" if by_registers == MAX_WAVES_PER_SIMD
+              else f"{alloc} VGPRs per wave": by_registers // per_simd_need}
     if lds_bytes:
-        groups = LDS_BYTES // lds_bytes
-        limits[f"{lds_bytes} B of LDS per workgroup"] = (
-            groups * waves_per_workgroup // SIMDS_PER_CU)
-    reason = min(limits, key=lambda k: (limits[k], k != "the wave slots"))
-    return limits[reason], reason
+        limits[f"{lds_bytes} B of LDS per workgroup"] = LDS_BYTES // lds_bytes
+    limiter = min(limits, key=limits.get)
+    problem = ""
+    if alloc > VGPRS_UNIFIED:
+        problem = (f"each wave needs {alloc} VGPRs+AGPRs, a SIMD lane has {VGPRS_UNIFIED}; "
+                   f"reduce register use")
+    elif lds_bytes > LDS_BYTES:
+        problem = (f"the workgroup needs {lds_bytes} bytes of LDS, a CU has {LDS_BYTES}; "
+                   f"reduce the LDS tiles")
+    elif per_simd_need > by_registers:
+        problem = (f"the workgroup's {waves} waves need {per_simd_need} wave slots per SIMD but "
+                   f"{alloc} VGPRs per wave leave {by_registers}; use fewer registers or a "
+                   f"smaller workgroup")
+    groups = 0 if problem else limits[limiter]
+    return Occupancy(waves, groups, groups * per_simd_need, limiter, alloc, lds_bytes, problem)
 
 
 # --- LDS ---
@@ -124,6 +165,16 @@ VALU_WRITE_HORIZON = max(VALU_WRITE_VGPR_TO_MFMA_READ, VALU_WRITE_EXEC_TO_MFMA,
 #: GCNHazardRecognizer: hasReadM0LdsDmaHazard, SMovRelWaitStates).
 SALU_WRITE_M0_TO_LDS_DMA = 1
 SNOP_MAX = 15
+#: `s_sleep N` sleeps about 64 x N clocks (CDNA3 ISA, SOPP s_sleep: "approximately 64*SIMM16[6:0]")
+SLEEP_CLOCKS = 64
+
+
+def nop_wait_states(opcode: str, operands: Sequence = ()) -> int:
+    """Wait states one instruction provides: `s_nop N` gives N + 1, anything else 1 (operands
+    are immediates, as `Instruction.operands` or the lowering's `MInst.operands` hold them)."""
+    if opcode == "s_nop" and operands:
+        return int(getattr(operands[0], "value", operands[0])) + 1
+    return 1
 
 
 def mfma_to_read_wait_states(producer: MfmaInfo) -> int:

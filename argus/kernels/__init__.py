@@ -1,22 +1,74 @@
 """The kernel library, written in the Argus tile DSL, with what it takes to run each one:
-default sizes, random inputs, the numpy reference and its bf16 tolerance."""
+default sizes, random inputs, the numpy reference and its bf16 tolerance, and the kernel's
+knobs (`Knob`: legal values, doc, stage), declared here once for the search (which tunes
+them) and for `argus.testing` (which draws variants from them)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import attrs
 import numpy as np
 
+from argus.asm.policy import DEFAULT_POLICY, POLICIES
 from argus.errors import ArgusError
 from argus.ir.expr import evaluate
+from argus.ir.types import GlobalType
+from argus.isa_cdna3.mfma import MFMA
 from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 from argus.lang.kernel import KernelDef
+
+#: the GEMMs' MFMA choices: gfx942's dense single-block bf16 -> f32 instructions, the 32x32
+#: tile first
+BF16_MFMAS = tuple(info.name for info in sorted(MFMA.values(), key=lambda info: -info.m)
+                   if (info.a_type, info.c_type, info.blocks, info.sparse) ==
+                   ("bf16", "f32", 1, False))
+MFMA_32, MFMA_16 = BF16_MFMAS
+
+
+@attrs.frozen
+class Knob:
+    """One parameter of a kernel and its legal values (in order, so "one step up" is the next
+    value); `stage` says who takes it: `kernel`, a trace parameter, or `compile`, an option of
+    argus.compile."""
+
+    name: str
+    values: tuple
+    doc: str = ""
+    stage: str = attrs.field(default="kernel", validator=attrs.validators.in_(("kernel",
+                                                                                "compile")))
+
+    def step(self, value, by: int):
+        """The value `by` positions away from `value`, or None past either end (or when
+        `value` is not one of this knob's)."""
+        if value not in self.values:
+            return None
+        index = self.values.index(value) + by
+        return self.values[index] if 0 <= index < len(self.values) else None
+
+    def restricted(self, values) -> Knob:
+        """This knob with only `values` (each one of its own, kept in its order)."""
+        outside = [v for v in values if v not in self.values]
+        if outside or not values:
+            raise ArgusError(f"knob {self.name}: {outside or 'no value'} outside its values "
+                             f"{list(self.values)}")
+        return attrs.evolve(self, values=tuple(v for v in self.values if v in values))
+
+
+#: the backend's scheduling policies (argus.compile(policy=...)); its default first
+POLICY = Knob("policy", (DEFAULT_POLICY, *(p for p in POLICIES if p != DEFAULT_POLICY)),
+              "instruction scheduling of the backend", "compile")
 
 
 @attrs.frozen
 class LibraryKernel:
-    """A library kernel plus the data needed to check it against numpy."""
+    """A library kernel, the data needed to check it against numpy, and its knobs.
+
+    `sizes` are default sizes, in the order the command line writes a shape (`dims`). `knobs`
+    are what the search tunes (values that change speed, never the result); `variants` are the
+    other parameters `argus.testing` varies (they change what is computed, as `causal`, or are
+    fixed by the shape, as `head_dim`)."""
 
     kernel: KernelDef
     output: str
@@ -26,6 +78,33 @@ class LibraryKernel:
     #: special(sizes, params, rng) -> arrays that are not random normals (index tensors), plus
     #: "sizes" they imply and any extra data the reference needs
     special: Callable[[dict, dict, np.random.Generator], dict] | None = None
+    knobs: tuple[Knob, ...] = ()
+    variants: tuple[Knob, ...] = ()
+    #: fixed(sizes) -> the parameters a problem's sizes fix (attention's head_dim)
+    fixed: Callable[[dict], dict] | None = attrs.field(default=None, eq=False)
+    #: check_sizes(params, trial) -> small sizes for correctness trial `trial` (shapes vary
+    #: between trials, and each loop runs at least twice)
+    check_sizes: Callable[[dict, int], dict] | None = attrs.field(default=None, eq=False)
+    #: timing_sizes(sizes, params) -> every size the kernel takes at the target shape, where the
+    #: problem's own sizes imply more (MoE's padded rows under uniform routing)
+    timing_sizes: Callable[[dict, dict], dict] | None = attrs.field(default=None, eq=False)
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        """The shape's dimensions in command-line order (`4096x4096x4096` is M x N x K)."""
+        return tuple(self.sizes)
+
+    def knob(self, name: str) -> Knob:
+        """The knob (or variant) `name`; an ArgusError naming those there are."""
+        for knob in self.knobs + self.variants:
+            if knob.name == name:
+                return knob
+        raise ArgusError(f"kernel {self.name} has no knob {name!r}; it has "
+                         f"{[k.name for k in self.knobs + self.variants]}")
 
     def inputs(self, sizes: dict[str, int], params: dict, seed: int = 0) -> dict[str, np.ndarray]:
         """Random inputs (standard normal; index tensors from `special`) and a zeroed output."""
@@ -41,6 +120,7 @@ class LibraryKernel:
             if tensor.name in fixed:
                 arrays[tensor.name] = fixed[tensor.name]
                 continue
+            assert isinstance(tensor.type, GlobalType)  # a kernel's tensor arguments are global
             shape = tuple(_extent(e, sizes, tensor.name) for e in tensor.type.shape)
             dtype = ELEMENT_DTYPES[tensor.type.dtype]
             data = (np.zeros(shape) if tensor.name == self.output
@@ -85,18 +165,81 @@ def _moe_reference(inputs, params):
     return reference(inputs["X"], inputs["W"], inputs["choice"])
 
 
+GEMM_KNOBS = (
+    Knob("block_m", (64, 128, 256), "rows of C per workgroup"),
+    Knob("block_n", (64, 128, 256), "columns of C per workgroup"),
+    Knob("block_k", (16, 32, 64, 128), "K elements staged in LDS per iteration"),
+    Knob("split_k", (1, 2, 4, 8), "K split over grid axis 2, partial tiles added atomically"),
+    Knob("instr", BF16_MFMAS, "MFMA instruction"),
+    Knob("swizzle", (True, False), "XOR-swizzled LDS tiles"),
+    POLICY,
+)
+# the tiles are fixed by the kernel (32-key blocks, 128 queries per workgroup). Its prefetch (2
+# or 3: key blocks carried in registers) is proved since loop invariants lift carried tiles to
+# the previous iteration's loads, but is not a knob yet: the search figures in the README were
+# measured on the space without it
+ATTENTION_KNOBS = (
+    Knob("unroll", (1, 2, 4), "copies of the key loop's body per machine iteration "
+         "(interleave unrolls by the 2 LDS stages at least)"),
+    POLICY,
+)
+ATTENTION_VARIANTS = (
+    Knob("head_dim", (64, 128), "the head dimension D, fixed by the shape"),
+    Knob("causal", (False, True), "mask keys after the query (what is computed, not a tuning)"),
+)
+MOE_KNOBS = (
+    Knob("block_m", (64, 128), "token rows per workgroup"),
+    Knob("block_n", (64, 128, 256), "output columns per workgroup"),
+    Knob("block_k", (16, 32, 64, 128), "hidden elements per iteration"),
+    Knob("lds", (True, False), "stage X rows and W tiles through double-buffered LDS (each "
+         "element read once per workgroup) or load MFMA operands straight from global memory"),
+    POLICY,
+)
+
+
+def _gemm_check_sizes(p: dict, trial: int) -> dict:
+    return {"M": p["block_m"] * (1 + trial % 2), "N": p["block_n"] * (2 - trial % 2),
+            "K": p["block_k"] * p["split_k"] * (2 + trial % 2)}
+
+
+def _attention_check_sizes(p: dict, trial: int) -> dict:
+    return {"BH": 1 + trial % 2, "S": 128 * (1 + trial % 2), "D": p["head_dim"]}
+
+
+def _moe_check_sizes(p: dict, trial: int) -> dict:
+    return {"TOKENS": 61 + 53 * trial, "H": p["block_k"] * 2, "E": 3 + trial % 2,
+            "N": p["block_n"] * (1 + trial % 2)}
+
+
+def _moe_timing_sizes(sizes: dict, params: dict) -> dict:
+    """MoE sizes under uniform top-1 routing: each expert's tokens padded to whole row blocks."""
+    per_expert = -(-sizes["TOKENS"] // sizes["E"])
+    blocks = sizes["E"] * -(-per_expert // params["block_m"])
+    return {**sizes, "BLOCKS": blocks, "P": blocks * params["block_m"]}
+
+
+@functools.cache
 def library() -> dict[str, LibraryKernel]:
+    """Every library kernel by name (built once: the entries are immutable)."""
     from argus.kernels.attention import attention_fwd, attention_fwd_kv
     from argus.kernels.gemm import gemm
     from argus.kernels.moe import moe_gemm
 
     return {
-        "gemm": LibraryKernel(gemm, "C", {"M": 128, "N": 128, "K": 64}, _gemm_reference, 1e-3),
+        "gemm": LibraryKernel(gemm, "C", {"M": 128, "N": 128, "K": 64}, _gemm_reference, 1e-3,
+                              knobs=GEMM_KNOBS, check_sizes=_gemm_check_sizes),
         "attention_fwd": LibraryKernel(attention_fwd, "O", {"BH": 1, "S": 128, "D": 64},
-                                       _attention_reference, 2e-2),
+                                       _attention_reference, 2e-2, knobs=ATTENTION_KNOBS,
+                                       variants=ATTENTION_VARIANTS,
+                                       fixed=lambda sizes: {"head_dim": sizes["D"]},
+                                       check_sizes=_attention_check_sizes),
         "attention_fwd_kv": LibraryKernel(attention_fwd_kv, "O",
                                           {"BH": 1, "SQ": 64, "SK": 160, "D": 64},
                                           _attention_reference, 2e-2),
         "moe_gemm": LibraryKernel(moe_gemm, "Y", {"TOKENS": 200, "H": 64, "E": 4, "N": 128},
-                                  _moe_reference, 1e-3, _moe_routing),
+                                  _moe_reference, 1e-3, _moe_routing, knobs=MOE_KNOBS,
+                                  check_sizes=_moe_check_sizes, timing_sizes=_moe_timing_sizes),
     }
+
+__all__ = ["Knob", "LibraryKernel", "library", "POLICY", "BF16_MFMAS", "GEMM_KNOBS",
+           "ATTENTION_KNOBS", "ATTENTION_VARIANTS", "MOE_KNOBS"]

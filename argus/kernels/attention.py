@@ -38,6 +38,64 @@ BLOCK_KV = INFO.m                           # one MFMA row block of keys per ste
 LOG2E = 1.4426950408889634
 
 
+def _check_options(head_dim: int, prefetch: int, unroll: int) -> None:
+    if head_dim < 64 or head_dim & (head_dim - 1):
+        raise T.DSLError(f"head_dim {head_dim} is not supported: use a power of two >= 64 "
+                         "(the K/V copy gives each of the 256 threads whole 16-byte vectors)",
+                         user_loc())
+    if prefetch not in (1, 2, 3):
+        raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1, 2 or 3 key blocks ahead",
+                         user_loc())
+    if unroll not in (1, 2, 4):
+        raise T.DSLError(f"unroll={unroll!r}: the key loop is unrolled 1, 2 or 4 times (the "
+                         "backend splits trip counts by powers of two)", user_loc())
+
+
+def _masked(s, edges):
+    """The scores with each mask's elements set to -inf, inside a branch taken only by the
+    blocks one of the masks cuts; `edges` holds (block condition, element condition, the tag
+    fact the kept elements satisfy) per mask."""
+    if not edges:
+        return s
+    with T.when(Or(*(block for block, _, _ in edges)), s=s) as diagonal:
+        diagonal.s = T.mask(diagonal.s, lambda i, j: And(*(c(i, j) for _, c, _ in edges)),
+                            -math.inf)
+        T.tag_assert(lambda X: And(*(fact(X) for _, _, fact in edges)),
+                     "the masks keep key <= query + SK - SQ (causal) and key < SK (last)")
+    return diagonal.s
+
+
+def _key_loop(state: dict, blocks, fetch, stage, attend, *, prefetch: int, unroll: int,
+              sync: bool):
+    """Blocks 0 .. blocks-2 of keys, software-pipelined: block 0 is staged in LDS before the
+    loop; blocks 1 .. prefetch-1 ride in registers (`ahead{d}` holds block kb + d in iteration
+    kb), and each iteration issues the loads of block kb + prefetch before block kb's GEMMs
+    and softmax. The loop (its carried values) is returned for the last block."""
+    stage(0, fetch(0))
+    carried = dict(state)
+    ahead = [f"ahead{d}" for d in range(1, prefetch)]
+    for d, name in enumerate(ahead, 1):
+        carried[name] = fetch(d)
+    T.barrier()
+    loop = T.range(0, blocks - 1, stages=2, unroll=unroll, name="kb", **carried)
+    for kb in loop:
+        if ahead:
+            staged, later = getattr(loop, ahead[0]), fetch(kb + prefetch)
+        else:
+            staged = fetch(kb + 1)
+        for name, value in attend({name: getattr(loop, name) for name in state}, kb,
+                                  kb % 2, last=False).items():
+            setattr(loop, name, value)
+        stage((kb + 1) % 2, staged)
+        if ahead:
+            for name, nearer in zip(ahead, ahead[1:]):
+                setattr(loop, name, getattr(loop, nearer))
+            setattr(loop, ahead[-1], later)
+        if sync:
+            T.barrier()
+    return loop
+
+
 def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
                       keep: Callable | None = None, tail: Callable | None = None,
                       drop: tuple[str, ...] = ("key",), sync: bool = True, prefetch: int = 1,
@@ -53,19 +111,10 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     its 2 LDS stages).
     `rounding` is how P and O are narrowed to bf16: "rne" (nearest even) or "rtz" (truncated,
     as AMD's default fmha_v3 kernels do; their `_rtne` variants round like "rne")."""
-    if head_dim < 64 or head_dim & (head_dim - 1):
-        raise T.DSLError(f"head_dim {head_dim} is not supported: use a power of two >= 64 "
-                         "(the K/V copy gives each of the 256 threads whole 16-byte vectors)",
-                         user_loc())
+    _check_options(head_dim, prefetch, unroll)
     BH, SQ, D = Q.shape
     SK = K.shape[1]
     shift = simplify(SK - SQ)                 # 0 when the keys are the queries
-    if prefetch not in (1, 2, 3):
-        raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1, 2 or 3 key blocks ahead",
-                         user_loc())
-    if unroll not in (1, 2, 4):
-        raise T.DSLError(f"unroll={unroll!r}: the key loop is unrolled 1, 2 or 4 times (the "
-                         "backend splits trip counts by powers of two)", user_loc())
     keep = keep or (lambda kv0, q0, i, j: kv0 + i <= q0 + j + shift)
     tail = tail or (lambda kv0, i, keys: kv0 + i < keys)
     T.assume(D.eq(head_dim))
@@ -122,20 +171,14 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
                 T.tag_assert(lambda A, B, C: A.key < SK,
                              "blocks before the last lie inside the keys")
         s = s * scale
-        edges = []                    # (block condition, element condition) of each mask
+        edges = []                    # (block condition, element condition, tag fact) per mask
         if causal:
-            edges.append((kv0 + BLOCK_KV - 1 > q0 + shift, lambda i, j: keep(kv0, q0, i, j)))
+            edges.append((kv0 + BLOCK_KV - 1 > q0 + shift, lambda i, j: keep(kv0, q0, i, j),
+                          lambda X: X.key <= X.query + shift))
         if last:
-            edges.append((kv0 + BLOCK_KV > SK, lambda i, j: tail(kv0, i, SK)))
-        if edges:
-            kept = [lambda X: X.key <= X.query + shift] if causal else []
-            kept += [lambda X: X.key < SK] if last else []
-            with T.when(Or(*(block for block, _ in edges)), s=s) as diagonal:
-                diagonal.s = T.mask(diagonal.s, lambda i, j: And(*(c(i, j) for _, c in edges)),
-                                    -math.inf)
-                T.tag_assert(lambda X: And(*(k(X) for k in kept)),
-                             "the masks keep key <= query + SK - SQ (causal) and key < SK (last)")
-            s = diagonal.s
+            edges.append((kv0 + BLOCK_KV > SK, lambda i, j: tail(kv0, i, SK),
+                          lambda X: X.key < SK))
+        s = _masked(s, edges)
         m_new = T.maximum(state["m"], T.reduce(s, "max", 0, column, drop=drop))
         T.tag_assert(lambda X, Y: X.query.eq(Y.query), "running max of the same query")
         alpha = T.exp2(state["m"] - m_new)
@@ -168,32 +211,8 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     # the keys this query block sees: all of them, or (causal) up to its last query's diagonal
     seen = min_(SK, q0 + BLOCK_Q + shift) if causal else SK
     blocks = T.cdiv(seen, BLOCK_KV)
-    stage(0, fetch(0))
-    carried = dict(state)
-    # blocks 1 .. prefetch-1 in registers: in flight through block 0; `ahead{d}` holds block
-    # kb + d in iteration kb
-    ahead = [f"ahead{d}" for d in range(1, prefetch)]
-    for d, name in enumerate(ahead, 1):
-        carried[name] = fetch(d)
-    T.barrier()
-    loop = T.range(0, blocks - 1, stages=2, unroll=unroll, name="kb",
-                   **carried)
-    for kb in loop:
-        # the loads of a later block are issued before this block's GEMMs and softmax
-        if ahead:
-            staged, later = getattr(loop, ahead[0]), fetch(kb + prefetch)
-        else:
-            staged = fetch(kb + 1)
-        for name, value in attend({name: getattr(loop, name) for name in state}, kb,
-                                  kb % 2, last=False).items():
-            setattr(loop, name, value)
-        stage((kb + 1) % 2, staged)
-        if ahead:
-            for name, nearer in zip(ahead, ahead[1:]):
-                setattr(loop, name, getattr(loop, nearer))
-            setattr(loop, ahead[-1], later)
-        if sync:
-            T.barrier()
+    loop = _key_loop(state, blocks, fetch, stage, attend, prefetch=prefetch, unroll=unroll,
+                     sync=sync)
     state = attend({name: getattr(loop, name) for name in state}, blocks - 1, (blocks - 1) % 2,
                    last=True)
     inverse = T.broadcast(T.rcp(state["l"]), 0, scores)

@@ -26,8 +26,9 @@ def as_kernel(kernel, call: str):
     else is refused naming the argument."""
     if isinstance(kernel, str):
         kernel = resolve_kernel(kernel)
-    if isinstance(kernel, O.Kernel) or callable(getattr(kernel, "trace", None)):
-        return kernel
+    if isinstance(kernel, O.Kernel) or (callable(getattr(kernel, "trace", None))
+                                        and isinstance(getattr(kernel, "params", None), dict)):
+        return kernel  # an @kernel function (numpy arrays have a .trace too)
     raise KernelLookupError(f"argus.{call} takes an @kernel function, a traced kernel or a "
                             f"library kernel name, not {kernel!r}")
 

@@ -1,15 +1,39 @@
 """The Argus tile DSL: `@kernel` functions traced into tile IR (`import argus.lang as T`)."""
 
+from argus.ir.types import LANES, AddressMap, ThreadLayout, coord_vars, thread_vars
 from argus.lang.control import Range, group_barrier, lanes, when
 from argus.lang.errors import DSLError
+from argus.lang.functions import (
+    argmax,
+    argmin,
+    cumprod,
+    cumsum,
+    erf,
+    exp,
+    gelu,
+    log,
+    log1p,
+    scan,
+    sigmoid,
+    softplus,
+    tanh,
+)
 from argus.lang.kernel import KernelDef, Scalar, Tensor, kernel
-from argus.lang.layouts import TileSpec, copy_layout, lds_layout, mfma_layout, reduced
+from argus.lang.layouts import (
+    TileSpec,
+    copy_layout,
+    lds_layout,
+    mfma_layout,
+    reduced,
+    rows_layout,
+)
 from argus.lang.trace import (
     Gather,
     Global,
     Lds,
     Rows,
     Tile,
+    abs,
     assume,
     async_copy,
     barrier,
@@ -18,9 +42,11 @@ from argus.lang.trace import (
     commit_group,
     distinct,
     exp2,
+    floor,
     full,
     grid,
     hint,
+    iota,
     lds,
     load_scalar,
     log2,
@@ -31,12 +57,16 @@ from argus.lang.trace import (
     program_id,
     rcp,
     reduce,
+    rsqrt,
     shuffle,
     slots,
+    sqrt,
     tag,
     tag_assert,
+    trunc,
     wait,
     wait_group,
+    where,
     zeros,
 )
 
@@ -44,6 +74,9 @@ from argus.lang.trace import (
 range = Range  # noqa: A001
 
 __all__ = [
+    "abs", "floor", "iota", "rsqrt", "sqrt", "trunc", "where", "argmax", "argmin", "cumprod",
+    "cumsum", "erf", "exp", "gelu", "log", "log1p", "scan", "sigmoid", "softplus", "tanh",
+    "LANES", "AddressMap", "ThreadLayout", "coord_vars", "thread_vars", "rows_layout",
     "DSLError", "Gather", "Rows", "load_scalar", "TileSpec", "copy_layout", "lds_layout",
     "mfma_layout",
     "reduced", "Global", "cdiv", "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume",

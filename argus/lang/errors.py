@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import FrameType
 
 from argus.errors import ArgusError
 from argus.ir.types import SourceLoc
@@ -28,7 +29,7 @@ class DSLError(ArgusError, ValueError):
 
 def user_loc() -> SourceLoc:
     """The innermost stack frame outside argus/lang and argus/ir: the author's line."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
         frame = frame.f_back
     if frame is None:

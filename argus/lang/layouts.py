@@ -104,6 +104,29 @@ def copy_layout(shape: tuple[int, int], waves: int, vector: int) -> TileSpec:
     return TileSpec(shape, ThreadLayout(waves, slots, (element // cols, element % cols)))
 
 
+def rows_layout(shape: tuple[int, int], waves: int, vector: int = 1) -> TileSpec:
+    """Row-major (rows, cols) tile whose rows are split into `waves` consecutive blocks, one per
+    wave, each wave's block read by its lanes `vector` contiguous elements at a time: a row
+    never leaves its wave, so `T.reduce(x, fn, 1, T.reduced(spec, 1))` and scans along the
+    row stay within the wave (lanes of one row differ in fixed lane bits when the row's
+    length is a power of two or a multiple of 64 * vector)."""
+    if (len(tuple(shape)) != 2 or not all(_whole(x) for x in (*shape, waves, vector))):
+        raise DSLError(f"rows_layout(shape={shape!r}, waves={waves!r}, vector={vector!r}): "
+                       "give a (rows, cols) shape, waves and vector as whole numbers >= 1",
+                       user_loc())
+    rows, cols = shape
+    per_wave = rows * cols // waves if rows % waves == 0 else 0
+    if not per_wave or cols % vector or per_wave % (LANES * vector):
+        raise DSLError(f"a {rows}x{cols} tile cannot give each of {waves} waves whole rows read "
+                       f"as {vector}-element vectors by {LANES} lanes; pick sizes where "
+                       f"{waves} divides {rows}, {vector} divides {cols} and {LANES * vector} "
+                       f"divides {rows // max(waves, 1)}*{cols}", user_loc())
+    slots = per_wave // LANES
+    wave, lane, slot = thread_vars(waves, slots)
+    element = wave * per_wave + ((slot // vector) * LANES + lane) * vector + slot % vector
+    return TileSpec(shape, ThreadLayout(waves, slots, (element // cols, element % cols)))
+
+
 def lds_layout(shape: tuple[int, ...], swizzle: tuple[int, int, int] | None = None) -> AddressMap:
     """Row-major LDS addresses for `shape`; the XOR swizzle (bits, base, shift), in elements,
     permutes each trailing 2-D tile so that the lanes of one access hit different banks."""

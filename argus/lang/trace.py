@@ -8,6 +8,7 @@ so misuse fails at the line that caused it.
 from __future__ import annotations
 
 import inspect
+import math
 import operator
 from collections.abc import Callable
 
@@ -178,9 +179,7 @@ class Tile:
     def _binary(self, fn: str, other, swap: bool = False) -> Tile:
         loc = user_loc()
         if not isinstance(other, Tile):
-            if not isinstance(other, (int, float)):
-                raise DSLError(f"cannot combine a tile with {type(other).__name__}", loc)
-            other = full(self.spec, float(other), self.dtype, _loc=loc)
+            other = _as_tile(other, self, loc)
         elif other.shape != self.shape:
             raise DSLError(f"shape mismatch in {fn}: {list(self.shape)} and "
                            f"{list(other.shape)}; broadcast the smaller tile first", loc)
@@ -193,11 +192,31 @@ class Tile:
     def __rsub__(self, other): return self._binary("sub", other, swap=True)
     def __mul__(self, other): return self._binary("mul", other)
     def __rmul__(self, other): return self._binary("mul", other, swap=True)
-    def __truediv__(self, other): return self._binary("div", other)
-    def __rtruediv__(self, other): return self._binary("div", other, swap=True)
+    # division is x * rcp(y) (v_rcp_f32, correctly rounded here: one rounding more than IEEE
+    # division, within 1.5 ulp); by a number it is a multiplication by its reciprocal
+    def __truediv__(self, other):
+        if isinstance(other, (int, float)) and not isinstance(other, bool):
+            return self._binary("mul", 1.0 / other)
+        return self * rcp(_as_tile(other, self, user_loc()))
+
+    def __rtruediv__(self, other):
+        return _as_tile(other, self, user_loc()) * rcp(self)
 
     def __neg__(self):
         return _result(O.Unary, self.type, user_loc(), fn="neg", x=self.value)
+
+    def __abs__(self):
+        return _result(O.Unary, self.type, user_loc(), fn="abs", x=self.value)
+
+    # comparisons give masks (1.0 where the relation holds, 0.0 where not); `==` stays Python's
+    # identity, so equality is spelled like the expressions': x.eq(y), x.ne(y)
+    def __lt__(self, other): return self._binary("lt", other)
+    def __le__(self, other): return self._binary("le", other)
+    def __gt__(self, other): return self._binary("gt", other)
+    def __ge__(self, other): return self._binary("ge", other)
+    def eq(self, other): return self._binary("eq", other)
+    def ne(self, other): return self._binary("ne", other)
+    __hash__ = object.__hash__
 
     def to(self, dtype: str, rounding: str = "rne") -> Tile:
         """Convert the element type, rounding to nearest even (`rounding="rtz"`: toward zero,
@@ -208,6 +227,18 @@ class Tile:
             raise DSLError(f"rounding {rounding!r} is not one of {list(O.ROUNDINGS)}", loc)
         return _result(O.Cast, t, loc, x=self.value, rounding=rounding)
 
+
+
+def _as_tile(value, like: Tile, loc: SourceLoc) -> Tile:
+    """A number or a size expression (`x * N`, `x / (B * N)`) as a tile in `like`'s layout."""
+    if isinstance(value, Tile):
+        return value
+    if isinstance(value, Expr) and not value.is_bool:
+        return iota(like.spec, None, start=value, _loc=loc)
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        return full(like.spec, float(value), like.dtype, _loc=loc)
+    raise DSLError(f"cannot combine a tile with {type(value).__name__} {value!r}; use a tile, "
+                   "a number or a size expression", loc)
 
 
 def _result(kind, t, loc, **fields) -> Tile:
@@ -637,6 +668,12 @@ def lds(shape, dtype: str, *, swizzle=None, addr=None) -> Lds:
     if dtype not in DTYPE_BYTES:
         raise DSLError(f"lds dtype {dtype!r} is not one of {sorted(DTYPE_BYTES)}", loc)
     addr = addr if addr is not None else lds_layout(tuple(shape), swizzle)
+    elements = math.prod(addr.shape)
+    if builder.lds_bytes + elements * DTYPE_BYTES[dtype] > LDS_BUDGET:
+        # refused before cosize enumerates the layout's coordinates
+        raise DSLError(f"lds {tuple(addr.shape)} of {dtype} needs {elements * DTYPE_BYTES[dtype]} "
+                       f"bytes beside {builder.lds_bytes} already allocated; a gfx942 workgroup "
+                       f"has {LDS_BUDGET} (64 KiB): shrink the tiles or the number of stages", loc)
     size = cosize(addr)
     builder.lds_bytes += size * DTYPE_BYTES[dtype]
     if builder.lds_bytes > LDS_BUDGET:
@@ -648,11 +685,13 @@ def lds(shape, dtype: str, *, swizzle=None, addr=None) -> Lds:
 
 
 def full(spec: TileSpec, value: float, dtype: str = "f32", *, _loc=None) -> Tile:
+    """A register tile of layout `spec` with every element `value` (of `dtype`)."""
     loc = _loc or user_loc()
     return _result(O.Full, current_builder().reg_type(dtype, spec, loc), loc, value=float(value))
 
 
 def zeros(spec: TileSpec, dtype: str = "f32") -> Tile:
+    """A register tile of layout `spec` filled with 0 (an MFMA accumulator's start)."""
     loc = user_loc()
     return _result(O.Full, current_builder().reg_type(dtype, spec, loc), loc, value=0.0)
 
@@ -674,22 +713,76 @@ def _unary(fn: str, x: Tile) -> Tile:
 
 
 def exp2(x: Tile) -> Tile:
+    """Elementwise 2**x of a register tile (same layout and tags; v_exp_f32 per element)."""
     return _unary("exp2", x)
 
 
+def sqrt(x: Tile) -> Tile:
+    return _unary("sqrt", x)
+
+
+def rsqrt(x: Tile) -> Tile:
+    """1 / sqrt(x) in one instruction (v_rsq_f32)."""
+    return _unary("rsqrt", x)
+
+
+def abs(x: Tile) -> Tile:  # noqa: A001
+    return _unary("abs", x)
+
+
+def floor(x: Tile) -> Tile:
+    return _unary("floor", x)
+
+
+def trunc(x: Tile) -> Tile:
+    return _unary("trunc", x)
+
+
+def where(mask: Tile, x, y) -> Tile:
+    """x where `mask` is nonzero (a comparison's 1.0), else y; x and y may be numbers or size
+    expressions. Tags: as for a binary op over x and y (roles X and Y)."""
+    loc = user_loc()
+    _check_tile(mask, "given to T.where as the mask", loc)
+    x_tile, y_tile = _as_tile(x, mask, loc), _as_tile(y, mask, loc)
+    for tile in (x_tile, y_tile):
+        if tile.shape != mask.shape:
+            raise DSLError(f"T.where: shape {list(tile.shape)} does not match the mask's "
+                           f"{list(mask.shape)}", loc)
+    return _result(O.Select, x_tile.type, loc, x=x_tile.value, y=y_tile.value,
+                   mask=mask.value)
+
+
+def iota(spec: TileSpec, axis: int | None, *, start=0, dtype: str = "f32", _loc=None) -> Tile:
+    """Index tile: element c is start + c[axis] (`axis=None`: start alone, a size as a tile);
+    `start` may be a size expression, e.g. a column block's origin, so the tile holds global
+    column indices."""
+    loc = _loc or user_loc()
+    t = current_builder().reg_type(dtype, spec, loc)
+    try:
+        start_e = tidy(as_expr(start))
+    except TypeError:
+        raise DSLError(f"T.iota: start must be an integer or a size expression, not "
+                       f"{start!r}", loc) from None
+    return _result(O.Iota, t, loc, axis=-1 if axis is None else axis, start=start_e)
+
+
 def log2(x: Tile) -> Tile:
+    """Elementwise log2(x) of a register tile (same layout and tags; v_log_f32 per element)."""
     return _unary("log2", x)
 
 
 def rcp(x: Tile) -> Tile:
+    """Elementwise 1/x of a register tile (same layout and tags; v_rcp_f32 per element)."""
     return _unary("rcp", x)
 
 
 def maximum(x: Tile, y: Tile) -> Tile:
+    """Elementwise larger of two tiles of one layout (their common tags are kept)."""
     return x._binary("max", y)
 
 
 def minimum(x: Tile, y: Tile) -> Tile:
+    """Elementwise smaller of two tiles of one layout (their common tags are kept)."""
     return x._binary("min", y)
 
 
@@ -705,8 +798,9 @@ def mask(x: Tile, keep: Callable, fill: float, *, trace: str | None = None) -> T
 
 
 def reduce(x: Tile, fn: str, axis: int, spec: TileSpec, *, drop=()) -> Tile:
-    """Cross-lane `fn` ("max" or "sum") along `axis` within each wave, into layout `spec`;
-    the tags named in `drop` (those that vary along the axis) are removed."""
+    """Cross-lane `fn` ("max", "min", "sum" or "prod") along `axis` within each wave, into
+    layout `spec`; the tags named in `drop` (those that vary along the axis) are removed.
+    max/min ignore NaN unless every element is NaN (IEEE maxNum, as v_max_f32)."""
     loc = user_loc()
     t = current_builder().reg_type(x.dtype, spec, loc)
     return _result(O.Reduce, t, loc, fn=fn, x=x.value, axis=axis, drop=tuple(drop))
@@ -812,5 +906,5 @@ __all__ = [
     "tag_assert", "lds", "full", "zeros", "mfma", "exp2", "log2", "rcp", "maximum", "minimum",
     "mask", "reduce", "broadcast", "shuffle", "slots", "barrier", "load_scalar", "distinct", "cdiv",
     "tidy", "wait", "async_copy", "commit_group", "wait_group",
-    "ThreadLayout",
+    "ThreadLayout", "sqrt", "rsqrt", "abs", "floor", "trunc", "where", "iota",
 ]

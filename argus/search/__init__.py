@@ -19,12 +19,14 @@ __all__ = ["Budget", "Problem", "SearchError", "parse_shape", "tune"]
 def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None,
          planner: str = "offline", llm: dict | None = None, jobs: int = 1,
          backend: str = "local", ray_address: str | None = None, resume: bool = False,
-         seed: int = 0, on_update=None):
+         seed: int = 0, on_update=None, fresh: bool = False, experience=None):
     """Tune `problem`, writing the trajectory to `run_file`; returns the loop's `Progress`
-    (its `state.results` are the accepted candidates, best first)."""
+    (its `state.results` are the accepted candidates, best first). The experience store
+    (`experience`: a path, default ARGUS_CACHE/experience/<family>.jsonl) warm-starts the
+    planner's priors and learns from this run; `fresh` ignores it (neither read nor written)."""
     from argus.search.evaluate import Evaluator
     from argus.search.loop import run
-    from argus.search.planners import SearchState
+    from argus.search.planners import Planner, SearchState
     from argus.search.planners.offline import OfflinePlanner
     from argus.search.store import Store
     from argus.search.workers import make_workers
@@ -33,18 +35,23 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
     header = {"problem": problem.to_dict(), "planner": planner, "budget": budget.to_dict(),
               "seed": seed, "backend": backend, "jobs": jobs}
     problem.knobs()  # bad --param values fail here, before anything is written
-    offline = OfflinePlanner(problem, seed)
-    if planner == "offline":
-        chosen = offline
-    elif planner == "llm":
+    from argus.search.experience import Experience
+
+    memory = None if fresh else Experience(experience, problem.family)
+    header["experience"] = None if memory is None else {"path": str(memory.path),
+                                                        "rows": len(memory.rows)}
+    offline = OfflinePlanner(problem, seed, experience=memory, run=str(run_file))
+    chosen: Planner = offline
+    if planner == "llm":
         from argus.search.planners.llm import LLMPlanner, client_from_options
 
-        chosen = LLMPlanner(problem, client_from_options(**(llm or {})), offline)
-    else:
+        chosen = llm_planner = LLMPlanner(problem, client_from_options(**(llm or {})), offline)
+    elif planner != "offline":
         raise SearchError(f"--planner {planner!r}: choose offline or llm")
     store = Store(run_file, header, resume=resume)
+    offline.log = store.append
     if planner == "llm":
-        chosen.log = store.append
+        llm_planner.log = store.append
     evaluator = Evaluator(problem, seed=seed)
     # the reference is the same for every candidate: timed here once, not in every worker
     evaluator = attrs.evolve(evaluator, reference=evaluator.baseline())

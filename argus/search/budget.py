@@ -13,6 +13,9 @@ from argus.search.space import SearchError
 
 @attrs.frozen
 class Budget:
+    """How much a search may spend: `evaluations` candidates, `wall_s` seconds in all (None:
+    no limit) and `candidate_s` seconds for any one candidate."""
+
     evaluations: int = 64
     wall_s: float | None = None
     candidate_s: float = 600.0

@@ -18,6 +18,7 @@ import time
 import attrs
 
 from argus import pipeline
+from argus.errors import ArgusError
 from argus.ir.ops import resources
 from argus.kernels import library
 from argus.kernels.check import Case
@@ -35,7 +36,7 @@ STATUSES = (OK, INCOMPLETE, INVALID, REFUTED, UNKNOWN, WRONG, ERROR, TIMEOUT)
 #: the reference above it is re-checked on fresh seeds before it counts, and carries a note
 SUSPECT_SPEEDUP = 10.0
 RECHECK_SEED = 7919  # seeds of the re-check: apart from any run's own (seed * 1000 + trial)
-#: the status of each kind of StageError
+#: the status of each outcome of a StageError
 STATUS_OF = {"invalid": INVALID, "refuted": REFUTED, "unknown": UNKNOWN, "wrong": WRONG,
              "error": ERROR, "timeout": TIMEOUT}
 #: the Evaluation's name for a road stage (the interpreter's check is the "correctness" stage)
@@ -131,7 +132,7 @@ class Evaluator:
         except StageError as err:
             self._record(done, err.road or pipeline.Road(), err)
             stage = STAGE_OF.get(err.stage, err.stage)
-            return self._evaluation(candidate, done, STATUS_OF[err.kind], stage, str(err),
+            return self._evaluation(candidate, done, STATUS_OF[err.outcome], stage, str(err),
                                     started)
         except _Stop as stop:
             done.update(stop.extra)
@@ -227,16 +228,14 @@ class Evaluator:
         return _REFERENCES[key]
 
     def _trace(self, candidate: Candidate):
-        from argus.ir.types import IRError
-        from argus.lang import DSLError
-
         entry = library()[self.problem.family]
         params = kernel_params(candidate)
         if candidate.source is None:
             try:
-                return entry.kernel.trace(**params)
-            except (DSLError, IRError, ValueError) as err:
-                raise StageError("trace", "invalid", f"{candidate.describe()}: {err}") from None
+                return _rewritten(entry.kernel.trace(**params), candidate)
+            except (ArgusError, ValueError) as err:
+                raise StageError("trace", pipeline.outcome_of(err),
+                                 f"{candidate.describe()}: {err}") from None
         from argus.ir.text import parse_kernel
         from argus.search.sandbox import trace_source
 
@@ -252,21 +251,20 @@ class Evaluator:
         if got != want:
             raise StageError("trace", "invalid", f"the edit changed the kernel's arguments: "
                              f"{got}; {self.problem.family} takes {want}")
-        return ir
+        try:
+            return _rewritten(ir, candidate)
+        except ValueError as err:
+            raise StageError("trace", "invalid", f"{candidate.describe()}: {err}") from None
 
     def _fits(self, ir) -> None:
         """The target sizes must satisfy the kernel's own assumptions (tile divisibility)."""
-        from argus.ir.expr import evaluate
+        from argus.ir.sizes import broken_assumption
 
-        sizes = {**self.problem.sizes}
-        for fact in ir.assumes:
-            try:
-                holds = bool(evaluate(fact, sizes))
-            except KeyError:  # a size the problem does not pin (MoE's routed rows)
-                continue
-            if not holds:
-                raise StageError("trace", "invalid", f"the shape {self.problem.shape} breaks "
-                                 f"the kernel's assumption {fact}")
+        # an assumption over a size the problem does not pin (MoE's routed rows) is not decided
+        fact = broken_assumption(ir, self.problem.sizes)
+        if fact is not None:
+            raise StageError("trace", "invalid", f"the shape {self.problem.shape} breaks the "
+                             f"kernel's assumption {fact}")
 
 
 def _summary(checks: dict) -> dict:
@@ -289,16 +287,24 @@ def kernel_params(candidate: Candidate) -> dict:
     return {k: v for k, v in candidate.params if k not in compile_only}
 
 
+def _rewritten(ir, candidate: Candidate):
+    """The traced IR with the candidate's program rewrites applied (a RewriteError, a
+    ValueError, when one does not apply)."""
+    if not candidate.rewrites:
+        return ir
+    from argus.search.rewrites import apply_rewrites
+
+    return apply_rewrites(ir, candidate.rewrites)
+
+
 def _satisfying(ir, sizes: dict) -> dict:
     """`sizes`, doubled until the kernel's own assumptions hold (an edited kernel may demand
     larger multiples than the family's check sizes); at most three doublings."""
-    from argus.ir.expr import evaluate
+    from argus.ir.sizes import admits
 
     for _ in range(4):
-        try:
-            if all(bool(evaluate(fact, sizes)) for fact in ir.assumes):
-                return sizes
-        except KeyError:  # assumptions over sizes the inputs imply (MoE's routed rows)
+        # assumptions over sizes the inputs imply (MoE's routed rows) are not decided here
+        if admits(ir, sizes):
             return sizes
         sizes = {k: v * 2 for k, v in sizes.items() if not isinstance(v, bool)}
     return sizes
@@ -339,6 +345,15 @@ def precheck(problem: Problem, candidate: Candidate) -> str:
         except StageError as err:
             _PRECHECKS[key] = err.message
     return _PRECHECKS[key]
+
+
+def traced(problem: Problem, candidate: Candidate):
+    """The candidate's traced IR with its rewrites applied, or None when it does not trace
+    (planners read the IR for the sites of rewrites and repairs)."""
+    try:
+        return Evaluator(problem)._trace(candidate)
+    except StageError:
+        return None
 
 
 def assembly(problem: Problem, candidate: Candidate) -> str:

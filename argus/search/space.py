@@ -1,7 +1,7 @@
-"""The search space as data: a kernel family's tunable knobs (frozen `Knob` records with their
-legal values), a `Problem` (family + target sizes), a `Candidate` (a point of the space, or an
-edited DSL source) and an `Action` (one move in the space) with `apply()`; `parse_shape` reads
-the command line's `4096x4096x4096`.
+"""The search space as data: a kernel family's tunable knobs (the `Knob` records the library
+kernel declares, with their legal values), a `Problem` (family + target sizes), a `Candidate`
+(a point of the space, or an edited DSL source) and an `Action` (one move in the space) with
+`apply()`; `parse_shape` reads the command line's `4096x4096x4096`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from typing import Any
 import attrs
 
 from argus.errors import ArgusError
+from argus.kernels import MFMA_16, MFMA_32, POLICY, Knob, LibraryKernel, library
 
-MFMA_32 = "v_mfma_f32_32x32x8_bf16"
-MFMA_16 = "v_mfma_f32_16x16x16_bf16"
+__all__ = ["MFMA_16", "MFMA_32", "POLICY", "Knob", "SearchError", "Problem", "Candidate",
+           "Action", "apply", "family", "families", "parse_shape", "default_candidate",
+           "every_candidate"]
 
 
 class SearchError(ArgusError, ValueError):
@@ -24,103 +26,17 @@ class SearchError(ArgusError, ValueError):
     the message names the place and the fix."""
 
 
-@attrs.frozen
-class Knob:
-    """One tunable parameter of a family and the values the search may give it (in order, so
-    "one step up" is the next value)."""
-
-    name: str
-    values: tuple
-    doc: str = ""
-    stage: str = "kernel"  # kernel: a trace parameter; compile: an option of argus.compile
-
-    def step(self, value, by: int):
-        """The value `by` positions away from `value`, or None past either end (or when
-        `value` is not one of this knob's)."""
-        if value not in self.values:
-            return None
-        index = self.values.index(value) + by
-        return self.values[index] if 0 <= index < len(self.values) else None
+def families() -> dict[str, LibraryKernel]:
+    """The tunable families: the library kernels that declare knobs (`argus.kernels`, where
+    each family's knobs, check sizes and fixed parameters are written once)."""
+    return {name: entry for name, entry in library().items() if entry.knobs}
 
 
-#: the backend's scheduling policies (argus.compile(policy=...)); its default first
-POLICY = Knob("policy", ("interleave", "simple"), "instruction scheduling of the backend",
-              "compile")
-
-
-@attrs.frozen
-class Family:
-    """A library kernel family: its knobs, the names of its shape dimensions (in the order the
-    command line writes them) and how a shape fixes kernel parameters (attention's head_dim)."""
-
-    name: str
-    dims: tuple[str, ...]
-    knobs: tuple[Knob, ...]
-    #: parameters the problem fixes, from its sizes (not searched)
-    fixed: Any = attrs.field(default=None, eq=False)
-    #: check_sizes(params, trial) -> small sizes for correctness trial `trial` (shapes vary
-    #: between trials, and each loop runs at least twice)
-    check_sizes: Any = attrs.field(default=None, eq=False)
-    #: timing_sizes(sizes, params) -> every size the kernel takes at the target shape, where the
-    #: problem's own sizes imply more (MoE's padded rows under uniform routing)
-    timing_sizes: Any = attrs.field(default=None, eq=False)
-
-    def knob(self, name: str) -> Knob:
-        for knob in self.knobs:
-            if knob.name == name:
-                return knob
-        raise SearchError(f"family {self.name} has no knob {name!r}; it has "
-                         f"{[k.name for k in self.knobs]}")
-
-
-FAMILIES = {
-    "gemm": Family("gemm", ("M", "N", "K"), (
-        Knob("block_m", (64, 128, 256), "rows of C per workgroup"),
-        Knob("block_n", (64, 128, 256), "columns of C per workgroup"),
-        Knob("block_k", (16, 32, 64, 128), "K elements staged in LDS per iteration"),
-        Knob("split_k", (1, 2, 4, 8), "K split over grid axis 2, partial tiles added atomically"),
-        Knob("instr", (MFMA_32, MFMA_16), "MFMA instruction"),
-        Knob("swizzle", (True, False), "XOR-swizzled LDS tiles"),
-        POLICY,
-    ), check_sizes=lambda p, t: {"M": p["block_m"] * (1 + t % 2), "N": p["block_n"] * (2 - t % 2),
-                                 "K": p["block_k"] * p["split_k"] * (2 + t % 2)}),
-    # the tiles are fixed by the kernel (32-key blocks, 128 queries per workgroup). Its
-    # prefetch (2 or 3: key blocks carried in registers) is proved since loop invariants lift
-    # carried tiles to the previous iteration's loads, but is not a knob yet: the search
-    # figures in the README were measured on the space without it
-    "attention_fwd": Family("attention_fwd", ("BH", "S", "D"), (
-        Knob("unroll", (1, 2, 4), "copies of the key loop's body per machine iteration "
-             "(interleave unrolls by the 2 LDS stages at least)"),
-        POLICY,
-    ),
-                            fixed=lambda sizes: {"head_dim": sizes["D"]},
-                            check_sizes=lambda p, t: {"BH": 1 + t % 2, "S": 128 * (1 + t % 2),
-                                                      "D": p["head_dim"]}),
-    "moe_gemm": Family("moe_gemm", ("TOKENS", "H", "E", "N"), (
-        Knob("block_m", (64, 128), "token rows per workgroup"),
-        Knob("block_n", (64, 128, 256), "output columns per workgroup"),
-        Knob("block_k", (16, 32, 64, 128), "hidden elements per iteration"),
-        Knob("lds", (True, False), "stage X rows and W tiles through double-buffered LDS "
-             "(each element read once per workgroup) or load MFMA operands straight from "
-             "global memory"),
-        POLICY,
-    ), check_sizes=lambda p, t: {"TOKENS": 61 + 53 * t, "H": p["block_k"] * 2, "E": 3 + t % 2,
-                                 "N": p["block_n"] * (1 + t % 2)},
-        timing_sizes=lambda s, p: _moe_sizes(s, p["block_m"])),
-}
-
-
-def _moe_sizes(sizes: dict, block_m: int) -> dict:
-    """MoE sizes under uniform top-1 routing: each expert's tokens padded to whole row blocks."""
-    per_expert = -(-sizes["TOKENS"] // sizes["E"])
-    blocks = sizes["E"] * -(-per_expert // block_m)
-    return {**sizes, "BLOCKS": blocks, "P": blocks * block_m}
-
-
-def family(name: str) -> Family:
-    if name not in FAMILIES:
-        raise SearchError(f"no tunable family {name!r}; choose one of {sorted(FAMILIES)}")
-    return FAMILIES[name]
+def family(name: str) -> LibraryKernel:
+    found = families()
+    if name not in found:
+        raise SearchError(f"no tunable family {name!r}; choose one of {sorted(found)}")
+    return found[name]
 
 
 @attrs.frozen
@@ -190,6 +106,11 @@ class Candidate:
     params: tuple[tuple[str, Any], ...] = attrs.field(converter=lambda p: tuple(sorted(
         dict(p).items())))
     source: str | None = None
+    #: program rewrites applied to the traced IR, in order: (name, site) pairs of
+    #: `argus.search.rewrites` (a site is a tuple of op numbers)
+    rewrites: tuple[tuple[str, tuple[int, ...]], ...] = attrs.field(
+        default=(), converter=lambda steps: tuple((str(n), tuple(int(i) for i in site))
+                                                  for n, site in steps))
 
     @property
     def param_dict(self) -> dict:
@@ -197,25 +118,33 @@ class Candidate:
 
     @property
     def key(self) -> str:
-        return _content_hash(self.family, self.params, self.source)
+        return _content_hash(self.family, self.params, self.source, self.rewrites)
 
     def describe(self) -> str:
         shown = " ".join(f"{k}={_short(v)}" for k, v in self.params)
+        shown += "".join(f" +{name}@{','.join(map(str, site))}" for name, site in self.rewrites)
         return shown + (" +edit" if self.source else "")
 
     def to_dict(self) -> dict:
-        return {"family": self.family, "params": dict(self.params), "source": self.source}
+        data = {"family": self.family, "params": dict(self.params), "source": self.source}
+        if self.rewrites:
+            data["rewrites"] = [[name, list(site)] for name, site in self.rewrites]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Candidate:
-        return cls(data["family"], data["params"], data.get("source"))
+        return cls(data["family"], data["params"], data.get("source"), data.get("rewrites", ()))
 
 
 @functools.lru_cache(maxsize=65536)
-def _content_hash(family_name: str, params: tuple, source: str | None) -> str:
-    """A candidate's key (planners ask for it over the whole space at every proposal)."""
-    text = json.dumps({"family": family_name, "params": params, "source": source},
-                      sort_keys=True, default=str)
+def _content_hash(family_name: str, params: tuple, source: str | None,
+                  rewrites: tuple = ()) -> str:
+    """A candidate's key (planners ask for it over the whole space at every proposal); a
+    candidate without rewrites keeps the key it had before rewrites existed."""
+    data = {"family": family_name, "params": params, "source": source}
+    if rewrites:
+        data["rewrites"] = rewrites
+    text = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -226,8 +155,6 @@ def _short(value) -> str:
 
 def default_candidate(problem: Problem) -> Candidate:
     """The family's default configuration (the kernel's own keyword defaults)."""
-    from argus.kernels import library
-
     defaults = library()[problem.family].kernel.params
     chosen = {}
     for knob in problem.knobs():

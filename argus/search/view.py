@@ -73,6 +73,17 @@ def live_panel(progress) -> Panel:
     grid.add_row("best", best_line(state.evaluations))
     grid.add_row("verdicts", counts(state.evaluations) or "-")
     grid.add_row("move", progress.current or "-")
+    refuted = [e for e in state.evaluations if e.status == "refuted" and e.counterexamples]
+    if refuted:
+        last = refuted[-1]
+        ob = last.counterexamples[0]
+        grid.add_row("refuted", f"{last.candidate.describe()}: {ob.get('kind')} at "
+                     f"{ob.get('loc')}")
+    repaired = [e for e in state.evaluations if e.move.startswith("repair:")]
+    if repaired:
+        proved = sum(e.status not in ("refuted", "unknown") for e in repaired)
+        grid.add_row("repairs", f"{len(repaired)} tried, {proved} past the verifier; latest "
+                     f"{repaired[-1].move} -> {repaired[-1].status}")
     if progress.stopped:
         grid.add_row("stopped", progress.stopped)
     return Panel(grid, title="argus tune", border_style="cyan")

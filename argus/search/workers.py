@@ -17,6 +17,7 @@ from multiprocessing.connection import wait as wait_ready
 
 import attrs
 
+from argus import env
 from argus.search.evaluate import ERROR, TIMEOUT, Evaluation
 from argus.search.space import Candidate, SearchError
 
@@ -93,7 +94,7 @@ def _serve(evaluator, conn, single_verifier_job: bool) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     if single_verifier_job:
-        os.environ.setdefault("ARGUS_JOBS", "1")
+        env.default_jobs(1)
     while True:
         try:
             task = conn.recv()
@@ -122,7 +123,7 @@ class ProcessWorkers:
             raise SearchError(f"--jobs {jobs}: give at least one worker process")
         self.evaluator, self.timeout_s = evaluator, timeout_s
         self.context = multiprocessing.get_context("spawn")
-        self.single_verifier_job = jobs > 1 and "ARGUS_JOBS" not in os.environ
+        self.single_verifier_job = jobs > 1 and env.configured_jobs() is None
         self.slots = [self._start() for _ in range(jobs)]
 
     def _start(self) -> _Slot:

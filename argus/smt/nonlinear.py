@@ -152,32 +152,41 @@ class _Lowering:
         when R's range is inside (-k, k))."""
         plain = {"lt": lambda: a <= b - 1, "le": lambda: a <= b, "eq": lambda: a == b,
                  "ne": lambda: a != b}[op]
-        form = _linear(a - b)
-        if form is None:
+        split = self.split(a - b)
+        if split is None:
             return plain()
-        const = form.pop(None, 0)
-        widths = {t: self.width(t) for t in form}
-        if any(w is None for w in widths.values()) or not form:
-            return plain()
-        biggest = max(abs(c) for c in form.values())
-        small = {t for t, c in form.items() if abs(c) * widths[t][1] < biggest}
-        k = math.gcd(*(c for t, c in form.items() if t not in small))
-        if k <= 1:
-            return plain()
-        lo = const + sum(min(c * widths[t][0], c * (widths[t][0] + widths[t][1]))
-                         for t, c in form.items() if t in small)
-        hi = const + sum(max(c * widths[t][0], c * (widths[t][0] + widths[t][1]))
-                         for t, c in form.items() if t in small)
-        big = sum((c // k) * _TERMS[t] for t, c in form.items() if t not in small)
+        k, big, lo, hi, rest = split
         if op in ("lt", "le"):
             shift = 0 if op == "lt" else 1   # a <= b iff a - b - 1 < 0
             t_lo, t_hi = (-(hi - shift) - 1) // k, (-(lo - shift) - 1) // k
             return big <= t_lo if t_lo == t_hi else plain()
         if -k < lo and hi < k:
-            rest = sum(c * _TERMS[t] for t, c in form.items() if t in small) + const
-            same = z3.And(big == 0, rest == 0)
+            same = z3.And(big == 0, rest() == 0)
             return same if op == "eq" else z3.Not(same)
         return plain()
+
+    def split(self, difference):
+        """(k, X, lo, hi, R) with `difference` = k*X + R: k > 1 the gcd of the coefficients of
+        the atoms too wide to leave in the rest, R (built on demand) the narrow atoms and the
+        constant, within [lo, hi]. None when the difference is not linear, an atom's bounds
+        are unknown or no k > 1 divides the wide part."""
+        form = _linear(difference)
+        if form is None:
+            return None
+        const = form.pop(None, 0)
+        widths = {t: self.width(t) for t in form}
+        if not form or any(w is None for w in widths.values()):
+            return None
+        biggest = max(abs(c) for c in form.values())
+        small = {t: c for t, c in form.items() if abs(c) * widths[t][1] < biggest}
+        k = math.gcd(*(c for t, c in form.items() if t not in small))
+        if k <= 1:
+            return None
+        ends = [sorted((c * widths[t][0], c * (widths[t][0] + widths[t][1])))
+                for t, c in small.items()]
+        lo, hi = const + sum(e[0] for e in ends), const + sum(e[1] for e in ends)
+        big = sum((c // k) * _TERMS[t] for t, c in form.items() if t not in small)
+        return k, big, lo, hi, lambda: sum(c * _TERMS[t] for t, c in small.items()) + const
 
     def width(self, term_id):
         """(lowest value, range) of an atom of a linear form, from its expression's bounds."""

@@ -58,7 +58,7 @@ class SmtSortError(SmtError, TypeError):
 
 def check_options(solver, timeout_ms) -> None:
     """Refuse a solver or time limit `prove` and `verify` cannot use, naming the argument."""
-    if solver not in SOLVERS:
+    if not isinstance(solver, str) or solver not in SOLVERS:
         raise SmtError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
     if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
         raise SmtError(f"timeout_ms={timeout_ms!r}: give the solver's time limit per query as "
@@ -298,10 +298,12 @@ def to_smtlib(goal, assume=()) -> str:
 
 
 def cache_info() -> dict[str, int]:
+    """Hits, misses and size of the process-wide verdict cache of `prove`."""
     return {**_stats, "size": len(_cache)}
 
 
 def clear_cache() -> None:
+    """Forget every cached verdict and reset the hit/miss counts."""
     _cache.clear()
     _stats.update(hits=0, misses=0)
 

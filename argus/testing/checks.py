@@ -24,14 +24,15 @@ from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidArgument
 
+from argus import env
 from argus.absint.concrete import run
 from argus.absint.report import PROVED, REFUTED, Report
 from argus.absint.verify import verify
 from argus.ir import ops as O
 from argus.ir.expr import Term, Var, as_expr, evaluate, rebuild, simplify, substitute
+from argus.ir.rewrite import map_exprs, sites
 from argus.ir.text import print_kernel
 from argus.testing.programs import Program, as_program
-from argus.testing.rewrite import map_exprs, sites
 
 __all__ = ["ArgusCheckFailure", "VerdictCache", "shared_cache", "assert_sound", "assert_complete",
            "assert_metamorphic", "METAMORPHIC", "interpreter_violations"]
@@ -316,8 +317,7 @@ def _write_reproducer(program: Program, sizes: dict | None, headline: str) -> Pa
         body += ["    from argus.testing import assert_metamorphic", "",
                  "    assert_metamorphic(KERNEL)"]
     text = "\n".join(body) + "\n"
-    folder = Path(os.environ.get("ARGUS_REPRO_DIR") or Path(tempfile.gettempdir()) /
-                  "argus-repro")
+    folder = env.repro_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"repro_{hashlib.sha1(text.encode()).hexdigest()[:12]}.py"
     with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as tmp:

@@ -1,6 +1,8 @@
 """Kernel families `tile_programs` draws from: each is a traceable kernel, the space of its
 compile-time parameters (first value = the smallest, where shrinking goes), the problem sizes
-that fit a chosen variant, and the inputs the reference interpreter runs on.
+that fit a chosen variant, and the inputs the reference interpreter runs on. A library kernel's
+space is its own declaration (`argus.kernels`: the knobs the search tunes and the variants it
+does not), restricted to values small enough to verify quickly.
 
 `ring_gemm` is the smallest one, made for property tests: a K-looped GEMM staged through an
 S-slot LDS ring with a barrier before and after the read (about 0.5 s per verification)."""
@@ -16,12 +18,14 @@ from hypothesis import strategies as st
 
 import argus.lang as T
 from argus.ir.expr import And
+from argus.isa_cdna3.mfma import mfma
+from argus.kernels import MFMA_32, Knob, library
 from argus.lang import Tensor
 from argus.lang.kernel import KernelDef
 
-__all__ = ["Family", "FAMILIES", "ring_gemm", "RING_MFMA", "RING_BK"]
+__all__ = ["Variants", "FAMILIES", "ring_gemm", "RING_MFMA", "RING_BK"]
 
-RING_MFMA = "v_mfma_f32_32x32x8_bf16"
+RING_MFMA = MFMA_32
 RING_BK = 8
 
 
@@ -81,22 +85,27 @@ def _ring_body(A, B, C, wave_grid, bm, bn, slots, swizzle):
 
 
 @attrs.frozen
-class Family:
-    """A kernel family: `module.name` is an `@kernel` (or, with `outer` parameters, a factory
-    taking those and returning one); every choice in `space` that `valid` accepts is a variant.
-    `sizes(params)` draws problem sizes for one variant and `oracle(params)` lists a few where
-    every loop runs at least twice and every grid axis has two workgroups (the reference
-    interpreter decides there whether a mutant really is a defect); `inputs(params, sizes)`
-    gives the interpreter's arrays (None: zeros)."""
+class Variants:
+    """The variants of a kernel family: `module.name` is an `@kernel` (or, with `outer`
+    parameters, a factory taking those and returning one); every choice of the `knobs` that
+    `valid` accepts is a variant. `sizes(params)` draws problem sizes for one variant and
+    `oracle(params)` lists a few where every loop runs at least twice and every grid axis has
+    two workgroups (the reference interpreter decides there whether a mutant really is a
+    defect); `inputs(params, sizes)` gives the interpreter's arrays (None: zeros)."""
 
     module: str
     name: str
-    space: dict[str, tuple]
+    knobs: tuple[Knob, ...]
     sizes: Callable[[dict], st.SearchStrategy]
     oracle: Callable[[dict], list[dict]]
     valid: Callable[[dict], bool] = lambda params: True
     inputs: Callable[[dict, dict], dict] | None = None
     outer: tuple[str, ...] = ()
+
+    @property
+    def space(self) -> dict[str, tuple]:
+        """Each knob's values, the first the smallest (where shrinking goes)."""
+        return {knob.name: knob.values for knob in self.knobs}
 
     def trace(self, params: dict):
         import importlib
@@ -144,7 +153,7 @@ def _gemm_oracle(params):
 
 def _gemm_valid(params) -> bool:
     # one 16-byte vector per thread per copy; the 2x2 wave grid's fragment must tile the block
-    fragment = 64 if params["instr"].endswith("32x32x8_bf16") else 32
+    fragment = 2 * mfma(params["instr"]).m
     return all(b * params["block_k"] % 2048 == 0 and b % fragment == 0
                for b in (params["block_m"], params["block_n"]))
 
@@ -175,23 +184,29 @@ def _moe_inputs(params, sizes):
     return {k: v for k, v in arrays.items() if isinstance(v, np.ndarray)}
 
 
-FAMILIES: dict[str, Family] = {
-    "ring_gemm": Family("argus.testing.families", "ring_gemm",
-                        {"wave_grid": ((1, 1), (2, 1), (1, 2)), "slots": (2, 1, 4),
-                         "swizzle": (None, (2, 1, 3), (1, 1, 3), (1, 2, 3))},
-                        _ring_sizes, _ring_oracle,
-                        outer=("wave_grid",)),
-    "gemm": Family("argus.kernels.gemm", "gemm",
-                   {"block_m": (64, 128), "block_n": (64, 128), "block_k": (32, 64),
-                    "swizzle": (True, False), "split_k": (1, 2),
-                    "instr": ("v_mfma_f32_32x32x8_bf16", "v_mfma_f32_16x16x16_bf16")},
-                   _gemm_sizes, _gemm_oracle, _gemm_valid),
-    "attention_fwd": Family("argus.kernels.attention", "attention_fwd",
-                            {"head_dim": (64, 128), "causal": (False, True)}, _attention_sizes,
-                            _attention_oracle),
-    "moe_gemm": Family("argus.kernels.moe", "moe_gemm",
-                       {"block_m": (64,), "block_n": (64, 128), "block_k": (32,),
-                        "lds": (True, False)},
-                       _moe_sizes, _moe_oracle,
-                       inputs=_moe_inputs),
+def _library(name: str, sizes, oracle, valid=lambda params: True, inputs=None,
+             **small: tuple) -> Variants:
+    """The library kernel `name`'s trace-time knobs and variants as declared, those named in
+    `small` restricted to those values."""
+    entry = library()[name]
+    knobs = tuple(knob.restricted(small.pop(knob.name)) if knob.name in small else knob
+                  for knob in entry.knobs + entry.variants if knob.stage == "kernel")
+    if small:
+        raise ValueError(f"{name} declares no knob(s) {sorted(small)}")
+    return Variants(entry.kernel.fn.__module__, name, knobs, sizes, oracle, valid, inputs)
+
+
+FAMILIES: dict[str, Variants] = {
+    "ring_gemm": Variants("argus.testing.families", "ring_gemm", (
+        Knob("wave_grid", ((1, 1), (2, 1), (1, 2)), "waves per workgroup (rows, columns)"),
+        Knob("slots", (2, 1, 4), "LDS ring slots"),
+        Knob("swizzle", (None, (2, 1, 3), (1, 1, 3), (1, 2, 3)), "A's LDS swizzle"),
+    ), _ring_sizes, _ring_oracle, outer=("wave_grid",)),
+    "gemm": _library("gemm", _gemm_sizes, _gemm_oracle, _gemm_valid, block_m=(64, 128),
+                     block_n=(64, 128), block_k=(32, 64), split_k=(1, 2)),
+    # one unroll: the loop's copies cost verification time and add no new defect class
+    "attention_fwd": _library("attention_fwd", _attention_sizes, _attention_oracle,
+                              unroll=(1,)),
+    "moe_gemm": _library("moe_gemm", _moe_sizes, _moe_oracle, inputs=_moe_inputs,
+                         block_m=(64,), block_k=(32,), block_n=(64, 128)),
 }

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from argus.ir import ops as O
 from argus.ir.expr import Expr, Term, Var, free_vars, rebuild, substitute
+from argus.ir.rewrite import replace_op, replace_values, sites
 from argus.ir.types import LANES, IRError, RegType, ThreadLayout, Value
 from argus.testing.programs import Program, as_program
-from argus.testing.rewrite import replace_op, replace_values, sites
 
 __all__ = ["Operator", "OPERATORS", "Mutant", "mutate", "mutant_sites", "defect_sites",
            "make_mutant", "mutants", "catalogue"]
@@ -352,6 +352,7 @@ class Mutant(Program):
 
 
 def make_mutant(base: Program, operator: str, site: tuple) -> Mutant:
+    """`base` with `operator` applied at `site`, as a `Mutant` whose source rebuilds it."""
     kernel = mutate(base.kernel, operator, site)
     source = (base.source + "\nfrom argus.testing import mutate\n\n"
               f"KERNEL = mutate(KERNEL, {operator!r}, {tuple(site)!r})\n")

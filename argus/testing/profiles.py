@@ -1,31 +1,54 @@
-"""Hypothesis profiles shared by the project's suites and users' suites: `quick` (30 examples,
-the default), `ci` (200, derandomized: a CI run is reproducible, and a failure it reports is
-the same failure on the next run) and `dev` (1000, a fresh random search each run: the one that
-looks for what CI has not seen); property runs scale with the profile, never with hand-set
-example counts."""
+"""Hypothesis profiles for Argus' property suites: `quick` (30 examples), `ci` (200,
+derandomized: a CI run is reproducible) and `dev` (1000, a fresh random search each run).
+
+A profile is registered only when `load_profile` asks for it, never at import: a project that
+merely has Argus installed keeps its own hypothesis settings, hypothesis' built-in `ci` profile
+included. Property runs scale with the profile, never with hand-set example counts.
+"""
 
 from __future__ import annotations
 
 import os
 
 from hypothesis import HealthCheck, settings
+from hypothesis.errors import InvalidArgument
 
-__all__ = ["PROFILES", "load_profile"]
+from argus.errors import ArgusError
 
-PROFILES = {"quick": 30, "ci": 200, "dev": 1000}
+__all__ = ["PROFILES", "ProfileError", "load_profile"]
 
-for _name, _examples in PROFILES.items():
-    settings.register_profile(_name, max_examples=_examples, deadline=None,
-                              derandomize=_name == "ci",
+PROFILES: dict[str, int] = {"quick": 30, "ci": 200, "dev": 1000}
+"""Argus' profiles and their example counts."""
+
+
+class ProfileError(ArgusError):
+    """A hypothesis profile that is neither Argus' nor registered with hypothesis."""
+
+
+def _register(name: str) -> None:
+    # parented on hypothesis' own default, so the profile is the same whatever was loaded before
+    settings.register_profile(name, settings.get_profile("default"),
+                              max_examples=PROFILES[name], deadline=None,
+                              derandomize=name == "ci",
                               suppress_health_check=[HealthCheck.too_slow,
                                                      HealthCheck.filter_too_much])
 
 
 def load_profile(name: str | None = None) -> str:
-    """Load profile `name` (default: $HYPOTHESIS_PROFILE, else quick) and return its name."""
+    """Load hypothesis profile `name` and return its name.
+
+    `name` is one of Argus' `PROFILES` (registered now) or any profile hypothesis already knows
+    (`default`, or one the project registered); it defaults to $HYPOTHESIS_PROFILE, else
+    `quick`. An unknown name is a `ProfileError`.
+    """
     name = name or os.environ.get("HYPOTHESIS_PROFILE") or "quick"
-    if name not in PROFILES:
-        raise ValueError(f"unknown Argus hypothesis profile {name!r}; choose one of "
-                         f"{', '.join(PROFILES)}")
-    settings.load_profile(name)
+    if name in PROFILES:
+        _register(name)
+    try:
+        settings.load_profile(name)
+    except InvalidArgument:
+        raise ProfileError(f"unknown hypothesis profile {name!r}", loc="HYPOTHESIS_PROFILE",
+                           fix=f"use one of Argus' profiles ({', '.join(PROFILES)}), "
+                               "hypothesis' 'default', or a profile your conftest "
+                               "registers") from None
     return name

@@ -15,7 +15,8 @@ import attrs
 from hypothesis import strategies as st
 
 from argus.ir import ops as O
-from argus.ir.expr import evaluate, free_vars
+from argus.ir.expr import evaluate
+from argus.ir.sizes import admits
 from argus.ir.text import print_kernel
 from argus.lang.kernel import KernelDef
 from argus.testing.families import FAMILIES
@@ -129,18 +130,15 @@ def oracle_sizes(kernel: O.Kernel, count: int = 2, limit: int = 4096) -> tuple[d
 def _candidates(kernel: O.Kernel):
     """Extents per size that pass the assumptions on that size alone, and the joint test."""
     single = {v.name: [n for n in EXTENTS if v.lo <= n < v.hi] for v in kernel.sizes}
-    for assume in kernel.assumes:
-        names = {v.name for v in free_vars(assume)}
-        if len(names) == 1 and names <= set(single):
-            (name,) = names
-            single[name] = [n for n in single[name] if evaluate(assume, {name: n})]
+    # the assumptions on one size alone (`admits` decides those over the sizes given)
+    single = {name: [n for n in extents if admits(kernel, {name: n})]
+              for name, extents in single.items()}
     empty = [name for name, values in single.items() if not values]
     if empty:
         raise ValueError(f"kernel {kernel.name}: no extent in {EXTENTS} satisfies the "
                          f"assumptions on {empty}; pass sizes=... explicitly")
 
     def fits(sizes) -> bool:
-        return (all(evaluate(a, sizes) for a in kernel.assumes)
-                and all(int(evaluate(g, sizes)) > 0 for g in kernel.grid))
+        return admits(kernel, sizes) and all(int(evaluate(g, sizes)) > 0 for g in kernel.grid)
 
     return single, fits

@@ -21,6 +21,8 @@ AITER_VERSION = "0.1.7.post2.dev18"
 class VendorError(ArgusError, RuntimeError):
     """The vendor wheel could not be fetched or is not laid out as expected."""
 
+    kind = "environment"
+
 
 def aiter_root(*, download: bool = True) -> Path:
     """Directory holding `aiter_meta/` of the pinned amd-aiter wheel, fetching it if needed."""

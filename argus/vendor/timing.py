@@ -7,14 +7,17 @@ model's (`isa_cdna3.perf.sample`); this module plugs in `run_vendor` as the samp
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from argus.asm.codeobject import CodeObject
+from argus.asm.launch import emulate
 from argus.isa_cdna3.abi import LaunchError
 from argus.isa_cdna3.emu import EmulatorError
+from argus.isa_cdna3.emu.trace import WaveEvents
 from argus.isa_cdna3.perf import sample
 from argus.isa_cdna3.perf.estimate import Timing, estimate, plan, statics_of
 from argus.isa_cdna3.perf.params import Calibrated, GpuProfile, PerfError
@@ -47,6 +50,9 @@ class Family:
     defaults: dict
     problem: Callable[[dict], str | None]                 # what is wrong with the sizes, if any
     threads: int = 256                                    # work-items per workgroup
+    # whether the sampled workgroups stand exactly for every workgroup at these sizes (else
+    # the whole launch is emulated)
+    sampled: Callable[[dict], bool] = lambda size: True
 
     @property
     def sizes(self) -> list[str]:
@@ -71,25 +77,36 @@ def _gemm(name: str) -> Family:
         "a whole number of the kernel's 64-wide K steps)")
 
 
-def _fmha(name: str) -> Family:
+def _fmha(name: str, causal: bool) -> Family:
     def footprint(s: dict) -> float:
         kv = s.get("hk", s["h"])
         return (2 * s["b"] * s["s"] * s["h"] + 2 * s["b"] * s["sk"] * kv) * HEAD_DIM * BF16_BYTES
-    return Family(
-        "sk", (128, 256), lambda s: s["sk"],
-        lambda s, trip, groups: {"b": 1, "h": groups, "s": 256, "sk": trip},
-        lambda s: -(-s["s"] // 256) * s["h"] * s["b"], footprint,
-        {"b": 1, "h": 1, "s": 256, "sk": 256},
-        lambda s: None if min(s.values()) >= 1 and s["h"] % s.get("hk", s["h"]) == 0 else
-        "b, h, s, sk (and hk) must be positive and hk must divide h", threads=512)
+
+    def problem(s: dict) -> str | None:
+        return None if min(s.values()) >= 1 and s["h"] % s.get("hk", s["h"]) == 0 else \
+            "b, h, s, sk (and hk) must be positive and hk must divide h"
+    if not causal:
+        return Family("sk", (128, 256), lambda s: s["sk"],
+                      lambda s, trip, groups: {"b": 1, "h": groups, "s": 256, "sk": trip},
+                      lambda s: -(-s["s"] // 256) * s["h"] * s["b"], footprint,
+                      {"b": 1, "h": 1, "s": 256, "sk": 256}, problem, threads=512)
+    # The causal kernel gives each workgroup two 256-row query tiles, i and T-1-i, so every
+    # workgroup attends the same number of keys (bottom-right mask): s + 256 + 2 (sk - s) in
+    # all. One workgroup of a 512-query launch over L keys attends 2 L - 256, the same work,
+    # so the sample runs s=512 at L = sk - s/2 + 256 (the instruction counts match exactly).
+    return Family("sk", (512, 768), lambda s: s["sk"] - s["s"] // 2 + 256,
+                  lambda s, trip, groups: {"b": 1, "h": groups, "s": 512, "sk": trip},
+                  lambda s: -(-s["s"] // 512) * s["h"] * s["b"], footprint,
+                  {"b": 1, "h": 1, "s": 256, "sk": 256}, problem, threads=512,
+                  sampled=lambda s: s["s"] % 512 == 0 and s["sk"] >= s["s"])
 
 
 def family(name: str) -> Family | None:
     """How vendor kernel `name` is sampled, or None when its whole launch is emulated."""
     if GEMM.match(name):
         return _gemm(name)
-    if (match := FMHA.match(name)) and not match.group(1):
-        return _fmha(name)
+    if match := FMHA.match(name):
+        return _fmha(name, bool(match.group(1)))
     return None
 
 
@@ -100,9 +117,10 @@ def vendor_code(name: str) -> tuple[CodeObject, list]:
     return code, statics_of(code.disassemble(code.kernels[0]))
 
 
-def forget() -> None:
-    """Drop the remembered samples, schedules and code objects (a cold start)."""
-    sample.forget()
+def forget(*, disk: bool = False) -> None:
+    """Drop the remembered samples, schedules and code objects, and with `disk` the stored
+    sample traces (a cold start)."""
+    sample.forget(disk=disk)
     vendor_code.cache_clear()
 
 
@@ -124,7 +142,7 @@ def time_vendor(name: str, sizes: dict, gpu: GpuProfile, constants: Calibrated,
         raise PerfError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
     fam = family(name)
     if fam is None:
-        return _whole(name, sizes, gpu, constants)
+        return whole_launch(name, sizes, gpu, constants)
     unknown = set(sizes) - set(fam.sizes)
     if unknown:
         raise PerfError(f"{name} takes sizes {sorted(fam.defaults)}, not {sorted(unknown)}")
@@ -135,6 +153,8 @@ def time_vendor(name: str, sizes: dict, gpu: GpuProfile, constants: Calibrated,
     size = {**fam.defaults, **(keys_default_to_queries(sizes) if fam.loop == "sk" else sizes)}
     if (problem := fam.problem(size)) is not None:
         raise PerfError(f"{name} at {size}: {problem}")
+    if not fam.sampled(size):
+        return whole_launch(name, size, gpu, constants)
     code, statics = vendor_code(name)
     occ = sample.occupancy_of(code.kernels[0], fam.threads)
     workgroups = fam.workgroups(size)
@@ -146,14 +166,14 @@ def time_vendor(name: str, sizes: dict, gpu: GpuProfile, constants: Calibrated,
 
     def run_sample(trip: int) -> tuple[tuple, dict[int, list]]:
         shape = fam.sample(size, trip, per_round)
-        key = (name, tuple(sorted(shape.items())))
+        key = (hashlib.sha256(code.data).hexdigest(), name, tuple(sorted(shape.items())))
 
         def run() -> dict[int, list]:
             groups: dict[int, list] = {}
             for w in _traced(name, shape, code).emulation.events.per_wave():
                 groups.setdefault(w.workgroup, []).append(w)
             return groups
-        return key, sample.sampled(key, run)
+        return key, sample.sampled(key, run, WaveEvents)
 
     return sample.extrapolated(name, trips=trips, real=real, loop=fam.loop,
                                run_sample=run_sample, statics=statics, occ=occ,
@@ -161,7 +181,21 @@ def time_vendor(name: str, sizes: dict, gpu: GpuProfile, constants: Calibrated,
                                constants=constants, shape=size)
 
 
-def _whole(name: str, sizes: dict, gpu: GpuProfile, constants: Calibrated) -> Timing:
+def time_launch(code: CodeObject, info: Any, *, grid: Any, block: Any, args: Any,
+                gpu: GpuProfile, constants: Calibrated) -> Timing:
+    """Modelled time of one whole launch of a code object's kernel, ours or AMD's: it runs in
+    the emulator with the event trace on and the model schedules the busiest CU's share."""
+    try:
+        run = emulate(code, info, grid=grid, block=block, args=args, check="warn", trace=True)
+    except (EmulatorError, LaunchError) as err:
+        raise PerfError(f"kernel {info.name} did not run to completion in the emulator, so it "
+                        f"cannot be timed: {err}") from err
+    occ = sample.occupancy_of(info, run.block[0] * run.block[1] * run.block[2])
+    return estimate(run.events, run.instructions, occ, gpu=gpu, constants=constants,
+                    kernel=info.name, shape={"grid": "x".join(map(str, run.grid))})
+
+
+def whole_launch(name: str, sizes: dict, gpu: GpuProfile, constants: Calibrated) -> Timing:
     """Vendor kernels whose workgroups do different work (causal attention, MoE routing): the
     whole launch runs in the emulator, so the cost grows with the problem."""
     code, _ = vendor_code(name)

@@ -10,17 +10,18 @@ code object serves every size the kernel's assumptions admit.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from argus.asm.lower.address import VectorizeError
 from argus.asm.lower.exprgen import LoweringError, UnsupportedError
 from argus.asm.lower.regalloc import RegisterBudgetError
+from argus.asm.policy import POLICIES
 from argus.ir import ops as O
 from argus.ir.expr import Expr
 from argus.ir.passes import strip_tags
 from argus.isa_cdna3 import isa
-
-POLICIES = ("simple", "interleave")
 
 
 @attrs.frozen
@@ -44,6 +45,24 @@ class Lowered:
     policy: str
     items: list = attrs.field(eq=False, repr=False)
     frame: dict = attrs.field(eq=False, repr=False, factory=dict)   # emit.kernel_text arguments
+    #: every access's offset from its buffer resource (isel.AddressSpan), for check_spans
+    spans: tuple = attrs.field(eq=False, repr=False, default=())
+
+    def check_spans(self, sizes: dict, scalars: dict | None = None) -> str | None:
+        """Why these sizes cannot launch, or None: every buffer offset the code adds to a
+        resource's base (rebased per workgroup in 64 bits) must stay below 2^31 bytes; a
+        tensor may be as large as the address space."""
+        from argus.asm.lower.address import span_bound
+
+        for span in self.spans:
+            high = span_bound(span, {**sizes, **(scalars or {})}, self.grid, self.waves)
+            if high + 16 > isa.BUFFER_RECORDS_MAX:
+                return (f"{span.loc}: an access to {span.tensor} reaches {high} bytes past its "
+                        "buffer base, and buffer offsets are 32-bit (below 2^31): a workgroup's "
+                        "own span of one tensor must stay below 2 GiB (the tensor itself may be "
+                        "larger; the workgroup's part of the offset is added to the base in 64 "
+                        "bits)")
+        return None
 
     def render(self, items: list | None = None) -> str:
         """The .s text of `items` (default: this program) in this kernel's frame; tests use it to
@@ -59,7 +78,7 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
     from argus.asm.lower import emit, hazards, lanes, regalloc, schedule, waitcnt  # noqa: F401
     from argus.asm.lower.isel import Selector
 
-    if policy not in POLICIES:
+    if not isinstance(policy, str) or policy not in POLICIES:
         raise LoweringError(f"unknown scheduling policy {policy!r}; choose one of {POLICIES}")
     stripped = strip_tags(kernel)                       # tags emit nothing
     selector = Selector(stripped, policy)
@@ -75,14 +94,17 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
     vgprs = max(allocation.vgprs, 1)
     sgprs = max(allocation.sgprs, 1)
     lds = selector.lds_top
-    waves_per_simd, limit = isa.occupancy(vgprs, lds, stripped.waves)
-    frame = dict(name=stripped.name, kernargs=tuple(selector.kernargs),
-                 kernarg_bytes=selector.kernarg_bytes, lds_bytes=lds, sgprs=sgprs, vgprs=vgprs,
-                 grid_rank=len(stripped.grid), block=stripped.waves * isa.WAVE_SIZE)
+    occupancy = isa.occupancy(vgprs, lds, stripped.waves)
+    waves_per_simd, limit = occupancy.waves_per_simd, occupancy.limiter
+    frame: dict[str, Any] = dict(
+        name=stripped.name, kernargs=tuple(selector.kernargs),
+        kernarg_bytes=selector.kernarg_bytes, lds_bytes=lds, sgprs=sgprs, vgprs=vgprs,
+        grid_rank=len(stripped.grid), block=stripped.waves * isa.WAVE_SIZE)
     text = emit.kernel_text(body=emit.body_text(items), **frame)
     return Lowered(stripped.name, text, tuple(selector.kernargs), selector.kernarg_bytes, lds,
                    sgprs, vgprs, 0, stripped.waves, tuple(stripped.grid), tuple(stripped.sizes),
-                   waves_per_simd, limit, allocation.peak, policy, items, frame)
+                   waves_per_simd, limit, allocation.peak, policy, items, frame,
+                   tuple(selector.spans))
 
 
 def _dump(stage: str, items: list) -> None:

@@ -25,6 +25,7 @@ from argus.ir.expr import (
     Term,
     Var,
     as_expr,
+    bounds,
     evaluate,
     free_vars,
     linear_form,
@@ -300,6 +301,22 @@ def _group(slots: int, nbytes: int, widths, contiguous, aligned, address, loc) -
                 "give the tile a layout in which each lane holds runs of consecutive elements "
                 "filling whole 32-bit registers")
     return pieces
+
+
+def span_bound(span, sizes: dict, grid, waves: int) -> int:
+    """The largest byte offset an access (`isel.AddressSpan`) adds to its resource's base at
+    these sizes: interval bounds with the sizes fixed, the workgroup ids within the grid, the
+    loop counters within their bounds and loaded scalars within their declared ranges."""
+    env = {name: Const(int(value)) for name, value in sizes.items()}
+    for axis, extent in enumerate(grid):
+        count = int(evaluate(extent, sizes))
+        env[f"wg{axis}"] = Var(f"wg{axis}", 0, max(count, 1))
+    for name, lo, hi in span.context:
+        lo_b = bounds(simplify(substitute(as_expr(lo), env)))[0]
+        hi_b = bounds(simplify(substitute(as_expr(hi), env)))[1]
+        env[name] = Var(name, lo_b, max(hi_b, lo_b + 1))
+    offset = simplify(substitute(span.offset, env))
+    return int(bounds(offset)[1])
 
 
 def clear_caches() -> None:

@@ -9,6 +9,7 @@ import math
 import time
 
 import attrs
+import numpy as np
 
 from argus.asm import assemble
 from argus.asm.hip import launch
@@ -50,6 +51,12 @@ class CompiledKernel:
         missing = [v.name for v in self.ir.sizes if v.name not in sizes]
         if missing:
             raise LaunchError(f"{self.name}: the grid needs the sizes {missing}")
+        for var in self.ir.sizes + self.ir.scalars:
+            value = sizes.get(var.name, var.lo)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or not var.lo <= value < var.hi:
+                raise LaunchError(f"{self.name}: size {var.name}={value!r} is not a whole number "
+                                  f"in its range [{var.lo}, {var.hi})")
         return tuple(int(evaluate(g, sizes)) for g in self.lowered.grid)
 
     @property
@@ -68,12 +75,15 @@ class CompiledKernel:
         """Launch on `device` with arrays by position or name and scalar arguments by name;
         outputs are written in place. Returns the emulator's `Emulation` (trace, timing) or the
         HIP launch record."""
-        if device not in DEVICES:
+        if not isinstance(device, str) or device not in DEVICES:
             raise LaunchError(f"device must be one of {DEVICES}, got {device!r}")
         bound = bind(self.ir, arrays, named)
         grid = self.grid(**bound.sizes, **bound.scalars)
         if math.prod(grid) == 0:
             raise LaunchError(f"{self.name}: the sizes {bound.sizes} give an empty grid {grid}")
+        problem = self.lowered.check_spans(bound.sizes, bound.scalars)
+        if problem:
+            raise LaunchError(f"{self.name}: {problem}")
         if device == "hip":
             return launch(self.code, self.name, grid=grid, block=self.block,
                           args=bound.arguments)

@@ -25,6 +25,8 @@ class LoweringError(ArgusError, ValueError):
 class UnsupportedError(LoweringError):
     """An op or expression form the gfx942 backend does not lower."""
 
+    kind = "unsupported"
+
 
 def _is_inline(value: int) -> bool:
     lo, hi = isa.INLINE_INT_RANGE

@@ -32,13 +32,6 @@ def _reads_writes(inst: MInst, cache: dict) -> tuple[frozenset, frozenset, froze
     return cache[inst]
 
 
-def wait_states(inst: MInst) -> int:
-    """Wait states one instruction provides: `s_nop N` gives N + 1, anything else 1."""
-    if inst.opcode == "s_nop":
-        return int(inst.operands[0]) + 1
-    return 1
-
-
 def required(producer: MInst, consumer: MInst, cache: dict | None = None) -> int:
     """Wait states `consumer` needs after `producer` (0 when independent)."""
     cache = {} if cache is None else cache
@@ -166,7 +159,7 @@ def _walk(items: list, history: dict, insert: bool, cache: dict) -> dict:
 
 def _issue(inst: MInst, history: dict) -> dict:
     """The history after `inst` issues."""
-    step = wait_states(inst)
+    step = isa.nop_wait_states(inst.opcode, inst.operands)
     history = {p: age + step for p, age in history.items() if age + step < HORIZON}
     if (inst.defs and (is_mfma(inst) or inst.opcode.startswith("v_"))
             or inst.opcode.startswith("v_cmpx")):

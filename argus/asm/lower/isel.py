@@ -55,11 +55,12 @@ from argus.ir.expr import (
     as_expr,
     bounds,
     free_vars,
+    linear_form,
     max_,
     simplify,
     substitute,
 )
-from argus.ir.types import DTYPE_BYTES, RegType, thread_vars
+from argus.ir.types import DTYPE_BYTES, SIZE_RANGE, RegType, Value, thread_vars
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.mfma import mfma
 from argus.smt import Proved, prove
@@ -67,7 +68,8 @@ from argus.smt import Proved, prove
 #: Bytes one buffer / DS instruction moves, widest first, and their opcodes.
 GLOBAL_WIDTHS = (16, 8, 4)
 LDS_WIDTHS = (16, 8, 4, 2)
-BUFFER_LOAD = {4: "buffer_load_dword", 8: "buffer_load_dwordx2", 16: "buffer_load_dwordx4"}
+BUFFER_LOAD = {2: "buffer_load_ushort", 4: "buffer_load_dword", 8: "buffer_load_dwordx2",
+               16: "buffer_load_dwordx4"}
 BUFFER_STORE = {2: "buffer_store_short", 4: "buffer_store_dword", 8: "buffer_store_dwordx2",
                 16: "buffer_store_dwordx4"}
 DS_READ = {4: "ds_read_b32", 8: "ds_read_b64", 16: "ds_read_b128"}
@@ -92,6 +94,18 @@ class KernargSlot:
     kind: str              # "ptr" or "i32"
     offset: int
     size: int
+
+
+@attrs.frozen
+class AddressSpan:
+    """The byte offset one access adds to its buffer resource's base (per-lane, uniform and
+    constant parts), with the loop counters and loaded scalars that bound it: a launch checks
+    that it stays below 2^31 for the sizes given (`check_spans`)."""
+
+    tensor: str
+    offset: Expr
+    context: tuple          # (variable, lo, hi): loop counters [start, stop), scalar ranges
+    loc: object
 
 
 @attrs.define
@@ -171,6 +185,18 @@ class Selector(ExprEmitter):
         #: wait pass can count groups (`wait_group`); the newest DMA emitted so far
         self.groups_marked = groups_marked(kernel.body)
         self.last_dma: MInst | None = None
+        #: 64-bit addressing: the entry code's own memo, the buffer resources rebased per
+        #: (tensor, workgroup offset), and every access's offset range for the launch check
+        self.entry_memo: dict = {}
+        self.rebased: dict = {}
+        self.spans: list[AddressSpan] = []
+        self.scalar_bounds: dict[str, tuple[Expr, Expr]] = {}
+        #: what the rebase may be computed from (available at entry), and what makes a term
+        #: worth it (workgroup ids, scalar arguments: a start row; sizes alone are a tile's
+        #: row offsets, small, and stay in the instruction)
+        self.moving_vars = ({v.name for v in kernel.scalars}
+                            | {f"wg{axis}" for axis in range(len(kernel.grid))})
+        self.entry_vars = {v.name for v in kernel.sizes} | self.moving_vars
 
     # ------------------------------------------------------------------ entry
     def run(self) -> list:
@@ -206,12 +232,9 @@ class Selector(ExprEmitter):
         self.kernarg_bytes = offset
         for tensor in k.tensors:
             rsrc = pointers[tensor.name]
-            extent = as_expr(DTYPE_BYTES[tensor.type.dtype])
-            for dim in tensor.type.shape:
-                extent = extent * dim
-            records = self.value(extent, f"bytes.{tensor.name}")
             self.emit("s_and_b32", rsrc[1], rsrc[1], 0xFFFF, note="base[47:32], stride 0")
-            self.emit("s_mov_b32", rsrc[2], records, note="num_records: the tensor's bytes")
+            self.emit("s_mov_b32", rsrc[2], self.records(tensor, Const(0)),
+                      note="num_records: the tensor's bytes (at most 2^31 - 1)")
             self.emit("s_mov_b32", rsrc[3], isa.BUFFER_RSRC_WORD3)
             self.rsrc[tensor.name] = rsrc
         tid = VReg("v", 1, "tid", phys=0)
@@ -405,6 +428,178 @@ class Selector(ExprEmitter):
             scope[key] = reg
         return scope[key], offset
 
+    # ------------------------------------------------------------------ 64-bit addresses
+    def entry_value(self, e: Expr):
+        """A 32-bit uniform term computed in the entry code (which dominates everything), with
+        its own memo: a register the body computed later is never read before it is written."""
+        saved = self.out, self.hoisted, self.scoped, self.loop_vars
+        self.out, self.hoisted, self.scoped, self.loop_vars = (self.prologue, self.entry_memo,
+                                                               [], set())
+        try:
+            return self.value(e)
+        finally:
+            self.out, self.hoisted, self.scoped, self.loop_vars = saved
+
+    def wide(self, e: Expr) -> tuple:
+        """(low, high) words of a uniform term in 64 bits, computed in the entry code: sums,
+        differences and products carry into the high word (`s_addc_u32`, `s_mul_hi_u32`); other
+        terms (divisions of sizes, ...) are 32-bit, sign-extended where they may be negative."""
+        e = simplify(e)
+        key = ("wide", e)
+        if key in self.entry_memo:
+            return self.entry_memo[key]
+        mask = (1 << 32) - 1
+        if isinstance(e, Const):
+            value = int(e.value)
+            result = (value & mask, (value >> 32) & mask)
+        elif isinstance(e, Term) and e.op in ("add", "sub", "mul", "neg") or (
+                isinstance(e, Term) and e.op == "shl" and isinstance(e.args[1], Const)):
+            if e.op == "neg":
+                result = self._wide_op("sub", (0, 0), self.wide(e.args[0]))
+            elif e.op == "shl":
+                result = self._wide_op("mul", self.wide(e.args[0]),
+                                       self.wide(Const(1 << int(e.args[1].value))))
+            else:
+                result = self._wide_op(e.op, self.wide(e.args[0]), self.wide(e.args[1]))
+        else:
+            low = self.entry_value(e)
+            if isinstance(low, int):
+                result = (low & mask, (low >> 32) & mask)
+            elif bounds(e)[0] >= 0:
+                result = (low, 0)
+            else:
+                high = VReg("s", 1, "sign")
+                self.emit("s_ashr_i32", high, low, 31, into=self.prologue)
+                result = (low, high)
+        self.entry_memo[key] = result
+        return result
+
+    def _wide_op(self, op: str, a: tuple, b: tuple) -> tuple:
+        mask = (1 << 32) - 1
+        if all(isinstance(w, int) for w in a + b):
+            x, y = a[0] | a[1] << 32, b[0] | b[1] << 32
+            value = {"add": x + y, "sub": x - y, "mul": x * y}[op]
+            return value & mask, (value >> 32) & mask
+
+        def emit(opcode, x, y, name):
+            if isinstance(x, int) and isinstance(y, int) and opcode == "s_add_u32":
+                return (x + y) & mask
+            reg = VReg("s", 1, name)
+            self.emit(opcode, reg, x, y, into=self.prologue)
+            return reg
+
+        if op in ("add", "sub") and b == (0, 0):
+            return a
+        if op == "add" and a == (0, 0):
+            return b
+        if op in ("add", "sub"):
+            first, carry = ("s_add_u32", "s_addc_u32") if op == "add" else ("s_sub_u32",
+                                                                              "s_subb_u32")
+            low = VReg("s", 1, "lo")
+            self.emit(first, low, a[0], b[0], into=self.prologue)
+            high = VReg("s", 1, "hi")
+            self.emit(carry, high, a[1], b[1], into=self.prologue)   # reads SCC just written
+            return low, high
+        low = emit("s_mul_i32", a[0], b[0], "lo")
+        high = emit("s_mul_hi_u32", a[0], b[0], "hi")
+        for x, y in ((a[0], b[1]), (a[1], b[0])):
+            if x == 0 or y == 0:
+                continue
+            high = emit("s_add_u32", high, emit("s_mul_i32", x, y, "cross"), "hi")
+        return low, high
+
+    def records(self, tensor, rebase: Expr):
+        """num_records of a resource based `rebase` bytes into `tensor`: the bytes from there to
+        the tensor's end, 0 past it, at most 2^31 - 1, so every offset at or above 2^31 (the
+        guard's out-of-range offset, a negative offset) lies outside."""
+        limit = isa.BUFFER_RECORDS_MAX
+        total = as_expr(DTYPE_BYTES[tensor.type.dtype])
+        for dim in tensor.type.shape:
+            total = total * dim
+        key = ("records", simplify(total), rebase)
+        if key not in self.entry_memo:
+            self.entry_memo[key] = self._records(tensor, total, rebase, limit)
+        return self.entry_memo[key]
+
+    def _records(self, tensor, total: Expr, rebase: Expr, limit: int):
+        low, high = self._wide_op("sub", self.wide(total), self.wide(rebase))
+        if isinstance(low, int) and isinstance(high, int):
+            signed = (high << 32 | low) - ((1 << 64) if high >> 31 else 0)
+            return max(0, min(signed, limit))
+        clamped = VReg("s", 1, f"records.{tensor.name}")
+        self.emit("s_min_u32", clamped, low, self.materialize(limit, "s"), into=self.prologue)
+        self.emit("s_cmp_eq_u32", high, 0, ndefs=0, into=self.prologue)
+        fits = VReg("s", 1, "records")
+        self.emit("s_cselect_b32", fits, clamped, self.materialize(limit, "s"),
+                  into=self.prologue)
+        self.emit("s_cmp_lt_i32", high, 0, ndefs=0, into=self.prologue)
+        records = VReg("s", 1, "records")
+        self.emit("s_cselect_b32", records, 0, fits, into=self.prologue)
+        return records
+
+    def resource(self, op, tensor, piece: Piece, guards=(), rows_axis: int | None = None
+                 ) -> tuple[VReg, Piece]:
+        """The buffer resource for a piece of an access to `tensor`, and the piece relative to
+        it. The workgroup's part of the offset (terms in the workgroup ids, over sizes and
+        scalars) moves into a rebased resource, base + offset in 64 bits, made once in the
+        entry code, so a tensor may reach the 48-bit address space while the offsets left in
+        the instruction stay 32-bit; the rest is recorded for the launch check
+        (`AddressSpan`). A part that may be negative, or that would leave a negative rest
+        where a lane passes its guard, stays in the instruction."""
+        terms, _ = linear_form(piece.uniform)
+        rebase = Const(0)
+        for atom, k in terms.items():
+            names = {v.name for v in free_vars(atom)}
+            if names <= self.entry_vars and names & self.moving_vars:
+                rebase = rebase + atom * k
+        rebase = simplify(rebase)
+        rest = simplify(piece.uniform - rebase)
+        rel = simplify(piece.lane + rest + piece.const)
+        if not isinstance(rebase, Const) and not self._rebase_sound(rebase, rel, guards, piece):
+            rebase, rest, rel = Const(0), piece.uniform, simplify(piece.lane + piece.uniform
+                                                                  + piece.const)
+        context = self.span_context(op)
+        if rows_axis is not None:
+            # the row each lane reads from its index adds row * stride bytes in the VGPR
+            row = Var(f"row{rows_axis}", 0, SIZE_RANGE[1])
+            stride = row_major_strides(tensor.type.shape)[rows_axis]
+            rel = simplify(rel + row * stride * DTYPE_BYTES[tensor.type.dtype])
+            context += ((row.name, Const(0), tensor.type.shape[rows_axis]),)
+        self.spans.append(AddressSpan(tensor.name, rel, context, op.loc))
+        if isinstance(rebase, Const):
+            return self.rsrc[tensor.name], piece
+        key = (tensor.name, rebase)
+        if key not in self.rebased:
+            base = self.rsrc[tensor.name]
+            quad = VReg("s", 4, f"rsrc.{tensor.name}.wg", 4)
+            low, high = self.wide(rebase)
+            self.emit("s_add_u32", quad[0], base[0], low, into=self.prologue,
+                      note=f"{tensor.name} + {rebase}")
+            self.emit("s_addc_u32", quad[1], base[1], high, into=self.prologue)
+            self.emit("s_mov_b32", quad[2], self.records(tensor, rebase), into=self.prologue)
+            self.emit("s_mov_b32", quad[3], isa.BUFFER_RSRC_WORD3, into=self.prologue)
+            self.rebased[key] = quad
+        return self.rebased[key], attrs.evolve(piece, uniform=rest)
+
+    def _rebase_sound(self, rebase: Expr, rel: Expr, guards, piece: Piece) -> bool:
+        facts = self.prover.assumes + tuple(self.loop_facts())
+        key = ("rebase", rebase, rel, tuple(guards), piece.first, facts)
+        if key not in self.entry_memo:
+            tile = [And(0 <= v, v < v.hi) for v in thread_vars(self.kernel.waves, 1)]
+            passes = [at_slot(g, piece.first) for g in guards]
+            ok = bounds(rebase)[0] >= 0 or isinstance(
+                prove(rebase >= 0, facts, timeout_ms=5000), Proved)
+            ok = ok and (bounds(rel)[0] >= 0 or isinstance(
+                prove(rel >= 0, facts + tuple(tile) + tuple(passes), timeout_ms=5000), Proved))
+            self.entry_memo[key] = ok
+        return self.entry_memo[key]
+
+    def span_context(self, op) -> tuple:
+        """What bounds the variables of an access's offset at launch: the enclosing loops'
+        (counter, start, stop) and the loaded scalars' declared ranges."""
+        loops = tuple((f.iv, f.start, f.stop) for f in self.frames)
+        return loops + tuple((name, lo, hi) for name, (lo, hi) in self.scalar_bounds.items())
+
     def lane_mask(self, cond: Expr) -> VReg:
         """An SGPR pair with bit `lane` set where the per-lane condition holds in that lane:
         comparisons of a per-lane term with a uniform one, combined with & | ~."""
@@ -431,6 +626,11 @@ class Selector(ExprEmitter):
         """(VGPR or 'off', soffset, offset) of a buffer piece."""
         lane = piece.lane
         uniform, const = piece.uniform, piece.const
+        if not self.nonnegative(simplify(uniform + const)):
+            # soffset is unsigned: a window starting before the tensor (a padded convolution)
+            # adds its uniform part per lane, where the guard turns a negative sum away
+            lane, uniform, const = simplify(lane + uniform + const), Const(0), 0
+            return self.register(lane, "gaddr", cls="v"), 0, 0
         if isinstance(lane, Const):
             uniform, lane = simplify(uniform + lane), None
         soffset, offset = self.soffset(uniform, const, isa.MUBUF_OFFSET_MAX)
@@ -464,17 +664,19 @@ def _size(e: Expr) -> int:
     return 0 if not isinstance(e, Term) else 1 + sum(_size(a) for a in e.args)
 
 
-def _guarded_axes(s: Selector, op) -> tuple[list[Expr], list[int]]:
+def _guarded_axes(s: Selector, op) -> tuple[list[Expr], list[Expr], bool]:
     """A guarded access reads 0 / drops the write where an element lies outside the tensor.
-    The buffer resource bounds the whole tensor, which is that rule for the first axis (rows);
-    another axis that may leave its range (a sequence tail inside a [heads, seq, dim] tensor)
-    is checked per lane: such lanes get an offset past every buffer's end. Returns the op's
-    index formulas and those axes; lower bounds and the innermost axis (which one vector
-    piece may straddle) must be proved in range, under the kernel's assumptions and the
-    enclosing loops' bounds."""
+    The buffer resource bounds the whole tensor, which is that rule for the upper end of the
+    first axis (rows); every other bound that may be crossed (a sequence tail inside a
+    [heads, seq, dim] tensor, a 4095-wide row's tail, a padded convolution's negative
+    coordinates) is checked per lane: such lanes get an offset past every buffer's end.
+    Returns the op's index formulas, those per-lane conditions (in the slot variable), and
+    whether the accesses must be one element wide (an innermost coordinate that may cross
+    its bound, where one vector could straddle it). Bounds are proved under the kernel's
+    assumptions and the enclosing loops' bounds."""
     index = [simplify(i) for i in global_index(op, origin=s.origin_of(op))]
     if not op.guard:
-        return index, []
+        return index, [], False
     shape = op.tensor.type.shape
     row_axis = op.gather.axis if op.gather is not None else \
         op.rows.axis if getattr(op, "rows", None) is not None else None
@@ -495,31 +697,35 @@ def _guarded_axes(s: Selector, op) -> tuple[list[Expr], list[int]]:
             s.hoisted[key] = isinstance(prove(condition, facts, timeout_ms=5000), Proved)
         return s.hoisted[key]
 
-    predicated = []
+    conditions, narrow = [], False
     for axis, (i, extent) in enumerate(zip(index, shape)):
-        if axis in (0, row_axis):
-            continue
         innermost = axis == len(shape) - 1
-        needed = And(0 <= i, i < extent) if innermost else 0 <= i
-        if not proved(needed):
-            where = "inside a vector access" if innermost else "below 0"
-            raise UnsupportedError(f"guarded {op.mnemonic}: coordinate {axis} ({i}) may leave "
-                                   f"[0, {extent}) {where}", op.loc,
-                                   "keep the innermost coordinate in range (assume the sizes "
-                                   "are multiples of the tile there) and origins non-negative")
-        if not innermost and not proved(i < extent):
-            predicated.append(axis)
-    return index, predicated
+        gathered = row_axis is not None and axis == row_axis
+        needed = [] if gathered else [0 <= i]
+        if axis != 0:
+            needed.append(i < extent)
+        for condition in needed:
+            if not proved(condition):
+                conditions.append(condition)
+                narrow = narrow or innermost
+    return index, conditions, narrow
 
 
-def _guarded_vaddr(s: Selector, op, piece: Piece, vaddr, index: list[Expr], axes: list[int]):
+def _rows_axis(op) -> int | None:
+    """The tensor axis whose coordinate each lane reads from an index (gather= or rows=)."""
+    if op.gather is not None:
+        return op.gather.axis
+    rows = getattr(op, "rows", None)
+    return rows.axis if rows is not None else None
+
+
+def _guarded_vaddr(s: Selector, op, piece: Piece, vaddr, conditions: list[Expr]):
     """The piece's VGPR offset, replaced by one past every buffer's end in the lanes whose
-    element lies outside the tensor along `axes` (memoised per offset and condition, so K and
-    V tiles of one shape share it)."""
-    if not axes:
+    element lies outside the tensor (`conditions` at the piece's first slot; memoised per
+    offset and condition, so K and V tiles of one shape share it)."""
+    if not conditions:
         return vaddr
-    shape = op.tensor.type.shape
-    condition = simplify(And(*(at_slot(index[a], piece.first) < shape[a] for a in axes)))
+    condition = simplify(And(*(at_slot(c, piece.first) for c in conditions)))
     far = s.hoisted.get(("out-of-range",))
     if far is None:
         far = s.hoisted[("out-of-range",)] = s.materialize(isa.BUFFER_OFFSET_OUT_OF_RANGE, "v")
@@ -535,6 +741,19 @@ def _guarded_vaddr(s: Selector, op, piece: Piece, vaddr, index: list[Expr], axes
                note="lanes outside the tensor read 0 / write nothing")
         scope[key] = address
     return scope[key]
+
+
+def _narrow_widths(op, tile: RegType, widths, narrow: bool):
+    """One element per access where a vector could straddle a bound (`_guarded_axes`)."""
+    if not narrow:
+        return widths
+    nbytes = DTYPE_BYTES[tile.dtype]
+    if nbytes < 2:
+        raise UnsupportedError(f"guarded {op.mnemonic} of {tile.dtype} elements whose innermost "
+                               "coordinate may leave the tensor: one-byte elements are not "
+                               "read one at a time", op.loc,
+                               "assume the innermost size is a multiple of the tile there")
+    return (nbytes,)
 
 
 def _gather_rows(s: Selector, op, piece: Piece):
@@ -553,11 +772,11 @@ def _gather_rows(s: Selector, op, piece: Piece):
         if invariant and s.loop_vars:
             s.out = s.preheader
         try:
-            vaddr, soffset, offset = s.buffer_vaddr(Piece(0, 1, 4, lane, uniform, const))
+            rsrc, piece = s.resource(op, gather.index, Piece(0, 1, 4, lane, uniform, const))
+            vaddr, soffset, offset = s.buffer_vaddr(piece)
             row = VReg("v", 1, f"row.{gather.index.name}")
             s.emit("buffer_load_dword", row, vaddr if vaddr is not None else _OFF,
-                   s.rsrc[gather.index.name], soffset, mods=_buffer_mods(vaddr, offset),
-                   note="gathered row id")
+                   rsrc, soffset, mods=_buffer_mods(vaddr, offset), note="gathered row id")
             stride = row_major_strides(op.tensor.type.shape)[gather.axis]
             scale = s.register(simplify(stride * DTYPE_BYTES[op.tensor.type.dtype]), "stride")
             offset_reg = VReg("v", 1, "row.bytes")
@@ -612,6 +831,8 @@ def _scalar_load(s: Selector, op: O.ScalarLoad):
         value = s.materialize(value, "s")
     s.emit("s_load_dword", reg, s.rsrc[op.tensor.name][0:2], value, note=op.var.name)
     s.bindings[op.var.name] = reg
+    s.scalar_bounds[op.var.name] = op.bounds or (Const(op.var.lo), Const(op.var.hi))
+    s.spans.append(AddressSpan(op.tensor.name, offset, s.span_context(op), op.loc))
 
 
 @rule(O.Distinct)
@@ -625,37 +846,43 @@ def _global_pieces(s: Selector, op, tile: RegType, widths):
 
 @rule(O.GlobalLoad)
 def _global_load(s: Selector, op: O.GlobalLoad):
-    index, guarded = _guarded_axes(s, op)
+    _, guarded, narrow = _guarded_axes(s, op)
     tile = op.result.type
     dst = s.new_tile(op.result)
-    rsrc = s.rsrc[op.tensor.name]
-    for piece in _global_pieces(s, op, tile, GLOBAL_WIDTHS):
+    halves: dict = {}
+    widths = _narrow_widths(op, tile, GLOBAL_WIDTHS, narrow)
+    for piece in _global_pieces(s, op, tile, widths):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
+        rsrc, piece = s.resource(op, op.tensor, piece, guarded, _rows_axis(op))
         vaddr, soffset, offset = s.buffer_vaddr(piece)
         if op.gather is not None or op.rows is not None:
             vaddr = _gathered_vaddr(s, op, piece, vaddr)
-        vaddr = _guarded_vaddr(s, op, piece, vaddr, index, guarded)
-        s.emit(BUFFER_LOAD[piece.nbytes], dst[first:first + count],
-               vaddr if vaddr is not None else _OFF, rsrc, soffset,
-               mods=_buffer_mods(vaddr, offset))
+        vaddr = _guarded_vaddr(s, op, piece, vaddr, guarded)
+        target = dst[first:first + count]
+        if piece.nbytes == 2:             # a lone 16-bit element: read, then pack in pairs
+            target = halves[piece.first] = VReg("v", 1, "half")
+        s.emit(BUFFER_LOAD[piece.nbytes], target, vaddr if vaddr is not None else _OFF, rsrc,
+               soffset, mods=_buffer_mods(vaddr, offset))
+    _pack_halves(s, dst, halves)
 
 
 @rule(O.GlobalStore, O.GlobalAtomicAdd)
 def _global_store(s: Selector, op: O.GlobalStore):
-    index, guarded = _guarded_axes(s, op)
+    _, guarded, narrow = _guarded_axes(s, op)
     tile = op.value.type
     atomic = isinstance(op, O.GlobalAtomicAdd)
     if atomic and tile.dtype != "f32":
         raise UnsupportedError(f"atomic add of {tile.dtype} tiles is not lowered; gfx942 adds "
                                "f32 with buffer_atomic_add_f32", op.loc, "accumulate in f32")
     data = s.tile(op.value)
-    rsrc = s.rsrc[op.tensor.name]
-    for piece in _global_pieces(s, op, tile, (4,) if atomic else GLOBAL_WIDTHS + (2,)):
+    widths = _narrow_widths(op, tile, (4,) if atomic else GLOBAL_WIDTHS + (2,), narrow)
+    for piece in _global_pieces(s, op, tile, widths):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
+        rsrc, piece = s.resource(op, op.tensor, piece, guarded, _rows_axis(op))
         vaddr, soffset, offset = s.buffer_vaddr(piece)
         if op.gather is not None or op.rows is not None:
             vaddr = _gathered_vaddr(s, op, piece, vaddr)
-        vaddr = _guarded_vaddr(s, op, piece, vaddr, index, guarded)
+        vaddr = _guarded_vaddr(s, op, piece, vaddr, guarded)
         opcode = "buffer_atomic_add_f32" if atomic else BUFFER_STORE[piece.nbytes]
         source = data[first:first + count]
         if piece.nbytes == 2:              # one 16-bit element: the low half of a register
@@ -722,7 +949,6 @@ def _async_copy(s: Selector, op: O.AsyncCopy):
     source = op.source if not s.renamed else \
         tuple(simplify(substitute(o, s.renamed)) for o in op.source)
     waves = tile.layout.waves
-    rsrc = s.rsrc[op.tensor.name]
     try:
         # one dword per lane and instruction: narrower elements go in runs filling a dword,
         # consecutive in the tensor and in LDS
@@ -732,6 +958,7 @@ def _async_copy(s: Selector, op: O.AsyncCopy):
         raise UnsupportedError(f"async_copy: {error.message}; buffer_load_dword ... lds moves "
                                "one dword per lane", op.loc, error.fix) from None
     for read, write in zip(reads, writes):
+        rsrc, read = s.resource(op, op.tensor, read)
         lanes = table(write.lane, waves).reshape(waves, isa.WAVE_SIZE)
         if not (lanes - lanes[:, :1] == 4 * np.arange(isa.WAVE_SIZE)).all():
             raise UnsupportedError(
@@ -836,11 +1063,69 @@ F32_REVERSED = {"sub": "v_subrev_f32_e32"}
 #: for the rest (exp2/log2 are base 2, as in the IR).
 F32_UNARY = {"neg": ("v_xor_b32_e32", 0x80000000), "abs": ("v_and_b32_e32", 0x7FFFFFFF),
              "exp2": ("v_exp_f32_e32", None), "log2": ("v_log_f32_e32", None),
-             "rcp": ("v_rcp_f32_e32", None), "sqrt": ("v_sqrt_f32_e32", None)}
+             "rcp": ("v_rcp_f32_e32", None), "sqrt": ("v_sqrt_f32_e32", None),
+             "rsqrt": ("v_rsq_f32_e32", None), "floor": ("v_floor_f32_e32", None),
+             "trunc": ("v_trunc_f32_e32", None)}
+#: comparisons into a lane mask (VOP3, so both operands may be VGPRs or inline constants);
+#: `neq` is the unordered not-equal, true with a NaN as Python's !=
+F32_COMPARE = {"lt": "v_cmp_lt_f32_e64", "le": "v_cmp_le_f32_e64", "gt": "v_cmp_gt_f32_e64",
+               "ge": "v_cmp_ge_f32_e64", "eq": "v_cmp_eq_f32_e64", "ne": "v_cmp_neq_f32_e64"}
+
+
+def _vop3_source(s: Selector, value):
+    """A VOP3 source: a register, or a constant (an inline one as is, others in a VGPR: gfx9's
+    VOP3 takes no literal)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if isinstance(value, int):
+        return value if _inline(value) else s.materialize(value, "v")
+    return value if value in isa.INLINE_FLOATS else _float_vgpr(s, value)
+
+
+def _compare(s: Selector, op: O.Binary):
+    """A mask tile: 1.0 where the comparison holds, 0.0 where not."""
+    x, y = s.tile(op.x), s.tile(op.y)
+    dst = s.new_tile(op.result)
+    for r in range(dst.size):
+        mask = VReg("s", 2, "cmp", 2)
+        s.emit(F32_COMPARE[op.fn], mask, _vop3_source(s, x[r]), _vop3_source(s, y[r]))
+        s.emit("v_cndmask_b32_e64", dst[r], 0, 1.0, mask)
+
+
+@rule(O.Select)
+def _select(s: Selector, op: O.Select):
+    x, y, mask = s.tile(op.x), s.tile(op.y), s.tile(op.mask)
+    dst = s.new_tile(op.result)
+    for r in range(dst.size):
+        lanes = VReg("s", 2, "pick", 2)
+        s.emit("v_cmp_neq_f32_e64", lanes, _vop3_source(s, mask[r]), 0)
+        s.emit("v_cndmask_b32_e64", dst[r], _vop3_source(s, y[r]), _vop3_source(s, x[r]),
+               lanes)
+
+
+@rule(O.Iota)
+def _iota(s: Selector, op: O.Iota):
+    """Each slot's start + coordinate, an integer term in (wave, lane) and the scalars,
+    converted to f32 for an f32 tile."""
+    layout = op.result.type.layout
+    start = simplify(substitute(op.start, s.renamed)) if s.renamed else op.start
+    dst = s.new_tile(op.result)
+    for slot in range(layout.slots):
+        value = start
+        if op.axis >= 0:
+            value = simplify(start + at_slot(layout.coords[op.axis], slot))
+        reg = s.value(value, "iota")
+        if op.result.type.dtype == "i32":
+            s.emit("v_mov_b32_e32", dst[slot], reg)
+        else:
+            s.emit("v_cvt_f32_i32_e32", dst[slot], reg)
 
 
 @rule(O.Binary)
 def _binary(s: Selector, op: O.Binary):
+    if op.fn in F32_COMPARE:
+        _compare(s, op)
+        return
     if op.fn not in F32_BINARY:
         raise UnsupportedError(f"binary {op.fn} is not lowered (IEEE division needs a "
                                "scale/fixup sequence)", op.loc, "multiply by rcp(y) instead")
@@ -923,8 +1208,37 @@ def _cast(s: Selector, op: O.Cast):
         for r in range(out.size):
             low, high = rounded[2 * r], rounded[2 * r + 1]
             s.emit("v_perm_b32", out[r], high, low, select)
+    elif (src, dst) in CONVERT:
+        for r in range(out.size):
+            s.emit(CONVERT[src, dst], out[r], x[r])
+    elif (src, dst) == ("f32", "f16"):
+        for r in range(out.size):
+            low, high = VReg("v", 1, "f16.lo"), VReg("v", 1, "f16.hi")
+            s.emit("v_cvt_f16_f32_e32", low, x[2 * r])
+            s.emit("v_cvt_f16_f32_e32", high, x[2 * r + 1])
+            s.emit("v_pack_b32_f16", out[r], low, high)
+    elif (src, dst) == ("f16", "f32"):
+        for r in range(out.size):
+            half = x[r // 2]
+            if r % 2:
+                shifted = VReg("v", 1, "f16.hi")
+                s.emit("v_lshrrev_b32_e32", shifted, 16, half)
+                half = shifted
+            s.emit("v_cvt_f32_f16_e32", out[r], half)
+    elif src != "f32" and dst != "f32" and {src, dst} <= {"i32", "bf16", "f16"}:
+        # through f32: exact from bf16 and f16, one rounding to the narrower type after
+        middle = Value(f"{op.result.name}.f32", RegType("f32", op.x.type.shape,
+                                                        op.x.type.layout))
+        _cast(s, attrs.evolve(op, result=middle))
+        _cast(s, attrs.evolve(op, x=middle))
     else:
-        raise UnsupportedError(f"cast {src} -> {dst} is not lowered", op.loc)
+        raise UnsupportedError(f"cast {src} -> {dst} is not lowered", op.loc,
+                               "cast through f32, bf16, f16 or i32")
+
+
+#: one instruction per register: f32 <-> i32 (truncating toward zero and saturating, NaN -> 0,
+#: as torch's .to(torch.int32) on the GPU)
+CONVERT = {("f32", "i32"): "v_cvt_i32_f32_e32", ("i32", "f32"): "v_cvt_f32_i32_e32"}
 
 
 @rule(O.Barrier, O.BarrierNoWait)

@@ -29,9 +29,11 @@ from argus.isa_cdna3.lanemaps import (
     swizzle_offset,
 )
 
-COMBINE = {"max": "v_max_f32_e32", "sum": "v_add_f32_e32"}
+COMBINE = {"max": "v_max_f32_e32", "sum": "v_add_f32_e32", "min": "v_min_f32_e32",
+           "prod": "v_mul_f32_e32"}
 #: combining shuffles fused into the DPP instruction: fn(moved element, own element)
-DPP_COMBINE = {"max": "v_max_f32_dpp", "sum": "v_add_f32_dpp"}
+DPP_COMBINE = {"max": "v_max_f32_dpp", "sum": "v_add_f32_dpp", "min": "v_min_f32_dpp",
+               "prod": "v_mul_f32_dpp"}
 #: every active lane written (an invalid read gives 0, replaced by the lane's own element after)
 DPP_MASKS = "row_mask:0xf bank_mask:0xf bound_ctrl:1"
 
@@ -48,7 +50,8 @@ def _keys(layout: ThreadLayout, drop: int | None) -> np.ndarray:
 def _unsupported(op, what: str) -> UnsupportedError:
     return UnsupportedError(f"{op.mnemonic}: {what}; the backend combines register slots within "
                             "a lane and exchanges between lanes that differ in fixed lane bits",
-                            op.loc, "use the MFMA fragment layouts (T.reduced of an MFMA tile)")
+                            op.loc, "lay the tile out so each wave holds whole rows along the "
+                            "reduced axis (T.rows_layout, or the MFMA fragment layouts)")
 
 
 def _slot_groups(op, key: np.ndarray) -> list[list[int]]:
@@ -64,30 +67,75 @@ def _slot_groups(op, key: np.ndarray) -> list[list[int]]:
     return partition
 
 
-def _lane_masks(op, key: np.ndarray, groups: list[list[int]]) -> list[int]:
-    """Basis of the lane-XOR masks that pair lanes holding the same keys (per group)."""
-    waves = key.shape[0]
-    group_keys = np.stack([key[:, :, g[0]] for g in groups], axis=-1)      # (waves, 64, G)
-    same = {m for m in range(LANES) if (group_keys[:, np.arange(LANES) ^ m] == group_keys).all()}
+def _lane_masks(op, key: np.ndarray, groups: list[list[int]], full: np.ndarray) -> list[int]:
+    """Basis of the lane-XOR masks a butterfly exchanges along: masks pairing lanes that hold
+    the same keys (per group), leaving out those pairing lanes that hold the very same
+    elements (replicas, which a sum would count twice)."""
     lanes = np.arange(LANES)
-    for w in range(waves):
-        for g in range(len(groups)):
-            for lane in range(LANES):
-                holders = set(lanes[group_keys[w, :, g] == group_keys[w, lane, g]].tolist())
-                if holders != {lane ^ m for m in same}:
-                    raise _unsupported(op, "lanes holding one result are not an XOR group")
-    flat = key.reshape(waves, -1)
-    for w in range(waves):
-        others = np.delete(flat, w, axis=0)
-        if np.isin(flat[w], others).any():
-            raise _unsupported(op, "the reduced axis spans several waves")
+    group_keys = np.stack([key[:, :, g[0]] for g in groups], axis=-1)      # (waves, 64, G)
+    same = [m for m in range(1, LANES) if (group_keys[:, lanes ^ m] == group_keys).all()]
+    held = [np.sort(full[:, :, g], axis=-1) for g in groups]
+    replicas = [m for m in same if all((h[:, lanes ^ m] == h).all() for h in held)]
     basis: list[int] = []
     span = {0}
-    for m in sorted(same):
+    for m in replicas:
+        span |= {x ^ m for x in span}
+    for m in same:
         if m not in span:
             basis.append(m)
             span |= {x ^ m for x in span}
     return basis
+
+
+def _check_exactly_once(op, key: np.ndarray, full: np.ndarray, groups: list[list[int]],
+                        basis: list[int]) -> None:
+    """The butterfly over `basis` must combine, in every lane, each element its wave holds
+    under that lane's key: once each for sum and product, at least once for max and min (the
+    reference semantics reduce what each wave holds, so a tile every wave holds whole reduces
+    in every wave)."""
+    span = [0]
+    for m in basis:
+        span += [x ^ m for x in span]
+    once = op.fn in ("sum", "prod")
+    extent = op.x.type.shape[op.axis]
+    for w in range(key.shape[0]):
+        held: dict[int, set[int]] = {}
+        for k, element in zip(key[w].reshape(-1).tolist(), full[w].reshape(-1).tolist()):
+            held.setdefault(k, set()).add(element)
+        for slots in groups:
+            done: set[frozenset] = set()
+            for lane in range(LANES):
+                coset = frozenset(lane ^ b for b in span)
+                if coset in done:
+                    continue
+                done.add(coset)
+                collected = full[w][np.array(sorted(coset))][:, slots].reshape(-1).tolist()
+                wanted = held[int(key[w, lane, slots[0]])]
+                if len(wanted) != extent:
+                    raise _unsupported(op, f"the reduced axis spans several waves: wave {w} "
+                                           f"holds {len(wanted)} of the {extent} elements lane "
+                                           f"{lane} reduces")
+                if set(collected) != wanted:
+                    raise _unsupported(op, f"in wave {w} the lanes holding lane {lane}'s "
+                                           "reduction do not differ in fixed lane bits")
+                if once and len(collected) != len(wanted):
+                    raise _unsupported(op, f"in wave {w} lane {lane} an element is held twice "
+                                           "where a butterfly would combine it twice")
+
+
+def _plan(op, layout: ThreadLayout, axis: int):
+    """(key table, slot groups without repeated elements, lane-XOR basis) of a reduction."""
+    key, full = _keys(layout, axis), _keys(layout, None)
+    groups = []
+    for slots in _slot_groups(op, key):
+        kept: list[int] = []
+        for slot in slots:
+            if not any((full[:, :, slot] == full[:, :, k]).all() for k in kept):
+                kept.append(slot)
+        groups.append(kept)
+    basis = _lane_masks(op, key, groups, full)
+    _check_exactly_once(op, key, full, groups, basis)
+    return key, groups, basis
 
 
 @rule(O.Reduce)
@@ -95,8 +143,7 @@ def _reduce(s: Selector, op: O.Reduce):
     x_layout, r_layout = op.x.type.layout, op.result.type.layout
     if op.x.type.dtype != "f32":
         raise _unsupported(op, f"reductions of {op.x.type.dtype} tiles are not lowered")
-    key = _keys(x_layout, op.axis)
-    groups = _slot_groups(op, key)
+    key, groups, basis = _plan(op, x_layout, op.axis)
     x = s.tile(op.x)
     combine = COMBINE[op.fn]
     partial = []
@@ -106,7 +153,7 @@ def _reduce(s: Selector, op: O.Reduce):
         for slot in slots[1:]:
             s.emit(combine, acc, x[slot], acc)
         partial.append(acc)
-    for mask in _lane_masks(op, key, groups):
+    for mask in basis:
         # lane ^ 1, 2, 3 are DPP quads, ^ 7, 8, 15 DPP rows, other masks below 32 swizzles
         form, params = shuffle_form("bpermute.xor", (mask,))
         note = f"lane ^ {mask}"

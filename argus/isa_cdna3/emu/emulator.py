@@ -29,7 +29,6 @@ from argus.isa_cdna3.emu.semantics import (
     compile_gpr_indexed,
     compile_instruction,
     is_vector,
-    nop_wait_states,
 )
 from argus.isa_cdna3.emu.state import (
     AT_BARRIER,
@@ -220,9 +219,9 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     `bank_conflicts`, `trace` and `max_wave_instructions` are described at
     `argus.asm.launch.emulate`.
     """
-    if check not in CHECK_MODES:
+    if not isinstance(check, str) or check not in CHECK_MODES:
         raise LaunchError(f"check must be one of {CHECK_MODES}, got {check!r}")
-    if memory not in ("strict", "lenient"):
+    if not isinstance(memory, str) or memory not in ("strict", "lenient"):
         raise LaunchError(f"memory must be 'strict' or 'lenient', got {memory!r}")
     if (isinstance(max_wave_instructions, bool) or not isinstance(max_wave_instructions, int)
             or max_wave_instructions < 1):
@@ -231,16 +230,18 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     info, grid3, block3 = launch.kernel, launch.grid, launch.block
     if info.private_segment_size:
         raise LaunchError(f"kernel {info.name} uses {info.private_segment_size} bytes of "
-                          f"scratch per work-item; scratch memory is not emulated")
+                          f"scratch per work-item; scratch memory is not emulated",
+                          kind="unsupported")
     if info.wavefront_size != isa.WAVE_SIZE:
-        raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64")
+        raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64",
+                          kind="unsupported")
     instructions, executors = program.instructions, program.executors
     buffers = launch.buffers
     memory = FlatMemory([(name, value.nbytes) for name, value in buffers]
                         + [("kernarg", len(launch.kernarg_image)), ("dispatch packet", 64)],
                         lenient=memory == "lenient")
     for index, (_, value) in enumerate(buffers):
-        memory.view(index)[:] = value.reshape(-1).view(np.uint8)
+        memory.fill(index, value.reshape(-1).view(np.uint8))
     kernarg_addr = memory.address(len(buffers))
     packet_addr = memory.address(len(buffers) + 1)
     kernarg = launch.kernarg([memory.address(i) for i in range(len(buffers))])
@@ -275,7 +276,7 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     cpu_seconds = time.process_time() - cpu_start
     m.drain()
     for index, (_, value) in enumerate(buffers):
-        value.reshape(-1).view(np.uint8)[:] = memory.view(index)
+        memory.drain_into(index, value.reshape(-1).view(np.uint8))
     trace = {ins.address: int(c) for ins, c in zip(instructions, counts) if c}
     return Emulation(info.name, grid3, block3, workgroups, m.waves, seconds, cpu_seconds, trace,
                      dict(m.bytes_moved), list(m.hazards), instructions, m.executed.copy(),
@@ -284,11 +285,13 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
 
 def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
          limit: int, info: KernelInfo) -> np.ndarray:
+    """Execute groups of waves until every wave has ended: each group runs from its PC for a
+    turn of QUANTUM clocks (or until it diverges), then hands over to waves at other PCs."""
     name = info.name
     index_of = {ins.address: i for i, ins in enumerate(instructions)}
     watch = SpinWatch(m, info.unified_vgpr_count)
     next_pc = [ins.next_address for ins in instructions]
-    ticks = [nop_wait_states(ins) for ins in instructions]
+    ticks = [isa.nop_wait_states(ins.opcode, ins.operands) for ins in instructions]
     counts = np.zeros(len(instructions), np.int64)
     per_wave = m.executed
     debug = env.debug_level() >= 4
@@ -316,29 +319,45 @@ def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
         group.tick += ticks[i]
         if result is None:
             group.pc = next_pc[i]
-        elif result != DIVERGED:
-            if result < group.pc and watch.spins(group, result):
-                raise _spin(name, group, result, instructions[i], instructions[index_of[result]])
-            group.pc = result
-        else:
+        elif result == DIVERGED:
             m.clock[group.sel] += group.tick
             group = None
-        if group is not None and group.tick >= turn_ends:
+            continue
+        else:
+            _branch(group, result, watch, name, instructions, i, index_of)
+        if group.tick >= turn_ends:
             turn_ends += QUANTUM
-            if (m.state == RUNNING).sum() > group.n:
-                # Let waves at other PCs catch up: silicon runs them concurrently, and AMD's
-                # kernels lean on it (fmoe_b16 overwrites LDS right after a barrier that other
-                # waves are still reading behind). Running one group to its next barrier, or to
-                # the end, would break that.
-                m.pc[group.sel] = group.pc
-                m.clock[group.sel] += group.tick
-                # the VALU writes an MFMA or DPP may still have to wait for, on the waves' own clock
-                horizon = group.tick - isa.VALU_WRITE_HORIZON
-                parked[group.waves.tobytes()] = [(tick - group.tick, reg, inst) for tick, reg, inst
-                                                 in group.recent_valu if tick >= horizon]
+            if _hand_over(m, group, parked):
                 group = None
-        if group is not None and per_wave[group.waves[0]] > limit:
+                continue
+        if per_wave[group.waves[0]] > limit:
             raise _run_away(name, group, counts, instructions, index_of, limit)
+
+
+def _branch(group: Group, target: int, watch: SpinWatch, name: str,
+            instructions: list[Instruction], i: int, index_of: dict) -> None:
+    """A taken branch: a backward one is where a loop without effect is caught."""
+    if target < group.pc and watch.spins(group, target):
+        raise _spin(name, group, target, instructions[i], instructions[index_of[target]])
+    group.pc = target
+
+
+def _hand_over(m: Machine, group: Group, parked: dict) -> bool:
+    """End the group's turn if waves at other PCs can run, keeping its PC, clock and the VALU
+    writes an MFMA or DPP may still have to wait for; whether it handed over.
+
+    Silicon runs waves at other PCs concurrently, and AMD's kernels lean on it (fmoe_b16
+    overwrites LDS right after a barrier that other waves are still reading behind): running
+    one group to its next barrier, or to the end, would break that."""
+    if (m.state == RUNNING).sum() <= group.n:
+        return False
+    m.pc[group.sel] = group.pc
+    m.clock[group.sel] += group.tick
+    # on the waves' own clock
+    horizon = group.tick - isa.VALU_WRITE_HORIZON
+    parked[group.waves.tobytes()] = [(tick - group.tick, reg, inst) for tick, reg, inst
+                                     in group.recent_valu if tick >= horizon]
+    return True
 
 
 def _run_away(name, group, counts, instructions, index_of, limit) -> EmulatorError:

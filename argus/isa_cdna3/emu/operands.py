@@ -21,6 +21,8 @@ from argus.isa_cdna3.instruction import Imm, Instruction, Label, Operand, Reg, S
 class OperandError(ArgusError):
     """An operand form the emulator does not implement; collected before execution starts."""
 
+    kind = "unsupported"
+
 
 Reader = Callable[[Machine, Group], Any]
 

@@ -503,13 +503,6 @@ NOP_OPCODES = {"s_nop", "v_nop", "s_setprio", "s_sleep", "s_dcache_wb", "s_icach
                "buffer_inv", "buffer_wbl2", "s_setreg_imm32_b32"}
 
 
-def nop_wait_states(inst: Instruction) -> int:
-    """Wait states an instruction provides: `s_nop N` gives N + 1, anything else 1."""
-    if inst.opcode == "s_nop" and inst.operands and isinstance(inst.operands[0], Imm):
-        return int(inst.operands[0].value) + 1
-    return 1
-
-
 # ------------------------------------------------------------------------------------ VALU
 F1, F2, F3 = ("f32",), ("f32", "f32"), ("f32", "f32", "f32")
 
@@ -1247,50 +1240,63 @@ def supported(inst: Instruction) -> bool:
     return True
 
 
+def _scalar(compile_: Callable[[Instruction], Executor]):
+    """A compiler of scalar instructions (they have no accumulation registers) as a table entry."""
+    return lambda inst, accum: compile_(inst)
+
+
+def _no_effect(m, g):
+    return None
+
+
+def _by_name() -> dict[str, Callable[[Instruction, int], Executor]]:
+    """Opcodes dispatched by their exact name. Built so that where two tables name an opcode
+    the earlier of NOP_OPCODES, the control opcodes, BRANCHES, SOP2, SOP1, SOPC, SOPK wins (no
+    opcode of SOPC or SOPK is a `_saveexec_b64` one, which the family rules take)."""
+    table: dict[str, Callable[[Instruction, int], Executor]] = {}
+    for names, compile_ in ((SOPK, _compile_sopk), (SOPC, _compile_sopc), (SOP1, _compile_sop1),
+                            (SOP2, _compile_sop2), (BRANCHES, _compile_branch)):
+        table.update(dict.fromkeys(names, _scalar(compile_)))
+    table.update({
+        "s_waitcnt": _scalar(_compile_waitcnt), "s_endpgm": lambda inst, accum: _end,
+        "s_barrier": _scalar(_barrier), "s_setvskip": _scalar(_compile_setvskip),
+        "s_set_gpr_idx_on": _scalar(_compile_set_gpr_idx_on),
+        "s_set_gpr_idx_off": lambda inst, accum: _no_effect,
+    })
+    table.update(dict.fromkeys(NOP_OPCODES, lambda inst, accum: _no_effect))
+    return table
+
+
+BY_NAME = _by_name()
+#: (matches(name, base opcode), compiler) tried in order for opcodes not in BY_NAME: the
+#: families named by a prefix or suffix, the MFMA catalogue, the opcode table's memory rows
+#: and the vector ALU tables
+BY_FAMILY: tuple = (
+    (lambda name, base: name.startswith("s_cmpk_"), _scalar(_compile_sopk)),
+    (lambda name, base: name.endswith("_saveexec_b64"), _scalar(_compile_saveexec)),
+    (lambda name, base: base in MFMA,
+     lambda inst, accum: compile_mfma(inst, MFMA[base_opcode(inst.opcode)], accum)),
+    (lambda name, base: memory_row(name) is not None or memory_row(base) is not None,
+     compile_memory),
+    (lambda name, base: base in _SPECIAL_VALU,
+     lambda inst, accum: _SPECIAL_VALU[base_opcode(inst.opcode)](inst, accum)),
+    (lambda name, base: base.startswith(("v_cmp_", "v_cmpx_")), _compile_vopc),
+    (lambda name, base: base in VOP, _compile_vop),
+)
+
+
 def compile_instruction(inst: Instruction, accum: int) -> Executor:
     """The executor of `inst`; raises OperandError/KeyError for anything not implemented."""
     name = inst.opcode
     base = base_opcode(name)
     if name.endswith("_sdwa"):
-        if name.removesuffix("_sdwa") in _SPECIAL_SDWA:
-            return _SPECIAL_SDWA[name.removesuffix("_sdwa")](inst, accum)
-        return _compile_sdwa(inst, accum)
+        special = _SPECIAL_SDWA.get(name.removesuffix("_sdwa"))
+        return special(inst, accum) if special else _compile_sdwa(inst, accum)
     if name.endswith("_dpp") and base not in VOP:
         raise OperandError(f"{name}: this DPP operand form is not implemented")
-    if name in NOP_OPCODES:
-        return lambda m, g: None
-    if name == "s_waitcnt":
-        return _compile_waitcnt(inst)
-    if name == "s_endpgm":
-        return _end
-    if name == "s_barrier":
-        return _barrier(inst)
-    if name == "s_setvskip":
-        return _compile_setvskip(inst)
-    if name == "s_set_gpr_idx_on":
-        return _compile_set_gpr_idx_on(inst)
-    if name == "s_set_gpr_idx_off":
-        return lambda m, g: None
-    if name in BRANCHES:
-        return _compile_branch(inst)
-    if name in SOP2:
-        return _compile_sop2(inst)
-    if name in SOP1:
-        return _compile_sop1(inst)
-    if name.endswith("_saveexec_b64"):
-        return _compile_saveexec(inst)
-    if name in SOPC:
-        return _compile_sopc(inst)
-    if name in SOPK or name.startswith("s_cmpk_"):
-        return _compile_sopk(inst)
-    if base in MFMA:
-        return compile_mfma(inst, MFMA[base], accum)
-    if memory_row(name) is not None or memory_row(base) is not None:
-        return compile_memory(inst, accum)
-    if base in _SPECIAL_VALU:
-        return _SPECIAL_VALU[base](inst, accum)
-    if base.startswith(("v_cmp_", "v_cmpx_")):
-        return _compile_vopc(inst, accum)
-    if base in VOP:
-        return _compile_vop(inst, accum)
-    raise KeyError(name)
+    compile_ = BY_NAME.get(name)
+    if compile_ is None:
+        compile_ = next((c for matches, c in BY_FAMILY if matches(name, base)), None)
+    if compile_ is None:
+        raise KeyError(name)
+    return compile_(inst, accum)

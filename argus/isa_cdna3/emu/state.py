@@ -31,6 +31,8 @@ class EmulatorError(ArgusError):
 class UnsupportedOpcodeError(EmulatorError):
     """The kernel uses opcodes (or operand forms) the emulator does not implement."""
 
+    kind = "unsupported"
+
     def __init__(self, kernel: str, missing: dict[str, list[str]]):
         self.kernel = kernel
         self.missing = missing
@@ -137,11 +139,36 @@ class FlatMemory:
         for name, size in sizes:
             self.regions.append(MemoryRegion(name, offset, size))
             offset += -(-max(size, 1) // 256) * 256 + self.GUARD
+        # np.zeros maps pages lazily: a buffer of many GiB costs only the pages written
         self.heap = np.zeros(offset + 16, np.uint8)
         self.words = self.heap[: len(self.heap) // 4 * 4].view(np.uint32)
-        self.mapped = np.zeros(offset + 16, bool)
-        for region in self.regions:
-            self.mapped[region.start:region.start + region.size] = True
+        self.starts = np.array([r.start for r in self.regions], np.int64)
+        self.ends = np.array([r.start + r.size for r in self.regions], np.int64)
+
+    CHUNK = 1 << 20
+
+    def fill(self, region: int, data: np.ndarray) -> None:
+        """Copy `data` (bytes) into a region, skipping all-zero chunks (the heap is zero), so a
+        mostly empty tensor of many GiB stays mostly unmapped."""
+        view = self.view(region)
+        for start in range(0, len(view), self.CHUNK):
+            chunk = data[start:start + self.CHUNK]
+            if chunk.any():
+                view[start:start + self.CHUNK] = chunk
+
+    def drain_into(self, region: int, data: np.ndarray) -> None:
+        """Copy a region back into `data` (bytes), writing only the chunks that differ."""
+        view = self.view(region)
+        for start in range(0, len(view), self.CHUNK):
+            chunk = view[start:start + self.CHUNK]
+            if not np.array_equal(chunk, data[start:start + self.CHUNK]):
+                data[start:start + self.CHUNK] = chunk
+
+    def mapped(self, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+        """Whether bytes [first, last] (heap offsets) lie inside one buffer."""
+        region = np.searchsorted(self.starts, first, side="right") - 1
+        safe = np.maximum(region, 0)
+        return (region >= 0) & (first >= self.starts[safe]) & (last < self.ends[safe])
 
     def address(self, region: int) -> int:
         return self.BASE + self.regions[region].start
@@ -164,7 +191,7 @@ class FlatMemory:
         inside = (offset >= 0) & (last < len(self.heap))
         safe_first = np.where(inside, offset, 0)
         safe_last = np.where(inside, last, 0)
-        ok = inside & self.mapped[safe_first] & self.mapped[safe_last]
+        ok = inside & self.mapped(safe_first, safe_last)
         bad = active & ~ok
         if bad.any():
             position = tuple(int(p) for p in np.argwhere(bad)[0])

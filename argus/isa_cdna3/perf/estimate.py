@@ -61,6 +61,7 @@ class Timing:
     extrapolation: str | None = None
     shape: dict = attrs.field(factory=dict)
     calibration: str = ""
+    instructions: int = 0               # instructions the busiest CU's waves issued
 
     @property
     def tflops(self) -> float:
@@ -81,7 +82,7 @@ class Timing:
                 "rounds": self.rounds, "bottleneck": self.bottleneck,
                 "lds_conflict": self.lds_conflict,
                 "extrapolation": self.extrapolation, "shape": self.shape,
-                "calibration": self.calibration}
+                "calibration": self.calibration, "instructions": self.instructions}
 
     def report(self) -> str:
         """A few lines for people; each figure says it is modelled."""
@@ -124,11 +125,12 @@ def plan(workgroups: int, occ: Occupancy, gpu: GpuProfile) -> Plan:
                 busiest % occ.workgroups_per_cu, min(cus, workgroups))
 
 
-def clock(gpu: GpuProfile, *, active_cus: int, mfma_busy: float, constants: Calibrated
-          ) -> float:
+def clock(gpu: GpuProfile, *, active_cus: int, mfma_busy: float, constants: Calibrated,
+          valu_busy: float = 0.0) -> float:
     """Sustained clock (GHz): the peak, lowered when more of the chip keeps its matrix pipes
-    busy than the power budget allows (load = share of CUs active x MFMA busy fraction)."""
-    load = active_cus / gpu.cus.value * mfma_busy
+    (and vector ALUs, at `constants.valu_power` of an MFMA pipe's draw) busy than the power
+    budget allows (load = share of CUs active x (MFMA busy + valu_power x VALU busy))."""
+    load = active_cus / gpu.cus.value * (mfma_busy + constants.valu_power * valu_busy)
     scale = min(1.0, constants.power_budget / load) if load > 0 else 1.0
     return gpu.clock_ghz.value * scale
 
@@ -137,7 +139,8 @@ def retimed_us(timing: Timing, constants: Calibrated) -> float:
     """The modelled microseconds of `timing` under other launch/power constants (neither
     changes a CU schedule): what calibration searches over."""
     ghz = clock(profile(timing.gpu), active_cus=timing.active_cus,
-                mfma_busy=timing.busy["MFMA"], constants=constants)
+                mfma_busy=timing.busy["MFMA"], constants=constants,
+                valu_busy=timing.busy["VALU"])
     return timing.cycles_per_cu / (ghz * 1e3) + constants.launch_us
 
 
@@ -163,13 +166,14 @@ def _bottleneck(busy: dict[str, float], stalls: dict[str, float], launch_share: 
 
 def combine(kernel: str, gpu: GpuProfile, occ: Occupancy, p: Plan, rounds: Sequence[CuRun],
             *, flops: float, bytes_requested: float, bytes_hbm: float,
-            constants: Calibrated, params: CuParams = CU, extrapolation: str | None = None,
+            constants: Calibrated, extrapolation: str | None = None,
             shape: dict | None = None) -> Timing:
     """Timing of a launch whose busiest CU runs `rounds` one after the other."""
     cycles = sum(r.cycles for r in rounds)
-    busy = {u: sum(r.busy[u] for r in rounds) / (unit_capacity(u, params) * cycles)
+    busy = {u: sum(r.busy[u] for r in rounds) / (unit_capacity(u) * cycles)
             if cycles else 0.0 for u in UNITS}
-    ghz = clock(gpu, active_cus=p.active_cus, mfma_busy=busy["MFMA"], constants=constants)
+    ghz = clock(gpu, active_cus=p.active_cus, mfma_busy=busy["MFMA"], constants=constants,
+                valu_busy=busy["VALU"])
     kernel_us = cycles / (ghz * 1e3)
     total = kernel_us + constants.launch_us
     wave_clocks = sum(r.wave_clocks for r in rounds)
@@ -182,11 +186,12 @@ def combine(kernel: str, gpu: GpuProfile, occ: Occupancy, p: Plan, rounds: Seque
                   bytes_requested, bytes_hbm, busy, stalls, occ, p.workgroups, p.active_cus,
                   p.full_rounds + (1 if p.tail else 0),
                   _bottleneck(busy, stalls, constants.launch_us / total, p, gpu),
-                  lds / ideal if ideal else 1.0, extrapolation, dict(shape or {}), note)
+                  lds / ideal if ideal else 1.0, extrapolation, dict(shape or {}), note,
+                  sum(r.instructions for r in rounds))
 
 
-def statics_of(instructions: Sequence[Any], params: CuParams = CU) -> list[Static]:
-    return [classify(inst, params) for inst in instructions]
+def statics_of(instructions: Sequence[Any]) -> list[Static]:
+    return [classify(inst) for inst in instructions]
 
 
 def estimate(trace: Any, instructions: Sequence[Any], occ: Occupancy, *, gpu: str | GpuProfile
@@ -195,7 +200,7 @@ def estimate(trace: Any, instructions: Sequence[Any], occ: Occupancy, *, gpu: st
     """Model a launch from the event trace of all its workgroups (`emu.trace.EventTrace`)."""
     gpu = profile(gpu) if isinstance(gpu, str) else gpu
     constants = constants or Calibrated.load()
-    statics = statics_of(instructions, params)
+    statics = statics_of(instructions)
     waves = trace.per_wave()
     by_group: dict[int, list] = {}
     for w in waves:
@@ -219,4 +224,4 @@ def estimate(trace: Any, instructions: Sequence[Any], occ: Occupancy, *, gpu: st
                                   atomic_dwords_per_clk=atomics, constants=constants,
                                   params=params))
     return combine(kernel, gpu, occ, p, rounds, flops=flops, bytes_requested=requested,
-                   bytes_hbm=hbm, constants=constants, params=params, shape=shape)
+                   bytes_hbm=hbm, constants=constants, shape=shape)

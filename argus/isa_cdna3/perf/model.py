@@ -11,23 +11,34 @@ unit busy time and stall time by cause.
 
 from __future__ import annotations
 
+import enum
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
 from argus.isa_cdna3 import isa, opcodes
+from argus.isa_cdna3.isa import Occupancy
 from argus.isa_cdna3.mfma import MFMA
-from argus.isa_cdna3.opcodes import Unit
+from argus.isa_cdna3.opcodes import ISSUE, Unit
 from argus.isa_cdna3.perf.params import CU, Calibrated, CuParams, GpuProfile, PerfError
 
-# instruction kinds
-VALU, MFMA_K, SALU, SMEM, LDS, VMEM, WAIT, BARRIER, NOP, BRANCH, END, SLEEP, OTHER = range(13)
 UNITS = ("MFMA", "VALU", "SALU", "LDS", "VMEM")
 STALLS = ("vmcnt", "lgkmcnt", "barrier", "dependency", "issue")
 
 _NO_VGPR_DEST = ("v_cmp_", "v_cmpx_", "v_readfirstlane", "v_readlane")
+
+
+class Seq(enum.Enum):
+    """What the wave's instruction sequencer does with an `opcodes.Unit.SEQUENCER` opcode."""
+
+    WAIT = "s_waitcnt"
+    BARRIER = "s_barrier"
+    NOP = "s_nop"
+    SLEEP = "s_sleep"
+    END = "s_endpgm"
+    OTHER = "other"          # s_setprio, s_ttracedata, ...: one issue slot
 
 
 class KernelDoesNotFit(PerfError):
@@ -38,7 +49,7 @@ class KernelDoesNotFit(PerfError):
 class Static:
     """What the scheduler needs to know about one static instruction."""
 
-    kind: int
+    kind: Unit | Seq
     cycles: int = 0            # unit occupancy (VALU, MFMA) or wait clocks (s_nop, s_sleep)
     flops: int = 0             # MFMA FLOPs per wave
     vmcnt: int = 99
@@ -47,6 +58,7 @@ class Static:
     to_lds: bool = False       # a buffer/global load that writes LDS (M0-addressed DMA)
     atomic: bool = False       # a read-modify-write, performed in the L2
     lds_ideal: float = 0.0     # conflict-free LDS cycles of one wave (DS instructions)
+    landing: int = 0           # MFMA: clocks from issue until dependent reads may use D
     reads: tuple[int, ...] = ()
     srcc: tuple[int, ...] = ()
     writes: tuple[int, ...] = ()
@@ -61,52 +73,77 @@ def _vgprs(op: Any) -> tuple[int, ...]:
     return tuple(range(base, base + op.count))
 
 
-def classify(inst: Any, params: CuParams = CU) -> Static:
+def _registers(inst: Any, first: int = 0, last: int | None = None) -> tuple[int, ...]:
+    return tuple(r for o in inst.operands[first:last] for r in _vgprs(o))
+
+
+# ---- the scheduler's view of one instruction, per sequencer opcode and per unit
+def _wait(inst: Any) -> Static:
+    return Static(Seq.WAIT, vmcnt=int(inst.mod("vmcnt", isa.VMCNT_MAX)),
+                  lgkmcnt=int(inst.mod("lgkmcnt", isa.LGKMCNT_MAX)))
+
+
+def _nop(inst: Any) -> Static:
+    # one wait state is one issue slot of the wave
+    return Static(Seq.NOP, cycles=isa.nop_wait_states(inst.opcode, inst.operands) * ISSUE)
+
+
+def _sleep(inst: Any) -> Static:
+    count = int(inst.operands[0].value) if inst.operands else 0
+    return Static(Seq.SLEEP, cycles=isa.SLEEP_CLOCKS * count)
+
+
+_SEQUENCER: dict[str, Callable[[Any], Static]] = {
+    "s_waitcnt": _wait, "s_barrier": lambda inst: Static(Seq.BARRIER), "s_nop": _nop,
+    "s_sleep": _sleep, "s_endpgm": lambda inst: Static(Seq.END),
+    "s_code_end": lambda inst: Static(Seq.END),
+}
+
+
+def _mfma(inst: Any, row: Any) -> Static:
+    info = MFMA[opcodes.base_name(inst.opcode)]
+    return Static(Unit.MFMA, cycles=info.cycles, flops=info.flops,
+                  landing=ISSUE * isa.mfma_to_read_wait_states(info),
+                  reads=_registers(inst, 1, 3), srcc=_registers(inst, 3, 4),
+                  writes=_registers(inst, 0, 1))
+
+
+def _valu(inst: Any, row: Any) -> Static:
+    start = 0 if inst.opcode.startswith(_NO_VGPR_DEST) else 1
+    return Static(Unit.VALU, cycles=row.issue_cycles if row is not None else ISSUE,
+                  reads=_registers(inst, start))
+
+
+def _lds(inst: Any, row: Any) -> Static:
+    return Static(Unit.LDS, lds_ideal=_lds_ideal(inst.opcode, row.bytes if row else 4),
+                  reads=_registers(inst))
+
+
+def _vmem(inst: Any, row: Any) -> Static:
+    op = inst.opcode
+    access = row.access if row is not None else ("store" if "_store" in op else "load")
+    returns = inst.has("sc0") or inst.has("glc")
+    store = access == "store" or (access == "atomic" and not returns)
+    return Static(Unit.VMEM, store=store, to_lds=inst.has("lds") or op == "global_load_lds_dword",
+                  atomic=access == "atomic", reads=_registers(inst))
+
+
+_BY_UNIT: dict[Unit, Callable[[Any, Any], Static]] = {
+    Unit.MFMA: _mfma, Unit.VALU: _valu, Unit.LDS: _lds, Unit.VMEM: _vmem,
+    Unit.SALU: lambda inst, row: Static(Unit.SALU),
+    Unit.SMEM: lambda inst, row: Static(Unit.SMEM),
+    Unit.BRANCH: lambda inst, row: Static(Unit.BRANCH),
+}
+
+
+def classify(inst: Any) -> Static:
     """The scheduler's view of one instruction (`isa_cdna3.instruction.Instruction`): its unit,
     counter and issue cycles from `isa_cdna3.opcodes`, MFMA cycles from the catalogue."""
-    op = inst.opcode
-    regs = [_vgprs(o) for o in inst.operands]
-    if op == "s_waitcnt":
-        return Static(WAIT, vmcnt=int(inst.mod("vmcnt", isa.VMCNT_MAX)),
-                      lgkmcnt=int(inst.mod("lgkmcnt", isa.LGKMCNT_MAX)))
-    if op == "s_barrier":
-        return Static(BARRIER)
-    if op == "s_nop":
-        count = int(inst.operands[0].value) + 1 if inst.operands else 1
-        return Static(NOP, cycles=int(count * params.nop_wait_state.value))
-    if op == "s_sleep":
-        count = int(inst.operands[0].value) if inst.operands else 0
-        return Static(SLEEP, cycles=64 * count)
-    if op in ("s_endpgm", "s_code_end"):
-        return Static(END)
-    unit = opcodes.unit(op)
-    row = opcodes.row(op)
-    if unit is Unit.BRANCH:
-        return Static(BRANCH)
-    if unit is Unit.SMEM:
-        return Static(SMEM)
-    if unit is Unit.SALU:
-        return Static(SALU)
-    if unit is Unit.MFMA:
-        info = MFMA[opcodes.base_name(op)]
-        srcc = regs[3] if len(regs) > 3 else ()
-        reads = tuple(r for group in regs[1:3] for r in group)
-        return Static(MFMA_K, cycles=info.cycles, flops=info.flops, reads=reads,
-                      srcc=srcc, writes=regs[0])
-    if unit is Unit.VALU:
-        cycles = row.issue_cycles if row is not None else int(params.valu.value)
-        start = 0 if op.startswith(_NO_VGPR_DEST) else 1
-        return Static(VALU, cycles=cycles, reads=tuple(r for g in regs[start:] for r in g))
-    if unit is Unit.LDS:
-        return Static(LDS, lds_ideal=_lds_ideal(op, row.bytes if row is not None else 4),
-                      reads=tuple(r for g in regs for r in g))
-    if unit is Unit.VMEM:
-        access = row.access if row is not None else ("store" if "_store" in op else "load")
-        returns = inst.has("sc0") or inst.has("glc")
-        store = access == "store" or (access == "atomic" and not returns)
-        return Static(VMEM, store=store, to_lds=inst.has("lds") or op == "global_load_lds_dword",
-                      atomic=access == "atomic", reads=tuple(r for g in regs for r in g))
-    return Static(OTHER)
+    sequencer = _SEQUENCER.get(inst.opcode)
+    if sequencer is not None:
+        return sequencer(inst)
+    build = _BY_UNIT.get(opcodes.unit(inst.opcode))
+    return build(inst, opcodes.row(inst.opcode)) if build else Static(Seq.OTHER)
 
 
 def _lds_ideal(op: str, lane_bytes: int) -> float:
@@ -117,46 +154,12 @@ def _lds_ideal(op: str, lane_bytes: int) -> float:
     return float(addresses * len(isa.lds_phases(size, read=op.startswith("ds_read"))))
 
 
-@attrs.frozen
-class Occupancy:
-    """How many workgroups share a CU, and what limits it."""
-
-    waves_per_workgroup: int
-    workgroups_per_cu: int
-    waves_per_simd: int
-    limiter: str
-    vgprs_per_wave: int
-    lds_per_workgroup: int
-
-    def to_json(self) -> dict:
-        return attrs.asdict(self)
-
-
-def occupancy(*, vgprs: int, lds_bytes: int, threads: int, params: CuParams = CU) -> Occupancy:
-    """Workgroups per CU from registers, LDS and wave slots (KernelDoesNotFit if zero)."""
-    waves = -(-threads // isa.WAVE_SIZE)
-    simds = int(params.simds.value)
-    granule = int(params.vgpr_granule.value)
-    alloc = max(granule, -(-vgprs // granule) * granule)
-    per_lane = int(params.vgprs_per_lane.value)
-    slots = int(params.waves_per_simd.value)
-    if alloc > per_lane:
-        raise KernelDoesNotFit(f"each wave needs {alloc} VGPRs+AGPRs, a SIMD lane has "
-                               f"{per_lane}; reduce register use")
-    if lds_bytes > isa.LDS_BYTES:
-        raise KernelDoesNotFit(f"the workgroup needs {lds_bytes} bytes of LDS, a CU has "
-                               f"{isa.LDS_BYTES}; reduce the LDS tiles")
-    waves_per_simd = min(slots, per_lane // alloc)
-    per_simd_need = -(-waves // simds)
-    if per_simd_need > waves_per_simd:
-        raise KernelDoesNotFit(f"the workgroup's {waves} waves need {per_simd_need} wave slots "
-                               f"per SIMD but {alloc} VGPRs per wave leave {waves_per_simd}; "
-                               f"use fewer registers or a smaller workgroup")
-    limits = {"registers/wave slots": waves_per_simd // per_simd_need}
-    if lds_bytes:
-        limits["LDS"] = isa.LDS_BYTES // lds_bytes
-    limiter = min(limits, key=limits.get)
-    return Occupancy(waves, limits[limiter], waves_per_simd, limiter, alloc, lds_bytes)
+def occupancy(*, vgprs: int, lds_bytes: int, threads: int) -> Occupancy:
+    """`isa.occupancy` of a launch of `threads` per workgroup; KernelDoesNotFit if none fits."""
+    occ = isa.occupancy(vgprs, lds_bytes, -(-threads // isa.WAVE_SIZE))
+    if not occ.workgroups_per_cu:
+        raise KernelDoesNotFit(occ.problem)
+    return occ
 
 
 @attrs.define
@@ -202,6 +205,214 @@ class _Wave:
     end: float | None = None
 
 
+class _Cu:
+    """The shared state of one CU while `schedule_cu` replays its waves: per-SIMD unit free
+    times, the CU's LDS and vector memory queues, busy and stall tallies, the event heap.
+
+    One method per instruction kind (`_STEP`), as the emulator has one executor per opcode:
+    each either issues the wave's next instruction at `t` or puts the wave back on the heap at
+    the clock it can."""
+
+    def __init__(self, state: list[_Wave], *, bytes_per_clk: float,
+                 atomic_dwords_per_clk: float, constants: Calibrated, params: CuParams) -> None:
+        self.state = state
+        self.bytes_per_clk = bytes_per_clk
+        self.atomic_rate = atomic_dwords_per_clk
+        self.vmem_issue, self.vmem_latency = constants.vmem_issue, constants.vmem_latency
+        self.l1 = params.l1_bytes_per_clk.value
+        self.lds_latency, self.smem_latency = params.lds_latency.value, params.smem_latency.value
+        self.branch_taken, self.barrier_release = params.branch_taken.value, params.barrier.value
+        self.line = 1 << isa.CACHE_LINE_SHIFT
+        self.lds_line = self.line / isa.LDS_PHASE_BYTES      # one 128-byte phase per clock
+        simds = isa.SIMDS_PER_CU
+        self.valu_free = [0.0] * simds
+        self.mfma_free = [0.0] * simds
+        self.salu_free = [0.0] * simds
+        self.lds_free = self.ta_free = self.mem_free = self.atomic_free = 0.0
+        self.busy = dict.fromkeys(UNITS, 0.0)
+        self.stalls = dict.fromkeys(STALLS, 0.0)
+        self.flops = self.requested = self.lds_ideal = 0.0
+        self.executed = 0
+        self.groups: dict[int, list[int]] = {}
+        for n, wave in enumerate(state):
+            self.groups.setdefault(wave.group, []).append(n)
+        self.alive = {g: len(members) for g, members in self.groups.items()}
+        self.arrived: dict[int, list[tuple[float, int]]] = {g: [] for g in self.groups}
+        self.heap = [(0.0, i) for i in range(len(state))]
+        heapq.heapify(self.heap)
+
+    # ---- bookkeeping
+    def _next(self, wave: _Wave, w: int, at: float) -> None:
+        wave.pos += 1
+        self.executed += 1
+        heapq.heappush(self.heap, (at, w))
+
+    def finish(self, wave: _Wave, t: float) -> None:
+        # a wave's registers and memory requests outlive its last issue
+        wave.end = max([t, wave.mfma_done, *wave.vmq, *wave.lgkmq])
+        self.alive[wave.group] -= 1
+        self._release(wave.group)
+
+    def _release(self, group: int) -> None:
+        waiting = self.arrived[group]
+        if waiting and len(waiting) == self.alive[group]:
+            at = max(t for t, _ in waiting)
+            for t, w in waiting:
+                self.stalls["barrier"] += at - t
+                heapq.heappush(self.heap, (at + self.barrier_release, w))
+            self.arrived[group] = []
+
+    def _blocked(self, wave: _Wave, w: int, s: Static, t: float, unit: float,
+                 dep: float | None = None) -> bool:
+        """Whether the wave must wait for a register its MFMA is still writing (`dep`, or the
+        reads of `s`) or for its SIMD's unit (free at `unit`); if so it goes back on the heap."""
+        if dep is None:
+            dep = _landed(wave.ready, s.reads, t)
+        start = max(t, dep, unit)
+        if start > t:
+            self.stalls["dependency" if dep >= unit else "issue"] += start - t
+            heapq.heappush(self.heap, (start, w))
+            return True
+        return False
+
+    # ---- the sequencer
+    def wait(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        at = t
+        for queue, limit, cause in ((wave.vmq, s.vmcnt, "vmcnt"),
+                                    (wave.lgkmq, s.lgkmcnt, "lgkmcnt")):
+            queue[:] = [c for c in queue if c > t]
+            if len(queue) > limit:
+                done = max(queue[:len(queue) - limit])
+                if done > at:
+                    self.stalls[cause] += done - at
+                    at = done
+                del queue[:len(queue) - limit]
+        self._next(wave, w, at + ISSUE)
+
+    def barrier(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        wave.pos += 1
+        self.executed += 1
+        self.arrived[wave.group].append((t, w))
+        self._release(wave.group)
+
+    def nop(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        self.stalls["dependency"] += s.cycles
+        self._next(wave, w, t + s.cycles)
+
+    def end(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        wave.pos = len(wave.index) - 1
+        self._next(wave, w, t + ISSUE)
+
+    def other(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        if not self._blocked(wave, w, s, t, t):
+            self._next(wave, w, t + ISSUE)
+
+    # ---- the SIMD's units
+    def valu(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        simd = wave.simd
+        if not self._blocked(wave, w, s, t, self.valu_free[simd]):
+            self.valu_free[simd] = t + s.cycles
+            self.busy["VALU"] += s.cycles
+            self._next(wave, w, t + ISSUE)
+
+    def mfma(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        simd = wave.simd
+        dep = _landed(wave.ready, s.reads, t)
+        if s.srcc and wave.ready:
+            # an accumulate chain on the same registers is forwarded inside the pipe
+            dep = _landed(wave.ready, [r for r in s.srcc if r not in s.writes], dep)
+        if self._blocked(wave, w, s, t, max(self.mfma_free[simd], self.valu_free[simd]), dep):
+            return
+        self.mfma_free[simd] = t + s.cycles
+        self.valu_free[simd] = max(self.valu_free[simd], t + ISSUE)
+        self.busy["MFMA"] += s.cycles
+        self.flops += s.flops
+        landed = wave.mfma_done = t + s.landing
+        for r in s.writes:
+            wave.ready[r] = landed
+        self._next(wave, w, t + ISSUE)
+
+    def salu(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        simd = wave.simd
+        if not self._blocked(wave, w, s, t, self.salu_free[simd]):
+            self.salu_free[simd] = t + ISSUE
+            self.busy["SALU"] += ISSUE
+            self._next(wave, w, t + ISSUE)
+
+    def branch(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        simd = wave.simd
+        if self._blocked(wave, w, s, t, self.salu_free[simd]):
+            return
+        self.salu_free[simd] = t + ISSUE
+        self.busy["SALU"] += ISSUE
+        taken = k + 1 < len(wave.index) and wave.index[k + 1] != wave.index[k] + 1
+        self._next(wave, w, t + ISSUE + (self.branch_taken if taken else 0.0))
+
+    def smem(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        if not self._blocked(wave, w, s, t, t):
+            wave.lgkmq.append(t + self.smem_latency)
+            self._next(wave, w, t + ISSUE)
+
+    # ---- the CU's LDS and vector memory
+    def lds(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        if self._blocked(wave, w, s, t, t):
+            return
+        cycles = wave.lds[k] or s.lds_ideal or 1.0
+        self.lds_ideal += s.lds_ideal or cycles
+        self.lds_free = max(t, self.lds_free) + cycles
+        self.busy["LDS"] += cycles
+        wave.lgkmq.append(self.lds_free + self.lds_latency)
+        self._next(wave, w, t + ISSUE)
+
+    def vmem(self, wave: _Wave, w: int, s: Static, k: int, t: float) -> None:
+        if self._blocked(wave, w, s, t, t):
+            return
+        nbytes = wave.lines[k] * self.line
+        self.requested += nbytes
+        begin = max(t, self.ta_free)
+        address = max(self.vmem_issue, nbytes / self.l1)
+        self.ta_free = begin + address
+        self.mem_free = max(begin, self.mem_free) + nbytes / self.bytes_per_clk
+        # two queues in a row (addresser, then the CU's share of bandwidth): the slower one is
+        # what the vector memory path is busy with
+        self.busy["VMEM"] += max(address, nbytes / self.bytes_per_clk)
+        landed = self.mem_free + self.vmem_latency
+        if s.atomic:
+            # every word is read, modified and written by an L2 channel, whose rate the CU
+            # shares with the other CUs of its XCD
+            self.atomic_free = max(begin, self.atomic_free) + wave.dwords[k] / self.atomic_rate
+            landed = max(landed, self.atomic_free + self.vmem_latency)
+        if s.to_lds:
+            # The returning data is written through the LDS. Its cycles are charged now, as a
+            # reservation: holding the pipe until the data lands would stall every ds_read
+            # behind a memory latency.
+            cost = wave.lines[k] * self.lds_line
+            self.lds_free = max(t, self.lds_free) + cost
+            self.busy["LDS"] += cost
+            self.lds_ideal += cost                   # DMA writes have no bank conflicts
+            landed += cost
+        wave.vmq.append(landed)
+        self._next(wave, w, t + ISSUE)
+
+
+def _landed(ready: dict, registers: Sequence[int], at: float) -> float:
+    """The later of `at` and the clock the last of `registers` written by an MFMA lands."""
+    if ready:
+        for r in registers:
+            landed = ready.get(r)
+            if landed is not None and landed > at:
+                at = landed
+    return at
+
+
+_STEP: dict[Unit | Seq, Callable[..., None]] = {
+    Seq.WAIT: _Cu.wait, Seq.BARRIER: _Cu.barrier, Seq.NOP: _Cu.nop, Seq.SLEEP: _Cu.nop,
+    Seq.END: _Cu.end, Seq.OTHER: _Cu.other, Unit.SEQUENCER: _Cu.other,
+    Unit.VALU: _Cu.valu, Unit.MFMA: _Cu.mfma, Unit.SALU: _Cu.salu, Unit.BRANCH: _Cu.branch,
+    Unit.SMEM: _Cu.smem, Unit.LDS: _Cu.lds, Unit.VMEM: _Cu.vmem,
+}
+
+
 def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_clk: float,
                 atomic_dwords_per_clk: float, constants: Calibrated, params: CuParams = CU
                 ) -> CuRun:
@@ -214,189 +425,36 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
     """
     if not waves:
         raise PerfError("no waves to schedule: the launch has no workgroups")
-    simds = int(params.simds.value)
-    issue = params.issue.value
-    line = 1 << isa.CACHE_LINE_SHIFT
-    l1 = params.l1_bytes_per_clk.value
-    lds_lat, smem_lat = params.lds_latency.value, params.smem_latency.value
-    vmem_lat = constants.vmem_latency
-    lds_line = line / params.lds_bytes_per_clk.value
-    writeback = params.mfma_writeback_passes.value * 4
-    state: list[_Wave] = []
-    groups: dict[tuple[int, int], list[int]] = {}
-    for w in waves:
-        groups.setdefault(w.workgroup, []).append(len(state))
-        state.append(_Wave(w.index, w.lines, w.lds, w.dwords, w.workgroup, 0))
+    state = [_Wave(w.index, w.lines, w.lds, w.dwords, w.workgroup, 0) for w in waves]
     # waves of each workgroup are dealt round-robin over the SIMDs, workgroup after workgroup
     for n, w in enumerate(sorted(range(len(state)), key=lambda i: (state[i].group, i))):
-        state[w].simd = n % simds
-    alive = {g: len(members) for g, members in groups.items()}
-    arrived: dict[int, list[tuple[float, int]]] = {g: [] for g in groups}
-    valu_free = [0.0] * simds
-    mfma_free = [0.0] * simds
-    salu_free = [0.0] * simds
-    lds_free = ta_free = mem_free = atomic_free = 0.0
-    busy = dict.fromkeys(UNITS, 0.0)
-    stalls = dict.fromkeys(STALLS, 0.0)
-    flops = requested = lds_ideal = 0.0
-    executed = 0
-    heap = [(0.0, i) for i in range(len(state))]
-    heapq.heapify(heap)
-
-    def release(group: int) -> None:
-        waiting = arrived[group]
-        if waiting and len(waiting) == alive[group]:
-            at = max(t for t, _ in waiting)
-            for t, w in waiting:
-                stalls["barrier"] += at - t
-                heapq.heappush(heap, (at + params.barrier.value, w))
-            arrived[group] = []
-
+        state[w].simd = n % isa.SIMDS_PER_CU
+    cu = _Cu(state, bytes_per_clk=bytes_per_clk, atomic_dwords_per_clk=atomic_dwords_per_clk,
+             constants=constants, params=params)
+    steps = [_STEP[s.kind] for s in statics]
+    heap = cu.heap
+    pop = heapq.heappop
     while heap:
-        t, w = heapq.heappop(heap)
+        t, w = pop(heap)
         wave = state[w]
-        if wave.pos >= len(wave.index):
-            # a wave's registers and memory requests outlive its last issue
-            wave.end = max([t, wave.mfma_done, *wave.vmq, *wave.lgkmq])
-            alive[wave.group] -= 1
-            release(wave.group)
-            continue
         k = wave.pos
+        if k >= len(wave.index):
+            cu.finish(wave, t)
+            continue
         i = wave.index[k]
-        s = statics[i]
-        kind = s.kind
-        if kind == WAIT:
-            at = t
-            for queue, limit, cause in ((wave.vmq, s.vmcnt, "vmcnt"),
-                                        (wave.lgkmq, s.lgkmcnt, "lgkmcnt")):
-                queue[:] = [c for c in queue if c > t]
-                if len(queue) > limit:
-                    done = max(queue[:len(queue) - limit])
-                    if done > at:
-                        stalls[cause] += done - at
-                        at = done
-                    del queue[:len(queue) - limit]
-            wave.pos += 1
-            executed += 1
-            heapq.heappush(heap, (at + issue, w))
-            continue
-        if kind == BARRIER:
-            wave.pos += 1
-            executed += 1
-            arrived[wave.group].append((t, w))
-            release(wave.group)
-            continue
-        if kind in (NOP, SLEEP):
-            stalls["dependency"] += s.cycles
-            wave.pos += 1
-            executed += 1
-            heapq.heappush(heap, (t + s.cycles, w))
-            continue
-        if kind == END:
-            wave.pos = len(wave.index)
-            executed += 1
-            heapq.heappush(heap, (t + issue, w))
-            continue
-        # register dependency on an MFMA result still in flight
-        dep = t
-        if wave.ready and s.reads:
-            for r in s.reads:
-                landed = wave.ready.get(r)
-                if landed is not None and landed > dep:
-                    dep = landed
-        simd = wave.simd
-        unit = t
-        if kind == VALU:
-            unit = valu_free[simd]
-        elif kind == MFMA_K:
-            unit = max(mfma_free[simd], valu_free[simd])
-            if s.srcc and wave.ready:
-                for r in s.srcc:
-                    landed = wave.ready.get(r)
-                    # an accumulate chain on the same registers is forwarded inside the pipe
-                    if landed is not None and landed > dep and r not in s.writes:
-                        dep = landed
-        elif kind == SALU or kind == BRANCH:
-            unit = salu_free[simd]
-        start = max(t, dep, unit)
-        if start > t:
-            stalls["dependency" if dep >= unit else "issue"] += start - t
-            heapq.heappush(heap, (start, w))
-            continue
-        # issue at t
-        wave.pos += 1
-        executed += 1
-        nxt = t + issue
-        if kind == VALU:
-            valu_free[simd] = t + s.cycles
-            busy["VALU"] += s.cycles
-        elif kind == MFMA_K:
-            mfma_free[simd] = t + s.cycles
-            valu_free[simd] = max(valu_free[simd], t + issue)
-            busy["MFMA"] += s.cycles
-            flops += s.flops
-            landed = t + s.cycles + writeback
-            wave.mfma_done = landed
-            for r in s.writes:
-                wave.ready[r] = landed
-        elif kind == SALU:
-            salu_free[simd] = t + params.salu.value
-            busy["SALU"] += params.salu.value
-        elif kind == BRANCH:
-            salu_free[simd] = t + params.salu.value
-            busy["SALU"] += params.salu.value
-            if k + 1 < len(wave.index) and wave.index[k + 1] != i + 1:
-                nxt += params.branch_taken.value
-        elif kind == SMEM:
-            wave.lgkmq.append(t + smem_lat)
-        elif kind == LDS:
-            cycles = wave.lds[k] or s.lds_ideal or 1.0
-            lds_ideal += s.lds_ideal or cycles
-            begin = max(t, lds_free)
-            lds_free = begin + cycles
-            busy["LDS"] += cycles
-            wave.lgkmq.append(lds_free + lds_lat)
-        elif kind == VMEM:
-            nbytes = wave.lines[k] * line
-            requested += nbytes
-            begin = max(t, ta_free)
-            address = max(constants.vmem_issue, nbytes / l1)
-            ta_free = begin + address
-            fill = max(begin, mem_free)
-            mem_free = fill + nbytes / bytes_per_clk
-            # two queues in a row (addresser, then the CU's share of bandwidth): the slower one
-            # is what the vector memory path is busy with
-            busy["VMEM"] += max(address, nbytes / bytes_per_clk)
-            landed = mem_free + vmem_lat
-            if s.atomic:
-                # every word is read, modified and written by an L2 channel, whose rate the CU
-                # shares with the other CUs of its XCD
-                atomic_free = max(begin, atomic_free) + wave.dwords[k] / atomic_dwords_per_clk
-                landed = max(landed, atomic_free + vmem_lat)
-            if s.to_lds:
-                # The returning data is written through the LDS. Its cycles are charged now, as
-                # a reservation: holding the pipe until the data lands would stall every
-                # ds_read behind a memory latency.
-                cost = wave.lines[k] * lds_line
-                lds_free = max(t, lds_free) + cost
-                busy["LDS"] += cost
-                lds_ideal += cost                   # DMA writes have no bank conflicts
-                landed += cost
-            wave.vmq.append(landed)
-        heapq.heappush(heap, (nxt, w))
-
+        steps[i](cu, wave, w, statics[i], k, t)
     stuck = [w for w in state if w.end is None]
     if stuck:
         raise PerfError(f"{len(stuck)} waves never finished in the schedule (a barrier their "
                         f"workgroup never reaches); the trace is incomplete")
-    cycles = max(w.end for w in state)
-    return CuRun(cycles, busy, stalls, sum(w.end - w.start for w in state), flops, requested,
-                 executed, lds_ideal)
+    return CuRun(max(w.end for w in state), cu.busy, cu.stalls,
+                 sum(w.end - w.start for w in state), cu.flops, cu.requested, cu.executed,
+                 cu.lds_ideal)
 
 
-def unit_capacity(unit: str, params: CuParams = CU) -> int:
+def unit_capacity(unit: str) -> int:
     """How many instances of `unit` a CU has (per-SIMD units count four)."""
-    return int(params.simds.value) if unit in ("MFMA", "VALU", "SALU") else 1
+    return isa.SIMDS_PER_CU if unit in ("MFMA", "VALU", "SALU") else 1
 
 
 def cu_atomic_rate(gpu: GpuProfile, *, active_cus: int, constants: Calibrated) -> float:

@@ -84,24 +84,12 @@ PROFILES: dict[str, GpuProfile] = {
 
 @attrs.frozen
 class CuParams:
-    """Per-CU unit rates and latencies, in clock cycles (the same on every gfx942 profile)."""
+    """Per-CU timing numbers (clock cycles, the same on every gfx942 profile) that exist nowhere
+    else: latencies and the L1 fill rate. ISA facts (SIMDs, wave slots, register file, issue
+    and unit cycles, wait states, LDS phases) are read from `isa_cdna3.isa` and `opcodes`."""
 
-    simds: Sourced = Sourced(4, _WHITEPAPER + ": 4 SIMD16 per CU")
-    waves_per_simd: Sourced = Sourced(8, "LLVM AMDGPUBaseInfo getMaxWavesPerEU: 8 on gfx90a+")
-    vgprs_per_lane: Sourced = Sourced(512, "cdna3-facts.md: unified 512 VGPR+AGPR per lane")
-    vgpr_granule: Sourced = Sourced(8, "LLVM AMDGPUBaseInfo getVGPRAllocGranule: 8 on gfx90a")
-    issue: Sourced = Sourced(4, "wave64 on a SIMD16: one instruction per wave per 4 clocks")
-    # per-opcode issue cycles (quarter-rate VALU, MFMA) come from isa_cdna3.opcodes; this is
-    # the VALU rate for an opcode without a row there
-    valu: Sourced = Sourced(4, "wave64 on a SIMD16: 4 clocks per VALU instruction")
-    nop_wait_state: Sourced = Sourced(4, "one wait state = one issue slot of the wave (4 clocks):"
-                                         " LLVM's MFMA->VALU passes+3 rule then spans the MFMA")
-    mfma_writeback_passes: Sourced = Sourced(3, "isa.mfma_to_read_wait_states: XDL passes + 3")
-    salu: Sourced = Sourced(4, "one SALU instruction per wave issue slot")
     branch_taken: Sourced = Sourced(16, "[unverified: instruction-buffer refill after a taken "
                                         "branch]")
-    lds_bytes_per_clk: Sourced = Sourced(128, "cdna3-facts.md: 128 B/clk/CU, one 32-bank phase "
-                                              "per clock (isa.LDS_PHASE_BYTES)")
     lds_latency: Sourced = Sourced(64, "[unverified: commonly cited GCN LDS latency]")
     smem_latency: Sourced = Sourced(200, "[unverified: scalar cache hit latency]")
     l1_bytes_per_clk: Sourced = Sourced(64, _WHITEPAPER + ": 64 B/clk L2->L1 per CU")
@@ -121,6 +109,10 @@ class Calibrated:
     # Share of the chip that can keep its MFMA pipes busy at the peak clock: MI300X's 750 W
     # cap lowers sustained clocks under heavy matrix load across all CUs (see estimate.clock).
     power_budget: float = 1.0
+    # Power a busy VALU draws relative to a busy MFMA pipe, in the same budget: no primary
+    # source, so it is fitted (attention's softmax keeps the VALUs busy beside the MFMAs; a
+    # GEMM, which anchors the budget, barely uses them).
+    valu_power: float = 0.0
     # 32-bit read-modify-writes one L2 channel performs per clock. Atomics bypass the L1 and
     # are performed in the L2 (LLVM AMDGPUUsage, GFX942 memory model); their rate has no
     # primary source, so it is fitted (a split-K GEMM's epilogue is made of them).

@@ -20,8 +20,10 @@ import numpy as np
 
 from argus.ir import ops as O
 from argus.ir.expr import evaluate, free_vars
+from argus.ir.sizes import admits
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.numerics import ELEMENT_DTYPES
+from argus.isa_cdna3.perf import store
 from argus.isa_cdna3.perf.estimate import Timing, combine, plan
 from argus.isa_cdna3.perf.model import (
     Occupancy,
@@ -53,15 +55,26 @@ def mall_share(hbm: float, requested: float, gpu: Any) -> float:
     return min(1.0, hbm * gpu.xcds.value / requested) if requested else 0.0
 
 
-def sampled(key: tuple, run: Callable[[], Groups]) -> Groups:
-    """The traced waves of sample `key`, run once per process (the oldest of
-    `_SAMPLES_KEPT` is forgotten first)."""
+def sampled(key: tuple, run: Callable[[], Groups], wave: Callable[..., Any] | None = None
+            ) -> Groups:
+    """The traced waves of sample `key`, run once per process (the oldest of `_SAMPLES_KEPT`
+    is forgotten first) and, given the `wave` record type to rebuild them with, kept on disk
+    for the next process (`perf.store`; the key names the code object by its digest)."""
+    if key not in _SAMPLES and wave is not None and (
+            stored := store.load(key, wave)) is not None:
+        _keep(key, stored)
     if key not in _SAMPLES:
         groups = run()
-        if len(_SAMPLES) >= _SAMPLES_KEPT:
-            _SAMPLES.pop(next(iter(_SAMPLES)))
-        _SAMPLES[key] = groups
+        if wave is not None:
+            store.save(key, dict(groups))
+        _keep(key, groups)
     return _SAMPLES[key]
+
+
+def _keep(key: tuple, groups: Groups) -> None:
+    if len(_SAMPLES) >= _SAMPLES_KEPT:
+        _SAMPLES.pop(next(iter(_SAMPLES)))
+    _SAMPLES[key] = groups
 
 
 def schedule(key: tuple, n: int, waves: list, statics: list, bw: float, atomics: float,
@@ -79,8 +92,11 @@ def schedule(key: tuple, n: int, waves: list, statics: list, bw: float, atomics:
     return _SCHEDULES[memo]
 
 
-def forget() -> None:
-    """Drop the remembered samples and schedules (a cold start, for timing the model itself)."""
+def forget(*, disk: bool = False) -> None:
+    """Drop the remembered samples and schedules, and with `disk` the stored sample traces (a
+    cold start, for timing the model itself)."""
+    if disk:
+        store.clear()
     _SAMPLES.clear()
     _SCHEDULES.clear()
 
@@ -177,7 +193,8 @@ def trip_size(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, first: int)
 def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: Any,
                 threads: int, statics: list, run_sample: Callable[[dict, int], list],
                 sample_key: Callable[[dict, int], tuple], gpu: GpuProfile,
-                constants: Calibrated, extrapolate: bool = True) -> Timing:
+                constants: Calibrated, extrapolate: bool = True,
+                wave: Callable[..., Any] | None = None) -> Timing:
     """A compiled kernel at `sizes` (checked by the caller): `run_sample(shape, first)` runs
     the first `first` workgroups of the grid at `shape` and gives their traced waves. The size
     setting the main loop's trip count (`trip_size`) is sampled at two small values and the
@@ -197,7 +214,7 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     def one(trip: int) -> tuple[tuple, Groups]:
         shape = {**base, loop: trip} if loop else base
         key = sample_key(shape, first)
-        waves = sampled(key, lambda: {0: run_sample(shape, first)})[0]
+        waves = sampled(key, lambda: {0: run_sample(shape, first)}, wave)[0]
         by_group: dict[int, list] = {}
         for w in waves:
             by_group.setdefault(w.workgroup, []).append(w)
@@ -216,15 +233,11 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
                         gpu=gpu, constants=constants, shape=sizes, note=note)
 
 
-def _admissible(ir: O.Kernel, trial: dict) -> bool:
-    return all(evaluate(a, trial) for a in ir.assumes)
-
-
 def _trips(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str, first: int
            ) -> tuple[int, ...]:
     """The two smallest SAMPLE_TRIPS below the real trip count that the assumptions admit and
     that keep `first` workgroups in the first grid row; the real one when there are not two."""
-    small = [t for t in SAMPLE_TRIPS if t < sizes[loop] and _admissible(ir, {**sizes, loop: t})
+    small = [t for t in SAMPLE_TRIPS if t < sizes[loop] and admits(ir, {**sizes, loop: t})
              and grid(**{**sizes, loop: t})[0] >= first]
     return (small[0], small[1]) if len(small) >= 2 else (sizes[loop],)
 
@@ -238,7 +251,7 @@ def _shrunk(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | N
     for name in (v.name for v in ir.sizes):
         while name != loop and name not in bounding and base[name] > 1:
             trial = {**base, name: base[name] // 2}
-            if not _admissible(ir, trial) or grid(**trial)[0] < first:
+            if not admits(ir, trial) or grid(**trial)[0] < first:
                 break
             base = trial
     return base

@@ -13,9 +13,13 @@ import attrs
 from argus.search.evaluate import INCOMPLETE, OK, Evaluation
 from argus.search.space import Candidate, Problem
 
+__all__ = ["Planner", "Proposal", "SearchState"]
+
 
 @attrs.frozen
 class Proposal:
+    """A candidate a planner proposes, the move that produced it, and why."""
+
     candidate: Candidate
     move: str  # a knowledge-base move id, or default | optuna | random | llm-params | llm-edit
     rationale: str = ""
@@ -36,7 +40,8 @@ class SearchState:
     @property
     def results(self) -> list[Evaluation]:
         """Accepted results (verified, correct, modelled), best first."""
-        return sorted((e for e in self.evaluations if e.is_result), key=lambda e: -e.reward)
+        return sorted((e for e in self.evaluations if e.is_result),
+                      key=lambda e: -(e.reward or 0.0))
 
     @property
     def best(self) -> Evaluation | None:
@@ -53,6 +58,8 @@ class SearchState:
 
 
 class Planner(Protocol):
+    """What every planner implements: `propose(state, k)` and `observe(evaluations)`."""
+
     name: str
 
     def propose(self, state: SearchState, k: int) -> list[Proposal]: ...

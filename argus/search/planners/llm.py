@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import re
 import time
 from collections import defaultdict
 
 import attrs
 
+from argus import env
+from argus.errors import ArgusError
 from argus.search.kb import Context, moves_for
 from argus.search.planners import Proposal, SearchState
 from argus.search.space import Action, Candidate, Problem, SearchError, apply
@@ -38,15 +39,27 @@ Answer with one JSON object and nothing else:
 {"rationale": "<one or two sentences>",
  "proposals": [{"move": "<knowledge-base move id>"}
              | {"params": {"<knob>": <value>, ...}}
+             | {"rewrite": "<program rewrite>", "site": [<ints>]}
+             | {"repair_of": "<key of a refuted candidate>", "rewrite": "<program rewrite>",
+                "site": [<ints>]}
              | {"source": "<complete Python module defining one @T.kernel function with the
                            same arguments>", "params": {...}}]}
+A program rewrite transforms the traced kernel (drop a barrier, deepen an LDS ring, swizzle
+stores, unroll, ...); some are legal only sometimes and the verifier decides. A refuted
+candidate's counterexample names the repairs that may mend it: propose one with "repair_of".
 """
 
 
-class LLMFailure(Exception):
-    def __init__(self, kind: str, message: str):
+class LLMFailure(ArgusError):
+    """The LLM server gave no usable answer; `reason` is the run file's status for it
+    (timeout, error, malformed, refusal). The planner records it and falls back to the offline
+    one, so it reaches a caller only from `ChatClient.complete` itself."""
+
+    kind = "environment"
+
+    def __init__(self, reason: str, message: str):
         super().__init__(message)
-        self.kind = kind
+        self.reason = reason
 
 
 @attrs.frozen
@@ -92,14 +105,13 @@ def client_from_options(base_url: str | None = None, model: str | None = None,
                         ) -> ChatClient:
     """A client from options, else the environment; a missing URL or model is an error with
     the fix."""
-    base_url = base_url or os.environ.get("ARGUS_LLM_BASE_URL")
-    model = model or os.environ.get("ARGUS_LLM_MODEL")
+    configured_url, configured_model = env.llm_server()
+    base_url, model = base_url or configured_url, model or configured_model
     if not base_url or not model:
         raise SearchError("the llm planner needs a server and a model: give --llm-base-url and "
                           "--llm-model (or ARGUS_LLM_BASE_URL / ARGUS_LLM_MODEL), e.g. "
                           "http://localhost:11434/v1 for ollama")
-    names = [api_key_env] if api_key_env else ["ARGUS_LLM_API_KEY", "OPENAI_API_KEY"]
-    key = next((os.environ[n] for n in names if os.environ.get(n)), None)
+    key = env.llm_api_key(api_key_env)
     if api_key_env and key is None:
         raise SearchError(f"--llm-api-key-env {api_key_env}: that variable is not set")
     # local servers accept any key; the openai client insists on one
@@ -114,8 +126,10 @@ class LLMPlanner:
         self.log = log or (lambda event: None)
         self.moves = {m.id: m for m in moves_for(problem)}
         self.exchanges = 0
+        self.refuted: list = []  # refuted evaluations, which `repair_of` may name
 
     def observe(self, evaluations) -> None:
+        self.refuted.extend(e for e in evaluations if e.status == "refuted")
         self.fallback.observe(evaluations)
 
     def propose(self, state: SearchState, k: int) -> list[Proposal]:
@@ -135,7 +149,7 @@ class LLMPlanner:
             if not proposals:
                 event["message"] = "; ".join(rejected) or "no proposal in the answer"
         except LLMFailure as failure:
-            event["status"], event["message"] = failure.kind, str(failure)
+            event["status"], event["message"] = failure.reason, str(failure)
         event["seconds"] = round(time.perf_counter() - started, 3)
         proposals = proposals[:k]
         if not proposals:
@@ -163,12 +177,46 @@ class LLMPlanner:
             "# Statistics per move (n, mean reward, best reward, failures)\n"
             + _move_table(state),
             "# Best candidates (verified, correct, modelled)\n" + _best(state),
+            "# Program rewrites that apply to the current best (rewrite, site, effect)\n"
+            + self._rewrites(parent),
             "# Latest rejections (never results; fix what they show)\n" + _failures(state),
+            "# Repairs the latest counterexamples suggest (propose with repair_of)\n"
+            + self._repairs(state),
             f"# Already evaluated (do not repeat)\n{_seen(state)}",
             f"Propose up to 4 new candidates starting from "
             f"{parent.describe() if parent else 'the default configuration'}.",
         ]
         return "\n\n".join(sections)
+
+    def _rewrites(self, parent) -> str:
+        from argus.search.evaluate import traced
+        from argus.search.rewrites import REWRITES, offered
+        from argus.search.space import default_candidate
+
+        kernel = traced(self.problem, parent or default_candidate(self.problem))
+        if kernel is None:
+            return "(the current best does not trace)"
+        lines = [f"- {name} site {list(site)}: {REWRITES[name].effect} "
+                 f"({REWRITES[name].legal})" for name, site in offered(kernel)]
+        return "\n".join(lines) or "(none)"
+
+    def _repairs(self, state: SearchState) -> str:
+        """For the latest refuted candidates: the repairs their counterexamples map to."""
+        from argus.search.evaluate import REFUTED, traced
+        from argus.search.repair import repairs
+
+        lines = []
+        refuted = [e for e in state.evaluations if e.status == REFUTED and e.counterexamples]
+        for e in refuted[-2:]:
+            kernel = traced(self.problem, e.candidate)
+            if kernel is None:
+                continue
+            for r in repairs(kernel, e.candidate, list(e.counterexamples)):
+                if r.rewrite.startswith("undo:"):
+                    lines.append(f"- {{\"params\": {{}}}} (undo {r.rewrite[5:]}): {r.why}")
+                    continue
+                lines.append(f"- {json.dumps({'repair_of': e.key, 'rewrite': r.rewrite, 'site': list(r.site)})}: {r.why}")  # noqa: E501
+        return "\n".join(lines) or "(none)"
 
     def _applicable(self, state, parent):
         from argus.search.space import default_candidate
@@ -211,6 +259,8 @@ class LLMPlanner:
         if not isinstance(item, dict):
             raise ValueError(f"{item!r} is not an object")
         fixed = self.problem.fixed_params()
+        if "rewrite" in item:
+            return self._rewrite(item, parent, why)
         if "move" in item:
             move = self.moves.get(item["move"])
             if move is None:
@@ -234,6 +284,35 @@ class LLMPlanner:
         if not params:
             raise ValueError("neither a move, params nor a source")
         return Proposal(candidate, "llm-params", why)
+
+
+    def _rewrite_base(self, item: dict, parent: Candidate) -> Candidate:
+        if "repair_of" not in item:
+            return parent
+        key = item["repair_of"]
+        found = [e.candidate for e in self.refuted if e.key == key]
+        if not found:
+            raise ValueError(f"repair_of {key!r} is not a refuted candidate of this run")
+        return found[-1]
+
+    def _rewrite(self, item: dict, parent: Candidate, why: str) -> Proposal:
+        """A program rewrite on the current best, or on a refuted candidate (`repair_of`),
+        checked against the sites the rewrite has in that candidate's IR."""
+        from argus.search.evaluate import traced
+        from argus.search.rewrites import REWRITES
+
+        name, site = item["rewrite"], item.get("site", [0])
+        if name not in REWRITES:
+            raise ValueError(f"unknown rewrite {name!r}; choose one of {sorted(REWRITES)}")
+        if not isinstance(site, list) or not all(isinstance(i, int) for i in site):
+            raise ValueError(f"site {site!r} is not a list of integers")
+        base = self._rewrite_base(item, parent)
+        kernel = traced(self.problem, base)
+        if kernel is None or tuple(site) not in REWRITES[name].sites(kernel):
+            raise ValueError(f"rewrite {name} has no site {site} in {base.describe()}")
+        candidate = attrs.evolve(base, rewrites=(*base.rewrites, (name, tuple(site))))
+        move = ("llm-repair:" if "repair_of" in item else "llm-rewrite:") + name
+        return Proposal(candidate, move, why)
 
 
 def _json_object(text: str):

@@ -1,8 +1,13 @@
 """The offline planner (the default; no network): in-context RL over the trajectory. A UCB
-bandit chooses among the knowledge-base moves that apply to the current parent, plus one arm
-that asks optuna's TPE sampler for a whole configuration; every evaluation, whoever proposed
-it, is told to the optuna study, and the bandit credits an arm when its candidate sets a new
-best by more than 2%. Candidates that cannot trace at the target shape are pruned for free.
+bandit chooses among the knowledge-base moves that apply to the current parent, the program
+rewrites (`argus.search.rewrites`) that apply to its IR, one arm that asks optuna's TPE sampler
+for a whole configuration and one that asks the value model; every evaluation, whoever proposed
+it, is told to the optuna study. An arm's credit is graded by the reward its candidate earned
+against the best so far (`graded_credit`), not one bit. A refuted candidate's counterexample is
+mapped to repairs (`argus.search.repair`), proposed before anything else. With an experience
+store, the moves' priors come from past runs of the family (same shape class first), and every
+evaluated move is added to it. Candidates that cannot trace at the target shape are pruned for
+free.
 """
 
 from __future__ import annotations
@@ -11,11 +16,13 @@ import math
 import random
 import warnings
 
+import attrs
 import numpy as np
 import optuna
 
-from argus.search.evaluate import Evaluation, precheck
-from argus.search.kb import Context, moves_for
+from argus.search import rewrites as R
+from argus.search.evaluate import REFUTED, Evaluation, precheck, traced
+from argus.search.kb import Context, k_tiles, moves_for
 from argus.search.planners import Proposal, SearchState
 from argus.search.planners.model import ValueModel
 from argus.search.space import Candidate, Problem, apply, default_candidate, every_candidate
@@ -38,13 +45,34 @@ MODEL_TRIES = 16  # top-ranked points checked for tracing at the shape per model
 PRIOR_WEIGHT = 2.0  # pseudo-observations behind each move's prior
 STARTUP = 4  # random draws before TPE models the knobs (jointly: multivariate)
 ATTEMPTS = 6  # TPE draws per proposal before the next arm (TPE repeats itself in small spaces)
+REWRITE_PREFIX = "rw:"
+REPAIR_PREFIX = "repair:"
+MAX_REPAIR_DEPTH = 2  # repairs of a refuted repair, but not further
+#: graded credit: 0 at or below LOW of the best so far, 1 at or above HIGH times it, linear
+#: between (a candidate as good as the best earns a third)
+LOW, HIGH = 0.85, 1.15
+
+
+def graded_credit(reward: float | None, best: float | None) -> float:
+    """An arm's credit for one evaluation: the reward against the best before it, graded in
+    [0, 1]; a rejected candidate (no reward) earns 0, the first result 0.5."""
+    if reward is None:
+        return 0.0
+    if best is None:
+        return 0.5
+    return min(1.0, max(0.0, (reward / best - LOW) / (HIGH - LOW)))
 
 
 class OfflinePlanner:
     name = "offline"
 
-    def __init__(self, problem: Problem, seed: int = 0, legal=None):
+    def __init__(self, problem: Problem, seed: int = 0, legal=None, *, experience=None,
+                 learn: bool = True, rewrites: bool = True, log=None, run: str = ""):
         self.problem = problem
+        #: the experience store (argus.search.experience.Experience) priors come from and, with
+        #: `learn`, evaluated moves go to; None: the knowledge base's priors alone
+        self.experience, self.learn, self.run = experience, learn, run
+        self.log = log or (lambda event: None)
         #: legal(candidate) -> "" or why it cannot run at the target shape (pruned for free)
         self.legal = legal or (lambda candidate: precheck(problem, candidate))
         self.moves = {m.id: m for m in moves_for(problem)}
@@ -60,19 +88,41 @@ class OfflinePlanner:
         self.asked: dict[str, optuna.trial.Trial] = {}
         self.model = ValueModel(problem)
         self.numpy_rng = np.random.default_rng(seed)
-        self.pulls = {arm: 0 for arm in [*self.moves, OPTUNA_ARM, MODEL_ARM]}
+        self.rewrites = {REWRITE_PREFIX + r.name: r for r in R.REWRITES.values()
+                         if rewrites and not r.repair}
+        self.pulls = {arm: 0 for arm in [*self.moves, *self.rewrites, OPTUNA_ARM, MODEL_ARM]}
         self.credit = {arm: 0.0 for arm in self.pulls}
         self.best_reward: float | None = None
         self.points: list[Candidate] | None = None  # the whole space, listed when first needed
+        from argus.search.experience import shape_class
+
+        self.shape_class = shape_class(problem.family, problem.sizes)
+        self.learned = experience.priors(self.shape_class, exclude_run=run or None) \
+            if experience is not None else {}
+        self.repairs: list[Proposal] = []  # repairs of refuted candidates, tried first
+        self.repair_of: dict[str, dict] = {}  # repaired candidate key -> the repair record
+        self.ir: dict[str, object] = {}  # traced (and rewritten) IR of parents, by key
 
     # --- bandit -----------------------------------------------------------------------------
 
+    def prior(self, arm: str, ctx: Context | None = None) -> tuple[float, float]:
+        """(prior mean credit, pseudo-observations) of an arm: the knowledge base's (lowered
+        where the move's precondition fails at `ctx`), blended with past runs' experience."""
+        if arm in self.moves:
+            base = self.moves[arm].prior_at(ctx) if ctx is not None else self.moves[arm].prior
+        elif arm in self.rewrites:
+            base = self.rewrites[arm].prior
+        else:
+            base = ARM_PRIORS[arm]
+        mean, weight = self.learned.get(arm, (0.0, 0.0))
+        return ((PRIOR_WEIGHT * base + weight * mean) / (PRIOR_WEIGHT + weight),
+                PRIOR_WEIGHT + weight)
+
     def value(self, arm: str, ctx: Context | None = None) -> float:
-        """Posterior mean credit of an arm: its prior (the move's, lowered where its
-        precondition fails at `ctx`) as pseudo-observations plus its credits."""
-        prior = (self.moves[arm].prior_at(ctx) if arm in self.moves and ctx is not None
-                 else self.moves[arm].prior if arm in self.moves else ARM_PRIORS[arm])
-        return ((self.credit[arm] + PRIOR_WEIGHT * prior) / (self.pulls[arm] + PRIOR_WEIGHT))
+        """Posterior mean credit of an arm: its prior as pseudo-observations plus its graded
+        credits."""
+        prior, weight = self.prior(arm, ctx)
+        return (self.credit[arm] + weight * prior) / (self.pulls[arm] + weight)
 
     def _ucb(self, arm: str, ctx: Context) -> float:
         total = sum(self.pulls.values()) + 1
@@ -97,6 +147,13 @@ class OfflinePlanner:
         if fresh(default):
             out.append(Proposal(default, "default", "the family's default configuration first"))
             taken.add(default.key)
+        while self.repairs and len(out) < k:
+            repair = self.repairs.pop(0)
+            if fresh(repair.candidate):
+                out.append(repair)
+                taken.add(repair.candidate.key)
+                self.log({"kind": "repair-proposed", "candidate": repair.candidate.key,
+                          **self.repair_of[repair.candidate.key]})
         while len(out) < k:
             proposal = self._draw(state, fresh)
             if proposal is None:
@@ -117,6 +174,7 @@ class OfflinePlanner:
                 if fresh(candidate):
                     options[move.id] = Proposal(
                         candidate, move.id, f"{move.effect}: {move.rationale}")
+        options.update(self._rewrite_options(parent, fresh))
         for arm in sorted([*options, OPTUNA_ARM, MODEL_ARM], key=lambda a: self._ucb(a, ctx),
                           reverse=True):
             if arm in options:
@@ -125,6 +183,28 @@ class OfflinePlanner:
             if proposal is not None:
                 return proposal
         return self._random(fresh)
+
+    def _traced(self, candidate: Candidate):
+        if candidate.key not in self.ir:
+            self.ir[candidate.key] = traced(self.problem, candidate)
+        return self.ir[candidate.key]
+
+    def _rewrite_options(self, parent: Candidate, fresh) -> dict[str, Proposal]:
+        """One proposal per rewrite that applies to the parent's IR: its first fresh site."""
+        if not self.rewrites:
+            return {}
+        kernel = self._traced(parent)
+        if kernel is None:
+            return {}
+        options = {}
+        for arm, rewrite in self.rewrites.items():
+            for site in rewrite.sites(kernel):
+                candidate = attrs.evolve(parent, rewrites=(*parent.rewrites,
+                                                           (rewrite.name, site)))
+                if fresh(candidate):
+                    options[arm] = Proposal(candidate, arm, f"{rewrite.effect} ({rewrite.legal})")
+                    break
+        return options
 
     def _sample_model(self, state: SearchState, fresh) -> Proposal | None:
         """The best unseen point under one Thompson sample of the value model."""
@@ -164,16 +244,74 @@ class OfflinePlanner:
 
     def observe(self, evaluations: list[Evaluation]) -> None:
         for ev in evaluations:
-            new_best = ev.is_result and (self.best_reward is None
-                                         or ev.reward > self.best_reward * MARGIN)
+            credit = graded_credit(ev.reward if ev.is_result else None, self.best_reward)
             if ev.move in self.pulls:
                 self.pulls[ev.move] += 1
-                self.credit[ev.move] += 1.0 if new_best else 0.0
+                self.credit[ev.move] += credit
+            self._remember(ev, credit)
+            if ev.status == REFUTED and ev.counterexamples:
+                self._queue_repairs(ev)
             if ev.is_result:
                 self.best_reward = max(self.best_reward or 0.0, ev.reward)
                 if ev.candidate.source is None:
                     self.model.observe(ev.candidate, ev.reward)
             self._tell(ev)
+
+    def _remember(self, ev: Evaluation, credit: float) -> None:
+        """The move's row in the experience store, and the verdict of a repair."""
+        from argus.search.repair import counterexample_kind
+
+        record = self.repair_of.get(ev.key)
+        if record is not None and "verdict" not in record:
+            record["verdict"] = ev.status
+            self.log({"kind": "repair", "candidate": ev.key, **record,
+                      "reward": ev.reward if ev.is_result else None})
+        if self.experience is None or not self.learn or not ev.move:
+            return
+        arm = ev.move.split(":")[0] + ":" + ev.move.split(":")[1] \
+            if ev.move.startswith(REPAIR_PREFIX) else ev.move
+        self.experience.append({
+            "run": self.run, "shape_class": self.shape_class, "move": arm,
+            "credit": round(credit, 4), "status": ev.status, "reward": ev.reward,
+            "counterexample": counterexample_kind(ev), "features": self._features(ev)})
+
+    def _features(self, ev: Evaluation) -> dict:
+        ctx = Context(self.problem, ev.candidate, ev.facts)
+        out = {"rewrites": len(ev.candidate.rewrites)}
+        for name, get in (("workgroups", lambda: ctx.workgroups), ("k_tiles",
+                                                                   lambda: k_tiles(ctx))):
+            try:
+                out[name] = get()
+            except (KeyError, ZeroDivisionError):
+                pass
+        for name in ("lds_bytes", "bottleneck", "occupancy_limited_by"):
+            if name in ev.facts:
+                out[name] = ev.facts[name]
+        return out
+
+    def _queue_repairs(self, ev: Evaluation) -> None:
+        """Repairs of a refuted candidate from its counterexamples, tried next."""
+        from argus.search.repair import repairs
+
+        kernel = self._traced(ev.candidate)
+        if kernel is None:
+            return
+        found = repairs(kernel, ev.candidate, list(ev.counterexamples))
+        first = ev.counterexamples[0]
+        for repair in found:
+            self.repair_of[repair.candidate.key] = {
+                "refuted": ev.key, "refuted_candidate": ev.candidate.to_dict(),
+                "counterexample": {"kind": first.get("kind"), "loc": first.get("loc"),
+                                   "text": first.get("text", "")[:600]},
+                "repair": {k: v for k, v in repair.to_dict().items() if k != "candidate"}}
+        proposals = [Proposal(r.candidate, REPAIR_PREFIX + r.rewrite, r.why) for r in found]
+        depth = self.repair_of.get(ev.key, {}).get("depth", 0)
+        for repair in found:
+            self.repair_of[repair.candidate.key]["depth"] = depth + 1
+        if depth == 0:  # a new refutation's repairs go first
+            self.repairs[:0] = proposals
+        elif depth < MAX_REPAIR_DEPTH:  # a refuted repair's after its siblings
+            self.repairs.extend(proposals)
 
     def _tell(self, ev: Evaluation) -> None:
         """Every knob-only evaluation goes into the optuna study: a result with its reward, a

@@ -1,0 +1,290 @@
+"""Checking one KernelBench problem: find its solution, run it against the problem's own Model
+by KernelBench's correctness rules on the emulator, prove every kernel for symbolic sizes, and
+model its time at the published sizes against a roofline bound.
+"""
+
+from __future__ import annotations
+
+import math
+import time as clock
+import traceback
+
+import attrs
+import numpy as np
+
+from argus.errors import ArgusError
+from argus.kernelbench import road
+from argus.kernelbench.problem import FLOOR, Problem, load
+from argus.kernelbench.route import Unsupported, route
+from argus.kernelbench.solution import (
+    Context,
+    Refused,
+    Shaped,
+    Solution,
+    from_plan,
+    guarded,
+    static_refusal,
+)
+
+#: KernelBench's correctness rules: trials, the seed they derive from, tolerances.
+TRIALS = 5
+SEED = 42
+TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
+#: 32-bit buffer offsets: a tensor must stay below this many bytes (64-bit addressing is
+#: issue 22's)
+ADDRESSABLE = 1 << 32
+STATUSES = ("correct", "incorrect", "unsupported", "unknown", "error")
+
+
+@attrs.define
+class Row:
+    """One problem's result, as the JSON rows and the table show it."""
+
+    level: str
+    problem: str
+    status: str = "error"
+    proved: bool = False
+    max_error: float | None = None
+    scaled_sizes: dict = attrs.Factory(dict)
+    modelled_us: float | None = None
+    roofline_us: float | None = None
+    reason: str = ""
+    generated: bool = False
+    templates: list = attrs.Factory(list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return attrs.asdict(self)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.modelled_us and self.roofline_us:
+            return self.modelled_us / self.roofline_us
+        return None
+
+
+# ------------------------------------------------------------------------------ roofline
+def peaks() -> dict[str, float]:
+    """MI300X peaks from the machine tables: f32 MFMA and VALU FLOP/s, HBM bytes/s."""
+    from argus.isa_cdna3 import isa
+    from argus.isa_cdna3.mfma import mfma
+    from argus.isa_cdna3.perf.params import CU, profile
+
+    gpu = profile("mi300x")
+    hz = gpu.clock_ghz.value * 1e9
+    simds = gpu.cus.value * CU.simds.value
+    info = mfma("v_mfma_f32_32x32x2_f32")
+    return {"mfma_f32": simds * info.flops / info.cycles * hz,
+            "valu_f32": simds * isa.WAVE_SIZE * 2 / CU.valu.value * hz,
+            "hbm": gpu.hbm_bytes_per_s.value}
+
+
+def roofline_us(inputs, output_bytes: int, matmul_flops: float, other_flops: float) -> float:
+    """max(FLOPs at the peaks, compulsory bytes at HBM bandwidth): every input read once and
+    the output written once."""
+    p = peaks()
+    moved = sum(t.numel() * t.element_size() for t in inputs) + output_bytes
+    compute = matmul_flops / p["mfma_f32"] + other_flops / p["valu_f32"]
+    return max(compute, moved / p["hbm"]) * 1e6
+
+
+# ------------------------------------------------------------------------------ checking
+def find_solution(problem: Problem, solutions: dict | None):
+    """(solution, plan or None): a hand-written one given for the problem (by stem or
+    number), else the route's."""
+    for key in (problem.name, problem.id):
+        if solutions and key in solutions:
+            return solutions[key], None
+    model = problem.model()
+    plan = route(model, problem.inputs(SEED))
+    return from_plan(plan), plan
+
+
+def _numpy(t) -> np.ndarray:
+    return t.detach().cpu().numpy().copy()
+
+
+def _parameters(model, plan) -> list[np.ndarray]:
+    if plan is None:
+        return [_numpy(p) for _, p in model.named_parameters()]
+    state = dict(model.named_parameters()) | dict(model.named_buffers())
+    return [_numpy(state[path]) for _, path in plan.params]
+
+
+def correctness(problem: Problem, solution: Solution, plan) -> tuple[bool, float, str]:
+    """KernelBench's rule: TRIALS fresh input sets, the problem's Model on torch's CPU as the
+    reference, allclose at the dtype's tolerance, every trial passing. The solution sees copies
+    of the inputs and the weights (never the reference output) and runs first."""
+    import torch
+
+    model = problem.model()
+    worst = 0.0
+    for trial in range(TRIALS):
+        inputs = problem.inputs(SEED + trial)
+        arrays = [_numpy(t) for t in inputs] + _parameters(model, plan)
+        ctx = Context(execute=True)
+        out = guarded(lambda ctx=ctx, arrays=arrays: solution.forward(ctx, *arrays))
+        with torch.no_grad():
+            ref = model(*inputs)
+        if not isinstance(ref, torch.Tensor):
+            raise Unsupported("a model returning something other than one tensor")
+        tol = TOLERANCE.get(str(ref.dtype).removeprefix("torch."), 1e-4)
+        expected = _numpy(ref)
+        got = np.asarray(out)
+        if got.shape != expected.shape:
+            return False, math.inf, (f"trial {trial}: output shape {list(got.shape)}, "
+                                     f"expected {list(expected.shape)}")
+        error = float(np.nanmax(np.abs(got.astype(np.float64) - expected))) \
+            if got.size else 0.0
+        if np.isnan(got).any():
+            where = tuple(int(i) for i in np.argwhere(np.isnan(got))[0])
+            return False, math.inf, (f"trial {trial}: output element {where} is NaN (never "
+                                     "written, or computed as NaN)")
+        worst = max(worst, error)
+        if not np.allclose(got, expected, atol=tol, rtol=tol):
+            bad = np.abs(got - expected) > tol + tol * np.abs(expected)
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            return False, error, (f"trial {trial}: element {where} is {got[where]:.6g}, "
+                                  f"expected {expected[where]:.6g} (tolerance {tol:g})")
+    return True, worst, ""
+
+
+def proof(solution: Solution) -> tuple[str, str]:
+    """The weakest verdict over the solution's kernels, and what it was about."""
+    rank = {"proved": 0, "unknown": 1, "refuted": 2}
+    worst, detail = "proved", ""
+    for kernel in solution.kernels:
+        verdict, text = road.prove(kernel)
+        if rank[verdict] > rank[worst]:
+            worst, detail = verdict, f"{kernel.name}: {text}"
+    return worst, detail
+
+
+def planned(full, solution: Solution, plan):
+    """(launches, bytes of the largest array, the plan) at the published sizes: the forward
+    runs in planning mode on shape-only inputs (a generated solution is routed again at those
+    shapes, which must give the same kernels). `full` is (model, inputs) on the meta
+    device."""
+    model, inputs = full
+    state = dict(model.named_parameters()) | dict(model.named_buffers())
+    full_plan = None
+    if plan is not None:
+        full_plan = route(model, inputs)
+        if from_plan(full_plan).kernels != from_plan(plan).kernels:
+            raise ArgusError("the route picks other kernels at the published sizes than at "
+                             "the scaled ones, so the emulated run would not cover them")
+        solution = from_plan(full_plan)
+        params = [Shaped(tuple(state[path].shape)) for _, path in full_plan.params]
+    else:
+        params = [Shaped(tuple(p.shape)) for _, p in model.named_parameters()]
+    ctx = Context(execute=False)
+    shaped = [Shaped(tuple(t.shape)) for t in inputs] + params
+    guarded(lambda: solution.forward(ctx, *shaped))
+    largest = max((b for _, _, b in ctx.launches), default=0)
+    return ctx.launches, largest, full_plan
+
+
+def _scaled_launches(problem: Problem, solution: Solution, plan) -> list:
+    model = problem.model()
+    state = dict(model.named_parameters()) | dict(model.named_buffers())
+    params = ([Shaped(tuple(state[p].shape)) for _, p in plan.params] if plan is not None
+              else [Shaped(tuple(p.shape)) for _, p in model.named_parameters()])
+    ctx = Context(execute=False)
+    shaped = [Shaped(tuple(t.shape)) for t in problem.inputs(SEED)] + params
+    guarded(lambda: solution.forward(ctx, *shaped))
+    return ctx.launches
+
+
+def runs_once(scaled: list, full: list) -> str:
+    """A grid axis or loop that runs more than once at the published sizes but once at the
+    scaled ones ('' when there is none)."""
+    for (kernel, small, _), (_, big, _) in zip(scaled, full):
+        (grid_s, trips_s), (grid_b, trips_b) = (road.loop_trips(kernel, small),
+                                                road.loop_trips(kernel, big))
+        for axis, (s, b) in enumerate(zip(grid_s, grid_b)):
+            if b > 1 and s <= 1:
+                return f"{kernel.name}: grid axis {axis} runs once at the scaled sizes"
+        for loop, (s, b) in enumerate(zip(trips_s, trips_b)):
+            if b > 1 and s <= 1:
+                return f"{kernel.name}: loop {loop} runs once at the scaled sizes"
+    return ""
+
+
+def check(path, level: str | None = None, solutions: dict | None = None) -> Row:
+    """Every check on one problem file; any failure lands in the row, never escapes."""
+    start = clock.perf_counter()
+    row = Row(level or "", getattr(path, "stem", str(path)))
+    try:
+        problem = load(path, level)
+        row.level, row.problem = problem.level, problem.name
+        row.scaled_sizes = _shown(problem.scaled)
+        _check(problem, row, solutions)
+    except Unsupported as err:
+        row.status, row.reason = "unsupported", err.message
+    except Refused as err:
+        row.status, row.reason = "incorrect", f"refused: {err.message}"
+    except ArgusError as err:
+        row.status, row.reason = "error", f"{type(err).__name__}: {err}"
+    except Exception as err:  # a harness defect must not take the other rows down
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        row.status = "error"
+        row.reason = (f"{type(err).__name__}: {err} (at {where.filename.split('/')[-1]}:"
+                      f"{where.lineno})")
+    row.seconds = round(clock.perf_counter() - start, 2)
+    return row
+
+
+def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
+    solution, plan = find_solution(problem, solutions)
+    full = problem.full()
+    launches, largest, full_plan = planned(full, solution, plan)
+    once = runs_once(_scaled_launches(problem, solution, plan), launches)
+    if once and plan is not None:
+        # the tiles are larger than the scaled sizes: scale less (the kernels stay the same)
+        problem = load(problem.path, problem.level, floor=2 * FLOOR - 1)
+        row.scaled_sizes = _shown(problem.scaled)
+        solution, plan = find_solution(problem, solutions)
+        once = runs_once(_scaled_launches(problem, solution, plan), launches)
+    row.generated = solution.generated
+    row.templates = list(solution.templates) or (["hand-written"] if not solution.generated
+                                                  else [])
+    if not solution.generated:
+        refusal = static_refusal(solution.forward)
+        if refusal:
+            raise Refused(refusal)
+    ok, error, why = correctness(problem, solution, plan)
+    row.max_error = None if math.isinf(error) else error
+    verdict, detail = proof(solution)
+    row.proved = verdict == "proved"
+    row.modelled_us = sum(road.model_time(kernel, sizes) for kernel, sizes, _ in launches)
+    row.roofline_us = roofline_us(full[1], _output_bytes(full),
+                                  full_plan.mm_flops if full_plan else 0.0,
+                                  full_plan.valu_flops if full_plan else 0.0)
+    if not ok:
+        row.status, row.reason = "incorrect", why
+    elif verdict == "refuted":
+        row.status, row.reason = "incorrect", f"refuted: {detail}"
+    elif verdict == "unknown":
+        row.status, row.reason = "unknown", detail
+    else:
+        row.status = "correct"
+    if row.status == "correct" and largest >= ADDRESSABLE:
+        row.status = "unsupported"
+        row.reason = (f"at the published sizes a tensor has {largest / 1e9:.1f} GB: needs "
+                      "64-bit addressing (buffer offsets are 32-bit); correct and proved at "
+                      "the scaled sizes")
+    if once:
+        row.reason = "; ".join(r for r in (row.reason, once) if r)
+
+
+def _shown(scaled: dict) -> dict:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in scaled.items()}
+
+
+def _output_bytes(full) -> int:
+    import torch
+
+    model, inputs = full
+    with torch.no_grad():
+        out = model(*inputs)
+    return out.numel() * out.element_size() if isinstance(out, torch.Tensor) else 0

@@ -1,0 +1,205 @@
+"""KernelBench problem files: a `Model(nn.Module)`, module-level size constants, `get_inputs()`
+and `get_init_inputs()`. A problem is loaded twice from its source: as published (shapes only,
+on torch's meta device, never allocated) and with its size constants scaled down so that the
+emulator runs it in seconds.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from pathlib import Path
+
+import attrs
+
+from argus.errors import ArgusError
+
+#: Constants at or below this are kept (axes, kernel sizes, small channel counts).
+KEEP = 16
+#: A scaled constant stays above this, so every tile loop and grid axis of the templates
+#: (64-wide tiles along a row, 64x64 matmul blocks) still runs more than once.
+FLOOR = 65
+#: Elements of all inputs together at the scaled sizes.
+BUDGET = 1 << 15
+
+
+class ProblemError(ArgusError):
+    """A problem file that does not follow KernelBench's format."""
+
+
+@attrs.frozen
+class Problem:
+    """One problem file, loaded at some size constants."""
+
+    path: Path
+    level: str
+    name: str                       # the file stem
+    constants: dict                 # the size constants as published
+    scaled: dict                    # the values used to run it here
+    namespace: dict = attrs.field(repr=False, eq=False)
+
+    @property
+    def id(self) -> str:
+        match = re.match(r"(\d+)", self.name)
+        return match.group(1) if match else self.name
+
+    def model(self):
+        """The reference model at the scaled sizes, its weights drawn from seed 42."""
+        import torch
+
+        torch.manual_seed(42)
+        ns = self.namespace
+        return ns["Model"](*ns["get_init_inputs"]())
+
+    def inputs(self, seed: int):
+        import torch
+
+        torch.manual_seed(seed)
+        return list(self.namespace["get_inputs"]())
+
+    def full(self):
+        """(model, inputs) at the published sizes on the meta device: shapes, no data."""
+        import torch
+
+        ns = _exec(self.path, self.path.read_text(), {})
+        with torch.device("meta"):
+            torch.manual_seed(42)
+            model = ns["Model"](*ns["get_init_inputs"]())
+            inputs = list(ns["get_inputs"]())
+        return model, inputs
+
+
+def _exec(path: Path, source: str, overrides: dict) -> dict:
+    tree = ast.parse(source, filename=str(path))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id in overrides:
+            node.value = ast.copy_location(ast.Constant(overrides[node.targets[0].id]),
+                                           node.value)
+    module = "kernelbench_" + re.sub(r"\W", "_", path.stem)
+    namespace = {"__name__": module, "__file__": str(path)}
+    try:
+        exec(compile(tree, str(path), "exec"), namespace)
+    except Exception as err:  # the problem file itself fails: say where
+        raise ProblemError(f"{path.name} raised {type(err).__name__} when loaded: {err}",
+                           str(path), "check the file runs with `python3 FILE`") from None
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if name not in namespace:
+            raise ProblemError(f"{path.name} defines no {name}", str(path),
+                               "a KernelBench problem defines Model, get_inputs and "
+                               "get_init_inputs")
+    return namespace
+
+
+def _constants(tree: ast.Module, namespace: dict) -> dict:
+    """The module-level size constants: names assigned a whole number above KEEP, or a tuple
+    of whole numbers, at the top level of the file."""
+    found = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        value = namespace.get(name)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and value > KEEP:
+            found[name] = value
+        elif isinstance(value, tuple) and value and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value) \
+                and any(v > KEEP for v in value):
+            found[name] = value
+    return found
+
+
+def scale(constants: dict, numel, floor: int = FLOOR) -> dict:
+    """Halve the largest constant (to c // 2 + 1, so tails stay odd) until the inputs have at
+    most BUDGET elements or every constant is at `floor`; `numel(values)` counts them."""
+    values = dict(constants)
+
+    def entries():
+        for name, value in values.items():
+            if isinstance(value, tuple):
+                for i, v in enumerate(value):
+                    yield (name, i), v
+            else:
+                yield (name, None), value
+
+    while numel(values) > BUDGET:
+        candidates = [(v, key) for key, v in entries() if v > floor]
+        if not candidates:
+            break
+        value, (name, index) = max(candidates)
+        new = max(floor, value // 2 + 1)
+        if index is None:
+            values[name] = new
+        else:
+            values[name] = tuple(new if i == index else v for i, v in enumerate(values[name]))
+    return values
+
+
+def load(path: str | Path, level: str | None = None, floor: int = FLOOR) -> Problem:
+    """Load a problem file, with its size constants scaled for the emulator (none below
+    `floor` unless published so)."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file() or path.suffix != ".py":
+        raise ProblemError(f"{path} is not a KernelBench problem file (.py)")
+    source = path.read_text()
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as err:
+        raise ProblemError(f"{err.msg}", f"{path}:{err.lineno}",
+                           "fix the problem file's syntax") from None
+    published = _exec(path, source, {})
+    constants = _constants(tree, published)
+
+    def numel(values):
+        ns = _exec(path, source, values)
+        with torch.device("meta"):
+            torch.manual_seed(0)
+            inputs = ns["get_inputs"]()
+        return sum(math.prod(t.shape) for t in inputs if isinstance(t, torch.Tensor))
+
+    scaled = scale(constants, numel, floor)
+    namespace = _exec(path, source, scaled)
+    return Problem(path, level or _level(path), path.stem, constants, scaled, namespace)
+
+
+def _level(path: Path) -> str:
+    for part in reversed(path.resolve().parts[:-1]):
+        if re.fullmatch(r"level\d+", part):
+            return part
+    return path.parent.name
+
+
+def discover(folder: str | Path, only: tuple[str, ...] = ()) -> list[Path]:
+    """The problem files of a level folder, in KernelBench's numeric order; `only` keeps the
+    problems whose number or file stem is listed."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ProblemError(f"{folder} is not a folder", str(folder),
+                           "give a KernelBench level folder, e.g. KernelBench/level1")
+    files = [p for p in folder.glob("*.py") if not p.name.startswith("_")]
+
+    def key(p: Path):
+        match = re.match(r"(\d+)", p.stem)
+        return (int(match.group(1)) if match else math.inf, p.stem)
+
+    files.sort(key=key)
+    if only:
+        wanted = set(only)
+        files = [p for p in files if p.stem in wanted
+                 or (re.match(r"(\d+)", p.stem) and re.match(r"(\d+)", p.stem).group(1) in wanted)]
+        known = {p.stem for p in files} | {re.match(r"(\d+)", p.stem).group(1) for p in files
+                                           if re.match(r"(\d+)", p.stem)}
+        missing = sorted(wanted - known)
+        if missing:
+            raise ProblemError(f"--only names problems not in {folder}: {', '.join(missing)}",
+                               str(folder), "give problem numbers or file stems")
+    if not files:
+        raise ProblemError(f"{folder} holds no problem files", str(folder),
+                           "give a KernelBench level folder, e.g. KernelBench/level1")
+    return files

@@ -1,0 +1,924 @@
+"""From a KernelBench `Model` to a plan of template launches: the model is traced with
+`torch.fx` at the scaled shapes, each node is interpreted as an expression over buffers
+(elementwise chains fuse; a reduction opens a row program whose later elementwise ops run in
+its final pass; a matmul keeps the elementwise ops that follow it as its epilogue), and a
+value is materialised as a kernel launch where a template boundary needs a buffer.
+
+An op without a template raises `Unsupported` naming it; nothing falls back to torch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from argus.errors import ArgusError
+from argus.kernelbench.templates import (
+    Elementwise,
+    Expr,
+    Matmul,
+    RowProgram,
+    bin_,
+    const,
+    leaves,
+    un,
+)
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+class Unsupported(ArgusError):
+    """The model uses an op (or a pattern) no template covers; the message names it."""
+
+
+@attrs.frozen
+class Step:
+    """One launch: `template` over the buffers `inputs` (by template leaf name) writing
+    `output`. `views` give, per buffer, the shape the kernel sees (a reshape of the buffer)."""
+
+    template: object
+    inputs: tuple[tuple[str, str], ...]          # (template leaf name, buffer)
+    vectors: tuple[tuple[str, str], ...]         # (template vec name, buffer or fill spec)
+    output: str
+    views: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@attrs.frozen
+class Plan:
+    """Steps in order; `inputs` and `params` name the buffers the forward receives (the
+    model's inputs, then its parameters), `shapes` every buffer's shape at the traced sizes,
+    `dims` how each shape is read off the inputs at other sizes, `output` the result."""
+
+    steps: tuple[Step, ...]
+    inputs: tuple[str, ...]
+    params: tuple[tuple[str, str], ...]          # (buffer, model attribute path)
+    shapes: dict
+    output: str
+    out_shape: tuple[int, ...]
+    fills: dict                                  # vec buffer -> the value it holds
+    mm_flops: float                              # matmul FLOPs (MFMA)
+    valu_flops: float                            # reduction FLOPs (VALU)
+
+
+@attrs.frozen
+class Row:
+    """A row-program context: reductions along `axes` of the shape `shape`."""
+
+    shape: tuple[int, ...]
+    axes: tuple[int, ...]
+    stats: tuple = ()
+
+
+@attrs.frozen
+class Val:
+    """A traced tensor: an expression in its space. `space` is "full" (elementwise over
+    `shape`), "stat" (reduced along the row's axes) or "mm" (a pending matmul's epilogue)."""
+
+    shape: tuple[int, ...]
+    expr: Expr
+    space: str = "full"
+    row: Row | None = None
+    mm: tuple | None = None                       # (Matmul, a buffer, b buffer, out shape)
+
+
+def _numel(shape) -> int:
+    return math.prod(shape)
+
+
+class Router:
+    def __init__(self, model, example_inputs):
+        import torch
+
+        self.torch = torch
+        self.model = model
+        self.buffers: dict[str, tuple[int, ...]] = {}
+        self.steps: list[Step] = []
+        self.fills: dict = {}
+        self.mm_flops = 0.0
+        self.valu_flops = 0.0
+        self.counter = 0
+        self.example_inputs = example_inputs
+
+    # ------------------------------------------------------------------ buffers and steps
+    def fresh(self, shape) -> str:
+        self.counter += 1
+        name = f"t{self.counter}"
+        self.buffers[name] = tuple(shape)
+        return name
+
+    def leaf(self, name: str) -> Val:
+        return Val(self.buffers[name], ("leaf", name))
+
+    def buffer(self, v) -> str:
+        """`v` materialised: the buffer holding it (a launch if it is still an expression)."""
+        if isinstance(v, float):
+            raise Unsupported("a constant where a tensor is needed")
+        if v.mm is not None:
+            return self._emit_matmul(v)
+        if v.expr[0] == "leaf" and v.space == "full" and self.buffers[v.expr[1]] == v.shape:
+            return v.expr[1]
+        if v.row is None:
+            return self._emit_elementwise(v)
+        return self._emit_row(v)
+
+    def _emit_elementwise(self, v: Val) -> str:
+        names = leaves(v.expr, "leaf")
+        if leaves(v.expr, "vec"):
+            raise Unsupported("an elementwise op broadcasting a vector outside a row program")
+        for n in names:
+            if _numel(self.buffers[n]) != _numel(v.shape):
+                raise Unsupported(f"broadcasting {self.buffers[n]} to {v.shape} in an "
+                                  "elementwise chain")
+        out = self.fresh(v.shape)
+        n = _numel(v.shape)
+        self.steps.append(Step(Elementwise(v.expr), tuple((x, x) for x in names), (), out,
+                               tuple((b, (n, 1)) for b in [*names, out])))
+        return out
+
+    def _row_views(self, row: Row):
+        shape, axes = row.shape, row.axes
+        o = _numel(shape[:axes[0]])
+        r = _numel(shape[axes[0]:axes[-1] + 1])
+        i = _numel(shape[axes[-1] + 1:])
+        return o, r, i
+
+    def _emit_row(self, v: Val) -> str:
+        row = v.row
+        o, r, i = self._row_views(row)
+        used = _stat_closure(v.expr, row.stats)
+        if used != list(range(len(used))):
+            raise Unsupported("a row program whose output skips an earlier reduction")
+        stats = row.stats[:len(used)]
+        if len(row.axes) == len(row.shape) and len(row.shape) > 1 and v.space == "stat":
+            return self._emit_global(v, stats)
+        strided = i > 1
+        full = v.space == "full"
+        program = RowProgram(tuple(stats), v.expr, full, strided)
+        out = self.fresh(v.shape)
+        big = (o, r, i, 1) if strided else (o, r, 1)
+        small = (o, i, 1) if strided else (o, 1)
+        names = program.inputs
+        for n in names:
+            if _numel(self.buffers[n]) != o * r * i:
+                raise Unsupported(f"a row program over {row.shape} reading a tensor of shape "
+                                  f"{self.buffers[n]}")
+        views = [(n, big) for n in names] + [(out, big if full else small)]
+        self.steps.append(Step(program, tuple((n, n) for n in names),
+                               tuple((n, n) for n in program.vectors), out, tuple(views)))
+        return out
+
+    def _emit_global(self, v: Val, stats) -> str:
+        """A reduction over every axis: per-row partials over the last axis, then one row
+        over the partials (two launches, so any size keeps the whole machine busy)."""
+        if len(stats) != 1:
+            raise Unsupported("a whole-tensor reduction depending on another reduction")
+        fn, e = stats[0]
+        shape = v.row.shape
+        inner = Row(shape, (len(shape) - 1,), ((fn, e),))
+        partial = self._emit_row(Val(shape[:-1] + (1,), ("stat", 0), "stat", inner))
+        self.buffers[partial] = (_numel(shape[:-1]),)
+        second = Row((_numel(shape[:-1]),), (0,), ((fn, ("leaf", partial)),))
+        return self._emit_row(Val(v.shape, v.expr, "stat", second))
+
+    def _emit_matmul(self, v: Val) -> str:
+        mm, a, b, shape, views = v.mm
+        mm = attrs.evolve(mm, epilogue=v.expr)
+        out = self.fresh(v.shape)
+        self.steps.append(Step(mm, (("A", a), ("B", b)), tuple((n, n) for n in mm.vectors),
+                               out, tuple(views) + ((out, shape),)))
+        return out
+
+    # ------------------------------------------------------------------------- the route
+    def vec_fill(self, value: float, length: int) -> str:
+        """A vector of `length` copies of `value` (1/count of a mean): the count is a size, so
+        the kernel reads it as data instead of having it baked in."""
+        for name, fill in self.fills.items():
+            if fill == value and self.buffers[name] == (length,):
+                return name
+        name = self.fresh((length,))
+        self.fills[name] = value
+        return name
+
+
+def _stat_closure(e: Expr, stats) -> list[int]:
+    need = set(leaves(e, "stat"))
+    changed = True
+    while changed:
+        changed = False
+        for k in list(need):
+            for j in leaves(stats[k][1], "stat"):
+                if j not in need:
+                    need.add(j)
+                    changed = True
+    return sorted(need)
+
+
+# ---------------------------------------------------------------------- the interpreter
+class _Core:
+    """Combining values on a `Router`: elementwise ops, broadcasts, reductions."""
+
+    def __init__(self, router: Router, model):
+        self.r = router
+        self.model = model
+
+    # -- combining values
+    def combine(self, fn: str, x, y) -> Val:
+        if isinstance(x, float) and isinstance(y, float):
+            raise Unsupported("arithmetic between two Python numbers in the graph")
+        if isinstance(x, float) or isinstance(y, float):
+            v = y if isinstance(x, float) else x
+            c = const(x if isinstance(x, float) else y)
+            e = bin_(fn, c, v.expr) if isinstance(x, float) else bin_(fn, v.expr, c)
+            return attrs.evolve(v, expr=e)
+        if x.mm is not None or y.mm is not None:
+            return self._epilogue(fn, x, y)
+        row = _merge_rows(x.row, y.row)
+        if row is False:        # two unrelated row programs: the stat side becomes a buffer
+            raise Unsupported("an elementwise op joining two unrelated reductions")
+        x, y = self._align(x, y, row), self._align(y, x, row)
+        shape = x.shape if _numel(x.shape) >= _numel(y.shape) else y.shape
+        space = "full" if "full" in (x.space, y.space) else "stat"
+        return Val(shape, bin_(fn, x.expr, y.expr), space, row)
+
+    def _align(self, v: Val, other: Val, row: Row | None) -> Val:
+        """`v` as an operand next to `other`: a full tensor stays, a smaller tensor is a
+        vector along the row's reduced axes (a norm's weight) or a stat of the row."""
+        if v.space == "stat" or v.shape == other.shape or _numel(v.shape) >= _numel(other.shape):
+            return v
+        if row is None:
+            raise Unsupported(f"broadcasting a {list(v.shape)} tensor against "
+                              f"{list(other.shape)} outside a row program")
+        o, r, i = self.r._row_views(row)
+        full = row.shape
+        if _numel(v.shape) == r and _broadcasts_along(v.shape, full, row.axes):
+            name = self.r.buffer(v)
+            self.r.buffers[name] = (r,)
+            return Val(full, ("vec", name), "full", row)
+        raise Unsupported(f"broadcasting a {list(v.shape)} tensor against {list(full)}")
+
+    def _epilogue(self, fn: str, x, y) -> Val:
+        mm_val, other = (x, y) if x.mm is not None else (y, x)
+        n = mm_val.shape[-1]
+        if other.mm is None and other.space == "full" and other.row is None \
+                and _numel(other.shape) == n and other.shape[-1] == n:
+            name = self.r.buffer(other)
+            self.r.buffers[name] = (n,)
+            e = ("vec", name)
+            expr = bin_(fn, mm_val.expr, e) if mm_val is x else bin_(fn, e, mm_val.expr)
+            return attrs.evolve(mm_val, expr=expr)
+        a = self.r.leaf(self.r.buffer(x))
+        b = self.r.leaf(self.r.buffer(y))
+        return self.combine(fn, a, b)
+
+    def unary(self, v, f) -> Val:
+        if isinstance(v, float):
+            raise Unsupported("a function of a Python number in the graph")
+        return attrs.evolve(v, expr=f(v.expr))
+
+    # -- reductions
+    def reduce(self, v: Val, fn: str, dims, keepdim: bool, mean: bool = False) -> Val:
+        if v.mm is not None:
+            v = self.r.leaf(self.r.buffer(v))
+        rank = len(v.shape)
+        if dims is None:
+            dims = tuple(range(rank))
+        dims = tuple(sorted(d % rank for d in ((dims,) if isinstance(dims, int) else dims)))
+        if dims != tuple(range(dims[0], dims[-1] + 1)):
+            raise Unsupported(f"a reduction over the non-adjacent axes {list(dims)}")
+        if v.space == "stat":
+            v = self.r.leaf(self.r.buffer(v))
+        row = v.row
+        if row is not None and (row.shape != v.shape or row.axes != dims):
+            v = self.r.leaf(self.r.buffer(v))
+            row = None
+        if row is None:
+            row = Row(v.shape, dims)
+        e = v.expr
+        if mean:
+            total = _numel(tuple(v.shape[d] for d in dims))
+            whole = len(dims) == rank and rank > 1
+            count = self.r.vec_fill(1.0 / total, v.shape[-1] if whole else total)
+            e = bin_("mul", e, ("vec", count))
+        if fn == "min":
+            stat_expr, post = un("neg", e), True
+            fn = "max"
+        else:
+            stat_expr, post = e, False
+        row = Row(row.shape, row.axes, row.stats + ((fn, stat_expr),))
+        index = len(row.stats) - 1
+        shape = tuple(1 if a in dims else s for a, s in enumerate(v.shape)) if keepdim \
+            else tuple(s for a, s in enumerate(v.shape) if a not in dims)
+        stat = ("stat", index)
+        self.r.valu_flops += _numel(v.shape)
+        return Val(shape, un("neg", stat) if post else stat, "stat", row)
+
+
+def _merge_rows(a: Row | None, b: Row | None):
+    """The row program both operands belong to (the one with more stats when one extends
+    the other), None when neither has one, False when they are unrelated."""
+    if a is None or b is None:
+        return a or b
+    if (a.shape, a.axes) != (b.shape, b.axes):
+        return False
+    short, long = (a, b) if len(a.stats) <= len(b.stats) else (b, a)
+    return long if long.stats[:len(short.stats)] == short.stats else False
+
+
+def _broadcasts_along(small, full, axes) -> bool:
+    """`small` (right-aligned to `full`) has extent 1 outside `axes` and the full extent on
+    them."""
+    pad = (1,) * (len(full) - len(small)) + tuple(small)
+    return all((p == s) if a in axes else p == 1 for a, (p, s) in enumerate(zip(pad, full)))
+
+
+# ----------------------------------------------------------------------- op semantics
+def exp(e):
+    return un("exp2", bin_("mul", e, const(LOG2E)))
+
+
+def log(e):
+    return bin_("mul", un("log2", e), const(LN2))
+
+
+def sigmoid(e):
+    return un("rcp", bin_("add", const(1.0), exp(un("neg", e))))
+
+
+def tanh(e):
+    return bin_("sub", const(1.0), bin_("mul", const(2.0),
+                                        un("rcp", bin_("add", exp(bin_("mul", e, const(2.0))),
+                                                       const(1.0)))))
+
+
+def relu(e):
+    return bin_("max", e, const(0.0))
+
+
+def elu(e, alpha=1.0):
+    neg = bin_("sub", exp(bin_("min", e, const(0.0))), const(1.0))
+    return bin_("add", relu(e), bin_("mul", neg, const(alpha)))
+
+
+def softplus(e, beta=1.0, threshold=20.0):
+    if beta != 1.0:
+        raise Unsupported(f"softplus with beta={beta}")
+    return bin_("add", relu(e), log(bin_("add", const(1.0), exp(un("neg", un("abs", e))))))
+
+
+def gelu_tanh(e):
+    inner = bin_("mul", const(math.sqrt(2.0 / math.pi)),
+                 bin_("add", e, bin_("mul", const(0.044715), bin_("mul", e, bin_("mul", e, e)))))
+    return bin_("mul", bin_("mul", const(0.5), e), bin_("add", const(1.0), tanh(inner)))
+
+
+def clamp(e, lo, hi):
+    if lo is not None:
+        e = bin_("max", e, const(lo))
+    if hi is not None:
+        e = bin_("min", e, const(hi))
+    return e
+
+
+def power(e, p):
+    if p == 2:
+        return bin_("mul", e, e)
+    if p == 3:
+        return bin_("mul", e, bin_("mul", e, e))
+    if p == 1:
+        return e
+    if p == 0.5:
+        return un("sqrt", e)
+    if p == -1:
+        return un("rcp", e)
+    raise Unsupported(f"pow with exponent {p} (needs a general pow op)")
+
+
+UNARY_OPS = {
+    "relu": relu, "sigmoid": sigmoid, "tanh": tanh, "exp": exp, "log": log,
+    "sqrt": lambda e: un("sqrt", e), "rsqrt": lambda e: un("rcp", un("sqrt", e)),
+    "abs": lambda e: un("abs", e), "neg": lambda e: un("neg", e),
+    "reciprocal": lambda e: un("rcp", e),
+    "softsign": lambda e: bin_("mul", e, un("rcp", bin_("add", const(1.0), un("abs", e)))),
+    "silu": lambda e: bin_("mul", e, sigmoid(e)),
+    "hardsigmoid": lambda e: clamp(bin_("add", bin_("mul", e, const(1 / 6)), const(0.5)),
+                                   0.0, 1.0),
+    "hardswish": lambda e: bin_("mul", e, clamp(bin_("add", bin_("mul", e, const(1 / 6)),
+                                                     const(0.5)), 0.0, 1.0)),
+    "selu": lambda e: bin_("mul", const(1.0507009873554804934193349852946),
+                           elu(e, 1.6732632423543772848170429916717)),
+    "mish": lambda e: bin_("mul", e, tanh(softplus(e))),
+}
+
+#: ops that exist in KernelBench but need a DSL op Argus does not have yet (issue 22)
+MISSING = {
+    "erf": "erf", "gelu": "erf (exact GELU)", "argmax": "argmax reduction",
+    "argmin": "argmin reduction", "prod": "product reduction", "cumsum": "scan",
+    "cumprod": "scan", "conv1d": "convolution", "conv2d": "convolution",
+    "conv3d": "convolution", "conv_transpose1d": "convolution",
+    "conv_transpose2d": "convolution", "conv_transpose3d": "convolution",
+    "max_pool1d": "pooling", "max_pool2d": "pooling", "max_pool3d": "pooling",
+    "avg_pool1d": "pooling", "avg_pool2d": "pooling", "avg_pool3d": "pooling",
+    "cross_entropy": "gather (class index)", "where": "select", "sort": "sort",
+    "dropout": "random numbers (dropout)", "batch_norm": "cross-workgroup reduction over "
+    "non-adjacent axes (batch norm)", "group_norm": "per-channel affine inside a group "
+    "(group norm)", "triu": "select (triangular mask)", "tril": "select (triangular mask)",
+    "diag": "gather (diagonal)", "einsum": "einsum", "scaled_dot_product_attention":
+    "attention with an f32 head dimension above 128", "logsumexp": None,
+    "instance_norm": None, "layer_norm": None, "norm": None,
+}
+
+
+MODULES = {"ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "SiLU": "silu",
+           "GELU": "gelu", "Softmax": "softmax", "LogSoftmax": "log_softmax",
+           "LayerNorm": "layer_norm", "Linear": "linear", "LeakyReLU": "leaky_relu",
+           "ELU": "elu", "SELU": "selu", "Hardtanh": "hardtanh", "Hardsigmoid": "hardsigmoid",
+           "Hardswish": "hardswish", "Softplus": "softplus", "Softsign": "softsign",
+           "Mish": "mish", "Identity": "identity", "Dropout": "dropout",
+           "BatchNorm1d": "batch_norm", "BatchNorm2d": "batch_norm", "BatchNorm3d": "batch_norm",
+           "GroupNorm": "group_norm", "InstanceNorm1d": "instance_norm",
+           "InstanceNorm2d": "instance_norm", "InstanceNorm3d": "instance_norm",
+           "Conv1d": "conv1d", "Conv2d": "conv2d", "Conv3d": "conv3d",
+           "ConvTranspose1d": "conv_transpose1d", "ConvTranspose2d": "conv_transpose2d",
+           "ConvTranspose3d": "conv_transpose3d", "MaxPool1d": "max_pool1d",
+           "MaxPool2d": "max_pool2d", "MaxPool3d": "max_pool3d", "AvgPool1d": "avg_pool1d",
+           "AvgPool2d": "avg_pool2d", "AvgPool3d": "avg_pool3d", "Flatten": "flatten"}
+ALIASES = {"div": "truediv", "divide": "truediv", "multiply": "mul", "subtract": "sub",
+           "amax": "max_reduce", "amin": "min_reduce", "swish": "silu",
+           "relu_": "relu", "clip": "clamp", "mm": "matmul", "bmm": "matmul",
+           "matmul": "matmul", "huber_loss": "smooth_l1_loss", "hardtanh_": "hardtanh",
+           "clamp_min": "clamp_min", "iadd": "add", "imul": "mul", "isub": "sub",
+           "itruediv": "truediv"}
+
+
+def route(model, example_inputs) -> Plan:
+    """Trace `model` at the shapes of `example_inputs` (real or meta tensors) and plan its
+    launches."""
+    import torch
+    from torch.fx import symbolic_trace
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    try:
+        graph = symbolic_trace(model)
+    except Exception as err:  # fx cannot trace data-dependent Python control flow
+        raise Unsupported(f"torch.fx cannot trace the model: {type(err).__name__}: "
+                          f"{str(err).splitlines()[0] if str(err) else ''}") from None
+    with torch.no_grad():
+        ShapeProp(graph).propagate(*example_inputs)
+    router = Router(model, example_inputs)
+    interp = Interpreter(router, model)
+    env: dict = {}
+    inputs: list[str] = []
+    params: list[tuple[str, str]] = []
+    output = None
+    for node in graph.graph.nodes:
+        if node.op == "placeholder":
+            name = f"in{len(inputs)}"
+            router.buffers[name] = tuple(node.meta["tensor_meta"].shape)
+            _check_dtype(node)
+            inputs.append(name)
+            env[node] = router.leaf(name)
+            continue
+        if node.op == "get_attr":
+            name = interp.param(node.target, params)
+            env[node] = router.leaf(name)
+            continue
+        if node.op == "output":
+            result = _resolve(node.args[0], env)
+            if not isinstance(result, Val):
+                raise Unsupported("a model returning several tensors or a non-tensor")
+            output = router.buffer(result)
+            continue
+        module = graph.get_submodule(node.target) if node.op == "call_module" else None
+        if module is not None:
+            if type(module).__name__ not in MODULES:
+                raise Unsupported(f"the module nn.{type(module).__name__}")
+            name = MODULES[type(module).__name__]
+        else:
+            name = node.target if isinstance(node.target, str) else node.target.__name__
+            name = name.rstrip("_") if name.endswith("_") and not name.startswith("_") else name
+            name = ALIASES.get(name, name)
+        if MISSING.get(name):
+            raise Unsupported(f"{name} needs a DSL op Argus lacks: {MISSING[name]}")
+        if "tensor_meta" in node.meta and hasattr(node.meta["tensor_meta"], "dtype"):
+            _check_dtype(node)
+        args = tuple(_resolve(a, env) for a in node.args)
+        kwargs = {k: _resolve(v, env) for k, v in node.kwargs.items()}
+        env[node] = interp.call(name, args, kwargs, module=module, node=node,
+                                path=node.target if module is not None else None,
+                                params=params)
+        if isinstance(env[node], Val) and "tensor_meta" in node.meta:
+            shape = tuple(node.meta["tensor_meta"].shape)
+            if _numel(shape) != _numel(env[node].shape):
+                raise Unsupported(f"{node.target}: traced shape {list(shape)} differs from the "
+                                  f"route's {list(env[node].shape)}")
+            env[node] = attrs.evolve(env[node], shape=shape) if env[node].row is None \
+                and env[node].mm is None else env[node]
+    out_shape = tuple(router.buffers[output])
+    if not router.steps:
+        raise Unsupported("the model computes nothing (its output is an input)")
+    return Plan(tuple(router.steps), tuple(inputs), tuple(params), dict(router.buffers),
+                output, out_shape, dict(router.fills), router.mm_flops,
+                router.valu_flops)
+
+
+def _check_dtype(node):
+    import torch
+
+    dtype = node.meta["tensor_meta"].dtype
+    if dtype != torch.float32:
+        raise Unsupported(f"{dtype} tensors (the templates are f32)")
+
+
+def _resolve(a, env):
+    from torch.fx import Node
+
+    if isinstance(a, Node):
+        return env[a]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_resolve(x, env) for x in a)
+    if isinstance(a, bool):
+        return a
+    if isinstance(a, int | float):
+        return float(a) if isinstance(a, float) else a
+    return a
+
+
+def _num(x):
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return x
+    return float(x)
+
+
+class _Handlers:
+    """Op handlers, mixed into Interpreter: call(name, args, kwargs) dispatches on name."""
+
+    def param(self, path: str, params: list) -> str:
+        name = f"p:{path}"
+        if name not in self.r.buffers:
+            tensor = self.model.get_parameter(path) if path in dict(
+                self.model.named_parameters()) else self.model.get_buffer(path)
+            if tensor.dtype != self.r.torch.float32:
+                raise Unsupported(f"parameter {path} of dtype {tensor.dtype}")
+            self.r.buffers[name] = tuple(tensor.shape)
+            params.append((name, path))
+        return name
+
+    def call(self, name: str, args, kwargs, module=None, node=None, path=None, params=None):
+        if name in MISSING and MISSING[name] is not None:
+            raise Unsupported(f"{name} needs a DSL op Argus lacks: {MISSING[name]}")
+        if name == "gelu":
+            approximate = kwargs.get("approximate", getattr(module, "approximate", "none"))
+            if approximate != "tanh":
+                raise Unsupported("gelu needs a DSL op Argus lacks: erf (exact GELU)")
+            return self.unary(args[0], gelu_tanh)
+        if name in UNARY_OPS:
+            return self.unary(args[0], UNARY_OPS[name])
+        handler = getattr(self, f"op_{name}", None)
+        if handler is None:
+            raise Unsupported(f"the op {name} has no template")
+        if module is not None or name in ("layer_norm", "linear", "instance_norm"):
+            return handler(*args, module=module, path=path, params=params, **kwargs)
+        return handler(*args, **kwargs)
+
+    # arithmetic
+    def op_add(self, x, y, alpha=1):
+        if alpha != 1:
+            y = self.combine("mul", y, float(alpha))
+        return self.combine("add", _num(x), _num(y))
+
+    def op_sub(self, x, y, alpha=1):
+        if alpha != 1:
+            y = self.combine("mul", y, float(alpha))
+        return self.combine("sub", _num(x), _num(y))
+
+    def op_rsub(self, x, y, alpha=1):
+        return self.op_sub(y, x, alpha)
+
+    def op_mul(self, x, y):
+        return self.combine("mul", _num(x), _num(y))
+
+    def op_truediv(self, x, y, rounding_mode=None):
+        if rounding_mode is not None:
+            raise Unsupported(f"division with rounding_mode={rounding_mode}")
+        x, y = _num(x), _num(y)
+        if isinstance(y, float):
+            return self.combine("mul", x, 1.0 / y)
+        recip = self.unary(y, lambda e: un("rcp", e))
+        if isinstance(x, float):
+            return self.combine("mul", recip, x)
+        return self.combine("mul", x, recip)
+
+    def op_pow(self, x, p):
+        if not isinstance(p, int | float):
+            raise Unsupported("pow with a tensor exponent")
+        return self.unary(x, lambda e: power(e, p))
+
+    def op_square(self, x):
+        return self.unary(x, lambda e: power(e, 2))
+
+    def op_maximum(self, x, y):
+        return self.combine("max", x, y)
+
+    def op_minimum(self, x, y):
+        return self.combine("min", x, y)
+
+    def op_leaky_relu(self, x, negative_slope=0.01, inplace=False, module=None, **_):
+        slope = module.negative_slope if module is not None else negative_slope
+        return self.unary(x, lambda e: bin_("add", relu(e),
+                                            bin_("mul", bin_("min", e, const(0.0)),
+                                                 const(slope))))
+
+    def op_elu(self, x, alpha=1.0, inplace=False, module=None, **_):
+        alpha = module.alpha if module is not None else alpha
+        return self.unary(x, lambda e: elu(e, alpha))
+
+    def op_hardtanh(self, x, min_val=-1.0, max_val=1.0, inplace=False, module=None, **_):
+        if module is not None:
+            min_val, max_val = module.min_val, module.max_val
+        return self.unary(x, lambda e: clamp(e, min_val, max_val))
+
+    def op_clamp(self, x, min=None, max=None):  # noqa: A002 (torch's names)
+        return self.unary(x, lambda e: clamp(e, _num(min), _num(max)))
+
+    def op_clamp_min(self, x, min):  # noqa: A002
+        return self.unary(x, lambda e: clamp(e, _num(min), None))
+
+    def op_softplus(self, x, beta=1.0, threshold=20.0, module=None, **_):
+        if module is not None:
+            beta, threshold = module.beta, module.threshold
+        return self.unary(x, lambda e: softplus(e, beta, threshold))
+
+    def op_identity(self, x, **_):
+        return x
+
+    # reductions
+    def _reduce(self, fn, x, dim=None, keepdim=False, mean=False, **kwargs):
+        if kwargs.get("dtype") is not None:
+            raise Unsupported("a reduction with a dtype= conversion")
+        return self.reduce(x, fn, dim, keepdim, mean)
+
+    def op_sum(self, x, dim=None, keepdim=False, **kw):
+        return self._reduce("sum", x, dim, keepdim, **kw)
+
+    def op_mean(self, x, dim=None, keepdim=False, **kw):
+        return self._reduce("sum", x, dim, keepdim, mean=True, **kw)
+
+    def op_max_reduce(self, x, dim=None, keepdim=False):
+        return self._reduce("max", x, dim, keepdim)
+
+    def op_min_reduce(self, x, dim=None, keepdim=False):
+        return self._reduce("min", x, dim, keepdim)
+
+    def op_max(self, x, dim=None, keepdim=False):
+        if isinstance(dim, Val):
+            return self.combine("max", x, dim)
+        value = self._reduce("max", x, dim, keepdim)
+        return value if dim is None else ("values", value)
+
+    def op_min(self, x, dim=None, keepdim=False):
+        if isinstance(dim, Val):
+            return self.combine("min", x, dim)
+        value = self._reduce("min", x, dim, keepdim)
+        return value if dim is None else ("values", value)
+
+    def op_getitem(self, x, index):
+        if isinstance(x, tuple) and x and x[0] == "values":
+            if index == 0:
+                return x[1]
+            raise Unsupported("the indices of max/min (argmax reduction)")
+        raise Unsupported("indexing a tensor (needs a gather or slice template)")
+
+    def op_norm(self, x, p="fro", dim=None, keepdim=False, dtype=None):
+        if p in ("fro", 2, 2.0):
+            return self.unary(self.reduce(self.unary(x, lambda e: power(e, 2)), "sum", dim,
+                                          keepdim), lambda e: un("sqrt", e))
+        if p in (1, 1.0):
+            return self.reduce(self.unary(x, lambda e: un("abs", e)), "sum", dim, keepdim)
+        raise Unsupported(f"a p={p} norm")
+
+    def op_softmax(self, x, dim=None, _stacklevel=3, dtype=None, module=None, **_):
+        return self._softmax(x, module.dim if module is not None else dim, log=False)
+
+    def op_log_softmax(self, x, dim=None, _stacklevel=3, dtype=None, module=None, **_):
+        return self._softmax(x, module.dim if module is not None else dim, log=True)
+
+    def _softmax(self, x, dim, log: bool):
+        if dim is None:
+            raise Unsupported("softmax without dim=")
+        m = self.reduce(x, "max", dim, True)
+        shifted = self.combine("sub", x, m)
+        e = self.unary(shifted, exp)
+        s = self.reduce(e, "sum", dim, True)
+        if log:
+            return self.combine("sub", shifted, self.unary(s, log_))
+        return self.combine("mul", e, self.unary(s, lambda t: un("rcp", t)))
+
+    def op_logsumexp(self, x, dim, keepdim=False):
+        m = self.reduce(x, "max", dim, True)
+        s = self.reduce(self.unary(self.combine("sub", x, m), exp), "sum", dim, True)
+        out = self.combine("add", self.unary(s, log_), m)
+        if not keepdim:
+            out = attrs.evolve(out, shape=tuple(d for a, d in enumerate(out.shape)
+                                                if a != dim % len(out.shape)))
+        return out
+
+    def op_layer_norm(self, x, normalized_shape=None, weight=None, bias=None, eps=1e-5,
+                      module=None, path=None, params=None):
+        if module is not None:
+            normalized_shape, eps = module.normalized_shape, module.eps
+            weight = (self.r.leaf(self.param(f"{path}.weight", params))
+                      if module.weight is not None else None)
+            bias = (self.r.leaf(self.param(f"{path}.bias", params))
+                    if module.bias is not None else None)
+        rank = len(x.shape)
+        dims = tuple(range(rank - len(normalized_shape), rank))
+        mean = self.reduce(x, "sum", dims, True, mean=True)
+        centred = self.combine("sub", x, mean)
+        var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,
+                          mean=True)
+        inv = self.unary(self.combine("add", var, float(eps)),
+                         lambda e: un("rcp", un("sqrt", e)))
+        out = self.combine("mul", centred, inv)
+        if weight is not None:
+            out = self.combine("mul", out, weight)
+        if bias is not None:
+            out = self.combine("add", out, bias)
+        return out
+
+    def op_instance_norm(self, x, *args, module=None, path=None, params=None, **kw):
+        if module is not None and (module.affine or module.track_running_stats):
+            raise Unsupported("instance norm with affine weights or running statistics")
+        dims = tuple(range(2, len(x.shape)))
+        eps = module.eps if module is not None else kw.get("eps", 1e-5)
+        mean = self.reduce(x, "sum", dims, True, mean=True)
+        centred = self.combine("sub", x, mean)
+        var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,
+                          mean=True)
+        inv = self.unary(self.combine("add", var, float(eps)),
+                         lambda e: un("rcp", un("sqrt", e)))
+        return self.combine("mul", centred, inv)
+
+    # losses
+    def op_mse_loss(self, a, b, reduction="mean", **_):
+        return self._loss(self.unary(self.combine("sub", a, b), lambda e: power(e, 2)),
+                          reduction)
+
+    def op_smooth_l1_loss(self, a, b, reduction="mean", beta=1.0, delta=None, **_):
+        beta = delta if delta is not None else beta
+
+        def huber(e):
+            mag = un("abs", e)
+            near = bin_("min", mag, const(beta))
+            return bin_("add", bin_("mul", bin_("mul", near, near), const(0.5 / beta)),
+                        bin_("sub", mag, near))
+        return self._loss(self.unary(self.combine("sub", a, b), huber), reduction)
+
+    def op_kl_div(self, log_input, target, reduction="mean", log_target=False, **_):
+        if log_target:
+            raise Unsupported("kl_div with log_target=True")
+        terms = self.combine("mul", target,
+                             self.combine("sub", self.unary(target, log_), log_input))
+        if reduction == "batchmean":
+            total = self.reduce(terms, "sum", None, False)
+            return self.combine("mul", total, 1.0 / terms.shape[0])
+        return self._loss(terms, reduction)
+
+    def _loss(self, terms, reduction):
+        if reduction == "mean":
+            return self.reduce(terms, "sum", None, False, mean=True)
+        if reduction == "sum":
+            return self.reduce(terms, "sum", None, False)
+        raise Unsupported(f"a loss with reduction={reduction!r}")
+
+    def op_cosine_similarity(self, a, b, dim=1, eps=1e-8):
+        dot = self.reduce(self.combine("mul", a, b), "sum", dim, False)
+        na = self.reduce(self.unary(a, lambda e: power(e, 2)), "sum", dim, False)
+        nb = self.reduce(self.unary(b, lambda e: power(e, 2)), "sum", dim, False)
+        denom = self.unary(self.combine("max", self.combine("mul", na, nb), eps * eps),
+                           lambda e: un("rcp", un("sqrt", e)))
+        return self.combine("mul", dot, denom)
+
+    # shapes
+    def _reshaped(self, x, shape):
+        if isinstance(x, Val) and x.row is None and x.mm is None and x.expr[0] != "tleaf":
+            return attrs.evolve(x, shape=tuple(shape))
+        name = self.r.buffer(x)
+        alias = self.r.fresh(shape)
+        self.r.steps.append(Step("view", (("x", name),), (), alias, ()))
+        return self.r.leaf(alias)
+
+    def op_view(self, x, *shape):
+        return self._reshaped(x, _shape_of(x, shape))
+
+    op_reshape = op_view
+
+    def op_flatten(self, x, start_dim=0, end_dim=-1, module=None, **_):
+        if module is not None:
+            start_dim, end_dim = module.start_dim, module.end_dim
+        rank = len(x.shape)
+        s, e = start_dim % rank, end_dim % rank
+        shape = x.shape[:s] + (_numel(x.shape[s:e + 1]),) + x.shape[e + 1:]
+        return self._reshaped(x, shape)
+
+    def op_contiguous(self, x):
+        return x
+
+    def op_unsqueeze(self, x, dim):
+        shape = list(x.shape)
+        shape.insert(dim % (len(shape) + 1), 1)
+        return self._reshaped(x, tuple(shape))
+
+    def op_squeeze(self, x, dim=None):
+        shape = [d for a, d in enumerate(x.shape) if not (d == 1 and (dim is None or a == dim
+                                                                       % len(x.shape)))]
+        return self._reshaped(x, tuple(shape))
+
+    def op_transpose(self, x, d0, d1):
+        rank = len(x.shape)
+        if {d0 % rank, d1 % rank} != {rank - 2, rank - 1}:
+            raise Unsupported("a transpose other than of the last two axes")
+        if x.expr[0] == "tleaf":
+            return self.r.leaf(x.expr[1])
+        name = self.r.buffer(x)
+        shape = x.shape[:-2] + (x.shape[-1], x.shape[-2])
+        return Val(shape, ("tleaf", name))
+
+    def op_t(self, x):
+        return self.op_transpose(x, 0, 1)
+
+    def op_permute(self, x, *dims):
+        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
+        rank = len(dims)
+        if tuple(dims) == tuple(range(rank - 2)) + (rank - 1, rank - 2):
+            return self.op_transpose(x, -1, -2)
+        raise Unsupported(f"permute {list(dims)} (needs a transpose template)")
+
+    def op_getattr(self, x, attr):
+        if attr == "T" and isinstance(x, Val):
+            return self.op_transpose(x, -1, -2)
+        if attr == "shape":
+            return x.shape
+        raise Unsupported(f"the tensor attribute .{attr}")
+
+    def op_size(self, x, dim=None):
+        return x.shape if dim is None else x.shape[dim]
+
+    # matmul
+    def _operand(self, v):
+        """(buffer, transposed) of a matmul operand."""
+        if isinstance(v, Val) and v.expr[0] == "tleaf":
+            return v.expr[1], True
+        return self.r.buffer(v), False
+
+    def op_matmul(self, a, b):
+        (an, at), (bn, bt) = self._operand(a), self._operand(b)
+        if len(a.shape) < 2 or len(b.shape) < 2:
+            raise Unsupported("a matrix-vector product with a 1-D operand")
+        if len(b.shape) > 3 or (len(b.shape) == 3 and len(a.shape) != 3):
+            raise Unsupported(f"a matmul of {list(a.shape)} by {list(b.shape)}")
+        *lead, m, k = a.shape
+        n = b.shape[-1]
+        if len(b.shape) == 3:
+            batch, a_batched, b_batched = b.shape[0], True, True
+            if a.shape[0] != b.shape[0]:
+                raise Unsupported("a batched matmul with broadcast batches")
+        else:
+            batch, a_batched, b_batched = 1, False, False
+            if at and lead:
+                raise Unsupported("a transposed operand with batch axes")
+            m = _numel(lead) * m
+        a_view = (batch if a_batched else 1,) + ((k, m) if at else (m, k)) + (1,)
+        b_view = (batch if b_batched else 1,) + ((n, k) if bt else (k, n)) + (1,)
+        mm = Matmul(a_order="km" if at else "mk", b_order="nk" if bt else "kn",
+                    a_batched=a_batched, b_batched=b_batched)
+        self.r.mm_flops += 2.0 * batch * m * n * k
+        shape = tuple(lead) + (a.shape[-2], n) if len(b.shape) == 2 else (batch, a.shape[-2], n)
+        return Val(shape, ("acc",), "mm", None,
+                   (mm, an, bn, (batch, m, n, 1), ((an, a_view), (bn, b_view))))
+
+    def op_linear(self, x, weight=None, bias=None, module=None, path=None, params=None):
+        if module is not None:
+            weight = self.r.leaf(self.param(f"{path}.weight", params))
+            bias = (self.r.leaf(self.param(f"{path}.bias", params))
+                    if module.bias is not None else None)
+        out = self.op_matmul(x, self.op_transpose(weight, 0, 1))
+        return self.combine("add", out, bias) if bias is not None else out
+
+
+def log_(e):
+    return log(e)
+
+
+def _shape_of(x, shape) -> tuple[int, ...]:
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
+    shape = [int(s) for s in shape]
+    if -1 in shape:
+        known = _numel([s for s in shape if s != -1])
+        shape[shape.index(-1)] = _numel(x.shape) // known
+    return tuple(shape)
+
+
+class Interpreter(_Handlers, _Core):
+    """Walks the fx graph, one handler per op, building `Val`s on a `Router`."""

@@ -1,0 +1,180 @@
+"""A KernelBench solution: DSL kernels plus a forward that allocates buffers and launches the
+kernels, with numpy arrays in and out and no torch anywhere.
+
+The forward receives a `Context`: `alloc(shape)` (a new f32 buffer, pre-filled with NaN so an
+element a kernel forgets to write shows) and `launch(kernel, **arrays)`. The same forward runs
+in two modes: executing on the emulator at the scaled sizes, and planning at the published
+sizes, where buffers are `Shaped` stand-ins and launches are only recorded (for the model).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable
+
+import attrs
+import numpy as np
+
+from argus.errors import ArgusError
+from argus.kernelbench import road
+from argus.kernelbench.route import Plan
+from argus.lang.kernel import KernelDef
+
+
+class Refused(ArgusError):
+    """A solution breaking KernelBench's rules (its forward calls torch)."""
+
+
+@attrs.frozen
+class Solution:
+    """`forward(ctx, *inputs, **params)` returns the output array; `kernels` are every kernel it
+    may launch (each is proved); `generated` says whether templates produced it."""
+
+    forward: Callable
+    kernels: tuple[KernelDef, ...]
+    generated: bool
+    templates: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Shaped:
+    """A buffer in planning mode: a shape and nothing else."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype = np.dtype(np.float32)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def reshape(self, *shape) -> Shaped:
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        shape = list(shape)
+        if -1 in shape:
+            shape[shape.index(-1)] = self.size // math.prod(s for s in shape if s != -1)
+        if math.prod(shape) != self.size:
+            raise ValueError(f"cannot reshape {self.shape} to {tuple(shape)}")
+        return Shaped(tuple(shape), self.dtype)
+
+
+class Context:
+    """What a forward may use: buffers and launches (executing, or recording the launches)."""
+
+    def __init__(self, execute: bool):
+        self.execute = execute
+        #: (kernel, sizes, bytes of its largest array) per launch
+        self.launches: list[tuple[KernelDef, dict[str, int], int]] = []
+
+    def alloc(self, shape) -> np.ndarray | Shaped:
+        shape = tuple(int(s) for s in shape)
+        return np.full(shape, np.nan, np.float32) if self.execute else Shaped(shape)
+
+    def fill(self, shape, value: float) -> np.ndarray | Shaped:
+        """A buffer of one value (a 1/count the sizes give, for a mean)."""
+        shape = tuple(int(s) for s in shape)
+        return np.full(shape, value, np.float32) if self.execute else Shaped(shape)
+
+    def launch(self, kernel: KernelDef, **arrays) -> None:
+        largest = max((a.nbytes for a in arrays.values()), default=0)
+        self.launches.append((kernel, road.sizes_of(kernel, arrays), largest))
+        if self.execute:
+            road.launch(kernel, arrays)
+
+
+# --------------------------------------------------------------------------- the guard
+def static_refusal(forward: Callable) -> str | None:
+    """Why a hand-written forward is refused from its source (it names torch), or None."""
+    try:
+        source = inspect.getsource(forward)
+    except (OSError, TypeError):
+        return None
+    for word in ("torch", "nn.functional", "F."):
+        if word in source:
+            return f"the forward's source uses {word!r}: a solution computes with kernels only"
+    return None
+
+
+def guarded(run: Callable):
+    """Run `run()` with every torch function and aten op refused."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class NoTorchFunctions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            raise Refused(f"the forward called torch ({getattr(func, '__name__', func)}): a "
+                          "solution computes with kernels only")
+
+    class NoTorchOps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            raise Refused(f"the forward ran the torch op {func}: a solution computes with "
+                          "kernels only")
+
+    with torch.no_grad(), NoTorchFunctions(), NoTorchOps():
+        return run()
+
+
+# --------------------------------------------------------------- generated from a plan
+@functools.lru_cache(maxsize=512)
+def kernel_of(template) -> KernelDef:
+    """The traceable kernel of a template (one object per equal template, so its compilation
+    and proof are shared)."""
+    return template.kernel()
+
+
+def _arguments(template, step, buffers) -> dict:
+    views = dict(step.views)
+
+    def view(name):
+        array = buffers[name]
+        return array.reshape(views[name]) if name in views else array
+
+    names = [b for _, b in step.inputs]
+    vecs = [b for _, b in step.vectors]
+    kind = type(template).__name__
+    if kind == "Matmul":
+        args = {"A": view(names[0]), "B": view(names[1]), "C": view(step.output)}
+    else:
+        args = {f"X{i}": view(n) for i, n in enumerate(names)}
+        args["Y"] = view(step.output)
+    args.update({f"V{i}": buffers[n].reshape(-1) for i, n in enumerate(vecs)})
+    return args
+
+
+def from_plan(plan: Plan) -> Solution:
+    """The solution a route planned: its forward walks the plan's steps."""
+    templates = tuple(s.template for s in plan.steps if s.template != "view")
+
+    def forward(ctx: Context, *arrays):
+        buffers = dict(zip(plan.inputs, arrays[:len(plan.inputs)]))
+        buffers.update(zip([b for b, _ in plan.params], arrays[len(plan.inputs):]))
+        for name, value in plan.fills.items():
+            buffers[name] = ctx.fill(plan.shapes[name], value)
+        for step in plan.steps:
+            if step.template == "view":
+                buffers[step.output] = buffers[step.inputs[0][1]].reshape(
+                    plan.shapes[step.output])
+                continue
+            buffers[step.output] = ctx.alloc(plan.shapes[step.output])
+            ctx.launch(kernel_of(step.template), **_arguments(step.template, step, buffers))
+        return buffers[plan.output].reshape(plan.out_shape)
+
+    kinds = tuple(dict.fromkeys(_describe(t) for t in templates))
+    return Solution(forward, tuple(dict.fromkeys(kernel_of(t) for t in templates)), True, kinds)
+
+
+def _describe(template) -> str:
+    kind = type(template).__name__
+    if kind == "RowProgram":
+        return "row(strided)" if template.strided else "row"
+    return {"Elementwise": "elementwise", "Matmul": "matmul"}[kind]

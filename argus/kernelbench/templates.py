@@ -1,0 +1,365 @@
+"""The DSL kernel templates KernelBench solutions are made of: an elementwise chain over flat
+tensors, a row program (reductions along an axis, then elementwise over the rows: softmax,
+norms, losses, plain reductions) in a contiguous and a strided form, and an f32 MFMA matmul /
+batched matmul with a fused elementwise epilogue.
+
+Each template is generated from an `Expr` (nested tuples, below) and traced with symbolic sizes,
+so one kernel serves every size: tails are guarded loads and stores plus masks, never an
+assumption that a size divides a tile.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+import argus.lang as T
+from argus.ir.expr import And
+from argus.lang import Tensor
+from argus.lang.kernel import KernelDef
+from argus.lang.trace import _unary
+
+#: Expressions are nested tuples, hashable so that a shared subterm is traced once:
+#: ("leaf", name) a tile of a full-shape tensor, ("vec", name) a vector broadcast along the
+#: other axes, ("stat", i) the i-th reduction of a row program, ("acc",) a matmul accumulator,
+#: ("const", value), ("un", fn, x), ("bin", fn, x, y).
+Expr = tuple
+
+UNARY = ("neg", "abs", "exp2", "log2", "rcp", "sqrt")
+BINARY = ("add", "sub", "mul", "max", "min")
+#: identity of each reduction (the value masked-off elements take)
+IDENTITY = {"sum": 0.0, "max": -3.0e38}
+F32_MFMA = "v_mfma_f32_32x32x2_f32"
+
+
+def const(value: float) -> Expr:
+    return ("const", float(value))
+
+
+def un(fn: str, x: Expr) -> Expr:
+    if x[0] == "const":
+        value = x[1]
+        folded = {"neg": -value, "abs": abs(value),
+                  "exp2": 2.0 ** value if value < 128 else math.inf,
+                  "log2": math.log2(value) if value > 0 else math.nan,
+                  "rcp": 1.0 / value if value else math.inf,
+                  "sqrt": math.sqrt(value) if value >= 0 else math.nan}[fn]
+        return const(folded)
+    return ("un", fn, x)
+
+
+def bin_(fn: str, x: Expr, y: Expr) -> Expr:
+    if x[0] == "const" and y[0] == "const":
+        a, b = x[1], y[1]
+        return const({"add": a + b, "sub": a - b, "mul": a * b, "max": max(a, b),
+                      "min": min(a, b)}[fn])
+    if fn == "mul" and (x == const(1.0) or y == const(1.0)):
+        return y if x == const(1.0) else x
+    if fn in ("add", "sub") and y == const(0.0):
+        return x
+    return ("bin", fn, x, y)
+
+
+def leaves(e: Expr, kind: str) -> list:
+    """The names (or stat indices) of the `kind` leaves of `e`, in first-use order."""
+    found: list = []
+
+    def walk(node):
+        if node[0] == kind and node[1] not in found:
+            found.append(node[1])
+        elif node[0] == "un":
+            walk(node[2])
+        elif node[0] == "bin":
+            walk(node[2])
+            walk(node[3])
+
+    walk(e)
+    return found
+
+
+def emit(e: Expr, env: dict, memo: dict):
+    """Trace `e` with the tiles of `env` (keys: the leaf tuples themselves)."""
+    if e in memo:
+        return memo[e]
+    if e[0] in ("leaf", "vec", "stat", "acc"):
+        result = env[e]
+    elif e[0] == "un":
+        result = _unary(e[1], emit(e[2], env, memo))
+    elif e[0] == "bin":
+        x, y = e[2], e[3]
+        if x[0] == "const":
+            x, y = y, x
+            if e[1] == "sub":       # c - y = -(y - c)
+                result = -(emit(x, env, memo) - y[1])
+                memo[e] = result
+                return result
+        tile = emit(x, env, memo)
+        other = y[1] if y[0] == "const" else emit(y, env, memo)
+        result = {"add": lambda: tile + other, "sub": lambda: tile - other,
+                  "mul": lambda: tile * other,
+                  "max": lambda: T.maximum(tile, other if y[0] != "const"
+                                           else T.full(tile.spec, other)),
+                  "min": lambda: T.minimum(tile, other if y[0] != "const"
+                                           else T.full(tile.spec, other))}[e[1]]()
+    else:
+        raise ValueError(f"expression node {e[0]!r} cannot be traced here")
+    memo[e] = result
+    return result
+
+
+def _make(name: str, params: list[tuple[str, Tensor]], body, waves: int) -> KernelDef:
+    """A KernelDef whose signature is `params` (tensor names and annotations), running `body`
+    on the traced handles in that order."""
+    args = ", ".join(p for p, _ in params)
+    namespace: dict = {}
+    exec(f"def {name}({args}):\n    return body({args})\n", {"body": body}, namespace)
+    fn = namespace[name]
+    fn.__annotations__ = dict(params)
+    fn.__module__ = __name__
+    return KernelDef(fn, waves)
+
+
+# ------------------------------------------------------------------------- elementwise chain
+@attrs.frozen
+class Elementwise:
+    """out = expr(leaves...) over tensors of one shape, flattened to (N, 1)."""
+
+    expr: Expr
+    tile: int = 1024
+    waves: int = 4
+
+    @property
+    def inputs(self) -> list[str]:
+        return leaves(self.expr, "leaf")
+
+    def kernel(self) -> KernelDef:
+        names = self.inputs
+        tile, waves, expr = self.tile, self.waves, self.expr
+
+        def body(*handles):
+            ins, out = handles[:-1], handles[-1]
+            N = out.shape[0]
+            T.grid(T.cdiv(N, tile))
+            spec = T.copy_layout((tile, 1), waves, 1)
+            r0 = T.program_id(0) * tile
+            env = {("leaf", n): h.load((r0, 0), spec, guard=True) for n, h in zip(names, ins)}
+            out.store((r0, 0), emit(expr, env, {}), guard=True)
+
+        params = [(f"X{i}", Tensor("f32", "N", 1)) for i in range(len(names))]
+        return _make("elementwise", params + [("Y", Tensor("f32", "N", 1))], body, waves)
+
+
+# ------------------------------------------------------------------------------ row program
+@attrs.frozen
+class RowProgram:
+    """Reductions along R of a tensor viewed as (O, R, I), then an output expression.
+
+    `stats[i] = (fn, expr)` is reduced ("sum" or "max") along R, pass i (its expression may use
+    earlier stats). `out` is the output expression: over the full (O, R, I) space when
+    `full_output`, else over the stats only (an (O, I) result). Leaves are full tensors
+    ("leaf") and vectors along R ("vec"). `strided`: I > 1, lanes run along I and the reduction
+    stays in each thread; otherwise (I == 1) lanes run along R and the reduction crosses lanes.
+    """
+
+    stats: tuple[tuple[str, Expr], ...]
+    out: Expr
+    full_output: bool
+    strided: bool
+    waves: int = 4
+
+    @property
+    def inputs(self) -> list[str]:
+        found: list[str] = []
+        for e in [s for _, s in self.stats] + [self.out]:
+            found += [n for n in leaves(e, "leaf") if n not in found]
+        return found
+
+    @property
+    def vectors(self) -> list[str]:
+        found: list[str] = []
+        for e in [s for _, s in self.stats] + [self.out]:
+            found += [n for n in leaves(e, "vec") if n not in found]
+        return found
+
+    def kernel(self) -> KernelDef:
+        names, vecs = self.inputs, self.vectors
+        if self.strided:
+            full = Tensor("f32", "O", "R", "I", 1)
+            reduced = Tensor("f32", "O", "I", 1)
+        else:
+            full = Tensor("f32", "O", "R", 1)
+            reduced = Tensor("f32", "O", 1)
+        params = ([(f"X{i}", full) for i in range(len(names))]
+                  + [(f"V{i}", Tensor("f32", "R")) for i in range(len(vecs))]
+                  + [("Y", full if self.full_output else reduced)])
+        program = self
+
+        def body(*handles):
+            ins = dict(zip(names, handles[:len(names)]))
+            vec = dict(zip(vecs, handles[len(names):len(names) + len(vecs)]))
+            program._trace(ins, vec, handles[-1])
+
+        return _make("row_strided" if self.strided else "row_contiguous", params, body,
+                     1 if self.strided else self.waves)
+
+    def _trace(self, ins: dict, vec: dict, out):
+        # strided: one wave per workgroup, 64 columns of I, so a short I still spans two
+        # workgroups
+        waves = 1 if self.strided else self.waves
+        first = next(iter(ins.values()))
+        if self.strided:
+            O_, R, I_ = first.shape[:3]
+            tr, ti = 4, 64 * waves
+            T.grid(O_, T.cdiv(I_, ti))
+            spec = T.copy_layout((tr, ti), waves, 1)     # rows in slots: in-thread reduction
+            axis = 0
+            o, i0 = T.program_id(0), T.program_id(1) * ti
+
+            def origin(r0):
+                return (o, r0, i0, 0)
+            axes, store_axes = (1, 2), (1,)
+            out_origin = (o, i0, 0)
+        else:
+            O_, R = first.shape[:2]
+            to, tr = 2 * waves, 64
+            T.grid(T.cdiv(O_, to))
+            spec = T.copy_layout((to, tr), waves, 1)     # a row in one wave's lanes
+            axis = 1
+            o0 = T.program_id(0) * to
+
+            def origin(r0):
+                return (o0, r0, 0)
+            axes, store_axes = (0, 1), (0,)
+            out_origin = (o0, 0)
+        row_spec = T.reduced(spec, axis)
+        vec_spec = T.reduced(spec, 1 - axis)
+
+        def keep(r0):
+            return lambda *c: r0 + c[axis] < R
+
+        def tiles(r0) -> dict:
+            env = {("leaf", n): h.load(origin(r0), spec, axes=axes, guard=True)
+                   for n, h in ins.items()}
+            for n, h in vec.items():
+                env["vec", n] = T.broadcast(h.load((r0,), vec_spec, guard=True), 1 - axis,
+                                            spec)
+            return env
+
+        stats: dict = {}
+        for index, (fn, e) in enumerate(self.stats):
+            identity = IDENTITY[fn]
+            loop = T.range(0, T.cdiv(R, (tr if axis == 0 else tr)), name=f"r{index}_",
+                           acc=T.full(spec, identity))
+            for rt in loop:
+                r0 = rt * tr
+                env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
+                                       for k, s in stats.items()}}
+                value = T.mask(emit(e, env, {}), keep(r0), identity)
+                loop.acc = (loop.acc + value if fn == "sum" else T.maximum(loop.acc, value))
+            stats[index] = T.reduce(loop.acc, fn, axis, row_spec)
+        if not self.full_output:
+            env = {("stat", k): s for k, s in stats.items()}
+            out.store(out_origin, emit(self.out, env, {}), axes=store_axes, guard=True)
+            return
+        loop = T.range(0, T.cdiv(R, tr), name="w")
+        for rt in loop:
+            r0 = rt * tr
+            env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
+                                   for k, s in stats.items()}}
+            out.store(origin(r0), emit(self.out, env, {}), axes=axes, guard=True)
+
+
+# ---------------------------------------------------------------------------------- matmul
+@attrs.frozen
+class Matmul:
+    """C[b] = epilogue(A[b] @ B[b]) in f32 on v_mfma_f32_32x32x2_f32, operands read straight
+    from global memory (guarded: any M, N, K). `a_order`: "mk" (A is (M, K)) or "km";
+    `b_order`: "kn" or "nk" (nn.Linear's weight). A batch of 1 is broadcast (`*_batched`).
+    The epilogue's leaves are ("acc",), constants and ("vec", name) vectors along N."""
+
+    epilogue: Expr = ("acc",)
+    a_order: str = "mk"
+    b_order: str = "kn"
+    a_batched: bool = False
+    b_batched: bool = False
+    block_k: int = 8
+    #: 32x32 fragments per wave along M and N (a workgroup's block is 64 * reps square)
+    reps: int = 2
+
+    @property
+    def vectors(self) -> list[str]:
+        return leaves(self.epilogue, "vec")
+
+    def kernel(self) -> KernelDef:
+        a_shape = ("BA", "M", "K", 1) if self.a_order == "mk" else ("BA", "K", "M", 1)
+        b_shape = ("BB", "K", "N", 1) if self.b_order == "kn" else ("BB", "N", "K", 1)
+        vecs = self.vectors
+        params = ([("A", Tensor("f32", *a_shape)), ("B", Tensor("f32", *b_shape))]
+                  + [(f"V{i}", Tensor("f32", "N")) for i in range(len(vecs))]
+                  + [("C", Tensor("f32", "BC", "M", "N", 1))])
+        program = self
+
+        def body(A, B, *rest):
+            program._trace(A, B, dict(zip(vecs, rest[:-1])), rest[-1])
+
+        return _make("matmul", params, body, 4)
+
+    def _trace(self, A, B, vec: dict, C):
+        BC, M, N = C.shape[:3]
+        K = A.shape[2] if self.a_order == "mk" else A.shape[1]
+        block = self.reps * 64
+        T.grid(T.cdiv(M, block), T.cdiv(N, block), BC)
+        T.assume(A.shape[0].eq(BC) if self.a_batched else A.shape[0].eq(1))
+        T.assume(B.shape[0].eq(BC) if self.b_batched else B.shape[0].eq(1))
+        a_spec = T.mfma_layout(F32_MFMA, "a", (2, 2))
+        b_spec = T.mfma_layout(F32_MFMA, "b", (2, 2))
+        c_spec = T.mfma_layout(F32_MFMA, "c", (2, 2))
+        reps, block = self.reps, self.reps * c_spec.shape[0]
+        m0, n0, b = T.program_id(0) * block, T.program_id(1) * block, T.program_id(2)
+        ba = b if self.a_batched else 0
+        bb = b if self.b_batched else 0
+        step = a_spec.shape[1]
+        T.tag(A, (lambda bt, m, k, z: {"row": m, "k": k}) if self.a_order == "mk"
+              else (lambda bt, k, m, z: {"row": m, "k": k}))
+        T.tag(B, (lambda bt, k, n, z: {"col": n, "k": k}) if self.b_order == "kn"
+              else (lambda bt, n, k, z: {"col": n, "k": k}))
+        T.tag(C, lambda bt, m, n, z: {"row": m, "col": n})
+
+        def load_a(r, k0):
+            m = m0 + r * a_spec.shape[0]
+            if self.a_order == "mk":
+                return A.load((ba, m, k0, 0), a_spec, axes=(1, 2), guard=True)
+            return A.load((ba, k0, m, 0), a_spec, axes=(2, 1), guard=True)
+
+        def load_b(s, k0):
+            n = n0 + s * b_spec.shape[0]
+            if self.b_order == "kn":
+                return B.load((bb, k0, n, 0), b_spec, axes=(2, 1), guard=True)
+            return B.load((bb, n, k0, 0), b_spec, axes=(1, 2), guard=True)
+
+        tiles = [(r, s) for r in range(reps) for s in range(reps)]
+        acc = {(r, s): T.tag(T.zeros(c_spec), lambda i, j, r=r, s=s: {
+            "row": m0 + r * c_spec.shape[0] + i, "col": n0 + s * c_spec.shape[1] + j})
+            for r, s in tiles}
+        loop = T.range(0, T.cdiv(K, self.block_k), name="kt", acc=acc)
+        for kt in loop:
+            acc = dict(loop.acc)
+            for ks in range(self.block_k // step):
+                k0 = kt * self.block_k + ks * step
+                a = [load_a(r, k0) for r in range(reps)]
+                b_ = [load_b(s, k0) for s in range(reps)]
+                for r, s in tiles:
+                    acc[r, s] = T.mfma(F32_MFMA, a[r], b_[s], acc[r, s])
+                    T.tag_assert(lambda A_, B_, C_: And(A_.k.eq(B_.k), A_.row.eq(C_.row),
+                                                        B_.col.eq(C_.col)),
+                                 "A and B meet at one k, on C's row and column")
+            loop.acc = acc
+        vec_spec = T.reduced(c_spec, 0)
+        for r, s in tiles:
+            n = n0 + s * c_spec.shape[1]
+            env = {("acc",): loop.acc[r, s]}
+            for name, h in vec.items():
+                env["vec", name] = T.broadcast(h.load((n,), vec_spec, guard=True), 0, c_spec)
+            C.store((b, m0 + r * c_spec.shape[0], n, 0), emit(self.epilogue, env, {}),
+                    axes=(1, 2), guard=True)

@@ -1,0 +1,88 @@
+"""The experience store: what moves earned in past runs, per family and shape class, kept
+across runs under the Argus cache directory (`ARGUS_CACHE/experience/<family>.jsonl`). Each row
+is one evaluated move: the shape class and state features where it was made, the move, its
+graded credit (`credit`), the status and the kind of counterexample when it was refuted.
+
+`priors()` summarises the rows into per-move (mean credit, weight), same shape class counted
+fully and other classes of the family at a quarter, which the offline planner uses in place of
+the knowledge base's hand-set priors; `argus tune --fresh` neither reads nor writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import defaultdict
+from pathlib import Path
+
+from argus import env
+
+#: rows of another shape class count this much (a move's value transfers only in part)
+OTHER_CLASS = 0.25
+#: the pseudo-observations a move's experience may contribute at most (the run's own data
+#: then overrules it within a few pulls)
+MAX_WEIGHT = 6.0
+
+
+def shape_class(family: str, sizes: dict) -> str:
+    """A coarse class of a problem's shape: total work (log2 of the product of the sizes, in
+    steps of 3) and, for 2-D outputs, whether it is square, tall or wide."""
+    volume = math.prod(max(1, int(v)) for v in sizes.values() if not isinstance(v, bool))
+    work = f"w{int(math.log2(volume)) // 3}"
+    rows, cols = sizes.get("M", sizes.get("TOKENS")), sizes.get("N")
+    if rows and cols:
+        ratio = rows / cols
+        work += "-square" if 0.5 <= ratio <= 2 else "-tall" if ratio > 2 else "-wide"
+    return f"{family}:{work}"
+
+
+def default_path(family: str) -> Path:
+    return env.cache_dir() / "experience" / f"{family}.jsonl"
+
+
+class Experience:
+    """One family's experience file: read once, appended to as the run goes."""
+
+    def __init__(self, path: str | os.PathLike | None, family: str):
+        self.family = family
+        self.path = Path(path) if path is not None else default_path(family)
+        self.rows: list[dict] = []
+        if self.path.is_file():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a torn line of an interrupted run
+                if isinstance(row, dict) and row.get("family") == family and "move" in row:
+                    self.rows.append(row)
+
+    def append(self, row: dict) -> None:
+        row = {"family": self.family, **row}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row, sort_keys=True, default=str) + "\n")
+        self.rows.append(row)
+
+    def priors(self, shape: str, exclude_run: str | None = None) -> dict[str, tuple[float,
+                                                                                     float]]:
+        """{move: (mean credit, weight)} from past runs (not `exclude_run`): rows of `shape`
+        weigh 1, other shape classes OTHER_CLASS; the weight is capped at MAX_WEIGHT."""
+        sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for row in self.rows:
+            if exclude_run is not None and row.get("run") == exclude_run:
+                continue
+            weight = 1.0 if row.get("shape_class") == shape else OTHER_CLASS
+            entry = sums[row["move"]]
+            entry[0] += weight * float(row.get("credit", 0.0))
+            entry[1] += weight
+        return {move: (total / weight, min(weight, MAX_WEIGHT))
+                for move, (total, weight) in sums.items() if weight > 0}
+
+    def failures(self, shape: str) -> dict[str, dict[str, int]]:
+        """{move: {counterexample kind: count}} of refuted moves in this shape class."""
+        out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for row in self.rows:
+            if row.get("shape_class") == shape and row.get("counterexample"):
+                out[row["move"]][row["counterexample"]] += 1
+        return {move: dict(kinds) for move, kinds in out.items()}

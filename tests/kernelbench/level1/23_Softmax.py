@@ -1,0 +1,26 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Softmax over the rows."""
+
+    def __init__(self, dim: int = 1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=1)
+
+
+batch_size = 4096
+dim = 65536
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim) * 3
+    return [x]
+
+
+def get_init_inputs():
+    return []

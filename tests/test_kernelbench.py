@@ -1,0 +1,217 @@
+"""The KernelBench harness (issue 25) over the problems in tests/kernelbench, written here in
+KernelBench's format: statuses, JSON rows, scaled sizes, refused and wrong solutions, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")  # the argus[kernelbench] extra; CI installs it
+
+from click.testing import CliRunner  # noqa: E402
+
+from argus.cli import main  # noqa: E402
+from argus.kernelbench import Row, Solution, run, summary  # noqa: E402
+from argus.kernelbench.harness import TOLERANCE, check, peaks  # noqa: E402
+from argus.kernelbench.problem import BUDGET, FLOOR, load  # noqa: E402
+from argus.kernelbench.solution import Refused, guarded, kernel_of  # noqa: E402
+from argus.kernelbench.templates import Elementwise, bin_, const  # noqa: E402
+
+HERE = Path(__file__).parent / "kernelbench"
+LEVEL1, LEVEL2 = HERE / "level1", HERE / "level2"
+
+#: what each in-repo problem must come out as, and why the others are not correct
+EXPECTED = {
+    "1_Square_matrix_multiplication": "correct", "3_Batched_matrix_multiplication": "correct",
+    "16_Matmul_with_transposed_A": "correct", "19_ReLU": "correct",
+    "20_LeakyReLU": "unsupported",          # 6.4 GB tensors: 64-bit addressing
+    "22_Tanh": "correct", "23_Softmax": "correct", "24_LogSoftmax": "correct",
+    "29_Softplus": "correct", "31_ELU": "correct", "36_RMSNorm_": "correct",
+    "40_LayerNorm": "correct", "47_Sum_reduction_over_a_dimension": "correct",
+    "49_Max_reduction_over_a_dimension": "correct",
+    "51_Argmax_over_a_dimension": "unsupported",   # no argmax reduction in the DSL yet
+    "53_Min_reduction_over_a_dimension": "correct", "94_MSELoss": "correct",
+    "96_HuberLoss": "correct", "98_KLDivLoss": "correct",
+    "12_Gemm_Multiply_LeakyReLU": "correct", "14_Gemm_Divide_Sum_Scaling": "correct",
+    "99_Matmul_Swish_Softmax": "correct",
+}
+FIELDS = {"level", "problem", "status", "proved", "max_error", "scaled_sizes", "modelled_us",
+          "roofline_us", "reason"}
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, Row]:
+    found = run(LEVEL1) + run(LEVEL2)
+    return {r.problem: r for r in found}
+
+
+def test_every_in_repo_problem_gets_its_status(rows):
+    assert len([p for p in EXPECTED if (LEVEL1 / f"{p}.py").exists()]) >= 12
+    assert {p: r.status for p, r in rows.items()} == EXPECTED, {
+        p: r.reason for p, r in rows.items() if r.status != EXPECTED.get(p)}
+
+
+def test_correct_rows_are_proved_within_tolerance_and_timed(rows):
+    for name, row in rows.items():
+        if row.status != "correct":
+            continue
+        assert row.proved, name
+        assert row.generated and row.templates, name
+        assert 0 <= row.max_error <= TOLERANCE["float32"] * 100, name
+        assert row.modelled_us > 0 and row.roofline_us > 0, name
+        # the model cannot beat the bound it is compared with
+        assert row.modelled_us >= row.roofline_us, name
+
+
+def test_unsupported_rows_name_the_missing_op(rows):
+    assert "argmax" in rows["51_Argmax_over_a_dimension"].reason
+    assert "64-bit addressing" in rows["20_LeakyReLU"].reason
+    assert not any(r.status == "error" for r in rows.values())
+
+
+def test_templates_cover_every_kind(rows):
+    used = {t for r in rows.values() for t in r.templates}
+    assert {"elementwise", "row", "row(strided)", "matmul"} <= used
+    # a fused Level 2 chain: the epilogue (scale, LeakyReLU) rides on the matmul's store
+    assert rows["12_Gemm_Multiply_LeakyReLU"].templates == ["matmul"]
+    assert rows["99_Matmul_Swish_Softmax"].templates == ["matmul", "row"]
+
+
+def test_json_rows_and_summary_line(rows):
+    for row in rows.values():
+        data = row.to_json()
+        assert FIELDS <= set(data)
+        json.dumps(data)
+    line = summary(list(rows.values()))
+    correct = sum(r.status == "correct" for r in rows.values() if r.level == "level1")
+    total = sum(r.level == "level1" for r in rows.values())
+    assert re.search(rf"kernelbench level1: {correct}/{total} correct, \d+ proved, geomean "
+                     r"modelled/roofline \d+\.\d\d", line)
+    assert "kernelbench level2: 3/3 correct, 3 proved" in line
+
+
+def test_scaled_sizes_are_reported_and_small():
+    problem = load(LEVEL1 / "23_Softmax.py")
+    assert problem.constants == {"batch_size": 4096, "dim": 65536}
+    assert all(FLOOR <= problem.scaled[k] < problem.constants[k] for k in problem.constants)
+    x = problem.inputs(0)[0]
+    assert x.numel() <= BUDGET
+    assert tuple(x.shape) == (problem.scaled["batch_size"], problem.scaled["dim"])
+    # a tuple of sizes is scaled element by element
+    mse = load(LEVEL1 / "94_MSELoss.py")
+    assert isinstance(mse.scaled["input_shape"], tuple)
+    assert mse.scaled["input_shape"][0] < 16384
+
+
+def test_a_solution_does_not_depend_on_the_published_sizes(tmp_path):
+    """Other size constants than the published ones: the same route, still correct."""
+    folder = tmp_path / "level1"
+    folder.mkdir()
+    source = (LEVEL1 / "24_LogSoftmax.py").read_text()
+    source = source.replace("batch_size = 4096", "batch_size = 37").replace(
+        "dim = 65535", "dim = 203")
+    (folder / "24_LogSoftmax.py").write_text(source)
+    [row] = run(folder)
+    assert row.status == "correct", row.reason
+    assert row.scaled_sizes == {"batch_size": 37, "dim": 203}
+
+
+def _relu_kernel():
+    return kernel_of(Elementwise(bin_("max", ("leaf", "x"), const(0.0))))
+
+
+def _by_hand(forward) -> dict:
+    return {"19": Solution(forward, (_relu_kernel(),), generated=False)}
+
+
+def test_a_solution_leaving_an_element_unwritten_is_incorrect():
+    def forward(ctx, x):
+        out = ctx.alloc(x.shape)
+        flat, dst = x.reshape(-1, 1), out.reshape(-1, 1)
+        # the last element is never written: it keeps the NaN the buffer was filled with
+        ctx.launch(_relu_kernel(), X0=flat[:-1], Y=dst[:-1])
+        return out
+
+    [row] = run(LEVEL1, only=["19"], solutions=_by_hand(forward))
+    assert row.status == "incorrect"
+    assert "NaN" in row.reason and not row.generated
+    assert row.templates == ["hand-written"]
+
+
+def test_a_solution_wrong_at_one_size_is_incorrect():
+    leaky = kernel_of(Elementwise(bin_("max", ("leaf", "x"), bin_("mul", ("leaf", "x"),
+                                                                   const(0.01)))))
+
+    def forward(ctx, x):
+        out = ctx.alloc(x.shape)
+        # the right kernel for rows of even length, the wrong (leaky) one for odd lengths
+        kernel = _relu_kernel() if x.shape[1] % 2 == 0 else leaky
+        ctx.launch(kernel, X0=x.reshape(-1, 1), Y=out.reshape(-1, 1))
+        return out
+
+    [row] = run(LEVEL1, only=["19_ReLU"], solutions=_by_hand(forward))
+    assert row.status == "incorrect"
+    assert "expected" in row.reason and row.max_error > 0
+
+
+def test_a_forward_calling_torch_is_refused():
+    def forward(ctx, x):
+        import torch as t
+
+        return t.relu(t.from_numpy(x)).numpy()
+
+    [row] = run(LEVEL1, only=["19"], solutions=_by_hand(forward))
+    assert row.status == "incorrect" and row.reason.startswith("refused:")
+
+    # hidden from the source check, torch is still refused when it runs
+    hidden = __import__("to" + "rch")
+    with pytest.raises(Refused, match="relu"):
+        guarded(lambda: hidden.relu(hidden.ones(3)))
+
+
+def test_peaks_come_from_the_machine_tables():
+    p = peaks()
+    assert math.isclose(p["mfma_f32"], 163.4e12, rel_tol=1e-3)
+    assert math.isclose(p["valu_f32"], 81.7e12, rel_tol=1e-3)
+    assert p["hbm"] == 5.3e12
+
+
+def test_an_unroutable_model_is_unsupported_not_an_error(tmp_path):
+    (tmp_path / "1_conv.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.Conv2d(3, 8, 3)\n\n"
+        "    def forward(self, x):\n        return self.conv(x)\n\n\n"
+        "def get_inputs():\n    return [torch.rand(2, 3, 20, 20)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    row = check(tmp_path / "1_conv.py")
+    assert row.status == "unsupported" and "convolution" in row.reason
+
+
+def test_cli_runs_a_level_folder(tmp_path):
+    folder = tmp_path / "level1"
+    folder.mkdir()
+    for name in ("19_ReLU", "51_Argmax_over_a_dimension"):
+        shutil.copy(LEVEL1 / f"{name}.py", folder)
+    out = tmp_path / "rows.json"
+    result = CliRunner().invoke(main, ["kernelbench", str(folder), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "kernelbench level1: 1/2 correct, 1 proved, geomean modelled/roofline" in \
+        result.output
+    data = json.loads(out.read_text())
+    assert [d["status"] for d in data] == ["correct", "unsupported"]
+    assert all(FIELDS <= set(d) for d in data)
+    only = CliRunner().invoke(main, ["kernelbench", str(folder), "--only", "99"])
+    assert only.exit_code != 0 and "99" in only.output
+
+
+def test_solution_outputs_start_as_nan():
+    from argus.kernelbench.solution import Context
+
+    assert np.isnan(Context(execute=True).alloc((3, 2))).all()

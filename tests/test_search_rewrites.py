@@ -1,0 +1,162 @@
+"""Program rewrites as search moves: where they apply, what they change in the IR, that the
+verifier decides the ones that are not always legal, that a refutation's counterexample maps
+to a repair that verifies, graded credit, and the experience store that warm-starts priors."""
+
+import attrs
+import pytest
+
+import argus
+from argus.ir import ops as O
+from argus.kernels.gemm import gemm
+from argus.search.evaluate import REFUTED, Evaluation
+from argus.search.experience import Experience, shape_class
+from argus.search.planners.offline import OfflinePlanner, graded_credit
+from argus.search.repair import repairs
+from argus.search.rewrites import REWRITES, RewriteError, apply_rewrites, offered
+from argus.search.space import Candidate, Problem, default_candidate
+
+GEMM = Problem("gemm", {"M": 1024, "N": 1024, "K": 1024})
+
+
+def lds_bytes(kernel) -> int:
+    return sum(op.result.type.nbytes for op in kernel.ops() if isinstance(op, O.LdsAlloc))
+
+
+def barriers(kernel) -> int:
+    return sum(isinstance(op, O.Barrier | O.BarrierNoWait) for op in kernel.ops())
+
+
+def test_rewrites_find_their_sites_and_change_the_ir():
+    ir = gemm.trace(block_m=64, block_n=64, block_k=32)
+    names = {name for name, _ in offered(ir)}
+    assert {"unroll_loop", "grow_ring", "grow_rings", "shrink_ring", "drop_barrier",
+            "unswizzle_reads", "transpose_grid"} <= names
+    assert "swizzle_stores" not in names  # its buffers are swizzled already
+    assert not any(REWRITES[n].repair for n in names)
+    grown = apply_rewrites(ir, [("grow_rings", (0,))])
+    assert lds_bytes(grown) == 2 * lds_bytes(ir)
+    single = apply_rewrites(ir, [("shrink_ring", (0,))])
+    assert lds_bytes(single) == lds_bytes(ir) * 3 // 4
+    assert barriers(apply_rewrites(ir, [("drop_barrier", (1,))])) == barriers(ir) - 1
+    swapped = apply_rewrites(ir, [("transpose_grid", (0,))])
+    assert swapped.grid == (ir.grid[1], ir.grid[0])
+    loop = next(op for op in apply_rewrites(ir, [("unroll_loop", (0,))]).ops()
+                if isinstance(op, O.For))
+    assert loop.unroll == 2
+
+
+def test_a_swizzle_only_the_writer_applies_is_mended_by_the_readers():
+    ir = gemm.trace(block_m=64, block_n=64, block_k=32, swizzle=False)
+    assert ("swizzle_stores", (0,)) in offered(ir)
+    half = apply_rewrites(ir, [("swizzle_stores", (0,))])
+    assert ("swizzle_reads", (0,)) in offered(half, repairs=True)
+    mended = apply_rewrites(half, [("swizzle_reads", (0,))])
+    buffer = next(op.result for op in mended.ops() if isinstance(op, O.LdsAlloc))
+    maps = {op.addr for op in mended.ops()
+            if isinstance(op, O.LdsLoad | O.LdsStore) and op.buffer == buffer}
+    assert len(maps) == 1 and "^" in str(next(iter(maps)).offset)
+
+
+def test_a_rewrite_that_does_not_apply_is_an_error_naming_it():
+    ir = gemm.trace(block_m=64, block_n=64, block_k=32)
+    with pytest.raises(RewriteError, match="no number 7"):
+        apply_rewrites(ir, [("drop_barrier", (7,))])
+    with pytest.raises(RewriteError, match="choose one of"):
+        apply_rewrites(ir, [("fold_everything", (0,))])
+    big = gemm.trace(block_m=128, block_n=128, block_k=64)
+    with pytest.raises(RewriteError, match="64 KiB"):
+        apply_rewrites(big, [("grow_rings", (0,))])
+
+
+def test_candidates_carry_rewrites_and_keep_old_keys_without():
+    plain = default_candidate(GEMM)
+    assert plain.key == Candidate(plain.family, plain.params).key
+    rewritten = attrs.evolve(plain, rewrites=[["drop_barrier", [1]]])
+    assert rewritten.rewrites == (("drop_barrier", (1,)),)
+    assert rewritten.key != plain.key and "+drop_barrier@1" in rewritten.describe()
+    assert Candidate.from_dict(rewritten.to_dict()) == rewritten
+    assert "rewrites" not in plain.to_dict()
+
+
+def test_graded_credit_is_the_reward_not_a_bit():
+    assert graded_credit(None, 1.0) == 0.0
+    assert graded_credit(1.0, None) == 0.5
+    assert graded_credit(0.5, 1.0) == 0.0
+    assert 0 < graded_credit(1.0, 1.0) < graded_credit(1.05, 1.0) < graded_credit(1.2, 1.0)
+    assert graded_credit(2.0, 1.0) == 1.0
+
+
+def test_experience_warm_starts_priors_and_fresh_planners_ignore_it(tmp_path):
+    path = tmp_path / "gemm.jsonl"
+    memory = Experience(path, "gemm")
+    here = shape_class("gemm", GEMM.sizes)
+    assert here != shape_class("gemm", {"M": 8192, "N": 256, "K": 4096})
+    for _ in range(4):
+        memory.append({"run": "old", "shape_class": here, "move": "grow_m", "credit": 1.0,
+                       "status": "ok", "counterexample": ""})
+        memory.append({"run": "old", "shape_class": here, "move": "rw:drop_barrier",
+                       "credit": 0.0, "status": REFUTED, "counterexample": "lds-race"})
+    reread = Experience(path, "gemm")
+    assert len(reread.rows) == 8 and reread.failures(here) == {"rw:drop_barrier":
+                                                                {"lds-race": 4}}
+    warm = OfflinePlanner(GEMM, 0, experience=reread, learn=False)
+    cold = OfflinePlanner(GEMM, 0)
+    assert warm.value("grow_m") > cold.value("grow_m")
+    assert warm.value("rw:drop_barrier") < cold.value("rw:drop_barrier")
+    # another shape class learns from it too, at a quarter of the weight
+    far = Problem("gemm", {"M": 8192, "N": 256, "K": 4096})
+    between = OfflinePlanner(far, 0, experience=reread).value("grow_m")
+    assert OfflinePlanner(far, 0).value("grow_m") < between < warm.value("grow_m")
+
+
+def test_the_verifier_refutes_a_dropped_barrier_and_the_repair_verifies():
+    """The direct-to-LDS GEMM's second barrier per K tile only keeps the next copy from
+    overwriting the slot being read: dropping it is refuted with the race, and the repair the
+    counterexample names first (deeper rings: both operands' copies race) is proved without
+    the barrier."""
+    problem = Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, {"direct_lds": True})
+    base = default_candidate(problem)
+    ir = gemm.trace(direct_lds=True)
+    dropped = apply_rewrites(ir, [("drop_barrier", (1,))])
+    report = argus.verify(dropped)
+    assert report.refuted and report.refuted[0].kind == "lds-race"
+    assert report.refuted[0].counterexample.confirmed
+    from argus.search.evaluate import _obligation
+
+    refuted = attrs.evolve(base, rewrites=(("drop_barrier", (1,)),))
+    found = repairs(dropped, refuted, [_obligation(o) for o in report.refuted[:3]])
+    assert found[0].rewrite == "grow_rings" and found[0].kind == "lds-race"
+    assert any(r.rewrite == "insert_barrier" for r in found)
+    mended = apply_rewrites(ir, found[0].candidate.rewrites)
+    assert barriers(mended) == barriers(ir) - 1
+    again = argus.verify(mended)
+    assert not again.refuted and not again.unknown and again.proved_for_all_sizes
+
+
+def test_the_planner_queues_repairs_first_after_a_refutation():
+    problem = Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, {"swizzle": False})
+    base = default_candidate(problem)
+    events = []
+    planner = OfflinePlanner(problem, 0, legal=lambda c: "", log=events.append)
+    from argus.search.planners import SearchState
+
+    state = SearchState(problem, [Evaluation(base.key, base, "ok", "reward", reward=1.0)])
+    planner.observe(state.evaluations)
+    bad = attrs.evolve(base, rewrites=(("swizzle_stores", (0,)),))
+    obligation = {"kind": "tag-assertion", "loc": "argus/kernels/gemm.py:107:13",
+                  "text": "A and B meet at one k", "counterexample": {"detail": ""}}
+    refuted = Evaluation(bad.key, bad, REFUTED, "verify", "tag-assertion",
+                         counterexamples=(obligation,), move="rw:swizzle_stores")
+    state.evaluations.append(refuted)
+    planner.observe([refuted])
+    proposal = planner.propose(state, 1)[0]
+    assert proposal.move == "repair:swizzle_reads"
+    assert proposal.candidate.rewrites == (("swizzle_stores", (0,)), ("swizzle_reads", (0,)))
+    assert events[-1]["kind"] == "repair-proposed"
+    assert events[-1]["counterexample"]["kind"] == "tag-assertion"
+    ok = Evaluation(proposal.candidate.key, proposal.candidate, "ok", "reward", reward=1.0,
+                    move=proposal.move)
+    state.evaluations.append(ok)
+    planner.observe([ok])
+    assert events[-1]["kind"] == "repair" and events[-1]["verdict"] == "ok"
+    assert events[-1]["refuted"] == bad.key
