@@ -3,7 +3,8 @@
 `argus.verify(kernel, **sizes)` proves a DSL kernel's tag assertions and built-in checks;
 `argus.compile(kernel, **params)` lowers it to a gfx942 code object (`CompiledKernel.run`
 launches it). The packages below hold the layers (see DESIGN.md): ir, lang, absint, smt,
-isa_cdna3, asm, kernels; `argus.pipeline` is the road through them.
+isa_cdna3, asm, kernels, vendor; `argus.pipeline.road` is the road through them
+(trace -> verify -> interpret -> compile -> emulate -> time), and each call here takes it.
 
 The road on a small kernel that copies 16-row blocks, each workgroup its own block:
 
@@ -62,18 +63,41 @@ def verify(kernel: KernelDef | Kernel | str, **options: Any) -> Report:
     """Prove every obligation of `kernel` (a DSL kernel, traced IR, or library name); see
     `argus.absint.verify.verify` for the options (sizes, solver, timeout_ms, replay)."""
     from argus.absint.verify import verify as run
-    from argus.pipeline import resolve_kernel
+    from argus.kernels.resolve import as_kernel
 
-    return run(resolve_kernel(kernel) if isinstance(kernel, str) else kernel, **options)
+    return run(as_kernel(kernel, "verify"), **options)
 
 
 def compile(kernel: KernelDef | Kernel | str, **options: Any) -> CompiledKernel:
-    """Prove a DSL kernel, then lower it with tile parameters to a gfx942 code object
-    (`verify=False` skips the proof; `CompiledKernel.verified` says which); see
-    `argus.pipeline.compile` (policy, verify, tile parameters)."""
-    from argus.pipeline import compile as run
+    """Prove a DSL kernel (traced IR, or library name), then lower it with tile parameters to
+    a gfx942 code object (`CompiledKernel`), by the road's trace, verify and compile stages.
+    A refuted or unknown obligation stops it (`VerifyError`); `verify=False` skips the proof
+    (without `verify=`, ARGUS_COMPILE_VERIFY decides: on unless 0), and
+    `CompiledKernel.verified` says which. `policy=` schedules; the other options are tile
+    parameters. Compilations are cached by the traced IR's digest."""
+    import attrs
 
-    return run(kernel, **options)
+    from argus import env
+    from argus.absint.verify import VerifyError
+    from argus.kernels.resolve import as_kernel
+    from argus.pipeline import StageError, road
+
+    prove = options.pop("verify", None)
+    if prove is None:
+        prove = env.compile_verifies()
+    try:
+        compiled = road(as_kernel(kernel, "compile"), until="compile",
+                        skip=("interpret",) if prove else ("verify", "interpret"),
+                        **options).compiled
+    except StageError as err:
+        if err.stage == "verify" and err.outcome in ("refuted", "unknown"):
+            raise VerifyError(f"{err.message}: the kernel is not proved for every size, and the "
+                              "backend lowers verified kernels only", err.loc,
+                              fix="fix the kernel (argus verify shows the counterexample), or "
+                                  "pass verify=False to compile it unproved") from None
+        raise err.original from None
+    assert compiled is not None
+    return attrs.evolve(compiled, verified=bool(prove))
 
 
 def time(code_object: Any, kernel: str | None = None, **options: Any) -> Timing:
@@ -90,8 +114,8 @@ def interpret(kernel: KernelDef | Kernel | str, arrays: dict[str, np.ndarray],
     argument, by name) in the concrete reference interpreter; sizes come from the array shapes.
     Returns `RunResult(outputs, violations, sizes)`: the outputs are updated copies."""
     from argus.absint.concrete import run
-    from argus.pipeline import _kernel
+    from argus.kernels.resolve import as_kernel
 
-    resolved = _kernel(kernel, "interpret")
+    resolved = as_kernel(kernel, "interpret")
     ir: Kernel = resolved.trace(**params) if hasattr(resolved, "trace") else resolved
     return run(ir, arrays)

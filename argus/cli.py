@@ -163,8 +163,9 @@ def run(kernel: str, interp: bool, emulate: bool, sizes: tuple[str, ...],
     """Run KERNEL on random data: a library kernel against numpy, or FILE.py:KERNEL (a user's
     @kernel) in the interpreter (--interp) or compiled and emulated (--emulate) against the
     interpreter and an optional --reference."""
+    from argus.ir.ops import resources
     from argus.kernels import library
-    from argus.pipeline import run_interp
+    from argus.pipeline import road
 
     if interp == emulate:
         raise click.UsageError("choose --interp (reference interpreter) or --emulate "
@@ -176,35 +177,33 @@ def run(kernel: str, interp: bool, emulate: bool, sizes: tuple[str, ...],
         _run_user(kernel, "emulate" if emulate else "interp", sizes, params, seed, reference,
                   tolerance, show_ir, as_json)
         return
-    if emulate:
-        _run_emulated(kernel, _assignments(sizes, "--size"), _assignments(params, "--param"),
-                      seed, as_json)
-        return
-    outcome = run_interp(kernel, _assignments(sizes, "--size"), _assignments(params, "--param"),
-                         seed)
-    from argus.ir.ops import resources
-
-    ir = library()[kernel].kernel.trace(**outcome.params)
+    params_given = _assignments(params, "--param")
+    until = "emulate" if emulate else "interpret"
+    done = road(kernel, until=until, skip=("verify", "interpret") if emulate else ("verify",),
+                strict=False, sizes=_assignments(sizes, "--size"), seed=seed, **params_given)
+    check = done.emulated if emulate else done.interp
     if show_ir:
-        click.echo(ir)
+        click.echo(done.ir)
+    if emulate:
+        _report_emulated(kernel, params_given, done.compiled, check, as_json)
     if as_json:
         import json
 
         click.echo(json.dumps({
-            "kernel": kernel, "sizes": outcome.result.sizes, "params": outcome.params,
-            "ok": outcome.ok, "max_error": outcome.max_error, "tolerance": outcome.tolerance,
-            "resources": resources(ir),
-            "violations": [json.loads(v.to_json()) for v in outcome.result.violations]}))
-        sys.exit(0 if outcome.ok else 1)
-    shown = " ".join(f"{k}={v}" for k, v in outcome.sizes.items())
-    click.echo(f"{kernel} [{shown}] {outcome.params or ''}".rstrip())
-    used = resources(ir)
+            "kernel": kernel, "sizes": check.run.sizes, "params": params_given,
+            "ok": check.ok, "max_error": check.max_error, "tolerance": check.tolerance,
+            "resources": resources(done.ir),
+            "violations": [json.loads(v.to_json()) for v in check.run.violations]}))
+        sys.exit(0 if check.ok else 1)
+    shown = " ".join(f"{k}={v}" for k, v in check.sizes.items())
+    click.echo(f"{kernel} [{shown}] {params_given or ''}".rstrip())
+    used = resources(done.ir)
     click.echo(f"resources: {used['waves']} waves, LDS {used['lds_bytes']} B, about "
                f"{used['vgprs']} VGPRs/lane live at peak, {used['mfma']} MFMA ops in the text")
-    click.echo(outcome.result.report())
-    click.echo(f"max error vs numpy {outcome.max_error:.3g} (relative to max |reference|; "
-               f"tolerance {outcome.tolerance:g})")
-    sys.exit(0 if outcome.ok else 1)
+    click.echo(check.run.report() if check.run is not None else check.message)
+    click.echo(f"max error vs numpy {check.max_error:.3g} (relative to max |reference|; "
+               f"tolerance {check.tolerance:g})")
+    sys.exit(0 if check.ok else 1)
 
 
 @main.command("emulate")
@@ -219,7 +218,7 @@ def run(kernel: str, interp: bool, emulate: bool, sizes: tuple[str, ...],
 def emulate_command(name: str | None, sizes: tuple[str, ...], seed: int, check: str,
                     banks: bool, list_kernels: bool) -> None:
     """Run AMD vendor kernel NAME (amd-aiter, gfx942) in the emulator against numpy."""
-    from argus.asm.vendor import run_vendor, vendor_kernels
+    from argus.vendor.harness import run_vendor, vendor_kernels
 
     if list_kernels or name is None:
         click.echo("\n".join(vendor_kernels()))
@@ -284,7 +283,7 @@ def verify_command(target: str, sizes: tuple[str, ...], params: tuple[str, ...],
     """
     from argus import env
     from argus.absint.verify import verify
-    from argus.pipeline import resolve_kernel
+    from argus.kernels.resolve import resolve_kernel
 
     jobs = env.jobs() if jobs is None else jobs
     report = verify(resolve_kernel(target), solver=solver, unroll=unroll, jobs=jobs,
@@ -367,7 +366,8 @@ def demo_command() -> None:
 
 def _run_user(target: str, mode: str, sizes, params, seed: int, reference: str | None,
               tolerance: float | None, show_ir: bool, as_json: bool) -> None:
-    from argus.pipeline import resolve_function, resolve_kernel, run_user
+    from argus.kernels.resolve import resolve_kernel
+    from argus.user import resolve_function, run_user
 
     kernel = resolve_kernel(target)
     params = _assignments(params, "--param")
@@ -400,29 +400,28 @@ def _run_user(target: str, mode: str, sizes, params, seed: int, reference: str |
     sys.exit(0 if outcome.ok else 1)
 
 
-def _run_emulated(kernel: str, sizes: dict, params: dict, seed: int, as_json: bool) -> None:
-    from argus.pipeline import run_emulated
-
-    with _user_errors():
-        outcome = run_emulated(kernel, sizes, params, seed)
-    resources = outcome.compiled.resources
+def _report_emulated(kernel: str, params: dict, compiled, check, as_json: bool) -> None:
+    em = check.run
     if as_json:
         import json
 
         click.echo(json.dumps({
-            "kernel": kernel, "sizes": outcome.sizes, "params": outcome.params,
-            "ok": outcome.ok, "max_error": outcome.max_error, "tolerance": outcome.tolerance,
-            "resources": resources, "wave_instructions": outcome.emulation.wave_instructions}))
-        sys.exit(0 if outcome.ok else 1)
-    shown = " ".join(f"{k}={v}" for k, v in outcome.sizes.items())
-    click.echo(f"{kernel} [{shown}] {outcome.params or ''}".rstrip())
-    click.echo(_resource_line(outcome.compiled))
-    em = outcome.emulation
-    click.echo(f"emulated (strict: no hazard, no missing wait): {em.workgroups} workgroups, "
-               f"{em.wave_instructions} wave instructions in {em.seconds:.2f} s")
-    click.echo(f"max error vs numpy {outcome.max_error:.3g} (relative to max |reference|; "
-               f"tolerance {outcome.tolerance:g})")
-    sys.exit(0 if outcome.ok else 1)
+            "kernel": kernel, "sizes": check.sizes, "params": params,
+            "ok": check.ok, "max_error": check.max_error, "tolerance": check.tolerance,
+            "resources": compiled.resources,
+            "wave_instructions": em.wave_instructions if em is not None else 0}))
+        sys.exit(0 if check.ok else 1)
+    shown = " ".join(f"{k}={v}" for k, v in check.sizes.items())
+    click.echo(f"{kernel} [{shown}] {params or ''}".rstrip())
+    click.echo(_resource_line(compiled))
+    if em is None:
+        click.echo(check.message)
+    else:
+        click.echo(f"emulated (strict: no hazard, no missing wait): {em.workgroups} workgroups, "
+                   f"{em.wave_instructions} wave instructions in {em.seconds:.2f} s")
+    click.echo(f"max error vs numpy {check.max_error:.3g} (relative to max |reference|; "
+               f"tolerance {check.tolerance:g})")
+    sys.exit(0 if check.ok else 1)
 
 
 def _resource_line(compiled) -> str:
@@ -449,12 +448,12 @@ def compile_command(target: str, params: tuple[str, ...], policy: str, verify: b
     from pathlib import Path
 
     from argus.asm.codeobject import write_atomic
-    from argus.pipeline import compile as compile_kernel
-    from argus.pipeline import resolve_kernel
+    from argus.kernels.resolve import resolve_kernel
+    from argus.pipeline import road
 
-    kernel = resolve_kernel(target)
-    compiled = compile_kernel(kernel, policy=policy, verify=verify,
-                              **_assignments(params, "--param"))
+    compiled = road(resolve_kernel(target), until="compile", policy=policy,
+                    skip=("interpret",) if verify else ("verify", "interpret"),
+                    **_assignments(params, "--param")).compiled
     if assembly and output is None:
         click.echo(compiled.text, nl=False)
         return

@@ -53,9 +53,9 @@ def tour(echo: Echo = print) -> bool:
     from argus.absint.verify import verify
     from argus.asm import find_toolchain
     from argus.asm.stats import kernel_stats
-    from argus.asm.vendor import run_vendor
     from argus.kernels import library
-    from argus.pipeline import run_emulated, run_interp
+    from argus.pipeline import road
+    from argus.vendor.harness import run_vendor
 
     results = []
 
@@ -83,20 +83,24 @@ def tour(echo: Echo = print) -> bool:
     stage("verify a seeded bug: A read from LDS without its swizzle", bool(refuted),
           str(refuted[0]) if refuted else buggy.summary())
 
-    interp = run_interp("gemm", {"M": 128, "N": 128, "K": 64})
+    # the road itself, stage by stage: the checks against numpy, the compiled code object
+    interp = road("gemm", until="interpret", skip=("verify",), strict=False,
+                  sizes={"M": 128, "N": 128, "K": 64}).interp
     stage("reference interpreter: gemm M=N=128 K=64 vs numpy", interp.ok,
           f"max relative error {interp.max_error:.3g} (tolerance {interp.tolerance:g}); "
-          f"{len(interp.result.violations)} violations")
+          f"{len(interp.run.violations)} violations")
 
-    compiled = run_emulated("gemm", {"M": 128, "N": 192, "K": 96}, {"block_m": 64})
-    resources = compiled.compiled.resources
+    done = road("gemm", until="emulate", skip=("verify", "interpret"), strict=False,
+                sizes={"M": 128, "N": 192, "K": 96}, block_m=64)
+    compiled, emulated = done.compiled, done.emulated
+    resources = compiled.resources
     stage("compile the verified gemm to gfx942 and run its code object in the strict emulator "
-          "(M=128 N=192 K=96)", compiled.ok and not compiled.emulation.hazards,
-          f"compiled in {compiled.compiled.seconds:.2f} s: {resources['vgprs']} VGPRs, "
+          "(M=128 N=192 K=96)", emulated.ok and not emulated.run.hazards,
+          f"compiled in {compiled.seconds:.2f} s: {resources['vgprs']} VGPRs, "
           f"{resources['sgprs']} SGPRs, LDS {resources['lds_bytes']} B, "
           f"{resources['waves_per_simd']} waves/SIMD; sizes are kernel arguments\n"
-          f"max relative error vs numpy {compiled.max_error:.3g} (tolerance "
-          f"{compiled.tolerance:g}); {compiled.emulation.wave_instructions} wave-instructions "
+          f"max relative error vs numpy {emulated.max_error:.3g} (tolerance "
+          f"{emulated.tolerance:g}); {emulated.run.wave_instructions} wave-instructions "
           "emulated with strict hazard and wait checks")
 
     code, run, error = run_example_kernel()

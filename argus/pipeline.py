@@ -1,420 +1,260 @@
-"""The road from a kernel to its results, for the layers above (CLI, the `argus` facade, search):
-find a kernel by name or file (`resolve_kernel`), run a library kernel in the reference
-interpreter against numpy (`run_interp`), and compile a kernel to a gfx942 code object
-(`compile` -> `CompiledKernel`, whose `run` launches it on the emulator or through HIP).
-Stages that need both the DSL kernels and the analyses meet here, so `absint` and `kernels`
-stay independent of each other. Compilations are cached by the content of the traced IR.
+"""The one road from a kernel to its results: trace -> verify -> interpret -> compile -> emulate
+-> time, taken by the `argus` facade, the CLI, the demo and the search.
+
+`road(kernel, until=...)` runs the stages in order, one line each; `stage()` is the one place
+that caches a stage's result under (stage, `ir_digest(ir)`, options), prints it between stages
+when ARGUS_DEBUG asks (xdsl-opt's --print-between-passes), and turns whatever a stage refuses
+into a `StageError(stage, outcome, message)` whose outcome the search maps to a verdict. Each
+stage's logic lives in its own room (kernels.resolve, absint, kernels.check,
+asm.lower.compiled, isa_cdna3.perf.sample); here they meet.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import math
-import sys
-import traceback
-from pathlib import Path
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import attrs
-import numpy as np
 
-from argus.absint.concrete import run
-from argus.absint.verify import VerifyError
+from argus import env
+from argus.absint.concrete import run as interpret
+from argus.absint.verify import verify
+from argus.asm.launch import emulate, kernel_arguments
+from argus.asm.lower.compiled import CompiledKernel, compile
+from argus.check import Check, frozen
+from argus.errors import ArgusError
 from argus.ir import ops as O
-from argus.ir.bind import sizes_of
-from argus.ir.expr import evaluate
 from argus.ir.sizes import checked_sizes
+from argus.ir.text import ir_digest
 from argus.isa_cdna3.abi import LaunchError
+from argus.isa_cdna3.emu import EmulatorError
+from argus.isa_cdna3.emu.trace import WaveEvents
+from argus.isa_cdna3.perf import sample
+from argus.isa_cdna3.perf.estimate import Timing, statics_of
+from argus.isa_cdna3.perf.params import Calibrated, PerfError, profile
 from argus.kernels import library
-from argus.lang.kernel import KernelDef
+from argus.kernels.check import Case, compare
+from argus.kernels.resolve import as_kernel
+
+STAGES = ("trace", "verify", "interpret", "compile", "emulate", "time")
+#: a StageError's outcome: the input cannot take this road (invalid), the proof failed (refuted,
+#: unknown), the output is not numpy's (wrong), the tools failed (error), a budget ran out
+#: (timeout)
+OUTCOMES = ("invalid", "refuted", "unknown", "wrong", "error", "timeout")
+#: the ARGUS_DEBUG level (env.DEBUG_LEVELS) at which each stage's result is printed
+DUMP_LEVEL = {"trace": 2, "verify": 1, "interpret": 1, "compile": 3, "emulate": 1, "time": 1}
+_CACHE: dict[tuple, Any] = {}
+_CACHE_KEPT = 512
 
 
-def _kernel(kernel, call: str):
-    """`kernel` as a DSL kernel or traced IR: a library name or file is resolved, anything
-    else is refused naming the argument."""
-    if isinstance(kernel, str):
-        kernel = resolve_kernel(kernel)
-    if isinstance(kernel, O.Kernel) or (callable(getattr(kernel, "trace", None))
-                                        and isinstance(getattr(kernel, "params", None), dict)):
-        return kernel  # an @kernel function (numpy arrays have a .trace too)
-    raise VerifyError(f"argus.{call} takes an @kernel function, a traced kernel or a library "
-                      f"kernel name, not {kernel!r}")
+class StageError(ArgusError):
+    """Stage `stage` refused its input or its result: `outcome` is one of OUTCOMES, `result`
+    the stage's result when it had one (a refuted Report, a failed Check), `road` what was done
+    before (set by `road`). Its ArgusError `kind` is the stage's own error's, else input (the
+    kernel's fault) or environment (the tools', the budget's)."""
+
+    def __init__(self, stage: str, outcome: str, message: str, loc: Any = None,
+                 fix: str | None = None, result: Any = None, kind: str | None = None):
+        super().__init__(message, loc, fix, kind=kind or (
+            "environment" if outcome in ("error", "timeout") else "input"))
+        self.stage, self.outcome, self.result, self.road = stage, outcome, result, None
+
+    @property
+    def original(self) -> ArgusError:
+        """The stage's own error (a RegisterBudgetError, a DSLError), else this one: what the
+        `argus` facade raises, so its callers catch the kinds they always caught."""
+        return self.__cause__ if isinstance(self.__cause__, ArgusError) else self
 
 
-def resolve_kernel(target: str):
-    """A library kernel name (`gemm`), or `path/to/file.py[:name]` naming an `@kernel`
-    function or a module-level KERNEL in that file."""
-    kernels = library()
-    if target in kernels:
-        return kernels[target].kernel
-    path, _, name = target.partition(":")
-    if not path.endswith(".py") or not Path(path).is_file():
-        raise VerifyError(f"{target!r} is neither a library kernel ({', '.join(sorted(kernels))}) "
-                          "nor an existing .py file")
-    folder = str(Path(path).resolve().parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(spec)
+@attrs.frozen
+class Road:
+    """Each stage's result so far (None: not run)."""
+
+    ir: O.Kernel | None = attrs.field(default=None, repr=False)
+    report: Any = None                                 # absint.verify.Report
+    interp: Check | None = None
+    compiled: CompiledKernel | None = None
+    emulated: Check | None = None
+    timing: Timing | None = None
+
+
+def road(kernel, *, until: str = "time", skip: Collection[str] = (), sizes: dict | None = None,
+         check: Sequence[dict] | None = None, seed: int = 0, policy: str = "interleave",
+         timeout_ms: int | None = None, reference=None, gpu: str = "mi300x", strict: bool = True,
+         **params) -> Road:
+    """Take `kernel` (a DSL kernel, traced IR, library name or FILE.py[:NAME]) down the road to
+    stage `until`, leaving out the stages in `skip`. `sizes` are the timed sizes (and the
+    checked ones unless `check` gives one size assignment per trial); `reference` is the
+    library kernel whose numpy reference the checks compare with (the library's own entry by
+    default). A stage that refuses raises StageError, carrying the road so far; with
+    `strict=False` a check that fails is recorded in the Road and the road goes on."""
+    if until not in STAGES or set(skip) - set(STAGES):
+        raise StageError("road", "invalid", f"until={until!r}, skip={tuple(skip)}: the stages "
+                         f"are {', '.join(STAGES)}")
+    on = set(STAGES[:STAGES.index(until) + 1]) - set(skip)
+    done: dict = {}
+    correct = _correct if strict else None
+    solver = {} if timeout_ms is None else {"timeout_ms": timeout_ms}
     try:
-        spec.loader.exec_module(module)
-    except SyntaxError as err:
-        raise VerifyError(f"{err.msg}", loc=f"{err.filename}:{err.lineno}:{err.offset or 1}",
-                          fix=f"fix the syntax of {path}") from None
-    except Exception as err:  # the user's module failed while importing: say where
-        line = next((frame.lineno for frame in reversed(traceback.extract_tb(err.__traceback__))
-                     if Path(frame.filename).resolve() == Path(path).resolve()), None)
-        raise VerifyError(f"importing {path} raised {type(err).__name__}: {err}",
-                          loc=f"{path}:{line}" if line else path,
-                          fix="make the file importable on its own (python3 FILE runs it)"
-                          ) from None
-    found = {k: v for k, v in vars(module).items() if isinstance(v, O.Kernel | KernelDef)}
-    if not name and "KERNEL" not in found:
-        # kernels the file imported (`from mylib import helper`) are candidates only when the
-        # file defines none of its own
-        own = {k: v for k, v in found.items()
-               if not isinstance(v, KernelDef) or v.fn.__module__ == module.__name__}
-        found = own or found
-    if name:
-        if name not in found:
-            raise VerifyError(f"{path} has no kernel {name!r}; it has {sorted(found)}")
-        return found[name]
-    if "KERNEL" in found:
-        return found["KERNEL"]
-    if not found:
-        raise VerifyError(f"{path} defines no kernel", loc=path,
-                          fix="decorate a function with @T.kernel (import argus.lang as T), or "
-                              "set KERNEL = a traced kernel")
-    distinct = {id(v): v for v in found.values()}  # one kernel under two names is one kernel
-    if len(distinct) != 1:
-        raise VerifyError(f"{path} defines kernels {sorted(found)}; pick one with {path}:NAME")
-    return next(iter(distinct.values()))
+        ir = done["ir"] = stage("trace", lambda: _trace(kernel, params))
+        done["report"] = stage("verify", lambda: verify(ir, **solver), ir,
+                               accept=_proved, timeout_ms=timeout_ms) if "verify" in on else None
+        case = _case("interpret" if "interpret" in on else "emulate", ir, kernel, reference,
+                     params, sizes, check, seed) if on & {"interpret", "emulate"} else None
+        done["interp"] = stage("interpret", lambda: check_interp(ir, case), ir, accept=correct,
+                               case=case.key) if "interpret" in on else None
+        compiled = done["compiled"] = stage(
+            "compile", lambda: compile(ir, policy=policy, params=params), ir,
+            policy=policy) if on & {"compile", "emulate", "time"} else None
+        done["emulated"] = stage("emulate", lambda: check_emulated(compiled, case), ir,
+                                 accept=correct, policy=policy,
+                                 case=case.key) if "emulate" in on else None
+        done["timing"] = stage("time", lambda: time(compiled, sizes or {}, gpu=gpu), ir,
+                               policy=policy, sizes=sizes, gpu=gpu) if "time" in on else None
+    except StageError as err:
+        err.road = Road(**done)
+        raise
+    return Road(**done)
 
 
-@attrs.frozen
-class InterpRun:
-    """One library kernel run in the reference interpreter, compared with numpy."""
-
-    name: str
-    sizes: dict[str, int]
-    params: dict
-    result: object
-    max_error: float
-    tolerance: float
-
-    @property
-    def ok(self) -> bool:
-        return self.result.ok and self.max_error <= self.tolerance
-
-
-def _library_case(name: str, sizes: dict | None, params: dict | None):
-    """Library kernel `name`'s entry, its parameters, and `sizes` checked against its traced
-    kernel (declared ranges and assumptions) with the entry's defaults filled in."""
-    kernels = library()
-    if name not in kernels:
-        raise KeyError(f"no library kernel {name!r}; choose one of {sorted(kernels)}")
-    entry = kernels[name]
-    params = dict(params or {})
-    return entry, params, checked_sizes(entry.kernel.trace(**params), sizes or {}, entry.sizes)
-
-
-def run_interp(name: str, sizes: dict[str, int] | None = None, params: dict | None = None,
-               seed: int = 0, max_violations: int = 20) -> InterpRun:
-    """Run library kernel `name` on random data in the reference interpreter."""
-    entry, params, sizes = _library_case(name, sizes, params)
-    if name in ("attention_fwd", "attention_fwd_kv"):
-        sizes["D"] = params.setdefault("head_dim", sizes.get("D", 64))
-    inputs = entry.inputs(sizes, params, seed)
-    result = run(entry.kernel.trace(**params), inputs, max_violations=max_violations)
-    expected = entry.reference(inputs, params)
-    error = float(np.abs(result.outputs[entry.output].astype(np.float64) - expected).max())
-    scale = max(1.0, float(np.abs(expected).max()))
-    return InterpRun(name, sizes, params, result, error / scale, entry.tolerance)
-
-
-DEVICES = ("emulator", "hip")
-
-
-@attrs.frozen
-class CompiledKernel:
-    """A compiled kernel: one code object for every size its assumptions admit."""
-
-    name: str
-    params: dict
-    ir: O.Kernel = attrs.field(repr=False)
-    lowered: object = attrs.field(repr=False)          # argus.asm.lower.Lowered
-    code: object = attrs.field(repr=False)             # argus.asm.CodeObject
-    seconds: float = 0.0                               # lowering + assembling
-    #: whether it was proved for every size before lowering (`compile(verify=False)` skips)
-    verified: bool = False
-
-    @property
-    def text(self) -> str:
-        return self.lowered.text
-
-    @property
-    def kernargs(self) -> tuple:
-        """(name, kind "ptr"|"i32", offset, size) of each kernel argument."""
-        return tuple((k.name, k.kind, k.offset, k.size) for k in self.lowered.kernargs)
-
-    @property
-    def block(self) -> int:
-        return self.lowered.waves * 64
-
-    def grid(self, **sizes) -> tuple[int, ...]:
-        """Workgroups per axis for these sizes."""
-        missing = [v.name for v in self.ir.sizes if v.name not in sizes]
-        if missing:
-            raise LaunchError(f"{self.name}: the grid needs the sizes {missing}")
-        for var in self.ir.sizes + self.ir.scalars:
-            value = sizes.get(var.name, var.lo)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                    or not var.lo <= value < var.hi:
-                raise LaunchError(f"{self.name}: size {var.name}={value!r} is not a whole number "
-                                  f"in its range [{var.lo}, {var.hi})")
-        return tuple(int(evaluate(g, sizes)) for g in self.lowered.grid)
-
-    @property
-    def resources(self) -> dict:
-        lo = self.lowered
-        peak = lo.peak
-        return {"sgprs": lo.sgprs, "vgprs": lo.vgprs, "agprs": lo.agprs, "lds_bytes": lo.lds_bytes,
-                "waves_per_workgroup": lo.waves, "waves_per_simd": lo.occupancy,
-                "occupancy_limited_by": lo.occupancy_limit,
-                "vgpr_peak": None if peak is None else {
-                    "live": peak.live, "at": str(peak.loc), "instruction": peak.instruction,
-                    "held_by": [list(item) for item in peak.by_line]}}
-
-    def run(self, *arrays, device: str = "emulator", check: str = "strict",
-            memory: str = "strict", **named):
-        """Launch on `device` with arrays by position or name and scalar arguments by name;
-        outputs are written in place. Returns the emulator's `Emulation` (trace, timing) or the
-        HIP launch record."""
-        if not isinstance(device, str) or device not in DEVICES:
-            raise LaunchError(f"device must be one of {DEVICES}, got {device!r}")
-        from argus.asm.launch import bind
-
-        bound = bind(self.ir, arrays, named)
-        grid = self.grid(**bound.sizes, **bound.scalars)
-        if math.prod(grid) == 0:
-            raise LaunchError(f"{self.name}: the sizes {bound.sizes} give an empty grid {grid}")
-        problem = self.lowered.check_spans(bound.sizes, bound.scalars)
-        if problem:
-            raise LaunchError(f"{self.name}: {problem}")
-        args = bound.arguments
-        if device == "hip":
-            from argus.asm.hip import launch
-
-            return launch(self.code, self.name, grid=grid, block=self.block, args=args)
-        from argus.asm.launch import emulate
-
-        return emulate(self.code, self.name, grid=grid, block=self.block, args=args, check=check,
-                       memory=memory)
-
-
-_CACHE: dict[str, CompiledKernel] = {}
-
-
-def compile(kernel, *, policy: str = "interleave", verify: bool | None = None, **params
-            ) -> CompiledKernel:
-    """Compile a DSL kernel (or an already traced IR kernel) with tile parameters `params`.
-
-    The kernel is proved first (a refuted or unknown obligation stops the compilation with
-    argus.absint.verify.VerifyError); `verify=False` skips the proof, and the result says so
-    (`CompiledKernel.verified`). Without `verify=`, ARGUS_COMPILE_VERIFY decides (on unless 0).
-    Tile parameters are compile-time; sizes are kernel arguments.
-    """
-    import time
-
-    from argus import env
-    from argus.asm import assemble
-    from argus.asm.lower import RegisterBudgetError, lower
-
-    if verify is None:
-        verify = env.compile_verifies()
-    ir = kernel if isinstance(kernel, O.Kernel) else _kernel(kernel, "compile").trace(**params)
-    key = hashlib.sha256(f"{policy}\n{ir}".encode()).hexdigest()
-    if key in _CACHE and (_CACHE[key].verified or not verify):
-        return _CACHE[key]
-    if verify:
-        _prove(ir)
+def stage(name: str, run: Callable[[], Any], ir: O.Kernel | None = None, *,
+          accept: Callable[[str, Any], None] | None = None, **options) -> Any:
+    """Stage `name`'s result: cached under (name, ir_digest(ir), options) when there is an IR,
+    printed to stderr at its ARGUS_DEBUG level (DUMP_LEVEL), checked by `accept`; an
+    ArgusError (or a bad parameter's ValueError/KeyError) becomes a StageError of `name`."""
+    key = None if ir is None else (name, ir_digest(ir), frozen(options))
+    try:
+        hash(key)
+    except TypeError:            # an option that is no value (an array for a name): not cached
+        key = None
     if key in _CACHE:
-        _CACHE[key] = attrs.evolve(_CACHE[key], verified=True)
-        return _CACHE[key]
-    start = time.perf_counter()
+        result = _CACHE[key]
+    else:
+        try:
+            result = run()
+        except StageError:
+            raise
+        except (ArgusError, ValueError, KeyError, RuntimeError) as err:
+            raise StageError(name, outcome_of(err), getattr(err, "message", str(err)),
+                             getattr(err, "loc", None), getattr(err, "fix", None),
+                             kind=getattr(err, "kind", None)) from err
+        if key is not None:
+            if len(_CACHE) >= _CACHE_KEPT:
+                _CACHE.pop(next(iter(_CACHE)))
+            _CACHE[key] = result
+    env.debug(DUMP_LEVEL.get(name, 1), f"// -----// {name} //----- //\n{_shown(result)}")
+    if accept is not None:
+        accept(name, result)
+    return result
+
+
+def outcome_of(err: Exception) -> str:
+    """The StageError outcome of a stage's error: the input's fault (an ArgusError of kind
+    input or unsupported, a bad parameter) is invalid; a broken setup or an Argus bug an
+    error."""
+    kind = getattr(err, "kind", None)       # an ArgusError's own kind
+    if kind in ("input", "unsupported"):
+        return "invalid"
+    return "error" if kind in ("environment", "internal") or isinstance(err, RuntimeError) \
+        else "invalid"
+
+
+def _shown(result: Any) -> str:
+    """A stage's result as ARGUS_DEBUG prints it (a check's verdict, assembly, a report)."""
+    if isinstance(result, Check):
+        return result.message
+    if isinstance(result, CompiledKernel):
+        return result.text
+    return result.report() if isinstance(result, Timing) else str(result)
+
+
+def _trace(kernel, params: dict) -> O.Kernel:
+    if isinstance(kernel, O.Kernel):
+        return kernel
+    return as_kernel(kernel, "road").trace(**params)
+
+
+def _proved(name: str, report) -> None:
+    if report.refuted:
+        raise StageError(name, "refuted", str(report.refuted[0]).splitlines()[0], result=report)
+    if report.unknown or not report.proved_for_all_sizes:
+        reason = report.unknown[0].reason if report.unknown else report.bound
+        raise StageError(name, "unknown", f"not proved for every size: {reason}", result=report)
+    if not report.obligations:
+        raise StageError(name, "unknown", "the verifier found nothing to prove", result=report)
+
+
+def _correct(name: str, check: Check) -> None:
+    if not check.ok:
+        raise StageError(name, "wrong", check.message, result=check)
+
+
+def _case(name: str, ir, kernel, reference, params, sizes, check, seed) -> Case:
+    """The checks' inputs: the library entry, and sizes (given, else checked over the entry's
+    defaults) with a seed per trial; refused as stage `name`'s input."""
+    entry = reference or next((e for n, e in library().items()
+                               if kernel in (n, e.kernel)), None)
+    if entry is None:
+        raise StageError(name, "invalid", f"{ir.name} has no numpy reference to check "
+                         "against", fix="pass reference= a library kernel, or skip the "
+                         "interpret and emulate stages")
+    defaults = {**entry.sizes, **({"D": params["head_dim"]} if "head_dim" in params else {})}
     try:
-        lowered = lower(ir, policy)
-    except RegisterBudgetError as err:
-        shown = ", ".join(f"{k}={v}" for k, v in params.items()) or "default parameters"
-        raise RegisterBudgetError(f"{ir.name} ({shown}; policy {policy}) does not fit: "
-                                  f"{err.message}", err.loc, err.fix) from None
-    code = assemble(lowered.text)
-    compiled = CompiledKernel(ir.name, dict(params), ir, lowered, code,
-                              time.perf_counter() - start, verified=bool(verify))
-    _CACHE[key] = compiled
-    return compiled
+        trials = tuple(check) if check else (checked_sizes(ir, dict(sizes or {}), defaults),)
+    except ArgusError as err:
+        raise StageError(name, "invalid", err.message, err.loc, err.fix) from err
+    return Case(entry, dict(params), tuple(dict(s) for s in trials),
+                tuple(seed * 1000 + t for t in range(len(trials))))
 
 
-def _prove(ir: O.Kernel) -> None:
-    from argus.absint.verify import verify
-
-    report = verify(ir)
-    if not report.proved_for_all_sizes:
-        raise VerifyError(f"{ir.name} is not proved for every size; the backend lowers "
-                          f"verified kernels only:\n{report}")
-
-
-@attrs.frozen
-class EmulatedRun:
-    """One library kernel compiled, run in the strict emulator and compared with numpy."""
-
-    name: str
-    sizes: dict[str, int]
-    params: dict
-    compiled: CompiledKernel
-    emulation: object
-    max_error: float
-    tolerance: float
-
-    @property
-    def ok(self) -> bool:
-        return self.max_error <= self.tolerance
+def check_interp(ir: O.Kernel, case: Case) -> Check:
+    """The reference interpreter's outputs against numpy, one trial per size assignment."""
+    def run(arrays: dict) -> tuple[dict, Any]:
+        result = interpret(ir, arrays)
+        return result.outputs, result
+    return compare("interpreter", ir, case, run)
 
 
-def run_emulated(name: str, sizes: dict[str, int] | None = None, params: dict | None = None,
-                 seed: int = 0, policy: str = "interleave") -> EmulatedRun:
-    """Compile library kernel `name`, run it on random data in the strict emulator (no hazard,
-    no missing wait, strict memory) and compare with numpy."""
-    entry, params, sizes = _library_case(name, sizes, params)
-    compiled = compile(entry.kernel, policy=policy, **params)
-    inputs = entry.inputs(sizes, params, seed)
-    named = {t.name: inputs[t.name] for t in compiled.ir.tensors}
-    emulation = compiled.run(**named, check="strict")
-    expected = entry.reference(inputs, params)
-    error = float(np.abs(named[entry.output].astype(np.float64) - expected).max())
-    scale = max(1.0, float(np.abs(expected).max()))
-    return EmulatedRun(name, sizes_of(compiled.ir, named), params, compiled, emulation,
-                       error / scale, entry.tolerance)
+def check_emulated(compiled: CompiledKernel, case: Case) -> Check:
+    """The code object in the strict emulator (no hazard, no missing wait, strict memory)
+    against numpy, one trial per size assignment."""
+    def run(arrays: dict) -> tuple[dict, Any]:
+        arrays = {name: array.copy() for name, array in arrays.items()}
+        return arrays, compiled.run(device="emulator", check="strict", **arrays)
+    return compare("emulator", compiled.ir, case, run)
 
 
-#: Default agreement bound per element type (relative to the output's largest magnitude):
-#: reduction orders differ between the interpreter and the machine code.
-RUN_TOLERANCE = {"f32": 1e-5, "i32": 0.0, "bf16": 1e-2, "f16": 1e-3, "fp8": 1e-1, "bf8": 1e-1,
-                 "i8": 0.0}
+def time(kernel: CompiledKernel, sizes: dict, *, gpu: str = "mi300x",
+         constants: Calibrated | None = None, extrapolate: bool = True) -> Timing:
+    """Modelled time of a compiled kernel at `sizes`: the model samples the first workgroups
+    (isa_cdna3.perf.sample.time_kernel); this stage plugs in the emulator as its runner."""
+    names = [v.name for v in kernel.ir.sizes]
+    if sorted(sizes) != sorted(names):
+        raise PerfError(f"{kernel.name} takes sizes {names}; missing "
+                        f"{[n for n in names if n not in sizes]}, unknown "
+                        f"{sorted(set(sizes) - set(names))}")
+    try:  # whole numbers in their declared ranges that meet the kernel's assumptions
+        sizes = checked_sizes(kernel.ir, sizes)
+    except ArgusError as err:
+        raise PerfError(err.message, err.loc, err.fix) from None
+    if 0 in kernel.grid(**sizes):
+        raise PerfError(f"{kernel.name}: the sizes {sizes} give an empty grid "
+                        f"{kernel.grid(**sizes)}")
+    info = kernel.code.kernel(kernel.name)
+    digest = hashlib.sha256(kernel.code.data).hexdigest()
 
-
-@attrs.frozen
-class UserRun:
-    """A user's kernel run on random inputs: the mode, sizes, per-tensor errors (emulated vs
-    interpreted, and vs the reference where one is given), and the interpreter's findings."""
-
-    kernel: str
-    mode: str                          # "emulate" or "interp"
-    sizes: dict
-    errors: dict                       # tensor -> {"interpreter": e, "reference": e}
-    tolerances: dict                   # tensor -> bound
-    violations: tuple
-    compiled: object = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations and all(
-            error <= self.tolerances[name]
-            for name, per in self.errors.items() for error in per.values())
-
-
-def _scaled_error(got: np.ndarray, want: np.ndarray) -> float:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    if got.shape != want.shape:
-        raise LaunchError(f"the reference gives shape {want.shape}, the kernel {got.shape}")
-    same = (got == want) | (np.isnan(got) & np.isnan(want))
-    if same.all():
-        return 0.0
-    scale = max(1.0, float(np.nanmax(np.abs(np.where(np.isfinite(want), want, 0)))))
-    diff = np.where(same, 0.0, np.abs(got - want))
-    return float(np.nan_to_num(diff, nan=np.inf).max()) / scale
-
-
-def random_inputs(ir: O.Kernel, sizes: dict, seed: int = 0) -> dict[str, np.ndarray]:
-    """Standard-normal data for float tensors (rounded to their type), integers in [0, 8) for
-    integer ones, in the shapes the sizes give."""
-    from argus.isa_cdna3.numerics import NUMPY_DTYPES
-
-    rng = np.random.default_rng(seed)
-    arrays = {}
-    for tensor in ir.tensors:
-        shape = tuple(int(evaluate(e, sizes)) for e in tensor.type.shape)
-        dtype = np.dtype(NUMPY_DTYPES[tensor.type.dtype])
-        if tensor.type.dtype in ("i32", "i8"):
-            arrays[tensor.name] = rng.integers(0, 8, shape).astype(dtype)
-        else:
-            arrays[tensor.name] = rng.standard_normal(shape).astype(np.float32).astype(dtype)
-    return arrays
-
-
-def run_user(kernel, sizes: dict[str, int], *, mode: str = "emulate", params=None,
-             seed: int = 0, reference=None, tolerance: float | None = None) -> UserRun:
-    """Run a user's kernel (`path/file.py:name`, a DSL kernel or traced IR) on random inputs
-    at `sizes` (scalar arguments included): always in the reference interpreter, and with
-    `mode="emulate"` also compiled and run in the strict emulator, every tensor compared
-    between the two. `reference(**inputs)` (a numpy function returning one array, for the
-    last tensor argument, or a dict of arrays by tensor name) is compared with both."""
-    from argus.isa_cdna3.numerics import NUMPY_DTYPES
-
-    if mode not in ("emulate", "interp"):
-        raise LaunchError(f"mode must be 'emulate' or 'interp', not {mode!r}")
-    traced = resolve_kernel(kernel) if isinstance(kernel, str) else kernel
-    ir = traced if isinstance(traced, O.Kernel) else traced.trace(**(params or {}))
-    scalar_names = {v.name for v in ir.scalars}
-    missing = [v.name for v in ir.sizes + ir.scalars if v.name not in sizes]
-    if missing:
-        raise LaunchError(f"{ir.name}: give every size and scalar argument: missing "
-                          f"{', '.join(f'--size {m}=...' for m in missing)}")
-    pins = checked_sizes(ir, dict(sizes))
-    scalars = {k: v for k, v in pins.items() if k in scalar_names}
-    shape_sizes = {k: v for k, v in pins.items() if k not in scalar_names}
-    inputs = random_inputs(ir, {**shape_sizes, **scalars}, seed)
-    interpreted = run(ir, {n: a.astype(np.float32) for n, a in inputs.items()}, scalars)
-    outputs = {"interpreter": {n: np.asarray(a, NUMPY_DTYPES[t.type.dtype])
-                               for n, a in interpreted.outputs.items()
-                               for t in ir.tensors if t.name == n}}
-    compiled = None
-    if mode == "emulate":
-        compiled = compile(ir)
-        arrays = {n: a.copy() for n, a in inputs.items()}
-        compiled.run(**arrays, **scalars, check="strict")
-        outputs["emulator"] = arrays
-    expected = None
-    if reference is not None:
-        got = reference(**{n: a.copy() for n, a in inputs.items()})
-        expected = got if isinstance(got, dict) else {ir.tensors[-1].name: got}
-    errors, tolerances = {}, {}
-    for tensor in ir.tensors:
-        name = tensor.name
-        per = {}
-        if mode == "emulate":
-            per["interpreter"] = _scaled_error(outputs["emulator"][name],
-                                               outputs["interpreter"][name])
-        if expected is not None and name in expected:
-            final = outputs["emulator" if mode == "emulate" else "interpreter"][name]
-            per["reference"] = _scaled_error(final, expected[name])
-        if per:
-            errors[name] = per
-            tolerances[name] = (tolerance if tolerance is not None
-                                else RUN_TOLERANCE.get(tensor.type.dtype, 1e-5))
-    return UserRun(ir.name, mode, pins, errors, tolerances, tuple(interpreted.violations),
-                   compiled)
-
-
-def resolve_function(target: str):
-    """A function `path/to/file.py:name` (a numpy reference for `argus run --reference`)."""
-    path, _, name = target.partition(":")
-    if not path.endswith(".py") or not Path(path).is_file() or not name:
-        raise VerifyError(f"--reference {target!r}: give FILE.py:FUNCTION of an existing file")
-    spec = importlib.util.spec_from_file_location(f"{Path(path).stem}_reference", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise VerifyError(f"{path} has no function {name!r}")
-    return fn
+    def run_sample(shape: dict, first: int) -> list:
+        args = kernel_arguments(kernel.ir, sample.sample_inputs(kernel.ir, shape), shape)
+        try:
+            return emulate(kernel.code, kernel.name, grid=(first, 1, 1), block=kernel.block,
+                           args=args, check="warn", trace=True).events.per_wave()
+        except (EmulatorError, LaunchError) as err:
+            raise PerfError(f"kernel {kernel.name} did not run to completion in the emulator, "
+                            f"so it cannot be timed: {err}") from err
+    return sample.time_kernel(
+        kernel.ir, grid=kernel.grid, sizes=sizes, info=info, threads=kernel.block,
+        statics=statics_of(kernel.code.disassemble(info)), run_sample=run_sample,
+        sample_key=lambda shape, first: (digest, kernel.name, first, frozen(shape)),
+        gpu=profile(gpu), constants=constants or Calibrated.load(), extrapolate=extrapolate,
+        wave=WaveEvents)

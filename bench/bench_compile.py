@@ -20,7 +20,6 @@ from pathlib import Path
 import click
 
 from argus.asm import assemble
-from argus.asm.aiter import aiter_root
 from argus.asm.codeobject import CodeObject
 from argus.asm.lower import lower
 from argus.asm.lower.address import clear_caches
@@ -28,6 +27,7 @@ from argus.asm.stats import instructions_per_mfma, kernel_stats, main_loop
 from argus.isa_cdna3.mfma import mfma
 from argus.kernels import library
 from argus.kernels.gemm import MFMA
+from argus.vendor.aiter import aiter_root
 
 SMALL = "v_mfma_f32_16x16x16_bf16"
 CONFIGS = [

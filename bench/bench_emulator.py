@@ -13,8 +13,8 @@ import click
 import numpy as np
 
 from argus.asm import CodeObject
-from argus.asm.aiter import aiter_root
-from argus.asm.vendor import code_object_path, run_vendor
+from argus.vendor.aiter import aiter_root
+from argus.vendor.harness import code_object_path, run_vendor
 
 GOAL = 1e8
 KERNEL = "bf16gemm_outf32_tn_64x64_pf3"

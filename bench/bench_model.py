@@ -20,9 +20,10 @@ import argparse
 import json
 import time
 
-from argus.isa_cdna3.perf import calibrate
-from argus.isa_cdna3.perf.calibrate import Row
 from argus.isa_cdna3.perf.params import Calibrated, profile
+from argus.vendor import calibrate
+from argus.vendor import timing as vendor_timing
+from argus.vendor.calibrate import Row
 
 GOAL_MAPE, GOAL_SPEARMAN = 10.0, 0.9
 
@@ -30,7 +31,7 @@ GOAL_MAPE, GOAL_SPEARMAN = 10.0, 0.9
 def _provenance(constants: Calibrated) -> str:
     if constants.fitted_on:
         return f"fitted on {len(constants.fitted_on)} calibration rows"
-    return "uncalibrated priors: run python3 -m argus.isa_cdna3.perf.calibrate"
+    return "uncalibrated priors: run python3 -m argus.vendor.calibrate"
 
 
 def _speed(rows: list, options: argparse.Namespace) -> dict:
@@ -89,7 +90,7 @@ def _speed(rows: list, options: argparse.Namespace) -> dict:
         # tiles): check it against emulating every workgroup
         size = {"b": 1, "h": 2, "s": 2048, "sk": 2048}
         sampled = timing.time("fwd_hd128_bf16_causal", sizes=size)
-        whole = timing._vendor_full("fwd_hd128_bf16_causal", size, profile("mi300x"),
+        whole = vendor_timing.whole_launch("fwd_hd128_bf16_causal", size, profile("mi300x"),
                                     Calibrated.load())
         gap = sampled.cycles_per_cu / whole.cycles_per_cu - 1
         out["causal_whole_launch_gap"] = gap

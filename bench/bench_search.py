@@ -119,11 +119,12 @@ def _sources_digest() -> str:
     change to any of them times the points again."""
     root = Path(argus.__file__).parent
     digest = hashlib.sha256()
-    for folder in ("kernels", "asm/lower", "isa_cdna3/perf", "isa_cdna3/emu"):
+    for folder in ("kernels", "asm/lower", "isa_cdna3/perf", "isa_cdna3/emu", "vendor"):
         for path in sorted((root / folder).rglob("*")):
             if path.suffix in (".py", ".json"):
                 digest.update(path.read_bytes())
-    digest.update((root / "timing.py").read_bytes())
+    for module in ("pipeline.py", "timing.py"):     # the road's time stage, argus.time
+        digest.update((root / module).read_bytes())
     return digest.hexdigest()
 
 

@@ -24,10 +24,10 @@ import json
 import numpy as np
 
 import argus
-from argus.isa_cdna3.perf import calibrate
 from argus.isa_cdna3.perf.explain import UNTYPICAL
 from argus.isa_cdna3.perf.params import PerfError
 from argus.kernels.moe import route
+from argus.vendor import calibrate
 
 GEMM_TILES = ({"block_m": 64, "block_n": 64, "block_k": 32},
               {"block_m": 128, "block_n": 128, "block_k": 32})

@@ -20,6 +20,6 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def aiter_root():
     """Root of the unpacked amd-aiter wheel (downloaded once into the Argus cache)."""
-    from argus.asm.aiter import aiter_root as fetch
+    from argus.vendor.aiter import aiter_root as fetch
 
     return fetch()

@@ -13,8 +13,8 @@ from multiprocessing import get_context
 import pytest
 
 from argus.asm import CodeObject, assemble
-from argus.asm.aiter import gfx942_code_objects
 from argus.isa_cdna3.instruction import Imm, Label
+from argus.vendor.aiter import gfx942_code_objects
 
 BATCH = 64  # code objects per llvm-objdump run
 

@@ -94,7 +94,7 @@ def test_a_bad_vendor_size_is_blamed_for_itself():
 
 
 def test_a_bad_vendor_name_or_size_is_refused_before_fetching_the_wheel(monkeypatch):
-    from argus.asm import aiter
+    from argus.vendor import aiter
 
     def fetch():
         raise AssertionError("the wheel was fetched for a launch refused anyway")
@@ -106,7 +106,7 @@ def test_a_bad_vendor_name_or_size_is_refused_before_fetching_the_wheel(monkeypa
 
 
 def test_offline_with_an_empty_cache_or_a_corrupt_wheel(tmp_path, monkeypatch):
-    from argus.asm import aiter
+    from argus.vendor import aiter
 
     monkeypatch.setenv("ARGUS_CACHE", str(tmp_path))
     # pip cannot reach an index: a one-line error with the fix, not a traceback

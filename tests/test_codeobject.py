@@ -133,7 +133,7 @@ def test_kernel_info_matches_llvm_tools_on_own_kernels(source, tmp_path):
 
 @pytest.mark.aiter
 def test_kernel_info_matches_llvm_tools_on_vendor_kernels(aiter_root):
-    from argus.asm.aiter import gfx942_code_objects
+    from argus.vendor.aiter import gfx942_code_objects
 
     files = gfx942_code_objects(aiter_root)
     sample = files[::len(files) // 24] + [f for f in files if "bf16gemm" in str(f)]

@@ -473,7 +473,7 @@ def test_lds_bank_cycles_match_a_brute_force_count(seed, size, spread, read):
 
 
 def test_vendor_gemm_lds_reads_are_conflict_free_under_the_read_phase_model(aiter_root):
-    from argus.asm.vendor import run_vendor
+    from argus.vendor.harness import run_vendor
 
     outcome = run_vendor("bf16gemm_outf32_tn_64x64_pf3", root=aiter_root,
                          shape={"m": 64, "n": 64, "k": 128}, bank_conflicts=True)

@@ -11,17 +11,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import argus
-from argus.asm import CodeObject, vendor
+from argus.asm import CodeObject
 from argus.asm.launch import unsupported_opcodes
-from argus.asm.vendor import (
+from argus.cli import main
+from argus.isa_cdna3.emu import HazardError
+from argus.vendor import harness as vendor
+from argus.vendor.harness import (
     VendorKernelError,
     code_object_path,
     moe_sorting,
     run_vendor,
     shuffle_weight,
 )
-from argus.cli import main
-from argus.isa_cdna3.emu import HazardError
 
 pytestmark = pytest.mark.aiter
 

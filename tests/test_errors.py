@@ -147,11 +147,12 @@ def test_llm_failure_is_an_environment_error_with_its_reason():
 
 
 def test_the_search_maps_kinds_to_verdicts():
-    from argus.search.evaluate import ERROR, INVALID, _status
+    from argus.pipeline import outcome_of
+    from argus.search.evaluate import ERROR, INVALID, STATUS_OF
 
-    assert [_status(ArgusError("x", kind=k)) for k in ("input", "unsupported", "environment",
-                                                       "internal")] == [INVALID, INVALID,
-                                                                        ERROR, ERROR]
+    kinds = ("input", "unsupported", "environment", "internal")
+    assert [STATUS_OF[outcome_of(ArgusError("x", kind=k))] for k in kinds] == [
+        INVALID, INVALID, ERROR, ERROR]
 
 
 #: `os.environ` / `os.getenv` reads, with the variable's name on the same line.

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from roads import interpreted
 
 import argus.lang as T
 from argus.absint.concrete import run
@@ -19,7 +20,6 @@ from argus.ir.text import parse_kernel, print_kernel
 from argus.ir.types import ThreadLayout, thread_vars
 from argus.kernels import attention, gemm, library
 from argus.lang import Tensor, TileSpec
-from argus.pipeline import run_interp
 
 GEMM_SOURCE = pathlib.Path(gemm.__file__)
 ATTENTION_SOURCE = pathlib.Path(attention.__file__)
@@ -240,8 +240,8 @@ def test_kernel_ir_text_round_trips(kernel):
 
 def test_every_library_kernel_runs_clean_from_the_library():
     for name in library():
-        outcome = run_interp(name)
-        assert outcome.ok, (name, outcome.max_error, outcome.result.report())
+        check = interpreted(name).interp
+        assert check.ok, (name, check.message, check.run and check.run.report())
 
 
 def test_argus_run_interp_reports_and_exits_zero():
@@ -272,10 +272,10 @@ def test_argus_run_rejects_sizes_that_break_an_assumption():
 
 def test_moe_gemm_matches_numpy_with_padded_expert_blocks():
     for sizes in ({"TOKENS": 130, "E": 3, "H": 64, "N": 64}, {"TOKENS": 64, "E": 1}):
-        outcome = run_interp("moe_gemm", sizes, seed=3)
-        assert outcome.result.ok, outcome.result.report()
-        assert outcome.max_error < 1e-5
-        bound = outcome.result.sizes
+        check = interpreted("moe_gemm", sizes, seed=3).interp
+        assert check.run.ok, check.run.report()
+        assert check.max_error < 1e-5
+        bound = check.run.sizes
         assert bound["P"] % 64 == 0 and bound["P"] >= bound["TOKENS"]
 
 

@@ -23,18 +23,17 @@ ROOT = Path(argus.__file__).parent
 #: Top layer first; each layer lists independent components.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("argus.cli",),
-    ("argus.search", "argus.demo", "argus.testing", "argus.kernelbench"),
-    # calibration fits the performance model by timing published kernels through argus.time,
-    # the model's front door, which drives the road below
-    ("argus.isa_cdna3.perf.calibrate",),
-    ("argus.timing",),
-    ("argus.pipeline",),
-    ("argus.absint", "argus.asm.lower", "argus.kernels"),
+    # the road's users: the search, the demo, argus.testing, KernelBench and `argus time`
+    ("argus.search", "argus.demo", "argus.testing", "argus.kernelbench", "argus.timing"),
+    # the road, and a user's kernel run against the interpreter (argus run FILE.py:KERNEL)
+    ("argus.pipeline", "argus.user"),
+    # AMD's kernels (harness, catalogue, timing families, calibration) beside our own
+    ("argus.absint", "argus.asm.lower", "argus.kernels", "argus.vendor"),
     ("argus.lang", "argus.smt", "argus.asm"),
     ("argus.isa_cdna3.emu", "argus.isa_cdna3.perf"),
     ("argus.ir",),
     ("argus.isa_cdna3",),
-    ("argus.env",),
+    ("argus.env", "argus.check"),
     ("argus.errors",),
 )
 

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ml_dtypes import bfloat16
+from roads import emulated
 
 import argus
 import argus.lang as T
@@ -25,7 +26,6 @@ from argus.asm.lower.isel import RULES
 from argus.ir import ops as O
 from argus.kernels import library
 from argus.lang import Tensor
-from argus.pipeline import run_emulated
 
 ATTENTION = library()["attention_fwd"]
 
@@ -62,12 +62,12 @@ def test_attention_matches_numpy_on_the_strict_emulator(name, params, policy, si
     # a kernel that truncates P and O (rounding="rtz") stays within the same tolerance of
     # numpy's float64 reference as one that rounds to nearest even
     for size in sizes:
-        outcome = run_emulated(name, size, params, seed=3, policy=policy)
-        assert outcome.ok, (params, size, outcome.max_error)
-        assert not outcome.emulation.hazards
+        done = emulated(name, size, params, seed=3, policy=policy)
+        assert done.emulated.ok, (params, size, done.emulated.message)
+        assert not done.emulated.run.hazards
         queries = size.get("S", size.get("SQ"))
-        assert outcome.emulation.workgroups == size["BH"] * -(-queries // 128)
-    text = outcome.compiled.text
+        assert done.emulated.run.workgroups == size["BH"] * -(-queries // 128)
+    text = done.compiled.text
     assert "v_exp_f32" in text and "ds_bpermute_b32" in text and "v_perm_b32" in text
     # the last key block's tail mask, and guarded rows: an out-of-range buffer offset per lane
     assert "v_cndmask_b32" in text and "s_cbranch_scc0" in text
@@ -85,8 +85,8 @@ def test_attention_sizes(bh, queries, extra, own_keys, causal, seed):
         sizes, name = {"BH": bh, "SQ": queries, "SK": keys, "D": 64}, "attention_fwd_kv"
     else:
         sizes, name = {"BH": bh, "S": queries, "D": 64}, "attention_fwd"
-    outcome = run_emulated(name, sizes, {"causal": causal}, seed=seed)
-    assert outcome.ok, (sizes, outcome.max_error)
+    check = emulated(name, sizes, {"causal": causal}, seed=seed).emulated
+    assert check.ok, (sizes, check.message)
 
 
 def test_causal_masks_bottom_right_against_a_longer_cache():

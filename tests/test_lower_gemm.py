@@ -10,6 +10,7 @@ from ml_dtypes import bfloat16
 
 import argus
 import argus.lang as T
+from argus.isa_cdna3.abi import LaunchError
 from argus.kernels import library
 from argus.lang import Tensor
 
@@ -64,7 +65,7 @@ def test_gemm_sizes_and_tiles(tile, m, n, k, seed):
 def test_sizes_that_break_an_assumption_are_refused():
     compiled = argus.compile(GEMM.kernel)
     inputs = GEMM.inputs({"M": 64, "N": 64, "K": 48}, {})
-    with pytest.raises(argus.pipeline.LaunchError, match="assumption"):
+    with pytest.raises(LaunchError, match="assumption"):
         compiled.run(inputs["A"], inputs["B"], inputs["C"])
 
 
@@ -84,7 +85,7 @@ def test_an_empty_grid_is_refused_and_compilations_are_cached():
     assert argus.compile(GEMM.kernel) is compiled
     assert argus.compile(GEMM.kernel, policy="simple") is not compiled
     inputs = GEMM.inputs({"M": 64, "N": 64, "K": 32}, {})
-    with pytest.raises(argus.pipeline.LaunchError, match="empty grid"):
+    with pytest.raises(LaunchError, match="empty grid"):
         compiled.run(inputs["A"][:0], inputs["B"], np.zeros((0, 64), np.float32))
 
 
@@ -181,13 +182,13 @@ def test_compound_uniform_condition():
 def test_moe_gemm_gathers_rows_and_matches_numpy(params):
     """The MoE GEMM: expert id by a scalar load, token rows gathered through the index tensor
     (padding rows read 0 and are not written, by the buffer resource's bound)."""
-    from argus.pipeline import run_emulated
+    from roads import emulated
 
     for sizes in ({"TOKENS": 200, "H": 64, "E": 4, "N": 128},
                   {"TOKENS": 77, "H": 128, "E": 3, "N": 64}):
-        outcome = run_emulated("moe_gemm", sizes, params, seed=2)
-        assert outcome.ok and not outcome.emulation.hazards, (sizes, outcome.max_error)
-    assert "s_load_dword" in outcome.compiled.text
+        done = emulated("moe_gemm", sizes, params, seed=2)
+        assert done.emulated.ok and not done.emulated.run.hazards, (sizes, done.emulated.message)
+    assert "s_load_dword" in done.compiled.text
 
 
 @T.kernel(waves=4)
@@ -248,11 +249,11 @@ def test_scalar_arguments_are_passed_and_checked():
     compiled.run(X, Y, first=128)
     assert not Y[:128].view(np.uint16).any()
     assert np.array_equal(Y[128:].view(np.uint16), X[128:].view(np.uint16))
-    with pytest.raises(argus.pipeline.LaunchError, match="first="):
+    with pytest.raises(LaunchError, match="first="):
         compiled.run(X, Y)
-    with pytest.raises(argus.pipeline.LaunchError, match="assumption"):
+    with pytest.raises(LaunchError, match="assumption"):
         compiled.run(X, Y, first=100)
-    with pytest.raises(argus.pipeline.LaunchError, match="declared range"):
+    with pytest.raises(LaunchError, match="declared range"):
         compiled.run(X, Y, first=-64)
 
 
@@ -332,11 +333,11 @@ def test_flash_attention_matches_numpy(sizes, params):
     """The library's flash attention forward: online softmax (masks, cross-lane max and sum,
     exp2), bf16 casts, V staged transposed with 16-bit LDS stores so that V^T is read in whole
     registers, transposed bf16 stores."""
-    from argus.pipeline import run_emulated
+    from roads import emulated
 
-    outcome = run_emulated("attention_fwd", sizes, params)
-    assert outcome.ok and not outcome.emulation.hazards, outcome.max_error
-    text = outcome.compiled.text
+    done = emulated("attention_fwd", sizes, params)
+    assert done.emulated.ok and not done.emulated.run.hazards, done.emulated.message
+    text = done.compiled.text
     assert "ds_bpermute_b32" in text and "ds_write_b16" in text and "ds_read_u16" not in text
 
 

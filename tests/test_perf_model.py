@@ -54,7 +54,7 @@ def test_lds_micro_reaches_128_bytes_per_clock_and_conflicts_divide_it():
 def test_hbm_stream_reaches_the_published_stream_bandwidth():
     # the HBM efficiency is fitted to a published STREAM figure (calibrate.STREAM), not set by
     # hand: the calibrated model's streaming micro-kernel must reproduce that figure
-    from argus.isa_cdna3.perf import calibrate
+    from argus.vendor import calibrate
 
     loads, block, groups = 192, 64, int(MI300X.cus.value)
     src = np.zeros(groups * block * 16 * loads // 4, np.uint32)
@@ -68,8 +68,8 @@ def test_dense_gemm_load_runs_at_the_published_1_2_ghz():
     # AMD's ROCm blog: 708 TFLOP/s max-achievable bf16 GEMM at about 1.2 GHz under load; the
     # power budget comes from that figure, so a GEMM keeping every MFMA pipe that busy is
     # modelled at 1.2 GHz and 708 TFLOP/s
-    from argus.isa_cdna3.perf import calibrate
     from argus.isa_cdna3.perf.estimate import clock
+    from argus.vendor import calibrate
 
     constants = Calibrated.load()
     assert constants.power_budget == calibrate.power_budget_from_gemm()
@@ -145,11 +145,11 @@ def test_causal_attention_sample_stands_for_the_whole_launch():
     # each causal workgroup pairs query tiles i and T-1-i: one workgroup of a 512-query launch
     # over sk - s/2 + 256 keys does the same work, so the sample issues exactly the
     # instructions of the whole launch's busiest CU and its schedule agrees with it
-    from argus import timing
+    from argus.vendor import timing as vendor_timing
 
     sizes = {"b": 1, "h": 1, "s": 1024, "sk": 1024}
     sampled = argus.time("fwd_hd128_bf16_causal", sizes=sizes)
-    whole = timing._vendor_full("fwd_hd128_bf16_causal", sizes, MI300X, Calibrated.load())
+    whole = vendor_timing.whole_launch("fwd_hd128_bf16_causal", sizes, MI300X, Calibrated.load())
     assert sampled.instructions == whole.instructions
     assert sampled.flops == whole.flops
     assert within(sampled.cycles_per_cu, whole.cycles_per_cu, 0.02)
@@ -398,7 +398,7 @@ def test_cli_compare_and_errors():
 
 
 def test_calibration_rows_come_from_published_data_and_held_out_by_shape():
-    from argus.isa_cdna3.perf import calibrate
+    from argus.vendor import calibrate
 
     rows = calibrate.rows()
     families = {f: [r for r in rows if r.family == f] for f in ("attention", "bf16 GEMM")}

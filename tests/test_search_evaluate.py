@@ -64,17 +64,21 @@ def test_a_suspect_speedup_is_rechecked_on_fresh_seeds_and_carries_a_note():
 
 
 def test_a_suspect_speedup_that_fails_its_recheck_is_no_result(monkeypatch):
+    from argus import pipeline
+    from argus.check import Trial
     from argus.search.evaluate import RECHECK_SEED
 
-    original = Evaluator._check
+    original = pipeline.check_emulated
 
-    def fails_on_fresh_seeds(self, ir, candidate, runner):
-        result = original(self, ir, candidate, runner)
-        if self.seed >= RECHECK_SEED:  # stands for a kernel that only works on some inputs
-            return {**result, "ok": False, "message": "emulator: max error 2 > 0.001"}
+    def fails_on_fresh_seeds(compiled, case):
+        result = original(compiled, case)
+        if case.seeds[0] >= RECHECK_SEED * 1000:  # a kernel that only works on some inputs
+            wrong = Trial(case.seeds[0], case.sizes[0], 2.0)
+            return attrs.evolve(result, trials=(wrong,))
         return result
 
-    monkeypatch.setattr(Evaluator, "_check", fails_on_fresh_seeds)
+    monkeypatch.setattr(pipeline, "check_emulated", fails_on_fresh_seeds)
+    monkeypatch.setattr(pipeline, "_CACHE", {})      # check again, not the earlier test's result
     evaluation = Evaluator(GEMM, trials=1, reference=_pretend_reference(1e6))(
         default_candidate(GEMM))
     assert (evaluation.status, evaluation.stage) == (WRONG, "recheck")

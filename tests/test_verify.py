@@ -23,8 +23,8 @@ from argus.ir.text import print_kernel
 from argus.kernels import library
 from argus.kernels.attention import attention_fwd
 from argus.kernels.gemm import gemm
+from argus.kernels.resolve import KernelLookupError, resolve_kernel
 from argus.lang import Tensor
-from argus.pipeline import resolve_kernel
 
 BUGS = Path(__file__).parent / "bugs"
 sys.path.insert(0, str(BUGS))
@@ -127,7 +127,7 @@ def test_resolve_kernel_from_library_and_file():
     assert resolve_kernel("gemm") is gemm
     kernel = resolve_kernel(str(BUGS / "bug_11_causal_mask_transposed.py"))
     assert kernel.name == "attention_block"
-    with pytest.raises(VerifyError, match="neither a library kernel"):
+    with pytest.raises(KernelLookupError, match="neither a library kernel"):
         resolve_kernel("no_such_kernel")
 
 

@@ -7,6 +7,7 @@ Expressions are printed by `ir.expr` and read back through Python's own expressi
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 
 import attrs
@@ -56,6 +57,12 @@ def print_kernel(kernel: O.Kernel, notes=None) -> str:
     _print_block(kernel.body, 1, lines, notes)
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def ir_digest(kernel: O.Kernel) -> str:
+    """The content hash of a kernel: SHA-256 of its printed text. Two kernels with one digest
+    are one kernel to every stage, so the road caches each stage's result under it."""
+    return hashlib.sha256(print_kernel(kernel).encode()).hexdigest()
 
 
 def _decl(var: Var) -> str:

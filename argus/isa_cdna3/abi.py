@@ -215,3 +215,64 @@ class Launch:
         return struct.pack("<HHHHHHIIIIIQQQQ", 0, dims, *block, 0, *sizes,
                            info.private_segment_size, info.group_segment_size, 0,
                            kernarg_address, 0, 0)
+
+
+def kernel_text(*, name: str, body: str, args: Sequence[tuple[str, int, int, str]] = (),
+                kernarg_bytes: int, lds_bytes: int, sgprs: int, vgprs: int, agprs: int = 0,
+                grid_rank: int = 1, block: int) -> str:
+    """The complete .s of kernel `name` running `body`: the code, its 64-byte kernel descriptor
+    (`.amdhsa_kernel`) and the code-object metadata, with `args` as (name, offset, size,
+    value_kind) and AGPRs after the VGPRs from the accum offset on. Argument names carry the
+    `!str` tag: LLVM's YAML reads `N` or `y` as a boolean even when quoted."""
+    # AGPRs start at the accum offset; the VGPR granule is 8 on gfx90a+ and the descriptor
+    # rounds up itself, so next_free_vgpr is the arch count plus the AGPRs
+    accum = max(ACCUM_OFFSET_GRANULE, -(-vgprs // ACCUM_OFFSET_GRANULE) * ACCUM_OFFSET_GRANULE)
+    ids = "\n".join(f"  .amdhsa_system_sgpr_workgroup_id_{axis} 1"
+                    for axis in "xyz"[:grid_rank])
+    entries = [f"      - .name: !str {arg}\n        .offset: {offset}\n        .size: {size}\n"
+               f"        .value_kind: {kind}" + ("\n        .address_space: global"
+                                                 if kind == "global_buffer" else "")
+               for arg, offset, size, kind in args]
+    args_block = ("    .args:\n" + "\n".join(entries) + "\n") if entries else ""
+    return f"""\
+.amdgcn_target "amdgcn-amd-amdhsa--gfx942"
+.text
+.globl {name}
+.p2align 8
+.type {name},@function
+{name}:
+{body}
+.Lfunc_end_{name}:
+  .size {name}, .Lfunc_end_{name}-{name}
+
+.rodata
+.p2align 6
+.amdhsa_kernel {name}
+  .amdhsa_user_sgpr_kernarg_segment_ptr 1
+{ids}
+  .amdhsa_system_vgpr_workitem_id 0
+  .amdhsa_kernarg_size {kernarg_bytes}
+  .amdhsa_group_segment_fixed_size {lds_bytes}
+  .amdhsa_next_free_vgpr {accum + agprs}
+  .amdhsa_next_free_sgpr {sgprs}
+  .amdhsa_accum_offset {accum}
+.end_amdhsa_kernel
+
+.amdgpu_metadata
+---
+amdhsa.version: [ 1, 2 ]
+amdhsa.kernels:
+  - .name: {name}
+    .symbol: {name}.kd
+    .kernarg_segment_size: {kernarg_bytes}
+    .kernarg_segment_align: 8
+    .group_segment_fixed_size: {lds_bytes}
+    .private_segment_fixed_size: 0
+    .wavefront_size: {isa.WAVE_SIZE}
+    .sgpr_count: {sgprs}
+    .vgpr_count: {vgprs}
+    .agpr_count: {agprs}
+    .max_flat_workgroup_size: {block}
+{args_block}...
+.end_amdgpu_metadata
+"""

@@ -1,5 +1,5 @@
-"""The one place the KernelBench harness meets the road (`argus.pipeline`, `argus.timing`, the
-verifier): compile a template kernel, launch it on the emulator, prove it for symbolic sizes,
+"""The one place the KernelBench harness meets the road (`argus.pipeline.road`, its time stage,
+the verifier): compile a template kernel, launch it on the emulator, prove it for symbolic sizes,
 model its time at given sizes. When the staged road lands, only this module changes.
 """
 
@@ -12,9 +12,12 @@ from argus.lang.kernel import KernelDef
 
 @functools.lru_cache(maxsize=256)
 def _compiled(kernel: KernelDef):
-    from argus.pipeline import compile
+    from argus.pipeline import StageError, road
 
-    return compile(kernel)
+    try:
+        return road(kernel, until="compile", skip=("verify", "interpret")).compiled
+    except StageError as err:
+        raise err.original from None
 
 
 def compiled(kernel: KernelDef):
@@ -56,9 +59,9 @@ def prove(kernel: KernelDef):
 
 def model_time(kernel: KernelDef, sizes: dict[str, int]) -> float:
     """Modelled MI300X microseconds of one launch at `sizes`."""
-    from argus.timing import time
+    from argus.pipeline import time
 
-    return float(time(compiled(kernel), sizes=sizes).microseconds)
+    return float(time(compiled(kernel), dict(sizes)).microseconds)
 
 
 def loop_trips(kernel: KernelDef, sizes: dict[str, int]) -> tuple[tuple[int, ...], list[int]]:

@@ -1,25 +1,28 @@
-"""One candidate through the pipeline, stage by stage, to an `Evaluation`:
+"""One candidate down the road (`argus.pipeline.road`) to an `Evaluation`:
 trace -> verify (Proved required; Refuted gives its counterexamples; Unknown is recorded and
 not accepted) -> correctness in the reference interpreter at small shapes (outputs pre-filled
-with NaN, several seeds, fresh inputs per trial) -> compile (argus.compile) -> the same checks
-on the code object in the emulator -> modelled time -> reward.
+with NaN, several seeds, fresh inputs per trial) -> compile -> the same checks on the code
+object in the emulator -> modelled time -> reward.
 
-Stages the build does not have yet (compile, modelled time) end the evaluation as `incomplete`
-and name the missing stage: a candidate without a modelled time has no reward. Stage results
-are cached in-process by the content hash of the traced IR, so two candidates with the same IR
-are verified and checked once.
+The road caches each stage by the traced IR's digest, so two candidates with the same IR are
+verified and checked once; what is left here is the search's own part: tracing an edited
+source in the sandbox, the mapping from a `StageError`'s kind to a status, the reward against a
+reference time, and the re-check of a suspect speed-up. A candidate without a modelled time has
+no reward (`incomplete`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 
 import attrs
-import numpy as np
 
-import argus
+from argus import pipeline
 from argus.errors import ArgusError
+from argus.ir.ops import resources
+from argus.kernels import library
+from argus.kernels.check import Case
+from argus.pipeline import StageError
 from argus.search.reward import reward
 from argus.search.space import Candidate, Problem, family
 from argus.smt import DEFAULT_TIMEOUT_MS
@@ -33,6 +36,11 @@ STATUSES = (OK, INCOMPLETE, INVALID, REFUTED, UNKNOWN, WRONG, ERROR, TIMEOUT)
 #: the reference above it is re-checked on fresh seeds before it counts, and carries a note
 SUSPECT_SPEEDUP = 10.0
 RECHECK_SEED = 7919  # seeds of the re-check: apart from any run's own (seed * 1000 + trial)
+#: the status of each outcome of a StageError
+STATUS_OF = {"invalid": INVALID, "refuted": REFUTED, "unknown": UNKNOWN, "wrong": WRONG,
+             "error": ERROR, "timeout": TIMEOUT}
+#: the Evaluation's name for a road stage (the interpreter's check is the "correctness" stage)
+STAGE_OF = {"interpret": "correctness"}
 
 
 @attrs.frozen
@@ -77,15 +85,9 @@ class Evaluation:
         return cls(**data)
 
 
-def _status(error: ArgusError) -> str:
-    """A stage's Argus error as a verdict: the candidate's own fault (its configuration, or one
-    Argus cannot handle) rejects it; a broken setup or an Argus bug is an error of the run."""
-    return INVALID if error.kind in ("input", "unsupported") else ERROR
-
-
 class _Stop(Exception):
-    """Ends the chain of stages with a status (OK included: the last stage raises it too, so
-    every evaluation leaves through one place)."""
+    """Ends an evaluation with a status the road does not give: incomplete (no reference time),
+    or a suspect speed-up that failed its re-check."""
 
     def __init__(self, status: str, stage: str, message: str, **extra):
         super().__init__(message)
@@ -108,42 +110,14 @@ class Evaluator:
 
     def __call__(self, candidate: Candidate) -> Evaluation:
         started = time.perf_counter()
-        facts: dict = {}
-        done: dict = {}
+        done: dict = {"facts": {}}
         try:
             ir = self._trace(candidate)
-            done["stage"] = "trace"
-            facts.update(_static_facts(ir))
+            done["facts"].update(resources(ir))
             self._fits(ir)
-            report = _cached(("verify", _ir_hash(ir)), lambda: argus.verify(
-                ir, timeout_ms=self.verify_timeout_ms))
-            done["verdict"] = report.summary()
-            facts["bank_conflict_degree"] = max((b.degree for b in report.bank_facts),
-                                                default=1)
-            self._accept(report)
-            done["stage"] = "verify"
-            checks = {"interpreter": _cached(
-                ("interp", _ir_hash(ir), tuple(kernel_params(candidate).items()), self.seed,
-                 self.trials),
-                lambda: self._check(ir, candidate, _interpreter(ir)))}
-            done["correctness"] = _summary(checks)
-            if not checks["interpreter"]["ok"]:
-                raise _Stop(WRONG, "correctness", checks["interpreter"]["message"])
-            done["stage"] = "correctness"
-            compiled = self._compile(ir, candidate)
-            facts.update(compiled.resources)
-            done["stage"] = "compile"
-            checks["emulator"] = _cached(
-                ("emulate", _ir_hash(ir), candidate.params, self.seed, self.trials),
-                lambda: self._check(ir, candidate, _emulator(compiled)))
-            done["correctness"] = _summary(checks)
-            if not checks["emulator"]["ok"]:
-                raise _Stop(WRONG, "emulate", checks["emulator"]["message"])
-            done["stage"] = "emulate"
-            timing = self._time(compiled, candidate)
-            facts.update(timing_facts(timing))
-            done["time_us"] = timing.microseconds
-            done["stage"] = "time"
+            reached = self._road(ir, candidate)
+            self._record(done, reached)
+            timing = reached.timing
             reference = self.reference or self.baseline()
             done["reference"] = reference
             done["reward"] = reward(timing.microseconds, reference and reference["time_us"])
@@ -152,42 +126,83 @@ class Evaluator:
                             missing="reference time (neither AMD's kernel nor the default "
                                     "configuration could be timed)")
             if done["reward"] > SUSPECT_SPEEDUP:
-                done["note"] = self._recheck(ir, candidate, compiled, done["reward"], checks)
-                done["correctness"] = _summary(checks)
-            raise _Stop(OK, "reward", f"{timing.microseconds:.2f} µs modelled")
+                done["note"] = self._recheck(ir, candidate, reached.compiled, done)
+            return self._evaluation(candidate, done, OK, "reward",
+                                    f"{timing.microseconds:.2f} µs modelled", started)
+        except StageError as err:
+            self._record(done, err.road or pipeline.Road(), err)
+            stage = STAGE_OF.get(err.stage, err.stage)
+            return self._evaluation(candidate, done, STATUS_OF[err.outcome], stage, str(err),
+                                    started)
         except _Stop as stop:
-            return Evaluation(candidate.key, candidate, stop.status, stop.stage, stop.message,
-                              done.get("verdict", ""), stop.extra.get("counterexamples", ()),
-                              done.get("correctness"), done.get("time_us"),
-                              done.get("reference"),
-                              None if stop.status == WRONG else done.get("reward"),
-                              stop.extra.get("missing", ""), facts,
-                              time.perf_counter() - started, note=done.get("note", ""))
+            done.update(stop.extra)
+            return self._evaluation(candidate, done, stop.status, stop.stage, stop.message,
+                                    started)
 
-    def _recheck(self, ir, candidate: Candidate, compiled, speedup: float, checks: dict) -> str:
+    def _road(self, ir, candidate: Candidate, until: str = "time", skip: tuple = ()):
+        """The road from the traced candidate: verified, checked at its family's check sizes
+        (one per trial), compiled with its compile knobs, timed at the problem's shape."""
+        fam = family(self.problem.family)
+        params = kernel_params(candidate)
+        check = [_satisfying(ir, fam.check_sizes(params, t)) for t in range(self.trials)]
+        return pipeline.road(ir, until=until, skip=skip, sizes=self._sizes(candidate),
+                             check=check, seed=self.seed, timeout_ms=self.verify_timeout_ms,
+                             reference=library()[self.problem.family],
+                             **compile_params(candidate), **params)
+
+    def _record(self, done: dict, road, err: StageError | None = None) -> None:
+        """What the stages reached say about the candidate: verdict, facts, correctness."""
+        report = road.report or (err.result if err and err.stage == "verify" else None)
+        if report is not None:
+            done["verdict"] = report.summary()
+            done["facts"]["bank_conflict_degree"] = max(
+                (b.degree for b in report.bank_facts), default=1)
+            if report.refuted:
+                done["counterexamples"] = tuple(_obligation(o) for o in report.refuted[:3])
+        checks = {"interpreter": road.interp or (err and err.stage == "interpret" and err.result),
+                  "emulator": road.emulated or (err and err.stage == "emulate" and err.result)}
+        if any(checks.values()):
+            done["correctness"] = _summary({k: c.to_dict() for k, c in checks.items() if c})
+        if road.compiled is not None:
+            done["facts"].update(road.compiled.resources)
+        if road.timing is not None:
+            done["facts"].update(timing_facts(road.timing))
+            done["time_us"] = road.timing.microseconds
+
+    def _evaluation(self, candidate: Candidate, done: dict, status: str, stage: str,
+                    message: str, started: float) -> Evaluation:
+        return Evaluation(candidate.key, candidate, status, stage, message,
+                          done.get("verdict", ""), done.get("counterexamples", ()),
+                          done.get("correctness"), done.get("time_us"), done.get("reference"),
+                          None if status == WRONG else done.get("reward"),
+                          done.get("missing", ""), done["facts"],
+                          time.perf_counter() - started, note=done.get("note", ""))
+
+    def _recheck(self, ir, candidate: Candidate, compiled, done: dict) -> str:
         """KernelBench's excessive-speedup rule: a modelled speed-up above SUSPECT_SPEEDUP is
         more often a kernel that skips work than a real win, so it is run again in the emulator
         on fresh seeds (twice the trials) before it may count; the note travels with it."""
-        fresh = attrs.evolve(self, seed=self.seed + RECHECK_SEED, trials=2 * self.trials)
-        checks["recheck"] = fresh._check(ir, candidate, _emulator(compiled))
-        if not checks["recheck"]["ok"]:
+        fam, params = family(self.problem.family), kernel_params(candidate)
+        trials = 2 * self.trials
+        case = Case(library()[self.problem.family], params,
+                    tuple(_satisfying(ir, fam.check_sizes(params, t)) for t in range(trials)),
+                    tuple((self.seed + RECHECK_SEED) * 1000 + t for t in range(trials)))
+        check = pipeline.stage("emulate", lambda: pipeline.check_emulated(compiled, case), ir,
+                               policy=compile_params(candidate).get("policy", "interleave"),
+                               case=case.key)
+        done["correctness"] = {**done["correctness"], "recheck": check.to_dict()}
+        done["correctness"]["ok"] = done["correctness"]["ok"] and check.ok
+        speedup = done["reward"]
+        if not check.ok:
             raise _Stop(WRONG, "recheck", f"suspect modelled speed-up {speedup:.1f}x (> "
-                        f"{SUSPECT_SPEEDUP:g}x) failed its re-check: "
-                        f"{checks['recheck']['message']}")
+                        f"{SUSPECT_SPEEDUP:g}x) failed its re-check: {check.message}")
         return (f"suspect modelled speed-up {speedup:.1f}x (> {SUSPECT_SPEEDUP:g}x): re-checked "
-                f"on {fresh.trials} fresh seeds in the emulator; confirm on hardware")
+                f"on {trials} fresh seeds in the emulator; confirm on hardware")
 
-    def _time(self, compiled, candidate: Candidate):
-        """Modelled time at the target shape; a launch the model cannot time is invalid."""
+    def _sizes(self, candidate: Candidate) -> dict:
         fam = family(self.problem.family)
-        sizes = (fam.timing_sizes(self.problem.sizes, kernel_params(candidate))
-                 if fam.timing_sizes else self.problem.sizes)
-        try:
-            return _cached(("time", _ir_hash(compiled.ir), tuple(sorted(sizes.items())),
-                            tuple(sorted(compile_params(candidate).items()))),
-                           lambda: argus.time(compiled, sizes=sizes))
-        except ArgusError as err:
-            raise _Stop(_status(err), "time", f"{type(err).__name__}: {err}") from None
+        return (fam.timing_sizes(self.problem.sizes, kernel_params(candidate))
+                if fam.timing_sizes else dict(self.problem.sizes))
 
     def baseline(self) -> dict | None:
         """AMD's fastest counterpart at the shape (modelled), else the default configuration's
@@ -196,61 +211,50 @@ class Evaluator:
         from argus.search.reward import amd_reference
         from argus.search.space import default_candidate
 
-        def measure():
-            base = default_candidate(self.problem)
-            ir = self._trace(base)
-            timing = self._time(argus.compile(ir, verify=False, **compile_params(base)), base)
-            return {"name": "default configuration", "time_us": timing.microseconds,
-                    "modelled": True}
         key = (self.problem.family, tuple(sorted(self.problem.sizes.items())),
                tuple(sorted(self.problem.pinned.items())))
-        amd = _cached(("amd-reference", key), lambda: amd_reference(self.problem))
-        if amd is not None:
-            return amd
-        try:
-            return _cached(("default-reference", key), measure)
-        except _Stop:
-            return None
-
-    def _compile(self, ir, candidate: Candidate):
-        """The code object; a configuration the backend cannot lower (registers, LDS, an
-        unsupported op) is invalid, a broken toolchain an error."""
-        options = compile_params(candidate)
-        try:
-            # the verify stage proved the candidate already
-            return argus.compile(ir, verify=False, **options)
-        except ArgusError as err:
-            raise _Stop(_status(err), "compile", f"{type(err).__name__}: {err}") from None
+        if key not in _REFERENCES:
+            reference = amd_reference(self.problem)
+            if reference is None:
+                base = default_candidate(self.problem)
+                try:
+                    timing = self._road(self._trace(base), base, skip=(
+                        "verify", "interpret", "emulate")).timing
+                    reference = {"name": "default configuration",
+                                 "time_us": timing.microseconds, "modelled": True}
+                except StageError:
+                    reference = None
+            _REFERENCES[key] = reference
+        return _REFERENCES[key]
 
     def _trace(self, candidate: Candidate):
-        from argus.kernels import library
-
         entry = library()[self.problem.family]
         params = kernel_params(candidate)
         if candidate.source is None:
             try:
                 return _rewritten(entry.kernel.trace(**params), candidate)
-            except ArgusError as err:
-                raise _Stop(_status(err), "trace", f"{candidate.describe()}: {err}") from None
+            except (ArgusError, ValueError) as err:
+                raise StageError("trace", pipeline.outcome_of(err),
+                                 f"{candidate.describe()}: {err}") from None
         from argus.ir.text import parse_kernel
         from argus.search.sandbox import trace_source
 
         traced = trace_source(candidate.source, params, time_limit_s=self.sandbox_time_s,
                               memory_limit_mb=self.sandbox_memory_mb)
         if traced.ir_text is None:
-            status = TIMEOUT if traced.failure == "timeout" else INVALID
-            raise _Stop(status, "trace", traced.message)
+            kind = "timeout" if traced.failure == "timeout" else "invalid"
+            raise StageError("trace", kind, traced.message)
         ir = parse_kernel(traced.ir_text)
         expected = entry.kernel.trace(**params)
         got = [(t.name, t.type.dtype, len(t.type.shape)) for t in ir.tensors]
         want = [(t.name, t.type.dtype, len(t.type.shape)) for t in expected.tensors]
         if got != want:
-            raise _Stop(INVALID, "trace", f"the edit changed the kernel's arguments: {got}; "
-                        f"{self.problem.family} takes {want}")
+            raise StageError("trace", "invalid", f"the edit changed the kernel's arguments: "
+                             f"{got}; {self.problem.family} takes {want}")
         try:
             return _rewritten(ir, candidate)
         except ValueError as err:
-            raise _Stop(INVALID, "trace", f"{candidate.describe()}: {err}") from None
+            raise StageError("trace", "invalid", f"{candidate.describe()}: {err}") from None
 
     def _fits(self, ir) -> None:
         """The target sizes must satisfy the kernel's own assumptions (tile divisibility)."""
@@ -259,91 +263,8 @@ class Evaluator:
         # an assumption over a size the problem does not pin (MoE's routed rows) is not decided
         fact = broken_assumption(ir, self.problem.sizes)
         if fact is not None:
-            raise _Stop(INVALID, "trace", f"the shape {self.problem.shape} breaks the "
-                        f"kernel's assumption {fact}")
-
-    @staticmethod
-    def _accept(report) -> None:
-        if report.refuted:
-            shown = tuple(_obligation(o) for o in report.refuted[:3])
-            raise _Stop(REFUTED, "verify", str(report.refuted[0]).splitlines()[0],
-                        counterexamples=shown)
-        if report.unknown or not report.proved_for_all_sizes:
-            reason = report.unknown[0].reason if report.unknown else report.bound
-            raise _Stop(UNKNOWN, "verify", f"not proved for every size: {reason}")
-        if not report.obligations:
-            raise _Stop(UNKNOWN, "verify", "the verifier found nothing to prove")
-
-    def _check(self, ir, candidate: Candidate, runner) -> dict:
-        """Run the kernel (`runner`: interpreter or emulator) on fresh inputs per trial, outputs
-        pre-filled with NaN (accumulated outputs with random values, added to the expectation),
-        and compare with numpy."""
-        from argus.ir.ops import GlobalAtomicAdd
-        from argus.kernels import library
-
-        entry = library()[self.problem.family]
-        fam = family(self.problem.family)
-        params = kernel_params(candidate)
-        accumulated = {op.tensor.name for op in ir.ops() if isinstance(op, GlobalAtomicAdd)}
-        trials = []
-        for trial in range(self.trials):
-            seed = self.seed * 1000 + trial
-            sizes = _satisfying(ir, fam.check_sizes(params, trial))
-            arrays = entry.inputs(sizes, params, seed)
-            out = arrays[entry.output]
-            rng = np.random.default_rng(seed + 1)
-            prefill = (rng.standard_normal(out.shape).astype(out.dtype)
-                       if entry.output in accumulated else np.full(out.shape, np.nan, out.dtype))
-            arrays[entry.output] = prefill.copy()
-            given = {t.name: arrays[t.name] for t in ir.tensors}
-            expected = entry.reference(arrays, params)
-            if entry.output in accumulated:
-                expected = expected + prefill.astype(np.float64)
-            try:
-                outputs, violations = runner(given)
-            except Exception as err:  # the run itself failed: a hazard, a fault, a bad launch
-                return {"ok": False, "device": runner.device, "trials": trials,
-                        "tolerance": entry.tolerance,
-                        "message": f"{runner.device}: {type(err).__name__}: {err}"}
-            got = outputs[entry.output].astype(np.float64)
-            unwritten = int(np.isnan(got).sum() - np.isnan(expected).sum())
-            scale = max(1.0, float(np.nanmax(np.abs(expected))))
-            error = float(np.nanmax(np.abs(got - expected))) / scale if unwritten <= 0 else \
-                float("inf")
-            trials.append({"seed": seed, "sizes": sizes, "max_error": error,
-                           "unwritten": max(unwritten, 0),
-                           "violations": [str(v) for v in violations[:3]]})
-        worst = max(trials, key=lambda t: t["max_error"])
-        ok = all(t["max_error"] <= entry.tolerance and not t["violations"] for t in trials)
-        if ok:
-            message = f"{len(trials)} trials within {entry.tolerance:g}"
-        elif worst["unwritten"]:
-            message = (f"{worst['unwritten']} output elements left unwritten (still NaN) at "
-                       f"{worst['sizes']}")
-        elif worst["violations"]:
-            message = f"interpreter: {worst['violations'][0]}"
-        else:
-            message = (f"max error {worst['max_error']:.3g} > {entry.tolerance:g} at "
-                       f"{worst['sizes']} (seed {worst['seed']})")
-        return {"ok": ok, "device": runner.device, "trials": trials,
-                "tolerance": entry.tolerance, "message": f"{runner.device}: {message}"}
-
-
-def _interpreter(ir):
-    def run(arrays):
-        result = argus.interpret(ir, arrays)
-        return result.outputs, result.violations
-    run.device = "interpreter"
-    return run
-
-
-def _emulator(compiled):
-    def run(arrays):
-        arrays = {name: array.copy() for name, array in arrays.items()}
-        compiled.run(device="emulator", **arrays)  # strict hazard and memory checks
-        return arrays, ()
-    run.device = "emulator"
-    return run
+            raise StageError("trace", "invalid", f"the shape {self.problem.shape} breaks the "
+                             f"kernel's assumption {fact}")
 
 
 def _summary(checks: dict) -> dict:
@@ -398,12 +319,6 @@ def _obligation(o) -> dict:
     return data
 
 
-def _static_facts(ir) -> dict:
-    from argus.ir.ops import resources
-
-    return resources(ir)
-
-
 def timing_facts(timing) -> dict:
     """The modelled-time breakdown planners learn from: the bottleneck in words, busy fraction
     per unit, stall fractions per cause, the grid's dispatch rounds and active CUs."""
@@ -412,33 +327,24 @@ def timing_facts(timing) -> dict:
             "rounds": timing.rounds, "active_cus": timing.active_cus}
 
 
-def _ir_hash(ir) -> str:
-    from argus.ir.text import print_kernel
-
-    return hashlib.sha256(print_kernel(ir).encode()).hexdigest()
-
-
-_CACHE: dict = {}
-
-
-def _cached(key, compute):
-    if key not in _CACHE:
-        _CACHE[key] = compute()
-    return _CACHE[key]
+#: reference times per problem and prechecks per candidate, worked out once per process (not
+#: stage results: those the road caches)
+_REFERENCES: dict[tuple, dict | None] = {}
+_PRECHECKS: dict[tuple, str] = {}
 
 
 def precheck(problem: Problem, candidate: Candidate) -> str:
     """Why a knob-only candidate cannot run at the problem's shape ("" if it can): the trace
     and the size assumptions, decided without verifying (planners prune with it for free)."""
-    key = ("precheck", problem.family, tuple(problem.sizes.items()), candidate.key)
-    if key not in _CACHE:
+    key = (problem.family, tuple(problem.sizes.items()), candidate.key)
+    if key not in _PRECHECKS:
         evaluator = Evaluator(problem)
         try:
             evaluator._fits(evaluator._trace(candidate))
-            _CACHE[key] = ""
-        except _Stop as stop:
-            _CACHE[key] = stop.message
-    return _CACHE[key]
+            _PRECHECKS[key] = ""
+        except StageError as err:
+            _PRECHECKS[key] = err.message
+    return _PRECHECKS[key]
 
 
 def traced(problem: Problem, candidate: Candidate):
@@ -446,12 +352,12 @@ def traced(problem: Problem, candidate: Candidate):
     (planners read the IR for the sites of rewrites and repairs)."""
     try:
         return Evaluator(problem)._trace(candidate)
-    except _Stop:
+    except StageError:
         return None
 
 
 def assembly(problem: Problem, candidate: Candidate) -> str:
-    """The gfx942 assembly of a candidate (recompiled: compilations are cached by IR)."""
+    """The gfx942 assembly of a candidate (the road's compile stage caches it by IR)."""
     evaluator = Evaluator(problem)
-    return argus.compile(evaluator._trace(candidate), verify=False,
-                         **compile_params(candidate)).text
+    return pipeline.road(evaluator._trace(candidate), until="compile",
+                         skip=("verify", "interpret"), **compile_params(candidate)).compiled.text

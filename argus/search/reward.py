@@ -7,30 +7,9 @@ time, no reward: never a made-up number.
 
 from __future__ import annotations
 
-import attrs
-
 import argus
 from argus.search.space import Problem
-
-
-@attrs.frozen
-class Counterpart:
-    """AMD kernels doing a family's work, and their sizes for a problem (None: not this one)."""
-
-    kernels: tuple[str, ...]
-    sizes: object = attrs.field(eq=False)  # (sizes, pinned params) -> vendor sizes | None
-
-
-#: our families' counterparts among the amd-aiter gfx942 code objects
-COUNTERPARTS = {
-    # C = A @ B.T, bf16 in, f32 out: the same contract as aiter's bf16gemm_outf32_tn
-    "gemm": Counterpart(tuple(f"bf16gemm_outf32_tn_{m}x64_pf3" for m in (32, 48, 64, 96)),
-                        lambda s, p: {"m": s["M"], "n": s["N"], "k": s["K"], "splitk": 1}),
-    # aiter's forward attention is head_dim 128; the model times its non-causal form only
-    "attention_fwd": Counterpart(("fwd_hd128_bf16",), lambda s, p: None if (
-        s["D"] != 128 or p.get("causal")) else {"b": 1, "h": s["BH"], "s": s["S"],
-                                                "sk": s["S"]}),
-}
+from argus.vendor import COUNTERPARTS
 
 
 def reward(time_us: float | None, reference_us: float | None) -> float | None:

@@ -98,7 +98,7 @@ def _kernel_def_source(kernel: KernelDef, params: dict) -> str:
         return (f"from {kernel.fn.__module__} import {kernel.name}\n\n"
                 f"KERNEL = {kernel.name}.trace({args})\n")
     path = inspect.getsourcefile(kernel.fn)
-    return ("from argus.pipeline import resolve_kernel\n\n"
+    return ("from argus.kernels.resolve import resolve_kernel\n\n"
             f"KERNEL = resolve_kernel({f'{path}:{kernel.name}'!r}).trace({args})\n")
 
 

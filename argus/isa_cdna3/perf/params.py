@@ -2,7 +2,7 @@
 
 ISA facts (MFMA cycles, LDS banks, wave size, line size) stay in `isa_cdna3.isa`/`mfma`; this
 module holds the timing side: unit rates, latencies, bandwidths, and the few constants
-`calibrate.py` fits to AMD's published timings (read from `calibrated.json`, which records the
+`vendor.calibrate` fits to published timings (read from `calibrated.json`, which records the
 rows they were fitted on). A number without a primary source says so.
 """
 
@@ -98,7 +98,7 @@ class CuParams:
 
 @attrs.frozen
 class Calibrated:
-    """Constants fitted by `calibrate.py` (never per kernel); `fitted_on` names the data."""
+    """Constants fitted by `vendor.calibrate` (never per kernel); `fitted_on` names the data."""
 
     vmem_latency: float = 700.0        # clocks from issue to data for an L2/HBM access
     # clocks the CU's texture addresser spends per vector memory instruction (16 lanes per

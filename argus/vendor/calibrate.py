@@ -1,4 +1,5 @@
-"""Calibration data and fitting: AMD's published timings of its own gfx942 kernels.
+"""Calibration data and fitting: AMD's published timings of its own gfx942 kernels, timed through
+the model's vendor road (`argus.vendor.timing`); `python -m argus.vendor.calibrate` refits.
 
 `rows()` reads them: flash-attention v3 forward throughput on MI300X (aiter's README table,
 bench/data/) and the `us` column of the amd-aiter wheel's tuned-GEMM CSV for the bf16 asm GEMMs
@@ -23,9 +24,11 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from argus.isa_cdna3.perf.params import CALIBRATED, Calibrated, PerfError
+from argus.isa_cdna3.perf.params import CALIBRATED, Calibrated, PerfError, profile
+from argus.vendor import GEMM_NAME
+from argus.vendor.timing import time_launch, time_vendor
 
-DATA = Path(__file__).resolve().parents[3] / "bench" / "data"
+DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
 FA_CSV = "aiter_fa_fwd_mi300x_noncausal.csv"
 WHEEL_CSV = "aiter/configs/{}.csv"
 GFX942_CUS = {"80": "mi308x", "304": "mi300x"}     # cu_num of gfx942 parts -> profile
@@ -88,13 +91,10 @@ def _fa_rows(path: Path) -> list[Row]:
     return rows
 
 
-_GEMM_NAME = re.compile(r"bf16gemm_outf32_tn_\d+x64_pf3")
-
-
 def _gemm_rows() -> list[Row]:
     rows = []
     for r in _wheel_csv("bf16_tuned_gemm"):
-        match = _GEMM_NAME.search(r["kernelName"])
+        match = GEMM_NAME.search(r["kernelName"])
         if not match or r["libtype"] != "asm" or r["cu_num"] not in GFX942_CUS:
             continue
         m = int(r["M"])
@@ -166,9 +166,8 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def timings(chosen: Sequence[Row], constants: Calibrated) -> list:
-    from argus.timing import time
-
-    return [time(r.kernel, sizes=r.sizes, gpu=r.gpu, constants=constants) for r in chosen]
+    """Each row's kernel timed by the model at the row's sizes on the row's part."""
+    return [time_vendor(r.kernel, dict(r.sizes), profile(r.gpu), constants) for r in chosen]
 
 
 def _family_mape(chosen: Sequence[Row], modelled: Sequence[float]) -> float:
@@ -217,16 +216,16 @@ def fit_hbm_efficiency(constants: Calibrated | None = None) -> float:
     """The HBM efficiency at which the model's streaming micro-kernel (`micro.hbm`, every CU
     reading its own part of a buffer) reaches the STREAM figure: the modelled rate is linear
     in the efficiency as long as HBM is the bottleneck, so one timing at 1.0 gives it."""
+    from argus.asm import assemble
     from argus.isa_cdna3.perf import micro
-    from argus.isa_cdna3.perf.params import profile
-    from argus.timing import assembled, time
 
     gpu = profile("mi300x")
     loads, block, groups = 192, 64, int(gpu.cus.value)
     src = np.zeros(groups * block * 16 * loads // 4, np.uint32)
     trial = attrs.evolve(constants or Calibrated.load(), hbm_efficiency=1.0)
-    timing = time(assembled(micro.hbm(loads, block).source), grid=groups, block=block,
-                  args=[src], constants=trial)
+    code = assemble(micro.hbm(loads, block).source)
+    timing = time_launch(code, code.kernels[0], grid=groups, block=block, args=[src], gpu=gpu,
+                         constants=trial)
     return round(STREAM.value / micro.rate(timing, src.nbytes / groups, gpu), 3)
 
 

@@ -21,9 +21,10 @@ from argus.asm.codeobject import CodeObject
 from argus.asm.launch import emulate
 from argus.errors import ArgusError
 from argus.isa_cdna3.emu import Emulation
+from argus.vendor import GEMM_NAME, GEMMS
 
 BF16 = ml_dtypes.bfloat16
-GEMM = re.compile(r"^bf16gemm_outf32_tn_(32|48|64|96)x64_pf3$")
+GEMM = re.compile(rf"^{GEMM_NAME.pattern}$")
 FMHA = re.compile(r"^fwd_hd128_bf16(_causal)?(_rtne|_rtna|_rtz)?$")
 FMOE = re.compile(r"^fmoe_(b16|f16)$")
 MOE_BLOCK = 32      # aiter's BLOCK_SIZE_M: sorted tokens per workgroup row of the grid
@@ -98,7 +99,7 @@ class VendorRun:
 
 def vendor_kernels() -> list[str]:
     """Names `run_vendor` accepts."""
-    names = [f"bf16gemm_outf32_tn_{t}x64_pf3" for t in (32, 48, 64, 96)]
+    names = list(GEMMS)
     for causal in ("", "_causal"):
         for rounding in ("", "_rtne", "_rtna", "_rtz"):
             names.append(f"fwd_hd128_bf16{causal}{rounding}")
@@ -131,7 +132,7 @@ def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
         # only once the name and sizes are known good: the wheel may have to be fetched
         if code is not None:
             return code
-        from argus.asm.aiter import aiter_root
+        from argus.vendor.aiter import aiter_root
 
         return CodeObject.from_file(code_object_path(root or aiter_root(), name))
 

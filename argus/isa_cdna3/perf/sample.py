@@ -1,0 +1,282 @@
+"""Sampling and extrapolation: a launch timed from a few traced workgroups at small loop trip
+counts, the busiest CU's schedule extrapolated linearly to the real trip count.
+
+The model never launches anything itself: the caller passes `run_sample(shape) -> waves`
+(the traced waves, per workgroup, of a sample launch at `shape`), so the same code serves our
+compiled kernels (`time_kernel`, through the pipeline's time stage) and AMD's (`extrapolated`,
+through `argus.vendor.timing`), and a measured runner could plug in behind the same callback.
+Samples and schedules are remembered for the process: a bench or a search asks for many
+problem sizes that share a sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from argus.ir import ops as O
+from argus.ir.expr import evaluate, free_vars
+from argus.ir.sizes import admits
+from argus.isa_cdna3 import isa
+from argus.isa_cdna3.numerics import ELEMENT_DTYPES
+from argus.isa_cdna3.perf import store
+from argus.isa_cdna3.perf.estimate import Timing, combine, plan
+from argus.isa_cdna3.perf.model import (
+    Occupancy,
+    cu_atomic_rate,
+    cu_bandwidth,
+    occupancy,
+    schedule_cu,
+)
+from argus.isa_cdna3.perf.params import CU, Calibrated, GpuProfile
+
+#: loop sizes tried for a compiled kernel's two samples, smallest first
+SAMPLE_TRIPS = (256, 512, 1024, 2048)
+Groups = Mapping[int, list]          # workgroup id -> its traced waves (emu.trace.WaveEvents)
+
+_SAMPLES: dict[tuple, Groups] = {}
+_SAMPLES_KEPT = 16
+_SCHEDULES: dict[tuple, Any] = {}
+
+
+def occupancy_of(info: Any, threads: int) -> Occupancy:
+    """Occupancy of a kernel (an `abi.KernelInfo`) launched with `threads` per workgroup."""
+    return occupancy(vgprs=max(info.unified_vgpr_count, info.vgpr_count),
+                     lds_bytes=info.group_segment_size, threads=threads)
+
+
+def mall_share(hbm: float, requested: float, gpu: Any) -> float:
+    """Share of the requested bytes that miss L2 when only a sample was traced: at worst every
+    XCD fetches each distinct line once."""
+    return min(1.0, hbm * gpu.xcds.value / requested) if requested else 0.0
+
+
+def sampled(key: tuple, run: Callable[[], Groups], wave: Callable[..., Any] | None = None
+            ) -> Groups:
+    """The traced waves of sample `key`, run once per process (the oldest of `_SAMPLES_KEPT`
+    is forgotten first) and, given the `wave` record type to rebuild them with, kept on disk
+    for the next process (`perf.store`; the key names the code object by its digest)."""
+    if key not in _SAMPLES and wave is not None and (
+            stored := store.load(key, wave)) is not None:
+        _keep(key, stored)
+    if key not in _SAMPLES:
+        groups = run()
+        if wave is not None:
+            store.save(key, dict(groups))
+        _keep(key, groups)
+    return _SAMPLES[key]
+
+
+def _keep(key: tuple, groups: Groups) -> None:
+    if len(_SAMPLES) >= _SAMPLES_KEPT:
+        _SAMPLES.pop(next(iter(_SAMPLES)))
+    _SAMPLES[key] = groups
+
+
+def schedule(key: tuple, n: int, waves: list, statics: list, bw: float, atomics: float,
+             constants: Calibrated) -> Any:
+    """schedule_cu, remembered per sample, workgroup count, bandwidth and atomic-rate shares
+    and memory constants (the calibration re-times every row for each candidate)."""
+    memo = (key, n, round(bw, 9), round(atomics, 9), constants.vmem_latency,
+            constants.vmem_issue)
+    if memo not in _SCHEDULES:
+        if len(_SCHEDULES) > 512:
+            _SCHEDULES.clear()
+        _SCHEDULES[memo] = schedule_cu(waves, statics, bytes_per_clk=bw,
+                                       atomic_dwords_per_clk=atomics, constants=constants,
+                                       params=CU)
+    return _SCHEDULES[memo]
+
+
+def forget(*, disk: bool = False) -> None:
+    """Drop the remembered samples and schedules, and with `disk` the stored sample traces (a
+    cold start, for timing the model itself)."""
+    if disk:
+        store.clear()
+    _SAMPLES.clear()
+    _SCHEDULES.clear()
+
+
+def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
+                 run_sample: Callable[[int], tuple[tuple, Groups]], statics: list,
+                 occ: Occupancy, workgroups: int, footprint: float, gpu: GpuProfile,
+                 constants: Calibrated, shape: dict, note: str | None = None) -> Timing:
+    """Time a launch of `workgroups` from samples at one or two trip counts of `loop`:
+    `run_sample(trip)` gives the sample's key and its traced waves per workgroup. The first
+    `per_round` sampled workgroups stand for a CU's round (copied when the sample has fewer),
+    the bytes and flops per workgroup and the per-CU schedule are interpolated linearly to
+    `real`, and `footprint` bounds the compulsory HBM traffic."""
+    p = plan(workgroups, occ, gpu)
+    line = 1 << isa.CACHE_LINE_SHIFT
+    runs: dict[int, list[list]] = {}
+    keys: dict[int, tuple] = {}
+    per_wg: dict[int, tuple[float, float]] = {}
+    simulated = 0
+    for trip in trips:
+        keys[trip], groups = run_sample(trip)
+        first = sorted(groups)[:p.per_round]
+        simulated = len(first)
+        per_wg[trip] = (sum(sum(w.lines) for g in first for w in groups[g]) * line / len(first),
+                        sum(statics[i].flops for g in first for w in groups[g] for i in w.index)
+                        / len(first))
+        runs[trip] = _resident(groups, first, p.per_round)
+    weight = (real - trips[0]) / (trips[1] - trips[0]) if len(trips) == 2 else 0.0
+    requested, flops = (a + weight * (b - a) for a, b in zip(per_wg[trips[0]], per_wg[trips[-1]]))
+    total_requested = requested * workgroups
+    hbm = min(footprint, total_requested) if total_requested else 0.0
+    bw = cu_bandwidth(gpu, active_cus=p.active_cus,
+                      hbm_share=hbm / total_requested if total_requested else 0.0,
+                      constants=constants, mall_share=mall_share(hbm, total_requested, gpu))
+    atomics = cu_atomic_rate(gpu, active_cus=p.active_cus, constants=constants)
+
+    def cu_run(n: int) -> Any:
+        scheduled = [schedule(keys[t], n, [w for g in runs[t][:n] for w in g], statics, bw,
+                              atomics, constants) for t in trips]
+        return scheduled[0] if len(trips) == 1 else scheduled[0].scaled(scheduled[1], weight)
+
+    rounds = [cu_run(p.per_round)] * p.full_rounds + ([cu_run(p.tail)] if p.tail else [])
+    if len(trips) == 2:
+        sampled_note = (f"{simulated} workgroup(s) simulated at {loop}={trips[0]} and "
+                        f"{trips[1]}, per-CU time extrapolated linearly to {loop}={real}")
+        note = sampled_note + (f"; {note}" if note else "")
+    return combine(name, gpu, occ, p, rounds, flops=flops * workgroups,
+                   bytes_requested=total_requested, bytes_hbm=hbm, constants=constants,
+                   extrapolation=note, shape=shape)
+
+
+def _resident(groups: Groups, first: list[int], per_round: int) -> list[list]:
+    """The waves of a CU's round, one list per workgroup: the sampled ones, copied (with fresh
+    workgroup ids) when the sample has fewer than `per_round`."""
+    resident = []
+    for slot in range(per_round):
+        copy, source = divmod(slot, len(first))
+        waves = groups[first[source]]
+        resident.append(waves if not copy else
+                        [attrs.evolve(w, workgroup=w.workgroup + copy * len(first))
+                         for w in waves])
+    return resident
+
+
+# ------------------------------------------------------------------------ compiled kernels
+def loop_bound_names(ir: O.Kernel) -> list[str]:
+    """The variables the kernel's loop bounds mention, outermost loop first, each once."""
+    names: list[str] = []
+    for op in ir.ops():
+        if isinstance(op, O.For):
+            names += [v.name for v in sorted(free_vars(op.start) | free_vars(op.stop),
+                                             key=lambda v: v.name) if v.name not in names]
+    return names
+
+
+def trip_size(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, first: int) -> str | None:
+    """The size to extrapolate the main loop's trip count along: one a loop bound mentions,
+    preferably one the grid does not depend on (the K of a GEMM, the H of a MoE GEMM), else
+    one whose growth only adds workgroups beyond the sampled `first` of the first grid row
+    (the sequence length of attention); None when no loop runs a size-dependent number of
+    times."""
+    candidates = [n for n in loop_bound_names(ir) if n in sizes]
+    real = grid(**sizes)
+    for name in candidates:
+        if grid(**{**sizes, name: sizes[name] * 2}) == real:
+            return name
+    for name in candidates:
+        rows = grid(**{**sizes, name: min(SAMPLE_TRIPS)})
+        if rows[1:] == real[1:] and rows[0] >= first:
+            return name
+    return None
+
+
+def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: Any,
+                threads: int, statics: list, run_sample: Callable[[dict, int], list],
+                sample_key: Callable[[dict, int], tuple], gpu: GpuProfile,
+                constants: Calibrated, extrapolate: bool = True,
+                wave: Callable[..., Any] | None = None) -> Timing:
+    """A compiled kernel at `sizes` (checked by the caller): `run_sample(shape, first)` runs
+    the first `first` workgroups of the grid at `shape` and gives their traced waves. The size
+    setting the main loop's trip count (`trip_size`) is sampled at two small values and the
+    schedule extrapolated to the real one; sizes no loop bound names are shrunk as far as the
+    assumptions and the first grid row allow (the sampled workgroups do the work of every
+    workgroup; a size that sets a trip count keeps its value, else the sample would time
+    shorter loops than the launch runs)."""
+    real_grid = grid(**sizes)
+    workgroups = math.prod(real_grid)
+    occ = occupancy_of(info, threads)
+    first = min(plan(workgroups, occ, gpu).per_round, real_grid[0])
+    loop = trip_size(ir, grid, sizes, first)
+    real = sizes[loop] if loop else 0
+    trips = _trips(ir, grid, sizes, loop, first) if loop and extrapolate else (real,)
+    base = _shrunk(ir, grid, sizes, loop, first)
+
+    def one(trip: int) -> tuple[tuple, Groups]:
+        shape = {**base, loop: trip} if loop else base
+        key = sample_key(shape, first)
+        waves = sampled(key, lambda: {0: run_sample(shape, first)}, wave)[0]
+        by_group: dict[int, list] = {}
+        for w in waves:
+            by_group.setdefault(w.workgroup, []).append(w)
+        return key, by_group
+
+    footprint = sum(math.prod(int(evaluate(e, sizes)) for e in t.type.shape)
+                    * ELEMENT_DTYPES[t.type.dtype].itemsize for t in ir.tensors)
+    ids = {op.var.name for op in ir.ops() if isinstance(op, O.ProgramId)}
+    note = None
+    if set(loop_bound_names(ir)) & ids:      # trip counts that differ between workgroups
+        note = ("loop trip counts differ between workgroups (they depend on the workgroup id): "
+                f"the first {first} workgroup(s) stand for all, so the time is only as good as "
+                "they are typical (a causal mask's first query tiles do the least work)")
+    return extrapolated(ir.name, trips=trips, real=real, loop=loop or "", run_sample=one,
+                        statics=statics, occ=occ, workgroups=workgroups, footprint=footprint,
+                        gpu=gpu, constants=constants, shape=sizes, note=note)
+
+
+def _trips(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str, first: int
+           ) -> tuple[int, ...]:
+    """The two smallest SAMPLE_TRIPS below the real trip count that the assumptions admit and
+    that keep `first` workgroups in the first grid row; the real one when there are not two."""
+    small = [t for t in SAMPLE_TRIPS if t < sizes[loop] and admits(ir, {**sizes, loop: t})
+             and grid(**{**sizes, loop: t})[0] >= first]
+    return (small[0], small[1]) if len(small) >= 2 else (sizes[loop],)
+
+
+def _shrunk(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | None,
+            first: int) -> dict:
+    """`sizes` with every size no loop bound names halved while the assumptions hold and the
+    first grid row still holds the `first` sampled workgroups."""
+    bounding = set(loop_bound_names(ir))
+    base = dict(sizes)
+    for name in (v.name for v in ir.sizes):
+        while name != loop and name not in bounding and base[name] > 1:
+            trial = {**base, name: base[name] // 2}
+            if not admits(ir, trial) or grid(**trial)[0] < first:
+                break
+            base = trial
+    return base
+
+
+def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
+    """Inputs for a timing sample: zeros, except index data that the kernel declares facts
+    about, which gets entries meeting them (spread over their range: `T.distinct` rows are
+    distinct, an expert id cycles through the experts), so gathered rows touch as many cache
+    lines as a real routing does, not one row over and over."""
+    arrays = {t.name: np.zeros(tuple(int(evaluate(e, shape)) for e in t.type.shape),
+                               ELEMENT_DTYPES[t.type.dtype]) for t in ir.tensors}
+    for op in ir.ops():
+        if isinstance(op, O.Distinct):
+            lo, hi = (int(evaluate(e, shape)) for e in (op.lo, op.hi))
+        elif isinstance(op, O.ScalarLoad):
+            lo, hi = ((int(evaluate(e, shape)) for e in op.bounds) if op.bounds
+                      else (op.var.lo, op.var.hi))
+        else:
+            continue
+        data = arrays[op.tensor.name]
+        if hi > lo:
+            data.reshape(-1)[:] = lo + np.arange(data.size) % (hi - lo)
+    return arrays
+
+
+__all__ = ["SAMPLE_TRIPS", "extrapolated", "forget", "loop_bound_names", "mall_share",
+           "occupancy_of", "sample_inputs", "sampled", "schedule", "time_kernel", "trip_size"]
