@@ -26,6 +26,8 @@ KNOBS = {
     "ARGUS_CACHE": "where downloaded vendor wheels are kept (default ~/.cache/argus)",
     "ARGUS_REPRO_DIR": "where argus.testing writes reproducer scripts (default "
                        "$TMPDIR/argus-repro)",
+    "ARGUS_COMPILE_VERIFY": "whether argus.compile proves a kernel first when not told "
+                            "(verify=): 1 (default) or 0",
     "ARGUS_HIP_LIBRARY": "path of libamdhip64.so, tried before the system's and ROCm's",
     "ARGUS_LLM_BASE_URL": "the LLM planner's OpenAI-compatible server, e.g. "
                           "http://localhost:11434/v1",

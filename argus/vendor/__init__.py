@@ -35,3 +35,6 @@ COUNTERPARTS = {
         s["D"] != 128 or p.get("causal")) else {"b": 1, "h": s["BH"], "s": s["S"],
                                                 "sk": s["S"]}),
 }
+
+__all__ = ["TILES", "GEMMS", "GEMM_NAME", "Counterpart", "COUNTERPARTS", "aiter", "calibrate",
+           "harness", "timing"]
