@@ -236,10 +236,18 @@ def check(path, level: str | None = None, solutions: dict | None = None) -> Row:
 
 def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
     solution, plan = find_solution(problem, solutions)
+    if not solution.generated:
+        refusal = static_refusal(solution.forward)
+        if refusal:
+            raise Refused(refusal)
     full = problem.full()
-    launches, largest, full_plan = planned(full, solution, plan)
-    once = runs_once(_scaled_launches(problem, solution, plan), launches)
-    if once and plan is not None:
+    if plan is not None:
+        # the published-size plan first: it decides whether the scaled sizes are big enough
+        launches, largest, full_plan = planned(full, solution, plan)
+        once = runs_once(_scaled_launches(problem, solution, plan), launches)
+    else:
+        once = ""
+    if once:
         # the tiles are larger than the scaled sizes: scale less (the kernels stay the same)
         problem = load(problem.path, problem.level, floor=2 * FLOOR - 1)
         row.scaled_sizes = _shown(problem.scaled)
@@ -248,12 +256,12 @@ def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
     row.generated = solution.generated
     row.templates = list(solution.templates) or (["hand-written"] if not solution.generated
                                                   else [])
-    if not solution.generated:
-        refusal = static_refusal(solution.forward)
-        if refusal:
-            raise Refused(refusal)
     ok, error, why = correctness(problem, solution, plan)
     row.max_error = None if math.isinf(error) else error
+    if plan is None:
+        # a hand-written forward runs on real inputs (and meets the torch guard) before it
+        # is given shape-only ones
+        launches, largest, full_plan = planned(full, solution, plan)
     verdict, detail = proof(solution)
     row.proved = verdict == "proved"
     row.modelled_us = sum(road.model_time(kernel, sizes) for kernel, sizes, _ in launches)
