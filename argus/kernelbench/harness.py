@@ -14,7 +14,7 @@ import numpy as np
 
 from argus.errors import ArgusError
 from argus.kernelbench import road
-from argus.kernelbench.problem import FLOOR, Problem, load
+from argus.kernelbench.problem import BUDGET, FLOOR, Problem, load
 from argus.kernelbench.route import Unsupported, route
 from argus.kernelbench.solution import (
     Context,
@@ -249,7 +249,7 @@ def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
         once = ""
     if once:
         # the tiles are larger than the scaled sizes: scale less (the kernels stay the same)
-        problem = load(problem.path, problem.level, floor=2 * FLOOR - 1)
+        problem = load(problem.path, problem.level, floor=2 * FLOOR - 1, budget=4 * BUDGET)
         row.scaled_sizes = _shown(problem.scaled)
         solution, plan = find_solution(problem, solutions)
         once = runs_once(_scaled_launches(problem, solution, plan), launches)
