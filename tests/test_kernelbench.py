@@ -171,8 +171,9 @@ def test_a_forward_calling_torch_is_refused():
 
     # hidden from the source check, torch is still refused when it runs
     hidden = __import__("to" + "rch")
+    ones = hidden.ones(3)
     with pytest.raises(Refused, match="relu"):
-        guarded(lambda: hidden.relu(hidden.ones(3)))
+        guarded(lambda: hidden.relu(ones))
 
 
 def test_peaks_come_from_the_machine_tables():

@@ -115,7 +115,7 @@ def _constants(tree: ast.Module, namespace: dict) -> dict:
     return found
 
 
-def scale(constants: dict, numel, floor: int = FLOOR) -> dict:
+def scale(constants: dict, numel, floor: int = FLOOR, budget: int = BUDGET) -> dict:
     """Halve the largest constant above `floor` (to c // 2 + 1, so tails stay odd) until the
     inputs hold at most BUDGET elements; if they still hold more, halve the constants published
     below `floor` (down to SMALL), then the smallest constant (down to KEEP + 1).
@@ -131,14 +131,19 @@ def scale(constants: dict, numel, floor: int = FLOOR) -> dict:
                 yield (name, None), value
 
     def halve(name, index, value, lowest):
+        # every constant holding this value changes with it, so a shape tuple written out
+        # beside its size (bias_shape = (out_features,)) stays equal to it
         new = max(lowest, value // 2 + 1)
-        if index is None:
-            values[name] = new
-        else:
-            values[name] = tuple(new if i == index else v for i, v in enumerate(values[name]))
+        for key, v in list(values.items()):
+            if isinstance(v, tuple):
+                values[key] = tuple(new if x == value else x for x in v)
+            elif v == value:
+                values[key] = new
+        if (name, index) in shrunk:
+            shrunk.add((name, index))
 
     shrunk: set = set()
-    while numel(values) > BUDGET:
+    while numel(values) > budget:
         candidates = [(v, key) for key, v in entries() if v > floor]
         if candidates:
             value, (name, index) = max(candidates)
@@ -161,7 +166,8 @@ def scale(constants: dict, numel, floor: int = FLOOR) -> dict:
     return values
 
 
-def load(path: str | Path, level: str | None = None, floor: int = FLOOR) -> Problem:
+def load(path: str | Path, level: str | None = None, floor: int = FLOOR,
+         budget: int = BUDGET) -> Problem:
     """Load a problem file, with its size constants scaled for the emulator (none below
     `floor` unless published so)."""
     import torch
@@ -185,7 +191,7 @@ def load(path: str | Path, level: str | None = None, floor: int = FLOOR) -> Prob
             inputs = ns["get_inputs"]()
         return sum(math.prod(t.shape) for t in inputs if isinstance(t, torch.Tensor))
 
-    scaled = scale(constants, numel, floor)
+    scaled = scale(constants, numel, floor, budget)
     if not _constructs(path, source, scaled):
         scaled = proportional(constants, numel)
     namespace = _exec(path, source, scaled)

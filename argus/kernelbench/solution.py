@@ -57,6 +57,10 @@ class Shaped:
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
+    def __getitem__(self, key) -> Shaped:
+        # numpy's own indexing rules, on a zero-byte broadcast view of this shape
+        return Shaped(np.broadcast_to(np.empty((), bool), self.shape)[key].shape, self.dtype)
+
     def reshape(self, *shape) -> Shaped:
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         shape = list(shape)
