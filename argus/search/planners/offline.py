@@ -29,9 +29,6 @@ from argus.search.space import Candidate, Problem, apply, default_candidate, eve
 
 OPTUNA_ARM = "optuna"
 MODEL_ARM = "model"
-#: a new best must beat the old by this factor to earn its arm credit (modelled-time noise and
-#: ties between equivalent configurations should not steer the bandit)
-MARGIN = 1.02
 EXPLORATION = 0.5
 #: the optuna arm starts far ahead of the moves (a prior above any credit, so it leads until
 #: its misses pile up): in spaces of a few hundred points a global sampler finds the good
