@@ -97,7 +97,8 @@ def compile(kernel: KernelDef | Kernel | str, **options: Any) -> CompiledKernel:
                                   "pass verify=False to compile it unproved") from None
         raise err.original from None
     assert compiled is not None
-    return attrs.evolve(compiled, verified=bool(prove))
+    return compiled if compiled.verified == bool(prove) else attrs.evolve(compiled,
+                                                                          verified=bool(prove))
 
 
 def time(code_object: Any, kernel: str | None = None, **options: Any) -> Timing:

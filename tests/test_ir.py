@@ -302,7 +302,8 @@ def test_generic_form_rejects_malformed_fields_with_the_line_and_op():
         "axes=(0, 1), value=": ("axes=5, value=", r"field axes: '5' is not a tuple\[int"),
         "fn='rcp'": ("fn=rcp", r"unary: field fn: cannot read 'rcp'"),
         "x=%v3 :": ("x=%v3, y=%v3 :", r"unary: no field\(s\) \['y'\]"),
-        "full value=3.0": ("full value=three", r"full: field value: cannot read 'three'"),
+        "full value=0.3333333333333333": ("full value=three",
+                                          r"full: field value: cannot read 'three'"),
         "origin=[0, 0]": ("origin=(0, 0)", r"field origin: expected \[\.\.\.\]"),
         "%v5 = full": ("%v5, %v9 = full", r"full: 2 result\(s\) and 1 type\(s\)"),
     }

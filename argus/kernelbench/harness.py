@@ -68,14 +68,16 @@ def peaks() -> dict[str, float]:
     """MI300X peaks from the machine tables: f32 MFMA and VALU FLOP/s, HBM bytes/s."""
     from argus.isa_cdna3 import isa
     from argus.isa_cdna3.mfma import mfma
-    from argus.isa_cdna3.perf.params import CU, profile
+    from argus.isa_cdna3.opcodes import ISSUE
+    from argus.isa_cdna3.perf.params import profile
 
     gpu = profile("mi300x")
     hz = gpu.clock_ghz.value * 1e9
-    simds = gpu.cus.value * CU.simds.value
+    simds = gpu.cus.value * isa.SIMDS_PER_CU
     info = mfma("v_mfma_f32_32x32x2_f32")
     return {"mfma_f32": simds * info.flops / info.cycles * hz,
-            "valu_f32": simds * isa.WAVE_SIZE * 2 / CU.valu.value * hz,
+            # a wave64 FMA (2 FLOPs a lane) every 4 clocks per SIMD: opcodes' full-rate VALU row
+            "valu_f32": simds * isa.WAVE_SIZE * 2 / ISSUE * hz,
             "hbm": gpu.hbm_bytes_per_s.value}
 
 
