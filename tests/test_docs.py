@@ -41,3 +41,22 @@ def test_the_op_reference_covers_every_op(monkeypatch):
                                                      "lds-uninitialised", "out-of-bounds"]
     assert "`v_mfma_f32_32x32x8_bf16` ×1" in page
     assert any("sparse SMFMAC" in message for message in reference.ir_checks(O.Mfma))
+
+
+def test_the_readme_example_runs_and_its_mutation_is_refuted(monkeypatch, capsys):
+    # the README's first kernel, as pasted (compiled with its proof: the suite's default is off)
+    monkeypatch.setenv("ARGUS_JOBS", "1")
+    monkeypatch.setenv("ARGUS_COMPILE_VERIFY", "1")
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## A first kernel"):]
+    start = section.index("```python\n") + len("```python\n")
+    code = section[start:section.index("\n```", start)]
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "Verified copy_rows" in printed and "modelled" in printed.lower()
+    # "Write `row + 1` in the store and argus.verify refutes ..."
+    mutated = code.replace("Y.store((row, 0)", "Y.store((row + 1, 0)")
+    mutated = mutated[:mutated.index("compiled = ")] + "report = argus.verify(copy_rows)\n"
+    scope: dict = {}
+    exec(compile(mutated, "README.md", "exec"), scope)
+    assert scope["report"].refuted

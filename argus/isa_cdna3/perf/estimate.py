@@ -105,6 +105,9 @@ class Timing:
             lines.append(f"extrapolated: {self.extrapolation}")
         return "\n".join(lines)
 
+    def __str__(self) -> str:
+        return self.report()
+
 
 @attrs.frozen
 class Plan:
