@@ -89,14 +89,7 @@ def run_user(kernel, sizes: Mapping[str, int], *, mode: str = "emulate", params=
         raise LaunchError(f"mode must be 'emulate' or 'interp', not {mode!r}")
     traced = resolve_kernel(kernel) if isinstance(kernel, str) else kernel
     ir = traced if isinstance(traced, O.Kernel) else traced.trace(**(params or {}))
-    scalar_names = {v.name for v in ir.scalars}
-    missing = [v.name for v in ir.sizes + ir.scalars if v.name not in sizes]
-    if missing:
-        raise LaunchError(f"{ir.name}: give every size and scalar argument: missing "
-                          f"{', '.join(f'--size {m}=...' for m in missing)}")
-    pins = checked_sizes(ir, dict(sizes))
-    scalars = {k: v for k, v in pins.items() if k in scalar_names}
-    shape_sizes = {k: v for k, v in pins.items() if k not in scalar_names}
+    pins, scalars, shape_sizes = _pins(ir, sizes)
     inputs = random_inputs(ir, {**shape_sizes, **scalars}, seed)
     interpreted = run(ir, {n: a.astype(np.float32) for n, a in inputs.items()}, scalars)
     outputs = {"interpreter": {n: np.asarray(a, NUMPY_DTYPES[t.type.dtype])
@@ -112,6 +105,27 @@ def run_user(kernel, sizes: Mapping[str, int], *, mode: str = "emulate", params=
     if reference is not None:
         got = reference(**{n: a.copy() for n, a in inputs.items()})
         expected = got if isinstance(got, dict) else {ir.tensors[-1].name: got}
+    errors, tolerances = _errors(ir, mode, outputs, expected, tolerance)
+    return UserRun(ir.name, mode, pins, errors, tolerances, tuple(interpreted.violations),
+                   compiled)
+
+
+def _pins(ir: O.Kernel, sizes: Mapping[str, int]) -> tuple[dict, dict, dict]:
+    """Every size and scalar argument, checked (`ir.sizes.checked_sizes`), and the two apart."""
+    missing = [v.name for v in ir.sizes + ir.scalars if v.name not in sizes]
+    if missing:
+        raise LaunchError(f"{ir.name}: give every size and scalar argument: missing "
+                          f"{', '.join(f'--size {m}=...' for m in missing)}")
+    pins = checked_sizes(ir, dict(sizes))
+    scalar_names = {v.name for v in ir.scalars}
+    return (pins, {k: v for k, v in pins.items() if k in scalar_names},
+            {k: v for k, v in pins.items() if k not in scalar_names})
+
+
+def _errors(ir: O.Kernel, mode: str, outputs: dict, expected: dict | None,
+            tolerance: float | None) -> tuple[dict, dict]:
+    """Per tensor: the emulator's error against the interpreter, the final result's against
+    the reference; and the tolerance each is held to."""
     errors, tolerances = {}, {}
     for tensor in ir.tensors:
         name = tensor.name
@@ -126,8 +140,7 @@ def run_user(kernel, sizes: Mapping[str, int], *, mode: str = "emulate", params=
             errors[name] = per
             tolerances[name] = (tolerance if tolerance is not None
                                 else RUN_TOLERANCE.get(tensor.type.dtype, 1e-5))
-    return UserRun(ir.name, mode, pins, errors, tolerances, tuple(interpreted.violations),
-                   compiled)
+    return errors, tolerances
 
 
 def resolve_function(target: str):

@@ -28,35 +28,44 @@ def sizes_of(kernel: O.Kernel, arrays: Mapping, scalars: Mapping[str, int] | Non
     scalars = dict(scalars or {})
     sizes: dict[str, int] = {}
     for tensor in kernel.tensors:
-        if tensor.name not in arrays:
-            raise error(f"{kernel.name}: no array for argument {tensor.name} ({tensor.type}); "
-                        "pass one per tensor argument")
-        array, shape = arrays[tensor.name], tensor.type.shape
-        if not hasattr(array, "shape") or not hasattr(array, "ndim"):
-            raise error(f"{kernel.name}: argument {tensor.name} is a {type(array).__name__}; "
-                        f"pass a numpy array ({tensor.type})")
-        if getattr(array, "dtype", None) is None or (
-                array.dtype.kind not in "biuf"
-                and array.dtype not in ELEMENT_DTYPES.values()):  # ml_dtypes' bf16/fp8 are 'V'
-
-            raise error(f"{kernel.name}: argument {tensor.name} holds "
-                        f"{getattr(array, 'dtype', 'no dtype')}; pass a numeric numpy array "
-                        f"({tensor.type})")
-        if array.ndim != len(shape):
-            raise error(f"{kernel.name}: {tensor.name} must have {len(shape)} dimensions "
-                        f"({', '.join(map(str, shape))}), got shape {array.shape}")
-        for extent, actual in zip(shape, array.shape):
+        array = _array(kernel, tensor, arrays, error)
+        for extent, actual in zip(tensor.type.shape, array.shape):
             if isinstance(extent, Var) and extent.name not in sizes:
                 sizes[extent.name] = int(actual)
     for tensor in kernel.tensors:
-        shape = tuple(arrays[tensor.name].shape)
-        want = tuple(int(evaluate(e, {**scalars, **sizes})) for e in tensor.type.shape)
-        for extent, actual, wanted in zip(tensor.type.shape, shape, want):
-            if actual != wanted:
-                raise error(f"{kernel.name}: {tensor.name} has extent {actual} where {extent} = "
-                            f"{wanted}: its shape is {shape}, the sizes {sizes} make it {want}")
+        _check_shape(kernel, tensor, tuple(arrays[tensor.name].shape), scalars, sizes, error)
     for var in kernel.scalars:
         if var.name not in scalars:
             raise error(f"{kernel.name}: scalar argument {var.name} needs a value")
     check_assumptions(kernel, {**scalars, **sizes}, error=error)
     return sizes
+
+
+def _array(kernel: O.Kernel, tensor, arrays: Mapping, error: type[ArgusError]):
+    """Tensor argument `tensor`'s array: present, a numeric array of the tensor's rank."""
+    if tensor.name not in arrays:
+        raise error(f"{kernel.name}: no array for argument {tensor.name} ({tensor.type}); "
+                    "pass one per tensor argument")
+    array, shape = arrays[tensor.name], tensor.type.shape
+    if not hasattr(array, "shape") or not hasattr(array, "ndim"):
+        raise error(f"{kernel.name}: argument {tensor.name} is a {type(array).__name__}; "
+                    f"pass a numpy array ({tensor.type})")
+    dtype = getattr(array, "dtype", None)
+    # ml_dtypes' bf16 and fp8 have numpy kind 'V'
+    if dtype is None or (dtype.kind not in "biuf" and dtype not in ELEMENT_DTYPES.values()):
+        raise error(f"{kernel.name}: argument {tensor.name} holds {dtype or 'no dtype'}; pass a "
+                    f"numeric numpy array ({tensor.type})")
+    if array.ndim != len(shape):
+        raise error(f"{kernel.name}: {tensor.name} must have {len(shape)} dimensions "
+                    f"({', '.join(map(str, shape))}), got shape {array.shape}")
+    return array
+
+
+def _check_shape(kernel: O.Kernel, tensor, shape: tuple, scalars: dict, sizes: dict,
+                 error: type[ArgusError]) -> None:
+    """`shape` is what the sizes read so far make tensor `tensor`'s."""
+    want = tuple(int(evaluate(e, {**scalars, **sizes})) for e in tensor.type.shape)
+    for extent, actual, wanted in zip(tensor.type.shape, shape, want):
+        if actual != wanted:
+            raise error(f"{kernel.name}: {tensor.name} has extent {actual} where {extent} = "
+                        f"{wanted}: its shape is {shape}, the sizes {sizes} make it {want}")

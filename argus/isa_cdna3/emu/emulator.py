@@ -210,6 +210,28 @@ def _initial_state(m: Machine, info: KernelInfo, grid: tuple[int, int, int],
     m.pc[:] = info.entry
 
 
+def _check_run_options(check: Any, memory: Any, max_wave_instructions: Any) -> None:
+    if not isinstance(check, str) or check not in CHECK_MODES:
+        raise LaunchError(f"check must be one of {CHECK_MODES}, got {check!r}")
+    if not isinstance(memory, str) or memory not in ("strict", "lenient"):
+        raise LaunchError(f"memory must be 'strict' or 'lenient', got {memory!r}")
+    if (isinstance(max_wave_instructions, bool) or not isinstance(max_wave_instructions, int)
+            or max_wave_instructions < 1):
+        raise LaunchError(f"max_wave_instructions must be a whole number >= 1, got "
+                          f"{max_wave_instructions!r}")
+
+
+def _check_kernel_runs_here(info) -> None:
+    """Refuse what the emulator does not model: scratch memory, wave32."""
+    if info.private_segment_size:
+        raise LaunchError(f"kernel {info.name} uses {info.private_segment_size} bytes of "
+                          f"scratch per work-item; scratch memory is not emulated",
+                          kind="unsupported")
+    if info.wavefront_size != isa.WAVE_SIZE:
+        raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64",
+                          kind="unsupported")
+
+
 def run(program: Program, launch: Launch, *, check: str = "strict",
         max_wave_instructions: int = MAX_WAVE_INSTRUCTIONS, bank_conflicts: bool = False,
         memory: str = "strict", trace: bool = False) -> Emulation:
@@ -219,22 +241,9 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     `bank_conflicts`, `trace` and `max_wave_instructions` are described at
     `argus.asm.launch.emulate`.
     """
-    if not isinstance(check, str) or check not in CHECK_MODES:
-        raise LaunchError(f"check must be one of {CHECK_MODES}, got {check!r}")
-    if not isinstance(memory, str) or memory not in ("strict", "lenient"):
-        raise LaunchError(f"memory must be 'strict' or 'lenient', got {memory!r}")
-    if (isinstance(max_wave_instructions, bool) or not isinstance(max_wave_instructions, int)
-            or max_wave_instructions < 1):
-        raise LaunchError(f"max_wave_instructions must be a whole number >= 1, got "
-                          f"{max_wave_instructions!r}")
+    _check_run_options(check, memory, max_wave_instructions)
     info, grid3, block3 = launch.kernel, launch.grid, launch.block
-    if info.private_segment_size:
-        raise LaunchError(f"kernel {info.name} uses {info.private_segment_size} bytes of "
-                          f"scratch per work-item; scratch memory is not emulated",
-                          kind="unsupported")
-    if info.wavefront_size != isa.WAVE_SIZE:
-        raise LaunchError(f"kernel {info.name} is wave{info.wavefront_size}; gfx942 runs wave64",
-                          kind="unsupported")
+    _check_kernel_runs_here(info)
     instructions, executors = program.instructions, program.executors
     buffers = launch.buffers
     memory = FlatMemory([(name, value.nbytes) for name, value in buffers]
