@@ -1,6 +1,7 @@
 """bf16 GEMM, C = A @ B.T, on v_mfma_f32_32x32x8_bf16 (or 16x16x16): 4 waves in a 2x2 grid,
-A and B staged through XOR-swizzled, double-buffered LDS, one barrier per K tile, tags on A, B
-and C with assertions at every MFMA and at the store; optional split-K with atomic adds.
+A and B staged through XOR-swizzled (bank-conflict-free for the block_k), double-buffered LDS,
+one barrier per K tile, global loads one or two K tiles ahead (`prefetch`), tags on A, B and C
+with assertions at every MFMA and at the store; optional split-K with atomic adds.
 
 `gemm_program` is the kernel body; its keyword hooks let tests build the classic defects
 (forgotten swizzle on the read side, wrong buffer slot, missing barrier, wrong k mapping).
@@ -54,6 +55,10 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
         raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1 or 2 K tiles ahead",
                          user_loc(), fix="use prefetch=1 or prefetch=2")
     if direct_lds:
+        if prefetch != 1:
+            raise T.DSLError("prefetch=2 with direct_lds: the async copies run one K tile ahead "
+                             "(their LDS slots are the only buffer)", user_loc(),
+                             fix="use prefetch=1 with direct_lds=True")
         _direct_lds_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k,
                             split_k=split_k, instr=instr)
         return
