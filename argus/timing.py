@@ -194,6 +194,13 @@ def _check_options(*, gpu: Any = "mi300x", sizes: Any = None, args: Any = None,
                         f"not {type(args).__name__}", fix="pass args={'K': 64, 'A': array}")
 
 
+def assembled(source: str) -> Any:
+    """A code object from gfx942 assembly text (the micro-kernels calibration times)."""
+    from argus.asm import assemble
+
+    return assemble(source)
+
+
 @functools.lru_cache(maxsize=16)
 def _vendor_code(name: str) -> tuple[Any, list]:
     """A vendor code object and its instructions as the scheduler sees them."""

@@ -110,6 +110,10 @@ def _time_point(job: tuple[Candidate, list[Problem]]) -> list[dict]:
     return out
 
 
+def _time_job(job: tuple[Candidate, list[Problem]]) -> tuple[Candidate, list[dict]]:
+    return job[0], _time_point(job)
+
+
 def _sources_digest() -> str:
     """The content of what the table depends on (kernels, backend, performance model), so a
     change to any of them times the points again."""
@@ -154,13 +158,32 @@ def exhaustive(problems: list[Problem], jobs: int, echo) -> dict[Problem, dict[s
     union: dict[str, Candidate] = {}
     for p in todo:
         union.update((c.key, c) for c in points(p))
-    echo(f"  timing {len(union)} {todo[0].family} points at {len(todo)} shape(s) "
-         f"({jobs} processes; cached afterwards in {env.cache_dir() / 'bench_search'})")
+    # points are kept as they are timed, so an interrupted table resumes where it stopped
+    key = hashlib.sha256(json.dumps([_cache_path(p).name for p in todo]).encode()).hexdigest()
+    partial = env.cache_dir() / "bench_search" / f"partial-{key[:12]}.jsonl"
+    timed: dict[str, list] = {}
+    if partial.is_file():
+        for line in partial.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # torn last line
+            timed[row["key"]] = row["rows"]
+    left = [c for k, c in union.items() if k not in timed]
+    echo(f"  timing {len(left)} of {len(union)} {todo[0].family} points at {len(todo)} "
+         f"shape(s) ({jobs} processes; kept in {partial} as they are timed)")
     started = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-        rows = pool.map(_time_point, [(c, todo) for c in union.values()], chunksize=4)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool, \
+            open(partial, "a", encoding="utf-8") as handle:
+        for done, (candidate, rows) in enumerate(pool.imap_unordered(
+                _time_job, [(c, todo) for c in left]), 1):
+            timed[candidate.key] = rows
+            handle.write(json.dumps({"key": candidate.key, "rows": rows}) + "\n")
+            handle.flush()
+            if done % 25 == 0:
+                echo(f"  ... {done} / {len(left)} ({time.perf_counter() - started:.0f} s)")
     echo(f"  ... {time.perf_counter() - started:.0f} s")
-    timed = dict(zip(union, rows, strict=True))
     for index, p in enumerate(todo):
         table = {c.key: {"candidate": c.to_dict(), **timed[c.key][index]}
                  for c in points(p)}

@@ -1,112 +1,190 @@
 """Our kernels against AMD's hand-written assembly, both timed by the MI300X performance model.
 
-GEMM at the shapes of the amd-aiter wheel's bf16 asm GEMM table (80-CU part, AMD's split-K),
-flash attention at the shapes of aiter's MI300X forward table, fused MoE at a small shape the
-emulator runs whole. Each row prints AMD's modelled time (and AMD's measured time where one is
-published), ours modelled, and ours / AMD. Where Argus cannot build or launch our side yet, the
-row says what is missing. Every Argus-side figure is modelled, not measured.
+One run, one model, both sides (issue 23, item 3). GEMM (bf16, C = A @ B^T, fp32 out) at
+square, LLM-projection, decode and ragged shapes on the MI300X, AMD's side the fastest of its
+bf16gemm_outf32_tn_{32,48,64,96}x64_pf3 tiles (split-K where K allows), plus the amd-aiter
+wheel's tuned-GEMM rows on the 80-CU part with AMD's own split-K; flash attention forward hd128
+at the shapes of aiter's MI300X table, non-causal and causal, and hd64 (AMD ships no hd64
+kernel in the wheel); fused MoE at a small shape the emulator runs whole (the wheel's `fmoe`
+table is of two-stage fp8 kernels Argus cannot launch). Each row prints AMD's modelled time,
+AMD's measured time where one is published, ours modelled and ours / AMD as a speed ratio (AMD
+time / ours: >= 1.00x means ours is at least as fast). A row whose time the model marks as
+sampled from untypical workgroups says so (`perf.explain`): such a win is not counted. Every
+Argus-side figure is modelled, not measured.
 
-    PYTHONPATH=. python3 bench/bench_vs_aiter.py [--quick]
+    PYTHONPATH=. python3 bench/bench_vs_aiter.py [--quick] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 
 import numpy as np
 
 import argus
 from argus.isa_cdna3.perf import calibrate
+from argus.isa_cdna3.perf.explain import UNTYPICAL
 from argus.isa_cdna3.perf.params import PerfError
 from argus.kernels.moe import route
 
-#: our GEMM configurations tried per row (the fastest modelled one is printed): 64x64 tiles
-#: with the loads two K tiles ahead, at two K depths
-GEMM_TILES = ({"block_m": 64, "block_n": 64, "block_k": 64, "prefetch": 2},
-              {"block_m": 64, "block_n": 64, "block_k": 32, "prefetch": 2})
+GEMM_TILES = ({"block_m": 64, "block_n": 64, "block_k": 32},
+              {"block_m": 128, "block_n": 128, "block_k": 32},
+              # the global loads two K tiles ahead (the next tile carried in registers)
+              {"block_m": 64, "block_n": 64, "block_k": 64, "prefetch": 2},
+              {"block_m": 64, "block_n": 64, "block_k": 32, "prefetch": 2},
+              {"block_m": 128, "block_n": 128, "block_k": 32, "prefetch": 2})
+AMD_GEMM = tuple(f"bf16gemm_outf32_tn_{m}x64_pf3" for m in (32, 48, 64, 96))
+GEMM_SHAPES = ((1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
+               (4096, 4096, 14336), (1, 4096, 4096), (16, 4096, 4096), (333, 4096, 4096),
+               (1000, 1024, 2048))
 MOE_SHAPE = {"tokens": 32, "dim": 512, "inter": 512, "experts": 4, "topk": 2}
 
 
-def _ours(name: str, sizes: dict, gpu: str, **params) -> tuple[float | None, str]:
-    """Our library kernel's modelled time, or None and the reason it is missing."""
+@functools.cache
+def _compiled(name: str, params: tuple) -> object:
     from argus.kernels import library
 
+    return argus.compile(library()[name].kernel, **dict(params))
+
+
+def _ours(name: str, sizes: dict, gpu: str, **params) -> tuple[object | None, str]:
+    """Our library kernel's Timing, or None and the reason it is missing."""
     try:
-        kernel = argus.compile(library()[name].kernel, **params)
+        kernel = _compiled(name, tuple(sorted(params.items())))
     except Exception as err:          # the backend's own error says which rule is missing
         return None, f"argus.compile({name}) fails: {str(err).splitlines()[0]}"
     try:
-        return argus.time(kernel, sizes=sizes, gpu=gpu).microseconds, ""
+        return argus.time(kernel, sizes=sizes, gpu=gpu), ""
     except (PerfError, ValueError) as err:
         return None, f"ours cannot run this shape: {str(err).splitlines()[0]}"
 
 
-def _gemm(r, tile: dict) -> tuple[float | None, str]:
-    """Our GEMM with `tile` at row r's shape: (modelled us or None, what was run or missing)."""
-    # our GEMM takes whole tiles: a ragged M is padded up (the extra rows are computed and
-    # dropped, so ours does the padded work)
-    padded = -(-r.sizes["m"] // tile["block_m"]) * tile["block_m"]
-    sizes = {"M": padded, "N": r.sizes["n"], "K": r.sizes["k"]}
-    # AMD's split-K first, then powers of two (the backend divides by those only)
-    for split in dict.fromkeys((r.sizes["splitk"], 8, 4, 2, 1)):
-        ours, why = _ours("gemm", sizes, r.gpu, split_k=split, **tile)
-        if ours is not None:
-            shown = ",".join(f"{k}={v}" for k, v in tile.items())
-            return ours, f"{shown},split_k={split}" + (f", M padded to {padded}"
-                                                         if padded != r.sizes["m"] else "")
-    return None, why
+def _amd_gemm(m: int, n: int, k: int, gpu: str) -> tuple[object, str]:
+    """AMD's fastest modelled tile (and split-K, where K allows) at this shape."""
+    best = None
+    for name in AMD_GEMM:
+        for split in (1, 2, 4):
+            if k % (64 * split):
+                continue
+            t = argus.time(name, sizes={"m": m, "n": n, "k": k, "splitk": split}, gpu=gpu)
+            if best is None or t.microseconds < best[0].microseconds:
+                best = (t, f"{name} splitk={split}")
+    assert best is not None
+    return best
 
 
-def _line(label: str, amd_us: float, ours_us: float | None, why: str,
+def _best_ours_gemm(m: int, n: int, k: int, gpu: str, splits: tuple[int, ...]
+                    ) -> tuple[object | None, str]:
+    best: tuple[object | None, str] = (None, "no configuration ran")
+    for tile in GEMM_TILES:
+        padded = -(-m // tile["block_m"]) * tile["block_m"]   # whole tiles: ragged M is padded
+        for split in splits:
+            t, why = _ours("gemm", {"M": padded, "N": n, "K": k}, gpu, split_k=split, **tile)
+            if t is None:
+                best = best if best[0] is not None else (None, why)
+                continue
+            if best[0] is None or t.microseconds < best[0].microseconds:
+                ahead = f" prefetch={tile['prefetch']}" if tile.get("prefetch", 1) > 1 else ""
+                best = (t, f"{tile['block_m']}x{tile['block_n']}x{tile['block_k']}{ahead} "
+                           f"split_k={split}" + (f", M padded to {padded}" if padded != m
+                                                 else ""))
+    return best
+
+
+ROWS: list[dict] = []
+
+
+def _line(label: str, amd: object, ours: object | None, why: str,
           measured: float | None = None) -> None:
-    published = f" (AMD measured {measured:9.2f})" if measured else " " * 23
-    if ours_us is None:
-        print(f"  {label:<44} AMD {amd_us:9.2f} us{published}  ours: missing: {why}")
+    published = f" (measured {measured:8.2f})" if measured else " " * 20
+    row = {"row": label, "amd_us": amd.microseconds, "measured_us": measured, "modelled": True}
+    if ours is None:
+        print(f"  {label:<46} AMD {amd.microseconds:9.2f} us{published}  ours: missing: {why}")
+        row.update(ours_us=None, why=why)
     else:
-        print(f"  {label:<44} AMD {amd_us:9.2f} us{published}  ours {ours_us:9.2f} us  "
-              f"ours/AMD {ours_us / amd_us:6.1%} {why}")
+        ratio = amd.microseconds / ours.microseconds
+        flag = ""
+        if UNTYPICAL in (ours.extrapolation or ""):
+            flag = "  [ours sampled from untypical workgroups: not counted]"
+        print(f"  {label:<46} AMD {amd.microseconds:9.2f} us{published}  ours "
+              f"{ours.microseconds:9.2f} us  {ratio:5.2f}x  {why}{flag}")
+        row.update(ours_us=ours.microseconds, ratio=ratio, why=why, counted=not flag)
+    ROWS.append(row)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few rows per family")
-    options = parser.parse_args()
-    rows = calibrate.rows()
-    print("modelled MI300X-family times (no GPU here); ours / AMD < 100% means ours is faster")
-    print("GEMM (bf16, C = A @ B^T, fp32 out), AMD: bf16gemm_outf32_tn_*_pf3, shapes from the "
-          "amd-aiter wheel's bf16_tuned_gemm.csv (80-CU part)")
+def _gemm_rows(rows: list, quick: bool) -> None:
+    print("GEMM on mi300x, AMD: fastest bf16gemm_outf32_tn_*x64_pf3 tile and split-K")
+    for m, n, k in GEMM_SHAPES[:3] if quick else GEMM_SHAPES:
+        amd, which = _amd_gemm(m, n, k, "mi300x")
+        ours, why = _best_ours_gemm(m, n, k, "mi300x", (1, 2, 4) if m * n <= 1 << 22 else (1,))
+        _line(f"gemm {m}x{n}x{k}", amd, ours, f"{why}; AMD {which}")
+    print("GEMM on mi308x at the amd-aiter wheel's bf16_tuned_gemm.csv rows, AMD's split-K")
     gemm = [r for r in rows if r.family == "bf16 GEMM"]
-    for r in gemm[:3] if options.quick else gemm:
-        amd = argus.time(r.kernel, sizes=r.sizes, gpu=r.gpu).microseconds
-        best, best_why = None, ""
-        for tile in GEMM_TILES:
-            ours, why = _gemm(r, tile)
-            if ours is not None and (best is None or ours < best):
-                best, best_why = ours, why
-            elif best is None:
-                best_why = why
-        _line(r.label(), amd, best, best_why, r.measured_us)
-        _line(r.label(), amd, ours, why, r.measured_us)
-    print("flash attention forward (bf16, hd128, non-causal), AMD: fwd_hd128_bf16_rtne, shapes "
-          "from aiter's MI300X table")
-    attention = [r for r in rows if r.family == "attention"]
-    for r in attention[:3] if options.quick else attention:
-        amd = argus.time(r.kernel, sizes=r.sizes, gpu=r.gpu).microseconds
+    for r in gemm[:2] if quick else gemm:
+        amd = argus.time(r.kernel, sizes=r.sizes, gpu=r.gpu)
         s = r.sizes
-        ours, why = _ours("attention_fwd", {"BH": s["b"] * s["h"], "S": s["s"], "D": 128},
-                          r.gpu, head_dim=128)
+        ours, why = _best_ours_gemm(s["m"], s["n"], s["k"], r.gpu,
+                                    tuple(dict.fromkeys((s["splitk"], 8, 4, 2, 1))))
         _line(r.label(), amd, ours, why, r.measured_us)
-    print("fused MoE (bf16), AMD: fmoe_b16 (emulated whole; no published timing runs in Argus)")
-    amd = argus.time("fmoe_b16", sizes=MOE_SHAPE).microseconds
+
+
+def _attention_rows(rows: list, quick: bool) -> None:
+    attention = [r for r in rows if r.family == "attention"]
+    for causal in (False, True):
+        print(f"flash attention forward hd128 ({'causal' if causal else 'non-causal'}), "
+              f"shapes from aiter's MI300X table")
+        kernel = "fwd_hd128_bf16_causal" if causal else "fwd_hd128_bf16_rtne"
+        for r in attention[:2] if quick else attention[::3]:
+            s = r.sizes
+            amd = argus.time(kernel, sizes=s, gpu=r.gpu)
+            ours, why = _ours("attention_fwd", {"BH": s["b"] * s["h"], "S": s["s"], "D": 128},
+                              r.gpu, head_dim=128, causal=causal)
+            _line(f"{kernel} " + " ".join(f"{k}={v}" for k, v in s.items()), amd, ours, why,
+                  None if causal else r.measured_us)
+    print("flash attention forward hd64: AMD ships no hd64 forward kernel in the wheel; ours "
+          "only")
+    for bh, seq in ((32, 1024),) if quick else ((32, 1024), (32, 4096)):
+        ours, why = _ours("attention_fwd", {"BH": bh, "S": seq, "D": 64}, "mi300x", head_dim=64)
+        print(f"  attention_fwd hd64 BH={bh} S={seq}: ours "
+              + (f"{ours.microseconds:.2f} us (modelled)" if ours else f"missing: {why}"))
+
+
+def _moe_row() -> None:
+    print("fused MoE (bf16), AMD: fmoe_b16 (emulated whole; the wheel's fmoe table is fp8 "
+          "two-stage, which Argus cannot launch)")
+    amd = argus.time("fmoe_b16", sizes=MOE_SHAPE)
     # ours: one grouped GEMM over the routed rows (tokens x topk), N = 2 x inter (gate and up
-    # side by side, AMD's fused pair, without its activation), P and BLOCKS from a random
-    # top-k routing padded to 64-row blocks
+    # side by side, AMD's fused pair, without its activation and down projection)
     rows_routed = MOE_SHAPE["tokens"] * MOE_SHAPE["topk"]
     _, ids, blocks = route(rows_routed, MOE_SHAPE["experts"], 64, np.random.default_rng(0))
     ours, why = _ours("moe_gemm", {"TOKENS": rows_routed, "H": MOE_SHAPE["dim"],
                                    "E": MOE_SHAPE["experts"], "N": 2 * MOE_SHAPE["inter"],
                                    "P": len(ids), "BLOCKS": len(blocks)}, "mi300x")
-    _line("fmoe_b16 " + " ".join(f"{k}={v}" for k, v in MOE_SHAPE.items()), amd, ours, why)
+    _line("fmoe_b16 " + " ".join(f"{k}={v}" for k, v in MOE_SHAPE.items()), amd, ours,
+          why or "ours: gate+up GEMM only (less work than AMD's fused kernel)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few rows per family")
+    parser.add_argument("--json", help="also write the rows here")
+    options = parser.parse_args()
+    rows = calibrate.rows()
+    print("modelled MI300X-family times (no GPU here); ratio = AMD / ours, >= 1.00x means ours "
+          "is at least as fast")
+    _gemm_rows(rows, options.quick)
+    _attention_rows(rows, options.quick)
+    _moe_row()
+    counted = [r for r in ROWS if r.get("ratio") is not None and r.get("counted")]
+    at_parity = sum(r["ratio"] >= 1.0 for r in counted)
+    print(f"parity: {at_parity} of {len(counted)} counted rows at >= 1.00x (modelled); "
+          f"{sum(r.get('ours_us') is None for r in ROWS)} rows missing ours, "
+          f"{sum(not r.get('counted', True) for r in ROWS)} not counted")
+    if options.json:
+        with open(options.json, "w") as handle:
+            json.dump(ROWS, handle, indent=1)
 
 
 if __name__ == "__main__":

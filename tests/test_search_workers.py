@@ -104,12 +104,19 @@ def test_ctrl_c_leaves_a_resumable_run_and_no_orphans(tmp_path):
     assert report.returncode == 0 and f"{len(keys)} evaluations" in report.stdout
 
 
-def test_ray_backend_evaluates_and_cancels_on_one_machine():
+def test_ray_backend_evaluates_cancels_and_survives_a_killed_worker(tmp_path):
+    """On a local Ray instance (CI installs the argus[ray] extra): a task completes, one past
+    its limit is cancelled, and a killed worker process costs exactly its candidate: the next
+    one is evaluated."""
     pytest.importorskip("ray", reason="the optional argus[ray] extra is not installed")
-    workers = RayWorkers(Sleeper(60.0), jobs=1, timeout_s=30.0)
+    from fakes.landscape import PidSleeper
+
+    pid_file = tmp_path / "worker.pid"
+    # the first task waits for Ray's worker process to start and import Argus: minutes when loaded
+    workers = RayWorkers(PidSleeper(str(pid_file), 60.0), jobs=1, timeout_s=240.0)
 
     def finish():
-        deadline, done = time.monotonic() + 120, []
+        deadline, done = time.monotonic() + 300, []
         while not done and time.monotonic() < deadline:
             done = workers.wait(1.0)
         return done
@@ -124,5 +131,20 @@ def test_ray_backend_evaluates_and_cancels_on_one_machine():
         done = finish()
         assert done[0].status == "timeout" and "cancelled" in done[0].message
         assert workers.busy == 0
+        workers.timeout_s = 300.0  # each task below starts a fresh Ray worker process
+        pid_file.unlink(missing_ok=True)
+        doomed = Candidate("gemm", {"block_m": 128}, source="sleep")
+        workers.submit(Task(doomed, "optuna", "offline"))
+        deadline = time.monotonic() + 300
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        done = finish()
+        assert len(done) == 1 and done[0].key == doomed.key
+        assert done[0].status == "error" and "Ray task failed" in done[0].message
+        after = Candidate("gemm", {"block_m": 256})
+        workers.submit(Task(after, "grow_m", "offline"))
+        done = finish()
+        assert done[0].status == "ok" and done[0].key == after.key
     finally:
         workers.close()

@@ -146,12 +146,15 @@ def test_programs_of_user_kernels_rebuild_and_size_themselves():
 
 
 def test_the_plugin_and_the_readme_example(tmp_path):
-    """The README's example passes as pasted, under the plugin's ci profile, and the fixture
-    hands out the shared cache."""
+    """The testing how-to's example (and the README's copy) passes as pasted, under the
+    plugin's ci profile, and the fixture hands out the shared cache."""
+    page = (ROOT / "docs" / "how-to" / "testing.md").read_text()
+    example = re.search(r"```python\n(.*?)```", page, re.S).group(1)
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Testing your kernels with Argus"):]
-    (tmp_path / "test_my_kernel.py").write_text(
-        re.search(r"```python\n(.*?)```", section, re.S).group(1))
+    if "## Testing your kernels with Argus" in readme:  # the README's copy, while it has one
+        section = readme[readme.index("## Testing your kernels with Argus"):]
+        assert re.search(r"```python\n(.*?)```", section, re.S).group(1) == example
+    (tmp_path / "test_my_kernel.py").write_text(example)
     (tmp_path / "test_user.py").write_text(textwrap.dedent("""
         from hypothesis import settings
         from argus.testing import shared_cache

@@ -30,8 +30,9 @@ def example_names() -> list[str]:
 def example_path(name: str = "mfma_gemm_32x32") -> Path:
     """Source of a built-in example kernel."""
     if not isinstance(name, str) or name not in example_names():
-        raise ExampleNotFound(f"no built-in example {name!r}",
-                              fix=f"choose one of {', '.join(example_names())}")
+        raise ExampleNotFound(f"no built-in example {name!r}; choose one of "
+                              f"{', '.join(example_names())}",
+                              fix="pass one of the names `argus example --list` prints")
     return EXAMPLES_DIR / f"{name}.s"
 
 

@@ -242,7 +242,8 @@ MAX_GRID = (2**31 - 1, 2**16 - 1, 2**16 - 1)
 def _xyz(value: int | Sequence[int], what: str) -> Dim3:
     """1 to 3 positive whole numbers (a string such as "12" is not a sequence of sizes)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (int, np.integer, Sequence,
-                                                                 np.ndarray)):
+                                                                 np.ndarray)) \
+            or (isinstance(value, np.ndarray) and value.ndim != 1):
         raise LaunchError(f"{what} must be an int or 1 to 3 ints, got {value!r}",
                           fix=f"pass {what}=(x, y, z) or {what}=x")
     dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)

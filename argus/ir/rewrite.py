@@ -1,7 +1,8 @@
-"""Structural rewriting of traced IR kernels for mutation and metamorphic testing: replace one
-op (found by its index in program order), replace values everywhere they are used, and map
-every expression of a kernel. Ops, types and layouts are frozen attrs values, so a rewrite
-rebuilds the parts it changes and shares the rest; the result is re-verified as IR."""
+"""Structural rewriting of traced IR kernels (for mutation testing and the search's program
+rewrites): replace one op (found by its index in program order), replace values everywhere they
+are used, and map every expression of a kernel. Ops, types and layouts are frozen attrs values,
+so a rewrite rebuilds the parts it changes and shares the rest; the result is re-verified as
+IR."""
 
 from __future__ import annotations
 

@@ -20,6 +20,8 @@ KEEP = 16
 #: A scaled constant stays above this, so every tile loop and grid axis of the templates
 #: (64-wide tiles along a row, 64x64 matmul blocks) still runs more than once.
 FLOOR = 65
+#: The least a constant published below FLOOR is scaled to.
+SMALL = 9
 #: Elements of all inputs together at the scaled sizes.
 BUDGET = 1 << 15
 
@@ -114,8 +116,10 @@ def _constants(tree: ast.Module, namespace: dict) -> dict:
 
 
 def scale(constants: dict, numel, floor: int = FLOOR) -> dict:
-    """Halve the largest constant (to c // 2 + 1, so tails stay odd) until the inputs have at
-    most BUDGET elements or every constant is at `floor`; `numel(values)` counts them."""
+    """Halve the largest constant above `floor` (to c // 2 + 1, so tails stay odd) until the
+    inputs hold at most BUDGET elements; if they still hold more, halve the constants published
+    below `floor` (down to SMALL), then the smallest constant (down to KEEP + 1).
+    `numel(values)` counts the elements."""
     values = dict(constants)
 
     def entries():
@@ -126,16 +130,34 @@ def scale(constants: dict, numel, floor: int = FLOOR) -> dict:
             else:
                 yield (name, None), value
 
-    while numel(values) > BUDGET:
-        candidates = [(v, key) for key, v in entries() if v > floor]
-        if not candidates:
-            break
-        value, (name, index) = max(candidates)
-        new = max(floor, value // 2 + 1)
+    def halve(name, index, value, lowest):
+        new = max(lowest, value // 2 + 1)
         if index is None:
             values[name] = new
         else:
             values[name] = tuple(new if i == index else v for i, v in enumerate(values[name]))
+
+    shrunk: set = set()
+    while numel(values) > BUDGET:
+        candidates = [(v, key) for key, v in entries() if v > floor]
+        if candidates:
+            value, (name, index) = max(candidates)
+            halve(name, index, value, floor)
+            continue
+        # below the floor already (a batch or channel count, as a rule): down to SMALL, which
+        # still gives a tile of 8 rows (or of 4 along a strided row) two trips
+        candidates = [(v, key) for key, v in entries() if SMALL < v < floor
+                      and (constants[key[0]] == v or key in shrunk)]
+        if candidates:
+            value, (name, index) = min(candidates)
+            shrunk.add((name, index))
+            halve(name, index, value, SMALL)
+            continue
+        candidates = [(v, key) for key, v in entries() if v > KEEP + 1]
+        if not candidates:
+            break
+        value, (name, index) = min(candidates)
+        halve(name, index, value, KEEP + 1)
     return values
 
 
@@ -164,8 +186,43 @@ def load(path: str | Path, level: str | None = None, floor: int = FLOOR) -> Prob
         return sum(math.prod(t.shape) for t in inputs if isinstance(t, torch.Tensor))
 
     scaled = scale(constants, numel, floor)
+    if not _constructs(path, source, scaled):
+        scaled = proportional(constants, numel)
     namespace = _exec(path, source, scaled)
     return Problem(path, level or _level(path), path.stem, constants, scaled, namespace)
+
+
+def _constructs(path: Path, source: str, values: dict) -> bool:
+    """Whether the Model builds and runs at these constants (shapes only): scaling each
+    constant on its own can break a relation the model checks (channels divisible by
+    groups)."""
+    import torch
+
+    try:
+        ns = _exec(path, source, values)
+        with torch.device("meta"), torch.no_grad():
+            ns["Model"](*ns["get_init_inputs"]())(*ns["get_inputs"]())
+    except Exception:  # noqa: BLE001 (any failure of the user's model means: do not use)
+        return False
+    return True
+
+
+def proportional(constants: dict, numel) -> dict:
+    """Every constant divided by one power of two (exactly where it divides, so ratios and
+    divisibility between constants survive) until the inputs fit BUDGET or a constant would
+    drop below SMALL."""
+    def divided(factor):
+        def one(v):
+            return max(1, v // factor) if v > KEEP else v
+        return {k: tuple(one(x) for x in v) if isinstance(v, tuple) else one(v)
+                for k, v in constants.items()}
+
+    factor = 1
+    while numel(divided(factor)) > BUDGET and all(
+            (min(v) if isinstance(v, tuple) else v) // (factor * 2) >= SMALL
+            for v in constants.values()):
+        factor *= 2
+    return divided(factor)
 
 
 def _level(path: Path) -> str:

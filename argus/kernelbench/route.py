@@ -278,7 +278,11 @@ class _Core:
         return attrs.evolve(v, expr=f(v.expr))
 
     # -- reductions
-    def reduce(self, v: Val, fn: str, dims, keepdim: bool, mean: bool = False) -> Val:
+    def reduce(self, v: Val, fn: str, dims, keepdim: bool, mean: bool = False,
+               per_row: bool = False) -> Val:
+        """`fn` of `v` along `dims`; `mean` divides by the count of reduced elements,
+        `per_row` (a whole-tensor sum) by the first axis's extent (KL's batchmean). A count
+        is a size, so it reaches the kernel as data (a vector of 1/count), never baked in."""
         if v.mm is not None:
             v = self.r.leaf(self.r.buffer(v))
         rank = len(v.shape)
@@ -296,10 +300,12 @@ class _Core:
         if row is None:
             row = Row(v.shape, dims)
         e = v.expr
-        if mean:
-            total = _numel(tuple(v.shape[d] for d in dims))
+        if mean or per_row:
+            total = v.shape[0] if per_row else _numel(tuple(v.shape[d] for d in dims))
             whole = len(dims) == rank and rank > 1
-            count = self.r.vec_fill(1.0 / total, v.shape[-1] if whole else total)
+            count = self.r.vec_fill(1.0 / total,
+                                    v.shape[-1] if whole else _numel(tuple(v.shape[d]
+                                                                           for d in dims)))
             e = bin_("mul", e, ("vec", count))
         if fn == "min":
             stat_expr, post = un("neg", e), True
@@ -474,6 +480,9 @@ def route(model, example_inputs) -> Plan:
     output = None
     for node in graph.graph.nodes:
         if node.op == "placeholder":
+            if "tensor_meta" not in node.meta:
+                raise Unsupported("a Python number as a model input (kernel scalars are "
+                                  "integers in the DSL)")
             name = f"in{len(inputs)}"
             router.buffers[name] = tuple(node.meta["tensor_meta"].shape)
             _check_dtype(node)
@@ -690,7 +699,7 @@ class _Handlers:
             raise Unsupported("the indices of max/min (argmax reduction)")
         raise Unsupported("indexing a tensor (needs a gather or slice template)")
 
-    def op_norm(self, x, p="fro", dim=None, keepdim=False, dtype=None):
+    def op_norm(self, x, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         if p in ("fro", 2, 2.0):
             return self.unary(self.reduce(self.unary(x, lambda e: power(e, 2)), "sum", dim,
                                           keepdim), lambda e: un("sqrt", e))
@@ -781,8 +790,7 @@ class _Handlers:
         terms = self.combine("mul", target,
                              self.combine("sub", self.unary(target, log_), log_input))
         if reduction == "batchmean":
-            total = self.reduce(terms, "sum", None, False)
-            return self.combine("mul", total, 1.0 / terms.shape[0])
+            return self.reduce(terms, "sum", None, False, per_row=True)
         return self._loss(terms, reduction)
 
     def _loss(self, terms, reduction):

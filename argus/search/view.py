@@ -143,6 +143,12 @@ def report(events: list[dict]) -> Group:
     exchanges = Counter(e["status"] for e in events if e["kind"] == "llm")
     if exchanges:
         lines.append("LLM exchanges: " + ", ".join(f"{k} {v}" for k, v in exchanges.items()))
+    repaired = [e for e in events if e["kind"] == "repair"]
+    for event in repaired[-5:]:
+        cex, fix = event.get("counterexample", {}), event.get("repair", {})
+        lines.append(f"repair: {event.get('refuted')} refuted ({cex.get('kind')} at "
+                     f"{cex.get('loc')}) -> {fix.get('rewrite')}@{fix.get('site')} -> "
+                     f"{event.get('verdict')}")
     ends = [e for e in events if e["kind"] == "end"]
     lines.append(f"stopped: {ends[-1]['reason']}" if ends else
                  "no end line: the run was killed; continue it with --resume")

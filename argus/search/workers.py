@@ -21,6 +21,9 @@ from argus import env
 from argus.search.evaluate import ERROR, TIMEOUT, Evaluation
 from argus.search.space import Candidate, SearchError
 
+#: tries to start a local Ray instance (its node must register within a fixed 30 s)
+STARTS = 3
+
 
 @attrs.frozen
 class Task:
@@ -212,6 +215,9 @@ class RayWorkers:
             raise SearchError("--backend ray needs Ray: pip install 'argus[ray]'") from None
         self.ray, self.jobs, self.timeout_s = ray, jobs, timeout_s
         self.owned = not ray.is_initialized()
+        # Ray's default 30 s for its agents to register is too short on a loaded machine (the
+        # raylet then aborts waiting for the metrics agent's port file)
+        os.environ.setdefault("RAY_agent_register_timeout_ms", "300000")
         address = address or os.environ.get("RAY_ADDRESS")
         if self.owned:
             # a local instance imports what this process imports (as spawned workers do)
@@ -219,7 +225,16 @@ class RayWorkers:
             options = {"address": address} if address else {
                 "num_cpus": jobs, "include_dashboard": False,
                 "runtime_env": {"env_vars": {"PYTHONPATH": path}}}
-            ray.init(log_to_driver=False, **options)
+            for attempt in range(STARTS):
+                try:
+                    ray.init(log_to_driver=False, **options)
+                    break
+                except Exception as err:  # the node did not come up in Ray's fixed 30 s
+                    ray.shutdown()
+                    if attempt == STARTS - 1 or "timed out during startup" not in str(err):
+                        raise SearchError(f"--backend ray: the local Ray instance did not "
+                                          f"start ({err}); retry on a less loaded machine, or "
+                                          "give --ray-address") from None
         self.remote = ray.remote(max_retries=0)(run_task)
         self.evaluator_ref = ray.put(evaluator)
         self.pending: dict = {}  # object ref -> (task, started, deadline)

@@ -58,3 +58,23 @@ class Sleeper:
             time.sleep(self.seconds)
         return Evaluation(candidate.key, candidate, OK, "reward", time_us=1.0, reward=1.0,
                           reference={"name": "default", "time_us": 1.0})
+
+
+@attrs.frozen
+class PidSleeper:
+    """Writes its process id to `path`, then sleeps `seconds` per candidate whose source is
+    "sleep" (a test kills that process to see what a dead worker costs); others are rewarded
+    1.0 at once."""
+
+    path: str
+    seconds: float
+
+    def __call__(self, candidate: Candidate) -> Evaluation:
+        import os
+
+        if candidate.source == "sleep":
+            with open(self.path, "w") as handle:
+                handle.write(str(os.getpid()))
+            time.sleep(self.seconds)
+        return Evaluation(candidate.key, candidate, OK, "reward", time_us=1.0, reward=1.0,
+                          reference={"name": "default", "time_us": 1.0})

@@ -217,16 +217,15 @@ def fit_hbm_efficiency(constants: Calibrated | None = None) -> float:
     """The HBM efficiency at which the model's streaming micro-kernel (`micro.hbm`, every CU
     reading its own part of a buffer) reaches the STREAM figure: the modelled rate is linear
     in the efficiency as long as HBM is the bottleneck, so one timing at 1.0 gives it."""
-    from argus.asm import assemble
     from argus.isa_cdna3.perf import micro
     from argus.isa_cdna3.perf.params import profile
-    from argus.timing import time
+    from argus.timing import assembled, time
 
     gpu = profile("mi300x")
     loads, block, groups = 192, 64, int(gpu.cus.value)
     src = np.zeros(groups * block * 16 * loads // 4, np.uint32)
     trial = attrs.evolve(constants or Calibrated.load(), hbm_efficiency=1.0)
-    timing = time(assemble(micro.hbm(loads, block).source), grid=groups, block=block,
+    timing = time(assembled(micro.hbm(loads, block).source), grid=groups, block=block,
                   args=[src], constants=trial)
     return round(STREAM.value / micro.rate(timing, src.nbytes / groups, gpu), 3)
 

@@ -38,10 +38,12 @@ def explain(a: Any, b: Any, names: tuple[str, str] = ("first", "second")) -> lis
     fname, sname = names if fast is a else names[::-1]
     lines = [f"{fname} is modelled {slow.microseconds / fast.microseconds:.2f}x faster than "
              f"{sname} ({fast.microseconds:.2f} vs {slow.microseconds:.2f} us, modelled):"]
-    per_cu = (fast.occupancy.workgroups_per_cu, slow.occupancy.workgroups_per_cu)
+    occ = (fast.occupancy, slow.occupancy)
     lines.append(f"  busiest-CU cycles {fast.cycles_per_cu:.0f} vs {slow.cycles_per_cu:.0f} "
-                 f"({fast.rounds:g} vs {slow.rounds:g} round(s) of {per_cu[0]} vs {per_cu[1]} "
-                 f"workgroup(s), {fast.workgroups} vs {slow.workgroups} workgroups)")
+                 f"({fast.rounds:g} vs {slow.rounds:g} round(s) of {occ[0].workgroups_per_cu} vs "
+                 f"{occ[1].workgroups_per_cu} resident workgroup(s), limited by "
+                 f"{occ[0].limiter} vs {occ[1].limiter}; {fast.workgroups} vs {slow.workgroups} "
+                 f"workgroups)")
     lines.append(f"  modelled clock {fast.clock_ghz:.2f} vs {slow.clock_ghz:.2f} GHz (MFMA busy "
                  f"{fast.busy['MFMA']:.0%} vs {slow.busy['MFMA']:.0%}: the power model lowers the "
                  f"clock under chip-wide matrix load)")
