@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import attrs
 
+from argus.errors import ArgusError
 from argus.ir import ops as O
 from argus.ir.expr import Const, Term, free_vars, rebuild, simplify, substitute
 from argus.ir.rewrite import replace_op, replace_values, sites
@@ -33,8 +34,9 @@ SWIZZLE = (3, 2, 3)
 LDS_BUDGET = 64 * 1024
 
 
-class RewriteError(ValueError):
-    """A rewrite asked of a site where it does not apply (stale site, wrong op)."""
+class RewriteError(ArgusError, ValueError):
+    """A rewrite asked of a site where it does not apply (stale site, wrong op, a ring past the
+    LDS): the candidate's fault (kind "input"), so the search rejects it instead of stopping."""
 
 
 @attrs.frozen
