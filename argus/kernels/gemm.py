@@ -103,8 +103,9 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
         else:
             staged = load(kt + 1)
         loop.acc = compute(kt % 2, kt, dict(loop.acc))
-        a_smem.store((next_slot(kt), 0, 0), staged[0])
-        b_smem.store((next_slot(kt), 0, 0), staged[1])
+        a_next, b_next = staged
+        a_smem.store((next_slot(kt), 0, 0), a_next)
+        b_smem.store((next_slot(kt), 0, 0), b_next)
         if prefetch == 2:
             loop.a_ahead, loop.b_ahead = later
         if sync:
