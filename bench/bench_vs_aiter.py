@@ -30,7 +30,11 @@ from argus.kernels.moe import route
 from argus.vendor import calibrate
 
 GEMM_TILES = ({"block_m": 64, "block_n": 64, "block_k": 32},
-              {"block_m": 128, "block_n": 128, "block_k": 32})
+              {"block_m": 128, "block_n": 128, "block_k": 32},
+              # the global loads two K tiles ahead (the next tile carried in registers)
+              {"block_m": 64, "block_n": 64, "block_k": 64, "prefetch": 2},
+              {"block_m": 64, "block_n": 64, "block_k": 32, "prefetch": 2},
+              {"block_m": 128, "block_n": 128, "block_k": 32, "prefetch": 2})
 AMD_GEMM = tuple(f"bf16gemm_outf32_tn_{m}x64_pf3" for m in (32, 48, 64, 96))
 GEMM_SHAPES = ((1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
                (4096, 4096, 14336), (1, 4096, 4096), (16, 4096, 4096), (333, 4096, 4096),
@@ -82,7 +86,8 @@ def _best_ours_gemm(m: int, n: int, k: int, gpu: str, splits: tuple[int, ...]
                 best = best if best[0] is not None else (None, why)
                 continue
             if best[0] is None or t.microseconds < best[0].microseconds:
-                best = (t, f"{tile['block_m']}x{tile['block_n']}x{tile['block_k']} "
+                ahead = f" prefetch={tile['prefetch']}" if tile.get("prefetch", 1) > 1 else ""
+                best = (t, f"{tile['block_m']}x{tile['block_n']}x{tile['block_k']}{ahead} "
                            f"split_k={split}" + (f", M padded to {padded}" if padded != m
                                                  else ""))
     return best

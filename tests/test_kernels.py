@@ -16,6 +16,7 @@ from roads import interpreted
 import argus.lang as T
 from argus.absint.concrete import run
 from argus.cli import main
+from argus.errors import ArgusError
 from argus.ir.text import parse_kernel, print_kernel
 from argus.ir.types import ThreadLayout, thread_vars
 from argus.kernels import attention, gemm, library
@@ -327,13 +328,18 @@ def at_most(examples: int):
 
 
 @at_most(12)
-@given(st.sampled_from([64, 128]), st.sampled_from([64, 128]), st.sampled_from([32, 64]),
-       st.booleans(), st.integers(1, 3), st.integers(1, 2), st.integers(1, 3))
+@given(st.sampled_from([64, 128]), st.sampled_from([64, 128]), st.sampled_from([16, 32, 64]),
+       st.booleans(), st.integers(1, 3), st.integers(1, 2), st.integers(1, 3),
+       st.sampled_from([1, 2]))
 def test_gemm_is_right_for_any_admissible_configuration(block_m, block_n, block_k, swizzle,
-                                                        m_blocks, n_blocks, k_blocks):
-    kernel = gemm.gemm.trace(block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle)
+                                                        m_blocks, n_blocks, k_blocks, prefetch):
+    if block_m * block_k % 2048 or block_n * block_k % 2048:
+        block_k = 32        # the copy gives each of 256 threads whole 8-element vectors
+    kernel = gemm.gemm.trace(block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle,
+                             prefetch=prefetch)
+    # prefetch=2 takes at least two K tiles
     result, expected = run_gemm(kernel, block_m * m_blocks, block_n * n_blocks,
-                                block_k * k_blocks)
+                                block_k * (k_blocks + prefetch - 1))
     assert result.ok, result.report()
     np.testing.assert_allclose(result.outputs["C"], expected, rtol=1e-5, atol=1e-4)
 
@@ -425,6 +431,25 @@ def test_attention_is_right_for_any_admissible_shape(head_dim, causal, q_blocks,
     assert result.ok, result.report()
     np.testing.assert_allclose(result.outputs["O"].astype(np.float64),
                                attention.reference(q, k, v, causal), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("params", [{}, {"split_k": 2, "instr": "v_mfma_f32_16x16x16_bf16"}])
+def test_gemm_loading_two_k_tiles_ahead_is_proved_and_right(params):
+    """prefetch=2 carries K tile kt+1 in registers while tile kt+2 is loaded, and consumes the
+    last two tiles after the loop: proved for symbolic sizes, right from 2 K tiles (the loop
+    does not run) up, odd and even trip counts, and a single K tile breaks its assumption."""
+    import argus
+
+    report = argus.verify(gemm.gemm, prefetch=2, **params)
+    assert report.ok and not report.unknown, str(report)
+    kernel = gemm.gemm.trace(prefetch=2, **params)
+    split = params.get("split_k", 1)
+    for k_tiles in (2, 3, 4, 5):
+        result, expected = run_gemm(kernel, 64, 64, 32 * split * k_tiles)
+        assert result.ok, (k_tiles, result.report())
+        np.testing.assert_allclose(result.outputs["C"], expected, rtol=1e-5, atol=1e-4)
+    with pytest.raises(ArgusError, match="assumption"):
+        run_gemm(kernel, 64, 64, 32 * split)
 
 
 @pytest.mark.parametrize("prefetch,causal", [(2, False), (2, True), (3, False)])

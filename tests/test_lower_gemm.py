@@ -25,6 +25,10 @@ CONFIGS = [
     ({"instr": SMALL}, [(64, 128, 64)]),
     ({"split_k": 2}, [(64, 128, 128)]),
     ({"split_k": 4, "block_k": 64, "block_n": 128}, [(128, 128, 256)]),
+    # prefetch=2: 2 K tiles (no loop iteration), odd and even trip counts, split-K, 16x16x16
+    ({"prefetch": 2}, [(64, 64, 64), (64, 128, 160), (128, 64, 192)]),
+    ({"prefetch": 2, "block_k": 64, "split_k": 2}, [(64, 64, 256), (64, 128, 384)]),
+    ({"prefetch": 2, "instr": SMALL, "block_k": 128}, [(64, 64, 512)]),
     ({"direct_lds": True}, [(64, 64, 32), (128, 64, 96)]),
     ({"direct_lds": True, "split_k": 2, "instr": SMALL}, [(64, 128, 128)]),
 ]
@@ -67,6 +71,24 @@ def test_sizes_that_break_an_assumption_are_refused():
     inputs = GEMM.inputs({"M": 64, "N": 64, "K": 48}, {})
     with pytest.raises(LaunchError, match="assumption"):
         compiled.run(inputs["A"], inputs["B"], inputs["C"])
+
+
+def test_prefetch_two_refuses_a_single_k_tile():
+    """prefetch=2 consumes two K tiles outside its loop: K = one tile breaks its assumption."""
+    compiled = argus.compile(GEMM.kernel, prefetch=2)
+    inputs = GEMM.inputs({"M": 64, "N": 64, "K": 32}, {"prefetch": 2})
+    with pytest.raises(argus.pipeline.LaunchError, match="assumption"):
+        compiled.run(inputs["A"], inputs["B"], inputs["C"])
+
+
+@pytest.mark.parametrize("block_k", [32, 64])
+def test_swizzled_operand_reads_are_conflict_free(block_k):
+    """The swizzle chosen for block_k spreads each ds_read_b64 phase (16 rows at one 8-byte
+    chunk) over all 32 banks: the model sees no LDS conflicts (the fixed Sw<3,2,3> made both
+    2-way, 4-way at block_k 64)."""
+    compiled = argus.compile(GEMM.kernel, block_m=128, block_n=128, block_k=block_k)
+    estimate = argus.time(compiled, sizes={"M": 128, "N": 128, "K": 2 * block_k})
+    assert estimate.lds_conflict == 1.0
 
 
 def test_resources_and_layout():

@@ -122,7 +122,8 @@ def test_a_rejected_candidate_is_never_a_result(tmp_path, status):
     state = SearchState(GEMM)
     store = Store(tmp_path / "run.jsonl", {"problem": GEMM.to_dict()})
     best = Candidate("gemm", BEST)
-    planner = OfflinePlanner(GEMM, 0, legal=lambda candidate: "")
+    # the real precheck keeps the fake landscape's points buildable (the winner is compiled)
+    planner = OfflinePlanner(GEMM, 0)
     workers = InlineWorkers(Landscape(reject_best=status))
     workers.submit(Task(best, "test"))
     state.evaluations.extend(workers.wait())
@@ -162,12 +163,12 @@ def test_pinned_and_restricted_knobs_shape_the_space():
     assert "swizzle" not in names and "instr" not in names
     assert problem.knob("block_k").values == (32, 64)  # the family's order
     points = list(every_candidate(problem))
-    assert len(points) == 3 * 3 * 2 * 4 * 2
+    assert len(points) == 3 * 3 * 2 * 4 * 2 * 2
     assert all(p.param_dict["swizzle"] is True and p.param_dict["instr"] == MFMA_16
                for p in points)
     assert default_candidate(problem).param_dict["block_k"] == 32
     assert {m.knob for m in moves_for(problem)} == {"block_m", "block_n", "block_k",
-                                                    "split_k", "policy"}
+                                                    "split_k", "prefetch", "policy"}
     with pytest.raises(SearchError, match="outside gemm's values"):
         Problem("gemm", GEMM.sizes, {"block_k": [48]}).knobs()
     with pytest.raises(SearchError, match="not a searched knob"):

@@ -80,7 +80,7 @@ def test_a_whole_run_through_garbage_a_refuted_edit_and_a_timeout(httpserver, tm
     # only the scheduling policy is searched, so the fallback's second proposal shares the
     # default's verdict and interpreter run (the run stays short; the planner logic is the same)
     problem = Problem("gemm", GEMM.sizes, {"block_m": 64, "block_n": 64, "block_k": 32,
-                                           "split_k": 1, "swizzle": True,
+                                           "split_k": 1, "swizzle": True, "prefetch": 1,
                                            "instr": "v_mfma_f32_32x32x8_bf16"})
     progress = tune(problem, run_file=run_file, budget=Budget(3), planner="llm", jobs=0,
                     llm={"base_url": httpserver.url_for("/v1"), "model": "fake",
@@ -176,6 +176,7 @@ def test_a_refuted_rewrite_brings_its_repair_to_the_next_prompt(httpserver, tmp_
     script.answers.append(repair_answer)
     problem = Problem("gemm", GEMM.sizes, {"block_m": 64, "block_n": 64, "block_k": 32,
                                            "split_k": 1, "swizzle": True, "direct_lds": True,
+                                           "prefetch": 1,
                                            "instr": "v_mfma_f32_32x32x8_bf16",
                                            "policy": "interleave"})
     run_file = tmp_path / "run.jsonl"

@@ -170,6 +170,8 @@ GEMM_KNOBS = (
     Knob("block_n", (64, 128, 256), "columns of C per workgroup"),
     Knob("block_k", (16, 32, 64, 128), "K elements staged in LDS per iteration"),
     Knob("split_k", (1, 2, 4, 8), "K split over grid axis 2, partial tiles added atomically"),
+    Knob("prefetch", (1, 2), "K tiles the global loads run ahead of the MFMAs (2: the next "
+         "tile rides in registers; K must hold two tiles per split)"),
     Knob("instr", BF16_MFMAS, "MFMA instruction"),
     Knob("swizzle", (True, False), "XOR-swizzled LDS tiles"),
     POLICY,

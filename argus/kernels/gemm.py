@@ -1,6 +1,7 @@
 """bf16 GEMM, C = A @ B.T, on v_mfma_f32_32x32x8_bf16 (or 16x16x16): 4 waves in a 2x2 grid,
-A and B staged through XOR-swizzled, double-buffered LDS, one barrier per K tile, tags on A, B
-and C with assertions at every MFMA and at the store; optional split-K with atomic adds.
+A and B staged through XOR-swizzled (bank-conflict-free for the block_k), double-buffered LDS,
+one barrier per K tile, global loads one or two K tiles ahead (`prefetch`), tags on A, B and C
+with assertions at every MFMA and at the store; optional split-K with atomic adds.
 
 `gemm_program` is the kernel body; its keyword hooks let tests build the classic defects
 (forgotten swizzle on the read side, wrong buffer slot, missing barrier, wrong k mapping).
@@ -13,23 +14,51 @@ from collections.abc import Callable
 import argus.lang as T
 from argus.ir.expr import And
 from argus.lang import Tensor, TileSpec
+from argus.lang.errors import user_loc
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
 WAVE_GRID = (2, 2)
 #: (bits, base, shift) in bf16 elements: the row index mod 8 permutes 4-element (8-byte) chunks.
+#: Conflict-free only for 32-element rows read by 8-byte lanes of different parity; the GEMM
+#: uses `swizzle_for(block_k)`, which is conflict-free at every block_k (MoE still uses this).
 SWIZZLE = (3, 2, 3)
+
+
+def swizzle_for(block_k: int) -> tuple[int, int, int]:
+    """The LDS XOR swizzle (bits, base, shift, in bf16 elements) under which the MFMA operand
+    reads (`ds_read_b64`: the 16 lanes of a phase read 16 consecutive rows at one 4-element
+    chunk) hit 16 distinct bank pairs, for rows of `block_k` elements. A 128-byte bank line
+    holds 128 / (2 * block_k) rows side by side, so the chunk is XORed with the row bits above
+    those: element bits from max(6, log2 block_k) up, into the chunk bits from 2 (at most 4
+    bits: 16 chunks of 8 bytes fill the 32 banks). Other block_k get SWIZZLE. The copies'
+    `ds_write_b64` stay conflict-free up to block_k 64 (2-way at 128, where one phase writes
+    one 256-byte row)."""
+    log_k = block_k.bit_length() - 1
+    if block_k < 8 or 1 << log_k != block_k:
+        return SWIZZLE      # rows that are not a power of two: a bijection, not conflict-free
+    return (min(4, log_k - 2), 2, max(4, log_k - 2))
 
 
 def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: bool,
                  split_k: int = 1, instr: str = MFMA, read_swizzled: bool = True,
                  next_slot: Callable | None = None, sync: bool = True,
-                 a_fragment: TileSpec | None = None, direct_lds: bool = False):
+                 a_fragment: TileSpec | None = None, direct_lds: bool = False,
+                 prefetch: int = 1):
     """Trace the GEMM body; the keyword hooks default to the correct kernel. With split_k > 1,
     grid axis 2 splits K and each workgroup adds its partial tile into C atomically. With
     direct_lds, A and B go from global memory straight into LDS (async copies, one dword per
     lane in LDS order: `buffer_load_dword ... lds`), one K tile ahead; LDS is then unswizzled,
-    since such a copy writes a wave's lanes to consecutive dwords."""
+    since such a copy writes a wave's lanes to consecutive dwords. `prefetch` (1 or 2) is how
+    many K tiles ahead of the MFMAs the global loads run: with 2, tile kt + 1 rides in
+    registers while tile kt + 2 is loaded (K must then hold 2 K tiles per split)."""
+    if prefetch not in (1, 2):
+        raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1 or 2 K tiles ahead",
+                         user_loc(), fix="use prefetch=1 or prefetch=2")
     if direct_lds:
+        if prefetch != 1:
+            raise T.DSLError("prefetch=2 with direct_lds: the async copies run one K tile ahead "
+                             "(their LDS slots are the only buffer)", user_loc(),
+                             fix="use prefetch=1 with direct_lds=True")
         _direct_lds_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k,
                             split_k=split_k, instr=instr)
         return
@@ -39,7 +68,7 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
     c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
     copy_a = T.copy_layout((block_m, block_k), 4, 8)
     copy_b = T.copy_layout((block_n, block_k), 4, 8)
-    sw = SWIZZLE if swizzle else None
+    sw = swizzle_for(block_k) if swizzle else None
     a_smem = T.lds((2, block_m, block_k), "bf16", swizzle=sw)
     b_smem = T.lds((2, block_n, block_k), "bf16", swizzle=sw)
     a_read = a_smem if read_swizzled else a_smem.view(T.lds_layout((2, block_m, block_k)))
@@ -49,24 +78,46 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
         return compute_k_tile(a_read, b_smem, slot, k_first + kt, acc, a_spec, b_spec,
                               block_k, instr)
 
-    a_smem.store((0, 0, 0), A.load((m0, k_first * block_k), copy_a))
-    b_smem.store((0, 0, 0), B.load((n0, k_first * block_k), copy_b))
-    T.barrier()
+    def load(kt):
+        return (A.load((m0, (k_first + kt) * block_k), copy_a),
+                B.load((n0, (k_first + kt) * block_k), copy_b))
+
+    def stage(slot, tiles):
+        a_smem.store((slot, 0, 0), tiles[0])
+        b_smem.store((slot, 0, 0), tiles[1])
+
+    stage(0, load(0))
     acc = _zero_accumulators(m0, n0, block_m, block_n, a_spec, b_spec, c_spec)
-    # The last K tile is consumed after the loop, so every iteration can prefetch the next tile
-    # without a branch. One barrier per iteration suffices: iteration kt writes the slot that
-    # iteration kt-1 read, and that read ended before kt-1's barrier.
-    loop = T.range(0, nk - 1, stages=2, name="kt", acc=acc)
+    carried = {"acc": acc}
+    if prefetch == 2:
+        T.assume(nk >= 2)
+        carried["a_ahead"], carried["b_ahead"] = load(1)
+    T.barrier()
+    # The last `prefetch` K tiles are consumed after the loop, so every iteration can load
+    # tile kt + prefetch without a branch. One barrier per iteration suffices: iteration kt
+    # writes the slot that iteration kt-1 read, and that read ended before kt-1's barrier.
+    loop = T.range(0, nk - prefetch, stages=2, name="kt", **carried)
     for kt in loop:
-        a_next = A.load((m0, (k_first + kt + 1) * block_k), copy_a)
-        b_next = B.load((n0, (k_first + kt + 1) * block_k), copy_b)
+        if prefetch == 2:
+            staged, later = (loop.a_ahead, loop.b_ahead), load(kt + 2)
+        else:
+            staged = load(kt + 1)
         loop.acc = compute(kt % 2, kt, dict(loop.acc))
+        a_next, b_next = staged
         a_smem.store((next_slot(kt), 0, 0), a_next)
         b_smem.store((next_slot(kt), 0, 0), b_next)
+        if prefetch == 2:
+            loop.a_ahead, loop.b_ahead = later
         if sync:
             T.barrier()
+    acc = dict(loop.acc)
+    if prefetch == 2:
+        kt = nk - 2
+        acc = compute(kt % 2, kt, acc)
+        stage((kt + 1) % 2, (loop.a_ahead, loop.b_ahead))
+        T.barrier()
     last = nk - 1
-    _store(C, compute(last % 2, last, dict(loop.acc)), m0, n0, c_spec, split_k)
+    _store(C, compute(last % 2, last, acc), m0, n0, c_spec, split_k)
 
 
 def _grid(A, B, C, block_m, block_n, block_k, split_k):
@@ -171,16 +222,17 @@ def _direct_lds_program(A, B, C, *, block_m, block_n, block_k, split_k, instr):
 @T.kernel(waves=4)
 def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"), C: Tensor("f32", "M", "N"),
          *, block_m: int = 64, block_n: int = 64, block_k: int = 32, swizzle: bool = True,
-         split_k: int = 1, instr: str = MFMA, direct_lds: bool = False):
+         split_k: int = 1, instr: str = MFMA, direct_lds: bool = False, prefetch: int = 1):
     """C = A @ B.T in bf16 with f32 accumulation. block_m and block_n are multiples of 64 and
     block_k of 8, with block_m * block_k and block_n * block_k multiples of 2048 (one 16-byte
     vector per thread per copy). split_k > 1 splits K over grid axis 2 and accumulates into C
     with atomic adds (C must start at zero). `instr` picks the bf16 MFMA (32x32x8 or 16x16x16;
     block sizes must then be multiples of the 2x2 wave grid's fragment). `direct_lds` copies A
     and B global -> LDS without registers (`buffer_load_dword ... lds`; LDS unswizzled, so
-    `swizzle` does not apply)."""
+    `swizzle` does not apply). `prefetch=2` runs the global loads two K tiles ahead (the next
+    tile in registers; K must hold two K tiles per split)."""
     gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle,
-                 split_k=split_k, instr=instr, direct_lds=direct_lds)
+                 split_k=split_k, instr=instr, direct_lds=direct_lds, prefetch=prefetch)
 
 
 def reference(A, B):

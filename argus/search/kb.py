@@ -166,6 +166,13 @@ MOVES: tuple[Move, ...] = (
          "the CU and hide the other's barrier and memory waits",
          _can("block_k", -1), _set("block_k", -1),
          lambda c: c.facts.get("lds_bytes", 0) > 32 * 1024, 0.4),
+    Move("prefetch_ahead", "prefetch", "latency",
+         "the K loop runs at least 4 tiles per split",
+         "prefetch one step up (the loads run two K tiles ahead)",
+         "with the loads one tile ahead every iteration waits on vmcnt for the tile it just "
+         "asked for, so each K tile pays the whole global-memory latency; two tiles ahead "
+         "(the next one carried in registers) the wait covers a whole iteration of MFMAs",
+         _can("prefetch", 1), _set("prefetch", 1), lambda c: k_tiles(c) >= 4, 0.6),
     Move("split_k", "split_k", "occupancy",
          f"fewer output tiles than the {MI300X_CUS} CUs and K at least 8 K tiles long",
          "split_k one step up (partial tiles added atomically)",

@@ -35,7 +35,8 @@ LDS_BUDGET = 64 * 1024
 
 
 class RewriteError(ArgusError, ValueError):
-    """A rewrite asked of a site where it does not apply (stale site, wrong op)."""
+    """A rewrite asked of a site where it does not apply (stale site, wrong op, a ring past the
+    LDS): the candidate's fault (kind "input"), so the search rejects it instead of stopping."""
 
 
 @attrs.frozen

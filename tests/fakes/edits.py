@@ -9,13 +9,13 @@ from argus.kernels.gemm import MFMA, gemm_program
 @T.kernel(waves=4)
 def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"), C: Tensor("f32", "M", "N"),
          *, block_m: int = 64, block_n: int = 64, block_k: int = 32, swizzle: bool = True,
-         split_k: int = 1, instr: str = MFMA):
+         split_k: int = 1, instr: str = MFMA, prefetch: int = 1):
 '''
 
 #: reads A from LDS without the swizzle it was written with: the verifier refutes it
 UNSWIZZLED_READ = HEADER + '''
     gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle,
-                 split_k=split_k, instr=instr, read_swizzled=False)
+                 split_k=split_k, instr=instr, read_swizzled=False, prefetch=prefetch)
 '''
 
 #: stores zero tiles to only the first half of C's row blocks: every store is in bounds (the

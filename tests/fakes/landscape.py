@@ -12,8 +12,8 @@ import attrs
 from argus.search.evaluate import OK, Evaluation
 from argus.search.space import MFMA_32, Candidate
 
-BEST = {"block_m": 256, "block_n": 128, "block_k": 32, "split_k": 2, "instr": MFMA_32,
-        "swizzle": False, "policy": "simple"}
+BEST = {"block_m": 256, "block_n": 128, "block_k": 32, "split_k": 2, "prefetch": 1,
+        "instr": MFMA_32, "swizzle": False, "policy": "simple"}
 
 
 def score(params: dict) -> float:
