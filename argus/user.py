@@ -12,8 +12,9 @@ from pathlib import Path
 import attrs
 import numpy as np
 
+from argus import env
 from argus.absint.concrete import run
-from argus.absint.verify import VerifyError
+from argus.absint.verify import VerifyError, verify
 from argus.asm.lower.compiled import compile
 from argus.ir import ops as O
 from argus.ir.expr import evaluate
@@ -97,7 +98,15 @@ def run_user(kernel, sizes: Mapping[str, int], *, mode: str = "emulate", params=
                                for t in ir.tensors if t.name == n}}
     compiled = None
     if mode == "emulate":
-        compiled = compile(ir)
+        prove = env.compile_verifies()      # as argus.compile: proved before it is lowered
+        if prove:
+            report = verify(ir)
+            if not report.proved_for_all_sizes:
+                raise VerifyError(f"{ir.name} is not proved for every size; the backend lowers "
+                                  f"verified kernels only:\n{report}",
+                                  fix="fix the kernel (argus verify shows the counterexample), "
+                                      "or set ARGUS_COMPILE_VERIFY=0 to run it unproved")
+        compiled = attrs.evolve(compile(ir), verified=prove)
         arrays = {n: a.copy() for n, a in inputs.items()}
         compiled.run(**arrays, **scalars, check="strict")
         outputs["emulator"] = arrays
