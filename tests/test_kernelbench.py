@@ -82,6 +82,8 @@ def test_templates_cover_every_kind(rows):
     # a fused Level 2 chain: the epilogue (scale, LeakyReLU) rides on the matmul's store
     assert rows["12_Gemm_Multiply_LeakyReLU"].templates == ["matmul"]
     assert rows["99_Matmul_Swish_Softmax"].templates == ["matmul", "row"]
+    # exact GELU (erf) and a select over a mask (torch.where) ride on the matmul too
+    assert rows["88_Gemm_GELU_Clamp"].templates == ["matmul"]
 
 
 def test_json_rows_and_summary_line(rows):

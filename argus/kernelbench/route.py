@@ -667,6 +667,11 @@ class _Handlers:
         vals = [v for v in parts if isinstance(v, Val)]
         if not vals or isinstance(parts[0], float):
             raise Unsupported("torch.where with a Python condition")
+        mms = {v.mm for v in vals}
+        if len(mms) == 1 and None not in mms:
+            # every tensor operand is one pending matmul's epilogue: the select joins it
+            exprs = [const(v) if isinstance(v, float) else v.expr for v in parts]
+            return attrs.evolve(vals[0], expr=where(*exprs))
         vals = [self.r.leaf(self.r.buffer(v)) if v.mm is not None else v for v in vals]
         parts = [vals.pop(0) if isinstance(v, Val) else v for v in parts]
         row = None
