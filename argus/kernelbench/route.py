@@ -27,6 +27,8 @@ from argus.kernelbench.templates import (
 )
 
 LOG2E = 1.4426950408889634
+#: kernel sizes are 32-bit (a size symbol ranges over [1, 2**31)); addresses are 64-bit
+SIZE_LIMIT = 1 << 31
 LN2 = 0.6931471805599453
 
 
@@ -154,6 +156,10 @@ class Router:
         stats = row.stats[:len(used)]
         if len(row.axes) == len(row.shape) and len(row.shape) > 1 and v.space == "stat":
             return self._emit_global(v, stats)
+        if max(o, r, i) >= SIZE_LIMIT:
+            raise Unsupported(f"a row program over {list(row.shape)} (O, R, I = {o}, {r}, {i}): "
+                              "a size above the templates' 32-bit size range (a whole-tensor "
+                              "reduction feeding a full-size output needs a split reduction)")
         strided = i > 1
         full = v.space == "full"
         program = RowProgram(tuple(stats), v.expr, full, strided)
