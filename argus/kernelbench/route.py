@@ -23,9 +23,12 @@ from argus.kernelbench.templates import (
     const,
     leaves,
     un,
+    where,
 )
 
 LOG2E = 1.4426950408889634
+#: kernel sizes are 32-bit (a size symbol ranges over [1, 2**31)); addresses are 64-bit
+SIZE_LIMIT = 1 << 31
 LN2 = 0.6931471805599453
 
 
@@ -153,6 +156,10 @@ class Router:
         stats = row.stats[:len(used)]
         if len(row.axes) == len(row.shape) and len(row.shape) > 1 and v.space == "stat":
             return self._emit_global(v, stats)
+        if max(o, r, i) >= SIZE_LIMIT:
+            raise Unsupported(f"a row program over {list(row.shape)} (O, R, I = {o}, {r}, {i}): "
+                              "a size above the templates' 32-bit size range (a whole-tensor "
+                              "reduction feeding a full-size output needs a split reduction)")
         strided = i > 1
         full = v.space == "full"
         program = RowProgram(tuple(stats), v.expr, full, strided)
@@ -362,6 +369,12 @@ def relu(e):
     return bin_("max", e, const(0.0))
 
 
+def gelu(e):
+    """x Φ(x) with the exact erf (torch's default GELU)."""
+    return bin_("mul", bin_("mul", e, const(0.5)),
+                bin_("add", un("erf", bin_("mul", e, const(1 / math.sqrt(2.0)))), const(1.0)))
+
+
 def elu(e, alpha=1.0):
     neg = bin_("sub", exp(bin_("min", e, const(0.0))), const(1.0))
     return bin_("add", relu(e), bin_("mul", neg, const(alpha)))
@@ -403,6 +416,7 @@ def power(e, p):
 
 UNARY_OPS = {
     "relu": relu, "sigmoid": sigmoid, "tanh": tanh, "exp": exp, "log": log,
+    "erf": lambda e: un("erf", e),
     "sqrt": lambda e: un("sqrt", e), "rsqrt": lambda e: un("rcp", un("sqrt", e)),
     "abs": lambda e: un("abs", e), "neg": lambda e: un("neg", e),
     "reciprocal": lambda e: un("rcp", e),
@@ -417,16 +431,22 @@ UNARY_OPS = {
     "mish": lambda e: bin_("mul", e, tanh(softplus(e))),
 }
 
-#: ops that exist in KernelBench but need a DSL op Argus does not have yet (issue 22)
+#: ops the DSL has (argus.lang, argus/kernels/conv.py) that no KernelBench template routes yet
+NO_TEMPLATE = {
+    "argmax": "argmax reduction (T.argmax exists)", "argmin": "argmin reduction (T.argmin "
+    "exists)", "cumsum": "scan (T.cumsum exists)", "cumprod": "scan (T.cumprod exists)",
+    "conv2d": "convolution (argus/kernels/conv.py's implicit GEMM is bf16 NHWC; KernelBench's "
+    "convolutions are f32 at 1e-4)",
+    "max_pool2d": "pooling (argus/kernels/conv.py has f32 pool2d over (N*C, H, W))",
+    "avg_pool2d": "pooling (argus/kernels/conv.py has f32 pool2d over (N*C, H, W))",
+}
+#: ops that exist in KernelBench but need a DSL op Argus does not have yet
 MISSING = {
-    "erf": "erf", "gelu": "erf (exact GELU)", "argmax": "argmax reduction",
-    "argmin": "argmin reduction", "prod": "product reduction", "cumsum": "scan",
-    "cumprod": "scan", "conv1d": "convolution", "conv2d": "convolution",
-    "conv3d": "convolution", "conv_transpose1d": "convolution",
+    "conv1d": "convolution", "conv3d": "convolution", "conv_transpose1d": "convolution",
     "conv_transpose2d": "convolution", "conv_transpose3d": "convolution",
-    "max_pool1d": "pooling", "max_pool2d": "pooling", "max_pool3d": "pooling",
-    "avg_pool1d": "pooling", "avg_pool2d": "pooling", "avg_pool3d": "pooling",
-    "cross_entropy": "gather (class index)", "where": "select", "sort": "sort",
+    "max_pool1d": "pooling", "max_pool3d": "pooling",
+    "avg_pool1d": "pooling", "avg_pool3d": "pooling",
+    "cross_entropy": "gather (class index)", "sort": "sort",
     "dropout": "random numbers (dropout)", "batch_norm": "cross-workgroup reduction over "
     "non-adjacent axes (batch norm)", "group_norm": "per-channel affine inside a group "
     "(group norm)", "triu": "select (triangular mask)", "tril": "select (triangular mask)",
@@ -434,6 +454,13 @@ MISSING = {
     "attention with an f32 head dimension above 128", "logsumexp": None,
     "instance_norm": None, "layer_norm": None, "norm": None,
 }
+
+
+def _refuse_missing(name: str) -> None:
+    if name in NO_TEMPLATE:
+        raise Unsupported(f"{name}: no template routes it yet: {NO_TEMPLATE[name]}")
+    if MISSING.get(name):
+        raise Unsupported(f"{name} needs a DSL op Argus lacks: {MISSING[name]}")
 
 
 MODULES = {"ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "SiLU": "silu",
@@ -455,7 +482,10 @@ ALIASES = {"div": "truediv", "divide": "truediv", "multiply": "mul", "subtract":
            "relu_": "relu", "clip": "clamp", "mm": "matmul", "bmm": "matmul",
            "matmul": "matmul", "huber_loss": "smooth_l1_loss", "hardtanh_": "hardtanh",
            "clamp_min": "clamp_min", "iadd": "add", "imul": "mul", "isub": "sub",
-           "itruediv": "truediv"}
+           "itruediv": "truediv", "greater": "gt", "less": "lt", "greater_equal": "ge",
+           "less_equal": "le", "float": "identity"}
+#: ops whose result is a mask (a bool tensor in torch, 1.0/0.0 in the templates)
+MASKS = ("gt", "ge", "lt", "le")
 
 
 def route(model, example_inputs) -> Plan:
@@ -485,7 +515,7 @@ def route(model, example_inputs) -> Plan:
                                   "integers in the DSL)")
             name = f"in{len(inputs)}"
             router.buffers[name] = tuple(node.meta["tensor_meta"].shape)
-            _check_dtype(node)
+            _check_dtype(node, name)
             inputs.append(name)
             env[node] = router.leaf(name)
             continue
@@ -508,10 +538,9 @@ def route(model, example_inputs) -> Plan:
             name = node.target if isinstance(node.target, str) else node.target.__name__
             name = name.rstrip("_") if name.endswith("_") and not name.startswith("_") else name
             name = ALIASES.get(name, name)
-        if MISSING.get(name):
-            raise Unsupported(f"{name} needs a DSL op Argus lacks: {MISSING[name]}")
+        _refuse_missing(name)
         if "tensor_meta" in node.meta and hasattr(node.meta["tensor_meta"], "dtype"):
-            _check_dtype(node)
+            _check_dtype(node, name)
         args = tuple(_resolve(a, env) for a in node.args)
         kwargs = {k: _resolve(v, env) for k, v in node.kwargs.items()}
         env[node] = interp.call(name, args, kwargs, module=module, node=node,
@@ -532,11 +561,11 @@ def route(model, example_inputs) -> Plan:
                 router.valu_flops)
 
 
-def _check_dtype(node):
+def _check_dtype(node, name: str):
     import torch
 
     dtype = node.meta["tensor_meta"].dtype
-    if dtype != torch.float32:
+    if dtype != torch.float32 and not (dtype == torch.bool and name in MASKS):
         raise Unsupported(f"{dtype} tensors (the templates are f32)")
 
 
@@ -575,13 +604,10 @@ class _Handlers:
         return name
 
     def call(self, name: str, args, kwargs, module=None, node=None, path=None, params=None):
-        if name in MISSING and MISSING[name] is not None:
-            raise Unsupported(f"{name} needs a DSL op Argus lacks: {MISSING[name]}")
+        _refuse_missing(name)
         if name == "gelu":
             approximate = kwargs.get("approximate", getattr(module, "approximate", "none"))
-            if approximate != "tanh":
-                raise Unsupported("gelu needs a DSL op Argus lacks: erf (exact GELU)")
-            return self.unary(args[0], gelu_tanh)
+            return self.unary(args[0], gelu_tanh if approximate == "tanh" else gelu)
         if name in UNARY_OPS:
             return self.unary(args[0], UNARY_OPS[name])
         handler = getattr(self, f"op_{name}", None)
@@ -632,6 +658,60 @@ class _Handlers:
 
     def op_minimum(self, x, y):
         return self.combine("min", x, y)
+
+    def _compare(self, fn, x, y):
+        return self.combine(fn, _num(x), _num(y))
+
+    def op_gt(self, x, y):
+        return self._compare("gt", x, y)
+
+    def op_ge(self, x, y):
+        return self._compare("ge", x, y)
+
+    def op_lt(self, x, y):
+        return self._compare("lt", x, y)
+
+    def op_le(self, x, y):
+        return self._compare("le", x, y)
+
+    def op_where(self, cond, x=None, y=None):
+        """A select over masks: the condition, and both branches, are aligned like the
+        operands of an elementwise op (tensors of the output's shape, stats of one row
+        program, or Python numbers)."""
+        if x is None or y is None:
+            raise Unsupported("torch.where(cond) (the indices of true elements)")
+        parts = [_num(v) for v in (cond, x, y)]
+        vals = [v for v in parts if isinstance(v, Val)]
+        if not vals or isinstance(parts[0], float):
+            raise Unsupported("torch.where with a Python condition")
+        mms = {v.mm for v in vals}
+        if len(mms) == 1 and None not in mms:
+            # every tensor operand is one pending matmul's epilogue: the select joins it
+            exprs = [const(v) if isinstance(v, float) else v.expr for v in parts]
+            return attrs.evolve(vals[0], expr=where(*exprs))
+        vals = [self.r.leaf(self.r.buffer(v)) if v.mm is not None else v for v in vals]
+        parts = [vals.pop(0) if isinstance(v, Val) else v for v in parts]
+        row = None
+        for v in parts:
+            if isinstance(v, Val):
+                row = _merge_rows(row, v.row)
+                if row is False:
+                    raise Unsupported("a select joining two unrelated reductions")
+        big = max((v for v in parts if isinstance(v, Val)), key=lambda v: _numel(v.shape))
+        exprs = [const(v) if isinstance(v, float) else self._align(v, big, row).expr
+                 for v in parts]
+        space = "full" if any(isinstance(v, Val) and self._align(v, big, row).space == "full"
+                              for v in parts) else "stat"
+        return Val(big.shape, where(*exprs), space, row)
+
+    def op_zeros_like(self, x, **_):
+        return self.unary(x, lambda e: const(0.0))
+
+    def op_ones_like(self, x, **_):
+        return self.unary(x, lambda e: const(1.0))
+
+    def op_prod(self, x, dim=None, keepdim=False, **kw):
+        return self._reduce("prod", x, dim, keepdim, **kw)
 
     def op_leaky_relu(self, x, negative_slope=0.01, inplace=False, module=None, **_):
         slope = module.negative_slope if module is not None else negative_slope

@@ -26,10 +26,15 @@ from argus.lang.trace import _unary
 #: ("const", value), ("un", fn, x), ("bin", fn, x, y).
 Expr = tuple
 
-UNARY = ("neg", "abs", "exp2", "log2", "rcp", "sqrt")
-BINARY = ("add", "sub", "mul", "max", "min")
+UNARY = ("neg", "abs", "exp2", "log2", "rcp", "sqrt", "erf")
+#: comparisons give masks (1.0 where true, else 0.0), which ("where", mask, x, y) selects by
+COMPARE = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+           "ge": lambda a, b: a >= b}
+#: a comparison with its operands swapped (c < x is x > c)
+MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+BINARY = ("add", "sub", "mul", "max", "min", *COMPARE)
 #: identity of each reduction (the value masked-off elements take)
-IDENTITY = {"sum": 0.0, "max": -3.0e38}
+IDENTITY = {"sum": 0.0, "max": -3.0e38, "prod": 1.0}
 F32_MFMA = "v_mfma_f32_32x32x2_f32"
 
 
@@ -44,7 +49,8 @@ def un(fn: str, x: Expr) -> Expr:
                   "exp2": 2.0 ** value if value < 128 else math.inf,
                   "log2": math.log2(value) if value > 0 else math.nan,
                   "rcp": 1.0 / value if value else math.inf,
-                  "sqrt": math.sqrt(value) if value >= 0 else math.nan}[fn]
+                  "sqrt": math.sqrt(value) if value >= 0 else math.nan,
+                  "erf": math.erf(value)}[fn]
         return const(folded)
     return ("un", fn, x)
 
@@ -52,6 +58,8 @@ def un(fn: str, x: Expr) -> Expr:
 def bin_(fn: str, x: Expr, y: Expr) -> Expr:
     if x[0] == "const" and y[0] == "const":
         a, b = x[1], y[1]
+        if fn in COMPARE:
+            return const(float(COMPARE[fn](a, b)))
         return const({"add": a + b, "sub": a - b, "mul": a * b, "max": max(a, b),
                       "min": min(a, b)}[fn])
     if fn == "mul" and (x == const(1.0) or y == const(1.0)):
@@ -59,6 +67,13 @@ def bin_(fn: str, x: Expr, y: Expr) -> Expr:
     if fn in ("add", "sub") and y == const(0.0):
         return x
     return ("bin", fn, x, y)
+
+
+def where(mask: Expr, x: Expr, y: Expr) -> Expr:
+    """x where `mask` (a comparison) holds, else y."""
+    if mask[0] == "const":
+        return x if mask[1] else y
+    return ("where", mask, x, y)
 
 
 def leaves(e: Expr, kind: str) -> list:
@@ -73,6 +88,9 @@ def leaves(e: Expr, kind: str) -> list:
         elif node[0] == "bin":
             walk(node[2])
             walk(node[3])
+        elif node[0] == "where":
+            for part in node[1:]:
+                walk(part)
 
     walk(e)
     return found
@@ -84,8 +102,20 @@ def emit(e: Expr, env: dict, memo: dict):
         return memo[e]
     if e[0] in ("leaf", "vec", "stat", "acc"):
         result = env[e]
+    elif e[0] == "un" and e[1] == "erf":
+        result = T.erf(emit(e[2], env, memo))
     elif e[0] == "un":
         result = _unary(e[1], emit(e[2], env, memo))
+    elif e[0] == "where":
+        mask = emit(e[1], env, memo)
+        x, y = (v[1] if v[0] == "const" else emit(v, env, memo) for v in e[2:])
+        result = T.where(mask, x, y)
+    elif e[0] == "bin" and e[1] in COMPARE:
+        x, y, fn = e[2], e[3], e[1]
+        if x[0] == "const":
+            x, y, fn = y, x, MIRROR[fn]
+        other = y[1] if y[0] == "const" else emit(y, env, memo)
+        result = COMPARE[fn](emit(x, env, memo), other)
     elif e[0] == "bin":
         x, y = e[2], e[3]
         if x[0] == "const":
@@ -155,9 +185,9 @@ class Elementwise:
 class RowProgram:
     """Reductions along R of a tensor viewed as (O, R, I), then an output expression.
 
-    `stats[i] = (fn, expr)` is reduced ("sum" or "max") along R, pass i (its expression may use
-    earlier stats). `out` is the output expression: over the full (O, R, I) space when
-    `full_output`, else over the stats only (an (O, I) result). Leaves are full tensors
+    `stats[i] = (fn, expr)` is reduced ("sum", "prod" or "max") along R, pass i (its
+    expression may use earlier stats). `out` is the output expression: over the full (O, R, I)
+    space when `full_output`, else over the stats only (an (O, I) result). Leaves are full tensors
     ("leaf") and vectors along R ("vec"). `strided`: I > 1, lanes run along I and the reduction
     stays in each thread; otherwise (I == 1) lanes run along R and the reduction crosses lanes.
     """
@@ -256,7 +286,12 @@ class RowProgram:
                 env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
                                        for k, s in stats.items()}}
                 value = T.mask(emit(e, env, {}), keep(r0), identity)
-                loop.acc = (loop.acc + value if fn == "sum" else T.maximum(loop.acc, value))
+                if fn == "sum":
+                    loop.acc = loop.acc + value
+                elif fn == "prod":
+                    loop.acc = loop.acc * value
+                else:
+                    loop.acc = T.maximum(loop.acc, value)
             stats[index] = T.reduce(loop.acc, fn, axis, row_spec)
         if not self.full_output:
             env = {("stat", k): s for k, s in stats.items()}
