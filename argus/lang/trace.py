@@ -674,9 +674,11 @@ def lds(shape, dtype: str, *, swizzle=None, addr=None) -> Lds:
     elements = math.prod(addr.shape)
     if builder.lds_bytes + elements * DTYPE_BYTES[dtype] > LDS_BUDGET:
         # refused before cosize enumerates the layout's coordinates
-        raise DSLError(f"lds {tuple(addr.shape)} of {dtype} needs {elements * DTYPE_BYTES[dtype]} "
-                       f"bytes beside {builder.lds_bytes} already allocated; a gfx942 workgroup "
-                       f"has {LDS_BUDGET} (64 KiB): shrink the tiles or the number of stages", loc)
+        need = elements * DTYPE_BYTES[dtype]
+        raise DSLError(f"LDS use reaches {builder.lds_bytes + need} bytes (lds "
+                       f"{tuple(addr.shape)} of {dtype} needs {need} beside {builder.lds_bytes} "
+                       f"already allocated); a gfx942 workgroup has {LDS_BUDGET} (64 KiB): "
+                       "shrink the tiles or the number of stages", loc)
     size = cosize(addr)
     builder.lds_bytes += size * DTYPE_BYTES[dtype]
     if builder.lds_bytes > LDS_BUDGET:
