@@ -59,6 +59,14 @@ def test_every_in_repo_problem_gets_its_status(rows):
         p: r.reason for p, r in rows.items() if r.status != EXPECTED.get(p)}
 
 
+def test_the_harness_leaves_no_thread_behind(rows):
+    # torch.fx's progress bar starts tqdm's monitor thread; a second thread stops the verifier
+    # from forking its workers for the rest of the process
+    import threading
+
+    assert threading.active_count() == 1, threading.enumerate()
+
+
 def test_correct_rows_are_proved_within_tolerance_and_timed(rows):
     for name, row in rows.items():
         if row.status != "correct":

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -73,7 +74,7 @@ def start_sleeper():
 
 
 def test_a_killed_worker_costs_only_its_own_item():
-    assert can_fork(), "this test needs forked workers (Linux, one thread)"
+    assert can_fork(), f"this test needs forked workers; threads: {threading.enumerate()}"
     lost = []
 
     def solve(item):
@@ -87,6 +88,9 @@ def test_a_killed_worker_costs_only_its_own_item():
 
 
 def test_without_a_lost_handler_a_dead_worker_is_an_error():
+    # in-process (no fork) the worker's exit would end the test session itself
+    assert can_fork(), f"this test needs forked workers; threads: {threading.enumerate()}"
+
     def solve(item):
         if item == 3:
             os._exit(7)

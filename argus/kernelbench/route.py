@@ -9,6 +9,7 @@ An op without a template raises `Unsupported` naming it; nothing falls back to t
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import attrs
@@ -488,6 +489,23 @@ ALIASES = {"div": "truediv", "divide": "truediv", "multiply": "mul", "subtract":
 MASKS = ("gt", "ge", "lt", "le")
 
 
+@contextlib.contextmanager
+def _no_progress_monitor():
+    """torch.fx's interpreter opens a (disabled) tqdm bar, and tqdm starts a monitor thread that
+    outlives it; with a second thread running, the verifier can no longer fork its workers
+    (`absint.parallel.can_fork`) for the rest of the process. Keep tqdm from starting it."""
+    try:
+        from tqdm.std import tqdm
+    except ImportError:
+        yield
+        return
+    saved, tqdm.monitor_interval = tqdm.monitor_interval, 0
+    try:
+        yield
+    finally:
+        tqdm.monitor_interval = saved
+
+
 def route(model, example_inputs) -> Plan:
     """Trace `model` at the shapes of `example_inputs` (real or meta tensors) and plan its
     launches."""
@@ -500,7 +518,7 @@ def route(model, example_inputs) -> Plan:
     except Exception as err:  # fx cannot trace data-dependent Python control flow
         raise Unsupported(f"torch.fx cannot trace the model: {type(err).__name__}: "
                           f"{str(err).splitlines()[0] if str(err) else ''}") from None
-    with torch.no_grad():
+    with torch.no_grad(), _no_progress_monitor():
         ShapeProp(graph).propagate(*example_inputs)
     router = Router(model, example_inputs)
     interp = Interpreter(router, model)
