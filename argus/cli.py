@@ -37,6 +37,13 @@ class _Commands(click.Group):
                 "out of memory: the command needed more than this process may use\n"
                 "  fix: pin smaller sizes, raise the memory limit, or check the kernel's "
                 "Python for a runaway allocation") from err
+        except Exception:
+            # the KeyboardInterrupt may arrive inside a C call and come out as another error
+            # (ctypes wraps it in ArgumentError while converting a solver call's arguments)
+            if _interrupts:
+                click.echo("argus: interrupted", err=True)
+                raise click.exceptions.Exit(INTERRUPTED_EXIT) from None
+            raise
 
 
 @contextlib.contextmanager
@@ -56,6 +63,9 @@ def main() -> None:
     signal.signal(signal.SIGINT, _interrupted)
 
 
+#: the Ctrl-C signals this process has had (see `_interrupted`)
+_interrupts: list[int] = []
+
 #: seconds a command has, after Ctrl-C, to unwind before the process ends regardless
 UNWIND_SECONDS = 3
 
@@ -69,6 +79,7 @@ def _interrupted(signum, frame):
         print("argus: interrupted", file=sys.stderr, flush=True)
         os._exit(INTERRUPTED_EXIT)
 
+    _interrupts.append(signum)
     signal.signal(signal.SIGALRM, end)
     signal.alarm(UNWIND_SECONDS)
     raise KeyboardInterrupt

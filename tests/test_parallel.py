@@ -170,3 +170,33 @@ def test_ctrl_c_inside_a_z3_check_is_an_interrupt_not_an_unknown_verdict():
     finally:
         timer.cancel()
     assert time.monotonic() - started < 10
+
+
+def test_an_interrupt_that_surfaces_as_another_error_still_exits_130(monkeypatch):
+    # Ctrl-C inside a C call (ctypes converting a z3 call's arguments) surfaces as ArgumentError
+    import ctypes
+
+    import click
+    from click.testing import CliRunner
+
+    from argus import cli
+
+    @click.group(cls=cli._Commands)
+    def group():
+        pass
+
+    @group.command()
+    def solve():
+        cli._interrupts.append(signal.SIGINT)
+        raise ctypes.ArgumentError("argument 1: KeyboardInterrupt: ")
+
+    @group.command()
+    def crash():
+        raise ctypes.ArgumentError("a real bug")
+
+    monkeypatch.setattr(cli, "_interrupts", [])
+    interrupted = CliRunner().invoke(group, ["solve"])
+    assert interrupted.exit_code == 130 and "interrupted" in interrupted.output
+    monkeypatch.setattr(cli, "_interrupts", [])
+    crashed = CliRunner().invoke(group, ["crash"])
+    assert crashed.exit_code == 1 and isinstance(crashed.exception, ctypes.ArgumentError)
