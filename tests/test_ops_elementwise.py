@@ -153,7 +153,7 @@ def test_iota_and_tiles_times_sizes():
     np.testing.assert_array_equal(interpreted, y)
 
 
-@pytest.mark.parametrize("dtype", ["i32", "f16", "bf16"])
+@pytest.mark.parametrize("dtype", ["i32", "f16", "bf16", "fp8", "bf8"])
 def test_casts_from_f32_and_back(dtype):
     there = elementwise(lambda x, R: x.to(dtype), dtype)
     x = data(5, 6, scale=1000.0, specials=False)
