@@ -195,3 +195,22 @@ def test_sizes_on_either_side_of_a_tile():
             + np.where(x > 0, r, 0.5))
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(interpreted, y)
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**16), dtype=st.sampled_from(["fp8", "bf8"]),
+       scale=st.sampled_from([0.003, 1.0, 300.0]))
+def test_fnuz_round_trip_with_specials(seed, dtype, scale):
+    """f32 -> fp8/bf8 -> f32 with NaN, infinities, denormals and out-of-range values: the strict
+    emulator, the interpreter and ml_dtypes agree bit for bit (round to nearest even; NaN, ±inf
+    and overflow all become the fnuz NaN, as ml_dtypes converts)."""
+    kernel = _ROUND_TRIP[dtype]
+    x = data(seed, 5, scale=scale)
+    y, interpreted = through_the_road(kernel, x)
+    with np.errstate(all="ignore"):
+        want = x.astype(NUMPY_DTYPES[dtype]).astype(np.float32)
+    np.testing.assert_array_equal(y, want)
+    np.testing.assert_array_equal(interpreted, y)
+
+
+_ROUND_TRIP = {d: elementwise(lambda x, R, d=d: x.to(d).to("f32")) for d in ("fp8", "bf8")}
