@@ -214,3 +214,32 @@ def test_fnuz_round_trip_with_specials(seed, dtype, scale):
 
 
 _ROUND_TRIP = {d: elementwise(lambda x, R, d=d: x.to(d).to("f32")) for d in ("fp8", "bf8")}
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "bf8"])
+def test_fnuz_tensors_load_and_store(dtype):
+    """An fp8/bf8 tensor read one byte per slot (the layout's slots are rows apart), widened,
+    scaled and stored back as f32: emulator = interpreter = ml_dtypes."""
+    kernel = _FNUZ_LOAD[dtype]
+    raw = data(9, 7, scale=2.0).astype(NUMPY_DTYPES[dtype])
+    y = np.zeros(raw.shape, np.float32)
+    assert argus.verify(kernel).ok
+    argus.compile(kernel).run(raw, y, check="strict")
+    want = raw.astype(np.float32) * np.float32(2)
+    np.testing.assert_array_equal(y, want)
+    interpreted = run(kernel.ir, {"X": raw, "Y": np.zeros(raw.shape, np.float32)}).outputs["Y"]
+    np.testing.assert_array_equal(interpreted, want)
+
+
+def _fnuz_load(dtype: str):
+    @T.kernel(waves=1)
+    def kernel(X: Tensor(dtype, "R", 64), Y: Tensor("f32", "R", 64)):
+        R = X.shape[0]
+        T.grid(T.cdiv(R, 4))
+        r0 = T.program_id(0) * 4
+        x = X.load((r0, 0), T.rows_layout((4, 64), 1), guard=True)
+        Y.store((r0, 0), x.to("f32") * 2.0, guard=True)
+    return kernel
+
+
+_FNUZ_LOAD = {d: _fnuz_load(d) for d in ("fp8", "bf8")}

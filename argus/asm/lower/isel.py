@@ -68,8 +68,8 @@ from argus.smt import Proved, prove
 #: Bytes one buffer / DS instruction moves, widest first, and their opcodes.
 GLOBAL_WIDTHS = (16, 8, 4)
 LDS_WIDTHS = (16, 8, 4, 2)
-BUFFER_LOAD = {2: "buffer_load_ushort", 4: "buffer_load_dword", 8: "buffer_load_dwordx2",
-               16: "buffer_load_dwordx4"}
+BUFFER_LOAD = {1: "buffer_load_ubyte", 2: "buffer_load_ushort", 4: "buffer_load_dword",
+               8: "buffer_load_dwordx2", 16: "buffer_load_dwordx4"}
 BUFFER_STORE = {1: "buffer_store_byte", 2: "buffer_store_short", 4: "buffer_store_dword",
                 8: "buffer_store_dwordx2", 16: "buffer_store_dwordx4"}
 DS_READ = {4: "ds_read_b32", 8: "ds_read_b64", 16: "ds_read_b128"}
@@ -862,7 +862,9 @@ def _global_load(s: Selector, op: O.GlobalLoad):
     tile = op.result.type
     dst = s.new_tile(op.result)
     halves: dict = {}
-    widths = _narrow_widths(op, tile, GLOBAL_WIDTHS, narrow)
+    single: dict = {}
+    one_byte = DTYPE_BYTES[tile.dtype] == 1
+    widths = _narrow_widths(op, tile, GLOBAL_WIDTHS + ((1,) if one_byte else ()), narrow)
     for piece in _global_pieces(s, op, tile, widths):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         rsrc, piece = s.resource(op, op.tensor, piece, guarded, _rows_axis(op))
@@ -873,9 +875,12 @@ def _global_load(s: Selector, op: O.GlobalLoad):
         target = dst[first:first + count]
         if piece.nbytes == 2:             # a lone 16-bit element: read, then pack in pairs
             target = halves[piece.first] = VReg("v", 1, "half")
+        if piece.nbytes == 1:             # a lone byte: read, then pack by fours
+            target = single[piece.first] = VReg("v", 1, "byte")
         s.emit(BUFFER_LOAD[piece.nbytes], target, vaddr if vaddr is not None else _OFF, rsrc,
                soffset, mods=_buffer_mods(vaddr, offset))
     _pack_halves(s, dst, halves)
+    _pack_bytes(s, dst, single, tile.layout.slots)
 
 
 @rule(O.GlobalStore, O.GlobalAtomicAdd)
@@ -1024,6 +1029,20 @@ def _pack_halves(s: Selector, dst: VReg, halves: dict) -> None:
             raise UnsupportedError("a register holds one 16-bit element read alone and one "
                                    "read with its neighbours", s.loc)
         s.emit("v_lshl_or_b32", dst[r], high, 16, low)
+
+
+def _pack_bytes(s: Selector, dst: VReg, single: dict, slots: int) -> None:
+    """Registers of `dst` assembled from zero-extended byte reads, slot 4r + k in byte k (a
+    register past the tile's last slot keeps zeros there)."""
+    for r in sorted({slot // 4 for slot in single}):
+        parts = [single.get(4 * r + k) for k in range(4) if 4 * r + k < slots]
+        if any(part is None for part in parts):
+            raise UnsupportedError("a register holds one byte element read alone and one read "
+                                   "with its neighbours", s.loc)
+        if len(parts) == 1:
+            s.emit("v_mov_b32_e32", dst[r], parts[0])
+        for k in range(1, len(parts)):
+            s.emit("v_lshl_or_b32", dst[r], parts[k], 8 * k, parts[0] if k == 1 else dst[r])
 
 
 @rule(O.Mfma)
