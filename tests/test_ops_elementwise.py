@@ -153,7 +153,7 @@ def test_iota_and_tiles_times_sizes():
     np.testing.assert_array_equal(interpreted, y)
 
 
-@pytest.mark.parametrize("dtype", ["i32", "f16", "bf16"])
+@pytest.mark.parametrize("dtype", ["i32", "f16", "bf16", "fp8", "bf8"])
 def test_casts_from_f32_and_back(dtype):
     there = elementwise(lambda x, R: x.to(dtype), dtype)
     x = data(5, 6, scale=1000.0, specials=False)
@@ -195,3 +195,51 @@ def test_sizes_on_either_side_of_a_tile():
             + np.where(x > 0, r, 0.5))
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(interpreted, y)
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**16), dtype=st.sampled_from(["fp8", "bf8"]),
+       scale=st.sampled_from([0.003, 1.0, 300.0]))
+def test_fnuz_round_trip_with_specials(seed, dtype, scale):
+    """f32 -> fp8/bf8 -> f32 with NaN, infinities, denormals and out-of-range values: the strict
+    emulator, the interpreter and ml_dtypes agree bit for bit (round to nearest even; NaN, ±inf
+    and overflow all become the fnuz NaN, as ml_dtypes converts)."""
+    kernel = _ROUND_TRIP[dtype]
+    x = data(seed, 5, scale=scale)
+    y, interpreted = through_the_road(kernel, x)
+    with np.errstate(all="ignore"):
+        want = x.astype(NUMPY_DTYPES[dtype]).astype(np.float32)
+    np.testing.assert_array_equal(y, want)
+    np.testing.assert_array_equal(interpreted, y)
+
+
+_ROUND_TRIP = {d: elementwise(lambda x, R, d=d: x.to(d).to("f32")) for d in ("fp8", "bf8")}
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "bf8"])
+def test_fnuz_tensors_load_and_store(dtype):
+    """An fp8/bf8 tensor read one byte per slot (the layout's slots are rows apart), widened,
+    scaled and stored back as f32: emulator = interpreter = ml_dtypes."""
+    kernel = _FNUZ_LOAD[dtype]
+    raw = data(9, 7, scale=2.0).astype(NUMPY_DTYPES[dtype])
+    y = np.zeros(raw.shape, np.float32)
+    assert argus.verify(kernel).ok
+    argus.compile(kernel).run(raw, y, check="strict")
+    want = raw.astype(np.float32) * np.float32(2)
+    np.testing.assert_array_equal(y, want)
+    interpreted = run(kernel.ir, {"X": raw, "Y": np.zeros(raw.shape, np.float32)}).outputs["Y"]
+    np.testing.assert_array_equal(interpreted, want)
+
+
+def _fnuz_load(dtype: str):
+    @T.kernel(waves=1)
+    def kernel(X: Tensor(dtype, "R", 64), Y: Tensor("f32", "R", 64)):
+        R = X.shape[0]
+        T.grid(T.cdiv(R, 4))
+        r0 = T.program_id(0) * 4
+        x = X.load((r0, 0), T.rows_layout((4, 64), 1), guard=True)
+        Y.store((r0, 0), x.to("f32") * 2.0, guard=True)
+    return kernel
+
+
+_FNUZ_LOAD = {d: _fnuz_load(d) for d in ("fp8", "bf8")}

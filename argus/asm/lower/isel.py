@@ -68,10 +68,10 @@ from argus.smt import Proved, prove
 #: Bytes one buffer / DS instruction moves, widest first, and their opcodes.
 GLOBAL_WIDTHS = (16, 8, 4)
 LDS_WIDTHS = (16, 8, 4, 2)
-BUFFER_LOAD = {2: "buffer_load_ushort", 4: "buffer_load_dword", 8: "buffer_load_dwordx2",
-               16: "buffer_load_dwordx4"}
-BUFFER_STORE = {2: "buffer_store_short", 4: "buffer_store_dword", 8: "buffer_store_dwordx2",
-                16: "buffer_store_dwordx4"}
+BUFFER_LOAD = {1: "buffer_load_ubyte", 2: "buffer_load_ushort", 4: "buffer_load_dword",
+               8: "buffer_load_dwordx2", 16: "buffer_load_dwordx4"}
+BUFFER_STORE = {1: "buffer_store_byte", 2: "buffer_store_short", 4: "buffer_store_dword",
+                8: "buffer_store_dwordx2", 16: "buffer_store_dwordx4"}
 DS_READ = {4: "ds_read_b32", 8: "ds_read_b64", 16: "ds_read_b128"}
 DS_WRITE = {2: "ds_write_b16", 4: "ds_write_b32", 8: "ds_write_b64", 16: "ds_write_b128"}
 
@@ -862,7 +862,9 @@ def _global_load(s: Selector, op: O.GlobalLoad):
     tile = op.result.type
     dst = s.new_tile(op.result)
     halves: dict = {}
-    widths = _narrow_widths(op, tile, GLOBAL_WIDTHS, narrow)
+    single: dict = {}
+    one_byte = DTYPE_BYTES[tile.dtype] == 1
+    widths = _narrow_widths(op, tile, GLOBAL_WIDTHS + ((1,) if one_byte else ()), narrow)
     for piece in _global_pieces(s, op, tile, widths):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         rsrc, piece = s.resource(op, op.tensor, piece, guarded, _rows_axis(op))
@@ -873,9 +875,12 @@ def _global_load(s: Selector, op: O.GlobalLoad):
         target = dst[first:first + count]
         if piece.nbytes == 2:             # a lone 16-bit element: read, then pack in pairs
             target = halves[piece.first] = VReg("v", 1, "half")
+        if piece.nbytes == 1:             # a lone byte: read, then pack by fours
+            target = single[piece.first] = VReg("v", 1, "byte")
         s.emit(BUFFER_LOAD[piece.nbytes], target, vaddr if vaddr is not None else _OFF, rsrc,
                soffset, mods=_buffer_mods(vaddr, offset))
     _pack_halves(s, dst, halves)
+    _pack_bytes(s, dst, single, tile.layout.slots)
 
 
 @rule(O.GlobalStore, O.GlobalAtomicAdd)
@@ -887,7 +892,7 @@ def _global_store(s: Selector, op: O.GlobalStore):
         raise UnsupportedError(f"atomic add of {tile.dtype} tiles is not lowered; gfx942 adds "
                                "f32 with buffer_atomic_add_f32", op.loc, "accumulate in f32")
     data = s.tile(op.value)
-    widths = _narrow_widths(op, tile, (4,) if atomic else GLOBAL_WIDTHS + (2,), narrow)
+    widths = _narrow_widths(op, tile, (4,) if atomic else GLOBAL_WIDTHS + (2, 1), narrow)
     for piece in _global_pieces(s, op, tile, widths):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         rsrc, piece = s.resource(op, op.tensor, piece, guarded, _rows_axis(op))
@@ -897,11 +902,12 @@ def _global_store(s: Selector, op: O.GlobalStore):
         vaddr = _guarded_vaddr(s, op, piece, vaddr, guarded)
         opcode = "buffer_atomic_add_f32" if atomic else BUFFER_STORE[piece.nbytes]
         source = data[first:first + count]
-        if piece.nbytes == 2:              # one 16-bit element: the low half of a register
+        if piece.nbytes < 4:               # one or two sub-dword elements: shift them down
             source = data[first]
-            if piece.first % 2:
+            shift = 8 * (piece.first * DTYPE_BYTES[tile.dtype] % 4)
+            if shift:
                 source = VReg("v", 1, "high")
-                s.emit("v_lshrrev_b32_e32", source, 16, data[first])
+                s.emit("v_lshrrev_b32_e32", source, shift, data[first])
         s.emit(opcode, source, vaddr if vaddr is not None else _OFF, rsrc,
                soffset, ndefs=0, mods=_buffer_mods(vaddr, offset))
 
@@ -1023,6 +1029,20 @@ def _pack_halves(s: Selector, dst: VReg, halves: dict) -> None:
             raise UnsupportedError("a register holds one 16-bit element read alone and one "
                                    "read with its neighbours", s.loc)
         s.emit("v_lshl_or_b32", dst[r], high, 16, low)
+
+
+def _pack_bytes(s: Selector, dst: VReg, single: dict, slots: int) -> None:
+    """Registers of `dst` assembled from zero-extended byte reads, slot 4r + k in byte k (a
+    register past the tile's last slot keeps zeros there)."""
+    for r in sorted({slot // 4 for slot in single}):
+        parts = [single.get(4 * r + k) for k in range(4) if 4 * r + k < slots]
+        if any(part is None for part in parts):
+            raise UnsupportedError("a register holds one byte element read alone and one read "
+                                   "with its neighbours", s.loc)
+        if len(parts) == 1:
+            s.emit("v_mov_b32_e32", dst[r], parts[0])
+        for k in range(1, len(parts)):
+            s.emit("v_lshl_or_b32", dst[r], parts[k], 8 * k, parts[0] if k == 1 else dst[r])
 
 
 @rule(O.Mfma)
@@ -1184,6 +1204,27 @@ def _slot_slice(s: Selector, op: O.SlotSlice):
     s.view(op.result, x[first:first + op.result.type.vgprs])
 
 
+def _cast_to_fp8(s: Selector, x, out, dst: str) -> None:
+    """f32 -> fnuz fp8/bf8, four to a register: v_cvt_pk_{fp8,bf8}_f32 rounds two f32 to
+    nearest even into the low half of a zeroed register (out of range and NaN give the fnuz
+    NaN 0x80, no clamp); a v_perm_b32 joins the low halves of two such registers."""
+    select = s.materialize(0x05040100, "s")
+
+    def pair(first: int) -> VReg:
+        packed = VReg("v", 1, f"{dst}.pair")
+        s.emit("v_mov_b32_e32", packed, 0)
+        second = x[first + 1] if first + 1 < x.size else 0
+        s.emit(f"v_cvt_pk_{dst}_f32", packed, x[first], second)
+        return packed
+
+    for r in range(out.size):
+        low = pair(4 * r)
+        if 4 * r + 2 < x.size:
+            s.emit("v_perm_b32", out[r], pair(4 * r + 2), low, select)
+        else:
+            s.emit("v_mov_b32_e32", out[r], low)
+
+
 @rule(O.Cast)
 def _cast(s: Selector, op: O.Cast):
     """f32 -> bf16 rounds to nearest even (gfx942 has no v_cvt_pk_bf16_f32): add 0x7fff plus
@@ -1237,6 +1278,16 @@ def _cast(s: Selector, op: O.Cast):
                 s.emit("v_lshrrev_b32_e32", shifted, 16, half)
                 half = shifted
             s.emit("v_cvt_f32_f16_e32", out[r], half)
+    elif src == "f32" and dst in ("fp8", "bf8"):
+        _cast_to_fp8(s, x, out, dst)
+    elif src in ("fp8", "bf8") and dst == "f32":
+        for r in range(out.size):
+            word, byte = x[r // 4], r % 4
+            if byte:
+                shifted = VReg("v", 1, f"{src}.byte")
+                s.emit("v_lshrrev_b32_e32", shifted, 8 * byte, word)
+                word = shifted
+            s.emit(f"v_cvt_f32_{src}_e32", out[r], word)
     elif src != "f32" and dst != "f32" and {src, dst} <= {"i32", "bf16", "f16"}:
         # through f32: exact from bf16 and f16, one rounding to the narrower type after
         middle = Value(f"{op.result.name}.f32", RegType("f32", op.x.type.shape,
@@ -1245,7 +1296,7 @@ def _cast(s: Selector, op: O.Cast):
         _cast(s, attrs.evolve(op, x=middle))
     else:
         raise UnsupportedError(f"cast {src} -> {dst} is not lowered", op.loc,
-                               "cast through f32, bf16, f16 or i32")
+                               "cast through f32, bf16, f16, fp8, bf8 or i32")
 
 
 #: one instruction per register: f32 <-> i32 (truncating toward zero and saturating, NaN -> 0,
