@@ -17,13 +17,14 @@ from argus.testing.families import FAMILIES
 
 
 def test_the_search_families_are_the_library_entries_with_knobs():
-    assert set(families()) == {"gemm", "attention_fwd", "moe_gemm"}
+    assert set(families()) == {"gemm", "gemm_f16", "gemm_fp8", "gemm_bf8", "attention_fwd",
+                               "moe_gemm"}
     for name, entry in families().items():
         assert family(name) is library()[name] is entry
         assert entry.dims == tuple(entry.sizes) and entry.check_sizes is not None
 
 
-@pytest.mark.parametrize("name", ["gemm", "attention_fwd", "moe_gemm"])
+@pytest.mark.parametrize("name", ["gemm", "gemm_fp8", "attention_fwd", "moe_gemm"])
 def test_every_kernel_knob_is_a_parameter_whose_default_is_legal(name):
     entry = library()[name]
     defaults = entry.kernel.params

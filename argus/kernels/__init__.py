@@ -27,6 +27,13 @@ BF16_MFMAS = tuple(info.name for info in sorted(MFMA.values(), key=lambda info: 
 MFMA_32, MFMA_16 = BF16_MFMAS
 
 
+def dense_mfmas(dtype: str) -> tuple[str, ...]:
+    """gfx942's dense single-block `dtype` x `dtype` -> f32 MFMAs, the 32x32 tile first."""
+    return tuple(info.name for info in sorted(MFMA.values(), key=lambda info: -info.m)
+                 if (info.a_type, info.b_type, info.c_type, info.blocks, info.sparse) ==
+                 (dtype, dtype, "f32", 1, False))
+
+
 @attrs.frozen
 class Knob:
     """One parameter of a kernel and its legal values (in order, so "one step up" is the next
@@ -199,6 +206,14 @@ MOE_KNOBS = (
 )
 
 
+def _typed_gemm_knobs(dtype: str) -> tuple[Knob, ...]:
+    """GEMM_KNOBS with `dtype`'s MFMAs; block_k from 32 (an 8-bit MFMA takes 16 or 32 k)."""
+    knobs = {knob.name: knob for knob in GEMM_KNOBS}
+    knobs["instr"] = Knob("instr", dense_mfmas(dtype), "MFMA instruction")
+    knobs["block_k"] = knobs["block_k"].restricted((32, 64, 128))
+    return tuple(knobs.values())
+
+
 def _gemm_check_sizes(p: dict, trial: int) -> dict:
     return {"M": p["block_m"] * (1 + trial % 2), "N": p["block_n"] * (2 - trial % 2),
             "K": p["block_k"] * p["split_k"] * (2 + trial % 2)}
@@ -224,12 +239,17 @@ def _moe_timing_sizes(sizes: dict, params: dict) -> dict:
 def library() -> dict[str, LibraryKernel]:
     """Every library kernel by name (built once: the entries are immutable)."""
     from argus.kernels.attention import attention_fwd, attention_fwd_kv
-    from argus.kernels.gemm import gemm
+    from argus.kernels.gemm import gemm, gemm_bf8, gemm_f16, gemm_fp8
     from argus.kernels.moe import moe_gemm
 
+    typed = {kernel.name: LibraryKernel(kernel, "C", {"M": 128, "N": 128, "K": 128},
+                                        _gemm_reference, 1e-3, knobs=_typed_gemm_knobs(dtype),
+                                        check_sizes=_gemm_check_sizes)
+             for kernel, dtype in ((gemm_f16, "f16"), (gemm_fp8, "fp8"), (gemm_bf8, "bf8"))}
     return {
         "gemm": LibraryKernel(gemm, "C", {"M": 128, "N": 128, "K": 64}, _gemm_reference, 1e-3,
                               knobs=GEMM_KNOBS, check_sizes=_gemm_check_sizes),
+        **typed,
         "attention_fwd": LibraryKernel(attention_fwd, "O", {"BH": 1, "S": 128, "D": 64},
                                        _attention_reference, 2e-2, knobs=ATTENTION_KNOBS,
                                        variants=ATTENTION_VARIANTS,
@@ -243,5 +263,5 @@ def library() -> dict[str, LibraryKernel]:
                                   check_sizes=_moe_check_sizes, timing_sizes=_moe_timing_sizes),
     }
 
-__all__ = ["Knob", "LibraryKernel", "library", "POLICY", "BF16_MFMAS", "GEMM_KNOBS",
+__all__ = ["Knob", "LibraryKernel", "library", "POLICY", "BF16_MFMAS", "dense_mfmas", "GEMM_KNOBS",
            "ATTENTION_KNOBS", "ATTENTION_VARIANTS", "MOE_KNOBS"]

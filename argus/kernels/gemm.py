@@ -13,10 +13,14 @@ from collections.abc import Callable
 
 import argus.lang as T
 from argus.ir.expr import And
+from argus.ir.types import DTYPE_BYTES
 from argus.lang import Tensor, TileSpec
 from argus.lang.errors import user_loc
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
+#: The 32x32 MFMA for each element type the GEMM takes (A and B share it).
+DEFAULT_MFMA = {"bf16": MFMA, "f16": "v_mfma_f32_32x32x8_f16",
+                "fp8": "v_mfma_f32_32x32x16_fp8_fp8", "bf8": "v_mfma_f32_32x32x16_bf8_bf8"}
 WAVE_GRID = (2, 2)
 #: (bits, base, shift) in bf16 elements: the row index mod 8 permutes 4-element (8-byte) chunks.
 #: Conflict-free only for 32-element rows read by 8-byte lanes of different parity; the GEMM
@@ -24,19 +28,40 @@ WAVE_GRID = (2, 2)
 SWIZZLE = (3, 2, 3)
 
 
-def swizzle_for(block_k: int) -> tuple[int, int, int]:
-    """The LDS XOR swizzle (bits, base, shift, in bf16 elements) under which the MFMA operand
-    reads (`ds_read_b64`: the 16 lanes of a phase read 16 consecutive rows at one 4-element
-    chunk) hit 16 distinct bank pairs, for rows of `block_k` elements. A 128-byte bank line
-    holds 128 / (2 * block_k) rows side by side, so the chunk is XORed with the row bits above
-    those: element bits from max(6, log2 block_k) up, into the chunk bits from 2 (at most 4
-    bits: 16 chunks of 8 bytes fill the 32 banks). Other block_k get SWIZZLE. The copies'
-    `ds_write_b64` stay conflict-free up to block_k 64 (2-way at 128, where one phase writes
-    one 256-byte row)."""
+def swizzle_for(block_k: int, element_bytes: int = 2) -> tuple[int, int, int]:
+    """The LDS XOR swizzle (bits, base, shift, in elements of `element_bytes`) under which the
+    MFMA operand reads (`ds_read_b64`: the 16 lanes of a phase read 16 consecutive rows at one
+    8-byte chunk) hit 16 distinct bank pairs, for rows of `block_k` elements. A 128-byte bank
+    line holds 128 / row_bytes rows side by side, so the chunk is XORed with the row bits above
+    those: byte bits from max(7, log2 row_bytes) up, into the chunk bits from byte bit 3 (at
+    most 4 bits: 16 chunks of 8 bytes fill the 32 banks). Rows that are not a power of two get
+    SWIZZLE's pattern. For bf16 the copies' `ds_write_b64` stay conflict-free up to block_k 64
+    (2-way at 128, where one phase writes one 256-byte row)."""
+    if element_bytes not in (1, 2, 4):
+        raise ValueError(f"element_bytes={element_bytes!r}: LDS swizzles are for 1, 2 or 4 bytes")
+    log_e = element_bytes.bit_length() - 1
+    base = 3 - log_e                        # an 8-byte chunk, in elements
     log_k = block_k.bit_length() - 1
-    if block_k < 8 or 1 << log_k != block_k:
-        return SWIZZLE      # rows that are not a power of two: a bijection, not conflict-free
-    return (min(4, log_k - 2), 2, max(4, log_k - 2))
+    row_bits = log_k + log_e                # log2 of a row's bytes
+    if block_k < 1 or 1 << log_k != block_k or row_bits < 4:
+        return (SWIZZLE[0], base, SWIZZLE[2])
+    return (min(4, row_bits - 3), base, max(4, row_bits - 3))
+
+
+def _operand_dtype(A, B, instr: str) -> str:
+    """The element type A and B share, checked against the MFMA's source types."""
+    from argus.isa_cdna3.mfma import mfma
+
+    where = user_loc()
+    if A.dtype != B.dtype:
+        raise T.DSLError(f"A is {A.dtype} and B is {B.dtype}: the GEMM takes one element type",
+                         where, fix="cast one of them, or declare both with the same dtype")
+    info = mfma(instr)
+    a_type, b_type = info.a_type, info.b_type
+    if (a_type, b_type) != (A.dtype, A.dtype):
+        raise T.DSLError(f"{instr} multiplies {a_type} by {b_type}, not {A.dtype}", where,
+                         fix=f"pick a {A.dtype} MFMA, e.g. {DEFAULT_MFMA.get(A.dtype, MFMA)}")
+    return A.dtype
 
 
 def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: bool,
@@ -66,11 +91,13 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
     a_spec = a_fragment or T.mfma_layout(instr, "a", WAVE_GRID)
     b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
     c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
-    copy_a = T.copy_layout((block_m, block_k), 4, 8)
-    copy_b = T.copy_layout((block_n, block_k), 4, 8)
-    sw = swizzle_for(block_k) if swizzle else None
-    a_smem = T.lds((2, block_m, block_k), "bf16", swizzle=sw)
-    b_smem = T.lds((2, block_n, block_k), "bf16", swizzle=sw)
+    dtype = _operand_dtype(A, B, instr)
+    vector = 16 // DTYPE_BYTES[dtype]            # one 16-byte load per thread per copy
+    copy_a = T.copy_layout((block_m, block_k), 4, vector)
+    copy_b = T.copy_layout((block_n, block_k), 4, vector)
+    sw = swizzle_for(block_k, DTYPE_BYTES[dtype]) if swizzle else None
+    a_smem = T.lds((2, block_m, block_k), dtype, swizzle=sw)
+    b_smem = T.lds((2, block_n, block_k), dtype, swizzle=sw)
     a_read = a_smem if read_swizzled else a_smem.view(T.lds_layout((2, block_m, block_k)))
     next_slot = next_slot or (lambda kt: (kt + 1) % 2)
 
@@ -233,6 +260,33 @@ def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"), C: Tensor("f3
     tile in registers; K must hold two K tiles per split)."""
     gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle,
                  split_k=split_k, instr=instr, direct_lds=direct_lds, prefetch=prefetch)
+
+
+def _typed_gemm(dtype: str, label: str):
+    """The GEMM with `dtype` operands (f32 accumulation, C in f32); its MFMA (`instr`) is one
+    of that type's, the 32x32 one by default."""
+    default = DEFAULT_MFMA[dtype]
+
+    def typed(A: Tensor(dtype, "M", "K"), B: Tensor(dtype, "N", "K"),
+              C: Tensor("f32", "M", "N"), *, block_m: int = 64, block_n: int = 64,
+              block_k: int = 64, swizzle: bool = True, split_k: int = 1, instr: str = default,
+              prefetch: int = 1):
+        gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k,
+                     swizzle=swizzle, split_k=split_k, instr=instr, prefetch=prefetch)
+
+    typed.__name__ = typed.__qualname__ = f"gemm_{dtype}"
+    typed.__doc__ = (f"C = A @ B.T with {label} A and B, f32 accumulation and C, as `gemm` "
+                     f"(the same 2x2 wave grid, swizzled double-buffered LDS, prefetch and "
+                     f"split-K); copies move 16 bytes ({16 // DTYPE_BYTES[dtype]} elements) per "
+                     f"thread, so block_m * block_k and block_n * block_k must be multiples of "
+                     f"{256 * 16 // DTYPE_BYTES[dtype]}. `instr` is a {dtype} x {dtype} MFMA "
+                     f"(default {default}).")
+    return T.kernel(waves=4)(typed)
+
+
+gemm_f16 = _typed_gemm("f16", "IEEE half (f16)")
+gemm_fp8 = _typed_gemm("fp8", "gfx942 fp8 (e4m3fnuz)")
+gemm_bf8 = _typed_gemm("bf8", "gfx942 bf8 (e5m2fnuz)")
 
 
 def reference(A, B):
