@@ -15,6 +15,7 @@ from argus.absint.domain import (
     GATHERED,
     TOP_TAG,
     TRUE,
+    Tag,
     TileTags,
     equal_tags,
     gather_constraints,
@@ -22,6 +23,7 @@ from argus.absint.domain import (
     join_tiles,
     renamed_helpers,
     substitute_all,
+    tabulated,
     tile_tags,
 )
 from argus.absint.report import VerifyError
@@ -292,6 +294,17 @@ class Loops:
         for index, names in failing.items():
             counts = lifted.setdefault(index, {})
             yielded = set(yields[index].names)
+            stepped = {n for n in names if n in yielded and n in inits[index].names
+                       and ("affine", n) not in counts}
+            for n in stepped:
+                counts[("affine", n)] = 1
+            found = self.affine(op, inits[index], cands[index], yields[index], stepped)
+            if found is not None:
+                # the other names may have failed only with these (a shared ⊤ condition):
+                # the next pass tells
+                cands[index] = found[0]
+                grew = True
+                continue
             lift = {n for n in names if n in yielded and n in inits[index].names
                     and counts.get(n, 0) < MAX_LIFTS}
             if lift:
@@ -304,6 +317,53 @@ class Loops:
                                       op.iv.eq(op.start))
                 widened.setdefault(index, set()).update(names - lift)
         return grew
+
+    def affine(self, op, init: TileTags, cand: TileTags, y: TileTags, names):
+        """(`cand` with the tags of `names` that change by a constant per iteration replaced
+        by init + (iv - start) / step * delta, the names left), or None when none does. delta
+        is what the first iteration adds (its yield minus the init); such a tag counts
+        iterations, like the last k an accumulation has covered. The next pass checks the
+        guess like any candidate."""
+        if not names:
+            return None
+        start = init.at(*init.thread)
+        first = y.substitute({op.iv.name: op.start}).at(*init.thread)
+        kept = start if cand is init else cand.at(*init.thread)
+        tags, stepped = dict(kept.tags), set()
+        count = (op.iv - op.start) // op.step
+        for n in names:
+            delta = self.constant(simplify(first.tags[n].value - start.tags[n].value),
+                                  init.thread, list(first.defs + start.defs))
+            if isinstance(delta, Const) and delta.value != 0:
+                tags[n] = Tag(simplify(start.tags[n].value + count * delta), start.tags[n].top)
+                stepped.add(n)
+        if not stepped:
+            return None
+        defs = tuple(dict.fromkeys(kept.defs + start.defs))
+        return tile_tags(init.thread, tags, defs), set(names) - stepped
+
+    def constant(self, e: Expr, thread, defs: list) -> Expr:
+        """`e` as a Const when it has one value wherever the walk's assumptions and `defs`
+        hold: read off the thread table, else from one model and then proved; else `e`."""
+        from argus.absint import queries as Q
+        from argus.ir.expr import evaluate, free_vars
+        from argus.smt.verdict import Refuted
+
+        e = tabulated(e, thread)
+        if isinstance(e, Const) or self.scouting:
+            return e
+        context = self.assumes + defs
+        context += gather_constraints([e, *context], self.distinct)
+        model = Q.decide_one(FALSE, context, self.solver, self.timeout_ms)
+        if not isinstance(model, Refuted):
+            return e
+        env = dict(model.witness) | {v.name: v.lo for v in free_vars(e)
+                                     if v.name not in model.witness}
+        try:
+            value = Const(int(evaluate(e, env)))
+        except (ArithmeticError, KeyError, TypeError, ValueError):
+            return e
+        return value if self.holds(e.eq(value), context) else e
 
     def lift(self, op, init: TileTags, cand: TileTags, y: TileTags, names) -> TileTags:
         """`cand` with the tags `names` replaced by what the body yielded one iteration

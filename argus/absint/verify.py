@@ -12,6 +12,8 @@ import gc
 import sys
 import time
 
+import numpy as np
+
 from argus import env
 from argus.absint import lds as L
 from argus.absint import sync as S
@@ -32,6 +34,7 @@ from argus.absint.domain import (
     join_tiles,
     merge_tags,
     tabulated,
+    tabulated_over,
     tile_tags,
 )
 from argus.absint.global_order import GlobalOrder
@@ -563,7 +566,59 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops, Walker):
         shared = set(a.tags) & set(b.tags)
         tags = {n: t for n, t in a.tags.items() if n not in shared}
         tags.update({n: t for n, t in b.tags.items() if n not in shared})
-        return tile_tags(thread, tags, defs + list(a.defs + b.defs))
+        defs += list(a.defs + b.defs)
+        if op.cover:
+            covered, more = self.contracted_cover(op, info, thread, reads, i)
+            tags.update(covered)
+            defs += more
+        return tile_tags(thread, tags, defs)
+
+    def contracted_cover(self, op: O.Mfma, info, thread, reads, i) -> tuple[dict, list]:
+        """The `<cover>first/last/step` tags of an MFMA result: C's recorded progression
+        united with the instruction's own, A's `cover` values at contraction index 0, 1 and
+        K-1; the own one is exact only where A's values at every index kk are first + kk *
+        step (one query over a symbolic kk), the union as `cover_union` says."""
+        name = op.cover
+        a_tags = self.tags(op.a)
+        holder = _a_holders(info, op)
+
+        shape = tuple(v.hi - v.lo for v in thread)
+
+        def at_index(index: int) -> tuple[Tag, tuple]:
+            # the lane and slot holding A[reads, i, index] for each result thread, as
+            # formulas over the thread (no helper variable for the position)
+            lane, slot = (tabulated_over(np.broadcast_to(t[index], shape), thread)
+                          for t in holder)
+            found = a_tags.at(thread[0], lane, slot)
+            return found.tags.get(name, TOP_TAG), found.defs
+
+        (first, d0), (second, d1), (last, d2) = (at_index(x) for x in
+                                                 (0, min(1, info.k - 1), info.k - 1))
+        step = second.value - first.value if info.k > 1 else Const(1)
+        # every contraction index kk: A's value is first + kk * step
+        kk = fresh_var("kk", 0, info.k)
+        lane, slot = fresh_var("klane", 0, LANES), fresh_var("kslot", 0, info.k_per_lane)
+        blk, row, k = info.a_coord(lane, slot)
+        found = a_tags.at(thread[0], lane, slot)
+        anywhere = found.tags.get(name, TOP_TAG)
+        defs = list(dict.fromkeys(d0 + d1 + d2))
+        affine = And(Not(first.top), Not(second.top), Not(last.top), Not(anywhere.top),
+                     anywhere.value.eq(first.value + kk * step))
+        context = (self.assumes + defs + [And(blk.eq(reads), row.eq(i), k.eq(kk))]
+                   + list(found.defs))
+        exact = not self.scouting and self.holds(
+            affine, context + gather_constraints([affine, *context], self.distinct))
+        own = (first.value, last.value, step)
+        own_top = FALSE if exact else TRUE
+        c = self.tags(op.c).at(*thread)
+        if cover_names(name)[0] not in c.tags:
+            values, top = own, own_top
+        else:
+            mine = covered_range(c.tags, name)
+            *values, union_exact = cover_union(*(t.value for t in mine), *own)
+            top = Or(own_top, *(t.top for t in mine), Not(union_exact))
+        tags = {n: Tag(v, top) for n, v in zip(cover_names(name), values)}
+        return tags, defs + list(c.defs)
 
     # LDS
 
@@ -721,6 +776,29 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops, Walker):
         self.obligations.append(Obligation(
             "budget", f"largest register tile {widest} of {VGPR_BUDGET} VGPRs per lane",
             str(self.kernel.loc), PROVED if widest <= VGPR_BUDGET else REFUTED))
+
+
+def _a_holders(info, op) -> tuple[np.ndarray, np.ndarray]:
+    """(lane, slot) tables [k index, lane, slot] of the A register holding A[block, i, k] for
+    each result lane/slot (block, i from the C layout; the block read, under CBSZ/ABID)."""
+    where = {}
+    lanes, slots = np.meshgrid(np.arange(LANES), np.arange(info.k_per_lane), indexing="ij")
+    blk, i, k = (np.broadcast_to(np.asarray(x), lanes.shape)
+                 for x in info.a_coord(lanes, slots))
+    for lane, slot, b, r, kk in zip(lanes.ravel(), slots.ravel(), blk.ravel(), i.ravel(),
+                                    k.ravel()):
+        where[int(b), int(r), int(kk)] = (int(lane), int(slot))
+    c_lanes, c_slots = np.meshgrid(np.arange(LANES), np.arange(info.c_values), indexing="ij")
+    c_blk, c_i, _ = (np.broadcast_to(np.asarray(x), c_lanes.shape)
+                     for x in info.c_coord(c_lanes, c_slots))
+    reads = op.a_block(c_blk) if isinstance(op, O.MfmaBroadcast) else c_blk
+    lane_t = np.zeros((info.k, LANES, info.c_values), np.int64)
+    slot_t = np.zeros_like(lane_t)
+    for kk in range(info.k):
+        for index in np.ndindex(c_lanes.shape):
+            lane_t[(kk,) + index], slot_t[(kk,) + index] = where[int(reads[index]),
+                                                                 int(c_i[index]), kk]
+    return lane_t[:, None], slot_t[:, None]
 
 
 def covered_range(tags: dict, name: str) -> tuple[Tag, Tag, Tag]:

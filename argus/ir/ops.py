@@ -551,7 +551,13 @@ class Mfma(Op, mnemonic="mfma", transfer=Transfer.CONTRACT):
 
     Assertion roles A, B, C range over every (i, j, k) the instruction combines. The result's
     tags: A's tags and B's tags without the names they share (the contracted ones, e.g. k).
-    """
+
+    With `cover` (a contracted tag, e.g. "k") the result also records what the accumulation
+    has covered of it, the progression `<cover>first`, first + step, ..., `<cover>last` with
+    step `<cover>step`: C's recorded progression (none when C carries none) united with the
+    instruction's own, A's `cover` values along the contraction. They are ⊤ where A's values
+    are no progression or the union is not an exact one (overlapping or with gaps), so an
+    assertion at the store can say the accumulation saw every k exactly once."""
 
     result: Value = result()
     instr: str = attr()
@@ -559,6 +565,7 @@ class Mfma(Op, mnemonic="mfma", transfer=Transfer.CONTRACT):
     b: Value = operand(role="B")
     c: Value = operand(role="C")
     asserts: tuple[TagAssertion, ...] = asserts()
+    cover: str = attr(default="", kw_only=True)
 
     def check(self):
         from argus.isa_cdna3.mfma import UnknownMfmaError, mfma
@@ -584,6 +591,8 @@ class Mfma(Op, mnemonic="mfma", transfer=Transfer.CONTRACT):
                             f"{tile.layout.slots}")
         if len({a.layout.waves, b.layout.waves, c.layout.waves}) != 1:
             _fail(self, "A, B and C must be laid out over the same number of waves")
+        if self.cover and not (self.cover.isidentifier() and "_" not in self.cover):
+            _fail(self, f"cover={self.cover!r} must be a tag name (an identifier without '_')")
 
 
 @attrs.frozen

@@ -44,7 +44,10 @@ def _union(op, of):
 
 def _contract(op, of):
     a, b = of(op.operands[0]), of(op.operands[1])
-    return None if a is None or b is None else (a | b) - (a & b)
+    if a is None or b is None:
+        return None
+    names = (a | b) - (a & b)
+    return names | set(cover_names(op.cover)) if getattr(op, "cover", "") else names
 
 
 def _exchange(op, of):

@@ -702,14 +702,37 @@ def zeros(spec: TileSpec, dtype: str = "f32") -> Tile:
 
 
 def mfma(instr: str, a: Tile, b: Tile, c: Tile, *, cbsz: int | None = None,
-         abid: int | None = None) -> Tile:
+         abid: int | None = None, cover: str | None = None) -> Tile:
     """One MFMA per wave; the result has C's layout. `cbsz`/`abid` (multi-block instructions):
-    every group of 2**cbsz blocks reads A from its block `abid`."""
+    every group of 2**cbsz blocks reads A from its block `abid`. `cover="k"` makes the result
+    record which k the accumulation has covered, as tags `kfirst`, `klast`, `kstep` (C's
+    recorded progression united with this instruction's k's), so an assertion at the store
+    can state that it saw all of K once (`And(V.kfirst.eq(0), V.klast.eq(K - 1),
+    V.kstep.eq(1))`). Before a K loop, tag the zero accumulator with the empty progression
+    (`kfirst=k0, klast=k0 - 1, kstep=1`) so the loop carries the same names."""
     loc = user_loc()
+    if cover is not None:
+        _check_cover(cover, (a, b), "both A and B", loc)
+    extra = {"cover": cover} if cover else {}
     if cbsz is None and abid is None:
-        return _result(O.Mfma, c.type, loc, instr=instr, a=a.value, b=b.value, c=c.value)
+        return _result(O.Mfma, c.type, loc, instr=instr, a=a.value, b=b.value, c=c.value,
+                       **extra)
     return _result(O.MfmaBroadcast, c.type, loc, instr=instr, a=a.value, b=b.value,
-                   c=c.value, cbsz=cbsz or 0, abid=abid or 0)
+                   c=c.value, cbsz=cbsz or 0, abid=abid or 0, **extra)
+
+
+def _check_cover(cover: str, tiles, who: str, loc) -> None:
+    """A `cover=` names a tag the tiles carry (when their names are known at trace time)."""
+    if not (isinstance(cover, str) and cover.isidentifier() and "_" not in cover):
+        raise DSLError(f"cover={cover!r} must be a tag name (an identifier without '_')", loc)
+    names, _ = O.tag_names([inner for block in current_builder().blocks
+                            for inner in O.walk(O.Block((), tuple(block)))])
+    for tile in tiles:
+        known = names.get(tile.value.name)
+        if known is not None and cover not in known and cover_names(cover)[0] not in known:
+            raise DSLError(f"cover={cover!r}: {tile.value} carries "
+                           f"{', '.join(sorted(known)) or 'no tags'}; name a tag {who} carry "
+                           "(the one the operation combines across)", loc)
 
 
 def _unary(fn: str, x: Tile) -> Tile:
@@ -833,13 +856,7 @@ def shuffle(x: Tile, lanes: str, *params: int, combine: str | None = None,
     (`And(V.colfirst.eq(0), V.collast.eq(31), V.colstep.eq(1))`)."""
     loc = user_loc()
     if cover is not None:
-        names, _ = O.tag_names([inner for block in current_builder().blocks
-                                for inner in O.walk(O.Block((), tuple(block)))])
-        known = names.get(x.value.name)
-        if known is not None and cover not in known and cover_names(cover)[0] not in known:
-            raise DSLError(f"cover={cover!r}: {x.value} carries "
-                           f"{', '.join(sorted(known)) or 'no tags'}; name the tag that differs "
-                           "across the lanes being combined", loc)
+        _check_cover(cover, (x,), "the lanes being combined", loc)
     return _result(O.Shuffle, x.type, loc, x=x.value, lanes=lanes, params=tuple(params),
                    combine=combine or "", cover=cover or "")
 

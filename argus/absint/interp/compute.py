@@ -109,6 +109,8 @@ class Compute:
         for name, t in b_tags.items():
             if name not in shared:
                 tags[name] = np.broadcast_to(t[:, :, :1, :], (waves,) + c_shape)
+        if op.cover:
+            tags.update(_contracted_cover(op.cover, a_tags, c_tags, (waves,) + c_shape))
         out_tags = {n: t[:, c_pos[0], c_pos[1], c_pos[2]] for n, t in tags.items()}
         self.values[op.result.name] = RegVal(data, out_tags)
 
@@ -296,6 +298,31 @@ RESULT_TAGS = {
 #: `cover_union` over the variables t0..t5 (first, last, step of the own element, then of the
 #: element read), evaluated on arrays by `on_shuffle`.
 _COVER_UNION = cover_union(*(Var(f"t{k}", -(2**62), 2**62) for k in range(6)))
+
+
+def _contracted_cover(name: str, a_tags: dict, c_tags: dict, shape) -> dict:
+    """An MFMA's `<name>first/last/step` on dense (wave, block, i, j) arrays (as the
+    verifier's `contracted_cover`): C's recorded progression united with A's `name` values
+    along the contraction, where those are a progression."""
+    along = a_tags.get(name)
+    if along is None:
+        along = np.full(shape[:3] + (1,), TOP, np.int64)
+    first, last = along[..., 0], along[..., -1]
+    step = along[..., 1] - first if along.shape[-1] > 1 else np.ones_like(first)
+    kk = np.arange(along.shape[-1])
+    affine = (along != TOP).all(axis=-1) & (along == first[..., None] + kk * step[..., None]
+                                            ).all(axis=-1)
+    own = tuple(np.broadcast_to(np.where(affine, t, TOP)[..., None], shape)
+                for t in (first, last, step))
+    recorded = cover_names(name)
+    if recorded[0] not in c_tags:
+        return dict(zip(recorded, own))
+    mine = tuple(c_tags[n] for n in recorded)
+    known = np.logical_and.reduce([t != TOP for t in mine + own])
+    env = {f"t{k}": np.where(known, t, 0) for k, t in enumerate(mine + own)}
+    *union, exact = (np.broadcast_to(np.asarray(evaluate(e, env)), shape)
+                     for e in _COVER_UNION)
+    return {n: np.where(known & exact.astype(bool), v, TOP) for n, v in zip(recorded, union)}
 
 
 def covered_range(tags: dict, name: str, shape) -> tuple[np.ndarray, ...]:
