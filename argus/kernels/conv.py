@@ -12,9 +12,14 @@ loads (outside the tensor reads 0; max pooling masks them to -inf).
 
 from __future__ import annotations
 
+import functools
+import inspect
+import itertools
+
 import numpy as np
 
 import argus.lang as T
+from argus.errors import ArgusError
 from argus.lang import Tensor
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
@@ -175,3 +180,367 @@ def depthwise_conv2d(X: Tensor("f32", "N", "H2", "S", "W2", "S", "C"),
                 weight = Wt.load((kh, kw, c0), channels, axes=(2,), guard=True)
                 acc = acc + x * T.broadcast(weight, 0, spec)
         Y.store((n, oh, ow0, c0), acc, axes=(2, 3), guard=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The family: one builder for 1-D/2-D/3-D, strided, padded, dilated, grouped and transposed
+# convolutions (channels last, f32 FMA or bf16 MFMA) and one for 1-3-D max/average pooling.
+# ---------------------------------------------------------------------------------------------
+
+SPATIAL = ("D", "H", "W")
+ENGINES = ("fma", "mfma")
+EPILOGUE_STEPS = ("bias", "residual", "scale", "clamp", *ACTIVATIONS[1:], "tanh")
+#: the f32 engine's tile: 64 output positions (one per lane) by 4 output channels (registers)
+FMA_P, FMA_OC = 64, 4
+
+
+def _per_dim(value, dims: int, name: str) -> tuple[int, ...]:
+    values = (value,) * dims if isinstance(value, int) else tuple(value)
+    if len(values) != dims or not all(isinstance(v, int) and not isinstance(v, bool)
+                                      for v in values):
+        raise ArgusError(f"conv/pool parameter {name}={value!r}: give one whole number or "
+                         f"{dims} of them (one per spatial dimension)")
+    return values
+
+
+def _conv_params(dims, window, stride, padding, dilation):
+    window, stride = _per_dim(window, dims, "window"), _per_dim(stride, dims, "stride")
+    padding, dilation = _per_dim(padding, dims, "padding"), _per_dim(dilation, dims, "dilation")
+    if min(window + stride + dilation) < 1 or min(padding) < 0:
+        raise ArgusError(f"conv window {window}, stride {stride}, dilation {dilation} must be "
+                         f">= 1 and padding {padding} >= 0")
+    return window, stride, padding, dilation
+
+
+def input_pad(dims: int, window, stride, padding, dilation, transposed: bool) -> tuple:
+    """Zeros in front of each spatial dimension of the input view, so that no tap reads before
+    it: the padding for a forward convolution; for a transposed one, what the gather form
+    reaches before input 0 (ceil(((K - 1) * d - p) / s), at least 0). Every offset the kernel
+    adds is then >= 0, and only the far end is guarded."""
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    if not transposed:
+        return padding
+    return tuple(max(0, -((p - (k - 1) * d) // s))
+                 for k, s, p, d in zip(window, stride, padding, dilation, strict=True))
+
+
+def conv_taps(dims: int, window, stride, padding, dilation, transposed: bool) -> dict:
+    """For each output phase r (a tuple, one entry per dimension; only (0, ..) unless
+    transposed), the window taps that reach it: (k, offset, phase) tuples such that output
+    q * R + r reads the input view at (q + offset, phase) through tap k, R and S being the
+    output and input phase counts (forward: R = 1, S = stride; transposed: R = stride, S = 1)
+    and the view starting `input_pad` zeros early.
+
+    Forward: input i = o * s + k * d - p. Transposed (the gather form of torch's
+    conv_transpose, y[o] += x[i] w[k] where o = i * s - p + k * d): i = (o + p - k * d) / s,
+    a tap reaching output phase r only where s divides r + p - k * d."""
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    front = input_pad(dims, window, stride, padding, dilation, transposed)
+    per_dim = []
+    for k_, s, p, d, f in zip(window, stride, padding, dilation, front, strict=True):
+        if transposed:
+            per_dim.append({r: [(k, (r + p - k * d) // s + f, 0) for k in range(k_)
+                                if (r + p - k * d) % s == 0] for r in range(s)})
+        else:
+            per_dim.append({0: [(k, (k * d - p + f) // s, (k * d - p + f) % s)
+                                for k in range(k_)]})
+    taps = {}
+    for phase in itertools.product(*(sorted(p) for p in per_dim)):
+        taps[phase] = [tuple(zip(*combo, strict=True)) for combo in
+                       itertools.product(*(per_dim[a][r] for a, r in enumerate(phase)))]
+    return taps
+
+
+def _epilogue(steps) -> tuple:
+    """The epilogue as (name, *args) tuples, checked."""
+    out = []
+    for step in steps:
+        step = (step,) if isinstance(step, str) else tuple(step)
+        name, args = step[0], step[1:]
+        arity = {"scale": 1, "clamp": 2}.get(name, 0)
+        if name not in EPILOGUE_STEPS or len(args) != arity:
+            raise ArgusError(f"epilogue step {step!r}: use one of {EPILOGUE_STEPS} "
+                             "(('scale', factor), ('clamp', lo, hi), the others alone)")
+        out.append((name, *map(float, args)))
+    if [s[0] for s in out].count("bias") > 1 or [s[0] for s in out].count("residual") > 1:
+        raise ArgusError(f"epilogue {steps!r} adds bias or residual twice")
+    return tuple(out)
+
+
+def _apply_epilogue(acc, steps, bias_row, residual):
+    for name, *args in steps:
+        if name == "bias":
+            acc = acc + T.broadcast(bias_row(), 0, acc.spec)
+        elif name == "residual":
+            acc = acc + residual()
+        elif name == "scale":
+            acc = acc * args[0]
+        elif name == "clamp":
+            acc = T.minimum(T.maximum(acc, T.full(acc.spec, args[0])), T.full(acc.spec, args[1]))
+        elif name == "tanh":
+            acc = T.tanh(acc)
+        else:
+            acc = _activate(acc, name)
+    return acc
+
+
+def _view_shape(prefix: str, phases: str, dims: int) -> tuple[str, ...]:
+    """(I2_D, SI_D, I2_H, SI_H, ...) style names: a spatial axis in its phase view."""
+    return tuple(n for a in SPATIAL[3 - dims:] for n in (f"{prefix}{a}", f"{phases}{a}"))
+
+
+@functools.cache
+def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.KernelDef:
+    """The convolution kernel for `dims` spatial dimensions (1, 2 or 3), `engine` ("fma": f32
+    rank-1 updates, any group shape; "mfma": bf16 on v_mfma_f32_32x32x8_bf16, channels per
+    group a multiple of 8 and output channels per group of 32) and fused `epilogue` (a tuple of
+    steps applied in order: "bias", "residual", "relu", "gelu", "sigmoid", "tanh",
+    ("scale", f), ("clamp", lo, hi)).
+
+    Arguments, channels last with the channels split into groups (a free reshape):
+    X (N, [I2, SI] per dimension, G, CG) the input in its phase view (`phase_view_nd`; SI is
+    the stride, or 1 when transposed), Wt (K per dimension, G, OCG, CG), then bias (G, OCG)
+    and residual (Y's shape, f32) when the epilogue names them, and Y (N, [O2, SO] per
+    dimension, G, OCG) the output in its phase view (SO = 1, or the stride when transposed;
+    `from_phase_view` gives the plain array). Groups, channel counts and every extent are
+    symbolic; depthwise is CG = 1 and pointwise a window of 1s. Compile-time parameters:
+    window, stride, padding, dilation (an int or one per dimension) and transposed."""
+    if dims not in (1, 2, 3) or engine not in ENGINES:
+        raise ArgusError(f"conv_kernel(dims={dims!r}, engine={engine!r}): dims is 1, 2 or 3 "
+                         f"and engine one of {ENGINES}")
+    steps = _epilogue(epilogue)
+    names = [s[0] for s in steps]
+    dtype = "f32" if engine == "fma" else "bf16"
+    axes = SPATIAL[3 - dims:]
+    annotations = {
+        "X": Tensor(dtype, "N", *_view_shape("I2", "SI", dims), "G", "CG"),
+        "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "OCG", "CG")}
+    if "bias" in names:
+        annotations["bias"] = Tensor("f32", "G", "OCG")
+    y_shape = ("N", *_view_shape("O2", "SO", dims), "G", "OCG")
+    if "residual" in names:
+        annotations["residual"] = Tensor("f32", *y_shape)
+    annotations["Y"] = Tensor("f32", *y_shape)
+    params = {"window": (3,) * dims, "stride": (1,) * dims, "padding": (0,) * dims,
+              "dilation": (1,) * dims, "transposed": False}
+
+    def conv(*tensors, **chosen):
+        _conv_body(dims, engine, steps, dict(zip(annotations, tensors, strict=True)), **chosen)
+
+    conv.__name__ = f"conv{dims}d_{engine}" + "".join(f"_{n}" for n in names)
+    conv.__doc__ = conv_kernel.__doc__
+    conv.__annotations__ = annotations
+    P = inspect.Parameter
+    conv.__signature__ = inspect.Signature(
+        [P(n, P.POSITIONAL_OR_KEYWORD, annotation=a) for n, a in annotations.items()] +
+        [P(n, P.KEYWORD_ONLY, default=v) for n, v in params.items()])
+    return T.KernelDef(conv, waves=1 if engine == "fma" else 4)
+
+
+def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed):
+    X, Wt, Y = t["X"], t["Wt"], t["Y"]
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    taps = conv_taps(dims, window, stride, padding, dilation, transposed)
+    xs, ws, ys = X.shape, Wt.shape, Y.shape
+    N, G, CG, OCG = xs[0], xs[-2], xs[-1], ys[-1]
+    for a in range(dims):
+        T.assume(ws[a].eq(window[a]))
+        T.assume(xs[2 + 2 * a].eq(1 if transposed else stride[a]))
+        T.assume(ys[2 + 2 * a].eq(stride[a] if transposed else 1))
+    out_extent = [ys[1 + 2 * a] for a in range(dims)]         # O2 per dimension
+    x_pos, y_pos = 1 + 2 * (dims - 1), 1 + 2 * (dims - 1)      # the innermost spatial axis
+    if engine == "mfma":
+        T.assume((CG % 8).eq(0))
+        T.assume((OCG % BLOCK_OC).eq(0))
+        block_p, block_oc = BLOCK_P, BLOCK_OC
+    else:
+        block_p, block_oc = FMA_P, FMA_OC
+    T.grid(out_extent[-2] if dims >= 2 else 1, T.cdiv(out_extent[-1], block_p), N)
+    q0, n = T.program_id(1) * block_p, T.program_id(2)
+    outer = [T.program_id(0)] if dims >= 2 else []
+    if dims == 3:
+        for qd in T.range(0, out_extent[0], name="od"):
+            _conv_channels(engine, steps, t, taps, n, [qd, *outer], q0, G, CG, OCG,
+                           block_oc, x_pos, y_pos)
+    else:
+        _conv_channels(engine, steps, t, taps, n, outer, q0, G, CG, OCG, block_oc, x_pos,
+                       y_pos)
+
+
+def _conv_channels(engine, steps, t, taps, n, outer, q0, G, CG, OCG, block_oc, x_pos, y_pos):
+    """Every group and output-channel block of one row of output positions."""
+    for g in T.range(0, G, name="g"):
+        blocks = OCG // block_oc if engine == "mfma" else T.cdiv(OCG, block_oc)
+        for block in T.range(0, blocks, name="ocb"):
+            for phase, phase_taps in taps.items():
+                _conv_phase(engine, steps, t, phase, phase_taps, n, outer, q0, g,
+                            block * block_oc, CG, x_pos, y_pos)
+
+
+def _conv_phase(engine, steps, t, phase, taps, n, outer, q0, g, oc0, CG, x_pos, y_pos):
+    """One output phase of one channel block: a reduction over (input channel, tap), the
+    epilogue, the store."""
+    X, Wt, Y = t["X"], t["Wt"], t["Y"]
+
+    def x_origin(k_off, k_phase, c):
+        spatial = [e for q, o, p in zip([*outer, q0], k_off, k_phase, strict=True)
+                   for e in (q + o, p)]
+        return (n, *spatial, g, c)
+
+    def w_origin(k, c):
+        return (*k, g, oc0, c)
+
+    y_origin = (n, *[e for q, r in zip([*outer, q0], phase, strict=True) for e in (q, r)],
+                g, oc0)
+    y_axes = (y_pos, len(y_origin) - 1)
+    reduce = _mfma_reduce if engine == "mfma" else _fma_reduce
+    acc, spec = reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos)
+    out = _apply_epilogue(
+        acc, steps,
+        lambda: t["bias"].load((g, oc0), T.reduced(spec, 0), axes=(1,), guard=True),
+        lambda: t["residual"].load(y_origin, spec, axes=y_axes, guard=True))
+    Y.store(y_origin, out, axes=y_axes, guard=True)
+
+
+def _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos):
+    a_spec = T.mfma_layout(MFMA, "a", (4, 1))
+    b_spec = T.mfma_layout(MFMA, "b", (4, 1))
+    c_spec = T.mfma_layout(MFMA, "c", (4, 1))
+    c_axis = len(X.shape) - 1
+    loop = T.range(0, CG // 8, name="c", acc=T.zeros(c_spec))
+    for c in loop:
+        for k, off, ph in taps:
+            a = X.load(x_origin(off, ph, c * 8), a_spec, axes=(x_pos, c_axis), guard=True)
+            b = Wt.load(w_origin(k, c * 8), b_spec, axes=(len(k) + 1, len(k) + 2))
+            loop.acc = T.mfma(MFMA, a, b, loop.acc)
+    return loop.acc, c_spec
+
+
+def _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos):
+    spec = T.rows_layout((FMA_OC, FMA_P), 1).permute((1, 0))   # lanes: positions
+    column, row = T.reduced(spec, 1), T.reduced(spec, 0)
+    loop = T.range(0, CG, name="c", acc=T.zeros(spec))
+    for c in loop:
+        for k, off, ph in taps:
+            x = X.load(x_origin(off, ph, c), column, axes=(x_pos,), guard=True)
+            w = Wt.load(w_origin(k, c), row, axes=(len(k) + 1,), guard=True)
+            loop.acc = loop.acc + T.broadcast(x, 1, spec) * T.broadcast(w, 0, spec)
+    return loop.acc, spec
+
+
+def conv_output_size(size: int, window: int, stride: int, padding: int, dilation: int,
+                     transposed: bool, output_padding: int = 0) -> int:
+    """torch's output extent of one spatial dimension."""
+    if transposed:
+        return (size - 1) * stride - 2 * padding + dilation * (window - 1) + 1 + output_padding
+    return (size + 2 * padding - dilation * (window - 1) - 1) // stride + 1
+
+
+def phase_view_nd(x: np.ndarray, stride, groups: int = 1, front=0, fill: float = 0.0,
+                  extent=None) -> np.ndarray:
+    """A channels-last array (N, *spatial, C) as (N, [ceil(size/s), s] per dimension, G, C/G):
+    `front` elements of `fill` before each spatial dimension, then the data, then `fill` up to
+    `extent` (if given) and up to a multiple of the stride."""
+    dims = x.ndim - 2
+    stride, front = _per_dim(stride, dims, "stride"), _per_dim(front, dims, "front")
+    extent = _per_dim(extent, dims, "extent") if extent is not None else (0,) * dims
+    if x.shape[-1] % groups:
+        raise ArgusError(f"{x.shape[-1]} channels do not split into {groups} groups",
+                         fix="give a group count that divides the channels")
+    padded_shape = [-(-max(f + n, e) // s) * s for n, s, f, e
+                    in zip(x.shape[1:-1], stride, front, extent, strict=True)]
+    padded = np.full((x.shape[0], *padded_shape, x.shape[-1]), fill, x.dtype)
+    padded[(slice(None), *(slice(f, f + n) for f, n in zip(front, x.shape[1:-1],
+                                                            strict=True)))] = x
+    view = [e for n, s in zip(padded_shape, stride, strict=True) for e in (n // s, s)]
+    return padded.reshape(x.shape[0], *view, groups, x.shape[-1] // groups)
+
+
+def conv_input_view(x: np.ndarray, *, window, stride=1, padding=0, dilation=1,
+                    transposed=False, groups=1) -> np.ndarray:
+    """X for `conv_kernel`: the input (N, *spatial, C) in its phase view with `input_pad`."""
+    dims = x.ndim - 2
+    front = input_pad(dims, window, stride, padding, dilation, transposed)
+    return phase_view_nd(x, 1 if transposed else stride, groups, front)
+
+
+def conv_output_view(n: int, out_spatial, stride, groups: int, oc_per_group: int,
+                     transposed: bool) -> tuple[int, ...]:
+    """The shape of Y for `conv_kernel`: (N, [O2, SO] per dimension, G, OCG)."""
+    dims = len(out_spatial)
+    phases = _per_dim(stride, dims, "stride") if transposed else (1,) * dims
+    view = [e for o, r in zip(out_spatial, phases, strict=True) for e in (-(-o // r), r)]
+    return (n, *view, groups, oc_per_group)
+
+
+def from_phase_view(y: np.ndarray, out_spatial) -> np.ndarray:
+    """Y of `conv_kernel` (N, [O2, SO]..., G, OCG) as the plain (N, *out_spatial, G*OCG)."""
+    dims = len(out_spatial)
+    merged = y.reshape(y.shape[0], *(y.shape[1 + 2 * a] * y.shape[2 + 2 * a]
+                                     for a in range(dims)), y.shape[-2] * y.shape[-1])
+    return merged[(slice(None), *(slice(0, o) for o in out_spatial))]
+
+
+def conv_reference_nd(x, weight, *, stride=1, padding=0, dilation=1, transposed=False,
+                      output_padding=0, epilogue=(), bias=None, residual=None):
+    """Direct N-d convolution in float64, channels last: x (N, *spatial, C), weight
+    (*window, G, OCG, CG) with C = G * CG. Forward convolution gathers (y[o] += x[o*s + k*d -
+    p] w[k]); transposed scatters, as torch's conv_transpose defines it (y[i*s + k*d - p] +=
+    x[i] w[k], with w[k][g, oc, c] = torch's weight[g*CG + c, oc, *k]). The epilogue steps
+    are applied in order, bias (G*OCG,) and residual (the output's shape) where named."""
+    x, weight = np.asarray(x, np.float64), np.asarray(weight, np.float64)
+    dims = x.ndim - 2
+    window = weight.shape[:dims]
+    groups, ocg, cg = weight.shape[dims:]
+    s, p = _per_dim(stride, dims, "stride"), _per_dim(padding, dims, "padding")
+    d, op = _per_dim(dilation, dims, "dilation"), _per_dim(output_padding, dims, "op")
+    spatial = x.shape[1:-1]
+    out = [conv_output_size(n, k, s_, p_, d_, transposed, o_) for n, k, s_, p_, d_, o_
+           in zip(spatial, window, s, p, d, op, strict=True)]
+    xg = x.reshape(*x.shape[:-1], groups, cg)
+    if transposed:
+        full = [max((n - 1) * s_ + d_ * (k - 1) + 1, p_ + o) for n, k, s_, p_, d_, o
+                in zip(spatial, window, s, p, d, out, strict=True)]
+        y = np.zeros((x.shape[0], *full, groups, ocg))
+        for k in itertools.product(*map(range, window)):
+            contrib = np.einsum("...gc,goc->...go", xg, weight[k])
+            place = tuple(slice(k_ * d_, k_ * d_ + s_ * n, s_)
+                          for k_, d_, s_, n in zip(k, d, s, spatial, strict=True))
+            y[(slice(None), *place)] += contrib
+        y = y[(slice(None), *(slice(p_, p_ + o) for p_, o in zip(p, out, strict=True)))]
+    else:
+        padded = np.zeros((x.shape[0], *(n + 2 * p_ + s_ * o for n, p_, s_, o
+                                         in zip(spatial, p, s, out, strict=True)), groups, cg))
+        padded[(slice(None), *(slice(p_, p_ + n) for p_, n in zip(p, spatial, strict=True)))] = xg
+        y = np.zeros((x.shape[0], *out, groups, ocg))
+        for k in itertools.product(*map(range, window)):
+            patch = padded[(slice(None), *(slice(k_ * d_, k_ * d_ + s_ * o, s_)
+                                           for k_, d_, s_, o in zip(k, d, s, out, strict=True)))]
+            y += np.einsum("...gc,goc->...go", patch, weight[k])
+    y = y.reshape(*y.shape[:-2], groups * ocg)
+    for name, *args in _epilogue(epilogue):
+        if name == "bias":
+            y = y + np.asarray(bias, np.float64).reshape(-1)
+        elif name == "residual":
+            y = y + np.asarray(residual, np.float64)
+        elif name == "scale":
+            y = y * args[0]
+        elif name == "clamp":
+            y = np.clip(y, args[0], args[1])
+        elif name == "tanh":
+            y = np.tanh(y)
+        else:
+            y = _activate_reference(y, name)
+    return y
+
+
+def _activate_reference(y, activation: str):
+    if activation == "relu":
+        return np.maximum(y, 0)
+    if activation == "sigmoid":
+        return 1 / (1 + np.exp(-y))
+    if activation == "gelu":
+        import math
+
+        return y * 0.5 * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
+    return y
