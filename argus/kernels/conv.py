@@ -544,3 +544,105 @@ def _activate_reference(y, activation: str):
 
         return y * 0.5 * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
     return y
+
+
+@functools.cache
+def pool_kernel(dims: int) -> T.KernelDef:
+    """Max or average pooling over `dims` spatial dimensions (1, 2 or 3), f32, channels first
+    with batch and channels merged: X (NC, [I2, S] per dimension) the input's phase view made
+    by `pool_input_view` (padding and the far end filled with -inf for max, 0 for the
+    average), Y (NC, *output extents). Compile-time parameters: kind ("max" or "avg"), window,
+    stride, padding, dilation (an int or one per dimension). The average divides by the
+    window's size, padding included (torch's count_include_pad=True)."""
+    if dims not in (1, 2, 3):
+        raise ArgusError(f"pool_kernel(dims={dims!r}): dims is 1, 2 or 3")
+    axes = SPATIAL[3 - dims:]
+    annotations = {"X": Tensor("f32", "NC", *_view_shape("I2", "S", dims)),
+                   "Y": Tensor("f32", "NC", *(f"O{a}" for a in axes))}
+    params = {"kind": "max", "window": (2,) * dims, "stride": (2,) * dims,
+              "padding": (0,) * dims, "dilation": (1,) * dims}
+
+    def pool(X, Y, **chosen):
+        _pool_body(dims, X, Y, **chosen)
+
+    pool.__name__ = f"pool{dims}d"
+    pool.__doc__ = pool_kernel.__doc__
+    pool.__annotations__ = annotations
+    P = inspect.Parameter
+    pool.__signature__ = inspect.Signature(
+        [P(n, P.POSITIONAL_OR_KEYWORD, annotation=a) for n, a in annotations.items()] +
+        [P(n, P.KEYWORD_ONLY, default=v) for n, v in params.items()])
+    return T.KernelDef(pool, waves=1)
+
+
+def _pool_body(dims, X, Y, *, kind, window, stride, padding, dilation):
+    if kind not in ("max", "avg"):
+        raise ArgusError(f"pooling kind {kind!r}: use 'max' or 'avg'")
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    xs, out = X.shape, Y.shape[1:]
+    for a in range(dims):
+        T.assume(xs[2 + 2 * a].eq(stride[a]))
+    T.grid(out[-2] if dims >= 2 else 1, T.cdiv(out[-1], 64), T.cdiv(xs[0], 4))
+    q0, nc0 = T.program_id(1) * 64, T.program_id(2) * 4
+    outer = [T.program_id(0)] if dims >= 2 else []
+    if dims == 3:
+        for od in T.range(0, out[0], name="od"):
+            _pool_row(X, Y, kind, window, stride, dilation, nc0, [od, *outer], q0)
+    else:
+        _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0)
+
+
+def _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0):
+    """4 planes by 64 output positions along the innermost dimension, every window tap a
+    load of the phase view (the padding is in the view, already -inf or 0)."""
+    spec = T.rows_layout((4, 64), 1)
+    acc = None
+    for k in itertools.product(*map(range, window)):
+        origin = [e for q, k_, s, d in zip([*outer, q0], k, stride, dilation, strict=True)
+                  for e in (q + k_ * d // s, k_ * d % s)]
+        x = X.load((nc0, *origin), spec, axes=(0, len(origin) - 1), guard=True)
+        if acc is None:
+            acc = x
+        else:
+            acc = T.maximum(acc, x) if kind == "max" else acc + x
+    if kind == "avg":
+        acc = acc * (1.0 / float(np.prod(window)))
+    Y.store((nc0, *outer, q0), acc, axes=(0, len(outer) + 1), guard=True)
+
+
+def pool_input_view(x: np.ndarray, *, kind, window, stride=None, padding=0,
+                    dilation=1) -> np.ndarray:
+    """X for `pool_kernel` from x (NC, *spatial): front padding and the far end filled with
+    -inf (max) or 0 (avg) so every window of every output lies inside the view."""
+    dims = x.ndim - 1
+    stride = window if stride is None else stride
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    out = [conv_output_size(n, k, s, p, d, False) for n, k, s, p, d
+           in zip(x.shape[1:], window, stride, padding, dilation, strict=True)]
+    extent = [(o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(out, window, stride, dilation,
+                                                                    strict=True)]
+    view = phase_view_nd(x[..., None], stride, 1, padding, -np.inf if kind == "max" else 0.0,
+                         extent)
+    return view[..., 0, 0]
+
+
+def pool_reference_nd(x, *, kind, window, stride=None, padding=0, dilation=1):
+    """Direct max/avg pooling of x (NC, *spatial) in float64, torch's floor mode; the average
+    counts the padding."""
+    x = np.asarray(x, np.float64)
+    dims = x.ndim - 1
+    stride = window if stride is None else stride
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    out = [conv_output_size(n, k, s, p, d, False) for n, k, s, p, d
+           in zip(x.shape[1:], window, stride, padding, dilation, strict=True)]
+    fill = -np.inf if kind == "max" else 0.0
+    padded = np.full((x.shape[0], *(n + 2 * p + s * o for n, p, s, o
+                                    in zip(x.shape[1:], padding, stride, out, strict=True))), fill)
+    padded[(slice(None), *(slice(p, p + n) for p, n in zip(padding, x.shape[1:], strict=True)))] = x
+    y = np.full((x.shape[0], *out), fill)
+    for k in itertools.product(*map(range, window)):
+        patch = padded[(slice(None), *(slice(k_ * d, k_ * d + s * o, s)
+                                       for k_, d, s, o in zip(k, dilation, stride, out,
+                                                              strict=True)))]
+        y = np.maximum(y, patch) if kind == "max" else y + patch / np.prod(window)
+    return y
