@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import math
 
 import numpy as np
 
@@ -224,31 +225,81 @@ def input_pad(dims: int, window, stride, padding, dilation, transposed: bool) ->
                  for k, s, p, d in zip(window, stride, padding, dilation, strict=True))
 
 
-def conv_taps(dims: int, window, stride, padding, dilation, transposed: bool) -> dict:
+def tap_plan(dims: int, window, stride, padding, dilation, transposed: bool) -> dict:
     """For each output phase r (a tuple, one entry per dimension; only (0, ..) unless
-    transposed), the window taps that reach it: (k, offset, phase) tuples such that output
-    q * R + r reads the input view at (q + offset, phase) through tap k, R and S being the
-    output and input phase counts (forward: R = 1, S = stride; transposed: R = stride, S = 1)
-    and the view starting `input_pad` zeros early.
+    transposed), per dimension the window taps that reach it as arithmetic progressions
+    (k0, dk, off0, doff, phase, count): tap k0 + j * dk reads the input view at
+    (q + off0 + j * doff, phase) for output q * R + r, j < count, R and S being the output
+    and input phase counts (forward: R = 1, S = stride; transposed: R = stride, S = 1) and
+    the view starting `input_pad` zeros early.
 
-    Forward: input i = o * s + k * d - p. Transposed (the gather form of torch's
-    conv_transpose, y[o] += x[i] w[k] where o = i * s - p + k * d): i = (o + p - k * d) / s,
-    a tap reaching output phase r only where s divides r + p - k * d."""
+    Forward: input i = o * s + k * d - p, so the taps of one input phase b (k * d = b mod s)
+    step by s / gcd(s, d) and their offsets by d / gcd(s, d). Transposed (the gather form of
+    torch's conv_transpose, y[o] += x[i] w[k] where o = i * s - p + k * d):
+    i = (o + p - k * d) / s, a tap reaching output phase r only where s divides r + p - k * d,
+    walked from the last tap down so the offsets grow. A progression is what a runtime loop
+    over the taps can walk with affine indices."""
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
     front = input_pad(dims, window, stride, padding, dilation, transposed)
     per_dim = []
     for k_, s, p, d, f in zip(window, stride, padding, dilation, front, strict=True):
+        dk, doff = s // math.gcd(s, d), d // math.gcd(s, d)
         if transposed:
-            per_dim.append({r: [(k, (r + p - k * d) // s + f, 0) for k in range(k_)
-                                if (r + p - k * d) % s == 0] for r in range(s)})
+            by_phase = {}
+            for r in range(s):
+                ks = [k for k in range(k_) if (r + p - k * d) % s == 0]
+                by_phase[r] = ([(ks[-1], -dk, (r + p - ks[-1] * d) // s + f, doff, 0, len(ks))]
+                               if ks else [])
+            per_dim.append(by_phase)
         else:
-            per_dim.append({0: [(k, (k * d - p + f) // s, (k * d - p + f) % s)
-                                for k in range(k_)]})
-    taps = {}
-    for phase in itertools.product(*(sorted(p) for p in per_dim)):
-        taps[phase] = [tuple(zip(*combo, strict=True)) for combo in
-                       itertools.product(*(per_dim[a][r] for a, r in enumerate(phase)))]
-    return taps
+            progressions = []
+            for b in range(s):
+                ks = [k for k in range(k_) if (k * d - p + f) % s == b]
+                if ks:
+                    progressions.append((ks[0], dk, (ks[0] * d - p + f) // s, doff, b, len(ks)))
+            per_dim.append({0: progressions})
+    return {phase: [per_dim[a][r] for a, r in enumerate(phase)]
+            for phase in itertools.product(*(sorted(p) for p in per_dim))}
+
+
+def _expand(progressions) -> list[tuple[int, int, int]]:
+    return [(k0 + j * dk, off0 + j * doff, ph) for k0, dk, off0, doff, ph, count in progressions
+            for j in range(count)]
+
+
+def conv_taps(dims: int, window, stride, padding, dilation, transposed: bool) -> dict:
+    """`tap_plan` written out: for each output phase, the (k, offset, phase) tuples (one entry
+    per dimension each) of every tap that reaches it."""
+    plan = tap_plan(dims, window, stride, padding, dilation, transposed)
+    return {phase: [tuple(zip(*combo, strict=True)) for combo in
+                    itertools.product(*map(_expand, per_dim))] for phase, per_dim in plan.items()}
+
+
+def _over_taps(plan, acc, step):
+    """acc after `step(acc, k, offset, phase)` over every tap of `plan` (per dimension, its
+    progressions). In 3-D the first dimension's progressions are runtime loops (unrolling
+    every tap of a 3x3x3 window would keep more offsets in SGPRs than a wave has); the others
+    are unrolled."""
+    looped = len(plan) == 3
+    inner = [_expand(progressions) for progressions in plan[1 if looped else 0:]]
+
+    def unrolled(acc, head):
+        for combo in itertools.product(*inner):
+            k, off, ph = zip(*([head] if head else []), *combo, strict=True)
+            acc = step(acc, k, off, ph)
+        return acc
+
+    if not looped:
+        return unrolled(acc, None)
+    for k0, dk, off0, doff, ph, count in plan[0]:
+        if count == 1:
+            acc = unrolled(acc, (k0, off0, ph))
+            continue
+        loop = T.range(0, count, name="kd", acc=acc)
+        for j in loop:
+            loop.acc = unrolled(loop.acc, (k0 + j * dk, off0 + j * doff, ph))
+        acc = loop.acc
+    return acc
 
 
 def _epilogue(steps) -> tuple:
@@ -340,7 +391,7 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
 def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed):
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
-    taps = conv_taps(dims, window, stride, padding, dilation, transposed)
+    taps = tap_plan(dims, window, stride, padding, dilation, transposed)
     xs, ws, ys = X.shape, Wt.shape, Y.shape
     N, G, CG, OCG = xs[0], xs[-2], xs[-1], ys[-1]
     for a in range(dims):
@@ -402,29 +453,39 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, q0, g, oc0, CG, x_pos, 
     Y.store(y_origin, out, axes=y_axes, guard=True)
 
 
-def _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos):
+def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
     a_spec = T.mfma_layout(MFMA, "a", (4, 1))
     b_spec = T.mfma_layout(MFMA, "b", (4, 1))
     c_spec = T.mfma_layout(MFMA, "c", (4, 1))
     c_axis = len(X.shape) - 1
-    loop = T.range(0, CG // 8, name="c", acc=T.zeros(c_spec))
-    for c in loop:
-        for k, off, ph in taps:
+
+    def step(c):
+        def tap(acc, k, off, ph):
             a = X.load(x_origin(off, ph, c * 8), a_spec, axes=(x_pos, c_axis), guard=True)
             b = Wt.load(w_origin(k, c * 8), b_spec, axes=(len(k) + 1, len(k) + 2))
-            loop.acc = T.mfma(MFMA, a, b, loop.acc)
+            return T.mfma(MFMA, a, b, acc)
+        return tap
+
+    loop = T.range(0, CG // 8, name="c", acc=T.zeros(c_spec))
+    for c in loop:
+        loop.acc = _over_taps(plan, loop.acc, step(c))
     return loop.acc, c_spec
 
 
-def _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos):
+def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
     spec = T.rows_layout((FMA_OC, FMA_P), 1).permute((1, 0))   # lanes: positions
     column, row = T.reduced(spec, 1), T.reduced(spec, 0)
-    loop = T.range(0, CG, name="c", acc=T.zeros(spec))
-    for c in loop:
-        for k, off, ph in taps:
+
+    def step(c):
+        def tap(acc, k, off, ph):
             x = X.load(x_origin(off, ph, c), column, axes=(x_pos,), guard=True)
             w = Wt.load(w_origin(k, c), row, axes=(len(k) + 1,), guard=True)
-            loop.acc = loop.acc + T.broadcast(x, 1, spec) * T.broadcast(w, 0, spec)
+            return acc + T.broadcast(x, 1, spec) * T.broadcast(w, 0, spec)
+        return tap
+
+    loop = T.range(0, CG, name="c", acc=T.zeros(spec))
+    for c in loop:
+        loop.acc = _over_taps(plan, loop.acc, step(c))
     return loop.acc, spec
 
 
@@ -596,15 +657,14 @@ def _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0):
     """4 planes by 64 output positions along the innermost dimension, every window tap a
     load of the phase view (the padding is in the view, already -inf or 0)."""
     spec = T.rows_layout((4, 64), 1)
-    acc = None
-    for k in itertools.product(*map(range, window)):
-        origin = [e for q, k_, s, d in zip([*outer, q0], k, stride, dilation, strict=True)
-                  for e in (q + k_ * d // s, k_ * d % s)]
+    plan = tap_plan(len(window), window, stride, 0, dilation, False)[(0,) * len(window)]
+
+    def tap(acc, k, off, ph):
+        origin = [e for q, o, p in zip([*outer, q0], off, ph, strict=True) for e in (q + o, p)]
         x = X.load((nc0, *origin), spec, axes=(0, len(origin) - 1), guard=True)
-        if acc is None:
-            acc = x
-        else:
-            acc = T.maximum(acc, x) if kind == "max" else acc + x
+        return T.maximum(acc, x) if kind == "max" else acc + x
+
+    acc = _over_taps(plan, T.full(spec, -np.inf) if kind == "max" else T.zeros(spec), tap)
     if kind == "avg":
         acc = acc * (1.0 / float(np.prod(window)))
     Y.store((nc0, *outer, q0), acc, axes=(0, len(outer) + 1), guard=True)
