@@ -83,6 +83,15 @@ def draw(index: int) -> dict:
 CONFIGS = [draw(i) for i in range(len(KINDS))]
 
 
+def _output_padding(c: dict) -> tuple[int, ...]:
+    """torch's output_padding for a transposed configuration: 1 on each axis where it is
+    legal (below the stride or the dilation), so the output's far end is exercised too."""
+    if not c["transposed"]:
+        return (0,) * c["dims"]
+    return tuple(1 if max(s, d) > 1 else 0 for s, d in
+                 zip(c["stride"], c["dilation"], strict=True))
+
+
 def _id(c: dict) -> str:
     return (f"{c['dims']}d-{c['engine']}-{'T' if c['transposed'] else 'F'}-"
             f"g{c['groups']}x{c['cg']}x{c['ocg']}-k{c['window']}-s{c['stride']}-"
@@ -118,9 +127,10 @@ def test_conv_family_is_proved_and_matches_numpy(config):
     dtype = np.float32 if engine == "fma" else bfloat16
     x = rng.standard_normal((c["n"], *c["spatial"], c["groups"] * c["cg"])).astype(dtype)
     weight = rng.standard_normal((*c["window"], c["groups"], c["ocg"], c["cg"])).astype(dtype)
-    out = [conv_output_size(i, k, s, p, d, c["transposed"]) for i, k, s, p, d in
+    output_padding = _output_padding(c)
+    out = [conv_output_size(i, k, s, p, d, c["transposed"], o) for i, k, s, p, d, o in
            zip(c["spatial"], c["window"], c["stride"], c["padding"], c["dilation"],
-               strict=True)]
+               output_padding, strict=True)]
     y_shape = conv_output_view(c["n"], out, c["stride"], c["groups"], c["ocg"],
                                c["transposed"])
     bias = rng.standard_normal((c["groups"], c["ocg"])).astype(np.float32)
@@ -128,7 +138,7 @@ def test_conv_family_is_proved_and_matches_numpy(config):
     names = [s if isinstance(s, str) else s[0] for s in epilogue]
     want = conv_reference_nd(x, weight, stride=c["stride"], padding=c["padding"],
                              dilation=c["dilation"], transposed=c["transposed"],
-                             epilogue=epilogue, bias=bias,
+                             output_padding=output_padding, epilogue=epilogue, bias=bias,
                              residual=from_phase_view(residual, out))
     args = [conv_input_view(x, window=c["window"], stride=c["stride"], padding=c["padding"],
                             dilation=c["dilation"], transposed=c["transposed"],
@@ -185,3 +195,60 @@ def test_pool_family_is_proved_and_matches_numpy(case):
     argus.compile(pool_kernel(dims), **norm).run(pool_input_view(x, **params), y,
                                                  check="strict")
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("index", range(len(KINDS)))
+def test_numpy_reference_matches_torch(index):
+    """The reference the family is checked against is torch's convolution, with the weight
+    mapping docs/guide/ops.md gives (and torch's output_padding for transposed ones)."""
+    torch = pytest.importorskip("torch")    # the argus[kernelbench] extra; CI installs it
+    import torch.nn.functional as F
+
+    c = draw(index)
+    dims, g, cg, ocg = c["dims"], c["groups"], c["cg"], c["ocg"]
+    rng = np.random.default_rng(index)
+    x = rng.standard_normal((c["n"], *c["spatial"], g * cg))
+    w = rng.standard_normal((*c["window"], g, ocg, cg))
+    spatial_axes = tuple(range(dims))
+    output_padding = _output_padding(c)
+    want = conv_reference_nd(x, w, stride=c["stride"], padding=c["padding"],
+                             dilation=c["dilation"], transposed=c["transposed"],
+                             output_padding=output_padding)
+    xt = torch.from_numpy(np.moveaxis(x, -1, 1).copy())
+    # ours (*K, G, OCG, CG) -> torch's (OC, CG, *K), or (C, OCG, *K) when transposed
+    if c["transposed"]:
+        wt = np.moveaxis(w, (*spatial_axes, dims, dims + 1, dims + 2),
+                         (*(3 + a for a in spatial_axes), 0, 2, 1)).reshape(g * cg, ocg,
+                                                                          *c["window"])
+        fn = getattr(F, f"conv_transpose{dims}d")
+        got = fn(xt, torch.from_numpy(wt.copy()), stride=c["stride"], padding=c["padding"],
+                 dilation=c["dilation"], groups=g, output_padding=output_padding)
+    else:
+        wt = np.moveaxis(w, (*spatial_axes, dims, dims + 1, dims + 2),
+                         (*(3 + a for a in spatial_axes), 0, 1, 2)).reshape(g * ocg, cg,
+                                                                          *c["window"])
+        fn = getattr(F, f"conv{dims}d")
+        got = fn(xt, torch.from_numpy(wt.copy()), stride=c["stride"], padding=c["padding"],
+                 dilation=c["dilation"], groups=g)
+    np.testing.assert_allclose(np.moveaxis(got.numpy(), 1, -1), want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", [c for c in POOLS if c[0] == "max" or c[6] == 1],
+                         ids=lambda c: f"{c[0]}{len(c[2])}d-{c[2]}".replace(" ", ""))
+def test_pool_reference_matches_torch(case):
+    """(torch's average pooling has no dilation: those cases are left out here)"""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    kind, nc, spatial, window, stride, padding, dilation = case
+    dims = len(spatial)
+    x = np.random.default_rng(nc).standard_normal((nc, *spatial))
+    want = pool_reference_nd(x, kind=kind, window=window, stride=stride, padding=padding,
+                             dilation=dilation)
+    xt = torch.from_numpy(x[None])
+    if kind == "max":
+        got = getattr(F, f"max_pool{dims}d")(xt, window, stride, padding, dilation)
+    else:
+        got = getattr(F, f"avg_pool{dims}d")(xt, window, stride, padding,
+                                             count_include_pad=True)
+    np.testing.assert_allclose(got.numpy()[0], want, rtol=1e-12, atol=1e-12)

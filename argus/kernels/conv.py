@@ -1,13 +1,15 @@
-"""Convolution and pooling written in the DSL (issue 22): a 2-D implicit-GEMM convolution on
-v_mfma_f32_32x32x8_bf16 (NHWC, any stride, padding and dilation, a fused bias + activation
-epilogue), a depthwise one (groups = C) and 2-D max/average pooling, all proved for symbolic
-sizes. Not here yet: 1-D/3-D, other group counts, transposed convolution.
+"""Convolution and pooling written in the DSL (issue 22). The family: `conv_kernel(dims,
+engine, epilogue)` builds one implicit-GEMM convolution for 1-D/2-D/3-D, any stride, padding,
+dilation, group shape (depthwise and pointwise included) and transposed convolution, on f32
+FMAs or bf16 MFMAs, with a fused epilogue; `pool_kernel(dims)` max and average pooling 1-3-D;
+all proved for symbolic sizes (docs/guide/ops.md). The earlier 2-D kernels (`conv2d`,
+`depthwise_conv2d`, `pool2d`) stay as they were.
 
 Strides come from the input's phase view: a stride-s input of H x W is passed as
 (N, H/s, s, W/s, s, C), element (h, w) at (h // s, h % s, w // s, w % s), so every window
-offset reads a contiguous run of output positions at a compile-time phase (`phase_view`
-makes it; H and W padded to multiples of s with zeros). Padding and the tails are guarded
-loads (outside the tensor reads 0; max pooling masks them to -inf).
+offset reads a contiguous run of output positions at a compile-time phase (`phase_view`,
+`phase_view_nd` make it). In the family the view also holds the front padding, so no offset
+is negative and only the far end is a guarded load.
 """
 
 from __future__ import annotations
