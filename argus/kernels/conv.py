@@ -545,12 +545,13 @@ def from_phase_view(y: np.ndarray, out_spatial) -> np.ndarray:
 
 
 def conv_reference_nd(x, weight, *, stride=1, padding=0, dilation=1, transposed=False,
-                      output_padding=0, epilogue=(), bias=None, residual=None):
+                      output_padding=0, epilogue=(), bias=None, residual=None, out=None):
     """Direct N-d convolution in float64, channels last: x (N, *spatial, C), weight
     (*window, G, OCG, CG) with C = G * CG. Forward convolution gathers (y[o] += x[o*s + k*d -
     p] w[k]); transposed scatters, as torch's conv_transpose defines it (y[i*s + k*d - p] +=
     x[i] w[k], with w[k][g, oc, c] = torch's weight[g*CG + c, oc, *k]). The epilogue steps
-    are applied in order, bias (G*OCG,) and residual (the output's shape) where named."""
+    are applied in order, bias (G*OCG,) and residual (the output's shape) where named. `out`
+    overrides the output extents (positions past the input read zeros)."""
     x, weight = np.asarray(x, np.float64), np.asarray(weight, np.float64)
     dims = x.ndim - 2
     window = weight.shape[:dims]
@@ -558,8 +559,8 @@ def conv_reference_nd(x, weight, *, stride=1, padding=0, dilation=1, transposed=
     s, p = _per_dim(stride, dims, "stride"), _per_dim(padding, dims, "padding")
     d, op = _per_dim(dilation, dims, "dilation"), _per_dim(output_padding, dims, "op")
     spatial = x.shape[1:-1]
-    out = [conv_output_size(n, k, s_, p_, d_, transposed, o_) for n, k, s_, p_, d_, o_
-           in zip(spatial, window, s, p, d, op, strict=True)]
+    out = out or [conv_output_size(n, k, s_, p_, d_, transposed, o_) for n, k, s_, p_, d_, o_
+                  in zip(spatial, window, s, p, d, op, strict=True)]
     xg = x.reshape(*x.shape[:-1], groups, cg)
     if transposed:
         full = [max((n - 1) * s_ + d_ * (k - 1) + 1, p_ + o) for n, k, s_, p_, d_, o
@@ -572,8 +573,9 @@ def conv_reference_nd(x, weight, *, stride=1, padding=0, dilation=1, transposed=
             y[(slice(None), *place)] += contrib
         y = y[(slice(None), *(slice(p_, p_ + o) for p_, o in zip(p, out, strict=True)))]
     else:
-        padded = np.zeros((x.shape[0], *(n + 2 * p_ + s_ * o for n, p_, s_, o
-                                         in zip(spatial, p, s, out, strict=True)), groups, cg))
+        padded = np.zeros((x.shape[0], *(n + 2 * p_ + s_ * o + d_ * k for n, p_, s_, o, d_, k
+                                         in zip(spatial, p, s, out, d, window, strict=True)),
+                           groups, cg))
         padded[(slice(None), *(slice(p_, p_ + n) for p_, n in zip(p, spatial, strict=True)))] = xg
         y = np.zeros((x.shape[0], *out, groups, ocg))
         for k in itertools.product(*map(range, window)):
@@ -628,7 +630,7 @@ def pool_kernel(dims: int) -> T.KernelDef:
     def pool(X, Y, **chosen):
         _pool_body(dims, X, Y, **chosen)
 
-    pool.__name__ = f"pool{dims}d"
+    pool.__name__ = f"pooling{dims}d"
     pool.__doc__ = pool_kernel.__doc__
     pool.__annotations__ = annotations
     P = inspect.Parameter
@@ -708,3 +710,82 @@ def pool_reference_nd(x, *, kind, window, stride=None, padding=0, dilation=1):
                                                               strict=True)))]
         y = np.maximum(y, patch) if kind == "max" else y + patch / np.prod(window)
     return y
+
+
+def conv_view_reference(epilogue, inputs: dict, params: dict) -> np.ndarray:
+    """What `conv_kernel(dims, engine, epilogue)` writes to Y (its phase view) for any view
+    arrays `inputs` (X, Wt, bias, residual, Y), the front of X's view included: the view read
+    plainly is the input with `input_pad` more positions in front, so it is the convolution
+    of that array with padding 0 (forward) or p + f * s (transposed, its inputs moved f
+    later), over every position of Y's view."""
+    X, Wt, Y = inputs["X"], inputs["Wt"], inputs["Y"]
+    dims = (X.ndim - 3) // 2
+    front = input_pad(dims, params["window"], params["stride"], params["padding"],
+                      params["dilation"], params["transposed"])
+    stride, padding = _per_dim(params["stride"], dims, "stride"), params["padding"]
+    plain = X.reshape(X.shape[0], *(X.shape[1 + 2 * a] * X.shape[2 + 2 * a]
+                                    for a in range(dims)), -1)
+    out = [Y.shape[1 + 2 * a] * Y.shape[2 + 2 * a] for a in range(dims)]
+    if params["transposed"]:
+        padding = tuple(p + f * s for p, f, s in zip(_per_dim(padding, dims, "padding"), front,
+                                                      stride, strict=True))
+    else:
+        padding = 0
+    residual = inputs.get("residual")
+    if residual is not None:
+        residual = residual.reshape(residual.shape[0], *out, -1)
+    y = conv_reference_nd(plain, Wt, stride=stride, padding=padding,
+                          dilation=params["dilation"], transposed=params["transposed"],
+                          epilogue=epilogue, bias=inputs.get("bias"), residual=residual, out=out)
+    return y.reshape(Y.shape)
+
+
+def conv_check_sizes(dims: int, params: dict, trial: int) -> dict:
+    """Small sizes of `conv_kernel(dims)` consistent with `params` for correctness trial
+    `trial` (the shapes change between trials)."""
+    window, stride, padding, dilation = _conv_params(dims, params["window"], params["stride"],
+                                                     params["padding"], params["dilation"])
+    transposed = params["transposed"]
+    sizes = {"N": 1 + trial % 2, "G": 1 + trial % 2, "CG": 2 + trial, "OCG": 3 + trial}
+    front = input_pad(dims, window, stride, padding, dilation, transposed)
+    for a, axis in enumerate(SPATIAL[3 - dims:]):
+        extent = 4 + trial + (dims == 1) * 60          # a 1-D row spans two position blocks
+        o = conv_output_size(extent, window[a], stride[a], padding[a], dilation[a], transposed)
+        s = stride[a]
+        sizes |= {f"K{axis}": window[a], f"SI{axis}": 1 if transposed else s,
+                  f"SO{axis}": s if transposed else 1,
+                  f"I2{axis}": -(-(extent + front[a]) // (1 if transposed else s)),
+                  f"O2{axis}": max(1, -(-o // (s if transposed else 1)))}
+    return sizes
+
+
+def pool_view_reference(inputs: dict, params: dict) -> np.ndarray:
+    """What `pool_kernel` writes to Y for any view X: pooling of the view read plainly (its
+    padding already in it) with padding 0, positions past it reading 0 as the guard does."""
+    X, Y = inputs["X"], inputs["Y"]
+    dims = X.ndim // 2
+    plain = np.asarray(X, np.float64).reshape(X.shape[0], *(X.shape[1 + 2 * a] * X.shape[2 + 2 * a]
+                                                             for a in range(dims)))
+    window, stride, _, dilation = _conv_params(dims, params["window"], params["stride"], 0,
+                                               params["dilation"])
+    need = [(o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(Y.shape[1:], window, stride,
+                                                                dilation, strict=True)]
+    grown = np.zeros((X.shape[0], *(max(n, m) for n, m in zip(plain.shape[1:], need,
+                                                                strict=True))))
+    grown[(slice(None), *(slice(0, n) for n in plain.shape[1:]))] = plain
+    y = pool_reference_nd(grown, kind=params["kind"], window=window, stride=stride,
+                          dilation=dilation)
+    return y[(slice(None), *(slice(0, o) for o in Y.shape[1:]))]
+
+
+def pool_check_sizes(dims: int, params: dict, trial: int) -> dict:
+    """Small sizes of `pool_kernel(dims)` consistent with `params` for trial `trial`."""
+    window, stride, _, dilation = _conv_params(dims, params["window"], params["stride"], 0,
+                                               params["dilation"])
+    sizes = {"NC": 3 + 2 * trial}
+    for a, axis in enumerate(SPATIAL[3 - dims:]):
+        extent = 6 + trial + (dims == 1) * 70
+        sizes |= {f"S{axis}": stride[a], f"I2{axis}": -(-extent // stride[a]),
+                  f"O{axis}": conv_output_size(extent, window[a], stride[a], 0, dilation[a],
+                                               False)}
+    return sizes
