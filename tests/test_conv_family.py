@@ -151,6 +151,17 @@ def test_conv_family_is_proved_and_matches_numpy(config):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
 
 
+def test_a_3x3x3_strided_window_walks_its_taps_in_loops():
+    """27 taps are more than UNROLLED_TAPS: the window is walked by runtime loops (unrolled,
+    its offsets would not fit the SGPRs), proved and right in the strict emulator."""
+    c = dict(dims=3, engine="fma", n=1, spatial=(5, 4, 6), groups=1, cg=2, ocg=3,
+             window=(3, 3, 3), stride=(2, 2, 2), padding=(1, 1, 1), dilation=(1, 1, 1),
+             transposed=False, epilogue=("bias",))
+    assert "k0" in str(conv_kernel(3, "fma", ("bias",)).trace(
+        **{k: c[k] for k in ("window", "stride", "padding", "dilation", "transposed")}))
+    test_conv_family_is_proved_and_matches_numpy(c)
+
+
 def test_transposed_taps_partition_the_window():
     """Every tap of a transposed convolution reaches exactly one output phase per dimension
     (each input-output pair is counted once), the offsets never reach before the view."""

@@ -284,7 +284,7 @@ def library() -> dict[str, LibraryKernel]:
                                      "O2W": 5, "SOW": 1}, _conv_reference, 1e-5,
                                     variants=CONV_VARIANTS, check_sizes=_conv_check_sizes),
         "pooling2d": LibraryKernel(pool_kernel(2), "Y",
-                                   {"NC": 3, "I2H": 4, "SH": 2, "I2W": 5, "SW": 2, "OH": 4,
+                                   {"NC": 3, "I2H": 8, "SH": 1, "I2W": 5, "SW": 2, "OH": 4,
                                     "OW": 5}, _pool_reference, 1e-6, variants=POOL_VARIANTS,
                                    check_sizes=_pool_check_sizes),
     }

@@ -227,16 +227,35 @@ def input_pad(dims: int, window, stride, padding, dilation, transposed: bool) ->
                  for k, s, p, d in zip(window, stride, padding, dilation, strict=True))
 
 
+def view_phases(dims: int, stride, transposed: bool) -> tuple[tuple, tuple]:
+    """The phase counts of X's and Y's views per dimension (`tap_plan`): forward, X has the
+    stride's phases along the innermost axis only and Y none; transposed, X none and Y the
+    stride's along every axis."""
+    stride = _per_dim(stride, dims, "stride")
+    if transposed:
+        return (1,) * dims, stride
+    return (1,) * (dims - 1) + stride[-1:], (1,) * dims
+
+
+def row_steps(dims: int, stride, transposed: bool) -> tuple:
+    """How far the input moves per output row along each axis, in view rows (`tap_plan`)."""
+    stride = _per_dim(stride, dims, "stride")
+    return (1,) * dims if transposed else stride[:-1] + (1,)
+
+
 def tap_plan(dims: int, window, stride, padding, dilation, transposed: bool) -> dict:
     """For each output phase r (a tuple, one entry per dimension; only (0, ..) unless
     transposed), per dimension the window taps that reach it as arithmetic progressions
     (k0, dk, off0, doff, phase, count): tap k0 + j * dk reads the input view at
-    (q + off0 + j * doff, phase) for output q * R + r, j < count, R and S being the output
-    and input phase counts (forward: R = 1, S = stride; transposed: R = stride, S = 1) and
-    the view starting `input_pad` zeros early.
+    (q * m + off0 + j * doff, phase) for output q * R + r, j < count, R and S being the output
+    and input phase counts (`view_phases`) and m the row step (`row_steps`), the view starting
+    `input_pad` zeros early.
 
-    Forward: input i = o * s + k * d - p, so the taps of one input phase b (k * d = b mod s)
-    step by s / gcd(s, d) and their offsets by d / gcd(s, d). Transposed (the gather form of
+    Forward: input i = o * s + k * d - p. Along the innermost axis, whose positions a tile
+    runs along, the view has S = s phases, and the taps of one input phase b
+    (k * d = b mod s) step by s / gcd(s, d) and their offsets by d / gcd(s, d); an outer axis
+    is a scalar coordinate, so it is read plainly (S = 1, m = s) and its taps are one
+    progression. Transposed (the gather form of
     torch's conv_transpose, y[o] += x[i] w[k] where o = i * s - p + k * d):
     i = (o + p - k * d) / s, a tap reaching output phase r only where s divides r + p - k * d,
     walked from the last tap down so the offsets grow. A progression is what a runtime loop
@@ -244,9 +263,12 @@ def tap_plan(dims: int, window, stride, padding, dilation, transposed: bool) -> 
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
     front = input_pad(dims, window, stride, padding, dilation, transposed)
     per_dim = []
-    for k_, s, p, d, f in zip(window, stride, padding, dilation, front, strict=True):
+    for a, (k_, s, p, d, f) in enumerate(zip(window, stride, padding, dilation, front,
+                                             strict=True)):
         dk, doff = s // math.gcd(s, d), d // math.gcd(s, d)
-        if transposed:
+        if not transposed and a < dims - 1:
+            per_dim.append({0: [(0, 1, f - p, d, 0, k_)]})
+        elif transposed:
             by_phase = {}
             for r in range(s):
                 ks = [k for k in range(k_) if (r + p - k * d) % s == 0]
@@ -277,31 +299,36 @@ def conv_taps(dims: int, window, stride, padding, dilation, transposed: bool) ->
                     itertools.product(*map(_expand, per_dim))] for phase, per_dim in plan.items()}
 
 
+#: windows of more taps than this walk their outer axes in runtime loops
+UNROLLED_TAPS = 9
+
+
 def _over_taps(plan, acc, step):
     """acc after `step(acc, k, offset, phase)` over every tap of `plan` (per dimension, its
-    progressions). In 3-D the first dimension's progressions are runtime loops (unrolling
-    every tap of a 3x3x3 window would keep more offsets in SGPRs than a wave has); the others
-    are unrolled."""
-    looped = len(plan) == 3
-    inner = [_expand(progressions) for progressions in plan[1 if looped else 0:]]
+    progressions). Up to UNROLLED_TAPS taps are unrolled; a larger window (3x3x3, 5x5) walks
+    each progression in a runtime loop, as unrolling every tap would keep more offsets live
+    than a wave has SGPRs."""
+    looped = len(plan) if math.prod(len(_expand(p)) for p in plan) > UNROLLED_TAPS else 0
 
-    def unrolled(acc, head):
-        for combo in itertools.product(*inner):
-            k, off, ph = zip(*([head] if head else []), *combo, strict=True)
-            acc = step(acc, k, off, ph)
+    def walk(acc, axis, head):
+        if axis == len(plan):
+            k, off, ph = zip(*head, strict=True)
+            return step(acc, k, off, ph)
+        if axis >= looped:
+            for tap in _expand(plan[axis]):
+                acc = walk(acc, axis + 1, [*head, tap])
+            return acc
+        for k0, dk, off0, doff, ph, count in plan[axis]:
+            if count == 1:
+                acc = walk(acc, axis + 1, [*head, (k0, off0, ph)])
+                continue
+            loop = T.range(0, count, name=f"k{axis}", acc=acc)
+            for j in loop:
+                loop.acc = walk(loop.acc, axis + 1, [*head, (k0 + j * dk, off0 + j * doff, ph)])
+            acc = loop.acc
         return acc
 
-    if not looped:
-        return unrolled(acc, None)
-    for k0, dk, off0, doff, ph, count in plan[0]:
-        if count == 1:
-            acc = unrolled(acc, (k0, off0, ph))
-            continue
-        loop = T.range(0, count, name="kd", acc=acc)
-        for j in loop:
-            loop.acc = unrolled(loop.acc, (k0 + j * dk, off0 + j * doff, ph))
-        acc = loop.acc
-    return acc
+    return walk(acc, 0, [])
 
 
 def _epilogue(steps) -> tuple:
@@ -396,10 +423,12 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     taps = tap_plan(dims, window, stride, padding, dilation, transposed)
     xs, ws, ys = X.shape, Wt.shape, Y.shape
     N, G, CG, OCG = xs[0], xs[-2], xs[-1], ys[-1]
+    x_phases, y_phases = view_phases(dims, stride, transposed)
+    steps_per_row = row_steps(dims, stride, transposed)
     for a in range(dims):
         T.assume(ws[a].eq(window[a]))
-        T.assume(xs[2 + 2 * a].eq(1 if transposed else stride[a]))
-        T.assume(ys[2 + 2 * a].eq(stride[a] if transposed else 1))
+        T.assume(xs[2 + 2 * a].eq(x_phases[a]))
+        T.assume(ys[2 + 2 * a].eq(y_phases[a]))
     out_extent = [ys[1 + 2 * a] for a in range(dims)]         # O2 per dimension
     x_pos, y_pos = 1 + 2 * (dims - 1), 1 + 2 * (dims - 1)      # the innermost spatial axis
     if engine == "mfma":
@@ -413,30 +442,41 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     outer = [T.program_id(0)] if dims >= 2 else []
     if dims == 3:
         for qd in T.range(0, out_extent[0], name="od"):
-            _conv_channels(engine, steps, t, taps, n, [qd, *outer], q0, G, CG, OCG,
+            rows = [qd, *outer]
+            _conv_channels(engine, steps, t, taps, n, rows, _times(rows, steps_per_row), q0,
+                           G, CG, OCG,
                            block_oc, x_pos, y_pos)
     else:
-        _conv_channels(engine, steps, t, taps, n, outer, q0, G, CG, OCG, block_oc, x_pos,
+        _conv_channels(engine, steps, t, taps, n, outer, _times(outer, steps_per_row), q0, G,
+                       CG, OCG, block_oc, x_pos,
                        y_pos)
 
 
-def _conv_channels(engine, steps, t, taps, n, outer, q0, G, CG, OCG, block_oc, x_pos, y_pos):
-    """Every group and output-channel block of one row of output positions."""
+def _times(rows, steps) -> list:
+    """Output rows (outer axes) as input view rows."""
+    return [q * m for q, m in zip(rows, steps, strict=False)]
+
+
+def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, block_oc, x_pos,
+                   y_pos):
+    """Every group and output-channel block of one row of output positions (`outer` its
+    coordinates on the outer axes of Y, `x_outer` on those of X)."""
     for g in T.range(0, G, name="g"):
         blocks = OCG // block_oc if engine == "mfma" else T.cdiv(OCG, block_oc)
         for block in T.range(0, blocks, name="ocb"):
             for phase, phase_taps in taps.items():
-                _conv_phase(engine, steps, t, phase, phase_taps, n, outer, q0, g,
+                _conv_phase(engine, steps, t, phase, phase_taps, n, outer, x_outer, q0, g,
                             block * block_oc, CG, x_pos, y_pos)
 
 
-def _conv_phase(engine, steps, t, phase, taps, n, outer, q0, g, oc0, CG, x_pos, y_pos):
+def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos,
+                y_pos):
     """One output phase of one channel block: a reduction over (input channel, tap), the
     epilogue, the store."""
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
 
     def x_origin(k_off, k_phase, c):
-        spatial = [e for q, o, p in zip([*outer, q0], k_off, k_phase, strict=True)
+        spatial = [e for q, o, p in zip([*x_outer, q0], k_off, k_phase, strict=True)
                    for e in (q + o, p)]
         return (n, *spatial, g, c)
 
@@ -475,8 +515,9 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
 
 
 def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
-    spec = T.rows_layout((FMA_OC, FMA_P), 1).permute((1, 0))   # lanes: positions
-    column, row = T.reduced(spec, 1), T.reduced(spec, 0)
+    _, lane, slot = T.thread_vars(1, FMA_OC)          # lanes: positions; slots: channels
+    spec = T.TileSpec((FMA_P, FMA_OC), T.ThreadLayout(1, FMA_OC, (lane, slot)))
+    column, row = T.reduced(spec, 1), T.reduced(spec, 0)   # one slot / every lane alike
 
     def step(c):
         def tap(acc, k, off, ph):
@@ -524,7 +565,7 @@ def conv_input_view(x: np.ndarray, *, window, stride=1, padding=0, dilation=1,
     """X for `conv_kernel`: the input (N, *spatial, C) in its phase view with `input_pad`."""
     dims = x.ndim - 2
     front = input_pad(dims, window, stride, padding, dilation, transposed)
-    return phase_view_nd(x, 1 if transposed else stride, groups, front)
+    return phase_view_nd(x, view_phases(dims, stride, transposed)[0], groups, front)
 
 
 def conv_output_view(n: int, out_spatial, stride, groups: int, oc_per_group: int,
@@ -645,8 +686,9 @@ def _pool_body(dims, X, Y, *, kind, window, stride, padding, dilation):
         raise ArgusError(f"pooling kind {kind!r}: use 'max' or 'avg'")
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
     xs, out = X.shape, Y.shape[1:]
+    x_phases = view_phases(dims, stride, False)[0]
     for a in range(dims):
-        T.assume(xs[2 + 2 * a].eq(stride[a]))
+        T.assume(xs[2 + 2 * a].eq(x_phases[a]))
     T.grid(out[-2] if dims >= 2 else 1, T.cdiv(out[-1], 64), T.cdiv(xs[0], 4))
     q0, nc0 = T.program_id(1) * 64, T.program_id(2) * 4
     outer = [T.program_id(0)] if dims >= 2 else []
@@ -663,8 +705,10 @@ def _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0):
     spec = T.rows_layout((4, 64), 1)
     plan = tap_plan(len(window), window, stride, 0, dilation, False)[(0,) * len(window)]
 
+    x_outer = _times(outer, row_steps(len(window), stride, False))
+
     def tap(acc, k, off, ph):
-        origin = [e for q, o, p in zip([*outer, q0], off, ph, strict=True) for e in (q + o, p)]
+        origin = [e for q, o, p in zip([*x_outer, q0], off, ph, strict=True) for e in (q + o, p)]
         x = X.load((nc0, *origin), spec, axes=(0, len(origin) - 1), guard=True)
         return T.maximum(acc, x) if kind == "max" else acc + x
 
@@ -685,8 +729,8 @@ def pool_input_view(x: np.ndarray, *, kind, window, stride=None, padding=0,
            in zip(x.shape[1:], window, stride, padding, dilation, strict=True)]
     extent = [(o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(out, window, stride, dilation,
                                                                     strict=True)]
-    view = phase_view_nd(x[..., None], stride, 1, padding, -np.inf if kind == "max" else 0.0,
-                         extent)
+    view = phase_view_nd(x[..., None], view_phases(dims, stride, False)[0], 1, padding,
+                         -np.inf if kind == "max" else 0.0, extent)
     return view[..., 0, 0]
 
 
@@ -748,13 +792,14 @@ def conv_check_sizes(dims: int, params: dict, trial: int) -> dict:
     transposed = params["transposed"]
     sizes = {"N": 1 + trial % 2, "G": 1 + trial % 2, "CG": 2 + trial, "OCG": 3 + trial}
     front = input_pad(dims, window, stride, padding, dilation, transposed)
+    x_phases = view_phases(dims, stride, transposed)[0]
     for a, axis in enumerate(SPATIAL[3 - dims:]):
         extent = 4 + trial + (dims == 1) * 60          # a 1-D row spans two position blocks
         o = conv_output_size(extent, window[a], stride[a], padding[a], dilation[a], transposed)
         s = stride[a]
-        sizes |= {f"K{axis}": window[a], f"SI{axis}": 1 if transposed else s,
+        sizes |= {f"K{axis}": window[a], f"SI{axis}": x_phases[a],
                   f"SO{axis}": s if transposed else 1,
-                  f"I2{axis}": -(-(extent + front[a]) // (1 if transposed else s)),
+                  f"I2{axis}": -(-(extent + front[a]) // x_phases[a]),
                   f"O2{axis}": max(1, -(-o // (s if transposed else 1)))}
     return sizes
 
@@ -785,7 +830,8 @@ def pool_check_sizes(dims: int, params: dict, trial: int) -> dict:
     sizes = {"NC": 3 + 2 * trial}
     for a, axis in enumerate(SPATIAL[3 - dims:]):
         extent = 6 + trial + (dims == 1) * 70
-        sizes |= {f"S{axis}": stride[a], f"I2{axis}": -(-extent // stride[a]),
+        phases = view_phases(dims, stride, False)[0][a]
+        sizes |= {f"S{axis}": phases, f"I2{axis}": -(-extent // phases),
                   f"O{axis}": conv_output_size(extent, window[a], stride[a], 0, dilation[a],
                                                False)}
     return sizes
