@@ -177,7 +177,7 @@ def test_conv_family_refuses_bad_parameters():
         conv_kernel(4)
     with pytest.raises(ArgusError, match="epilogue step"):
         conv_kernel(2, "fma", ("swish",))
-    with pytest.raises(ArgusError, match="one per spatial dimension"):
+    with pytest.raises(ArgusError, match="does not fit 2 spatial"):
         conv_kernel(2).trace(window=(3, 3, 3))
 
 

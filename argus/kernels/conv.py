@@ -201,8 +201,9 @@ def _per_dim(value, dims: int, name: str) -> tuple[int, ...]:
     values = (value,) * dims if isinstance(value, int) else tuple(value)
     if len(values) != dims or not all(isinstance(v, int) and not isinstance(v, bool)
                                       for v in values):
-        raise ArgusError(f"conv/pool parameter {name}={value!r}: give one whole number or "
-                         f"{dims} of them (one per spatial dimension)")
+        raise ArgusError(f"conv/pool parameter {name}={value!r} does not fit {dims} spatial "
+                         "dimension(s)", fix=f"give one whole number or {dims} of them (one "
+                         "per spatial dimension)")
     return values
 
 
@@ -210,8 +211,8 @@ def _conv_params(dims, window, stride, padding, dilation):
     window, stride = _per_dim(window, dims, "window"), _per_dim(stride, dims, "stride")
     padding, dilation = _per_dim(padding, dims, "padding"), _per_dim(dilation, dims, "dilation")
     if min(window + stride + dilation) < 1 or min(padding) < 0:
-        raise ArgusError(f"conv window {window}, stride {stride}, dilation {dilation} must be "
-                         f">= 1 and padding {padding} >= 0")
+        raise ArgusError(f"conv window {window}, stride {stride}, dilation {dilation}, padding "
+                         f"{padding}", fix="window, stride and dilation >= 1, padding >= 0")
     return window, stride, padding, dilation
 
 
@@ -343,7 +344,8 @@ def _epilogue(steps) -> tuple:
                              "(('scale', factor), ('clamp', lo, hi), the others alone)")
         out.append((name, *map(float, args)))
     if [s[0] for s in out].count("bias") > 1 or [s[0] for s in out].count("residual") > 1:
-        raise ArgusError(f"epilogue {steps!r} adds bias or residual twice")
+        raise ArgusError(f"epilogue {steps!r} adds bias or residual twice",
+                         fix="name each at most once (scale or clamp may repeat)")
     return tuple(out)
 
 
