@@ -380,8 +380,9 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     ("scale", f), ("clamp", lo, hi)).
 
     Arguments, channels last with the channels split into groups (a free reshape):
-    X (N, [I2, SI] per dimension, G, CG) the input in its phase view (`phase_view_nd`; SI is
-    the stride, or 1 when transposed), Wt (K per dimension, G, OCG, CG), then bias (G, OCG)
+    X (N, [I2, SI] per dimension, G, CG) the input in its phase view (`conv_input_view`; SI
+    per `view_phases`: the stride along the innermost axis of a forward convolution, else 1),
+    Wt (K per dimension, G, OCG, CG), then bias (G, OCG)
     and residual (Y's shape, f32) when the epilogue names them, and Y (N, [O2, SO] per
     dimension, G, OCG) the output in its phase view (SO = 1, or the stride when transposed;
     `from_phase_view` gives the plain array). Groups, channel counts and every extent are
@@ -446,17 +447,16 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         for qd in T.range(0, out_extent[0], name="od"):
             rows = [qd, *outer]
             _conv_channels(engine, steps, t, taps, n, rows, _times(rows, steps_per_row), q0,
-                           G, CG, OCG,
-                           block_oc, x_pos, y_pos)
+                           G, CG, OCG, block_oc, x_pos, y_pos)
     else:
-        _conv_channels(engine, steps, t, taps, n, outer, _times(outer, steps_per_row), q0, G,
-                       CG, OCG, block_oc, x_pos,
-                       y_pos)
+        _conv_channels(engine, steps, t, taps, n, outer, _times(outer, steps_per_row), q0,
+                       G, CG, OCG, block_oc, x_pos, y_pos)
 
 
 def _times(rows, steps) -> list:
-    """Output rows (outer axes) as input view rows."""
-    return [q * m for q, m in zip(rows, steps, strict=False)]
+    """Output rows of the outer axes as input view rows (`steps`: `row_steps`, whose last
+    entry, the innermost axis', has no row here)."""
+    return [q * m for q, m in zip(rows, steps[:len(rows)], strict=True)]
 
 
 def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, block_oc, x_pos,
