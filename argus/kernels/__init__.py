@@ -214,6 +214,42 @@ def _typed_gemm_knobs(dtype: str) -> tuple[Knob, ...]:
     return tuple(knobs.values())
 
 
+#: the convolution and pooling families' library entries (2-D; any dims through
+#: argus.kernels.conv.conv_kernel / pool_kernel): what they compute, not tunings
+CONV_VARIANTS = (
+    Knob("stride", ((1, 1), (2, 2), (1, 2)), "stride per spatial dimension"),
+    Knob("transposed", (False, True), "transposed convolution (the gather form)"),
+)
+POOL_VARIANTS = (
+    Knob("kind", ("max", "avg"), "max or average pooling (the average counts the padding)"),
+    Knob("stride", ((2, 2), (1, 1)), "stride per spatial dimension"),
+)
+
+
+def _conv_reference(inputs, params):
+    from argus.kernels.conv import conv_kernel, conv_view_reference
+
+    return conv_view_reference((), inputs, {**conv_kernel(2).params, **params})
+
+
+def _conv_check_sizes(p: dict, trial: int) -> dict:
+    from argus.kernels.conv import conv_check_sizes, conv_kernel
+
+    return conv_check_sizes(2, {**conv_kernel(2).params, **p}, trial)
+
+
+def _pool_reference(inputs, params):
+    from argus.kernels.conv import pool_kernel, pool_view_reference
+
+    return pool_view_reference(inputs, {**pool_kernel(2).params, **params})
+
+
+def _pool_check_sizes(p: dict, trial: int) -> dict:
+    from argus.kernels.conv import pool_check_sizes, pool_kernel
+
+    return pool_check_sizes(2, {**pool_kernel(2).params, **p}, trial)
+
+
 def _gemm_check_sizes(p: dict, trial: int) -> dict:
     return {"M": p["block_m"] * (1 + trial % 2), "N": p["block_n"] * (2 - trial % 2),
             "K": p["block_k"] * p["split_k"] * (2 + trial % 2)}
@@ -239,6 +275,7 @@ def _moe_timing_sizes(sizes: dict, params: dict) -> dict:
 def library() -> dict[str, LibraryKernel]:
     """Every library kernel by name (built once: the entries are immutable)."""
     from argus.kernels.attention import attention_fwd, attention_fwd_kv
+    from argus.kernels.conv import conv_kernel, pool_kernel
     from argus.kernels.gemm import gemm, gemm_bf8, gemm_f16, gemm_fp8
     from argus.kernels.moe import moe_gemm
 
@@ -261,7 +298,17 @@ def library() -> dict[str, LibraryKernel]:
         "moe_gemm": LibraryKernel(moe_gemm, "Y", {"TOKENS": 200, "H": 64, "E": 4, "N": 128},
                                   _moe_reference, 1e-3, _moe_routing, knobs=MOE_KNOBS,
                                   check_sizes=_moe_check_sizes, timing_sizes=_moe_timing_sizes),
+        "conv2d_fma": LibraryKernel(conv_kernel(2), "Y",
+                                    {"N": 1, "I2H": 6, "SIH": 1, "I2W": 7, "SIW": 1, "G": 2,
+                                     "CG": 3, "KH": 3, "KW": 3, "OCG": 5, "O2H": 4, "SOH": 1,
+                                     "O2W": 5, "SOW": 1}, _conv_reference, 1e-5,
+                                    variants=CONV_VARIANTS, check_sizes=_conv_check_sizes),
+        "pooling2d": LibraryKernel(pool_kernel(2), "Y",
+                                   {"NC": 3, "I2H": 8, "SH": 1, "I2W": 5, "SW": 2, "OH": 4,
+                                    "OW": 5}, _pool_reference, 1e-6, variants=POOL_VARIANTS,
+                                   check_sizes=_pool_check_sizes),
     }
 
-__all__ = ["Knob", "LibraryKernel", "library", "POLICY", "BF16_MFMAS", "dense_mfmas", "GEMM_KNOBS",
-           "ATTENTION_KNOBS", "ATTENTION_VARIANTS", "MOE_KNOBS"]
+__all__ = ["Knob", "LibraryKernel", "library", "POLICY", "BF16_MFMAS", "dense_mfmas",
+           "GEMM_KNOBS", "ATTENTION_KNOBS", "ATTENTION_VARIANTS", "MOE_KNOBS", "CONV_VARIANTS",
+           "POOL_VARIANTS"]

@@ -1,20 +1,28 @@
-"""Convolution and pooling written in the DSL (issue 22): a 2-D implicit-GEMM convolution on
-v_mfma_f32_32x32x8_bf16 (NHWC, any stride, padding and dilation, a fused bias + activation
-epilogue), a depthwise one (groups = C) and 2-D max/average pooling, all proved for symbolic
-sizes. Not here yet: 1-D/3-D, other group counts, transposed convolution.
+"""Convolution and pooling written in the DSL (issue 22). The family: `conv_kernel(dims,
+engine, epilogue)` builds one implicit-GEMM convolution for 1-D/2-D/3-D, any stride, padding,
+dilation, group shape (depthwise and pointwise included) and transposed convolution, on f32
+FMAs or bf16 MFMAs, with a fused epilogue; `pool_kernel(dims)` max and average pooling 1-3-D;
+all proved for symbolic sizes (docs/guide/ops.md). The earlier 2-D kernels (`conv2d`,
+`depthwise_conv2d`, `pool2d`) stay as they were.
 
 Strides come from the input's phase view: a stride-s input of H x W is passed as
 (N, H/s, s, W/s, s, C), element (h, w) at (h // s, h % s, w // s, w % s), so every window
-offset reads a contiguous run of output positions at a compile-time phase (`phase_view`
-makes it; H and W padded to multiples of s with zeros). Padding and the tails are guarded
-loads (outside the tensor reads 0; max pooling masks them to -inf).
+offset reads a contiguous run of output positions at a compile-time phase (`phase_view`,
+`phase_view_nd` make it). In the family the view also holds the front padding, so no offset
+is negative and only the far end is a guarded load.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import itertools
+import math
+
 import numpy as np
 
 import argus.lang as T
+from argus.errors import ArgusError
 from argus.lang import Tensor
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
@@ -175,3 +183,657 @@ def depthwise_conv2d(X: Tensor("f32", "N", "H2", "S", "W2", "S", "C"),
                 weight = Wt.load((kh, kw, c0), channels, axes=(2,), guard=True)
                 acc = acc + x * T.broadcast(weight, 0, spec)
         Y.store((n, oh, ow0, c0), acc, axes=(2, 3), guard=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The family: one builder for 1-D/2-D/3-D, strided, padded, dilated, grouped and transposed
+# convolutions (channels last, f32 FMA or bf16 MFMA) and one for 1-3-D max/average pooling.
+# ---------------------------------------------------------------------------------------------
+
+SPATIAL = ("D", "H", "W")
+ENGINES = ("fma", "mfma")
+EPILOGUE_STEPS = ("bias", "residual", "scale", "clamp", *ACTIVATIONS[1:], "tanh")
+#: the f32 engine's tile: 64 output positions (one per lane) by 4 output channels (registers)
+FMA_P, FMA_OC = 64, 4
+
+
+def _per_dim(value, dims: int, name: str) -> tuple[int, ...]:
+    values = (value,) * dims if isinstance(value, int) else tuple(value)
+    if len(values) != dims or not all(isinstance(v, int) and not isinstance(v, bool)
+                                      for v in values):
+        raise ArgusError(f"conv/pool parameter {name}={value!r} does not fit {dims} spatial "
+                         "dimension(s)", fix=f"give one whole number or {dims} of them (one "
+                         "per spatial dimension)")
+    return values
+
+
+def _conv_params(dims, window, stride, padding, dilation):
+    window, stride = _per_dim(window, dims, "window"), _per_dim(stride, dims, "stride")
+    padding, dilation = _per_dim(padding, dims, "padding"), _per_dim(dilation, dims, "dilation")
+    if min(window + stride + dilation) < 1 or min(padding) < 0:
+        raise ArgusError(f"conv window {window}, stride {stride}, dilation {dilation}, padding "
+                         f"{padding}", fix="window, stride and dilation >= 1, padding >= 0")
+    return window, stride, padding, dilation
+
+
+def input_pad(dims: int, window, stride, padding, dilation, transposed: bool) -> tuple:
+    """Zeros in front of each spatial dimension of the input view, so that no tap reads before
+    it: the padding for a forward convolution; for a transposed one, what the gather form
+    reaches before input 0 (ceil(((K - 1) * d - p) / s), at least 0). Every offset the kernel
+    adds is then >= 0, and only the far end is guarded."""
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    if not transposed:
+        return padding
+    return tuple(max(0, -((p - (k - 1) * d) // s))
+                 for k, s, p, d in zip(window, stride, padding, dilation, strict=True))
+
+
+def view_phases(dims: int, stride, transposed: bool) -> tuple[tuple, tuple]:
+    """The phase counts of X's and Y's views per dimension (`tap_plan`): forward, X has the
+    stride's phases along the innermost axis only and Y none; transposed, X none and Y the
+    stride's along every axis."""
+    stride = _per_dim(stride, dims, "stride")
+    if transposed:
+        return (1,) * dims, stride
+    return (1,) * (dims - 1) + stride[-1:], (1,) * dims
+
+
+def row_steps(dims: int, stride, transposed: bool) -> tuple:
+    """How far the input moves per output row along each axis, in view rows (`tap_plan`)."""
+    stride = _per_dim(stride, dims, "stride")
+    return (1,) * dims if transposed else stride[:-1] + (1,)
+
+
+def tap_plan(dims: int, window, stride, padding, dilation, transposed: bool) -> dict:
+    """For each output phase r (a tuple, one entry per dimension; only (0, ..) unless
+    transposed), per dimension the window taps that reach it as arithmetic progressions
+    (k0, dk, off0, doff, phase, count): tap k0 + j * dk reads the input view at
+    (q * m + off0 + j * doff, phase) for output q * R + r, j < count, R and S being the output
+    and input phase counts (`view_phases`) and m the row step (`row_steps`), the view starting
+    `input_pad` zeros early.
+
+    Forward: input i = o * s + k * d - p. Along the innermost axis, whose positions a tile
+    runs along, the view has S = s phases, and the taps of one input phase b
+    (k * d = b mod s) step by s / gcd(s, d) and their offsets by d / gcd(s, d); an outer axis
+    is a scalar coordinate, so it is read plainly (S = 1, m = s) and its taps are one
+    progression. Transposed (the gather form of
+    torch's conv_transpose, y[o] += x[i] w[k] where o = i * s - p + k * d):
+    i = (o + p - k * d) / s, a tap reaching output phase r only where s divides r + p - k * d,
+    walked from the last tap down so the offsets grow. A progression is what a runtime loop
+    over the taps can walk with affine indices."""
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    front = input_pad(dims, window, stride, padding, dilation, transposed)
+    per_dim = []
+    for a, (k_, s, p, d, f) in enumerate(zip(window, stride, padding, dilation, front,
+                                             strict=True)):
+        dk, doff = s // math.gcd(s, d), d // math.gcd(s, d)
+        if not transposed and a < dims - 1:
+            per_dim.append({0: [(0, 1, f - p, d, 0, k_)]})
+        elif transposed:
+            by_phase = {}
+            for r in range(s):
+                ks = [k for k in range(k_) if (r + p - k * d) % s == 0]
+                by_phase[r] = ([(ks[-1], -dk, (r + p - ks[-1] * d) // s + f, doff, 0, len(ks))]
+                               if ks else [])
+            per_dim.append(by_phase)
+        else:
+            progressions = []
+            for b in range(s):
+                ks = [k for k in range(k_) if (k * d - p + f) % s == b]
+                if ks:
+                    progressions.append((ks[0], dk, (ks[0] * d - p + f) // s, doff, b, len(ks)))
+            per_dim.append({0: progressions})
+    return {phase: [per_dim[a][r] for a, r in enumerate(phase)]
+            for phase in itertools.product(*(sorted(p) for p in per_dim))}
+
+
+def _expand(progressions) -> list[tuple[int, int, int]]:
+    return [(k0 + j * dk, off0 + j * doff, ph) for k0, dk, off0, doff, ph, count in progressions
+            for j in range(count)]
+
+
+def conv_taps(dims: int, window, stride, padding, dilation, transposed: bool) -> dict:
+    """`tap_plan` written out: for each output phase, the (k, offset, phase) tuples (one entry
+    per dimension each) of every tap that reaches it."""
+    plan = tap_plan(dims, window, stride, padding, dilation, transposed)
+    return {phase: [tuple(zip(*combo, strict=True)) for combo in
+                    itertools.product(*map(_expand, per_dim))] for phase, per_dim in plan.items()}
+
+
+#: windows of more taps than this walk their outer axes in runtime loops
+UNROLLED_TAPS = 9
+
+
+def _over_taps(plan, acc, step):
+    """acc after `step(acc, k, offset, phase)` over every tap of `plan` (per dimension, its
+    progressions). Up to UNROLLED_TAPS taps are unrolled; a larger window (3x3x3, 5x5) walks
+    each progression in a runtime loop, as unrolling every tap would keep more offsets live
+    than a wave has SGPRs."""
+    looped = len(plan) if math.prod(len(_expand(p)) for p in plan) > UNROLLED_TAPS else 0
+
+    def walk(acc, axis, head):
+        if axis == len(plan):
+            k, off, ph = zip(*head, strict=True)
+            return step(acc, k, off, ph)
+        if axis >= looped:
+            for tap in _expand(plan[axis]):
+                acc = walk(acc, axis + 1, [*head, tap])
+            return acc
+        for k0, dk, off0, doff, ph, count in plan[axis]:
+            if count == 1:
+                acc = walk(acc, axis + 1, [*head, (k0, off0, ph)])
+                continue
+            loop = T.range(0, count, name=f"k{axis}", acc=acc)
+            for j in loop:
+                loop.acc = walk(loop.acc, axis + 1, [*head, (k0 + j * dk, off0 + j * doff, ph)])
+            acc = loop.acc
+        return acc
+
+    return walk(acc, 0, [])
+
+
+def _epilogue(steps) -> tuple:
+    """The epilogue as (name, *args) tuples, checked."""
+    out = []
+    for step in steps:
+        step = (step,) if isinstance(step, str) else tuple(step)
+        name, args = step[0], step[1:]
+        arity = {"scale": 1, "clamp": 2}.get(name, 0)
+        if name not in EPILOGUE_STEPS or len(args) != arity:
+            raise ArgusError(f"epilogue step {step!r}: use one of {EPILOGUE_STEPS} "
+                             "(('scale', factor), ('clamp', lo, hi), the others alone)")
+        out.append((name, *map(float, args)))
+    if [s[0] for s in out].count("bias") > 1 or [s[0] for s in out].count("residual") > 1:
+        raise ArgusError(f"epilogue {steps!r} adds bias or residual twice",
+                         fix="name each at most once (scale or clamp may repeat)")
+    return tuple(out)
+
+
+def _apply_epilogue(acc, steps, bias_row, residual):
+    for name, *args in steps:
+        if name == "bias":
+            acc = acc + T.broadcast(bias_row(), 0, acc.spec)
+        elif name == "residual":
+            acc = acc + residual()
+        elif name == "scale":
+            acc = acc * args[0]
+        elif name == "clamp":
+            acc = T.minimum(T.maximum(acc, T.full(acc.spec, args[0])), T.full(acc.spec, args[1]))
+        elif name == "tanh":
+            acc = T.tanh(acc)
+        else:
+            acc = _activate(acc, name)
+    return acc
+
+
+def _view_shape(prefix: str, phases: str, dims: int) -> tuple[str, ...]:
+    """(I2_D, SI_D, I2_H, SI_H, ...) style names: a spatial axis in its phase view."""
+    return tuple(n for a in SPATIAL[3 - dims:] for n in (f"{prefix}{a}", f"{phases}{a}"))
+
+
+@functools.cache
+def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.KernelDef:
+    """The convolution kernel for `dims` spatial dimensions (1, 2 or 3), `engine` ("fma": f32
+    rank-1 updates, any group shape; "mfma": bf16 on v_mfma_f32_32x32x8_bf16, channels per
+    group a multiple of 8 and output channels per group of 32) and fused `epilogue` (a tuple of
+    steps applied in order: "bias", "residual", "relu", "gelu", "sigmoid", "tanh",
+    ("scale", f), ("clamp", lo, hi)).
+
+    Arguments, channels last with the channels split into groups (a free reshape):
+    X (N, [I2, SI] per dimension, G, CG) the input in its phase view (`conv_input_view`; SI
+    per `view_phases`: the stride along the innermost axis of a forward convolution, else 1),
+    Wt (K per dimension, G, OCG, CG), then bias (G, OCG)
+    and residual (Y's shape, f32) when the epilogue names them, and Y (N, [O2, SO] per
+    dimension, G, OCG) the output in its phase view (SO = 1, or the stride when transposed;
+    `from_phase_view` gives the plain array). Groups, channel counts and every extent are
+    symbolic; depthwise is CG = 1 and pointwise a window of 1s. Compile-time parameters:
+    window, stride, padding, dilation (an int or one per dimension) and transposed."""
+    if dims not in (1, 2, 3) or engine not in ENGINES:
+        raise ArgusError(f"conv_kernel(dims={dims!r}, engine={engine!r}): dims is 1, 2 or 3 "
+                         f"and engine one of {ENGINES}")
+    steps = _epilogue(epilogue)
+    names = [s[0] for s in steps]
+    dtype = "f32" if engine == "fma" else "bf16"
+    axes = SPATIAL[3 - dims:]
+    annotations = {
+        "X": Tensor(dtype, "N", *_view_shape("I2", "SI", dims), "G", "CG"),
+        "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "OCG", "CG")}
+    if "bias" in names:
+        annotations["bias"] = Tensor("f32", "G", "OCG")
+    y_shape = ("N", *_view_shape("O2", "SO", dims), "G", "OCG")
+    if "residual" in names:
+        annotations["residual"] = Tensor("f32", *y_shape)
+    annotations["Y"] = Tensor("f32", *y_shape)
+    params = {"window": (3,) * dims, "stride": (1,) * dims, "padding": (0,) * dims,
+              "dilation": (1,) * dims, "transposed": False}
+
+    def conv(*tensors, **chosen):
+        _conv_body(dims, engine, steps, dict(zip(annotations, tensors, strict=True)), **chosen)
+
+    conv.__name__ = f"conv{dims}d_{engine}" + "".join(f"_{n}" for n in names)
+    conv.__doc__ = conv_kernel.__doc__
+    conv.__annotations__ = annotations
+    P = inspect.Parameter
+    conv.__signature__ = inspect.Signature(
+        [P(n, P.POSITIONAL_OR_KEYWORD, annotation=a) for n, a in annotations.items()] +
+        [P(n, P.KEYWORD_ONLY, default=v) for n, v in params.items()])
+    return T.KernelDef(conv, waves=1 if engine == "fma" else 4)
+
+
+def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed):
+    X, Wt, Y = t["X"], t["Wt"], t["Y"]
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    taps = tap_plan(dims, window, stride, padding, dilation, transposed)
+    xs, ws, ys = X.shape, Wt.shape, Y.shape
+    N, G, CG, OCG = xs[0], xs[-2], xs[-1], ys[-1]
+    x_phases, y_phases = view_phases(dims, stride, transposed)
+    steps_per_row = row_steps(dims, stride, transposed)
+    for a in range(dims):
+        T.assume(ws[a].eq(window[a]))
+        T.assume(xs[2 + 2 * a].eq(x_phases[a]))
+        T.assume(ys[2 + 2 * a].eq(y_phases[a]))
+    out_extent = [ys[1 + 2 * a] for a in range(dims)]         # O2 per dimension
+    x_pos, y_pos = 1 + 2 * (dims - 1), 1 + 2 * (dims - 1)      # the innermost spatial axis
+    if engine == "mfma":
+        T.assume((CG % 8).eq(0))
+        T.assume((OCG % BLOCK_OC).eq(0))
+        block_p, block_oc = BLOCK_P, BLOCK_OC
+    else:
+        block_p, block_oc = FMA_P, FMA_OC
+    T.grid(out_extent[-2] if dims >= 2 else 1, T.cdiv(out_extent[-1], block_p), N)
+    q0, n = T.program_id(1) * block_p, T.program_id(2)
+    outer = [T.program_id(0)] if dims >= 2 else []
+    if dims == 3:
+        for qd in T.range(0, out_extent[0], name="od"):
+            rows = [qd, *outer]
+            _conv_channels(engine, steps, t, taps, n, rows, _times(rows, steps_per_row), q0,
+                           G, CG, OCG, block_oc, x_pos, y_pos)
+    else:
+        _conv_channels(engine, steps, t, taps, n, outer, _times(outer, steps_per_row), q0,
+                       G, CG, OCG, block_oc, x_pos, y_pos)
+
+
+def _times(rows, steps) -> list:
+    """Output rows of the outer axes as input view rows (`steps`: `row_steps`, whose last
+    entry, the innermost axis', has no row here)."""
+    return [q * m for q, m in zip(rows, steps[:len(rows)], strict=True)]
+
+
+def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, block_oc, x_pos,
+                   y_pos):
+    """Every group and output-channel block of one row of output positions (`outer` its
+    coordinates on the outer axes of Y, `x_outer` on those of X)."""
+    for g in T.range(0, G, name="g"):
+        blocks = OCG // block_oc if engine == "mfma" else T.cdiv(OCG, block_oc)
+        for block in T.range(0, blocks, name="ocb"):
+            for phase, phase_taps in taps.items():
+                _conv_phase(engine, steps, t, phase, phase_taps, n, outer, x_outer, q0, g,
+                            block * block_oc, CG, x_pos, y_pos)
+
+
+def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos,
+                y_pos):
+    """One output phase of one channel block: a reduction over (input channel, tap), the
+    epilogue, the store."""
+    X, Wt, Y = t["X"], t["Wt"], t["Y"]
+
+    def x_origin(k_off, k_phase, c):
+        spatial = [e for q, o, p in zip([*x_outer, q0], k_off, k_phase, strict=True)
+                   for e in (q + o, p)]
+        return (n, *spatial, g, c)
+
+    def w_origin(k, c):
+        return (*k, g, oc0, c)
+
+    y_origin = (n, *[e for q, r in zip([*outer, q0], phase, strict=True) for e in (q, r)],
+                g, oc0)
+    y_axes = (y_pos, len(y_origin) - 1)
+    reduce = _mfma_reduce if engine == "mfma" else _fma_reduce
+    acc, spec = reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos)
+    out = _apply_epilogue(
+        acc, steps,
+        lambda: t["bias"].load((g, oc0), T.reduced(spec, 0), axes=(1,), guard=True),
+        lambda: t["residual"].load(y_origin, spec, axes=y_axes, guard=True))
+    Y.store(y_origin, out, axes=y_axes, guard=True)
+
+
+def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
+    a_spec = T.mfma_layout(MFMA, "a", (4, 1))
+    b_spec = T.mfma_layout(MFMA, "b", (4, 1))
+    c_spec = T.mfma_layout(MFMA, "c", (4, 1))
+    c_axis = len(X.shape) - 1
+
+    def step(c):
+        def tap(acc, k, off, ph):
+            a = X.load(x_origin(off, ph, c * 8), a_spec, axes=(x_pos, c_axis), guard=True)
+            b = Wt.load(w_origin(k, c * 8), b_spec, axes=(len(k) + 1, len(k) + 2))
+            return T.mfma(MFMA, a, b, acc)
+        return tap
+
+    loop = T.range(0, CG // 8, name="c", acc=T.zeros(c_spec))
+    for c in loop:
+        loop.acc = _over_taps(plan, loop.acc, step(c))
+    return loop.acc, c_spec
+
+
+def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
+    _, lane, slot = T.thread_vars(1, FMA_OC)          # lanes: positions; slots: channels
+    spec = T.TileSpec((FMA_P, FMA_OC), T.ThreadLayout(1, FMA_OC, (lane, slot)))
+    column, row = T.reduced(spec, 1), T.reduced(spec, 0)   # one slot / every lane alike
+
+    def step(c):
+        def tap(acc, k, off, ph):
+            x = X.load(x_origin(off, ph, c), column, axes=(x_pos,), guard=True)
+            w = Wt.load(w_origin(k, c), row, axes=(len(k) + 1,), guard=True)
+            return acc + T.broadcast(x, 1, spec) * T.broadcast(w, 0, spec)
+        return tap
+
+    loop = T.range(0, CG, name="c", acc=T.zeros(spec))
+    for c in loop:
+        loop.acc = _over_taps(plan, loop.acc, step(c))
+    return loop.acc, spec
+
+
+def conv_output_size(size: int, window: int, stride: int, padding: int, dilation: int,
+                     transposed: bool, output_padding: int = 0) -> int:
+    """torch's output extent of one spatial dimension."""
+    if transposed:
+        return (size - 1) * stride - 2 * padding + dilation * (window - 1) + 1 + output_padding
+    return (size + 2 * padding - dilation * (window - 1) - 1) // stride + 1
+
+
+def phase_view_nd(x: np.ndarray, stride, groups: int = 1, front=0, fill: float = 0.0,
+                  extent=None) -> np.ndarray:
+    """A channels-last array (N, *spatial, C) as (N, [ceil(size/s), s] per dimension, G, C/G):
+    `front` elements of `fill` before each spatial dimension, then the data, then `fill` up to
+    `extent` (if given) and up to a multiple of the stride."""
+    dims = x.ndim - 2
+    stride, front = _per_dim(stride, dims, "stride"), _per_dim(front, dims, "front")
+    extent = _per_dim(extent, dims, "extent") if extent is not None else (0,) * dims
+    if x.shape[-1] % groups:
+        raise ArgusError(f"{x.shape[-1]} channels do not split into {groups} groups",
+                         fix="give a group count that divides the channels")
+    padded_shape = [-(-max(f + n, e) // s) * s for n, s, f, e
+                    in zip(x.shape[1:-1], stride, front, extent, strict=True)]
+    padded = np.full((x.shape[0], *padded_shape, x.shape[-1]), fill, x.dtype)
+    padded[(slice(None), *(slice(f, f + n) for f, n in zip(front, x.shape[1:-1],
+                                                            strict=True)))] = x
+    view = [e for n, s in zip(padded_shape, stride, strict=True) for e in (n // s, s)]
+    return padded.reshape(x.shape[0], *view, groups, x.shape[-1] // groups)
+
+
+def conv_input_view(x: np.ndarray, *, window, stride=1, padding=0, dilation=1,
+                    transposed=False, groups=1) -> np.ndarray:
+    """X for `conv_kernel`: the input (N, *spatial, C) in its phase view with `input_pad`."""
+    dims = x.ndim - 2
+    front = input_pad(dims, window, stride, padding, dilation, transposed)
+    return phase_view_nd(x, view_phases(dims, stride, transposed)[0], groups, front)
+
+
+def conv_output_view(n: int, out_spatial, stride, groups: int, oc_per_group: int,
+                     transposed: bool) -> tuple[int, ...]:
+    """The shape of Y for `conv_kernel`: (N, [O2, SO] per dimension, G, OCG)."""
+    dims = len(out_spatial)
+    phases = _per_dim(stride, dims, "stride") if transposed else (1,) * dims
+    view = [e for o, r in zip(out_spatial, phases, strict=True) for e in (-(-o // r), r)]
+    return (n, *view, groups, oc_per_group)
+
+
+def from_phase_view(y: np.ndarray, out_spatial) -> np.ndarray:
+    """Y of `conv_kernel` (N, [O2, SO]..., G, OCG) as the plain (N, *out_spatial, G*OCG)."""
+    dims = len(out_spatial)
+    merged = y.reshape(y.shape[0], *(y.shape[1 + 2 * a] * y.shape[2 + 2 * a]
+                                     for a in range(dims)), y.shape[-2] * y.shape[-1])
+    return merged[(slice(None), *(slice(0, o) for o in out_spatial))]
+
+
+def conv_reference_nd(x, weight, *, stride=1, padding=0, dilation=1, transposed=False,
+                      output_padding=0, epilogue=(), bias=None, residual=None, out=None):
+    """Direct N-d convolution in float64, channels last: x (N, *spatial, C), weight
+    (*window, G, OCG, CG) with C = G * CG. Forward convolution gathers (y[o] += x[o*s + k*d -
+    p] w[k]); transposed scatters, as torch's conv_transpose defines it (y[i*s + k*d - p] +=
+    x[i] w[k], with w[k][g, oc, c] = torch's weight[g*CG + c, oc, *k]). The epilogue steps
+    are applied in order, bias (G*OCG,) and residual (the output's shape) where named. `out`
+    overrides the output extents (positions past the input read zeros)."""
+    x, weight = np.asarray(x, np.float64), np.asarray(weight, np.float64)
+    dims = x.ndim - 2
+    window = weight.shape[:dims]
+    groups, ocg, cg = weight.shape[dims:]
+    s, p = _per_dim(stride, dims, "stride"), _per_dim(padding, dims, "padding")
+    d, op = _per_dim(dilation, dims, "dilation"), _per_dim(output_padding, dims, "op")
+    spatial = x.shape[1:-1]
+    out = out or [conv_output_size(n, k, s_, p_, d_, transposed, o_) for n, k, s_, p_, d_, o_
+                  in zip(spatial, window, s, p, d, op, strict=True)]
+    xg = x.reshape(*x.shape[:-1], groups, cg)
+    if transposed:
+        full = [max((n - 1) * s_ + d_ * (k - 1) + 1, p_ + o) for n, k, s_, p_, d_, o
+                in zip(spatial, window, s, p, d, out, strict=True)]
+        y = np.zeros((x.shape[0], *full, groups, ocg))
+        for k in itertools.product(*map(range, window)):
+            contrib = np.einsum("...gc,goc->...go", xg, weight[k])
+            place = tuple(slice(k_ * d_, k_ * d_ + s_ * n, s_)
+                          for k_, d_, s_, n in zip(k, d, s, spatial, strict=True))
+            y[(slice(None), *place)] += contrib
+        y = y[(slice(None), *(slice(p_, p_ + o) for p_, o in zip(p, out, strict=True)))]
+    else:
+        padded = np.zeros((x.shape[0], *(n + 2 * p_ + s_ * o + d_ * k for n, p_, s_, o, d_, k
+                                         in zip(spatial, p, s, out, d, window, strict=True)),
+                           groups, cg))
+        padded[(slice(None), *(slice(p_, p_ + n) for p_, n in zip(p, spatial, strict=True)))] = xg
+        y = np.zeros((x.shape[0], *out, groups, ocg))
+        for k in itertools.product(*map(range, window)):
+            patch = padded[(slice(None), *(slice(k_ * d_, k_ * d_ + s_ * o, s_)
+                                           for k_, d_, s_, o in zip(k, d, s, out, strict=True)))]
+            y += np.einsum("...gc,goc->...go", patch, weight[k])
+    y = y.reshape(*y.shape[:-2], groups * ocg)
+    for name, *args in _epilogue(epilogue):
+        if name == "bias":
+            y = y + np.asarray(bias, np.float64).reshape(-1)
+        elif name == "residual":
+            y = y + np.asarray(residual, np.float64)
+        elif name == "scale":
+            y = y * args[0]
+        elif name == "clamp":
+            y = np.clip(y, args[0], args[1])
+        elif name == "tanh":
+            y = np.tanh(y)
+        else:
+            y = _activate_reference(y, name)
+    return y
+
+
+def _activate_reference(y, activation: str):
+    if activation == "relu":
+        return np.maximum(y, 0)
+    if activation == "sigmoid":
+        return 1 / (1 + np.exp(-y))
+    if activation == "gelu":
+        import math
+
+        return y * 0.5 * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
+    return y
+
+
+@functools.cache
+def pool_kernel(dims: int) -> T.KernelDef:
+    """Max or average pooling over `dims` spatial dimensions (1, 2 or 3), f32, channels first
+    with batch and channels merged: X (NC, [I2, S] per dimension) the input's phase view made
+    by `pool_input_view` (padding and the far end filled with -inf for max, 0 for the
+    average), Y (NC, *output extents). Compile-time parameters: kind ("max" or "avg"), window,
+    stride, padding, dilation (an int or one per dimension). The average divides by the
+    window's size, padding included (torch's count_include_pad=True)."""
+    if dims not in (1, 2, 3):
+        raise ArgusError(f"pool_kernel(dims={dims!r}): dims is 1, 2 or 3")
+    axes = SPATIAL[3 - dims:]
+    annotations = {"X": Tensor("f32", "NC", *_view_shape("I2", "S", dims)),
+                   "Y": Tensor("f32", "NC", *(f"O{a}" for a in axes))}
+    params = {"kind": "max", "window": (2,) * dims, "stride": (2,) * dims,
+              "padding": (0,) * dims, "dilation": (1,) * dims}
+
+    def pool(X, Y, **chosen):
+        _pool_body(dims, X, Y, **chosen)
+
+    pool.__name__ = f"pooling{dims}d"
+    pool.__doc__ = pool_kernel.__doc__
+    pool.__annotations__ = annotations
+    P = inspect.Parameter
+    pool.__signature__ = inspect.Signature(
+        [P(n, P.POSITIONAL_OR_KEYWORD, annotation=a) for n, a in annotations.items()] +
+        [P(n, P.KEYWORD_ONLY, default=v) for n, v in params.items()])
+    return T.KernelDef(pool, waves=1)
+
+
+def _pool_body(dims, X, Y, *, kind, window, stride, padding, dilation):
+    if kind not in ("max", "avg"):
+        raise ArgusError(f"pooling kind {kind!r}: use 'max' or 'avg'")
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    xs, out = X.shape, Y.shape[1:]
+    x_phases = view_phases(dims, stride, False)[0]
+    for a in range(dims):
+        T.assume(xs[2 + 2 * a].eq(x_phases[a]))
+    T.grid(out[-2] if dims >= 2 else 1, T.cdiv(out[-1], 64), T.cdiv(xs[0], 4))
+    q0, nc0 = T.program_id(1) * 64, T.program_id(2) * 4
+    outer = [T.program_id(0)] if dims >= 2 else []
+    if dims == 3:
+        for od in T.range(0, out[0], name="od"):
+            _pool_row(X, Y, kind, window, stride, dilation, nc0, [od, *outer], q0)
+    else:
+        _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0)
+
+
+def _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0):
+    """4 planes by 64 output positions along the innermost dimension, every window tap a
+    load of the phase view (the padding is in the view, already -inf or 0)."""
+    spec = T.rows_layout((4, 64), 1)
+    plan = tap_plan(len(window), window, stride, 0, dilation, False)[(0,) * len(window)]
+
+    x_outer = _times(outer, row_steps(len(window), stride, False))
+
+    def tap(acc, k, off, ph):
+        origin = [e for q, o, p in zip([*x_outer, q0], off, ph, strict=True) for e in (q + o, p)]
+        x = X.load((nc0, *origin), spec, axes=(0, len(origin) - 1), guard=True)
+        return T.maximum(acc, x) if kind == "max" else acc + x
+
+    acc = _over_taps(plan, T.full(spec, -np.inf) if kind == "max" else T.zeros(spec), tap)
+    if kind == "avg":
+        acc = acc * (1.0 / float(np.prod(window)))
+    Y.store((nc0, *outer, q0), acc, axes=(0, len(outer) + 1), guard=True)
+
+
+def pool_input_view(x: np.ndarray, *, kind, window, stride=None, padding=0,
+                    dilation=1) -> np.ndarray:
+    """X for `pool_kernel` from x (NC, *spatial): front padding and the far end filled with
+    -inf (max) or 0 (avg) so every window of every output lies inside the view."""
+    dims = x.ndim - 1
+    stride = window if stride is None else stride
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    out = [conv_output_size(n, k, s, p, d, False) for n, k, s, p, d
+           in zip(x.shape[1:], window, stride, padding, dilation, strict=True)]
+    extent = [(o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(out, window, stride, dilation,
+                                                                    strict=True)]
+    view = phase_view_nd(x[..., None], view_phases(dims, stride, False)[0], 1, padding,
+                         -np.inf if kind == "max" else 0.0, extent)
+    return view[..., 0, 0]
+
+
+def pool_reference_nd(x, *, kind, window, stride=None, padding=0, dilation=1):
+    """Direct max/avg pooling of x (NC, *spatial) in float64, torch's floor mode; the average
+    counts the padding."""
+    x = np.asarray(x, np.float64)
+    dims = x.ndim - 1
+    stride = window if stride is None else stride
+    window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
+    out = [conv_output_size(n, k, s, p, d, False) for n, k, s, p, d
+           in zip(x.shape[1:], window, stride, padding, dilation, strict=True)]
+    fill = -np.inf if kind == "max" else 0.0
+    padded = np.full((x.shape[0], *(n + 2 * p + s * o for n, p, s, o
+                                    in zip(x.shape[1:], padding, stride, out, strict=True))), fill)
+    padded[(slice(None), *(slice(p, p + n) for p, n in zip(padding, x.shape[1:], strict=True)))] = x
+    y = np.full((x.shape[0], *out), fill)
+    for k in itertools.product(*map(range, window)):
+        patch = padded[(slice(None), *(slice(k_ * d, k_ * d + s * o, s)
+                                       for k_, d, s, o in zip(k, dilation, stride, out,
+                                                              strict=True)))]
+        y = np.maximum(y, patch) if kind == "max" else y + patch / np.prod(window)
+    return y
+
+
+def conv_view_reference(epilogue, inputs: dict, params: dict) -> np.ndarray:
+    """What `conv_kernel(dims, engine, epilogue)` writes to Y (its phase view) for any view
+    arrays `inputs` (X, Wt, bias, residual, Y), the front of X's view included: the view read
+    plainly is the input with `input_pad` more positions in front, so it is the convolution
+    of that array with padding 0 (forward) or p + f * s (transposed, its inputs moved f
+    later), over every position of Y's view."""
+    X, Wt, Y = inputs["X"], inputs["Wt"], inputs["Y"]
+    dims = (X.ndim - 3) // 2
+    front = input_pad(dims, params["window"], params["stride"], params["padding"],
+                      params["dilation"], params["transposed"])
+    stride, padding = _per_dim(params["stride"], dims, "stride"), params["padding"]
+    plain = X.reshape(X.shape[0], *(X.shape[1 + 2 * a] * X.shape[2 + 2 * a]
+                                    for a in range(dims)), -1)
+    out = [Y.shape[1 + 2 * a] * Y.shape[2 + 2 * a] for a in range(dims)]
+    if params["transposed"]:
+        padding = tuple(p + f * s for p, f, s in zip(_per_dim(padding, dims, "padding"), front,
+                                                      stride, strict=True))
+    else:
+        padding = 0
+    residual = inputs.get("residual")
+    if residual is not None:
+        residual = residual.reshape(residual.shape[0], *out, -1)
+    y = conv_reference_nd(plain, Wt, stride=stride, padding=padding,
+                          dilation=params["dilation"], transposed=params["transposed"],
+                          epilogue=epilogue, bias=inputs.get("bias"), residual=residual, out=out)
+    return y.reshape(Y.shape)
+
+
+def conv_check_sizes(dims: int, params: dict, trial: int) -> dict:
+    """Small sizes of `conv_kernel(dims)` consistent with `params` for correctness trial
+    `trial` (the shapes change between trials)."""
+    window, stride, padding, dilation = _conv_params(dims, params["window"], params["stride"],
+                                                     params["padding"], params["dilation"])
+    transposed = params["transposed"]
+    sizes = {"N": 1 + trial % 2, "G": 1 + trial % 2, "CG": 2 + trial, "OCG": 3 + trial}
+    front = input_pad(dims, window, stride, padding, dilation, transposed)
+    x_phases = view_phases(dims, stride, transposed)[0]
+    for a, axis in enumerate(SPATIAL[3 - dims:]):
+        extent = 4 + trial + (dims == 1) * 60          # a 1-D row spans two position blocks
+        o = conv_output_size(extent, window[a], stride[a], padding[a], dilation[a], transposed)
+        s = stride[a]
+        sizes |= {f"K{axis}": window[a], f"SI{axis}": x_phases[a],
+                  f"SO{axis}": s if transposed else 1,
+                  f"I2{axis}": -(-(extent + front[a]) // x_phases[a]),
+                  f"O2{axis}": max(1, -(-o // (s if transposed else 1)))}
+    return sizes
+
+
+def pool_view_reference(inputs: dict, params: dict) -> np.ndarray:
+    """What `pool_kernel` writes to Y for any view X: pooling of the view read plainly (its
+    padding already in it) with padding 0, positions past it reading 0 as the guard does."""
+    X, Y = inputs["X"], inputs["Y"]
+    dims = X.ndim // 2
+    plain = np.asarray(X, np.float64).reshape(X.shape[0], *(X.shape[1 + 2 * a] * X.shape[2 + 2 * a]
+                                                             for a in range(dims)))
+    window, stride, _, dilation = _conv_params(dims, params["window"], params["stride"], 0,
+                                               params["dilation"])
+    need = [(o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(Y.shape[1:], window, stride,
+                                                                dilation, strict=True)]
+    grown = np.zeros((X.shape[0], *(max(n, m) for n, m in zip(plain.shape[1:], need,
+                                                                strict=True))))
+    grown[(slice(None), *(slice(0, n) for n in plain.shape[1:]))] = plain
+    y = pool_reference_nd(grown, kind=params["kind"], window=window, stride=stride,
+                          dilation=dilation)
+    return y[(slice(None), *(slice(0, o) for o in Y.shape[1:]))]
+
+
+def pool_check_sizes(dims: int, params: dict, trial: int) -> dict:
+    """Small sizes of `pool_kernel(dims)` consistent with `params` for trial `trial`."""
+    window, stride, _, dilation = _conv_params(dims, params["window"], params["stride"], 0,
+                                               params["dilation"])
+    sizes = {"NC": 3 + 2 * trial}
+    for a, axis in enumerate(SPATIAL[3 - dims:]):
+        extent = 6 + trial + (dims == 1) * 70
+        phases = view_phases(dims, stride, False)[0][a]
+        sizes |= {f"S{axis}": phases, f"I2{axis}": -(-extent // phases),
+                  f"O{axis}": conv_output_size(extent, window[a], stride[a], 0, dilation[a],
+                                               False)}
+    return sizes

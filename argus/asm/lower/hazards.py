@@ -120,7 +120,7 @@ def _walk(items: list, history: dict, insert: bool, cache: dict) -> dict:
         if isinstance(item, Loop):
             entry = history
             for _ in range(4):
-                end = _walk(item.body, entry, False, cache)
+                end = _trial_walk(item.body, entry, cache)
                 merged = _merge(history, end)
                 if merged == entry:
                     break
@@ -155,6 +155,17 @@ def _walk(items: list, history: dict, insert: bool, cache: dict) -> dict:
     if insert:
         items[:] = out
     return history
+
+
+def _trial_walk(body: list, entry: dict, cache: dict) -> dict:
+    """The history after `body` from `entry`, inserting nothing. Memoised: a loop nested d
+    deep is otherwise walked 2^d times (each enclosing loop walks its body to a fixpoint, then
+    once more to insert), the same from the same entry each time. A body is only ever changed
+    by its own inserting walk, after its trial walks, and its length keys the memo too."""
+    key = ("trial", id(body), len(body), frozenset(entry.items()))
+    if key not in cache:
+        cache[key] = (body, _walk(body, entry, False, cache))   # body kept: its id stays its
+    return cache[key][1]
 
 
 def _issue(inst: MInst, history: dict) -> dict:

@@ -138,28 +138,29 @@ def waitcnt_text(waits: dict[str, int]) -> str:
                                                       key=lambda kv: kv[0] != VMCNT))
 
 
-def _walk(items: list, state: State, insert: bool) -> State:
+def _walk(items: list, state: State, insert: bool, memo: dict | None = None) -> State:
+    memo = {} if memo is None else memo
     out = []
     for index, item in enumerate(items):
         if isinstance(item, Loop):
             entry = state
             while True:
-                end = _walk(item.body, entry, insert=False)
+                end = _trial_walk(item.body, entry, memo)
                 merged = state.merge(end)
                 if merged == entry:
                     break
                 entry = merged
-            end = _walk(item.body, entry, insert)
+            end = _walk(item.body, entry, insert, memo)
             # leaving the loop: from the last iteration, or from the trip test before it
             state = state.merge(end)
             out.append(item)
             continue
         if isinstance(item, Skip):
-            state = state.merge(_walk(item.body, state, insert))    # run or jumped over
+            state = state.merge(_walk(item.body, state, insert, memo))  # run or jumped over
             out.append(item)
             continue
         if isinstance(item, IfElse):
-            then, orelse = (_walk(arm, state, insert) for arm in item.arms)
+            then, orelse = (_walk(arm, state, insert, memo) for arm in item.arms)
             state = then.merge(orelse)
             out.append(item)
             continue
@@ -176,6 +177,17 @@ def _walk(items: list, state: State, insert: bool) -> State:
     if insert:
         items[:] = out
     return state
+
+
+def _trial_walk(body: list, entry: State, memo: dict) -> State:
+    """The state after `body` from `entry`, inserting nothing. Memoised: a loop nested d deep
+    is otherwise walked 2^d times or more (each enclosing loop walks its body to a fixpoint,
+    then once more to insert), the same from the same entry each time. A trial walk changes
+    nothing the inserting walk does not redo (a wait_group's count comes from the state)."""
+    key = (id(body), len(body), entry)
+    if key not in memo:
+        memo[key] = (body, _walk(body, entry, False, memo))   # body kept: its id stays its
+    return memo[key][1]
 
 
 #: MFMAs whose LDS operand waits are merged into one `s_waitcnt` (the first of a run waits for

@@ -1,0 +1,283 @@
+"""The convolution family (argus/kernels/conv.py `conv_kernel`, issue 22): random configurations
+over 1-D/2-D/3-D, stride, padding, dilation, groups (depthwise and pointwise included),
+transposed convolution, both engines and random fused epilogues, each variant proved for
+symbolic sizes and matching a direct float64 numpy convolution in the strict emulator; max
+and average pooling 1-3-D likewise. The configurations come from a seeded generator, so a
+failure names a configuration that reruns exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ml_dtypes import bfloat16
+
+import argus
+from argus.errors import ArgusError
+from argus.kernels.conv import (
+    conv_input_view,
+    conv_kernel,
+    conv_output_size,
+    conv_output_view,
+    conv_reference_nd,
+    conv_taps,
+    from_phase_view,
+    pool_input_view,
+    pool_kernel,
+    pool_reference_nd,
+)
+
+#: (dims, engine, kind): every kind the issue names, in each dimension count
+KINDS = [
+    (1, "fma", "strided"), (1, "fma", "dilated"), (1, "fma", "grouped"),
+    (1, "fma", "depthwise"), (1, "fma", "pointwise"), (1, "fma", "transposed"),
+    (1, "mfma", "strided"), (1, "mfma", "transposed"),
+    (2, "fma", "plain"), (2, "fma", "strided"), (2, "fma", "dilated"), (2, "fma", "grouped"),
+    (2, "fma", "depthwise"), (2, "fma", "pointwise"), (2, "fma", "transposed"),
+    (2, "mfma", "grouped"),
+    (3, "fma", "plain"), (3, "fma", "strided"), (3, "fma", "depthwise"),
+    (3, "fma", "pointwise"), (3, "fma", "transposed"), (3, "mfma", "dilated"),
+]
+ACTIVATIONS = ("relu", "sigmoid", "tanh", "gelu")
+
+
+def draw(index: int) -> dict:
+    """Configuration `index`: its kind from KINDS, the rest drawn from a generator seeded by
+    `index` (small sizes: the strict emulator runs every lane)."""
+    dims, engine, kind = KINDS[index]
+    rng = np.random.default_rng(1000 + index)
+
+    def per_dim(lo, hi):
+        return tuple(int(v) for v in rng.integers(lo, hi + 1, dims))
+
+    window = (1,) * dims if kind == "pointwise" else per_dim(2, 3 if dims < 3 else 2)
+    stride = per_dim(1, 2) if kind in ("strided", "transposed", "pointwise") else (1,) * dims
+    if kind in ("strided", "transposed") and max(stride) == 1:
+        stride = (2, *stride[1:])
+    if dims == 3 and kind == "transposed":
+        stride = (1, 1, 2)      # eight output phases would lower slowly; one strided axis
+    dilation = per_dim(1, 2) if kind in ("dilated", "transposed") else (1,) * dims
+    transposed = kind == "transposed"
+    padding = tuple(int(rng.integers(0, (d * (k - 1)) // 2 + 1)) for k, d in
+                    zip(window, dilation, strict=True))
+    if engine == "mfma":
+        groups, cg, ocg = (2 if kind == "grouped" else 1), 8, 32
+    elif kind == "depthwise":
+        groups, cg, ocg = int(rng.integers(2, 6)), 1, int(rng.integers(1, 3))
+    elif kind == "grouped":
+        groups, cg, ocg = int(rng.integers(2, 4)), int(rng.integers(1, 4)), int(rng.integers(1, 6))
+    else:
+        groups, cg, ocg = 1, int(rng.integers(1, 4)), int(rng.integers(1, 7))
+    lo, hi = {1: (5, 12), 2: (3, 7), 3: (2, 4)}[dims]
+    spatial = tuple(max(int(rng.integers(lo, hi + 1)), d * (k - 1) + 1 - 2 * p)
+                    for k, d, p in zip(window, dilation, padding, strict=True))
+    steps = ["bias", "residual", str(rng.choice(ACTIVATIONS)), ("scale", 0.75),
+             ("clamp", -1.5, 2.0)]
+    chosen = rng.permutation(len(steps))[:int(rng.integers(0, 4))]
+    epilogue = tuple(steps[i] for i in sorted(chosen))
+    return dict(dims=dims, engine=engine, n=int(rng.integers(1, 3)), spatial=spatial,
+                groups=groups, cg=cg, ocg=ocg, window=window, stride=stride, padding=padding,
+                dilation=dilation, transposed=transposed, epilogue=epilogue)
+
+
+CONFIGS = [draw(i) for i in range(len(KINDS))]
+
+
+def _output_padding(c: dict) -> tuple[int, ...]:
+    """torch's output_padding for a transposed configuration: 1 on each axis where it is
+    legal (below the stride or the dilation), so the output's far end is exercised too."""
+    if not c["transposed"]:
+        return (0,) * c["dims"]
+    return tuple(1 if max(s, d) > 1 else 0 for s, d in
+                 zip(c["stride"], c["dilation"], strict=True))
+
+
+def _id(c: dict) -> str:
+    return (f"{c['dims']}d-{c['engine']}-{'T' if c['transposed'] else 'F'}-"
+            f"g{c['groups']}x{c['cg']}x{c['ocg']}-k{c['window']}-s{c['stride']}-"
+            f"p{c['padding']}-d{c['dilation']}").replace(" ", "")
+
+
+def test_the_configurations_cover_every_kind():
+    """The drawn configurations include every case the family promises."""
+    assert len(CONFIGS) >= 20
+    assert {c["dims"] for c in CONFIGS} == {1, 2, 3}
+    assert any(c["transposed"] and max(c["stride"]) > 1 for c in CONFIGS)
+    assert any(c["groups"] > 1 and c["cg"] == 1 for c in CONFIGS)             # depthwise
+    assert any(c["groups"] > 1 and c["cg"] > 1 for c in CONFIGS)              # grouped
+    assert any(set(c["window"]) == {1} for c in CONFIGS)                      # pointwise
+    assert any(max(c["dilation"]) > 1 for c in CONFIGS)
+    assert any(max(c["padding"]) > 0 for c in CONFIGS)
+    assert {c["engine"] for c in CONFIGS} == {"fma", "mfma"}
+    steps = {s if isinstance(s, str) else s[0] for c in CONFIGS for s in c["epilogue"]}
+    assert {"bias", "residual", "scale", "clamp"} <= steps
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=_id)
+def test_conv_family_is_proved_and_matches_numpy(config):
+    c = config
+    dims, engine, epilogue = c["dims"], c["engine"], c["epilogue"]
+    params = dict(window=c["window"], stride=c["stride"], padding=c["padding"],
+                  dilation=c["dilation"], transposed=c["transposed"])
+    kernel = conv_kernel(dims, engine, epilogue)
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+
+    rng = np.random.default_rng(len(_id(c)))
+    dtype = np.float32 if engine == "fma" else bfloat16
+    x = rng.standard_normal((c["n"], *c["spatial"], c["groups"] * c["cg"])).astype(dtype)
+    weight = rng.standard_normal((*c["window"], c["groups"], c["ocg"], c["cg"])).astype(dtype)
+    output_padding = _output_padding(c)
+    out = [conv_output_size(i, k, s, p, d, c["transposed"], o) for i, k, s, p, d, o in
+           zip(c["spatial"], c["window"], c["stride"], c["padding"], c["dilation"],
+               output_padding, strict=True)]
+    y_shape = conv_output_view(c["n"], out, c["stride"], c["groups"], c["ocg"],
+                               c["transposed"])
+    bias = rng.standard_normal((c["groups"], c["ocg"])).astype(np.float32)
+    residual = rng.standard_normal(y_shape).astype(np.float32)
+    names = [s if isinstance(s, str) else s[0] for s in epilogue]
+    want = conv_reference_nd(x, weight, stride=c["stride"], padding=c["padding"],
+                             dilation=c["dilation"], transposed=c["transposed"],
+                             output_padding=output_padding, epilogue=epilogue, bias=bias,
+                             residual=from_phase_view(residual, out))
+    args = [conv_input_view(x, window=c["window"], stride=c["stride"], padding=c["padding"],
+                            dilation=c["dilation"], transposed=c["transposed"],
+                            groups=c["groups"]), weight]
+    args += [bias] if "bias" in names else []
+    args += [residual] if "residual" in names else []
+    y = np.zeros(y_shape, np.float32)
+    argus.compile(kernel, **params).run(*args, y, check="strict")
+    got = from_phase_view(y, out)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
+
+
+def test_a_3x3x3_strided_window_walks_its_taps_in_loops():
+    """27 taps are more than UNROLLED_TAPS: the window is walked by runtime loops (unrolled,
+    its offsets would not fit the SGPRs), proved and right in the strict emulator."""
+    c = dict(dims=3, engine="fma", n=1, spatial=(5, 4, 6), groups=1, cg=2, ocg=3,
+             window=(3, 3, 3), stride=(2, 2, 2), padding=(1, 1, 1), dilation=(1, 1, 1),
+             transposed=False, epilogue=("bias",))
+    assert "k0" in str(conv_kernel(3, "fma", ("bias",)).trace(
+        **{k: c[k] for k in ("window", "stride", "padding", "dilation", "transposed")}))
+    test_conv_family_is_proved_and_matches_numpy(c)
+
+
+def test_transposed_taps_partition_the_window():
+    """Every tap of a transposed convolution reaches exactly one output phase per dimension
+    (each input-output pair is counted once), the offsets never reach before the view."""
+    taps = conv_taps(2, (3, 4), (2, 3), (1, 2), (1, 2), True)
+    assert sorted(taps) == [(r, q) for r in range(2) for q in range(3)]
+    seen = sorted(k for phase in taps.values() for k, _, _ in phase)
+    assert seen == [(a, b) for a in range(3) for b in range(4)]
+    assert min(o for phase in taps.values() for _, off, _ in phase for o in off) >= 0
+
+
+def test_conv_family_refuses_bad_parameters():
+    with pytest.raises(ArgusError, match="dims is 1, 2 or 3"):
+        conv_kernel(4)
+    with pytest.raises(ArgusError, match="epilogue step"):
+        conv_kernel(2, "fma", ("swish",))
+    with pytest.raises(ArgusError, match="does not fit 2 spatial"):
+        conv_kernel(2).trace(window=(3, 3, 3))
+
+
+POOLS = [
+    # (kind, nc, spatial, window, stride, padding, dilation)
+    ("max", 3, (11,), 3, 2, 1, 1), ("avg", 2, (9,), 2, 1, 0, 2),
+    ("max", 2, (7, 9), 3, 2, 1, 1), ("avg", 5, (6, 5), 3, 1, 1, 1),
+    ("max", 2, (4, 5, 6), 2, 2, 1, 1), ("avg", 3, (5, 4, 7), (2, 1, 3), (1, 1, 2), 0, 1),
+    ("max", 6, (5, 6, 5), 3, 1, 1, 2),
+]
+
+
+@pytest.mark.parametrize("case", POOLS, ids=lambda c: f"{c[0]}{len(c[2])}d-{c[2]}".replace(" ", ""))
+def test_pool_family_is_proved_and_matches_numpy(case):
+    kind, nc, spatial, window, stride, padding, dilation = case
+    dims = len(spatial)
+    params = dict(kind=kind, window=window, stride=stride, padding=padding, dilation=dilation)
+    norm = {k: (v if isinstance(v, (str, tuple)) else (v,) * dims) for k, v in params.items()}
+    report = argus.verify(pool_kernel(dims), **norm)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    x = np.random.default_rng(nc * dims).standard_normal((nc, *spatial)).astype(np.float32)
+    x[0, ...] = -np.abs(x[0])                       # a plane below 0: padding must not win
+    want = pool_reference_nd(x, **params)
+    y = np.zeros(want.shape, np.float32)
+    argus.compile(pool_kernel(dims), **norm).run(pool_input_view(x, **params), y,
+                                                 check="strict")
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("index", range(len(KINDS)))
+def test_numpy_reference_matches_torch(index):
+    """The reference the family is checked against is torch's convolution, with the weight
+    mapping docs/guide/ops.md gives (and torch's output_padding for transposed ones)."""
+    torch = pytest.importorskip("torch")    # the argus[kernelbench] extra; CI installs it
+    import torch.nn.functional as F
+
+    c = draw(index)
+    dims, g, cg, ocg = c["dims"], c["groups"], c["cg"], c["ocg"]
+    rng = np.random.default_rng(index)
+    x = rng.standard_normal((c["n"], *c["spatial"], g * cg))
+    w = rng.standard_normal((*c["window"], g, ocg, cg))
+    spatial_axes = tuple(range(dims))
+    output_padding = _output_padding(c)
+    want = conv_reference_nd(x, w, stride=c["stride"], padding=c["padding"],
+                             dilation=c["dilation"], transposed=c["transposed"],
+                             output_padding=output_padding)
+    xt = torch.from_numpy(np.moveaxis(x, -1, 1).copy())
+    # ours (*K, G, OCG, CG) -> torch's (OC, CG, *K), or (C, OCG, *K) when transposed
+    if c["transposed"]:
+        wt = np.moveaxis(w, (*spatial_axes, dims, dims + 1, dims + 2),
+                         (*(3 + a for a in spatial_axes), 0, 2, 1)).reshape(g * cg, ocg,
+                                                                          *c["window"])
+        fn = getattr(F, f"conv_transpose{dims}d")
+        got = fn(xt, torch.from_numpy(wt.copy()), stride=c["stride"], padding=c["padding"],
+                 dilation=c["dilation"], groups=g, output_padding=output_padding)
+    else:
+        wt = np.moveaxis(w, (*spatial_axes, dims, dims + 1, dims + 2),
+                         (*(3 + a for a in spatial_axes), 0, 1, 2)).reshape(g * ocg, cg,
+                                                                          *c["window"])
+        fn = getattr(F, f"conv{dims}d")
+        got = fn(xt, torch.from_numpy(wt.copy()), stride=c["stride"], padding=c["padding"],
+                 dilation=c["dilation"], groups=g)
+    np.testing.assert_allclose(np.moveaxis(got.numpy(), 1, -1), want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", [c for c in POOLS if c[0] == "max" or c[6] == 1],
+                         ids=lambda c: f"{c[0]}{len(c[2])}d-{c[2]}".replace(" ", ""))
+def test_pool_reference_matches_torch(case):
+    """(torch's average pooling has no dilation: those cases are left out here)"""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    kind, nc, spatial, window, stride, padding, dilation = case
+    dims = len(spatial)
+    x = np.random.default_rng(nc).standard_normal((nc, *spatial))
+    want = pool_reference_nd(x, kind=kind, window=window, stride=stride, padding=padding,
+                             dilation=dilation)
+    xt = torch.from_numpy(x[None])
+    if kind == "max":
+        got = getattr(F, f"max_pool{dims}d")(xt, window, stride, padding, dilation)
+    else:
+        got = getattr(F, f"avg_pool{dims}d")(xt, window, stride, padding,
+                                             count_include_pad=True)
+    np.testing.assert_allclose(got.numpy()[0], want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name,params", [
+    ("conv2d_fma", dict(stride=(1, 2), padding=(1, 0), dilation=(1, 2), transposed=True)),
+])
+def test_library_entries_check_clean_at_their_check_sizes(name, params):
+    """A library entry (random view inputs, their front included, against the view
+    references) in the interpreter and the strict emulator, at sizes `check_sizes` derives
+    from the parameters."""
+    from roads import emulated, interpreted
+
+    from argus.kernels import library
+
+    entry = library()[name]
+    sizes = entry.check_sizes({**entry.kernel.params, **params}, 1)
+    interp = interpreted(name, sizes=sizes, params=params).interp
+    emulate = emulated(name, sizes=sizes, params=params).emulated
+    assert interp.ok and emulate.ok, (interp.message, emulate.message)
+    assert all(t.unwritten == 0 for t in interp.trials + emulate.trials)
