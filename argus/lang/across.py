@@ -1,0 +1,407 @@
+"""Reductions and scans whose axis a wave does not hold whole, composed of proved ops only:
+the tile goes through LDS into a layout of m-lane chunks (m the largest power of two <= 64
+dividing the axis), each wave combines its chunks by the in-wave exchange, the chunk results
+go through LDS again to threads that hold a whole line in their slots, and the line results
+(or, for a scan, each chunk's offset) come back through LDS to the layout the author asked
+for. Every LDS step has one writer per address and a barrier before its readers, so the
+verifier proves the traffic (barriers, bounds, tags) with the rules it already has.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from argus.ir.expr import And, Const, Expr, as_expr, min_
+from argus.ir.types import LANES, AddressMap, ThreadLayout, coord_vars, thread_vars
+from argus.lang.control import lanes
+from argus.lang.errors import DSLError, user_loc
+from argus.lang.layouts import TileSpec, reduced
+from argus.lang.trace import (
+    Lds,
+    Tile,
+    barrier,
+    current_builder,
+    iota,
+    lds,
+    mask,
+    shuffle,
+    tidy,
+    where,
+)
+
+#: the element that leaves a combination unchanged, and the elementwise combination
+IDENTITY = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}
+COMBINE = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b}
+
+
+def spans_waves(spec: TileSpec, axis: int) -> bool:
+    """Whether some wave holds part, but not all, of a line along `axis` (the in-wave
+    exchange would combine only that part)."""
+    table = [np.asarray(c, np.int64) for c in spec.layout.table()]
+    key = np.zeros(table[0].shape, np.int64)
+    for k, c in enumerate(table):
+        if k != axis:
+            key = key * spec.shape[k] + c
+    extent = spec.shape[axis]
+    for w in range(spec.layout.waves):
+        pairs = np.unique(np.stack([key[w].ravel(), table[axis][w].ravel()]), axis=1)
+        _, counts = np.unique(pairs[0], return_counts=True)
+        if (counts != extent).any():
+            return True
+    return False
+
+
+def in_wave_scan(x: Tile, fn: str, axis: int, n: int, *, reverse: bool, exclusive: bool
+                 ) -> Tile:
+    """Prefix `fn` along `axis` whose coordinate is lane % n (n a power of two <= 64): log2(n)
+    lane rotations (ds_bpermute), each combined where the source lies in the same run."""
+    combine, identity = COMBINE[fn], IDENTITY[fn]
+    position = iota(x.spec, axis)
+    if reverse:
+        position = (n - 1) - position
+    step, acc = 1, x
+    while step < n:
+        moved = shuffle(acc, "bpermute.rotate", (LANES - step) % LANES if not reverse else step)
+        acc = where(position >= float(step), combine(acc, moved), acc)
+        step *= 2
+    if exclusive:
+        moved = shuffle(acc, "bpermute.rotate", LANES - 1 if not reverse else 1)
+        acc = where(position >= 1.0, moved, identity)
+    return acc
+
+
+def _pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+class _Lines:
+    """The geometry of one cross-wave operation on a tile of shape `shape` along `axis`: its
+    lines (the other coordinates), each of C chunks of m elements (m = gcd(extent, 64)).
+    Every other extent and C are padded to powers of two, so the backend divides by shifts
+    only: padded lines read a copy of the last real one (never stored back), padded chunks
+    read as the combination's identity."""
+
+    def __init__(self, shape: tuple[int, ...], axis: int, waves: int, loc):
+        self.shape, self.axis, self.waves, self.loc = tuple(shape), axis, waves, loc
+        self.extent = shape[axis]
+        self.others = [k for k in range(len(shape)) if k != axis]
+        self.padded = [_pow2(shape[k]) for k in self.others]
+        self.lines = math.prod(self.padded)                   # the padded line count
+        self.chunk = math.gcd(self.extent, LANES)            # m: a power of two <= 64
+        self.real_chunks = self.extent // self.chunk
+        self.chunks = _pow2(self.real_chunks)                 # C, padded
+        self.threads = waves * LANES
+
+    # -- LDS views
+
+    def _line_of(self, coords) -> Expr:
+        """The padded line index of a tile coordinate (the axis left out)."""
+        line: Expr = Const(0)
+        for k, extent in zip(self.others, self.padded):
+            line = line * extent + coords[k]
+        return line
+
+    def tile_view(self, buffer: Lds) -> Lds:
+        """The tile row-major (x as it was staged)."""
+        coords = coord_vars(self.shape)
+        offset: Expr = Const(0)
+        for c, extent in zip(coords, self.shape):
+            offset = offset * extent + c
+        return Lds(buffer.value, AddressMap(self.shape, tidy(offset)))
+
+    def chunk_view(self, buffer: Lds) -> Lds:
+        """The row-major tile read as (lines, C, m), line and element clamped into the tile."""
+        c0, c1, c2 = coord_vars((self.lines, self.chunks, self.chunk))
+        coords: list[Expr] = [Const(0)] * len(self.shape)
+        rest = c0
+        for k, extent in reversed(list(zip(self.others, self.padded))):
+            part = rest % extent if k != self.others[0] else rest
+            coords[k] = min_(part, self.shape[k] - 1) if extent != self.shape[k] else part
+            rest = rest // extent
+        along = c1 * self.chunk + c2
+        coords[self.axis] = (min_(along, self.extent - 1) if self.chunks != self.real_chunks
+                             else along)
+        offset: Expr = Const(0)
+        for c, extent in zip(coords, self.shape):
+            offset = offset * extent + c
+        shape = (self.lines, self.chunks, self.chunk)
+        return Lds(buffer.value, AddressMap(shape, tidy(offset)))
+
+    def result_view(self, buffer: Lds) -> Lds:
+        """(lines, C, m) line-major: where a scan puts its result back."""
+        shape = (self.lines, self.chunks, self.chunk)
+        c0, c1, c2 = coord_vars(shape)
+        return Lds(buffer.value, AddressMap(shape, tidy((c0 * self.chunks + c1) * self.chunk
+                                                        + c2)))
+
+    def result_tile_view(self, buffer: Lds) -> Lds:
+        """The scan's result read back at the tile's coordinates."""
+        coords = coord_vars(self.shape)
+        offset = self._line_of(coords) * (self.chunks * self.chunk) + coords[self.axis]
+        return Lds(buffer.value, AddressMap(self.shape, tidy(offset)))
+
+    def line_view(self, buffer: Lds, shape: tuple[int, ...], dims: int) -> Lds:
+        """A buffer of one value per (line[, chunk]) read through `shape`, whose first `dims`
+        coordinates name the entry (the others are ignored: a broadcast)."""
+        coords = coord_vars(shape)
+        offset: Expr = Const(0)
+        for k in range(dims):
+            offset = offset * shape[k] + coords[k]
+        return Lds(buffer.value, AddressMap(shape, tidy(offset)))
+
+    def broadcast_view(self, buffer: Lds) -> Lds:
+        """The line results read at every element of the tile (the line of its coordinates)."""
+        return Lds(buffer.value, AddressMap(self.shape, tidy(self._line_of(
+            coord_vars(self.shape)))))
+
+    def out_view(self, buffer: Lds) -> Lds:
+        """The line results read as the reduced tile (the axis dropped)."""
+        shape = self.shape[:self.axis] + self.shape[self.axis + 1:]
+        coords = coord_vars(shape)
+        full = list(coords[:self.axis]) + [Const(0)] + list(coords[self.axis:])
+        return Lds(buffer.value, AddressMap(shape, tidy(self._line_of(full))))
+
+    # -- register layouts
+
+    def chunk_spec(self) -> tuple[TileSpec, Expr]:
+        """(L, C, m) with each chunk on m lanes of one wave (lane % m its element), and the
+        condition selecting one holder of every element (the wrapped copies stay silent)."""
+        elements = self.lines * self.chunks * self.chunk
+        wave, lane, slot = thread_vars(self.waves, max(1, elements // self.threads))
+        thread = wave * LANES + lane
+        if elements <= self.threads:
+            e = thread if elements == self.threads else thread % elements
+            slots, writer = 1, (thread < elements if elements < self.threads else Const(True))
+        elif elements % self.threads == 0:
+            slots, writer = elements // self.threads, Const(True)
+            e = slot * self.threads + thread
+        else:
+            raise self._no_fit(f"{elements} elements do not split evenly over "
+                               f"{self.threads} threads")
+        wave, lane, slot = thread_vars(self.waves, slots)
+        group = e // self.chunk
+        layout = ThreadLayout(self.waves, slots, (group // self.chunks, group % self.chunks,
+                                                  e % self.chunk))
+        return TileSpec((self.lines, self.chunks, self.chunk), layout), as_expr(writer)
+
+    def slot_spec(self, items: int, shape: tuple[int, ...], inner: int) -> tuple[TileSpec, Expr]:
+        """`items` entries (the leading coordinates of `shape`, row-major) over the threads,
+        each thread holding an entry's `inner` values (the last coordinate) in its slots, and
+        the condition selecting one holder of every entry."""
+        if items > self.threads and items % self.threads:
+            raise self._no_fit(f"{items} lines do not split evenly over {self.threads} threads")
+        per = max(1, items // self.threads)
+        wave, lane, slot = thread_vars(self.waves, inner * per)
+        thread = wave * LANES + lane
+        if items > self.threads:
+            item, writer = (slot // inner) * self.threads + thread, Const(True)
+        elif items == self.threads:
+            item, writer = thread, Const(True)
+        else:
+            item, writer = thread % items, thread < items
+        coords: list[Expr] = [slot % inner if inner > 1 else Const(0)]
+        rest = item
+        for k in reversed(range(len(shape) - 1)):
+            coords.insert(0, rest % shape[k] if k else rest)
+            rest = rest // shape[k]
+        return (TileSpec(shape, ThreadLayout(self.waves, inner * per, tuple(coords))),
+                as_expr(writer))
+
+    def _no_fit(self, why: str) -> DSLError:
+        return DSLError(f"a {'x'.join(map(str, self.shape))} tile reduced or scanned along "
+                        f"axis {self.axis} across waves: {why}", self.loc,
+                        "pick sizes whose element count is a multiple of "
+                        f"{self.threads} (64 lanes x {self.waves} waves) or at most that")
+
+
+def _buffer(elements: int) -> Lds:
+    """A scratch LDS buffer of `elements` f32: one no other cross-wave op of this kernel
+    is using now, reused where one of this size is visible in the open block (every op starts
+    with a barrier, so the last op's readers are done before the memory is written again)."""
+    builder = current_builder()
+    for entry in builder.scratch:
+        block, size, buffer, busy = entry
+        if size == elements and not busy and any(block is b for b in builder.blocks):
+            entry[3] = True
+            return buffer
+    buffer = lds((elements,), "f32", addr=AddressMap((elements,), coord_vars((elements,))[0]))
+    builder.scratch.append([builder.blocks[-1], elements, buffer, True])
+    return buffer
+
+
+def _both(a: Expr, b: Expr) -> Expr:
+    return b if isinstance(a, Const) and a.value else And(a, b)
+
+
+def _release() -> None:
+    for entry in current_builder().scratch:
+        entry[3] = False
+
+
+def _writers(spec: TileSpec, loc) -> Expr:
+    """A condition on (wave, lane) under which every element of `spec` is stored once."""
+    table = np.stack([np.asarray(c, np.int64) for c in spec.layout.table()], -1)
+    flat = np.ravel_multi_index(tuple(np.moveaxis(table, -1, 0)), spec.shape)
+    size = math.prod(spec.shape)
+    wave, lane, _ = thread_vars(spec.layout.waves, 1)
+    thread = wave * LANES + lane
+    threads = spec.layout.waves * LANES
+    by_thread = flat.reshape(threads, -1)
+    for count in range(1, threads + 1):
+        chosen = by_thread[:count].ravel()
+        if len(chosen) >= size and len(np.unique(chosen)) == len(chosen) == size:
+            return as_expr(Const(True) if count == threads else thread < count)
+    raise DSLError(f"the tile's layout holds some element in several threads in a way the "
+                   f"cross-wave {'x'.join(map(str, spec.shape))} staging cannot pick one "
+                   "writer for", loc, "lay the tile out with each element in one thread "
+                   "(T.copy_layout)")
+
+
+def _store(view: Lds, tile: Tile, writer: Expr) -> None:
+    """Store `tile` through `view`, only the threads where `writer` holds (written in the
+    wave and lane variables of `thread_vars`)."""
+    if isinstance(writer, Const) and writer.value:
+        view.store(tuple(0 for _ in view.shape), tile)
+        return
+    with lanes(lambda wave, lane: writer):
+        view.store(tuple(0 for _ in view.shape), tile)
+
+
+def _load(view: Lds, spec: TileSpec) -> Tile:
+    return view.load(tuple(0 for _ in view.shape), spec)
+
+
+def _stage(x: Tile, fn: str, axis: int, loc) -> tuple[_Lines, Lds, Tile]:
+    """x into LDS (after a barrier, so earlier readers of reused memory are done), read back
+    as (lines, C, m) chunks, the padded chunks holding the identity of `fn`."""
+    if x.dtype != "f32":
+        raise DSLError(f"a {x.dtype} tile reduced or scanned across waves: the cross-wave "
+                       "path stages f32 tiles", loc, "cast the tile to f32 first (x.to('f32'))")
+    geo = _Lines(x.shape, axis, current_builder().waves, loc)
+    buffer = _buffer(math.prod(x.shape))
+    barrier()
+    _store(geo.tile_view(buffer), x, _writers(x.spec, loc))
+    barrier()
+    chunk_spec, _ = geo.chunk_spec()
+    chunks = _load(geo.chunk_view(buffer), chunk_spec)
+    if geo.chunks != geo.real_chunks:
+        real = geo.real_chunks
+        chunks = mask(chunks, lambda line, c, j: c < real, IDENTITY[fn])
+    return geo, buffer, chunks
+
+
+def _lines_result(x: Tile, fn: str, axis: int, drop, loc) -> tuple[_Lines, Tile, Expr]:
+    """fn over each line of x: (geometry, an (L,) tile in the slot layout, its writers)."""
+    from argus.lang.trace import reduce as in_wave_reduce
+
+    geo, _, chunks = _stage(x, fn, axis, loc)
+    partial = in_wave_reduce(chunks, fn, 2, reduced(chunks.spec, 2), drop=drop)
+    _, chunk_writer = geo.chunk_spec()
+    wave, lane, _ = thread_vars(geo.waves, 1)
+    writer = _both(chunk_writer, (lane % geo.chunk).eq(0)) if geo.chunk > 1 else chunk_writer
+    partials = _buffer(geo.lines * geo.chunks)
+    _store(geo.line_view(partials, (geo.lines, geo.chunks), 2), partial, writer)
+    barrier()
+    spec, _ = geo.slot_spec(geo.lines, (geo.lines, geo.chunks), geo.chunks)
+    whole = _load(geo.line_view(partials, (geo.lines, geo.chunks), 2), spec)
+    line_spec, line_writer = geo.slot_spec(geo.lines, (geo.lines, 1), 1)
+    line_spec = TileSpec((geo.lines,), ThreadLayout(geo.waves, line_spec.layout.slots,
+                                                    line_spec.layout.coords[:1]))
+    return geo, in_wave_reduce(whole, fn, 1, line_spec, drop=drop), line_writer
+
+
+def _line_buffer(geo: _Lines, result: Tile, writer: Expr) -> Lds:
+    buffer = _buffer(geo.lines)
+    _store(geo.line_view(buffer, (geo.lines,), 1), result, writer)
+    barrier()
+    return buffer
+
+
+def reduce(x: Tile, fn: str, axis: int, spec: TileSpec, drop=()) -> Tile:
+    """`fn` along `axis` of a tile whose lines span waves, into layout `spec`."""
+    loc = user_loc()
+    geo, result, writer = _lines_result(x, fn, axis, drop, loc)
+    buffer = _line_buffer(geo, result, writer)
+    out = _load(geo.out_view(buffer), spec)
+    _release()
+    return out
+
+
+def broadcast_lines(x: Tile, fn: str, axis: int, drop=()) -> Tile:
+    """`fn` of each line, read back at every element of the line in x's own layout."""
+    loc = user_loc()
+    geo, result, writer = _lines_result(x, fn, axis, drop, loc)
+    buffer = _line_buffer(geo, result, writer)
+    out = _load(geo.broadcast_view(buffer), x.spec)
+    _release()
+    return out
+
+
+def arg(x: Tile, fn: str, axis: int, spec: TileSpec) -> Tile:
+    """Lowest index along `axis` of the extreme, a NaN counting as the extreme (torch)."""
+    extent = x.shape[axis]
+    index = iota(x.spec, axis)
+    best = broadcast_lines(x, fn, axis)
+    nan = x.ne(x)
+    any_nan = broadcast_lines(nan, "max", axis)
+    hit = where(any_nan, nan, x.eq(best))
+    return reduce(where(hit, index, float(extent)), "min", axis, spec)
+
+
+def scan(x: Tile, fn: str, axis: int, *, reverse: bool, exclusive: bool) -> Tile:
+    """Prefix `fn` along `axis` of any layout: each m-element chunk scanned in its wave, the
+    chunk totals combined in front of (or, reversed, behind) each chunk, added back."""
+    from argus.lang.trace import reduce as in_wave_reduce
+
+    loc = user_loc()
+    geo, buffer, chunks = _stage(x, fn, axis, loc)
+    chunk_spec, chunk_writer = geo.chunk_spec()
+    scanned = in_wave_scan(chunks, fn, 2, geo.chunk, reverse=reverse, exclusive=exclusive)
+    if geo.chunks > 1:
+        total = in_wave_reduce(chunks, fn, 2, reduced(chunks.spec, 2))
+        wave, lane, _ = thread_vars(geo.waves, 1)
+        writer = (_both(chunk_writer, (lane % geo.chunk).eq(0)) if geo.chunk > 1
+                  else chunk_writer)
+        totals = _buffer(geo.lines * geo.chunks)
+        _store(geo.line_view(totals, (geo.lines, geo.chunks), 2), total, writer)
+        barrier()
+        # offset of chunk c: fn of the totals of the chunks before it (after it, reversed)
+        shape = (geo.lines, geo.chunks, geo.chunks)
+        pairs_spec, pairs_writer = geo.slot_spec(geo.lines * geo.chunks, shape, geo.chunks)
+        every = _load(Lds(totals.value, AddressMap(shape, _pair_offset(shape))), pairs_spec)
+        before = mask(every, (lambda line, c, d: d > c) if reverse else
+                      (lambda line, c, d: d < c), IDENTITY[fn])
+        pair_result = TileSpec(shape[:2], ThreadLayout(
+            geo.waves, pairs_spec.layout.slots, pairs_spec.layout.coords[:2]))
+        offsets = in_wave_reduce(before, fn, 2, _one_slot(pair_result, geo.chunks))
+        offset_buffer = _buffer(geo.lines * geo.chunks)
+        _store(geo.line_view(offset_buffer, shape[:2], 2), offsets, pairs_writer)
+        barrier()
+        offset = _load(geo.line_view(offset_buffer, chunk_spec.shape, 2), chunk_spec)
+        scanned = COMBINE[fn](scanned, offset)
+    size = geo.lines * geo.chunks * geo.chunk
+    if size != math.prod(x.shape):
+        buffer = _buffer(size)
+    _store(geo.result_view(buffer), scanned, chunk_writer)
+    barrier()
+    out = _load(geo.result_tile_view(buffer), x.spec)
+    _release()
+    return out
+
+
+def _pair_offset(shape) -> Expr:
+    c0, _, c2 = coord_vars(shape)
+    return c0 * shape[1] + c2
+
+
+def _one_slot(spec: TileSpec, inner: int) -> TileSpec:
+    """The layout keeping one slot of every `inner` (the reduced slots repeat the entry)."""
+    from argus.ir.expr import Var, substitute
+
+    layout = spec.layout
+    slots = layout.slots // inner
+    slot = Var("slot", 0, max(slots, 1))
+    coords = tuple(substitute(c, {"slot": slot * inner}) for c in layout.coords)
+    return TileSpec(spec.shape, ThreadLayout(layout.waves, slots, coords))

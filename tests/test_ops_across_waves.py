@@ -1,0 +1,214 @@
+"""Reductions and scans along an axis whose lines span several waves (issue 22): `T.reduce`,
+`T.argmax`/`T.argmin` and `T.cumsum`/`T.cumprod` go through LDS (`argus.lang.across`) with no
+layout built by hand. Each kernel is proved, run by the reference interpreter and compiled
+and run on the strict emulator, all against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import argus
+import argus.lang as T
+from argus.absint.concrete import run
+from argus.ir import ops as O
+from argus.lang import Tensor, TileSpec
+from argus.lang.across import spans_waves
+
+WAVES = 4
+
+
+def row_kernel(make, rows: int, cols: int, vector: int, out_cols: int | None = None,
+               waves: int = WAVES):
+    """Y[r] (or Y[r, :]) = make(x, spec) over (rows, cols) tiles in `T.copy_layout`, whose
+    rows are spread over all the waves."""
+    @T.kernel(waves=waves)
+    def kernel(X: Tensor("f32", "R", cols),
+               Y: Tensor("f32", "R") if out_cols is None else Tensor("f32", "R", cols)):
+        R = X.shape[0]
+        T.assume((R % rows).eq(0))
+        T.grid(R // rows)
+        r0 = T.program_id(0) * rows
+        spec = T.copy_layout((rows, cols), waves, vector)
+        x = X.load((r0, 0), spec)
+        Y.store((r0,) if out_cols is None else (r0, 0), make(x, spec))
+    return kernel
+
+
+def proved_interpreted_emulated(kernel, x, out_shape):
+    """(emulator output, interpreter output) after checking the proof and that the cross-wave
+    path (LDS and barriers) was taken."""
+    report = argus.verify(kernel)
+    assert report.ok, report
+    ops = list(O.walk(kernel.ir.body))
+    assert any(isinstance(op, O.Barrier) for op in ops)
+    interpreted = run(kernel.ir, {"X": x, "Y": np.zeros(out_shape, np.float32)}).outputs["Y"]
+    y = np.zeros(out_shape, np.float32)
+    argus.compile(kernel).run(x, y, check="strict")
+    return y, interpreted
+
+
+def _special(rng, rows: int, cols: int) -> np.ndarray:
+    """Small integers (many ties), a NaN, a row of NaN, infinities."""
+    x = rng.integers(-4, 5, (rows, cols)).astype(np.float32)
+    x[0, cols // 2 + 3] = np.nan
+    x[1, :] = np.nan
+    x[2, cols - 5] = np.inf
+    x[3, cols // 3] = -np.inf
+    return x
+
+
+REDUCE = {
+    "sum": lambda x: np.sum(x.astype(np.float64), axis=1),
+    "max": lambda x: np.fmax.reduce(x, axis=1),
+    "min": lambda x: np.fmin.reduce(x, axis=1),
+    "prod": lambda x: np.prod(x.astype(np.float64), axis=1),
+}
+
+
+@pytest.mark.parametrize("fn,rows,cols,vector", [
+    ("sum", 4, 1024, 4),       # a row is 256 lanes x 4 slots: every wave holds a quarter
+    ("max", 2, 256, 1),        # a row is one slot over the 4 waves
+    ("min", 8, 512, 4),        # each row in two waves, two rows per wave pair
+    ("prod", 4, 256, 1),
+])
+def test_row_reductions_across_waves(fn, rows, cols, vector):
+    kernel = row_kernel(lambda x, spec: T.reduce(x, fn, 1, T.reduced(spec, 1)), rows, cols,
+                        vector)
+    assert spans_waves(T.copy_layout((rows, cols), WAVES, vector), 1)
+    rng = np.random.default_rng(cols + rows)
+    x = (1 + 0.01 * rng.standard_normal((2 * rows, cols)) if fn == "prod"
+         else rng.standard_normal((2 * rows, cols))).astype(np.float32)
+    if fn in ("max", "min"):
+        x[0, 7] = np.nan                      # ignored (IEEE maxNum/minNum)
+        x[1, 9] = np.inf if fn == "max" else -np.inf
+    if fn == "prod":
+        x[rows, 11] = np.nan                  # a product keeps it
+    y, interpreted = proved_interpreted_emulated(kernel, x, (2 * rows,))
+    np.testing.assert_allclose(y, REDUCE[fn](x), rtol=3e-6, atol=2e-5)
+    np.testing.assert_allclose(interpreted, y, rtol=3e-6, atol=2e-5)
+
+
+def _nan_arg(x: np.ndarray, pick) -> np.ndarray:
+    """torch's argmax/argmin: the first NaN if any, else the first extreme."""
+    nan = np.isnan(x)
+    return np.where(nan.any(1), nan.argmax(1), pick(np.where(nan, 0, x), 1)).astype(np.float32)
+
+
+@pytest.mark.parametrize("fn,pick", [("argmax", np.argmax), ("argmin", np.argmin)])
+def test_argmax_argmin_across_waves_lowest_index(fn, pick):
+    rows, cols = 4, 512
+    dsl = getattr(T, fn)
+    kernel = row_kernel(lambda x, spec: dsl(x, 1, T.reduced(spec, 1)), rows, cols, 2)
+    x = _special(np.random.default_rng(5), 2 * rows, cols)
+    y, interpreted = proved_interpreted_emulated(kernel, x, (2 * rows,))
+    np.testing.assert_array_equal(y, _nan_arg(x, pick))
+    np.testing.assert_array_equal(interpreted, y)
+
+
+def _scan_reference(x, fn, reverse, exclusive):
+    a = x[:, ::-1] if reverse else x
+    acc = (np.cumsum(a, 1, dtype=np.float64) if fn == "sum"
+           else np.cumprod(a, 1, dtype=np.float64))
+    if exclusive:
+        acc = np.concatenate([np.full((x.shape[0], 1), 0.0 if fn == "sum" else 1.0),
+                              acc[:, :-1]], 1)
+    return acc[:, ::-1] if reverse else acc
+
+
+@pytest.mark.parametrize("fn,rows,cols,vector,reverse,exclusive", [
+    ("sum", 2, 128, 1, False, False),     # half a wave per row, rows across waves
+    ("sum", 4, 256, 1, True, False),
+    ("sum", 2, 1024, 4, False, True),     # 16 chunks of 64 over 4 waves
+    ("prod", 2, 256, 1, True, True),
+    ("prod", 2, 1024, 4, False, False),
+])
+def test_scans_across_waves(fn, rows, cols, vector, reverse, exclusive):
+    kernel = row_kernel(lambda x, spec: T.scan(x, fn, 1, reverse=reverse,
+                                               exclusive=exclusive),
+                        rows, cols, vector, out_cols=cols)
+    rng = np.random.default_rng(cols + reverse + 2 * exclusive)
+    x = (rng.standard_normal((2 * rows, cols)) if fn == "sum"
+         else 1 + 0.002 * rng.standard_normal((2 * rows, cols))).astype(np.float32)
+    x[1, cols // 2] = np.inf                  # an infinity reaches every later prefix
+    y, interpreted = proved_interpreted_emulated(kernel, x, (2 * rows, cols))
+    np.testing.assert_allclose(y, _scan_reference(x, fn, reverse, exclusive), rtol=2e-5,
+                               atol=1e-4)
+    # the two sum the chunk totals in different orders (numpy's vs the butterfly's)
+    np.testing.assert_allclose(interpreted, y, rtol=1e-5, atol=1e-5)
+
+
+def _hand_kernel(make, shape, coords, out_cols):
+    """A kernel over one (rows, cols) tile in a layout written with `T.ThreadLayout`."""
+    rows, cols = shape
+    wave, lane, slot = T.thread_vars(WAVES, rows * cols // (WAVES * 64))
+    spec = TileSpec(shape, T.ThreadLayout(WAVES, rows * cols // (WAVES * 64),
+                                          coords(wave, lane, slot)))
+
+    @T.kernel(waves=WAVES)
+    def kernel(X: Tensor("f32", rows, cols),
+               Y: Tensor("f32", rows) if out_cols is None else Tensor("f32", rows, cols)):
+        T.grid(1)
+        x = X.load((0, 0), spec)
+        Y.store((0,) if out_cols is None else (0, 0), make(x, spec))
+    return kernel
+
+
+#: extents that are not powers of two: 3 chunks of 64 per row (a row over the 4 waves and 3
+#: slots), and 3 rows (one per slot)
+ODD = {
+    (4, 192): lambda wave, lane, slot: (lane // 16, slot * 64 + wave * 16 + lane % 16),
+    (3, 256): lambda wave, lane, slot: (slot, wave * 64 + lane),
+}
+
+
+@pytest.mark.parametrize("shape", list(ODD))
+@pytest.mark.parametrize("op", ["sum", "max", "cumsum", "rcumprod"])
+def test_extents_that_are_not_powers_of_two(shape, op):
+    rows, cols = shape
+    make = {
+        "sum": lambda x, spec: T.reduce(x, "sum", 1, T.reduced(spec, 1)),
+        "max": lambda x, spec: T.reduce(x, "max", 1, T.reduced(spec, 1)),
+        "cumsum": lambda x, spec: T.cumsum(x, 1, exclusive=True),
+        "rcumprod": lambda x, spec: T.cumprod(x, 1, reverse=True),
+    }[op]
+    scan = op in ("cumsum", "rcumprod")
+    kernel = _hand_kernel(make, shape, ODD[shape], cols if scan else None)
+    rng = np.random.default_rng(rows * cols)
+    x = (1 + 0.002 * rng.standard_normal(shape) if op == "rcumprod"
+         else rng.standard_normal(shape)).astype(np.float32)
+    y, interpreted = proved_interpreted_emulated(kernel, x, shape if scan else (rows,))
+    want = {"sum": lambda: x.astype(np.float64).sum(1), "max": lambda: x.max(1),
+            "cumsum": lambda: _scan_reference(x, "sum", False, True),
+            "rcumprod": lambda: _scan_reference(x, "prod", True, False)}[op]()
+    np.testing.assert_allclose(y, want, rtol=2e-5, atol=1e-4)
+    np.testing.assert_allclose(interpreted, y, rtol=1e-5, atol=1e-5)
+
+
+def test_scan_over_the_slots_of_one_wave():
+    """A 256-long row in one wave, 4 slots per lane (refused before: the axis is not lane %
+    n), now scans through LDS like any other layout."""
+    kernel = row_kernel(lambda x, spec: T.cumsum(x, 1), 2, 256, 4, out_cols=256, waves=1)
+    x = np.random.default_rng(9).standard_normal((4, 256)).astype(np.float32)
+    y, interpreted = proved_interpreted_emulated(kernel, x, (4, 256))
+    np.testing.assert_allclose(y, np.cumsum(x, 1), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(interpreted, y, rtol=1e-5, atol=1e-5)
+
+
+def test_the_refused_split_row_now_compiles():
+    """The row whose halves live in two waves (refused before with "the reduced axis spans
+    several waves") is summed whole through LDS."""
+    waves = 2
+    wave, lane, slot = T.thread_vars(waves, 1)
+    spec = TileSpec((1, 128), T.ThreadLayout(waves, 1, (0, wave * 64 + lane)))
+
+    @T.kernel(waves=waves)
+    def kernel(X: Tensor("f32", 1, 128), Y: Tensor("f32", 1)):
+        T.grid(1)
+        x = X.load((0, 0), spec)
+        Y.store((0,), T.reduce(x, "sum", 1, T.reduced(spec, 1)))
+
+    x = np.random.default_rng(3).standard_normal((1, 128)).astype(np.float32)
+    y, interpreted = proved_interpreted_emulated(kernel, x, (1,))
+    np.testing.assert_allclose(y, x.sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(interpreted, y, rtol=1e-6)
