@@ -89,6 +89,20 @@ def test_row_reductions_across_waves(fn, rows, cols, vector):
     np.testing.assert_allclose(interpreted, y, rtol=3e-6, atol=2e-5)
 
 
+def test_waves_holding_a_block_of_every_row_send_only_partials():
+    """Where each wave holds one block of every row (1024-wide rows in `T.copy_layout`), the
+    waves reduce their blocks in place and only the (rows, waves) partials go through LDS."""
+    rows, cols = 4, 1024
+    kernel = row_kernel(lambda x, spec: T.reduce(x, "sum", 1, T.reduced(spec, 1)), rows, cols, 4)
+    sizes = [op.result.type.size for op in O.walk(kernel.ir.body)
+             if isinstance(op, O.LdsAlloc)]
+    assert sizes and max(sizes) == rows * WAVES
+    x = np.random.default_rng(1).standard_normal((rows, cols)).astype(np.float32)
+    y, interpreted = proved_interpreted_emulated(kernel, x, (rows,))
+    np.testing.assert_allclose(y, x.astype(np.float64).sum(1), rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(interpreted, y, rtol=1e-6, atol=1e-5)
+
+
 def _nan_arg(x: np.ndarray, pick) -> np.ndarray:
     """torch's argmax/argmin: the first NaN if any, else the first extreme."""
     nan = np.isnan(x)

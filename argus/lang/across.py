@@ -111,15 +111,21 @@ class _Lines:
             offset = offset * extent + c
         return Lds(buffer.value, AddressMap(self.shape, tidy(offset)))
 
-    def chunk_view(self, buffer: Lds) -> Lds:
-        """The row-major tile read as (lines, C, m), line and element clamped into the tile."""
-        c0, c1, c2 = coord_vars((self.lines, self.chunks, self.chunk))
+    def clamped(self, line: Expr) -> list[Expr]:
+        """The tile coordinates (the axis left 0) of padded line `line`, each clamped into the
+        tile: a padded line reads a copy of a real one."""
         coords: list[Expr] = [Const(0)] * len(self.shape)
-        rest = c0
+        rest = line
         for k, extent in reversed(list(zip(self.others, self.padded))):
             part = rest % extent if k != self.others[0] else rest
             coords[k] = min_(part, self.shape[k] - 1) if extent != self.shape[k] else part
             rest = rest // extent
+        return coords
+
+    def chunk_view(self, buffer: Lds) -> Lds:
+        """The row-major tile read as (lines, C, m), line and element clamped into the tile."""
+        c0, c1, c2 = coord_vars((self.lines, self.chunks, self.chunk))
+        coords = self.clamped(c0)
         along = c1 * self.chunk + c2
         coords[self.axis] = (min_(along, self.extent - 1) if self.chunks != self.real_chunks
                              else along)
@@ -128,6 +134,18 @@ class _Lines:
             offset = offset * extent + c
         shape = (self.lines, self.chunks, self.chunk)
         return Lds(buffer.value, AddressMap(shape, tidy(offset)))
+
+    def wave_views(self, buffer: Lds) -> tuple[Lds, Lds]:
+        """The per-wave partials: written as (other coordinates..., wave), read as (lines,
+        wave) with padded lines clamped."""
+        shape = self.shape[:self.axis] + self.shape[self.axis + 1:] + (self.waves,)
+        coords = coord_vars(shape)
+        full = list(coords[:self.axis]) + [Const(0)] + list(coords[self.axis:-1])
+        write = AddressMap(shape, tidy(self._line_of(full) * self.waves + coords[-1]))
+        c0, c1 = coord_vars((self.lines, self.waves))
+        read = AddressMap((self.lines, self.waves),
+                          tidy(self._line_of(self.clamped(c0)) * self.waves + c1))
+        return Lds(buffer.value, write), Lds(buffer.value, read)
 
     def result_view(self, buffer: Lds) -> Lds:
         """(lines, C, m) line-major: where a scan puts its result back."""
@@ -241,18 +259,25 @@ def _release() -> None:
 
 
 def _writers(spec: TileSpec, loc) -> Expr:
-    """A condition on (wave, lane) under which every element of `spec` is stored once."""
+    """A condition on (wave, lane) under which every element of `spec` is stored once: all
+    threads, the first n threads, or the first n lanes (or every n-th) of each wave."""
     table = np.stack([np.asarray(c, np.int64) for c in spec.layout.table()], -1)
     flat = np.ravel_multi_index(tuple(np.moveaxis(table, -1, 0)), spec.shape)
     size = math.prod(spec.shape)
-    wave, lane, _ = thread_vars(spec.layout.waves, 1)
+    waves = spec.layout.waves
+    wave, lane, _ = thread_vars(waves, 1)
     thread = wave * LANES + lane
-    threads = spec.layout.waves * LANES
+    threads = waves * LANES
+    ids = np.arange(threads)
+    candidates = [(Const(True), ids >= 0)]
+    candidates += [(thread < n, ids < n) for n in range(1, threads)]
+    candidates += [(lane < n, ids % LANES < n) for n in range(1, LANES)]
+    candidates += [((lane % n).eq(0), ids % n == 0) for n in (2, 4, 8, 16, 32)]
     by_thread = flat.reshape(threads, -1)
-    for count in range(1, threads + 1):
-        chosen = by_thread[:count].ravel()
-        if len(chosen) >= size and len(np.unique(chosen)) == len(chosen) == size:
-            return as_expr(Const(True) if count == threads else thread < count)
+    for condition, chosen in candidates:
+        written = by_thread[chosen].ravel()
+        if len(written) == size and len(np.unique(written)) == size:
+            return as_expr(condition)
     raise DSLError(f"the tile's layout holds some element in several threads in a way the "
                    f"cross-wave {'x'.join(map(str, spec.shape))} staging cannot pick one "
                    "writer for", loc, "lay the tile out with each element in one thread "
@@ -292,20 +317,92 @@ def _stage(x: Tile, fn: str, axis: int, loc) -> tuple[_Lines, Lds, Tile]:
     return geo, buffer, chunks
 
 
+def _wave_partials(x: Tile, fn: str, axis: int, drop) -> Tile | None:
+    """fn over the part of each line every wave holds, as an (other coordinates..., wave)
+    tile, where x's layout allows it without moving data: the other coordinates do not depend
+    on the wave, and wave w holds elements [0, J) of every line shifted by a multiple of J
+    (`T.copy_layout` of 1024-wide rows). The tile is then relabelled (`T.slots`) as
+    (other coordinates..., wave, J) and reduced in each wave."""
+    from argus.ir.expr import substitute
+    from argus.lang.trace import reduce as in_wave_reduce
+    from argus.lang.trace import slots
+
+    layout, waves, extent = x.spec.layout, x.spec.layout.waves, x.shape[axis]
+    if extent % waves:
+        return None
+    block = extent // waves
+    table = [np.asarray(c, np.int64) for c in layout.table()]
+    if any((t != t[:1]).any() for k, t in enumerate(table) if k != axis):
+        return None
+    along = table[axis]
+    shift = along - along[:1]
+    if along[0].min() or along[0].max() >= block or (shift != shift[:, :1, :1]).any():
+        return None
+    if sorted(shift[:, 0, 0] // block) != list(range(waves)) or (shift[:, 0, 0] % block).any():
+        return None
+    wave = thread_vars(waves, layout.slots)[0]
+    own = [tidy(substitute(c, {"wave": Const(0)})) for c in layout.coords]
+    coords = tuple(own[:axis] + own[axis + 1:]) + (wave, own[axis])
+    shape = x.shape[:axis] + x.shape[axis + 1:] + (waves, block)
+    view = TileSpec(shape, ThreadLayout(waves, layout.slots, coords))
+    if spans_waves(view, len(shape) - 1):
+        return None
+    relabelled = slots(x, 0, view)
+    return in_wave_reduce(relabelled, fn, len(shape) - 1,
+                          _compact(reduced(view, len(shape) - 1)), drop=drop)
+
+
+def _compact(spec: TileSpec) -> TileSpec:
+    """`spec` with each run of g consecutive slots holding one element kept once (slot ->
+    slot * g), for the largest such g: a reduction's result needs one register per entry."""
+    from argus.ir.expr import Var, substitute
+
+    layout = spec.layout
+
+    def keys(candidate: ThreadLayout) -> np.ndarray:
+        return np.ravel_multi_index(tuple(np.asarray(c, np.int64) for c in candidate.table()),
+                                    spec.shape)
+
+    held = keys(layout)
+    for g in range(layout.slots, 1, -1):
+        if layout.slots % g:
+            continue
+        slot = Var("slot", 0, layout.slots // g)
+        candidate = ThreadLayout(layout.waves, layout.slots // g,
+                                 tuple(substitute(c, {"slot": slot * g}) for c in layout.coords))
+        kept = keys(candidate)
+        if (kept == held[:, :, ::g]).all() and (held.reshape(*held.shape[:2], -1, g)
+                                               == kept[..., None]).all():
+            return TileSpec(spec.shape, candidate)
+    return spec
+
+
 def _lines_result(x: Tile, fn: str, axis: int, drop, loc) -> tuple[_Lines, Tile, Expr]:
     """fn over each line of x: (geometry, an (L,) tile in the slot layout, its writers)."""
     from argus.lang.trace import reduce as in_wave_reduce
 
-    geo, _, chunks = _stage(x, fn, axis, loc)
-    partial = in_wave_reduce(chunks, fn, 2, reduced(chunks.spec, 2), drop=drop)
-    _, chunk_writer = geo.chunk_spec()
-    wave, lane, _ = thread_vars(geo.waves, 1)
-    writer = _both(chunk_writer, (lane % geo.chunk).eq(0)) if geo.chunk > 1 else chunk_writer
-    partials = _buffer(geo.lines * geo.chunks)
-    _store(geo.line_view(partials, (geo.lines, geo.chunks), 2), partial, writer)
+    geo = _Lines(x.shape, axis, current_builder().waves, loc)
+    partial = _wave_partials(x, fn, axis, drop) if x.dtype == "f32" else None
+    if partial is not None:
+        barrier()
+        partials = _buffer(geo.lines * geo.waves)
+        write, read = geo.wave_views(partials)
+        _store(write, partial, _writers(partial.spec, loc))
+        inner = geo.waves
+    else:
+        geo, _, chunks = _stage(x, fn, axis, loc)
+        partial = in_wave_reduce(chunks, fn, 2, reduced(chunks.spec, 2), drop=drop)
+        _, chunk_writer = geo.chunk_spec()
+        wave, lane, _ = thread_vars(geo.waves, 1)
+        writer = (_both(chunk_writer, (lane % geo.chunk).eq(0)) if geo.chunk > 1
+                  else chunk_writer)
+        partials = _buffer(geo.lines * geo.chunks)
+        read = geo.line_view(partials, (geo.lines, geo.chunks), 2)
+        _store(read, partial, writer)
+        inner = geo.chunks
     barrier()
-    spec, _ = geo.slot_spec(geo.lines, (geo.lines, geo.chunks), geo.chunks)
-    whole = _load(geo.line_view(partials, (geo.lines, geo.chunks), 2), spec)
+    spec, _ = geo.slot_spec(geo.lines, (geo.lines, inner), inner)
+    whole = _load(read, spec)
     line_spec, line_writer = geo.slot_spec(geo.lines, (geo.lines, 1), 1)
     line_spec = TileSpec((geo.lines,), ThreadLayout(geo.waves, line_spec.layout.slots,
                                                     line_spec.layout.coords[:1]))
