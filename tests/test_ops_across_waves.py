@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import argus
 import argus.lang as T
@@ -226,3 +228,72 @@ def test_the_refused_split_row_now_compiles():
     y, interpreted = proved_interpreted_emulated(kernel, x, (1,))
     np.testing.assert_allclose(y, x.sum(1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(interpreted, y, rtol=1e-6)
+
+
+_KERNELS: dict = {}
+
+
+def _checked(key, build):
+    """A kernel built and proved once per key (hypothesis draws data, not kernels)."""
+    if key not in _KERNELS:
+        kernel = build()
+        report = argus.verify(kernel)
+        assert report.ok, report
+        _KERNELS[key] = kernel
+    return _KERNELS[key]
+
+
+@settings(max_examples=8, deadline=None)
+@given(fn=st.sampled_from(["max", "min", "argmax", "argmin"]),
+       layout=st.sampled_from([(4, 1024, 4), (4, 512, 2)]),  # blocks in place / staged
+       seed=st.integers(0, 2**16))
+def test_extremes_across_waves_bit_for_bit_with_nan_inf_denormals_and_ties(fn, layout, seed):
+    rows, cols, vector = layout
+    make = ((lambda x, spec: T.reduce(x, fn, 1, T.reduced(spec, 1))) if fn in ("max", "min")
+            else (lambda x, spec: getattr(T, fn)(x, 1, T.reduced(spec, 1))))
+    kernel = _checked((fn, layout), lambda: row_kernel(make, rows, cols, vector))
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-3, 4, (rows, cols)).astype(np.float32)
+    x[rng.random(x.shape) < 0.01] = np.nan
+    x[rng.random(x.shape) < 0.01] = np.inf
+    x[rng.random(x.shape) < 0.01] = -np.inf
+    x[rng.random(x.shape) < 0.01] = np.float32(1e-40)       # denormal
+    interpreted = run(kernel.ir, {"X": x, "Y": np.zeros(rows, np.float32)}).outputs["Y"]
+    y = np.zeros(rows, np.float32)
+    argus.compile(kernel).run(x, y, check="strict")
+    np.testing.assert_array_equal(y, interpreted)
+    if fn in ("argmax", "argmin"):
+        np.testing.assert_array_equal(y, _nan_arg(x, np.argmax if fn == "argmax"
+                                                  else np.argmin))
+    else:
+        np.testing.assert_array_equal(y, (np.fmax if fn == "max" else np.fmin).reduce(x, 1))
+
+
+@pytest.mark.parametrize("op", ["sum", "argmax", "cumsum"])
+def test_along_axis_0(op):
+    """Columns of a (512, 4) tile, each spread over every wave and slot."""
+    rows, cols = 512, 4
+    spec = T.copy_layout((rows, cols), WAVES, 4)
+    scan = op == "cumsum"
+
+    @T.kernel(waves=WAVES)
+    def kernel(X: Tensor("f32", rows, cols),
+               Y: Tensor("f32", rows, cols) if scan else Tensor("f32", cols)):
+        T.grid(1)
+        x = X.load((0, 0), spec)
+        if op == "sum":
+            Y.store((0,), T.reduce(x, "sum", 0, T.reduced(spec, 0)))
+        elif op == "argmax":
+            Y.store((0,), T.argmax(x, 0, T.reduced(spec, 0)))
+        else:
+            Y.store((0, 0), T.cumsum(x, 0))
+
+    rng = np.random.default_rng(11)
+    x = (rng.integers(-3, 4, (rows, cols)) if op == "argmax"
+         else rng.standard_normal((rows, cols))).astype(np.float32)
+    y, interpreted = proved_interpreted_emulated(kernel, x, (rows, cols) if scan else (cols,))
+    want = {"sum": lambda: x.astype(np.float64).sum(0),
+            "argmax": lambda: x.argmax(0).astype(np.float32),
+            "cumsum": lambda: np.cumsum(x.astype(np.float64), 0)}[op]()
+    np.testing.assert_allclose(y, want, rtol=2e-5, atol=1e-4)
+    np.testing.assert_allclose(interpreted, y, rtol=1e-5, atol=1e-5)
