@@ -201,6 +201,22 @@ def test_extents_that_are_not_powers_of_two(shape, op):
     np.testing.assert_allclose(interpreted, y, rtol=1e-5, atol=1e-5)
 
 
+def test_a_layout_is_built_from_argus_lang_alone():
+    """Everything a hand-built layout needs comes from `argus.lang`: the thread and coordinate
+    variables, the layout and address-map types, the expression helpers and CuTe layouts."""
+    for name in ("ThreadLayout", "TileSpec", "thread_vars", "AddressMap", "coord_vars", "LANES",
+                 "And", "Or", "Not", "ite", "min_", "max_", "Layout", "Swizzle"):
+        assert name in T.__all__ and hasattr(T, name)
+    wave, lane, slot = T.thread_vars(WAVES, 1)
+    flip = T.ite(T.And(wave < 2, lane >= 0), wave * 64 + lane, (3 - wave % 2) * 64 + lane)
+    spec = TileSpec((1, 256), T.ThreadLayout(WAVES, 1, (0, T.min_(flip, 255))))
+    c0, c1 = T.coord_vars((1, 256))
+    assert T.AddressMap((1, 256), c1).shape == (1, 256)
+    assert spans_waves(spec, 1)
+    table = spec.layout.table()[1]
+    assert sorted(table.ravel().tolist()) == list(range(256))
+
+
 def test_scan_over_the_slots_of_one_wave():
     """A 256-long row in one wave, 4 slots per lane (refused before: the axis is not lane %
     n), now scans through LDS like any other layout."""
