@@ -15,7 +15,7 @@ import argus.lang as T
 from argus.absint.concrete import run
 from argus.ir import ops as O
 from argus.lang import Tensor, TileSpec
-from argus.lang.across import spans_waves
+from argus.lang.across import held_in_wave, spans_waves
 
 WAVES = 4
 
@@ -226,6 +226,25 @@ def test_tags_cross_the_waves_and_a_wrong_row_is_refuted(vector, shifted):
     if shifted:
         [refuted] = report.refuted
         assert refuted.kind == "tag-assertion" and refuted.counterexample.confirmed
+
+
+def test_broadcast_back_across_waves():
+    """Row means of 1024-wide rows kept one row per wave, spread back over every wave's
+    part of the rows (through LDS, as no wave holds all the means)."""
+    rows, cols = 4, 1024
+    wave, lane, slot = T.thread_vars(WAVES, 1)
+    per_wave = TileSpec((rows,), T.ThreadLayout(WAVES, 1, (wave,)))
+
+    def centre(x, spec):
+        mean = T.reduce(x, "sum", 1, per_wave) * (1.0 / cols)
+        return x - T.broadcast(mean, 1, spec)
+
+    kernel = row_kernel(centre, rows, cols, 4, out_cols=cols)
+    assert not held_in_wave(per_wave, 1, T.copy_layout((rows, cols), WAVES, 4))
+    x = np.random.default_rng(2).standard_normal((2 * rows, cols)).astype(np.float32) + 3
+    y, interpreted = proved_interpreted_emulated(kernel, x, x.shape)
+    np.testing.assert_allclose(y, x - x.mean(1, keepdims=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(interpreted, y, rtol=1e-6, atol=1e-6)
 
 
 def test_a_layout_is_built_from_argus_lang_alone():

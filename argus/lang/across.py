@@ -436,6 +436,47 @@ def broadcast_lines(x: Tile, fn: str, axis: int, drop=()) -> Tile:
     return out
 
 
+def held_in_wave(reduced_spec: TileSpec, axis: int, spec: TileSpec) -> bool:
+    """Whether every wave holds the entries of `reduced_spec` that its threads need in
+    `spec` (the coordinates without `axis`): an in-wave broadcast suffices."""
+    def keys(layout: ThreadLayout, shape, drop) -> np.ndarray:
+        coords = [np.asarray(c, np.int64) for k, c in enumerate(layout.table()) if k != drop]
+        key = np.zeros((layout.waves, LANES, layout.slots), np.int64)
+        for c, extent in zip(coords, shape):
+            key = key * extent + c
+        return key
+
+    held = keys(reduced_spec.layout, reduced_spec.shape, None)
+    wanted = keys(spec.layout, reduced_spec.shape, axis)
+    return all(np.isin(wanted[w], held[w]).all() for w in range(spec.layout.waves))
+
+
+def broadcast(x: Tile, axis: int, spec: TileSpec) -> Tile:
+    """x spread along `axis` into `spec` through LDS: stored once per entry, read by every
+    thread of `spec` at its coordinates without the axis."""
+    loc = user_loc()
+    if x.dtype != "f32":
+        raise DSLError(f"a {x.dtype} tile broadcast across waves: the cross-wave path "
+                       "stages f32 tiles", loc, "cast the tile to f32 first (x.to('f32'))")
+    size = max(1, math.prod(x.shape))
+    buffer = _buffer(size)
+    barrier()
+    coords = coord_vars(x.shape)
+    offset: Expr = Const(0)
+    for c, extent in zip(coords, x.shape):
+        offset = offset * extent + c
+    _store(Lds(buffer.value, AddressMap(x.shape, tidy(offset))), x, _writers(x.spec, loc))
+    barrier()
+    full = coord_vars(spec.shape)
+    offset = Const(0)
+    for k, (c, extent) in enumerate(zip(full, spec.shape)):
+        if k != axis:
+            offset = offset * extent + c
+    out = _load(Lds(buffer.value, AddressMap(spec.shape, tidy(offset))), spec)
+    _release()
+    return out
+
+
 def arg(x: Tile, fn: str, axis: int, spec: TileSpec) -> Tile:
     """Lowest index along `axis` of the extreme, a NaN counting as the extreme (torch)."""
     extent = x.shape[axis]

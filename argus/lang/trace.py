@@ -825,9 +825,16 @@ def reduce(x: Tile, fn: str, axis: int, spec: TileSpec, *, drop=()) -> Tile:
 
 
 def broadcast(x: Tile, axis: int, spec: TileSpec) -> Tile:
-    """Spread a reduced tile back along `axis` into layout `spec` (within each wave)."""
+    """Spread a reduced tile back along `axis` into layout `spec`: a cross-lane exchange
+    where each wave holds what its threads need, else through LDS (`argus.lang.across`)."""
     loc = user_loc()
     t = current_builder().reg_type(x.dtype, spec, loc)
+    _check_tile(x, "broadcast", loc)
+    if 0 <= axis < len(spec.shape) and spec.shape[:axis] + spec.shape[axis + 1:] == x.shape:
+        from argus.lang import across
+
+        if not across.held_in_wave(x.spec, axis, spec):
+            return across.broadcast(x, axis, spec)
     return _result(O.Broadcast, t, loc, x=x.value, axis=axis)
 
 
