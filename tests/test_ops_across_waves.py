@@ -105,6 +105,24 @@ def test_waves_holding_a_block_of_every_row_send_only_partials():
     np.testing.assert_allclose(interpreted, y, rtol=1e-6, atol=1e-5)
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scans_in_place_send_only_chunk_totals(reverse):
+    """Rows laid out one element per lane (`T.copy_layout(..., vector=1)`) put every 64
+    elements on one wave's lanes: the chunks are scanned in place and only their totals and
+    offsets go through LDS."""
+    rows, cols = 2, 1024
+    kernel = row_kernel(lambda x, spec: T.cumsum(x, 1, reverse=reverse), rows, cols, 1,
+                        out_cols=cols)
+    sizes = [op.result.type.size for op in O.walk(kernel.ir.body)
+             if isinstance(op, O.LdsAlloc)]
+    assert sizes and max(sizes) == rows * cols // 64
+    x = np.random.default_rng(4).standard_normal((rows, cols)).astype(np.float32)
+    y, interpreted = proved_interpreted_emulated(kernel, x, x.shape)
+    np.testing.assert_allclose(y, _scan_reference(x, "sum", reverse, False), rtol=2e-5,
+                               atol=1e-4)
+    np.testing.assert_allclose(interpreted, y, rtol=1e-5, atol=1e-5)
+
+
 def _nan_arg(x: np.ndarray, pick) -> np.ndarray:
     """torch's argmax/argmin: the first NaN if any, else the first extreme."""
     nan = np.isnan(x)
@@ -171,16 +189,20 @@ def _hand_kernel(make, shape, coords, out_cols):
 
 
 #: extents that are not powers of two: 3 chunks of 64 per row (a row over the 4 waves and 3
-#: slots), and 3 rows (one per slot)
+#: slots; or one wave's lanes, a chunk per slot), and 3 rows (one per slot, scanned in place)
 ODD = {
-    (4, 192): lambda wave, lane, slot: (lane // 16, slot * 64 + wave * 16 + lane % 16),
-    (3, 256): lambda wave, lane, slot: (slot, wave * 64 + lane),
+    "3 chunks": ((4, 192), lambda wave, lane, slot: (lane // 16,
+                                                     slot * 64 + wave * 16 + lane % 16)),
+    "3 chunks in a wave": ((4, 192), lambda wave, lane, slot: (wave, slot * 64 + lane)),
+    "3 rows": ((3, 256), lambda wave, lane, slot: (slot, wave * 64 + lane)),
 }
 
 
-@pytest.mark.parametrize("shape", list(ODD))
-@pytest.mark.parametrize("op", ["sum", "max", "cumsum", "rcumprod"])
-def test_extents_that_are_not_powers_of_two(shape, op):
+@pytest.mark.parametrize("layout,op", [
+    (layout, op) for layout in ODD for op in ("sum", "max", "cumsum", "rcumprod")
+    if not (layout == "3 chunks in a wave" and op in ("sum", "max"))])  # that one is in-wave
+def test_extents_that_are_not_powers_of_two(layout, op):
+    shape, coords = ODD[layout]
     rows, cols = shape
     make = {
         "sum": lambda x, spec: T.reduce(x, "sum", 1, T.reduced(spec, 1)),
@@ -189,7 +211,7 @@ def test_extents_that_are_not_powers_of_two(shape, op):
         "rcumprod": lambda x, spec: T.cumprod(x, 1, reverse=True),
     }[op]
     scan = op in ("cumsum", "rcumprod")
-    kernel = _hand_kernel(make, shape, ODD[shape], cols if scan else None)
+    kernel = _hand_kernel(make, shape, coords, cols if scan else None)
     rng = np.random.default_rng(rows * cols)
     x = (1 + 0.002 * rng.standard_normal(shape) if op == "rcumprod"
          else rng.standard_normal(shape)).astype(np.float32)

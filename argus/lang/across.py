@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from argus.ir.expr import And, Const, Expr, as_expr, min_
+from argus.ir.expr import And, Const, Expr, as_expr, min_, simplify
 from argus.ir.types import LANES, AddressMap, ThreadLayout, coord_vars, thread_vars
 from argus.lang.control import lanes
 from argus.lang.errors import DSLError, user_loc
@@ -490,43 +490,122 @@ def arg(x: Tile, fn: str, axis: int, spec: TileSpec) -> Tile:
 
 def scan(x: Tile, fn: str, axis: int, *, reverse: bool, exclusive: bool) -> Tile:
     """Prefix `fn` along `axis` of any layout: each m-element chunk scanned in its wave, the
-    chunk totals combined in front of (or, reversed, behind) each chunk, added back."""
-    from argus.lang.trace import reduce as in_wave_reduce
-
+    chunk totals combined in front of (or, reversed, behind) each chunk through LDS and added
+    back. In place where x's chunks already lie on aligned runs of m lanes of one wave
+    (`T.copy_layout(..., vector=1)`); otherwise x is staged into such chunks and back."""
     loc = user_loc()
+    if x.dtype != "f32":
+        raise DSLError(f"a {x.dtype} tile scanned across waves: the cross-wave path stages "
+                       "f32 tiles", loc, "cast the tile to f32 first (x.to('f32'))")
+    plan = _in_place_plan(x.spec, axis)
+    if plan is not None:
+        out = _scan_in_place(x, fn, axis, plan, reverse, exclusive, loc)
+        _release()
+        return out
     geo, buffer, chunks = _stage(x, fn, axis, loc)
     chunk_spec, chunk_writer = geo.chunk_spec()
-    scanned = in_wave_scan(chunks, fn, 2, geo.chunk, reverse=reverse, exclusive=exclusive)
-    if geo.chunks > 1:
-        total = in_wave_reduce(chunks, fn, 2, reduced(chunks.spec, 2))
-        wave, lane, _ = thread_vars(geo.waves, 1)
-        writer = (_both(chunk_writer, (lane % geo.chunk).eq(0)) if geo.chunk > 1
-                  else chunk_writer)
-        totals = _buffer(geo.lines * geo.chunks)
-        _store(geo.line_view(totals, (geo.lines, geo.chunks), 2), total, writer)
-        barrier()
-        # offset of chunk c: fn of the totals of the chunks before it (after it, reversed)
-        shape = (geo.lines, geo.chunks, geo.chunks)
-        pairs_spec, pairs_writer = geo.slot_spec(geo.lines * geo.chunks, shape, geo.chunks)
-        every = _load(Lds(totals.value, AddressMap(shape, _pair_offset(shape))), pairs_spec)
-        before = mask(every, (lambda line, c, d: d > c) if reverse else
-                      (lambda line, c, d: d < c), IDENTITY[fn])
-        pair_result = TileSpec(shape[:2], ThreadLayout(
-            geo.waves, pairs_spec.layout.slots, pairs_spec.layout.coords[:2]))
-        offsets = in_wave_reduce(before, fn, 2, _one_slot(pair_result, geo.chunks))
-        offset_buffer = _buffer(geo.lines * geo.chunks)
-        _store(geo.line_view(offset_buffer, shape[:2], 2), offsets, pairs_writer)
-        barrier()
-        offset = _load(geo.line_view(offset_buffer, chunk_spec.shape, 2), chunk_spec)
-        scanned = COMBINE[fn](scanned, offset)
-    size = geo.lines * geo.chunks * geo.chunk
+    lines, chunk, count = geo.lines, geo.chunk, geo.chunks
+    line, c, j = chunk_spec.layout.coords
+    flat = TileSpec((lines, count * chunk),
+                    ThreadLayout(geo.waves, chunk_spec.layout.slots, (line, c * chunk + j)))
+    plan = _in_place_plan(flat, 1)
+    wave, lane, _ = thread_vars(geo.waves, 1)
+    writer = _both(chunk_writer, (lane % chunk).eq(0)) if chunk > 1 else chunk_writer
+    scanned = _scan_in_place(T_slots(chunks, flat), fn, 1, plan, reverse, exclusive, loc,
+                             totals_writer=writer)
+    size = lines * count * chunk
     if size != math.prod(x.shape):
         buffer = _buffer(size)
-    _store(geo.result_view(buffer), scanned, chunk_writer)
+    _store(geo.result_view(buffer), T_slots(scanned, chunk_spec), chunk_writer)
     barrier()
     out = _load(geo.result_tile_view(buffer), x.spec)
     _release()
     return out
+
+
+def T_slots(x: Tile, spec: TileSpec) -> Tile:
+    """x's registers seen as a tile of layout `spec` (no data moves)."""
+    from argus.lang.trace import slots
+
+    return slots(x, 0, spec)
+
+
+def _in_place_plan(spec: TileSpec, axis: int) -> TileSpec | None:
+    """The layout viewing x as (other coordinates..., C, m) when each m-element chunk of a
+    line lies on an aligned run of m lanes of one wave in one slot (lane % m its element)."""
+    extent = spec.shape[axis]
+    chunk = math.gcd(extent, LANES)
+    if extent // chunk != _pow2(extent // chunk):
+        return None        # padded chunks: staged, where the padding is part of the tile
+    table = [np.asarray(c, np.int64) for c in spec.layout.table()]
+    along = table[axis]
+    lane = np.arange(LANES)[None, :, None]
+    if not (along % chunk == lane % chunk).all():
+        return None
+    key = along // chunk
+    for k, c in enumerate(table):
+        if k != axis:
+            key = key * spec.shape[k] + c
+    waves, slots = spec.layout.waves, spec.layout.slots
+    runs = key.reshape(waves, LANES // chunk, chunk, slots)
+    if (runs != runs[:, :, :1, :]).any():
+        return None
+    coords = spec.layout.coords
+    along_e = coords[axis]
+    # simplified, so the verifier sees `slot` where the chunk index is the slot
+    view = tuple(coords[:axis] + coords[axis + 1:]) + (simplify(along_e // chunk),
+                                                       simplify(along_e % chunk))
+    shape = spec.shape[:axis] + spec.shape[axis + 1:] + (extent // chunk, chunk)
+    return TileSpec(shape, ThreadLayout(waves, slots, view))
+
+
+def _scan_in_place(x: Tile, fn: str, axis: int, view: TileSpec, reverse: bool,
+                   exclusive: bool, loc, totals_writer: Expr | None = None) -> Tile:
+    """The scan of x along `axis` in x's own registers (see `_in_place_plan`)."""
+    from argus.lang.trace import reduce as in_wave_reduce
+
+    geo = _Lines(x.shape, axis, current_builder().waves, loc)
+    last = len(view.shape) - 1
+    chunks = T_slots(x, view)
+    scanned = in_wave_scan(chunks, fn, last, geo.chunk, reverse=reverse, exclusive=exclusive)
+    count, lines = geo.chunks, geo.lines          # a power of two here (`_in_place_plan`)
+    if count > 1:
+        totals_spec = _compact(reduced(view, last))
+        writer = totals_writer if totals_writer is not None else _writers(totals_spec, loc)
+        total = in_wave_reduce(chunks, fn, last, totals_spec)
+        barrier()
+        totals = _buffer(lines * count)
+        _store(_per_chunk_view(geo, totals, totals_spec.shape), total, writer)
+        barrier()
+        # offset of chunk c: fn of the totals of the chunks before it (after it, reversed)
+        shape = (lines, count, count)
+        pairs_spec, pairs_writer = geo.slot_spec(lines * count, shape, count)
+        c0, _, c2 = coord_vars(shape)
+        every = _load(Lds(totals.value, AddressMap(
+            shape, tidy(geo._line_of(geo.clamped(c0)) * count + c2))), pairs_spec)
+        before = mask(every, (lambda line, c, e: e > c) if reverse else
+                      (lambda line, c, e: e < c), IDENTITY[fn])
+        pair_result = TileSpec(shape[:2], ThreadLayout(
+            geo.waves, pairs_spec.layout.slots, pairs_spec.layout.coords[:2]))
+        offsets = in_wave_reduce(before, fn, 2, _one_slot(pair_result, count))
+        offset_buffer = _buffer(lines * count)
+        c0, c1 = coord_vars(shape[:2])
+        _store(Lds(offset_buffer.value, AddressMap(shape[:2], tidy(c0 * count + c1))), offsets,
+               pairs_writer)
+        barrier()
+        offset = _load(_per_chunk_view(geo, offset_buffer, view.shape), view)
+        scanned = COMBINE[fn](scanned, offset)
+    return T_slots(scanned, x.spec)
+
+
+def _per_chunk_view(geo: _Lines, buffer: Lds, shape: tuple[int, ...]) -> Lds:
+    """One entry per (line, chunk) read through (other coordinates..., C[, m])."""
+    coords = coord_vars(shape)
+    rank = len(geo.shape) - 1
+    others = list(coords[:rank])
+    full = others[:geo.axis] + [Const(0)] + others[geo.axis:]
+    offset = geo._line_of(full) * geo.chunks + coords[rank]
+    return Lds(buffer.value, AddressMap(shape, tidy(offset)))
 
 
 def _pair_offset(shape) -> Expr:
