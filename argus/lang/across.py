@@ -1,10 +1,11 @@
-"""Reductions and scans whose axis a wave does not hold whole, composed of proved ops only:
-the tile goes through LDS into a layout of m-lane chunks (m the largest power of two <= 64
-dividing the axis), each wave combines its chunks by the in-wave exchange, the chunk results
-go through LDS again to threads that hold a whole line in their slots, and the line results
-(or, for a scan, each chunk's offset) come back through LDS to the layout the author asked
-for. Every LDS step has one writer per address and a barrier before its readers, so the
-verifier proves the traffic (barriers, bounds, tags) with the rules it already has.
+"""Reductions, broadcasts and scans whose axis a wave does not hold whole, composed of ops
+the verifier, interpreter and backend already know. Where the layout allows, each wave first
+combines what it holds in place (a relabelled view, `T.slots`): its block of every line for a
+reduction, its 64-lane chunks for a scan; otherwise the tile is staged through LDS into such
+chunks. The partial results (line blocks, chunk totals, chunk offsets) cross through small
+LDS buffers to threads that hold a whole line in their slots, and come back to the layout the
+author asked for. Every LDS step has one writer per address and a barrier before its
+readers, so the traffic is proved like any other (barriers, bounds, tags).
 """
 
 from __future__ import annotations
@@ -317,12 +318,13 @@ def _stage(x: Tile, fn: str, axis: int, loc) -> tuple[_Lines, Lds, Tile]:
     return geo, buffer, chunks
 
 
-def _wave_partials(x: Tile, fn: str, axis: int, drop) -> Tile | None:
+def _wave_partials(x: Tile, fn: str, axis: int, drop) -> tuple[Tile, Expr] | None:
     """fn over the part of each line every wave holds, as an (other coordinates..., wave)
-    tile, where x's layout allows it without moving data: the other coordinates do not depend
-    on the wave, and wave w holds elements [0, J) of every line shifted by a multiple of J
-    (`T.copy_layout` of 1024-wide rows). The tile is then relabelled (`T.slots`) as
-    (other coordinates..., wave, J) and reduced in each wave."""
+    tile, with the condition picking one writer of each entry, where x's layout allows it
+    without moving data: the other coordinates do not depend on the wave, and wave w holds
+    elements [0, J) of every line shifted by a multiple of J (`T.copy_layout` of 1024-wide
+    rows). The tile is relabelled (`T.slots`) as (other coordinates..., wave, J) and reduced
+    in each wave."""
     from argus.ir.expr import substitute
     from argus.lang.trace import reduce as in_wave_reduce
     from argus.lang.trace import slots
@@ -347,9 +349,13 @@ def _wave_partials(x: Tile, fn: str, axis: int, drop) -> Tile | None:
     view = TileSpec(shape, ThreadLayout(waves, layout.slots, coords))
     if spans_waves(view, len(shape) - 1):
         return None
+    result = _compact(reduced(view, len(shape) - 1))
+    try:
+        writer = _writers(result, user_loc())
+    except DSLError:
+        return None
     relabelled = slots(x, 0, view)
-    return in_wave_reduce(relabelled, fn, len(shape) - 1,
-                          _compact(reduced(view, len(shape) - 1)), drop=drop)
+    return in_wave_reduce(relabelled, fn, len(shape) - 1, result, drop=drop), writer
 
 
 def _compact(spec: TileSpec) -> TileSpec:
@@ -382,12 +388,13 @@ def _lines_result(x: Tile, fn: str, axis: int, drop, loc) -> tuple[_Lines, Tile,
     from argus.lang.trace import reduce as in_wave_reduce
 
     geo = _Lines(x.shape, axis, current_builder().waves, loc)
-    partial = _wave_partials(x, fn, axis, drop) if x.dtype == "f32" else None
-    if partial is not None:
+    in_place = _wave_partials(x, fn, axis, drop) if x.dtype == "f32" else None
+    if in_place is not None:
+        partial, writer = in_place
         barrier()
         partials = _buffer(geo.lines * geo.waves)
         write, read = geo.wave_views(partials)
-        _store(write, partial, _writers(partial.spec, loc))
+        _store(write, partial, writer)
         inner = geo.waves
     else:
         geo, _, chunks = _stage(x, fn, axis, loc)
@@ -498,8 +505,14 @@ def scan(x: Tile, fn: str, axis: int, *, reverse: bool, exclusive: bool) -> Tile
         raise DSLError(f"a {x.dtype} tile scanned across waves: the cross-wave path stages "
                        "f32 tiles", loc, "cast the tile to f32 first (x.to('f32'))")
     plan = _in_place_plan(x.spec, axis)
+    if plan is not None and plan.shape[-2] > 1:
+        try:
+            writer = _writers(_compact(reduced(plan, len(plan.shape) - 1)), loc)
+        except DSLError:
+            plan = None
     if plan is not None:
-        out = _scan_in_place(x, fn, axis, plan, reverse, exclusive, loc)
+        out = _scan_in_place(x, fn, axis, plan, reverse, exclusive, loc,
+                             totals_writer=writer if plan.shape[-2] > 1 else None)
         _release()
         return out
     geo, buffer, chunks = _stage(x, fn, axis, loc)
@@ -511,19 +524,19 @@ def scan(x: Tile, fn: str, axis: int, *, reverse: bool, exclusive: bool) -> Tile
     plan = _in_place_plan(flat, 1)
     wave, lane, _ = thread_vars(geo.waves, 1)
     writer = _both(chunk_writer, (lane % chunk).eq(0)) if chunk > 1 else chunk_writer
-    scanned = _scan_in_place(T_slots(chunks, flat), fn, 1, plan, reverse, exclusive, loc,
+    scanned = _scan_in_place(_relabel(chunks, flat), fn, 1, plan, reverse, exclusive, loc,
                              totals_writer=writer)
     size = lines * count * chunk
     if size != math.prod(x.shape):
         buffer = _buffer(size)
-    _store(geo.result_view(buffer), T_slots(scanned, chunk_spec), chunk_writer)
+    _store(geo.result_view(buffer), _relabel(scanned, chunk_spec), chunk_writer)
     barrier()
     out = _load(geo.result_tile_view(buffer), x.spec)
     _release()
     return out
 
 
-def T_slots(x: Tile, spec: TileSpec) -> Tile:
+def _relabel(x: Tile, spec: TileSpec) -> Tile:
     """x's registers seen as a tile of layout `spec` (no data moves)."""
     from argus.lang.trace import slots
 
@@ -561,21 +574,21 @@ def _in_place_plan(spec: TileSpec, axis: int) -> TileSpec | None:
 
 def _scan_in_place(x: Tile, fn: str, axis: int, view: TileSpec, reverse: bool,
                    exclusive: bool, loc, totals_writer: Expr | None = None) -> Tile:
-    """The scan of x along `axis` in x's own registers (see `_in_place_plan`)."""
+    """The scan of x along `axis` in x's own registers (see `_in_place_plan`); the chunk
+    totals are stored where `totals_writer` holds."""
     from argus.lang.trace import reduce as in_wave_reduce
 
     geo = _Lines(x.shape, axis, current_builder().waves, loc)
     last = len(view.shape) - 1
-    chunks = T_slots(x, view)
+    chunks = _relabel(x, view)
     scanned = in_wave_scan(chunks, fn, last, geo.chunk, reverse=reverse, exclusive=exclusive)
     count, lines = geo.chunks, geo.lines          # a power of two here (`_in_place_plan`)
     if count > 1:
         totals_spec = _compact(reduced(view, last))
-        writer = totals_writer if totals_writer is not None else _writers(totals_spec, loc)
         total = in_wave_reduce(chunks, fn, last, totals_spec)
         barrier()
         totals = _buffer(lines * count)
-        _store(_per_chunk_view(geo, totals, totals_spec.shape), total, writer)
+        _store(_per_chunk_view(geo, totals, totals_spec.shape), total, totals_writer)
         barrier()
         # offset of chunk c: fn of the totals of the chunks before it (after it, reversed)
         shape = (lines, count, count)
@@ -595,7 +608,7 @@ def _scan_in_place(x: Tile, fn: str, axis: int, view: TileSpec, reverse: bool,
         barrier()
         offset = _load(_per_chunk_view(geo, offset_buffer, view.shape), view)
         scanned = COMBINE[fn](scanned, offset)
-    return T_slots(scanned, x.spec)
+    return _relabel(scanned, x.spec)
 
 
 def _per_chunk_view(geo: _Lines, buffer: Lds, shape: tuple[int, ...]) -> Lds:
@@ -606,11 +619,6 @@ def _per_chunk_view(geo: _Lines, buffer: Lds, shape: tuple[int, ...]) -> Lds:
     full = others[:geo.axis] + [Const(0)] + others[geo.axis:]
     offset = geo._line_of(full) * geo.chunks + coords[rank]
     return Lds(buffer.value, AddressMap(shape, tidy(offset)))
-
-
-def _pair_offset(shape) -> Expr:
-    c0, _, c2 = coord_vars(shape)
-    return c0 * shape[1] + c2
 
 
 def _one_slot(spec: TileSpec, inner: int) -> TileSpec:
