@@ -381,3 +381,23 @@ def test_along_axis_0(op):
             "cumsum": lambda: np.cumsum(x.astype(np.float64), 0)}[op]()
     np.testing.assert_allclose(y, want, rtol=2e-5, atol=1e-4)
     np.testing.assert_allclose(interpreted, y, rtol=1e-5, atol=1e-5)
+
+
+def test_a_vector_over_every_wave_reduces_to_a_scalar():
+    """A 1024-element vector, a quarter in each wave, summed to a rank-0 tile and spread
+    back into a one-element tile stored by one thread."""
+    wave, lane, slot = T.thread_vars(WAVES, 4)
+    spec = TileSpec((1024,), T.ThreadLayout(WAVES, 4, (slot * 256 + wave * 64 + lane,)))
+    one = TileSpec((1,), T.ThreadLayout(WAVES, 1, (0 * lane,)))
+
+    @T.kernel(waves=WAVES)
+    def kernel(X: Tensor("f32", 1024), Y: Tensor("f32", 1)):
+        T.grid(1)
+        total = T.reduce(X.load((0,), spec), "sum", 0, T.reduced(spec, 0))
+        with T.lanes(lambda wave, lane: (wave * 64 + lane).eq(0)):
+            Y.store((0,), T.broadcast(total, 0, one))
+
+    x = np.random.default_rng(8).standard_normal(1024).astype(np.float32)
+    y, interpreted = proved_interpreted_emulated(kernel, x, (1,))
+    np.testing.assert_allclose(y, [x.astype(np.float64).sum()], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(interpreted, y, rtol=1e-6, atol=1e-5)
