@@ -401,3 +401,20 @@ def test_a_vector_over_every_wave_reduces_to_a_scalar():
     y, interpreted = proved_interpreted_emulated(kernel, x, (1,))
     np.testing.assert_allclose(y, [x.astype(np.float64).sum()], rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(interpreted, y, rtol=1e-6, atol=1e-5)
+
+
+def test_inside_a_lanes_block_it_is_refused_at_the_line():
+    """The LDS steps need barriers every wave reaches, so inside `T.lanes` the reduction says
+    so at the author's line instead of failing on a barrier it did not write."""
+    spec = T.copy_layout((4, 1024), WAVES, 4)
+
+    @T.kernel(waves=WAVES)
+    def kernel(X: Tensor("f32", 4, 1024), Y: Tensor("f32", 4)):
+        T.grid(1)
+        x = X.load((0, 0), spec)
+        with T.lanes(lambda wave, lane: wave.eq(0)):
+            Y.store((0,), T.reduce(x, "max", 1, T.reduced(spec, 1)))
+
+    with pytest.raises(T.DSLError, match="inside a T.lanes block") as error:
+        kernel.trace()
+    assert error.value.loc.file.endswith("test_ops_across_waves.py")

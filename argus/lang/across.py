@@ -250,6 +250,14 @@ def _buffer(elements: int) -> Lds:
     return buffer
 
 
+def _outside_lanes(what: str, loc) -> None:
+    """The LDS steps put barriers between waves, which every wave must reach."""
+    if current_builder().active:
+        raise DSLError(f"{what} across waves inside a T.lanes block: it goes through LDS with "
+                       "workgroup barriers, which every wave must reach", loc,
+                       "reduce or scan before the T.lanes block and use the result inside it")
+
+
 def _both(a: Expr, b: Expr) -> Expr:
     return b if isinstance(a, Const) and a.value else And(a, b)
 
@@ -426,6 +434,7 @@ def _line_buffer(geo: _Lines, result: Tile, writer: Expr) -> Lds:
 def reduce(x: Tile, fn: str, axis: int, spec: TileSpec, drop=()) -> Tile:
     """`fn` along `axis` of a tile whose lines span waves, into layout `spec`."""
     loc = user_loc()
+    _outside_lanes(f"T.reduce(..., {fn!r}, ...)", loc)
     geo, result, writer = _lines_result(x, fn, axis, drop, loc)
     buffer = _line_buffer(geo, result, writer)
     out = _load(geo.out_view(buffer), spec)
@@ -462,6 +471,7 @@ def broadcast(x: Tile, axis: int, spec: TileSpec) -> Tile:
     """x spread along `axis` into `spec` through LDS: stored once per entry, read by every
     thread of `spec` at its coordinates without the axis."""
     loc = user_loc()
+    _outside_lanes("T.broadcast", loc)
     if x.dtype != "f32":
         raise DSLError(f"a {x.dtype} tile broadcast across waves: the cross-wave path "
                        "stages f32 tiles", loc, "cast the tile to f32 first (x.to('f32'))")
@@ -486,6 +496,7 @@ def broadcast(x: Tile, axis: int, spec: TileSpec) -> Tile:
 
 def arg(x: Tile, fn: str, axis: int, spec: TileSpec) -> Tile:
     """Lowest index along `axis` of the extreme, a NaN counting as the extreme (torch)."""
+    _outside_lanes(f"T.arg{fn}", user_loc())
     extent = x.shape[axis]
     index = iota(x.spec, axis)
     best = broadcast_lines(x, fn, axis)
@@ -501,6 +512,7 @@ def scan(x: Tile, fn: str, axis: int, *, reverse: bool, exclusive: bool) -> Tile
     back. In place where x's chunks already lie on aligned runs of m lanes of one wave
     (`T.copy_layout(..., vector=1)`); otherwise x is staged into such chunks and back."""
     loc = user_loc()
+    _outside_lanes("a scan", loc)
     if x.dtype != "f32":
         raise DSLError(f"a {x.dtype} tile scanned across waves: the cross-wave path stages "
                        "f32 tiles", loc, "cast the tile to f32 first (x.to('f32'))")
