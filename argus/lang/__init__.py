@@ -1,5 +1,7 @@
 """The Argus tile DSL: `@kernel` functions traced into tile IR (`import argus.lang as T`)."""
 
+from argus.ir.expr import And, Not, Or, ite, max_, min_
+from argus.ir.layout import Layout, Swizzle
 from argus.ir.types import LANES, AddressMap, ThreadLayout, coord_vars, thread_vars
 from argus.lang.control import Range, group_barrier, lanes, when
 from argus.lang.errors import DSLError
@@ -77,6 +79,7 @@ __all__ = [
     "abs", "floor", "iota", "rsqrt", "sqrt", "trunc", "where", "argmax", "argmin", "cumprod",
     "cumsum", "erf", "exp", "gelu", "log", "log1p", "scan", "sigmoid", "softplus", "tanh",
     "LANES", "AddressMap", "ThreadLayout", "coord_vars", "thread_vars", "rows_layout",
+    "And", "Or", "Not", "ite", "min_", "max_", "Layout", "Swizzle",
     "DSLError", "Gather", "Rows", "load_scalar", "TileSpec", "copy_layout", "lds_layout",
     "mfma_layout",
     "reduced", "Global", "cdiv", "KernelDef", "Lds", "Scalar", "Tensor", "Tile", "assume",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from argus.lang import across
 from argus.lang.errors import DSLError, user_loc
 from argus.lang.layouts import TileSpec
 from argus.lang.trace import (
@@ -23,7 +24,6 @@ from argus.lang.trace import (
     log2,
     rcp,
     reduce,
-    shuffle,
     where,
 )
 
@@ -91,6 +91,8 @@ def gelu(x: Tile, approximate: str = "none") -> Tile:
 
 def _arg(x: Tile, fn: str, axis: int, spec: TileSpec) -> Tile:
     """Lowest index along `axis` of the extreme; a NaN counts as the extreme (torch)."""
+    if across.spans_waves(x.spec, axis):
+        return across.arg(x, fn, axis, spec)
     extent = x.shape[axis]
     index = iota(x.spec, axis)
     best = broadcast(reduce(x, fn, axis, spec), axis, x.spec)
@@ -112,35 +114,23 @@ def argmin(x: Tile, axis: int, spec: TileSpec) -> Tile:
     return _arg(x, "min", axis, spec)
 
 
-_SCAN = {"sum": (lambda a, b: a + b, 0.0), "prod": (lambda a, b: a * b, 1.0)}
-
-
 def scan(x: Tile, fn: str, axis: int, *, reverse: bool = False, exclusive: bool = False
          ) -> Tile:
     """Inclusive (or exclusive) prefix `fn` ("sum", "prod") along `axis`, front to back (or
-    back to front with `reverse`), for tiles whose `axis` coordinate is the lane within runs
-    of a power-of-two length (lane % n, the rest of the coordinates in the other lane bits or
-    the slots): log2(n) steps, each a lane rotation (ds_bpermute) combined where the source
-    lies in the same run."""
+    back to front with `reverse`), in x's layout. Where the axis coordinate is lane % n (n a
+    power of two <= 64) it is log2(n) lane rotations (ds_bpermute) within the wave; any other
+    layout or length goes through LDS in 64-lane chunks whose totals are combined across
+    waves (`argus.lang.across`)."""
     loc = user_loc()
-    if fn not in _SCAN:
-        raise DSLError(f"scan fn {fn!r}: use one of {sorted(_SCAN)}", loc)
+    if fn not in across.COMBINE:
+        raise DSLError(f"scan fn {fn!r}: use one of {sorted(across.COMBINE)}", loc)
+    if not isinstance(x, Tile) or not 0 <= axis < len(x.shape):
+        raise DSLError(f"scan along axis {axis!r}: give a register tile and one of its axes",
+                       loc)
     n = x.shape[axis]
-    _check_scan_layout(x, axis, n, loc)
-    combine, identity = _SCAN[fn]
-    position = iota(x.spec, axis)
-    if reverse:
-        position = (n - 1) - position
-    step = 1
-    acc = x
-    while step < n:
-        moved = shuffle(acc, "bpermute.rotate", (64 - step) % 64 if not reverse else step)
-        acc = where(position >= float(step), combine(acc, moved), acc)
-        step *= 2
-    if exclusive:
-        moved = shuffle(acc, "bpermute.rotate", 63 if not reverse else 1)
-        acc = where(position >= 1.0, moved, identity)
-    return acc
+    if _in_lanes(x, axis, n):
+        return across.in_wave_scan(x, fn, axis, n, reverse=reverse, exclusive=exclusive)
+    return across.scan(x, fn, axis, reverse=reverse, exclusive=exclusive)
 
 
 def cumsum(x: Tile, axis: int, *, reverse: bool = False, exclusive: bool = False) -> Tile:
@@ -153,14 +143,12 @@ def cumprod(x: Tile, axis: int, *, reverse: bool = False, exclusive: bool = Fals
     return scan(x, "prod", axis, reverse=reverse, exclusive=exclusive)
 
 
-def _check_scan_layout(x: Tile, axis: int, n: int, loc) -> None:
+def _in_lanes(x: Tile, axis: int, n: int) -> bool:
+    """Whether the axis coordinate is lane % n in every slot (n a power of two <= 64)."""
     import numpy as np
 
     from argus.ir.types import LANES
 
     table = x.spec.layout.table()[axis]                 # (waves, lanes, slots)
     lanes = np.arange(LANES)[None, :, None]
-    if n & (n - 1) or n > LANES or not (table == lanes % n).all():
-        raise DSLError(f"scan along axis {axis}: its coordinate must be lane % {n} in every "
-                       f"slot (a power-of-two run of lanes, at most {LANES}); lay the tile out "
-                       "so (e.g. T.rows_layout((rows, n), waves) with n <= 64)", loc)
+    return not n & (n - 1) and n <= LANES and bool((table == lanes % n).all())

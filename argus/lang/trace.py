@@ -74,6 +74,8 @@ class Builder:
         self.pids: dict[int, Var] = {}
         #: conditions on `wave` and `lane` of the open `T.lanes` blocks
         self.active: list[Expr] = []
+        #: LDS scratch of the cross-wave reductions and scans: [block, elements, Lds, busy]
+        self.scratch: list[list] = []
 
     def active_condition(self) -> Expr:
         """Which threads take part in a memory op traced here (`T.lanes`)."""
@@ -830,18 +832,32 @@ def mask(x: Tile, keep: Callable, fill: float, *, trace: str | None = None) -> T
 
 
 def reduce(x: Tile, fn: str, axis: int, spec: TileSpec, *, drop=()) -> Tile:
-    """Cross-lane `fn` ("max", "min", "sum" or "prod") along `axis` within each wave, into
-    layout `spec`; the tags named in `drop` (those that vary along the axis) are removed.
-    max/min ignore NaN unless every element is NaN (IEEE maxNum, as v_max_f32)."""
+    """`fn` ("max", "min", "sum" or "prod") along `axis`, into layout `spec`; the tags named
+    in `drop` (those that vary along the axis) are removed. max/min ignore NaN unless every
+    element is NaN (IEEE maxNum, as v_max_f32). Within a wave it is one cross-lane exchange;
+    an axis whose lines span waves goes through LDS (`argus.lang.across`)."""
     loc = user_loc()
     t = current_builder().reg_type(x.dtype, spec, loc)
+    _check_tile(x, "reduced", loc)
+    if fn in O.REDUCE_FNS and 0 <= axis < len(x.shape):
+        from argus.lang import across
+
+        if across.spans_waves(x.spec, axis):
+            return across.reduce(x, fn, axis, spec, drop)
     return _result(O.Reduce, t, loc, fn=fn, x=x.value, axis=axis, drop=tuple(drop))
 
 
 def broadcast(x: Tile, axis: int, spec: TileSpec) -> Tile:
-    """Spread a reduced tile back along `axis` into layout `spec` (within each wave)."""
+    """Spread a reduced tile back along `axis` into layout `spec`: a cross-lane exchange
+    where each wave holds what its threads need, else through LDS (`argus.lang.across`)."""
     loc = user_loc()
     t = current_builder().reg_type(x.dtype, spec, loc)
+    _check_tile(x, "broadcast", loc)
+    if 0 <= axis < len(spec.shape) and spec.shape[:axis] + spec.shape[axis + 1:] == x.shape:
+        from argus.lang import across
+
+        if not across.held_in_wave(x.spec, axis, spec):
+            return across.broadcast(x, axis, spec)
     return _result(O.Broadcast, t, loc, x=x.value, axis=axis)
 
 

@@ -114,7 +114,9 @@ def _check_exactly_once(op, key: np.ndarray, full: np.ndarray, groups: list[list
                 if len(wanted) != extent:
                     raise _unsupported(op, f"the reduced axis spans several waves: wave {w} "
                                            f"holds {len(wanted)} of the {extent} elements lane "
-                                           f"{lane} reduces")
+                                           f"{lane} reduces (a reduce op stays within its "
+                                           "wave; T.reduce in argus.lang goes through LDS "
+                                           "for such layouts)")
                 if set(collected) != wanted:
                     raise _unsupported(op, f"in wave {w} the lanes holding lane {lane}'s "
                                            "reduction do not differ in fixed lane bits")
