@@ -179,6 +179,9 @@ def draw_kernelbench(summary: dict, path: str | os.PathLike, title: str = "") ->
         ratios.plot(range(1, len(ys) + 1), ys, "o-", ms=4, color=colour,
                     label=f"{name}: {len(ys)} correct, geomean {level['geomean']:.2f}")
         ratios.axhline(level["geomean"], color=colour, ls=":", lw=1)
+        worst, problem = level["ratios"][-1]
+        ratios.annotate(problem, (len(ys), worst), fontsize=7, ha="right", va="bottom",
+                        xytext=(-4, 2), textcoords="offset points")
     ratios.axhline(1.0, color="black", lw=0.8)
     ratios.set_yscale("log")
     ratios.set_xlabel("correct problems, best first")
@@ -295,6 +298,9 @@ def _save(fig, path: str | os.PathLike) -> Path:
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=100)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private; a picture is not
         os.replace(tmp, path)
     finally:
         plt.close(fig)
