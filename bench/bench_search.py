@@ -332,19 +332,25 @@ class VerdictEvaluator:
         self.evaluator = Evaluator(problem)
 
     def __call__(self, candidate: Candidate) -> Evaluation:
-        from argus.search.evaluate import _Stop
+        from argus.pipeline import StageError
+        from argus.search.evaluate import STATUS_OF, _obligation, _Stop
 
         started = time.perf_counter()
+        counterexamples: tuple = ()
         try:
             ir = self.evaluator._trace(candidate)
-            report = argus.verify(ir)
-            self.evaluator._accept(report)
-            status, stage, message, extra = OK, "verify", report.summary(), {}
+            road = self.evaluator._road(ir, candidate, until="verify")
+            status, stage, message = OK, "verify", road.report.summary()
+        except StageError as err:  # the road's verify stage: refuted, unknown, invalid
+            status, stage, message = STATUS_OF[err.outcome], err.stage, str(err)
+            report = err.result if err.stage == "verify" else None
+            if report is not None and report.refuted:
+                counterexamples = tuple(_obligation(o) for o in report.refuted[:3])
         except _Stop as stop:
-            status, stage, message, extra = stop.status, stop.stage, stop.message, stop.extra
+            status, stage, message = stop.status, stop.stage, stop.message
+            counterexamples = stop.extra.get("counterexamples", ())
         return Evaluation(candidate.key, candidate, status, stage, message,
-                          counterexamples=extra.get("counterexamples", ()),
-                          wall_s=time.perf_counter() - started)
+                          counterexamples=counterexamples, wall_s=time.perf_counter() - started)
 
 
 def repair_run(problem: Problem, seeded: tuple, echo) -> dict:
