@@ -106,3 +106,18 @@ def test_guarded_rows_past_the_end_of_a_tensor_over_4_gib_read_zero():
     compiled.run(x, y, start=start, check="strict")
     np.testing.assert_array_equal(y[:3], np.maximum(x[start:], 0))
     np.testing.assert_array_equal(y[3:], 0)
+
+
+def test_a_launch_over_4_gib_is_timed_by_the_model_with_all_its_traffic():
+    """argus.time samples the first workgroups of the real launch (sizes shrunk only as far as
+    the assumptions, read with the sample's scalars, allow): every byte of the 4 GiB window is
+    requested once, read and written (modelled, not measured)."""
+    compiled = argus.compile(relu_from)
+    timing = argus.time(compiled, sizes={"R": ROWS, "C": COLS, "M": ROWS})
+    moved = ROWS * COLS * 4 * 2
+    assert moved > 1 << 33
+    assert timing.bytes_requested == moved
+    from argus.isa_cdna3.perf.params import profile
+
+    peak = profile("mi300x").hbm_bytes_per_s.value / 1e12
+    assert 0.2 * peak < timing.hbm_tb_per_s <= peak

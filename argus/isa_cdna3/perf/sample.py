@@ -245,13 +245,17 @@ def _trips(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str, fir
 def _shrunk(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | None,
             first: int) -> dict:
     """`sizes` with every size no loop bound names halved while the assumptions hold and the
-    first grid row still holds the `first` sampled workgroups."""
+    first grid row still holds the `first` sampled workgroups. The assumptions are read with
+    the scalar arguments the sample passes (0): an assumption tying a size to a scalar (a
+    window `start + M <= R`) must keep holding, else the sample's loads would fall outside a
+    shrunk tensor and read nothing (no traffic)."""
     bounding = set(loop_bound_names(ir))
     base = dict(sizes)
+    scalars = {v.name: 0 for v in ir.scalars}
     for name in (v.name for v in ir.sizes):
         while name != loop and name not in bounding and base[name] > 1:
             trial = {**base, name: base[name] // 2}
-            if not admits(ir, trial) or grid(**trial)[0] < first:
+            if not admits(ir, {**scalars, **trial}) or grid(**trial)[0] < first:
                 break
             base = trial
     return base
