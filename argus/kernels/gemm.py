@@ -20,7 +20,7 @@ MFMA = "v_mfma_f32_32x32x8_bf16"
 WAVE_GRID = (2, 2)
 #: (bits, base, shift) in bf16 elements: the row index mod 8 permutes 4-element (8-byte) chunks.
 #: Conflict-free only for 32-element rows read by 8-byte lanes of different parity; the GEMM
-#: uses `swizzle_for(block_k)`, which is conflict-free at every block_k (MoE still uses this).
+#: and the MoE GEMM use `swizzle_for(block_k)`, which is conflict-free at every block_k.
 SWIZZLE = (3, 2, 3)
 
 
