@@ -9,10 +9,11 @@ kernel in the wheel); fused MoE at a small shape the emulator runs whole (the wh
 table is of two-stage fp8 kernels Argus cannot launch). Each row prints AMD's modelled time,
 AMD's measured time where one is published, ours modelled and ours / AMD as a speed ratio (AMD
 time / ours: >= 1.00x means ours is at least as fast). A row whose time the model marks as
-sampled from untypical workgroups says so (`perf.explain`): such a win is not counted. Every
-Argus-side figure is modelled, not measured.
+sampled from untypical workgroups says so (`perf.explain`): such a win is not counted; nor is a
+row whose configuration of ours the verifier does not prove (each row's winner is proved once,
+`--no-prove` skips that). Every Argus-side figure is modelled, not measured.
 
-    PYTHONPATH=. python3 bench/bench_vs_aiter.py [--quick] [--json out.json]
+    PYTHONPATH=. python3 bench/bench_vs_aiter.py [--quick] [--no-prove] [--json out.json]
 """
 
 from __future__ import annotations
@@ -57,16 +58,36 @@ def _compiled(name: str, params: tuple) -> object:
     return argus.compile(library()[name].kernel, verify=False, **dict(params))
 
 
+#: the configuration behind each of our Timings (by id), so that a row can prove its kernel
+_CONFIG: dict[int, tuple[str, tuple]] = {}
+PROVE = True
+
+
+@functools.cache
+def _proof(name: str, params: tuple) -> str:
+    """'' when the verifier proves every obligation of this configuration for every size,
+    else why not (refuted or unknown obligations, the first one named)."""
+    from argus.kernels import library
+
+    report = argus.verify(library()[name].kernel, **dict(params))
+    if report.ok:
+        return ""
+    return str(report).strip().splitlines()[0][:160]
+
+
 def _ours(name: str, sizes: dict, gpu: str, **params) -> tuple[object | None, str]:
     """Our library kernel's Timing, or None and the reason it is missing."""
+    key = tuple(sorted(params.items()))
     try:
-        kernel = _compiled(name, tuple(sorted(params.items())))
+        kernel = _compiled(name, key)
     except Exception as err:          # the backend's own error says which rule is missing
         return None, f"argus.compile({name}) fails: {str(err).splitlines()[0]}"
     try:
-        return argus.time(kernel, sizes=sizes, gpu=gpu), ""
+        timing = argus.time(kernel, sizes=sizes, gpu=gpu)
     except (PerfError, ValueError) as err:
         return None, f"ours cannot run this shape: {str(err).splitlines()[0]}"
+    _CONFIG[id(timing)] = (name, key)
+    return timing, ""
 
 
 def _amd_gemm(m: int, n: int, k: int, gpu: str) -> tuple[object, str]:
@@ -117,6 +138,9 @@ def _line(label: str, amd: object, ours: object | None, why: str,
         flag = ""
         if UNTYPICAL in (ours.extrapolation or ""):
             flag = "  [ours sampled from untypical workgroups: not counted]"
+        elif PROVE and id(ours) in _CONFIG:
+            unproved = _proof(*_CONFIG[id(ours)])
+            flag = f"  [ours not proved, not counted: {unproved}]" if unproved else ""
         print(f"  {label:<46} AMD {amd.microseconds:9.2f} us{published}  ours "
               f"{ours.microseconds:9.2f} us  {ratio:5.2f}x  {why}{flag}")
         row.update(ours_us=ours.microseconds, ratio=ratio, why=why, counted=not flag)
@@ -199,7 +223,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few rows per family")
     parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--no-prove", action="store_true",
+                        help="do not prove each row's configuration of ours (rows then count "
+                             "unproved)")
     options = parser.parse_args()
+    global PROVE
+    PROVE = not options.no_prove
     rows = calibrate.rows()
     print("modelled MI300X-family times (no GPU here); ratio = AMD / ours, >= 1.00x means ours "
           "is at least as fast")
