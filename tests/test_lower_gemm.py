@@ -31,6 +31,10 @@ CONFIGS = [
     ({"prefetch": 2, "instr": SMALL, "block_k": 128}, [(64, 64, 512)]),
     ({"direct_lds": True}, [(64, 64, 32), (128, 64, 96)]),
     ({"direct_lds": True, "split_k": 2, "instr": SMALL}, [(64, 128, 128)]),
+    # swizzled DMA copies at the other swizzles of swizzle_for, and unswizzled
+    ({"direct_lds": True, "block_k": 64}, [(64, 64, 192)]),
+    ({"direct_lds": True, "block_k": 128}, [(64, 64, 256)]),
+    ({"direct_lds": True, "swizzle": False}, [(64, 64, 64)]),
 ]
 
 
@@ -375,3 +379,31 @@ def test_direct_lds_gemm_is_proved_and_copies_without_registers():
     assert copies and all(words[-1] == "lds" for words in copies)
     assert not any(words[0].startswith("ds_write") for words in body)
     assert any(words[0] == "s_mov_b32" and words[1].rstrip(",") == "m0" for words in body)
+
+
+def test_direct_lds_copies_into_swizzled_lds_without_bank_conflicts():
+    """Under `swizzle` each lane of a DMA copy fetches the element whose swizzled LDS dword it
+    writes (`dma_copy_layout`), so the MFMA operand reads are conflict-free (modelled factor
+    1.0; the unswizzled DMA'd tiles read 4-way conflicted) and the copies stay one
+    `buffer_load_dword ... lds` per dword; the layout is a bijection onto the tile."""
+    from argus.ir.layout import Swizzle
+    from argus.kernels.gemm import dma_copy_layout, swizzle_for
+
+    for block_k in (32, 64, 128):
+        sw = swizzle_for(block_k)
+        rows, cols = dma_copy_layout((64, block_k), 4, sw).layout.table()   # (wave, lane, slot)
+        assert len(set(zip(rows.ravel(), cols.ravel()))) == 64 * block_k      # a bijection
+        placed = np.vectorize(Swizzle(*sw))(rows * block_k + cols)           # swizzled offset
+        # slot s of lane l of wave w lands at dword (s // 2) * 256 + 64 w + l of the tile
+        wave, lane, slot = np.meshgrid(np.arange(4), np.arange(64), np.arange(rows.shape[2]),
+                                       indexing="ij")
+        assert (placed == ((slot // 2) * 256 + wave * 64 + lane) * 2 + slot % 2).all()
+    sizes = {"M": 1024, "N": 1024, "K": 1024}
+    swizzled = argus.time(argus.compile(GEMM.kernel, verify=False, direct_lds=True),
+                          sizes=sizes, gpu="mi300x")
+    plain = argus.time(argus.compile(GEMM.kernel, verify=False, direct_lds=True, swizzle=False),
+                       sizes=sizes, gpu="mi300x")
+    assert swizzled.lds_conflict < 1.05 < 3 < plain.lds_conflict
+    assert swizzled.microseconds < 0.8 * plain.microseconds
+    text = argus.compile(GEMM.kernel, verify=False, direct_lds=True).text
+    assert "ds_write" not in text and " lds" in text

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import argus.lang as T
 from argus.ir.expr import And
-from argus.ir.types import DTYPE_BYTES
+from argus.ir.layout import Swizzle
+from argus.ir.types import DTYPE_BYTES, LANES, ThreadLayout, thread_vars
 from argus.lang import Tensor, TileSpec
 from argus.lang.errors import user_loc
 
@@ -24,7 +25,7 @@ DEFAULT_MFMA = {"bf16": MFMA, "f16": "v_mfma_f32_32x32x8_f16",
 WAVE_GRID = (2, 2)
 #: (bits, base, shift) in bf16 elements: the row index mod 8 permutes 4-element (8-byte) chunks.
 #: Conflict-free only for 32-element rows read by 8-byte lanes of different parity; the GEMM
-#: uses `swizzle_for(block_k)`, which is conflict-free at every block_k (MoE still uses this).
+#: and the MoE GEMM use `swizzle_for(block_k)`, which is conflict-free at every block_k.
 SWIZZLE = (3, 2, 3)
 
 
@@ -72,8 +73,9 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
     """Trace the GEMM body; the keyword hooks default to the correct kernel. With split_k > 1,
     grid axis 2 splits K and each workgroup adds its partial tile into C atomically. With
     direct_lds, A and B go from global memory straight into LDS (async copies, one dword per
-    lane in LDS order: `buffer_load_dword ... lds`), one K tile ahead; LDS is then unswizzled,
-    since such a copy writes a wave's lanes to consecutive dwords. `prefetch` (1 or 2) is how
+    lane in LDS order: `buffer_load_dword ... lds`), one K tile ahead; such a copy writes a
+    wave's lanes to consecutive dwords, so under `swizzle` each lane copies the element whose
+    swizzled place its dword is. `prefetch` (1 or 2) is how
     many K tiles ahead of the MFMAs the global loads run: with 2, tile kt + 1 rides in
     registers while tile kt + 2 is loaded (K must then hold 2 K tiles per split)."""
     if prefetch not in (1, 2):
@@ -85,7 +87,7 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
                              "(their LDS slots are the only buffer)", user_loc(),
                              fix="use prefetch=1 with direct_lds=True")
         _direct_lds_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k,
-                            split_k=split_k, instr=instr)
+                            split_k=split_k, instr=instr, swizzle=swizzle)
         return
     k_first, m0, n0, nk = _grid(A, B, C, block_m, block_n, block_k, split_k)
     a_spec = a_fragment or T.mfma_layout(instr, "a", WAVE_GRID)
@@ -208,20 +210,46 @@ def _store(C, acc, m0, n0, c_spec, split_k):
                      "each C element lands on its own row and column")
 
 
-def _direct_lds_program(A, B, C, *, block_m, block_n, block_k, split_k, instr):
+def dma_copy_layout(shape: tuple[int, int], waves: int,
+                    swizzle: tuple[int, int, int] | None) -> TileSpec:
+    """The copy layout of an async (DMA) copy into LDS swizzled by `swizzle`: one dword (two
+    bf16) per lane, lane l of a slot landing at the l-th dword of that slot's run in LDS order
+    (`buffer_load_dword ... lds` writes lane l at M0 + 4 l). The lane holds the tile element
+    whose swizzled LDS position that is: the swizzle is an involution that keeps the low
+    `base` >= 1 bits, so it maps the LDS positions back to the elements and keeps each dword's
+    two elements together. Without a swizzle this is `copy_layout(shape, waves, 2)`."""
+    rows, cols = shape
+    if swizzle is None:
+        return T.copy_layout(shape, waves, 2)
+    if swizzle[1] < 1:
+        raise T.DSLError(f"swizzle {swizzle}: a DMA copy moves dwords, so the swizzle must keep "
+                         "the low element bit (base >= 1)", user_loc())
+    base = T.copy_layout(shape, waves, 2)          # validates the shape
+    wave, lane, slot = thread_vars(waves, base.layout.slots)
+    threads = waves * LANES
+    position = ((slot // 2) * threads + wave * LANES + lane) * 2 + slot % 2
+    element = Swizzle(*swizzle)(position)
+    return TileSpec(shape, ThreadLayout(waves, base.layout.slots,
+                                        (element // cols, element % cols)))
+
+
+def _direct_lds_program(A, B, C, *, block_m, block_n, block_k, split_k, instr, swizzle=False):
     """The GEMM with A and B tiles copied global -> LDS by async copies, one K tile ahead:
     copy tile kt+1 into the other slot, wait until only that group is in flight (tile kt has
     landed for this wave), barrier (and for every wave), compute tile kt, barrier (every wave
-    is done reading the slot the next copy overwrites)."""
+    is done reading the slot the next copy overwrites). With `swizzle` the LDS tiles are
+    XOR-swizzled as in the register-staged GEMM (`swizzle_for`) and each lane copies the
+    element that lands at its dword (`dma_copy_layout`), so the MFMA operand reads are
+    conflict-free."""
     k_first, m0, n0, nk = _grid(A, B, C, block_m, block_n, block_k, split_k)
     a_spec = T.mfma_layout(instr, "a", WAVE_GRID)
     b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
     c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
-    # one dword (two bf16) per lane, lanes along the LDS rows
-    copy_a = T.copy_layout((block_m, block_k), 4, 2)
-    copy_b = T.copy_layout((block_n, block_k), 4, 2)
-    a_smem = T.lds((2, block_m, block_k), "bf16")
-    b_smem = T.lds((2, block_n, block_k), "bf16")
+    sw = swizzle_for(block_k) if swizzle else None
+    copy_a = dma_copy_layout((block_m, block_k), 4, sw)
+    copy_b = dma_copy_layout((block_n, block_k), 4, sw)
+    a_smem = T.lds((2, block_m, block_k), "bf16", swizzle=sw)
+    b_smem = T.lds((2, block_n, block_k), "bf16", swizzle=sw)
 
     def fetch(kt, slot):
         T.async_copy(a_smem, (slot, 0, 0), A, (m0, (k_first + kt) * block_k), copy_a)
@@ -255,9 +283,9 @@ def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"), C: Tensor("f3
     vector per thread per copy). split_k > 1 splits K over grid axis 2 and accumulates into C
     with atomic adds (C must start at zero). `instr` picks the bf16 MFMA (32x32x8 or 16x16x16;
     block sizes must then be multiples of the 2x2 wave grid's fragment). `direct_lds` copies A
-    and B global -> LDS without registers (`buffer_load_dword ... lds`; LDS unswizzled, so
-    `swizzle` does not apply). `prefetch=2` runs the global loads two K tiles ahead (the next
-    tile in registers; K must hold two K tiles per split)."""
+    and B global -> LDS without registers (`buffer_load_dword ... lds`; with `swizzle` each lane
+    copies the element whose swizzled LDS dword it writes). `prefetch=2` runs the global loads
+    two K tiles ahead (the next tile in registers; K must hold two K tiles per split)."""
     gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle,
                  split_k=split_k, instr=instr, direct_lds=direct_lds, prefetch=prefetch)
 

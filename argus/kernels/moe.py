@@ -15,7 +15,7 @@ import numpy as np
 
 import argus.lang as T
 from argus.ir.expr import And
-from argus.kernels.gemm import SWIZZLE, compute_k_tile
+from argus.kernels.gemm import compute_k_tile, swizzle_for
 from argus.lang import Tensor
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
@@ -96,8 +96,8 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
     # 8 bf16 (16 bytes) per thread and load where the tile has that many, else fewer
     copy_a = T.copy_layout((block_m, block_k), 4, min(8, block_m * block_k // 256))
     copy_b = T.copy_layout((block_n, block_k), 4, min(8, block_n * block_k // 256))
-    a_smem = T.lds((2, block_m, block_k), "bf16", swizzle=SWIZZLE)
-    b_smem = T.lds((2, block_n, block_k), "bf16", swizzle=SWIZZLE)
+    a_smem = T.lds((2, block_m, block_k), "bf16", swizzle=swizzle_for(block_k))
+    b_smem = T.lds((2, block_n, block_k), "bf16", swizzle=swizzle_for(block_k))
 
     def fetch(kt):
         return (X.load((0, kt * block_k), copy_a, gather=gathered, guard=True),

@@ -40,6 +40,7 @@ from argus.asm.lower.program import (
     LabelDef,
     Loop,
     MInst,
+    Ref,
     Skip,
     Splat,
     VReg,
@@ -1166,7 +1167,20 @@ def _binary(s: Selector, op: O.Binary):
     if dst is None:
         dst = s.new_tile(op.result)
     s.regs[op.result.name] = dst
-    for r in range(dst.size):
+    packed = op.fn in F32_PACKED and op.result.type.dtype == "f32"
+    copies: dict = {}                         # a broadcast operand's 64-bit copy, per source
+    r = 0
+    while r < dst.size:
+        if packed and r % 2 == 0 and r + 1 < dst.size and _pair_aligned(dst[r], dst[r + 1]):
+            sources = [_packed_source(s, t, r, copies) for t in (x, y)]
+            if None not in sources:
+                (a, hi_a), (b, hi_b) = sources
+                mods = "" if hi_a and hi_b else f"op_sel_hi:[{int(hi_a)},{int(hi_b)}]"
+                if op.fn == "sub":
+                    mods = f"{mods} neg_lo:[0,1] neg_hi:[0,1]".strip()
+                s.emit(F32_PACKED[op.fn], dst[r:r + 2], a, b, mods=mods)
+                r += 2
+                continue
         a, b, opcode = x[r], y[r], F32_BINARY[op.fn]
         if isinstance(b, int | float):          # VOP2 takes a constant in src0 only
             if isinstance(a, int | float):
@@ -1174,6 +1188,40 @@ def _binary(s: Selector, op: O.Binary):
             a, b = b, a
             opcode = F32_REVERSED.get(op.fn, opcode)
         s.emit(opcode, dst[r], a, b)
+        r += 1
+
+
+#: f32 arithmetic two registers at a time (packed FP32: one VALU issue computes both halves of
+#: a 64-bit register pair; subtraction adds the negated second operand)
+F32_PACKED = {"add": "v_pk_add_f32", "sub": "v_pk_add_f32", "mul": "v_pk_mul_f32"}
+
+
+def _pair_aligned(a, b) -> bool:
+    """Whether registers `a`, `b` are one even-aligned 64-bit pair (gfx90a+ requires it of a
+    64-bit VGPR operand)."""
+    if not (isinstance(a, Ref) and isinstance(b, Ref) and a.reg is b.reg
+            and b.start == a.start + 1 and a.reg.cls == "v"):
+        return False
+    if a.reg.phys is not None:
+        return (a.reg.phys + a.start) % 2 == 0
+    return a.reg.align % 2 == 0 and a.start % 2 == 0
+
+
+def _packed_source(s: Selector, tile, r: int, copies: dict):
+    """Registers r, r+1 of `tile` as a packed source: (operand, whether its high half feeds
+    the high result). A pair is read as is; one value in both (a broadcast register or a
+    constant) is copied once per op into the low half of an aligned pair, read for both
+    halves (op_sel_hi 0). None when the two registers are neither."""
+    a, b = tile[r], tile[r + 1]
+    if _pair_aligned(a, b):
+        return Ref(a.reg, a.start, 2), True
+    if a != b or isinstance(a, bool) or not isinstance(a, Ref | int | float):
+        return None
+    if a not in copies:
+        pair = VReg("v", 2, "pk", 2)
+        s.emit("v_mov_b32_e32", pair[0], a)
+        copies[a] = pair
+    return copies[a].whole, False
 
 
 def _float_vgpr(s: Selector, value: float) -> VReg:
