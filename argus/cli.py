@@ -675,6 +675,10 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
                  plot_file, resume, report_file, seed, fresh) -> None:
     """Search FAMILY's space for the fastest kernel Argus can verify.
 
+    FAMILY is a library kernel with knobs (gemm, gemm_f16, gemm_fp8, gemm_bf8, attention_fwd,
+    moe_gemm) or your own, FILE.py:NAME, where NAME is an argus.kernels.LibraryKernel (kernel,
+    output tensor, default sizes, numpy reference, tolerance, knobs) defined in that file.
+
     \b
     Exit status:
       0  a verified, correct, modelled winner was found
@@ -708,7 +712,8 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
                                        "--resume RUN.jsonl)")
             problem = Problem(family, parse_shape(family, shape), _choices(params))
         run_file = Path(resume) if resume else Path(
-            out or _free_directory(f"argus-tune/{problem.family}-{problem.shape}")) / "run.jsonl"
+            out or _free_directory(f"argus-tune/{_label(problem.family)}-{problem.shape}")
+        ) / "run.jsonl"
         out_dir = Path(out) if out else run_file.parent
         llm = {"base_url": llm_base_url, "model": llm_model, "api_key_env": llm_api_key_env,
                "timeout_s": llm_timeout}
@@ -743,6 +748,14 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
     if plot_file:
         _plot_events(read(run_file), plot_file, console)
     sys.exit(0 if progress.state.results else 3)
+
+
+def _label(family: str) -> str:
+    """A family's name as a directory name: `path/to/mine.py:TUNABLE` -> `mine-TUNABLE`."""
+    from pathlib import Path
+
+    path, colon, attr = family.rpartition(":")
+    return f"{Path(path).stem}-{attr}" if colon and path.endswith(".py") else family
 
 
 def _free_directory(stem: str) -> str:

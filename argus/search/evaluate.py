@@ -20,11 +20,10 @@ import attrs
 from argus import pipeline
 from argus.errors import ArgusError
 from argus.ir.ops import resources
-from argus.kernels import library
 from argus.kernels.check import Case
 from argus.pipeline import StageError
 from argus.search.reward import reward
-from argus.search.space import Candidate, Problem, family
+from argus.search.space import Candidate, Problem, check_sizes, family
 from argus.smt import DEFAULT_TIMEOUT_MS
 
 #: statuses; only OK is ever reported as a result
@@ -144,10 +143,10 @@ class Evaluator:
         (one per trial), compiled with its compile knobs, timed at the problem's shape."""
         fam = family(self.problem.family)
         params = kernel_params(candidate)
-        check = [_satisfying(ir, fam.check_sizes(params, t)) for t in range(self.trials)]
+        check = [_satisfying(ir, check_sizes(fam, params, t)) for t in range(self.trials)]
         return pipeline.road(ir, until=until, skip=skip, sizes=self._sizes(candidate),
                              check=check, seed=self.seed, timeout_ms=self.verify_timeout_ms,
-                             reference=library()[self.problem.family],
+                             reference=fam,
                              **compile_params(candidate), **params)
 
     def _record(self, done: dict, road, err: StageError | None = None) -> None:
@@ -184,8 +183,8 @@ class Evaluator:
         on fresh seeds (twice the trials) before it may count; the note travels with it."""
         fam, params = family(self.problem.family), kernel_params(candidate)
         trials = 2 * self.trials
-        case = Case(library()[self.problem.family], params,
-                    tuple(_satisfying(ir, fam.check_sizes(params, t)) for t in range(trials)),
+        case = Case(fam, params,
+                    tuple(_satisfying(ir, check_sizes(fam, params, t)) for t in range(trials)),
                     tuple((self.seed + RECHECK_SEED) * 1000 + t for t in range(trials)))
         check = pipeline.stage("emulate", lambda: pipeline.check_emulated(compiled, case), ir,
                                policy=compile_params(candidate).get("policy", "interleave"),
@@ -212,7 +211,8 @@ class Evaluator:
         from argus.search.space import default_candidate
 
         key = (self.problem.family, tuple(sorted(self.problem.sizes.items())),
-               tuple(sorted(self.problem.pinned.items())))
+               tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
+                            for k, v in self.problem.pinned.items())))
         if key not in _REFERENCES:
             reference = amd_reference(self.problem)
             if reference is None:
@@ -228,7 +228,7 @@ class Evaluator:
         return _REFERENCES[key]
 
     def _trace(self, candidate: Candidate):
-        entry = library()[self.problem.family]
+        entry = family(self.problem.family)
         params = kernel_params(candidate)
         if candidate.source is None:
             try:

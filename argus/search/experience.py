@@ -38,6 +38,15 @@ def shape_class(family: str, sizes: dict) -> str:
 
 
 def default_path(family: str) -> Path:
+    """ARGUS_CACHE/experience/<family>.jsonl; a user's `path/to/mine.py:NAME` keeps its rows
+    under `mine-NAME-<hash of the absolute path>` (one file per kernel, no path separators)."""
+    path, colon, attr = family.rpartition(":")
+    if colon and path.endswith(".py"):
+        import hashlib
+        import os
+
+        digest = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:12]
+        family = f"{Path(path).stem}-{attr}-{digest}"
     return env.cache_dir() / "experience" / f"{family}.jsonl"
 
 

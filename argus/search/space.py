@@ -17,8 +17,8 @@ from argus.errors import ArgusError
 from argus.kernels import MFMA_16, MFMA_32, POLICY, Knob, LibraryKernel, library
 
 __all__ = ["MFMA_16", "MFMA_32", "POLICY", "Knob", "SearchError", "Problem", "Candidate",
-           "Action", "apply", "family", "families", "parse_shape", "default_candidate",
-           "every_candidate"]
+           "Action", "apply", "family", "families", "user_family", "check_sizes", "parse_shape",
+           "default_candidate", "every_candidate"]
 
 
 class SearchError(ArgusError, ValueError):
@@ -33,10 +33,72 @@ def families() -> dict[str, LibraryKernel]:
 
 
 def family(name: str) -> LibraryKernel:
+    """The tunable family `name`: a library kernel with knobs, or a user's own, written
+    `path/to/file.py:NAME` where NAME is a `LibraryKernel` (its kernel, output, default sizes,
+    numpy reference, tolerance and `Knob`s) the file defines."""
     found = families()
-    if name not in found:
-        raise SearchError(f"no tunable family {name!r}; choose one of {sorted(found)}")
-    return found[name]
+    if name in found:
+        return found[name]
+    path, colon, attr = name.rpartition(":")
+    if colon and path.endswith(".py"):
+        return user_family(path, attr)
+    raise SearchError(f"no tunable family {name!r}; choose one of {sorted(found)}, or give "
+                      "your own as FILE.py:NAME (a LibraryKernel with knobs in that file)")
+
+
+def user_family(path: str, attr: str) -> LibraryKernel:
+    """The `LibraryKernel` named `attr` in the user's file `path` (loaded once per file
+    version: worker processes load it again by name, so the path is made absolute)."""
+    import os
+
+    where = os.path.abspath(path)
+    try:
+        stamp = os.stat(where).st_mtime_ns
+    except OSError:
+        raise SearchError(f"{path}: no such file", fix="give FILE.py:NAME of an existing "
+                          "Python file") from None
+    return _user_family(where, attr, stamp)
+
+
+@functools.lru_cache(maxsize=16)
+def _user_family(path: str, attr: str, stamp: int) -> LibraryKernel:
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(f"argus_user_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ArgusError:
+        raise
+    except Exception as err:     # the user's file: any error it raises is theirs, named
+        raise SearchError(f"{path} raised {type(err).__name__} when loaded: {err}",
+                          fix="run the file with python3 to see the traceback") from None
+    entry = getattr(module, attr, None)
+    fix = (f"define {attr} = argus.kernels.LibraryKernel(kernel, output, sizes, reference, "
+           "tolerance, knobs=(argus.kernels.Knob(name, values), ...)) in the file")
+    if entry is None:
+        raise SearchError(f"{path} defines no {attr!r}", fix=fix)
+    if not isinstance(entry, LibraryKernel):
+        raise SearchError(f"{path}:{attr} is a {type(entry).__name__}, not a LibraryKernel: "
+                          "the search needs the kernel's knobs, sizes and reference", fix=fix)
+    if not entry.knobs:
+        raise SearchError(f"{path}:{attr} declares no knobs, so there is nothing to tune",
+                          fix="give knobs=(Knob(\"block\", (32, 64, 128)), ...) naming "
+                          "keyword parameters of the kernel")
+    params = entry.kernel.params
+    for knob in entry.knobs:
+        if knob.stage == "kernel" and knob.name not in params:
+            raise SearchError(f"{path}:{attr}: knob {knob.name!r} is no keyword parameter of "
+                              f"{entry.kernel.name} (it takes {sorted(params)})",
+                              fix="name a parameter of the kernel, or mark a compile option "
+                              "with stage=\"compile\"")
+    return entry
+
+
+def check_sizes(entry: LibraryKernel, params: dict, trial: int) -> dict:
+    """Sizes for correctness trial `trial`: the family's own choice, else its default sizes."""
+    return entry.check_sizes(params, trial) if entry.check_sizes else dict(entry.sizes)
 
 
 @attrs.frozen
@@ -155,7 +217,7 @@ def _short(value) -> str:
 
 def default_candidate(problem: Problem) -> Candidate:
     """The family's default configuration (the kernel's own keyword defaults)."""
-    defaults = library()[problem.family].kernel.params
+    defaults = family(problem.family).kernel.params
     chosen = {}
     for knob in problem.knobs():
         default = defaults[knob.name] if knob.stage == "kernel" else knob.values[0]

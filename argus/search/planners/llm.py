@@ -332,9 +332,9 @@ def _json_object(text: str):
 
 
 def _source(family_name: str) -> str:
-    from argus.kernels import library
+    from argus.search.space import family
 
-    return inspect.getsource(inspect.getmodule(library()[family_name].kernel.fn))
+    return inspect.getsource(inspect.getmodule(family(family_name).kernel.fn))
 
 
 def _move_table(state: SearchState) -> str:
