@@ -93,3 +93,14 @@ def test_the_cli_names_the_run_directory_after_the_file(user_file, tmp_path, mon
                                        "--fresh"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "argus-tune" / "mine-TUNABLE-1024" / "winner.json").is_file()
+
+
+def test_the_tutorial_s_example_file_is_a_tunable_family_whose_default_is_proved():
+    from pathlib import Path
+
+    import argus
+
+    entry = family(str(Path(__file__).resolve().parents[1] / "docs" / "examples"
+                       / "scale_rows.py") + ":TUNABLE")
+    assert entry.knob("rows").values == (1, 4, 8, 16)
+    assert argus.verify(entry.kernel).ok
