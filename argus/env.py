@@ -1,5 +1,6 @@
 """Argus's environment knobs, read in this one place (`KNOBS` lists them with what each does):
-ARGUS_DEBUG, ARGUS_JOBS, ARGUS_CACHE, ARGUS_REPRO_DIR, ARGUS_HIP_LIBRARY and the LLM planner's
+ARGUS_DEBUG, ARGUS_JOBS, ARGUS_CACHE, ARGUS_REPRO_DIR, ARGUS_SMT_TIMEOUT_MS, ARGUS_HIP_LIBRARY and
+the LLM planner's
 ARGUS_LLM_*. A malformed value is an `EnvError` naming the variable and the values it takes;
 debug output goes to stderr through `debug()`.
 
@@ -26,6 +27,8 @@ KNOBS = {
     "ARGUS_CACHE": "where downloaded vendor wheels are kept (default ~/.cache/argus)",
     "ARGUS_REPRO_DIR": "where argus.testing writes reproducer scripts (default "
                        "$TMPDIR/argus-repro)",
+    "ARGUS_SMT_TIMEOUT_MS": "the solver's limit per verifier query in milliseconds (default "
+                            "10000; raise it on a loaded machine, where queries run slower)",
     "ARGUS_COMPILE_VERIFY": "whether argus.compile proves a kernel first when not told "
                             "(verify=): 1 (default) or 0",
     "ARGUS_HIP_LIBRARY": "path of libamdhip64.so, tried before the system's and ROCm's",
@@ -83,6 +86,19 @@ def _parse(debug: str, jobs: str, cache: str) -> Env:
         if workers < 1:
             raise EnvError(f"ARGUS_JOBS={workers} must be at least 1", fix=JOBS_FIX)
     return Env(level, workers, Path(cache).expanduser()) if cache else Env(level, workers)
+
+
+def smt_timeout_ms(default: int) -> int:
+    """ARGUS_SMT_TIMEOUT_MS: the verifier's per-query solver limit when a call gives none
+    (`default`, argus.smt.DEFAULT_TIMEOUT_MS, when unset)."""
+    text = (_text("ARGUS_SMT_TIMEOUT_MS") or "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise EnvError(f"ARGUS_SMT_TIMEOUT_MS={text!r} is not a positive number of "
+                       "milliseconds", fix=f"set ARGUS_SMT_TIMEOUT_MS to e.g. 60000, or unset "
+                       f"it for the default {default}")
+    return int(text)
 
 
 def compile_verifies() -> bool:

@@ -194,3 +194,21 @@ def test_the_string_knobs_come_from_env_py(monkeypatch, tmp_path):
     monkeypatch.setenv("ARGUS_JOBS", "3")
     env.default_jobs(1)
     assert env.configured_jobs() == 3
+
+
+def test_the_solver_limit_comes_from_argus_smt_timeout_ms(monkeypatch):
+    """A loaded machine can raise the per-query limit without touching code; a bad value is
+    an EnvError naming the variable."""
+    from argus import env
+    from argus.search.evaluate import Evaluator
+    from argus.search.space import Problem
+
+    monkeypatch.setenv("ARGUS_SMT_TIMEOUT_MS", "60000")
+    assert env.smt_timeout_ms(10_000) == 60_000
+    problem = Problem("gemm", {"M": 64, "N": 64, "K": 64})
+    assert Evaluator(problem).verify_timeout_ms == 60_000
+    monkeypatch.setenv("ARGUS_SMT_TIMEOUT_MS", "soon")
+    with pytest.raises(env.EnvError, match="ARGUS_SMT_TIMEOUT_MS='soon'"):
+        env.smt_timeout_ms(10_000)
+    monkeypatch.delenv("ARGUS_SMT_TIMEOUT_MS")
+    assert env.smt_timeout_ms(10_000) == 10_000

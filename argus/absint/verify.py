@@ -74,7 +74,7 @@ def collector_paused():
             gc.enable()
 
 
-def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
+def verify(kernel, *, solver: str = "z3", timeout_ms: int | None = None,
            replay: bool = True, jobs: int | None = None, unroll: int | None = None,
            rules: type | None = None,
            reference=None, **sizes_or_params) -> Report:
@@ -90,6 +90,9 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
     report says so); a Refuted one is still replayed, at sizes whose loops run at most N times.
     It finds bugs whose symbolic proof ends Unknown, at the price of generality.
 
+    `timeout_ms` limits each solver query (default: ARGUS_SMT_TIMEOUT_MS, else
+    argus.smt.DEFAULT_TIMEOUT_MS).
+
     `rules` replaces the transfer rules by a subclass of `Rules` (`argus.testing` plants
     deliberately wrong ones this way to show its soundness checks catch them).
 
@@ -97,6 +100,8 @@ def verify(kernel, *, solver: str = "z3", timeout_ms: int = DEFAULT_TIMEOUT_MS,
     a tag assertion whose replayed violation still computes the reference's values at the
     asserted elements is reported Unknown, not Refuted (`argus.absint.replay`)."""
     started = time.perf_counter()
+    if timeout_ms is None:
+        timeout_ms = env.smt_timeout_ms(DEFAULT_TIMEOUT_MS)
     ir, pins = _trace(kernel, sizes_or_params)
     jobs = env.jobs() if jobs is None else jobs
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:

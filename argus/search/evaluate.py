@@ -17,7 +17,7 @@ import time
 
 import attrs
 
-from argus import pipeline
+from argus import env, pipeline
 from argus.errors import ArgusError
 from argus.ir.ops import resources
 from argus.kernels.check import Case
@@ -100,7 +100,8 @@ class Evaluator:
     problem: Problem
     trials: int = 3
     seed: int = 0
-    verify_timeout_ms: int = DEFAULT_TIMEOUT_MS
+    #: the solver's limit per query (ARGUS_SMT_TIMEOUT_MS, else the library default)
+    verify_timeout_ms: int = attrs.field(factory=lambda: env.smt_timeout_ms(DEFAULT_TIMEOUT_MS))
     sandbox_time_s: float = 20.0
     sandbox_memory_mb: int = 2048
     #: {"name", "time_us"} to reward against; None: AMD's kernel at the shape, else the default
