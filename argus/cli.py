@@ -670,9 +670,12 @@ def compare_command_(first: str, second: str, shapes, params, gpu: str, as_json:
 @click.option("--seed", default=0, show_default=True, help="Planner and input seed.")
 @click.option("--fresh", is_flag=True, help="Ignore the experience of past runs (priors from "
               "the knowledge base alone) and do not add this run to it.")
+@click.option("--screen/--no-screen", default=None, help="Time candidates with the model alone "
+              "(no proof) before the budget is spent and propose the fastest first [default: "
+              "with the offline planner].")
 def tune_command(family, shape, params, budget, time_limit, timeout, planner, llm_base_url,
                  llm_model, llm_api_key_env, llm_timeout, jobs, backend, ray_address, out,
-                 plot_file, resume, report_file, seed, fresh) -> None:
+                 plot_file, resume, report_file, seed, fresh, screen) -> None:
     """Search FAMILY's space for the fastest kernel Argus can verify.
 
     \b
@@ -718,7 +721,7 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
             progress = tune(problem, run_file=run_file,
                             budget=Budget(budget, time_limit, timeout), planner=planner,
                             llm=llm, jobs=jobs, backend=backend, ray_address=ray_address,
-                            resume=bool(resume), seed=seed, fresh=fresh,
+                            resume=bool(resume), seed=seed, fresh=fresh, screen=screen,
                             on_update=lambda p: live.update(live_panel(p)))
     except SearchError as err:
         raise click.ClickException(str(err)) from err
