@@ -56,7 +56,8 @@ def test_the_screen_stops_at_its_limit():
 
 def test_the_planner_proposes_the_screens_fastest_first_and_evaluates_them_in_full(tmp_path):
     screen = Screen(GEMM, points=64, wall_s=None, legal=lambda c: "", timer=landscape_timer)
-    store = Store(tmp_path / "run.jsonl", {"problem": GEMM.to_dict()})
+    store = Store(tmp_path / "run.jsonl", {"problem": GEMM.to_dict(), "planner": "offline",
+                                           "budget": Budget(8).to_dict()})
     planner = OfflinePlanner(GEMM, 0, legal=lambda c: "", screen=screen, log=store.append)
     state = SearchState(GEMM)
     run(state, planner, InlineWorkers(Landscape()), store, Budget(8))
@@ -69,6 +70,12 @@ def test_the_planner_proposes_the_screens_fastest_first_and_evaluates_them_in_fu
     assert later and not any(e.key in planner.screened for e in later)
     events = [e for e in store.events if e["kind"] == "screen"]
     assert events and events[0]["timed"] == len(screen.timed)
+    from argus.search.store import read
+    from argus.search.view import report
+
+    lines = [r for r in report(read(tmp_path / "run.jsonl")).renderables if isinstance(r, str)]
+    assert any(line.startswith(f"pre-screen (model only, not proved): {len(screen.timed)} "
+                               "points") for line in lines)
 
 
 def test_a_refuted_top_seed_gives_way_to_the_next_screened_point(tmp_path):
