@@ -3,6 +3,7 @@ points first (each still evaluated in full), pruning what the model already time
 the best result, warm starts from the experience store, and, on the real model, parity with
 AMD's kernel among the first proposals at 1024^3."""
 
+import attrs
 from fakes.landscape import BEST, Landscape, score
 
 from argus.search import Problem, _screen
@@ -12,7 +13,7 @@ from argus.search.loop import run
 from argus.search.planners import SearchState
 from argus.search.planners.offline import SCREEN_ARM, OfflinePlanner
 from argus.search.screen import Screen, Screened, neighbours, step, steps
-from argus.search.space import Candidate, default_candidate
+from argus.search.space import MFMA_16, Candidate, default_candidate
 from argus.search.store import Store
 from argus.search.workers import InlineWorkers
 
@@ -128,3 +129,24 @@ def test_at_1024_cubed_the_first_proposals_include_a_point_at_parity_with_amd():
     ratios = [amd / screen.timed[p.candidate.key].time_us for p in proposals]
     assert max(ratios) >= 1.0, (ratios, [p.candidate.describe() for p in proposals])
     assert len(screen.timed) <= 14
+
+
+def test_the_first_seeds_are_distinct_tiles_before_near_twins():
+    """Points that differ only in the MFMA instruction tend to share a verdict: the second
+    seed is the fastest other tile, the twin comes after it (then rank order)."""
+    base = default_candidate(GEMM)
+    fastest = attrs.evolve(base, params={**base.param_dict, "block_k": 64})
+    twin = attrs.evolve(fastest, params={**fastest.param_dict, "instr": MFMA_16})
+    other = attrs.evolve(base, params={**base.param_dict, "prefetch": 2})
+
+    class Ranked:  # a screen that has already run
+        wall = 0.0
+
+        def run(self):
+            return [Screened(fastest, 1.0), Screened(twin, 1.001), Screened(other, 1.05),
+                    Screened(base, 2.0)]
+
+    planner = OfflinePlanner(GEMM, 0, legal=lambda c: "", screen=Ranked())
+    proposals = planner.propose(SearchState(GEMM), 4)
+    assert [p.candidate for p in proposals] == [fastest, other, twin, base]
+    assert [p.move for p in proposals] == [SCREEN_ARM] * 3 + ["default"]

@@ -199,9 +199,23 @@ class OfflinePlanner:
             self.seeds.append(Proposal(entry.candidate, SCREEN_ARM, (
                 f"model-only pre-screen ranks it #{rank} of {len(ranking)} "
                 f"({entry.time_us:.2f} µs modelled before any proof)")))
+        # the second seed is the fastest point of another tile (the numeric knobs): points that
+        # differ only in an instruction or a schedule tend to share a verdict (and a solver
+        # timeout), so the first two run (in parallel) on different tiles
+        if self.seeds:
+            tile = self._tile(self.seeds[0].candidate)
+            other = next((i for i, p in enumerate(self.seeds) if self._tile(p.candidate) != tile),
+                         None)
+            if other is not None:
+                self.seeds.insert(1, self.seeds.pop(other))
         self.log({"kind": "screen", "timed": len(ranking), "wall_s": round(self.screen.wall, 1),
                   "ranking": [e.to_dict() for e in ranking[:12]],
                   "untimed": sum(e.time_us is None for e in ranking)})
+
+    def _tile(self, candidate: Candidate) -> tuple:
+        numeric = {k.name for k in self.problem.knobs()
+                   if all(isinstance(v, int) and not isinstance(v, bool) for v in k.values)}
+        return tuple((k, v) for k, v in candidate.params if k in numeric)
 
     def beaten(self, candidate: Candidate, state: SearchState) -> bool:
         """The model already timed `candidate` no faster than the best result (the reward is
