@@ -442,7 +442,7 @@ def parity_run(shape: str, jobs: int, tmp: Path, echo) -> dict:
                                   if best and e.key == best.key), None),
            "screened": screen.get("timed"), "screen_s": screen.get("wall_s"),
            "wall_s": round(wall, 1), "modelled": True}
-    echo(f"  gemm {shape}: {ratio:.2f}x AMD's {reference['name']} ({reference['time_us']:.2f} "
+    echo(f"  gemm {shape}: {ratio:.2f}x {reference['name']} ({reference['time_us']:.2f} "
          f"µs) with {best.time_us:.2f} µs ({row['best']}), found at evaluation "
          f"{row['first_at_best']} of {len(evaluations)} ({dict(statuses)}); pre-screen "
          f"timed {row['screened']} points in {row['screen_s']} s; run {wall:.0f} s"
