@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
+from argus.errors import ArgusError
 from argus.search.space import Candidate, Problem, default_candidate
 
 #: model timings a screen may spend (compile + time, about a second each on this machine) and
@@ -52,6 +53,8 @@ def model_time(problem: Problem, candidate: Candidate) -> Screened:
                                **kernel_params(candidate)).timing
     except pipeline.StageError as err:
         return Screened(candidate, None, f"{err.stage}: {str(err).splitlines()[0][:200]}")
+    except (ArgusError, ValueError) as err:  # a bad knob value the kernel itself refuses
+        return Screened(candidate, None, f"{type(err).__name__}: {str(err)[:200]}")
     return Screened(candidate, timing.microseconds)
 
 
@@ -143,8 +146,15 @@ class Screen:
             timer = self.timer or (lambda c: model_time(self.problem, c))
             found = [timer(c) for c in todo]
         else:
-            found = list(self._executor().map(_model_time_job, [(self.problem, c)
-                                                                 for c in todo]))
+            from concurrent.futures.process import BrokenProcessPool
+
+            try:
+                found = list(self._executor().map(_model_time_job, [(self.problem, c)
+                                                                     for c in todo]))
+            except BrokenProcessPool:  # a worker died (memory): time the rest here
+                self._pool.shutdown(cancel_futures=True)
+                self._pool, self.jobs = None, 1
+                found = [model_time(self.problem, c) for c in todo]
         self.timed.update((s.candidate.key, s) for s in found)
         return [self.timed[c.key] for c in candidates if c.key in self.timed]
 
