@@ -69,6 +69,13 @@ def test_the_planner_proposes_the_screens_fastest_first_and_evaluates_them_in_fu
     # slower than the best result once it is in: no evaluation is spent on one of them
     later = state.evaluations[1:]
     assert later and not any(e.key in planner.screened for e in later)
+    # the samplers learnt the screened times as the rewards they would earn (1 / time here,
+    # the landscape's reference being 1 µs); none of them is a result
+    plain = [s for s in screen.ranking() if not s.candidate.rewrites]
+    told = [t for t in planner.study.trials if t.value is not None]
+    assert planner.taught and len(told) >= len(plain)
+    assert max(t.value for t in told) == 1.0
+    assert len(state.results) == sum(e.is_result for e in state.evaluations) <= 8
     events = [e for e in store.events if e["kind"] == "screen"]
     assert events and events[0]["timed"] == len(screen.timed)
     from argus.search.store import read

@@ -77,6 +77,8 @@ class OfflinePlanner:
         self.screened: dict[str, float] | None = None  # candidate key -> screened µs
         self.seeds: list[Proposal] = []  # the screen's ranking, fastest first, not yet proposed
         self.seeded = 0  # seeds proposed (a resumed run's evaluated ones included)
+        self.screen_ranking: list = []
+        self.taught = False  # the samplers have learnt the screened times
         #: the experience store (argus.search.experience.Experience) priors come from and, with
         #: `learn`, evaluated moves go to; None: the knowledge base's priors alone
         self.experience, self.learn, self.run = experience, learn, run
@@ -186,7 +188,7 @@ class OfflinePlanner:
         self.seeded = sum(e.move == SCREEN_ARM for e in state.evaluations)  # a resumed run's
         if self.screen is None:
             return
-        ranking = self.screen.run()
+        ranking = self.screen_ranking = self.screen.run()
         kernels = set()
         for rank, entry in enumerate(ranking, 1):
             if entry.time_us is None:
@@ -322,7 +324,27 @@ class OfflinePlanner:
                 self.best_reward = max(self.best_reward or 0.0, ev.reward)
                 if ev.candidate.source is None:
                     self.model.observe(ev.candidate, ev.reward)
+                self._teach_screen(ev)
             self._tell(ev)
+
+    def _teach_screen(self, ev: Evaluation) -> None:
+        """Once a result gives the reference time (reward x time), the screened times become
+        the rewards they would earn, and optuna's study and the value model learn them: guidance
+        for the samplers only, never a result (nothing screened counts until evaluated)."""
+        if not self.screened or self.taught or not ev.time_us:
+            return
+        self.taught = True
+        reference_us = ev.reward * ev.time_us
+        for entry in self.screen_ranking:
+            candidate = entry.candidate
+            if entry.time_us is None or candidate.rewrites or candidate.source is not None:
+                continue
+            reward = reference_us / entry.time_us
+            self.model.observe(candidate, reward)
+            params = {k: v for k, v in candidate.params if k in self.distributions}
+            if set(params) == set(self.distributions):
+                self.study.add_trial(optuna.trial.create_trial(
+                    params=params, distributions=self.distributions, value=reward))
 
     def _remember(self, ev: Evaluation, credit: float) -> None:
         """The move's row in the experience store, and the verdict of a repair."""
