@@ -670,10 +670,17 @@ def compare_command_(first: str, second: str, shapes, params, gpu: str, as_json:
 @click.option("--seed", default=0, show_default=True, help="Planner and input seed.")
 @click.option("--fresh", is_flag=True, help="Ignore the experience of past runs (priors from "
               "the knowledge base alone) and do not add this run to it.")
+@click.option("--problems", "problems_dir", type=click.Path(exists=True, file_okay=False),
+              default=None, help="The KernelBench folder a kernelbench:LEVEL/NAME target is "
+              "read from (the checkout holding level1/, or a level folder).")
+@click.option("--screen/--no-screen", default=None, help="Time candidates with the model alone "
+              "(no proof) before the budget is spent and propose the fastest first [default: "
+              "with the offline planner].")
 def tune_command(family, shape, params, budget, time_limit, timeout, planner, llm_base_url,
                  llm_model, llm_api_key_env, llm_timeout, jobs, backend, ray_address, out,
-                 plot_file, resume, report_file, seed, fresh) -> None:
-    """Search FAMILY's space for the fastest kernel Argus can verify.
+                 plot_file, resume, report_file, seed, fresh, problems_dir, screen) -> None:
+    """Search FAMILY's space for the fastest kernel Argus can verify; FAMILY may be a
+    KernelBench problem, kernelbench:level1/23_Softmax with --problems DIR.
 
     FAMILY is a library kernel with knobs (gemm, gemm_f16, gemm_fp8, gemm_bf8, attention_fwd,
     moe_gemm) or your own, FILE.py:NAME, where NAME is an argus.kernels.LibraryKernel (kernel,
@@ -695,6 +702,11 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
 
     console = Console()
     run_file = None
+    from argus.search.kernelbench import is_target
+
+    if is_target(family):
+        _tune_kernelbench(family, problems_dir, budget, out, console)
+        return
     try:
         if report_file:
             events = read(report_file)
@@ -723,7 +735,7 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
             progress = tune(problem, run_file=run_file,
                             budget=Budget(budget, time_limit, timeout), planner=planner,
                             llm=llm, jobs=jobs, backend=backend, ray_address=ray_address,
-                            resume=bool(resume), seed=seed, fresh=fresh,
+                            resume=bool(resume), seed=seed, fresh=fresh, screen=screen,
                             on_update=lambda p: live.update(live_panel(p)))
     except SearchError as err:
         raise click.ClickException(str(err)) from err
@@ -756,6 +768,33 @@ def _label(family: str) -> str:
 
     path, colon, attr = family.rpartition(":")
     return f"{Path(path).stem}-{attr}" if colon and path.endswith(".py") else family
+
+
+def _tune_kernelbench(spec: str, problems_dir, budget: int, out, console) -> None:
+    """`argus tune kernelbench:LEVEL/NAME --problems DIR`: the route's templates' knobs,
+    screened by the model, then checked in full fastest first (argus.search.kernelbench)."""
+    from pathlib import Path
+
+    from argus.errors import ArgusError
+    from argus.search import SearchError
+    from argus.search.kernelbench import load_target, tune
+
+    try:
+        target = load_target(spec, problems_dir)
+        stem = f"argus-tune/kernelbench-{target.spec.replace('/', '-')}"
+        run_file = Path(out or _free_directory(stem)) / "run.jsonl"
+        rows = tune(target, run_file=run_file, budget=budget, echo=console.print)
+    except (SearchError, ArgusError) as err:
+        raise click.ClickException(str(err)) from err
+    best = next((r for r in rows if r["reward"] is not None), None)
+    if best is None:
+        console.print("no candidate passed every check (correct, proved, timed)")
+    else:
+        console.print(f"best: {' '.join(f'{k}={v}' for k, v in best['params'].items())}: "
+                      f"{best['time_us']:.2f} µs modelled, {best['reward']:.3f}x the route's own "
+                      "plan (correct on the emulator, proved)")
+    console.print(f"trajectory: {run_file}")
+    sys.exit(0 if best else 3)
 
 
 def _free_directory(stem: str) -> str:

@@ -68,7 +68,8 @@ def test_ctrl_c_leaves_a_resumable_run_and_no_orphans(tmp_path):
     run_file = out / "run.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ARGUS_JOBS": "1"}
     command = [sys.executable, "-c", "from argus.cli import main; main()", "tune", "moe_gemm",
-               "--shape", "256x128x4x128", "--budget", "3", "--jobs", "1", "--out", str(out)]
+               "--shape", "256x128x4x128", "--budget", "3", "--jobs", "1", "--out", str(out),
+               "--no-screen"]
     tune = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     seen: set[int] = set()

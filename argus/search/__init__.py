@@ -19,11 +19,15 @@ __all__ = ["Budget", "Problem", "SearchError", "parse_shape", "tune"]
 def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None,
          planner: str = "offline", llm: dict | None = None, jobs: int = 1,
          backend: str = "local", ray_address: str | None = None, resume: bool = False,
-         seed: int = 0, on_update=None, fresh: bool = False, experience=None):
+         seed: int = 0, on_update=None, fresh: bool = False, experience=None,
+         screen: bool | None = None):
     """Tune `problem`, writing the trajectory to `run_file`; returns the loop's `Progress`
     (its `state.results` are the accepted candidates, best first). The experience store
     (`experience`: a path, default ARGUS_CACHE/experience/<family>.jsonl) warm-starts the
-    planner's priors and learns from this run; `fresh` ignores it (neither read nor written)."""
+    planner's priors and learns from this run; `fresh` ignores it (neither read nor written).
+    `screen` (default: with the offline planner): time candidates with the model alone first
+    (`argus.search.screen`) and propose the fastest first; each still goes through the whole
+    road before it counts."""
     from argus.search.evaluate import Evaluator
     from argus.search.loop import run
     from argus.search.planners import Planner, SearchState
@@ -33,14 +37,18 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
 
     budget = budget or Budget()
     header = {"problem": problem.to_dict(), "planner": planner, "budget": budget.to_dict(),
-              "seed": seed, "backend": backend, "jobs": jobs}
+              "seed": seed, "backend": backend, "jobs": jobs,
+              "screen": planner == "offline" if screen is None else screen}
     problem.knobs()  # bad --param values fail here, before anything is written
     from argus.search.experience import Experience
 
     memory = None if fresh else Experience(experience, problem.family)
     header["experience"] = None if memory is None else {"path": str(memory.path),
                                                         "rows": len(memory.rows)}
-    offline = OfflinePlanner(problem, seed, experience=memory, run=str(run_file))
+    if screen is None:
+        screen = planner == "offline"
+    offline = OfflinePlanner(problem, seed, experience=memory, run=str(run_file),
+                             screen=_screen(problem, memory, jobs) if screen else None)
     chosen: Planner = offline
     if planner == "llm":
         from argus.search.planners.llm import LLMPlanner, client_from_options
@@ -59,3 +67,22 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
     workers = make_workers(evaluator, jobs=jobs, timeout_s=budget.candidate_s, backend=backend,
                            address=ray_address)
     return run(state, chosen, workers, store, budget, on_update)
+
+
+def _screen(problem: Problem, memory, jobs: int):
+    """The pre-screen of a run: climbs from the experience store's best points (when there is
+    one), then from the default, in `jobs` processes."""
+    from argus.search.experience import shape_class
+    from argus.search.screen import Screen
+    from argus.search.space import Candidate
+
+    starts = []
+    for data in memory.best(shape_class(problem.family, problem.sizes)) if memory else ():
+        params = data.get("params", {})
+        # a past point in this problem's space: every searched knob at one of its values here
+        if data.get("source") is None and all(params.get(k.name) in k.values
+                                              for k in problem.knobs()):
+            starts.append(Candidate(problem.family, {
+                **{k.name: params[k.name] for k in problem.knobs()},
+                **problem.fixed_params()}, rewrites=data.get("rewrites", ())))
+    return Screen(problem, starts=starts, jobs=max(jobs, 1))

@@ -1,7 +1,8 @@
 """The experience store: what moves earned in past runs, per family and shape class, kept
 across runs under the Argus cache directory (`ARGUS_CACHE/experience/<family>.jsonl`). Each row
 is one evaluated move: the shape class and state features where it was made, the move, its
-graded credit (`credit`), the status and the kind of counterexample when it was refuted.
+graded credit (`credit`), the status, the kind of counterexample when it was refuted, and the
+candidate (`best()` hands the best ones to the next run's pre-screen as starting points).
 
 `priors()` summarises the rows into per-move (mean credit, weight), same shape class counted
 fully and other classes of the family at a quarter, which the offline planner uses in place of
@@ -87,6 +88,25 @@ class Experience:
             entry[1] += weight
         return {move: (total / weight, min(weight, MAX_WEIGHT))
                 for move, (total, weight) in sums.items() if weight > 0}
+
+    def best(self, shape: str, count: int = 3) -> list[dict]:
+        """The candidates (as `Candidate.to_dict()` data) of the best accepted results of past
+        runs: this shape class's best first, then the best of each other class; the pre-screen
+        starts its climbs there."""
+        ranked: dict[str, tuple[float, dict]] = {}
+        for row in self.rows:
+            if row.get("status") != "ok" or not row.get("reward") or "candidate" not in row:
+                continue
+            known = ranked.get(row["shape_class"])
+            if known is None or row["reward"] > known[0]:
+                ranked[row["shape_class"]] = (float(row["reward"]), row["candidate"])
+        same = [ranked.pop(shape)[1]] if shape in ranked else []
+        others = [c for _, c in sorted(ranked.values(), key=lambda rc: -rc[0])]
+        out: list[dict] = []
+        for candidate in [*same, *others]:
+            if candidate not in out:
+                out.append(candidate)
+        return out[:count]
 
     def failures(self, shape: str) -> dict[str, dict[str, int]]:
         """{move: {counterexample kind: count}} of refuted moves in this shape class."""

@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from argus.search.evaluate import STATUSES, Evaluation
+from argus.search.space import Candidate
 
 STATUS_STYLE = {"ok": "green", "incomplete": "yellow", "invalid": "dim", "refuted": "red",
                 "unknown": "magenta", "wrong": "red", "error": "red", "timeout": "magenta"}
@@ -143,6 +144,12 @@ def report(events: list[dict]) -> Group:
     exchanges = Counter(e["status"] for e in events if e["kind"] == "llm")
     if exchanges:
         lines.append("LLM exchanges: " + ", ".join(f"{k} {v}" for k, v in exchanges.items()))
+    for event in (e for e in events if e["kind"] == "screen"):
+        top = event.get("ranking") or [{}]
+        fastest = Candidate.from_dict(top[0]["candidate"]).describe() if top[0] else "-"
+        lines.append(f"pre-screen (model only, not proved): {event['timed']} points timed in "
+                     f"{event['wall_s']} s; fastest {top[0].get('time_us') or 0:.2f} µs "
+                     f"({fastest})")
     repaired = [e for e in events if e["kind"] == "repair"]
     for event in repaired[-5:]:
         cex, fix = event.get("counterexample", {}), event.get("repair", {})

@@ -7,7 +7,8 @@ against the best so far (`graded_credit`), not one bit. A refuted candidate's co
 mapped to repairs (`argus.search.repair`), proposed before anything else. With an experience
 store, the moves' priors come from past runs of the family (same shape class first), and every
 evaluated move is added to it. Candidates that cannot trace at the target shape are pruned for
-free.
+free. With a model-only pre-screen (`argus.search.screen`), its fastest points are proposed
+first, and a candidate the model already timed slower than the best result is not proposed.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ MAX_REPAIR_DEPTH = 2  # repairs of a refuted repair, but not further
 #: graded credit: 0 at or below LOW of the best so far, 1 at or above HIGH times it, linear
 #: between (a candidate as good as the best earns a third)
 LOW, HIGH = 0.85, 1.15
+SCREEN_ARM = "screen"
+#: the pre-screen's fastest distinct points proposed before the default and the bandit
+SEEDS = 3
 
 
 def graded_credit(reward: float | None, best: float | None) -> float:
@@ -64,8 +68,17 @@ class OfflinePlanner:
     name = "offline"
 
     def __init__(self, problem: Problem, seed: int = 0, legal=None, *, experience=None,
-                 learn: bool = True, rewrites: bool = True, log=None, run: str = ""):
+                 learn: bool = True, rewrites: bool = True, log=None, run: str = "",
+                 screen=None):
         self.problem = problem
+        #: a model-only pre-screen (argus.search.screen.Screen), run before the first proposal;
+        #: None: no pre-screen
+        self.screen = screen
+        self.screened: dict[str, float] | None = None  # candidate key -> screened µs
+        self.seeds: list[Proposal] = []  # the screen's ranking, fastest first, not yet proposed
+        self.seeded = 0  # seeds proposed (a resumed run's evaluated ones included)
+        self.screen_ranking: list = []
+        self.taught = False  # the samplers have learnt the screened times
         #: the experience store (argus.search.experience.Experience) priors come from and, with
         #: `learn`, evaluated moves go to; None: the knowledge base's priors alone
         self.experience, self.learn, self.run = experience, learn, run
@@ -138,10 +151,18 @@ class OfflinePlanner:
 
         def fresh(candidate: Candidate) -> bool:
             return (candidate.key not in taken and not state.seen(candidate)
-                    and not self.legal(candidate))
+                    and not self.legal(candidate) and not self.beaten(candidate, state))
 
+        if self.screened is None:
+            self._run_screen(state)
+        while self.seeds and len(out) < k and self.seeded < SEEDS:
+            seed = self.seeds.pop(0)
+            if fresh(seed.candidate):
+                out.append(seed)
+                taken.add(seed.candidate.key)
+                self.seeded += 1
         default = default_candidate(self.problem)
-        if fresh(default):
+        if fresh(default) and len(out) < k:
             out.append(Proposal(default, "default", "the family's default configuration first"))
             taken.add(default.key)
         while self.repairs and len(out) < k:
@@ -159,7 +180,58 @@ class OfflinePlanner:
             taken.add(proposal.candidate.key)
         return out
 
+    def _run_screen(self, state: SearchState) -> None:
+        """Time candidates with the model alone (no proof, no check) and keep the ranking: the
+        fastest distinct modelled times become the first proposals, and the screened times
+        prune candidates that cannot beat the best result."""
+        self.screened = {}
+        self.seeded = sum(e.move == SCREEN_ARM for e in state.evaluations)  # a resumed run's
+        if self.screen is None:
+            return
+        ranking = self.screen_ranking = self.screen.run()
+        kernels = set()
+        for rank, entry in enumerate(ranking, 1):
+            if entry.time_us is None:
+                continue
+            self.screened[entry.candidate.key] = entry.time_us
+            kernel = (entry.candidate.params, round(entry.time_us, 6))
+            if kernel in kernels:  # a rewrite the model times as the kernel it rewrote
+                continue
+            kernels.add(kernel)
+            self.seeds.append(Proposal(entry.candidate, SCREEN_ARM, (
+                f"model-only pre-screen ranks it #{rank} of {len(ranking)} "
+                f"({entry.time_us:.2f} µs modelled before any proof)")))
+        # the second seed is the fastest point of another tile (the numeric knobs): points that
+        # differ only in an instruction or a schedule tend to share a verdict (and a solver
+        # timeout), so the first two run (in parallel) on different tiles
+        if self.seeds:
+            tile = self._tile(self.seeds[0].candidate)
+            other = next((i for i, p in enumerate(self.seeds) if self._tile(p.candidate) != tile),
+                         None)
+            if other is not None:
+                self.seeds.insert(1, self.seeds.pop(other))
+        self.log({"kind": "screen", "timed": len(ranking), "wall_s": round(self.screen.wall, 1),
+                  "ranking": [e.to_dict() for e in ranking[:12]],
+                  "untimed": sum(e.time_us is None for e in ranking)})
+
+    def _tile(self, candidate: Candidate) -> tuple:
+        numeric = {k.name for k in self.problem.knobs()
+                   if all(isinstance(v, int) and not isinstance(v, bool) for v in k.values)}
+        return tuple((k, v) for k, v in candidate.params if k in numeric)
+
+    def beaten(self, candidate: Candidate, state: SearchState) -> bool:
+        """The model already timed `candidate` no faster than the best result (the reward is
+        that same modelled time, so it cannot be a new best)."""
+        best = state.best
+        screened = (self.screened or {}).get(candidate.key)
+        return screened is not None and best is not None and best.time_us is not None \
+            and screened >= best.time_us
+
     def _draw(self, state: SearchState, fresh) -> Proposal | None:
+        while self.seeds:  # screened points that may still beat the best result come first
+            seed = self.seeds.pop(0)
+            if fresh(seed.candidate):
+                return seed
         parent = state.parent() or default_candidate(self.problem)
         facts = next((e.facts for e in reversed(state.evaluations) if e.key == parent.key), {})
         ctx = Context(self.problem, parent, facts)
@@ -252,7 +324,27 @@ class OfflinePlanner:
                 self.best_reward = max(self.best_reward or 0.0, ev.reward)
                 if ev.candidate.source is None:
                     self.model.observe(ev.candidate, ev.reward)
+                self._teach_screen(ev)
             self._tell(ev)
+
+    def _teach_screen(self, ev: Evaluation) -> None:
+        """Once a result gives the reference time (reward x time), the screened times become
+        the rewards they would earn, and optuna's study and the value model learn them: guidance
+        for the samplers only, never a result (nothing screened counts until evaluated)."""
+        if not self.screened or self.taught or not ev.time_us:
+            return
+        self.taught = True
+        reference_us = ev.reward * ev.time_us
+        for entry in self.screen_ranking:
+            candidate = entry.candidate
+            if entry.time_us is None or candidate.rewrites or candidate.source is not None:
+                continue
+            reward = reference_us / entry.time_us
+            self.model.observe(candidate, reward)
+            params = {k: v for k, v in candidate.params if k in self.distributions}
+            if set(params) == set(self.distributions):
+                self.study.add_trial(optuna.trial.create_trial(
+                    params=params, distributions=self.distributions, value=reward))
 
     def _remember(self, ev: Evaluation, credit: float) -> None:
         """The move's row in the experience store, and the verdict of a repair."""
@@ -270,7 +362,8 @@ class OfflinePlanner:
         self.experience.append({
             "run": self.run, "shape_class": self.shape_class, "move": arm,
             "credit": round(credit, 4), "status": ev.status, "reward": ev.reward,
-            "counterexample": counterexample_kind(ev), "features": self._features(ev)})
+            "counterexample": counterexample_kind(ev), "features": self._features(ev),
+            "candidate": ev.candidate.to_dict()})
 
     def _features(self, ev: Evaluation) -> dict:
         ctx = Context(self.problem, ev.candidate, ev.facts)
