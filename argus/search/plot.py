@@ -56,6 +56,9 @@ def plot(evaluations: list[Evaluation], path: str | os.PathLike, title: str = ""
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=110)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)     # mkstemp's file is private; a picture is not
         os.replace(tmp, path)
     finally:
         plt.close(fig)
