@@ -315,9 +315,15 @@ class _Core:
                                     v.shape[-1] if whole else _numel(tuple(v.shape[d]
                                                                            for d in dims)))
             e = bin_("mul", e, ("vec", count))
+        if fn in ("argmax", "argmin") and (len(dims) != 1 or mean or per_row):
+            raise Unsupported(f"{fn} over {'every axis' if len(dims) == rank else 'several axes'}"
+                              " (the index of a flattened tensor)")
         if fn == "min":
             stat_expr, post = un("neg", e), True
             fn = "max"
+        elif fn == "argmin":            # the lowest index of the largest -x
+            stat_expr, post = un("neg", e), False
+            fn = "argmax"
         else:
             stat_expr, post = e, False
         row = Row(row.shape, row.axes, row.stats + ((fn, stat_expr),))
@@ -434,8 +440,7 @@ UNARY_OPS = {
 
 #: ops the DSL has (argus.lang, argus/kernels/conv.py) that no KernelBench template routes yet
 NO_TEMPLATE = {
-    "argmax": "argmax reduction (T.argmax exists)", "argmin": "argmin reduction (T.argmin "
-    "exists)", "cumsum": "scan (T.cumsum exists)", "cumprod": "scan (T.cumprod exists)",
+    "cumsum": "scan (T.cumsum exists)", "cumprod": "scan (T.cumprod exists)",
     "conv2d": "convolution (argus/kernels/conv.py's implicit GEMM is bf16 NHWC; KernelBench's "
     "convolutions are f32 at 1e-4)",
     "max_pool2d": "pooling (argus/kernels/conv.py has f32 pool2d over (N*C, H, W))",
@@ -487,6 +492,8 @@ ALIASES = {"div": "truediv", "divide": "truediv", "multiply": "mul", "subtract":
            "less_equal": "le", "float": "identity"}
 #: ops whose result is a mask (a bool tensor in torch, 1.0/0.0 in the templates)
 MASKS = ("gt", "ge", "lt", "le")
+#: ops whose result is an index (int64 in torch; f32 whole numbers, exact below 2**24, here)
+INDICES = ("argmax", "argmin")
 
 
 @contextlib.contextmanager
@@ -583,7 +590,8 @@ def _check_dtype(node, name: str):
     import torch
 
     dtype = node.meta["tensor_meta"].dtype
-    if dtype != torch.float32 and not (dtype == torch.bool and name in MASKS):
+    if dtype != torch.float32 and not (dtype == torch.bool and name in MASKS) \
+            and not (dtype == torch.int64 and name in INDICES):
         raise Unsupported(f"{dtype} tensors (the templates are f32)")
 
 
@@ -789,6 +797,16 @@ class _Handlers:
             return self.combine("min", x, dim)
         value = self._reduce("min", x, dim, keepdim)
         return value if dim is None else ("values", value)
+
+    def op_argmax(self, x, dim=None, keepdim=False):
+        if dim is None:
+            raise Unsupported("argmax without dim= (the index into the flattened tensor)")
+        return self.reduce(x, "argmax", dim, keepdim)
+
+    def op_argmin(self, x, dim=None, keepdim=False):
+        if dim is None:
+            raise Unsupported("argmin without dim= (the index into the flattened tensor)")
+        return self.reduce(x, "argmin", dim, keepdim)
 
     def op_getitem(self, x, index):
         if isinstance(x, tuple) and x and x[0] == "values":

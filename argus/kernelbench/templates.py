@@ -278,6 +278,10 @@ class RowProgram:
 
         stats: dict = {}
         for index, (fn, e) in enumerate(self.stats):
+            if fn == "argmax":
+                stats[index] = self._argmax(e, tiles, stats, spec, row_spec, axis, tr, R,
+                                            keep, index)
+                continue
             identity = IDENTITY[fn]
             loop = T.range(0, T.cdiv(R, (tr if axis == 0 else tr)), name=f"r{index}_",
                            acc=T.full(spec, identity))
@@ -303,6 +307,27 @@ class RowProgram:
             env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
                                    for k, s in stats.items()}}
             out.store(origin(r0), emit(self.out, env, {}), axes=axes, guard=True)
+
+    def _argmax(self, e, tiles, stats, spec, row_spec, axis, tr, R, keep, index):
+        """The lowest index along R of the largest `e` (f32, exact below 2**24): each element
+        of the tile keeps the best value it has seen and where (a later tile wins only when
+        strictly larger, so ties keep the lower index); then the best value of the row, and
+        the lowest index holding it."""
+        low = IDENTITY["max"]
+        loop = T.range(0, T.cdiv(R, tr), name=f"r{index}_",
+                       acc=(T.full(spec, low), T.full(spec, 0.0)))
+        for rt in loop:
+            r0 = rt * tr
+            env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
+                                   for k, s in stats.items()}}
+            value = T.mask(emit(e, env, {}), keep(r0), low)
+            best, where_ = loop.acc
+            better = value > best
+            loop.acc = (T.where(better, value, best),
+                        T.where(better, T.iota(spec, axis, start=r0), where_))
+        best, where_ = loop.acc
+        top = T.broadcast(T.reduce(best, "max", axis, row_spec), axis, spec)
+        return T.reduce(T.where(best.eq(top), where_, 3.0e38), "min", axis, row_spec)
 
 
 # ---------------------------------------------------------------------------------- matmul
