@@ -10,12 +10,15 @@ An op without a template raises `Unsupported` naming it; nothing falls back to t
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 
 import attrs
 
 from argus.errors import ArgusError
 from argus.kernelbench.templates import (
+    SPANS,
+    Broadcast,
     Elementwise,
     Expr,
     Matmul,
@@ -30,6 +33,8 @@ from argus.kernelbench.templates import (
 LOG2E = 1.4426950408889634
 #: kernel sizes are 32-bit (a size symbol ranges over [1, 2**31)); addresses are 64-bit
 SIZE_LIMIT = 1 << 31
+#: the dispatch limit on a grid's second and third axes
+GRID_LIMIT = 65535
 LN2 = 0.6931471805599453
 
 
@@ -131,14 +136,25 @@ class Router:
         names = leaves(v.expr, "leaf")
         if leaves(v.expr, "vec"):
             raise Unsupported("an elementwise op broadcasting a vector outside a row program")
-        for n in names:
-            if _numel(self.buffers[n]) != _numel(v.shape):
-                raise Unsupported(f"broadcasting {self.buffers[n]} to {v.shape} in an "
-                                  "elementwise chain")
+        if any(self.buffers[n] != v.shape for n in names) and not all(
+                _numel(self.buffers[n]) == _numel(v.shape) for n in names):
+            return self._emit_broadcast(v, names)
         out = self.fresh(v.shape)
         n = _numel(v.shape)
         self.steps.append(Step(Elementwise(v.expr), tuple((x, x) for x in names), (), out,
                                tuple((b, (n, 1)) for b in [*names, out])))
+        return out
+
+    def _emit_broadcast(self, v: Val, names) -> str:
+        """An elementwise chain whose leaves are broadcast (numpy's rules) to its shape: the
+        `Broadcast` template over the output viewed as (A, B, C)."""
+        view, kinds = broadcast_view(v.shape, [self.buffers[n] for n in names])
+        out = self.fresh(v.shape)
+        sizes = dict(zip("abc", view))
+        views = [(n, tuple(sizes[x] for x in kind)) for n, kind in zip(names, kinds)]
+        template = Broadcast(v.expr, tuple(zip(names, kinds)), rows=1 if view[1] == 1 else 4)
+        self.steps.append(Step(template, tuple((x, x) for x in names), (), out,
+                               tuple(views) + ((out, view),)))
         return out
 
     def _row_views(self, row: Row):
@@ -157,6 +173,8 @@ class Router:
         stats = row.stats[:len(used)]
         if len(row.axes) == len(row.shape) and len(row.shape) > 1 and v.space == "stat":
             return self._emit_global(v, stats)
+        if len(row.axes) == len(row.shape) and len(row.shape) > 1:
+            return self._emit_global_full(v, stats)
         if max(o, r, i) >= SIZE_LIMIT:
             raise Unsupported(f"a row program over {list(row.shape)} (O, R, I = {o}, {r}, {i}): "
                               "a size above the templates' 32-bit size range (a whole-tensor "
@@ -190,6 +208,24 @@ class Router:
         second = Row((_numel(shape[:-1]),), (0,), ((fn, ("leaf", partial)),))
         return self._emit_row(Val(v.shape, v.expr, "stat", second))
 
+    def _emit_global_full(self, v: Val, stats) -> str:
+        """A whole-tensor reduction feeding a full-size output (x / ||x||): each reduction a
+        whole-tensor one (two launches) into a one-element buffer, then the output as a
+        chain broadcasting those values (`Broadcast`), so no size exceeds the 32-bit range
+        however large the tensor."""
+        shape = v.row.shape
+        scalars: dict[int, Expr] = {}
+        for k, (fn, e) in enumerate(stats):
+            term = _substitute(e, scalars)
+            if leaves(e, "stat"):            # a term spreading earlier results: a buffer
+                term = ("leaf", self.buffer(Val(shape, term)))
+            row = Row(shape, v.row.axes, ((fn, term),))
+            name = self._emit_global(Val((1,) * len(shape), ("stat", 0), "stat", row),
+                                     ((fn, term),))
+            self.buffers[name] = (1,) * len(shape)
+            scalars[k] = ("leaf", name)
+        return self.buffer(Val(v.shape, _substitute(v.expr, scalars)))
+
     def _emit_matmul(self, v: Val) -> str:
         mm, a, b, shape, views = v.mm
         mm = attrs.evolve(mm, epilogue=v.expr)
@@ -208,6 +244,106 @@ class Router:
         name = self.fresh((length,))
         self.fills[name] = value
         return name
+
+
+def broadcast_view(shape, leaf_shapes) -> tuple[tuple[int, int, int], list[str]]:
+    """The output `shape` as (A, B, C) and how each leaf spans it (one of `SPANS`): the axes
+    of extent > 1 grouped into runs that the same leaves span, the runs placed in order on
+    A, B, C (an axis left over has extent 1). Unsupported when no placement gives every leaf
+    a span the template has."""
+    rank = len(shape)
+    padded = []
+    for ls in leaf_shapes:
+        if len(ls) > rank:
+            raise Unsupported(f"broadcasting {list(ls)} to {list(shape)}")
+        p = (1,) * (rank - len(ls)) + tuple(ls)
+        for x, y in zip(p, shape):
+            if x not in (1, y):
+                raise Unsupported(f"broadcasting {list(ls)} to {list(shape)}")
+        padded.append(p)
+    runs: list[tuple[list[int], tuple[bool, ...]]] = []   # (extents, which leaves span it)
+    for a, extent in enumerate(shape):
+        if extent == 1:
+            continue
+        spans = tuple(p[a] == extent for p in padded)
+        if runs and runs[-1][1] == spans:
+            runs[-1][0].append(extent)
+        else:
+            runs.append(([extent], spans))
+    if len(runs) > 3:
+        raise Unsupported(f"broadcasting {[list(x) for x in leaf_shapes]} to {list(shape)}: "
+                          f"{len(runs)} runs of axes (the template has three)")
+    # the choice depends on which leaves span which axes, never on the extents (so one kernel
+    # serves every size): runs with their first axis split off first (a small A, a long C)
+    candidates = [runs]
+    while len(candidates[-1]) < 3 and any(len(e) > 1 for e, _ in candidates[-1]):
+        last = candidates[-1]
+        k = next(i for i, (e, _) in enumerate(last) if len(e) > 1)
+        candidates.append(last[:k] + [([last[k][0][0]], last[k][1]),
+                                      (last[k][0][1:], last[k][1])] + last[k + 1:])
+    for groups in reversed(candidates):
+        for slots in reversed(list(itertools.combinations(range(3), len(groups)))):
+            view, spanned = [1, 1, 1], [set() for _ in padded]
+            for (extents, spans), slot in zip(groups, slots):
+                view[slot] = _numel(extents)
+                for k, hit in enumerate(spans):
+                    if hit:
+                        spanned[k].add("abc"[slot])
+            kinds = [_span_kind(spanned[k], view) for k in range(len(padded))]
+            if None in kinds:
+                continue
+            a, b, c = view
+            if c >= SIZE_LIMIT or a > GRID_LIMIT or -(-b // 4) > GRID_LIMIT:
+                raise Unsupported(f"broadcasting to {list(shape)} viewed as {view}: beyond the "
+                                  "grid's limits (65535 along its second and third axes)")
+            return tuple(view), kinds
+    raise Unsupported(f"broadcasting {[list(x) for x in leaf_shapes]} to {list(shape)} "
+                      "(no (A, B, C) view fits every operand)")
+
+
+def _span_kind(spanned: set, view) -> str | None:
+    """The template span covering `spanned`, extended by axes of extent 1 (a leaf may span
+    those or not); None if there is none."""
+    ones = {x for x, e in zip("abc", view) if e == 1}
+    for kind in SPANS:
+        if spanned <= set(kind) <= spanned | ones:
+            return kind
+    return None
+
+
+def _substitute(e: Expr, scalars: dict) -> Expr:
+    """`e` with ("stat", k) replaced by `scalars[k]`."""
+    if e[0] == "stat":
+        return scalars[e[1]]
+    if e[0] == "un":
+        return ("un", e[1], _substitute(e[2], scalars))
+    if e[0] == "bin":
+        return ("bin", e[1], _substitute(e[2], scalars), _substitute(e[3], scalars))
+    if e[0] == "where":
+        return ("where", *(_substitute(x, scalars) for x in e[1:]))
+    return e
+
+
+def _rename(e: Expr, names: dict) -> Expr:
+    """`e` with the leaves named in `names` renamed."""
+    if e[0] == "leaf":
+        return ("leaf", names.get(e[1], e[1]))
+    if e[0] == "un":
+        return ("un", e[1], _rename(e[2], names))
+    if e[0] in ("bin", "where"):
+        return (e[0], *((_rename(x, names) if isinstance(x, tuple) else x) for x in e[1:]))
+    return e
+
+
+def _broadcast_shapes(a, b) -> tuple[int, ...]:
+    rank = max(len(a), len(b))
+    a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise Unsupported(f"shapes {list(a)} and {list(b)} do not broadcast")
+        out.append(max(x, y))
+    return tuple(out)
 
 
 def _stat_closure(e: Expr, stats) -> list[int]:
@@ -245,19 +381,32 @@ class _Core:
         row = _merge_rows(x.row, y.row)
         if row is False:        # two unrelated row programs: the stat side becomes a buffer
             raise Unsupported("an elementwise op joining two unrelated reductions")
+        if row is None:         # numpy's broadcasting: the leaves are spread when emitted
+            shape = _broadcast_shapes(x.shape, y.shape)
+            return Val(shape, bin_(fn, x.expr, y.expr), "full", None)
+        x, y = self.flat(x), self.flat(y)
         x, y = self._align(x, y, row), self._align(y, x, row)
         shape = x.shape if _numel(x.shape) >= _numel(y.shape) else y.shape
         space = "full" if "full" in (x.space, y.space) else "stat"
         return Val(shape, bin_(fn, x.expr, y.expr), space, row)
+
+    def flat(self, v):
+        """`v` with every leaf of its own shape: an elementwise chain broadcasting smaller
+        tensors becomes a buffer first (row programs and reshapes read leaves element by
+        element)."""
+        if isinstance(v, Val) and v.row is None and v.mm is None and v.expr[0] != "tleaf" \
+                and any(_numel(self.r.buffers[n]) != _numel(v.shape)
+                        for n in leaves(v.expr, "leaf")):
+            return self.r.leaf(self.r.buffer(v))
+        return v
 
     def _align(self, v: Val, other: Val, row: Row | None) -> Val:
         """`v` as an operand next to `other`: a full tensor stays, a smaller tensor is a
         vector along the row's reduced axes (a norm's weight) or a stat of the row."""
         if v.space == "stat" or v.shape == other.shape or _numel(v.shape) >= _numel(other.shape):
             return v
-        if row is None:
-            raise Unsupported(f"broadcasting a {list(v.shape)} tensor against "
-                              f"{list(other.shape)} outside a row program")
+        if row is None:         # spread when the chain is emitted (`Broadcast`)
+            return v
         o, r, i = self.r._row_views(row)
         full = row.shape
         if _numel(v.shape) == r and _broadcasts_along(v.shape, full, row.axes):
@@ -293,6 +442,7 @@ class _Core:
         is a size, so it reaches the kernel as data (a vector of 1/count), never baked in."""
         if v.mm is not None:
             v = self.r.leaf(self.r.buffer(v))
+        v = self.flat(v)
         rank = len(v.shape)
         if dims is None:
             dims = tuple(range(rank))
@@ -728,7 +878,12 @@ class _Handlers:
                  for v in parts]
         space = "full" if any(isinstance(v, Val) and self._align(v, big, row).space == "full"
                               for v in parts) else "stat"
-        return Val(big.shape, where(*exprs), space, row)
+        shape = big.shape
+        if row is None:
+            for v in parts:
+                if isinstance(v, Val):
+                    shape = _broadcast_shapes(shape, v.shape)
+        return Val(shape, where(*exprs), space, row)
 
     def op_zeros_like(self, x, **_):
         return self.unary(x, lambda e: const(0.0))
@@ -926,12 +1081,19 @@ class _Handlers:
 
     # shapes
     def _reshaped(self, x, shape):
+        x = self.flat(x)
         if isinstance(x, Val) and x.row is None and x.mm is None and x.expr[0] != "tleaf":
-            return attrs.evolve(x, shape=tuple(shape))
-        name = self.r.buffer(x)
+            # each leaf (of x's own size) becomes a view of the new shape, so a later
+            # broadcast reads it along the right axes
+            renamed = {n: self._alias(n, shape) for n in leaves(x.expr, "leaf")
+                       if self.r.buffers[n] != tuple(shape)}
+            return Val(tuple(shape), _rename(x.expr, renamed))
+        return self.r.leaf(self._alias(self.r.buffer(x), shape))
+
+    def _alias(self, name: str, shape) -> str:
         alias = self.r.fresh(shape)
         self.r.steps.append(Step("view", (("x", name),), (), alias, ()))
-        return self.r.leaf(alias)
+        return alias
 
     def op_view(self, x, *shape):
         return self._reshaped(x, _shape_of(x, shape))

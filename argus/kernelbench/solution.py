@@ -181,4 +181,5 @@ def _describe(template) -> str:
     kind = type(template).__name__
     if kind == "RowProgram":
         return "row(strided)" if template.strided else "row"
-    return {"Elementwise": "elementwise", "Matmul": "matmul"}[kind]
+    return {"Elementwise": "elementwise", "Matmul": "matmul", "Broadcast": "broadcast",
+            "Scan": "scan"}[kind]

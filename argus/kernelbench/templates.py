@@ -180,6 +180,67 @@ class Elementwise:
         return _make("elementwise", params + [("Y", Tensor("f32", "N", 1))], body, waves)
 
 
+# ------------------------------------------------------------------ broadcast elementwise
+#: how a `Broadcast` leaf spans the output's (A, B, C) view: the axes it has (the others it
+#: is broadcast along)
+SPANS = ("abc", "bc", "ab", "ac", "b", "c")
+
+
+@attrs.frozen
+class Broadcast:
+    """out = expr(leaves...) over an output viewed as (A, B, C), each leaf spanning some of
+    those axes and broadcast along the rest (`kinds`: (leaf name, one of SPANS)): a column
+    vector against a matrix (B), a row vector (C), a per-batch row (AC) ... . The tile covers
+    (B, C); the grid runs over C, B, A in that order (A and B's tiles stay within the
+    dispatch limit of 65535 on the second and third axes); a vector is loaded once per tile
+    and spread along the axes it lacks. `rows` is the tile's extent along B (1 when B is a
+    padding axis of extent 1, the place a single value broadcast everywhere takes)."""
+
+    expr: Expr
+    kinds: tuple[tuple[str, str], ...]
+    rows: int = 4
+    waves: int = 4
+
+    @property
+    def inputs(self) -> list[str]:
+        return leaves(self.expr, "leaf")
+
+    def kernel(self) -> KernelDef:
+        names = self.inputs
+        kinds = dict(self.kinds)
+        shapes = {"abc": ("A", "B", "C"), "bc": ("B", "C"), "ab": ("A", "B"),
+                  "ac": ("A", "C"), "b": ("B",), "c": ("C",)}
+        rows, cols, waves, expr = self.rows, 1024 // self.rows, self.waves, self.expr
+
+        def body(*handles):
+            ins, out = handles[:-1], handles[-1]
+            A, B, C = out.shape
+            T.grid(T.cdiv(C, cols), T.cdiv(B, rows), A)
+            spec = T.copy_layout((rows, cols), waves, 1)
+            col_spec, row_spec = T.reduced(spec, 1), T.reduced(spec, 0)
+            c0, b0, a = T.program_id(0) * cols, T.program_id(1) * rows, T.program_id(2)
+            env = {}
+            for n, h in zip(names, ins):
+                kind = kinds[n]
+                if kind == "abc":
+                    tile = h.load((a, b0, c0), spec, axes=(1, 2), guard=True)
+                elif kind == "bc":
+                    tile = h.load((b0, c0), spec, guard=True)
+                elif kind in ("ab", "b"):
+                    at = (a, b0) if kind == "ab" else (b0,)
+                    tile = T.broadcast(h.load(at, col_spec, axes=(len(at) - 1,), guard=True),
+                                       1, spec)
+                else:
+                    at = (a, c0) if kind == "ac" else (c0,)
+                    tile = T.broadcast(h.load(at, row_spec, axes=(len(at) - 1,), guard=True),
+                                       0, spec)
+                env["leaf", n] = tile
+            out.store((a, b0, c0), emit(expr, env, {}), axes=(1, 2), guard=True)
+
+        params = [(f"X{i}", Tensor("f32", *shapes[kinds[n]])) for i, n in enumerate(names)]
+        return _make("broadcast", params + [("Y", Tensor("f32", "A", "B", "C"))], body, waves)
+
+
 # ------------------------------------------------------------------------------ row program
 @attrs.frozen
 class RowProgram:
