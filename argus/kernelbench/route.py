@@ -23,6 +23,7 @@ from argus.kernelbench.templates import (
     Expr,
     Matmul,
     RowProgram,
+    Scan,
     bin_,
     const,
     leaves,
@@ -590,7 +591,6 @@ UNARY_OPS = {
 
 #: ops the DSL has (argus.lang, argus/kernels/conv.py) that no KernelBench template routes yet
 NO_TEMPLATE = {
-    "cumsum": "scan (T.cumsum exists)", "cumprod": "scan (T.cumprod exists)",
     "conv2d": "convolution (argus/kernels/conv.py's implicit GEMM is bf16 NHWC; KernelBench's "
     "convolutions are f32 at 1e-4)",
     "max_pool2d": "pooling (argus/kernels/conv.py has f32 pool2d over (N*C, H, W))",
@@ -759,6 +759,15 @@ def _resolve(a, env):
     return a
 
 
+@attrs.frozen
+class Flipped:
+    """`value` flipped along `dims`, pending: a scan reads it as a reverse scan (and flipping
+    the result back gives that scan); anything else refuses it."""
+
+    value: Val
+    dims: tuple[int, ...]
+
+
 def _num(x):
     if isinstance(x, bool) or not isinstance(x, int | float):
         return x
@@ -781,6 +790,10 @@ class _Handlers:
 
     def call(self, name: str, args, kwargs, module=None, node=None, path=None, params=None):
         _refuse_missing(name)
+        if name not in ("cumsum", "cumprod", "flip") and any(
+                isinstance(a, Flipped) for a in (*args, *kwargs.values())):
+            raise Unsupported(f"flip feeding {name} (only a scan reads a flipped tensor, as "
+                              "its reverse)")
         if name == "gelu":
             approximate = kwargs.get("approximate", getattr(module, "approximate", "none"))
             return self.unary(args[0], gelu_tanh if approximate == "tanh" else gelu)
@@ -952,6 +965,54 @@ class _Handlers:
             return self.combine("min", x, dim)
         value = self._reduce("min", x, dim, keepdim)
         return value if dim is None else ("values", value)
+
+    # scans
+    def op_cumsum(self, x, dim, dtype=None, **_):
+        return self._scan("sum", x, dim, dtype)
+
+    def op_cumprod(self, x, dim, dtype=None, **_):
+        return self._scan("prod", x, dim, dtype)
+
+    def _scan(self, fn, x, dim, dtype, exclusive=False):
+        if dtype is not None:
+            raise Unsupported("a scan with a dtype= conversion")
+        reverse = isinstance(x, Flipped)
+        if reverse:
+            if x.dims != (dim % len(x.value.shape),):
+                raise Unsupported("a scan of a tensor flipped along another axis")
+            x = x.value
+        if x.mm is not None:
+            x = self.r.leaf(self.r.buffer(x))
+        x = self.flat(x)
+        if x.row is not None:
+            x = self.r.leaf(self.r.buffer(x))
+        names = leaves(x.expr, "leaf")
+        if leaves(x.expr, "vec") or any(_numel(self.r.buffers[n]) != _numel(x.shape)
+                                        for n in names):
+            raise Unsupported("a scan of a broadcast operand")
+        rank = len(x.shape)
+        d = dim % rank
+        o, r, i = _numel(x.shape[:d]), x.shape[d], _numel(x.shape[d + 1:])
+        if max(o, r, i) >= SIZE_LIMIT:
+            raise Unsupported(f"a scan over {list(x.shape)}: a size above the 32-bit range")
+        strided = i > 1
+        template = Scan(x.expr, fn, reverse, exclusive, strided)
+        out = self.r.fresh(x.shape)
+        view = (o, r, i, 1) if strided else (o, r, 1)
+        self.r.steps.append(Step(template, tuple((n, n) for n in names), (), out,
+                                 tuple((n, view) for n in [*names, out])))
+        self.r.valu_flops += _numel(x.shape)
+        result = self.r.leaf(out)
+        # the scan of a flipped tensor, flipped back, is the reverse scan itself
+        return Flipped(result, (d,)) if reverse else result
+
+    def op_flip(self, x, *dims):
+        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
+        if isinstance(x, Flipped):
+            if tuple(sorted(d % len(x.value.shape) for d in dims)) != x.dims:
+                raise Unsupported("flips along different axes")
+            return x.value
+        return Flipped(x, tuple(sorted(d % len(x.shape) for d in dims)))
 
     def op_argmax(self, x, dim=None, keepdim=False):
         if dim is None:

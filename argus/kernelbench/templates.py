@@ -241,6 +241,80 @@ class Broadcast:
         return _make("broadcast", params + [("Y", Tensor("f32", "A", "B", "C"))], body, waves)
 
 
+# ------------------------------------------------------------------------------------ scan
+@attrs.frozen
+class Scan:
+    """out = prefix `fn` ("sum" or "prod") of expr(leaves...) along R of tensors viewed as
+    (O, R, I): inclusive or `exclusive`, front to back or `reverse`. Contiguous (I == 1): rows
+    across a wave's 64 lanes, tile by tile along R, `T.scan` within a tile plus the carry of
+    the tiles before it; strided (I > 1): lanes along I, one step of R at a time."""
+
+    expr: Expr
+    fn: str
+    reverse: bool = False
+    exclusive: bool = False
+    strided: bool = False
+    waves: int = 4
+
+    @property
+    def inputs(self) -> list[str]:
+        return leaves(self.expr, "leaf")
+
+    def kernel(self) -> KernelDef:
+        names = self.inputs
+        shape = ("O", "R", "I", 1) if self.strided else ("O", "R", 1)
+        params = [(f"X{i}", Tensor("f32", *shape)) for i in range(len(names))]
+        program = self
+
+        def body(*handles):
+            trace = program._strided if program.strided else program._contiguous
+            trace(dict(zip(names, handles[:-1])), handles[-1])
+
+        return _make("scan_strided" if self.strided else "scan",
+                     params + [("Y", Tensor("f32", *shape))], body, self.waves)
+
+    def _combine(self, a, b):
+        return a + b if self.fn == "sum" else a * b
+
+    def _contiguous(self, ins: dict, out):
+        O_, R = out.shape[:2]
+        rows, waves = 2 * self.waves, self.waves
+        identity = IDENTITY[self.fn]
+        T.grid(T.cdiv(O_, rows))
+        spec = T.rows_layout((rows, 64), waves)          # a row's 64 columns: lanes
+        row_spec = T.reduced(spec, 1)
+        o0 = T.program_id(0) * rows
+        tiles = T.cdiv(R, 64)
+        loop = T.range(0, tiles, name="rt", acc=T.full(row_spec, identity))
+        for rt in loop:
+            r0 = ((tiles - 1) - rt) * 64 if self.reverse else rt * 64
+            env = {("leaf", n): h.load((o0, r0, 0), spec, axes=(0, 1), guard=True)
+                   for n, h in ins.items()}
+            x = T.mask(emit(self.expr, env, {}), lambda i, j, r0=r0: r0 + j < R, identity)
+            scanned = T.scan(x, self.fn, 1, reverse=self.reverse, exclusive=self.exclusive)
+            out.store((o0, r0, 0), self._combine(scanned, T.broadcast(loop.acc, 1, spec)),
+                      axes=(0, 1), guard=True)
+            loop.acc = self._combine(loop.acc, T.reduce(x, self.fn, 1, row_spec))
+
+    def _strided(self, ins: dict, out):
+        O_, R, I_ = out.shape[:3]
+        cols = 64 * self.waves
+        identity = IDENTITY[self.fn]
+        T.grid(O_, T.cdiv(I_, cols))
+        spec = T.copy_layout((1, cols), self.waves, 1)
+        o, i0 = T.program_id(0), T.program_id(1) * cols
+        loop = T.range(0, R, name="r", acc=T.full(spec, identity))
+        for step in loop:
+            r = (R - 1) - step if self.reverse else step
+            env = {("leaf", n): h.load((o, r, i0, 0), spec, axes=(1, 2), guard=True)
+                   for n, h in ins.items()}
+            x = emit(self.expr, env, {})
+            total = self._combine(loop.acc, x)
+            out.store((o, r, i0, 0), loop.acc if self.exclusive else total, axes=(1, 2),
+                      guard=True)
+            loop.acc = total
+
+
 # ------------------------------------------------------------------------------ row program
 @attrs.frozen
 class RowProgram:
