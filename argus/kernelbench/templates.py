@@ -270,8 +270,10 @@ class Scan:
             trace = program._strided if program.strided else program._contiguous
             trace(dict(zip(names, handles[:-1])), handles[-1])
 
+        # strided: one wave per workgroup (64 columns of I), so a short I spans several
         return _make("scan_strided" if self.strided else "scan",
-                     params + [("Y", Tensor("f32", *shape))], body, self.waves)
+                     params + [("Y", Tensor("f32", *shape))], body,
+                     1 if self.strided else self.waves)
 
     def _combine(self, a, b):
         return a + b if self.fn == "sum" else a * b
@@ -298,10 +300,10 @@ class Scan:
 
     def _strided(self, ins: dict, out):
         O_, R, I_ = out.shape[:3]
-        cols = 64 * self.waves
+        cols = 64
         identity = IDENTITY[self.fn]
         T.grid(O_, T.cdiv(I_, cols))
-        spec = T.copy_layout((1, cols), self.waves, 1)
+        spec = T.copy_layout((1, cols), 1, 1)
         o, i0 = T.program_id(0), T.program_id(1) * cols
         loop = T.range(0, R, name="r", acc=T.full(spec, identity))
         for step in loop:
