@@ -605,7 +605,7 @@ MISSING = {
     "cross_entropy": "gather (class index)", "sort": "sort",
     "dropout": "random numbers (dropout)", "batch_norm": "cross-workgroup reduction over "
     "non-adjacent axes (batch norm)", "group_norm": "per-channel affine inside a group "
-    "(group norm)", "triu": "select (triangular mask)", "tril": "select (triangular mask)",
+    "(group norm)",
     "diag": "gather (diagonal)", "einsum": "einsum", "scaled_dot_product_attention":
     "attention with an f32 head dimension above 128", "logsumexp": None,
     "instance_norm": None, "layer_norm": None, "norm": None,
@@ -965,6 +965,24 @@ class _Handlers:
             return self.combine("min", x, dim)
         value = self._reduce("min", x, dim, keepdim)
         return value if dim is None else ("values", value)
+
+    # triangular masks (on a matmul's result, whose epilogue knows each element's row and
+    # column)
+    def op_triu(self, x, diagonal=0):
+        return self._triangle(x, diagonal, "ge")
+
+    def op_tril(self, x, diagonal=0):
+        return self._triangle(x, diagonal, "le")
+
+    def _triangle(self, x, diagonal, keep):
+        if not isinstance(x, Val) or x.mm is None:
+            raise Unsupported("a triangular mask of a tensor other than a matmul's result")
+        mm = x.mm[0]
+        if len(x.shape) != 2 and not (len(x.shape) == 3 and mm.a_batched):
+            raise Unsupported("a triangular mask of a matmul with flattened batch axes")
+        offset = bin_("sub", ("idx", 1), ("idx", 0))        # column - row
+        mask = bin_(keep, offset, const(float(diagonal)))
+        return attrs.evolve(x, expr=where(mask, x.expr, const(0.0)))
 
     # scans
     def op_cumsum(self, x, dim, dtype=None, **_):

@@ -23,7 +23,8 @@ from argus.lang.trace import _unary
 #: Expressions are nested tuples, hashable so that a shared subterm is traced once:
 #: ("leaf", name) a tile of a full-shape tensor, ("vec", name) a vector broadcast along the
 #: other axes, ("stat", i) the i-th reduction of a row program, ("acc",) a matmul accumulator,
-#: ("const", value), ("un", fn, x), ("bin", fn, x, y).
+#: ("const", value), ("un", fn, x), ("bin", fn, x, y), ("idx", axis) a matmul's row (0) or
+#: column (1) index.
 Expr = tuple
 
 UNARY = ("neg", "abs", "exp2", "log2", "rcp", "sqrt", "erf")
@@ -100,7 +101,7 @@ def emit(e: Expr, env: dict, memo: dict):
     """Trace `e` with the tiles of `env` (keys: the leaf tuples themselves)."""
     if e in memo:
         return memo[e]
-    if e[0] in ("leaf", "vec", "stat", "acc"):
+    if e[0] in ("leaf", "vec", "stat", "acc", "idx"):
         result = env[e]
     elif e[0] == "un" and e[1] == "erf":
         result = T.erf(emit(e[2], env, memo))
@@ -473,7 +474,8 @@ class Matmul:
     """C[b] = epilogue(A[b] @ B[b]) in f32 on v_mfma_f32_32x32x2_f32, operands read straight
     from global memory (guarded: any M, N, K). `a_order`: "mk" (A is (M, K)) or "km";
     `b_order`: "kn" or "nk" (nn.Linear's weight). A batch of 1 is broadcast (`*_batched`).
-    The epilogue's leaves are ("acc",), constants and ("vec", name) vectors along N."""
+    The epilogue's leaves are ("acc",), constants, ("vec", name) vectors along N and
+    ("idx", 0 or 1), the row and column of C (triangular masks)."""
 
     epilogue: Expr = ("acc",)
     a_order: str = "mk"
@@ -555,7 +557,9 @@ class Matmul:
         vec_spec = T.reduced(c_spec, 0)
         for r, s in tiles:
             n = n0 + s * c_spec.shape[1]
-            env = {("acc",): loop.acc[r, s]}
+            env = {("acc",): loop.acc[r, s],
+                   ("idx", 0): T.iota(c_spec, 0, start=m0 + r * c_spec.shape[0]),
+                   ("idx", 1): T.iota(c_spec, 1, start=n)}
             for name, h in vec.items():
                 env["vec", name] = T.broadcast(h.load((n,), vec_spec, guard=True), 0, c_spec)
             C.store((b, m0 + r * c_spec.shape[0], n, 0), emit(self.epilogue, env, {}),
