@@ -17,6 +17,7 @@ import attrs
 
 from argus.errors import ArgusError
 from argus.kernelbench.templates import (
+    BATCH,
     SPANS,
     Broadcast,
     Elementwise,
@@ -70,6 +71,7 @@ class Plan:
     fills: dict                                  # vec buffer -> the value it holds
     mm_flops: float                              # matmul FLOPs (MFMA)
     valu_flops: float                            # reduction FLOPs (VALU)
+    scalars: tuple[str, ...] = ()                # inputs that are Python numbers
 
 
 @attrs.frozen
@@ -153,7 +155,8 @@ class Router:
         out = self.fresh(v.shape)
         sizes = dict(zip("abc", view))
         views = [(n, tuple(sizes[x] for x in kind)) for n, kind in zip(names, kinds)]
-        template = Broadcast(v.expr, tuple(zip(names, kinds)), rows=1 if view[1] == 1 else 4)
+        template = Broadcast(v.expr, tuple(zip(names, kinds)), rows=1 if view[1] == 1 else 4,
+                             batch=1 if view[0] == 1 else BATCH)
         self.steps.append(Step(template, tuple((x, x) for x in names), (), out,
                                tuple(views) + ((out, view),)))
         return out
@@ -294,7 +297,7 @@ def broadcast_view(shape, leaf_shapes) -> tuple[tuple[int, int, int], list[str]]
             if None in kinds:
                 continue
             a, b, c = view
-            if c >= SIZE_LIMIT or a > GRID_LIMIT or -(-b // 4) > GRID_LIMIT:
+            if c >= SIZE_LIMIT or -(-a // BATCH) > GRID_LIMIT or -(-b // 4) > GRID_LIMIT:
                 raise Unsupported(f"broadcasting to {list(shape)} viewed as {view}: beyond the "
                                   "grid's limits (65535 along its second and third axes)")
             return tuple(view), kinds
@@ -682,13 +685,22 @@ def route(model, example_inputs) -> Plan:
     env: dict = {}
     inputs: list[str] = []
     params: list[tuple[str, str]] = []
+    scalars: list[str] = []
     output = None
     for node in graph.graph.nodes:
         if node.op == "placeholder":
-            if "tensor_meta" not in node.meta:
-                raise Unsupported("a Python number as a model input (kernel scalars are "
-                                  "integers in the DSL)")
             name = f"in{len(inputs)}"
+            if "tensor_meta" not in node.meta:
+                example = example_inputs[len(inputs)]
+                if isinstance(example, bool) or not isinstance(example, int | float):
+                    raise Unsupported(f"a model input of type {type(example).__name__}")
+                # a number: the forward passes it as a one-element buffer (kernel scalars
+                # are integers in the DSL), broadcast where it is used
+                router.buffers[name] = ()
+                scalars.append(name)
+                inputs.append(name)
+                env[node] = Val((), ("leaf", name))
+                continue
             router.buffers[name] = tuple(node.meta["tensor_meta"].shape)
             _check_dtype(node, name)
             inputs.append(name)
@@ -733,7 +745,7 @@ def route(model, example_inputs) -> Plan:
         raise Unsupported("the model computes nothing (its output is an input)")
     return Plan(tuple(router.steps), tuple(inputs), tuple(params), dict(router.buffers),
                 output, out_shape, dict(router.fills), router.mm_flops,
-                router.valu_flops)
+                router.valu_flops, tuple(scalars))
 
 
 def _check_dtype(node, name: str):

@@ -182,6 +182,9 @@ class Elementwise:
 
 
 # ------------------------------------------------------------------ broadcast elementwise
+#: A-indices per workgroup (the grid's third axis stays within its dispatch limit of 65535
+#: for A below a million; the indices past A are guarded off)
+BATCH = 16
 #: how a `Broadcast` leaf spans the output's (A, B, C) view: the axes it has (the others it
 #: is broadcast along)
 SPANS = ("abc", "bc", "ab", "ac", "b", "c")
@@ -192,14 +195,16 @@ class Broadcast:
     """out = expr(leaves...) over an output viewed as (A, B, C), each leaf spanning some of
     those axes and broadcast along the rest (`kinds`: (leaf name, one of SPANS)): a column
     vector against a matrix (B), a row vector (C), a per-batch row (AC) ... . The tile covers
-    (B, C); the grid runs over C, B, A in that order (A and B's tiles stay within the
-    dispatch limit of 65535 on the second and third axes); a vector is loaded once per tile
-    and spread along the axes it lacks. `rows` is the tile's extent along B (1 when B is a
+    (B, C); the grid runs over C, B and A in that order, `BATCH` values of A per workgroup
+    (the second and third axes have a dispatch limit of 65535); a vector is loaded once per
+    tile and spread along the axes it lacks. `rows` is the tile's extent along B (1 when B is a
     padding axis of extent 1, the place a single value broadcast everywhere takes)."""
 
     expr: Expr
     kinds: tuple[tuple[str, str], ...]
     rows: int = 4
+    #: A-indices per workgroup (1 when A is a padding axis of extent 1)
+    batch: int = BATCH
     waves: int = 4
 
     @property
@@ -209,6 +214,7 @@ class Broadcast:
     def kernel(self) -> KernelDef:
         names = self.inputs
         kinds = dict(self.kinds)
+        batch = self.batch
         shapes = {"abc": ("A", "B", "C"), "bc": ("B", "C"), "ab": ("A", "B"),
                   "ac": ("A", "C"), "b": ("B",), "c": ("C",)}
         rows, cols, waves, expr = self.rows, 1024 // self.rows, self.waves, self.expr
@@ -216,10 +222,17 @@ class Broadcast:
         def body(*handles):
             ins, out = handles[:-1], handles[-1]
             A, B, C = out.shape
-            T.grid(T.cdiv(C, cols), T.cdiv(B, rows), A)
+            T.grid(T.cdiv(C, cols), T.cdiv(B, rows), T.cdiv(A, batch))
             spec = T.copy_layout((rows, cols), waves, 1)
             col_spec, row_spec = T.reduced(spec, 1), T.reduced(spec, 0)
-            c0, b0, a = T.program_id(0) * cols, T.program_id(1) * rows, T.program_id(2)
+            c0, b0 = T.program_id(0) * cols, T.program_id(1) * rows
+            if batch == 1:
+                one(T.program_id(2), b0, c0, spec, col_spec, row_spec, ins, out)
+                return
+            for k in T.range(0, batch, name="a"):
+                one(T.program_id(2) * batch + k, b0, c0, spec, col_spec, row_spec, ins, out)
+
+        def one(a, b0, c0, spec, col_spec, row_spec, ins, out):
             env = {}
             for n, h in zip(names, ins):
                 kind = kinds[n]
