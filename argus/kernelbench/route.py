@@ -780,6 +780,22 @@ class Flipped:
     dims: tuple[int, ...]
 
 
+@attrs.frozen
+class Pending:
+    """A piece of the exclusive-scan pattern, pending: `value` narrowed to all but its last
+    element along `dim` ("head"), its scan ("scanned", `extra` the exclusive scan of the
+    whole), its first slice ("first") or zeros of that slice ("zeros")."""
+
+    kind: str
+    value: Val
+    dim: int
+    extra: Val | None = attrs.field(default=None, eq=False)
+
+
+def _number(x) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
 def _num(x):
     if isinstance(x, bool) or not isinstance(x, int | float):
         return x
@@ -806,6 +822,12 @@ class _Handlers:
                 isinstance(a, Flipped) for a in (*args, *kwargs.values())):
             raise Unsupported(f"flip feeding {name} (only a scan reads a flipped tensor, as "
                               "its reverse)")
+        flat_args = [p for a in (*args, *kwargs.values())
+                     for p in (a if isinstance(a, list | tuple) else (a,))]
+        if name not in ("cumsum", "cumprod", "zeros_like", "unsqueeze", "cat") and any(
+                isinstance(a, Pending) for a in flat_args):
+            raise Unsupported(f"a narrowed or selected tensor feeding {name} (only the "
+                              "exclusive-scan pattern reads one)")
         if name == "gelu":
             approximate = kwargs.get("approximate", getattr(module, "approximate", "none"))
             return self.unary(args[0], gelu_tanh if approximate == "tanh" else gelu)
@@ -820,11 +842,15 @@ class _Handlers:
 
     # arithmetic
     def op_add(self, x, y, alpha=1):
+        if _number(x) and _number(y):           # sizes: x.size(d) + 1
+            return x + alpha * y
         if alpha != 1:
             y = self.combine("mul", y, float(alpha))
         return self.combine("add", _num(x), _num(y))
 
     def op_sub(self, x, y, alpha=1):
+        if _number(x) and _number(y):
+            return x - alpha * y
         if alpha != 1:
             y = self.combine("mul", y, float(alpha))
         return self.combine("sub", _num(x), _num(y))
@@ -911,6 +937,8 @@ class _Handlers:
         return Val(shape, where(*exprs), space, row)
 
     def op_zeros_like(self, x, **_):
+        if isinstance(x, Pending) and x.kind == "first":
+            return Pending("zeros", x.value, x.dim)
         return self.unary(x, lambda e: const(0.0))
 
     def op_ones_like(self, x, **_):
@@ -1006,6 +1034,11 @@ class _Handlers:
     def _scan(self, fn, x, dim, dtype, exclusive=False):
         if dtype is not None:
             raise Unsupported("a scan with a dtype= conversion")
+        if isinstance(x, Pending) and x.kind == "head" and x.dim == dim % len(x.value.shape):
+            # the scan of all but the last element, shifted one on by the cat: the exclusive
+            # scan of the whole
+            whole = self._scan(fn, x.value, dim, dtype, exclusive=True)
+            return Pending("scanned", x.value, x.dim, whole)
         reverse = isinstance(x, Flipped)
         if reverse:
             if x.dims != (dim % len(x.value.shape),):
@@ -1202,7 +1235,29 @@ class _Handlers:
     def op_contiguous(self, x):
         return x
 
+    # an exclusive scan written as cat((zeros of one slice, cumsum(x.narrow(d, 0, n - 1))))
+    def op_narrow(self, x, dim, start, length):
+        d = dim % len(x.shape)
+        if start == 0 and length == x.shape[d] - 1:
+            return Pending("head", x, d)
+        raise Unsupported("narrow other than to all but the last element (needs a slice)")
+
+    def op_select(self, x, dim, index):
+        if index == 0:
+            return Pending("first", x, dim % len(x.shape))
+        raise Unsupported("select of an element other than the first (needs a slice)")
+
+    def op_cat(self, parts, dim=0):
+        if len(parts) == 2 and isinstance(parts[0], Pending) and parts[0].kind == "zeros" \
+                and isinstance(parts[1], Pending) and parts[1].kind == "scanned" \
+                and parts[0].dim == parts[1].dim == dim % (len(parts[1].value.shape)) \
+                and parts[0].value is parts[1].value:
+            return parts[1].extra
+        raise Unsupported("torch.cat (needs a copy template)")
+
     def op_unsqueeze(self, x, dim):
+        if isinstance(x, Pending) and x.kind == "first":
+            return x
         shape = list(x.shape)
         shape.insert(dim % (len(shape) + 1), 1)
         return self._reshaped(x, tuple(shape))

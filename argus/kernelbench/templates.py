@@ -307,10 +307,11 @@ class Scan:
             env = {("leaf", n): h.load((o0, r0, 0), spec, axes=(0, 1), guard=True)
                    for n, h in ins.items()}
             x = T.mask(emit(self.expr, env, {}), lambda i, j, r0=r0: r0 + j < R, identity)
+            total = T.reduce(x, self.fn, 1, row_spec)
             scanned = T.scan(x, self.fn, 1, reverse=self.reverse, exclusive=self.exclusive)
             out.store((o0, r0, 0), self._combine(scanned, T.broadcast(loop.acc, 1, spec)),
                       axes=(0, 1), guard=True)
-            loop.acc = self._combine(loop.acc, T.reduce(x, self.fn, 1, row_spec))
+            loop.acc = self._combine(loop.acc, total)
 
     def _strided(self, ins: dict, out):
         O_, R, I_ = out.shape[:3]
