@@ -112,6 +112,8 @@ class Router:
         self.valu_flops = 0.0
         self.counter = 0
         self.example_inputs = example_inputs
+        self.matmuls: dict = {}
+        self.reduced: dict = {}
 
     # ------------------------------------------------------------------ buffers and steps
     def fresh(self, shape) -> str:
@@ -128,11 +130,18 @@ class Router:
         if isinstance(v, float):
             raise Unsupported("a constant where a tensor is needed")
         if v.mm is not None:
-            return self._emit_matmul(v)
+            # one launch per matmul, however many ops read its result
+            if v not in self.matmuls:
+                self.matmuls[v] = self._emit_matmul(v)
+            return self.matmuls[v]
         if v.expr[0] == "leaf" and v.space == "full" and self.buffers[v.expr[1]] == v.shape:
             return v.expr[1]
         if v.row is None:
             return self._emit_elementwise(v)
+        if v.space == "stat":           # a reduction's result: one launch however often read
+            if v not in self.reduced:
+                self.reduced[v] = self._emit_row(v)
+            return self.reduced[v]
         return self._emit_row(v)
 
     def _emit_elementwise(self, v: Val) -> str:
@@ -380,11 +389,33 @@ class _Core:
             c = const(x if isinstance(x, float) else y)
             e = bin_(fn, c, v.expr) if isinstance(x, float) else bin_(fn, v.expr, c)
             return attrs.evolve(v, expr=e)
+        if (x.mm is not None and y.row is not None) or (y.mm is not None and x.row is not None):
+            # a matmul's result against a reduction of it (x - max(x)): the result as a
+            # buffer, which the reduction reads too
+            x = self.r.leaf(self.r.buffer(x)) if x.mm is not None else x
+            y = self.r.leaf(self.r.buffer(y)) if y.mm is not None else y
+            return self.combine(fn, x, y)
         if x.mm is not None or y.mm is not None:
             return self._epilogue(fn, x, y)
         row = _merge_rows(x.row, y.row)
-        if row is False:        # two unrelated row programs: the stat side becomes a buffer
-            raise Unsupported("an elementwise op joining two unrelated reductions")
+        if row is False:        # two unrelated row programs: a stat side becomes a buffer
+            for side in ("x", "y"):
+                v = x if side == "x" else y
+                if v.space == "stat":
+                    v = self.r.leaf(self.r.buffer(v))
+                    x, y = (v, y) if side == "x" else (x, v)
+                    row = _merge_rows(x.row, y.row)
+                    if row is not False:
+                        break
+            if row is False:
+                raise Unsupported("an elementwise op joining two unrelated reductions")
+        if row is not None and any(v.row is None and _numel(v.shape) > _numel(row.shape)
+                                   for v in (x, y)):
+            # a reduction's result against a tensor larger than the one reduced (a residual
+            # add after a pooling): the reduction as a buffer, then a broadcast
+            x = self.r.leaf(self.r.buffer(x)) if x.row is not None else x
+            y = self.r.leaf(self.r.buffer(y)) if y.row is not None else y
+            row = None
         if row is None:         # numpy's broadcasting: the leaves are spread when emitted
             shape = _broadcast_shapes(x.shape, y.shape)
             return Val(shape, bin_(fn, x.expr, y.expr), "full", None)
@@ -1232,6 +1263,12 @@ class _Handlers:
         shape = x.shape[:s] + (_numel(x.shape[s:e + 1]),) + x.shape[e + 1:]
         return self._reshaped(x, shape)
 
+    def op_clone(self, x, memory_format=None):
+        return x
+
+    def op_detach(self, x):
+        return x
+
     def op_contiguous(self, x):
         return x
 
@@ -1292,6 +1329,8 @@ class _Handlers:
             return self.op_transpose(x, -1, -2)
         if attr == "shape":
             return x.shape
+        if attr == "values" and isinstance(x, tuple) and x and x[0] == "values":
+            return x[1]
         raise Unsupported(f"the tensor attribute .{attr}")
 
     def op_size(self, x, dim=None):
