@@ -637,9 +637,7 @@ MISSING = {
     "max_pool1d": "pooling", "max_pool3d": "pooling",
     "avg_pool1d": "pooling", "avg_pool3d": "pooling",
     "cross_entropy": "gather (class index)", "sort": "sort",
-    "dropout": "random numbers (dropout)", "batch_norm": "cross-workgroup reduction over "
-    "non-adjacent axes (batch norm)", "group_norm": "per-channel affine inside a group "
-    "(group norm)",
+    "dropout": "random numbers (dropout)",
     "diag": "gather (diagonal)", "einsum": "einsum", "scaled_dot_product_attention":
     "attention with an f32 head dimension above 128", "logsumexp": None,
     "instance_norm": None, "layer_norm": None, "norm": None,
@@ -1181,6 +1179,71 @@ class _Handlers:
         if bias is not None:
             out = self.combine("add", out, bias)
         return out
+
+    def _normalised(self, x, dims, eps):
+        """(x - mean) / sqrt(var + eps) over `dims` (biased variance): one row program."""
+        mean = self.reduce(x, "sum", dims, True, mean=True)
+        centred = self.combine("sub", x, mean)
+        var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,
+                          mean=True)
+        inv = self.unary(self.combine("add", var, float(eps)),
+                         lambda e: un("rcp", un("sqrt", e)))
+        return self.combine("mul", centred, inv)
+
+    def _per_channel(self, out, shape, weight, bias):
+        """`out` (of `shape`, channels on axis 1) times `weight`, plus `bias`: broadcasts of
+        the (C,) vectors, viewed as (C, 1, ...)."""
+        view = (shape[1],) + (1,) * (len(shape) - 2)
+        for fn, v in (("mul", weight), ("add", bias)):
+            if v is not None:
+                out = self.combine(fn, out, self._reshaped(v, view))
+        return out
+
+    def _affine_params(self, module, path, params):
+        if module is None or not getattr(module, "affine", False):
+            return None, None
+        return (self.r.leaf(self.param(f"{path}.weight", params)),
+                self.r.leaf(self.param(f"{path}.bias", params)))
+
+    def op_group_norm(self, x, num_groups=None, weight=None, bias=None, eps=1e-5,
+                      module=None, path=None, params=None, **_):
+        """Statistics per (sample, group): x viewed as (N, G, C/G * rest), one row program;
+        then the per-channel affine as a broadcast."""
+        if module is not None:
+            num_groups, eps = module.num_groups, module.eps
+            weight, bias = self._affine_params(module, path, params)
+        shape = x.shape
+        if len(shape) < 2 or shape[1] % num_groups:
+            raise Unsupported(f"group norm of {list(shape)} in {num_groups} groups")
+        grouped = self._reshaped(x, (shape[0], num_groups, _numel(shape[1:]) // num_groups))
+        out = self._reshaped(self._normalised(grouped, (2,), eps), shape)
+        return self._per_channel(out, shape, weight, bias)
+
+    def op_batch_norm(self, x, *args, module=None, path=None, params=None, **kw):
+        """Training mode (KernelBench's models are not put in eval mode): statistics over the
+        batch axis of an (N, C) input, a strided row program (over every axis but the
+        channels of an (N, C, ...) input they are not adjacent: refused); eval mode (or no
+        running statistics tracked): the running statistics. Then the affine, broadcast."""
+        if module is None:
+            raise Unsupported("F.batch_norm (use nn.BatchNorm*d)")
+        shape, eps = x.shape, module.eps
+        weight, bias = self._affine_params(module, path, params)
+        if module.training or not module.track_running_stats:
+            if len(shape) != 2:
+                if shape[0] != 1:
+                    raise Unsupported("batch norm in training mode over an (N, C, ...) input "
+                                      "(the statistics' axes 0, 2, ... are not adjacent)")
+                raise Unsupported("batch norm of a single sample")
+            out = self.r.leaf(self.r.buffer(self._normalised(x, (0,), eps)))
+        else:
+            mean = self._reshaped(self.r.leaf(self.param(f"{path}.running_mean", params)),
+                                  (shape[1],) + (1,) * (len(shape) - 2))
+            var = self._reshaped(self.r.leaf(self.param(f"{path}.running_var", params)),
+                                 (shape[1],) + (1,) * (len(shape) - 2))
+            inv = self.unary(self.combine("add", var, float(eps)),
+                             lambda e: un("rcp", un("sqrt", e)))
+            out = self.combine("mul", self.combine("sub", x, mean), inv)
+        return self._per_channel(out, shape, weight, bias)
 
     def op_instance_norm(self, x, *args, module=None, path=None, params=None, **kw):
         if module is not None and (module.affine or module.track_running_stats):
