@@ -44,11 +44,13 @@ EXPECTED = {
     "14_Matmul_upper_triangular_offset": "correct",  # triu in the matmul's epilogue
     "37_FrobeniusNorm_": "correct",   # one whole-tensor value broadcast back
     "41_Max_Pooling_1D": "unsupported",            # no 1-D pooling kernel yet
+    "35_GroupNorm_": "correct", "33_BatchNorm_training": "correct",
     "53_Min_reduction_over_a_dimension": "correct", "94_MSELoss": "correct",
     "96_HuberLoss": "correct", "98_KLDivLoss": "correct",
     "12_Gemm_Multiply_LeakyReLU": "correct", "14_Gemm_Divide_Sum_Scaling": "correct",
     "99_Matmul_Swish_Softmax": "correct", "88_Gemm_GELU_Clamp": "correct",
     "80_Gemm_Max_Residual_LogSumExp": "correct",  # reductions of a matmul, a residual
+    "30_Gemm_GroupNorm_BatchNorm_Swish": "correct",
 }
 FIELDS = {"level", "problem", "status", "proved", "max_error", "scaled_sizes", "modelled_us",
           "roofline_us", "reason"}

@@ -409,10 +409,11 @@ class _Core:
                         break
             if row is False:
                 raise Unsupported("an elementwise op joining two unrelated reductions")
-        if row is not None and any(v.row is None and _numel(v.shape) > _numel(row.shape)
-                                   for v in (x, y)):
-            # a reduction's result against a tensor larger than the one reduced (a residual
-            # add after a pooling): the reduction as a buffer, then a broadcast
+        if row is not None and _numel(_broadcast_shapes(x.shape, y.shape)) \
+                > _numel(row.shape):
+            # a result larger than the tensor reduced (a residual add after a pooling, a
+            # (1, C, 1, 1) bias on an (N, 1) minimum): the reduction as a buffer, then a
+            # broadcast
             x = self.r.leaf(self.r.buffer(x)) if x.row is not None else x
             y = self.r.leaf(self.r.buffer(y)) if y.row is not None else y
             row = None
@@ -470,6 +471,22 @@ class _Core:
         return attrs.evolve(v, expr=f(v.expr))
 
     # -- reductions
+    def _reduce_runs(self, v: Val, fn: str, dims, keepdim: bool, mean: bool, per_row: bool):
+        """A reduction over non-adjacent axes (batch norm's 0, 2, 3): the last run of
+        adjacent axes first, into a buffer keeping them as extent 1, then the others. Sums,
+        products, maxima, minima and means (equal counts per stage) split so; argmax and
+        per-row means do not."""
+        if fn not in ("sum", "prod", "max", "min") or per_row:
+            raise Unsupported(f"a {fn} over the non-adjacent axes {list(dims)}")
+        runs = _runs(dims)
+        inner = self.r.leaf(self.r.buffer(self.reduce(v, fn, runs[-1], True, mean)))
+        rest = tuple(d for run in runs[:-1] for d in run)
+        out = self.reduce(inner, fn, rest, True, mean)
+        if not keepdim:
+            out = attrs.evolve(out, shape=tuple(x for a, x in enumerate(v.shape)
+                                                if a not in dims))
+        return out
+
     def reduce(self, v: Val, fn: str, dims, keepdim: bool, mean: bool = False,
                per_row: bool = False) -> Val:
         """`fn` of `v` along `dims`; `mean` divides by the count of reduced elements,
@@ -483,7 +500,7 @@ class _Core:
             dims = tuple(range(rank))
         dims = tuple(sorted(d % rank for d in ((dims,) if isinstance(dims, int) else dims)))
         if dims != tuple(range(dims[0], dims[-1] + 1)):
-            raise Unsupported(f"a reduction over the non-adjacent axes {list(dims)}")
+            return self._reduce_runs(v, fn, dims, keepdim, mean, per_row)
         if v.space == "stat":
             v = self.r.leaf(self.r.buffer(v))
         row = v.row
@@ -518,6 +535,17 @@ class _Core:
         stat = ("stat", index)
         self.r.valu_flops += _numel(v.shape)
         return Val(shape, un("neg", stat) if post else stat, "stat", row)
+
+
+def _runs(dims) -> list[tuple[int, ...]]:
+    """Sorted axes split into runs of adjacent ones."""
+    runs: list[list[int]] = []
+    for d in dims:
+        if runs and runs[-1][-1] == d - 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return [tuple(r) for r in runs]
 
 
 def _merge_rows(a: Row | None, b: Row | None):
@@ -1220,21 +1248,19 @@ class _Handlers:
         return self._per_channel(out, shape, weight, bias)
 
     def op_batch_norm(self, x, *args, module=None, path=None, params=None, **kw):
-        """Training mode (KernelBench's models are not put in eval mode): statistics over the
-        batch axis of an (N, C) input, a strided row program (over every axis but the
-        channels of an (N, C, ...) input they are not adjacent: refused); eval mode (or no
-        running statistics tracked): the running statistics. Then the affine, broadcast."""
+        """Training mode (KernelBench's models are not put in eval mode): statistics over
+        every axis but the channels (for an (N, C) input one strided row program; for
+        (N, C, ...) axes 0, 2, ... are not adjacent, so reductions in stages); eval mode
+        with running statistics: those. Then the affine, broadcast."""
         if module is None:
             raise Unsupported("F.batch_norm (use nn.BatchNorm*d)")
         shape, eps = x.shape, module.eps
         weight, bias = self._affine_params(module, path, params)
         if module.training or not module.track_running_stats:
-            if len(shape) != 2:
-                if shape[0] != 1:
-                    raise Unsupported("batch norm in training mode over an (N, C, ...) input "
-                                      "(the statistics' axes 0, 2, ... are not adjacent)")
-                raise Unsupported("batch norm of a single sample")
-            out = self.r.leaf(self.r.buffer(self._normalised(x, (0,), eps)))
+            dims = (0,) + tuple(range(2, len(shape)))
+            out = self._normalised(x, dims, eps)
+            if out.row is not None:
+                out = self.r.leaf(self.r.buffer(out))
         else:
             mean = self._reshaped(self.r.leaf(self.param(f"{path}.running_mean", params)),
                                   (shape[1],) + (1,) * (len(shape) - 2))

@@ -183,8 +183,8 @@ class Elementwise:
 
 # ------------------------------------------------------------------ broadcast elementwise
 #: A-indices per workgroup (the grid's third axis stays within its dispatch limit of 65535
-#: for A below a million; the indices past A are guarded off)
-BATCH = 16
+#: for A up to 262140; the indices past A are guarded off)
+BATCH = 4
 #: how a `Broadcast` leaf spans the output's (A, B, C) view: the axes it has (the others it
 #: is broadcast along)
 SPANS = ("abc", "bc", "ab", "ac", "b", "c")
