@@ -37,11 +37,20 @@ EXPECTED = {
     "29_Softplus": "correct", "31_ELU": "correct", "36_RMSNorm_": "correct",
     "40_LayerNorm": "correct", "47_Sum_reduction_over_a_dimension": "correct",
     "49_Max_reduction_over_a_dimension": "correct",
-    "51_Argmax_over_a_dimension": "unsupported",   # T.argmax exists; no template routes it yet
+    "51_Argmax_over_a_dimension": "correct", "52_Argmin_over_a_dimension": "correct",
+    "89_cumsum_middle_axis": "correct", "91_cumprod_reverse": "correct",
+    "92_cumsum_exclusive_3d": "correct",           # narrow + cat read as an exclusive scan
+    "5_Matrix_scalar_multiplication": "correct",   # a Python number input, broadcast
+    "14_Matmul_upper_triangular_offset": "correct",  # triu in the matmul's epilogue
+    "37_FrobeniusNorm_": "correct",   # one whole-tensor value broadcast back
+    "41_Max_Pooling_1D": "unsupported",            # no 1-D pooling kernel yet
+    "35_GroupNorm_": "correct", "33_BatchNorm_training": "correct",
     "53_Min_reduction_over_a_dimension": "correct", "94_MSELoss": "correct",
     "96_HuberLoss": "correct", "98_KLDivLoss": "correct",
     "12_Gemm_Multiply_LeakyReLU": "correct", "14_Gemm_Divide_Sum_Scaling": "correct",
     "99_Matmul_Swish_Softmax": "correct", "88_Gemm_GELU_Clamp": "correct",
+    "80_Gemm_Max_Residual_LogSumExp": "correct",  # reductions of a matmul, a residual
+    "30_Gemm_GroupNorm_BatchNorm_Swish": "correct",
 }
 FIELDS = {"level", "problem", "status", "proved", "max_error", "scaled_sizes", "modelled_us",
           "roofline_us", "reason"}
@@ -80,13 +89,18 @@ def test_correct_rows_are_proved_within_tolerance_and_timed(rows):
 
 
 def test_unsupported_rows_name_the_missing_op(rows):
-    assert "argmax" in rows["51_Argmax_over_a_dimension"].reason
+    assert "pooling" in rows["41_Max_Pooling_1D"].reason
     assert not any(r.status == "error" for r in rows.values())
 
 
 def test_templates_cover_every_kind(rows):
     used = {t for r in rows.values() for t in r.templates}
-    assert {"elementwise", "row", "row(strided)", "matmul"} <= used
+    assert {"elementwise", "row", "row(strided)", "matmul", "broadcast", "scan"} <= used
+    # argmin, the reverse scan and the triangular mask each stay one launch
+    assert rows["52_Argmin_over_a_dimension"].templates == ["row"]
+    assert rows["91_cumprod_reverse"].templates == ["scan"]
+    assert rows["14_Matmul_upper_triangular_offset"].templates == ["matmul"]
+    assert rows["5_Matrix_scalar_multiplication"].templates == ["broadcast"]
     # a fused Level 2 chain: the epilogue (scale, LeakyReLU) rides on the matmul's store
     assert rows["12_Gemm_Multiply_LeakyReLU"].templates == ["matmul"]
     assert rows["99_Matmul_Swish_Softmax"].templates == ["matmul", "row"]
@@ -104,7 +118,7 @@ def test_json_rows_and_summary_line(rows):
     total = sum(r.level == "level1" for r in rows.values())
     assert re.search(rf"kernelbench level1: {correct}/{total} correct, \d+ proved, geomean "
                      r"modelled/roofline \d+\.\d\d", line)
-    assert "kernelbench level2: 4/4 correct, 4 proved" in line
+    assert "kernelbench level2: 6/6 correct, 6 proved" in line
 
 
 def test_a_tensor_over_4_gib_is_correct_and_timed_at_its_published_size(rows):
@@ -221,7 +235,7 @@ def test_an_unroutable_model_is_unsupported_not_an_error(tmp_path):
 def test_cli_runs_a_level_folder(tmp_path):
     folder = tmp_path / "level1"
     folder.mkdir()
-    for name in ("19_ReLU", "51_Argmax_over_a_dimension"):
+    for name in ("19_ReLU", "41_Max_Pooling_1D"):
         shutil.copy(LEVEL1 / f"{name}.py", folder)
     out = tmp_path / "rows.json"
     result = CliRunner().invoke(main, ["kernelbench", str(folder), "--json", str(out)])
@@ -239,3 +253,20 @@ def test_solution_outputs_start_as_nan():
     from argus.kernelbench.solution import Context
 
     assert np.isnan(Context(execute=True).alloc((3, 2))).all()
+
+
+def test_broadcast_views_follow_numpy_and_the_operands_not_the_sizes():
+    from argus.kernelbench.route import Unsupported, broadcast_view
+
+    # a column vector against a matrix: (1, M, N), the vector along B
+    assert broadcast_view((7, 9), [(7, 9), (7, 1)]) == ((1, 7, 9), ["abc", "ab"])
+    # a row vector: along C
+    assert broadcast_view((7, 9), [(7, 9), (9,)]) == ((1, 7, 9), ["abc", "ac"])
+    # a per-channel bias of an NCHW tensor: (N, C, H*W)
+    assert broadcast_view((2, 3, 4, 5), [(2, 3, 4, 5), (3, 1, 1)]) == ((2, 3, 20), ["abc", "b"])
+    # one value against a tensor: B is a padding axis of extent 1, the first axis on A
+    for shape in ((6, 5, 4), (60, 50, 40)):
+        view, kinds = broadcast_view(shape, [shape, ()])
+        assert view == (shape[0], 1, shape[1] * shape[2]) and kinds == ["abc", "b"]
+    with pytest.raises(Unsupported, match="broadcasting"):
+        broadcast_view((7, 9), [(7, 9), (3, 1)])

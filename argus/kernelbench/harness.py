@@ -81,7 +81,8 @@ def roofline_us(inputs, output_bytes: int, matmul_flops: float, other_flops: flo
     """max(FLOPs at the peaks, compulsory bytes at HBM bandwidth): every input read once and
     the output written once."""
     p = peaks()
-    moved = sum(t.numel() * t.element_size() for t in inputs) + output_bytes
+    moved = sum(t.numel() * t.element_size() for t in inputs if hasattr(t, "numel")) \
+        + output_bytes
     compute = matmul_flops / p["mfma_f32"] + other_flops / p["valu_f32"]
     return max(compute, moved / p["hbm"]) * 1e6
 
@@ -98,8 +99,17 @@ def find_solution(problem: Problem, solutions: dict | None):
     return from_plan(plan), plan
 
 
-def _numpy(t) -> np.ndarray:
+def _numpy(t) -> np.ndarray | float:
+    """A tensor input as an array; a Python number input stays a number."""
+    if isinstance(t, int | float) and not isinstance(t, bool):
+        return float(t)
     return t.detach().cpu().numpy().copy()
+
+
+def _shaped(t):
+    """A planning-mode stand-in for an input: its shape (a Python number stays itself)."""
+    return float(t) if isinstance(t, int | float) and not isinstance(t, bool) \
+        else Shaped(tuple(t.shape))
 
 
 def _parameters(model, plan) -> list[np.ndarray]:
@@ -176,7 +186,7 @@ def planned(full, solution: Solution, plan):
     else:
         params = [Shaped(tuple(p.shape)) for _, p in model.named_parameters()]
     ctx = Context(execute=False)
-    shaped = [Shaped(tuple(t.shape)) for t in inputs] + params
+    shaped = [_shaped(t) for t in inputs] + params
     guarded(lambda: solution.forward(ctx, *shaped))
     largest = max((b for _, _, b in ctx.launches), default=0)
     return ctx.launches, largest, full_plan
@@ -188,7 +198,7 @@ def _scaled_launches(problem: Problem, solution: Solution, plan) -> list:
     params = ([Shaped(tuple(state[p].shape)) for _, p in plan.params] if plan is not None
               else [Shaped(tuple(p.shape)) for _, p in model.named_parameters()])
     ctx = Context(execute=False)
-    shaped = [Shaped(tuple(t.shape)) for t in problem.inputs(SEED)] + params
+    shaped = [_shaped(t) for t in problem.inputs(SEED)] + params
     guarded(lambda: solution.forward(ctx, *shaped))
     return ctx.launches
 

@@ -10,16 +10,21 @@ An op without a template raises `Unsupported` naming it; nothing falls back to t
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 
 import attrs
 
 from argus.errors import ArgusError
 from argus.kernelbench.templates import (
+    BATCH,
+    SPANS,
+    Broadcast,
     Elementwise,
     Expr,
     Matmul,
     RowProgram,
+    Scan,
     bin_,
     const,
     leaves,
@@ -30,6 +35,8 @@ from argus.kernelbench.templates import (
 LOG2E = 1.4426950408889634
 #: kernel sizes are 32-bit (a size symbol ranges over [1, 2**31)); addresses are 64-bit
 SIZE_LIMIT = 1 << 31
+#: the dispatch limit on a grid's second and third axes
+GRID_LIMIT = 65535
 LN2 = 0.6931471805599453
 
 
@@ -64,6 +71,7 @@ class Plan:
     fills: dict                                  # vec buffer -> the value it holds
     mm_flops: float                              # matmul FLOPs (MFMA)
     valu_flops: float                            # reduction FLOPs (VALU)
+    scalars: tuple[str, ...] = ()                # inputs that are Python numbers
 
 
 @attrs.frozen
@@ -104,6 +112,8 @@ class Router:
         self.valu_flops = 0.0
         self.counter = 0
         self.example_inputs = example_inputs
+        self.matmuls: dict = {}
+        self.reduced: dict = {}
 
     # ------------------------------------------------------------------ buffers and steps
     def fresh(self, shape) -> str:
@@ -120,25 +130,44 @@ class Router:
         if isinstance(v, float):
             raise Unsupported("a constant where a tensor is needed")
         if v.mm is not None:
-            return self._emit_matmul(v)
+            # one launch per matmul, however many ops read its result
+            if v not in self.matmuls:
+                self.matmuls[v] = self._emit_matmul(v)
+            return self.matmuls[v]
         if v.expr[0] == "leaf" and v.space == "full" and self.buffers[v.expr[1]] == v.shape:
             return v.expr[1]
         if v.row is None:
             return self._emit_elementwise(v)
+        if v.space == "stat":           # a reduction's result: one launch however often read
+            if v not in self.reduced:
+                self.reduced[v] = self._emit_row(v)
+            return self.reduced[v]
         return self._emit_row(v)
 
     def _emit_elementwise(self, v: Val) -> str:
         names = leaves(v.expr, "leaf")
         if leaves(v.expr, "vec"):
             raise Unsupported("an elementwise op broadcasting a vector outside a row program")
-        for n in names:
-            if _numel(self.buffers[n]) != _numel(v.shape):
-                raise Unsupported(f"broadcasting {self.buffers[n]} to {v.shape} in an "
-                                  "elementwise chain")
+        if any(self.buffers[n] != v.shape for n in names) and not all(
+                _numel(self.buffers[n]) == _numel(v.shape) for n in names):
+            return self._emit_broadcast(v, names)
         out = self.fresh(v.shape)
         n = _numel(v.shape)
         self.steps.append(Step(Elementwise(v.expr), tuple((x, x) for x in names), (), out,
                                tuple((b, (n, 1)) for b in [*names, out])))
+        return out
+
+    def _emit_broadcast(self, v: Val, names) -> str:
+        """An elementwise chain whose leaves are broadcast (numpy's rules) to its shape: the
+        `Broadcast` template over the output viewed as (A, B, C)."""
+        view, kinds = broadcast_view(v.shape, [self.buffers[n] for n in names])
+        out = self.fresh(v.shape)
+        sizes = dict(zip("abc", view))
+        views = [(n, tuple(sizes[x] for x in kind)) for n, kind in zip(names, kinds)]
+        template = Broadcast(v.expr, tuple(zip(names, kinds)), rows=1 if view[1] == 1 else 4,
+                             batch=1 if view[0] == 1 else BATCH)
+        self.steps.append(Step(template, tuple((x, x) for x in names), (), out,
+                               tuple(views) + ((out, view),)))
         return out
 
     def _row_views(self, row: Row):
@@ -157,6 +186,8 @@ class Router:
         stats = row.stats[:len(used)]
         if len(row.axes) == len(row.shape) and len(row.shape) > 1 and v.space == "stat":
             return self._emit_global(v, stats)
+        if len(row.axes) == len(row.shape) and len(row.shape) > 1:
+            return self._emit_global_full(v, stats)
         if max(o, r, i) >= SIZE_LIMIT:
             raise Unsupported(f"a row program over {list(row.shape)} (O, R, I = {o}, {r}, {i}): "
                               "a size above the templates' 32-bit size range (a whole-tensor "
@@ -190,6 +221,24 @@ class Router:
         second = Row((_numel(shape[:-1]),), (0,), ((fn, ("leaf", partial)),))
         return self._emit_row(Val(v.shape, v.expr, "stat", second))
 
+    def _emit_global_full(self, v: Val, stats) -> str:
+        """A whole-tensor reduction feeding a full-size output (x / ||x||): each reduction a
+        whole-tensor one (two launches) into a one-element buffer, then the output as a
+        chain broadcasting those values (`Broadcast`), so no size exceeds the 32-bit range
+        however large the tensor."""
+        shape = v.row.shape
+        scalars: dict[int, Expr] = {}
+        for k, (fn, e) in enumerate(stats):
+            term = _substitute(e, scalars)
+            if leaves(e, "stat"):            # a term spreading earlier results: a buffer
+                term = ("leaf", self.buffer(Val(shape, term)))
+            row = Row(shape, v.row.axes, ((fn, term),))
+            name = self._emit_global(Val((1,) * len(shape), ("stat", 0), "stat", row),
+                                     ((fn, term),))
+            self.buffers[name] = (1,) * len(shape)
+            scalars[k] = ("leaf", name)
+        return self.buffer(Val(v.shape, _substitute(v.expr, scalars)))
+
     def _emit_matmul(self, v: Val) -> str:
         mm, a, b, shape, views = v.mm
         mm = attrs.evolve(mm, epilogue=v.expr)
@@ -208,6 +257,106 @@ class Router:
         name = self.fresh((length,))
         self.fills[name] = value
         return name
+
+
+def broadcast_view(shape, leaf_shapes) -> tuple[tuple[int, int, int], list[str]]:
+    """The output `shape` as (A, B, C) and how each leaf spans it (one of `SPANS`): the axes
+    of extent > 1 grouped into runs that the same leaves span, the runs placed in order on
+    A, B, C (an axis left over has extent 1). Unsupported when no placement gives every leaf
+    a span the template has."""
+    rank = len(shape)
+    padded = []
+    for ls in leaf_shapes:
+        if len(ls) > rank:
+            raise Unsupported(f"broadcasting {list(ls)} to {list(shape)}")
+        p = (1,) * (rank - len(ls)) + tuple(ls)
+        for x, y in zip(p, shape):
+            if x not in (1, y):
+                raise Unsupported(f"broadcasting {list(ls)} to {list(shape)}")
+        padded.append(p)
+    runs: list[tuple[list[int], tuple[bool, ...]]] = []   # (extents, which leaves span it)
+    for a, extent in enumerate(shape):
+        if extent == 1:
+            continue
+        spans = tuple(p[a] == extent for p in padded)
+        if runs and runs[-1][1] == spans:
+            runs[-1][0].append(extent)
+        else:
+            runs.append(([extent], spans))
+    if len(runs) > 3:
+        raise Unsupported(f"broadcasting {[list(x) for x in leaf_shapes]} to {list(shape)}: "
+                          f"{len(runs)} runs of axes (the template has three)")
+    # the choice depends on which leaves span which axes, never on the extents (so one kernel
+    # serves every size): runs with their first axis split off first (a small A, a long C)
+    candidates = [runs]
+    while len(candidates[-1]) < 3 and any(len(e) > 1 for e, _ in candidates[-1]):
+        last = candidates[-1]
+        k = next(i for i, (e, _) in enumerate(last) if len(e) > 1)
+        candidates.append(last[:k] + [([last[k][0][0]], last[k][1]),
+                                      (last[k][0][1:], last[k][1])] + last[k + 1:])
+    for groups in reversed(candidates):
+        for slots in reversed(list(itertools.combinations(range(3), len(groups)))):
+            view, spanned = [1, 1, 1], [set() for _ in padded]
+            for (extents, spans), slot in zip(groups, slots):
+                view[slot] = _numel(extents)
+                for k, hit in enumerate(spans):
+                    if hit:
+                        spanned[k].add("abc"[slot])
+            kinds = [_span_kind(spanned[k], view) for k in range(len(padded))]
+            if None in kinds:
+                continue
+            a, b, c = view
+            if c >= SIZE_LIMIT or -(-a // BATCH) > GRID_LIMIT or -(-b // 4) > GRID_LIMIT:
+                raise Unsupported(f"broadcasting to {list(shape)} viewed as {view}: beyond the "
+                                  "grid's limits (65535 along its second and third axes)")
+            return tuple(view), kinds
+    raise Unsupported(f"broadcasting {[list(x) for x in leaf_shapes]} to {list(shape)} "
+                      "(no (A, B, C) view fits every operand)")
+
+
+def _span_kind(spanned: set, view) -> str | None:
+    """The template span covering `spanned`, extended by axes of extent 1 (a leaf may span
+    those or not); None if there is none."""
+    ones = {x for x, e in zip("abc", view) if e == 1}
+    for kind in SPANS:
+        if spanned <= set(kind) <= spanned | ones:
+            return kind
+    return None
+
+
+def _substitute(e: Expr, scalars: dict) -> Expr:
+    """`e` with ("stat", k) replaced by `scalars[k]`."""
+    if e[0] == "stat":
+        return scalars[e[1]]
+    if e[0] == "un":
+        return ("un", e[1], _substitute(e[2], scalars))
+    if e[0] == "bin":
+        return ("bin", e[1], _substitute(e[2], scalars), _substitute(e[3], scalars))
+    if e[0] == "where":
+        return ("where", *(_substitute(x, scalars) for x in e[1:]))
+    return e
+
+
+def _rename(e: Expr, names: dict) -> Expr:
+    """`e` with the leaves named in `names` renamed."""
+    if e[0] == "leaf":
+        return ("leaf", names.get(e[1], e[1]))
+    if e[0] == "un":
+        return ("un", e[1], _rename(e[2], names))
+    if e[0] in ("bin", "where"):
+        return (e[0], *((_rename(x, names) if isinstance(x, tuple) else x) for x in e[1:]))
+    return e
+
+
+def _broadcast_shapes(a, b) -> tuple[int, ...]:
+    rank = max(len(a), len(b))
+    a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise Unsupported(f"shapes {list(a)} and {list(b)} do not broadcast")
+        out.append(max(x, y))
+    return tuple(out)
 
 
 def _stat_closure(e: Expr, stats) -> list[int]:
@@ -240,24 +389,60 @@ class _Core:
             c = const(x if isinstance(x, float) else y)
             e = bin_(fn, c, v.expr) if isinstance(x, float) else bin_(fn, v.expr, c)
             return attrs.evolve(v, expr=e)
+        if (x.mm is not None and y.row is not None) or (y.mm is not None and x.row is not None):
+            # a matmul's result against a reduction of it (x - max(x)): the result as a
+            # buffer, which the reduction reads too
+            x = self.r.leaf(self.r.buffer(x)) if x.mm is not None else x
+            y = self.r.leaf(self.r.buffer(y)) if y.mm is not None else y
+            return self.combine(fn, x, y)
         if x.mm is not None or y.mm is not None:
             return self._epilogue(fn, x, y)
         row = _merge_rows(x.row, y.row)
-        if row is False:        # two unrelated row programs: the stat side becomes a buffer
-            raise Unsupported("an elementwise op joining two unrelated reductions")
+        if row is False:        # two unrelated row programs: a stat side becomes a buffer
+            for side in ("x", "y"):
+                v = x if side == "x" else y
+                if v.space == "stat":
+                    v = self.r.leaf(self.r.buffer(v))
+                    x, y = (v, y) if side == "x" else (x, v)
+                    row = _merge_rows(x.row, y.row)
+                    if row is not False:
+                        break
+            if row is False:
+                raise Unsupported("an elementwise op joining two unrelated reductions")
+        if row is not None and _numel(_broadcast_shapes(x.shape, y.shape)) \
+                > _numel(row.shape):
+            # a result larger than the tensor reduced (a residual add after a pooling, a
+            # (1, C, 1, 1) bias on an (N, 1) minimum): the reduction as a buffer, then a
+            # broadcast
+            x = self.r.leaf(self.r.buffer(x)) if x.row is not None else x
+            y = self.r.leaf(self.r.buffer(y)) if y.row is not None else y
+            row = None
+        if row is None:         # numpy's broadcasting: the leaves are spread when emitted
+            shape = _broadcast_shapes(x.shape, y.shape)
+            return Val(shape, bin_(fn, x.expr, y.expr), "full", None)
+        x, y = self.flat(x), self.flat(y)
         x, y = self._align(x, y, row), self._align(y, x, row)
         shape = x.shape if _numel(x.shape) >= _numel(y.shape) else y.shape
         space = "full" if "full" in (x.space, y.space) else "stat"
         return Val(shape, bin_(fn, x.expr, y.expr), space, row)
+
+    def flat(self, v):
+        """`v` with every leaf of its own shape: an elementwise chain broadcasting smaller
+        tensors becomes a buffer first (row programs and reshapes read leaves element by
+        element)."""
+        if isinstance(v, Val) and v.row is None and v.mm is None and v.expr[0] != "tleaf" \
+                and any(_numel(self.r.buffers[n]) != _numel(v.shape)
+                        for n in leaves(v.expr, "leaf")):
+            return self.r.leaf(self.r.buffer(v))
+        return v
 
     def _align(self, v: Val, other: Val, row: Row | None) -> Val:
         """`v` as an operand next to `other`: a full tensor stays, a smaller tensor is a
         vector along the row's reduced axes (a norm's weight) or a stat of the row."""
         if v.space == "stat" or v.shape == other.shape or _numel(v.shape) >= _numel(other.shape):
             return v
-        if row is None:
-            raise Unsupported(f"broadcasting a {list(v.shape)} tensor against "
-                              f"{list(other.shape)} outside a row program")
+        if row is None:         # spread when the chain is emitted (`Broadcast`)
+            return v
         o, r, i = self.r._row_views(row)
         full = row.shape
         if _numel(v.shape) == r and _broadcasts_along(v.shape, full, row.axes):
@@ -286,6 +471,22 @@ class _Core:
         return attrs.evolve(v, expr=f(v.expr))
 
     # -- reductions
+    def _reduce_runs(self, v: Val, fn: str, dims, keepdim: bool, mean: bool, per_row: bool):
+        """A reduction over non-adjacent axes (batch norm's 0, 2, 3): the last run of
+        adjacent axes first, into a buffer keeping them as extent 1, then the others. Sums,
+        products, maxima, minima and means (equal counts per stage) split so; argmax and
+        per-row means do not."""
+        if fn not in ("sum", "prod", "max", "min") or per_row:
+            raise Unsupported(f"a {fn} over the non-adjacent axes {list(dims)}")
+        runs = _runs(dims)
+        inner = self.r.leaf(self.r.buffer(self.reduce(v, fn, runs[-1], True, mean)))
+        rest = tuple(d for run in runs[:-1] for d in run)
+        out = self.reduce(inner, fn, rest, True, mean)
+        if not keepdim:
+            out = attrs.evolve(out, shape=tuple(x for a, x in enumerate(v.shape)
+                                                if a not in dims))
+        return out
+
     def reduce(self, v: Val, fn: str, dims, keepdim: bool, mean: bool = False,
                per_row: bool = False) -> Val:
         """`fn` of `v` along `dims`; `mean` divides by the count of reduced elements,
@@ -293,12 +494,13 @@ class _Core:
         is a size, so it reaches the kernel as data (a vector of 1/count), never baked in."""
         if v.mm is not None:
             v = self.r.leaf(self.r.buffer(v))
+        v = self.flat(v)
         rank = len(v.shape)
         if dims is None:
             dims = tuple(range(rank))
         dims = tuple(sorted(d % rank for d in ((dims,) if isinstance(dims, int) else dims)))
         if dims != tuple(range(dims[0], dims[-1] + 1)):
-            raise Unsupported(f"a reduction over the non-adjacent axes {list(dims)}")
+            return self._reduce_runs(v, fn, dims, keepdim, mean, per_row)
         if v.space == "stat":
             v = self.r.leaf(self.r.buffer(v))
         row = v.row
@@ -315,9 +517,15 @@ class _Core:
                                     v.shape[-1] if whole else _numel(tuple(v.shape[d]
                                                                            for d in dims)))
             e = bin_("mul", e, ("vec", count))
+        if fn in ("argmax", "argmin") and (len(dims) != 1 or mean or per_row):
+            raise Unsupported(f"{fn} over {'every axis' if len(dims) == rank else 'several axes'}"
+                              " (the index of a flattened tensor)")
         if fn == "min":
             stat_expr, post = un("neg", e), True
             fn = "max"
+        elif fn == "argmin":            # the lowest index of the largest -x
+            stat_expr, post = un("neg", e), False
+            fn = "argmax"
         else:
             stat_expr, post = e, False
         row = Row(row.shape, row.axes, row.stats + ((fn, stat_expr),))
@@ -327,6 +535,17 @@ class _Core:
         stat = ("stat", index)
         self.r.valu_flops += _numel(v.shape)
         return Val(shape, un("neg", stat) if post else stat, "stat", row)
+
+
+def _runs(dims) -> list[tuple[int, ...]]:
+    """Sorted axes split into runs of adjacent ones."""
+    runs: list[list[int]] = []
+    for d in dims:
+        if runs and runs[-1][-1] == d - 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return [tuple(r) for r in runs]
 
 
 def _merge_rows(a: Row | None, b: Row | None):
@@ -434,8 +653,6 @@ UNARY_OPS = {
 
 #: ops the DSL has (argus.lang, argus/kernels/conv.py) that no KernelBench template routes yet
 NO_TEMPLATE = {
-    "argmax": "argmax reduction (T.argmax exists)", "argmin": "argmin reduction (T.argmin "
-    "exists)", "cumsum": "scan (T.cumsum exists)", "cumprod": "scan (T.cumprod exists)",
     "conv2d": "convolution (argus/kernels/conv.py's implicit GEMM is bf16 NHWC; KernelBench's "
     "convolutions are f32 at 1e-4)",
     "max_pool2d": "pooling (argus/kernels/conv.py has f32 pool2d over (N*C, H, W))",
@@ -448,9 +665,7 @@ MISSING = {
     "max_pool1d": "pooling", "max_pool3d": "pooling",
     "avg_pool1d": "pooling", "avg_pool3d": "pooling",
     "cross_entropy": "gather (class index)", "sort": "sort",
-    "dropout": "random numbers (dropout)", "batch_norm": "cross-workgroup reduction over "
-    "non-adjacent axes (batch norm)", "group_norm": "per-channel affine inside a group "
-    "(group norm)", "triu": "select (triangular mask)", "tril": "select (triangular mask)",
+    "dropout": "random numbers (dropout)",
     "diag": "gather (diagonal)", "einsum": "einsum", "scaled_dot_product_attention":
     "attention with an f32 head dimension above 128", "logsumexp": None,
     "instance_norm": None, "layer_norm": None, "norm": None,
@@ -487,6 +702,8 @@ ALIASES = {"div": "truediv", "divide": "truediv", "multiply": "mul", "subtract":
            "less_equal": "le", "float": "identity"}
 #: ops whose result is a mask (a bool tensor in torch, 1.0/0.0 in the templates)
 MASKS = ("gt", "ge", "lt", "le")
+#: ops whose result is an index (int64 in torch; f32 whole numbers, exact below 2**24, here)
+INDICES = ("argmax", "argmin")
 
 
 @contextlib.contextmanager
@@ -525,13 +742,22 @@ def route(model, example_inputs) -> Plan:
     env: dict = {}
     inputs: list[str] = []
     params: list[tuple[str, str]] = []
+    scalars: list[str] = []
     output = None
     for node in graph.graph.nodes:
         if node.op == "placeholder":
-            if "tensor_meta" not in node.meta:
-                raise Unsupported("a Python number as a model input (kernel scalars are "
-                                  "integers in the DSL)")
             name = f"in{len(inputs)}"
+            if "tensor_meta" not in node.meta:
+                example = example_inputs[len(inputs)]
+                if isinstance(example, bool) or not isinstance(example, int | float):
+                    raise Unsupported(f"a model input of type {type(example).__name__}")
+                # a number: the forward passes it as a one-element buffer (kernel scalars
+                # are integers in the DSL), broadcast where it is used
+                router.buffers[name] = ()
+                scalars.append(name)
+                inputs.append(name)
+                env[node] = Val((), ("leaf", name))
+                continue
             router.buffers[name] = tuple(node.meta["tensor_meta"].shape)
             _check_dtype(node, name)
             inputs.append(name)
@@ -576,14 +802,15 @@ def route(model, example_inputs) -> Plan:
         raise Unsupported("the model computes nothing (its output is an input)")
     return Plan(tuple(router.steps), tuple(inputs), tuple(params), dict(router.buffers),
                 output, out_shape, dict(router.fills), router.mm_flops,
-                router.valu_flops)
+                router.valu_flops, tuple(scalars))
 
 
 def _check_dtype(node, name: str):
     import torch
 
     dtype = node.meta["tensor_meta"].dtype
-    if dtype != torch.float32 and not (dtype == torch.bool and name in MASKS):
+    if dtype != torch.float32 and not (dtype == torch.bool and name in MASKS) \
+            and not (dtype == torch.int64 and name in INDICES):
         raise Unsupported(f"{dtype} tensors (the templates are f32)")
 
 
@@ -599,6 +826,31 @@ def _resolve(a, env):
     if isinstance(a, int | float):
         return float(a) if isinstance(a, float) else a
     return a
+
+
+@attrs.frozen
+class Flipped:
+    """`value` flipped along `dims`, pending: a scan reads it as a reverse scan (and flipping
+    the result back gives that scan); anything else refuses it."""
+
+    value: Val
+    dims: tuple[int, ...]
+
+
+@attrs.frozen
+class Pending:
+    """A piece of the exclusive-scan pattern, pending: `value` narrowed to all but its last
+    element along `dim` ("head"), its scan ("scanned", `extra` the exclusive scan of the
+    whole), its first slice ("first") or zeros of that slice ("zeros")."""
+
+    kind: str
+    value: Val
+    dim: int
+    extra: Val | None = attrs.field(default=None, eq=False)
+
+
+def _number(x) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def _num(x):
@@ -623,6 +875,16 @@ class _Handlers:
 
     def call(self, name: str, args, kwargs, module=None, node=None, path=None, params=None):
         _refuse_missing(name)
+        if name not in ("cumsum", "cumprod", "flip") and any(
+                isinstance(a, Flipped) for a in (*args, *kwargs.values())):
+            raise Unsupported(f"flip feeding {name} (only a scan reads a flipped tensor, as "
+                              "its reverse)")
+        flat_args = [p for a in (*args, *kwargs.values())
+                     for p in (a if isinstance(a, list | tuple) else (a,))]
+        if name not in ("cumsum", "cumprod", "zeros_like", "unsqueeze", "cat") and any(
+                isinstance(a, Pending) for a in flat_args):
+            raise Unsupported(f"a narrowed or selected tensor feeding {name} (only the "
+                              "exclusive-scan pattern reads one)")
         if name == "gelu":
             approximate = kwargs.get("approximate", getattr(module, "approximate", "none"))
             return self.unary(args[0], gelu_tanh if approximate == "tanh" else gelu)
@@ -637,11 +899,15 @@ class _Handlers:
 
     # arithmetic
     def op_add(self, x, y, alpha=1):
+        if _number(x) and _number(y):           # sizes: x.size(d) + 1
+            return x + alpha * y
         if alpha != 1:
             y = self.combine("mul", y, float(alpha))
         return self.combine("add", _num(x), _num(y))
 
     def op_sub(self, x, y, alpha=1):
+        if _number(x) and _number(y):
+            return x - alpha * y
         if alpha != 1:
             y = self.combine("mul", y, float(alpha))
         return self.combine("sub", _num(x), _num(y))
@@ -720,9 +986,16 @@ class _Handlers:
                  for v in parts]
         space = "full" if any(isinstance(v, Val) and self._align(v, big, row).space == "full"
                               for v in parts) else "stat"
-        return Val(big.shape, where(*exprs), space, row)
+        shape = big.shape
+        if row is None:
+            for v in parts:
+                if isinstance(v, Val):
+                    shape = _broadcast_shapes(shape, v.shape)
+        return Val(shape, where(*exprs), space, row)
 
     def op_zeros_like(self, x, **_):
+        if isinstance(x, Pending) and x.kind == "first":
+            return Pending("zeros", x.value, x.dim)
         return self.unary(x, lambda e: const(0.0))
 
     def op_ones_like(self, x, **_):
@@ -790,6 +1063,87 @@ class _Handlers:
         value = self._reduce("min", x, dim, keepdim)
         return value if dim is None else ("values", value)
 
+    # triangular masks (on a matmul's result, whose epilogue knows each element's row and
+    # column)
+    def op_triu(self, x, diagonal=0):
+        return self._triangle(x, diagonal, "ge")
+
+    def op_tril(self, x, diagonal=0):
+        return self._triangle(x, diagonal, "le")
+
+    def _triangle(self, x, diagonal, keep):
+        if not isinstance(x, Val) or x.mm is None:
+            raise Unsupported("a triangular mask of a tensor other than a matmul's result")
+        mm = x.mm[0]
+        if len(x.shape) != 2 and not (len(x.shape) == 3 and mm.a_batched):
+            raise Unsupported("a triangular mask of a matmul with flattened batch axes")
+        offset = bin_("sub", ("idx", 1), ("idx", 0))        # column - row
+        mask = bin_(keep, offset, const(float(diagonal)))
+        return attrs.evolve(x, expr=where(mask, x.expr, const(0.0)))
+
+    # scans
+    def op_cumsum(self, x, dim, dtype=None, **_):
+        return self._scan("sum", x, dim, dtype)
+
+    def op_cumprod(self, x, dim, dtype=None, **_):
+        return self._scan("prod", x, dim, dtype)
+
+    def _scan(self, fn, x, dim, dtype, exclusive=False):
+        if dtype is not None:
+            raise Unsupported("a scan with a dtype= conversion")
+        if isinstance(x, Pending) and x.kind == "head" and x.dim == dim % len(x.value.shape):
+            # the scan of all but the last element, shifted one on by the cat: the exclusive
+            # scan of the whole
+            whole = self._scan(fn, x.value, dim, dtype, exclusive=True)
+            return Pending("scanned", x.value, x.dim, whole)
+        reverse = isinstance(x, Flipped)
+        if reverse:
+            if x.dims != (dim % len(x.value.shape),):
+                raise Unsupported("a scan of a tensor flipped along another axis")
+            x = x.value
+        if x.mm is not None:
+            x = self.r.leaf(self.r.buffer(x))
+        x = self.flat(x)
+        if x.row is not None:
+            x = self.r.leaf(self.r.buffer(x))
+        names = leaves(x.expr, "leaf")
+        if leaves(x.expr, "vec") or any(_numel(self.r.buffers[n]) != _numel(x.shape)
+                                        for n in names):
+            raise Unsupported("a scan of a broadcast operand")
+        rank = len(x.shape)
+        d = dim % rank
+        o, r, i = _numel(x.shape[:d]), x.shape[d], _numel(x.shape[d + 1:])
+        if max(o, r, i) >= SIZE_LIMIT:
+            raise Unsupported(f"a scan over {list(x.shape)}: a size above the 32-bit range")
+        strided = i > 1
+        template = Scan(x.expr, fn, reverse, exclusive, strided)
+        out = self.r.fresh(x.shape)
+        view = (o, r, i, 1) if strided else (o, r, 1)
+        self.r.steps.append(Step(template, tuple((n, n) for n in names), (), out,
+                                 tuple((n, view) for n in [*names, out])))
+        self.r.valu_flops += _numel(x.shape)
+        result = self.r.leaf(out)
+        # the scan of a flipped tensor, flipped back, is the reverse scan itself
+        return Flipped(result, (d,)) if reverse else result
+
+    def op_flip(self, x, *dims):
+        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
+        if isinstance(x, Flipped):
+            if tuple(sorted(d % len(x.value.shape) for d in dims)) != x.dims:
+                raise Unsupported("flips along different axes")
+            return x.value
+        return Flipped(x, tuple(sorted(d % len(x.shape) for d in dims)))
+
+    def op_argmax(self, x, dim=None, keepdim=False):
+        if dim is None:
+            raise Unsupported("argmax without dim= (the index into the flattened tensor)")
+        return self.reduce(x, "argmax", dim, keepdim)
+
+    def op_argmin(self, x, dim=None, keepdim=False):
+        if dim is None:
+            raise Unsupported("argmin without dim= (the index into the flattened tensor)")
+        return self.reduce(x, "argmin", dim, keepdim)
+
     def op_getitem(self, x, index):
         if isinstance(x, tuple) and x and x[0] == "values":
             if index == 0:
@@ -854,6 +1208,69 @@ class _Handlers:
             out = self.combine("add", out, bias)
         return out
 
+    def _normalised(self, x, dims, eps):
+        """(x - mean) / sqrt(var + eps) over `dims` (biased variance): one row program."""
+        mean = self.reduce(x, "sum", dims, True, mean=True)
+        centred = self.combine("sub", x, mean)
+        var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,
+                          mean=True)
+        inv = self.unary(self.combine("add", var, float(eps)),
+                         lambda e: un("rcp", un("sqrt", e)))
+        return self.combine("mul", centred, inv)
+
+    def _per_channel(self, out, shape, weight, bias):
+        """`out` (of `shape`, channels on axis 1) times `weight`, plus `bias`: broadcasts of
+        the (C,) vectors, viewed as (C, 1, ...)."""
+        view = (shape[1],) + (1,) * (len(shape) - 2)
+        for fn, v in (("mul", weight), ("add", bias)):
+            if v is not None:
+                out = self.combine(fn, out, self._reshaped(v, view))
+        return out
+
+    def _affine_params(self, module, path, params):
+        if module is None or not getattr(module, "affine", False):
+            return None, None
+        return (self.r.leaf(self.param(f"{path}.weight", params)),
+                self.r.leaf(self.param(f"{path}.bias", params)))
+
+    def op_group_norm(self, x, num_groups=None, weight=None, bias=None, eps=1e-5,
+                      module=None, path=None, params=None, **_):
+        """Statistics per (sample, group): x viewed as (N, G, C/G * rest), one row program;
+        then the per-channel affine as a broadcast."""
+        if module is not None:
+            num_groups, eps = module.num_groups, module.eps
+            weight, bias = self._affine_params(module, path, params)
+        shape = x.shape
+        if len(shape) < 2 or shape[1] % num_groups:
+            raise Unsupported(f"group norm of {list(shape)} in {num_groups} groups")
+        grouped = self._reshaped(x, (shape[0], num_groups, _numel(shape[1:]) // num_groups))
+        out = self._reshaped(self._normalised(grouped, (2,), eps), shape)
+        return self._per_channel(out, shape, weight, bias)
+
+    def op_batch_norm(self, x, *args, module=None, path=None, params=None, **kw):
+        """Training mode (KernelBench's models are not put in eval mode): statistics over
+        every axis but the channels (for an (N, C) input one strided row program; for
+        (N, C, ...) axes 0, 2, ... are not adjacent, so reductions in stages); eval mode
+        with running statistics: those. Then the affine, broadcast."""
+        if module is None:
+            raise Unsupported("F.batch_norm (use nn.BatchNorm*d)")
+        shape, eps = x.shape, module.eps
+        weight, bias = self._affine_params(module, path, params)
+        if module.training or not module.track_running_stats:
+            dims = (0,) + tuple(range(2, len(shape)))
+            out = self._normalised(x, dims, eps)
+            if out.row is not None:
+                out = self.r.leaf(self.r.buffer(out))
+        else:
+            mean = self._reshaped(self.r.leaf(self.param(f"{path}.running_mean", params)),
+                                  (shape[1],) + (1,) * (len(shape) - 2))
+            var = self._reshaped(self.r.leaf(self.param(f"{path}.running_var", params)),
+                                 (shape[1],) + (1,) * (len(shape) - 2))
+            inv = self.unary(self.combine("add", var, float(eps)),
+                             lambda e: un("rcp", un("sqrt", e)))
+            out = self.combine("mul", self.combine("sub", x, mean), inv)
+        return self._per_channel(out, shape, weight, bias)
+
     def op_instance_norm(self, x, *args, module=None, path=None, params=None, **kw):
         if module is not None and (module.affine or module.track_running_stats):
             raise Unsupported("instance norm with affine weights or running statistics")
@@ -908,12 +1325,19 @@ class _Handlers:
 
     # shapes
     def _reshaped(self, x, shape):
+        x = self.flat(x)
         if isinstance(x, Val) and x.row is None and x.mm is None and x.expr[0] != "tleaf":
-            return attrs.evolve(x, shape=tuple(shape))
-        name = self.r.buffer(x)
+            # each leaf (of x's own size) becomes a view of the new shape, so a later
+            # broadcast reads it along the right axes
+            renamed = {n: self._alias(n, shape) for n in leaves(x.expr, "leaf")
+                       if self.r.buffers[n] != tuple(shape)}
+            return Val(tuple(shape), _rename(x.expr, renamed))
+        return self.r.leaf(self._alias(self.r.buffer(x), shape))
+
+    def _alias(self, name: str, shape) -> str:
         alias = self.r.fresh(shape)
         self.r.steps.append(Step("view", (("x", name),), (), alias, ()))
-        return self.r.leaf(alias)
+        return alias
 
     def op_view(self, x, *shape):
         return self._reshaped(x, _shape_of(x, shape))
@@ -928,10 +1352,38 @@ class _Handlers:
         shape = x.shape[:s] + (_numel(x.shape[s:e + 1]),) + x.shape[e + 1:]
         return self._reshaped(x, shape)
 
+    def op_clone(self, x, memory_format=None):
+        return x
+
+    def op_detach(self, x):
+        return x
+
     def op_contiguous(self, x):
         return x
 
+    # an exclusive scan written as cat((zeros of one slice, cumsum(x.narrow(d, 0, n - 1))))
+    def op_narrow(self, x, dim, start, length):
+        d = dim % len(x.shape)
+        if start == 0 and length == x.shape[d] - 1:
+            return Pending("head", x, d)
+        raise Unsupported("narrow other than to all but the last element (needs a slice)")
+
+    def op_select(self, x, dim, index):
+        if index == 0:
+            return Pending("first", x, dim % len(x.shape))
+        raise Unsupported("select of an element other than the first (needs a slice)")
+
+    def op_cat(self, parts, dim=0):
+        if len(parts) == 2 and isinstance(parts[0], Pending) and parts[0].kind == "zeros" \
+                and isinstance(parts[1], Pending) and parts[1].kind == "scanned" \
+                and parts[0].dim == parts[1].dim == dim % (len(parts[1].value.shape)) \
+                and parts[0].value is parts[1].value:
+            return parts[1].extra
+        raise Unsupported("torch.cat (needs a copy template)")
+
     def op_unsqueeze(self, x, dim):
+        if isinstance(x, Pending) and x.kind == "first":
+            return x
         shape = list(x.shape)
         shape.insert(dim % (len(shape) + 1), 1)
         return self._reshaped(x, tuple(shape))
@@ -966,6 +1418,8 @@ class _Handlers:
             return self.op_transpose(x, -1, -2)
         if attr == "shape":
             return x.shape
+        if attr == "values" and isinstance(x, tuple) and x and x[0] == "values":
+            return x[1]
         raise Unsupported(f"the tensor attribute .{attr}")
 
     def op_size(self, x, dim=None):

@@ -161,6 +161,8 @@ def from_plan(plan: Plan) -> Solution:
 
     def forward(ctx: Context, *arrays):
         buffers = dict(zip(plan.inputs, arrays[:len(plan.inputs)]))
+        for name in plan.scalars:       # a Python number input: a one-element buffer
+            buffers[name] = ctx.fill((1,), buffers[name])
         buffers.update(zip([b for b, _ in plan.params], arrays[len(plan.inputs):]))
         for name, value in plan.fills.items():
             buffers[name] = ctx.fill(plan.shapes[name], value)
@@ -181,4 +183,5 @@ def _describe(template) -> str:
     kind = type(template).__name__
     if kind == "RowProgram":
         return "row(strided)" if template.strided else "row"
-    return {"Elementwise": "elementwise", "Matmul": "matmul"}[kind]
+    return {"Elementwise": "elementwise", "Matmul": "matmul", "Broadcast": "broadcast",
+            "Scan": "scan"}[kind]

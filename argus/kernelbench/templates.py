@@ -23,7 +23,8 @@ from argus.lang.trace import _unary
 #: Expressions are nested tuples, hashable so that a shared subterm is traced once:
 #: ("leaf", name) a tile of a full-shape tensor, ("vec", name) a vector broadcast along the
 #: other axes, ("stat", i) the i-th reduction of a row program, ("acc",) a matmul accumulator,
-#: ("const", value), ("un", fn, x), ("bin", fn, x, y).
+#: ("const", value), ("un", fn, x), ("bin", fn, x, y), ("idx", axis) a matmul's row (0) or
+#: column (1) index.
 Expr = tuple
 
 UNARY = ("neg", "abs", "exp2", "log2", "rcp", "sqrt", "erf")
@@ -100,7 +101,7 @@ def emit(e: Expr, env: dict, memo: dict):
     """Trace `e` with the tiles of `env` (keys: the leaf tuples themselves)."""
     if e in memo:
         return memo[e]
-    if e[0] in ("leaf", "vec", "stat", "acc"):
+    if e[0] in ("leaf", "vec", "stat", "acc", "idx"):
         result = env[e]
     elif e[0] == "un" and e[1] == "erf":
         result = T.erf(emit(e[2], env, memo))
@@ -178,6 +179,157 @@ class Elementwise:
 
         params = [(f"X{i}", Tensor("f32", "N", 1)) for i in range(len(names))]
         return _make("elementwise", params + [("Y", Tensor("f32", "N", 1))], body, waves)
+
+
+# ------------------------------------------------------------------ broadcast elementwise
+#: A-indices per workgroup (the grid's third axis stays within its dispatch limit of 65535
+#: for A up to 262140; the indices past A are guarded off)
+BATCH = 4
+#: how a `Broadcast` leaf spans the output's (A, B, C) view: the axes it has (the others it
+#: is broadcast along)
+SPANS = ("abc", "bc", "ab", "ac", "b", "c")
+
+
+@attrs.frozen
+class Broadcast:
+    """out = expr(leaves...) over an output viewed as (A, B, C), each leaf spanning some of
+    those axes and broadcast along the rest (`kinds`: (leaf name, one of SPANS)): a column
+    vector against a matrix (B), a row vector (C), a per-batch row (AC) ... . The tile covers
+    (B, C); the grid runs over C, B and A in that order, `BATCH` values of A per workgroup
+    (the second and third axes have a dispatch limit of 65535); a vector is loaded once per
+    tile and spread along the axes it lacks. `rows` is the tile's extent along B (1 when B is a
+    padding axis of extent 1, the place a single value broadcast everywhere takes)."""
+
+    expr: Expr
+    kinds: tuple[tuple[str, str], ...]
+    rows: int = 4
+    #: A-indices per workgroup (1 when A is a padding axis of extent 1)
+    batch: int = BATCH
+    waves: int = 4
+
+    @property
+    def inputs(self) -> list[str]:
+        return leaves(self.expr, "leaf")
+
+    def kernel(self) -> KernelDef:
+        names = self.inputs
+        kinds = dict(self.kinds)
+        batch = self.batch
+        shapes = {"abc": ("A", "B", "C"), "bc": ("B", "C"), "ab": ("A", "B"),
+                  "ac": ("A", "C"), "b": ("B",), "c": ("C",)}
+        rows, cols, waves, expr = self.rows, 1024 // self.rows, self.waves, self.expr
+
+        def body(*handles):
+            ins, out = handles[:-1], handles[-1]
+            A, B, C = out.shape
+            T.grid(T.cdiv(C, cols), T.cdiv(B, rows), T.cdiv(A, batch))
+            spec = T.copy_layout((rows, cols), waves, 1)
+            col_spec, row_spec = T.reduced(spec, 1), T.reduced(spec, 0)
+            c0, b0 = T.program_id(0) * cols, T.program_id(1) * rows
+            if batch == 1:
+                one(T.program_id(2), b0, c0, spec, col_spec, row_spec, ins, out)
+                return
+            for k in T.range(0, batch, name="a"):
+                one(T.program_id(2) * batch + k, b0, c0, spec, col_spec, row_spec, ins, out)
+
+        def one(a, b0, c0, spec, col_spec, row_spec, ins, out):
+            env = {}
+            for n, h in zip(names, ins):
+                kind = kinds[n]
+                if kind == "abc":
+                    tile = h.load((a, b0, c0), spec, axes=(1, 2), guard=True)
+                elif kind == "bc":
+                    tile = h.load((b0, c0), spec, guard=True)
+                elif kind in ("ab", "b"):
+                    at = (a, b0) if kind == "ab" else (b0,)
+                    tile = T.broadcast(h.load(at, col_spec, axes=(len(at) - 1,), guard=True),
+                                       1, spec)
+                else:
+                    at = (a, c0) if kind == "ac" else (c0,)
+                    tile = T.broadcast(h.load(at, row_spec, axes=(len(at) - 1,), guard=True),
+                                       0, spec)
+                env["leaf", n] = tile
+            out.store((a, b0, c0), emit(expr, env, {}), axes=(1, 2), guard=True)
+
+        params = [(f"X{i}", Tensor("f32", *shapes[kinds[n]])) for i, n in enumerate(names)]
+        return _make("broadcast", params + [("Y", Tensor("f32", "A", "B", "C"))], body, waves)
+
+
+# ------------------------------------------------------------------------------------ scan
+@attrs.frozen
+class Scan:
+    """out = prefix `fn` ("sum" or "prod") of expr(leaves...) along R of tensors viewed as
+    (O, R, I): inclusive or `exclusive`, front to back or `reverse`. Contiguous (I == 1): rows
+    across a wave's 64 lanes, tile by tile along R, `T.scan` within a tile plus the carry of
+    the tiles before it; strided (I > 1): lanes along I, one step of R at a time."""
+
+    expr: Expr
+    fn: str
+    reverse: bool = False
+    exclusive: bool = False
+    strided: bool = False
+    waves: int = 4
+
+    @property
+    def inputs(self) -> list[str]:
+        return leaves(self.expr, "leaf")
+
+    def kernel(self) -> KernelDef:
+        names = self.inputs
+        shape = ("O", "R", "I", 1) if self.strided else ("O", "R", 1)
+        params = [(f"X{i}", Tensor("f32", *shape)) for i in range(len(names))]
+        program = self
+
+        def body(*handles):
+            trace = program._strided if program.strided else program._contiguous
+            trace(dict(zip(names, handles[:-1])), handles[-1])
+
+        # strided: one wave per workgroup (64 columns of I), so a short I spans several
+        return _make("scan_strided" if self.strided else "scan",
+                     params + [("Y", Tensor("f32", *shape))], body,
+                     1 if self.strided else self.waves)
+
+    def _combine(self, a, b):
+        return a + b if self.fn == "sum" else a * b
+
+    def _contiguous(self, ins: dict, out):
+        O_, R = out.shape[:2]
+        rows, waves = 2 * self.waves, self.waves
+        identity = IDENTITY[self.fn]
+        T.grid(T.cdiv(O_, rows))
+        spec = T.rows_layout((rows, 64), waves)          # a row's 64 columns: lanes
+        row_spec = T.reduced(spec, 1)
+        o0 = T.program_id(0) * rows
+        tiles = T.cdiv(R, 64)
+        loop = T.range(0, tiles, name="rt", acc=T.full(row_spec, identity))
+        for rt in loop:
+            r0 = ((tiles - 1) - rt) * 64 if self.reverse else rt * 64
+            env = {("leaf", n): h.load((o0, r0, 0), spec, axes=(0, 1), guard=True)
+                   for n, h in ins.items()}
+            x = T.mask(emit(self.expr, env, {}), lambda i, j, r0=r0: r0 + j < R, identity)
+            total = T.reduce(x, self.fn, 1, row_spec)
+            scanned = T.scan(x, self.fn, 1, reverse=self.reverse, exclusive=self.exclusive)
+            out.store((o0, r0, 0), self._combine(scanned, T.broadcast(loop.acc, 1, spec)),
+                      axes=(0, 1), guard=True)
+            loop.acc = self._combine(loop.acc, total)
+
+    def _strided(self, ins: dict, out):
+        O_, R, I_ = out.shape[:3]
+        cols = 64
+        identity = IDENTITY[self.fn]
+        T.grid(O_, T.cdiv(I_, cols))
+        spec = T.copy_layout((1, cols), 1, 1)
+        o, i0 = T.program_id(0), T.program_id(1) * cols
+        loop = T.range(0, R, name="r", acc=T.full(spec, identity))
+        for step in loop:
+            r = (R - 1) - step if self.reverse else step
+            env = {("leaf", n): h.load((o, r, i0, 0), spec, axes=(1, 2), guard=True)
+                   for n, h in ins.items()}
+            x = emit(self.expr, env, {})
+            total = self._combine(loop.acc, x)
+            out.store((o, r, i0, 0), loop.acc if self.exclusive else total, axes=(1, 2),
+                      guard=True)
+            loop.acc = total
 
 
 # ------------------------------------------------------------------------------ row program
@@ -278,6 +430,10 @@ class RowProgram:
 
         stats: dict = {}
         for index, (fn, e) in enumerate(self.stats):
+            if fn == "argmax":
+                stats[index] = self._argmax(e, tiles, stats, spec, row_spec, axis, tr, R,
+                                            keep, index)
+                continue
             identity = IDENTITY[fn]
             loop = T.range(0, T.cdiv(R, (tr if axis == 0 else tr)), name=f"r{index}_",
                            acc=T.full(spec, identity))
@@ -304,6 +460,27 @@ class RowProgram:
                                    for k, s in stats.items()}}
             out.store(origin(r0), emit(self.out, env, {}), axes=axes, guard=True)
 
+    def _argmax(self, e, tiles, stats, spec, row_spec, axis, tr, R, keep, index):
+        """The lowest index along R of the largest `e` (f32, exact below 2**24): each element
+        of the tile keeps the best value it has seen and where (a later tile wins only when
+        strictly larger, so ties keep the lower index); then the best value of the row, and
+        the lowest index holding it."""
+        low = IDENTITY["max"]
+        loop = T.range(0, T.cdiv(R, tr), name=f"r{index}_",
+                       acc=(T.full(spec, low), T.full(spec, 0.0)))
+        for rt in loop:
+            r0 = rt * tr
+            env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
+                                   for k, s in stats.items()}}
+            value = T.mask(emit(e, env, {}), keep(r0), low)
+            best, where_ = loop.acc
+            better = value > best
+            loop.acc = (T.where(better, value, best),
+                        T.where(better, T.iota(spec, axis, start=r0), where_))
+        best, where_ = loop.acc
+        top = T.broadcast(T.reduce(best, "max", axis, row_spec), axis, spec)
+        return T.reduce(T.where(best.eq(top), where_, 3.0e38), "min", axis, row_spec)
+
 
 # ---------------------------------------------------------------------------------- matmul
 @attrs.frozen
@@ -311,7 +488,8 @@ class Matmul:
     """C[b] = epilogue(A[b] @ B[b]) in f32 on v_mfma_f32_32x32x2_f32, operands read straight
     from global memory (guarded: any M, N, K). `a_order`: "mk" (A is (M, K)) or "km";
     `b_order`: "kn" or "nk" (nn.Linear's weight). A batch of 1 is broadcast (`*_batched`).
-    The epilogue's leaves are ("acc",), constants and ("vec", name) vectors along N."""
+    The epilogue's leaves are ("acc",), constants, ("vec", name) vectors along N and
+    ("idx", 0 or 1), the row and column of C (triangular masks)."""
 
     epilogue: Expr = ("acc",)
     a_order: str = "mk"
@@ -393,7 +571,9 @@ class Matmul:
         vec_spec = T.reduced(c_spec, 0)
         for r, s in tiles:
             n = n0 + s * c_spec.shape[1]
-            env = {("acc",): loop.acc[r, s]}
+            env = {("acc",): loop.acc[r, s],
+                   ("idx", 0): T.iota(c_spec, 0, start=m0 + r * c_spec.shape[0]),
+                   ("idx", 1): T.iota(c_spec, 1, start=n)}
             for name, h in vec.items():
                 env["vec", name] = T.broadcast(h.load((n,), vec_spec, guard=True), 0, c_spec)
             C.store((b, m0 + r * c_spec.shape[0], n, 0), emit(self.epilogue, env, {}),
