@@ -114,33 +114,43 @@ def argmin(x: Tile, axis: int, spec: TileSpec) -> Tile:
     return _arg(x, "min", axis, spec)
 
 
-def scan(x: Tile, fn: str, axis: int, *, reverse: bool = False, exclusive: bool = False
-         ) -> Tile:
+def scan(x: Tile, fn: str, axis: int, *, reverse: bool = False, exclusive: bool = False,
+         mask: Tile | None = None) -> Tile:
     """Inclusive (or exclusive) prefix `fn` ("sum", "prod") along `axis`, front to back (or
     back to front with `reverse`), in x's layout. Where the axis coordinate is lane % n (n a
     power of two <= 64) it is log2(n) lane rotations (ds_bpermute) within the wave; any other
     layout or length goes through LDS in 64-lane chunks whose totals are combined across
-    waves (`argus.lang.across`)."""
+    waves (`argus.lang.across`). With `mask` (a tile of x's shape, e.g. a comparison) the
+    elements where it is 0 count as the identity (0 for sum, 1 for prod): torch's
+    `cumsum(x * mask)`, without the product's NaN for an inf masked away."""
     loc = user_loc()
     if fn not in across.COMBINE:
         raise DSLError(f"scan fn {fn!r}: use one of {sorted(across.COMBINE)}", loc)
     if not isinstance(x, Tile) or not 0 <= axis < len(x.shape):
         raise DSLError(f"scan along axis {axis!r}: give a register tile and one of its axes",
                        loc)
+    if mask is not None:
+        if not isinstance(mask, Tile) or mask.shape != x.shape:
+            raise DSLError(f"scan mask: give a tile of the scanned tile's shape "
+                           f"{list(x.shape)}", loc)
+        x = where(mask, x, 0.0 if fn == "sum" else 1.0)
     n = x.shape[axis]
     if _in_lanes(x, axis, n):
         return across.in_wave_scan(x, fn, axis, n, reverse=reverse, exclusive=exclusive)
     return across.scan(x, fn, axis, reverse=reverse, exclusive=exclusive)
 
 
-def cumsum(x: Tile, axis: int, *, reverse: bool = False, exclusive: bool = False) -> Tile:
-    """Prefix sums along `axis` (`T.scan` with "sum"; same layout conditions)."""
-    return scan(x, "sum", axis, reverse=reverse, exclusive=exclusive)
+def cumsum(x: Tile, axis: int, *, reverse: bool = False, exclusive: bool = False,
+           mask: Tile | None = None) -> Tile:
+    """Prefix sums along `axis` (`T.scan` with "sum"; same layout conditions and `mask`)."""
+    return scan(x, "sum", axis, reverse=reverse, exclusive=exclusive, mask=mask)
 
 
-def cumprod(x: Tile, axis: int, *, reverse: bool = False, exclusive: bool = False) -> Tile:
-    """Prefix products along `axis` (`T.scan` with "prod"; same layout conditions)."""
-    return scan(x, "prod", axis, reverse=reverse, exclusive=exclusive)
+def cumprod(x: Tile, axis: int, *, reverse: bool = False, exclusive: bool = False,
+            mask: Tile | None = None) -> Tile:
+    """Prefix products along `axis` (`T.scan` with "prod"; same layout conditions and
+    `mask`)."""
+    return scan(x, "prod", axis, reverse=reverse, exclusive=exclusive, mask=mask)
 
 
 def _in_lanes(x: Tile, axis: int, n: int) -> bool:
