@@ -655,7 +655,7 @@ def compare_command_(first: str, second: str, shapes, params, gpu: str, as_json:
               help="Worker processes (0: evaluate in this process, no per-candidate timeout).")
 @click.option("--backend", type=click.Choice(["local", "ray"]), default="local",
               show_default=True, help="local process pool, or Ray tasks (pip install "
-              "'argus[ray]').")
+              "'ray[default]', or -e '.[ray]' in a checkout).")
 @click.option("--ray-address", default=None, help="An existing Ray cluster [default: start a "
               "local one, or RAY_ADDRESS].")
 @click.option("--out", type=click.Path(file_okay=False), default=None,

@@ -149,3 +149,26 @@ def test_ray_backend_evaluates_cancels_and_survives_a_killed_worker(tmp_path):
         assert done[0].status == "ok" and done[0].key == after.key
     finally:
         workers.close()
+
+
+def test_a_ray_cluster_that_cannot_be_reached_is_named_with_the_fix(monkeypatch):
+    """--ray-address that does not answer: the error names the address (not "the local Ray
+    instance did not start") and says what to check."""
+    import sys
+    import types
+
+    from argus.search.space import SearchError
+    from argus.search.workers import RayWorkers
+
+    fake = types.ModuleType("ray")
+    fake.is_initialized = lambda: False
+    fake.shutdown = lambda: None
+
+    def init(**options):
+        raise ConnectionError(f"could not reach {options.get('address')}")
+    fake.init = init
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with pytest.raises(SearchError, match="could not connect to the Ray cluster at 10.0.0.9:6379"
+                       ) as err:
+        RayWorkers(object(), 1, 10.0, address="10.0.0.9:6379")
+    assert "ray status" in err.value.fix

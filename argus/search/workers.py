@@ -212,7 +212,8 @@ class RayWorkers:
         try:
             import ray
         except ImportError:
-            raise SearchError("--backend ray needs Ray: pip install 'argus[ray]'") from None
+            raise SearchError("--backend ray needs Ray", fix="pip install 'ray[default]' (in "
+                              "an Argus checkout: pip install -e '.[ray]')") from None
         self.ray, self.jobs, self.timeout_s = ray, jobs, timeout_s
         self.owned = not ray.is_initialized()
         # Ray's default 30 s for its agents to register is too short on a loaded machine (the
@@ -231,6 +232,12 @@ class RayWorkers:
                     break
                 except Exception as err:  # the node did not come up in Ray's fixed 30 s
                     ray.shutdown()
+                    if address:
+                        raise SearchError(
+                            f"--backend ray: could not connect to the Ray cluster at "
+                            f"{address} ({err})", fix="check `ray status` on that machine "
+                            "and the address (HOST:PORT of its head, or auto), or leave out "
+                            "--ray-address to start a local instance") from None
                     if attempt == STARTS - 1 or "timed out during startup" not in str(err):
                         raise SearchError(f"--backend ray: the local Ray instance did not "
                                           f"start ({err}); retry on a less loaded machine, or "
