@@ -702,7 +702,7 @@ def tune_command(family, shape, params, budget, time_limit, timeout, planner, ll
 
     console = Console()
     run_file = None
-    from argus.search.kernelbench import is_target
+    from argus.kernelbench.tune import is_target
 
     if is_target(family):
         _tune_kernelbench(family, problems_dir, budget, out, console)
@@ -772,12 +772,12 @@ def _label(family: str) -> str:
 
 def _tune_kernelbench(spec: str, problems_dir, budget: int, out, console) -> None:
     """`argus tune kernelbench:LEVEL/NAME --problems DIR`: the route's templates' knobs,
-    screened by the model, then checked in full fastest first (argus.search.kernelbench)."""
+    screened by the model, then checked in full fastest first (argus.kernelbench.tune)."""
     from pathlib import Path
 
     from argus.errors import ArgusError
+    from argus.kernelbench.tune import load_target, tune
     from argus.search import SearchError
-    from argus.search.kernelbench import load_target, tune
 
     try:
         target = load_target(spec, problems_dir)

@@ -12,7 +12,7 @@ pytest.importorskip("torch")  # the argus[kernelbench] extra; CI installs it
 from click.testing import CliRunner  # noqa: E402
 
 from argus.cli import main  # noqa: E402
-from argus.search.kernelbench import load_target, with_knobs  # noqa: E402
+from argus.kernelbench.tune import load_target, with_knobs  # noqa: E402
 
 PROBLEMS = Path(__file__).parent / "kernelbench"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import attrs
 
 from argus.errors import ArgusError
-from argus.search.space import SearchError
+from argus.kernelbench.problem import ProblemError
 
 PREFIX = "kernelbench:"
 #: each template's searched fields and their values (the route's own value is always one)
@@ -74,12 +74,12 @@ def load_target(spec: str, problems: str | Path | None) -> Target:
 
     name = spec.removeprefix(PREFIX)
     if problems is None:
-        raise SearchError(f"tune {spec}: give the KernelBench folder with --problems DIR (the "
+        raise ProblemError(f"tune {spec}: give the KernelBench folder with --problems DIR (the "
                           "checkout holding level1/, or a level folder)")
     root = Path(problems)
     found = [p for p in (root / f"{name}.py", root / f"{Path(name).name}.py") if p.is_file()]
     if not found:
-        raise SearchError(f"tune {spec}: no {name}.py under {root}; name a problem as "
+        raise ProblemError(f"tune {spec}: no {name}.py under {root}; name a problem as "
                           "kernelbench:level1/23_Softmax (its file without .py)")
     _torch()
     path = found[0]
@@ -151,7 +151,7 @@ def tune(target: Target, *, run_file: str | Path, budget: int, echo=print) -> li
     run_file = Path(run_file)
     run_file.parent.mkdir(parents=True, exist_ok=True)
     if run_file.exists():
-        raise SearchError(f"{run_file} holds a run already; give another --out")
+        raise ProblemError(f"{run_file} holds a run already; give another --out")
     events: list[dict] = []
 
     def log(event: dict) -> None:
