@@ -43,7 +43,10 @@ EXPECTED = {
     "5_Matrix_scalar_multiplication": "correct",   # a Python number input, broadcast
     "14_Matmul_upper_triangular_offset": "correct",  # triu in the matmul's epilogue
     "37_FrobeniusNorm_": "correct",   # one whole-tensor value broadcast back
-    "41_Max_Pooling_1D": "unsupported",            # no 1-D pooling kernel yet
+    "41_Max_Pooling_1D": "correct",                # the pooling family's 1-D kernel
+    "62_Conv2d_strided_padded_grouped": "correct",  # the convolution family, grouped
+    "64_ConvTranspose1d_strided": "correct",       # transposed, output padding, dilation
+    "90_Sort_rows": "unsupported",                 # no sort kernel yet
     "35_GroupNorm_": "correct", "33_BatchNorm_training": "correct",
     "53_Min_reduction_over_a_dimension": "correct", "94_MSELoss": "correct",
     "96_HuberLoss": "correct", "98_KLDivLoss": "correct",
@@ -89,13 +92,18 @@ def test_correct_rows_are_proved_within_tolerance_and_timed(rows):
 
 
 def test_unsupported_rows_name_the_missing_op(rows):
-    assert "pooling" in rows["41_Max_Pooling_1D"].reason
+    assert "sort" in rows["90_Sort_rows"].reason
     assert not any(r.status == "error" for r in rows.values())
 
 
 def test_templates_cover_every_kind(rows):
     used = {t for r in rows.values() for t in r.templates}
-    assert {"elementwise", "row", "row(strided)", "matmul", "broadcast", "scan"} <= used
+    assert {"elementwise", "row", "row(strided)", "matmul", "broadcast", "scan", "conv",
+            "pool"} <= used
+    # a convolution (its bias fused) and a pooling are one launch each, the layout moves
+    # to the phase views and back on the host
+    assert rows["62_Conv2d_strided_padded_grouped"].templates == ["conv"]
+    assert rows["41_Max_Pooling_1D"].templates == ["pool"]
     # argmin, the reverse scan and the triangular mask each stay one launch
     assert rows["52_Argmin_over_a_dimension"].templates == ["row"]
     assert rows["91_cumprod_reverse"].templates == ["scan"]
@@ -157,6 +165,23 @@ def test_a_solution_does_not_depend_on_the_published_sizes(tmp_path):
     [row] = run(folder)
     assert row.status == "correct", row.reason
     assert row.scaled_sizes == {"batch_size": 37, "dim": 203}
+
+
+def test_a_convolution_does_not_depend_on_the_published_sizes(tmp_path):
+    """The grouped convolution at other sizes (odd extents, other channel counts per group):
+    the same route and kernel, still correct."""
+    folder = tmp_path / "level1"
+    folder.mkdir()
+    source = (LEVEL1 / "62_Conv2d_strided_padded_grouped.py").read_text()
+    for old, new in (("batch_size = 8", "batch_size = 3"), ("height = 96", "height = 21"),
+                     ("width = 80", "width = 67"), ("in_channels = 6", "in_channels = 9"),
+                     ("out_channels = 9", "out_channels = 6")):
+        assert old in source
+        source = source.replace(old, new)
+    (folder / "62_Conv2d_strided_padded_grouped.py").write_text(source)
+    [row] = run(folder)
+    assert row.status == "correct", row.reason
+    assert row.templates == ["conv"] and row.proved
 
 
 def _relu_kernel():
@@ -224,18 +249,18 @@ def test_an_unroutable_model_is_unsupported_not_an_error(tmp_path):
     (tmp_path / "1_conv.py").write_text(
         "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n"
-        "        self.conv = nn.Conv2d(3, 8, 3)\n\n"
+        "        self.conv = nn.Conv2d(3, 8, 3, padding=1, padding_mode='circular')\n\n"
         "    def forward(self, x):\n        return self.conv(x)\n\n\n"
         "def get_inputs():\n    return [torch.rand(2, 3, 20, 20)]\n\n\n"
         "def get_init_inputs():\n    return []\n")
     row = check(tmp_path / "1_conv.py")
-    assert row.status == "unsupported" and "convolution" in row.reason
+    assert row.status == "unsupported" and "convolution with padding_mode" in row.reason
 
 
 def test_cli_runs_a_level_folder(tmp_path):
     folder = tmp_path / "level1"
     folder.mkdir()
-    for name in ("19_ReLU", "41_Max_Pooling_1D"):
+    for name in ("19_ReLU", "90_Sort_rows"):
         shutil.copy(LEVEL1 / f"{name}.py", folder)
     out = tmp_path / "rows.json"
     result = CliRunner().invoke(main, ["kernelbench", str(folder), "--json", str(out)])

@@ -1563,7 +1563,7 @@ class _ConvHandlers:
                 dilation, return_indices = module.dilation, module.return_indices
             else:
                 count_include_pad = module.count_include_pad
-                divisor_override = module.divisor_override
+                divisor_override = getattr(module, "divisor_override", None)
         if ceil_mode or return_indices:
             raise Unsupported(f"{what} with ceil_mode or return_indices")
         if kind == "avg" and (not count_include_pad or divisor_override is not None):
