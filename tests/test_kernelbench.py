@@ -54,6 +54,7 @@ EXPECTED = {
     "99_Matmul_Swish_Softmax": "correct", "88_Gemm_GELU_Clamp": "correct",
     "80_Gemm_Max_Residual_LogSumExp": "correct",  # reductions of a matmul, a residual
     "30_Gemm_GroupNorm_BatchNorm_Swish": "correct",
+    "54_Conv2d_Scale_GELU_Clamp": "correct",       # the chain fused into the conv's store
 }
 FIELDS = {"level", "problem", "status", "proved", "max_error", "scaled_sizes", "modelled_us",
           "roofline_us", "reason"}
@@ -104,6 +105,8 @@ def test_templates_cover_every_kind(rows):
     # to the phase views and back on the host
     assert rows["62_Conv2d_strided_padded_grouped"].templates == ["conv"]
     assert rows["41_Max_Pooling_1D"].templates == ["pool"]
+    # scale, exact GELU and clamp after a convolution: its epilogue, one launch
+    assert rows["54_Conv2d_Scale_GELU_Clamp"].templates == ["conv"]
     # argmin, the reverse scan and the triangular mask each stay one launch
     assert rows["52_Argmin_over_a_dimension"].templates == ["row"]
     assert rows["91_cumprod_reverse"].templates == ["scan"]
@@ -126,7 +129,7 @@ def test_json_rows_and_summary_line(rows):
     total = sum(r.level == "level1" for r in rows.values())
     assert re.search(rf"kernelbench level1: {correct}/{total} correct, \d+ proved, geomean "
                      r"modelled/roofline \d+\.\d\d", line)
-    assert "kernelbench level2: 6/6 correct, 6 proved" in line
+    assert "kernelbench level2: 7/7 correct, 7 proved" in line
 
 
 def test_a_tensor_over_4_gib_is_correct_and_timed_at_its_published_size(rows):

@@ -791,11 +791,88 @@ def route(model, example_inputs) -> Plan:
             env[node] = attrs.evolve(env[node], shape=shape) if env[node].row is None \
                 and env[node].mm is None else env[node]
     out_shape = tuple(router.buffers[output])
+    router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     if not router.steps:
         raise Unsupported("the model computes nothing (its output is an input)")
     return Plan(tuple(router.steps), tuple(inputs), tuple(params), dict(router.buffers),
                 output, out_shape, dict(router.fills), router.mm_flops,
                 router.valu_flops, tuple(scalars))
+
+
+#: the value a one-sided clamp leaves open (f32's range)
+OPEN = 3.0e38
+_HOLE = ("leaf", "\0hole")
+
+
+def _unify(pattern, e, bound: dict) -> bool:
+    """Does `e` have `pattern`'s form, `_HOLE` standing for one subexpression (the same
+    everywhere it occurs)?"""
+    if pattern == _HOLE:
+        return bound.setdefault("hole", e) == e
+    if isinstance(pattern, tuple) and isinstance(e, tuple):
+        return len(pattern) == len(e) and all(_unify(p, x, bound)
+                                              for p, x in zip(pattern, e))
+    return pattern == e
+
+
+def epilogue_steps(e: Expr, leaf: Expr) -> list | None:
+    """`e` as `conv_kernel` epilogue steps applied to `leaf` (innermost first), or None when
+    it is not such a chain: relu, sigmoid, tanh and exact gelu as the route writes them, a
+    product with a constant (scale) and a max or min with one (a clamp)."""
+    if e == leaf:
+        return []
+    for name, f in (("relu", relu), ("sigmoid", sigmoid), ("tanh", tanh), ("gelu", gelu)):
+        bound: dict = {}
+        if _unify(f(_HOLE), e, bound):
+            rest = epilogue_steps(bound["hole"], leaf)
+            if rest is not None:
+                return [*rest, name]
+    if e[0] == "bin" and e[1] in ("mul", "max", "min"):
+        x, y = e[2], e[3]
+        if x[0] == "const":
+            x, y = y, x
+        if y[0] == "const":
+            step = {"mul": ("scale", y[1]), "max": ("clamp", y[1], OPEN),
+                    "min": ("clamp", -OPEN, y[1])}[e[1]]
+            rest = epilogue_steps(x, leaf)
+            if rest is not None:
+                return [*rest, step]
+    return None
+
+
+def _fuse_conv_epilogues(steps: list, output: str, shapes: dict) -> list:
+    """An elementwise chain reading only a convolution's result (read nowhere else) rides on
+    the convolution's store as its epilogue when `epilogue_steps` can write it."""
+    steps = list(steps)
+    fused = True
+    while fused:
+        fused = False
+        for i, step in enumerate(steps):
+            if not isinstance(step.template, Elementwise) or len(step.inputs) != 1:
+                continue
+            source = step.inputs[0][1]
+            producers = [j for j, s in enumerate(steps[:i]) if s.output == source
+                         and isinstance(s.template, Conv)]
+            readers = [s for s in steps if any(b == source for _, b in s.inputs)]
+            if not producers or len(readers) != 1 or source == output or \
+                    shapes[step.output] != shapes[source]:
+                continue
+            chain = epilogue_steps(step.template.expr, ("leaf", source))
+            if not chain:
+                continue
+            j = producers[0]
+            conv = steps[j].template
+            steps[j] = attrs.evolve(steps[j], template=attrs.evolve(
+                conv, epilogue=(*conv.epilogue, *map(_step_tuple, chain))),
+                output=step.output)
+            del steps[i]
+            fused = True
+            break
+    return steps
+
+
+def _step_tuple(step):
+    return step if isinstance(step, str) else tuple(step)
 
 
 def _check_dtype(node, name: str):
