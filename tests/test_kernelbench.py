@@ -187,6 +187,21 @@ def test_a_convolution_does_not_depend_on_the_published_sizes(tmp_path):
     assert row.templates == ["conv"] and row.proved
 
 
+def test_conv_epilogue_steps_read_the_route_s_expressions():
+    """The chains the route writes after a convolution, as conv_kernel epilogue steps; a chain
+    the epilogue cannot write (softplus, an added constant) is left alone."""
+    from argus.kernelbench.route import OPEN, clamp, epilogue_steps, gelu, relu, softplus, tanh
+
+    x = ("leaf", "t1")
+    assert epilogue_steps(clamp(gelu(bin_("mul", x, const(1.5))), -0.1, 0.8), x) == [
+        ("scale", 1.5), "gelu", ("clamp", -0.1, OPEN), ("clamp", -OPEN, 0.8)]
+    assert epilogue_steps(tanh(relu(bin_("mul", const(2.0), x))), x) == [
+        ("scale", 2.0), "relu", "tanh"]
+    assert epilogue_steps(softplus(x), x) is None
+    assert epilogue_steps(bin_("add", relu(x), const(1.0)), x) is None
+    assert epilogue_steps(relu(("leaf", "t2")), x) is None
+
+
 def _relu_kernel():
     return kernel_of(Elementwise(bin_("max", ("leaf", "x"), const(0.0))))
 
