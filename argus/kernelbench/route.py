@@ -20,9 +20,11 @@ from argus.kernelbench.templates import (
     BATCH,
     SPANS,
     Broadcast,
+    Conv,
     Elementwise,
     Expr,
     Matmul,
+    Pool,
     RowProgram,
     Scan,
     bin_,
@@ -652,18 +654,9 @@ UNARY_OPS = {
 }
 
 #: ops the DSL has (argus.lang, argus/kernels/conv.py) that no KernelBench template routes yet
-NO_TEMPLATE = {
-    "conv2d": "convolution (argus/kernels/conv.py's implicit GEMM is bf16 NHWC; KernelBench's "
-    "convolutions are f32 at 1e-4)",
-    "max_pool2d": "pooling (argus/kernels/conv.py has f32 pool2d over (N*C, H, W))",
-    "avg_pool2d": "pooling (argus/kernels/conv.py has f32 pool2d over (N*C, H, W))",
-}
+NO_TEMPLATE: dict[str, str] = {}
 #: ops that exist in KernelBench but need a DSL op Argus does not have yet
 MISSING = {
-    "conv1d": "convolution", "conv3d": "convolution", "conv_transpose1d": "convolution",
-    "conv_transpose2d": "convolution", "conv_transpose3d": "convolution",
-    "max_pool1d": "pooling", "max_pool3d": "pooling",
-    "avg_pool1d": "pooling", "avg_pool3d": "pooling",
     "cross_entropy": "gather (class index)", "sort": "sort",
     "dropout": "random numbers (dropout)",
     "diag": "gather (diagonal)", "einsum": "einsum", "scaled_dot_product_attention":
@@ -798,11 +791,88 @@ def route(model, example_inputs) -> Plan:
             env[node] = attrs.evolve(env[node], shape=shape) if env[node].row is None \
                 and env[node].mm is None else env[node]
     out_shape = tuple(router.buffers[output])
+    router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     if not router.steps:
         raise Unsupported("the model computes nothing (its output is an input)")
     return Plan(tuple(router.steps), tuple(inputs), tuple(params), dict(router.buffers),
                 output, out_shape, dict(router.fills), router.mm_flops,
                 router.valu_flops, tuple(scalars))
+
+
+#: the value a one-sided clamp leaves open (f32's range)
+OPEN = 3.0e38
+_HOLE = ("leaf", "\0hole")
+
+
+def _unify(pattern, e, bound: dict) -> bool:
+    """Does `e` have `pattern`'s form, `_HOLE` standing for one subexpression (the same
+    everywhere it occurs)?"""
+    if pattern == _HOLE:
+        return bound.setdefault("hole", e) == e
+    if isinstance(pattern, tuple) and isinstance(e, tuple):
+        return len(pattern) == len(e) and all(_unify(p, x, bound)
+                                              for p, x in zip(pattern, e))
+    return pattern == e
+
+
+def epilogue_steps(e: Expr, leaf: Expr) -> list | None:
+    """`e` as `conv_kernel` epilogue steps applied to `leaf` (innermost first), or None when
+    it is not such a chain: relu, sigmoid, tanh and exact gelu as the route writes them, a
+    product with a constant (scale) and a max or min with one (a clamp)."""
+    if e == leaf:
+        return []
+    for name, f in (("relu", relu), ("sigmoid", sigmoid), ("tanh", tanh), ("gelu", gelu)):
+        bound: dict = {}
+        if _unify(f(_HOLE), e, bound):
+            rest = epilogue_steps(bound["hole"], leaf)
+            if rest is not None:
+                return [*rest, name]
+    if e[0] == "bin" and e[1] in ("mul", "max", "min"):
+        x, y = e[2], e[3]
+        if x[0] == "const":
+            x, y = y, x
+        if y[0] == "const":
+            step = {"mul": ("scale", y[1]), "max": ("clamp", y[1], OPEN),
+                    "min": ("clamp", -OPEN, y[1])}[e[1]]
+            rest = epilogue_steps(x, leaf)
+            if rest is not None:
+                return [*rest, step]
+    return None
+
+
+def _fuse_conv_epilogues(steps: list, output: str, shapes: dict) -> list:
+    """An elementwise chain reading only a convolution's result (read nowhere else) rides on
+    the convolution's store as its epilogue when `epilogue_steps` can write it."""
+    steps = list(steps)
+    fused = True
+    while fused:
+        fused = False
+        for i, step in enumerate(steps):
+            if not isinstance(step.template, Elementwise) or len(step.inputs) != 1:
+                continue
+            source = step.inputs[0][1]
+            producers = [j for j, s in enumerate(steps[:i]) if s.output == source
+                         and isinstance(s.template, Conv)]
+            readers = [s for s in steps if any(b == source for _, b in s.inputs)]
+            if not producers or len(readers) != 1 or source == output or \
+                    shapes[step.output] != shapes[source]:
+                continue
+            chain = epilogue_steps(step.template.expr, ("leaf", source))
+            if not chain:
+                continue
+            j = producers[0]
+            conv = steps[j].template
+            steps[j] = attrs.evolve(steps[j], template=attrs.evolve(
+                conv, epilogue=(*conv.epilogue, *map(_step_tuple, chain))),
+                output=step.output)
+            del steps[i]
+            fused = True
+            break
+    return steps
+
+
+def _step_tuple(step):
+    return step if isinstance(step, str) else tuple(step)
 
 
 def _check_dtype(node, name: str):
@@ -1471,6 +1541,157 @@ def log_(e):
     return log(e)
 
 
+def _tuple(value, dims: int, what: str) -> tuple[int, ...]:
+    values = (value,) * dims if isinstance(value, int) else tuple(value)
+    if len(values) != dims or not all(isinstance(v, int) for v in values):
+        raise Unsupported(f"a {what} of {value!r} for {dims} spatial dimension(s)")
+    return tuple(int(v) for v in values)
+
+
+class _ConvHandlers:
+    """Convolutions and pooling (mixed into Interpreter): each a `Conv` or `Pool` launch whose
+    host side moves torch's layout to the kernel's phase views (`templates.Conv.run`)."""
+
+    def _conv(self, dims, transposed, x, weight=None, bias=None, stride=1, padding=0,
+              output_padding=0, groups=1, dilation=1, module=None, path=None, params=None):
+        kind = f"conv{'_transpose' if transposed else ''}{dims}d"
+        if module is not None:
+            if module.padding_mode != "zeros":
+                raise Unsupported(f"{kind}: a convolution with padding_mode "
+                                  f"{module.padding_mode!r} (only zeros)")
+            stride, padding, dilation = module.stride, module.padding, module.dilation
+            groups = module.groups
+            output_padding = module.output_padding if transposed else 0
+            weight = self.r.leaf(self.param(f"{path}.weight", params))
+            bias = (self.r.leaf(self.param(f"{path}.bias", params))
+                    if module.bias is not None else None)
+        if not isinstance(x, Val) or len(x.shape) != dims + 2:
+            raise Unsupported(f"{kind} of a {getattr(x, 'shape', x)!r} input (batched "
+                              f"N, C and {dims} spatial axes only)")
+        if not isinstance(weight, Val) or weight.expr[0] != "leaf":
+            raise Unsupported(f"{kind} with a computed weight")
+        window = tuple(int(k) for k in self.r.buffers[weight.expr[1]][2:])
+        dilation = _tuple(dilation, dims, "dilation")
+        if isinstance(padding, str):
+            if padding == "valid":
+                padding = 0
+            elif padding == "same" and not transposed and all(
+                    d * (k - 1) % 2 == 0 for k, d in zip(window, dilation)):
+                padding = tuple(d * (k - 1) // 2 for k, d in zip(window, dilation))
+            else:
+                raise Unsupported(f"{kind} with padding={padding!r} and an asymmetric window")
+        stride, padding = _tuple(stride, dims, "stride"), _tuple(padding, dims, "padding")
+        output_padding = _tuple(output_padding, dims, "output_padding")
+        epilogue = ("bias",) if bias is not None else ()
+        template = Conv(dims, window, stride, padding, dilation, bool(transposed),
+                        output_padding, int(groups), epilogue)
+        n, c, spatial = x.shape[0], x.shape[1], x.shape[2:]
+        wshape = self.r.buffers[weight.expr[1]]
+        oc = wshape[1] * groups if transposed else wshape[0]
+        out = template.out_spatial(spatial)
+        if min(out) < 1:
+            raise Unsupported(f"{kind} with an empty output {out}")
+        shape = (n, oc, *out)
+        taps = math.prod(window)
+        if transposed:
+            self.r.mm_flops += 2.0 * n * c * math.prod(spatial) * (oc // groups) * taps
+        else:
+            self.r.mm_flops += 2.0 * n * oc * math.prod(out) * (c // groups) * taps
+        inputs = [("x", self.r.buffer(x)), ("weight", weight.expr[1])]
+        if bias is not None:
+            if not isinstance(bias, Val) or bias.expr[0] != "leaf":
+                raise Unsupported(f"{kind} with a computed bias")
+            inputs.append(("bias", bias.expr[1]))
+        name = self.r.fresh(shape)
+        self.r.steps.append(Step(template, tuple(inputs), (), name, ()))
+        return self.r.leaf(name)
+
+    def op_conv1d(self, x, *args, **kw):
+        return self._conv(1, False, x, *args, **kw)
+
+    def op_conv2d(self, x, *args, **kw):
+        return self._conv(2, False, x, *args, **kw)
+
+    def op_conv3d(self, x, *args, **kw):
+        return self._conv(3, False, x, *args, **kw)
+
+    def _conv_t(self, dims, x, weight=None, bias=None, stride=1, padding=0, output_padding=0,
+                groups=1, dilation=1, **kw):
+        return self._conv(dims, True, x, weight, bias, stride, padding, output_padding,
+                          groups, dilation, **kw)
+
+    def op_conv_transpose1d(self, x, *args, **kw):
+        return self._conv_t(1, x, *args, **kw)
+
+    def op_conv_transpose2d(self, x, *args, **kw):
+        return self._conv_t(2, x, *args, **kw)
+
+    def op_conv_transpose3d(self, x, *args, **kw):
+        return self._conv_t(3, x, *args, **kw)
+
+    def _pool(self, dims, kind, x, kernel_size=None, stride=None, padding=0, dilation=1,
+              ceil_mode=False, count_include_pad=True, divisor_override=None,
+              return_indices=False, module=None, path=None, params=None):
+        what = f"{kind}_pool{dims}d"
+        if module is not None:
+            kernel_size, stride, padding = module.kernel_size, module.stride, module.padding
+            ceil_mode = module.ceil_mode
+            if kind == "max":
+                dilation, return_indices = module.dilation, module.return_indices
+            else:
+                count_include_pad = module.count_include_pad
+                divisor_override = getattr(module, "divisor_override", None)
+        if ceil_mode or return_indices:
+            raise Unsupported(f"{what} with ceil_mode or return_indices")
+        if kind == "avg" and (not count_include_pad or divisor_override is not None):
+            raise Unsupported(f"{what} with count_include_pad=False or a divisor_override")
+        if not isinstance(x, Val) or len(x.shape) not in (dims + 1, dims + 2):
+            raise Unsupported(f"{what} of a {getattr(x, 'shape', x)!r} input")
+        window = _tuple(kernel_size, dims, "kernel_size")
+        stride = window if stride is None or stride == [] or stride == () else \
+            _tuple(stride, dims, "stride")
+        template = Pool(dims, kind, window, stride, _tuple(padding, dims, "padding"),
+                        _tuple(dilation, dims, "dilation"))
+        out = template.out_spatial(x.shape[-dims:])
+        if min(out) < 1:
+            raise Unsupported(f"{what} with an empty output {out}")
+        shape = (*x.shape[:-dims], *out)
+        self.r.valu_flops += float(_numel(shape) * math.prod(window))
+        name = self.r.fresh(shape)
+        self.r.steps.append(Step(template, (("x", self.r.buffer(x)),), (), name, ()))
+        return self.r.leaf(name)
+
+    def op_max_pool1d(self, x, kernel_size=None, stride=None, padding=0, dilation=1,
+                      ceil_mode=False, return_indices=False, **kw):
+        return self._pool(1, "max", x, kernel_size, stride, padding, dilation, ceil_mode,
+                          return_indices=return_indices, **kw)
+
+    def op_max_pool2d(self, x, kernel_size=None, stride=None, padding=0, dilation=1,
+                      ceil_mode=False, return_indices=False, **kw):
+        return self._pool(2, "max", x, kernel_size, stride, padding, dilation, ceil_mode,
+                          return_indices=return_indices, **kw)
+
+    def op_max_pool3d(self, x, kernel_size=None, stride=None, padding=0, dilation=1,
+                      ceil_mode=False, return_indices=False, **kw):
+        return self._pool(3, "max", x, kernel_size, stride, padding, dilation, ceil_mode,
+                          return_indices=return_indices, **kw)
+
+    def op_avg_pool1d(self, x, kernel_size=None, stride=None, padding=0, ceil_mode=False,
+                      count_include_pad=True, **kw):
+        return self._pool(1, "avg", x, kernel_size, stride, padding, 1, ceil_mode,
+                          count_include_pad, **kw)
+
+    def op_avg_pool2d(self, x, kernel_size=None, stride=None, padding=0, ceil_mode=False,
+                      count_include_pad=True, divisor_override=None, **kw):
+        return self._pool(2, "avg", x, kernel_size, stride, padding, 1, ceil_mode,
+                          count_include_pad, divisor_override, **kw)
+
+    def op_avg_pool3d(self, x, kernel_size=None, stride=None, padding=0, ceil_mode=False,
+                      count_include_pad=True, divisor_override=None, **kw):
+        return self._pool(3, "avg", x, kernel_size, stride, padding, 1, ceil_mode,
+                          count_include_pad, divisor_override, **kw)
+
+
 def _shape_of(x, shape) -> tuple[int, ...]:
     shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
     shape = [int(s) for s in shape]
@@ -1480,5 +1701,5 @@ def _shape_of(x, shape) -> tuple[int, ...]:
     return tuple(shape)
 
 
-class Interpreter(_Handlers, _Core):
+class Interpreter(_ConvHandlers, _Handlers, _Core):
     """Walks the fx graph, one handler per op, building `Val`s on a `Router`."""

@@ -171,6 +171,11 @@ def from_plan(plan: Plan) -> Solution:
                 buffers[step.output] = buffers[step.inputs[0][1]].reshape(
                     plan.shapes[step.output])
                 continue
+            if type(step.template).__name__ in ("Conv", "Pool"):
+                # the host moves torch's layout to the kernel's phase views and back
+                buffers[step.output] = step.template.run(
+                    ctx, kernel_of(step.template), **{k: buffers[b] for k, b in step.inputs})
+                continue
             buffers[step.output] = ctx.alloc(plan.shapes[step.output])
             ctx.launch(kernel_of(step.template), **_arguments(step.template, step, buffers))
         return buffers[plan.output].reshape(plan.out_shape)
@@ -184,4 +189,4 @@ def _describe(template) -> str:
     if kind == "RowProgram":
         return "row(strided)" if template.strided else "row"
     return {"Elementwise": "elementwise", "Matmul": "matmul", "Broadcast": "broadcast",
-            "Scan": "scan"}[kind]
+            "Scan": "scan", "Conv": "conv", "Pool": "pool"}[kind]

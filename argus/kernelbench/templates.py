@@ -578,3 +578,173 @@ class Matmul:
                 env["vec", name] = T.broadcast(h.load((n,), vec_spec, guard=True), 0, c_spec)
             C.store((b, m0 + r * c_spec.shape[0], n, 0), emit(self.epilogue, env, {}),
                     axes=(1, 2), guard=True)
+
+
+# ------------------------------------------------------------------ convolution and pooling
+def _bound(base: KernelDef, name: str, params: dict) -> KernelDef:
+    """`base` (a family kernel with compile-time parameters) with `params` as its defaults,
+    so `.trace()`, the proof and the compiled code are of that one variant."""
+    import inspect
+
+    fn = base.fn
+
+    def bound(*tensors, **chosen):
+        return fn(*tensors, **chosen)
+
+    bound.__name__ = name
+    bound.__doc__ = fn.__doc__
+    bound.__annotations__ = dict(fn.__annotations__)
+    signature = inspect.signature(fn)
+    bound.__signature__ = signature.replace(parameters=[
+        p.replace(default=params[p.name]) if p.name in params else p
+        for p in signature.parameters.values()])
+    return KernelDef(bound, base.waves)
+
+
+def _view_shape_of(lead, spatial, phases, front, extent, tail) -> tuple[int, ...]:
+    """The shape `argus.kernels.conv.phase_view_nd` gives, without making the array."""
+    view = []
+    for n, s, f, e in zip(spatial, phases, front, extent, strict=True):
+        padded = -(-max(f + n, e) // s) * s
+        view += [padded // s, s]
+    return (*lead, *view, *tail)
+
+
+@attrs.frozen
+class Conv:
+    """torch's ConvNd / ConvTransposeNd (NC* layout, its weight and bias) on the f32
+    `conv_kernel(dims, "fma", epilogue)`: the forward moves the input to its channels-last
+    phase view and the weight to (*K, G, OCG, CG) on the host, launches, and reads the
+    output's phase view back into torch's layout. Every size is symbolic in the kernel; the
+    window, stride, padding, dilation and transposition are its compile-time variant."""
+
+    dims: int
+    window: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    transposed: bool
+    output_padding: tuple[int, ...]
+    groups: int
+    epilogue: tuple = ()
+
+    @property
+    def params(self) -> dict:
+        return {"window": self.window, "stride": self.stride, "padding": self.padding,
+                "dilation": self.dilation, "transposed": self.transposed}
+
+    def kernel(self) -> KernelDef:
+        from argus.kernels.conv import conv_kernel
+
+        base = conv_kernel(self.dims, "fma", self.epilogue)
+        return _bound(base, base.name, self.params)
+
+    def out_spatial(self, spatial) -> list[int]:
+        from argus.kernels.conv import conv_output_size
+
+        return [conv_output_size(n, k, s, p, d, self.transposed, o) for n, k, s, p, d, o in
+                zip(spatial, self.window, self.stride, self.padding, self.dilation,
+                    self.output_padding, strict=True)]
+
+    def run(self, ctx, kernel: KernelDef, x, weight, bias=None, residual=None):
+        """Launch on torch-layout `x` (N, C, *spatial), `weight`, `bias` (OC,) and
+        `residual` (the output's torch shape); returns the output in torch's layout. Arrays
+        are numpy (executing) or shape-only stand-ins (planning, with `ctx.execute` False)."""
+        from argus.kernels.conv import (
+            conv_input_view,
+            conv_output_view,
+            from_phase_view,
+            input_pad,
+            view_phases,
+        )
+
+        dims, g = self.dims, self.groups
+        n, c, spatial = x.shape[0], x.shape[1], tuple(x.shape[2:])
+        cg = c // g
+        ocg = weight.shape[1] if self.transposed else weight.shape[0] // g
+        out = self.out_spatial(spatial)
+        y_shape = conv_output_view(n, out, self.stride, g, ocg, self.transposed)
+        y = ctx.alloc(y_shape)
+        if not ctx.execute:
+            front = input_pad(dims, *self.params.values())
+            x_shape = _view_shape_of((n,), spatial, view_phases(dims, self.stride,
+                                                                self.transposed)[0],
+                                     front, (0,) * dims, (g, cg))
+            arrays = {"X": ctx.alloc(x_shape), "Wt": ctx.alloc((*self.window, g, ocg, cg))}
+            if bias is not None:
+                arrays["bias"] = ctx.alloc((g, ocg))
+            if residual is not None:
+                arrays["residual"] = ctx.alloc(y_shape)
+            ctx.launch(kernel, **arrays, Y=y)
+            return ctx.alloc((n, g * ocg, *out))
+        import numpy as np
+
+        X = conv_input_view(np.ascontiguousarray(np.moveaxis(x, 1, -1)), groups=g,
+                            **self.params)
+        k_axes = tuple(range(dims, dims + 3))
+        w = weight.reshape(g, -1, *weight.shape[1:]) if self.transposed else \
+            weight.reshape(g, ocg, *weight.shape[1:])
+        # torch's (G*OCG, CG, *K), or (G*CG, OCG, *K) transposed, to (*K, G, OCG, CG)
+        w = np.moveaxis(w, (0, 1, 2), (dims, dims + 2, dims + 1) if self.transposed
+                        else k_axes)
+        arrays = {"X": X, "Wt": np.ascontiguousarray(w, np.float32)}
+        if bias is not None:
+            arrays["bias"] = np.ascontiguousarray(bias, np.float32).reshape(g, ocg)
+        if residual is not None:
+            r = np.zeros(y_shape, np.float32)
+            plain = r.reshape(n, *(y_shape[1 + 2 * a] * y_shape[2 + 2 * a]
+                                   for a in range(dims)), g * ocg)
+            plain[(slice(None), *(slice(0, o) for o in out))] = np.moveaxis(residual, 1, -1)
+            arrays["residual"] = r
+        ctx.launch(kernel, **arrays, Y=y)
+        return np.ascontiguousarray(np.moveaxis(from_phase_view(y, out), -1, 1))
+
+
+@attrs.frozen
+class Pool:
+    """torch's MaxPoolNd / AvgPoolNd (floor mode; the average counts the padding) on
+    `pool_kernel(dims)`: batch and channels merged, the input's phase view (its padding
+    filled with -inf or 0) made on the host."""
+
+    dims: int
+    kind: str
+    window: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+
+    @property
+    def params(self) -> dict:
+        return {"kind": self.kind, "window": self.window, "stride": self.stride,
+                "padding": self.padding, "dilation": self.dilation}
+
+    def kernel(self) -> KernelDef:
+        from argus.kernels.conv import pool_kernel
+
+        base = pool_kernel(self.dims)
+        return _bound(base, f"{self.kind}_{base.name}", self.params)
+
+    def out_spatial(self, spatial) -> list[int]:
+        from argus.kernels.conv import conv_output_size
+
+        return [conv_output_size(n, k, s, p, d, False) for n, k, s, p, d in
+                zip(spatial, self.window, self.stride, self.padding, self.dilation,
+                    strict=True)]
+
+    def run(self, ctx, kernel: KernelDef, x):
+        from argus.kernels.conv import pool_input_view, view_phases
+
+        lead, spatial = tuple(x.shape[:-self.dims]), tuple(x.shape[-self.dims:])
+        planes = math.prod(lead)
+        out = self.out_spatial(spatial)
+        y = ctx.alloc((planes, *out))
+        if ctx.execute:
+            X = pool_input_view(x.reshape(planes, *spatial), **self.params)
+        else:
+            extent = [(o - 1) * s + (k - 1) * d + 1 for o, k, s, d in
+                      zip(out, self.window, self.stride, self.dilation, strict=True)]
+            X = ctx.alloc(_view_shape_of((planes,), spatial,
+                                         view_phases(self.dims, self.stride, False)[0],
+                                         self.padding, extent, ()))
+        ctx.launch(kernel, X=X, Y=y)
+        return y.reshape(*lead, *out)

@@ -3,7 +3,7 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """1-D max pooling (no kernel for it yet: the row must say so)."""
+    """1-D max pooling."""
 
     def __init__(self, kernel_size: int, stride: int):
         super().__init__()
