@@ -281,3 +281,13 @@ def test_library_entries_check_clean_at_their_check_sizes(name, params):
     emulate = emulated(name, sizes=sizes, params=params).emulated
     assert interp.ok and emulate.ok, (interp.message, emulate.message)
     assert all(t.unwritten == 0 for t in interp.trials + emulate.trials)
+
+
+def test_a_transposed_asymmetric_window_keeps_one_scalar_per_vop3():
+    """KernelBench 65's shape class (ConvTranspose2d, 3x7 window, stride 1): a guarded load's
+    offset was uniform, so `v_cndmask_b32_e64` read it and the lane mask from SGPRs, which
+    gfx942's constant bus refuses at assembly. The offset is now copied to a VGPR first."""
+    c = dict(dims=2, engine="fma", n=1, spatial=(5, 6), groups=1, cg=3, ocg=4,
+             window=(3, 7), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+             transposed=True, epilogue=())
+    test_conv_family_is_proved_and_matches_numpy(c)

@@ -750,7 +750,7 @@ def _guarded_vaddr(s: Selector, op, piece: Piece, vaddr, conditions: list[Expr])
     key = ("guarded", vaddr.serial, condition)
     if key not in scope:
         address = VReg("v", 1, "gaddr.in")
-        s.emit("v_cndmask_b32_e64", address, far, vaddr, s.lane_mask(condition),
+        s.emit("v_cndmask_b32_e64", address, far, _in_vgpr(s, vaddr), s.lane_mask(condition),
                note="lanes outside the tensor read 0 / write nothing")
         scope[key] = address
     return scope[key]
@@ -1105,6 +1105,17 @@ F32_COMPARE = {"lt": "v_cmp_lt_f32_e64", "le": "v_cmp_le_f32_e64", "gt": "v_cmp_
                "ge": "v_cmp_ge_f32_e64", "eq": "v_cmp_eq_f32_e64", "ne": "v_cmp_neq_f32_e64"}
 
 
+def _in_vgpr(s: Selector, value):
+    """`value` where a VOP3 that already reads an SGPR (a lane mask) may take it: gfx9's
+    constant bus carries one scalar operand, so an SGPR is first copied to a VGPR."""
+    reg = value.reg if isinstance(value, Ref) else value
+    if isinstance(reg, VReg) and reg.cls == "s":
+        copy = VReg("v", 1, "sgpr.copy")
+        s.emit("v_mov_b32_e32", copy, value)
+        return copy
+    return value
+
+
 def _vop3_source(s: Selector, value):
     """A VOP3 source: a register, or a constant (an inline one as is, others in a VGPR: gfx9's
     VOP3 takes no literal)."""
@@ -1132,8 +1143,8 @@ def _select(s: Selector, op: O.Select):
     for r in range(dst.size):
         lanes = VReg("s", 2, "pick", 2)
         s.emit("v_cmp_neq_f32_e64", lanes, _vop3_source(s, mask[r]), 0)
-        s.emit("v_cndmask_b32_e64", dst[r], _vop3_source(s, y[r]), _vop3_source(s, x[r]),
-               lanes)
+        s.emit("v_cndmask_b32_e64", dst[r], _in_vgpr(s, _vop3_source(s, y[r])),
+               _in_vgpr(s, _vop3_source(s, x[r])), lanes)
 
 
 @rule(O.Iota)
