@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -288,25 +287,10 @@ def _pyplot():
 
 
 def _save(fig, path: str | os.PathLike) -> Path:
-    """Write the figure atomically (a reader never sees half a PNG) and close it."""
-    import matplotlib.pyplot as plt
+    """Write the figure atomically and readable (`argus.search.plot.save_figure`)."""
+    from argus.search.plot import save_figure
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=100)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private; a picture is not
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return save_figure(fig, path, dpi=100)
 
 
 @click.group()

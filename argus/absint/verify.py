@@ -784,26 +784,18 @@ class _Verifier(Obligations, Races, GlobalOrder, Loops, Walker):
 
 
 def _a_holders(info, op) -> tuple[np.ndarray, np.ndarray]:
-    """(lane, slot) tables [k index, lane, slot] of the A register holding A[block, i, k] for
-    each result lane/slot (block, i from the C layout; the block read, under CBSZ/ABID)."""
-    where = {}
-    lanes, slots = np.meshgrid(np.arange(LANES), np.arange(info.k_per_lane), indexing="ij")
-    blk, i, k = (np.broadcast_to(np.asarray(x), lanes.shape)
-                 for x in info.a_coord(lanes, slots))
-    for lane, slot, b, r, kk in zip(lanes.ravel(), slots.ravel(), blk.ravel(), i.ravel(),
-                                    k.ravel()):
-        where[int(b), int(r), int(kk)] = (int(lane), int(slot))
-    c_lanes, c_slots = np.meshgrid(np.arange(LANES), np.arange(info.c_values), indexing="ij")
-    c_blk, c_i, _ = (np.broadcast_to(np.asarray(x), c_lanes.shape)
-                     for x in info.c_coord(c_lanes, c_slots))
+    """(lane, slot) tables [k index, 1, lane, slot] of the A register holding A[block, i, k]
+    for each result lane/slot (block, i from the C layout; the block read, under CBSZ/ABID):
+    the catalogue layouts of `mfma_positions` inverted."""
+    from argus.absint.interp.state import mfma_positions
+
+    _, (lane_k, slot_k), (blk, row, k), _, _, (c_blk, c_row, _) = mfma_positions(op.instr)
+    lane_at = np.zeros((info.blocks, info.m, info.k), np.int64)
+    slot_at = np.zeros_like(lane_at)
+    lane_at[blk, row, k], slot_at[blk, row, k] = lane_k, slot_k
     reads = op.a_block(c_blk) if isinstance(op, O.MfmaBroadcast) else c_blk
-    lane_t = np.zeros((info.k, LANES, info.c_values), np.int64)
-    slot_t = np.zeros_like(lane_t)
-    for kk in range(info.k):
-        for index in np.ndindex(c_lanes.shape):
-            lane_t[(kk,) + index], slot_t[(kk,) + index] = where[int(reads[index]),
-                                                                 int(c_i[index]), kk]
-    return lane_t[:, None], slot_t[:, None]
+    index = (reads[None], c_row[None], np.arange(info.k)[:, None, None])
+    return lane_at[index][:, None], slot_at[index][:, None]
 
 
 def covered_range(tags: dict, name: str) -> tuple[Tag, Tag, Tag]:

@@ -43,10 +43,10 @@ def resolve_kernel(target: str):
     if not path.endswith(".py") or not Path(path).is_file():
         raise KernelLookupError(f"{target!r} is neither a library kernel "
                                 f"({', '.join(sorted(kernels))}) nor an existing .py file")
-    return _pick(_kernels_of(_import(path), name), path, name)
+    return _pick(_kernels_of(import_file(path), name), path, name)
 
 
-def _import(path: str) -> ModuleType:
+def import_file(path: str) -> ModuleType:
     """The module of file `path`, imported with its folder on sys.path; a failure names the
     file's line."""
     folder = str(Path(path).resolve().parent)

@@ -50,15 +50,25 @@ def plot(evaluations: list[Evaluation], path: str | os.PathLike, title: str = ""
     ax.set_title(title or "argus tune")
     ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
+
+
+def save_figure(fig, path: str | os.PathLike, dpi: int = 100) -> Path:
+    """Write a matplotlib figure atomically (a reader never sees half a picture), readable as
+    any file this process writes (mkstemp's file is private; a picture is not), and close
+    it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
     os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110)
+        fig.savefig(tmp, dpi=dpi)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)     # mkstemp's file is private; a picture is not
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     finally:
         plt.close(fig)

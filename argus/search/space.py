@@ -62,18 +62,9 @@ def user_family(path: str, attr: str) -> LibraryKernel:
 
 @functools.lru_cache(maxsize=16)
 def _user_family(path: str, attr: str, stamp: int) -> LibraryKernel:
-    import importlib.util
-    from pathlib import Path
+    from argus.kernels.resolve import import_file
 
-    spec = importlib.util.spec_from_file_location(f"argus_user_{Path(path).stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except ArgusError:
-        raise
-    except Exception as err:     # the user's file: any error it raises is theirs, named
-        raise SearchError(f"{path} raised {type(err).__name__} when loaded: {err}",
-                          fix="run the file with python3 to see the traceback") from None
+    module = import_file(path)        # an error in the file is named at its line
     entry = getattr(module, attr, None)
     fix = (f"define {attr} = argus.kernels.LibraryKernel(kernel, output, sizes, reference, "
            "tolerance, knobs=(argus.kernels.Knob(name, values), ...)) in the file")
