@@ -10,6 +10,8 @@ a changed environment (a test, a CLI invocation) is honoured and never half-appl
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import os
 import sys
@@ -132,6 +134,21 @@ def jobs() -> int:
 def cache_dir() -> Path:
     """ARGUS_CACHE, else ~/.cache/argus: where downloaded vendor wheels are kept."""
     return current().cache
+
+
+@contextlib.contextmanager
+def cache_lock(name: str):
+    """Hold an exclusive lock on `name` in the cache directory: processes that fill the same
+    cache entry at once (test workers, search workers, a bench) take turns instead of one
+    deleting what another is unpacking."""
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def configured_jobs() -> int | None:

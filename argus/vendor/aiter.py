@@ -34,6 +34,15 @@ def aiter_root(*, download: bool = True) -> Path:
         raise VendorError(
             f"amd-aiter {AITER_VERSION} is not cached in {root}; run "
             f"`pip download --no-deps amd-aiter=={AITER_VERSION}` or let Argus fetch it")
+    with env.cache_lock(root.name):
+        if marker.exists():  # another process unpacked it while this one waited
+            return root
+        return _unpack(root)
+
+
+def _unpack(root: Path) -> Path:
+    """Download the wheel if it is not cached and unpack its `aiter_meta/` into `root`; the
+    caller holds the cache lock."""
     wheel_dir = env.cache_dir() / "wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
     wheels = sorted(wheel_dir.glob(f"amd_aiter-{AITER_VERSION}-*.whl"))
