@@ -9,11 +9,14 @@ kernel in the wheel); fused MoE at a small shape the emulator runs whole (the wh
 table is of two-stage fp8 kernels Argus cannot launch). Each row prints AMD's modelled time,
 AMD's measured time where one is published, ours modelled and ours / AMD as a speed ratio (AMD
 time / ours: >= 1.00x means ours is at least as fast). A row whose time the model marks as
-sampled from untypical workgroups says so (`perf.explain`): such a win is not counted; nor is a
-row whose configuration of ours the verifier does not prove (each row's winner is proved once,
+sampled from untypical workgroups says so (`perf.explain`): such a win is not counted (a causal
+mask's trip counts are evaluated per workgroup and sampled by trip count, so causal rows are
+representative and counted; AMD's causal kernel gives every workgroup equal work); nor is a row
+whose configuration of ours the verifier does not prove (each row's winner is proved once,
 `--no-prove` skips that). Every Argus-side figure is modelled, not measured.
 
     PYTHONPATH=. python3 bench/bench_vs_aiter.py [--quick] [--no-prove] [--json out.json]
+        [--rows gemm,mi308x,attention,causal,hd64,moe]
 """
 
 from __future__ import annotations
@@ -150,12 +153,19 @@ def _line(label: str, amd: object, ours: object | None, why: str,
     ROWS.append(row)
 
 
-def _gemm_rows(rows: list, quick: bool) -> None:
-    print("GEMM on mi300x, AMD: fastest bf16gemm_outf32_tn_*x64_pf3 tile and split-K")
-    for m, n, k in GEMM_SHAPES[:3] if quick else GEMM_SHAPES:
+#: the row groups `--rows` picks from
+GROUPS = ("gemm", "mi308x", "attention", "causal", "hd64", "moe")
+
+
+def _gemm_rows(rows: list, quick: bool, groups: set[str]) -> None:
+    if "gemm" in groups:
+        print("GEMM on mi300x, AMD: fastest bf16gemm_outf32_tn_*x64_pf3 tile and split-K")
+    for m, n, k in (GEMM_SHAPES[:3] if quick else GEMM_SHAPES) if "gemm" in groups else ():
         amd, which = _amd_gemm(m, n, k, "mi300x")
         ours, why = _best_ours_gemm(m, n, k, "mi300x", (1, 2, 4) if m * n <= 1 << 22 else (1,))
         _line(f"gemm {m}x{n}x{k}", amd, ours, f"{why}; AMD {which}")
+    if "mi308x" not in groups:
+        return
     print("GEMM on mi308x at the amd-aiter wheel's bf16_tuned_gemm.csv rows, AMD's split-K")
     gemm = [r for r in rows if r.family == "bf16 GEMM"]
     for r in gemm[:2] if quick else gemm:
@@ -178,9 +188,11 @@ def _best_attention(sizes: dict, gpu: str, **params) -> tuple[object | None, str
     return best
 
 
-def _attention_rows(rows: list, quick: bool) -> None:
+def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
     attention = [r for r in rows if r.family == "attention"]
     for causal in (False, True):
+        if ("causal" if causal else "attention") not in groups:
+            continue
         print(f"flash attention forward hd128 ({'causal' if causal else 'non-causal'}), "
               f"shapes from aiter's MI300X table")
         kernel = "fwd_hd128_bf16_causal" if causal else "fwd_hd128_bf16_rtne"
@@ -191,6 +203,8 @@ def _attention_rows(rows: list, quick: bool) -> None:
                                         head_dim=128, causal=causal)
             _line(f"{kernel} " + " ".join(f"{k}={v}" for k, v in s.items()), amd, ours, why,
                   None if causal else r.measured_us)
+    if "hd64" not in groups:
+        return
     print("flash attention forward hd64: AMD ships no hd64 forward kernel in the wheel; ours "
           "only")
     for bh, seq in ((32, 1024),) if quick else ((32, 1024), (32, 4096)):
@@ -229,15 +243,23 @@ def main() -> None:
     parser.add_argument("--no-prove", action="store_true",
                         help="do not prove each row's configuration of ours (rows then count "
                              "unproved)")
+    parser.add_argument("--rows", default=",".join(GROUPS),
+                        help=f"comma-separated row groups to run, of {', '.join(GROUPS)} "
+                             "(default all)")
     options = parser.parse_args()
     global PROVE
     PROVE = not options.no_prove
+    groups = set(options.rows.split(","))
+    if groups - set(GROUPS):
+        parser.error(f"--rows: unknown group(s) {sorted(groups - set(GROUPS))}; pick from "
+                     f"{', '.join(GROUPS)}")
     rows = calibrate.rows()
     print("modelled MI300X-family times (no GPU here); ratio = AMD / ours, >= 1.00x means ours "
           "is at least as fast")
-    _gemm_rows(rows, options.quick)
-    _attention_rows(rows, options.quick)
-    _moe_row()
+    _gemm_rows(rows, options.quick, groups)
+    _attention_rows(rows, options.quick, groups)
+    if "moe" in groups:
+        _moe_row()
     counted = [r for r in ROWS if r.get("ratio") is not None and r.get("counted")]
     at_parity = sum(r["ratio"] >= 1.0 for r in counted)
     print(f"parity: {at_parity} of {len(counted)} counted rows at >= 1.00x (modelled); "
