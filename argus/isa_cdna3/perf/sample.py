@@ -359,15 +359,20 @@ def _stratified(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, loop: 
 
 def _sample_shape(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | None,
                   loops: Sequence[O.For], ids: Mapping[str, int], per_round: int) -> dict:
-    """The sizes a stratified sample runs at: the loop's size at the second SAMPLE_TRIPS value
-    below it that the assumptions admit (the first when there is one), then every size no loop
-    bound names halved while the assumptions hold and both strata keep `per_round`
-    workgroups (or as many as they had)."""
+    """The sizes a stratified sample runs at: the first size a loop bound names (`loop` first)
+    that the assumptions admit at a SAMPLE_TRIPS value below it, at the second such value (the
+    first when there is one), then every size no loop bound names halved while the assumptions
+    hold and both strata keep `per_round` workgroups (or as many as they had). The trip counts
+    are evaluated at the sample, so the grid may grow with the shrunk size."""
     base = dict(sizes)
-    if loop:
-        small = [t for t in SAMPLE_TRIPS if t < sizes[loop] and admits(ir, {**sizes, loop: t})]
+    for name in dict.fromkeys([loop, *loop_bound_names(ir)]):
+        if name not in sizes:
+            continue
+        small = [t for t in SAMPLE_TRIPS if t < sizes[name] and admits(ir, {**sizes, name: t})]
         if small:
-            base[loop] = small[min(1, len(small) - 1)]
+            base[name] = small[min(1, len(small) - 1)]
+            loop = name
+            break
     bounding = set(loop_bound_names(ir))
     scalars = {v.name: 0 for v in ir.scalars}
 
