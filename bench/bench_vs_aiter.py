@@ -176,15 +176,18 @@ def _gemm_rows(rows: list, quick: bool, groups: set[str]) -> None:
         _line(r.label(), amd, ours, why, r.measured_us)
 
 
-def _best_attention(sizes: dict, gpu: str, **params) -> tuple[object | None, str]:
-    """Our fastest attention_fwd over ATTENTION_KNOBS at these sizes, and its knobs."""
+def _best_attention(kernels: list[tuple[str, dict]], gpu: str, **params
+                    ) -> tuple[object | None, str]:
+    """Our fastest of `kernels` ((library name, sizes) each: attention_fwd, and where the
+    query heads share K/V heads attention_fwd_gqa) over ATTENTION_KNOBS, and its knobs."""
     best: tuple[object | None, str] = (None, "no configuration ran")
-    for knobs in ATTENTION_KNOBS:
-        t, why = _ours("attention_fwd", sizes, gpu, **params, **knobs)
-        if t is not None and (best[0] is None or t.microseconds < best[0].microseconds):
-            best = (t, " ".join(f"{k}={v}" for k, v in knobs.items()) or "defaults")
-        elif best[0] is None:
-            best = (None, why)
+    for name, sizes in kernels:
+        for knobs in ATTENTION_KNOBS:
+            t, why = _ours(name, sizes, gpu, **params, **knobs)
+            if t is not None and (best[0] is None or t.microseconds < best[0].microseconds):
+                best = (t, " ".join([name, *(f"{k}={v}" for k, v in knobs.items())]))
+            elif best[0] is None:
+                best = (None, why)
     return best
 
 
@@ -199,8 +202,12 @@ def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
         for r in attention[:2] if quick else attention[::3]:
             s = r.sizes
             amd = argus.time(kernel, sizes=s, gpu=r.gpu)
-            ours, why = _best_attention({"BH": s["b"] * s["h"], "S": s["s"], "D": 128}, r.gpu,
-                                        head_dim=128, causal=causal)
+            kernels = [("attention_fwd", {"BH": s["b"] * s["h"], "S": s["s"], "D": 128})]
+            if s.get("hk", s["h"]) < s["h"]:     # grouped-query: heads h share K/V head h // g
+                kernels.append(("attention_fwd_gqa", {"BH": s["b"] * s["hk"],
+                                                      "G": s["h"] // s["hk"], "S": s["s"],
+                                                      "D": 128}))
+            ours, why = _best_attention(kernels, r.gpu, head_dim=128, causal=causal)
             _line(f"{kernel} " + " ".join(f"{k}={v}" for k, v in s.items()), amd, ours, why,
                   None if causal else r.measured_us)
     if "hd64" not in groups:
@@ -208,7 +215,8 @@ def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
     print("flash attention forward hd64: AMD ships no hd64 forward kernel in the wheel; ours "
           "only")
     for bh, seq in ((32, 1024),) if quick else ((32, 1024), (32, 4096)):
-        ours, why = _best_attention({"BH": bh, "S": seq, "D": 64}, "mi300x", head_dim=64)
+        ours, why = _best_attention([("attention_fwd", {"BH": bh, "S": seq, "D": 64})],
+                                    "mi300x", head_dim=64)
         print(f"  attention_fwd hd64 BH={bh} S={seq}: ours "
               + (f"{ours.microseconds:.2f} us (modelled)" if ours else f"missing: {why}"))
 
