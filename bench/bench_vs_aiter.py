@@ -179,7 +179,8 @@ def _gemm_rows(rows: list, quick: bool, groups: set[str]) -> None:
 def _best_attention(kernels: list[tuple[str, dict]], gpu: str, **params
                     ) -> tuple[object | None, str]:
     """Our fastest of `kernels` ((library name, sizes) each: attention_fwd, and where the
-    query heads share K/V heads attention_fwd_gqa) over ATTENTION_KNOBS, and its knobs."""
+    query heads share K/V heads attention_fwd_gqa and its 8-wave attention_fwd_gqa_wide) over
+    ATTENTION_KNOBS, and its knobs."""
     best: tuple[object | None, str] = (None, "no configuration ran")
     for name, sizes in kernels:
         for knobs in ATTENTION_KNOBS:
@@ -204,9 +205,8 @@ def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
             amd = argus.time(kernel, sizes=s, gpu=r.gpu)
             kernels = [("attention_fwd", {"BH": s["b"] * s["h"], "S": s["s"], "D": 128})]
             if s.get("hk", s["h"]) < s["h"]:     # grouped-query: heads h share K/V head h // g
-                kernels.append(("attention_fwd_gqa", {"BH": s["b"] * s["hk"],
-                                                      "G": s["h"] // s["hk"], "S": s["s"],
-                                                      "D": 128}))
+                grouped = {"BH": s["b"] * s["hk"], "G": s["h"] // s["hk"], "S": s["s"], "D": 128}
+                kernels += [("attention_fwd_gqa", grouped), ("attention_fwd_gqa_wide", grouped)]
             ours, why = _best_attention(kernels, r.gpu, head_dim=128, causal=causal)
             _line(f"{kernel} " + " ".join(f"{k}={v}" for k, v in s.items()), amd, ours, why,
                   None if causal else r.measured_us)

@@ -290,15 +290,26 @@ def attention_fwd_kv(Q: Tensor("bf16", "BH", "SQ", "D"), K: Tensor("bf16", "BH",
                       unroll=unroll, rounding=rounding)
 
 
-@T.kernel(waves=GQA_WAVES)
+@T.kernel(waves=WAVES)
 def attention_fwd_gqa(Q: Tensor("bf16", "BH", "G", "S", "D"), K: Tensor("bf16", "BH", "S", "D"),
                       V: Tensor("bf16", "BH", "S", "D"), O: Tensor("bf16", "BH", "G", "S", "D"),
-                      *, head_dim: int = 128, causal: bool = False, prefetch: int = 1,
+                      *, head_dim: int = 64, causal: bool = False, prefetch: int = 1,
                       unroll: int = 1, rounding: str = "rne"):
     """Grouped-query attention_fwd: the G query heads Q[bh, g] of group bh attend K[bh] and
     V[bh] (a batch of B x H query heads over B x HK key/value heads is Q viewed as
-    (B * HK, H / HK, S, D) when head h reads key/value head h // (H / HK)); 8 waves, 256
-    queries per workgroup, head_dim 128."""
+    (B * HK, H / HK, S, D) when head h reads key/value head h // (H / HK))."""
+    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
+                      unroll=unroll, rounding=rounding, grouped=True)
+
+
+@T.kernel(waves=GQA_WAVES)
+def attention_fwd_gqa_wide(Q: Tensor("bf16", "BH", "G", "S", "D"),
+                           K: Tensor("bf16", "BH", "S", "D"), V: Tensor("bf16", "BH", "S", "D"),
+                           O: Tensor("bf16", "BH", "G", "S", "D"), *, head_dim: int = 128,
+                           causal: bool = False, prefetch: int = 1, unroll: int = 1,
+                           rounding: str = "rne"):
+    """attention_fwd_gqa with 8 waves, 256 queries per workgroup, head_dim 128: half the K/V
+    traffic per query, half the workgroups (fewer, coarser jobs for a causal grid)."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
                       unroll=unroll, rounding=rounding, grouped=True, waves=GQA_WAVES)
 
