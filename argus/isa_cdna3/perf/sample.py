@@ -254,9 +254,9 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     varying = [op for op in ir.ops() if isinstance(op, O.For)
                and {v.name for v in free_vars(op.start) | free_vars(op.stop)} & set(ids)]
     loop = trip_size(ir, grid, sizes, first)
-    if varying:
-        trips = workgroup_trips(varying, ids, real_grid, sizes)
-        if trips is not None and len(np.unique(trips)) > 1:
+    trips = workgroup_trips(varying, ids, real_grid, sizes) if varying else None
+    if varying and trips is not None:
+        if len(np.unique(trips)) > 1:
             return _stratified(ir, grid=grid, sizes=sizes, loop=loop, loops=varying, ids=ids,
                                trips=trips, occ=occ, statics=statics, run_sample=run_sample,
                                sample_key=sample_key, gpu=gpu, constants=constants,
@@ -270,7 +270,7 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
         return _groups_of(shape, tuple(range(first)), run_sample, sample_key, wave)
 
     note = None
-    if varying:              # trip counts that depend on the workgroup id, not evaluable here
+    if varying and trips is None:   # trip counts set by the workgroup id and by loaded values
         note = ("loop trip counts differ between workgroups (they depend on the workgroup id "
                 "and on values the model cannot evaluate before the run): the first "
                 f"{first} workgroup(s) stand for all, so the time is only as good as they "
