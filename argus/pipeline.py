@@ -227,7 +227,7 @@ def check_emulated(compiled: CompiledKernel, case: Case) -> Check:
 
 def time(kernel: CompiledKernel, sizes: dict, *, gpu: str = "mi300x",
          constants: Calibrated | None = None, extrapolate: bool = True) -> Timing:
-    """Modelled time of a compiled kernel at `sizes`: the model samples the first workgroups
+    """Modelled time of a compiled kernel at `sizes`: the model samples chosen workgroups
     (isa_cdna3.perf.sample.time_kernel); this stage plugs in the emulator as its runner."""
     names = [v.name for v in kernel.ir.sizes]
     if sorted(sizes) != sorted(names):
@@ -244,17 +244,18 @@ def time(kernel: CompiledKernel, sizes: dict, *, gpu: str = "mi300x",
     info = kernel.code.kernel(kernel.name)
     digest = hashlib.sha256(kernel.code.data).hexdigest()
 
-    def run_sample(shape: dict, first: int) -> list:
+    def run_sample(shape: dict, groups: tuple[int, ...]) -> list:
         args = kernel_arguments(kernel.ir, sample.sample_inputs(kernel.ir, shape), shape)
         try:
-            return emulate(kernel.code, kernel.name, grid=(first, 1, 1), block=kernel.block,
-                           args=args, check="warn", trace=True).events.per_wave()
+            return emulate(kernel.code, kernel.name, grid=kernel.grid(**shape),
+                           block=kernel.block, args=args, check="warn", trace=True,
+                           groups=groups).events.per_wave()
         except (EmulatorError, LaunchError) as err:
             raise PerfError(f"kernel {kernel.name} did not run to completion in the emulator, "
                             f"so it cannot be timed: {err}") from err
     return sample.time_kernel(
         kernel.ir, grid=kernel.grid, sizes=sizes, info=info, threads=kernel.block,
         statics=statics_of(kernel.code.disassemble(info)), run_sample=run_sample,
-        sample_key=lambda shape, first: (digest, kernel.name, first, frozen(shape)),
+        sample_key=lambda shape, groups: (digest, kernel.name, groups, frozen(shape)),
         gpu=profile(gpu), constants=constants or Calibrated.load(), extrapolate=extrapolate,
         wave=WaveEvents)

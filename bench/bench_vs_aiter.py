@@ -9,11 +9,14 @@ kernel in the wheel); fused MoE at a small shape the emulator runs whole (the wh
 table is of two-stage fp8 kernels Argus cannot launch). Each row prints AMD's modelled time,
 AMD's measured time where one is published, ours modelled and ours / AMD as a speed ratio (AMD
 time / ours: >= 1.00x means ours is at least as fast). A row whose time the model marks as
-sampled from untypical workgroups says so (`perf.explain`): such a win is not counted; nor is a
-row whose configuration of ours the verifier does not prove (each row's winner is proved once,
+sampled from untypical workgroups says so (`perf.explain`): such a win is not counted (a causal
+mask's trip counts are evaluated per workgroup and sampled by trip count, so causal rows are
+representative and counted; AMD's causal kernel gives every workgroup equal work); nor is a row
+whose configuration of ours the verifier does not prove (each row's winner is proved once,
 `--no-prove` skips that). Every Argus-side figure is modelled, not measured.
 
     PYTHONPATH=. python3 bench/bench_vs_aiter.py [--quick] [--no-prove] [--json out.json]
+        [--rows gemm,mi308x,attention,causal,hd64,moe]
 """
 
 from __future__ import annotations
@@ -150,12 +153,19 @@ def _line(label: str, amd: object, ours: object | None, why: str,
     ROWS.append(row)
 
 
-def _gemm_rows(rows: list, quick: bool) -> None:
-    print("GEMM on mi300x, AMD: fastest bf16gemm_outf32_tn_*x64_pf3 tile and split-K")
-    for m, n, k in GEMM_SHAPES[:3] if quick else GEMM_SHAPES:
+#: the row groups `--rows` picks from
+GROUPS = ("gemm", "mi308x", "attention", "causal", "hd64", "moe")
+
+
+def _gemm_rows(rows: list, quick: bool, groups: set[str]) -> None:
+    if "gemm" in groups:
+        print("GEMM on mi300x, AMD: fastest bf16gemm_outf32_tn_*x64_pf3 tile and split-K")
+    for m, n, k in (GEMM_SHAPES[:3] if quick else GEMM_SHAPES) if "gemm" in groups else ():
         amd, which = _amd_gemm(m, n, k, "mi300x")
         ours, why = _best_ours_gemm(m, n, k, "mi300x", (1, 2, 4) if m * n <= 1 << 22 else (1,))
         _line(f"gemm {m}x{n}x{k}", amd, ours, f"{why}; AMD {which}")
+    if "mi308x" not in groups:
+        return
     print("GEMM on mi308x at the amd-aiter wheel's bf16_tuned_gemm.csv rows, AMD's split-K")
     gemm = [r for r in rows if r.family == "bf16 GEMM"]
     for r in gemm[:2] if quick else gemm:
@@ -166,35 +176,47 @@ def _gemm_rows(rows: list, quick: bool) -> None:
         _line(r.label(), amd, ours, why, r.measured_us)
 
 
-def _best_attention(sizes: dict, gpu: str, **params) -> tuple[object | None, str]:
-    """Our fastest attention_fwd over ATTENTION_KNOBS at these sizes, and its knobs."""
+def _best_attention(kernels: list[tuple[str, dict]], gpu: str, **params
+                    ) -> tuple[object | None, str]:
+    """Our fastest of `kernels` ((library name, sizes) each: attention_fwd, and where the
+    query heads share K/V heads attention_fwd_gqa and its 8-wave attention_fwd_gqa_wide) over
+    ATTENTION_KNOBS, and its knobs."""
     best: tuple[object | None, str] = (None, "no configuration ran")
-    for knobs in ATTENTION_KNOBS:
-        t, why = _ours("attention_fwd", sizes, gpu, **params, **knobs)
-        if t is not None and (best[0] is None or t.microseconds < best[0].microseconds):
-            best = (t, " ".join(f"{k}={v}" for k, v in knobs.items()) or "defaults")
-        elif best[0] is None:
-            best = (None, why)
+    for name, sizes in kernels:
+        for knobs in ATTENTION_KNOBS:
+            t, why = _ours(name, sizes, gpu, **params, **knobs)
+            if t is not None and (best[0] is None or t.microseconds < best[0].microseconds):
+                best = (t, " ".join([name, *(f"{k}={v}" for k, v in knobs.items())]))
+            elif best[0] is None:
+                best = (None, why)
     return best
 
 
-def _attention_rows(rows: list, quick: bool) -> None:
+def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
     attention = [r for r in rows if r.family == "attention"]
     for causal in (False, True):
+        if ("causal" if causal else "attention") not in groups:
+            continue
         print(f"flash attention forward hd128 ({'causal' if causal else 'non-causal'}), "
               f"shapes from aiter's MI300X table")
         kernel = "fwd_hd128_bf16_causal" if causal else "fwd_hd128_bf16_rtne"
         for r in attention[:2] if quick else attention[::3]:
             s = r.sizes
             amd = argus.time(kernel, sizes=s, gpu=r.gpu)
-            ours, why = _best_attention({"BH": s["b"] * s["h"], "S": s["s"], "D": 128}, r.gpu,
-                                        head_dim=128, causal=causal)
+            kernels = [("attention_fwd", {"BH": s["b"] * s["h"], "S": s["s"], "D": 128})]
+            if s.get("hk", s["h"]) < s["h"]:     # grouped-query: heads h share K/V head h // g
+                grouped = {"BH": s["b"] * s["hk"], "G": s["h"] // s["hk"], "S": s["s"], "D": 128}
+                kernels += [("attention_fwd_gqa", grouped), ("attention_fwd_gqa_wide", grouped)]
+            ours, why = _best_attention(kernels, r.gpu, head_dim=128, causal=causal)
             _line(f"{kernel} " + " ".join(f"{k}={v}" for k, v in s.items()), amd, ours, why,
                   None if causal else r.measured_us)
+    if "hd64" not in groups:
+        return
     print("flash attention forward hd64: AMD ships no hd64 forward kernel in the wheel; ours "
           "only")
     for bh, seq in ((32, 1024),) if quick else ((32, 1024), (32, 4096)):
-        ours, why = _best_attention({"BH": bh, "S": seq, "D": 64}, "mi300x", head_dim=64)
+        ours, why = _best_attention([("attention_fwd", {"BH": bh, "S": seq, "D": 64})],
+                                    "mi300x", head_dim=64)
         print(f"  attention_fwd hd64 BH={bh} S={seq}: ours "
               + (f"{ours.microseconds:.2f} us (modelled)" if ours else f"missing: {why}"))
 
@@ -229,15 +251,23 @@ def main() -> None:
     parser.add_argument("--no-prove", action="store_true",
                         help="do not prove each row's configuration of ours (rows then count "
                              "unproved)")
+    parser.add_argument("--rows", default=",".join(GROUPS),
+                        help=f"comma-separated row groups to run, of {', '.join(GROUPS)} "
+                             "(default all)")
     options = parser.parse_args()
     global PROVE
     PROVE = not options.no_prove
+    groups = set(options.rows.split(","))
+    if groups - set(GROUPS):
+        parser.error(f"--rows: unknown group(s) {sorted(groups - set(GROUPS))}; pick from "
+                     f"{', '.join(GROUPS)}")
     rows = calibrate.rows()
     print("modelled MI300X-family times (no GPU here); ratio = AMD / ours, >= 1.00x means ours "
           "is at least as fast")
-    _gemm_rows(rows, options.quick)
-    _attention_rows(rows, options.quick)
-    _moe_row()
+    _gemm_rows(rows, options.quick, groups)
+    _attention_rows(rows, options.quick, groups)
+    if "moe" in groups:
+        _moe_row()
     counted = [r for r in ROWS if r.get("ratio") is not None and r.get("counted")]
     at_parity = sum(r["ratio"] >= 1.0 for r in counted)
     print(f"parity: {at_parity} of {len(counted)} counted rows at >= 1.00x (modelled); "

@@ -343,6 +343,24 @@ def test_launch_errors_name_the_fix():
         emulate(code, grid=1, block=1024, args={})
     with pytest.raises(LaunchError, match="check must be"):
         emulate(code, grid=1, block=64, args={}, check="loud")
+    with pytest.raises(LaunchError, match="distinct workgroup ids in 0..3"):
+        emulate(code, grid=4, block=64, args={}, groups=[1, 4])
+
+
+def test_a_launch_runs_chosen_workgroups_with_their_own_ids():
+    # the performance model samples chosen workgroups (a causal mask's heavy query tiles):
+    # each runs with its id in the whole grid, and no other workgroup runs
+    body = """
+  v_mov_b32_e32 v2, s2
+  s_lshl_b32 s8, s2, 2
+  v_mov_b32_e32 v1, s8
+  global_store_dword v1, v2, s[6:7]
+  s_waitcnt vmcnt(0)
+  s_endpgm
+"""
+    out = np.full(8, 99, np.uint32)
+    run = emulate(build("ids", body), grid=8, block=64, args=[None, out], groups=[5, 2])
+    assert out.tolist() == [99, 99, 2, 99, 99, 5, 99, 99] and run.workgroups == 2
 
 
 def test_endless_loop_is_reported():

@@ -52,6 +52,11 @@ CONFIGS = [
      [{"BH": 1, "S": 250, "D": 128}, {"BH": 1, "S": 64, "D": 128}]),
     ("attention_fwd", {"head_dim": 128, "rounding": "rtz"}, "interleave",
      [{"BH": 1, "S": 160, "D": 128}]),
+    # grouped-query: 3 query heads share each K/V head (causal, a masked tail); 8 waves
+    ("attention_fwd_gqa", {"head_dim": 64, "causal": True}, "interleave",
+     [{"BH": 2, "G": 3, "S": 200, "D": 64}]),
+    ("attention_fwd_gqa_wide", {"head_dim": 128, "causal": True}, "interleave",
+     [{"BH": 1, "G": 3, "S": 300, "D": 128}]),
 ]
 
 
@@ -66,7 +71,9 @@ def test_attention_matches_numpy_on_the_strict_emulator(name, params, policy, si
         assert done.emulated.ok, (params, size, done.emulated.message)
         assert not done.emulated.run.hazards
         queries = size.get("S", size.get("SQ"))
-        assert done.emulated.run.workgroups == size["BH"] * -(-queries // 128)
+        block_q = 256 if name == "attention_fwd_gqa_wide" else 128
+        assert done.emulated.run.workgroups == size["BH"] * size.get("G", 1) * -(-queries
+                                                                             // block_q)
     text = done.compiled.text
     assert "v_exp_f32" in text and "ds_bpermute_b32" in text and "v_perm_b32" in text
     # the last key block's tail mask, and guarded rows: an out-of-range buffer offset per lane

@@ -103,13 +103,25 @@ def kernel_arguments(ir: O.Kernel, arrays: Mapping[str, np.ndarray], sizes: Mapp
 
 
 def prepare(info: KernelInfo, *, grid: int | Sequence[int], block: int | Sequence[int],
-            args: Mapping[str, Any] | Sequence[Any] = ()) -> Launch:
+            args: Mapping[str, Any] | Sequence[Any] = (),
+            groups: Sequence[int] | None = None) -> Launch:
     """Check `grid`/`block` against the kernel and bind `args` (positionally or by name; unnamed
     by-value arguments are 0): numpy arrays go to global_buffer arguments, Python or numpy
-    scalars are packed by value, None is a null pointer."""
+    scalars are packed by value, None is a null pointer. `groups` (distinct linear workgroup
+    ids, x fastest) runs only those workgroups of the grid."""
     grid3, block3 = _xyz(grid, "grid"), _xyz(block, "block")
     if any(g > limit for g, limit in zip(grid3, MAX_GRID)):
         raise LaunchError(f"grid {grid3} exceeds the dispatch limits {MAX_GRID}")
+    chosen = None
+    if groups is not None:
+        chosen = tuple(int(g) for g in groups)
+        total = grid3[0] * grid3[1] * grid3[2]
+        if not chosen or len(set(chosen)) != len(chosen) or not all(
+                0 <= g < total for g in chosen):
+            raise LaunchError(f"groups={list(groups)[:8]}... must be distinct workgroup ids in "
+                              f"0..{total - 1} (the grid {grid3} has {total})",
+                              fix="pass linear ids x + gx * (y + gy * z) of the grid's "
+                                  "workgroups, each once")
     threads = block3[0] * block3[1] * block3[2]
     if threads > info.max_flat_workgroup_size:
         raise LaunchError(f"block of {threads} work-items exceeds the kernel's "
@@ -153,15 +165,15 @@ def prepare(info: KernelInfo, *, grid: int | Sequence[int], block: int | Sequenc
         if arg.value_kind.startswith("hidden_"):
             segment[arg.offset:arg.offset + arg.size] = _hidden_value(
                 arg.value_kind, grid3, block3).to_bytes(arg.size, "little")
-    return Launch(info, grid3, block3, tuple(buffers), tuple(pointers), bytes(segment))
+    return Launch(info, grid3, block3, tuple(buffers), tuple(pointers), bytes(segment), chosen)
 
 
 def emulate(code_object: CodeObject | str | os.PathLike | bytes,
             kernel: str | KernelInfo | None = None, *, grid: int | Sequence[int],
             block: int | Sequence[int], args: Mapping[str, Any] | Sequence[Any] = (),
             check: str = "strict", max_wave_instructions: int | None = None,
-            bank_conflicts: bool = False, memory: str = "strict", trace: bool = False
-            ) -> Emulation:
+            bank_conflicts: bool = False, memory: str = "strict", trace: bool = False,
+            groups: Sequence[int] | None = None) -> Emulation:
     """Run `kernel` over `grid` workgroups of `block` work-items (HIP's gridDim/blockDim) in the
     emulator.
 
@@ -193,6 +205,10 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
     `trace` records the ordered per-wave event trace the performance model schedules
     (`Emulation.events`); it implies `bank_conflicts` and costs a sort per memory access.
 
+    `groups` (distinct linear workgroup ids, x fastest) runs only those workgroups of `grid`,
+    each with its own id (the performance model's samples of workgroups whose work differs);
+    the trace numbers them 0, 1, ... in the order given.
+
     `max_wave_instructions` bounds the instructions any one wave executes (default
     `emu.emulator.MAX_WAVE_INSTRUCTIONS`, about a million): a wave past it is a run-away, an
     EmulatorError naming the PC it loops at. A spin that changes nothing (`emu.emulator.SpinWatch`)
@@ -205,7 +221,7 @@ def emulate(code_object: CodeObject | str | os.PathLike | bytes,
                           "and times differently", fix="assemble it with --mcpu gfx942",
                           kind="unsupported")
     info = _kernel(co, kernel)
-    launch = prepare(info, grid=grid, block=block, args=args)
+    launch = prepare(info, grid=grid, block=block, args=args, groups=groups)
     options = {} if max_wave_instructions is None else {
         "max_wave_instructions": max_wave_instructions}
     return run(program(co, info), launch, check=check, bank_conflicts=bank_conflicts,

@@ -187,6 +187,9 @@ class Launch:
     buffers: tuple[tuple[str, np.ndarray], ...]     # distinct argument arrays, in argument order
     pointers: tuple[tuple[int, int], ...]           # (kernarg offset, index into buffers)
     kernarg_image: bytes                            # by-value and hidden arguments packed
+    # the linear ids (x fastest) of the workgroups run, when only part of the grid is: a
+    # timing sample runs chosen workgroups of a launch with the launch's own ids and grid
+    groups: tuple[int, ...] | None = None
 
     @property
     def threads(self) -> int:
@@ -194,7 +197,9 @@ class Launch:
 
     @property
     def workgroups(self) -> int:
-        return self.grid[0] * self.grid[1] * self.grid[2]
+        """Workgroups this launch runs (the whole grid unless `groups` names some)."""
+        return len(self.groups) if self.groups is not None else \
+            self.grid[0] * self.grid[1] * self.grid[2]
 
     @property
     def waves_per_group(self) -> int:

@@ -157,6 +157,12 @@ def _attention_reference(inputs, params):
     return reference(inputs["Q"], inputs["K"], inputs["V"], params.get("causal", False))
 
 
+def _attention_gqa_reference(inputs, params):
+    from argus.kernels.attention import reference_gqa
+
+    return reference_gqa(inputs["Q"], inputs["K"], inputs["V"], params.get("causal", False))
+
+
 def _moe_routing(sizes, params, rng):
     from argus.kernels.moe import route
 
@@ -274,7 +280,12 @@ def _moe_timing_sizes(sizes: dict, params: dict) -> dict:
 @functools.cache
 def library() -> dict[str, LibraryKernel]:
     """Every library kernel by name (built once: the entries are immutable)."""
-    from argus.kernels.attention import attention_fwd, attention_fwd_kv
+    from argus.kernels.attention import (
+        attention_fwd,
+        attention_fwd_gqa,
+        attention_fwd_gqa_wide,
+        attention_fwd_kv,
+    )
     from argus.kernels.conv import conv_kernel, pool_kernel
     from argus.kernels.gemm import gemm, gemm_bf8, gemm_f16, gemm_fp8
     from argus.kernels.moe import moe_gemm
@@ -295,6 +306,12 @@ def library() -> dict[str, LibraryKernel]:
         "attention_fwd_kv": LibraryKernel(attention_fwd_kv, "O",
                                           {"BH": 1, "SQ": 64, "SK": 160, "D": 64},
                                           _attention_reference, 2e-2),
+        "attention_fwd_gqa": LibraryKernel(attention_fwd_gqa, "O",
+                                           {"BH": 1, "G": 2, "S": 128, "D": 64},
+                                           _attention_gqa_reference, 2e-2),
+        "attention_fwd_gqa_wide": LibraryKernel(attention_fwd_gqa_wide, "O",
+                                                {"BH": 1, "G": 2, "S": 256, "D": 128},
+                                                _attention_gqa_reference, 2e-2),
         "moe_gemm": LibraryKernel(moe_gemm, "Y", {"TOKENS": 200, "H": 64, "E": 4, "N": 128},
                                   _moe_reference, 1e-3, _moe_routing, knobs=MOE_KNOBS,
                                   check_sizes=_moe_check_sizes, timing_sizes=_moe_timing_sizes),

@@ -1,9 +1,10 @@
 """Flash-attention forward, bf16, head dim 64 or 128, online softmax, optional causal mask,
 any query and key lengths (a key/value cache longer than the queries, as in decoding).
 
-Each of the 4 waves owns 32 query rows; key/value blocks of 32 are loaded cooperatively into
-XOR-swizzled, double-buffered LDS (one barrier per block; V transposed, so that the PV GEMM
-reads whole registers of consecutive keys) and read by all waves. The kernel
+Each of the 4 waves (8 in the grouped-query kernel) owns 32 query rows; key/value blocks of 32
+are loaded cooperatively into XOR-swizzled, double-buffered LDS (one barrier per block; V
+transposed, so that the PV GEMM reads whole registers of consecutive keys) and read by all
+waves. The kernel
 computes S^T = K Q^T so that the f32 accumulator, cast to bf16, is already the B operand of
 O^T = V^T P^T (register slots 4t..4t+3 hold k-step t): no LDS round trip for P. Softmax
 statistics are per query column, reduced across the two lane halves of each wave.
@@ -34,15 +35,19 @@ INFO = mfma(MFMA)
 MK, KPL = INFO.k, INFO.k_per_lane           # k per instruction, k elements per lane
 WAVES = 4
 BLOCK_Q = INFO.n * WAVES                    # one MFMA column block of queries per wave
+#: grouped-query attention's waves: 256 queries per workgroup, as AMD's fmha kernels, so each
+#: K/V block staged in LDS serves twice the queries (half the K/V traffic per query)
+GQA_WAVES = 8
 BLOCK_KV = INFO.m                           # one MFMA row block of keys per step
 LOG2E = 1.4426950408889634
 
 
-def _check_options(head_dim: int, prefetch: int, unroll: int) -> None:
-    if head_dim < 64 or head_dim & (head_dim - 1):
-        raise T.DSLError(f"head_dim {head_dim} is not supported: use a power of two >= 64 "
-                         "(the K/V copy gives each of the 256 threads whole 16-byte vectors)",
-                         user_loc())
+def _check_options(head_dim: int, prefetch: int, unroll: int, waves: int) -> None:
+    least = 64 * waves // WAVES
+    if head_dim < least or head_dim & (head_dim - 1):
+        raise T.DSLError(f"head_dim {head_dim} is not supported with {waves} waves: use a power "
+                         f"of two >= {least} (the K/V copy gives each of the {64 * waves} "
+                         "threads whole 16-byte vectors)", user_loc())
     if prefetch not in (1, 2, 3):
         raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1, 2 or 3 key blocks ahead",
                          user_loc())
@@ -99,7 +104,8 @@ def _key_loop(state: dict, blocks, fetch, stage, attend, *, prefetch: int, unrol
 def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
                       keep: Callable | None = None, tail: Callable | None = None,
                       drop: tuple[str, ...] = ("key",), sync: bool = True, prefetch: int = 1,
-                      unroll: int = 1, rounding: str = "rne"):
+                      unroll: int = 1, rounding: str = "rne", grouped: bool = False,
+                      waves: int = WAVES):
     """Trace the attention body. Hooks for tests: `keep(kv0, q0, i, j)` is the causal mask's
     condition on (key, query) coordinates; `tail(kv0, i, keys)` the last block's condition on
     key rows; `drop` names the tags the softmax reductions drop; `sync=False` leaves out the
@@ -110,9 +116,21 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     softmax with the next block's MFMAs (under `interleave` the loop is unrolled at least by
     its 2 LDS stages).
     `rounding` is how P and O are narrowed to bf16: "rne" (nearest even) or "rtz" (truncated,
-    as AMD's default fmha_v3 kernels do; their `_rtne` variants round like "rne")."""
-    _check_options(head_dim, prefetch, unroll)
-    BH, SQ, D = Q.shape
+    as AMD's default fmha_v3 kernels do; their `_rtne` variants round like "rne").
+    `waves` (4 or 8) each own 32 query rows of the workgroup's tile.
+    `grouped` (grouped-query attention): Q and O are (BH, G, S, D), the G query heads of group
+    bh sharing K and V head bh; the grid's fastest axis runs over G, so the workgroups of one
+    group are dispatched together and read the same K/V lines.
+    A causal grid dispatches its query tiles heaviest first, every head's last tile before any
+    head's second-to-last: the last tiles see the most keys, and dispatched first they leave
+    the light ones to fill the CUs that free up (longest job first), where in order the
+    heaviest tiles of the last heads would start last and finish alone."""
+    _check_options(head_dim, prefetch, unroll, waves)
+    block_q = INFO.n * waves
+    if grouped:
+        BH, G, SQ, D = Q.shape
+    else:
+        BH, SQ, D = Q.shape
     SK = K.shape[1]
     shift = simplify(SK - SQ)                 # 0 when the keys are the queries
     keep = keep or (lambda kv0, q0, i, j: kv0 + i <= q0 + j + shift)
@@ -120,14 +138,35 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     T.assume(D.eq(head_dim))
     if causal:
         T.assume(SK >= SQ)
-    T.grid(T.cdiv(SQ, BLOCK_Q), BH)
-    q0, bh = T.program_id(0) * BLOCK_Q, T.program_id(1)
-    T.tag(Q, lambda h, q, d: {"head": h, "query": q, "d": d})
+    tiles = T.cdiv(SQ, block_q)
+    # grid axes, fastest first: the query heads of a group (they read the same K/V lines at
+    # once), then heads before query tiles under a causal mask (longest job first, see above)
+    if grouped and causal:
+        T.grid(G, BH, tiles)
+        g, bh, tile = T.program_id(0), T.program_id(1), T.program_id(2)
+    elif grouped:
+        T.grid(G, tiles, BH)
+        g, tile, bh = T.program_id(0), T.program_id(1), T.program_id(2)
+    elif causal:
+        T.grid(BH, tiles)
+        bh, tile = T.program_id(0), T.program_id(1)
+    else:
+        T.grid(tiles, BH)
+        tile, bh = T.program_id(0), T.program_id(1)
+    if grouped:
+        T.tag(Q, lambda h, gq, q, d: {"head": h, "qhead": gq, "query": q, "d": d})
+        T.tag(O, lambda h, gq, q, d: {"head": h, "qhead": gq, "query": q, "dv": d})
+    else:
+        T.tag(Q, lambda h, q, d: {"head": h, "query": q, "d": d})
+        T.tag(O, lambda h, q, d: {"head": h, "query": q, "dv": d})
+    q0 = (tiles - 1 - tile if causal else tile) * block_q
     T.tag(K, lambda h, kv, d: {"head": h, "key": kv, "d": d})
     T.tag(V, lambda h, kv, d: {"head": h, "key": kv, "dv": d})
-    T.tag(O, lambda h, q, d: {"head": h, "query": q, "dv": d})
+    # where a query tile lives in Q and O, and the axes its fragments span
+    at, axes = ((bh, g), (2, 3)) if grouped else ((bh,), (1, 2))
+    head = {"qhead": g} if grouped else {}
 
-    grid = (1, WAVES)
+    grid = (1, waves)
     k_frag = T.mfma_layout(MFMA, "a", grid)        # (32 keys, 8 d), shared by all waves
     q_frag = T.mfma_layout(MFMA, "b", grid)        # (128 queries, 8 d)
     scores = T.mfma_layout(MFMA, "c", grid)        # S^T: (32 keys, 128 queries)
@@ -137,7 +176,7 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     d_steps, kv_steps, d_blocks = head_dim // MK, BLOCK_KV // MK, head_dim // INFO.m
     scale = LOG2E / math.sqrt(head_dim)
 
-    copy = T.copy_layout((BLOCK_KV, head_dim), WAVES, 8)
+    copy = T.copy_layout((BLOCK_KV, head_dim), waves, 8)
     # rows are head_dim elements: XOR the row (mod 8) into the 4-element chunk index
     swizzle = (3, 2, int(math.log2(head_dim)) - 2)
     k_smem = T.lds((2, BLOCK_KV, head_dim), "bf16", swizzle=swizzle)
@@ -203,13 +242,16 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
         state["o"] = outputs
         return state
 
-    q = [Q.load((bh, q0, MK * t), q_frag, axes=(1, 2), guard=True) for t in range(d_steps)]
-    state = {"m": T.tag(T.full(column, -math.inf), lambda j: {"query": q0 + j}),
-             "l": T.tag(T.zeros(column), lambda j: {"query": q0 + j}),
+    q = [Q.load((*at, q0, MK * t), q_frag, axes=axes, guard=True) for t in range(d_steps)]
+    # the running statistics carry every tag the scores do (the query head too, when grouped):
+    # a tag the loop's first value lacks is unknown after the loop joins its iterations
+    state = {"m": T.tag(T.full(column, -math.inf), lambda j: {"query": q0 + j, **head}),
+             "l": T.tag(T.zeros(column), lambda j: {"query": q0 + j, **head}),
              "o": [T.tag(T.zeros(scores), lambda i, j, b=b: {
-                 "head": bh, "dv": INFO.m * b + i, "query": q0 + j}) for b in range(d_blocks)]}
+                 "head": bh, "dv": INFO.m * b + i, "query": q0 + j, **head})
+                 for b in range(d_blocks)]}
     # the keys this query block sees: all of them, or (causal) up to its last query's diagonal
-    seen = min_(SK, q0 + BLOCK_Q + shift) if causal else SK
+    seen = min_(SK, q0 + block_q + shift) if causal else SK
     blocks = T.cdiv(seen, BLOCK_KV)
     loop = _key_loop(state, blocks, fetch, stage, attend, prefetch=prefetch, unroll=unroll,
                      sync=sync)
@@ -218,9 +260,10 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     inverse = T.broadcast(T.rcp(state["l"]), 0, scores)
     for b, acc in enumerate(state["o"]):
         out = (acc * inverse).to("bf16", rounding)
-        O.store((bh, q0, INFO.m * b), out, axes=(2, 1), guard=True)
-        T.tag_assert(lambda V, D: And(V.query.eq(D.query), V.dv.eq(D.dv), V.head.eq(D.head)),
-                     "each output lands on its own query and feature")
+        O.store((*at, q0, INFO.m * b), out, axes=axes[::-1], guard=True)
+        T.tag_assert(lambda V, D: And(V.query.eq(D.query), V.dv.eq(D.dv), V.head.eq(D.head),
+                                      *([V.qhead.eq(D.qhead)] if grouped else [])),
+                     "each output lands on its own query head, query and feature")
 
 
 @T.kernel(waves=WAVES)
@@ -245,6 +288,35 @@ def attention_fwd_kv(Q: Tensor("bf16", "BH", "SQ", "D"), K: Tensor("bf16", "BH",
     masks bottom-right (query i sees keys j <= i + SK - SQ) and needs SK >= SQ."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
                       unroll=unroll, rounding=rounding)
+
+
+@T.kernel(waves=WAVES)
+def attention_fwd_gqa(Q: Tensor("bf16", "BH", "G", "S", "D"), K: Tensor("bf16", "BH", "S", "D"),
+                      V: Tensor("bf16", "BH", "S", "D"), O: Tensor("bf16", "BH", "G", "S", "D"),
+                      *, head_dim: int = 64, causal: bool = False, prefetch: int = 1,
+                      unroll: int = 1, rounding: str = "rne"):
+    """Grouped-query attention_fwd: the G query heads Q[bh, g] of group bh attend K[bh] and
+    V[bh] (a batch of B x H query heads over B x HK key/value heads is Q viewed as
+    (B * HK, H / HK, S, D) when head h reads key/value head h // (H / HK))."""
+    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
+                      unroll=unroll, rounding=rounding, grouped=True)
+
+
+@T.kernel(waves=GQA_WAVES)
+def attention_fwd_gqa_wide(Q: Tensor("bf16", "BH", "G", "S", "D"),
+                           K: Tensor("bf16", "BH", "S", "D"), V: Tensor("bf16", "BH", "S", "D"),
+                           O: Tensor("bf16", "BH", "G", "S", "D"), *, head_dim: int = 128,
+                           causal: bool = False, prefetch: int = 1, unroll: int = 1,
+                           rounding: str = "rne"):
+    """attention_fwd_gqa with 8 waves, 256 queries per workgroup, head_dim 128: half the K/V
+    traffic per query, half the workgroups (fewer, coarser jobs for a causal grid)."""
+    attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
+                      unroll=unroll, rounding=rounding, grouped=True, waves=GQA_WAVES)
+
+
+def reference_gqa(Q, K, V, causal: bool = False) -> np.ndarray:
+    """`reference` for attention_fwd_gqa: each of Q's G query heads against its group's K/V."""
+    return np.stack([reference(Q[:, g], K, V, causal) for g in range(Q.shape[1])], axis=1)
 
 
 def reference(Q, K, V, causal: bool = False) -> np.ndarray:

@@ -175,7 +175,8 @@ def _skippable(executor: Any) -> Any:
 
 # ---------------------------------------------------------------------------------- launch
 def _initial_state(m: Machine, info: KernelInfo, grid: tuple[int, int, int],
-                   block: tuple[int, int, int], kernarg_addr: int, packet_addr: int) -> None:
+                   block: tuple[int, int, int], kernarg_addr: int, packet_addr: int,
+                   groups: tuple[int, ...] | None = None) -> None:
     desc = info.descriptor
     user = []
     for name in desc.user_sgprs:
@@ -191,7 +192,7 @@ def _initial_state(m: Machine, info: KernelInfo, grid: tuple[int, int, int],
             user += [0, 0]
     for s, value in enumerate(user[: desc.user_sgpr_count]):
         m.sgpr[s] = value
-    wg = m.workgroup
+    wg = m.workgroup if groups is None else np.asarray(groups, np.int64)[m.workgroup]
     wg_id = np.stack([wg % grid[0], wg // grid[0] % grid[1], wg // (grid[0] * grid[1])])
     s = desc.user_sgpr_count
     for axis, enabled in enumerate(desc.workgroup_id_enabled):
@@ -272,7 +273,7 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
         raise LaunchError(f"kernel {info.name}: the state of {workgroups} workgroups of "
                           f"{waves_per_group} waves does not fit in this machine's memory",
                           fix="emulate a smaller grid") from None
-    _initial_state(m, info, grid3, block3, kernarg_addr, packet_addr)
+    _initial_state(m, info, grid3, block3, kernarg_addr, packet_addr, launch.groups)
     if bank_conflicts or trace:
         m.lds_cycles = {}
     if trace:

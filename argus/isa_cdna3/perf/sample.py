@@ -11,6 +11,7 @@ problem sizes that share a sample.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -104,12 +105,18 @@ def forget(*, disk: bool = False) -> None:
 def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                  run_sample: Callable[[int], tuple[tuple, Groups]], statics: list,
                  occ: Occupancy, workgroups: int, footprint: float, gpu: GpuProfile,
-                 constants: Calibrated, shape: dict, note: str | None = None) -> Timing:
+                 constants: Calibrated, shape: dict, note: str | None = None,
+                 dispatch: np.ndarray | None = None) -> Timing:
     """Time a launch of `workgroups` from samples at one or two trip counts of `loop`:
     `run_sample(trip)` gives the sample's key and its traced waves per workgroup. The first
     `per_round` sampled workgroups stand for a CU's round (copied when the sample has fewer),
     the bytes and flops per workgroup and the per-CU schedule are interpolated linearly to
-    `real`, and `footprint` bounds the compulsory HBM traffic."""
+    `real`, and `footprint` bounds the compulsory HBM traffic. `dispatch`, when the workgroups
+    loop different numbers of times, holds each one's trip count (`real` is then unused): the
+    workgroups are dealt to CU slots as they free up (`critical_slot`, costs read off the two
+    sampled schedules), the slot that finishes last sets the rounds and their trip count, and
+    the bytes and flops are interpolated to the launch's mean trip count (the caller's `note`
+    says how it sampled)."""
     p = plan(workgroups, occ, gpu)
     line = 1 << isa.CACHE_LINE_SHIFT
     runs: dict[int, list[list]] = {}
@@ -124,8 +131,10 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                         sum(statics[i].flops for g in first for w in groups[g] for i in w.index)
                         / len(first))
         runs[trip] = _resident(groups, first, p.per_round)
-    weight = (real - trips[0]) / (trips[1] - trips[0]) if len(trips) == 2 else 0.0
-    requested, flops = (a + weight * (b - a) for a, b in zip(per_wg[trips[0]], per_wg[trips[-1]]))
+    def along(trip: float) -> float:
+        return (trip - trips[0]) / (trips[1] - trips[0]) if len(trips) == 2 else 0.0
+    spread = along(real if dispatch is None else float(dispatch.mean()))
+    requested, flops = (a + spread * (b - a) for a, b in zip(per_wg[trips[0]], per_wg[trips[-1]]))
     total_requested = requested * workgroups
     hbm = min(footprint, total_requested) if total_requested else 0.0
     bw = cu_bandwidth(gpu, active_cus=p.active_cus,
@@ -133,19 +142,51 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                       constants=constants, mall_share=mall_share(hbm, total_requested, gpu))
     atomics = cu_atomic_rate(gpu, active_cus=p.active_cus, constants=constants)
 
-    def cu_run(n: int) -> Any:
+    def cu_run(n: int, weight: float) -> Any:
         scheduled = [schedule(keys[t], n, [w for g in runs[t][:n] for w in g], statics, bw,
                               atomics, constants) for t in trips]
         return scheduled[0] if len(trips) == 1 else scheduled[0].scaled(scheduled[1], weight)
 
-    rounds = [cu_run(p.per_round)] * p.full_rounds + ([cu_run(p.tail)] if p.tail else [])
-    if len(trips) == 2:
+    if dispatch is not None:
+        # slots share their CU: as many run side by side as the busiest CU holds at once
+        resident = min(p.per_round, p.busiest)
+        low, high = cu_run(resident, 0.0), cu_run(resident, 1.0)
+        per_trip = (high.cycles - low.cycles) / (trips[-1] - trips[0]) if len(trips) == 2 \
+            else 0.0
+        fixed = low.cycles - per_trip * trips[0]
+        count, trip = critical_slot(dispatch, int(gpu.cus.value) * resident,
+                                    fixed / per_trip if per_trip > 0 else math.inf)
+        p = attrs.evolve(p, full_rounds=count, tail=0)
+        rounds = [cu_run(resident, along(trip))] * count
+    else:
+        weight = along(real)
+        rounds = [cu_run(p.per_round, weight)] * p.full_rounds + (
+            [cu_run(p.tail, weight)] if p.tail else [])
+    if len(trips) == 2 and dispatch is None:
         sampled_note = (f"{simulated} workgroup(s) simulated at {loop}={trips[0]} and "
                         f"{trips[1]}, per-CU time extrapolated linearly to {loop}={real}")
         note = sampled_note + (f"; {note}" if note else "")
     return combine(name, gpu, occ, p, rounds, flops=flops * workgroups,
                    bytes_requested=total_requested, bytes_hbm=hbm, constants=constants,
                    extrapolation=note, shape=shape)
+
+
+def critical_slot(trips: np.ndarray, slots: int, fixed: float) -> tuple[int, float]:
+    """The workgroups (how many, their mean trip count) of the CU slot that finishes last when
+    the workgroups, in launch order, each take the slot that frees first (the dispatcher hands
+    a workgroup to a CU as soon as one has room), a workgroup costing `fixed` + its trip count
+    (`fixed` infinite: all cost alike)."""
+    if not math.isfinite(fixed):
+        count = -(-trips.size // slots)
+        return count, float(trips[:count].mean())
+    heap = [(0.0, slot) for slot in range(min(slots, trips.size))]
+    members: list[list[int]] = [[] for _ in heap]
+    for trip in trips.tolist():
+        end, slot = heapq.heappop(heap)
+        members[slot].append(trip)
+        heapq.heappush(heap, (end + fixed + trip, slot))
+    _, last = max(heap)
+    return len(members[last]), float(np.mean(members[last]))
 
 
 def _resident(groups: Groups, first: list[int], per_round: int) -> list[list]:
@@ -191,46 +232,161 @@ def trip_size(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, first: int)
 
 
 def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: Any,
-                threads: int, statics: list, run_sample: Callable[[dict, int], list],
-                sample_key: Callable[[dict, int], tuple], gpu: GpuProfile,
+                threads: int, statics: list, run_sample: Callable[[dict, tuple[int, ...]], list],
+                sample_key: Callable[[dict, tuple[int, ...]], tuple], gpu: GpuProfile,
                 constants: Calibrated, extrapolate: bool = True,
                 wave: Callable[..., Any] | None = None) -> Timing:
-    """A compiled kernel at `sizes` (checked by the caller): `run_sample(shape, first)` runs
-    the first `first` workgroups of the grid at `shape` and gives their traced waves. The size
-    setting the main loop's trip count (`trip_size`) is sampled at two small values and the
-    schedule extrapolated to the real one; sizes no loop bound names are shrunk as far as the
-    assumptions and the first grid row allow (the sampled workgroups do the work of every
-    workgroup; a size that sets a trip count keeps its value, else the sample would time
-    shorter loops than the launch runs)."""
+    """A compiled kernel at `sizes` (checked by the caller): `run_sample(shape, groups)` runs
+    the workgroups `groups` (linear ids) of the grid at `shape` and gives their traced waves.
+    The size setting the main loop's trip count (`trip_size`) is sampled at two small values
+    and the schedule extrapolated to the real one; sizes no loop bound names are shrunk as far
+    as the assumptions and the first grid row allow (the sampled workgroups do the work of
+    every workgroup; a size that sets a trip count keeps its value, else the sample would time
+    shorter loops than the launch runs). A kernel whose trip counts depend on the workgroup id
+    (a causal mask) is sampled by trip count instead (`_stratified`)."""
     real_grid = grid(**sizes)
     workgroups = math.prod(real_grid)
     occ = occupancy_of(info, threads)
     first = min(plan(workgroups, occ, gpu).per_round, real_grid[0])
+    footprint = sum(math.prod(int(evaluate(e, sizes)) for e in t.type.shape)
+                    * ELEMENT_DTYPES[t.type.dtype].itemsize for t in ir.tensors)
+    ids = {op.var.name: op.axis for op in ir.ops() if isinstance(op, O.ProgramId)}
+    varying = [op for op in ir.ops() if isinstance(op, O.For)
+               and {v.name for v in free_vars(op.start) | free_vars(op.stop)} & set(ids)]
     loop = trip_size(ir, grid, sizes, first)
+    trips = workgroup_trips(varying, ids, real_grid, sizes) if varying else None
+    if varying and trips is not None:
+        if len(np.unique(trips)) > 1:
+            return _stratified(ir, grid=grid, sizes=sizes, loop=loop, loops=varying, ids=ids,
+                               trips=trips, occ=occ, statics=statics, run_sample=run_sample,
+                               sample_key=sample_key, gpu=gpu, constants=constants,
+                               footprint=footprint, extrapolate=extrapolate, wave=wave)
     real = sizes[loop] if loop else 0
-    trips = _trips(ir, grid, sizes, loop, first) if loop and extrapolate else (real,)
+    trip_counts = _trips(ir, grid, sizes, loop, first) if loop and extrapolate else (real,)
     base = _shrunk(ir, grid, sizes, loop, first)
 
     def one(trip: int) -> tuple[tuple, Groups]:
         shape = {**base, loop: trip} if loop else base
-        key = sample_key(shape, first)
-        waves = sampled(key, lambda: {0: run_sample(shape, first)}, wave)[0]
-        by_group: dict[int, list] = {}
-        for w in waves:
-            by_group.setdefault(w.workgroup, []).append(w)
-        return key, by_group
+        return _groups_of(shape, tuple(range(first)), run_sample, sample_key, wave)
 
-    footprint = sum(math.prod(int(evaluate(e, sizes)) for e in t.type.shape)
-                    * ELEMENT_DTYPES[t.type.dtype].itemsize for t in ir.tensors)
-    ids = {op.var.name for op in ir.ops() if isinstance(op, O.ProgramId)}
     note = None
-    if set(loop_bound_names(ir)) & ids:      # trip counts that differ between workgroups
-        note = ("loop trip counts differ between workgroups (they depend on the workgroup id): "
-                f"the first {first} workgroup(s) stand for all, so the time is only as good as "
-                "they are typical (a causal mask's first query tiles do the least work)")
-    return extrapolated(ir.name, trips=trips, real=real, loop=loop or "", run_sample=one,
+    if varying and trips is None:   # trip counts set by the workgroup id and by loaded values
+        note = ("loop trip counts differ between workgroups (they depend on the workgroup id "
+                "and on values the model cannot evaluate before the run): the first "
+                f"{first} workgroup(s) stand for all, so the time is only as good as they "
+                "are typical")
+    return extrapolated(ir.name, trips=trip_counts, real=real, loop=loop or "", run_sample=one,
                         statics=statics, occ=occ, workgroups=workgroups, footprint=footprint,
                         gpu=gpu, constants=constants, shape=sizes, note=note)
+
+
+def _groups_of(shape: dict, groups: tuple[int, ...],
+               run_sample: Callable[[dict, tuple[int, ...]], list],
+               sample_key: Callable[[dict, tuple[int, ...]], tuple],
+               wave: Callable[..., Any] | None) -> tuple[tuple, Groups]:
+    """The key and the traced waves, per workgroup, of workgroups `groups` run at `shape`."""
+    key = sample_key(shape, groups)
+    waves = sampled(key, lambda: {0: run_sample(shape, groups)}, wave)[0]
+    by_group: dict[int, list] = {}
+    for w in waves:
+        by_group.setdefault(w.workgroup, []).append(w)
+    return key, by_group
+
+
+def workgroup_trips(loops: Sequence[O.For], ids: Mapping[str, int], grid: Sequence[int],
+                    sizes: Mapping[str, int]) -> np.ndarray | None:
+    """Trip counts of `loops` summed, per workgroup of `grid` (by linear id, x fastest), with
+    each program id bound to its workgroup's coordinate; None when a bound names something else
+    (a value loaded at run time)."""
+    g = np.arange(math.prod(grid), dtype=np.int64)
+    coords = (g % grid[0], g // grid[0] % grid[1], g // (grid[0] * grid[1]))
+    env: dict[str, Any] = {**sizes, **{name: coords[axis] for name, axis in ids.items()}}
+    total = np.zeros(g.size, np.int64)
+    for op in loops:
+        try:
+            span = np.asarray(evaluate(op.stop, env)) - np.asarray(evaluate(op.start, env))
+        except KeyError:
+            return None
+        total += np.maximum(0, -(-span // op.step)).astype(np.int64)
+    return total
+
+
+def strata(trips: np.ndarray, first: int) -> list[tuple[int, tuple[int, ...]]]:
+    """Two trip counts of a sample launch to extrapolate between, each with up to `first`
+    workgroups (linear ids) that run it: the largest, and the one nearest half of it (a wide
+    base for the line); one when every workgroup loops equally."""
+    values = np.unique(trips)
+    high = int(values[-1])
+    chosen = [high] if len(values) == 1 else [
+        int(values[:-1][np.argmin(np.abs(values[:-1] - high / 2))]), high]
+    return [(t, tuple(int(g) for g in np.flatnonzero(trips == t)[:first])) for t in chosen]
+
+
+def _stratified(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, loop: str | None,
+                loops: Sequence[O.For], ids: Mapping[str, int], trips: np.ndarray,
+                occ: Occupancy, statics: list, run_sample: Callable, sample_key: Callable,
+                gpu: GpuProfile, constants: Calibrated, footprint: float, extrapolate: bool,
+                wave: Callable[..., Any] | None) -> Timing:
+    """A kernel whose workgroups loop different numbers of times (the causal mask's query
+    tiles): the trip count of every workgroup of the launch is evaluated from the loop bounds,
+    and two sets of workgroups that each loop
+    a known number of times (`strata`) are run at a small sample shape (the loop's size at a
+    SAMPLE_TRIPS value, other sizes shrunk); `extrapolated` deals the launch's workgroups to CU
+    slots by those trip counts and interpolates the slot that finishes last."""
+    workgroups = trips.size
+    per_round = plan(workgroups, occ, gpu).per_round
+    shape = _sample_shape(ir, grid, sizes, loop, loops, ids, per_round) if extrapolate \
+        else dict(sizes)
+    picked = strata(workgroup_trips(loops, ids, grid(**shape), shape), per_round)
+    if len(picked) == 1:                    # one trip count at the sample shape: the launch's
+        shape = dict(sizes)
+        picked = strata(trips, per_round)
+    by_trip = dict(picked)
+
+    def one(trip: int) -> tuple[tuple, Groups]:
+        return _groups_of(shape, by_trip[trip], run_sample, sample_key, wave)
+
+    counts = tuple(t for t, _ in picked)
+    note = (f"trip counts vary by workgroup; stratified: {len(by_trip[counts[-1]])} "
+            f"workgroup(s) simulated per trip count {' and '.join(map(str, counts))} at "
+            + " ".join(f"{k}={v}" for k, v in shape.items())
+            + f", workgroups dealt to CU slots as they free up and the last slot's time "
+              f"interpolated linearly in the trip count (launch mean {trips.mean():.1f})")
+    return extrapolated(ir.name, trips=counts, real=0, loop="trip", run_sample=one,
+                        statics=statics, occ=occ, workgroups=workgroups, footprint=footprint,
+                        gpu=gpu, constants=constants, shape=sizes, note=note, dispatch=trips)
+
+
+def _sample_shape(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | None,
+                  loops: Sequence[O.For], ids: Mapping[str, int], per_round: int) -> dict:
+    """The sizes a stratified sample runs at: the first size a loop bound names (`loop` first)
+    that the assumptions admit at a SAMPLE_TRIPS value below it, at the second such value (the
+    first when there is one), then every size no loop bound names halved while the assumptions
+    hold and both strata keep `per_round` workgroups (or as many as they had). The trip counts
+    are evaluated at the sample, so the grid may grow with the shrunk size."""
+    base = dict(sizes)
+    for name in dict.fromkeys([loop, *loop_bound_names(ir)]):
+        if name not in sizes:
+            continue
+        small = [t for t in SAMPLE_TRIPS if t < sizes[name] and admits(ir, {**sizes, name: t})]
+        if small:
+            base[name] = small[min(1, len(small) - 1)]
+            loop = name
+            break
+    bounding = set(loop_bound_names(ir))
+    scalars = {v.name: 0 for v in ir.scalars}
+
+    def kept(shape: dict) -> tuple[int, ...]:
+        trips = workgroup_trips(loops, ids, grid(**shape), shape)
+        return tuple(len(g) for _, g in strata(trips, per_round)) if trips is not None else ()
+    want = kept(base)
+    for name in (v.name for v in ir.sizes):
+        while name != loop and name not in bounding and base[name] > 1:
+            trial = {**base, name: base[name] // 2}
+            if not admits(ir, {**scalars, **trial}) or kept(trial) != want:
+                break
+            base = trial
+    return base
 
 
 def _trips(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str, first: int
@@ -282,5 +438,6 @@ def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
     return arrays
 
 
-__all__ = ["SAMPLE_TRIPS", "extrapolated", "forget", "loop_bound_names", "mall_share",
-           "occupancy_of", "sample_inputs", "sampled", "schedule", "time_kernel", "trip_size"]
+__all__ = ["SAMPLE_TRIPS", "critical_slot", "extrapolated", "forget", "loop_bound_names",
+           "mall_share", "occupancy_of", "sample_inputs", "sampled", "schedule", "strata",
+           "time_kernel", "trip_size", "workgroup_trips"]
