@@ -11,7 +11,7 @@ from argus.search.budget import Budget
 from argus.search.experience import Experience, shape_class
 from argus.search.loop import run
 from argus.search.planners import SearchState
-from argus.search.planners.offline import SCREEN_ARM, OfflinePlanner
+from argus.search.planners.offline import EXPERIENCE_ARM, SCREEN_ARM, OfflinePlanner
 from argus.search.screen import Screen, Screened, neighbours, step, steps
 from argus.search.space import MFMA_16, Candidate, default_candidate
 from argus.search.store import Store
@@ -116,6 +116,22 @@ def test_past_bests_start_the_climbs_within_this_problems_space(tmp_path):
     pinned = Problem("gemm", GEMM.sizes, {"swizzle": True})
     # a past best outside the pinned space (swizzle=False) is no start
     assert [c.param_dict["swizzle"] for c in _screen(pinned, memory, 1).starts] == [True, True]
+
+
+def test_without_a_screen_past_bests_are_the_first_proposals(tmp_path):
+    """No pre-screen (--no-screen, the bench's replay): the experience store's best points of
+    past runs, in this problem's space, are proposed before the default; --fresh has none."""
+    memory = Experience(tmp_path / "gemm.jsonl", "gemm")
+    good = Candidate("gemm", {**BEST, "swizzle": True})
+    memory.append({"move": "grow_m", "status": "ok", "credit": 0.5, "reward": 2.0,
+                   "shape_class": shape_class("gemm", {"M": 256, "N": 4096, "K": 4096}),
+                   "candidate": good.to_dict()})
+    planner = OfflinePlanner(GEMM, 0, legal=lambda c: "", experience=memory, learn=False)
+    proposals = planner.propose(SearchState(GEMM), 2)
+    assert [p.candidate for p in proposals] == [good, default_candidate(GEMM)]
+    assert [p.move for p in proposals] == [EXPERIENCE_ARM, "default"]
+    fresh = OfflinePlanner(GEMM, 0, legal=lambda c: "").propose(SearchState(GEMM), 1)
+    assert [p.move for p in fresh] == ["default"]
 
 
 def test_at_1024_cubed_the_first_proposals_include_a_point_at_parity_with_amd():

@@ -5,8 +5,9 @@ for a whole configuration and one that asks the value model; every evaluation, w
 it, is told to the optuna study. An arm's credit is graded by the reward its candidate earned
 against the best so far (`graded_credit`), not one bit. A refuted candidate's counterexample is
 mapped to repairs (`argus.search.repair`), proposed before anything else. With an experience
-store, the moves' priors come from past runs of the family (same shape class first), and every
-evaluated move is added to it. Candidates that cannot trace at the target shape are pruned for
+store, the moves' priors come from past runs of the family (same shape class first), past runs'
+best points are proposed first (the pre-screen's starts when there is one), and every evaluated
+move is added to it. Candidates that cannot trace at the target shape are pruned for
 free. With a model-only pre-screen (`argus.search.screen`), its fastest points are proposed
 first, and a candidate the model already timed slower than the best result is not proposed.
 """
@@ -50,6 +51,10 @@ MAX_REPAIR_DEPTH = 2  # repairs of a refuted repair, but not further
 #: between (a candidate as good as the best earns a third)
 LOW, HIGH = 0.85, 1.15
 SCREEN_ARM = "screen"
+#: without a pre-screen, the experience store's best points of past runs (this shape class's,
+#: then each other class's) are proposed first: what transfers between shapes is mostly where
+#: the good tiles are
+EXPERIENCE_ARM = "experience"
 #: the pre-screen's fastest distinct points proposed before the default and the bandit
 SEEDS = 3
 
@@ -185,8 +190,13 @@ class OfflinePlanner:
         fastest distinct modelled times become the first proposals, and the screened times
         prune candidates that cannot beat the best result."""
         self.screened = {}
-        self.seeded = sum(e.move == SCREEN_ARM for e in state.evaluations)  # a resumed run's
+        # a resumed run's seeds count against SEEDS
+        self.seeded = sum(e.move in (SCREEN_ARM, EXPERIENCE_ARM) for e in state.evaluations)
         if self.screen is None:
+            if self.experience is not None:
+                self.seeds = [Proposal(c, EXPERIENCE_ARM, "the best point of a past run of "
+                                       "the family (experience store)")
+                              for c in self.experience.starts(self.problem, SEEDS)]
             return
         ranking = self.screen_ranking = self.screen.run()
         kernels = set()
