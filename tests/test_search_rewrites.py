@@ -198,3 +198,43 @@ def test_experience_from_other_shapes_shortens_the_search(tmp_path):
     warm = [_run(target, seed, memory) for seed in range(4)]
     cold = [_run(target, seed) for seed in range(4)]
     assert sum(warm) < sum(cold), (warm, cold)
+
+
+def test_the_live_view_and_the_report_show_a_refutation_and_its_repair():
+    """What a user of `argus tune` sees of counterexample-guided repair: the live panel names
+    the refuted candidate (with its rewrites) and its counterexample's kind and program point,
+    and counts the repairs; `--report` shows candidate -> counterexample -> repair -> verdict."""
+    from rich.console import Console
+
+    from argus.search.budget import Budget, Clock
+    from argus.search.loop import Progress
+    from argus.search.planners import SearchState
+    from argus.search.view import failures_table, live_panel, report
+
+    base = default_candidate(GEMM)
+    bad = attrs.evolve(base, rewrites=(("drop_barrier", (1,)),))
+    fixed = attrs.evolve(bad, rewrites=(*bad.rewrites, ("grow_rings", (0,))))
+    race = {"kind": "lds-race", "loc": "argus/kernels/gemm.py:136:9", "text": "lds-race ..."}
+    evaluations = [
+        Evaluation(bad.key, bad, REFUTED, "verify", "lds-race", counterexamples=(race,),
+                   move="rw:drop_barrier"),
+        Evaluation(fixed.key, fixed, "ok", "reward", time_us=9.0, reward=1.2,
+                   reference={"name": "default", "time_us": 10.8}, move="repair:grow_rings")]
+    console = Console(record=True, width=400)
+    budget = Budget(8)
+    console.print(live_panel(Progress(SearchState(GEMM, evaluations), budget,
+                                      Clock(budget, done=2))))
+    console.print(failures_table(evaluations))
+    shown = console.export_text()
+    assert f"{bad.describe()}: lds-race at argus/kernels/gemm.py:136:9" in shown
+    assert "1 tried, 1 past the verifier; latest repair:grow_rings -> ok" in shown
+    assert "+drop_barrier@1" in shown.split("rejected candidates")[1]
+    events = [{"kind": "run", "problem": GEMM.to_dict(), "planner": "offline",
+               "budget": {"evaluations": 8}},
+              *({"kind": "eval", "evaluation": e.to_dict()} for e in evaluations),
+              {"kind": "repair", "refuted": bad.key, "counterexample": race,
+               "repair": {"rewrite": "grow_rings", "site": [0]}, "verdict": "ok"}]
+    console = Console(record=True, width=400)
+    console.print(report(events))
+    assert (f"repair: {bad.key} refuted (lds-race at argus/kernels/gemm.py:136:9) -> "
+            "grow_rings@[0] -> ok") in console.export_text()

@@ -26,7 +26,8 @@ _SHORT = {"block_m": "m", "block_n": "n", "block_k": "k", "split_k": "split", "h
 
 
 def compact(evaluation: Evaluation) -> str:
-    """A configuration in few characters: m128 n64 k32 split2 32x32x8 swizzle interleave."""
+    """A configuration in few characters: m128 n64 k32 split2 32x32x8 swizzle interleave, then
+    its program rewrites (+grow_rings@0)."""
     parts = []
     for name, value in evaluation.candidate.params:
         if isinstance(value, bool):
@@ -37,6 +38,8 @@ def compact(evaluation: Evaluation) -> str:
             parts.append(value.removeprefix("v_mfma_f32_").removesuffix("_bf16"))
         else:
             parts.append(f"{name}={value}")
+    # the program rewrites too: points that differ only in them must not look alike
+    parts += [f"+{name}@{','.join(map(str, site))}" for name, site in evaluation.candidate.rewrites]
     return " ".join(parts) + (" +edit" if evaluation.candidate.source else "")
 
 
