@@ -1,8 +1,9 @@
 """An honest planner benchmark: priors learned on some GEMM shapes, evaluated on others.
 
-The space: the GEMM's tiles, block_k, split-K and MFMA instruction (288 knob points, the LDS
-swizzle and the schedule pinned) in two program variants each, as written and with both LDS
-rings deepened from 2 to 4 slots by the `grow_rings` rewrite: 576 points per shape. Every point
+The space: the GEMM's tiles, block_k, split-K, prefetch depth and MFMA instruction (576 knob
+points, the LDS swizzle and the schedule pinned) in two program variants each, as written and
+with both LDS rings deepened from 2 to 4 slots by the `grow_rings` rewrite: 1152 points per
+shape. Every point
 is traced, compiled and timed by the MI300X performance model at four shapes (figures are
 modelled, not measured), once, and cached in ARGUS_CACHE/bench_search keyed by the space and
 the sources of the kernels, the backend and the model.
@@ -11,7 +12,8 @@ Training: the offline planner runs on the TRAIN shapes (several seeds) with an e
 store, which it fills. Test, on the held-out TEST shapes, at least 10 seeds each: the planner
 warm-started from that store (frozen: it does not learn during the test), the same planner
 fresh (knowledge-base priors only), random search without replacement, and optuna's TPE alone
-over the same 576 candidates (knobs plus the variant as a categorical). Reported: evaluations
+over the same 1152 candidates (knobs plus the variant as a categorical). The warm-started
+planner against the fresh one is the experience store's transfer to a new shape. Reported: evaluations
 to reach 95% of the exhaustive best's modelled throughput, median and mean, a miss counting
 budget + 1, and the ratios against random search; the lines say where the planner loses.
 
@@ -553,6 +555,11 @@ def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | 
                      f"{by['random']['median'] / by[name]['median']:.2f}x, means "
                      f"{by['random']['mean'] / by[name]['mean']:.2f}x")
             learned = by["planner (learned priors)"]
+            fresh = by["planner (fresh)"]
+            echo(f"  experience transfer (store from {', '.join(p.shape for p in TRAIN)}, "
+                 f"frozen): median {learned['median']:g} vs fresh {fresh['median']:g}, mean "
+                 f"{learned['mean']:.2f} vs {fresh['mean']:.2f} evaluations: "
+                 f"{fresh['mean'] / learned['mean']:.2f}x shorter on average")
             losses = [name for name in ("planner (fresh)", "random", "optuna alone")
                       if by[name]["mean"] < learned["mean"]]
             seeds_lost = sum((a or budget + 1) > (b or budget + 1) for a, b in zip(

@@ -238,3 +238,46 @@ def test_the_live_view_and_the_report_show_a_refutation_and_its_repair():
     console.print(report(events))
     assert (f"repair: {bad.key} refuted (lds-race at argus/kernels/gemm.py:136:9) -> "
             "grow_rings@[0] -> ok") in console.export_text()
+
+
+@pytest.mark.parametrize("modelled_us, repaired", [(0.5, True), (2.0, False)])
+def test_a_repair_the_model_times_no_faster_than_the_best_is_not_evaluated(modelled_us,
+                                                                           repaired):
+    """With a pre-screen, a repair costs a model timing before it costs a full evaluation: one
+    the model times no faster than the best result cannot become the best (its reward is that
+    modelled time), so it is logged as skipped instead of proposed."""
+    from argus.search.planners import SearchState
+    from argus.search.screen import Screened
+
+    class Model:  # a pre-screen that has run: no ranking, one time for every look
+        wall = 0.0
+
+        def run(self):
+            return []
+
+        def time(self, candidate):
+            return Screened(candidate, modelled_us)
+
+    problem = Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, {"swizzle": False})
+    base = default_candidate(problem)
+    events = []
+    planner = OfflinePlanner(problem, 0, legal=lambda c: "", log=events.append, screen=Model())
+    state = SearchState(problem, [Evaluation(base.key, base, "ok", "reward", time_us=1.0,
+                                             reward=1.0)])
+    planner.observe(state.evaluations)
+    bad = attrs.evolve(base, rewrites=(("swizzle_stores", (0,)),))
+    obligation = {"kind": "tag-assertion", "loc": "argus/kernels/gemm.py:107:13",
+                  "text": "A and B meet at one k", "counterexample": {"detail": ""}}
+    refuted = Evaluation(bad.key, bad, REFUTED, "verify", "tag-assertion",
+                         counterexamples=(obligation,), move="rw:swizzle_stores")
+    state.evaluations.append(refuted)
+    planner.observe([refuted])
+    proposal = planner.propose(state, 1)[0]
+    assert proposal.move.startswith("repair:") == repaired
+    kinds = [e["kind"] for e in events]
+    assert ("repair-skipped" in kinds) != repaired
+    if not repaired:
+        skipped = next(e for e in events if e["kind"] == "repair-skipped")
+        assert skipped["modelled_us"] == 2.0 and skipped["best_us"] == 1.0
+        assert skipped["refuted"] == bad.key
+        assert not proposal.candidate.rewrites  # the knob moves go on, no rewrite is beaten

@@ -159,6 +159,10 @@ def report(events: list[dict]) -> Group:
         lines.append(f"repair: {event.get('refuted')} refuted ({cex.get('kind')} at "
                      f"{cex.get('loc')}) -> {fix.get('rewrite')}@{fix.get('site')} -> "
                      f"{event.get('verdict')}")
+    skipped = [e for e in events if e["kind"] == "repair-skipped"]
+    if skipped:
+        lines.append(f"repairs not evaluated: {len(skipped)} (the model times them no faster "
+                     "than the best result)")
     ends = [e for e in events if e["kind"] == "end"]
     lines.append(f"stopped: {ends[-1]['reason']}" if ends else
                  "no end line: the run was killed; continue it with --resume")

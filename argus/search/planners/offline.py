@@ -9,7 +9,8 @@ store, the moves' priors come from past runs of the family (same shape class fir
 best points are proposed first (the pre-screen's starts when there is one), and every evaluated
 move is added to it. Candidates that cannot trace at the target shape are pruned for
 free. With a model-only pre-screen (`argus.search.screen`), its fastest points are proposed
-first, and a candidate the model already timed slower than the best result is not proposed.
+first, and a candidate the model times no faster than the best result (screened, or a rewrite
+or repair timed before its full evaluation) is not proposed.
 """
 
 from __future__ import annotations
@@ -177,6 +178,13 @@ class OfflinePlanner:
                 taken.add(repair.candidate.key)
                 self.log({"kind": "repair-proposed", "candidate": repair.candidate.key,
                           **self.repair_of[repair.candidate.key]})
+            elif self.beaten(repair.candidate, state):
+                # mended, it would still be no faster than the best: not worth an evaluation
+                self.log({"kind": "repair-skipped", "candidate": repair.candidate.key,
+                          "modelled_us": self.screen.time(repair.candidate).time_us
+                          if self.screen is not None else None,
+                          "best_us": state.best.time_us if state.best else None,
+                          **self.repair_of[repair.candidate.key]})
         while len(out) < k:
             proposal = self._draw(state, fresh)
             if proposal is None:
@@ -230,12 +238,16 @@ class OfflinePlanner:
         return tuple((k, v) for k, v in candidate.params if k in numeric)
 
     def beaten(self, candidate: Candidate, state: SearchState) -> bool:
-        """The model already timed `candidate` no faster than the best result (the reward is
-        that same modelled time, so it cannot be a new best)."""
+        """The model times `candidate` no faster than the best result (the reward is that same
+        modelled time, so it cannot be a new best): screened, or, with a pre-screen, a program
+        rewrite (or repair) timed by the model before a full evaluation is spent on it."""
         best = state.best
+        if best is None or best.time_us is None:
+            return False
         screened = (self.screened or {}).get(candidate.key)
-        return screened is not None and best is not None and best.time_us is not None \
-            and screened >= best.time_us
+        if screened is None and candidate.rewrites and self.screen is not None:
+            screened = self.screen.time(candidate).time_us
+        return screened is not None and screened >= best.time_us
 
     def _draw(self, state: SearchState, fresh) -> Proposal | None:
         while self.seeds:  # screened points that may still beat the best result come first
