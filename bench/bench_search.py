@@ -13,9 +13,10 @@ store, which it fills. Test, on the held-out TEST shapes, at least 10 seeds each
 warm-started from that store (frozen: it does not learn during the test), the same planner
 fresh (knowledge-base priors only), random search without replacement, and optuna's TPE alone
 over the same 1152 candidates (knobs plus the variant as a categorical). The warm-started
-planner against the fresh one is the experience store's transfer to a new shape. Reported: evaluations
-to reach 95% of the exhaustive best's modelled throughput, median and mean, a miss counting
-budget + 1, and the ratios against random search; the lines say where the planner loses.
+planner against the fresh one is the experience store's transfer to a new shape. Reported:
+evaluations to reach 95% of the exhaustive best's modelled throughput, median and mean, a miss
+counting budget + 1, and the ratios against random search; the lines say where the planner
+loses.
 
 The bench replays candidates against the cached modelled times: verification and emulation,
 which the real loop runs per candidate, are not repeated here (the library kernels and the
