@@ -134,6 +134,32 @@ def test_without_a_screen_past_bests_are_the_first_proposals(tmp_path):
     assert [p.move for p in fresh] == ["default"]
 
 
+def test_without_a_screen_the_value_models_guess_from_other_shapes_comes_first(tmp_path):
+    """Results of a past run at another shape class teach the value model where good points
+    lie; with no result of this shape class, its guess here is the first proposal, then the
+    past best, then the default."""
+    import random
+
+    from argus.search.planners.offline import MODEL_ARM
+    from argus.search.space import every_candidate
+
+    memory = Experience(tmp_path / "gemm.jsonl", "gemm")
+    elsewhere = {"M": 256, "N": 4096, "K": 4096}
+    past = random.Random(1).sample(list(every_candidate(GEMM)), 60)
+    for candidate in past:
+        memory.append({"move": "optuna", "status": "ok", "credit": 0.5, "run": "past",
+                       "reward": score(candidate.param_dict), "sizes": elsewhere,
+                       "shape_class": shape_class("gemm", elsewhere),
+                       "candidate": candidate.to_dict()})
+    planner = OfflinePlanner(GEMM, 0, legal=lambda c: "", experience=memory, learn=False)
+    proposals = planner.propose(SearchState(GEMM), 3)
+    assert [p.move for p in proposals] == [MODEL_ARM, EXPERIENCE_ARM, "default"]
+    # the guess is better than every point the past run evaluated (the best of which is the
+    # experience proposal): what transfers is the shape of the landscape, not one point
+    assert score(proposals[0].candidate.param_dict) > max(score(c.param_dict) for c in past)
+    assert score(proposals[1].candidate.param_dict) == max(score(c.param_dict) for c in past)
+
+
 def test_at_1024_cubed_the_first_proposals_include_a_point_at_parity_with_amd():
     """The README's tune: within the first two proposals (one per worker at --jobs 2) is a
     candidate the model times at least as fast as AMD's fastest kernel at the shape, found by

@@ -103,6 +103,8 @@ class OfflinePlanner:
                               for k in problem.knobs()}
         self.asked: dict[str, optuna.trial.Trial] = {}
         self.model = ValueModel(problem)
+        if experience is not None:  # where good points lay at the shapes of past runs
+            self.model.learn_from([r for r in experience.rows if not run or r.get("run") != run])
         self.numpy_rng = np.random.default_rng(seed)
         self.rewrites = {REWRITE_PREFIX + r.name: r for r in R.REWRITES.values()
                          if rewrites and not r.repair}
@@ -202,9 +204,7 @@ class OfflinePlanner:
         self.seeded = sum(e.move in (SCREEN_ARM, EXPERIENCE_ARM) for e in state.evaluations)
         if self.screen is None:
             if self.experience is not None:
-                self.seeds = [Proposal(c, EXPERIENCE_ARM, "the best point of a past run of "
-                                       "the family (experience store)")
-                              for c in self.experience.starts(self.problem, SEEDS)]
+                self._experience_seeds()
             return
         ranking = self.screen_ranking = self.screen.run()
         kernels = set()
@@ -231,6 +231,26 @@ class OfflinePlanner:
         self.log({"kind": "screen", "timed": len(ranking), "wall_s": round(self.screen.wall, 1),
                   "ranking": [e.to_dict() for e in ranking[:12]],
                   "untimed": sum(e.time_us is None for e in ranking)})
+
+    def _experience_seeds(self) -> None:
+        """Without a pre-screen: past runs' best points, and the value model's guess at this
+        shape once it has learnt from past runs' results at theirs (after this shape class's
+        own best when there is one, before other classes' bests)."""
+        self.seeds = [Proposal(c, EXPERIENCE_ARM, "the best point of a past run of the family "
+                               "(experience store)")
+                      for c in self.experience.starts(self.problem, SEEDS)]
+        if not self.model.past_ys:
+            return
+        if self.points is None:
+            self.points = list(every_candidate(self.problem))
+        guess = next((c for c in self.model.expected(self.points) if not self.legal(c)), None)
+        if guess is None or guess.key in {p.candidate.key for p in self.seeds}:
+            return
+        here = any(r.get("shape_class") == self.shape_class and r.get("status") == "ok"
+                   for r in self.experience.rows)
+        self.seeds.insert(1 if here and self.seeds else 0, Proposal(
+            guess, MODEL_ARM, f"value model learnt from {len(self.model.past_ys)} past "
+            "results at other shapes: its best guess at this one"))
 
     def _tile(self, candidate: Candidate) -> tuple:
         numeric = {k.name for k in self.problem.knobs()
@@ -382,7 +402,8 @@ class OfflinePlanner:
         arm = ev.move.split(":")[0] + ":" + ev.move.split(":")[1] \
             if ev.move.startswith(REPAIR_PREFIX) else ev.move
         self.experience.append({
-            "run": self.run, "shape_class": self.shape_class, "move": arm,
+            "run": self.run, "shape_class": self.shape_class, "sizes": self.problem.sizes,
+            "move": arm,
             "credit": round(credit, 4), "status": ev.status, "reward": ev.reward,
             "counterexample": counterexample_kind(ev), "features": self._features(ev),
             "candidate": ev.candidate.to_dict()})
