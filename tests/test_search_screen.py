@@ -158,6 +158,12 @@ def test_without_a_screen_the_value_models_guess_from_other_shapes_comes_first(t
     # experience proposal): what transfers is the shape of the landscape, not one point
     assert score(proposals[0].candidate.param_dict) > max(score(c.param_dict) for c in past)
     assert score(proposals[1].candidate.param_dict) == max(score(c.param_dict) for c in past)
+    # with a pre-screen, the guess is where its first climb starts
+    screen = Screen(GEMM, points=3, wall_s=None, legal=lambda c: "", timer=landscape_timer,
+                    starts=memory.starts(GEMM))
+    OfflinePlanner(GEMM, 0, legal=lambda c: "", experience=memory, learn=False,
+                   screen=screen).propose(SearchState(GEMM), 1)
+    assert screen.starts[:2] == [proposals[0].candidate, proposals[1].candidate]
 
 
 def test_at_1024_cubed_the_first_proposals_include_a_point_at_parity_with_amd():

@@ -5,9 +5,10 @@ for a whole configuration and one that asks the value model; every evaluation, w
 it, is told to the optuna study. An arm's credit is graded by the reward its candidate earned
 against the best so far (`graded_credit`), not one bit. A refuted candidate's counterexample is
 mapped to repairs (`argus.search.repair`), proposed before anything else. With an experience
-store, the moves' priors come from past runs of the family (same shape class first), past runs'
-best points are proposed first (the pre-screen's starts when there is one), and every evaluated
-move is added to it. Candidates that cannot trace at the target shape are pruned for
+store, the moves' priors come from past runs of the family (same shape class first), the value
+model learns from past runs' results at their shapes, its guess at this shape and past runs'
+best points are proposed first (the pre-screen's first starts when there is one), and every
+evaluated move is added to it. Candidates that cannot trace at the target shape are pruned for
 free. With a model-only pre-screen (`argus.search.screen`), its fastest points are proposed
 first, and a candidate the model times no faster than the best result (screened, or a rewrite
 or repair timed before its full evaluation) is not proposed.
@@ -206,6 +207,10 @@ class OfflinePlanner:
             if self.experience is not None:
                 self._experience_seeds()
             return
+        guess = self._guess()
+        starts = getattr(self.screen, "starts", None)
+        if guess is not None and starts is not None and guess not in starts:
+            starts.insert(0, guess)  # the screen's first climb starts at the model's guess
         ranking = self.screen_ranking = self.screen.run()
         kernels = set()
         for rank, entry in enumerate(ranking, 1):
@@ -239,11 +244,7 @@ class OfflinePlanner:
         self.seeds = [Proposal(c, EXPERIENCE_ARM, "the best point of a past run of the family "
                                "(experience store)")
                       for c in self.experience.starts(self.problem, SEEDS)]
-        if not self.model.past_ys:
-            return
-        if self.points is None:
-            self.points = list(every_candidate(self.problem))
-        guess = next((c for c in self.model.expected(self.points) if not self.legal(c)), None)
+        guess = self._guess()
         if guess is None or guess.key in {p.candidate.key for p in self.seeds}:
             return
         here = any(r.get("shape_class") == self.shape_class and r.get("status") == "ok"
@@ -251,6 +252,15 @@ class OfflinePlanner:
         self.seeds.insert(1 if here and self.seeds else 0, Proposal(
             guess, MODEL_ARM, f"value model learnt from {len(self.model.past_ys)} past "
             "results at other shapes: its best guess at this one"))
+
+    def _guess(self) -> Candidate | None:
+        """The value model's best point (posterior mean) that traces at the shape, once it has
+        learnt from past runs' results; None before."""
+        if not self.model.past_ys:
+            return None
+        if self.points is None:
+            self.points = list(every_candidate(self.problem))
+        return next((c for c in self.model.expected(self.points) if not self.legal(c)), None)
 
     def _tile(self, candidate: Candidate) -> tuple:
         numeric = {k.name for k in self.problem.knobs()
