@@ -28,7 +28,7 @@ instead: seeded illegal rewrites through the planner's counterexample-guided rep
 verified, checked in the interpreter and the emulator, and timed) at the default budget of 8 per
 shape and prints the modelled ratio to AMD's fastest kernel it reached.
 Run: python bench/bench_search.py [--seeds 10] [--train-seeds 4] [--budget 64] [--jobs 2]
-     [--json PATH];  python bench/bench_search.py --repairs;
+     [--swap] [--json PATH];  python bench/bench_search.py --repairs;
      python bench/bench_search.py --parity [--shapes 1024x1024x1024,4096x4096x4096]
 """
 
@@ -489,8 +489,10 @@ def _summary(name: str, found: list[int | None], budget: int) -> dict:
               f"budget {PARITY_BUDGET} per GEMM shape, the ratio to AMD's kernel reached.")
 @click.option("--shapes", default=",".join(PARITY_SHAPES), show_default=True,
               help="GEMM shapes of --parity.")
+@click.option("--swap", is_flag=True, help="Learn on the test shapes and test on the training "
+              "shapes (the same cached tables): does the transfer hold the other way round?")
 def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | None,
-         repairs: bool, parity: bool, shapes: str) -> None:
+         repairs: bool, parity: bool, shapes: str, swap: bool) -> None:
     import tempfile
 
     from argus.search.experience import Experience
@@ -506,23 +508,24 @@ def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | 
         if json_path:
             Path(json_path).write_text(json.dumps(rows, indent=1, default=str))
         return
+    train, test = (TEST, TRAIN) if swap else (TRAIN, TEST)
     echo("bench_search: evaluations to reach 95% of the exhaustive best (modelled MI300X "
          "times, not measured); priors learned on "
-         f"{', '.join(p.shape for p in TRAIN)}, tested on {', '.join(p.shape for p in TEST)}")
-    tables = exhaustive([*TRAIN, *TEST], jobs, echo)
-    out = {"train": [p.to_dict() for p in TRAIN], "test": []}
+         f"{', '.join(p.shape for p in train)}, tested on {', '.join(p.shape for p in test)}")
+    tables = exhaustive([*train, *test], jobs, echo)
+    out = {"train": [p.to_dict() for p in train], "test": []}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         memory = Experience(tmp / "experience.jsonl", "gemm")
         started = time.perf_counter()
-        for problem in TRAIN:
+        for problem in train:
             table = tables[problem]
             default = table[default_candidate(problem).key]["time_us"]
             for seed in range(train_seeds):
                 planner_run(problem, table, default, 100 + seed, budget, tmp, memory, True)
-        echo(f"training: {train_seeds} runs on each of {len(TRAIN)} shapes, "
+        echo(f"training: {train_seeds} runs on each of {len(train)} shapes, "
              f"{len(memory.rows)} experience rows ({time.perf_counter() - started:.0f} s)")
-        for problem in TEST:
+        for problem in test:
             table = tables[problem]
             timed = {k: v for k, v in table.items() if v["time_us"] is not None}
             traced = sum(v["stage"] != "trace" for v in table.values())
@@ -557,7 +560,7 @@ def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | 
                      f"{by['random']['mean'] / by[name]['mean']:.2f}x")
             learned = by["planner (learned priors)"]
             fresh = by["planner (fresh)"]
-            echo(f"  experience transfer (store from {', '.join(p.shape for p in TRAIN)}, "
+            echo(f"  experience transfer (store from {', '.join(p.shape for p in train)}, "
                  f"frozen): median {learned['median']:g} vs fresh {fresh['median']:g}, mean "
                  f"{learned['mean']:.2f} vs {fresh['mean']:.2f} evaluations: "
                  f"{fresh['mean'] / learned['mean']:.2f}x shorter on average")
