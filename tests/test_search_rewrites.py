@@ -263,7 +263,8 @@ def test_a_repair_the_model_times_no_faster_than_the_best_is_not_evaluated(model
     events = []
     planner = OfflinePlanner(problem, 0, legal=lambda c: "", log=events.append, screen=Model())
     state = SearchState(problem, [Evaluation(base.key, base, "ok", "reward", time_us=1.0,
-                                             reward=1.0)])
+                                             reward=1.0, reference={"name": "default",
+                                                                    "time_us": 1.0})])
     planner.observe(state.evaluations)
     bad = attrs.evolve(base, rewrites=(("swizzle_stores", (0,)),))
     obligation = {"kind": "tag-assertion", "loc": "argus/kernels/gemm.py:107:13",
@@ -276,7 +277,18 @@ def test_a_repair_the_model_times_no_faster_than_the_best_is_not_evaluated(model
     assert proposal.move.startswith("repair:") == repaired
     kinds = [e["kind"] for e in events]
     assert ("repair-skipped" in kinds) != repaired
+    assert (state.repairs_skipped > 0) != repaired
     if not repaired:
+        from rich.console import Console
+
+        from argus.search.budget import Budget, Clock
+        from argus.search.loop import Progress
+        from argus.search.view import live_panel
+
+        console = Console(record=True, width=400)
+        console.print(live_panel(Progress(state, Budget(8), Clock(Budget(8), done=2))))
+        assert (f"repairs      {state.repairs_skipped} not tried (the model times them no "
+                "faster than the best)") in console.export_text()
         skipped = next(e for e in events if e["kind"] == "repair-skipped")
         assert skipped["modelled_us"] == 2.0 and skipped["best_us"] == 1.0
         assert skipped["refuted"] == bad.key

@@ -84,10 +84,14 @@ def live_panel(progress) -> Panel:
         grid.add_row("refuted", f"{last.candidate.describe()}: {ob.get('kind')} at "
                      f"{ob.get('loc')}")
     repaired = [e for e in state.evaluations if e.move.startswith("repair:")]
+    skipped = (f"; {state.repairs_skipped} not tried (the model times them no faster than the "
+               "best)") if state.repairs_skipped else ""
     if repaired:
         proved = sum(e.status not in ("refuted", "unknown") for e in repaired)
         grid.add_row("repairs", f"{len(repaired)} tried, {proved} past the verifier; latest "
-                     f"{repaired[-1].move} -> {repaired[-1].status}")
+                     f"{repaired[-1].move} -> {repaired[-1].status}{skipped}")
+    elif skipped:
+        grid.add_row("repairs", skipped[2:])
     if progress.stopped:
         grid.add_row("stopped", progress.stopped)
     return Panel(grid, title="argus tune", border_style="cyan")

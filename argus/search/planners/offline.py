@@ -183,6 +183,7 @@ class OfflinePlanner:
                           **self.repair_of[repair.candidate.key]})
             elif self.beaten(repair.candidate, state):
                 # mended, it would still be no faster than the best: not worth an evaluation
+                state.repairs_skipped += 1
                 self.log({"kind": "repair-skipped", "candidate": repair.candidate.key,
                           "modelled_us": self.screen.time(repair.candidate).time_us
                           if self.screen is not None else None,
