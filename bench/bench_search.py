@@ -1,8 +1,9 @@
 """An honest planner benchmark: priors learned on some GEMM shapes, evaluated on others.
 
-The space: the GEMM's tiles, block_k, split-K and MFMA instruction (288 knob points, the LDS
-swizzle and the schedule pinned) in two program variants each, as written and with both LDS
-rings deepened from 2 to 4 slots by the `grow_rings` rewrite: 576 points per shape. Every point
+The space: the GEMM's tiles, block_k, split-K, prefetch depth and MFMA instruction (576 knob
+points, the LDS swizzle and the schedule pinned) in two program variants each, as written and
+with both LDS rings deepened from 2 to 4 slots by the `grow_rings` rewrite: 1152 points per
+shape. Every point
 is traced, compiled and timed by the MI300X performance model at four shapes (figures are
 modelled, not measured), once, and cached in ARGUS_CACHE/bench_search keyed by the space and
 the sources of the kernels, the backend and the model.
@@ -11,9 +12,11 @@ Training: the offline planner runs on the TRAIN shapes (several seeds) with an e
 store, which it fills. Test, on the held-out TEST shapes, at least 10 seeds each: the planner
 warm-started from that store (frozen: it does not learn during the test), the same planner
 fresh (knowledge-base priors only), random search without replacement, and optuna's TPE alone
-over the same 576 candidates (knobs plus the variant as a categorical). Reported: evaluations
-to reach 95% of the exhaustive best's modelled throughput, median and mean, a miss counting
-budget + 1, and the ratios against random search; the lines say where the planner loses.
+over the same 1152 candidates (knobs plus the variant as a categorical). The warm-started
+planner against the fresh one is the experience store's transfer to a new shape. Reported:
+evaluations to reach 95% of the exhaustive best's modelled throughput, median and mean, a miss
+counting budget + 1, and the ratios against random search; the lines say where the planner
+loses.
 
 The bench replays candidates against the cached modelled times: verification and emulation,
 which the real loop runs per candidate, are not repeated here (the library kernels and the
@@ -25,7 +28,7 @@ instead: seeded illegal rewrites through the planner's counterexample-guided rep
 verified, checked in the interpreter and the emulator, and timed) at the default budget of 8 per
 shape and prints the modelled ratio to AMD's fastest kernel it reached.
 Run: python bench/bench_search.py [--seeds 10] [--train-seeds 4] [--budget 64] [--jobs 2]
-     [--json PATH];  python bench/bench_search.py --repairs;
+     [--swap] [--json PATH];  python bench/bench_search.py --repairs;
      python bench/bench_search.py --parity [--shapes 1024x1024x1024,4096x4096x4096]
 """
 
@@ -486,8 +489,10 @@ def _summary(name: str, found: list[int | None], budget: int) -> dict:
               f"budget {PARITY_BUDGET} per GEMM shape, the ratio to AMD's kernel reached.")
 @click.option("--shapes", default=",".join(PARITY_SHAPES), show_default=True,
               help="GEMM shapes of --parity.")
+@click.option("--swap", is_flag=True, help="Learn on the test shapes and test on the training "
+              "shapes (the same cached tables): does the transfer hold the other way round?")
 def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | None,
-         repairs: bool, parity: bool, shapes: str) -> None:
+         repairs: bool, parity: bool, shapes: str, swap: bool) -> None:
     import tempfile
 
     from argus.search.experience import Experience
@@ -503,23 +508,24 @@ def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | 
         if json_path:
             Path(json_path).write_text(json.dumps(rows, indent=1, default=str))
         return
+    train, test = (TEST, TRAIN) if swap else (TRAIN, TEST)
     echo("bench_search: evaluations to reach 95% of the exhaustive best (modelled MI300X "
          "times, not measured); priors learned on "
-         f"{', '.join(p.shape for p in TRAIN)}, tested on {', '.join(p.shape for p in TEST)}")
-    tables = exhaustive([*TRAIN, *TEST], jobs, echo)
-    out = {"train": [p.to_dict() for p in TRAIN], "test": []}
+         f"{', '.join(p.shape for p in train)}, tested on {', '.join(p.shape for p in test)}")
+    tables = exhaustive([*train, *test], jobs, echo)
+    out = {"train": [p.to_dict() for p in train], "test": []}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         memory = Experience(tmp / "experience.jsonl", "gemm")
         started = time.perf_counter()
-        for problem in TRAIN:
+        for problem in train:
             table = tables[problem]
             default = table[default_candidate(problem).key]["time_us"]
             for seed in range(train_seeds):
                 planner_run(problem, table, default, 100 + seed, budget, tmp, memory, True)
-        echo(f"training: {train_seeds} runs on each of {len(TRAIN)} shapes, "
+        echo(f"training: {train_seeds} runs on each of {len(train)} shapes, "
              f"{len(memory.rows)} experience rows ({time.perf_counter() - started:.0f} s)")
-        for problem in TEST:
+        for problem in test:
             table = tables[problem]
             timed = {k: v for k, v in table.items() if v["time_us"] is not None}
             traced = sum(v["stage"] != "trace" for v in table.values())
@@ -553,6 +559,11 @@ def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | 
                      f"{by['random']['median'] / by[name]['median']:.2f}x, means "
                      f"{by['random']['mean'] / by[name]['mean']:.2f}x")
             learned = by["planner (learned priors)"]
+            fresh = by["planner (fresh)"]
+            echo(f"  experience transfer (store from {', '.join(p.shape for p in train)}, "
+                 f"frozen): median {learned['median']:g} vs fresh {fresh['median']:g}, mean "
+                 f"{learned['mean']:.2f} vs {fresh['mean']:.2f} evaluations: "
+                 f"{fresh['mean'] / learned['mean']:.2f}x shorter on average")
             losses = [name for name in ("planner (fresh)", "random", "optuna alone")
                       if by[name]["mean"] < learned["mean"]]
             seeds_lost = sum((a or budget + 1) > (b or budget + 1) for a, b in zip(

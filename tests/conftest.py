@@ -23,3 +23,15 @@ def aiter_root():
     from argus.vendor.aiter import aiter_root as fetch
 
     return fetch()
+
+
+@pytest.fixture(autouse=True)
+def _own_experience_store(tmp_path_factory, monkeypatch):
+    """`tune()` in a test reads and writes an experience store of its own, not the user's in
+    ARGUS_CACHE: a past run's best point or the value model's guess from it would otherwise be
+    proposed first, and what a test sees would depend on what ran before it."""
+    from argus.search import experience
+
+    root = tmp_path_factory.mktemp("experience")
+    named = experience.default_path
+    monkeypatch.setattr(experience, "default_path", lambda family: root / named(family).name)

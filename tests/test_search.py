@@ -307,3 +307,32 @@ def test_moe_staging_moves_turn_the_lds_knob_where_they_apply():
     limited = Context(moe, staged, {"occupancy_limited_by": "32768 B of LDS per workgroup"})
     assert by_id["direct_operands"].favoured(limited)
     assert not by_id["direct_operands"].favoured(Context(moe, staged, {}))
+
+
+def test_the_value_model_starts_from_past_runs_at_other_shapes():
+    """Experience rows of a past run at another shape (rewards there, against that shape's
+    own reference) are prior observations: with none of its own, the model already ranks the
+    landscape's good points first; rows outside the knob values or without sizes are left
+    out."""
+    import random
+
+    import numpy as np
+
+    from argus.search.planners.model import ValueModel
+
+    elsewhere = {"M": 1024, "N": 1024, "K": 8192}
+    points = list(every_candidate(GEMM))
+    rows = [{"run": "past", "status": "ok", "sizes": elsewhere, "candidate": c.to_dict(),
+             "reward": 3.0 * Landscape()(c).reward}  # another reference: another scale
+            for c in random.Random(5).sample(points, 40)]
+    odd = Candidate("gemm", {**default_candidate(GEMM).param_dict, "block_m": 96})
+    rows += [{"run": "past", "status": "ok", "sizes": elsewhere, "candidate": odd.to_dict(),
+              "reward": 9.0},
+             {"run": "older", "status": "ok", "candidate": points[0].to_dict(), "reward": 1.0}]
+    model = ValueModel(GEMM)
+    assert model.learn_from(rows) == 40 and not model.ys
+    mean, _ = model.posterior()
+    predicted = np.array([model.features(c) for c in points]) @ mean
+    truth = np.log([Landscape()(c).reward for c in points])
+    assert np.corrcoef(predicted, truth)[0, 1] > 0.7
+    assert ValueModel(GEMM).learn_from([]) == 0

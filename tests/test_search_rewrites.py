@@ -198,3 +198,98 @@ def test_experience_from_other_shapes_shortens_the_search(tmp_path):
     warm = [_run(target, seed, memory) for seed in range(4)]
     cold = [_run(target, seed) for seed in range(4)]
     assert sum(warm) < sum(cold), (warm, cold)
+
+
+def test_the_live_view_and_the_report_show_a_refutation_and_its_repair():
+    """What a user of `argus tune` sees of counterexample-guided repair: the live panel names
+    the refuted candidate (with its rewrites) and its counterexample's kind and program point,
+    and counts the repairs; `--report` shows candidate -> counterexample -> repair -> verdict."""
+    from rich.console import Console
+
+    from argus.search.budget import Budget, Clock
+    from argus.search.loop import Progress
+    from argus.search.planners import SearchState
+    from argus.search.view import failures_table, live_panel, report
+
+    base = default_candidate(GEMM)
+    bad = attrs.evolve(base, rewrites=(("drop_barrier", (1,)),))
+    fixed = attrs.evolve(bad, rewrites=(*bad.rewrites, ("grow_rings", (0,))))
+    race = {"kind": "lds-race", "loc": "argus/kernels/gemm.py:136:9", "text": "lds-race ..."}
+    evaluations = [
+        Evaluation(bad.key, bad, REFUTED, "verify", "lds-race", counterexamples=(race,),
+                   move="rw:drop_barrier"),
+        Evaluation(fixed.key, fixed, "ok", "reward", time_us=9.0, reward=1.2,
+                   reference={"name": "default", "time_us": 10.8}, move="repair:grow_rings")]
+    console = Console(record=True, width=400)
+    budget = Budget(8)
+    console.print(live_panel(Progress(SearchState(GEMM, evaluations), budget,
+                                      Clock(budget, done=2))))
+    console.print(failures_table(evaluations))
+    shown = console.export_text()
+    assert f"{bad.describe()}: lds-race at argus/kernels/gemm.py:136:9" in shown
+    assert "1 tried, 1 past the verifier; latest repair:grow_rings -> ok" in shown
+    assert "+drop_barrier@1" in shown.split("rejected candidates")[1]
+    events = [{"kind": "run", "problem": GEMM.to_dict(), "planner": "offline",
+               "budget": {"evaluations": 8}},
+              *({"kind": "eval", "evaluation": e.to_dict()} for e in evaluations),
+              {"kind": "repair", "refuted": bad.key, "counterexample": race,
+               "repair": {"rewrite": "grow_rings", "site": [0]}, "verdict": "ok"}]
+    console = Console(record=True, width=400)
+    console.print(report(events))
+    assert (f"repair: {bad.key} refuted (lds-race at argus/kernels/gemm.py:136:9) -> "
+            "grow_rings@[0] -> ok") in console.export_text()
+
+
+@pytest.mark.parametrize("modelled_us, repaired", [(0.5, True), (2.0, False)])
+def test_a_repair_the_model_times_no_faster_than_the_best_is_not_evaluated(modelled_us,
+                                                                           repaired):
+    """With a pre-screen, a repair costs a model timing before it costs a full evaluation: one
+    the model times no faster than the best result cannot become the best (its reward is that
+    modelled time), so it is logged as skipped instead of proposed."""
+    from argus.search.planners import SearchState
+    from argus.search.screen import Screened
+
+    class Model:  # a pre-screen that has run: no ranking, one time for every look
+        wall = 0.0
+
+        def run(self):
+            return []
+
+        def time(self, candidate):
+            return Screened(candidate, modelled_us)
+
+    problem = Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, {"swizzle": False})
+    base = default_candidate(problem)
+    events = []
+    planner = OfflinePlanner(problem, 0, legal=lambda c: "", log=events.append, screen=Model())
+    state = SearchState(problem, [Evaluation(base.key, base, "ok", "reward", time_us=1.0,
+                                             reward=1.0, reference={"name": "default",
+                                                                    "time_us": 1.0})])
+    planner.observe(state.evaluations)
+    bad = attrs.evolve(base, rewrites=(("swizzle_stores", (0,)),))
+    obligation = {"kind": "tag-assertion", "loc": "argus/kernels/gemm.py:107:13",
+                  "text": "A and B meet at one k", "counterexample": {"detail": ""}}
+    refuted = Evaluation(bad.key, bad, REFUTED, "verify", "tag-assertion",
+                         counterexamples=(obligation,), move="rw:swizzle_stores")
+    state.evaluations.append(refuted)
+    planner.observe([refuted])
+    proposal = planner.propose(state, 1)[0]
+    assert proposal.move.startswith("repair:") == repaired
+    kinds = [e["kind"] for e in events]
+    assert ("repair-skipped" in kinds) != repaired
+    assert (state.repairs_skipped > 0) != repaired
+    if not repaired:
+        from rich.console import Console
+
+        from argus.search.budget import Budget, Clock
+        from argus.search.loop import Progress
+        from argus.search.view import live_panel
+
+        console = Console(record=True, width=400)
+        console.print(live_panel(Progress(state, Budget(8), Clock(Budget(8), done=2))))
+        assert (f"repairs      {state.repairs_skipped} not tried (the model times them no "
+                "faster than the best)") in console.export_text()
+        skipped = next(e for e in events if e["kind"] == "repair-skipped")
+        assert skipped["modelled_us"] == 2.0 and skipped["best_us"] == 1.0
+        assert skipped["refuted"] == bad.key
+        assert not proposal.candidate.rewrites  # the knob moves go on, no rewrite is beaten

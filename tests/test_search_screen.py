@@ -11,7 +11,7 @@ from argus.search.budget import Budget
 from argus.search.experience import Experience, shape_class
 from argus.search.loop import run
 from argus.search.planners import SearchState
-from argus.search.planners.offline import SCREEN_ARM, OfflinePlanner
+from argus.search.planners.offline import EXPERIENCE_ARM, SCREEN_ARM, OfflinePlanner
 from argus.search.screen import Screen, Screened, neighbours, step, steps
 from argus.search.space import MFMA_16, Candidate, default_candidate
 from argus.search.store import Store
@@ -116,6 +116,54 @@ def test_past_bests_start_the_climbs_within_this_problems_space(tmp_path):
     pinned = Problem("gemm", GEMM.sizes, {"swizzle": True})
     # a past best outside the pinned space (swizzle=False) is no start
     assert [c.param_dict["swizzle"] for c in _screen(pinned, memory, 1).starts] == [True, True]
+
+
+def test_without_a_screen_past_bests_are_the_first_proposals(tmp_path):
+    """No pre-screen (--no-screen, the bench's replay): the experience store's best points of
+    past runs, in this problem's space, are proposed before the default; --fresh has none."""
+    memory = Experience(tmp_path / "gemm.jsonl", "gemm")
+    good = Candidate("gemm", {**BEST, "swizzle": True})
+    memory.append({"move": "grow_m", "status": "ok", "credit": 0.5, "reward": 2.0,
+                   "shape_class": shape_class("gemm", {"M": 256, "N": 4096, "K": 4096}),
+                   "candidate": good.to_dict()})
+    planner = OfflinePlanner(GEMM, 0, legal=lambda c: "", experience=memory, learn=False)
+    proposals = planner.propose(SearchState(GEMM), 2)
+    assert [p.candidate for p in proposals] == [good, default_candidate(GEMM)]
+    assert [p.move for p in proposals] == [EXPERIENCE_ARM, "default"]
+    fresh = OfflinePlanner(GEMM, 0, legal=lambda c: "").propose(SearchState(GEMM), 1)
+    assert [p.move for p in fresh] == ["default"]
+
+
+def test_without_a_screen_the_value_models_guess_from_other_shapes_comes_first(tmp_path):
+    """Results of a past run at another shape class teach the value model where good points
+    lie; with no result of this shape class, its guess here is the first proposal, then the
+    past best, then the default."""
+    import random
+
+    from argus.search.planners.offline import MODEL_ARM
+    from argus.search.space import every_candidate
+
+    memory = Experience(tmp_path / "gemm.jsonl", "gemm")
+    elsewhere = {"M": 256, "N": 4096, "K": 4096}
+    past = random.Random(1).sample(list(every_candidate(GEMM)), 60)
+    for candidate in past:
+        memory.append({"move": "optuna", "status": "ok", "credit": 0.5, "run": "past",
+                       "reward": score(candidate.param_dict), "sizes": elsewhere,
+                       "shape_class": shape_class("gemm", elsewhere),
+                       "candidate": candidate.to_dict()})
+    planner = OfflinePlanner(GEMM, 0, legal=lambda c: "", experience=memory, learn=False)
+    proposals = planner.propose(SearchState(GEMM), 3)
+    assert [p.move for p in proposals] == [MODEL_ARM, EXPERIENCE_ARM, "default"]
+    # the guess is better than every point the past run evaluated (the best of which is the
+    # experience proposal): what transfers is the shape of the landscape, not one point
+    assert score(proposals[0].candidate.param_dict) > max(score(c.param_dict) for c in past)
+    assert score(proposals[1].candidate.param_dict) == max(score(c.param_dict) for c in past)
+    # with a pre-screen, the guess is where its first climb starts
+    screen = Screen(GEMM, points=3, wall_s=None, legal=lambda c: "", timer=landscape_timer,
+                    starts=memory.starts(GEMM))
+    OfflinePlanner(GEMM, 0, legal=lambda c: "", experience=memory, learn=False,
+                   screen=screen).propose(SearchState(GEMM), 1)
+    assert screen.starts[:2] == [proposals[0].candidate, proposals[1].candidate]
 
 
 def test_at_1024_cubed_the_first_proposals_include_a_point_at_parity_with_amd():

@@ -107,8 +107,8 @@ def test_ctrl_c_leaves_a_resumable_run_and_no_orphans(tmp_path):
 
 def test_ray_backend_evaluates_cancels_and_survives_a_killed_worker(tmp_path):
     """On a local Ray instance (CI installs the argus[ray] extra): a task completes, one past
-    its limit is cancelled, and a killed worker process costs exactly its candidate: the next
-    one is evaluated."""
+    its limit is cancelled, a killed worker process costs exactly its candidate (the next one
+    is evaluated), a whole run completes and Ctrl-C leaves a valid, resumable run file."""
     pytest.importorskip("ray", reason="the optional argus[ray] extra is not installed")
     from fakes.landscape import PidSleeper
 
@@ -147,8 +147,53 @@ def test_ray_backend_evaluates_cancels_and_survives_a_killed_worker(tmp_path):
         workers.submit(Task(after, "grow_m", "offline"))
         done = finish()
         assert done[0].status == "ok" and done[0].key == after.key
+        _whole_runs_on(workers, tmp_path)
     finally:
         workers.close()
+
+
+def _whole_runs_on(workers, tmp_path):
+    """The loop on those Ray workers: a run completes its budget (every evaluation and the end
+    line in the run file), and Ctrl-C in a second one leaves a valid file ending in the
+    interrupted line that --resume continues (the real close, which shuts the instance)."""
+    from argus.search.budget import Budget
+    from argus.search.loop import run
+    from argus.search.planners import SearchState
+    from argus.search.planners.offline import OfflinePlanner
+    from argus.search.store import Store
+
+    class KeepOpen:  # the first run must not shut the shared instance down
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def close(self):
+            pass
+
+    def planner():
+        return OfflinePlanner(GEMM, 0, legal=lambda c: "", rewrites=False)
+
+    header = {"problem": GEMM.to_dict(), "planner": "offline", "budget": {}}
+    store = Store(tmp_path / "ray-run.jsonl", header)
+    progress = run(SearchState(GEMM), planner(), KeepOpen(workers), store, Budget(3))
+    events = read(tmp_path / "ray-run.jsonl")
+    assert [e["kind"] for e in events] == ["run", "eval", "eval", "eval", "end"]
+    assert progress.stopped.startswith("evaluation budget")
+    assert all(e["evaluation"]["status"] == "ok" for e in events if e["kind"] == "eval")
+
+    def interrupt(progress):
+        if progress.clock.done:
+            raise KeyboardInterrupt
+    interrupted = Store(tmp_path / "ray-ctrl-c.jsonl", header)
+    with pytest.raises(KeyboardInterrupt):
+        run(SearchState(GEMM), planner(), workers, interrupted, Budget(5), interrupt)
+    events = read(tmp_path / "ray-ctrl-c.jsonl")
+    assert events[-1]["kind"] == "end" and "interrupted" in events[-1]["reason"]
+    assert [e["kind"] for e in events[1:-1]] == ["eval"] and not workers.pending
+    resumed = Store(tmp_path / "ray-ctrl-c.jsonl", header, resume=True)
+    assert [e.key for e in resumed.evaluations] == [events[1]["evaluation"]["key"]]
 
 
 def test_a_ray_cluster_that_cannot_be_reached_is_named_with_the_fix(monkeypatch):

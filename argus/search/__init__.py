@@ -72,17 +72,6 @@ def tune(problem: Problem, *, run_file: str | Path, budget: Budget | None = None
 def _screen(problem: Problem, memory, jobs: int):
     """The pre-screen of a run: climbs from the experience store's best points (when there is
     one), then from the default, in `jobs` processes."""
-    from argus.search.experience import shape_class
     from argus.search.screen import Screen
-    from argus.search.space import Candidate
 
-    starts = []
-    for data in memory.best(shape_class(problem.family, problem.sizes)) if memory else ():
-        params = data.get("params", {})
-        # a past point in this problem's space: every searched knob at one of its values here
-        if data.get("source") is None and all(params.get(k.name) in k.values
-                                              for k in problem.knobs()):
-            starts.append(Candidate(problem.family, {
-                **{k.name: params[k.name] for k in problem.knobs()},
-                **problem.fixed_params()}, rewrites=data.get("rewrites", ())))
-    return Screen(problem, starts=starts, jobs=max(jobs, 1))
+    return Screen(problem, starts=memory.starts(problem) if memory else (), jobs=max(jobs, 1))

@@ -2,7 +2,8 @@
 across runs under the Argus cache directory (`ARGUS_CACHE/experience/<family>.jsonl`). Each row
 is one evaluated move: the shape class and state features where it was made, the move, its
 graded credit (`credit`), the status, the kind of counterexample when it was refuted, and the
-candidate (`best()` hands the best ones to the next run's pre-screen as starting points).
+candidate (`starts()` hands the best ones to the next run: its pre-screen's starting points, or
+without a pre-screen its first proposals).
 
 `priors()` summarises the rows into per-move (mean credit, weight), same shape class counted
 fully and other classes of the family at a quarter, which the offline planner uses in place of
@@ -107,6 +108,21 @@ class Experience:
             if candidate not in out:
                 out.append(candidate)
         return out[:count]
+
+    def starts(self, problem, count: int = 3) -> list:
+        """`best()` of `problem`'s shape class as Candidates of `problem`'s space: those whose
+        every searched knob takes one of its values here (pinned parameters are this run's)."""
+        from argus.search.space import Candidate
+
+        out = []
+        for data in self.best(shape_class(problem.family, problem.sizes), count):
+            params = data.get("params", {})
+            if data.get("source") is None and all(params.get(k.name) in k.values
+                                                  for k in problem.knobs()):
+                out.append(Candidate(problem.family, {
+                    **{k.name: params[k.name] for k in problem.knobs()},
+                    **problem.fixed_params()}, rewrites=data.get("rewrites", ())))
+        return out
 
     def failures(self, shape: str) -> dict[str, dict[str, int]]:
         """{move: {counterexample kind: count}} of refuted moves in this shape class."""

@@ -133,6 +133,7 @@ class Screen:
         self.legal = legal or (lambda c: precheck(problem, c))
         self.timer = timer
         self.timed: dict[str, Screened] = {}
+        self.looked: dict[str, Screened] = {}  # timed by `time()`, not part of the ranking
         self.wall = 0.0
         self._pool = None
 
@@ -157,6 +158,17 @@ class Screen:
                 found = [model_time(self.problem, c) for c in todo]
         self.timed.update((s.candidate.key, s) for s in found)
         return [self.timed[c.key] for c in candidates if c.key in self.timed]
+
+    def time(self, candidate: Candidate) -> Screened:
+        """One candidate's model-only time outside the climb and its limits (the planner's
+        look at a rewritten or repaired candidate before it spends a full evaluation on it);
+        each timed once."""
+        if candidate.key in self.timed:
+            return self.timed[candidate.key]
+        if candidate.key not in self.looked:
+            timer = self.timer or (lambda c: model_time(self.problem, c))
+            self.looked[candidate.key] = timer(candidate)
+        return self.looked[candidate.key]
 
     def _executor(self):
         if self._pool is None:

@@ -26,7 +26,8 @@ _SHORT = {"block_m": "m", "block_n": "n", "block_k": "k", "split_k": "split", "h
 
 
 def compact(evaluation: Evaluation) -> str:
-    """A configuration in few characters: m128 n64 k32 split2 32x32x8 swizzle interleave."""
+    """A configuration in few characters: m128 n64 k32 split2 32x32x8 swizzle interleave, then
+    its program rewrites (+grow_rings@0)."""
     parts = []
     for name, value in evaluation.candidate.params:
         if isinstance(value, bool):
@@ -37,6 +38,8 @@ def compact(evaluation: Evaluation) -> str:
             parts.append(value.removeprefix("v_mfma_f32_").removesuffix("_bf16"))
         else:
             parts.append(f"{name}={value}")
+    # the program rewrites too: points that differ only in them must not look alike
+    parts += [f"+{name}@{','.join(map(str, site))}" for name, site in evaluation.candidate.rewrites]
     return " ".join(parts) + (" +edit" if evaluation.candidate.source else "")
 
 
@@ -81,10 +84,14 @@ def live_panel(progress) -> Panel:
         grid.add_row("refuted", f"{last.candidate.describe()}: {ob.get('kind')} at "
                      f"{ob.get('loc')}")
     repaired = [e for e in state.evaluations if e.move.startswith("repair:")]
+    skipped = (f"; {state.repairs_skipped} not tried (the model times them no faster than the "
+               "best)") if state.repairs_skipped else ""
     if repaired:
         proved = sum(e.status not in ("refuted", "unknown") for e in repaired)
         grid.add_row("repairs", f"{len(repaired)} tried, {proved} past the verifier; latest "
-                     f"{repaired[-1].move} -> {repaired[-1].status}")
+                     f"{repaired[-1].move} -> {repaired[-1].status}{skipped}")
+    elif skipped:
+        grid.add_row("repairs", skipped[2:])
     if progress.stopped:
         grid.add_row("stopped", progress.stopped)
     return Panel(grid, title="argus tune", border_style="cyan")
@@ -156,6 +163,10 @@ def report(events: list[dict]) -> Group:
         lines.append(f"repair: {event.get('refuted')} refuted ({cex.get('kind')} at "
                      f"{cex.get('loc')}) -> {fix.get('rewrite')}@{fix.get('site')} -> "
                      f"{event.get('verdict')}")
+    skipped = [e for e in events if e["kind"] == "repair-skipped"]
+    if skipped:
+        lines.append(f"repairs not evaluated: {len(skipped)} (the model times them no faster "
+                     "than the best result)")
     ends = [e for e in events if e["kind"] == "end"]
     lines.append(f"stopped: {ends[-1]['reason']}" if ends else
                  "no end line: the run was killed; continue it with --resume")

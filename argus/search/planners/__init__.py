@@ -32,6 +32,9 @@ class SearchState:
     problem: Problem
     evaluations: list[Evaluation] = attrs.field(factory=list)
     pending: set[str] = attrs.field(factory=set)
+    #: repairs of refuted candidates the planner did not propose because the model times them
+    #: no faster than the best result (the run file has a `repair-skipped` line for each)
+    repairs_skipped: int = 0
 
     def seen(self, candidate: Candidate) -> bool:
         key = candidate.key

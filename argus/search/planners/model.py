@@ -2,7 +2,9 @@
 candidate that cost nothing to compute (no trace, no compile): each numeric knob on a log scale
 with its square and pairwise products, one-hot categorical knobs, and the knowledge base's grid
 quantities (workgroups against the CUs, dispatch rounds, K-loop trips). Thompson sampling from
-the posterior picks the next candidate, so the model explores where it is unsure.
+the posterior picks the next candidate, so the model explores where it is unsure. Past runs'
+results at other shapes (the experience store) enter as down-weighted observations, their
+features taken at the shape they ran at.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from argus.search.space import Candidate, Problem
 #: deterministic, but the features cannot explain everything: bank conflicts, schedules)
 PRIOR_SD = 1.0
 NOISE_SD = 0.1
+#: a past run's result (another shape, from the experience store) counts this much of one of
+#: this run's own: it says where good tiles lie, this run's results then overrule it
+PAST_WEIGHT = 0.5
 
 
 class ValueModel:
@@ -29,6 +34,9 @@ class ValueModel:
         self.xs: list[np.ndarray] = []
         self.ys: list[float] = []
         self.known: dict[str, np.ndarray] = {}
+        #: past runs' results: features at their own shape, log reward centred per run
+        self.past_xs: list[np.ndarray] = []
+        self.past_ys: list[float] = []
 
     def features(self, candidate: Candidate) -> np.ndarray:
         if candidate.key not in self.known:
@@ -61,6 +69,33 @@ class ValueModel:
         pairs = [a * b for i, a in enumerate(numeric) for b in numeric[i + 1:]]
         return np.array(flags + numeric + squares + pairs + grid)
 
+    def learn_from(self, rows) -> int:
+        """Past runs' results (experience rows with their shape's `sizes`) as weighted prior
+        observations: each point's features at the shape it ran at, its log reward centred on
+        its run's mean (rewards of different shapes are against different references). Points
+        outside this problem's knob values are left out; returns how many were taken."""
+        from collections import defaultdict
+
+        runs: dict[str, dict[str, tuple]] = defaultdict(dict)
+        for row in rows:
+            data, reward = row.get("candidate"), row.get("reward")
+            if row.get("status") != "ok" or not reward or not row.get("sizes") \
+                    or not data or data.get("source") is not None:
+                continue
+            candidate = Candidate.from_dict(data)
+            if any(candidate.param_dict.get(k.name) not in k.values for k in self.knobs):
+                continue
+            runs[row.get("run", "")][candidate.key] = (row["sizes"], candidate, reward)
+        for points in runs.values():
+            sizes = next(iter(points.values()))[0]
+            there = ValueModel(Problem(self.problem.family, sizes, self.problem.pinned))
+            ys = [math.log(reward) for _, _, reward in points.values()]
+            mean = sum(ys) / len(ys)
+            for (_, candidate, _), y in zip(points.values(), ys, strict=True):
+                self.past_xs.append(there.features(candidate))
+                self.past_ys.append(y - mean)
+        return len(self.past_ys)
+
     def observe(self, candidate: Candidate, reward: float) -> None:
         self.xs.append(self.features(candidate))
         self.ys.append(math.log(reward))
@@ -71,12 +106,24 @@ class ValueModel:
         y = np.array(self.ys) - (np.mean(self.ys) if self.ys else 0.0)
         width = len(self.features(Candidate(self.problem.family, self._any())))
         x = x.reshape(len(self.ys), width)
+        if self.past_ys:  # weighted least squares: rows scaled by the weight's square root
+            scale = math.sqrt(PAST_WEIGHT)
+            x = np.vstack([x, scale * np.array(self.past_xs).reshape(-1, width)])
+            y = np.concatenate([y, scale * np.array(self.past_ys)])
         precision = x.T @ x / NOISE_SD**2 + np.eye(width) / PRIOR_SD**2
         covariance = np.linalg.inv(precision)
         return covariance @ x.T @ y / NOISE_SD**2, covariance
 
     def _any(self) -> dict:
         return {**{k.name: k.values[0] for k in self.knobs}, **self.problem.fixed_params()}
+
+    def expected(self, candidates: list[Candidate]) -> list[Candidate]:
+        """`candidates` best first under the posterior mean (no sample): the model's guess."""
+        if not candidates:
+            return []
+        mean, _ = self.posterior()
+        scores = np.array([self.features(c) for c in candidates]) @ mean
+        return [candidates[i] for i in np.argsort(-scores, kind="stable")]
 
     def ranked(self, candidates: list[Candidate], rng: np.random.Generator) -> list[Candidate]:
         """`candidates` best first under one Thompson sample of the weights."""

@@ -5,10 +5,13 @@ for a whole configuration and one that asks the value model; every evaluation, w
 it, is told to the optuna study. An arm's credit is graded by the reward its candidate earned
 against the best so far (`graded_credit`), not one bit. A refuted candidate's counterexample is
 mapped to repairs (`argus.search.repair`), proposed before anything else. With an experience
-store, the moves' priors come from past runs of the family (same shape class first), and every
+store, the moves' priors come from past runs of the family (same shape class first), the value
+model learns from past runs' results at their shapes, its guess at this shape and past runs'
+best points are proposed first (the pre-screen's first starts when there is one), and every
 evaluated move is added to it. Candidates that cannot trace at the target shape are pruned for
 free. With a model-only pre-screen (`argus.search.screen`), its fastest points are proposed
-first, and a candidate the model already timed slower than the best result is not proposed.
+first, and a candidate the model times no faster than the best result (screened, or a rewrite
+or repair timed before its full evaluation) is not proposed.
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ MAX_REPAIR_DEPTH = 2  # repairs of a refuted repair, but not further
 #: between (a candidate as good as the best earns a third)
 LOW, HIGH = 0.85, 1.15
 SCREEN_ARM = "screen"
+#: without a pre-screen, the experience store's best points of past runs (this shape class's,
+#: then each other class's) are proposed first: what transfers between shapes is mostly where
+#: the good tiles are
+EXPERIENCE_ARM = "experience"
 #: the pre-screen's fastest distinct points proposed before the default and the bandit
 SEEDS = 3
 
@@ -97,6 +104,8 @@ class OfflinePlanner:
                               for k in problem.knobs()}
         self.asked: dict[str, optuna.trial.Trial] = {}
         self.model = ValueModel(problem)
+        if experience is not None:  # where good points lay at the shapes of past runs
+            self.model.learn_from([r for r in experience.rows if not run or r.get("run") != run])
         self.numpy_rng = np.random.default_rng(seed)
         self.rewrites = {REWRITE_PREFIX + r.name: r for r in R.REWRITES.values()
                          if rewrites and not r.repair}
@@ -172,6 +181,14 @@ class OfflinePlanner:
                 taken.add(repair.candidate.key)
                 self.log({"kind": "repair-proposed", "candidate": repair.candidate.key,
                           **self.repair_of[repair.candidate.key]})
+            elif self.beaten(repair.candidate, state):
+                # mended, it would still be no faster than the best: not worth an evaluation
+                state.repairs_skipped += 1
+                self.log({"kind": "repair-skipped", "candidate": repair.candidate.key,
+                          "modelled_us": self.screen.time(repair.candidate).time_us
+                          if self.screen is not None else None,
+                          "best_us": state.best.time_us if state.best else None,
+                          **self.repair_of[repair.candidate.key]})
         while len(out) < k:
             proposal = self._draw(state, fresh)
             if proposal is None:
@@ -185,9 +202,16 @@ class OfflinePlanner:
         fastest distinct modelled times become the first proposals, and the screened times
         prune candidates that cannot beat the best result."""
         self.screened = {}
-        self.seeded = sum(e.move == SCREEN_ARM for e in state.evaluations)  # a resumed run's
+        # a resumed run's seeds count against SEEDS
+        self.seeded = sum(e.move in (SCREEN_ARM, EXPERIENCE_ARM) for e in state.evaluations)
         if self.screen is None:
+            if self.experience is not None:
+                self._experience_seeds()
             return
+        guess = self._guess()
+        starts = getattr(self.screen, "starts", None)
+        if guess is not None and starts is not None and guess not in starts:
+            starts.insert(0, guess)  # the screen's first climb starts at the model's guess
         ranking = self.screen_ranking = self.screen.run()
         kernels = set()
         for rank, entry in enumerate(ranking, 1):
@@ -214,18 +238,47 @@ class OfflinePlanner:
                   "ranking": [e.to_dict() for e in ranking[:12]],
                   "untimed": sum(e.time_us is None for e in ranking)})
 
+    def _experience_seeds(self) -> None:
+        """Without a pre-screen: past runs' best points, and the value model's guess at this
+        shape once it has learnt from past runs' results at theirs (after this shape class's
+        own best when there is one, before other classes' bests)."""
+        self.seeds = [Proposal(c, EXPERIENCE_ARM, "the best point of a past run of the family "
+                               "(experience store)")
+                      for c in self.experience.starts(self.problem, SEEDS)]
+        guess = self._guess()
+        if guess is None or guess.key in {p.candidate.key for p in self.seeds}:
+            return
+        here = any(r.get("shape_class") == self.shape_class and r.get("status") == "ok"
+                   for r in self.experience.rows)
+        self.seeds.insert(1 if here and self.seeds else 0, Proposal(
+            guess, MODEL_ARM, f"value model learnt from {len(self.model.past_ys)} past "
+            "results at other shapes: its best guess at this one"))
+
+    def _guess(self) -> Candidate | None:
+        """The value model's best point (posterior mean) that traces at the shape, once it has
+        learnt from past runs' results; None before."""
+        if not self.model.past_ys:
+            return None
+        if self.points is None:
+            self.points = list(every_candidate(self.problem))
+        return next((c for c in self.model.expected(self.points) if not self.legal(c)), None)
+
     def _tile(self, candidate: Candidate) -> tuple:
         numeric = {k.name for k in self.problem.knobs()
                    if all(isinstance(v, int) and not isinstance(v, bool) for v in k.values)}
         return tuple((k, v) for k, v in candidate.params if k in numeric)
 
     def beaten(self, candidate: Candidate, state: SearchState) -> bool:
-        """The model already timed `candidate` no faster than the best result (the reward is
-        that same modelled time, so it cannot be a new best)."""
+        """The model times `candidate` no faster than the best result (the reward is that same
+        modelled time, so it cannot be a new best): screened, or, with a pre-screen, a program
+        rewrite (or repair) timed by the model before a full evaluation is spent on it."""
         best = state.best
+        if best is None or best.time_us is None:
+            return False
         screened = (self.screened or {}).get(candidate.key)
-        return screened is not None and best is not None and best.time_us is not None \
-            and screened >= best.time_us
+        if screened is None and candidate.rewrites and self.screen is not None:
+            screened = self.screen.time(candidate).time_us
+        return screened is not None and screened >= best.time_us
 
     def _draw(self, state: SearchState, fresh) -> Proposal | None:
         while self.seeds:  # screened points that may still beat the best result come first
@@ -360,7 +413,8 @@ class OfflinePlanner:
         arm = ev.move.split(":")[0] + ":" + ev.move.split(":")[1] \
             if ev.move.startswith(REPAIR_PREFIX) else ev.move
         self.experience.append({
-            "run": self.run, "shape_class": self.shape_class, "move": arm,
+            "run": self.run, "shape_class": self.shape_class, "sizes": self.problem.sizes,
+            "move": arm,
             "credit": round(credit, 4), "status": ev.status, "reward": ev.reward,
             "counterexample": counterexample_kind(ev), "features": self._features(ev),
             "candidate": ev.candidate.to_dict()})
