@@ -162,7 +162,18 @@ class Router:
     def _emit_broadcast(self, v: Val, names) -> str:
         """An elementwise chain whose leaves are broadcast (numpy's rules) to its shape: the
         `Broadcast` template over the output viewed as (A, B, C)."""
-        view, kinds = broadcast_view(v.shape, [self.buffers[n] for n in names])
+        try:
+            view, kinds = broadcast_view(v.shape, [self.buffers[n] for n in names])
+        except Unsupported:
+            part = self._fitting_part(v.expr, v.shape)
+            if part is None:
+                raise
+            # no one view fits every operand (a full tensor, a per-channel bias and a single
+            # value): a part that fits becomes a buffer first, then the rest
+            name = self._emit_elementwise(Val(_broadcast_shapes(*(
+                self.buffers[n] for n in leaves(part, "leaf"))), part))
+            return self._emit_elementwise(Val(v.shape, _replace(v.expr, part,
+                                                                ("leaf", name))))
         out = self.fresh(v.shape)
         sizes = dict(zip("abc", view))
         views = [(n, tuple(sizes[x] for x in kind)) for n, kind in zip(names, kinds)]
@@ -171,6 +182,28 @@ class Router:
         self.steps.append(Step(template, tuple((x, x) for x in names), (), out,
                                tuple(views) + ((out, view),)))
         return out
+
+    def _fitting_part(self, e: Expr, shape) -> Expr | None:
+        """The largest proper subexpression of `e` reading two or more leaves, fewer than
+        `e` does, whose leaves have an (A, B, C) view (None when there is none)."""
+        total = len(leaves(e, "leaf"))
+        best, best_count = None, 1
+        stack = [e]
+        while stack:
+            node = stack.pop()
+            if node[0] not in ("un", "bin", "where"):
+                continue
+            stack.extend(x for x in node[1:] if isinstance(x, tuple))
+            names = leaves(node, "leaf")
+            if node is e or not best_count < len(names) < total or leaves(node, "vec"):
+                continue
+            shapes = [self.buffers[n] for n in names]
+            try:
+                broadcast_view(_broadcast_shapes(*shapes), shapes)
+            except Unsupported:
+                continue
+            best, best_count = node, len(names)
+        return best
 
     def _row_views(self, row: Row):
         shape, axes = row.shape, row.axes
@@ -339,6 +372,16 @@ def _substitute(e: Expr, scalars: dict) -> Expr:
     return e
 
 
+def _replace(e: Expr, part: Expr, by: Expr) -> Expr:
+    """`e` with every occurrence of the subexpression `part` replaced by `by`."""
+    if e == part:
+        return by
+    if e[0] in ("un", "bin", "where"):
+        return (e[0], *((_replace(x, part, by) if isinstance(x, tuple) else x)
+                        for x in e[1:]))
+    return e
+
+
 def _rename(e: Expr, names: dict) -> Expr:
     """`e` with the leaves named in `names` renamed."""
     if e[0] == "leaf":
@@ -350,7 +393,9 @@ def _rename(e: Expr, names: dict) -> Expr:
     return e
 
 
-def _broadcast_shapes(a, b) -> tuple[int, ...]:
+def _broadcast_shapes(a, b=(), *more) -> tuple[int, ...]:
+    if more:
+        return _broadcast_shapes(_broadcast_shapes(a, b), *more)
     rank = max(len(a), len(b))
     a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
     out = []
@@ -419,10 +464,18 @@ class _Core:
             x = self.r.leaf(self.r.buffer(x)) if x.row is not None else x
             y = self.r.leaf(self.r.buffer(y)) if y.row is not None else y
             row = None
+        if row is not None:
+            x, y = self.flat(x), self.flat(y)
+            if not (self._fits(x, y, row) and self._fits(y, x, row)):
+                # an operand the row program cannot read (a (1, C, 1, 1) bias on a reduction
+                # over other axes, a single value): the reduction as a buffer, then a
+                # broadcast
+                x = self.r.leaf(self.r.buffer(x)) if x.row is not None else x
+                y = self.r.leaf(self.r.buffer(y)) if y.row is not None else y
+                row = None
         if row is None:         # numpy's broadcasting: the leaves are spread when emitted
             shape = _broadcast_shapes(x.shape, y.shape)
             return Val(shape, bin_(fn, x.expr, y.expr), "full", None)
-        x, y = self.flat(x), self.flat(y)
         x, y = self._align(x, y, row), self._align(y, x, row)
         shape = x.shape if _numel(x.shape) >= _numel(y.shape) else y.shape
         space = "full" if "full" in (x.space, y.space) else "stat"
@@ -437,6 +490,16 @@ class _Core:
                         for n in leaves(v.expr, "leaf")):
             return self.r.leaf(self.r.buffer(v))
         return v
+
+    def _fits(self, v: Val, other: Val, row: Row) -> bool:
+        """Can a row program over `row` read `v` next to `other`: one of its stats, a tensor
+        of the row's size, or a vector along its reduced axes (a norm's weight) against a
+        full-size `other`?"""
+        if v.space == "stat" or _numel(v.shape) == _numel(row.shape):
+            return True
+        return other.space == "full" and _numel(other.shape) == _numel(row.shape) and \
+            _numel(v.shape) == self.r._row_views(row)[1] and \
+            _broadcasts_along(v.shape, row.shape, row.axes)
 
     def _align(self, v: Val, other: Val, row: Row | None) -> Val:
         """`v` as an operand next to `other`: a full tensor stays, a smaller tensor is a
@@ -564,6 +627,8 @@ def _merge_rows(a: Row | None, b: Row | None):
 def _broadcasts_along(small, full, axes) -> bool:
     """`small` (right-aligned to `full`) has extent 1 outside `axes` and the full extent on
     them."""
+    if len(small) > len(full):
+        return False
     pad = (1,) * (len(full) - len(small)) + tuple(small)
     return all((p == s) if a in axes else p == 1 for a, (p, s) in enumerate(zip(pad, full)))
 
@@ -658,9 +723,7 @@ NO_TEMPLATE: dict[str, str] = {}
 #: ops that exist in KernelBench but need a DSL op Argus does not have yet
 MISSING = {
     "cross_entropy": "gather (class index)", "sort": "sort",
-    "dropout": "random numbers (dropout)",
-    "diag": "gather (diagonal)", "einsum": "einsum", "scaled_dot_product_attention":
-    "attention with an f32 head dimension above 128", "logsumexp": None,
+    "diag": "gather (diagonal)", "logsumexp": None,
     "instance_norm": None, "layer_norm": None, "norm": None,
 }
 
@@ -685,7 +748,11 @@ MODULES = {"ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "SiLU": "silu",
            "ConvTranspose1d": "conv_transpose1d", "ConvTranspose2d": "conv_transpose2d",
            "ConvTranspose3d": "conv_transpose3d", "MaxPool1d": "max_pool1d",
            "MaxPool2d": "max_pool2d", "MaxPool3d": "max_pool3d", "AvgPool1d": "avg_pool1d",
-           "AvgPool2d": "avg_pool2d", "AvgPool3d": "avg_pool3d", "Flatten": "flatten"}
+           "AvgPool2d": "avg_pool2d", "AvgPool3d": "avg_pool3d", "Flatten": "flatten",
+           "AdaptiveAvgPool1d": "adaptive_avg_pool1d",
+           "AdaptiveAvgPool2d": "adaptive_avg_pool2d",
+           "AdaptiveAvgPool3d": "adaptive_avg_pool3d",
+           "TripletMarginLoss": "triplet_margin_loss"}
 ALIASES = {"div": "truediv", "divide": "truediv", "multiply": "mul", "subtract": "sub",
            "amax": "max_reduce", "amin": "min_reduce", "swish": "silu",
            "relu_": "relu", "clip": "clamp", "mm": "matmul", "bmm": "matmul",
@@ -757,8 +824,9 @@ def route(model, example_inputs) -> Plan:
             env[node] = router.leaf(name)
             continue
         if node.op == "get_attr":
-            name = interp.param(node.target, params)
-            env[node] = router.leaf(name)
+            env[node] = _constant(graph, model, node.target) if node.target not in \
+                dict(model.named_parameters()) | dict(model.named_buffers()) \
+                else router.leaf(interp.param(node.target, params))
             continue
         if node.op == "output":
             result = _resolve(node.args[0], env)
@@ -873,6 +941,19 @@ def _fuse_conv_epilogues(steps: list, output: str, shapes: dict) -> list:
 
 def _step_tuple(step):
     return step if isinstance(step, str) else tuple(step)
+
+
+def _constant(graph, model, target: str) -> float:
+    """A tensor the forward builds from Python numbers (`torch.tensor(0.5)`), which tracing
+    stores on the graph module: a single value is a constant of the expression."""
+    import torch
+
+    tensor = getattr(graph, target, None)
+    if isinstance(tensor, torch.Tensor) and tensor.numel() == 1 and tensor.is_floating_point():
+        return float(tensor.item())
+    raise Unsupported(f"the tensor constant {target} "
+                      f"{list(getattr(tensor, 'shape', []))} built in the forward (only a "
+                      "single value is a constant)")
 
 
 def _check_dtype(node, name: str):
@@ -1103,6 +1184,47 @@ class _Handlers:
     def op_identity(self, x, **_):
         return x
 
+    def op_dropout(self, x, p=0.5, training=True, inplace=False, module=None, **_):
+        """The identity when it drops nothing (p = 0, or eval mode); KernelBench runs its
+        models as constructed, in training mode, where the reference draws its mask from
+        torch's generator, which no kernel here reproduces."""
+        if module is not None:
+            p, training = module.p, module.training
+        if p == 0 or not training:
+            return x
+        raise Unsupported(f"dropout with p={p} in training mode (KernelBench's reference runs "
+                          "the Model as constructed, so its mask is drawn from torch's random "
+                          "generator; a kernel would need torch's Philox stream to match it)")
+
+    def _adaptive_avg(self, dims, x, output_size=None, module=None, **_):
+        """Global average pooling (an output of 1 per spatial axis) is a mean over those
+        axes; an output dividing the input evenly is an average pooling of stride and window
+        input / output."""
+        if module is not None:
+            output_size = module.output_size
+        size = _tuple(output_size, dims, "output_size") if not (
+            isinstance(output_size, list | tuple) and None in output_size) else None
+        spatial = x.shape[-dims:]
+        if size is None:
+            raise Unsupported(f"adaptive_avg_pool{dims}d with an output size of None")
+        if all(s == 1 for s in size):
+            return self.reduce(x, "sum", tuple(range(len(x.shape) - dims, len(x.shape))),
+                               True, mean=True)
+        if all(n % s == 0 for n, s in zip(spatial, size)):
+            window = tuple(n // s for n, s in zip(spatial, size))
+            return self._pool(dims, "avg", x, window, window)
+        raise Unsupported(f"adaptive_avg_pool{dims}d from {list(spatial)} to {list(size)} "
+                          "(uneven windows)")
+
+    def op_adaptive_avg_pool1d(self, x, *args, **kw):
+        return self._adaptive_avg(1, x, *args, **kw)
+
+    def op_adaptive_avg_pool2d(self, x, *args, **kw):
+        return self._adaptive_avg(2, x, *args, **kw)
+
+    def op_adaptive_avg_pool3d(self, x, *args, **kw):
+        return self._adaptive_avg(3, x, *args, **kw)
+
     # reductions
     def _reduce(self, fn, x, dim=None, keepdim=False, mean=False, **kwargs):
         if kwargs.get("dtype") is not None:
@@ -1122,13 +1244,13 @@ class _Handlers:
         return self._reduce("min", x, dim, keepdim)
 
     def op_max(self, x, dim=None, keepdim=False):
-        if isinstance(dim, Val):
+        if isinstance(dim, Val | float):
             return self.combine("max", x, dim)
         value = self._reduce("max", x, dim, keepdim)
         return value if dim is None else ("values", value)
 
     def op_min(self, x, dim=None, keepdim=False):
-        if isinstance(dim, Val):
+        if isinstance(dim, Val | float):
             return self.combine("min", x, dim)
         value = self._reduce("min", x, dim, keepdim)
         return value if dim is None else ("values", value)
@@ -1385,6 +1507,34 @@ class _Handlers:
             return self.reduce(terms, "sum", None, False)
         raise Unsupported(f"a loss with reduction={reduction!r}")
 
+    def op_pairwise_distance(self, a, b, p=2.0, eps=1e-6, keepdim=False):
+        """||a - b + eps||_p along the last axis (torch's definition, eps inside)."""
+        diff = self.combine("add", self.combine("sub", a, b), float(eps))
+        if p in (2, 2.0):
+            return self.unary(self.reduce(self.unary(diff, lambda e: power(e, 2)), "sum", -1,
+                                          keepdim), lambda e: un("sqrt", e))
+        if p in (1, 1.0):
+            return self.reduce(self.unary(diff, lambda e: un("abs", e)), "sum", -1, keepdim)
+        raise Unsupported(f"a pairwise distance with p={p}")
+
+    def op_triplet_margin_loss(self, anchor, positive, negative, margin=1.0, p=2.0,
+                               eps=1e-6, swap=False, reduction="mean", module=None, **_):
+        """mean(max(d(a, p) - d(a, n) + margin, 0)), d the pairwise distance."""
+        if module is not None:
+            margin, p, eps = module.margin, module.p, module.eps
+            swap, reduction = module.swap, module.reduction
+        if swap:
+            raise Unsupported("triplet_margin_loss with swap=True")
+        if len(anchor.shape) != 2:
+            raise Unsupported(f"triplet_margin_loss of {list(anchor.shape)} inputs (N, D only)")
+        near = self.op_pairwise_distance(anchor, positive, p, eps)
+        far = self.op_pairwise_distance(anchor, negative, p, eps)
+        terms = self.unary(self.combine("add", self.combine("sub", near, far), float(margin)),
+                           relu)
+        if reduction == "none":
+            return terms
+        return self._loss(terms, reduction)
+
     def op_cosine_similarity(self, a, b, dim=1, eps=1e-8):
         dot = self.reduce(self.combine("mul", a, b), "sum", dim, False)
         na = self.reduce(self.unary(a, lambda e: power(e, 2)), "sum", dim, False)
@@ -1488,9 +1638,17 @@ class _Handlers:
             return self.op_transpose(x, -1, -2)
         if attr == "shape":
             return x.shape
+        if attr in ("device", "dtype"):     # for torch.tensor(c, device=x.device)
+            return ("attr", attr)
         if attr == "values" and isinstance(x, tuple) and x and x[0] == "values":
             return x[1]
         raise Unsupported(f"the tensor attribute .{attr}")
+
+    def op_tensor(self, data, dtype=None, device=None, requires_grad=False, **_):
+        """`torch.tensor(c, device=x.device)`: a single value is a constant."""
+        if _number(data):
+            return float(data)
+        raise Unsupported("torch.tensor of data other than one number")
 
     def op_size(self, x, dim=None):
         return x.shape if dim is None else x.shape[dim]
@@ -1527,6 +1685,75 @@ class _Handlers:
         shape = tuple(lead) + (a.shape[-2], n) if len(b.shape) == 2 else (batch, a.shape[-2], n)
         return Val(shape, ("acc",), "mm", None,
                    (mm, an, bn, (batch, m, n, 1), ((an, a_view), (bn, b_view))))
+
+    def op_einsum(self, equation, *operands):
+        """A two-operand einsum that is a (batched) matrix product: indices shared by every
+        term lead (the batch), then the first operand's free indices, the contracted ones,
+        the second's free ones, in that order in each term (B may hold its free indices
+        first: a transposed operand)."""
+        if len(operands) == 1 and isinstance(operands[0], list | tuple):
+            operands = tuple(operands[0])
+        spec = equation.replace(" ", "")
+        if "..." in spec or "->" not in spec or len(operands) != 2:
+            raise Unsupported(f"einsum {equation!r} (two operands and an explicit output "
+                              "only)")
+        (ta, tb), out = spec.split("->")[0].split(","), spec.split("->")[1]
+        a, b = operands
+        if len(ta) != len(a.shape) or len(tb) != len(b.shape) or \
+                len(set(ta)) != len(ta) or len(set(tb)) != len(tb):
+            raise Unsupported(f"einsum {equation!r} (repeated indices: a diagonal)")
+        batch = "".join(c for c in out if c in ta and c in tb)
+        contracted = "".join(c for c in ta if c in tb and c not in out)
+        free_a = "".join(c for c in ta if c not in tb)
+        free_b = "".join(c for c in tb if c not in ta)
+        size = dict(zip(ta, a.shape)) | dict(zip(tb, b.shape))
+        if not contracted or ta != batch + free_a + contracted or out != batch + free_a + \
+                free_b or tb not in (batch + contracted + free_b, batch + free_b + contracted):
+            raise Unsupported(f"einsum {equation!r}: not a matrix product of its operands in "
+                              "their order (needs a transpose template)")
+
+        def extent(letters):
+            return _numel([size[c] for c in letters])
+        lead = (extent(batch),) if batch else ()
+        a2 = self._reshaped(a, lead + (extent(free_a), extent(contracted)))
+        if tb == batch + contracted + free_b:
+            b2 = self._reshaped(b, lead + (extent(contracted), extent(free_b)))
+        else:
+            b2 = self.op_transpose(self._reshaped(b, lead + (extent(free_b),
+                                                             extent(contracted))), -1, -2)
+        product = self.op_matmul(a2, b2)
+        return self._reshaped_mm(product, tuple(size[c] for c in out))
+
+    def _reshaped_mm(self, v, shape):
+        """A matmul's result viewed as `shape` (the epilogue stays pending when only the
+        shape changes, since the result is a buffer of the same elements)."""
+        if v.mm is not None:
+            return self._reshaped(self.r.leaf(self.r.buffer(v)), shape)
+        return self._reshaped(v, shape)
+
+    def op_scaled_dot_product_attention(self, q, k, v, attn_mask=None, dropout_p=0.0,
+                                        is_causal=False, scale=None, enable_gqa=False):
+        """softmax(Q K^T * scale) V over (..., S, D) with the leading axes as one batch: a
+        batched matmul with the scale in its epilogue, a row softmax, a batched matmul."""
+        if attn_mask is not None or dropout_p or is_causal or enable_gqa:
+            raise Unsupported("scaled_dot_product_attention with a mask, dropout, causal or "
+                              "grouped-query heads")
+        *lead, s, d = q.shape
+        if len(k.shape) != len(q.shape) or tuple(k.shape[:-2]) != tuple(lead) or \
+                k.shape[-1] != d or tuple(v.shape[:-1]) != tuple(k.shape[:-1]):
+            raise Unsupported("scaled_dot_product_attention with broadcast operands")
+        batch = _numel(lead)
+        scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+        q3 = self._reshaped(q, (batch, s, d))
+        k3 = self._reshaped(k, (batch, k.shape[-2], d))
+        v3 = self._reshaped(v, (batch, v.shape[-2], v.shape[-1]))
+        # the scale comes from a size, so it reaches the kernel as data (a vector along N)
+        keys = k.shape[-2]
+        scales = self.r.leaf(self.r.vec_fill(scale, keys))
+        scores = self.combine("mul", self.op_matmul(q3, self.op_transpose(k3, -1, -2)), scales)
+        weights = self._softmax(scores, -1, log=False)
+        out = self.op_matmul(weights, v3)
+        return self._reshaped_mm(out, (*lead, s, v.shape[-1]))
 
     def op_linear(self, x, weight=None, bias=None, module=None, path=None, params=None):
         if module is not None:
