@@ -74,6 +74,7 @@ class Plan:
     mm_flops: float                              # matmul FLOPs (MFMA)
     valu_flops: float                            # reduction FLOPs (VALU)
     scalars: tuple[str, ...] = ()                # inputs that are Python numbers
+    words: tuple[str, ...] = ()                  # int64 index inputs (read as 32-bit words)
 
 
 @attrs.frozen
@@ -116,6 +117,7 @@ class Router:
         self.example_inputs = example_inputs
         self.matmuls: dict = {}
         self.reduced: dict = {}
+        self.words: list[str] = []
 
     # ------------------------------------------------------------------ buffers and steps
     def fresh(self, shape) -> str:
@@ -216,9 +218,9 @@ class Router:
         row = v.row
         o, r, i = self._row_views(row)
         used = _stat_closure(v.expr, row.stats)
-        if used != list(range(len(used))):
-            raise Unsupported("a row program whose output skips an earlier reduction")
-        stats = row.stats[:len(used)]
+        # the stats up to the last one used (an earlier one the output skips is computed
+        # and left unread, so the indices stay those of the row)
+        stats = row.stats[:max(used, default=-1) + 1]
         if len(row.axes) == len(row.shape) and len(row.shape) > 1 and v.space == "stat":
             return self._emit_global(v, stats)
         if len(row.axes) == len(row.shape) and len(row.shape) > 1:
@@ -722,7 +724,7 @@ UNARY_OPS = {
 NO_TEMPLATE: dict[str, str] = {}
 #: ops that exist in KernelBench but need a DSL op Argus does not have yet
 MISSING = {
-    "cross_entropy": "gather (class index)", "sort": "sort",
+    "sort": "sort",
     "diag": "gather (diagonal)", "logsumexp": None,
     "instance_norm": None, "layer_norm": None, "norm": None,
 }
@@ -762,6 +764,8 @@ ALIASES = {"div": "truediv", "divide": "truediv", "multiply": "mul", "subtract":
            "less_equal": "le", "float": "identity"}
 #: ops whose result is a mask (a bool tensor in torch, 1.0/0.0 in the templates)
 MASKS = ("gt", "ge", "lt", "le")
+#: ops reading an int64 input (class indices)
+INDEXED = ("cross_entropy", "nll_loss")
 #: ops whose result is an index (int64 in torch; f32 whole numbers, exact below 2**24, here)
 INDICES = ("argmax", "argmin")
 
@@ -819,6 +823,13 @@ def route(model, example_inputs) -> Plan:
                 env[node] = Val((), ("leaf", name))
                 continue
             router.buffers[name] = tuple(node.meta["tensor_meta"].shape)
+            if node.meta["tensor_meta"].dtype == torch.int64:
+                # a class index: only an op that picks by index reads it (`Val.space`
+                # "index" keeps any other op from treating it as data)
+                router.words.append(name)
+                inputs.append(name)
+                env[node] = Val(router.buffers[name], ("index", name), "index")
+                continue
             _check_dtype(node, name)
             inputs.append(name)
             env[node] = router.leaf(name)
@@ -864,7 +875,7 @@ def route(model, example_inputs) -> Plan:
         raise Unsupported("the model computes nothing (its output is an input)")
     return Plan(tuple(router.steps), tuple(inputs), tuple(params), dict(router.buffers),
                 output, out_shape, dict(router.fills), router.mm_flops,
-                router.valu_flops, tuple(scalars))
+                router.valu_flops, tuple(scalars), tuple(router.words))
 
 
 #: the value a one-sided clamp leaves open (f32's range)
@@ -1032,6 +1043,10 @@ class _Handlers:
                               "its reverse)")
         flat_args = [p for a in (*args, *kwargs.values())
                      for p in (a if isinstance(a, list | tuple) else (a,))]
+        if name not in INDEXED and any(isinstance(a, Val) and a.space == "index"
+                                       for a in flat_args):
+            raise Unsupported(f"an int64 tensor feeding {name} (only {', '.join(INDEXED)} "
+                              "read one, as class indices)")
         if name not in ("cumsum", "cumprod", "zeros_like", "unsqueeze", "cat") and any(
                 isinstance(a, Pending) for a in flat_args):
             raise Unsupported(f"a narrowed or selected tensor feeding {name} (only the "
@@ -1534,6 +1549,78 @@ class _Handlers:
         if reduction == "none":
             return terms
         return self._loss(terms, reduction)
+
+    def op_cross_entropy(self, x, target, weight=None, size_average=None, ignore_index=-100,
+                         reduce=None, reduction="mean", label_smoothing=0.0):
+        """mean over the rows of logsumexp(x) - x[target], one row program over the classes:
+        the max, the sum of exponentials, and the picked logit as a sum of x where the
+        position along the row equals the row's class index (no gather). A row whose target
+        is `ignore_index` (any negative index) adds nothing and is not counted."""
+        if weight is not None or label_smoothing or size_average is not None or \
+                reduce is not None:
+            raise Unsupported("cross_entropy with class weights, label smoothing or the legacy "
+                              "size_average/reduce arguments")
+        if not isinstance(target, Val) or target.space != "index" or len(x.shape) != 2 \
+                or target.shape != x.shape[:1]:
+            raise Unsupported("cross_entropy other than of (N, C) logits and (N,) class "
+                              "indices (probabilities or spatial axes)")
+        if x.shape[1] >= 1 << 24:
+            raise Unsupported(f"cross_entropy over {x.shape[1]} classes (indices are compared "
+                              "as f32, exact below 2**24)")
+        if ignore_index >= 0:
+            raise Unsupported(f"cross_entropy with ignore_index={ignore_index} (a class)")
+        return self._picked_loss(x, target, reduction, log_softmax=True)
+
+    def op_nll_loss(self, x, target, weight=None, size_average=None, ignore_index=-100,
+                    reduce=None, reduction="mean"):
+        if weight is not None or size_average is not None or reduce is not None:
+            raise Unsupported("nll_loss with class weights or the legacy arguments")
+        if not isinstance(target, Val) or target.space != "index" or len(x.shape) != 2 \
+                or target.shape != x.shape[:1] or ignore_index >= 0:
+            raise Unsupported("nll_loss other than of (N, C) log-probabilities and (N,) "
+                              "class indices")
+        return self._picked_loss(x, target, reduction, log_softmax=False)
+
+    def _picked_loss(self, x, target, reduction, log_softmax: bool):
+        """One row program over (N, C) with the stats [max, count, sum of exponentials,
+        picked]: `count` is 1 for a row whose target is a class (>= 0), 0 for an ignored one
+        (constant along the row), `picked` the sum of x where the position along the row is
+        the target. The per-row terms (0 for an ignored row) and, for a mean, the counts are
+        two launches of it; then whole-tensor sums."""
+        index = ("index", target.expr[1])
+        valid = bin_("ge", index, const(0.0))
+        if x.mm is not None:
+            x = self.r.leaf(self.r.buffer(x))
+        x = self.flat(x)
+        if x.row is not None:
+            x = self.r.leaf(self.r.buffer(x))
+        n = x.shape[0]
+        m = self.reduce(x, "max", 1, True)
+        row = Row(m.row.shape, m.row.axes,
+                  m.row.stats + (("max", where(valid, const(1.0), const(0.0))),))
+        count = Val((n,), ("stat", 1), "stat", row)
+        full = Val(x.shape, x.expr, "full", row)
+        shifted = self.combine("sub", full, attrs.evolve(m, row=row))
+        s = self.reduce(self.unary(shifted, exp), "sum", 1, False)
+        picked = self.reduce(Val(x.shape, where(bin_("eq", ("idx", "r"), index), x.expr,
+                                                const(0.0)), "full", s.row), "sum", 1, False)
+        if log_softmax:
+            lse = self.combine("add", self.unary(s, log_), attrs.evolve(
+                m, shape=(n,), row=picked.row))
+            per_row = self.combine("sub", lse, picked)
+        else:
+            per_row = self.unary(picked, lambda e: un("neg", e))
+        counted = bin_("gt", attrs.evolve(count, row=per_row.row).expr, const(0.5))
+        terms = Val((n,), where(counted, per_row.expr, const(0.0)), "stat", per_row.row)
+        if reduction == "none":
+            return terms
+        total = self.reduce(self.r.leaf(self.r.buffer(terms)), "sum", None, False)
+        if reduction == "sum":
+            return total
+        if reduction != "mean":
+            raise Unsupported(f"a loss with reduction={reduction!r}")
+        rows = self.reduce(self.r.leaf(self.r.buffer(count)), "sum", None, False)
+        return self.combine("mul", total, self.unary(rows, lambda e: un("rcp", e)))
 
     def op_cosine_similarity(self, a, b, dim=1, eps=1e-8):
         dot = self.reduce(self.combine("mul", a, b), "sum", dim, False)

@@ -24,15 +24,16 @@ from argus.lang.trace import _unary
 #: ("leaf", name) a tile of a full-shape tensor, ("vec", name) a vector broadcast along the
 #: other axes, ("stat", i) the i-th reduction of a row program, ("acc",) a matmul accumulator,
 #: ("const", value), ("un", fn, x), ("bin", fn, x, y), ("idx", axis) a matmul's row (0) or
-#: column (1) index.
+#: column (1) index (in a row program ("idx", "r"): the position along R), ("index", name) a
+#: row program's per-row class index (an int64 tensor read as its low 32-bit word).
 Expr = tuple
 
 UNARY = ("neg", "abs", "exp2", "log2", "rcp", "sqrt", "erf")
 #: comparisons give masks (1.0 where true, else 0.0), which ("where", mask, x, y) selects by
 COMPARE = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
-           "ge": lambda a, b: a >= b}
+           "ge": lambda a, b: a >= b, "eq": lambda a, b: a.eq(b)}
 #: a comparison with its operands swapped (c < x is x > c)
-MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
 BINARY = ("add", "sub", "mul", "max", "min", *COMPARE)
 #: identity of each reduction (the value masked-off elements take)
 IDENTITY = {"sum": 0.0, "max": -3.0e38, "prod": 1.0}
@@ -60,7 +61,7 @@ def bin_(fn: str, x: Expr, y: Expr) -> Expr:
     if x[0] == "const" and y[0] == "const":
         a, b = x[1], y[1]
         if fn in COMPARE:
-            return const(float(COMPARE[fn](a, b)))
+            return const(float(a == b if fn == "eq" else COMPARE[fn](a, b)))
         return const({"add": a + b, "sub": a - b, "mul": a * b, "max": max(a, b),
                       "min": min(a, b)}[fn])
     if fn == "mul" and (x == const(1.0) or y == const(1.0)):
@@ -101,7 +102,7 @@ def emit(e: Expr, env: dict, memo: dict):
     """Trace `e` with the tiles of `env` (keys: the leaf tuples themselves)."""
     if e in memo:
         return memo[e]
-    if e[0] in ("leaf", "vec", "stat", "acc", "idx"):
+    if e[0] in ("leaf", "vec", "stat", "acc", "idx", "index"):
         result = env[e]
     elif e[0] == "un" and e[1] == "erf":
         result = T.erf(emit(e[2], env, memo))
@@ -364,8 +365,19 @@ class RowProgram:
             found += [n for n in leaves(e, "vec") if n not in found]
         return found
 
+    @property
+    def indices(self) -> list[str]:
+        """Per-row int64 class indices, each an (O, 2) view of 32-bit words (little-endian:
+        the low word first, exact for an index below 2**31)."""
+        found: list[str] = []
+        for e in [s for _, s in self.stats] + [self.out]:
+            found += [n for n in leaves(e, "index") if n not in found]
+        return found
+
     def kernel(self) -> KernelDef:
-        names, vecs = self.inputs, self.vectors
+        names, vecs, indices = self.inputs, self.vectors, self.indices
+        if indices and self.strided:
+            raise ValueError("a per-row class index in a strided row program")
         if self.strided:
             full = Tensor("f32", "O", "R", "I", 1)
             reduced = Tensor("f32", "O", "I", 1)
@@ -374,18 +386,20 @@ class RowProgram:
             reduced = Tensor("f32", "O", 1)
         params = ([(f"X{i}", full) for i in range(len(names))]
                   + [(f"V{i}", Tensor("f32", "R")) for i in range(len(vecs))]
+                  + [(f"I{i}", Tensor("i32", "O", 2)) for i in range(len(indices))]
                   + [("Y", full if self.full_output else reduced)])
         program = self
 
         def body(*handles):
             ins = dict(zip(names, handles[:len(names)]))
             vec = dict(zip(vecs, handles[len(names):len(names) + len(vecs)]))
-            program._trace(ins, vec, handles[-1])
+            rest = handles[len(names) + len(vecs):-1]
+            program._trace(ins, vec, handles[-1], dict(zip(indices, rest)))
 
         return _make("row_strided" if self.strided else "row_contiguous", params, body,
                      1 if self.strided else self.waves)
 
-    def _trace(self, ins: dict, vec: dict, out):
+    def _trace(self, ins: dict, vec: dict, out, index: dict | None = None):
         # strided: one wave per workgroup, 64 columns of I, so a short I still spans two
         # workgroups
         waves = 1 if self.strided else self.waves
@@ -404,6 +418,8 @@ class RowProgram:
             out_origin = (o, i0, 0)
         else:
             O_, R = first.shape[:2]
+            for h in (index or {}).values():
+                T.assume(h.shape[0].eq(O_))
             to, tr = 2 * waves, 64
             T.grid(T.cdiv(O_, to))
             spec = T.copy_layout((to, tr), waves, 1)     # a row in one wave's lanes
@@ -420,9 +436,18 @@ class RowProgram:
         def keep(r0):
             return lambda *c: r0 + c[axis] < R
 
+        positions = any("r" in leaves(e, "idx") for e in [x for _, x in self.stats] + [self.out])
+        # a per-row class index: loaded once, as f32 (exact below 2**24), along the row
+        classes = {("index", n): T.broadcast(h.load((o0, 0), row_spec, axes=(0,), guard=True)
+                                             .to("f32"), axis, spec)
+                   for n, h in (index or {}).items()}
+
         def tiles(r0) -> dict:
             env = {("leaf", n): h.load(origin(r0), spec, axes=axes, guard=True)
                    for n, h in ins.items()}
+            env.update(classes)
+            if positions:
+                env["idx", "r"] = T.iota(spec, axis, start=r0)
             for n, h in vec.items():
                 env["vec", n] = T.broadcast(h.load((r0,), vec_spec, guard=True), 1 - axis,
                                             spec)
