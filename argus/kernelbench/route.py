@@ -561,6 +561,8 @@ class _Core:
         is a size, so it reaches the kernel as data (a vector of 1/count), never baked in."""
         if v.mm is not None:
             v = self.r.leaf(self.r.buffer(v))
+        if v.expr[0] == "tleaf":
+            raise Unsupported(f"a {fn} of a transposed tensor (needs a transpose template)")
         v = self.flat(v)
         rank = len(v.shape)
         if dims is None:
@@ -1702,6 +1704,11 @@ class _Handlers:
 
     def op_transpose(self, x, d0, d1):
         rank = len(x.shape)
+        dims = list(range(rank))
+        dims[d0 % rank], dims[d1 % rank] = dims[d1 % rank], dims[d0 % rank]
+        moved = self._moved_ones(x, dims)
+        if moved is not None:
+            return moved
         if {d0 % rank, d1 % rank} != {rank - 2, rank - 1}:
             raise Unsupported("a transpose other than of the last two axes")
         if x.expr[0] == "tleaf":
@@ -1713,9 +1720,22 @@ class _Handlers:
     def op_t(self, x):
         return self.op_transpose(x, 0, 1)
 
+    def _moved_ones(self, x, dims):
+        """`x` permuted by `dims` as a reshape when the axes of extent > 1 keep their order
+        (only axes of extent 1 move), else None."""
+        if not isinstance(x, Val) or x.expr[0] == "tleaf":
+            return None
+        order = [d for d in dims if x.shape[d] != 1]
+        if order != sorted(order):
+            return None
+        return self._reshaped(x, tuple(x.shape[d] for d in dims))
+
     def op_permute(self, x, *dims):
         dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
         rank = len(dims)
+        moved = self._moved_ones(x, [d % rank for d in dims])
+        if moved is not None:
+            return moved
         if tuple(dims) == tuple(range(rank - 2)) + (rank - 1, rank - 2):
             return self.op_transpose(x, -1, -2)
         raise Unsupported(f"permute {list(dims)} (needs a transpose template)")
