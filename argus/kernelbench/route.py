@@ -975,6 +975,10 @@ def _check_dtype(node, name: str):
     dtype = node.meta["tensor_meta"].dtype
     if dtype != torch.float32 and not (dtype == torch.bool and name in MASKS) \
             and not (dtype == torch.int64 and name in INDICES):
+        if dtype == torch.bool:
+            raise Unsupported("a torch.bool input (one byte per element: the templates' "
+                              "guarded loads do not read one-byte elements one at a time at "
+                              "a tail)")
         raise Unsupported(f"{dtype} tensors (the templates are f32)")
 
 
@@ -1358,6 +1362,8 @@ class _Handlers:
             if index == 0:
                 return x[1]
             raise Unsupported("the indices of max/min (argmax reduction)")
+        if isinstance(x, tuple) and all(isinstance(d, int) for d in x):
+            return x[index]                     # a size: b, c, h, w = x.shape
         raise Unsupported("indexing a tensor (needs a gather or slice template)")
 
     def op_norm(self, x, p="fro", dim=None, keepdim=False, out=None, dtype=None):
