@@ -554,11 +554,30 @@ class _Core:
                                                 if a not in dims))
         return out
 
+    def _reduce_staged(self, v: Val, fn: str, dims, keepdim: bool, mean: bool):
+        """A reduction over several trailing axes (a layer norm over (C, H, W), an instance
+        norm over (H, W)) one axis at a time, the first ones strided (lanes along the axes
+        after it) into a buffer keeping it as extent 1: each stage has a workgroup per
+        (row, 64 columns) instead of one per 8 rows, so a few long rows still fill the
+        machine. Sums, products, maxima, minima and means (equal counts per stage) split so.
+        The roofline counts the reduction's FLOPs once."""
+        flops = self.r.valu_flops + _numel(v.shape)
+        out = v
+        for d in dims[:-1]:
+            out = self.r.leaf(self.r.buffer(self.reduce(out, fn, (d,), True, mean)))
+        out = self.reduce(out, fn, (dims[-1],), True, mean)
+        self.r.valu_flops = flops
+        if not keepdim:
+            out = attrs.evolve(out, shape=tuple(x for a, x in enumerate(v.shape)
+                                                if a not in dims))
+        return out
+
     def reduce(self, v: Val, fn: str, dims, keepdim: bool, mean: bool = False,
-               per_row: bool = False) -> Val:
+               per_row: bool = False, staged: bool = False) -> Val:
         """`fn` of `v` along `dims`; `mean` divides by the count of reduced elements,
         `per_row` (a whole-tensor sum) by the first axis's extent (KL's batchmean). A count
-        is a size, so it reaches the kernel as data (a vector of 1/count), never baked in."""
+        is a size, so it reaches the kernel as data (a vector of 1/count), never baked in.
+        `staged`: several trailing axes are reduced one at a time (`_reduce_staged`)."""
         if v.mm is not None:
             v = self.r.leaf(self.r.buffer(v))
         if v.expr[0] == "tleaf":
@@ -570,6 +589,9 @@ class _Core:
         dims = tuple(sorted(d % rank for d in ((dims,) if isinstance(dims, int) else dims)))
         if dims != tuple(range(dims[0], dims[-1] + 1)):
             return self._reduce_runs(v, fn, dims, keepdim, mean, per_row)
+        if staged and fn in ("sum", "prod", "max", "min") and not per_row and len(dims) > 1 \
+                and 0 < dims[0] and dims[-1] == rank - 1:
+            return self._reduce_staged(v, fn, dims, keepdim, mean)
         if v.space == "stat":
             v = self.r.leaf(self.r.buffer(v))
         row = v.row
@@ -1410,10 +1432,12 @@ class _Handlers:
                     if module.bias is not None else None)
         rank = len(x.shape)
         dims = tuple(range(rank - len(normalized_shape), rank))
-        mean = self.reduce(x, "sum", dims, True, mean=True)
+        # a normalised shape of several axes is the few long rows of a layer norm over
+        # (C, H, W): reduced in stages, so they spread over the machine
+        mean = self.reduce(x, "sum", dims, True, mean=True, staged=True)
         centred = self.combine("sub", x, mean)
         var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,
-                          mean=True)
+                          mean=True, staged=True)
         inv = self.unary(self.combine("add", var, float(eps)),
                          lambda e: un("rcp", un("sqrt", e)))
         out = self.combine("mul", centred, inv)
