@@ -524,6 +524,10 @@ class Matmul:
     block_k: int = 8
     #: 32x32 fragments per wave along M and N (a workgroup's block is 64 * reps square)
     reps: int = 2
+    #: A and B staged through LDS (two slots, one K tile ahead) by coalesced copies, each
+    #: element read from global memory once per workgroup; else fragments straight from
+    #: global memory
+    staged: bool = True
 
     @property
     def vectors(self) -> list[str]:
@@ -580,6 +584,10 @@ class Matmul:
         acc = {(r, s): T.tag(T.zeros(c_spec), lambda i, j, r=r, s=s: {
             "row": m0 + r * c_spec.shape[0] + i, "col": n0 + s * c_spec.shape[1] + j})
             for r, s in tiles}
+        if self.staged:
+            acc = self._staged_k_loop(A, B, K, m0, n0, ba, bb, block, a_spec, b_spec, acc)
+            self._epilogue(C, vec, acc, m0, n0, b, c_spec)
+            return
         loop = T.range(0, T.cdiv(K, self.block_k), name="kt", acc=acc)
         for kt in loop:
             acc = dict(loop.acc)
@@ -593,16 +601,94 @@ class Matmul:
                                                         B_.col.eq(C_.col)),
                                  "A and B meet at one k, on C's row and column")
             loop.acc = acc
+        self._epilogue(C, vec, loop.acc, m0, n0, b, c_spec)
+
+    def _staged_k_loop(self, A, B, K, m0, n0, ba, bb, block, a_spec, b_spec, acc):
+        """The K loop through LDS: each K tile of A (block x block_k) and B is copied by all
+        four waves with consecutive lanes on consecutive addresses (along K for an operand
+        stored K-contiguous, along M or N otherwise), stored as (row, k) XOR-swizzled (the
+        fragment reads, 32 rows at one k, hit distinct banks), and read back as MFMA
+        fragments. Two slots: iteration kt computes from slot kt % 2 while it stores tile
+        kt + 1 (a guarded load: zeros past K) into the other, then one barrier."""
+        bk, reps = self.block_k, self.reps
+        step = a_spec.shape[1]
+        # rows of bk elements; the row's bits above the 32 banks' width select an XOR of its
+        # element index, so a fragment read (32 consecutive rows at one k) hits 32 banks
+        sw = _swizzle_bits(bk)
+        a_smem = T.lds((2, block, bk), "f32", swizzle=sw)
+        b_smem = T.lds((2, block, bk), "f32", swizzle=sw)
+        along_k = T.copy_layout((block, bk), 4, 1)
+        across = _rows_first((block, bk), 4)
+
+        def load_a(kt):
+            k0 = kt * bk
+            if self.a_order == "mk":
+                return A.load((ba, m0, k0, 0), along_k, axes=(1, 2), guard=True)
+            return A.load((ba, k0, m0, 0), across, axes=(2, 1), guard=True)
+
+        def load_b(kt):
+            k0 = kt * bk
+            if self.b_order == "nk":
+                return B.load((bb, n0, k0, 0), along_k, axes=(1, 2), guard=True)
+            return B.load((bb, k0, n0, 0), across, axes=(2, 1), guard=True)
+
+        a_smem.store((0, 0, 0), load_a(0))
+        b_smem.store((0, 0, 0), load_b(0))
+        T.barrier()
+        loop = T.range(0, T.cdiv(K, bk), name="kt", acc=acc)
+        for kt in loop:
+            a_next, b_next = load_a(kt + 1), load_b(kt + 1)
+            acc = dict(loop.acc)
+            slot = kt % 2
+            for ks in range(bk // step):
+                k0 = ks * step
+                a = [a_smem.load((slot, r * a_spec.shape[0], k0), a_spec) for r in range(reps)]
+                b_ = [b_smem.load((slot, s * b_spec.shape[0], k0), b_spec)
+                      for s in range(reps)]
+                for r in range(reps):
+                    for s in range(reps):
+                        acc[r, s] = T.mfma(F32_MFMA, a[r], b_[s], acc[r, s])
+                        T.tag_assert(lambda A_, B_, C_: And(A_.k.eq(B_.k), A_.row.eq(C_.row),
+                                                            B_.col.eq(C_.col)),
+                                     "A and B meet at one k, on C's row and column")
+            a_smem.store(((kt + 1) % 2, 0, 0), a_next)
+            b_smem.store(((kt + 1) % 2, 0, 0), b_next)
+            T.barrier()
+            loop.acc = acc
+        return dict(loop.acc)
+
+    def _epilogue(self, C, vec, acc, m0, n0, b, c_spec):
+        reps = self.reps
+        tiles = [(r, s) for r in range(reps) for s in range(reps)]
         vec_spec = T.reduced(c_spec, 0)
         for r, s in tiles:
             n = n0 + s * c_spec.shape[1]
-            env = {("acc",): loop.acc[r, s],
+            env = {("acc",): acc[r, s],
                    ("idx", 0): T.iota(c_spec, 0, start=m0 + r * c_spec.shape[0]),
                    ("idx", 1): T.iota(c_spec, 1, start=n)}
             for name, h in vec.items():
                 env["vec", name] = T.broadcast(h.load((n,), vec_spec, guard=True), 0, c_spec)
             C.store((b, m0 + r * c_spec.shape[0], n, 0), emit(self.epilogue, env, {}),
                     axes=(1, 2), guard=True)
+
+
+def _swizzle_bits(row: int) -> tuple[int, int, int]:
+    """(bits, base, shift) of the XOR swizzle for f32 rows of `row` (a power of two below
+    32) elements: the 32 // row rows sharing a bank line differ in their low row bits; the row
+    bits above those (log2(row) of them) are XORed into the element index."""
+    log_row = row.bit_length() - 1
+    return (log_row, 0, 5)
+
+
+def _rows_first(shape: tuple[int, int], waves: int) -> T.TileSpec:
+    """A (rows, cols) tile spread over `waves` waves with consecutive threads on consecutive
+    rows (the copy of an operand whose rows are its contiguous axis)."""
+    rows, cols = shape
+    threads = waves * T.LANES
+    slots = rows * cols // threads
+    wave, lane, slot = T.thread_vars(waves, slots)
+    element = slot * threads + wave * T.LANES + lane
+    return T.TileSpec(shape, T.ThreadLayout(waves, slots, (element % rows, element // rows)))
 
 
 # ------------------------------------------------------------------ convolution and pooling
