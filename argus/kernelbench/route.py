@@ -1805,6 +1805,8 @@ class _Handlers:
             raise Unsupported(f"a matmul of {list(a.shape)} by {list(b.shape)}")
         *lead, m, k = a.shape
         n = b.shape[-1]
+        if n == 1 and len(b.shape) == 2 and not at and isinstance(a, Val) and a.mm is None:
+            return self._matvec(a, b, an, bn)
         if len(b.shape) == 3:
             batch, a_batched, b_batched = b.shape[0], True, True
             if a.shape[0] != b.shape[0]:
@@ -1891,6 +1893,21 @@ class _Handlers:
         weights = self._softmax(scores, -1, log=False)
         out = self.op_matmul(weights, v3)
         return self._reshaped_mm(out, (*lead, s, v.shape[-1]))
+
+    def _matvec(self, a: Val, b: Val, an: str, bn: str) -> Val:
+        """A @ b with b a (K, 1) column: one row program per row of A, the sum of A times b
+        as a vector along the row (a 32x32 MFMA block would spend 31/32 of its work, or
+        127/128 of a 128-wide block, on the missing columns)."""
+        k = a.shape[-1]
+        rows = self._reshaped(self.r.leaf(an), (_numel(a.shape[:-1]), k))
+        row = Row(rows.shape, (1,))
+        column = self.r.leaf(self._alias(bn, (k,)))
+        flops = self.r.valu_flops
+        product = self.combine("mul", Val(rows.shape, rows.expr, "full", row), column)
+        out = self.reduce(product, "sum", 1, True)
+        self.r.valu_flops = flops           # counted once, as the matmul's FLOPs
+        self.r.mm_flops += 2.0 * _numel(a.shape)
+        return attrs.evolve(out, shape=tuple(a.shape[:-1]) + (1,))
 
     def op_linear(self, x, weight=None, bias=None, module=None, path=None, params=None):
         if module is not None:
