@@ -1447,12 +1447,13 @@ class _Handlers:
             out = self.combine("add", out, bias)
         return out
 
-    def _normalised(self, x, dims, eps):
-        """(x - mean) / sqrt(var + eps) over `dims` (biased variance): one row program."""
-        mean = self.reduce(x, "sum", dims, True, mean=True)
+    def _normalised(self, x, dims, eps, staged: bool = False):
+        """(x - mean) / sqrt(var + eps) over `dims` (biased variance): one row program (or
+        reductions in stages, `staged`)."""
+        mean = self.reduce(x, "sum", dims, True, mean=True, staged=staged)
         centred = self.combine("sub", x, mean)
         var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,
-                          mean=True)
+                          mean=True, staged=staged)
         inv = self.unary(self.combine("add", var, float(eps)),
                          lambda e: un("rcp", un("sqrt", e)))
         return self.combine("mul", centred, inv)
@@ -1482,8 +1483,16 @@ class _Handlers:
         shape = x.shape
         if len(shape) < 2 or shape[1] % num_groups:
             raise Unsupported(f"group norm of {list(shape)} in {num_groups} groups")
-        grouped = self._reshaped(x, (shape[0], num_groups, _numel(shape[1:]) // num_groups))
-        out = self._reshaped(self._normalised(grouped, (2,), eps), shape)
+        if len(shape) > 2:
+            # (N, G, C/G * spatial but the last, the last spatial axis): the few long rows
+            # of a group norm over feature maps, reduced in stages (`_reduce_staged`: the
+            # first strided, lanes along the last axis) so they spread over the machine
+            grouped = self._reshaped(x, (shape[0], num_groups,
+                                         _numel(shape[1:-1]) // num_groups, shape[-1]))
+            out = self._reshaped(self._normalised(grouped, (2, 3), eps, staged=True), shape)
+        else:
+            grouped = self._reshaped(x, (shape[0], num_groups, shape[1] // num_groups))
+            out = self._reshaped(self._normalised(grouped, (2,), eps), shape)
         return self._per_channel(out, shape, weight, bias)
 
     def op_batch_norm(self, x, *args, module=None, path=None, params=None, **kw):
