@@ -7,6 +7,7 @@ emulator runs it in seconds.
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import re
 from pathlib import Path
@@ -72,8 +73,28 @@ class Problem:
         return model, inputs
 
 
+def _split_assigns(tree: ast.Module) -> ast.Module:
+    """`d, h, w = 16, 32, 32` and `h = w = 64` at the top level as one assignment per name,
+    so each is a size constant of its own."""
+    body = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple) \
+                and len(node.targets[0].elts) == len(node.value.elts) \
+                and all(isinstance(t, ast.Name) for t in node.targets[0].elts):
+            body += [ast.copy_location(ast.Assign([t], v), node)
+                     for t, v in zip(node.targets[0].elts, node.value.elts)]
+        elif isinstance(node, ast.Assign) and len(node.targets) > 1 \
+                and all(isinstance(t, ast.Name) for t in node.targets):
+            body += [ast.copy_location(ast.Assign([t], node.value), node) for t in node.targets]
+        else:
+            body.append(node)
+    tree.body = body
+    return ast.fix_missing_locations(tree)
+
+
 def _exec(path: Path, source: str, overrides: dict) -> dict:
-    tree = ast.parse(source, filename=str(path))
+    tree = _split_assigns(ast.parse(source, filename=str(path)))
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                 and isinstance(node.targets[0], ast.Name) and node.targets[0].id in overrides:
@@ -115,19 +136,26 @@ def _constants(tree: ast.Module, namespace: dict) -> dict:
     return found
 
 
-def scale(constants: dict, numel, floor: int = FLOOR, budget: int = BUDGET) -> dict:
+def scale(constants: dict, numel, floor: int = FLOOR, budget: int = BUDGET,
+          frozen: frozenset = frozenset()) -> dict:
     """Halve the largest constant above `floor` (to c // 2 + 1, so tails stay odd) until the
     inputs hold at most BUDGET elements; if they still hold more, halve the constants published
     below `floor` (down to SMALL), then the smallest constant (down to KEEP + 1).
-    `numel(values)` counts the elements."""
+    `numel(values)` counts the elements; the constants named in `frozen` keep their values
+    (and so does any other constant while it equals one of them)."""
     values = dict(constants)
+    held = {v for name in frozen for v in (constants[name] if isinstance(constants[name], tuple)
+                                           else (constants[name],))}
 
     def entries():
         for name, value in values.items():
+            if name in frozen:
+                continue
             if isinstance(value, tuple):
                 for i, v in enumerate(value):
-                    yield (name, i), v
-            else:
+                    if v not in held:
+                        yield (name, i), v
+            elif value not in held:
                 yield (name, None), value
 
     def halve(name, index, value, lowest):
@@ -177,7 +205,7 @@ def load(path: str | Path, level: str | None = None, floor: int = FLOOR,
         raise ProblemError(f"{path} is not a KernelBench problem file (.py)")
     source = path.read_text()
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = _split_assigns(ast.parse(source, filename=str(path)))
     except SyntaxError as err:
         raise ProblemError(f"{err.msg}", f"{path}:{err.lineno}",
                            "fix the problem file's syntax") from None
@@ -193,9 +221,26 @@ def load(path: str | Path, level: str | None = None, floor: int = FLOOR,
 
     scaled = scale(constants, numel, floor, budget)
     if not _constructs(path, source, scaled):
+        scaled = _keeping(path, source, constants, numel, floor, budget)
+    if scaled is None:
         scaled = proportional(constants, numel)
     namespace = _exec(path, source, scaled)
     return Problem(path, level or _level(path), path.stem, constants, scaled, namespace)
+
+
+def _keeping(path: Path, source: str, constants: dict, numel, floor: int,
+             budget: int) -> dict | None:
+    """Scaled constants that construct, keeping one constant (then two) at its published
+    value: the one a relation ties to a size the scaling does not reach (a LayerNorm over
+    `out_channels` applied to the last spatial axis, channels divisible by a group count);
+    None when no such choice fits the budget and constructs."""
+    names = sorted(constants)
+    for count in (1, 2):
+        for keep in itertools.combinations(names, count):
+            scaled = scale(constants, numel, floor, budget, frozenset(keep))
+            if numel(scaled) <= 4 * budget and _constructs(path, source, scaled):
+                return scaled
+    return None
 
 
 def _constructs(path: Path, source: str, values: dict) -> bool:

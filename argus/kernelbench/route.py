@@ -74,6 +74,7 @@ class Plan:
     mm_flops: float                              # matmul FLOPs (MFMA)
     valu_flops: float                            # reduction FLOPs (VALU)
     scalars: tuple[str, ...] = ()                # inputs that are Python numbers
+    words: tuple[str, ...] = ()                  # int64 index inputs (read as 32-bit words)
 
 
 @attrs.frozen
@@ -116,6 +117,7 @@ class Router:
         self.example_inputs = example_inputs
         self.matmuls: dict = {}
         self.reduced: dict = {}
+        self.words: list[str] = []
 
     # ------------------------------------------------------------------ buffers and steps
     def fresh(self, shape) -> str:
@@ -162,7 +164,18 @@ class Router:
     def _emit_broadcast(self, v: Val, names) -> str:
         """An elementwise chain whose leaves are broadcast (numpy's rules) to its shape: the
         `Broadcast` template over the output viewed as (A, B, C)."""
-        view, kinds = broadcast_view(v.shape, [self.buffers[n] for n in names])
+        try:
+            view, kinds = broadcast_view(v.shape, [self.buffers[n] for n in names])
+        except Unsupported:
+            part = self._fitting_part(v.expr, v.shape)
+            if part is None:
+                raise
+            # no one view fits every operand (a full tensor, a per-channel bias and a single
+            # value): a part that fits becomes a buffer first, then the rest
+            name = self._emit_elementwise(Val(_broadcast_shapes(*(
+                self.buffers[n] for n in leaves(part, "leaf"))), part))
+            return self._emit_elementwise(Val(v.shape, _replace(v.expr, part,
+                                                                ("leaf", name))))
         out = self.fresh(v.shape)
         sizes = dict(zip("abc", view))
         views = [(n, tuple(sizes[x] for x in kind)) for n, kind in zip(names, kinds)]
@@ -171,6 +184,28 @@ class Router:
         self.steps.append(Step(template, tuple((x, x) for x in names), (), out,
                                tuple(views) + ((out, view),)))
         return out
+
+    def _fitting_part(self, e: Expr, shape) -> Expr | None:
+        """The largest proper subexpression of `e` reading two or more leaves, fewer than
+        `e` does, whose leaves have an (A, B, C) view (None when there is none)."""
+        total = len(leaves(e, "leaf"))
+        best, best_count = None, 1
+        stack = [e]
+        while stack:
+            node = stack.pop()
+            if node[0] not in ("un", "bin", "where"):
+                continue
+            stack.extend(x for x in node[1:] if isinstance(x, tuple))
+            names = leaves(node, "leaf")
+            if node is e or not best_count < len(names) < total or leaves(node, "vec"):
+                continue
+            shapes = [self.buffers[n] for n in names]
+            try:
+                broadcast_view(_broadcast_shapes(*shapes), shapes)
+            except Unsupported:
+                continue
+            best, best_count = node, len(names)
+        return best
 
     def _row_views(self, row: Row):
         shape, axes = row.shape, row.axes
@@ -183,9 +218,9 @@ class Router:
         row = v.row
         o, r, i = self._row_views(row)
         used = _stat_closure(v.expr, row.stats)
-        if used != list(range(len(used))):
-            raise Unsupported("a row program whose output skips an earlier reduction")
-        stats = row.stats[:len(used)]
+        # the stats up to the last one used (an earlier one the output skips is computed
+        # and left unread, so the indices stay those of the row)
+        stats = row.stats[:max(used, default=-1) + 1]
         if len(row.axes) == len(row.shape) and len(row.shape) > 1 and v.space == "stat":
             return self._emit_global(v, stats)
         if len(row.axes) == len(row.shape) and len(row.shape) > 1:
@@ -339,6 +374,16 @@ def _substitute(e: Expr, scalars: dict) -> Expr:
     return e
 
 
+def _replace(e: Expr, part: Expr, by: Expr) -> Expr:
+    """`e` with every occurrence of the subexpression `part` replaced by `by`."""
+    if e == part:
+        return by
+    if e[0] in ("un", "bin", "where"):
+        return (e[0], *((_replace(x, part, by) if isinstance(x, tuple) else x)
+                        for x in e[1:]))
+    return e
+
+
 def _rename(e: Expr, names: dict) -> Expr:
     """`e` with the leaves named in `names` renamed."""
     if e[0] == "leaf":
@@ -350,7 +395,9 @@ def _rename(e: Expr, names: dict) -> Expr:
     return e
 
 
-def _broadcast_shapes(a, b) -> tuple[int, ...]:
+def _broadcast_shapes(a, b=(), *more) -> tuple[int, ...]:
+    if more:
+        return _broadcast_shapes(_broadcast_shapes(a, b), *more)
     rank = max(len(a), len(b))
     a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
     out = []
@@ -419,10 +466,18 @@ class _Core:
             x = self.r.leaf(self.r.buffer(x)) if x.row is not None else x
             y = self.r.leaf(self.r.buffer(y)) if y.row is not None else y
             row = None
+        if row is not None:
+            x, y = self.flat(x), self.flat(y)
+            if not (self._fits(x, y, row) and self._fits(y, x, row)):
+                # an operand the row program cannot read (a (1, C, 1, 1) bias on a reduction
+                # over other axes, a single value): the reduction as a buffer, then a
+                # broadcast
+                x = self.r.leaf(self.r.buffer(x)) if x.row is not None else x
+                y = self.r.leaf(self.r.buffer(y)) if y.row is not None else y
+                row = None
         if row is None:         # numpy's broadcasting: the leaves are spread when emitted
             shape = _broadcast_shapes(x.shape, y.shape)
             return Val(shape, bin_(fn, x.expr, y.expr), "full", None)
-        x, y = self.flat(x), self.flat(y)
         x, y = self._align(x, y, row), self._align(y, x, row)
         shape = x.shape if _numel(x.shape) >= _numel(y.shape) else y.shape
         space = "full" if "full" in (x.space, y.space) else "stat"
@@ -437,6 +492,16 @@ class _Core:
                         for n in leaves(v.expr, "leaf")):
             return self.r.leaf(self.r.buffer(v))
         return v
+
+    def _fits(self, v: Val, other: Val, row: Row) -> bool:
+        """Can a row program over `row` read `v` next to `other`: one of its stats, a tensor
+        of the row's size, or a vector along its reduced axes (a norm's weight) against a
+        full-size `other`?"""
+        if v.space == "stat" or _numel(v.shape) == _numel(row.shape):
+            return True
+        return other.space == "full" and _numel(other.shape) == _numel(row.shape) and \
+            _numel(v.shape) == self.r._row_views(row)[1] and \
+            _broadcasts_along(v.shape, row.shape, row.axes)
 
     def _align(self, v: Val, other: Val, row: Row | None) -> Val:
         """`v` as an operand next to `other`: a full tensor stays, a smaller tensor is a
@@ -489,13 +554,34 @@ class _Core:
                                                 if a not in dims))
         return out
 
+    def _reduce_staged(self, v: Val, fn: str, dims, keepdim: bool, mean: bool):
+        """A reduction over several trailing axes (a layer norm over (C, H, W), an instance
+        norm over (H, W)) one axis at a time, the first ones strided (lanes along the axes
+        after it) into a buffer keeping it as extent 1: each stage has a workgroup per
+        (row, 64 columns) instead of one per 8 rows, so a few long rows still fill the
+        machine. Sums, products, maxima, minima and means (equal counts per stage) split so.
+        The roofline counts the reduction's FLOPs once."""
+        flops = self.r.valu_flops + _numel(v.shape)
+        out = v
+        for d in dims[:-1]:
+            out = self.r.leaf(self.r.buffer(self.reduce(out, fn, (d,), True, mean)))
+        out = self.reduce(out, fn, (dims[-1],), True, mean)
+        self.r.valu_flops = flops
+        if not keepdim:
+            out = attrs.evolve(out, shape=tuple(x for a, x in enumerate(v.shape)
+                                                if a not in dims))
+        return out
+
     def reduce(self, v: Val, fn: str, dims, keepdim: bool, mean: bool = False,
-               per_row: bool = False) -> Val:
+               per_row: bool = False, staged: bool = False) -> Val:
         """`fn` of `v` along `dims`; `mean` divides by the count of reduced elements,
         `per_row` (a whole-tensor sum) by the first axis's extent (KL's batchmean). A count
-        is a size, so it reaches the kernel as data (a vector of 1/count), never baked in."""
+        is a size, so it reaches the kernel as data (a vector of 1/count), never baked in.
+        `staged`: several trailing axes are reduced one at a time (`_reduce_staged`)."""
         if v.mm is not None:
             v = self.r.leaf(self.r.buffer(v))
+        if v.expr[0] == "tleaf":
+            raise Unsupported(f"a {fn} of a transposed tensor (needs a transpose template)")
         v = self.flat(v)
         rank = len(v.shape)
         if dims is None:
@@ -503,6 +589,9 @@ class _Core:
         dims = tuple(sorted(d % rank for d in ((dims,) if isinstance(dims, int) else dims)))
         if dims != tuple(range(dims[0], dims[-1] + 1)):
             return self._reduce_runs(v, fn, dims, keepdim, mean, per_row)
+        if staged and fn in ("sum", "prod", "max", "min") and not per_row and len(dims) > 1 \
+                and 0 < dims[0] and dims[-1] == rank - 1:
+            return self._reduce_staged(v, fn, dims, keepdim, mean)
         if v.space == "stat":
             v = self.r.leaf(self.r.buffer(v))
         row = v.row
@@ -564,6 +653,8 @@ def _merge_rows(a: Row | None, b: Row | None):
 def _broadcasts_along(small, full, axes) -> bool:
     """`small` (right-aligned to `full`) has extent 1 outside `axes` and the full extent on
     them."""
+    if len(small) > len(full):
+        return False
     pad = (1,) * (len(full) - len(small)) + tuple(small)
     return all((p == s) if a in axes else p == 1 for a, (p, s) in enumerate(zip(pad, full)))
 
@@ -657,10 +748,8 @@ UNARY_OPS = {
 NO_TEMPLATE: dict[str, str] = {}
 #: ops that exist in KernelBench but need a DSL op Argus does not have yet
 MISSING = {
-    "cross_entropy": "gather (class index)", "sort": "sort",
-    "dropout": "random numbers (dropout)",
-    "diag": "gather (diagonal)", "einsum": "einsum", "scaled_dot_product_attention":
-    "attention with an f32 head dimension above 128", "logsumexp": None,
+    "sort": "sort",
+    "diag": "gather (diagonal)", "logsumexp": None,
     "instance_norm": None, "layer_norm": None, "norm": None,
 }
 
@@ -685,7 +774,11 @@ MODULES = {"ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "SiLU": "silu",
            "ConvTranspose1d": "conv_transpose1d", "ConvTranspose2d": "conv_transpose2d",
            "ConvTranspose3d": "conv_transpose3d", "MaxPool1d": "max_pool1d",
            "MaxPool2d": "max_pool2d", "MaxPool3d": "max_pool3d", "AvgPool1d": "avg_pool1d",
-           "AvgPool2d": "avg_pool2d", "AvgPool3d": "avg_pool3d", "Flatten": "flatten"}
+           "AvgPool2d": "avg_pool2d", "AvgPool3d": "avg_pool3d", "Flatten": "flatten",
+           "AdaptiveAvgPool1d": "adaptive_avg_pool1d",
+           "AdaptiveAvgPool2d": "adaptive_avg_pool2d",
+           "AdaptiveAvgPool3d": "adaptive_avg_pool3d",
+           "TripletMarginLoss": "triplet_margin_loss"}
 ALIASES = {"div": "truediv", "divide": "truediv", "multiply": "mul", "subtract": "sub",
            "amax": "max_reduce", "amin": "min_reduce", "swish": "silu",
            "relu_": "relu", "clip": "clamp", "mm": "matmul", "bmm": "matmul",
@@ -695,6 +788,8 @@ ALIASES = {"div": "truediv", "divide": "truediv", "multiply": "mul", "subtract":
            "less_equal": "le", "float": "identity"}
 #: ops whose result is a mask (a bool tensor in torch, 1.0/0.0 in the templates)
 MASKS = ("gt", "ge", "lt", "le")
+#: ops reading an int64 input (class indices)
+INDEXED = ("cross_entropy", "nll_loss")
 #: ops whose result is an index (int64 in torch; f32 whole numbers, exact below 2**24, here)
 INDICES = ("argmax", "argmin")
 
@@ -752,13 +847,21 @@ def route(model, example_inputs) -> Plan:
                 env[node] = Val((), ("leaf", name))
                 continue
             router.buffers[name] = tuple(node.meta["tensor_meta"].shape)
+            if node.meta["tensor_meta"].dtype == torch.int64:
+                # a class index: only an op that picks by index reads it (`Val.space`
+                # "index" keeps any other op from treating it as data)
+                router.words.append(name)
+                inputs.append(name)
+                env[node] = Val(router.buffers[name], ("index", name), "index")
+                continue
             _check_dtype(node, name)
             inputs.append(name)
             env[node] = router.leaf(name)
             continue
         if node.op == "get_attr":
-            name = interp.param(node.target, params)
-            env[node] = router.leaf(name)
+            env[node] = _constant(graph, model, node.target) if node.target not in \
+                dict(model.named_parameters()) | dict(model.named_buffers()) \
+                else router.leaf(interp.param(node.target, params))
             continue
         if node.op == "output":
             result = _resolve(node.args[0], env)
@@ -796,7 +899,7 @@ def route(model, example_inputs) -> Plan:
         raise Unsupported("the model computes nothing (its output is an input)")
     return Plan(tuple(router.steps), tuple(inputs), tuple(params), dict(router.buffers),
                 output, out_shape, dict(router.fills), router.mm_flops,
-                router.valu_flops, tuple(scalars))
+                router.valu_flops, tuple(scalars), tuple(router.words))
 
 
 #: the value a one-sided clamp leaves open (f32's range)
@@ -875,12 +978,29 @@ def _step_tuple(step):
     return step if isinstance(step, str) else tuple(step)
 
 
+def _constant(graph, model, target: str) -> float:
+    """A tensor the forward builds from Python numbers (`torch.tensor(0.5)`), which tracing
+    stores on the graph module: a single value is a constant of the expression."""
+    import torch
+
+    tensor = getattr(graph, target, None)
+    if isinstance(tensor, torch.Tensor) and tensor.numel() == 1 and tensor.is_floating_point():
+        return float(tensor.item())
+    raise Unsupported(f"the tensor constant {target} "
+                      f"{list(getattr(tensor, 'shape', []))} built in the forward (only a "
+                      "single value is a constant)")
+
+
 def _check_dtype(node, name: str):
     import torch
 
     dtype = node.meta["tensor_meta"].dtype
     if dtype != torch.float32 and not (dtype == torch.bool and name in MASKS) \
             and not (dtype == torch.int64 and name in INDICES):
+        if dtype == torch.bool:
+            raise Unsupported("a torch.bool input (one byte per element: the templates' "
+                              "guarded loads do not read one-byte elements one at a time at "
+                              "a tail)")
         raise Unsupported(f"{dtype} tensors (the templates are f32)")
 
 
@@ -951,6 +1071,10 @@ class _Handlers:
                               "its reverse)")
         flat_args = [p for a in (*args, *kwargs.values())
                      for p in (a if isinstance(a, list | tuple) else (a,))]
+        if name not in INDEXED and any(isinstance(a, Val) and a.space == "index"
+                                       for a in flat_args):
+            raise Unsupported(f"an int64 tensor feeding {name} (only {', '.join(INDEXED)} "
+                              "read one, as class indices)")
         if name not in ("cumsum", "cumprod", "zeros_like", "unsqueeze", "cat") and any(
                 isinstance(a, Pending) for a in flat_args):
             raise Unsupported(f"a narrowed or selected tensor feeding {name} (only the "
@@ -1103,6 +1227,47 @@ class _Handlers:
     def op_identity(self, x, **_):
         return x
 
+    def op_dropout(self, x, p=0.5, training=True, inplace=False, module=None, **_):
+        """The identity when it drops nothing (p = 0, or eval mode); KernelBench runs its
+        models as constructed, in training mode, where the reference draws its mask from
+        torch's generator, which no kernel here reproduces."""
+        if module is not None:
+            p, training = module.p, module.training
+        if p == 0 or not training:
+            return x
+        raise Unsupported(f"dropout with p={p} in training mode (KernelBench's reference runs "
+                          "the Model as constructed, so its mask is drawn from torch's random "
+                          "generator; a kernel would need torch's Philox stream to match it)")
+
+    def _adaptive_avg(self, dims, x, output_size=None, module=None, **_):
+        """Global average pooling (an output of 1 per spatial axis) is a mean over those
+        axes; an output dividing the input evenly is an average pooling of stride and window
+        input / output."""
+        if module is not None:
+            output_size = module.output_size
+        size = _tuple(output_size, dims, "output_size") if not (
+            isinstance(output_size, list | tuple) and None in output_size) else None
+        spatial = x.shape[-dims:]
+        if size is None:
+            raise Unsupported(f"adaptive_avg_pool{dims}d with an output size of None")
+        if all(s == 1 for s in size):
+            return self.reduce(x, "sum", tuple(range(len(x.shape) - dims, len(x.shape))),
+                               True, mean=True)
+        if all(n % s == 0 for n, s in zip(spatial, size)):
+            window = tuple(n // s for n, s in zip(spatial, size))
+            return self._pool(dims, "avg", x, window, window)
+        raise Unsupported(f"adaptive_avg_pool{dims}d from {list(spatial)} to {list(size)} "
+                          "(uneven windows)")
+
+    def op_adaptive_avg_pool1d(self, x, *args, **kw):
+        return self._adaptive_avg(1, x, *args, **kw)
+
+    def op_adaptive_avg_pool2d(self, x, *args, **kw):
+        return self._adaptive_avg(2, x, *args, **kw)
+
+    def op_adaptive_avg_pool3d(self, x, *args, **kw):
+        return self._adaptive_avg(3, x, *args, **kw)
+
     # reductions
     def _reduce(self, fn, x, dim=None, keepdim=False, mean=False, **kwargs):
         if kwargs.get("dtype") is not None:
@@ -1122,13 +1287,13 @@ class _Handlers:
         return self._reduce("min", x, dim, keepdim)
 
     def op_max(self, x, dim=None, keepdim=False):
-        if isinstance(dim, Val):
+        if isinstance(dim, Val | float):
             return self.combine("max", x, dim)
         value = self._reduce("max", x, dim, keepdim)
         return value if dim is None else ("values", value)
 
     def op_min(self, x, dim=None, keepdim=False):
-        if isinstance(dim, Val):
+        if isinstance(dim, Val | float):
             return self.combine("min", x, dim)
         value = self._reduce("min", x, dim, keepdim)
         return value if dim is None else ("values", value)
@@ -1219,6 +1384,8 @@ class _Handlers:
             if index == 0:
                 return x[1]
             raise Unsupported("the indices of max/min (argmax reduction)")
+        if isinstance(x, tuple) and all(isinstance(d, int) for d in x):
+            return x[index]                     # a size: b, c, h, w = x.shape
         raise Unsupported("indexing a tensor (needs a gather or slice template)")
 
     def op_norm(self, x, p="fro", dim=None, keepdim=False, out=None, dtype=None):
@@ -1265,10 +1432,12 @@ class _Handlers:
                     if module.bias is not None else None)
         rank = len(x.shape)
         dims = tuple(range(rank - len(normalized_shape), rank))
-        mean = self.reduce(x, "sum", dims, True, mean=True)
+        # a normalised shape of several axes is the few long rows of a layer norm over
+        # (C, H, W): reduced in stages, so they spread over the machine
+        mean = self.reduce(x, "sum", dims, True, mean=True, staged=True)
         centred = self.combine("sub", x, mean)
         var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,
-                          mean=True)
+                          mean=True, staged=True)
         inv = self.unary(self.combine("add", var, float(eps)),
                          lambda e: un("rcp", un("sqrt", e)))
         out = self.combine("mul", centred, inv)
@@ -1278,12 +1447,13 @@ class _Handlers:
             out = self.combine("add", out, bias)
         return out
 
-    def _normalised(self, x, dims, eps):
-        """(x - mean) / sqrt(var + eps) over `dims` (biased variance): one row program."""
-        mean = self.reduce(x, "sum", dims, True, mean=True)
+    def _normalised(self, x, dims, eps, staged: bool = False):
+        """(x - mean) / sqrt(var + eps) over `dims` (biased variance): one row program (or
+        reductions in stages, `staged`)."""
+        mean = self.reduce(x, "sum", dims, True, mean=True, staged=staged)
         centred = self.combine("sub", x, mean)
         var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,
-                          mean=True)
+                          mean=True, staged=staged)
         inv = self.unary(self.combine("add", var, float(eps)),
                          lambda e: un("rcp", un("sqrt", e)))
         return self.combine("mul", centred, inv)
@@ -1313,8 +1483,16 @@ class _Handlers:
         shape = x.shape
         if len(shape) < 2 or shape[1] % num_groups:
             raise Unsupported(f"group norm of {list(shape)} in {num_groups} groups")
-        grouped = self._reshaped(x, (shape[0], num_groups, _numel(shape[1:]) // num_groups))
-        out = self._reshaped(self._normalised(grouped, (2,), eps), shape)
+        if len(shape) > 2:
+            # (N, G, C/G * spatial but the last, the last spatial axis): the few long rows
+            # of a group norm over feature maps, reduced in stages (`_reduce_staged`: the
+            # first strided, lanes along the last axis) so they spread over the machine
+            grouped = self._reshaped(x, (shape[0], num_groups,
+                                         _numel(shape[1:-1]) // num_groups, shape[-1]))
+            out = self._reshaped(self._normalised(grouped, (2, 3), eps, staged=True), shape)
+        else:
+            grouped = self._reshaped(x, (shape[0], num_groups, shape[1] // num_groups))
+            out = self._reshaped(self._normalised(grouped, (2,), eps), shape)
         return self._per_channel(out, shape, weight, bias)
 
     def op_batch_norm(self, x, *args, module=None, path=None, params=None, **kw):
@@ -1384,6 +1562,106 @@ class _Handlers:
         if reduction == "sum":
             return self.reduce(terms, "sum", None, False)
         raise Unsupported(f"a loss with reduction={reduction!r}")
+
+    def op_pairwise_distance(self, a, b, p=2.0, eps=1e-6, keepdim=False):
+        """||a - b + eps||_p along the last axis (torch's definition, eps inside)."""
+        diff = self.combine("add", self.combine("sub", a, b), float(eps))
+        if p in (2, 2.0):
+            return self.unary(self.reduce(self.unary(diff, lambda e: power(e, 2)), "sum", -1,
+                                          keepdim), lambda e: un("sqrt", e))
+        if p in (1, 1.0):
+            return self.reduce(self.unary(diff, lambda e: un("abs", e)), "sum", -1, keepdim)
+        raise Unsupported(f"a pairwise distance with p={p}")
+
+    def op_triplet_margin_loss(self, anchor, positive, negative, margin=1.0, p=2.0,
+                               eps=1e-6, swap=False, reduction="mean", module=None, **_):
+        """mean(max(d(a, p) - d(a, n) + margin, 0)), d the pairwise distance."""
+        if module is not None:
+            margin, p, eps = module.margin, module.p, module.eps
+            swap, reduction = module.swap, module.reduction
+        if swap:
+            raise Unsupported("triplet_margin_loss with swap=True")
+        if len(anchor.shape) != 2:
+            raise Unsupported(f"triplet_margin_loss of {list(anchor.shape)} inputs (N, D only)")
+        near = self.op_pairwise_distance(anchor, positive, p, eps)
+        far = self.op_pairwise_distance(anchor, negative, p, eps)
+        terms = self.unary(self.combine("add", self.combine("sub", near, far), float(margin)),
+                           relu)
+        if reduction == "none":
+            return terms
+        return self._loss(terms, reduction)
+
+    def op_cross_entropy(self, x, target, weight=None, size_average=None, ignore_index=-100,
+                         reduce=None, reduction="mean", label_smoothing=0.0):
+        """mean over the rows of logsumexp(x) - x[target], one row program over the classes:
+        the max, the sum of exponentials, and the picked logit as a sum of x where the
+        position along the row equals the row's class index (no gather). A row whose target
+        is `ignore_index` (any negative index) adds nothing and is not counted."""
+        if weight is not None or label_smoothing or size_average is not None or \
+                reduce is not None:
+            raise Unsupported("cross_entropy with class weights, label smoothing or the legacy "
+                              "size_average/reduce arguments")
+        if not isinstance(target, Val) or target.space != "index" or len(x.shape) != 2 \
+                or target.shape != x.shape[:1]:
+            raise Unsupported("cross_entropy other than of (N, C) logits and (N,) class "
+                              "indices (probabilities or spatial axes)")
+        if x.shape[1] >= 1 << 24:
+            raise Unsupported(f"cross_entropy over {x.shape[1]} classes (indices are compared "
+                              "as f32, exact below 2**24)")
+        if ignore_index >= 0:
+            raise Unsupported(f"cross_entropy with ignore_index={ignore_index} (a class)")
+        return self._picked_loss(x, target, reduction, log_softmax=True)
+
+    def op_nll_loss(self, x, target, weight=None, size_average=None, ignore_index=-100,
+                    reduce=None, reduction="mean"):
+        if weight is not None or size_average is not None or reduce is not None:
+            raise Unsupported("nll_loss with class weights or the legacy arguments")
+        if not isinstance(target, Val) or target.space != "index" or len(x.shape) != 2 \
+                or target.shape != x.shape[:1] or ignore_index >= 0:
+            raise Unsupported("nll_loss other than of (N, C) log-probabilities and (N,) "
+                              "class indices")
+        return self._picked_loss(x, target, reduction, log_softmax=False)
+
+    def _picked_loss(self, x, target, reduction, log_softmax: bool):
+        """One row program over (N, C) with the stats [max, count, sum of exponentials,
+        picked]: `count` is 1 for a row whose target is a class (>= 0), 0 for an ignored one
+        (constant along the row), `picked` the sum of x where the position along the row is
+        the target. The per-row terms (0 for an ignored row) and, for a mean, the counts are
+        two launches of it; then whole-tensor sums."""
+        index = ("index", target.expr[1])
+        valid = bin_("ge", index, const(0.0))
+        if x.mm is not None:
+            x = self.r.leaf(self.r.buffer(x))
+        x = self.flat(x)
+        if x.row is not None:
+            x = self.r.leaf(self.r.buffer(x))
+        n = x.shape[0]
+        m = self.reduce(x, "max", 1, True)
+        row = Row(m.row.shape, m.row.axes,
+                  m.row.stats + (("max", where(valid, const(1.0), const(0.0))),))
+        count = Val((n,), ("stat", 1), "stat", row)
+        full = Val(x.shape, x.expr, "full", row)
+        shifted = self.combine("sub", full, attrs.evolve(m, row=row))
+        s = self.reduce(self.unary(shifted, exp), "sum", 1, False)
+        picked = self.reduce(Val(x.shape, where(bin_("eq", ("idx", "r"), index), x.expr,
+                                                const(0.0)), "full", s.row), "sum", 1, False)
+        if log_softmax:
+            lse = self.combine("add", self.unary(s, log_), attrs.evolve(
+                m, shape=(n,), row=picked.row))
+            per_row = self.combine("sub", lse, picked)
+        else:
+            per_row = self.unary(picked, lambda e: un("neg", e))
+        counted = bin_("gt", attrs.evolve(count, row=per_row.row).expr, const(0.5))
+        terms = Val((n,), where(counted, per_row.expr, const(0.0)), "stat", per_row.row)
+        if reduction == "none":
+            return terms
+        total = self.reduce(self.r.leaf(self.r.buffer(terms)), "sum", None, False)
+        if reduction == "sum":
+            return total
+        if reduction != "mean":
+            raise Unsupported(f"a loss with reduction={reduction!r}")
+        rows = self.reduce(self.r.leaf(self.r.buffer(count)), "sum", None, False)
+        return self.combine("mul", total, self.unary(rows, lambda e: un("rcp", e)))
 
     def op_cosine_similarity(self, a, b, dim=1, eps=1e-8):
         dot = self.reduce(self.combine("mul", a, b), "sum", dim, False)
@@ -1465,6 +1743,11 @@ class _Handlers:
 
     def op_transpose(self, x, d0, d1):
         rank = len(x.shape)
+        dims = list(range(rank))
+        dims[d0 % rank], dims[d1 % rank] = dims[d1 % rank], dims[d0 % rank]
+        moved = self._moved_ones(x, dims)
+        if moved is not None:
+            return moved
         if {d0 % rank, d1 % rank} != {rank - 2, rank - 1}:
             raise Unsupported("a transpose other than of the last two axes")
         if x.expr[0] == "tleaf":
@@ -1476,9 +1759,22 @@ class _Handlers:
     def op_t(self, x):
         return self.op_transpose(x, 0, 1)
 
+    def _moved_ones(self, x, dims):
+        """`x` permuted by `dims` as a reshape when the axes of extent > 1 keep their order
+        (only axes of extent 1 move), else None."""
+        if not isinstance(x, Val) or x.expr[0] == "tleaf":
+            return None
+        order = [d for d in dims if x.shape[d] != 1]
+        if order != sorted(order):
+            return None
+        return self._reshaped(x, tuple(x.shape[d] for d in dims))
+
     def op_permute(self, x, *dims):
         dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
         rank = len(dims)
+        moved = self._moved_ones(x, [d % rank for d in dims])
+        if moved is not None:
+            return moved
         if tuple(dims) == tuple(range(rank - 2)) + (rank - 1, rank - 2):
             return self.op_transpose(x, -1, -2)
         raise Unsupported(f"permute {list(dims)} (needs a transpose template)")
@@ -1488,9 +1784,17 @@ class _Handlers:
             return self.op_transpose(x, -1, -2)
         if attr == "shape":
             return x.shape
+        if attr in ("device", "dtype"):     # for torch.tensor(c, device=x.device)
+            return ("attr", attr)
         if attr == "values" and isinstance(x, tuple) and x and x[0] == "values":
             return x[1]
         raise Unsupported(f"the tensor attribute .{attr}")
+
+    def op_tensor(self, data, dtype=None, device=None, requires_grad=False, **_):
+        """`torch.tensor(c, device=x.device)`: a single value is a constant."""
+        if _number(data):
+            return float(data)
+        raise Unsupported("torch.tensor of data other than one number")
 
     def op_size(self, x, dim=None):
         return x.shape if dim is None else x.shape[dim]
@@ -1510,6 +1814,8 @@ class _Handlers:
             raise Unsupported(f"a matmul of {list(a.shape)} by {list(b.shape)}")
         *lead, m, k = a.shape
         n = b.shape[-1]
+        if n == 1 and len(b.shape) == 2 and not at and isinstance(a, Val) and a.mm is None:
+            return self._matvec(a, b, an, bn)
         if len(b.shape) == 3:
             batch, a_batched, b_batched = b.shape[0], True, True
             if a.shape[0] != b.shape[0]:
@@ -1527,6 +1833,90 @@ class _Handlers:
         shape = tuple(lead) + (a.shape[-2], n) if len(b.shape) == 2 else (batch, a.shape[-2], n)
         return Val(shape, ("acc",), "mm", None,
                    (mm, an, bn, (batch, m, n, 1), ((an, a_view), (bn, b_view))))
+
+    def op_einsum(self, equation, *operands):
+        """A two-operand einsum that is a (batched) matrix product: indices shared by every
+        term lead (the batch), then the first operand's free indices, the contracted ones,
+        the second's free ones, in that order in each term (B may hold its free indices
+        first: a transposed operand)."""
+        if len(operands) == 1 and isinstance(operands[0], list | tuple):
+            operands = tuple(operands[0])
+        spec = equation.replace(" ", "")
+        if "..." in spec or "->" not in spec or len(operands) != 2:
+            raise Unsupported(f"einsum {equation!r} (two operands and an explicit output "
+                              "only)")
+        (ta, tb), out = spec.split("->")[0].split(","), spec.split("->")[1]
+        a, b = operands
+        if len(ta) != len(a.shape) or len(tb) != len(b.shape) or \
+                len(set(ta)) != len(ta) or len(set(tb)) != len(tb):
+            raise Unsupported(f"einsum {equation!r} (repeated indices: a diagonal)")
+        batch = "".join(c for c in out if c in ta and c in tb)
+        contracted = "".join(c for c in ta if c in tb and c not in out)
+        free_a = "".join(c for c in ta if c not in tb)
+        free_b = "".join(c for c in tb if c not in ta)
+        size = dict(zip(ta, a.shape)) | dict(zip(tb, b.shape))
+        if not contracted or ta != batch + free_a + contracted or out != batch + free_a + \
+                free_b or tb not in (batch + contracted + free_b, batch + free_b + contracted):
+            raise Unsupported(f"einsum {equation!r}: not a matrix product of its operands in "
+                              "their order (needs a transpose template)")
+
+        def extent(letters):
+            return _numel([size[c] for c in letters])
+        lead = (extent(batch),) if batch else ()
+        a2 = self._reshaped(a, lead + (extent(free_a), extent(contracted)))
+        if tb == batch + contracted + free_b:
+            b2 = self._reshaped(b, lead + (extent(contracted), extent(free_b)))
+        else:
+            b2 = self.op_transpose(self._reshaped(b, lead + (extent(free_b),
+                                                             extent(contracted))), -1, -2)
+        product = self.op_matmul(a2, b2)
+        return self._reshaped_mm(product, tuple(size[c] for c in out))
+
+    def _reshaped_mm(self, v, shape):
+        """A matmul's result viewed as `shape` (the epilogue stays pending when only the
+        shape changes, since the result is a buffer of the same elements)."""
+        if v.mm is not None:
+            return self._reshaped(self.r.leaf(self.r.buffer(v)), shape)
+        return self._reshaped(v, shape)
+
+    def op_scaled_dot_product_attention(self, q, k, v, attn_mask=None, dropout_p=0.0,
+                                        is_causal=False, scale=None, enable_gqa=False):
+        """softmax(Q K^T * scale) V over (..., S, D) with the leading axes as one batch: a
+        batched matmul with the scale in its epilogue, a row softmax, a batched matmul."""
+        if attn_mask is not None or dropout_p or is_causal or enable_gqa:
+            raise Unsupported("scaled_dot_product_attention with a mask, dropout, causal or "
+                              "grouped-query heads")
+        *lead, s, d = q.shape
+        if len(k.shape) != len(q.shape) or tuple(k.shape[:-2]) != tuple(lead) or \
+                k.shape[-1] != d or tuple(v.shape[:-1]) != tuple(k.shape[:-1]):
+            raise Unsupported("scaled_dot_product_attention with broadcast operands")
+        batch = _numel(lead)
+        scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+        q3 = self._reshaped(q, (batch, s, d))
+        k3 = self._reshaped(k, (batch, k.shape[-2], d))
+        v3 = self._reshaped(v, (batch, v.shape[-2], v.shape[-1]))
+        # the scale comes from a size, so it reaches the kernel as data (a vector along N)
+        keys = k.shape[-2]
+        scales = self.r.leaf(self.r.vec_fill(scale, keys))
+        scores = self.combine("mul", self.op_matmul(q3, self.op_transpose(k3, -1, -2)), scales)
+        weights = self._softmax(scores, -1, log=False)
+        out = self.op_matmul(weights, v3)
+        return self._reshaped_mm(out, (*lead, s, v.shape[-1]))
+
+    def _matvec(self, a: Val, b: Val, an: str, bn: str) -> Val:
+        """A @ b with b a (K, 1) column: one row program per row of A, the sum of A times b
+        as a vector along the row (a 32x32 MFMA block would spend 31/32 of its work, or
+        127/128 of a 128-wide block, on the missing columns)."""
+        k = a.shape[-1]
+        rows = self._reshaped(self.r.leaf(an), (_numel(a.shape[:-1]), k))
+        row = Row(rows.shape, (1,))
+        column = self.r.leaf(self._alias(bn, (k,)))
+        flops = self.r.valu_flops
+        product = self.combine("mul", Val(rows.shape, rows.expr, "full", row), column)
+        out = self.reduce(product, "sum", 1, True)
+        self.r.valu_flops = flops           # counted once, as the matmul's FLOPs
+        self.r.mm_flops += 2.0 * _numel(a.shape)
+        return attrs.evolve(out, shape=tuple(a.shape[:-1]) + (1,))
 
     def op_linear(self, x, weight=None, bias=None, module=None, path=None, params=None):
         if module is not None:

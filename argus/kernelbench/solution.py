@@ -88,6 +88,13 @@ class Context:
         shape = tuple(int(s) for s in shape)
         return np.full(shape, value, np.float32) if self.execute else Shaped(shape)
 
+    def words(self, array) -> np.ndarray | Shaped:
+        """An int64 array viewed as (..., 2) int32 words (the low word first on this
+        little-endian host and on the GPU), sharing its memory."""
+        if self.execute:
+            return np.ascontiguousarray(array).view(np.int32).reshape(*array.shape, 2)
+        return Shaped((*array.shape, 2), np.dtype(np.int32))
+
     def launch(self, kernel: KernelDef, **arrays) -> None:
         largest = max((a.nbytes for a in arrays.values()), default=0)
         self.launches.append((kernel, road.sizes_of(kernel, arrays), largest))
@@ -152,6 +159,7 @@ def _arguments(template, step, buffers) -> dict:
         args = {f"X{i}": view(n) for i, n in enumerate(names)}
         args["Y"] = view(step.output)
     args.update({f"V{i}": buffers[n].reshape(-1) for i, n in enumerate(vecs)})
+    args.update({f"I{i}": buffers[n] for i, n in enumerate(getattr(template, "indices", ()))})
     return args
 
 
@@ -163,6 +171,8 @@ def from_plan(plan: Plan) -> Solution:
         buffers = dict(zip(plan.inputs, arrays[:len(plan.inputs)]))
         for name in plan.scalars:       # a Python number input: a one-element buffer
             buffers[name] = ctx.fill((1,), buffers[name])
+        for name in plan.words:         # an int64 index input: its 32-bit words, no copy
+            buffers[name] = ctx.words(buffers[name])
         buffers.update(zip([b for b, _ in plan.params], arrays[len(plan.inputs):]))
         for name, value in plan.fills.items():
             buffers[name] = ctx.fill(plan.shapes[name], value)

@@ -24,15 +24,16 @@ from argus.lang.trace import _unary
 #: ("leaf", name) a tile of a full-shape tensor, ("vec", name) a vector broadcast along the
 #: other axes, ("stat", i) the i-th reduction of a row program, ("acc",) a matmul accumulator,
 #: ("const", value), ("un", fn, x), ("bin", fn, x, y), ("idx", axis) a matmul's row (0) or
-#: column (1) index.
+#: column (1) index (in a row program ("idx", "r"): the position along R), ("index", name) a
+#: row program's per-row class index (an int64 tensor read as its low 32-bit word).
 Expr = tuple
 
 UNARY = ("neg", "abs", "exp2", "log2", "rcp", "sqrt", "erf")
 #: comparisons give masks (1.0 where true, else 0.0), which ("where", mask, x, y) selects by
 COMPARE = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
-           "ge": lambda a, b: a >= b}
+           "ge": lambda a, b: a >= b, "eq": lambda a, b: a.eq(b)}
 #: a comparison with its operands swapped (c < x is x > c)
-MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq"}
 BINARY = ("add", "sub", "mul", "max", "min", *COMPARE)
 #: identity of each reduction (the value masked-off elements take)
 IDENTITY = {"sum": 0.0, "max": -3.0e38, "prod": 1.0}
@@ -60,7 +61,7 @@ def bin_(fn: str, x: Expr, y: Expr) -> Expr:
     if x[0] == "const" and y[0] == "const":
         a, b = x[1], y[1]
         if fn in COMPARE:
-            return const(float(COMPARE[fn](a, b)))
+            return const(float(a == b if fn == "eq" else COMPARE[fn](a, b)))
         return const({"add": a + b, "sub": a - b, "mul": a * b, "max": max(a, b),
                       "min": min(a, b)}[fn])
     if fn == "mul" and (x == const(1.0) or y == const(1.0)):
@@ -101,7 +102,7 @@ def emit(e: Expr, env: dict, memo: dict):
     """Trace `e` with the tiles of `env` (keys: the leaf tuples themselves)."""
     if e in memo:
         return memo[e]
-    if e[0] in ("leaf", "vec", "stat", "acc", "idx"):
+    if e[0] in ("leaf", "vec", "stat", "acc", "idx", "index"):
         result = env[e]
     elif e[0] == "un" and e[1] == "erf":
         result = T.erf(emit(e[2], env, memo))
@@ -364,8 +365,19 @@ class RowProgram:
             found += [n for n in leaves(e, "vec") if n not in found]
         return found
 
+    @property
+    def indices(self) -> list[str]:
+        """Per-row int64 class indices, each an (O, 2) view of 32-bit words (little-endian:
+        the low word first, exact for an index below 2**31)."""
+        found: list[str] = []
+        for e in [s for _, s in self.stats] + [self.out]:
+            found += [n for n in leaves(e, "index") if n not in found]
+        return found
+
     def kernel(self) -> KernelDef:
-        names, vecs = self.inputs, self.vectors
+        names, vecs, indices = self.inputs, self.vectors, self.indices
+        if indices and self.strided:
+            raise ValueError("a per-row class index in a strided row program")
         if self.strided:
             full = Tensor("f32", "O", "R", "I", 1)
             reduced = Tensor("f32", "O", "I", 1)
@@ -374,18 +386,20 @@ class RowProgram:
             reduced = Tensor("f32", "O", 1)
         params = ([(f"X{i}", full) for i in range(len(names))]
                   + [(f"V{i}", Tensor("f32", "R")) for i in range(len(vecs))]
+                  + [(f"I{i}", Tensor("i32", "O", 2)) for i in range(len(indices))]
                   + [("Y", full if self.full_output else reduced)])
         program = self
 
         def body(*handles):
             ins = dict(zip(names, handles[:len(names)]))
             vec = dict(zip(vecs, handles[len(names):len(names) + len(vecs)]))
-            program._trace(ins, vec, handles[-1])
+            rest = handles[len(names) + len(vecs):-1]
+            program._trace(ins, vec, handles[-1], dict(zip(indices, rest)))
 
         return _make("row_strided" if self.strided else "row_contiguous", params, body,
                      1 if self.strided else self.waves)
 
-    def _trace(self, ins: dict, vec: dict, out):
+    def _trace(self, ins: dict, vec: dict, out, index: dict | None = None):
         # strided: one wave per workgroup, 64 columns of I, so a short I still spans two
         # workgroups
         waves = 1 if self.strided else self.waves
@@ -404,6 +418,8 @@ class RowProgram:
             out_origin = (o, i0, 0)
         else:
             O_, R = first.shape[:2]
+            for h in (index or {}).values():
+                T.assume(h.shape[0].eq(O_))
             to, tr = 2 * waves, 64
             T.grid(T.cdiv(O_, to))
             spec = T.copy_layout((to, tr), waves, 1)     # a row in one wave's lanes
@@ -420,9 +436,18 @@ class RowProgram:
         def keep(r0):
             return lambda *c: r0 + c[axis] < R
 
+        positions = any("r" in leaves(e, "idx") for e in [x for _, x in self.stats] + [self.out])
+        # a per-row class index: loaded once, as f32 (exact below 2**24), along the row
+        classes = {("index", n): T.broadcast(h.load((o0, 0), row_spec, axes=(0,), guard=True)
+                                             .to("f32"), axis, spec)
+                   for n, h in (index or {}).items()}
+
         def tiles(r0) -> dict:
             env = {("leaf", n): h.load(origin(r0), spec, axes=axes, guard=True)
                    for n, h in ins.items()}
+            env.update(classes)
+            if positions:
+                env["idx", "r"] = T.iota(spec, axis, start=r0)
             for n, h in vec.items():
                 env["vec", n] = T.broadcast(h.load((r0,), vec_spec, guard=True), 1 - axis,
                                             spec)
@@ -499,6 +524,10 @@ class Matmul:
     block_k: int = 8
     #: 32x32 fragments per wave along M and N (a workgroup's block is 64 * reps square)
     reps: int = 2
+    #: A and B staged through LDS (two slots, one K tile ahead) by coalesced copies, each
+    #: element read from global memory once per workgroup; else fragments straight from
+    #: global memory
+    staged: bool = True
 
     @property
     def vectors(self) -> list[str]:
@@ -555,6 +584,10 @@ class Matmul:
         acc = {(r, s): T.tag(T.zeros(c_spec), lambda i, j, r=r, s=s: {
             "row": m0 + r * c_spec.shape[0] + i, "col": n0 + s * c_spec.shape[1] + j})
             for r, s in tiles}
+        if self.staged:
+            acc = self._staged_k_loop(A, B, K, m0, n0, ba, bb, block, a_spec, b_spec, acc)
+            self._epilogue(C, vec, acc, m0, n0, b, c_spec)
+            return
         loop = T.range(0, T.cdiv(K, self.block_k), name="kt", acc=acc)
         for kt in loop:
             acc = dict(loop.acc)
@@ -568,16 +601,94 @@ class Matmul:
                                                         B_.col.eq(C_.col)),
                                  "A and B meet at one k, on C's row and column")
             loop.acc = acc
+        self._epilogue(C, vec, loop.acc, m0, n0, b, c_spec)
+
+    def _staged_k_loop(self, A, B, K, m0, n0, ba, bb, block, a_spec, b_spec, acc):
+        """The K loop through LDS: each K tile of A (block x block_k) and B is copied by all
+        four waves with consecutive lanes on consecutive addresses (along K for an operand
+        stored K-contiguous, along M or N otherwise), stored as (row, k) XOR-swizzled (the
+        fragment reads, 32 rows at one k, hit distinct banks), and read back as MFMA
+        fragments. Two slots: iteration kt computes from slot kt % 2 while it stores tile
+        kt + 1 (a guarded load: zeros past K) into the other, then one barrier."""
+        bk, reps = self.block_k, self.reps
+        step = a_spec.shape[1]
+        # rows of bk elements; the row's bits above the 32 banks' width select an XOR of its
+        # element index, so a fragment read (32 consecutive rows at one k) hits 32 banks
+        sw = _swizzle_bits(bk)
+        a_smem = T.lds((2, block, bk), "f32", swizzle=sw)
+        b_smem = T.lds((2, block, bk), "f32", swizzle=sw)
+        along_k = T.copy_layout((block, bk), 4, 1)
+        across = _rows_first((block, bk), 4)
+
+        def load_a(kt):
+            k0 = kt * bk
+            if self.a_order == "mk":
+                return A.load((ba, m0, k0, 0), along_k, axes=(1, 2), guard=True)
+            return A.load((ba, k0, m0, 0), across, axes=(2, 1), guard=True)
+
+        def load_b(kt):
+            k0 = kt * bk
+            if self.b_order == "nk":
+                return B.load((bb, n0, k0, 0), along_k, axes=(1, 2), guard=True)
+            return B.load((bb, k0, n0, 0), across, axes=(2, 1), guard=True)
+
+        a_smem.store((0, 0, 0), load_a(0))
+        b_smem.store((0, 0, 0), load_b(0))
+        T.barrier()
+        loop = T.range(0, T.cdiv(K, bk), name="kt", acc=acc)
+        for kt in loop:
+            a_next, b_next = load_a(kt + 1), load_b(kt + 1)
+            acc = dict(loop.acc)
+            slot = kt % 2
+            for ks in range(bk // step):
+                k0 = ks * step
+                a = [a_smem.load((slot, r * a_spec.shape[0], k0), a_spec) for r in range(reps)]
+                b_ = [b_smem.load((slot, s * b_spec.shape[0], k0), b_spec)
+                      for s in range(reps)]
+                for r in range(reps):
+                    for s in range(reps):
+                        acc[r, s] = T.mfma(F32_MFMA, a[r], b_[s], acc[r, s])
+                        T.tag_assert(lambda A_, B_, C_: And(A_.k.eq(B_.k), A_.row.eq(C_.row),
+                                                            B_.col.eq(C_.col)),
+                                     "A and B meet at one k, on C's row and column")
+            a_smem.store(((kt + 1) % 2, 0, 0), a_next)
+            b_smem.store(((kt + 1) % 2, 0, 0), b_next)
+            T.barrier()
+            loop.acc = acc
+        return dict(loop.acc)
+
+    def _epilogue(self, C, vec, acc, m0, n0, b, c_spec):
+        reps = self.reps
+        tiles = [(r, s) for r in range(reps) for s in range(reps)]
         vec_spec = T.reduced(c_spec, 0)
         for r, s in tiles:
             n = n0 + s * c_spec.shape[1]
-            env = {("acc",): loop.acc[r, s],
+            env = {("acc",): acc[r, s],
                    ("idx", 0): T.iota(c_spec, 0, start=m0 + r * c_spec.shape[0]),
                    ("idx", 1): T.iota(c_spec, 1, start=n)}
             for name, h in vec.items():
                 env["vec", name] = T.broadcast(h.load((n,), vec_spec, guard=True), 0, c_spec)
             C.store((b, m0 + r * c_spec.shape[0], n, 0), emit(self.epilogue, env, {}),
                     axes=(1, 2), guard=True)
+
+
+def _swizzle_bits(row: int) -> tuple[int, int, int]:
+    """(bits, base, shift) of the XOR swizzle for f32 rows of `row` (a power of two below
+    32) elements: the 32 // row rows sharing a bank line differ in their low row bits; the row
+    bits above those (log2(row) of them) are XORed into the element index."""
+    log_row = row.bit_length() - 1
+    return (log_row, 0, 5)
+
+
+def _rows_first(shape: tuple[int, int], waves: int) -> T.TileSpec:
+    """A (rows, cols) tile spread over `waves` waves with consecutive threads on consecutive
+    rows (the copy of an operand whose rows are its contiguous axis)."""
+    rows, cols = shape
+    threads = waves * T.LANES
+    slots = rows * cols // threads
+    wave, lane, slot = T.thread_vars(waves, slots)
+    element = slot * threads + wave * T.LANES + lane
+    return T.TileSpec(shape, T.ThreadLayout(waves, slots, (element % rows, element // rows)))
 
 
 # ------------------------------------------------------------------ convolution and pooling
