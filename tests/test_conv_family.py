@@ -123,7 +123,7 @@ def test_conv_family_is_proved_and_matches_numpy(config):
     assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
 
     rng = np.random.default_rng(len(_id(c)))
-    dtype = np.float32 if engine == "fma" else bfloat16
+    dtype = bfloat16 if engine == "mfma" else np.float32
     x = rng.standard_normal((c["n"], *c["spatial"], c["groups"] * c["cg"])).astype(dtype)
     weight = rng.standard_normal((*c["window"], c["groups"], c["ocg"], c["cg"])).astype(dtype)
     output_padding = _output_padding(c)

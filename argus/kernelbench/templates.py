@@ -613,7 +613,9 @@ def _view_shape_of(lead, spatial, phases, front, extent, tail) -> tuple[int, ...
 @attrs.frozen
 class Conv:
     """torch's ConvNd / ConvTransposeNd (NC* layout, its weight and bias) on the f32
-    `conv_kernel(dims, "fma", epilogue)`: the forward moves the input to its channels-last
+    `conv_kernel(dims, engine, epilogue)` (`engine` "mfma_f32", the implicit GEMM on f32
+    MFMAs, or "fma" for depthwise-like group shapes: `conv.conv_engine` picks it from the
+    channels per group): the forward moves the input to its channels-last
     phase view and the weight to (*K, G, OCG, CG) on the host, launches, and reads the
     output's phase view back into torch's layout. Every size is symbolic in the kernel; the
     window, stride, padding, dilation and transposition are its compile-time variant."""
@@ -627,6 +629,7 @@ class Conv:
     output_padding: tuple[int, ...]
     groups: int
     epilogue: tuple = ()
+    engine: str = "fma"
 
     @property
     def params(self) -> dict:
@@ -636,7 +639,7 @@ class Conv:
     def kernel(self) -> KernelDef:
         from argus.kernels.conv import conv_kernel
 
-        base = conv_kernel(self.dims, "fma", self.epilogue)
+        base = conv_kernel(self.dims, self.engine, self.epilogue)
         return _bound(base, base.name, self.params)
 
     def out_spatial(self, spatial) -> list[int]:

@@ -26,6 +26,8 @@ from argus.errors import ArgusError
 from argus.lang import Tensor
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
+#: the family's full-precision MFMA (the "mfma_f32" engine): f32 in, f32 out, k = 2
+F32_MFMA = "v_mfma_f32_32x32x2_f32"
 #: output pixels (along a row) and output channels per workgroup: 4 waves over the pixels
 BLOCK_P, BLOCK_OC = 128, 32
 ACTIVATIONS = ("none", "relu", "gelu", "sigmoid")
@@ -191,7 +193,7 @@ def depthwise_conv2d(X: Tensor("f32", "N", "H2", "S", "W2", "S", "C"),
 # ---------------------------------------------------------------------------------------------
 
 SPATIAL = ("D", "H", "W")
-ENGINES = ("fma", "mfma")
+ENGINES = ("fma", "mfma", "mfma_f32")
 EPILOGUE_STEPS = ("bias", "residual", "scale", "clamp", *ACTIVATIONS[1:], "tanh")
 #: the f32 engine's tile: 64 output positions (one per lane) by 4 output channels (registers)
 FMA_P, FMA_OC = 64, 4
@@ -375,7 +377,9 @@ def _view_shape(prefix: str, phases: str, dims: int) -> tuple[str, ...]:
 def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.KernelDef:
     """The convolution kernel for `dims` spatial dimensions (1, 2 or 3), `engine` ("fma": f32
     rank-1 updates, any group shape; "mfma": bf16 on v_mfma_f32_32x32x8_bf16, channels per
-    group a multiple of 8 and output channels per group of 32) and fused `epilogue` (a tuple of
+    group a multiple of 8 and output channels per group of 32; "mfma_f32": f32 on
+    v_mfma_f32_32x32x2_f32, an implicit GEMM of 128 positions by 32 output channels per
+    workgroup, any group shape, the channel tails guarded loads) and fused `epilogue` (a tuple of
     steps applied in order: "bias", "residual", "relu", "gelu", "sigmoid", "tanh",
     ("scale", f), ("clamp", lo, hi)).
 
@@ -393,7 +397,7 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
                          f"and engine one of {ENGINES}")
     steps = _epilogue(epilogue)
     names = [s[0] for s in steps]
-    dtype = "f32" if engine == "fma" else "bf16"
+    dtype = "bf16" if engine == "mfma" else "f32"
     axes = SPATIAL[3 - dims:]
     annotations = {
         "X": Tensor(dtype, "N", *_view_shape("I2", "SI", dims), "G", "CG"),
@@ -420,6 +424,13 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     return T.KernelDef(conv, waves=1 if engine == "fma" else 4)
 
 
+def conv_engine(cg: int, ocg: int) -> str:
+    """The f32 engine for a group shape: the MFMA implicit GEMM unless its k = 2 or its 32
+    output channels would be mostly padding (depthwise and near-depthwise convolutions,
+    where the per-lane FMA engine wastes less)."""
+    return "mfma_f32" if cg >= 2 and ocg >= 8 else "fma"
+
+
 def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed):
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
@@ -437,6 +448,8 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     if engine == "mfma":
         T.assume((CG % 8).eq(0))
         T.assume((OCG % BLOCK_OC).eq(0))
+        block_p, block_oc = BLOCK_P, BLOCK_OC
+    elif engine == "mfma_f32":
         block_p, block_oc = BLOCK_P, BLOCK_OC
     else:
         block_p, block_oc = FMA_P, FMA_OC
@@ -488,8 +501,11 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
     y_origin = (n, *[e for q, r in zip([*outer, q0], phase, strict=True) for e in (q, r)],
                 g, oc0)
     y_axes = (y_pos, len(y_origin) - 1)
-    reduce = _mfma_reduce if engine == "mfma" else _fma_reduce
-    acc, spec = reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos)
+    if engine == "fma":
+        acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos)
+    else:
+        acc, spec = _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
+                                 F32_MFMA if engine == "mfma_f32" else MFMA)
     out = _apply_epilogue(
         acc, steps,
         lambda: t["bias"].load((g, oc0), T.reduced(spec, 0), axes=(1,), guard=True),
@@ -497,20 +513,26 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
     Y.store(y_origin, out, axes=y_axes, guard=True)
 
 
-def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
-    a_spec = T.mfma_layout(MFMA, "a", (4, 1))
-    b_spec = T.mfma_layout(MFMA, "b", (4, 1))
-    c_spec = T.mfma_layout(MFMA, "c", (4, 1))
+def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma):
+    """The implicit GEMM: per input-channel step of the MFMA's k and per tap, A the input
+    positions by k channels, B k channels by the block's output channels. bf16 needs whole
+    steps (CG % 8 == 0, OCG % 32 == 0, assumed by the caller); f32 guards both tails."""
+    a_spec = T.mfma_layout(mfma, "a", (4, 1))
+    b_spec = T.mfma_layout(mfma, "b", (4, 1))
+    c_spec = T.mfma_layout(mfma, "c", (4, 1))
     c_axis = len(X.shape) - 1
+    k = a_spec.shape[1]
+    tails = mfma == F32_MFMA
 
     def step(c):
-        def tap(acc, k, off, ph):
-            a = X.load(x_origin(off, ph, c * 8), a_spec, axes=(x_pos, c_axis), guard=True)
-            b = Wt.load(w_origin(k, c * 8), b_spec, axes=(len(k) + 1, len(k) + 2))
-            return T.mfma(MFMA, a, b, acc)
+        def tap(acc, taps, off, ph):
+            a = X.load(x_origin(off, ph, c * k), a_spec, axes=(x_pos, c_axis), guard=True)
+            b = Wt.load(w_origin(taps, c * k), b_spec, axes=(len(taps) + 1, len(taps) + 2),
+                        guard=tails)
+            return T.mfma(mfma, a, b, acc)
         return tap
 
-    loop = T.range(0, CG // 8, name="c", acc=T.zeros(c_spec))
+    loop = T.range(0, T.cdiv(CG, k) if tails else CG // k, name="c", acc=T.zeros(c_spec))
     for c in loop:
         loop.acc = _over_taps(plan, loop.acc, step(c))
     return loop.acc, c_spec
