@@ -19,6 +19,7 @@ from argus.kernels.conv import (
     conv_output_size,
     conv_output_view,
     conv_reference_nd,
+    engine_layout,
     conv_taps,
     from_phase_view,
     pool_input_view,
@@ -139,9 +140,9 @@ def test_conv_family_is_proved_and_matches_numpy(config):
                              dilation=c["dilation"], transposed=c["transposed"],
                              output_padding=output_padding, epilogue=epilogue, bias=bias,
                              residual=from_phase_view(residual, out))
-    args = [conv_input_view(x, window=c["window"], stride=c["stride"], padding=c["padding"],
-                            dilation=c["dilation"], transposed=c["transposed"],
-                            groups=c["groups"]), weight]
+    args = list(engine_layout(engine, conv_input_view(
+        x, window=c["window"], stride=c["stride"], padding=c["padding"],
+        dilation=c["dilation"], transposed=c["transposed"], groups=c["groups"]), weight))
     args += [bias] if "bias" in names else []
     args += [residual] if "residual" in names else []
     y = np.zeros(y_shape, np.float32)

@@ -654,8 +654,10 @@ class Conv:
         `residual` (the output's torch shape); returns the output in torch's layout. Arrays
         are numpy (executing) or shape-only stand-ins (planning, with `ctx.execute` False)."""
         from argus.kernels.conv import (
+            channels_first,
             conv_input_view,
             conv_output_view,
+            engine_layout,
             from_phase_view,
             input_pad,
             view_phases,
@@ -670,10 +672,12 @@ class Conv:
         y = ctx.alloc(y_shape)
         if not ctx.execute:
             front = input_pad(dims, *self.params.values())
-            x_shape = _view_shape_of((n,), spatial, view_phases(dims, self.stride,
-                                                                self.transposed)[0],
-                                     front, (0,) * dims, (g, cg))
-            arrays = {"X": ctx.alloc(x_shape), "Wt": ctx.alloc((*self.window, g, ocg, cg))}
+            first = channels_first(self.engine)
+            x_shape = _view_shape_of((n, g, cg) if first else (n,), spatial,
+                                     view_phases(dims, self.stride, self.transposed)[0],
+                                     front, (0,) * dims, () if first else (g, cg))
+            arrays = {"X": ctx.alloc(x_shape),
+                      "Wt": ctx.alloc((*self.window, g, *((cg, ocg) if first else (ocg, cg))))}
             if bias is not None:
                 arrays["bias"] = ctx.alloc((g, ocg))
             if residual is not None:
@@ -690,7 +694,8 @@ class Conv:
         # torch's (G*OCG, CG, *K), or (G*CG, OCG, *K) transposed, to (*K, G, OCG, CG)
         w = np.moveaxis(w, (0, 1, 2), (dims, dims + 2, dims + 1) if self.transposed
                         else k_axes)
-        arrays = {"X": X, "Wt": np.ascontiguousarray(w, np.float32)}
+        X, w = engine_layout(self.engine, X, np.ascontiguousarray(w, np.float32))
+        arrays = {"X": X, "Wt": w}
         if bias is not None:
             arrays["bias"] = np.ascontiguousarray(bias, np.float32).reshape(g, ocg)
         if residual is not None:

@@ -399,9 +399,14 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     names = [s[0] for s in steps]
     dtype = "bf16" if engine == "mfma" else "f32"
     axes = SPATIAL[3 - dims:]
-    annotations = {
-        "X": Tensor(dtype, "N", *_view_shape("I2", "SI", dims), "G", "CG"),
-        "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "OCG", "CG")}
+    if channels_first(engine):
+        annotations = {
+            "X": Tensor(dtype, "N", "G", "CG", *_view_shape("I2", "SI", dims)),
+            "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "CG", "OCG")}
+    else:
+        annotations = {
+            "X": Tensor(dtype, "N", *_view_shape("I2", "SI", dims), "G", "CG"),
+            "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "OCG", "CG")}
     if "bias" in names:
         annotations["bias"] = Tensor("f32", "G", "OCG")
     y_shape = ("N", *_view_shape("O2", "SO", dims), "G", "OCG")
@@ -424,6 +429,20 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     return T.KernelDef(conv, waves=1 if engine == "fma" else 4)
 
 
+def channels_first(engine: str) -> bool:
+    """Whether `engine` takes X as (N, G, CG, *view) and Wt as (*K, G, CG, OCG) (the f32 MFMA
+    engine) rather than channels last; `engine_layout` moves the arrays."""
+    return engine == "mfma_f32"
+
+
+def engine_layout(engine: str, x_view: np.ndarray, weight: np.ndarray) -> tuple:
+    """X (`conv_input_view`, channels last) and Wt ((*K, G, OCG, CG)) as `engine` reads them."""
+    if not channels_first(engine):
+        return x_view, weight
+    return (np.ascontiguousarray(np.moveaxis(x_view, (-2, -1), (1, 2))),
+            np.ascontiguousarray(np.swapaxes(weight, -1, -2)))
+
+
 def conv_engine(cg: int, ocg: int) -> str:
     """The f32 engine for a group shape: the MFMA implicit GEMM unless its k = 2 or its 32
     output channels would be mostly padding (depthwise and near-depthwise convolutions,
@@ -436,15 +455,17 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
     taps = tap_plan(dims, window, stride, padding, dilation, transposed)
     xs, ws, ys = X.shape, Wt.shape, Y.shape
-    N, G, CG, OCG = xs[0], xs[-2], xs[-1], ys[-1]
+    first = channels_first(engine)
+    lead = 3 if first else 1                                   # X's axes before the spatial
+    N, G, CG, OCG = (xs[0], xs[1], xs[2], ys[-1]) if first else (xs[0], xs[-2], xs[-1], ys[-1])
     x_phases, y_phases = view_phases(dims, stride, transposed)
     steps_per_row = row_steps(dims, stride, transposed)
     for a in range(dims):
         T.assume(ws[a].eq(window[a]))
-        T.assume(xs[2 + 2 * a].eq(x_phases[a]))
+        T.assume(xs[lead + 1 + 2 * a].eq(x_phases[a]))
         T.assume(ys[2 + 2 * a].eq(y_phases[a]))
     out_extent = [ys[1 + 2 * a] for a in range(dims)]         # O2 per dimension
-    x_pos, y_pos = 1 + 2 * (dims - 1), 1 + 2 * (dims - 1)      # the innermost spatial axis
+    x_pos, y_pos = lead + 2 * (dims - 1), 1 + 2 * (dims - 1)   # the innermost spatial axis
     if engine == "mfma":
         T.assume((CG % 8).eq(0))
         T.assume((OCG % BLOCK_OC).eq(0))
@@ -490,13 +511,15 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
     epilogue, the store."""
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
 
+    first = channels_first(engine)
+
     def x_origin(k_off, k_phase, c):
         spatial = [e for q, o, p in zip([*x_outer, q0], k_off, k_phase, strict=True)
                    for e in (q + o, p)]
-        return (n, *spatial, g, c)
+        return (n, g, c, *spatial) if first else (n, *spatial, g, c)
 
     def w_origin(k, c):
-        return (*k, g, oc0, c)
+        return (*k, g, c, oc0) if first else (*k, g, oc0, c)
 
     y_origin = (n, *[e for q, r in zip([*outer, q0], phase, strict=True) for e in (q, r)],
                 g, oc0)
@@ -516,19 +539,23 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
 def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma):
     """The implicit GEMM: per input-channel step of the MFMA's k and per tap, A the input
     positions by k channels, B k channels by the block's output channels. bf16 needs whole
-    steps (CG % 8 == 0, OCG % 32 == 0, assumed by the caller); f32 guards both tails."""
+    steps (CG % 8 == 0, OCG % 32 == 0, assumed by the caller) and reads channels last; f32
+    guards both tails and reads X and Wt channels first (`channels_first`), so a lane's
+    neighbours read neighbouring positions and output channels (a few cache lines per load,
+    not one per lane)."""
     a_spec = T.mfma_layout(mfma, "a", (4, 1))
     b_spec = T.mfma_layout(mfma, "b", (4, 1))
     c_spec = T.mfma_layout(mfma, "c", (4, 1))
-    c_axis = len(X.shape) - 1
-    k = a_spec.shape[1]
     tails = mfma == F32_MFMA
+    c_axis = 2 if tails else len(X.shape) - 1
+    k = a_spec.shape[1]
 
     def step(c):
         def tap(acc, taps, off, ph):
             a = X.load(x_origin(off, ph, c * k), a_spec, axes=(x_pos, c_axis), guard=True)
-            b = Wt.load(w_origin(taps, c * k), b_spec, axes=(len(taps) + 1, len(taps) + 2),
-                        guard=tails)
+            oc_axis, ci_axis = (len(taps) + 2, len(taps) + 1) if tails else \
+                (len(taps) + 1, len(taps) + 2)
+            b = Wt.load(w_origin(taps, c * k), b_spec, axes=(oc_axis, ci_axis), guard=tails)
             return T.mfma(mfma, a, b, acc)
         return tap
 
