@@ -37,6 +37,8 @@ KINDS = [
     (2, "mfma", "grouped"),
     (3, "fma", "plain"), (3, "fma", "strided"), (3, "fma", "depthwise"),
     (3, "fma", "pointwise"), (3, "fma", "transposed"), (3, "mfma", "dilated"),
+    # the f32 MFMA engine: channel tails (any CG, OCG), two channel tiles per wave
+    (1, "mfma_f32", "transposed"), (2, "mfma_f32", "strided"), (3, "mfma_f32", "grouped"),
 ]
 ACTIVATIONS = ("relu", "sigmoid", "tanh", "gelu")
 
@@ -75,9 +77,12 @@ def draw(index: int) -> dict:
              ("clamp", -1.5, 2.0)]
     chosen = rng.permutation(len(steps))[:int(rng.integers(0, 4))]
     epilogue = tuple(steps[i] for i in sorted(chosen))
-    return dict(dims=dims, engine=engine, n=int(rng.integers(1, 3)), spatial=spatial,
-                groups=groups, cg=cg, ocg=ocg, window=window, stride=stride, padding=padding,
-                dilation=dilation, transposed=transposed, epilogue=epilogue)
+    config = dict(dims=dims, engine=engine, n=int(rng.integers(1, 3)), spatial=spatial,
+                  groups=groups, cg=cg, ocg=ocg, window=window, stride=stride, padding=padding,
+                  dilation=dilation, transposed=transposed, epilogue=epilogue)
+    if engine == "mfma_f32" and not transposed:
+        config["tiles"] = (1, 2)
+    return config
 
 
 CONFIGS = [draw(i) for i in range(len(KINDS))]
@@ -108,7 +113,8 @@ def test_the_configurations_cover_every_kind():
     assert any(set(c["window"]) == {1} for c in CONFIGS)                      # pointwise
     assert any(max(c["dilation"]) > 1 for c in CONFIGS)
     assert any(max(c["padding"]) > 0 for c in CONFIGS)
-    assert {c["engine"] for c in CONFIGS} == {"fma", "mfma"}
+    assert {c["engine"] for c in CONFIGS} == {"fma", "mfma", "mfma_f32"}
+    assert any(c.get("tiles", (1, 1)) != (1, 1) for c in CONFIGS)
     steps = {s if isinstance(s, str) else s[0] for c in CONFIGS for s in c["epilogue"]}
     assert {"bias", "residual", "scale", "clamp"} <= steps
 
@@ -119,6 +125,8 @@ def test_conv_family_is_proved_and_matches_numpy(config):
     dims, engine, epilogue = c["dims"], c["engine"], c["epilogue"]
     params = dict(window=c["window"], stride=c["stride"], padding=c["padding"],
                   dilation=c["dilation"], transposed=c["transposed"])
+    if "tiles" in c:
+        params["tiles"] = c["tiles"]
     kernel = conv_kernel(dims, engine, epilogue)
     report = argus.verify(kernel, **params)
     assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)

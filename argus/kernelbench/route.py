@@ -1590,7 +1590,9 @@ class _ConvHandlers:
         oc = wshape[1] * groups if transposed else wshape[0]
         from argus.kernels.conv import conv_engine
 
-        template = attrs.evolve(template, engine=conv_engine(c // groups, oc // groups))
+        engine, tiles = conv_engine(c // groups, oc // groups,
+                                    math.prod(stride) if transposed else 1)
+        template = attrs.evolve(template, engine=engine, tiles=tiles)
         out = template.out_spatial(spatial)
         if min(out) < 1:
             raise Unsupported(f"{kind} with an empty output {out}")

@@ -630,11 +630,17 @@ class Conv:
     groups: int
     epilogue: tuple = ()
     engine: str = "fma"
+    tiles: tuple[int, int] = (1, 1)
+
+    @property
+    def geometry(self) -> dict:
+        """The convolution's shape parameters (what `conv_input_view` takes)."""
+        return {"window": self.window, "stride": self.stride, "padding": self.padding,
+                "dilation": self.dilation, "transposed": self.transposed}
 
     @property
     def params(self) -> dict:
-        return {"window": self.window, "stride": self.stride, "padding": self.padding,
-                "dilation": self.dilation, "transposed": self.transposed}
+        return {**self.geometry, "tiles": self.tiles}
 
     def kernel(self) -> KernelDef:
         from argus.kernels.conv import conv_kernel
@@ -671,7 +677,7 @@ class Conv:
         y_shape = conv_output_view(n, out, self.stride, g, ocg, self.transposed)
         y = ctx.alloc(y_shape)
         if not ctx.execute:
-            front = input_pad(dims, *self.params.values())
+            front = input_pad(dims, *self.geometry.values())
             first = channels_first(self.engine)
             x_shape = _view_shape_of((n, g, cg) if first else (n,), spatial,
                                      view_phases(dims, self.stride, self.transposed)[0],
@@ -687,7 +693,7 @@ class Conv:
         import numpy as np
 
         X = conv_input_view(np.ascontiguousarray(np.moveaxis(x, 1, -1)), groups=g,
-                            **self.params)
+                            **self.geometry)
         k_axes = tuple(range(dims, dims + 3))
         w = weight.reshape(g, -1, *weight.shape[1:]) if self.transposed else \
             weight.reshape(g, ocg, *weight.shape[1:])

@@ -28,6 +28,8 @@ from argus.lang import Tensor
 MFMA = "v_mfma_f32_32x32x8_bf16"
 #: the family's full-precision MFMA (the "mfma_f32" engine): f32 in, f32 out, k = 2
 F32_MFMA = "v_mfma_f32_32x32x2_f32"
+#: the most 32-channel tiles a wave of the f32 MFMA engine accumulates (register blocking)
+MAX_CHANNEL_TILES = 4
 #: output pixels (along a row) and output channels per workgroup: 4 waves over the pixels
 BLOCK_P, BLOCK_OC = 128, 32
 ACTIVATIONS = ("none", "relu", "gelu", "sigmoid")
@@ -391,7 +393,10 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     dimension, G, OCG) the output in its phase view (SO = 1, or the stride when transposed;
     `from_phase_view` gives the plain array). Groups, channel counts and every extent are
     symbolic; depthwise is CG = 1 and pointwise a window of 1s. Compile-time parameters:
-    window, stride, padding, dilation (an int or one per dimension) and transposed."""
+    window, stride, padding, dilation (an int or one per dimension), transposed and, for
+    "mfma_f32", tiles = (position tiles, channel tiles) per wave (register blocking: each
+    loaded A is used for every channel tile and each B for every position tile; a workgroup
+    covers 128 * tiles[0] positions by 32 * tiles[1] output channels)."""
     if dims not in (1, 2, 3) or engine not in ENGINES:
         raise ArgusError(f"conv_kernel(dims={dims!r}, engine={engine!r}): dims is 1, 2 or 3 "
                          f"and engine one of {ENGINES}")
@@ -414,7 +419,7 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
         annotations["residual"] = Tensor("f32", *y_shape)
     annotations["Y"] = Tensor("f32", *y_shape)
     params = {"window": (3,) * dims, "stride": (1,) * dims, "padding": (0,) * dims,
-              "dilation": (1,) * dims, "transposed": False}
+              "dilation": (1,) * dims, "transposed": False, "tiles": (1, 1)}
 
     def conv(*tensors, **chosen):
         _conv_body(dims, engine, steps, dict(zip(annotations, tensors, strict=True)), **chosen)
@@ -443,15 +448,30 @@ def engine_layout(engine: str, x_view: np.ndarray, weight: np.ndarray) -> tuple:
             np.ascontiguousarray(np.swapaxes(weight, -1, -2)))
 
 
-def conv_engine(cg: int, ocg: int) -> str:
-    """The f32 engine for a group shape: the MFMA implicit GEMM unless its k = 2 or its 32
-    output channels would be mostly padding (depthwise and near-depthwise convolutions,
-    where the per-lane FMA engine wastes less)."""
-    return "mfma_f32" if cg >= 2 and ocg >= 8 else "fma"
+def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int]]:
+    """The f32 engine and its `tiles` for a group shape: the MFMA implicit GEMM unless its
+    k = 2 or its 32 output channels would be mostly padding (depthwise and near-depthwise
+    convolutions, where the per-lane FMA engine wastes less); as many channel tiles per wave
+    as the output channels fill, up to MAX_CHANNEL_TILES, when the output has one phase
+    (`phases`: a strided transposed convolution's output phases each store their own tile).
+    Position tiles stay 1: a tile's store keeps its 16 rows' offsets and bounds live in
+    SGPRs, and two rows of tiles (or phases) no longer fit beside a channel tile's."""
+    if cg < 2 or ocg < 8:
+        return "fma", (1, 1)
+    tiles = 1
+    while phases == 1 and tiles * 2 <= min(MAX_CHANNEL_TILES, ocg // BLOCK_OC):
+        tiles *= 2                  # a power of two: the block count divides by a shift
+    return "mfma_f32", (1, tiles)
 
 
-def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed):
+def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed, tiles):
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
+    tiles = _per_dim(tiles, 2, "tiles")
+    if min(tiles) < 1 or any(t & (t - 1) for t in tiles) or (engine != "mfma_f32" and
+                                                            tiles != (1, 1)):
+        raise ArgusError(f"conv_kernel tiles={tiles} for the {engine!r} engine",
+                         fix="register blocking (tiles above 1) is the 'mfma_f32' engine's; "
+                             "give powers of two (the block counts divide by shifts)")
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
     taps = tap_plan(dims, window, stride, padding, dilation, transposed)
     xs, ws, ys = X.shape, Wt.shape, Y.shape
@@ -471,7 +491,7 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         T.assume((OCG % BLOCK_OC).eq(0))
         block_p, block_oc = BLOCK_P, BLOCK_OC
     elif engine == "mfma_f32":
-        block_p, block_oc = BLOCK_P, BLOCK_OC
+        block_p, block_oc = BLOCK_P * tiles[0], BLOCK_OC * tiles[1]
     else:
         block_p, block_oc = FMA_P, FMA_OC
     T.grid(out_extent[-2] if dims >= 2 else 1, T.cdiv(out_extent[-1], block_p), N)
@@ -481,10 +501,10 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         for qd in T.range(0, out_extent[0], name="od"):
             rows = [qd, *outer]
             _conv_channels(engine, steps, t, taps, n, rows, _times(rows, steps_per_row), q0,
-                           G, CG, OCG, block_oc, x_pos, y_pos)
+                           G, CG, OCG, block_oc, x_pos, y_pos, tiles)
     else:
         _conv_channels(engine, steps, t, taps, n, outer, _times(outer, steps_per_row), q0,
-                       G, CG, OCG, block_oc, x_pos, y_pos)
+                       G, CG, OCG, block_oc, x_pos, y_pos, tiles)
 
 
 def _times(rows, steps) -> list:
@@ -494,7 +514,7 @@ def _times(rows, steps) -> list:
 
 
 def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, block_oc, x_pos,
-                   y_pos):
+                   y_pos, tiles):
     """Every group and output-channel block of one row of output positions (`outer` its
     coordinates on the outer axes of Y, `x_outer` on those of X)."""
     for g in T.range(0, G, name="g"):
@@ -502,41 +522,46 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
         for block in T.range(0, blocks, name="ocb"):
             for phase, phase_taps in taps.items():
                 _conv_phase(engine, steps, t, phase, phase_taps, n, outer, x_outer, q0, g,
-                            block * block_oc, CG, x_pos, y_pos)
+                            block * block_oc, CG, x_pos, y_pos, tiles)
 
 
 def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos,
-                y_pos):
+                y_pos, tiles):
     """One output phase of one channel block: a reduction over (input channel, tap), the
-    epilogue, the store."""
+    epilogue, the store (per position and channel tile)."""
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
 
     first = channels_first(engine)
 
-    def x_origin(k_off, k_phase, c):
-        spatial = [e for q, o, p in zip([*x_outer, q0], k_off, k_phase, strict=True)
+    def x_origin(k_off, k_phase, c, dq=0):
+        spatial = [e for q, o, p in zip([*x_outer, q0 + dq], k_off, k_phase, strict=True)
                    for e in (q + o, p)]
         return (n, g, c, *spatial) if first else (n, *spatial, g, c)
 
-    def w_origin(k, c):
-        return (*k, g, c, oc0) if first else (*k, g, oc0, c)
+    def w_origin(k, c, doc=0):
+        return (*k, g, c, oc0 + doc) if first else (*k, g, oc0 + doc, c)
 
-    y_origin = (n, *[e for q, r in zip([*outer, q0], phase, strict=True) for e in (q, r)],
-                g, oc0)
-    y_axes = (y_pos, len(y_origin) - 1)
     if engine == "fma":
         acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos)
+        accs = {(0, 0): acc}
     else:
-        acc, spec = _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
-                                 F32_MFMA if engine == "mfma_f32" else MFMA)
-    out = _apply_epilogue(
-        acc, steps,
-        lambda: t["bias"].load((g, oc0), T.reduced(spec, 0), axes=(1,), guard=True),
-        lambda: t["residual"].load(y_origin, spec, axes=y_axes, guard=True))
-    Y.store(y_origin, out, axes=y_axes, guard=True)
+        accs, spec = _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
+                                  F32_MFMA if engine == "mfma_f32" else MFMA, tiles)
+    for (r, o), acc in accs.items():
+        dq, doc = r * spec.shape[0], o * spec.shape[1]
+        y_origin = (n, *[e for q, ph in zip([*outer, q0 + dq], phase, strict=True)
+                         for e in (q, ph)], g, oc0 + doc)
+        y_axes = (y_pos, len(y_origin) - 1)
+        out = _apply_epilogue(
+            acc, steps,
+            lambda doc=doc: t["bias"].load((g, oc0 + doc), T.reduced(spec, 0), axes=(1,),
+                                           guard=True),
+            lambda y_origin=y_origin, y_axes=y_axes: t["residual"].load(
+                y_origin, spec, axes=y_axes, guard=True))
+        Y.store(y_origin, out, axes=y_axes, guard=True)
 
 
-def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma):
+def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles):
     """The implicit GEMM: per input-channel step of the MFMA's k and per tap, A the input
     positions by k channels, B k channels by the block's output channels. bf16 needs whole
     steps (CG % 8 == 0, OCG % 32 == 0, assumed by the caller) and reads channels last; f32
@@ -550,19 +575,24 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma):
     c_axis = 2 if tails else len(X.shape) - 1
     k = a_spec.shape[1]
 
+    rows, cols = c_spec.shape
+
     def step(c):
         def tap(acc, taps, off, ph):
-            a = X.load(x_origin(off, ph, c * k), a_spec, axes=(x_pos, c_axis), guard=True)
+            a = [X.load(x_origin(off, ph, c * k, r * rows), a_spec, axes=(x_pos, c_axis),
+                        guard=True) for r in range(tiles[0])]
             oc_axis, ci_axis = (len(taps) + 2, len(taps) + 1) if tails else \
                 (len(taps) + 1, len(taps) + 2)
-            b = Wt.load(w_origin(taps, c * k), b_spec, axes=(oc_axis, ci_axis), guard=tails)
-            return T.mfma(mfma, a, b, acc)
+            b = [Wt.load(w_origin(taps, c * k, o * cols), b_spec, axes=(oc_axis, ci_axis),
+                         guard=tails) for o in range(tiles[1])]
+            return {(r, o): T.mfma(mfma, a[r], b[o], acc[r, o]) for r, o in acc}
         return tap
 
-    loop = T.range(0, T.cdiv(CG, k) if tails else CG // k, name="c", acc=T.zeros(c_spec))
+    acc = {(r, o): T.zeros(c_spec) for r in range(tiles[0]) for o in range(tiles[1])}
+    loop = T.range(0, T.cdiv(CG, k) if tails else CG // k, name="c", acc=acc)
     for c in loop:
-        loop.acc = _over_taps(plan, loop.acc, step(c))
-    return loop.acc, c_spec
+        loop.acc = _over_taps(plan, dict(loop.acc), step(c))
+    return dict(loop.acc), c_spec
 
 
 def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
