@@ -300,3 +300,21 @@ def test_a_transposed_asymmetric_window_keeps_one_scalar_per_vop3():
              window=(3, 7), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
              transposed=True, epilogue=())
     test_conv_family_is_proved_and_matches_numpy(c)
+
+
+def test_fitting_steps_down_to_a_kernel_that_fits_the_registers():
+    """conv.fitting keeps the f32 MFMA engine's two channel tiles where they fit and steps
+    down (to one tile, then the FMA engine) only where compiling refuses the registers."""
+    from argus.asm.lower.regalloc import RegisterBudgetError
+    from argus.kernels.conv import fitting
+
+    geometry = dict(window=(3, 3), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                    transposed=False)
+    assert fitting(2, "mfma_f32", (1, 2), (), **geometry) == ("mfma_f32", (1, 2))
+    for epilogue in [("bias",), ("bias", "residual")]:
+        engine, tiles = fitting(2, "mfma_f32", (1, 2), epilogue, **geometry)
+        argus.compile(conv_kernel(2, engine, epilogue), verify=False, tiles=tiles, **geometry)
+        assert (engine, tiles) != ("mfma_f32", (1, 2))
+        with pytest.raises(RegisterBudgetError):
+            argus.compile(conv_kernel(2, "mfma_f32", epilogue), verify=False, tiles=(1, 2),
+                          **geometry)

@@ -645,8 +645,16 @@ class Conv:
     def kernel(self) -> KernelDef:
         from argus.kernels.conv import conv_kernel
 
-        base = conv_kernel(self.dims, self.engine, self.epilogue)
-        return _bound(base, base.name, self.params)
+        engine, tiles = self.fitted()
+        base = conv_kernel(self.dims, engine, self.epilogue)
+        return _bound(base, base.name, {**self.params, "tiles": tiles})
+
+    def fitted(self) -> tuple[str, tuple[int, int]]:
+        """The engine and tiles the kernel runs with: `conv.fitting`'s first that fits a
+        wave's registers, from the chosen ones down to the FMA engine."""
+        from argus.kernels.conv import fitting
+
+        return fitting(self.dims, self.engine, self.tiles, self.epilogue, **self.geometry)
 
     def out_spatial(self, spatial) -> list[int]:
         from argus.kernels.conv import conv_output_size
@@ -670,6 +678,7 @@ class Conv:
         )
 
         dims, g = self.dims, self.groups
+        engine = self.fitted()[0]
         n, c, spatial = x.shape[0], x.shape[1], tuple(x.shape[2:])
         cg = c // g
         ocg = weight.shape[1] if self.transposed else weight.shape[0] // g
@@ -678,7 +687,7 @@ class Conv:
         y = ctx.alloc(y_shape)
         if not ctx.execute:
             front = input_pad(dims, *self.geometry.values())
-            first = channels_first(self.engine)
+            first = channels_first(engine)
             x_shape = _view_shape_of((n, g, cg) if first else (n,), spatial,
                                      view_phases(dims, self.stride, self.transposed)[0],
                                      front, (0,) * dims, () if first else (g, cg))
@@ -700,7 +709,7 @@ class Conv:
         # torch's (G*OCG, CG, *K), or (G*CG, OCG, *K) transposed, to (*K, G, OCG, CG)
         w = np.moveaxis(w, (0, 1, 2), (dims, dims + 2, dims + 1) if self.transposed
                         else k_axes)
-        X, w = engine_layout(self.engine, X, np.ascontiguousarray(w, np.float32))
+        X, w = engine_layout(engine, X, np.ascontiguousarray(w, np.float32))
         arrays = {"X": X, "Wt": w}
         if bias is not None:
             arrays["bias"] = np.ascontiguousarray(bias, np.float32).reshape(g, ocg)
