@@ -10,6 +10,7 @@ assumption that a size divides a tile.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import attrs
@@ -610,6 +611,17 @@ def _view_shape_of(lead, spatial, phases, front, extent, tail) -> tuple[int, ...
     return (*lead, *view, *tail)
 
 
+@functools.cache
+def _conv_variant(dims: int, engine: str, epilogue: tuple, params: tuple) -> KernelDef:
+    """One kernel object per variant: templates that differ only in what the kernel leaves
+    symbolic (the group count) share it, so the scaled and the published route compare
+    equal."""
+    from argus.kernels.conv import conv_kernel
+
+    base = conv_kernel(dims, engine, epilogue)
+    return _bound(base, base.name, dict(params))
+
+
 @attrs.frozen
 class Conv:
     """torch's ConvNd / ConvTransposeNd (NC* layout, its weight and bias) on the f32
@@ -643,11 +655,9 @@ class Conv:
         return {**self.geometry, "tiles": self.tiles}
 
     def kernel(self) -> KernelDef:
-        from argus.kernels.conv import conv_kernel
-
         engine, tiles = self.fitted()
-        base = conv_kernel(self.dims, engine, self.epilogue)
-        return _bound(base, base.name, {**self.params, "tiles": tiles})
+        return _conv_variant(self.dims, engine, self.epilogue,
+                             tuple({**self.params, "tiles": tiles}.items()))
 
     def fitted(self) -> tuple[str, tuple[int, int]]:
         """The engine and tiles the kernel runs with: `conv.fitting`'s first that fits a
