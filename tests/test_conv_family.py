@@ -20,6 +20,7 @@ from argus.kernels.conv import (
     conv_output_view,
     conv_reference_nd,
     conv_taps,
+    engine_layout,
     from_phase_view,
     pool_input_view,
     pool_kernel,
@@ -36,6 +37,8 @@ KINDS = [
     (2, "mfma", "grouped"),
     (3, "fma", "plain"), (3, "fma", "strided"), (3, "fma", "depthwise"),
     (3, "fma", "pointwise"), (3, "fma", "transposed"), (3, "mfma", "dilated"),
+    # the f32 MFMA engine: channel tails (any CG, OCG), two channel tiles per wave
+    (1, "mfma_f32", "transposed"), (2, "mfma_f32", "strided"), (3, "mfma_f32", "grouped"),
 ]
 ACTIVATIONS = ("relu", "sigmoid", "tanh", "gelu")
 
@@ -74,9 +77,12 @@ def draw(index: int) -> dict:
              ("clamp", -1.5, 2.0)]
     chosen = rng.permutation(len(steps))[:int(rng.integers(0, 4))]
     epilogue = tuple(steps[i] for i in sorted(chosen))
-    return dict(dims=dims, engine=engine, n=int(rng.integers(1, 3)), spatial=spatial,
-                groups=groups, cg=cg, ocg=ocg, window=window, stride=stride, padding=padding,
-                dilation=dilation, transposed=transposed, epilogue=epilogue)
+    config = dict(dims=dims, engine=engine, n=int(rng.integers(1, 3)), spatial=spatial,
+                  groups=groups, cg=cg, ocg=ocg, window=window, stride=stride, padding=padding,
+                  dilation=dilation, transposed=transposed, epilogue=epilogue)
+    if engine == "mfma_f32" and not transposed:
+        config["tiles"] = (1, 2)
+    return config
 
 
 CONFIGS = [draw(i) for i in range(len(KINDS))]
@@ -107,7 +113,8 @@ def test_the_configurations_cover_every_kind():
     assert any(set(c["window"]) == {1} for c in CONFIGS)                      # pointwise
     assert any(max(c["dilation"]) > 1 for c in CONFIGS)
     assert any(max(c["padding"]) > 0 for c in CONFIGS)
-    assert {c["engine"] for c in CONFIGS} == {"fma", "mfma"}
+    assert {c["engine"] for c in CONFIGS} == {"fma", "mfma", "mfma_f32"}
+    assert any(c.get("tiles", (1, 1)) != (1, 1) for c in CONFIGS)
     steps = {s if isinstance(s, str) else s[0] for c in CONFIGS for s in c["epilogue"]}
     assert {"bias", "residual", "scale", "clamp"} <= steps
 
@@ -118,12 +125,14 @@ def test_conv_family_is_proved_and_matches_numpy(config):
     dims, engine, epilogue = c["dims"], c["engine"], c["epilogue"]
     params = dict(window=c["window"], stride=c["stride"], padding=c["padding"],
                   dilation=c["dilation"], transposed=c["transposed"])
+    if "tiles" in c:
+        params["tiles"] = c["tiles"]
     kernel = conv_kernel(dims, engine, epilogue)
     report = argus.verify(kernel, **params)
     assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
 
     rng = np.random.default_rng(len(_id(c)))
-    dtype = np.float32 if engine == "fma" else bfloat16
+    dtype = bfloat16 if engine == "mfma" else np.float32
     x = rng.standard_normal((c["n"], *c["spatial"], c["groups"] * c["cg"])).astype(dtype)
     weight = rng.standard_normal((*c["window"], c["groups"], c["ocg"], c["cg"])).astype(dtype)
     output_padding = _output_padding(c)
@@ -139,9 +148,9 @@ def test_conv_family_is_proved_and_matches_numpy(config):
                              dilation=c["dilation"], transposed=c["transposed"],
                              output_padding=output_padding, epilogue=epilogue, bias=bias,
                              residual=from_phase_view(residual, out))
-    args = [conv_input_view(x, window=c["window"], stride=c["stride"], padding=c["padding"],
-                            dilation=c["dilation"], transposed=c["transposed"],
-                            groups=c["groups"]), weight]
+    args = list(engine_layout(engine, conv_input_view(
+        x, window=c["window"], stride=c["stride"], padding=c["padding"],
+        dilation=c["dilation"], transposed=c["transposed"], groups=c["groups"]), weight))
     args += [bias] if "bias" in names else []
     args += [residual] if "residual" in names else []
     y = np.zeros(y_shape, np.float32)
@@ -291,3 +300,21 @@ def test_a_transposed_asymmetric_window_keeps_one_scalar_per_vop3():
              window=(3, 7), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
              transposed=True, epilogue=())
     test_conv_family_is_proved_and_matches_numpy(c)
+
+
+def test_fitting_steps_down_to_a_kernel_that_fits_the_registers():
+    """conv.fitting keeps the f32 MFMA engine's two channel tiles where they fit and steps
+    down (to one tile, then the FMA engine) only where compiling refuses the registers."""
+    from argus.asm.lower.regalloc import RegisterBudgetError
+    from argus.kernels.conv import fitting
+
+    geometry = dict(window=(3, 3), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                    transposed=False)
+    assert fitting(2, "mfma_f32", (1, 2), (), **geometry) == ("mfma_f32", (1, 2))
+    for epilogue in [("bias",), ("bias", "residual")]:
+        engine, tiles = fitting(2, "mfma_f32", (1, 2), epilogue, **geometry)
+        argus.compile(conv_kernel(2, engine, epilogue), verify=False, tiles=tiles, **geometry)
+        assert (engine, tiles) != ("mfma_f32", (1, 2))
+        with pytest.raises(RegisterBudgetError):
+            argus.compile(conv_kernel(2, "mfma_f32", epilogue), verify=False, tiles=(1, 2),
+                          **geometry)

@@ -319,3 +319,18 @@ def test_broadcast_views_follow_numpy_and_the_operands_not_the_sizes():
         assert view == (shape[0], 1, shape[1] * shape[2]) and kinds == ["abc", "b"]
     with pytest.raises(Unsupported, match="broadcasting"):
         broadcast_view((7, 9), [(7, 9), (3, 1)])
+
+
+def test_conv_templates_differing_in_the_group_count_share_their_kernel():
+    """The group count is symbolic in conv_kernel: a depthwise convolution at its scaled sizes
+    (9 groups) and its published ones (64) must launch the same kernel object, else the
+    harness finds that the published route picks other kernels."""
+    from argus.kernelbench.templates import Conv
+
+    def depthwise(groups):
+        return Conv(2, (3, 3), (1, 1), (0, 0), (1, 1), False, (0, 0), groups)
+
+    assert depthwise(9) != depthwise(64)
+    assert kernel_of(depthwise(9)) is kernel_of(depthwise(64))
+    other = Conv(2, (3, 5), (1, 1), (0, 0), (1, 1), False, (0, 0), 9)
+    assert kernel_of(depthwise(9)) is not kernel_of(other)

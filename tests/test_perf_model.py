@@ -536,3 +536,28 @@ def test_stored_sample_traces_round_trip_and_a_torn_file_is_resampled(tmp_path, 
     assert store.load(key, WaveEvents) is None
     store.clear()
     assert not (tmp_path / "perf-traces").exists()
+
+
+def test_a_loop_over_the_sampling_budget_is_sampled_shorter(monkeypatch):
+    """No SAMPLE_TRIPS pair lies below the channel counts, so the sample would run the real
+    loops; over the (lowered) instruction budget it runs two small values of one instead and
+    extrapolates in that loop's trip count (cdiv(CG, 2), not CG), agreeing with the full run
+    and saying so."""
+    from argus.isa_cdna3.perf import sample
+    from argus.kernels.conv import conv_kernel
+
+    kernel = argus.compile(conv_kernel(2, "mfma_f32"), tiles=(1, 1))
+    sizes = {"N": 1, "I2H": 4, "SIH": 1, "I2W": 130, "SIW": 1, "G": 1, "CG": 16, "KH": 3,
+             "KW": 3, "OCG": 64, "O2H": 2, "SOH": 1, "O2W": 128, "SOW": 1}
+    full = argus.time(kernel, sizes=sizes, extrapolate=False)
+    assert argus.time(kernel, sizes=sizes).extrapolation is None      # within the budget
+    monkeypatch.setattr(sample, "SAMPLE_BUDGET", 1000)
+    short = argus.time(kernel, sizes={**sizes, "OCG": 63})   # not the remembered schedule
+    sampled = argus.time(kernel, sizes=sizes)
+    assert "sampling budget 1,000" in sampled.extrapolation
+    # a channel loop, read in its trip count: cdiv(CG, 2) -> 8 or cdiv(OCG, 32) -> 2
+    assert re.search(r"simulated at CG=\d+ and \d+.*trip count \(\d+, \d+ -> 8\)|"
+                     r"simulated at OCG=\d+ and \d+.*trip count \(\d+, \d+ -> 2\)",
+                     sampled.extrapolation), sampled.extrapolation
+    assert within(sampled.cycles_per_cu, full.cycles_per_cu, 0.05)
+    assert short.cycles_per_cu <= full.cycles_per_cu * 1.01

@@ -1978,6 +1978,11 @@ class _ConvHandlers:
         n, c, spatial = x.shape[0], x.shape[1], x.shape[2:]
         wshape = self.r.buffers[weight.expr[1]]
         oc = wshape[1] * groups if transposed else wshape[0]
+        from argus.kernels.conv import conv_engine
+
+        engine, tiles = conv_engine(c // groups, oc // groups,
+                                    math.prod(stride) if transposed else 1)
+        template = attrs.evolve(template, engine=engine, tiles=tiles)
         out = template.out_spatial(spatial)
         if min(out) < 1:
             raise Unsupported(f"{kind} with an empty output {out}")

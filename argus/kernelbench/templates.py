@@ -10,6 +10,7 @@ assumption that a size divides a tile.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import attrs
@@ -721,10 +722,23 @@ def _view_shape_of(lead, spatial, phases, front, extent, tail) -> tuple[int, ...
     return (*lead, *view, *tail)
 
 
+@functools.cache
+def _conv_variant(dims: int, engine: str, epilogue: tuple, params: tuple) -> KernelDef:
+    """One kernel object per variant: templates that differ only in what the kernel leaves
+    symbolic (the group count) share it, so the scaled and the published route compare
+    equal."""
+    from argus.kernels.conv import conv_kernel
+
+    base = conv_kernel(dims, engine, epilogue)
+    return _bound(base, base.name, dict(params))
+
+
 @attrs.frozen
 class Conv:
     """torch's ConvNd / ConvTransposeNd (NC* layout, its weight and bias) on the f32
-    `conv_kernel(dims, "fma", epilogue)`: the forward moves the input to its channels-last
+    `conv_kernel(dims, engine, epilogue)` (`engine` "mfma_f32", the implicit GEMM on f32
+    MFMAs, or "fma" for depthwise-like group shapes: `conv.conv_engine` picks it from the
+    channels per group): the forward moves the input to its channels-last
     phase view and the weight to (*K, G, OCG, CG) on the host, launches, and reads the
     output's phase view back into torch's layout. Every size is symbolic in the kernel; the
     window, stride, padding, dilation and transposition are its compile-time variant."""
@@ -738,17 +752,30 @@ class Conv:
     output_padding: tuple[int, ...]
     groups: int
     epilogue: tuple = ()
+    engine: str = "fma"
+    tiles: tuple[int, int] = (1, 1)
 
     @property
-    def params(self) -> dict:
+    def geometry(self) -> dict:
+        """The convolution's shape parameters (what `conv_input_view` takes)."""
         return {"window": self.window, "stride": self.stride, "padding": self.padding,
                 "dilation": self.dilation, "transposed": self.transposed}
 
-    def kernel(self) -> KernelDef:
-        from argus.kernels.conv import conv_kernel
+    @property
+    def params(self) -> dict:
+        return {**self.geometry, "tiles": self.tiles}
 
-        base = conv_kernel(self.dims, "fma", self.epilogue)
-        return _bound(base, base.name, self.params)
+    def kernel(self) -> KernelDef:
+        engine, tiles = self.fitted()
+        return _conv_variant(self.dims, engine, self.epilogue,
+                             tuple({**self.params, "tiles": tiles}.items()))
+
+    def fitted(self) -> tuple[str, tuple[int, int]]:
+        """The engine and tiles the kernel runs with: `conv.fitting`'s first that fits a
+        wave's registers, from the chosen ones down to the FMA engine."""
+        from argus.kernels.conv import fitting
+
+        return fitting(self.dims, self.engine, self.tiles, self.epilogue, **self.geometry)
 
     def out_spatial(self, spatial) -> list[int]:
         from argus.kernels.conv import conv_output_size
@@ -762,14 +789,17 @@ class Conv:
         `residual` (the output's torch shape); returns the output in torch's layout. Arrays
         are numpy (executing) or shape-only stand-ins (planning, with `ctx.execute` False)."""
         from argus.kernels.conv import (
+            channels_first,
             conv_input_view,
             conv_output_view,
+            engine_layout,
             from_phase_view,
             input_pad,
             view_phases,
         )
 
         dims, g = self.dims, self.groups
+        engine = self.fitted()[0]
         n, c, spatial = x.shape[0], x.shape[1], tuple(x.shape[2:])
         cg = c // g
         ocg = weight.shape[1] if self.transposed else weight.shape[0] // g
@@ -777,11 +807,13 @@ class Conv:
         y_shape = conv_output_view(n, out, self.stride, g, ocg, self.transposed)
         y = ctx.alloc(y_shape)
         if not ctx.execute:
-            front = input_pad(dims, *self.params.values())
-            x_shape = _view_shape_of((n,), spatial, view_phases(dims, self.stride,
-                                                                self.transposed)[0],
-                                     front, (0,) * dims, (g, cg))
-            arrays = {"X": ctx.alloc(x_shape), "Wt": ctx.alloc((*self.window, g, ocg, cg))}
+            front = input_pad(dims, *self.geometry.values())
+            first = channels_first(engine)
+            x_shape = _view_shape_of((n, g, cg) if first else (n,), spatial,
+                                     view_phases(dims, self.stride, self.transposed)[0],
+                                     front, (0,) * dims, () if first else (g, cg))
+            arrays = {"X": ctx.alloc(x_shape),
+                      "Wt": ctx.alloc((*self.window, g, *((cg, ocg) if first else (ocg, cg))))}
             if bias is not None:
                 arrays["bias"] = ctx.alloc((g, ocg))
             if residual is not None:
@@ -791,14 +823,15 @@ class Conv:
         import numpy as np
 
         X = conv_input_view(np.ascontiguousarray(np.moveaxis(x, 1, -1)), groups=g,
-                            **self.params)
+                            **self.geometry)
         k_axes = tuple(range(dims, dims + 3))
         w = weight.reshape(g, -1, *weight.shape[1:]) if self.transposed else \
             weight.reshape(g, ocg, *weight.shape[1:])
         # torch's (G*OCG, CG, *K), or (G*CG, OCG, *K) transposed, to (*K, G, OCG, CG)
         w = np.moveaxis(w, (0, 1, 2), (dims, dims + 2, dims + 1) if self.transposed
                         else k_axes)
-        arrays = {"X": X, "Wt": np.ascontiguousarray(w, np.float32)}
+        X, w = engine_layout(engine, X, np.ascontiguousarray(w, np.float32))
+        arrays = {"X": X, "Wt": w}
         if bias is not None:
             arrays["bias"] = np.ascontiguousarray(bias, np.float32).reshape(g, ocg)
         if residual is not None:

@@ -26,6 +26,11 @@ from argus.errors import ArgusError
 from argus.lang import Tensor
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
+#: the family's full-precision MFMA (the "mfma_f32" engine): f32 in, f32 out, k = 2
+F32_MFMA = "v_mfma_f32_32x32x2_f32"
+#: 32-channel tiles a wave of the f32 MFMA engine accumulates (register blocking; 4 measured
+#: no faster than 2 at 128 output channels, modelled)
+CHANNEL_TILES = 2
 #: output pixels (along a row) and output channels per workgroup: 4 waves over the pixels
 BLOCK_P, BLOCK_OC = 128, 32
 ACTIVATIONS = ("none", "relu", "gelu", "sigmoid")
@@ -191,7 +196,7 @@ def depthwise_conv2d(X: Tensor("f32", "N", "H2", "S", "W2", "S", "C"),
 # ---------------------------------------------------------------------------------------------
 
 SPATIAL = ("D", "H", "W")
-ENGINES = ("fma", "mfma")
+ENGINES = ("fma", "mfma", "mfma_f32")
 EPILOGUE_STEPS = ("bias", "residual", "scale", "clamp", *ACTIVATIONS[1:], "tanh")
 #: the f32 engine's tile: 64 output positions (one per lane) by 4 output channels (registers)
 FMA_P, FMA_OC = 64, 4
@@ -375,7 +380,9 @@ def _view_shape(prefix: str, phases: str, dims: int) -> tuple[str, ...]:
 def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.KernelDef:
     """The convolution kernel for `dims` spatial dimensions (1, 2 or 3), `engine` ("fma": f32
     rank-1 updates, any group shape; "mfma": bf16 on v_mfma_f32_32x32x8_bf16, channels per
-    group a multiple of 8 and output channels per group of 32) and fused `epilogue` (a tuple of
+    group a multiple of 8 and output channels per group of 32; "mfma_f32": f32 on
+    v_mfma_f32_32x32x2_f32, an implicit GEMM of 128 positions by 32 output channels per
+    workgroup, any group shape, the channel tails guarded loads) and fused `epilogue` (a tuple of
     steps applied in order: "bias", "residual", "relu", "gelu", "sigmoid", "tanh",
     ("scale", f), ("clamp", lo, hi)).
 
@@ -387,17 +394,25 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     dimension, G, OCG) the output in its phase view (SO = 1, or the stride when transposed;
     `from_phase_view` gives the plain array). Groups, channel counts and every extent are
     symbolic; depthwise is CG = 1 and pointwise a window of 1s. Compile-time parameters:
-    window, stride, padding, dilation (an int or one per dimension) and transposed."""
+    window, stride, padding, dilation (an int or one per dimension), transposed and, for
+    "mfma_f32", tiles = (position tiles, channel tiles) per wave (register blocking: each
+    loaded A is used for every channel tile and each B for every position tile; a workgroup
+    covers 128 * tiles[0] positions by 32 * tiles[1] output channels)."""
     if dims not in (1, 2, 3) or engine not in ENGINES:
         raise ArgusError(f"conv_kernel(dims={dims!r}, engine={engine!r}): dims is 1, 2 or 3 "
                          f"and engine one of {ENGINES}")
     steps = _epilogue(epilogue)
     names = [s[0] for s in steps]
-    dtype = "f32" if engine == "fma" else "bf16"
+    dtype = "bf16" if engine == "mfma" else "f32"
     axes = SPATIAL[3 - dims:]
-    annotations = {
-        "X": Tensor(dtype, "N", *_view_shape("I2", "SI", dims), "G", "CG"),
-        "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "OCG", "CG")}
+    if channels_first(engine):
+        annotations = {
+            "X": Tensor(dtype, "N", "G", "CG", *_view_shape("I2", "SI", dims)),
+            "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "CG", "OCG")}
+    else:
+        annotations = {
+            "X": Tensor(dtype, "N", *_view_shape("I2", "SI", dims), "G", "CG"),
+            "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "OCG", "CG")}
     if "bias" in names:
         annotations["bias"] = Tensor("f32", "G", "OCG")
     y_shape = ("N", *_view_shape("O2", "SO", dims), "G", "OCG")
@@ -405,7 +420,7 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
         annotations["residual"] = Tensor("f32", *y_shape)
     annotations["Y"] = Tensor("f32", *y_shape)
     params = {"window": (3,) * dims, "stride": (1,) * dims, "padding": (0,) * dims,
-              "dilation": (1,) * dims, "transposed": False}
+              "dilation": (1,) * dims, "transposed": False, "tiles": (1, 1)}
 
     def conv(*tensors, **chosen):
         _conv_body(dims, engine, steps, dict(zip(annotations, tensors, strict=True)), **chosen)
@@ -420,24 +435,85 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     return T.KernelDef(conv, waves=1 if engine == "fma" else 4)
 
 
-def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed):
+def channels_first(engine: str) -> bool:
+    """Whether `engine` takes X as (N, G, CG, *view) and Wt as (*K, G, CG, OCG) (the f32 MFMA
+    engine) rather than channels last; `engine_layout` moves the arrays."""
+    return engine == "mfma_f32"
+
+
+def engine_layout(engine: str, x_view: np.ndarray, weight: np.ndarray) -> tuple:
+    """X (`conv_input_view`, channels last) and Wt ((*K, G, OCG, CG)) as `engine` reads them."""
+    if not channels_first(engine):
+        return x_view, weight
+    return (np.ascontiguousarray(np.moveaxis(x_view, (-2, -1), (1, 2))),
+            np.ascontiguousarray(np.swapaxes(weight, -1, -2)))
+
+
+def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int]]:
+    """The f32 engine and its `tiles` for a group shape: the MFMA implicit GEMM unless its
+    k = 2 or its 32 output channels would be mostly padding (depthwise and near-depthwise
+    convolutions, where the per-lane FMA engine wastes less), with CHANNEL_TILES channel
+    tiles per wave when the output has one phase (`phases`: a strided transposed
+    convolution's output phases each store their own tile, and each tile's store keeps its
+    16 rows' offsets and bounds live in SGPRs; a second one no longer fits). The choice reads
+    no size above 8, so KernelBench's scaled sizes (a channel count above 16 halved to no
+    less than 9) pick the same kernel as the published ones."""
+    if cg < 2 or ocg < 8:
+        return "fma", (1, 1)
+    return "mfma_f32", (1, CHANNEL_TILES if phases == 1 else 1)
+
+
+@functools.cache
+def fitting(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometry) -> tuple:
+    """(engine, tiles) of the first of `engine` with `tiles`, `engine` with (1, 1) and "fma"
+    whose kernel fits a wave's registers, found by compiling it (unproved; the caller's
+    compilation proves the one chosen). The f32 MFMA engine's stores keep each tile row's
+    offset and bound live in SGPRs: a second channel tile with a bias, a residual, or a
+    phased transposed output can pass the 102 a wave has. Sizes play no part, so every size
+    gets the same kernel."""
+    from argus import compile as compile_kernel
+    from argus.asm.lower.regalloc import RegisterBudgetError
+
+    tried = [(engine, tuple(tiles))] + ([(engine, (1, 1))] if tuple(tiles) != (1, 1) else [])
+    for chosen, t in tried + [("fma", (1, 1))]:
+        if chosen == "fma":
+            return chosen, t
+        try:
+            compile_kernel(conv_kernel(dims, chosen, epilogue), verify=False, tiles=t, **geometry)
+        except RegisterBudgetError:
+            continue
+        return chosen, t
+    raise AssertionError("unreachable: the fma engine is the last choice")
+
+
+def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed, tiles):
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
+    tiles = _per_dim(tiles, 2, "tiles")
+    if min(tiles) < 1 or any(t & (t - 1) for t in tiles) or (engine != "mfma_f32" and
+                                                            tiles != (1, 1)):
+        raise ArgusError(f"conv_kernel tiles={tiles} for the {engine!r} engine",
+                         fix="register blocking (tiles above 1) is the 'mfma_f32' engine's; "
+                             "give powers of two (the block counts divide by shifts)")
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
     taps = tap_plan(dims, window, stride, padding, dilation, transposed)
     xs, ws, ys = X.shape, Wt.shape, Y.shape
-    N, G, CG, OCG = xs[0], xs[-2], xs[-1], ys[-1]
+    first = channels_first(engine)
+    lead = 3 if first else 1                                   # X's axes before the spatial
+    N, G, CG, OCG = (xs[0], xs[1], xs[2], ys[-1]) if first else (xs[0], xs[-2], xs[-1], ys[-1])
     x_phases, y_phases = view_phases(dims, stride, transposed)
     steps_per_row = row_steps(dims, stride, transposed)
     for a in range(dims):
         T.assume(ws[a].eq(window[a]))
-        T.assume(xs[2 + 2 * a].eq(x_phases[a]))
+        T.assume(xs[lead + 1 + 2 * a].eq(x_phases[a]))
         T.assume(ys[2 + 2 * a].eq(y_phases[a]))
     out_extent = [ys[1 + 2 * a] for a in range(dims)]         # O2 per dimension
-    x_pos, y_pos = 1 + 2 * (dims - 1), 1 + 2 * (dims - 1)      # the innermost spatial axis
+    x_pos, y_pos = lead + 2 * (dims - 1), 1 + 2 * (dims - 1)   # the innermost spatial axis
     if engine == "mfma":
         T.assume((CG % 8).eq(0))
         T.assume((OCG % BLOCK_OC).eq(0))
         block_p, block_oc = BLOCK_P, BLOCK_OC
+    elif engine == "mfma_f32":
+        block_p, block_oc = BLOCK_P * tiles[0], BLOCK_OC * tiles[1]
     else:
         block_p, block_oc = FMA_P, FMA_OC
     T.grid(out_extent[-2] if dims >= 2 else 1, T.cdiv(out_extent[-1], block_p), N)
@@ -447,10 +523,10 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         for qd in T.range(0, out_extent[0], name="od"):
             rows = [qd, *outer]
             _conv_channels(engine, steps, t, taps, n, rows, _times(rows, steps_per_row), q0,
-                           G, CG, OCG, block_oc, x_pos, y_pos)
+                           G, CG, OCG, block_oc, x_pos, y_pos, tiles)
     else:
         _conv_channels(engine, steps, t, taps, n, outer, _times(outer, steps_per_row), q0,
-                       G, CG, OCG, block_oc, x_pos, y_pos)
+                       G, CG, OCG, block_oc, x_pos, y_pos, tiles)
 
 
 def _times(rows, steps) -> list:
@@ -460,7 +536,7 @@ def _times(rows, steps) -> list:
 
 
 def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, block_oc, x_pos,
-                   y_pos):
+                   y_pos, tiles):
     """Every group and output-channel block of one row of output positions (`outer` its
     coordinates on the outer axes of Y, `x_outer` on those of X)."""
     for g in T.range(0, G, name="g"):
@@ -468,52 +544,77 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
         for block in T.range(0, blocks, name="ocb"):
             for phase, phase_taps in taps.items():
                 _conv_phase(engine, steps, t, phase, phase_taps, n, outer, x_outer, q0, g,
-                            block * block_oc, CG, x_pos, y_pos)
+                            block * block_oc, CG, x_pos, y_pos, tiles)
 
 
 def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos,
-                y_pos):
+                y_pos, tiles):
     """One output phase of one channel block: a reduction over (input channel, tap), the
-    epilogue, the store."""
+    epilogue, the store (per position and channel tile)."""
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
 
-    def x_origin(k_off, k_phase, c):
-        spatial = [e for q, o, p in zip([*x_outer, q0], k_off, k_phase, strict=True)
+    first = channels_first(engine)
+
+    def x_origin(k_off, k_phase, c, dq=0):
+        spatial = [e for q, o, p in zip([*x_outer, q0 + dq], k_off, k_phase, strict=True)
                    for e in (q + o, p)]
-        return (n, *spatial, g, c)
+        return (n, g, c, *spatial) if first else (n, *spatial, g, c)
 
-    def w_origin(k, c):
-        return (*k, g, oc0, c)
+    def w_origin(k, c, doc=0):
+        return (*k, g, c, oc0 + doc) if first else (*k, g, oc0 + doc, c)
 
-    y_origin = (n, *[e for q, r in zip([*outer, q0], phase, strict=True) for e in (q, r)],
-                g, oc0)
-    y_axes = (y_pos, len(y_origin) - 1)
-    reduce = _mfma_reduce if engine == "mfma" else _fma_reduce
-    acc, spec = reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos)
-    out = _apply_epilogue(
-        acc, steps,
-        lambda: t["bias"].load((g, oc0), T.reduced(spec, 0), axes=(1,), guard=True),
-        lambda: t["residual"].load(y_origin, spec, axes=y_axes, guard=True))
-    Y.store(y_origin, out, axes=y_axes, guard=True)
+    if engine == "fma":
+        acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos)
+        accs = {(0, 0): acc}
+    else:
+        accs, spec = _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
+                                  F32_MFMA if engine == "mfma_f32" else MFMA, tiles)
+    for (r, o), acc in accs.items():
+        dq, doc = r * spec.shape[0], o * spec.shape[1]
+        y_origin = (n, *[e for q, ph in zip([*outer, q0 + dq], phase, strict=True)
+                         for e in (q, ph)], g, oc0 + doc)
+        y_axes = (y_pos, len(y_origin) - 1)
+        out = _apply_epilogue(
+            acc, steps,
+            lambda doc=doc: t["bias"].load((g, oc0 + doc), T.reduced(spec, 0), axes=(1,),
+                                           guard=True),
+            lambda y_origin=y_origin, y_axes=y_axes: t["residual"].load(
+                y_origin, spec, axes=y_axes, guard=True))
+        Y.store(y_origin, out, axes=y_axes, guard=True)
 
 
-def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
-    a_spec = T.mfma_layout(MFMA, "a", (4, 1))
-    b_spec = T.mfma_layout(MFMA, "b", (4, 1))
-    c_spec = T.mfma_layout(MFMA, "c", (4, 1))
-    c_axis = len(X.shape) - 1
+def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles):
+    """The implicit GEMM: per input-channel step of the MFMA's k and per tap, A the input
+    positions by k channels, B k channels by the block's output channels. bf16 needs whole
+    steps (CG % 8 == 0, OCG % 32 == 0, assumed by the caller) and reads channels last; f32
+    guards both tails and reads X and Wt channels first (`channels_first`), so a lane's
+    neighbours read neighbouring positions and output channels (a few cache lines per load,
+    not one per lane)."""
+    a_spec = T.mfma_layout(mfma, "a", (4, 1))
+    b_spec = T.mfma_layout(mfma, "b", (4, 1))
+    c_spec = T.mfma_layout(mfma, "c", (4, 1))
+    tails = mfma == F32_MFMA
+    c_axis = 2 if tails else len(X.shape) - 1
+    k = a_spec.shape[1]
+
+    rows, cols = c_spec.shape
 
     def step(c):
-        def tap(acc, k, off, ph):
-            a = X.load(x_origin(off, ph, c * 8), a_spec, axes=(x_pos, c_axis), guard=True)
-            b = Wt.load(w_origin(k, c * 8), b_spec, axes=(len(k) + 1, len(k) + 2))
-            return T.mfma(MFMA, a, b, acc)
+        def tap(acc, taps, off, ph):
+            a = [X.load(x_origin(off, ph, c * k, r * rows), a_spec, axes=(x_pos, c_axis),
+                        guard=True) for r in range(tiles[0])]
+            oc_axis, ci_axis = (len(taps) + 2, len(taps) + 1) if tails else \
+                (len(taps) + 1, len(taps) + 2)
+            b = [Wt.load(w_origin(taps, c * k, o * cols), b_spec, axes=(oc_axis, ci_axis),
+                         guard=tails) for o in range(tiles[1])]
+            return {(r, o): T.mfma(mfma, a[r], b[o], acc[r, o]) for r, o in acc}
         return tap
 
-    loop = T.range(0, CG // 8, name="c", acc=T.zeros(c_spec))
+    acc = {(r, o): T.zeros(c_spec) for r in range(tiles[0]) for o in range(tiles[1])}
+    loop = T.range(0, T.cdiv(CG, k) if tails else CG // k, name="c", acc=acc)
     for c in loop:
-        loop.acc = _over_taps(plan, loop.acc, step(c))
-    return loop.acc, c_spec
+        loop.acc = _over_taps(plan, dict(loop.acc), step(c))
+    return dict(loop.acc), c_spec
 
 
 def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):

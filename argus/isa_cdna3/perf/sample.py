@@ -37,6 +37,12 @@ from argus.isa_cdna3.perf.params import CU, Calibrated, GpuProfile
 
 #: loop sizes tried for a compiled kernel's two samples, smallest first
 SAMPLE_TRIPS = (256, 512, 1024, 2048)
+#: smaller sizes tried when SAMPLE_TRIPS has no pair below the real size and running the real
+#: one would emulate more than SAMPLE_BUDGET instructions per wave
+LADDER = tuple(1 << i for i in range(12))
+#: instructions per wave a timing sample may emulate before its loop is sampled shorter (the
+#: emulator stops a wave at 2**20; a sample this long takes tens of seconds)
+SAMPLE_BUDGET = 1 << 17
 Groups = Mapping[int, list]          # workgroup id -> its traced waves (emu.trace.WaveEvents)
 
 _SAMPLES: dict[tuple, Groups] = {}
@@ -106,12 +112,15 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                  run_sample: Callable[[int], tuple[tuple, Groups]], statics: list,
                  occ: Occupancy, workgroups: int, footprint: float, gpu: GpuProfile,
                  constants: Calibrated, shape: dict, note: str | None = None,
-                 dispatch: np.ndarray | None = None) -> Timing:
+                 dispatch: np.ndarray | None = None,
+                 position: Callable[[int], float] | None = None) -> Timing:
     """Time a launch of `workgroups` from samples at one or two trip counts of `loop`:
     `run_sample(trip)` gives the sample's key and its traced waves per workgroup. The first
     `per_round` sampled workgroups stand for a CU's round (copied when the sample has fewer),
     the bytes and flops per workgroup and the per-CU schedule are interpolated linearly to
-    `real`, and `footprint` bounds the compulsory HBM traffic. `dispatch`, when the workgroups
+    `real` (linearly in `position(size)`, the loop's trip count, when given: a loop over
+    cdiv(size, block) is linear in that, not in the size), and `footprint` bounds the
+    compulsory HBM traffic. `dispatch`, when the workgroups
     loop different numbers of times, holds each one's trip count (`real` is then unused): the
     workgroups are dealt to CU slots as they free up (`critical_slot`, costs read off the two
     sampled schedules), the slot that finishes last sets the rounds and their trip count, and
@@ -131,8 +140,12 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                         sum(statics[i].flops for g in first for w in groups[g] for i in w.index)
                         / len(first))
         runs[trip] = _resident(groups, first, p.per_round)
+    at = position or float
+
     def along(trip: float) -> float:
-        return (trip - trips[0]) / (trips[1] - trips[0]) if len(trips) == 2 else 0.0
+        return ((at(trip) - at(trips[0])) / (at(trips[1]) - at(trips[0])) if len(trips) == 2
+                else 0.0)
+
     spread = along(real if dispatch is None else float(dispatch.mean()))
     requested, flops = (a + spread * (b - a) for a, b in zip(per_wg[trips[0]], per_wg[trips[-1]]))
     total_requested = requested * workgroups
@@ -265,19 +278,95 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     trip_counts = _trips(ir, grid, sizes, loop, first) if loop and extrapolate else (real,)
     base = _shrunk(ir, grid, sizes, loop, first)
 
-    def one(trip: int) -> tuple[tuple, Groups]:
-        shape = {**base, loop: trip} if loop else base
+    def along(name: str | None, trip: int) -> tuple[tuple, Groups]:
+        shape = {**base, name: trip} if name else base
         return _groups_of(shape, tuple(range(first)), run_sample, sample_key, wave)
 
+    position = None
     note = None
+    if extrapolate and len(trip_counts) == 1:
+        budgeted = _budgeted(ir, grid, sizes, base, first, along)
+        if budgeted is not None:
+            loop, trip_counts, position, note = budgeted
+            real = sizes[loop]
+
+    def one(trip: int) -> tuple[tuple, Groups]:
+        return along(loop, trip)
+
     if varying and trips is None:   # trip counts set by the workgroup id and by loaded values
         note = ("loop trip counts differ between workgroups (they depend on the workgroup id "
                 "and on values the model cannot evaluate before the run): the first "
                 f"{first} workgroup(s) stand for all, so the time is only as good as they "
-                "are typical")
+                "are typical" + (f"; {note}" if note else ""))
     return extrapolated(ir.name, trips=trip_counts, real=real, loop=loop or "", run_sample=one,
                         statics=statics, occ=occ, workgroups=workgroups, footprint=footprint,
-                        gpu=gpu, constants=constants, shape=sizes, note=note)
+                        gpu=gpu, constants=constants, shape=sizes, note=note,
+                        position=position)
+
+
+def trip_count(ir: O.Kernel, name: str, shape: Mapping[str, int]) -> int:
+    """The trip count at `shape` of the first (outermost) loop whose bounds mention size
+    `name` (other variables in the bounds, program ids and outer induction variables, read
+    as 0)."""
+    for op in ir.ops():
+        if isinstance(op, O.For):
+            used = free_vars(op.start) | free_vars(op.stop)
+            if name in {v.name for v in used}:
+                env = {v.name: shape.get(v.name, 0) for v in used}
+                span = int(evaluate(op.stop, env)) - int(evaluate(op.start, env))
+                return max(0, -(-span // op.step))
+    return 0
+
+
+def _budgeted(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict, first: int,
+              along: Callable[[str | None, int], tuple[tuple, Groups]]
+              ) -> tuple[str, tuple[int, int], Callable[[int], float], str] | None:
+    """A loop size and two small values of it to sample instead of the real one, when the real
+    run would emulate more than SAMPLE_BUDGET instructions per wave: for each size a loop
+    bound names that the grid does not depend on (outermost first), the two smallest LADDER
+    values giving different trip counts (`trip_count`) are run, the instructions per wave
+    extrapolated to the real size, and, over budget, the largest pair of LADDER values
+    estimated within it is taken; the note says so. None when the real size fits or no loop
+    can be sampled shorter."""
+    real_grid = grid(**sizes)
+
+    def cost(name: str, trip: int) -> int:
+        _, groups = along(name, trip)
+        return max((len(w.index) for waves in groups.values() for w in waves), default=0)
+
+    for name in (n for n in loop_bound_names(ir) if n in sizes):
+        if grid(**{**sizes, name: sizes[name] * 2}) != real_grid:
+            continue
+        points: list[tuple[int, int]] = []
+        for t in LADDER:
+            if t >= sizes[name] or not admits(ir, {**sizes, name: t}):
+                continue
+            n = trip_count(ir, name, {**base, name: t})
+            if not points or n > points[-1][1]:
+                points.append((t, n))
+        n_real = trip_count(ir, name, {**base, name: sizes[name]})
+        if len(points) < 2 or n_real <= points[-1][1]:
+            continue
+        (t0, n0), (_, n1) = points[0], points[1]
+        c0 = cost(name, t0)
+        slope = (cost(name, points[1][0]) - c0) / (n1 - n0)
+        if slope <= 0:
+            continue
+
+        def estimate(n: int, c0: int = c0, n0: int = n0, slope: float = slope) -> float:
+            return c0 + slope * (n - n0)
+
+        if estimate(n_real) <= SAMPLE_BUDGET:
+            return None
+        fits = [i for i in range(1, len(points)) if estimate(points[i][1]) <= SAMPLE_BUDGET]
+        j = max(fits, default=1)
+        at = {t: float(n) for t, n in points} | {sizes[name]: float(n_real)}
+        note = (f"the real {name} would emulate about {estimate(n_real):,.0f} instructions "
+                f"per wave (sampling budget {SAMPLE_BUDGET:,}): extrapolated in the loop's "
+                f"trip count ({points[j - 1][1]}, {points[j][1]} -> {n_real}), the further "
+                "iterations timed as the sampled ones, their cache behaviour included")
+        return name, (points[j - 1][0], points[j][0]), at.__getitem__, note
+    return None
 
 
 def _groups_of(shape: dict, groups: tuple[int, ...],
@@ -438,6 +527,6 @@ def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
     return arrays
 
 
-__all__ = ["SAMPLE_TRIPS", "critical_slot", "extrapolated", "forget", "loop_bound_names",
-           "mall_share", "occupancy_of", "sample_inputs", "sampled", "schedule", "strata",
-           "time_kernel", "trip_size", "workgroup_trips"]
+__all__ = ["LADDER", "SAMPLE_BUDGET", "SAMPLE_TRIPS", "critical_slot", "extrapolated", "forget",
+           "loop_bound_names", "mall_share", "occupancy_of", "sample_inputs", "sampled",
+           "schedule", "strata", "time_kernel", "trip_count", "trip_size", "workgroup_trips"]
