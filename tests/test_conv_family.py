@@ -303,10 +303,10 @@ def test_a_transposed_asymmetric_window_keeps_one_scalar_per_vop3():
 
 
 def test_fitting_steps_down_to_a_kernel_that_fits_the_registers():
-    """conv.fitting keeps the f32 MFMA engine's two channel tiles where they fit and steps
+    """conv_fitting keeps the f32 MFMA engine's two channel tiles where they fit and steps
     down (to one tile, then the FMA engine) only where compiling refuses the registers."""
     from argus.asm.lower.regalloc import RegisterBudgetError
-    from argus.kernels.conv import fitting
+    from argus.kernelbench.templates import conv_fitting as fitting
 
     geometry = dict(window=(3, 3), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
                     transposed=False)

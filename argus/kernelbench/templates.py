@@ -733,6 +733,31 @@ def _conv_variant(dims: int, engine: str, epilogue: tuple, params: tuple) -> Ker
     return _bound(base, base.name, dict(params))
 
 
+
+@functools.cache
+def conv_fitting(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometry) -> tuple:
+    """(engine, tiles) of the first of `engine` with `tiles`, `engine` with (1, 1) and "fma"
+    whose `conv_kernel` fits a wave's registers, found by compiling it (unproved; the caller's
+    compilation proves the one chosen). The f32 MFMA engine's stores keep each tile row's
+    offset and bound live in SGPRs: a second channel tile with a bias, a residual, or a
+    phased transposed output can pass the 102 a wave has. Sizes play no part, so every size
+    gets the same kernel."""
+    from argus import compile as compile_kernel
+    from argus.asm.lower import RegisterBudgetError
+    from argus.kernels.conv import conv_kernel
+
+    tried = [(engine, tuple(tiles))] + ([(engine, (1, 1))] if tuple(tiles) != (1, 1) else [])
+    for chosen, t in tried + [("fma", (1, 1))]:
+        if chosen == "fma":
+            return chosen, t
+        try:
+            compile_kernel(conv_kernel(dims, chosen, epilogue), verify=False, tiles=t, **geometry)
+        except RegisterBudgetError:
+            continue
+        return chosen, t
+    raise AssertionError("unreachable: the fma engine is the last choice")
+
+
 @attrs.frozen
 class Conv:
     """torch's ConvNd / ConvTransposeNd (NC* layout, its weight and bias) on the f32
@@ -771,11 +796,9 @@ class Conv:
                              tuple({**self.params, "tiles": tiles}.items()))
 
     def fitted(self) -> tuple[str, tuple[int, int]]:
-        """The engine and tiles the kernel runs with: `conv.fitting`'s first that fits a
+        """The engine and tiles the kernel runs with: `conv_fitting`'s first that fits a
         wave's registers, from the chosen ones down to the FMA engine."""
-        from argus.kernels.conv import fitting
-
-        return fitting(self.dims, self.engine, self.tiles, self.epilogue, **self.geometry)
+        return conv_fitting(self.dims, self.engine, self.tiles, self.epilogue, **self.geometry)
 
     def out_spatial(self, spatial) -> list[int]:
         from argus.kernels.conv import conv_output_size

@@ -463,29 +463,6 @@ def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int
     return "mfma_f32", (1, CHANNEL_TILES if phases == 1 else 1)
 
 
-@functools.cache
-def fitting(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometry) -> tuple:
-    """(engine, tiles) of the first of `engine` with `tiles`, `engine` with (1, 1) and "fma"
-    whose kernel fits a wave's registers, found by compiling it (unproved; the caller's
-    compilation proves the one chosen). The f32 MFMA engine's stores keep each tile row's
-    offset and bound live in SGPRs: a second channel tile with a bias, a residual, or a
-    phased transposed output can pass the 102 a wave has. Sizes play no part, so every size
-    gets the same kernel."""
-    from argus import compile as compile_kernel
-    from argus.asm.lower.regalloc import RegisterBudgetError
-
-    tried = [(engine, tuple(tiles))] + ([(engine, (1, 1))] if tuple(tiles) != (1, 1) else [])
-    for chosen, t in tried + [("fma", (1, 1))]:
-        if chosen == "fma":
-            return chosen, t
-        try:
-            compile_kernel(conv_kernel(dims, chosen, epilogue), verify=False, tiles=t, **geometry)
-        except RegisterBudgetError:
-            continue
-        return chosen, t
-    raise AssertionError("unreachable: the fma engine is the last choice")
-
-
 def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed, tiles):
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
     tiles = _per_dim(tiles, 2, "tiles")
