@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")  # the argus[kernelbench] extra; CI install
 
 from click.testing import CliRunner  # noqa: E402
 
+import argus  # noqa: E402
 from argus.cli import main  # noqa: E402
 from argus.kernelbench import Row, Solution, run, summary  # noqa: E402
 from argus.kernelbench.harness import TOLERANCE, check, peaks  # noqa: E402
@@ -228,6 +229,22 @@ def test_a_solution_leaving_an_element_unwritten_is_incorrect():
     assert row.status == "incorrect"
     assert "NaN" in row.reason and not row.generated
     assert row.templates == ["hand-written"]
+
+
+def test_a_kernel_beyond_a_wave_s_registers_is_unsupported_with_the_point():
+    """A template's kernel that does not fit (KernelBench 81's stride-5 dilated transposed
+    convolution on the FMA engine) is a limit of the template, named where it overflows, not
+    an `error` row."""
+    from argus.kernels.conv import conv_kernel
+
+    def forward(ctx, x):
+        argus.compile(conv_kernel(2, "fma", ()), verify=False, window=(3, 3), stride=(5, 5),
+                      padding=(1, 1), dilation=(2, 2), transposed=True)
+        return ctx.alloc(x.shape)
+
+    [row] = run(LEVEL1, only=["19"], solutions=_by_hand(forward))
+    assert row.status == "unsupported"
+    assert "registers" in row.reason and "conv.py:" in row.reason
 
 
 def test_a_solution_wrong_at_one_size_is_incorrect():

@@ -12,6 +12,7 @@ import traceback
 import attrs
 import numpy as np
 
+from argus.asm.lower import RegisterBudgetError
 from argus.errors import ArgusError
 from argus.kernelbench import road
 from argus.kernelbench.problem import BUDGET, FLOOR, Problem, load
@@ -231,6 +232,11 @@ def check(path, level: str | None = None, solutions: dict | None = None) -> Row:
         row.status, row.reason = "unsupported", err.message
     except Refused as err:
         row.status, row.reason = "incorrect", f"refused: {err.message}"
+    except RegisterBudgetError as err:
+        # a template's kernel for this configuration is beyond what a wave holds: a limit of
+        # the template, named with the program point, not a fault of the harness
+        row.status = "unsupported"
+        row.reason = f"the kernel does not fit a wave's registers: {err}"
     except ArgusError as err:
         row.status, row.reason = "error", f"{type(err).__name__}: {err}"
     except Exception as err:  # a harness defect must not take the other rows down
