@@ -109,6 +109,19 @@ def test_experience_warm_starts_priors_and_fresh_planners_ignore_it(tmp_path):
     assert OfflinePlanner(far, 0).value("grow_m") < between < warm.value("grow_m")
 
 
+def _proposal_after_a_refuted_swizzle(planner, state, base):
+    """The planner's next proposal once `base` with its stores swizzled (and its reads not)
+    came back refuted at the MFMA's tag assertion, and that refuted candidate."""
+    bad = attrs.evolve(base, rewrites=(("swizzle_stores", (0,)),))
+    obligation = {"kind": "tag-assertion", "loc": "argus/kernels/gemm.py:107:13",
+                  "text": "A and B meet at one k", "counterexample": {"detail": ""}}
+    refuted = Evaluation(bad.key, bad, REFUTED, "verify", "tag-assertion",
+                         counterexamples=(obligation,), move="rw:swizzle_stores")
+    state.evaluations.append(refuted)
+    planner.observe([refuted])
+    return planner.propose(state, 1)[0], bad
+
+
 def test_the_verifier_refutes_a_dropped_barrier_and_the_repair_verifies():
     """The direct-to-LDS GEMM's second barrier per K tile only keeps the next copy from
     overwriting the slot being read: dropping it is refuted with the race, and the repair the
@@ -142,14 +155,7 @@ def test_the_planner_queues_repairs_first_after_a_refutation():
 
     state = SearchState(problem, [Evaluation(base.key, base, "ok", "reward", reward=1.0)])
     planner.observe(state.evaluations)
-    bad = attrs.evolve(base, rewrites=(("swizzle_stores", (0,)),))
-    obligation = {"kind": "tag-assertion", "loc": "argus/kernels/gemm.py:107:13",
-                  "text": "A and B meet at one k", "counterexample": {"detail": ""}}
-    refuted = Evaluation(bad.key, bad, REFUTED, "verify", "tag-assertion",
-                         counterexamples=(obligation,), move="rw:swizzle_stores")
-    state.evaluations.append(refuted)
-    planner.observe([refuted])
-    proposal = planner.propose(state, 1)[0]
+    proposal, bad = _proposal_after_a_refuted_swizzle(planner, state, base)
     assert proposal.move == "repair:swizzle_reads"
     assert proposal.candidate.rewrites == (("swizzle_stores", (0,)), ("swizzle_reads", (0,)))
     assert events[-1]["kind"] == "repair-proposed"
@@ -266,14 +272,7 @@ def test_a_repair_the_model_times_no_faster_than_the_best_is_not_evaluated(model
                                              reward=1.0, reference={"name": "default",
                                                                     "time_us": 1.0})])
     planner.observe(state.evaluations)
-    bad = attrs.evolve(base, rewrites=(("swizzle_stores", (0,)),))
-    obligation = {"kind": "tag-assertion", "loc": "argus/kernels/gemm.py:107:13",
-                  "text": "A and B meet at one k", "counterexample": {"detail": ""}}
-    refuted = Evaluation(bad.key, bad, REFUTED, "verify", "tag-assertion",
-                         counterexamples=(obligation,), move="rw:swizzle_stores")
-    state.evaluations.append(refuted)
-    planner.observe([refuted])
-    proposal = planner.propose(state, 1)[0]
+    proposal, bad = _proposal_after_a_refuted_swizzle(planner, state, base)
     assert proposal.move.startswith("repair:") == repaired
     kinds = [e["kind"] for e in events]
     assert ("repair-skipped" in kinds) != repaired
