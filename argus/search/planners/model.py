@@ -57,7 +57,9 @@ class ValueModel:
         ctx = Context(self.problem, candidate)
         grid = []
         try:
-            workgroups = ctx.workgroups
+            # an empty grid (a past run's shape the family launches nothing at) still gets
+            # finite features of the same length: log2 of 0 would end the whole run
+            workgroups = max(ctx.workgroups, 1)
             rounds = math.ceil(workgroups / MI300X_CUS)
             grid = [math.log2(workgroups) / 10, math.log2(rounds) / 5,
                     workgroups / (rounds * MI300X_CUS)]
