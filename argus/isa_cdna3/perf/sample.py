@@ -312,10 +312,15 @@ def trip_count(ir: O.Kernel, name: str, shape: Mapping[str, int]) -> int:
         if isinstance(op, O.For):
             used = free_vars(op.start) | free_vars(op.stop)
             if name in {v.name for v in used}:
-                env = {v.name: shape.get(v.name, 0) for v in used}
-                span = int(evaluate(op.stop, env)) - int(evaluate(op.start, env))
-                return max(0, -(-span // op.step))
+                return int(loop_trips(op, {v.name: shape.get(v.name, 0) for v in used}))
     return 0
+
+
+def loop_trips(op: O.For, env: Mapping[str, Any]) -> Any:
+    """How many times `op` runs with its bounds evaluated in `env` (numbers, or numpy arrays
+    of them: one trip count per element)."""
+    span = np.asarray(evaluate(op.stop, env)) - np.asarray(evaluate(op.start, env))
+    return np.maximum(0, -(-span // op.step))
 
 
 def _budgeted(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict, first: int,
@@ -393,10 +398,9 @@ def workgroup_trips(loops: Sequence[O.For], ids: Mapping[str, int], grid: Sequen
     total = np.zeros(g.size, np.int64)
     for op in loops:
         try:
-            span = np.asarray(evaluate(op.stop, env)) - np.asarray(evaluate(op.start, env))
+            total += loop_trips(op, env).astype(np.int64)
         except KeyError:
             return None
-        total += np.maximum(0, -(-span // op.step)).astype(np.int64)
     return total
 
 
