@@ -68,3 +68,57 @@ def test_an_unknown_or_undefined_rounding_is_refused_at_its_line():
         narrow.trace(rounding="rtn")
     with pytest.raises(DSLError, match="'rtz' is defined for f32 -> bf16 only, not f32 -> fp8"):
         to_fp8.trace()
+
+
+@T.kernel(waves=1)
+def byte_mask(X: Tensor("f32", "N", "M"), K: Tensor("u8", "N", "M"), Y: Tensor("f32", "N", "M"),
+):
+    """A one-byte tensor read with a guard at any size (one byte at a time at a tail), cast to
+    f32 and applied: torch's `x * mask` for a bool mask."""
+    N, M = X.shape
+    T.grid(T.cdiv(N, 4), T.cdiv(M, 64))
+    r0, c0 = T.program_id(0) * 4, T.program_id(1) * 64
+    spec = T.copy_layout((4, 64), 1, 4)
+    x = X.load((r0, c0), spec, guard=True)
+    Y.store((r0, c0), x * K.load((r0, c0), spec, guard=True).to("f32"), guard=True)
+
+
+@T.kernel(waves=1)
+def signed_bytes(K: Tensor("i8", "N", "M"), Y: Tensor("f32", "N", "M")):
+    N, M = K.shape
+    T.grid(T.cdiv(N, 4), T.cdiv(M, 64))
+    r0, c0 = T.program_id(0) * 4, T.program_id(1) * 64
+    spec = T.copy_layout((4, 64), 1, 4)
+    Y.store((r0, c0), K.load((r0, c0), spec, guard=True).to("f32"), guard=True)
+
+
+@pytest.mark.parametrize("shape", [(4, 64), (5, 67), (9, 3), (1, 1)])
+def test_one_byte_elements_are_read_one_at_a_time_at_a_tail(shape):
+    """A vector of four bytes straddling M's bound would read bytes past the tensor (or zeros
+    for the whole dword): at a tail each byte is read alone (buffer_load_ubyte) and packed."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    mask = rng.random(shape) > 0.5                 # a bool array: read in place as u8
+    y = np.full(shape, np.nan, np.float32)
+    compiled = argus.compile(byte_mask)
+    compiled.run(X=x, K=mask, Y=y, check="strict")
+    assert np.array_equal(y, x * mask)
+    assert "buffer_load_ubyte" in compiled.text and "v_cvt_f32_ubyte1" in compiled.text
+    k = rng.integers(-128, 128, shape).astype(np.int8)
+    z = np.full(shape, np.nan, np.float32)
+    argus.compile(signed_bytes).run(K=k, Y=z, check="strict")
+    assert np.array_equal(z, k.astype(np.float32))            # sign-extended, not 0..255
+    ran = argus.interpret(signed_bytes.trace(), {"K": k, "Y": np.zeros(shape, np.float32)})
+    assert np.array_equal(np.asarray(ran.outputs["Y"], np.float32), k.astype(np.float32))
+
+
+def test_a_byte_tensor_casts_to_f32_only():
+    @T.kernel(waves=1)
+    def widen(K: Tensor("u8", "N", 64), Y: Tensor("bf16", "N", 64)):
+        T.grid(K.shape[0] // 4)
+        spec = T.copy_layout((4, 64), 1, 4)
+        Y.store((T.program_id(0) * 4, 0), K.load((T.program_id(0) * 4, 0), spec).to("bf16"))
+
+    with pytest.raises(argus.ArgusError, match="cast u8 -> bf16 is not lowered") as err:
+        argus.compile(widen, verify=False)
+    assert "u8 and i8 convert to f32 only" in err.value.fix

@@ -69,6 +69,9 @@ def bind_arrays(ir: O.Kernel, arrays: Sequence[np.ndarray], named: Mapping[str, 
     for tensor in ir.tensors:
         array = bound[tensor.name]
         want = ELEMENT_DTYPES[tensor.type.dtype]
+        if isinstance(array, np.ndarray) and array.dtype == np.bool_ and want == np.uint8:
+            # a bool array is one byte per element, 0 or 1: a u8 tensor reads it in place
+            array = bound[tensor.name] = array.view(np.uint8)
         if not isinstance(array, np.ndarray) or array.dtype != want:
             raise LaunchError(f"{ir.name}: {tensor.name} must be a numpy array of {want}, "
                               f"got {getattr(array, 'dtype', type(array).__name__)}")

@@ -13,7 +13,7 @@ from argus.ir.expr import Expr, Var, as_expr, evaluate, free_vars, substitute
 from argus.isa_cdna3 import isa
 
 #: Bytes per element of each value dtype the IR knows.
-DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "fp8": 1, "bf8": 1, "i8": 1}
+DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "fp8": 1, "bf8": 1, "i8": 1, "u8": 1}
 
 #: The machine limits a kernel is checked against: lanes per wave, the unified (arch + acc)
 #: VGPR file per lane, LDS bytes per workgroup. The numbers live in the ISA tables.

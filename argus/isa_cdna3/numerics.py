@@ -18,14 +18,14 @@ BF8 = np.dtype(ml_dtypes.float8_e5m2fnuz)
 
 #: Operand element types of the MFMA catalogue -> numpy dtype of their storage.
 ELEMENT_DTYPES = {"f16": np.dtype(np.float16), "bf16": BF16, "fp8": FP8, "bf8": BF8,
-                  "i8": np.dtype(np.int8), "f32": np.dtype(np.float32),
+                  "i8": np.dtype(np.int8), "u8": np.dtype(np.uint8), "f32": np.dtype(np.float32),
                   "xf32": np.dtype(np.float32), "f64": np.dtype(np.float64),
                   "i32": np.dtype(np.int32)}
 
 #: The IR's tensor element types (`argus.ir.types.DTYPE_BYTES`, same names and widths) -> the
 #: numpy dtype holding their elements in host arrays (inputs, outputs, the interpreter's memory).
 NUMPY_DTYPES = {name: ELEMENT_DTYPES[name] for name in ("bf16", "f16", "f32", "i32", "fp8",
-                                                         "bf8", "i8")}
+                                                         "bf8", "i8", "u8")}
 
 
 def as_f32(bits: np.ndarray) -> np.ndarray:

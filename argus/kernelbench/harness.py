@@ -109,8 +109,10 @@ def _numpy(t) -> np.ndarray | float:
 
 def _shaped(t):
     """A planning-mode stand-in for an input: its shape (a Python number stays itself)."""
-    return float(t) if isinstance(t, int | float) and not isinstance(t, bool) \
-        else Shaped(tuple(t.shape))
+    if isinstance(t, int | float) and not isinstance(t, bool):
+        return float(t)
+    return Shaped(tuple(t.shape), np.dtype(np.uint8) if str(t.dtype) == "torch.bool"
+                  else np.dtype(np.float32))
 
 
 def _parameters(model, plan) -> list[np.ndarray]:

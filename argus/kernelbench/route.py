@@ -118,6 +118,7 @@ class Router:
         self.matmuls: dict = {}
         self.reduced: dict = {}
         self.words: list[str] = []
+        self.bytes: list[str] = []
 
     # ------------------------------------------------------------------ buffers and steps
     def fresh(self, shape) -> str:
@@ -854,7 +855,12 @@ def route(model, example_inputs) -> Plan:
                 inputs.append(name)
                 env[node] = Val(router.buffers[name], ("index", name), "index")
                 continue
-            _check_dtype(node, name)
+            if node.meta["tensor_meta"].dtype == torch.bool:
+                # a mask input: one byte per element, read in place as u8 and widened to
+                # 1.0 / 0.0 by the templates that take it (`bytes` leaves)
+                router.bytes.append(name)
+            else:
+                _check_dtype(node, name)
             inputs.append(name)
             env[node] = router.leaf(name)
             continue
@@ -895,11 +901,30 @@ def route(model, example_inputs) -> Plan:
                 and env[node].mm is None else env[node]
     out_shape = tuple(router.buffers[output])
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
+    masks = set(router.bytes)
+    router.steps = [_read_bytes(step, masks) for step in router.steps]
     if not router.steps:
         raise Unsupported("the model computes nothing (its output is an input)")
     return Plan(tuple(router.steps), tuple(inputs), tuple(params), dict(router.buffers),
                 output, out_shape, dict(router.fills), router.mm_flops,
                 router.valu_flops, tuple(scalars), tuple(router.words))
+
+
+def _read_bytes(step: Step, masks: set) -> Step:
+    """`step` with its template told which of its leaves are one-byte (bool) inputs (`masks`,
+    which a reshape of one joins)."""
+    if step.template == "view":
+        if step.inputs[0][1] in masks:
+            masks.add(step.output)
+        return step
+    read = frozenset(leaf for leaf, buffer in step.inputs if buffer in masks)
+    if not read:
+        return step
+    if "bytes" not in attrs.fields_dict(type(step.template)):
+        raise Unsupported(f"a bool input feeding a {type(step.template).__name__.lower()} "
+                          "(elementwise, broadcast, scan and row templates read one-byte "
+                          "elements)")
+    return attrs.evolve(step, template=attrs.evolve(step.template, bytes=read))
 
 
 #: the value a one-sided clamp leaves open (f32's range)
@@ -998,9 +1023,8 @@ def _check_dtype(node, name: str):
     if dtype != torch.float32 and not (dtype == torch.bool and name in MASKS) \
             and not (dtype == torch.int64 and name in INDICES):
         if dtype == torch.bool:
-            raise Unsupported("a torch.bool input (one byte per element: the templates' "
-                              "guarded loads do not read one-byte elements one at a time at "
-                              "a tail)")
+            raise Unsupported(f"a torch.bool result of {name} (bool tensors come from the "
+                              "model's inputs or from comparisons only)")
         raise Unsupported(f"{dtype} tensors (the templates are f32)")
 
 

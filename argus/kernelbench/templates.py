@@ -141,10 +141,33 @@ def emit(e: Expr, env: dict, memo: dict):
     return result
 
 
+class _Widened:
+    """A one-byte input (a torch.bool mask, read in place as u8) as the templates see it: its
+    loads give f32 tiles (0.0 or 1.0)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.shape = handle.shape
+
+    def load(self, *args, **kwargs):
+        return self.handle.load(*args, **kwargs).to("f32")
+
+
+def leaf_tensor(bytes_leaves: frozenset, name: str, *shape) -> Tensor:
+    """The parameter of leaf `name`: f32, or u8 where the leaf is a one-byte (bool) input."""
+    return Tensor("u8" if name in bytes_leaves else "f32", *shape)
+
+
 def _make(name: str, params: list[tuple[str, Tensor]], body, waves: int) -> KernelDef:
     """A KernelDef whose signature is `params` (tensor names and annotations), running `body`
-    on the traced handles in that order."""
+    on the traced handles in that order (a u8 parameter's handle widened to f32 loads)."""
     args = ", ".join(p for p, _ in params)
+    if any(t.dtype == "u8" for _, t in params):
+        widened = [t.dtype == "u8" for _, t in params]
+        inner = body
+
+        def body(*handles):
+            return inner(*(_Widened(h) if w else h for h, w in zip(handles, widened)))
     namespace: dict = {}
     exec(f"def {name}({args}):\n    return body({args})\n", {"body": body}, namespace)
     fn = namespace[name]
@@ -161,6 +184,7 @@ class Elementwise:
     expr: Expr
     tile: int = 1024
     waves: int = 4
+    bytes: frozenset = frozenset()       # leaves read as one-byte (bool) inputs
 
     @property
     def inputs(self) -> list[str]:
@@ -179,7 +203,7 @@ class Elementwise:
             env = {("leaf", n): h.load((r0, 0), spec, guard=True) for n, h in zip(names, ins)}
             out.store((r0, 0), emit(expr, env, {}), guard=True)
 
-        params = [(f"X{i}", Tensor("f32", "N", 1)) for i in range(len(names))]
+        params = [(f"X{i}", leaf_tensor(self.bytes, n, "N", 1)) for i, n in enumerate(names)]
         return _make("elementwise", params + [("Y", Tensor("f32", "N", 1))], body, waves)
 
 
@@ -208,6 +232,7 @@ class Broadcast:
     #: A-indices per workgroup (1 when A is a padding axis of extent 1)
     batch: int = BATCH
     waves: int = 4
+    bytes: frozenset = frozenset()       # leaves read as one-byte (bool) inputs
 
     @property
     def inputs(self) -> list[str]:
@@ -253,7 +278,8 @@ class Broadcast:
                 env["leaf", n] = tile
             out.store((a, b0, c0), emit(expr, env, {}), axes=(1, 2), guard=True)
 
-        params = [(f"X{i}", Tensor("f32", *shapes[kinds[n]])) for i, n in enumerate(names)]
+        params = [(f"X{i}", leaf_tensor(self.bytes, n, *shapes[kinds[n]]))
+                  for i, n in enumerate(names)]
         return _make("broadcast", params + [("Y", Tensor("f32", "A", "B", "C"))], body, waves)
 
 
@@ -271,6 +297,7 @@ class Scan:
     exclusive: bool = False
     strided: bool = False
     waves: int = 4
+    bytes: frozenset = frozenset()       # leaves read as one-byte (bool) inputs
 
     @property
     def inputs(self) -> list[str]:
@@ -279,7 +306,7 @@ class Scan:
     def kernel(self) -> KernelDef:
         names = self.inputs
         shape = ("O", "R", "I", 1) if self.strided else ("O", "R", 1)
-        params = [(f"X{i}", Tensor("f32", *shape)) for i in range(len(names))]
+        params = [(f"X{i}", leaf_tensor(self.bytes, n, *shape)) for i, n in enumerate(names)]
         program = self
 
         def body(*handles):
@@ -351,6 +378,7 @@ class RowProgram:
     full_output: bool
     strided: bool
     waves: int = 4
+    bytes: frozenset = frozenset()       # leaves read as one-byte (bool) inputs
 
     @property
     def inputs(self) -> list[str]:
@@ -385,7 +413,8 @@ class RowProgram:
         else:
             full = Tensor("f32", "O", "R", 1)
             reduced = Tensor("f32", "O", 1)
-        params = ([(f"X{i}", full) for i in range(len(names))]
+        params = ([(f"X{i}", leaf_tensor(self.bytes, n, *full.shape))
+                   for i, n in enumerate(names)]
                   + [(f"V{i}", Tensor("f32", "R")) for i in range(len(vecs))]
                   + [(f"I{i}", Tensor("i32", "O", 2)) for i in range(len(indices))]
                   + [("Y", full if self.full_output else reduced)])

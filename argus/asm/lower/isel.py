@@ -757,16 +757,12 @@ def _guarded_vaddr(s: Selector, op, piece: Piece, vaddr, conditions: list[Expr])
 
 
 def _narrow_widths(op, tile: RegType, widths, narrow: bool):
-    """One element per access where a vector could straddle a bound (`_guarded_axes`)."""
+    """One element per access where a vector could straddle a bound (`_guarded_axes`); lone
+    one-byte elements are read with buffer_load_ubyte and packed by fours (`_pack_bytes`),
+    written with buffer_store_byte."""
     if not narrow:
         return widths
-    nbytes = DTYPE_BYTES[tile.dtype]
-    if nbytes < 2:
-        raise UnsupportedError(f"guarded {op.mnemonic} of {tile.dtype} elements whose innermost "
-                               "coordinate may leave the tensor: one-byte elements are not "
-                               "read one at a time", op.loc,
-                               "assume the innermost size is a multiple of the tile there")
-    return (nbytes,)
+    return (DTYPE_BYTES[tile.dtype],)
 
 
 def _gather_rows(s: Selector, op, piece: Piece):
@@ -1339,6 +1335,17 @@ def _cast(s: Selector, op: O.Cast):
             s.emit("v_cvt_f32_f16_e32", out[r], half)
     elif src == "f32" and dst in ("fp8", "bf8"):
         _cast_to_fp8(s, x, out, dst)
+    elif src in ("u8", "i8") and dst == "f32":
+        # byte k of a register: v_cvt_f32_ubyte<k> reads it zero-extended; a signed byte is
+        # sign-extended first (v_bfe_i32), then converted as an i32
+        for r in range(out.size):
+            word, byte = x[r // 4], r % 4
+            if src == "u8":
+                s.emit(f"v_cvt_f32_ubyte{byte}_e32", out[r], word)
+                continue
+            wide = VReg("v", 1, "i8.sext")
+            s.emit("v_bfe_i32", wide, word, 8 * byte, 8)
+            s.emit("v_cvt_f32_i32_e32", out[r], wide)
     elif src in ("fp8", "bf8") and dst == "f32":
         for r in range(out.size):
             word, byte = x[r // 4], r % 4
@@ -1355,7 +1362,8 @@ def _cast(s: Selector, op: O.Cast):
         _cast(s, attrs.evolve(op, x=middle))
     else:
         raise UnsupportedError(f"cast {src} -> {dst} is not lowered", op.loc,
-                               "cast through f32, bf16, f16, fp8, bf8 or i32")
+                               "cast through f32, bf16, f16, fp8, bf8 or i32 (u8 and i8 "
+                               "convert to f32 only)")
 
 
 #: one instruction per register: f32 <-> i32 (truncating toward zero and saturating, NaN -> 0,
