@@ -123,25 +123,17 @@ def main() -> None:
           f"({_provenance(constants)})")
     print(f"split: attention validation at seqlen {sorted(calibrate.FA_VALIDATION_SEQLENS)}, "
           f"GEMM validation at M {sorted(calibrate.GEMM_VALIDATION_M)}; the rest calibrate")
-    print(f"{'family':<12}{'cal rows':>9}{'cal MAPE':>10}{'val rows':>9}{'val MAPE':>10}"
-          f"{'val Spearman':>14}  goals (MAPE <= {GOAL_MAPE:g}%, Spearman >= {GOAL_SPEARMAN})")
+    print(f"{'family':<17}{'cal rows':>9}{'cal MAPE':>10}{'val rows':>9}{'val MAPE':>10}"
+          f"{'val Spearman':>14}{'val bias':>10}  goals (MAPE <= {GOAL_MAPE:g}%, Spearman >= "
+          f"{GOAL_SPEARMAN}); validation = every row not in calibrated.json's fitted_on")
     report: dict = {"families": {}, "rows": [], "modelled": True}
-    families = sorted({r.family for r in rows}) + ["overall"]
-    for family in families:
-        chosen = [(r, t) for r, t in zip(rows, timings) if family in ("overall", r.family)]
-        figures = {}
-        for split in ("calibration", "validation"):
-            part = [(r, t) for r, t in chosen if r.split == split]
-            figures[split] = {
-                "rows": len(part),
-                "mape": calibrate.mape((t.microseconds, r.measured_us) for r, t in part),
-                "spearman": calibrate.spearman([t.microseconds for _, t in part],
-                                               [r.measured_us for r, _ in part]),
-            }
+    table = calibrate.family_table(rows, [t.microseconds for t in timings], constants)
+    for family, figures in table.items():
         cal, val = figures["calibration"], figures["validation"]
         met = val["mape"] <= GOAL_MAPE and val["spearman"] >= GOAL_SPEARMAN
-        print(f"{family:<12}{cal['rows']:>9}{cal['mape']:>9.1f}%{val['rows']:>9}"
-              f"{val['mape']:>9.1f}%{val['spearman']:>14.3f}  {'met' if met else 'NOT met'}")
+        print(f"{family:<17}{cal['rows']:>9}{cal['mape']:>9.1f}%{val['rows']:>9}"
+              f"{val['mape']:>9.1f}%{val['spearman']:>14.3f}{val['bias']:>9.2f}x  "
+              f"{'met' if met else 'NOT met'}")
         report["families"][family] = figures
     for r, t in zip(rows, timings):
         report["rows"].append({"family": r.family, "split": r.split, "kernel": r.kernel,

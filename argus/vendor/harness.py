@@ -369,15 +369,16 @@ def moe_routing(tokens: int, experts: int, topk: int, balanced: bool,
     return np.argsort(rng.random((tokens, experts)), axis=1)[:, :topk].astype(np.int32)
 
 
-def stage1_blocks(sizes: dict[str, int], tile_m: int, seed: int = 0) -> int:
-    """How many sorted-token blocks (grid rows holding tokens) a stage-1 launch at `sizes` has
-    under `run_vendor`'s routing: the sum over experts of ceil(tokens routed / tile_m)."""
+def stage1_routing(sizes: dict[str, int], tile_m: int, seed: int = 0) -> tuple[int, int]:
+    """A stage-1 launch at `sizes` under `run_vendor`'s routing (same seed), counted without
+    running it: the sorted-token blocks holding tokens (the sum over experts of ceil(tokens
+    routed / tile_m), the grid rows that work) and the experts routed to."""
     rng = np.random.default_rng(seed)
     rng.standard_normal((sizes["tokens"], sizes["dim"]))   # the harness draws x first
     ids = moe_routing(sizes["tokens"], sizes["experts"], sizes["topk"],
                       bool(sizes.get("balanced", 0)), _stage1_routing_rng(rng))
     counts = np.bincount(ids.ravel(), minlength=sizes["experts"])
-    return int(sum(-(-c // tile_m) for c in counts))
+    return int(sum(-(-int(c) // tile_m) for c in counts)), int(np.count_nonzero(counts))
 
 
 def _stage1_routing_rng(rng: np.random.Generator) -> np.random.Generator:
