@@ -288,7 +288,7 @@ def library() -> dict[str, LibraryKernel]:
     )
     from argus.kernels.conv import conv_kernel, pool_kernel
     from argus.kernels.gemm import gemm, gemm_bf8, gemm_f16, gemm_fp8
-    from argus.kernels.moe import moe_gemm
+    from argus.kernels.moe import moe_gemm, moe_gemm_fp8
 
     typed = {kernel.name: LibraryKernel(kernel, "C", {"M": 128, "N": 128, "K": 128},
                                         _gemm_reference, 1e-3, knobs=_typed_gemm_knobs(dtype),
@@ -315,6 +315,11 @@ def library() -> dict[str, LibraryKernel]:
         "moe_gemm": LibraryKernel(moe_gemm, "Y", {"TOKENS": 200, "H": 64, "E": 4, "N": 128},
                                   _moe_reference, 1e-3, _moe_routing, knobs=MOE_KNOBS,
                                   check_sizes=_moe_check_sizes, timing_sizes=_moe_timing_sizes),
+        # not a tuning family yet (no knobs): bench/bench_vs_aiter.py tries its tiles
+        "moe_gemm_fp8": LibraryKernel(moe_gemm_fp8, "Y", {"TOKENS": 200, "H": 128, "E": 4,
+                                                          "N": 128},
+                                      _moe_reference, 1e-3, _moe_routing,
+                                      timing_sizes=_moe_timing_sizes),
         "conv2d_fma": LibraryKernel(conv_kernel(2), "Y",
                                     {"N": 1, "I2H": 6, "SIH": 1, "I2W": 7, "SIW": 1, "G": 2,
                                      "CG": 3, "KH": 3, "KW": 3, "OCG": 5, "O2H": 4, "SOH": 1,

@@ -1,9 +1,11 @@
-"""MoE expert GEMM (top-1 routing), bf16: token rows gathered by expert, Y[t] = X[t] @ W[e(t)].T.
+"""MoE expert GEMM (top-1 routing), bf16 or fp8 (e4m3fnuz): token rows gathered by expert,
+Y[t] = X[t] @ W[e(t)].T.
 
 Tokens arrive sorted by expert and padded per expert to whole row blocks (`sorted_ids`, padding
 id = number of tokens); `block_expert[b]` names the expert of row block b. Each workgroup loads
 its expert id as a uniform scalar, gathers its token rows with guarded (buffer-style) loads, runs
-v_mfma_f32_32x32x8_bf16 on a 2x2 wave grid and scatters the rows back; padding rows read zeros
+v_mfma_f32_32x32x8_bf16 (fp8: v_mfma_f32_32x32x16_fp8_fp8) on a 2x2 wave grid and scatters
+the rows back; padding rows read zeros
 and are not written. Tags follow the gathered tokens, so the store asserts token and column;
 `T.distinct` declares each real token once in `sorted_ids`, which proves no two workgroups
 store one row.
@@ -15,10 +17,12 @@ import numpy as np
 
 import argus.lang as T
 from argus.ir.expr import And
+from argus.ir.types import DTYPE_BYTES
 from argus.kernels.gemm import compute_k_tile, swizzle_for
 from argus.lang import Tensor
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
+MFMA_FP8 = "v_mfma_f32_32x32x16_fp8_fp8"
 WAVE_GRID = (2, 2)
 
 
@@ -33,6 +37,26 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
     MFMA operands come from LDS and every global element is read once per workgroup; without,
     each wave loads its MFMA operands straight from global memory (no LDS, more global
     traffic: the two waves of a row read the same X elements)."""
+    moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
+                block_k=block_k, lds=lds, instr=MFMA)
+
+
+@T.kernel(waves=4)
+def moe_gemm_fp8(X: Tensor("fp8", "TOKENS", "H"), W: Tensor("fp8", "E", "N", "H"),
+                 sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
+                 Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 64, block_n: int = 64,
+                 block_k: int = 64, lds: bool = True):
+    """`moe_gemm` with fp8 (e4m3fnuz) X and W on v_mfma_f32_32x32x16_fp8_fp8, f32 accumulation
+    and Y (the scales of a quantised MoE are the caller's: Y times the token's and the output
+    channel's scale). Copies move 16 fp8 per thread, so block_m * block_k and block_n * block_k
+    must be multiples of 4096 (block_k a multiple of 64 at 64-row tiles)."""
+    moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
+                block_k=block_k, lds=lds, instr=MFMA_FP8)
+
+
+def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int, block_k: int,
+                lds: bool, instr: str):
+    """The MoE GEMM's body for X and W of the MFMA `instr`'s element type."""
     TOKENS, H = X.shape
     E, N, _ = W.shape
     P, BLOCKS = sorted_ids.shape[0], block_expert.shape[0]
@@ -48,9 +72,9 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
     T.tag(W, lambda e, n, h: {"expert": e, "col": n, "k": h})
     T.tag(Y, lambda t, n: {"token": t, "col": n})
 
-    a_spec = T.mfma_layout(MFMA, "a", WAVE_GRID)
-    b_spec = T.mfma_layout(MFMA, "b", WAVE_GRID)
-    c_spec = T.mfma_layout(MFMA, "c", WAVE_GRID)
+    a_spec = T.mfma_layout(instr, "a", WAVE_GRID)
+    b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
+    c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
     reps_m, reps_n = block_m // a_spec.shape[0], block_n // b_spec.shape[0]
 
     def rows(r):
@@ -61,7 +85,7 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
     acc = {(r, s): T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)}
     if lds:
         acc = _staged(X, W, expert, rows(0), n0, H // block_k, acc, block_m, block_n, block_k,
-                      a_spec, b_spec, meet)
+                      a_spec, b_spec, meet, instr)
     else:
         loop = T.range(0, H // block_k, name="kt", acc=acc)
         for kt in loop:
@@ -76,7 +100,7 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
             acc = dict(loop.acc)
             for a, b in zip(a_tiles, b_tiles):
                 for (r, s), c in acc.items():
-                    acc[r, s] = T.mfma(MFMA, a[r], b[s], c)
+                    acc[r, s] = T.mfma(instr, a[r], b[s], c)
                     T.tag_assert(*meet)
             loop.acc = acc
         acc = loop.acc
@@ -88,16 +112,18 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
 
 
 def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k, a_spec,
-            b_spec, meet):
+            b_spec, meet, instr):
     """The K loop through double-buffered LDS, as the library GEMM's: tile kt+1 is loaded into
     registers before tile kt's MFMAs (the GEMM's `compute_k_tile`, asserting `meet`) and
     stored to the other slot after them, one barrier per tile; the last tile is consumed after
     the loop, so no iteration needs a branch."""
-    # 8 bf16 (16 bytes) per thread and load where the tile has that many, else fewer
-    copy_a = T.copy_layout((block_m, block_k), 4, min(8, block_m * block_k // 256))
-    copy_b = T.copy_layout((block_n, block_k), 4, min(8, block_n * block_k // 256))
-    a_smem = T.lds((2, block_m, block_k), "bf16", swizzle=swizzle_for(block_k))
-    b_smem = T.lds((2, block_n, block_k), "bf16", swizzle=swizzle_for(block_k))
+    # 16 bytes per thread and load where the tile has that many, else fewer
+    size = DTYPE_BYTES[X.dtype]
+    vector = 16 // size
+    copy_a = T.copy_layout((block_m, block_k), 4, min(vector, block_m * block_k // 256))
+    copy_b = T.copy_layout((block_n, block_k), 4, min(vector, block_n * block_k // 256))
+    a_smem = T.lds((2, block_m, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
+    b_smem = T.lds((2, block_n, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
 
     def fetch(kt):
         return (X.load((0, kt * block_k), copy_a, gather=gathered, guard=True),
@@ -108,7 +134,7 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
         b_smem.store((slot, 0, 0), tiles[1])
 
     def compute(slot, kt, acc):
-        return compute_k_tile(a_smem, b_smem, slot, kt, acc, a_spec, b_spec, block_k, MFMA, meet)
+        return compute_k_tile(a_smem, b_smem, slot, kt, acc, a_spec, b_spec, block_k, instr, meet)
 
     stage(0, fetch(0))
     T.barrier()
