@@ -20,6 +20,7 @@ from argus.ir.expr import And
 from argus.ir.types import DTYPE_BYTES
 from argus.kernels.gemm import compute_k_tile, swizzle_for
 from argus.lang import Tensor
+from argus.lang.errors import user_loc
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
 MFMA_FP8 = "v_mfma_f32_32x32x16_fp8_fp8"
@@ -30,33 +31,42 @@ WAVE_GRID = (2, 2)
 def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
              sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
              Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 64, block_n: int = 64,
-             block_k: int = 32, lds: bool = True):
+             block_k: int = 32, lds: bool = True, prefetch: int = 1):
     """Grouped GEMM over the row blocks of `sorted_ids` (block sizes multiples of 64, 64, 8).
     With `lds` (the default) the gathered X rows and the expert's W tile are staged through
     swizzled, double-buffered LDS one K tile ahead, as the library GEMM does, so each wave's
     MFMA operands come from LDS and every global element is read once per workgroup; without,
     each wave loads its MFMA operands straight from global memory (no LDS, more global
-    traffic: the two waves of a row read the same X elements)."""
+    traffic: the two waves of a row read the same X elements). `prefetch=2` (with `lds`) runs
+    the global loads two K tiles ahead, the next tile riding in registers (H must hold two K
+    tiles)."""
     moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
-                block_k=block_k, lds=lds, instr=MFMA)
+                block_k=block_k, lds=lds, instr=MFMA, prefetch=prefetch)
 
 
 @T.kernel(waves=4)
 def moe_gemm_fp8(X: Tensor("fp8", "TOKENS", "H"), W: Tensor("fp8", "E", "N", "H"),
                  sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
                  Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 64, block_n: int = 64,
-                 block_k: int = 64, lds: bool = True):
+                 block_k: int = 64, lds: bool = True, prefetch: int = 1,
+                 instr: str = MFMA_FP8):
     """`moe_gemm` with fp8 (e4m3fnuz) X and W on v_mfma_f32_32x32x16_fp8_fp8, f32 accumulation
     and Y (the scales of a quantised MoE are the caller's: Y times the token's and the output
     channel's scale). Copies move 16 fp8 per thread, so block_m * block_k and block_n * block_k
-    must be multiples of 4096 (block_k a multiple of 64 at 64-row tiles)."""
+    must be multiples of 4096 (block_k a multiple of 64 at 64-row tiles). `instr`
+    v_mfma_f32_16x16x32_fp8_fp8 allows 32-row blocks (less padding when experts get few
+    tokens)."""
     moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
-                block_k=block_k, lds=lds, instr=MFMA_FP8)
+                block_k=block_k, lds=lds, instr=instr, prefetch=prefetch)
 
 
 def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int, block_k: int,
-                lds: bool, instr: str):
+                lds: bool, instr: str, prefetch: int = 1):
     """The MoE GEMM's body for X and W of the MFMA `instr`'s element type."""
+    if prefetch not in (1, 2) or (prefetch == 2 and not lds):
+        raise T.DSLError(f"prefetch={prefetch!r} with lds={lds!r}: the staged loads run 1 or 2 "
+                         "K tiles ahead (2 only through LDS)", user_loc(),
+                         fix="use prefetch=1, or prefetch=2 with lds=True")
     TOKENS, H = X.shape
     E, N, _ = W.shape
     P, BLOCKS = sorted_ids.shape[0], block_expert.shape[0]
@@ -84,8 +94,10 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
             "token and expert weights meet at one k")
     acc = {(r, s): T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)}
     if lds:
+        if prefetch == 2:
+            T.assume(H >= 2 * block_k)
         acc = _staged(X, W, expert, rows(0), n0, H // block_k, acc, block_m, block_n, block_k,
-                      a_spec, b_spec, meet, instr)
+                      a_spec, b_spec, meet, instr, prefetch)
     else:
         loop = T.range(0, H // block_k, name="kt", acc=acc)
         for kt in loop:
@@ -112,11 +124,12 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
 
 
 def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k, a_spec,
-            b_spec, meet, instr):
+            b_spec, meet, instr, prefetch):
     """The K loop through double-buffered LDS, as the library GEMM's: tile kt+1 is loaded into
     registers before tile kt's MFMAs (the GEMM's `compute_k_tile`, asserting `meet`) and
     stored to the other slot after them, one barrier per tile; the last tile is consumed after
-    the loop, so no iteration needs a branch."""
+    the loop, so no iteration needs a branch. With `prefetch=2` the loads run one tile
+    further ahead: tile kt+1 rides in registers (carried by the loop) while kt+2 loads."""
     # 16 bytes per thread and load where the tile has that many, else fewer
     size = DTYPE_BYTES[X.dtype]
     vector = 16 // size
@@ -137,15 +150,29 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
         return compute_k_tile(a_smem, b_smem, slot, kt, acc, a_spec, b_spec, block_k, instr, meet)
 
     stage(0, fetch(0))
+    carried = {"acc": acc}
+    if prefetch == 2:
+        carried["x_ahead"], carried["w_ahead"] = fetch(1)
     T.barrier()
-    loop = T.range(0, k_tiles - 1, stages=2, name="kt", acc=acc)
+    loop = T.range(0, k_tiles - prefetch, stages=2, name="kt", **carried)
     for kt in loop:
-        following = fetch(kt + 1)
+        if prefetch == 2:
+            following, later = (loop.x_ahead, loop.w_ahead), fetch(kt + 2)
+        else:
+            following = fetch(kt + 1)
         loop.acc = compute(kt % 2, kt, dict(loop.acc))
         stage((kt + 1) % 2, following)
+        if prefetch == 2:
+            loop.x_ahead, loop.w_ahead = later
+        T.barrier()
+    acc = dict(loop.acc)
+    if prefetch == 2:
+        kt = k_tiles - 2
+        acc = compute(kt % 2, kt, acc)
+        stage((kt + 1) % 2, (loop.x_ahead, loop.w_ahead))
         T.barrier()
     last = k_tiles - 1
-    return compute(last % 2, last, dict(loop.acc))
+    return compute(last % 2, last, acc)
 
 
 def route(tokens: int, experts: int, block_m: int, rng) -> tuple[np.ndarray, ...]:

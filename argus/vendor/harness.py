@@ -369,15 +369,20 @@ def moe_routing(tokens: int, experts: int, topk: int, balanced: bool,
     return np.argsort(rng.random((tokens, experts)), axis=1)[:, :topk].astype(np.int32)
 
 
+def stage1_topk_ids(sizes: dict[str, int], seed: int = 0) -> np.ndarray:
+    """The experts each token of a stage-1 launch at `sizes` is routed to by `run_vendor` with
+    `seed`, drawn without running it (the same generator sequence)."""
+    rng = np.random.default_rng(seed)
+    rng.standard_normal((sizes["tokens"], sizes["dim"]))   # the harness draws x first
+    return moe_routing(sizes["tokens"], sizes["experts"], sizes["topk"],
+                       bool(sizes.get("balanced", 0)), _stage1_routing_rng(rng))
+
+
 def stage1_routing(sizes: dict[str, int], tile_m: int, seed: int = 0) -> tuple[int, int]:
     """A stage-1 launch at `sizes` under `run_vendor`'s routing (same seed), counted without
     running it: the sorted-token blocks holding tokens (the sum over experts of ceil(tokens
     routed / tile_m), the grid rows that work) and the experts routed to."""
-    rng = np.random.default_rng(seed)
-    rng.standard_normal((sizes["tokens"], sizes["dim"]))   # the harness draws x first
-    ids = moe_routing(sizes["tokens"], sizes["experts"], sizes["topk"],
-                      bool(sizes.get("balanced", 0)), _stage1_routing_rng(rng))
-    counts = np.bincount(ids.ravel(), minlength=sizes["experts"])
+    counts = np.bincount(stage1_topk_ids(sizes, seed).ravel(), minlength=sizes["experts"])
     return int(sum(-(-int(c) // tile_m) for c in counts)), int(np.count_nonzero(counts))
 
 
