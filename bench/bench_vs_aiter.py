@@ -54,10 +54,8 @@ ATTENTION_KNOBS = ({}, {"prefetch": 2}, {"prefetch": 2, "unroll": 4})
 MOE_TILES = ({"block_k": 32}, {"block_k": 64}, {"block_k": 128})
 MFMA_FP8_16 = "v_mfma_f32_16x16x32_fp8_fp8"
 #: our fp8 MoE's configurations tried at each shape (the fastest is the row's)
-MOE_FP8_TILES = ({"block_k": 64, "prefetch": 2, "instr": MFMA_FP8_16},
-                 {"block_n": 128, "block_k": 64, "prefetch": 2, "instr": MFMA_FP8_16},
-                 {"block_k": 64, "prefetch": 2},
-                 {"block_m": 32, "block_k": 128, "prefetch": 2, "instr": MFMA_FP8_16})
+MOE_FP8_TILES = tuple({"block_m": m, "block_n": n, "block_k": 64, "prefetch": 2,
+                       "instr": MFMA_FP8_16} for m in (32, 64) for n in (64, 128))
 
 
 @functools.cache
