@@ -34,6 +34,12 @@ def _provenance(constants: Calibrated) -> str:
     return "uncalibrated priors: run python3 -m argus.vendor.calibrate"
 
 
+def _loop(r: Row) -> int:
+    """How far a row's main loop runs: keys (attention), K per split (GEMM), dim (MoE)."""
+    return r.sizes.get("sk") or r.sizes.get("k", 0) // r.sizes.get("splitk", 1) or \
+        r.sizes["dim"]
+
+
 def _speed(rows: list, options: argparse.Namespace) -> dict:
     """Seconds `argus.time` takes per row (samples remembered in the process and on disk, as a
     search sees them), cold from nothing for the largest rows, and the extrapolation error
@@ -69,11 +75,12 @@ def _speed(rows: list, options: argparse.Namespace) -> dict:
         print(f"cold (no remembered sample, no stored trace): {r.label()} modelled in {took:.1f} s "
               f"({cpu:.1f} s CPU; goal <= 30 s for the largest)")
     out["extrapolation"] = []
-    checks = [(r.kernel, r.sizes, r.gpu) for r in rows
-              if (r.sizes.get("sk") or r.sizes.get("k", 0) // r.sizes.get("splitk", 1))
-              <= options.full_trip]
+    checks = [(r.kernel, r.sizes, r.gpu) for r in rows if _loop(r) <= options.full_trip]
     checks.append(("fwd_hd128_bf16_rtne", {"b": 1, "h": 1, "s": 256, "sk": 2048}, "mi300x"))
     checks.append(("fwd_hd128_bf16_causal", {"b": 1, "h": 1, "s": 2048, "sk": 2048}, "mi300x"))
+    checks.append(("fmoe_stage1_bf16_pertokenFp8_g1u1_32x128_3tg_pf3",
+                   {"tokens": 64, "dim": 2048, "inter": 256, "experts": 256, "topk": 8},
+                   "mi308x"))
     print("extrapolation error against simulating the real trip count (goal within 2%):")
     for kernel, sizes, gpu in checks:
         sampled = timing.time(kernel, sizes=sizes, gpu=gpu)
