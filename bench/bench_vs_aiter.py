@@ -53,9 +53,12 @@ MOE_SHAPE = {"tokens": 32, "dim": 512, "inter": 512, "experts": 4, "topk": 2}
 ATTENTION_KNOBS = ({}, {"prefetch": 2}, {"prefetch": 2, "unroll": 4})
 MOE_TILES = ({"block_k": 32}, {"block_k": 64}, {"block_k": 128})
 MFMA_FP8_16 = "v_mfma_f32_16x16x32_fp8_fp8"
-#: our fp8 MoE's configurations tried at each shape (the fastest is the row's)
-MOE_FP8_TILES = tuple({"block_m": m, "block_n": n, "block_k": 64, "prefetch": 2,
-                       "instr": MFMA_FP8_16} for m in (32, 64) for n in (64, 128))
+#: our fp8 MoE's kernels and configurations tried at each shape (the fastest is the row's): the
+#: row-major-weight kernel at 32/64-row blocks and 64/128 columns, and the K-blocked one
+MOE_FP8_TILES = (*(("moe_gemm_fp8", {"block_m": m, "block_n": n, "block_k": 64, "prefetch": 2,
+                                     "instr": MFMA_FP8_16}) for m in (32, 64) for n in (64, 128)),
+                 *(("moe_gemm_fp8_kblocked", {"block_m": m, "block_n": n})
+                   for m, n in ((32, 128), (64, 64))))
 
 
 @functools.cache
@@ -256,9 +259,10 @@ def _moe_fp8_rows(rows: list, quick: bool) -> None:
     from argus.vendor.harness import stage1_topk_ids
 
     print("fp8 MoE on mi308x at the wheel's tuned_fmoe.csv shapes, AMD: the table's stage-1 "
-          "fp8 kernel (gate+up GEMM, per-token and per-channel scales, SiLU/GELU, bf16 out); "
-          "ours: moe_gemm_fp8, gate+up GEMM over the routed (token, slot) rows, f32 out, no "
-          "scales or activation")
+          "fp8 kernel (gate+up GEMM, per-token and per-channel scales, SiLU/GELU, bf16 out, "
+          "pre-shuffled weights); ours: moe_gemm_fp8 (row-major weights) or "
+          "moe_gemm_fp8_kblocked (weights in 64-column K blocks), gate+up GEMM over the routed "
+          "(token, slot) rows, f32 out, no scales or activation")
     best_row: dict[tuple, object] = {}
     for r in rows:
         if r.family == "fp8 MoE stage 1" and "doweight" not in r.kernel:
@@ -271,14 +275,15 @@ def _moe_fp8_rows(rows: list, quick: bool) -> None:
         amd = argus.time(r.kernel, sizes=s, gpu=r.gpu)
         ids = stage1_topk_ids(s).ravel()
         best: tuple[object | None, str] = (None, "no configuration ran")
-        for tile in MOE_FP8_TILES:
-            _, sorted_ids, blocks = pack(ids, s["experts"], tile.get("block_m", 64))
-            ours, why = _ours("moe_gemm_fp8", {"TOKENS": len(ids), "H": s["dim"],
-                                               "E": s["experts"], "N": 2 * s["inter"],
-                                               "P": len(sorted_ids), "BLOCKS": len(blocks)},
-                              r.gpu, **tile)
+        for name, tile in MOE_FP8_TILES:
+            _, sorted_ids, blocks = pack(ids, s["experts"], tile["block_m"])
+            sizes = {"TOKENS": len(ids), "H": s["dim"], "E": s["experts"],
+                     "N": 2 * s["inter"], "P": len(sorted_ids), "BLOCKS": len(blocks),
+                     **({"KT": s["dim"] // 64} if name.endswith("kblocked") else {})}
+            ours, why = _ours(name, sizes, r.gpu, **tile)
             if ours is not None and (best[0] is None or ours.microseconds < best[0].microseconds):
-                best = (ours, " ".join(f"{k}={v}" for k, v in tile.items()))
+                best = (ours, " ".join([name, *(f"{k}={v}" for k, v in tile.items()
+                                                 if k != "instr")]))
             elif best[0] is None:
                 best = (None, why)
         _line(r.label(), amd, best[0], best[1], r.measured_us)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 import argus.lang as T
-from argus.ir.expr import And
+from argus.ir.expr import And, Const
 from argus.ir.types import DTYPE_BYTES
 from argus.kernels.gemm import compute_k_tile, swizzle_for
 from argus.lang import Tensor
@@ -60,15 +60,46 @@ def moe_gemm_fp8(X: Tensor("fp8", "TOKENS", "H"), W: Tensor("fp8", "E", "N", "H"
                 block_k=block_k, lds=lds, instr=instr, prefetch=prefetch)
 
 
+@T.kernel(waves=4)
+def moe_gemm_fp8_kblocked(X: Tensor("fp8", "TOKENS", "H"),
+                          W: Tensor("fp8", "E", "KT", "N", 64),
+                          sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
+                          Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 32,
+                          block_n: int = 128, prefetch: int = 2,
+                          instr: str = "v_mfma_f32_16x16x32_fp8_fp8"):
+    """`moe_gemm_fp8` with the weights pre-arranged in 64-column K blocks (W[e, kt, n, j] is
+    the expert's W[n, 64 kt + j]; `kblock_weights` makes it), as AMD pre-shuffles its MoE
+    weights: a K tile of a workgroup's rows is then one contiguous run, whole 128-byte lines,
+    where row-major rows give each row's 64-byte piece its own line."""
+    moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
+                block_k=64, lds=True, instr=instr, prefetch=prefetch)
+
+
+def kblock_weights(W: np.ndarray, block: int = 64) -> np.ndarray:
+    """W[e, n, k] rearranged to W[e, k // block, n, k % block] (moe_gemm_fp8_kblocked's)."""
+    e, n, k = W.shape
+    return np.ascontiguousarray(W.reshape(e, n, k // block, block).transpose(0, 2, 1, 3))
+
+
 def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int, block_k: int,
                 lds: bool, instr: str, prefetch: int = 1):
     """The MoE GEMM's body for X and W of the MFMA `instr`'s element type."""
-    if prefetch not in (1, 2) or (prefetch == 2 and not lds):
-        raise T.DSLError(f"prefetch={prefetch!r} with lds={lds!r}: the staged loads run 1 or 2 "
-                         "K tiles ahead (2 only through LDS)", user_loc(),
-                         fix="use prefetch=1, or prefetch=2 with lds=True")
+    if prefetch not in (1, 2, 3) or (prefetch > 1 and not lds):
+        raise T.DSLError(f"prefetch={prefetch!r} with lds={lds!r}: the staged loads run 1 to 3 "
+                         "K tiles ahead (more than 1 only through LDS)", user_loc(),
+                         fix="use prefetch=1, or prefetch=2 or 3 with lds=True")
     TOKENS, H = X.shape
-    E, N, _ = W.shape
+    blocked = len(W.shape) == 4     # W[e, kt, n, j] holds W[e, n, kt * block_k + j]
+    if blocked:
+        E, _, N, inner = W.shape
+        inner = inner.value if isinstance(inner, Const) else inner
+        if inner != block_k or not lds:
+            raise T.DSLError(f"a K-blocked W ({inner} columns a block) needs block_k={inner} "
+                             f"and lds=True, got block_k={block_k}, lds={lds}", user_loc(),
+                             fix=f"use block_k={inner} with lds=True")
+        T.assume(W.shape[1].eq(H // block_k))
+    else:
+        E, N, _ = W.shape
     P, BLOCKS = sorted_ids.shape[0], block_expert.shape[0]
     # every token is routed to one expert, so it appears once; padding ids (= TOKENS) repeat
     T.distinct(sorted_ids, 0, TOKENS)
@@ -79,7 +110,10 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
     block, n0 = T.program_id(0), T.program_id(1) * block_n
     expert = T.load_scalar(block_expert, (block,), 0, E)
     T.tag(X, lambda t, h: {"token": t, "k": h})
-    T.tag(W, lambda e, n, h: {"expert": e, "col": n, "k": h})
+    if blocked:
+        T.tag(W, lambda e, kt, n, j: {"expert": e, "col": n, "k": kt * block_k + j})
+    else:
+        T.tag(W, lambda e, n, h: {"expert": e, "col": n, "k": h})
     T.tag(Y, lambda t, n: {"token": t, "col": n})
 
     a_spec = T.mfma_layout(instr, "a", WAVE_GRID)
@@ -94,10 +128,10 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
             "token and expert weights meet at one k")
     acc = {(r, s): T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)}
     if lds:
-        if prefetch == 2:
-            T.assume(H >= 2 * block_k)
+        if prefetch > 1:
+            T.assume(H >= prefetch * block_k)
         acc = _staged(X, W, expert, rows(0), n0, H // block_k, acc, block_m, block_n, block_k,
-                      a_spec, b_spec, meet, instr, prefetch)
+                      a_spec, b_spec, meet, instr, prefetch, blocked)
     else:
         loop = T.range(0, H // block_k, name="kt", acc=acc)
         for kt in loop:
@@ -124,12 +158,13 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
 
 
 def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k, a_spec,
-            b_spec, meet, instr, prefetch):
+            b_spec, meet, instr, prefetch, blocked=False):
     """The K loop through double-buffered LDS, as the library GEMM's: tile kt+1 is loaded into
     registers before tile kt's MFMAs (the GEMM's `compute_k_tile`, asserting `meet`) and
     stored to the other slot after them, one barrier per tile; the last tile is consumed after
-    the loop, so no iteration needs a branch. With `prefetch=2` the loads run one tile
-    further ahead: tile kt+1 rides in registers (carried by the loop) while kt+2 loads."""
+    the loop, so no iteration needs a branch. With `prefetch=2` or 3 the loads run further
+    ahead: tiles kt+1 .. kt+prefetch-1 ride in registers (carried by the loop) while
+    kt+prefetch loads."""
     # 16 bytes per thread and load where the tile has that many, else fewer
     size = DTYPE_BYTES[X.dtype]
     vector = 16 // size
@@ -139,8 +174,9 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
     b_smem = T.lds((2, block_n, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
 
     def fetch(kt):
-        return (X.load((0, kt * block_k), copy_a, gather=gathered, guard=True),
-                W.load((expert, n0, kt * block_k), copy_b, axes=(1, 2)))
+        weights = (W.load((expert, kt, n0, 0), copy_b, axes=(2, 3)) if blocked else
+                   W.load((expert, n0, kt * block_k), copy_b, axes=(1, 2)))
+        return X.load((0, kt * block_k), copy_a, gather=gathered, guard=True), weights
 
     def stage(slot, tiles):
         a_smem.store((slot, 0, 0), tiles[0])
@@ -151,25 +187,28 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
 
     stage(0, fetch(0))
     carried = {"acc": acc}
-    if prefetch == 2:
-        carried["x_ahead"], carried["w_ahead"] = fetch(1)
+    for j in range(1, prefetch):            # tiles 1 .. prefetch-1 ride in registers
+        carried[f"x{j}"], carried[f"w{j}"] = fetch(j)
     T.barrier()
+
+    def riding(loop) -> list:
+        return [(getattr(loop, f"x{j}"), getattr(loop, f"w{j}")) for j in range(1, prefetch)]
+
     loop = T.range(0, k_tiles - prefetch, stages=2, name="kt", **carried)
     for kt in loop:
-        if prefetch == 2:
-            following, later = (loop.x_ahead, loop.w_ahead), fetch(kt + 2)
-        else:
-            following = fetch(kt + 1)
+        ahead = [*riding(loop), fetch(kt + prefetch)]
         loop.acc = compute(kt % 2, kt, dict(loop.acc))
-        stage((kt + 1) % 2, following)
-        if prefetch == 2:
-            loop.x_ahead, loop.w_ahead = later
+        stage((kt + 1) % 2, ahead[0])
+        for j in range(1, prefetch):
+            setattr(loop, f"x{j}", ahead[j][0])
+            setattr(loop, f"w{j}", ahead[j][1])
         T.barrier()
     acc = dict(loop.acc)
-    if prefetch == 2:
-        kt = k_tiles - 2
+    # the last `prefetch` tiles: all but the final one are staged from registers first
+    for i, tiles in enumerate(riding(loop)):
+        kt = k_tiles - prefetch + i
         acc = compute(kt % 2, kt, acc)
-        stage((kt + 1) % 2, (loop.x_ahead, loop.w_ahead))
+        stage((kt + 1) % 2, tiles)
         T.barrier()
     last = k_tiles - 1
     return compute(last % 2, last, acc)
