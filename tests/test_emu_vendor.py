@@ -105,6 +105,21 @@ def test_fp8_stage1_fused_moe_matches_numpy(aiter_root, name, shape):
                    shape={"inter": 192})
 
 
+@pytest.mark.parametrize("name, shape", [
+    ("I8gemm_bf16_perTokenI8_BpreShuffle_128x128", {}),
+    ("I8gemm_bf16_perTokenI8_BpreShuffle_192x128", {"m": 200, "n": 256, "k": 1280,
+                                                     "splitk": 3}),
+])
+def test_int8_gemm_matches_numpy(aiter_root, name, shape):
+    # aiter's a8w8 asm GEMM with B in shuffle_weight's (32, 16) layout, scales and bias; the
+    # second splits K three ways (512 each, as asm_gemm_a8w8.cu rounds them) into a ragged M
+    run = run_vendor(name, root=aiter_root, shape=shape)
+    assert run.ok, run.report()
+    assert run.emulation.grid[0] == shape.get("n", 128) // 128 * shape.get("splitk", 1)
+    with pytest.raises(VendorKernelError, match="unsplit K below 384"):
+        run_vendor(name, root=aiter_root, shape={"k": 256})
+
+
 def test_fused_moe_under_waited_loads_are_caught_in_strict_mode(aiter_root):
     with pytest.raises(HazardError, match="pending-load hazard .* a48 .*buffer_load_dwordx4"):
         run_vendor("fmoe_b16", root=aiter_root, check="strict")

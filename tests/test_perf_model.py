@@ -412,6 +412,10 @@ def test_calibration_rows_come_from_published_data_and_held_out_by_shape():
     # the wheel's fp8 stage-1 rows on the 80-CU part (us1), none fitted on
     assert len(moe) == 105 and {r.split for r in moe} == {"validation"}
     assert {r.gpu for r in moe} == {"mi308x"} and sum("gelu" in r.sizes for r in moe) > 0
+    int8 = [r for r in rows if r.family == "int8 GEMM (a8w8)"]
+    assert len(int8) == 35 and {r.split for r in int8} == {"validation"}
+    assert {r.kernel for r in int8} == {"I8gemm_bf16_perTokenI8_BpreShuffle_128x128",
+                                        "I8gemm_bf16_perTokenI8_BpreShuffle_192x128"}
     assert {r.sizes["s"] for r in rows if r.family == "attention" and r.split == "validation"
             } == set(calibrate.FA_VALIDATION_SEQLENS)
     left_out = calibrate.excluded()

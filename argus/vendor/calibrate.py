@@ -126,9 +126,27 @@ def _fmoe_rows() -> list[Row]:
     return rows
 
 
+def _i8gemm_rows() -> list[Row]:
+    """The a8w8 (int8) asm GEMM rows of the wheel's bpreshuffle table on the 80-CU part, with
+    the table's split-K. None is ever fitted on: all validate."""
+    from argus.vendor.harness import I8GEMMS
+
+    rows = []
+    for r in _wheel_csv("a8w8_bpreshuffle_tuned_gemm"):
+        name = _demangle(r["kernelName"])
+        if r["cu_num"] not in GFX942_CUS or name not in I8GEMMS:
+            continue
+        sizes = {"m": int(r["M"]), "n": int(r["N"]), "k": int(r["K"]),
+                 "splitk": max(1, int(r["splitK"]))}
+        rows.append(Row("int8 GEMM (a8w8)", name, sizes, GFX942_CUS[r["cu_num"]],
+                        float(r["us"]), "validation", "amd-aiter wheel "
+                        + WHEEL_CSV.format("a8w8_bpreshuffle_tuned_gemm")))
+    return rows
+
+
 def rows(data: Path = DATA) -> list[Row]:
     """Every published timing Argus can reproduce a launch for."""
-    return _fa_rows(data / FA_CSV) + _gemm_rows() + _fmoe_rows()
+    return _fa_rows(data / FA_CSV) + _gemm_rows() + _fmoe_rows() + _i8gemm_rows()
 
 
 def fitted_key(r: Row) -> str:
@@ -146,15 +164,6 @@ def held_out(chosen: Sequence[Row], constants: Calibrated) -> list[Row]:
 def excluded() -> list[Excluded]:
     """Published gfx942 asm timings left out, grouped by kernel, with the reason."""
     out = []
-    a8w8 = [r for r in _wheel_csv("a8w8_bpreshuffle_tuned_gemm")
-            if r["cu_num"] in GFX942_CUS and r["kernelName"].startswith("_ZN5aiter")]
-    for name, group in itertools.groupby(sorted(a8w8, key=lambda r: r["kernelName"]),
-                                         key=lambda r: r["kernelName"]):
-        out.append(Excluded("a8w8_bpreshuffle_tuned_gemm.csv", _demangle(name), len(list(group)),
-                            "no verified launcher: the emulator runs every opcode and a launch "
-                            "following aiter's asm_gemm_a8w8.cu (B pre-shuffled (32,16)) runs "
-                            "without faults, but rows 1-7 of a 128x128 tile disagree with "
-                            "numpy, so its timing would not be of a kernel known to run right"))
     from argus.vendor.harness import FMOE_STAGE1_KERNELS
 
     fmoe = [r for r in _wheel_csv("tuned_fmoe") if r["cu_num"] in GFX942_CUS

@@ -55,6 +55,10 @@ _STAGE1_VARIANTS = {
 FMOE_STAGE1_KERNELS = tuple(f"fmoe_stage1_bf16_pertokenFp8{kind}_g1u1_{v}"
                             for kind, variants in _STAGE1_VARIANTS.items()
                             for v in variants.split())
+# aiter's int8 asm GEMMs (hsa/gfx942/i8gemm): C = (A @ B.T) * sa[m] * sb[n] + bias[n] in bf16,
+# B pre-shuffled (shuffle_weight layout (32, 16)), K split over grid x with atomic adds
+I8GEMM = re.compile(r"^I8gemm_bf16_perTokenI8_BpreShuffle_(128|192)x128$")
+I8GEMMS = tuple(f"I8gemm_bf16_perTokenI8_BpreShuffle_{m}x128" for m in (128, 192))
 FP8 = ml_dtypes.float8_e4m3fnuz
 FP8_MAX = float(ml_dtypes.finfo(FP8).max)     # 240: per-token and per-channel scales map to it
 MOE_BLOCK = 32      # aiter's BLOCK_SIZE_M: sorted tokens per workgroup row of the grid
@@ -133,7 +137,7 @@ def vendor_kernels() -> list[str]:
     for causal in ("", "_causal"):
         for rounding in ("", "_rtne", "_rtna", "_rtz"):
             names.append(f"fwd_hd128_bf16{causal}{rounding}")
-    return names + ["fmoe_b16", "fmoe_f16", *FMOE_STAGE1_KERNELS]
+    return names + ["fmoe_b16", "fmoe_f16", *FMOE_STAGE1_KERNELS, *I8GEMMS]
 
 
 def code_object_path(root: Path, name: str) -> Path:
@@ -146,6 +150,8 @@ def code_object_path(root: Path, name: str) -> Path:
         return base / f"{name}.co"
     if FMOE_STAGE1.match(name) and name in FMOE_STAGE1_KERNELS:
         return base / "fmoe_2stages" / f"{name}.co"
+    if I8GEMM.match(name):
+        return base / "i8gemm" / f"{name}.co"
     raise VendorKernelError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
 
 
@@ -156,7 +162,7 @@ def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
     """Run vendor kernel `name` on random inputs; `shape` overrides the default problem size
     (GEMM: m, n, k, splitk; attention: b, h, s, sk; MoE: tokens, dim, inter, experts, topk).
     `trace` records the emulator's event trace for the performance model."""
-    if not any(family.match(name) for family in (GEMM, FMHA, FMOE)) and \
+    if not any(family.match(name) for family in (GEMM, FMHA, FMOE, I8GEMM)) and \
             name not in FMOE_STAGE1_KERNELS:
         raise VendorKernelError(f"unknown vendor kernel {name!r}; known: "
                                 f"{', '.join(vendor_kernels())}")
@@ -175,6 +181,8 @@ def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
         return _gemm(name, int(match.group(1)), load, rng, shape or {}, check, options)
     if (match := FMHA.match(name)):
         return _fmha(name, bool(match.group(1)), load, rng, shape or {}, check, options)
+    if (match := I8GEMM.match(name)):
+        return _i8gemm(name, int(match.group(1)), load, rng, shape or {}, check, options)
     if (match := FMOE_STAGE1.match(name)):
         return _fmoe_stage1(name, bool(match.group(1)), int(match.group(2)), int(match.group(3)),
                             load, rng, shape or {}, check, options)
@@ -465,3 +473,51 @@ def _pointer_arg(info: Any, name: str) -> Any:
     args = tuple(attrs.evolve(a, size=8, value_kind="global_buffer", address_space="global",
                               value_type="") if a.name == name else a for a in info.args)
     return attrs.evolve(info, args=args)
+
+
+def i8gemm_splits(k: int, splitk: int) -> tuple[int, int]:
+    """asm_gemm_a8w8.cu's K split: each split a multiple of 128 K wide, so the requested split
+    count can shrink. Returns (splits, K per split)."""
+    def aligned(parts: int) -> int:
+        share = -(-k // parts)                       # ceil(k / parts)
+        return -(-share // 128) * 128
+
+    splits = -(-k // aligned(splitk))
+    return splits, aligned(splits)
+
+
+def _i8gemm(name: str, tile: int, load: Callable[[], CodeObject], rng: np.random.Generator,
+            given: dict[str, int], check: str, options: dict) -> VendorRun:
+    """asm_gemm_a8w8.cu's launch: int8 A [m, k] and B [n, k] (B in shuffle_weight's (32, 16)
+    layout), f32 per-row and per-column scales, f32 bias, bf16 C; grid (n / 128 x splits,
+    ceil(m / tile)), 256 work-items; with splits > 1 the partial tiles are added into C."""
+    size = _sizes({"m": tile, "n": 128, "k": 512, "splitk": 1}, given, name)
+    m, n, k = size["m"], size["n"], size["k"]
+    if n % 128 or k % 128:
+        raise VendorKernelError(f"{name}: n and k must be multiples of 128 (the kernel's N tile "
+                                f"and K step), got n={n} k={k}")
+    splits, _ = i8gemm_splits(k, size["splitk"])
+    if splits == 1 and k < 384:
+        # seen in the emulator: unsplit, k = 128 and 256 disagree with numpy (split K runs of
+        # 256 per split agree); aiter's tuned table never launches an unsplit K below 1024
+        raise VendorKernelError(f"{name}: an unsplit K below 384 is outside what this code "
+                                f"object computes correctly, got k={k}")
+    a = rng.integers(-127, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-127, 128, (n, k)).astype(np.int8)
+    scale_a = (rng.random(m) / 64 + 1 / 256).astype(np.float32)
+    scale_b = (rng.random(n) / 64 + 1 / 256).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    shuffled = np.ascontiguousarray(
+        b.reshape(n // 32, 32, k // 32, 2, 16).transpose(0, 2, 3, 1, 4)).reshape(n, k)
+    out = np.zeros((m, n), np.uint16)
+    args = dict(C=out, A=a, B=shuffled, SA=scale_a, SB=scale_b, BIAS=bias, M=m, N=n, K=k, PA=k,
+                PB=k, PC=n * 2, KS=splits)
+    run = emulate(load(), grid=(n // 128 * splits, -(-m // tile), 1), block=256, args=args,
+                  check=check, **options)
+    reference = (a.astype(np.float64) @ b.astype(np.float64).T) * scale_a[:, None] \
+        * scale_b[None, :] + bias[None, :]
+    result = out.view(BF16).astype(np.float64)
+    # bf16 output, and bf16 partial sums when the splits add into C
+    tolerance = 2.0 ** -7 * splits * (float(np.abs(reference).max()) + 1)
+    return VendorRun(name, {**size, "splitk": splits}, float(np.abs(result - reference).max()),
+                     tolerance, run)

@@ -26,9 +26,11 @@ from argus.vendor.harness import (
     FMHA,
     FMOE_STAGE1,
     GEMM,
+    I8GEMM,
     VendorKernelError,
     check_whole_sizes,
     code_object_path,
+    i8gemm_splits,
     keys_default_to_queries,
     run_vendor,
     stage1_routing,
@@ -135,10 +137,31 @@ def _fmoe_stage1(name: str) -> Family:
                   extra=("gelu",))
 
 
+def _i8gemm(name: str) -> Family:
+    """aiter's int8 GEMMs: every workgroup runs the K loop of its split (asm_gemm_a8w8.cu
+    rounds each split up to a multiple of 128), so a sample of one row of tiles at two split
+    widths stands for all."""
+    tile = int(I8GEMM.match(name).group(1))
+
+    def sample_sizes(size: dict, trip: int, groups: int) -> dict:
+        splits = i8gemm_splits(size["k"], size["splitk"])[0]
+        return {"m": tile, "n": 128 * max(1, groups // splits), "k": trip * splits,
+                "splitk": splits}
+    return Family(
+        "k", (512, 1024), lambda s: i8gemm_splits(s["k"], s["splitk"])[1], sample_sizes,
+        lambda s: s["n"] // 128 * -(-s["m"] // tile) * i8gemm_splits(s["k"], s["splitk"])[0],
+        lambda s: s["m"] * s["k"] + s["n"] * s["k"] + s["m"] * s["n"] * BF16_BYTES,
+        {"m": tile, "n": 128, "k": 512, "splitk": 1},
+        lambda s: None if min(s.values()) >= 1 and s["n"] % 128 == 0 and s["k"] % 128 == 0
+        else "m, n, k, splitk must be positive, n and k multiples of 128")
+
+
 def family(name: str) -> Family | None:
     """How vendor kernel `name` is sampled, or None when its whole launch is emulated."""
     if GEMM.match(name):
         return _gemm(name)
+    if I8GEMM.match(name):
+        return _i8gemm(name)
     if FMOE_STAGE1.match(name):
         return _fmoe_stage1(name)
     if match := FMHA.match(name):
