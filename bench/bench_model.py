@@ -138,7 +138,8 @@ def main() -> None:
     for family, figures in table.items():
         cal, val = figures["calibration"], figures["validation"]
         met = val["mape"] <= GOAL_MAPE and val["spearman"] >= GOAL_SPEARMAN
-        print(f"{family:<17}{cal['rows']:>9}{cal['mape']:>9.1f}%{val['rows']:>9}"
+        cal_mape = f"{cal['mape']:>9.1f}%" if cal["rows"] else f"{'-':>10}"
+        print(f"{family:<17}{cal['rows']:>9}{cal_mape}{val['rows']:>9}"
               f"{val['mape']:>9.1f}%{val['spearman']:>14.3f}{val['bias']:>9.2f}x  "
               f"{'met' if met else 'NOT met'}")
         report["families"][family] = figures
