@@ -229,8 +229,8 @@ def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
 
 
 def _moe_row() -> None:
-    print("fused MoE (bf16), AMD: fmoe_b16 (emulated whole; the wheel's fmoe table is fp8 "
-          "two-stage, which Argus cannot launch)")
+    print("fused MoE (bf16), AMD: fmoe_b16 (emulated whole; the wheel's fmoe table is fp8: "
+          "--rows moe8)")
     amd = argus.time("fmoe_b16", sizes=MOE_SHAPE)
     # ours: one grouped GEMM over the routed rows (tokens x topk), N = 2 x inter (gate and up
     # side by side, AMD's fused pair, without its activation and down projection)

@@ -174,9 +174,9 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
     b_smem = T.lds((2, block_n, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
 
     def fetch(kt):
-        weights = (W.load((expert, kt, n0, 0), copy_b, axes=(2, 3)) if blocked else
-                   W.load((expert, n0, kt * block_k), copy_b, axes=(1, 2)))
-        return X.load((0, kt * block_k), copy_a, gather=gathered, guard=True), weights
+        rows = X.load((0, kt * block_k), copy_a, gather=gathered, guard=True)
+        return rows, (W.load((expert, kt, n0, 0), copy_b, axes=(2, 3)) if blocked else
+                      W.load((expert, n0, kt * block_k), copy_b, axes=(1, 2)))
 
     def stage(slot, tiles):
         a_smem.store((slot, 0, 0), tiles[0])
