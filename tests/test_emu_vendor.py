@@ -90,6 +90,36 @@ def test_16bit_fused_moe_matches_numpy(aiter_root, name, shape):
     assert outcome.emulation.unmapped_accesses == 0
 
 
+@pytest.mark.parametrize("name, shape", [
+    ("fmoe_stage1_bf16_pertokenFp8_g1u1_32x128_3tg_pf3", {}),
+    ("fmoe_stage1_bf16_pertokenFp8_doweight_g1u1_32x64_4tg_pf3", {"gelu": 1, "topk": 3}),
+])
+def test_fp8_stage1_fused_moe_matches_numpy(aiter_root, name, shape):
+    # aiter's e4m3fnuz gate+up kernels, launched as asm_moe_2stage.cu does (the doweight one
+    # scales each row by its routing weight before the activation)
+    run = run_vendor(name, root=aiter_root, shape=shape)
+    assert run.ok, run.report()
+    assert run.emulation.opcode_counts()["v_mfma_f32_16x16x32_fp8_fp8"] > 0
+    with pytest.raises(VendorKernelError, match="multiple of the kernel's tile_n 128"):
+        run_vendor("fmoe_stage1_bf16_pertokenFp8_g1u1_32x128_3tg_pf3", root=aiter_root,
+                   shape={"inter": 192})
+
+
+@pytest.mark.parametrize("name, shape", [
+    ("I8gemm_bf16_perTokenI8_BpreShuffle_128x128", {}),
+    ("I8gemm_bf16_perTokenI8_BpreShuffle_192x128", {"m": 200, "n": 256, "k": 1280,
+                                                     "splitk": 3}),
+])
+def test_int8_gemm_matches_numpy(aiter_root, name, shape):
+    # aiter's a8w8 asm GEMM with B in shuffle_weight's (32, 16) layout, scales and bias; the
+    # second splits K three ways (512 each, as asm_gemm_a8w8.cu rounds them) into a ragged M
+    run = run_vendor(name, root=aiter_root, shape=shape)
+    assert run.ok, run.report()
+    assert run.emulation.grid[0] == shape.get("n", 128) // 128 * shape.get("splitk", 1)
+    with pytest.raises(VendorKernelError, match="unsplit K below 384"):
+        run_vendor(name, root=aiter_root, shape={"k": 256})
+
+
 def test_fused_moe_under_waited_loads_are_caught_in_strict_mode(aiter_root):
     with pytest.raises(HazardError, match="pending-load hazard .* a48 .*buffer_load_dwordx4"):
         run_vendor("fmoe_b16", root=aiter_root, check="strict")

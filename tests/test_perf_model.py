@@ -408,12 +408,50 @@ def test_calibration_rows_come_from_published_data_and_held_out_by_shape():
         splits = {r.split for r in family}
         assert splits == {"calibration", "validation"}
     assert all(r.gpu == "mi308x" for r in families["bf16 GEMM"])       # cu_num 80
+    moe = [r for r in rows if r.family == "fp8 MoE stage 1"]
+    # the wheel's fp8 stage-1 rows on the 80-CU part (us1), none fitted on
+    assert len(moe) == 105 and {r.split for r in moe} == {"validation"}
+    assert {r.gpu for r in moe} == {"mi308x"} and sum("gelu" in r.sizes for r in moe) > 0
+    int8 = [r for r in rows if r.family == "int8 GEMM (a8w8)"]
+    assert len(int8) == 35 and {r.split for r in int8} == {"validation"}
+    assert {r.kernel for r in int8} == {"I8gemm_bf16_perTokenI8_BpreShuffle_128x128",
+                                        "I8gemm_bf16_perTokenI8_BpreShuffle_192x128"}
     assert {r.sizes["s"] for r in rows if r.family == "attention" and r.split == "validation"
             } == set(calibrate.FA_VALIDATION_SEQLENS)
     left_out = calibrate.excluded()
     assert left_out and all(e.reason and e.rows > 0 for e in left_out)
     assert calibrate.spearman([1, 2, 3], [10, 30, 20]) == pytest.approx(0.5)
     assert calibrate.mape([(110.0, 100.0), (90.0, 100.0)]) == pytest.approx(10.0)
+
+
+def test_held_out_table_is_computed_from_rows_the_constants_were_not_fitted_on():
+    # the validation figures take their rows from calibrated.json's fitted_on, not from a
+    # row's own split label: a row the constants were fitted on never counts as held out
+    import attrs
+
+    from argus.isa_cdna3.perf.params import Calibrated
+    from argus.vendor import calibrate
+
+    rows = calibrate.rows()
+    constants = Calibrated.load()
+    fitted = set(constants.fitted_on)
+    assert fitted and all(calibrate.fitted_key(r) in fitted for r in rows
+                          if r.split == "calibration")
+    modelled = [r.measured_us * (1.5 if r.split == "validation" else 1.0) for r in rows]
+    table = calibrate.family_table(rows, modelled, constants)
+    held = calibrate.held_out(rows, constants)
+    assert table["overall"]["validation"]["rows"] == len(held) == sum(
+        r.split == "validation" for r in rows)
+    assert table["overall"]["validation"]["mape"] == pytest.approx(50.0)
+    assert table["overall"]["calibration"]["mape"] == pytest.approx(0.0)
+    # fit on one validation row too: it leaves the held-out figures for the calibration ones
+    leaked = next(r for r in rows if r.family == "fp8 MoE stage 1")
+    wider = attrs.evolve(constants, fitted_on=(*constants.fitted_on, calibrate.fitted_key(leaked)))
+    table = calibrate.family_table(rows, modelled, wider)
+    moe = table["fp8 MoE stage 1"]
+    assert (moe["validation"]["rows"], moe["calibration"]["rows"]) == (104, 1)
+    assert moe["calibration"]["mape"] == pytest.approx(50.0)
+    assert leaked not in calibrate.held_out(rows, wider)
 
 
 def test_attention_timing_keeps_the_key_loop_its_length_and_counts_every_flop():

@@ -178,6 +178,20 @@ def _moe_reference(inputs, params):
     return reference(inputs["X"], inputs["W"], inputs["choice"])
 
 
+def _moe_kblocked_routing(sizes, params, rng):
+    # the K-blocked kernel's rows come in blocks of 32 unless told otherwise
+    return _moe_routing(sizes, {"block_m": 32, **params}, rng)
+
+
+def _moe_kblocked_reference(inputs, params):
+    from argus.kernels.moe import reference
+
+    w = np.asarray(inputs["W"])                      # [e, kt, n, j] -> [e, n, kt * 64 + j]
+    e, kt, n, j = w.shape
+    return reference(inputs["X"], w.transpose(0, 2, 1, 3).reshape(e, n, kt * j),
+                     inputs["choice"])
+
+
 GEMM_KNOBS = (
     Knob("block_m", (64, 128, 256), "rows of C per workgroup"),
     Knob("block_n", (64, 128, 256), "columns of C per workgroup"),
@@ -288,7 +302,7 @@ def library() -> dict[str, LibraryKernel]:
     )
     from argus.kernels.conv import conv_kernel, pool_kernel
     from argus.kernels.gemm import gemm, gemm_bf8, gemm_f16, gemm_fp8
-    from argus.kernels.moe import moe_gemm
+    from argus.kernels.moe import moe_gemm, moe_gemm_fp8, moe_gemm_fp8_kblocked
 
     typed = {kernel.name: LibraryKernel(kernel, "C", {"M": 128, "N": 128, "K": 128},
                                         _gemm_reference, 1e-3, knobs=_typed_gemm_knobs(dtype),
@@ -315,6 +329,15 @@ def library() -> dict[str, LibraryKernel]:
         "moe_gemm": LibraryKernel(moe_gemm, "Y", {"TOKENS": 200, "H": 64, "E": 4, "N": 128},
                                   _moe_reference, 1e-3, _moe_routing, knobs=MOE_KNOBS,
                                   check_sizes=_moe_check_sizes, timing_sizes=_moe_timing_sizes),
+        # not a tuning family yet (no knobs): bench/bench_vs_aiter.py tries its tiles
+        "moe_gemm_fp8": LibraryKernel(moe_gemm_fp8, "Y", {"TOKENS": 200, "H": 128, "E": 4,
+                                                          "N": 128},
+                                      _moe_reference, 1e-3, _moe_routing,
+                                      timing_sizes=_moe_timing_sizes),
+        "moe_gemm_fp8_kblocked": LibraryKernel(
+            moe_gemm_fp8_kblocked, "Y", {"TOKENS": 200, "H": 128, "KT": 2, "E": 4, "N": 128},
+            _moe_kblocked_reference, 1e-3, _moe_kblocked_routing,
+            timing_sizes=_moe_timing_sizes),
         "conv2d_fma": LibraryKernel(conv_kernel(2), "Y",
                                     {"N": 1, "I2H": 6, "SIH": 1, "I2W": 7, "SIW": 1, "G": 2,
                                      "CG": 3, "KH": 3, "KW": 3, "OCG": 5, "O2H": 4, "SOH": 1,

@@ -1,9 +1,11 @@
-"""MoE expert GEMM (top-1 routing), bf16: token rows gathered by expert, Y[t] = X[t] @ W[e(t)].T.
+"""MoE expert GEMM (top-1 routing), bf16 or fp8 (e4m3fnuz): token rows gathered by expert,
+Y[t] = X[t] @ W[e(t)].T.
 
 Tokens arrive sorted by expert and padded per expert to whole row blocks (`sorted_ids`, padding
 id = number of tokens); `block_expert[b]` names the expert of row block b. Each workgroup loads
 its expert id as a uniform scalar, gathers its token rows with guarded (buffer-style) loads, runs
-v_mfma_f32_32x32x8_bf16 on a 2x2 wave grid and scatters the rows back; padding rows read zeros
+v_mfma_f32_32x32x8_bf16 (fp8: v_mfma_f32_32x32x16_fp8_fp8) on a 2x2 wave grid and scatters
+the rows back; padding rows read zeros
 and are not written. Tags follow the gathered tokens, so the store asserts token and column;
 `T.distinct` declares each real token once in `sorted_ids`, which proves no two workgroups
 store one row.
@@ -14,11 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 import argus.lang as T
-from argus.ir.expr import And
+from argus.ir.expr import And, Const
+from argus.ir.types import DTYPE_BYTES
 from argus.kernels.gemm import compute_k_tile, swizzle_for
 from argus.lang import Tensor
+from argus.lang.errors import user_loc
 
 MFMA = "v_mfma_f32_32x32x8_bf16"
+MFMA_FP8 = "v_mfma_f32_32x32x16_fp8_fp8"
 WAVE_GRID = (2, 2)
 
 
@@ -26,15 +31,75 @@ WAVE_GRID = (2, 2)
 def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
              sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
              Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 64, block_n: int = 64,
-             block_k: int = 32, lds: bool = True):
+             block_k: int = 32, lds: bool = True, prefetch: int = 1):
     """Grouped GEMM over the row blocks of `sorted_ids` (block sizes multiples of 64, 64, 8).
     With `lds` (the default) the gathered X rows and the expert's W tile are staged through
     swizzled, double-buffered LDS one K tile ahead, as the library GEMM does, so each wave's
     MFMA operands come from LDS and every global element is read once per workgroup; without,
     each wave loads its MFMA operands straight from global memory (no LDS, more global
-    traffic: the two waves of a row read the same X elements)."""
+    traffic: the two waves of a row read the same X elements). `prefetch=2` (with `lds`) runs
+    the global loads two K tiles ahead, the next tile riding in registers (H must hold two K
+    tiles)."""
+    moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
+                block_k=block_k, lds=lds, instr=MFMA, prefetch=prefetch)
+
+
+@T.kernel(waves=4)
+def moe_gemm_fp8(X: Tensor("fp8", "TOKENS", "H"), W: Tensor("fp8", "E", "N", "H"),
+                 sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
+                 Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 64, block_n: int = 64,
+                 block_k: int = 64, lds: bool = True, prefetch: int = 1,
+                 instr: str = MFMA_FP8):
+    """`moe_gemm` with fp8 (e4m3fnuz) X and W on v_mfma_f32_32x32x16_fp8_fp8, f32 accumulation
+    and Y (the scales of a quantised MoE are the caller's: Y times the token's and the output
+    channel's scale). Copies move 16 fp8 per thread, so block_m * block_k and block_n * block_k
+    must be multiples of 4096 (block_k a multiple of 64 at 64-row tiles). `instr`
+    v_mfma_f32_16x16x32_fp8_fp8 allows 32-row blocks (less padding when experts get few
+    tokens)."""
+    moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
+                block_k=block_k, lds=lds, instr=instr, prefetch=prefetch)
+
+
+@T.kernel(waves=4)
+def moe_gemm_fp8_kblocked(X: Tensor("fp8", "TOKENS", "H"),
+                          W: Tensor("fp8", "E", "KT", "N", 64),
+                          sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
+                          Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 32,
+                          block_n: int = 128, prefetch: int = 2,
+                          instr: str = "v_mfma_f32_16x16x32_fp8_fp8"):
+    """`moe_gemm_fp8` with the weights pre-arranged in 64-column K blocks (W[e, kt, n, j] is
+    the expert's W[n, 64 kt + j]; `kblock_weights` makes it), as AMD pre-shuffles its MoE
+    weights: a K tile of a workgroup's rows is then one contiguous run, whole 128-byte lines,
+    where row-major rows give each row's 64-byte piece its own line."""
+    moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
+                block_k=64, lds=True, instr=instr, prefetch=prefetch)
+
+
+def kblock_weights(W: np.ndarray, block: int = 64) -> np.ndarray:
+    """W[e, n, k] rearranged to W[e, k // block, n, k % block] (moe_gemm_fp8_kblocked's)."""
+    e, n, k = W.shape
+    return np.ascontiguousarray(W.reshape(e, n, k // block, block).transpose(0, 2, 1, 3))
+
+
+def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int, block_k: int,
+                lds: bool, instr: str, prefetch: int = 1):
+    """The MoE GEMM's body for X and W of the MFMA `instr`'s element type."""
+    if prefetch not in (1, 2, 3) or (prefetch > 1 and not lds):
+        raise T.DSLError(f"prefetch={prefetch!r} with lds={lds!r}: the staged loads run 1 to 3 "
+                         "K tiles ahead (more than 1 only through LDS)", user_loc(),
+                         fix="use prefetch=1, or prefetch=2 or 3 with lds=True")
     TOKENS, H = X.shape
-    E, N, _ = W.shape
+    blocked = len(W.shape) == 4     # W[e, kt, n, j] holds W[e, n, kt * block_k + j]
+    if blocked:
+        E, _, N, inner = W.shape
+        inner = inner.value if isinstance(inner, Const) else inner
+        if inner != block_k or not lds:
+            raise T.DSLError(f"a K-blocked W ({inner} columns a block) needs block_k={inner} "
+                             f"and lds=True, got block_k={block_k}, lds={lds}", user_loc(),
+                             fix=f"use block_k={inner} with lds=True")
+        T.assume(W.shape[1].eq(H // block_k))
+    else:
+        E, N, _ = W.shape
     P, BLOCKS = sorted_ids.shape[0], block_expert.shape[0]
     # every token is routed to one expert, so it appears once; padding ids (= TOKENS) repeat
     T.distinct(sorted_ids, 0, TOKENS)
@@ -45,12 +110,15 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
     block, n0 = T.program_id(0), T.program_id(1) * block_n
     expert = T.load_scalar(block_expert, (block,), 0, E)
     T.tag(X, lambda t, h: {"token": t, "k": h})
-    T.tag(W, lambda e, n, h: {"expert": e, "col": n, "k": h})
+    if blocked:
+        T.tag(W, lambda e, kt, n, j: {"expert": e, "col": n, "k": kt * block_k + j})
+    else:
+        T.tag(W, lambda e, n, h: {"expert": e, "col": n, "k": h})
     T.tag(Y, lambda t, n: {"token": t, "col": n})
 
-    a_spec = T.mfma_layout(MFMA, "a", WAVE_GRID)
-    b_spec = T.mfma_layout(MFMA, "b", WAVE_GRID)
-    c_spec = T.mfma_layout(MFMA, "c", WAVE_GRID)
+    a_spec = T.mfma_layout(instr, "a", WAVE_GRID)
+    b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
+    c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
     reps_m, reps_n = block_m // a_spec.shape[0], block_n // b_spec.shape[0]
 
     def rows(r):
@@ -60,8 +128,10 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
             "token and expert weights meet at one k")
     acc = {(r, s): T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)}
     if lds:
+        if prefetch > 1:
+            T.assume(H >= prefetch * block_k)
         acc = _staged(X, W, expert, rows(0), n0, H // block_k, acc, block_m, block_n, block_k,
-                      a_spec, b_spec, meet)
+                      a_spec, b_spec, meet, instr, prefetch, blocked)
     else:
         loop = T.range(0, H // block_k, name="kt", acc=acc)
         for kt in loop:
@@ -76,7 +146,7 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
             acc = dict(loop.acc)
             for a, b in zip(a_tiles, b_tiles):
                 for (r, s), c in acc.items():
-                    acc[r, s] = T.mfma(MFMA, a[r], b[s], c)
+                    acc[r, s] = T.mfma(instr, a[r], b[s], c)
                     T.tag_assert(*meet)
             loop.acc = acc
         acc = loop.acc
@@ -88,38 +158,60 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
 
 
 def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k, a_spec,
-            b_spec, meet):
+            b_spec, meet, instr, prefetch, blocked=False):
     """The K loop through double-buffered LDS, as the library GEMM's: tile kt+1 is loaded into
     registers before tile kt's MFMAs (the GEMM's `compute_k_tile`, asserting `meet`) and
     stored to the other slot after them, one barrier per tile; the last tile is consumed after
-    the loop, so no iteration needs a branch."""
-    # 8 bf16 (16 bytes) per thread and load where the tile has that many, else fewer
-    copy_a = T.copy_layout((block_m, block_k), 4, min(8, block_m * block_k // 256))
-    copy_b = T.copy_layout((block_n, block_k), 4, min(8, block_n * block_k // 256))
-    a_smem = T.lds((2, block_m, block_k), "bf16", swizzle=swizzle_for(block_k))
-    b_smem = T.lds((2, block_n, block_k), "bf16", swizzle=swizzle_for(block_k))
+    the loop, so no iteration needs a branch. With `prefetch=2` or 3 the loads run further
+    ahead: tiles kt+1 .. kt+prefetch-1 ride in registers (carried by the loop) while
+    kt+prefetch loads."""
+    # 16 bytes per thread and load where the tile has that many, else fewer
+    size = DTYPE_BYTES[X.dtype]
+    vector = 16 // size
+    copy_a = T.copy_layout((block_m, block_k), 4, min(vector, block_m * block_k // 256))
+    copy_b = T.copy_layout((block_n, block_k), 4, min(vector, block_n * block_k // 256))
+    a_smem = T.lds((2, block_m, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
+    b_smem = T.lds((2, block_n, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
 
     def fetch(kt):
-        return (X.load((0, kt * block_k), copy_a, gather=gathered, guard=True),
-                W.load((expert, n0, kt * block_k), copy_b, axes=(1, 2)))
+        rows = X.load((0, kt * block_k), copy_a, gather=gathered, guard=True)
+        return rows, (W.load((expert, kt, n0, 0), copy_b, axes=(2, 3)) if blocked else
+                      W.load((expert, n0, kt * block_k), copy_b, axes=(1, 2)))
 
     def stage(slot, tiles):
         a_smem.store((slot, 0, 0), tiles[0])
         b_smem.store((slot, 0, 0), tiles[1])
 
     def compute(slot, kt, acc):
-        return compute_k_tile(a_smem, b_smem, slot, kt, acc, a_spec, b_spec, block_k, MFMA, meet)
+        return compute_k_tile(a_smem, b_smem, slot, kt, acc, a_spec, b_spec, block_k, instr, meet)
 
     stage(0, fetch(0))
+    carried = {"acc": acc}
+    for j in range(1, prefetch):            # tiles 1 .. prefetch-1 ride in registers
+        carried[f"x{j}"], carried[f"w{j}"] = fetch(j)
     T.barrier()
-    loop = T.range(0, k_tiles - 1, stages=2, name="kt", acc=acc)
+
+    def riding(loop) -> list:
+        return [(getattr(loop, f"x{j}"), getattr(loop, f"w{j}")) for j in range(1, prefetch)]
+
+    loop = T.range(0, k_tiles - prefetch, stages=2, name="kt", **carried)
     for kt in loop:
-        following = fetch(kt + 1)
+        ahead = [*riding(loop), fetch(kt + prefetch)]
         loop.acc = compute(kt % 2, kt, dict(loop.acc))
-        stage((kt + 1) % 2, following)
+        stage((kt + 1) % 2, ahead[0])
+        for j in range(1, prefetch):
+            setattr(loop, f"x{j}", ahead[j][0])
+            setattr(loop, f"w{j}", ahead[j][1])
+        T.barrier()
+    acc = dict(loop.acc)
+    # the last `prefetch` tiles: all but the final one are staged from registers first
+    for i, tiles in enumerate(riding(loop)):
+        kt = k_tiles - prefetch + i
+        acc = compute(kt % 2, kt, acc)
+        stage((kt + 1) % 2, tiles)
         T.barrier()
     last = k_tiles - 1
-    return compute(last % 2, last, dict(loop.acc))
+    return compute(last % 2, last, acc)
 
 
 def route(tokens: int, experts: int, block_m: int, rng) -> tuple[np.ndarray, ...]:

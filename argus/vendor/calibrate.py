@@ -106,30 +106,77 @@ def _gemm_rows() -> list[Row]:
     return rows
 
 
+def _fmoe_rows() -> list[Row]:
+    """Stage 1 (us1) of the wheel's two-stage fused-MoE rows whose stage 1 is one of aiter's
+    fp8 asm kernels, on the 80-CU gfx942 part. None is ever fitted on: all validate."""
+    from argus.vendor.harness import FMOE_STAGE1_KERNELS
+
+    rows = []
+    for r in _wheel_csv("tuned_fmoe"):
+        name = _demangle(r["kernelName1"])
+        if r["cu_num"] not in GFX942_CUS or name not in FMOE_STAGE1_KERNELS or \
+                int(r["ksplit"]) or r["run_1stage"] != "0":
+            continue
+        sizes = {"tokens": int(r["token"]), "dim": int(r["model_dim"]),
+                 "inter": int(r["inter_dim"]), "experts": int(r["expert"]),
+                 "topk": int(r["topk"]), **({"gelu": 1} if "Gelu" in r["act_type"] else {})}
+        rows.append(Row("fp8 MoE stage 1", name, sizes, GFX942_CUS[r["cu_num"]],
+                        float(r["us1"]), "validation",
+                        "amd-aiter wheel " + WHEEL_CSV.format("tuned_fmoe") + " (us1)"))
+    return rows
+
+
+def _i8gemm_rows() -> list[Row]:
+    """The a8w8 (int8) asm GEMM rows of the wheel's bpreshuffle table on the 80-CU part, with
+    the table's split-K. None is ever fitted on: all validate."""
+    from argus.vendor.harness import I8GEMMS
+
+    rows = []
+    for r in _wheel_csv("a8w8_bpreshuffle_tuned_gemm"):
+        name = _demangle(r["kernelName"])
+        if r["cu_num"] not in GFX942_CUS or name not in I8GEMMS:
+            continue
+        sizes = {"m": int(r["M"]), "n": int(r["N"]), "k": int(r["K"]),
+                 "splitk": max(1, int(r["splitK"]))}
+        rows.append(Row("int8 GEMM (a8w8)", name, sizes, GFX942_CUS[r["cu_num"]],
+                        float(r["us"]), "validation", "amd-aiter wheel "
+                        + WHEEL_CSV.format("a8w8_bpreshuffle_tuned_gemm")))
+    return rows
+
+
 def rows(data: Path = DATA) -> list[Row]:
     """Every published timing Argus can reproduce a launch for."""
-    return _fa_rows(data / FA_CSV) + _gemm_rows()
+    return _fa_rows(data / FA_CSV) + _gemm_rows() + _fmoe_rows() + _i8gemm_rows()
+
+
+def fitted_key(r: Row) -> str:
+    """How `calibrated.json` names a row it was fitted on."""
+    return f"{r.gpu} {r.label()} {r.measured_us:.3f} us ({r.source})"
+
+
+def held_out(chosen: Sequence[Row], constants: Calibrated) -> list[Row]:
+    """The rows of `chosen` the constants were not fitted on (by `fitted_on`, whatever a row's
+    split says): the only rows a validation figure may use."""
+    fitted = set(constants.fitted_on)
+    return [r for r in chosen if fitted_key(r) not in fitted]
 
 
 def excluded() -> list[Excluded]:
     """Published gfx942 asm timings left out, grouped by kernel, with the reason."""
     out = []
-    a8w8 = [r for r in _wheel_csv("a8w8_bpreshuffle_tuned_gemm")
-            if r["cu_num"] in GFX942_CUS and r["kernelName"].startswith("_ZN5aiter")]
-    for name, group in itertools.groupby(sorted(a8w8, key=lambda r: r["kernelName"]),
-                                         key=lambda r: r["kernelName"]):
-        out.append(Excluded("a8w8_bpreshuffle_tuned_gemm.csv", _demangle(name), len(list(group)),
-                            "no verified launcher: the emulator runs every opcode and a launch "
-                            "following aiter's asm_gemm_a8w8.cu (B pre-shuffled (32,16)) runs "
-                            "without faults, but rows 1-7 of a 128x128 tile disagree with "
-                            "numpy, so its timing would not be of a kernel known to run right"))
+    from argus.vendor.harness import FMOE_STAGE1_KERNELS
+
     fmoe = [r for r in _wheel_csv("tuned_fmoe") if r["cu_num"] in GFX942_CUS
-            and r["kernelName1"].startswith("_ZN5aiter")]
+            and r["kernelName1"].startswith("_ZN5aiter")
+            and _demangle(r["kernelName1"]) not in FMOE_STAGE1_KERNELS]
     for name, group in itertools.groupby(sorted(fmoe, key=lambda r: r["kernelName1"]),
                                          key=lambda r: r["kernelName1"]):
-        out.append(Excluded("tuned_fmoe.csv (stage 1)", _demangle(name), len(list(group)),
-                            "no launcher for aiter's two-stage fp8 fused-MoE stage-1 kernels "
-                            "(sorting, per-token scales and weight layout not reproduced)"))
+        one_stage = "pertokenFp8_g1u1_vs" in name or "blockscaleFp8" in name
+        out.append(Excluded("tuned_fmoe.csv", _demangle(name), len(list(group)),
+                            "no launcher for aiter's one-stage fp8 fused-MoE kernels (fmoe/silu, "
+                            "fmoe/gelu: a different argument block and weight layout)"
+                            if one_stage else "no launcher for the int8 stage-1 kernels (the "
+                            "fp8 ones are launched and validated)"))
     return out
 
 
@@ -163,6 +210,28 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     if ra.std() == 0 or rb.std() == 0:
         return float("nan")
     return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def family_table(chosen: Sequence[Row], modelled: Sequence[float], constants: Calibrated
+                 ) -> dict[str, dict[str, dict]]:
+    """Per family (and "overall"): rows, MAPE, Spearman and the median modelled / measured
+    ratio (the bias) of the rows the constants were fitted on ("calibration") and of the rest
+    ("validation", `held_out`), the split read off `constants.fitted_on`, not off the rows."""
+    fitted = set(constants.fitted_on)
+    table: dict[str, dict[str, dict]] = {}
+    for family in [*sorted({r.family for r in chosen}), "overall"]:
+        table[family] = {}
+        for split in ("calibration", "validation"):
+            part = [(r, m) for r, m in zip(chosen, modelled) if family in ("overall", r.family)
+                    and (fitted_key(r) in fitted) == (split == "calibration")]
+            table[family][split] = {
+                "rows": len(part),
+                "mape": mape((m, r.measured_us) for r, m in part),
+                "spearman": spearman([m for _, m in part], [r.measured_us for r, _ in part]),
+                "bias": float(np.median([m / r.measured_us for r, m in part])) if part
+                else float("nan"),
+            }
+    return table
 
 
 def timings(chosen: Sequence[Row], constants: Calibrated) -> list:
@@ -274,7 +343,7 @@ def write(constants: Calibrated, chosen: Sequence[Row], score: float,
                       "valu_power": constants.valu_power},
         "mape": round(score, 3),
         "anchors": {a.constant: a.source for a in (STREAM, GEMM_PEAK)},
-        "fitted_on": [f"{r.gpu} {r.label()} {r.measured_us:.3f} us ({r.source})" for r in chosen],
+        "fitted_on": [fitted_key(r) for r in chosen],
     }
     partial = path.with_suffix(".json.partial")
     partial.write_text(json.dumps(data, indent=1) + "\n")

@@ -27,6 +27,40 @@ BF16 = ml_dtypes.bfloat16
 GEMM = re.compile(rf"^{GEMM_NAME.pattern}$")
 FMHA = re.compile(r"^fwd_hd128_bf16(_causal)?(_rtne|_rtna|_rtz)?$")
 FMOE = re.compile(r"^fmoe_(b16|f16)$")
+# aiter's stage-1 fp8 fused-MoE kernels (hsa/gfx942/fmoe_2stages/*.csv): gate+up GEMM of the
+# sorted tokens against pre-shuffled e4m3fnuz weights, per-token and per-channel scales, the
+# activation times up written as bf16; `_doweight` scales each row by its routing weight first.
+FMOE_STAGE1 = re.compile(
+    r"^fmoe_stage1_bf16_pertokenFp8(_doweight)?_g1u1_(\d+)x(\d+)(?:_\dtg)?_pf[23]$")
+_STAGE1_VARIANTS = {
+    "": "16x128_4tg_pf2 16x128_4tg_pf3 32x128_3tg_pf2 32x128_3tg_pf3 48x128_2tg_pf2 "
+        "48x128_2tg_pf3 64x128_2tg_pf2 64x128_2tg_pf3 80x128_2tg_pf2 80x128_pf3 96x128_pf2 "
+        "96x128_pf3 112x128_pf2 112x128_pf3 128x128_pf2 128x128_pf3 144x128_pf2 144x128_pf3 "
+        "160x128_pf2 160x128_pf3 16x256_3tg_pf2 16x256_2tg_pf3 32x256_2tg_pf2 32x256_2tg_pf3 "
+        "48x256_pf2 48x256_pf3 64x256_pf2 64x256_pf3 80x256_pf2 80x256_pf3 16x512_2tg_pf2 "
+        "16x512_pf3 32x512_pf2 32x512_pf3 48x512_pf2 48x512_pf3 16x64_6tg_pf2 16x64_5tg_pf3 "
+        "32x64_4tg_pf2 32x64_4tg_pf3 48x64_3tg_pf2 48x64_3tg_pf3 64x64_3tg_pf2 64x64_2tg_pf3 "
+        "80x64_2tg_pf2 80x64_2tg_pf3 96x64_2tg_pf2 96x64_pf3 112x64_2tg_pf2 112x64_pf3 "
+        "128x64_pf2 128x64_pf3 144x64_pf2 144x64_pf3 160x64_pf2 160x64_pf3",
+    "_doweight": "16x128_4tg_pf2 16x128_4tg_pf3 32x128_3tg_pf2 32x128_3tg_pf3 48x128_2tg_pf2 "
+        "48x128_2tg_pf3 64x128_2tg_pf2 64x128_2tg_pf3 80x128_pf2 80x128_pf3 96x128_pf2 "
+        "96x128_pf3 112x128_pf2 112x128_pf3 128x128_pf2 128x128_pf3 144x128_pf2 144x128_pf3 "
+        "16x256_3tg_pf2 16x256_2tg_pf3 32x256_2tg_pf2 32x256_2tg_pf3 48x256_pf2 48x256_pf3 "
+        "64x256_pf2 64x256_pf3 80x256_pf2 80x256_pf3 16x512_2tg_pf2 16x512_pf3 32x512_pf2 "
+        "32x512_pf3 48x512_pf2 48x512_pf3 16x64_6tg_pf2 16x64_5tg_pf3 32x64_4tg_pf2 "
+        "32x64_4tg_pf3 48x64_3tg_pf2 48x64_3tg_pf3 64x64_2tg_pf2 64x64_2tg_pf3 80x64_2tg_pf2 "
+        "80x64_2tg_pf3 96x64_2tg_pf2 96x64_pf3 112x64_pf2 112x64_pf3 128x64_pf2 128x64_pf3 "
+        "144x64_pf2 144x64_pf3 160x64_pf2 160x64_pf3"}
+#: the stage-1 fp8 kernels of the wheel, by name (as `fmoe_2stages/*.csv` lists them)
+FMOE_STAGE1_KERNELS = tuple(f"fmoe_stage1_bf16_pertokenFp8{kind}_g1u1_{v}"
+                            for kind, variants in _STAGE1_VARIANTS.items()
+                            for v in variants.split())
+# aiter's int8 asm GEMMs (hsa/gfx942/i8gemm): C = (A @ B.T) * sa[m] * sb[n] + bias[n] in bf16,
+# B pre-shuffled (shuffle_weight layout (32, 16)), K split over grid x with atomic adds
+I8GEMM = re.compile(r"^I8gemm_bf16_perTokenI8_BpreShuffle_(128|192)x128$")
+I8GEMMS = tuple(f"I8gemm_bf16_perTokenI8_BpreShuffle_{m}x128" for m in (128, 192))
+FP8 = ml_dtypes.float8_e4m3fnuz
+FP8_MAX = float(ml_dtypes.finfo(FP8).max)     # 240: per-token and per-channel scales map to it
 MOE_BLOCK = 32      # aiter's BLOCK_SIZE_M: sorted tokens per workgroup row of the grid
 MOE_SUB_GU = 512    # FMoeKernel's default sub_GU: intermediate columns per workgroup
 
@@ -103,7 +137,7 @@ def vendor_kernels() -> list[str]:
     for causal in ("", "_causal"):
         for rounding in ("", "_rtne", "_rtna", "_rtz"):
             names.append(f"fwd_hd128_bf16{causal}{rounding}")
-    return names + ["fmoe_b16", "fmoe_f16"]
+    return names + ["fmoe_b16", "fmoe_f16", *FMOE_STAGE1_KERNELS, *I8GEMMS]
 
 
 def code_object_path(root: Path, name: str) -> Path:
@@ -114,6 +148,10 @@ def code_object_path(root: Path, name: str) -> Path:
         return base / "fmha_v3_fwd" / "MI300" / f"{name}.co"
     if FMOE.match(name):
         return base / f"{name}.co"
+    if FMOE_STAGE1.match(name) and name in FMOE_STAGE1_KERNELS:
+        return base / "fmoe_2stages" / f"{name}.co"
+    if I8GEMM.match(name):
+        return base / "i8gemm" / f"{name}.co"
     raise VendorKernelError(f"unknown vendor kernel {name!r}; known: {', '.join(vendor_kernels())}")
 
 
@@ -124,7 +162,8 @@ def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
     """Run vendor kernel `name` on random inputs; `shape` overrides the default problem size
     (GEMM: m, n, k, splitk; attention: b, h, s, sk; MoE: tokens, dim, inter, experts, topk).
     `trace` records the emulator's event trace for the performance model."""
-    if not any(family.match(name) for family in (GEMM, FMHA, FMOE)):
+    if not any(family.match(name) for family in (GEMM, FMHA, FMOE, I8GEMM)) and \
+            name not in FMOE_STAGE1_KERNELS:
         raise VendorKernelError(f"unknown vendor kernel {name!r}; known: "
                                 f"{', '.join(vendor_kernels())}")
 
@@ -142,6 +181,11 @@ def run_vendor(name: str, *, shape: dict[str, int] | None = None, seed: int = 0,
         return _gemm(name, int(match.group(1)), load, rng, shape or {}, check, options)
     if (match := FMHA.match(name)):
         return _fmha(name, bool(match.group(1)), load, rng, shape or {}, check, options)
+    if (match := I8GEMM.match(name)):
+        return _i8gemm(name, int(match.group(1)), load, rng, shape or {}, check, options)
+    if (match := FMOE_STAGE1.match(name)):
+        return _fmoe_stage1(name, bool(match.group(1)), int(match.group(2)), int(match.group(3)),
+                            load, rng, shape or {}, check, options)
     match = FMOE.match(name)
     return _fmoe(name, match.group(1), load, rng, shape or {}, check, options)
 
@@ -253,12 +297,14 @@ def moe_sorting(topk_ids: np.ndarray, topk_weights: np.ndarray, experts: int,
     return sorted_ids, sorted_weights, expert_ids, np.array([used, tokens], np.int32)
 
 
-def shuffle_weight(w: np.ndarray, rows: int = 16, k_lanes: int = 16) -> np.ndarray:
-    """aiter.ops.shuffle.shuffle_weight's (16, 16) layout for 16-bit weights [..., N, K]: each
-    16-row x 32-column block stored as [4 column groups][16 rows][8 elements], so one lane's
-    16-byte load is an MFMA operand fragment."""
+def shuffle_weight(w: np.ndarray, rows: int = 16, k_lanes: int = 16, elements: int = 8
+                   ) -> np.ndarray:
+    """aiter.ops.shuffle.shuffle_weight's (16, 16) layout for weights [..., N, K]: each
+    16-row x 32-column block stored as [32 / elements column groups][16 rows][elements], so one
+    lane's 16-byte load is an MFMA operand fragment (`elements` 8 for 16-bit weights, 16 for
+    8-bit ones)."""
     *lead, n, k = w.shape
-    per_load = 8                                    # 16 bytes of 16-bit elements
+    per_load = elements                             # 16 bytes
     if n % rows or k % (2 * k_lanes):
         raise VendorKernelError(f"shuffle_weight needs N % {rows} == 0 and K % {2 * k_lanes} == 0,"
                                 f" got N={n} K={k}")
@@ -316,3 +362,162 @@ def _fmoe(name: str, kind: str, load: Callable[[], CodeObject], rng: np.random.G
     # 16-bit intermediate and 16-bit atomic accumulation of the topk partial sums
     tolerance = (2.0 ** -6 if kind == "b16" else 2.0 ** -9) * (float(np.abs(reference).max()) + 1)
     return VendorRun(name, size, float(np.abs(result - reference).max()), tolerance, run)
+
+
+def moe_routing(tokens: int, experts: int, topk: int, balanced: bool,
+                rng: np.random.Generator) -> np.ndarray:
+    """Each token's topk distinct experts: uniformly random (as aiter's tuner draws them), or
+    `balanced`, token t taking experts t*topk .. t*topk+topk-1 (mod experts), so every expert
+    gets the same count (the performance model's samples)."""
+    if topk > experts:
+        raise VendorKernelError(f"topk={topk} exceeds experts={experts}; each token picks topk "
+                                "distinct experts")
+    if balanced:
+        return ((np.arange(tokens)[:, None] * topk + np.arange(topk)) % experts).astype(np.int32)
+    return np.argsort(rng.random((tokens, experts)), axis=1)[:, :topk].astype(np.int32)
+
+
+def stage1_topk_ids(sizes: dict[str, int], seed: int = 0) -> np.ndarray:
+    """The experts each token of a stage-1 launch at `sizes` is routed to by `run_vendor` with
+    `seed`, drawn without running it (the same generator sequence)."""
+    rng = np.random.default_rng(seed)
+    rng.standard_normal((sizes["tokens"], sizes["dim"]))   # the harness draws x first
+    return moe_routing(sizes["tokens"], sizes["experts"], sizes["topk"],
+                       bool(sizes.get("balanced", 0)), _stage1_routing_rng(rng))
+
+
+def stage1_routing(sizes: dict[str, int], tile_m: int, seed: int = 0) -> tuple[int, int]:
+    """A stage-1 launch at `sizes` under `run_vendor`'s routing (same seed), counted without
+    running it: the sorted-token blocks holding tokens (the sum over experts of ceil(tokens
+    routed / tile_m), the grid rows that work) and the experts routed to."""
+    counts = np.bincount(stage1_topk_ids(sizes, seed).ravel(), minlength=sizes["experts"])
+    return int(sum(-(-int(c) // tile_m) for c in counts)), int(np.count_nonzero(counts))
+
+
+def _stage1_routing_rng(rng: np.random.Generator) -> np.random.Generator:
+    """The routing's own generator, seeded from the run's, so that counting blocks does not
+    have to draw the (large) weights first."""
+    return np.random.default_rng(int(rng.integers(1 << 31)))
+
+
+def _fmoe_stage1(name: str, doweight: bool, tile_m: int, tile_n: int,
+                 load: Callable[[], CodeObject], rng: np.random.Generator,
+                 given: dict[str, int], check: str, options: dict) -> VendorRun:
+    """aiter's asm_moe_2stage.cu launch of a stage-1 fp8 kernel: x quantised per token, w1
+    ([experts, 2 inter, dim], gate rows then up rows) per output channel, both to e4m3fnuz with
+    the scale amax / 240; weights in shuffle_weight's (16, 16) layout; grid (inter / tile_n,
+    sorted blocks, 1), 256 work-items. `gelu` = 1 picks GELU (tanh) instead of SiLU;
+    `balanced` = 1 routes round-robin (see moe_routing)."""
+    flags = {k: given.get(k, 0) for k in ("gelu", "balanced")}
+    if any(v not in (0, 1) for v in flags.values()):
+        raise VendorKernelError(f"{name}: gelu and balanced are 0 or 1, got {flags}")
+    size = _sizes({"tokens": 8, "dim": 512, "inter": 256, "experts": 4, "topk": 2},
+                  {k: v for k, v in given.items() if k not in flags}, name)
+    tokens, dim, inter, experts, topk = (size[k] for k in
+                                         ("tokens", "dim", "inter", "experts", "topk"))
+    if inter % tile_n:
+        raise VendorKernelError(f"{name}: inter must be a multiple of the kernel's tile_n "
+                                f"{tile_n} (asm_moe_2stage.cu checks inter_dim % tile_N), "
+                                f"got inter={inter}")
+    if dim % 256:
+        raise VendorKernelError(f"{name}: dim must be a multiple of 256, got dim={dim}")
+    x = rng.standard_normal((tokens, dim)).astype(np.float32)
+    routing = _stage1_routing_rng(rng)
+    topk_ids = moe_routing(tokens, experts, topk, bool(flags["balanced"]), routing)
+    topk_weights = routing.random((tokens, topk)).astype(np.float32)
+    w1 = (rng.standard_normal((experts, 2 * inter, dim)) / np.sqrt(dim)).astype(np.float32)
+    x_scale = np.abs(x).max(1, keepdims=True) / FP8_MAX
+    xq = (x / x_scale).astype(FP8)
+    w_scale = np.abs(w1).max(2, keepdims=True) / FP8_MAX
+    wq = (w1 / w_scale).astype(FP8)
+    sorted_ids, sorted_weights, expert_ids, num_valid = moe_sorting(topk_ids, topk_weights,
+                                                                    experts, block=tile_m)
+    out = np.zeros((tokens, topk, inter), np.uint16)
+    args: dict[str, Any] = dict(
+        O=out, X=xq.view(np.uint8), G=shuffle_weight(wq.view(np.uint8), elements=16),
+        Xc=num_valid,
+        XQ=x_scale.astype(np.float32).ravel(), GQ=w_scale.astype(np.float32).ravel(), SMQ=None,
+        STP=sorted_ids, SEP=expert_ids, dim=dim, hdim=inter, batch=tokens, eprt=experts,
+        Xs=dim, GUs=dim, Os=topk * inter * 2, eGUs=dim * 2 * inter, eGUQs=2 * inter * 4,
+        eSMQs=inter * 4, topk=topk, splitk=0, activation=flags["gelu"])
+    code = load()
+    info = code.kernels[0]
+    if doweight:
+        # the metadata declares SW a 4-byte value, but asm_moe_2stage.cu's KernelArgs puts the
+        # 8-byte pointer to the sorted routing weights there and the kernel loads it as one
+        info = _pointer_arg(info, "SW")
+        args["SW"] = sorted_weights
+    run = emulate(code, info, grid=(inter // tile_n, len(expert_ids), 1), block=256, args=args,
+                  check=check, **options)
+    xd = xq.astype(np.float64) * x_scale
+    wd = wq.astype(np.float64) * w_scale
+    reference = np.zeros((tokens, topk, inter))
+    for slot in range(topk):
+        for expert in range(experts):
+            rows = np.flatnonzero(topk_ids[:, slot] == expert)
+            h = xd[rows] @ wd[expert].T
+            if doweight:    # the routing weight scales the token's row before the activation
+                h *= topk_weights[rows, slot, None]
+            gate, up = h[:, :inter], h[:, inter:]
+            act = gelu_tanh(gate) if flags["gelu"] else gate / (1 + np.exp(-gate))
+            reference[rows, slot] = act * up
+    result = out.view(BF16).astype(np.float64)
+    # bf16 output (8 significant bits); the fp8 operands are exact in the reference
+    tolerance = 2.0 ** -6 * (float(np.abs(reference).max()) + 1)
+    return VendorRun(name, {**size, **flags}, float(np.abs(result - reference).max()), tolerance,
+                     run)
+
+
+def _pointer_arg(info: Any, name: str) -> Any:
+    """`info` with by-value argument `name` re-declared as an 8-byte global buffer."""
+    args = tuple(attrs.evolve(a, size=8, value_kind="global_buffer", address_space="global",
+                              value_type="") if a.name == name else a for a in info.args)
+    return attrs.evolve(info, args=args)
+
+
+def i8gemm_splits(k: int, splitk: int) -> tuple[int, int]:
+    """asm_gemm_a8w8.cu's K split: each split a multiple of 128 K wide, so the requested split
+    count can shrink. Returns (splits, K per split)."""
+    def aligned(parts: int) -> int:
+        share = -(-k // parts)                       # ceil(k / parts)
+        return -(-share // 128) * 128
+
+    splits = -(-k // aligned(splitk))
+    return splits, aligned(splits)
+
+
+def _i8gemm(name: str, tile: int, load: Callable[[], CodeObject], rng: np.random.Generator,
+            given: dict[str, int], check: str, options: dict) -> VendorRun:
+    """asm_gemm_a8w8.cu's launch: int8 A [m, k] and B [n, k] (B in shuffle_weight's (32, 16)
+    layout), f32 per-row and per-column scales, f32 bias, bf16 C; grid (n / 128 x splits,
+    ceil(m / tile)), 256 work-items; with splits > 1 the partial tiles are added into C."""
+    size = _sizes({"m": tile, "n": 128, "k": 512, "splitk": 1}, given, name)
+    m, n, k = size["m"], size["n"], size["k"]
+    if n % 128 or k % 128:
+        raise VendorKernelError(f"{name}: n and k must be multiples of 128 (the kernel's N tile "
+                                f"and K step), got n={n} k={k}")
+    splits, _ = i8gemm_splits(k, size["splitk"])
+    if splits == 1 and k < 384:
+        # seen in the emulator: unsplit, k = 128 and 256 disagree with numpy (split K runs of
+        # 256 per split agree); aiter's tuned table never launches an unsplit K below 1024
+        raise VendorKernelError(f"{name}: an unsplit K below 384 is outside what this code "
+                                f"object computes correctly, got k={k}")
+    a = rng.integers(-127, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-127, 128, (n, k)).astype(np.int8)
+    scale_a = (rng.random(m) / 64 + 1 / 256).astype(np.float32)
+    scale_b = (rng.random(n) / 64 + 1 / 256).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    shuffled = np.ascontiguousarray(
+        b.reshape(n // 32, 32, k // 32, 2, 16).transpose(0, 2, 3, 1, 4)).reshape(n, k)
+    out = np.zeros((m, n), np.uint16)
+    args = dict(C=out, A=a, B=shuffled, SA=scale_a, SB=scale_b, BIAS=bias, M=m, N=n, K=k, PA=k,
+                PB=k, PC=n * 2, KS=splits)
+    run = emulate(load(), grid=(n // 128 * splits, -(-m // tile), 1), block=256, args=args,
+                  check=check, **options)
+    reference = (a.astype(np.float64) @ b.astype(np.float64).T) * scale_a[:, None] \
+        * scale_b[None, :] + bias[None, :]
+    result = out.view(BF16).astype(np.float64)
+    # bf16 output, and bf16 partial sums when the splits add into C
+    tolerance = 2.0 ** -7 * splits * (float(np.abs(reference).max()) + 1)
+    return VendorRun(name, {**size, "splitk": splits}, float(np.abs(result - reference).max()),
+                     tolerance, run)

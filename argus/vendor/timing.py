@@ -24,12 +24,16 @@ from argus.isa_cdna3.perf.params import Calibrated, GpuProfile, PerfError
 from argus.vendor import aiter
 from argus.vendor.harness import (
     FMHA,
+    FMOE_STAGE1,
     GEMM,
+    I8GEMM,
     VendorKernelError,
     check_whole_sizes,
     code_object_path,
+    i8gemm_splits,
     keys_default_to_queries,
     run_vendor,
+    stage1_routing,
     vendor_kernels,
 )
 
@@ -53,11 +57,12 @@ class Family:
     # whether the sampled workgroups stand exactly for every workgroup at these sizes (else
     # the whole launch is emulated)
     sampled: Callable[[dict], bool] = lambda size: True
+    extra: tuple[str, ...] = ()                           # optional sizes without a default
 
     @property
     def sizes(self) -> list[str]:
         """The size names the family takes (attention also takes hk, the K/V head count)."""
-        return [*self.defaults, *(["hk"] if self.loop == "sk" else [])]
+        return [*self.defaults, *(["hk"] if self.loop == "sk" else []), *self.extra]
 
 
 def _gemm(name: str) -> Family:
@@ -101,10 +106,64 @@ def _fmha(name: str, causal: bool) -> Family:
                   sampled=lambda s: s["s"] % 512 == 0 and s["sk"] >= s["s"])
 
 
+def _fmoe_stage1(name: str) -> Family:
+    """aiter's stage-1 fp8 MoE kernels: a workgroup multiplies one block of tile_m sorted
+    tokens by tile_n gate and tile_n up columns of its expert over the whole of dim, so every
+    block costs the same whatever its expert: the sample is a launch of one full block per
+    expert (round-robin routing), the real launch has inter / tile_n times the blocks the
+    routing fills (uniformly random routing, as aiter's tuner draws it; counted, not
+    emulated), and the compulsory traffic reads each routed expert's weights once."""
+    match = FMOE_STAGE1.match(name)
+    tile_m, tile_n = int(match.group(2)), int(match.group(3))
+
+    def sample_sizes(size: dict, trip: int, groups: int) -> dict:
+        return {"tokens": tile_m * groups, "dim": trip, "inter": tile_n, "experts": groups,
+                "topk": 1, "balanced": 1, **({"gelu": 1} if size.get("gelu") else {})}
+
+    def footprint(s: dict) -> float:
+        routed = stage1_routing(s, tile_m)[1]
+        return (routed * 2 * s["inter"] * s["dim"] + s["tokens"] * s["dim"]     # fp8 weights, x
+                + s["tokens"] * s["topk"] * s["inter"] * BF16_BYTES)            # bf16 out
+
+    def problem(s: dict) -> str | None:
+        return None if (min(s.values()) >= 1 and s["inter"] % tile_n == 0
+                        and s["dim"] % 256 == 0 and s["topk"] <= s["experts"]
+                        and s.get("gelu", 0) <= 1) else \
+            f"tokens, dim, inter, experts, topk must be positive, inter a multiple of {tile_n}, " \
+            f"dim of 256, topk at most experts (gelu 1 picks GELU)"
+    return Family("dim", (512, 1024), lambda s: s["dim"], sample_sizes,
+                  lambda s: s["inter"] // tile_n * stage1_routing(s, tile_m)[0], footprint,
+                  {"tokens": 8, "dim": 512, "inter": 256, "experts": 4, "topk": 2}, problem,
+                  extra=("gelu",))
+
+
+def _i8gemm(name: str) -> Family:
+    """aiter's int8 GEMMs: every workgroup runs the K loop of its split (asm_gemm_a8w8.cu
+    rounds each split up to a multiple of 128), so a sample of one row of tiles at two split
+    widths stands for all."""
+    tile = int(I8GEMM.match(name).group(1))
+
+    def sample_sizes(size: dict, trip: int, groups: int) -> dict:
+        splits = i8gemm_splits(size["k"], size["splitk"])[0]
+        return {"m": tile, "n": 128 * max(1, groups // splits), "k": trip * splits,
+                "splitk": splits}
+    return Family(
+        "k", (512, 1024), lambda s: i8gemm_splits(s["k"], s["splitk"])[1], sample_sizes,
+        lambda s: s["n"] // 128 * -(-s["m"] // tile) * i8gemm_splits(s["k"], s["splitk"])[0],
+        lambda s: s["m"] * s["k"] + s["n"] * s["k"] + s["m"] * s["n"] * BF16_BYTES,
+        {"m": tile, "n": 128, "k": 512, "splitk": 1},
+        lambda s: None if min(s.values()) >= 1 and s["n"] % 128 == 0 and s["k"] % 128 == 0
+        else "m, n, k, splitk must be positive, n and k multiples of 128")
+
+
 def family(name: str) -> Family | None:
     """How vendor kernel `name` is sampled, or None when its whole launch is emulated."""
     if GEMM.match(name):
         return _gemm(name)
+    if I8GEMM.match(name):
+        return _i8gemm(name)
+    if FMOE_STAGE1.match(name):
+        return _fmoe_stage1(name)
     if match := FMHA.match(name):
         return _fmha(name, bool(match.group(1)))
     return None
