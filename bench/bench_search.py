@@ -81,12 +81,18 @@ def _time_point(job: tuple[Candidate, list[Problem]]) -> list[dict]:
     compiled once, timed at each shape whose size assumptions it meets. `stage` is where a
     point without a time stopped: trace (the real loop prunes it for free) | compile | time."""
     from argus.ir.ops import resources
-    from argus.search.evaluate import Evaluator, timing_facts
+    from argus.search.evaluate import Evaluator, kernel_params, timing_facts
+    from argus.search.rewrites import RewriteError, apply_rewrites, trace_rewritten
+    from argus.search.space import family
 
     candidate, problems = job
-    try:
-        ir = Evaluator(problems[0])._trace(candidate)  # the candidate's rewrites applied
-    except Exception as err:  # evaluate's _Stop: the point does not trace (or rewrite)
+    name = problems[0].family
+    try:  # the candidate's rewrites applied; a rewrite whose precondition fails is no point
+        ir = apply_rewrites(trace_rewritten(family(name), name, kernel_params(candidate),
+                                            candidate.rewrites), candidate.rewrites)
+    except RewriteError as err:
+        return [{"time_us": None, "stage": "precondition", "why": _why(err)}] * len(problems)
+    except Exception as err:  # the point does not trace
         return [{"time_us": None, "stage": "trace", "why": _why(err)}] * len(problems)
     fitting = []
     for problem in problems:
@@ -136,17 +142,33 @@ def _sources_digest() -> str:
     return digest.hexdigest()
 
 
-#: the program variants every knob point comes in: as written, and with both LDS rings grown
-#: from 2 to 4 slots (the `grow_rings` rewrite of the traced IR; proved in
-#: tests/test_search_rewrites.py, not re-verified per point here)
-VARIANTS = ((), (("grow_rings", (0,)),))
+#: the program variants every knob point comes in: the wave grid 2x2 as written, 4x1 or 1x4
+#: (the trace-level `regrid` rewrite), each as written or with both LDS rings grown from 2 to 4
+#: slots (the `grow_rings` rewrite of the traced IR); both proved in
+#: tests/test_search_rewrites.py, not re-verified per point here
+GRIDS = ((), (("regrid", (4, 1)),), (("regrid", (1, 4)),))
+RINGS = ((), (("grow_rings", (0,)),))
+VARIANTS = tuple((*g, *r) for g in GRIDS for r in RINGS)
 
 
 def points(problem: Problem) -> list[Candidate]:
-    """The bench's space: every knob point of the problem in every program variant."""
+    """The bench's space: every feasible knob point of the problem (the family's declared
+    infeasible ones left out) in every program variant whose trace-level rewrites' precondition
+    holds there (the IR rewrites' preconditions are read from the IR: the table marks a point
+    whose precondition fails as "precondition", outside the space)."""
     import attrs
 
-    return [attrs.evolve(c, rewrites=v) for c in every_candidate(problem) for v in VARIANTS]
+    from argus.search.rewrites import RewriteError, trace_hooks
+
+    out = []
+    for c in every_candidate(problem):
+        for v in VARIANTS:
+            try:
+                trace_hooks(problem.family, c.param_dict, v)
+            except RewriteError:
+                continue
+            out.append(attrs.evolve(c, rewrites=v))
+    return out
 
 
 def _cache_path(problem: Problem) -> Path:
