@@ -251,8 +251,18 @@ def untraceable(table: dict):
         row = table.get(candidate.key)
         if row is None:
             return "outside the bench's space"
-        return row["why"] if row["stage"] == "trace" else ""
+        return row["why"] if row["stage"] in PRUNED else ""
     return why
+
+
+#: table stages of points that cost no evaluation: a rewrite whose precondition fails (the
+#: point is outside the space), a point that does not trace at the shape (the precheck)
+PRUNED = ("precondition", "trace")
+
+
+def in_space(table: dict) -> dict:
+    """The table's points inside the space (every rewrite's precondition holds)."""
+    return {k: row for k, row in table.items() if row["stage"] != "precondition"}
 
 
 def evaluations_to_target(rewards: list[float | None], target: float) -> int | None:
@@ -298,8 +308,8 @@ def optuna_run(problem, table, reference_us, seed, budget) -> list[float | None]
         params = {k: v for k, v in trial.params.items() if k != "variant"}
         candidate = Candidate(problem.family, {**params, **fixed},
                               rewrites=VARIANTS[trial.params["variant"]])
-        row = table[candidate.key]
-        if candidate.key in seen or row["stage"] == "trace":
+        row = table.get(candidate.key, {"stage": "precondition"})
+        if candidate.key in seen or row["stage"] in PRUNED:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             continue
         seen.add(candidate.key)
@@ -312,7 +322,7 @@ def optuna_run(problem, table, reference_us, seed, budget) -> list[float | None]
 def random_run(table, reference_us, seed, budget) -> list[float | None]:
     """Uniform sampling without replacement among the points that trace at the shape (the
     ones the planner may propose too); a point that fails to compile is a spent evaluation."""
-    keys = sorted(k for k, row in table.items() if row["stage"] != "trace")
+    keys = sorted(k for k, row in table.items() if row["stage"] not in PRUNED)
     random.Random(seed).shuffle(keys)
     return [reference_us / table[k]["time_us"] if table[k]["time_us"] else None
             for k in keys[:budget]]
@@ -550,14 +560,16 @@ def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | 
         for problem in test:
             table = tables[problem]
             timed = {k: v for k, v in table.items() if v["time_us"] is not None}
-            traced = sum(v["stage"] != "trace" for v in table.values())
+            space = len(in_space(table))
+            traced = sum(v["stage"] not in PRUNED for v in table.values())
             best_key = min(timed, key=lambda k: timed[k]["time_us"])
             best_us = timed[best_key]["time_us"]
             default = table[default_candidate(problem).key]["time_us"] or best_us
             target = TARGET * default / best_us
             near = sum(TARGET * v["time_us"] <= best_us for v in timed.values())
             best = Candidate.from_dict(timed[best_key]["candidate"]).describe()
-            echo(f"{problem.family} {problem.shape}: {len(table)} points, {traced} trace at "
+            echo(f"{problem.family} {problem.shape}: {space} points ({len(table)} listed, "
+                 f"{len(table) - space} where a rewrite's precondition fails), {traced} trace at "
                  f"the shape, {len(timed)} compile and time, {near} within 95% of the best; "
                  f"best {best_us:.2f} µs modelled ({best}); default {default:.2f} µs")
             runs = {
@@ -592,7 +604,7 @@ def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | 
                 learned["evaluations"], by["random"]["evaluations"], strict=True))
             echo(f"  where the learned planner loses: {', '.join(losses) or 'no method'} has "
                  f"a lower mean; random search beats it on {seeds_lost} of {seeds} seeds")
-            out["test"].append({"problem": problem.to_dict(), "points": len(table),
+            out["test"].append({"problem": problem.to_dict(), "points": space,
                                 "traced": traced, "timed": len(timed), "near_best": near,
                                 "best_us": best_us, "default_us": default,
                                 "methods": rows, "modelled": True})

@@ -109,6 +109,26 @@ def test_experience_warm_starts_priors_and_fresh_planners_ignore_it(tmp_path):
     assert OfflinePlanner(far, 0).value("grow_m") < between < warm.value("grow_m")
 
 
+def test_a_new_shape_starts_at_the_points_near_the_best_at_every_past_shape(tmp_path):
+    """Past runs at two shapes: tile X is the best at one and poor at the other, tile Y second
+    at both. A run at a third shape class starts at Y (then X), one point per tile."""
+    memory = Experience(tmp_path / "gemm.jsonl", "gemm")
+    base = default_candidate(GEMM).param_dict
+    x = Candidate("gemm", {**base, "block_m": 128, "block_n": 128})
+    x16 = Candidate("gemm", {**x.param_dict, "block_k": 64})
+    y = Candidate("gemm", {**base, "block_m": 64, "block_n": 128})
+    for sizes, rewards in (({"M": 2048, "N": 2048, "K": 2048}, (2.0, 1.99, 1.9)),
+                           ({"M": 8192, "N": 1024, "K": 2048}, (1.0, 1.0, 1.8))):
+        for candidate, reward in zip((x, x16, y), rewards, strict=True):
+            memory.append({"run": str(sizes), "shape_class": shape_class("gemm", sizes),
+                           "sizes": sizes, "move": "optuna", "credit": 0.5, "status": "ok",
+                           "reward": reward, "candidate": candidate.to_dict()})
+    assert memory.robust(2) == [y.to_dict(), x.to_dict()]
+    far = Problem("gemm", {"M": 4096, "N": 4096, "K": 4096})
+    assert memory.starts(far, 3)[:2] == [y, x]  # x16 is another tile: after both
+    assert x16 in memory.starts(far, 3)
+
+
 def _proposal_after_a_refuted_swizzle(planner, state, base):
     """The planner's next proposal once `base` with its stores swizzled (and its reads not)
     came back refuted at the MFMA's tag assertion, and that refuted candidate."""

@@ -245,10 +245,11 @@ class OfflinePlanner:
                   "untimed": sum(e.time_us is None for e in ranking)})
 
     def _experience_seeds(self) -> None:
-        """Without a pre-screen: past runs' best points, and the value model's guess at this
-        shape once it has learnt from past runs' results at theirs (after this shape class's
-        own best when there is one, before other classes' bests)."""
-        self.seeds = [Proposal(c, EXPERIENCE_ARM, "the best point of a past run of the family "
+        """Without a pre-screen: where past runs say to start (`Experience.starts`: this
+        shape class's best, the points near the best at every past shape), and the value
+        model's guess at this shape once it has learnt from past runs' results at theirs
+        (after this shape class's own best when there is one, else first)."""
+        self.seeds = [Proposal(c, EXPERIENCE_ARM, "a point near the best at past runs' shapes "
                                "(experience store)")
                       for c in self.experience.starts(self.problem, SEEDS)]
         guess = self._guess()
