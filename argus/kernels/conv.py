@@ -493,17 +493,33 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         block_p, block_oc = BLOCK_P * tiles[0], BLOCK_OC * tiles[1]
     else:
         block_p, block_oc = FMA_P, FMA_OC
-    T.grid(out_extent[-2] if dims >= 2 else 1, T.cdiv(out_extent[-1], block_p), N)
+    rows = out_extent[-2] if dims >= 2 else 1
+    # A phased (strided transposed) output gives each phase its own band of workgroups along
+    # the grid's first axis: a branch per phase holds that phase's loops, so the offsets its
+    # loops keep live (hoisted before them) are live in that branch only, and the SGPRs a
+    # wave needs do not grow with the phase count (25 phases of a stride-5 2-D output).
+    T.grid(rows * len(taps), T.cdiv(out_extent[-1], block_p), N)
     q0, n = T.program_id(1) * block_p, T.program_id(2)
-    outer = [T.program_id(0)] if dims >= 2 else []
-    if dims == 3:
-        for qd in T.range(0, out_extent[0], name="od"):
-            rows = [qd, *outer]
-            _conv_channels(engine, steps, t, taps, n, rows, _times(rows, steps_per_row), q0,
-                           G, CG, OCG, block_oc, x_pos, y_pos, tiles)
-    else:
-        _conv_channels(engine, steps, t, taps, n, outer, _times(outer, steps_per_row), q0,
-                       G, CG, OCG, block_oc, x_pos, y_pos, tiles)
+
+    def output_rows(row, phase_taps):
+        outer = [row] if dims >= 2 else []
+        if dims == 3:
+            for qd in T.range(0, out_extent[0], name="od"):
+                at = [qd, *outer]
+                _conv_channels(engine, steps, t, phase_taps, n, at, _times(at, steps_per_row),
+                               q0, G, CG, OCG, block_oc, x_pos, y_pos, tiles)
+        else:
+            _conv_channels(engine, steps, t, phase_taps, n, outer,
+                           _times(outer, steps_per_row), q0, G, CG, OCG, block_oc, x_pos,
+                           y_pos, tiles)
+
+    band = T.program_id(0)
+    if len(taps) == 1:
+        output_rows(band, taps)
+        return
+    for i, (phase, phase_taps) in enumerate(taps.items()):
+        with T.when((band >= rows * i) & (band < rows * (i + 1))):
+            output_rows(band - rows * i, {phase: phase_taps})
 
 
 def _times(rows, steps) -> list:

@@ -45,6 +45,10 @@ class ExprEmitter:
         self.preheader = prologue
         self.loop_vars = loop_vars          # names of loop counters (not hoistable)
         self.hoisted: dict[Expr, VReg | int] = {}
+        # registers made in the entry code, which dominates every later point: unlike the
+        # hoisted terms, a branch does not forget them (one per constant however many
+        # branches use it)
+        self.constants: dict[tuple[str, int], VReg] = {}
         self.scoped: list[dict[Expr, VReg | int]] = []
         self.loc: SourceLoc | None = None
         self.origin = ""                    # mnemonic of the IR op being lowered
@@ -106,14 +110,15 @@ class ExprEmitter:
         return self.materialize(v, cls or "s")
 
     def materialize(self, const: int, cls: str) -> VReg:
-        key = Const(const) if cls == "s" else Term("add", (Const(const), Var("lane", 0, 64)))
-        if cls == "s" and key in self.hoisted:
-            return self.hoisted[key]
+        """A register holding `const`, set once in the entry code and shared by every use
+        (callers only read it)."""
+        key = (cls, const)
+        if key in self.constants:
+            return self.constants[key]
         reg = VReg(cls, 1, f"c{const}")
         op = "s_mov_b32" if cls == "s" else "v_mov_b32_e32"
         self.emit(op, reg, const, into=self.prologue)
-        if cls == "s":
-            self.hoisted[key] = reg
+        self.constants[key] = reg
         return reg
 
     def nonnegative(self, e: Expr) -> bool:
