@@ -389,7 +389,8 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     Arguments, channels last with the channels split into groups (a free reshape):
     X (N, [I2, SI] per dimension, G, CG) the input in its phase view (`conv_input_view`; SI
     per `view_phases`: the stride along the innermost axis of a forward convolution, else 1),
-    Wt (K per dimension, G, OCG, CG), then bias (G, OCG)
+    Wt (K per dimension, G, OCG, CG) (the f32 engines take X and Wt in their own orders,
+    `channels_first`, `weight_oc_last`; `engine_layout` moves them), then bias (G, OCG)
     and residual (Y's shape, f32) when the epilogue names them, and Y (N, [O2, SO] per
     dimension, G, OCG) the output in its phase view (SO = 1, or the stride when transposed;
     `from_phase_view` gives the plain array). Groups, channel counts and every extent are
@@ -405,14 +406,12 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     names = [s[0] for s in steps]
     dtype = "bf16" if engine == "mfma" else "f32"
     axes = SPATIAL[3 - dims:]
-    if channels_first(engine):
-        annotations = {
-            "X": Tensor(dtype, "N", "G", "CG", *_view_shape("I2", "SI", dims)),
-            "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "CG", "OCG")}
-    else:
-        annotations = {
-            "X": Tensor(dtype, "N", *_view_shape("I2", "SI", dims), "G", "CG"),
-            "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "OCG", "CG")}
+    x_view = _view_shape("I2", "SI", dims)
+    annotations = {
+        "X": Tensor(dtype, "N", "G", "CG", *x_view) if channels_first(engine) else
+        Tensor(dtype, "N", *x_view, "G", "CG"),
+        "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G",
+                     *(("CG", "OCG") if weight_oc_last(engine) else ("OCG", "CG")))}
     if "bias" in names:
         annotations["bias"] = Tensor("f32", "G", "OCG")
     y_shape = ("N", *_view_shape("O2", "SO", dims), "G", "OCG")
@@ -436,17 +435,26 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
 
 
 def channels_first(engine: str) -> bool:
-    """Whether `engine` takes X as (N, G, CG, *view) and Wt as (*K, G, CG, OCG) (the f32 MFMA
-    engine) rather than channels last; `engine_layout` moves the arrays."""
+    """Whether `engine` takes X as (N, G, CG, *view) (the f32 MFMA engine) rather than
+    channels last; `engine_layout` moves the arrays."""
     return engine == "mfma_f32"
+
+
+def weight_oc_last(engine: str) -> bool:
+    """Whether `engine` takes Wt as (*K, G, CG, OCG) rather than (*K, G, OCG, CG): the f32
+    engines, whose tile reads several output channels of one tap at once (one uniform offset
+    per tap and the channels at constant distances, not one offset per channel); the bf16
+    MFMA's B wants k innermost."""
+    return engine in ("fma", "mfma_f32")
 
 
 def engine_layout(engine: str, x_view: np.ndarray, weight: np.ndarray) -> tuple:
     """X (`conv_input_view`, channels last) and Wt ((*K, G, OCG, CG)) as `engine` reads them."""
-    if not channels_first(engine):
-        return x_view, weight
-    return (np.ascontiguousarray(np.moveaxis(x_view, (-2, -1), (1, 2))),
-            np.ascontiguousarray(np.swapaxes(weight, -1, -2)))
+    if channels_first(engine):
+        x_view = np.ascontiguousarray(np.moveaxis(x_view, (-2, -1), (1, 2)))
+    if weight_oc_last(engine):
+        weight = np.ascontiguousarray(np.swapaxes(weight, -1, -2))
+    return x_view, weight
 
 
 def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int]]:
@@ -554,7 +562,7 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
         return (n, g, c, *spatial) if first else (n, *spatial, g, c)
 
     def w_origin(k, c, doc=0):
-        return (*k, g, c, oc0 + doc) if first else (*k, g, oc0 + doc, c)
+        return (*k, g, c, oc0 + doc) if weight_oc_last(engine) else (*k, g, oc0 + doc, c)
 
     if engine == "fma":
         acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos)
@@ -618,7 +626,7 @@ def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
     def step(c):
         def tap(acc, k, off, ph):
             x = X.load(x_origin(off, ph, c), column, axes=(x_pos,), guard=True)
-            w = Wt.load(w_origin(k, c), row, axes=(len(k) + 1,), guard=True)
+            w = Wt.load(w_origin(k, c), row, axes=(len(k) + 2,), guard=True)
             return acc + T.broadcast(x, 1, spec) * T.broadcast(w, 0, spec)
         return tap
 
@@ -852,13 +860,18 @@ def pool_reference_nd(x, *, kind, window, stride=None, padding=0, dilation=1):
     return y
 
 
-def conv_view_reference(epilogue, inputs: dict, params: dict) -> np.ndarray:
+def conv_view_reference(epilogue, inputs: dict, params: dict, engine: str = "fma"
+                        ) -> np.ndarray:
     """What `conv_kernel(dims, engine, epilogue)` writes to Y (its phase view) for any view
-    arrays `inputs` (X, Wt, bias, residual, Y), the front of X's view included: the view read
-    plainly is the input with `input_pad` more positions in front, so it is the convolution
-    of that array with padding 0 (forward) or p + f * s (transposed, its inputs moved f
-    later), over every position of Y's view."""
+    arrays `inputs` (X, Wt, bias, residual, Y, in `engine`'s layout), the front of X's view
+    included: the view read plainly is the input with `input_pad` more positions in front, so
+    it is the convolution of that array with padding 0 (forward) or p + f * s (transposed, its
+    inputs moved f later), over every position of Y's view."""
     X, Wt, Y = inputs["X"], inputs["Wt"], inputs["Y"]
+    if channels_first(engine):
+        X = np.moveaxis(X, (1, 2), (-2, -1))
+    if weight_oc_last(engine):
+        Wt = np.swapaxes(Wt, -1, -2)
     dims = (X.ndim - 3) // 2
     front = input_pad(dims, params["window"], params["stride"], params["padding"],
                       params["dilation"], params["transposed"])
