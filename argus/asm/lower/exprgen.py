@@ -51,6 +51,8 @@ class ExprEmitter:
         self.constants: dict[tuple[str, int], VReg] = {}
         self.scoped: list[dict[Expr, VReg | int]] = []
         self.loc: SourceLoc | None = None
+        #: uniform terms computed in place even where loop-invariant (a global store's)
+        self.in_place = False
         self.origin = ""                    # mnemonic of the IR op being lowered
 
     # -- scopes ---------------------------------------------------------------------------------
@@ -73,6 +75,10 @@ class ExprEmitter:
     def is_invariant(self, e: Expr) -> bool:
         return not any(v.name in self.loop_vars for v in free_vars(e))
 
+    def is_invariant_anyway(self, e: Expr) -> bool:
+        """Whether `e` is already computed before the loops (a hoisted term reused)."""
+        return e in self.hoisted
+
     def value(self, e, name: str = "") -> VReg | int:
         """An int for constants, else a register holding `e` (an SGPR when uniform)."""
         e = simplify(e)
@@ -91,6 +97,11 @@ class ExprEmitter:
         # follows every top-level definition they may use); outside loops a term is computed
         # where it is first used (straight-line code dominates the rest)
         invariant = self.is_invariant(e)
+        if invariant and self.loop_vars and self.in_place and not self.is_invariant_anyway(e):
+            # a store's offsets and bounds are made where it stores, once per trip of the
+            # loops around it, and die with it: hoisted, they would be live through the
+            # reduction loops that run before it (16 rows of an MFMA tile, per phase)
+            invariant = False
         memo = self.hoisted if invariant or not self.scoped else self.scoped[-1]
         saved = self.out
         if invariant and self.loop_vars:

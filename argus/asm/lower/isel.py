@@ -294,6 +294,15 @@ class Selector(ExprEmitter):
             body[0:0] = head
             self.entry, self.entry_memo, self.rebased = saved
 
+    @contextlib.contextmanager
+    def store_in_place(self):
+        """Lower a store's address terms where it stores (`ExprEmitter.in_place`)."""
+        saved, self.in_place = self.in_place, True
+        try:
+            yield
+        finally:
+            self.in_place = saved
+
     def loop_facts(self) -> list[Expr]:
         """What the launch grid and the enclosing loops guarantee about their counters here."""
         grid = [And(0 <= op.var, op.var < self.kernel.grid[op.axis])
@@ -410,9 +419,14 @@ class Selector(ExprEmitter):
         if e in frame.reduced:
             return frame.reduced[e]
         reg = VReg("s", 1, f"sr{len(frame.reduced)}")
-        first = self.value(substitute(e, {iv.name: frame.start}))
+        # the set-up runs before the loop: what it reads is hoisted, never made in place
+        saved, self.in_place = self.in_place, False
+        try:
+            first = self.value(substitute(e, {iv.name: frame.start}))
+            step = self.value(delta)
+        finally:
+            self.in_place = saved
         self.emit("s_mov_b32", reg, first, into=frame.setup, note=f"{e} at the first iteration")
-        step = self.value(delta)
         self.emit("s_add_i32", reg, reg, step, into=frame.latch, note=f"{e}: next iteration")
         frame.reduced[e] = reg
         return reg
@@ -913,6 +927,11 @@ def _global_store(s: Selector, op: O.GlobalStore):
                                "f32 with buffer_atomic_add_f32", op.loc, "accumulate in f32")
     data = s.tile(op.value)
     widths = _narrow_widths(op, tile, (4,) if atomic else GLOBAL_WIDTHS + (2, 1), narrow)
+    with s.store_in_place():
+        _store_pieces(s, op, tile, data, widths, guarded, atomic)
+
+
+def _store_pieces(s: Selector, op, tile, data, widths, guarded, atomic):
     for piece in _global_pieces(s, op, tile, widths):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         rsrc, piece = s.resource(op, op.tensor, piece, guarded, _rows_axis(op))
