@@ -107,7 +107,7 @@ def _numpy(t) -> np.ndarray | float:
     return t.detach().cpu().numpy().copy()
 
 
-def _shaped(t):
+def shaped_input(t):
     """A planning-mode stand-in for an input: its shape (a Python number stays itself)."""
     if isinstance(t, int | float) and not isinstance(t, bool):
         return float(t)
@@ -189,7 +189,7 @@ def planned(full, solution: Solution, plan):
     else:
         params = [Shaped(tuple(p.shape)) for _, p in model.named_parameters()]
     ctx = Context(execute=False)
-    shaped = [_shaped(t) for t in inputs] + params
+    shaped = [shaped_input(t) for t in inputs] + params
     guarded(lambda: solution.forward(ctx, *shaped))
     largest = max((b for _, _, b in ctx.launches), default=0)
     return ctx.launches, largest, full_plan
@@ -201,7 +201,7 @@ def _scaled_launches(problem: Problem, solution: Solution, plan) -> list:
     params = ([Shaped(tuple(state[p].shape)) for _, p in plan.params] if plan is not None
               else [Shaped(tuple(p.shape)) for _, p in model.named_parameters()])
     ctx = Context(execute=False)
-    shaped = [_shaped(t) for t in problem.inputs(SEED)] + params
+    shaped = [shaped_input(t) for t in problem.inputs(SEED)] + params
     guarded(lambda: solution.forward(ctx, *shaped))
     return ctx.launches
 
