@@ -171,6 +171,15 @@ def proof(solution: Solution) -> tuple[str, str]:
     return worst, detail
 
 
+class KernelsDiffer(ArgusError):
+    """The scaled sizes lead the route to other kernels than the published ones."""
+
+
+#: the scalings `_check` tries, most scaled first, until one runs the published sizes' kernels
+#: with every grid axis and loop more than once (`runs_once`)
+SCALINGS = ({}, {"deep": False}, {"floor": 2 * FLOOR - 1, "budget": 4 * BUDGET, "deep": False})
+
+
 def planned(full, solution: Solution, plan):
     """(launches, bytes of the largest array, the plan) at the published sizes: the forward
     runs in planning mode on shape-only inputs (a generated solution is routed again at those
@@ -182,8 +191,8 @@ def planned(full, solution: Solution, plan):
     if plan is not None:
         full_plan = route(model, inputs)
         if from_plan(full_plan).kernels != from_plan(plan).kernels:
-            raise ArgusError("the route picks other kernels at the published sizes than at "
-                             "the scaled ones, so the emulated run would not cover them")
+            raise KernelsDiffer("the route picks other kernels at the published sizes than at "
+                                "the scaled ones, so the emulated run would not cover them")
         solution = from_plan(full_plan)
         params = [Shaped(tuple(state[path].shape)) for _, path in full_plan.params]
     else:
@@ -265,18 +274,24 @@ def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
         if refusal:
             raise Refused(refusal)
     full = problem.full()
+    once = ""
     if plan is not None:
-        # the published-size plan first: it decides whether the scaled sizes are big enough
-        launches, _, full_plan = planned(full, solution, plan)
-        once = runs_once(_scaled_launches(problem, solution, plan), launches)
-    else:
-        once = ""
-    if once:
-        # the tiles are larger than the scaled sizes: scale less (the kernels stay the same)
-        problem = load(problem.path, problem.level, floor=2 * FLOOR - 1, budget=4 * BUDGET)
-        row.scaled_sizes = _shown(problem.scaled)
-        solution, plan = find_solution(problem, solutions)
-        once = runs_once(_scaled_launches(problem, solution, plan), launches)
+        # the published-size plan decides whether the scaled sizes stand for it: the same
+        # kernels, every grid axis and loop running more than once; else scale less
+        for n, scaling in enumerate(SCALINGS):
+            if n:
+                problem = load(problem.path, problem.level, **scaling)
+                row.scaled_sizes = _shown(problem.scaled)
+                solution, plan = find_solution(problem, solutions)
+            try:
+                launches, _, full_plan = planned(full, solution, plan)
+            except KernelsDiffer:
+                if n == len(SCALINGS) - 1:
+                    raise
+                continue
+            once = runs_once(_scaled_launches(problem, solution, plan), launches)
+            if not once:
+                break
     row.generated = solution.generated
     row.templates = list(solution.templates) or (["hand-written"] if not solution.generated
                                                   else [])
