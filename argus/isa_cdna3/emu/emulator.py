@@ -56,6 +56,11 @@ MAX_WAVE_INSTRUCTIONS = 1 << 20
 SPIN_CHECK_INTERVAL = 64
 #: waves whose registers the emulator keeps at once (some 300 KiB each: 2^16 waves are 20 GB)
 MAX_EMULATED_WAVES = 1 << 16
+#: a launch of more waves than this runs its workgroups in chunks of at most this many waves,
+#: one after the other on the same memory (2.4 GB of wave state at a time): workgroups of one
+#: dispatch may not wait for each other, since the hardware does not promise they are resident
+#: together either (a kernel that spins on another workgroup is caught by SpinWatch)
+CHUNK_WAVES = 1 << 13
 
 
 @attrs.define(eq=False)
@@ -245,6 +250,14 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     _check_run_options(check, memory, max_wave_instructions)
     info, grid3, block3 = launch.kernel, launch.grid, launch.block
     _check_kernel_runs_here(info)
+    per_chunk = max(1, CHUNK_WAVES // launch.waves_per_group)
+    if launch.workgroups > per_chunk and not trace:
+        ids = launch.groups if launch.groups is not None else range(launch.workgroups)
+        parts = [run(program, attrs.evolve(launch, groups=tuple(ids[i:i + per_chunk])),
+                     check=check, max_wave_instructions=max_wave_instructions,
+                     bank_conflicts=bank_conflicts, memory=memory)
+                 for i in range(0, len(ids), per_chunk)]
+        return _joined(parts, launch.workgroups)
     instructions, executors = program.instructions, program.executors
     buffers = launch.buffers
     memory = FlatMemory([(name, value.nbytes) for name, value in buffers]
@@ -264,7 +277,8 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
         raise LaunchError(f"kernel {info.name}: {workgroups} workgroups of {waves_per_group} "
                           f"waves are more than the {MAX_EMULATED_WAVES} waves the emulator "
                           "holds in memory at once",
-                          fix="emulate a smaller grid (the waves' state is kept all at once)")
+                          fix="trace a smaller grid (a traced run keeps every wave's state "
+                              "at once; an untraced one runs in chunks of CHUNK_WAVES)")
     try:
         m = Machine(waves=workgroups * waves_per_group, workgroups=workgroups,
                     waves_per_group=waves_per_group, lds_bytes=info.group_segment_size,
@@ -291,6 +305,25 @@ def run(program: Program, launch: Launch, *, check: str = "strict",
     return Emulation(info.name, grid3, block3, workgroups, m.waves, seconds, cpu_seconds, trace,
                      dict(m.bytes_moved), list(m.hazards), instructions, m.executed.copy(),
                      dict(m.lds_cycles or {}), memory.unmapped_accesses, m.trace)
+
+
+def _joined(parts: list[Emulation], workgroups: int) -> Emulation:
+    """One Emulation of a launch run in chunks (`CHUNK_WAVES`): counts, bytes and cycles
+    summed per PC, hazards and per-wave counts in chunk order."""
+    def summed(field: str) -> dict[int, int]:
+        total: dict[int, int] = {}
+        for part in parts:
+            for pc, n in getattr(part, field).items():
+                total[pc] = total.get(pc, 0) + n
+        return total
+
+    first = parts[0]
+    return Emulation(first.kernel, first.grid, first.block, workgroups,
+                     sum(p.waves for p in parts), sum(p.seconds for p in parts),
+                     sum(p.cpu_seconds for p in parts), summed("counts"), summed("bytes"),
+                     [h for p in parts for h in p.hazards], first.instructions,
+                     np.concatenate([p.per_wave for p in parts]), summed("lds_cycles"),
+                     sum(p.unmapped_accesses for p in parts))
 
 
 def _run(m: Machine, instructions: list[Instruction], executors: list[Any],
