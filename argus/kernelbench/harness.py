@@ -296,7 +296,7 @@ def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
         if best is None:
             raise KernelsDiffer("the route picks other kernels at the published sizes than at "
                                 "every scaling of them tried, so no emulated run covers them")
-        problem, solution, plan, launches, full_plan, once = best
+        problem, solution, plan, launches, full_plan, once = _grown(best, full, solutions)
         row.scaled_sizes = _shown(problem.scaled)
     row.generated = solution.generated
     row.templates = list(solution.templates) or (["hand-written"] if not solution.generated
@@ -323,6 +323,43 @@ def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
         row.status = "correct"
     if once:
         row.reason = "; ".join(r for r in (row.reason, *once) if r)
+
+
+def _grown(best: tuple, full, solutions: dict | None) -> tuple:
+    """`best` (problem, solution, plan, launches, full plan, loops running once) with scaled
+    constants grown back a doubling at a time (9 -> 17 -> 33 -> 65, never past the published
+    value nor 4x the budget or the scaled problem's own cost) while that leaves fewer grid axes
+    and loops running once: a 32-channel tile needs more than the 9 channels the scaling
+    gives, which no size rule knows, but the loop trips say."""
+    problem, solution, plan, launches, full_plan, once = best
+    limit = 4 * max(BUDGET, problem.cost()) if once else 0.0
+    grown = True
+    while once and grown:
+        grown = False
+        for name, value in problem.scaled.items():
+            published = problem.published(name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                continue
+            while value < published and not grown:
+                value = min(published, 2 * value - 1)
+                trial = problem.rescaled({**problem.scaled, name: value})
+                if trial is None:
+                    continue
+                if trial.cost() > limit:
+                    break
+                try:
+                    t_solution, t_plan = find_solution(trial, solutions)
+                    t_launches, _, t_full = planned(full, t_solution, t_plan)
+                except (ArgusError, Unsupported):
+                    continue
+                left = runs_once(_scaled_launches(trial, t_solution, t_plan), t_launches)
+                if len(left) < len(once):
+                    problem, solution, plan, launches, full_plan, once = (
+                        trial, t_solution, t_plan, t_launches, t_full, left)
+                    grown = True
+            if grown:
+                break
+    return problem, solution, plan, launches, full_plan, once
 
 
 def _shown(scaled: dict) -> dict:

@@ -66,6 +66,29 @@ class Problem:
         torch.manual_seed(seed)
         return list(self.namespace["get_inputs"]())
 
+    def rescaled(self, values: dict) -> Problem | None:
+        """The problem at other scaled constants, or None when the model does not build there."""
+        source = self.path.read_text()
+        if not _constructs(self.path, source, values):
+            return None
+        return attrs.evolve(self, scaled=dict(values),
+                            namespace=_exec(self.path, source, values))
+
+    def published(self, name: str):
+        """A constant's value as the file gives it (small ones included)."""
+        return _exec(self.path, self.path.read_text(), {})[name]
+
+    def cost(self) -> float:
+        """What the scaling bounds: the larger of the inputs' elements and the work
+        (`_work`) at the scaled sizes."""
+        import torch
+
+        with torch.device("meta"):
+            torch.manual_seed(0)
+            inputs = self.namespace["get_inputs"]()
+        elements = sum(math.prod(t.shape) for t in inputs if isinstance(t, torch.Tensor))
+        return max(elements, _work(self.path, self.path.read_text(), self.scaled))
+
     def full(self):
         """(model, inputs) at the published sizes on the meta device: shapes, no data."""
         import torch
