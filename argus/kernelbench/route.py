@@ -2231,6 +2231,10 @@ def split_epilogue(plan: Plan, index: int) -> Plan:
                       ((pre, (n, 1)), (step.output, (n, 1))))
     else:                                # a matmul's vectors along N: C of its (BC, M, N)
         view = tuple(views[pre][:3])
+        if -(-view[0] // BATCH) > GRID_LIMIT or -(-view[1] // 4) > GRID_LIMIT:
+            raise Unsupported(f"splitting step {index}'s epilogue: a broadcast over {view} "
+                              "is beyond the grid's limits (65535 along its second and third "
+                              "axes)")
         kinds = tuple((x, "abc" if x == pre else "c") for x in names)
         template = Broadcast(rest, kinds, rows=1 if view[1] == 1 else 4,
                              batch=1 if view[0] == 1 else BATCH)
