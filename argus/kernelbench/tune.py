@@ -130,7 +130,8 @@ def with_knobs(plan, values: dict):
         index, field = key.split(".")
         if field == "epilogue":
             if value not in EPILOGUE:
-                raise KnobError(f"{key}={value!r}: an epilogue is one of {EPILOGUE}")
+                raise KnobError(f"{key}={value!r}: not an epilogue choice",
+                                fix=f"give one of {EPILOGUE}")
             if value == "split":
                 splits.append(int(index))
             continue
@@ -148,9 +149,10 @@ def with_knobs(plan, values: dict):
             fitted = template.fitted()
             if fitted != (template.engine, tuple(template.tiles)):
                 raise KnobError(
-                    f"conv engine {template.engine} with tiles {tuple(template.tiles)} and "
-                    f"epilogue {template.epilogue} does not fit a wave's registers (the "
-                    f"template would fall back to {fitted[0]} with tiles {fitted[1]})")
+                    f"conv engine {template.engine} with tiles {tuple(template.tiles)} does "
+                    f"not fit a wave's registers (the template would fall back to {fitted[0]} "
+                    f"with tiles {fitted[1]}) with the epilogue {template.epilogue}",
+                    fix="choose fewer tiles per wave (the screen keeps the points that fit)")
     return plan
 
 
