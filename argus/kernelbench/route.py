@@ -2122,3 +2122,124 @@ def _shape_of(x, shape) -> tuple[int, ...]:
 
 class Interpreter(_ConvHandlers, _Handlers, _Core):
     """Walks the fx graph, one handler per op, building `Val`s on a `Router`."""
+
+
+# --------------------------------------------------------------- epilogue split (rewrite)
+#: the epilogue steps a convolution keeps when its fused chain is split off: its own bias
+#: and residual (torch's convolution computes them, not the elementwise ops after it)
+CONV_OWN = ("bias", "residual")
+
+
+def _contains(e: Expr, part: Expr) -> bool:
+    return e == part or (e[0] in ("un", "bin", "where") and any(
+        isinstance(x, tuple) and _contains(x, part) for x in e[1:]))
+
+
+def _vec_to_leaf(e: Expr) -> Expr:
+    """A matmul epilogue's vectors along N as leaves (a broadcast launch reads them)."""
+    if e[0] == "vec":
+        return ("leaf", e[1])
+    if e[0] in ("un", "bin", "where"):
+        return (e[0], *((_vec_to_leaf(x) if isinstance(x, tuple) else x) for x in e[1:]))
+    return e
+
+
+def _conv_step_expr(step, x: Expr) -> Expr:
+    """One `conv_kernel` epilogue step applied to `x`, in the route's expression form (what
+    `epilogue_steps` reads back)."""
+    name, *args = (step,) if isinstance(step, str) else step
+    if name == "scale":
+        return bin_("mul", x, const(args[0]))
+    if name == "clamp":
+        return clamp(x, None if args[0] <= -OPEN else args[0],
+                     None if args[1] >= OPEN else args[1])
+    known = {"relu": relu, "sigmoid": sigmoid, "tanh": tanh, "gelu": gelu}
+    if name not in known:
+        raise Unsupported(f"splitting the convolution epilogue step {step!r} off (the split "
+                          f"writes {sorted(known)}, scale and clamp)")
+    return known[name](x)
+
+
+def _split_parts(template) -> tuple | None:
+    """(what the step keeps, the moved part as an expression over ("leaf", "\\0pre")), or
+    None when the step has no fused elementwise part a separate launch can compute."""
+    pre = ("leaf", "\0pre")
+    if isinstance(template, Conv):
+        kept = 0
+        names = [s if isinstance(s, str) else s[0] for s in template.epilogue]
+        while kept < len(names) and names[kept] in CONV_OWN:
+            kept += 1
+        moved = template.epilogue[kept:]
+        if not moved or any(n in CONV_OWN for n in names[kept:]):
+            return None
+        expr = pre
+        for step in moved:
+            expr = _conv_step_expr(step, expr)
+        return template.epilogue[:kept], expr
+    if isinstance(template, Matmul):
+        e = template.epilogue
+        core: Expr = ("acc",)
+        for v in leaves(e, "vec"):       # a bias along N stays with the matmul (nn.Linear's)
+            for cand in (("bin", "add", ("acc",), ("vec", v)),
+                         ("bin", "add", ("vec", v), ("acc",))):
+                if _contains(e, cand) and not _contains(_replace(e, cand, pre), ("acc",)):
+                    core = cand
+        rest = _replace(e, core, pre)
+        if rest == pre or leaves(rest, "idx"):   # nothing after it, or a row/column mask
+            return None
+        return core, _vec_to_leaf(rest)
+    return None
+
+
+def splittable(step: Step) -> bool:
+    """Does `split_epilogue` apply to this step (a matmul or convolution with a fused
+    elementwise part beyond its own bias)?"""
+    return step.template != "view" and _split_parts(step.template) is not None
+
+
+def split_epilogue(plan: Plan, index: int) -> Plan:
+    """`plan` with step `index`'s fused elementwise epilogue (a matmul's beyond its bias along
+    N, a convolution's beyond its bias and residual) moved to a launch of its own right after
+    it (`Elementwise`, or `Broadcast` when it reads vectors along N), through a new buffer:
+    the route's fusion undone, so a search can compare the two."""
+    step = plan.steps[index]
+    parts = None if step.template == "view" else _split_parts(step.template)
+    if parts is None:
+        raise Unsupported(f"step {index} ({type(step.template).__name__}) has no fused "
+                          "elementwise epilogue to split off")
+    kept, rest = parts
+    shapes = dict(plan.shapes)
+    pre = f"{step.output}.pre"
+    while pre in shapes:
+        pre += "'"
+    shapes[pre] = shapes[step.output]
+    rest = _rename(rest, {"\0pre": pre})
+    views = dict(step.views)
+    if isinstance(step.template, Conv):
+        first = attrs.evolve(step, template=attrs.evolve(step.template, epilogue=kept),
+                             output=pre)
+    else:
+        mm = attrs.evolve(step.template, epilogue=kept)
+        if step.output in views:
+            views[pre] = views.pop(step.output)
+        first = attrs.evolve(step, template=mm, vectors=tuple((n, n) for n in mm.vectors),
+                             output=pre, views=tuple(views.items()))
+    names = leaves(rest, "leaf")
+    n = _numel(shapes[step.output])
+    if names == [pre]:
+        second = Step(Elementwise(rest), ((pre, pre),), (), step.output,
+                      ((pre, (n, 1)), (step.output, (n, 1))))
+    else:                                # a matmul's vectors along N: C of its (BC, M, N)
+        view = tuple(views[pre][:3])
+        if -(-view[0] // BATCH) > GRID_LIMIT or -(-view[1] // 4) > GRID_LIMIT:
+            raise Unsupported(f"splitting step {index}'s epilogue: a broadcast over {view} "
+                              "is beyond the grid's limits (65535 along its second and third "
+                              "axes)")
+        kinds = tuple((x, "abc" if x == pre else "c") for x in names)
+        template = Broadcast(rest, kinds, rows=1 if view[1] == 1 else 4,
+                             batch=1 if view[0] == 1 else BATCH)
+        second = Step(template, tuple((x, x) for x in names), (), step.output,
+                      tuple((x, view if x == pre else (view[2],)) for x in names)
+                      + ((step.output, view),))
+    steps = (*plan.steps[:index], first, second, *plan.steps[index + 1:])
+    return attrs.evolve(plan, steps=steps, shapes=shapes)

@@ -1,7 +1,9 @@
 """KernelBench problems as search targets (`argus tune kernelbench:level1/23_Softmax --problems
 DIR`): the route's plan for the problem (argus.kernelbench) is the starting point, and the knobs
 are its templates' own fields (waves per workgroup of a row program, tile and waves of an
-elementwise chain, K depth and fragments per wave of a matmul). Every point is first timed by
+elementwise chain, K depth and fragments per wave of a matmul, engine and register tiles of a
+convolution) and one program rewrite (a matmul's or convolution's fused elementwise epilogue
+kept fused or split off into a launch of its own). Every point is first timed by
 the model alone at the published sizes (the pre-screen); the budget then goes, fastest first, to
 the full check: KernelBench's correctness rule on the emulator at the scaled sizes, the proof of
 every kernel for symbolic sizes, and the modelled time at the published sizes. The reward is the
@@ -19,6 +21,7 @@ import attrs
 
 from argus.errors import ArgusError
 from argus.kernelbench.problem import ProblemError
+from argus.kernelbench.route import split_epilogue, splittable
 
 PREFIX = "kernelbench:"
 #: each template's searched fields and their values (the route's own value is always one)
@@ -26,7 +29,11 @@ KNOBS = {
     "RowProgram": {"waves": (1, 2, 4, 8)},
     "Elementwise": {"tile": (256, 512, 1024, 2048, 4096), "waves": (1, 2, 4, 8)},
     "Matmul": {"block_k": (8, 16, 32), "reps": (1, 2, 4)},
+    # (position tiles, channel tiles) per wave are the MFMA engine's; the FMA engine has none
+    "Conv": {"engine": ("fma", "mfma_f32"), "tiles": ((1, 1), (1, 2), (2, 1), (2, 2))},
 }
+#: the rewrite knob of a step with a fused elementwise epilogue (`route.split_epilogue`)
+EPILOGUE = ("fused", "split")
 
 
 def is_target(name: str | None) -> bool:
@@ -52,17 +59,39 @@ class Target:
             if kind == "RowProgram" and step.template.strided:
                 continue  # one wave per workgroup by construction
             for field, values in KNOBS.get(kind, {}).items():
-                own = getattr(step.template, field)
+                own = _own(step.template, field)
                 out.append((index, field, tuple(sorted({*values, own}))))
+            if splittable(step):
+                out.append((index, "epilogue", EPILOGUE))
         return out
 
     def default(self) -> dict:
-        return {f"{i}.{f}": getattr(self.plan.steps[i].template, f) for i, f, _ in self.knobs()}
+        """The route's own plan as a point: its fields, a convolution's engine and tiles as
+        the kernel it really runs (`Conv.fitted`), its epilogues fused."""
+        return {f"{i}.{f}": "fused" if f == "epilogue" else _own(self.plan.steps[i].template, f)
+                for i, f, _ in self.knobs()}
 
     def points(self) -> list[dict]:
+        """Every combination of the knobs' values, but a convolution's FMA engine only with
+        tiles (1, 1) (register tiles are the MFMA engine's: `conv_kernel` refuses others)."""
         knobs = self.knobs()
-        return [{f"{i}.{f}": v for (i, f, _), v in zip(knobs, values, strict=True)}
-                for values in itertools.product(*(vs for _, _, vs in knobs))]
+        out = []
+        for values in itertools.product(*(vs for _, _, vs in knobs)):
+            point = {f"{i}.{f}": v for (i, f, _), v in zip(knobs, values, strict=True)}
+            if not any(point.get(f"{i}.engine") == "fma" and point.get(f"{i}.tiles") != (1, 1)
+                       for i, _, _ in knobs):
+                out.append(point)
+        return out
+
+
+def _own(template, field: str):
+    """The route's value of a searched field: for a convolution's engine and tiles, those of
+    the kernel it runs (the route's choice, or `conv_fitting`'s fallback when that does not
+    fit a wave's registers)."""
+    if type(template).__name__ == "Conv" and field in ("engine", "tiles"):
+        engine, tiles = template.fitted()
+        return engine if field == "engine" else tiles
+    return getattr(template, field)
 
 
 def load_target(spec: str, problems: str | Path | None) -> Target:
@@ -91,14 +120,44 @@ def load_target(spec: str, problems: str | Path | None) -> Target:
 
 
 def with_knobs(plan, values: dict):
-    """The plan with its templates' fields set from `values` ({"step.field": value})."""
+    """The plan with its templates' fields set from `values` ({"step.field": value}; a
+    "step.epilogue" of "split" moves that step's fused epilogue to a launch of its own).
+    Raises KnobError when a convolution's engine and tiles do not fit a wave's registers:
+    the candidate is the kernel asked for, never `conv_fitting`'s fallback."""
     steps = list(plan.steps)
+    splits = []
     for key, value in values.items():
         index, field = key.split(".")
+        if field == "epilogue":
+            if value not in EPILOGUE:
+                raise KnobError(f"{key}={value!r}: not an epilogue choice",
+                                fix=f"give one of {EPILOGUE}")
+            if value == "split":
+                splits.append(int(index))
+            continue
         step = steps[int(index)]
+        if isinstance(value, list):     # a tuple read back from a run file's JSON
+            value = tuple(value)
         steps[int(index)] = attrs.evolve(step, template=attrs.evolve(step.template,
                                                                      **{field: value}))
-    return attrs.evolve(plan, steps=tuple(steps))
+    plan = attrs.evolve(plan, steps=tuple(steps))
+    for index in sorted(splits, reverse=True):   # later steps first: indices stay valid
+        plan = split_epilogue(plan, index)
+    for step in plan.steps:
+        template = step.template
+        if type(template).__name__ == "Conv":
+            fitted = template.fitted()
+            if fitted != (template.engine, tuple(template.tiles)):
+                raise KnobError(
+                    f"conv engine {template.engine} with tiles {tuple(template.tiles)} does "
+                    f"not fit a wave's registers (the template would fall back to {fitted[0]} "
+                    f"with tiles {fitted[1]}) with the epilogue {template.epilogue}",
+                    fix="choose fewer tiles per wave (the screen keeps the points that fit)")
+    return plan
+
+
+class KnobError(ArgusError):
+    """A knob value whose kernel cannot be built as asked (the point is screened out)."""
 
 
 def modelled_us(target: Target, values: dict) -> float:
