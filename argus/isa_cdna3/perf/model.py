@@ -480,3 +480,42 @@ def cu_bandwidth(gpu: GpuProfile, *, active_cus: int, hbm_share: float,
     share_hbm = hbm / hbm_share if hbm_share > 0 else float("inf")
     share_mall = mall / mall_share if mall_share > 0 else float("inf")
     return min(params.l1_bytes_per_clk.value, share_l2, share_mall, share_hbm)
+
+
+@attrs.frozen
+class Traffic:
+    """Where a launch's requested bytes are served from: `beyond_l2` bytes miss their XCD's L2
+    and cross the fabric, `hbm` of them are read from HBM (the rest hit the Infinity Cache)."""
+
+    requested: float
+    beyond_l2: float
+    hbm: float
+
+    @property
+    def hbm_share(self) -> float:
+        return self.hbm / self.requested if self.requested else 0.0
+
+    @property
+    def mall_share(self) -> float:
+        return self.beyond_l2 / self.requested if self.requested else 0.0
+
+
+def traffic(gpu: GpuProfile, *, requested: float, unique: float, per_xcd: float,
+            footprint: float, rounds: int) -> Traffic:
+    """Which cache serves a launch's repeated reads.
+
+    The L2 is private to each XCD (4 MB per XCD, CDNA 3 white paper) and the dispatcher deals
+    workgroups round-robin over the XCDs, so a line read by workgroups on k XCDs is fetched k
+    times past the L2s (`per_xcd`: the distinct lines summed over XCDs, at most `requested`);
+    repeats within an XCD hit its L2. `unique` lines are compulsory HBM reads. A cross-XCD
+    repeat hits the Infinity Cache only if the line was filled in an earlier dispatch round and
+    is still there, i.e. the launch's `footprint` fits the MALL (256 MB): workgroups of the same
+    round fetch together, and a fill still in flight does not serve the second XCD's miss
+    [unverified: no public statement on miss merging in the MALL; an assumption]. Of the
+    repeats, a share 1 / `rounds` falls in the round of the first read, the rest later.
+    """
+    unique = min(unique, requested)
+    beyond = min(requested, max(per_xcd, unique))
+    repeats = beyond - unique
+    later = 1.0 - 1.0 / max(1, rounds) if footprint <= gpu.mall_bytes.value else 0.0
+    return Traffic(requested, beyond, unique + repeats * (1.0 - later))

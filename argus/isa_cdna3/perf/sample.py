@@ -32,6 +32,7 @@ from argus.isa_cdna3.perf.model import (
     cu_bandwidth,
     occupancy,
     schedule_cu,
+    traffic,
 )
 from argus.isa_cdna3.perf.params import CU, Calibrated, GpuProfile
 
@@ -54,12 +55,6 @@ def occupancy_of(info: Any, threads: int) -> Occupancy:
     """Occupancy of a kernel (an `abi.KernelInfo`) launched with `threads` per workgroup."""
     return occupancy(vgprs=max(info.unified_vgpr_count, info.vgpr_count),
                      lds_bytes=info.group_segment_size, threads=threads)
-
-
-def mall_share(hbm: float, requested: float, gpu: Any) -> float:
-    """Share of the requested bytes that miss L2 when only a sample was traced: at worst every
-    XCD fetches each distinct line once."""
-    return min(1.0, hbm * gpu.xcds.value / requested) if requested else 0.0
 
 
 def sampled(key: tuple, run: Callable[[], Groups], wave: Callable[..., Any] | None = None
@@ -113,14 +108,17 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                  occ: Occupancy, workgroups: int, footprint: float, gpu: GpuProfile,
                  constants: Calibrated, shape: dict, note: str | None = None,
                  dispatch: np.ndarray | None = None,
-                 position: Callable[[int], float] | None = None) -> Timing:
+                 position: Callable[[int], float] | None = None,
+                 per_xcd: float | None = None) -> Timing:
     """Time a launch of `workgroups` from samples at one or two trip counts of `loop`:
     `run_sample(trip)` gives the sample's key and its traced waves per workgroup. The first
     `per_round` sampled workgroups stand for a CU's round (copied when the sample has fewer),
     the bytes and flops per workgroup and the per-CU schedule are interpolated linearly to
     `real` (linearly in `position(size)`, the loop's trip count, when given: a loop over
     cdiv(size, block) is linear in that, not in the size), and `footprint` bounds the
-    compulsory HBM traffic. `dispatch`, when the workgroups
+    compulsory HBM traffic and `per_xcd` the bytes fetched past the XCDs' L2s (default: every
+    XCD with workgroups reads the whole footprint, the most it can be; see `model.traffic`).
+    `dispatch`, when the workgroups
     loop different numbers of times, holds each one's trip count (`real` is then unused): the
     workgroups are dealt to CU slots as they free up (`critical_slot`, costs read off the two
     sampled schedules), the slot that finishes last sets the rounds and their trip count, and
@@ -149,10 +147,14 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     spread = along(real if dispatch is None else float(dispatch.mean()))
     requested, flops = (a + spread * (b - a) for a, b in zip(per_wg[trips[0]], per_wg[trips[-1]]))
     total_requested = requested * workgroups
-    hbm = min(footprint, total_requested) if total_requested else 0.0
-    bw = cu_bandwidth(gpu, active_cus=p.active_cus,
-                      hbm_share=hbm / total_requested if total_requested else 0.0,
-                      constants=constants, mall_share=mall_share(hbm, total_requested, gpu))
+    # each XCD the workgroups are dealt to fetches the footprint's lines once (`traffic`)
+    moved = traffic(gpu, requested=total_requested, unique=footprint,
+                    per_xcd=footprint * min(gpu.xcds.value, workgroups) if per_xcd is None
+                    else per_xcd, footprint=footprint,
+                    rounds=p.full_rounds + (1 if p.tail else 0))
+    hbm = moved.hbm
+    bw = cu_bandwidth(gpu, active_cus=p.active_cus, hbm_share=moved.hbm_share,
+                      constants=constants, mall_share=moved.mall_share)
     atomics = cu_atomic_rate(gpu, active_cus=p.active_cus, constants=constants)
 
     def cu_run(n: int, weight: float) -> Any:
@@ -532,5 +534,5 @@ def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
 
 
 __all__ = ["LADDER", "SAMPLE_BUDGET", "SAMPLE_TRIPS", "critical_slot", "extrapolated", "forget",
-           "loop_bound_names", "mall_share", "occupancy_of", "sample_inputs", "sampled",
+           "loop_bound_names", "occupancy_of", "sample_inputs", "sampled",
            "schedule", "strata", "time_kernel", "trip_count", "trip_size", "workgroup_trips"]
