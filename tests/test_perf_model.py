@@ -599,3 +599,53 @@ def test_a_loop_over_the_sampling_budget_is_sampled_shorter(monkeypatch):
                      sampled.extrapolation), sampled.extrapolation
     assert within(sampled.cycles_per_cu, full.cycles_per_cu, 0.05)
     assert short.cycles_per_cu <= full.cycles_per_cu * 1.01
+
+
+# ------------------------------------------------------------- where repeated reads are served
+def test_a_repeat_from_another_xcd_hits_the_infinity_cache_only_after_its_round_and_if_it_fits():
+    from argus.isa_cdna3.perf.model import traffic
+
+    mb = 2**20
+    # 100 MB read twice: once on each of two XCDs (the L2s are private), one dispatch round:
+    # the two fetches are concurrent, so both come from HBM
+    once = traffic(MI300X, requested=200 * mb, unique=100 * mb, per_xcd=200 * mb,
+                   footprint=100 * mb, rounds=1)
+    assert once.hbm == 200 * mb and once.beyond_l2 == 200 * mb
+    # the same over four rounds: three quarters of the repeats come after the fill and hit the
+    # 256 MB Infinity Cache
+    later = traffic(MI300X, requested=200 * mb, unique=100 * mb, per_xcd=200 * mb,
+                    footprint=100 * mb, rounds=4)
+    assert later.hbm == 125 * mb and later.beyond_l2 == 200 * mb
+    # a footprint larger than the Infinity Cache keeps nothing between rounds
+    big = 2 * MI300X.mall_bytes.value
+    spilled = traffic(MI300X, requested=2 * big, unique=big, per_xcd=2 * big, footprint=big,
+                      rounds=4)
+    assert spilled.hbm == 2 * big
+    # repeats within one XCD hit its L2: nothing past the L2 beyond the compulsory reads
+    local = traffic(MI300X, requested=200 * mb, unique=100 * mb, per_xcd=100 * mb,
+                    footprint=100 * mb, rounds=1)
+    assert local.hbm == 100 * mb and local.mall_share == 0.5
+
+
+def test_more_blocks_per_expert_fetch_more_expert_weights_past_the_l2s():
+    from argus.vendor.harness import stage1_routing
+    from argus.vendor.timing import family, past_l2
+
+    name = "fmoe_stage1_bf16_pertokenFp8_g1u1_32x256_2tg_pf3"
+    fam = family(name)
+    xcds = int(profile("mi308x").xcds.value)
+    base = {"dim": 7168, "inter": 256, "experts": 256, "topk": 8}
+    weights = 2 * base["inter"] * base["dim"]
+    fetched = {}
+    for tokens in (64, 1024):
+        size = {**base, "tokens": tokens}
+        blocks, routed = stage1_routing(size, 32)
+        reads = past_l2(fam.readers(size), xcds)
+        # each routed expert's weights at least once, once more per further block (on
+        # another XCD), never more than once per XCD
+        assert routed * weights <= reads - size["tokens"] * size["dim"] * xcds
+        assert reads <= blocks * weights + size["tokens"] * size["dim"] * xcds \
+            + size["tokens"] * 8 * 256 * 2
+        fetched[tokens] = (reads, blocks > routed)
+    # 64 tokens x 8 over 256 experts: about one block each; 1024: many experts have two
+    assert fetched[1024][1] and fetched[1024][0] > 1.4 * fetched[64][0]
