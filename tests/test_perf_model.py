@@ -616,11 +616,15 @@ def test_a_repeat_from_another_xcd_hits_the_infinity_cache_only_after_its_round_
     later = traffic(MI300X, requested=200 * mb, unique=100 * mb, per_xcd=200 * mb,
                     footprint=100 * mb, rounds=4)
     assert later.hbm == 125 * mb and later.beyond_l2 == 200 * mb
-    # a footprint larger than the Infinity Cache keeps nothing between rounds
-    big = 2 * MI300X.mall_bytes.value
+    # a round fetching more past the L2s than the Infinity Cache holds keeps nothing for the
+    # next round; the same bytes over enough rounds to fit are kept
+    big = 4 * MI300X.mall_bytes.value
     spilled = traffic(MI300X, requested=2 * big, unique=big, per_xcd=2 * big, footprint=big,
                       rounds=4)
     assert spilled.hbm == 2 * big
+    kept = traffic(MI300X, requested=2 * big, unique=big, per_xcd=2 * big, footprint=big,
+                   rounds=16)
+    assert kept.hbm == big + big / 16
     # repeats within one XCD hit its L2: nothing past the L2 beyond the compulsory reads
     local = traffic(MI300X, requested=200 * mb, unique=100 * mb, per_xcd=100 * mb,
                     footprint=100 * mb, rounds=1)
@@ -640,7 +644,9 @@ def test_more_blocks_per_expert_fetch_more_expert_weights_past_the_l2s():
     for tokens in (64, 1024):
         size = {**base, "tokens": tokens}
         blocks, routed = stage1_routing(size, 32)
-        reads = past_l2(fam.readers(size), xcds)
+        reads, together = past_l2(fam.readers(size), xcds, fam.workgroups(size), 160)
+        # an expert's blocks are adjacent grid rows: their repeats are issued together
+        assert tokens < 1024 or together > 0.9
         # each routed expert's weights at least once, once more per further block (on
         # another XCD), never more than once per XCD
         assert routed * weights <= reads - size["tokens"] * size["dim"] * xcds

@@ -60,9 +60,10 @@ class Family:
     # the whole launch is emulated)
     sampled: Callable[[dict], bool] = lambda size: True
     extra: tuple[str, ...] = ()                           # optional sizes without a default
-    # (bytes, workgroups reading them) of each operand: how many XCDs fetch its lines past
-    # their L2s when the dispatcher deals the workgroups round-robin over them (`past_l2`)
-    readers: Callable[[dict], list[tuple[float, float]]] | None = None
+    # (bytes, workgroups reading them, workgroup-id distance between consecutive readers or 0
+    # for readers spread evenly over the launch) of each operand: how many XCDs fetch its lines
+    # past their L2s and whether together (`past_l2`)
+    readers: Callable[[dict], list[tuple[float, float, float]]] | None = None
 
     @property
     def sizes(self) -> list[str]:
@@ -70,10 +71,21 @@ class Family:
         return [*self.defaults, *(["hk"] if self.loop == "sk" else []), *self.extra]
 
 
-def past_l2(readers: list[tuple[float, float]], xcds: int) -> float:
-    """Bytes fetched past the XCDs' private L2s: each operand's lines once per XCD that one of
-    its reading workgroups runs on (round-robin dealing puts r readers on min(r, xcds) XCDs)."""
-    return float(sum(nbytes * min(xcds, max(1.0, r)) for nbytes, r in readers))
+def past_l2(readers: list[tuple[float, float, float]], xcds: int, workgroups: int,
+            window: int) -> tuple[float, float]:
+    """(bytes fetched past the XCDs' private L2s, the share of the cross-XCD repeats issued
+    while the first read is under way): each operand's lines once per XCD one of its reading
+    workgroups runs on (round-robin dealing puts r readers on min(r, xcds) XCDs); its readers
+    run together when they span fewer workgroup ids than the `window` resident at once."""
+    past = repeats = together = 0.0
+    for nbytes, r, stride in readers:
+        r = max(1.0, r)
+        k = min(xcds, r)
+        past += nbytes * k
+        span = (stride or workgroups / r) * (r - 1)
+        repeats += nbytes * (k - 1)
+        together += nbytes * (k - 1) * (1.0 if span < window else window / span)
+    return past, (together / repeats if repeats else 1.0)
 
 
 def _gemm(name: str) -> Family:
@@ -91,9 +103,9 @@ def _gemm(name: str) -> Family:
         and s["k"] % (64 * s["splitk"]) == 0 else
         "m, n, k, splitk must be positive, n a multiple of 64 and k of 64 * splitk (each split "
         "a whole number of the kernel's 64-wide K steps)",
-        readers=lambda s: [(s["m"] * s["k"] * BF16_BYTES, s["n"] // 64),
-                           (s["n"] * s["k"] * BF16_BYTES, -(-s["m"] // tile)),
-                           (s["m"] * s["n"] * 4, 1)])
+        readers=lambda s: [(s["m"] * s["k"] * BF16_BYTES, s["n"] // 64, 0),
+                           (s["n"] * s["k"] * BF16_BYTES, -(-s["m"] // tile), 0),
+                           (s["m"] * s["n"] * 4, 1, 0)])
 
 
 def _fmha(name: str, causal: bool) -> Family:
@@ -105,12 +117,12 @@ def _fmha(name: str, causal: bool) -> Family:
         return None if min(s.values()) >= 1 and s["h"] % s.get("hk", s["h"]) == 0 else \
             "b, h, s, sk (and hk) must be positive and hk must divide h"
 
-    def readers(s: dict) -> list[tuple[float, float]]:
+    def readers(s: dict) -> list[tuple[float, float, float]]:
         kv = s.get("hk", s["h"])
         rows = 512 if causal else 256            # query rows per workgroup
-        return [(2 * s["b"] * s["s"] * s["h"] * HEAD_DIM * BF16_BYTES, 1),          # Q, O
+        return [(2 * s["b"] * s["s"] * s["h"] * HEAD_DIM * BF16_BYTES, 1, 0),       # Q, O
                 (2 * s["b"] * s["sk"] * kv * HEAD_DIM * BF16_BYTES,                 # K, V
-                 -(-s["s"] // rows) * (s["h"] // kv))]
+                 -(-s["s"] // rows) * (s["h"] // kv), 0)]
     if not causal:
         return Family("sk", (128, 256), lambda s: s["sk"],
                       lambda s, trip, groups: {"b": 1, "h": groups, "s": 256, "sk": trip},
@@ -147,13 +159,15 @@ def _fmoe_stage1(name: str) -> Family:
         return (routed * 2 * s["inter"] * s["dim"] + s["tokens"] * s["dim"]     # fp8 weights, x
                 + s["tokens"] * s["topk"] * s["inter"] * BF16_BYTES)            # bf16 out
 
-    def readers(s: dict) -> list[tuple[float, float]]:
-        # an expert's weight columns are read by its blocks (one workgroup per block and N
-        # tile); a token's row by the blocks of its topk experts, in every N tile
+    def readers(s: dict) -> list[tuple[float, float, float]]:
+        # an expert's weight columns are read by its blocks, which are adjacent grid rows (the
+        # grid is N tiles x sorted blocks, so readers sit inter / tile_n workgroups apart); a
+        # token's row by the blocks of its topk experts in every N tile, spread over the launch
         counts = np.bincount(stage1_topk_ids(s).ravel(), minlength=s["experts"])
-        weights = [(2 * s["inter"] * s["dim"], -(-int(c) // tile_m)) for c in counts if c]
-        return [*weights, (s["tokens"] * s["dim"], s["topk"] * s["inter"] // tile_n),
-                (s["tokens"] * s["topk"] * s["inter"] * BF16_BYTES, 1)]
+        weights = [(2 * s["inter"] * s["dim"], -(-int(c) // tile_m), s["inter"] // tile_n)
+                   for c in counts if c]
+        return [*weights, (s["tokens"] * s["dim"], s["topk"] * s["inter"] // tile_n, 0),
+                (s["tokens"] * s["topk"] * s["inter"] * BF16_BYTES, 1, 0)]
 
     def problem(s: dict) -> str | None:
         return None if (min(s.values()) >= 1 and s["inter"] % tile_n == 0
@@ -184,8 +198,9 @@ def _i8gemm(name: str) -> Family:
         {"m": tile, "n": 128, "k": 512, "splitk": 1},
         lambda s: None if min(s.values()) >= 1 and s["n"] % 128 == 0 and s["k"] % 128 == 0
         else "m, n, k, splitk must be positive, n and k multiples of 128",
-        readers=lambda s: [(s["m"] * s["k"], s["n"] // 128), (s["n"] * s["k"], -(-s["m"] // tile)),
-                           (s["m"] * s["n"] * BF16_BYTES, 1)])
+        readers=lambda s: [(s["m"] * s["k"], s["n"] // 128, 0),
+                           (s["n"] * s["k"], -(-s["m"] // tile), 0),
+                           (s["m"] * s["n"] * BF16_BYTES, 1, 0)])
 
 
 def family(name: str) -> Family | None:
@@ -266,11 +281,13 @@ def time_vendor(name: str, sizes: dict, gpu: GpuProfile, constants: Calibrated,
             return groups
         return key, sample.sampled(key, run, WaveEvents)
 
+    moved = past_l2(fam.readers(size), int(gpu.xcds.value), workgroups,
+                    per_round * int(gpu.cus.value)) if fam.readers else None
     return sample.extrapolated(name, trips=trips, real=real, loop=fam.loop,
                                run_sample=run_sample, statics=statics, occ=occ,
                                workgroups=workgroups, footprint=fam.footprint(size), gpu=gpu,
-                               per_xcd=past_l2(fam.readers(size), int(gpu.xcds.value))
-                               if fam.readers else None,
+                               per_xcd=moved[0] if moved else None,
+                               same_round=moved[1] if moved else None,
                                constants=constants, shape=size)
 
 

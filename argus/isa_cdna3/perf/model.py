@@ -501,7 +501,7 @@ class Traffic:
 
 
 def traffic(gpu: GpuProfile, *, requested: float, unique: float, per_xcd: float,
-            footprint: float, rounds: int) -> Traffic:
+            footprint: float, rounds: int, same_round: float | None = None) -> Traffic:
     """Which cache serves a launch's repeated reads.
 
     The L2 is private to each XCD (4 MB per XCD, CDNA 3 white paper) and the dispatcher deals
@@ -509,13 +509,18 @@ def traffic(gpu: GpuProfile, *, requested: float, unique: float, per_xcd: float,
     times past the L2s (`per_xcd`: the distinct lines summed over XCDs, at most `requested`);
     repeats within an XCD hit its L2. `unique` lines are compulsory HBM reads. A cross-XCD
     repeat hits the Infinity Cache only if the line was filled in an earlier dispatch round and
-    is still there, i.e. the launch's `footprint` fits the MALL (256 MB): workgroups of the same
-    round fetch together, and a fill still in flight does not serve the second XCD's miss
-    [unverified: no public statement on miss merging in the MALL; an assumption]. Of the
-    repeats, a share 1 / `rounds` falls in the round of the first read, the rest later.
+    is still there: workgroups of the same round fetch together, and a fill still in flight does
+    not serve the second XCD's miss [unverified: no public statement on miss merging in the
+    MALL; an assumption]; a line survives to the next round when what a round fetches past the
+    L2s (the reuse distance) fits the MALL (256 MB, or the whole `footprint` does). A share
+    `same_round` of the repeats falls in the round of the first read (the caller's, from where
+    the readers sit in dispatch order; else 1 / `rounds`, readers spread evenly), the rest later.
     """
     unique = min(unique, requested)
     beyond = min(requested, max(per_xcd, unique))
     repeats = beyond - unique
-    later = 1.0 - 1.0 / max(1, rounds) if footprint <= gpu.mall_bytes.value else 0.0
+    rounds = max(1, rounds)
+    kept = min(footprint, beyond / rounds) <= gpu.mall_bytes.value
+    same = 1.0 / rounds if same_round is None else min(1.0, max(0.0, same_round))
+    later = 1.0 - same if kept else 0.0
     return Traffic(requested, beyond, unique + repeats * (1.0 - later))

@@ -109,7 +109,7 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                  constants: Calibrated, shape: dict, note: str | None = None,
                  dispatch: np.ndarray | None = None,
                  position: Callable[[int], float] | None = None,
-                 per_xcd: float | None = None) -> Timing:
+                 per_xcd: float | None = None, same_round: float | None = None) -> Timing:
     """Time a launch of `workgroups` from samples at one or two trip counts of `loop`:
     `run_sample(trip)` gives the sample's key and its traced waves per workgroup. The first
     `per_round` sampled workgroups stand for a CU's round (copied when the sample has fewer),
@@ -117,7 +117,8 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     `real` (linearly in `position(size)`, the loop's trip count, when given: a loop over
     cdiv(size, block) is linear in that, not in the size), and `footprint` bounds the
     compulsory HBM traffic and `per_xcd` the bytes fetched past the XCDs' L2s (default: every
-    XCD with workgroups reads the whole footprint, the most it can be; see `model.traffic`).
+    XCD with workgroups reads the whole footprint, the most it can be; see `model.traffic`),
+    `same_round` the share of the cross-XCD repeats issued in the round of their first read.
     `dispatch`, when the workgroups
     loop different numbers of times, holds each one's trip count (`real` is then unused): the
     workgroups are dealt to CU slots as they free up (`critical_slot`, costs read off the two
@@ -151,7 +152,7 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     moved = traffic(gpu, requested=total_requested, unique=footprint,
                     per_xcd=footprint * min(gpu.xcds.value, workgroups) if per_xcd is None
                     else per_xcd, footprint=footprint,
-                    rounds=p.full_rounds + (1 if p.tail else 0))
+                    rounds=p.full_rounds + (1 if p.tail else 0), same_round=same_round)
     hbm = moved.hbm
     bw = cu_bandwidth(gpu, active_cus=p.active_cus, hbm_share=moved.hbm_share,
                       constants=constants, mall_share=moved.mall_share)
