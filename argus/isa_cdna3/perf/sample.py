@@ -152,9 +152,7 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     moved = traffic(gpu, requested=total_requested, unique=footprint,
                     per_xcd=footprint * min(gpu.xcds.value, workgroups) if per_xcd is None
                     else per_xcd, footprint=footprint,
-                    rounds=p.full_rounds + (1 if p.tail else 0),
-                    # without reader counts, every repeat is taken as concurrent: the most HBM
-                    same_round=1.0 if per_xcd is None and same_round is None else same_round)
+                    rounds=p.full_rounds + (1 if p.tail else 0), same_round=same_round)
     hbm = moved.hbm
     bw = cu_bandwidth(gpu, active_cus=p.active_cus, hbm_share=moved.hbm_share,
                       constants=constants, mall_share=moved.mall_share)
