@@ -12,6 +12,12 @@ Then the model's own speed: seconds per row, cold seconds for the largest rows, 
 of the sampled-and-extrapolated timing against simulating the real trip count.
 
     PYTHONPATH=. python3 bench/bench_model.py [--json out.json] [--rows] [--causal-launch]
+
+With `--kernelbench LEVEL_DIR [--only 7,23,...]` it times instead every kernel launch of those
+KernelBench problems' generated solutions at the published sizes (the route's plan, as
+`argus kernelbench` times them): seconds per launch cold (no sample remembered), and for every
+launch whose loop was sampled shorter, the error against simulating the real trip count (where
+one wave of that stays under the emulator's 2**20 instructions).
 """
 
 from __future__ import annotations
@@ -107,6 +113,58 @@ def _speed(rows: list, options: argparse.Namespace) -> dict:
     return out
 
 
+def _kernelbench(options: argparse.Namespace) -> dict:
+    """Model speed and extrapolation error on KernelBench launches at the published sizes."""
+    from argus import timing
+    from argus.errors import ArgusError
+    from argus.kernelbench import harness, road
+    from argus.kernelbench.problem import discover, load
+    from argus.pipeline import time as model
+
+    only = tuple(x for x in (options.only or "").split(",") if x)
+    out: dict = {"launches": [], "modelled": True}
+    print(f"{'problem':<44}{'kernel':<24}{'seconds':>8}{'sampled us':>12}{'real-trip us':>14}"
+          f"{'gap':>8}")
+    for path in discover(options.kernelbench, only):
+        try:
+            problem = load(path)
+            solution, plan = harness.find_solution(problem, None)
+            launches, _, _ = harness.planned(problem.full(), solution, plan)
+        except ArgusError as err:
+            print(f"{path.stem[:43]:<44}no generated solution: {err}")
+            continue
+        for kernel, sizes, _ in launches:
+            compiled = road.compiled(kernel)
+            timing.forget(disk=True)
+            start = time.perf_counter()
+            sampled = model(compiled, dict(sizes))
+            seconds = time.perf_counter() - start
+            row = {"problem": path.stem, "kernel": kernel.name, "seconds": seconds,
+                   "sampled_us": sampled.microseconds, "note": sampled.extrapolation}
+            full = gap = None
+            if sampled.extrapolation and not options.no_full:
+                try:
+                    full = model(compiled, dict(sizes), extrapolate=False).microseconds
+                    gap = sampled.microseconds / full - 1
+                except ArgusError as err:
+                    row["full_error"] = err.message
+            row |= {"full_us": full, "gap": gap}
+            out["launches"].append(row)
+            print(f"{path.stem[:43]:<44}{kernel.name[:23]:<24}{seconds:>8.2f}"
+                  f"{sampled.microseconds:>12.1f}"
+                  + (f"{full:>14.1f}{gap:>+8.2%}" if full else f"{'-':>14}{'-':>8}"),
+                  flush=True)
+    seconds = sorted(x["seconds"] for x in out["launches"])
+    gaps = [abs(x["gap"]) for x in out["launches"] if x["gap"] is not None]
+    if seconds:
+        print(f"model speed on {len(seconds)} KernelBench launches, cold: median "
+              f"{seconds[len(seconds) // 2]:.2f} s, max {seconds[-1]:.2f} s (goal <= 10 s)")
+    if gaps:
+        print(f"sampled vs real trip count on {len(gaps)} launches: mean |gap| "
+              f"{sum(gaps) / len(gaps):.2%}, max {max(gaps):.2%} (goal within 2%)")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the figures here")
@@ -116,7 +174,19 @@ def main() -> None:
                              "keys / K per split (default 1024)")
     parser.add_argument("--causal-launch", action="store_true",
                         help="also emulate a whole causal launch (minutes) against its sample")
+    parser.add_argument("--kernelbench", metavar="LEVEL_DIR",
+                        help="time KernelBench launches instead (a level folder of a checkout)")
+    parser.add_argument("--only", help="with --kernelbench: problem numbers or stems, comma "
+                                       "separated")
+    parser.add_argument("--no-full", action="store_true",
+                        help="with --kernelbench: skip the real-trip-count simulation")
     options = parser.parse_args()
+    if options.kernelbench:
+        report = _kernelbench(options)
+        if options.json:
+            with open(options.json, "w") as handle:
+                json.dump(report, handle, indent=1)
+        return
     constants = Calibrated.load()
     rows = calibrate.rows()
     start = time.perf_counter()

@@ -1,18 +1,22 @@
 """An honest planner benchmark: priors learned on some GEMM shapes, evaluated on others.
 
-The space: the GEMM's tiles, block_k, split-K, prefetch depth and MFMA instruction (576 knob
-points, the LDS swizzle and the schedule pinned) in two program variants each, as written and
-with both LDS rings deepened from 2 to 4 slots by the `grow_rings` rewrite: 1152 points per
-shape. Every point
-is traced, compiled and timed by the MI300X performance model at four shapes (figures are
-modelled, not measured), once, and cached in ARGUS_CACHE/bench_search keyed by the space and
-the sources of the kernels, the backend and the model.
+The space: the GEMM's tiles, block_k, split-K, prefetch depth and MFMA instruction (the LDS
+swizzle and the schedule pinned; 256 knob points once the 320 the family declares infeasible
+are left out: LDS past 64 KiB, copies narrower than a thread's 16 bytes, 256x256 accumulators
+past the registers) in six program variants each: the wave grid as written (2x2) or regridded
+4x1 or 1x4 (the trace-level `regrid` rewrite, where the tile holds whole blocks of the new
+grid), each as written or with both LDS rings deepened from 2 to 4 slots (`grow_rings`, where
+the deeper rings fit the LDS). A variant whose rewrite precondition fails is outside the space
+(the table lists it as "precondition"). Every point is traced, compiled and timed by the MI300X
+performance model at four shapes (figures are modelled, not measured), once, and cached in
+ARGUS_CACHE/bench_search keyed by the space and the sources of the kernels, the backend and
+the model.
 
 Training: the offline planner runs on the TRAIN shapes (several seeds) with an empty experience
 store, which it fills. Test, on the held-out TEST shapes, at least 10 seeds each: the planner
 warm-started from that store (frozen: it does not learn during the test), the same planner
 fresh (knowledge-base priors only), random search without replacement, and optuna's TPE alone
-over the same 1152 candidates (knobs plus the variant as a categorical). The warm-started
+over the same candidates (knobs plus the variant as a categorical). The warm-started
 planner against the fresh one is the experience store's transfer to a new shape. Reported:
 evaluations to reach 95% of the exhaustive best's modelled throughput, median and mean, a miss
 counting budget + 1, and the ratios against random search; the lines say where the planner
@@ -57,8 +61,8 @@ from argus.search.store import Store
 from argus.search.workers import InlineWorkers
 
 #: the bench's share of the GEMM space: tiles, block_k, split-K and the MFMA instruction free,
-#: the LDS swizzle and the schedule pinned to their defaults (all 1152 knob points take hours
-#: to compile on this shared 2-core machine)
+#: the LDS swizzle and the schedule pinned to their defaults (with them free, the table would
+#: take hours to compile on this shared 2-core machine)
 GEMM_SPACE = {"swizzle": True, "policy": "interleave"}
 TRAIN = (
     Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, GEMM_SPACE),
@@ -81,12 +85,18 @@ def _time_point(job: tuple[Candidate, list[Problem]]) -> list[dict]:
     compiled once, timed at each shape whose size assumptions it meets. `stage` is where a
     point without a time stopped: trace (the real loop prunes it for free) | compile | time."""
     from argus.ir.ops import resources
-    from argus.search.evaluate import Evaluator, timing_facts
+    from argus.search.evaluate import Evaluator, kernel_params, timing_facts
+    from argus.search.rewrites import RewriteError, apply_rewrites, trace_rewritten
+    from argus.search.space import family
 
     candidate, problems = job
-    try:
-        ir = Evaluator(problems[0])._trace(candidate)  # the candidate's rewrites applied
-    except Exception as err:  # evaluate's _Stop: the point does not trace (or rewrite)
+    name = problems[0].family
+    try:  # the candidate's rewrites applied; a rewrite whose precondition fails is no point
+        ir = apply_rewrites(trace_rewritten(family(name), name, kernel_params(candidate),
+                                            candidate.rewrites), candidate.rewrites)
+    except RewriteError as err:
+        return [{"time_us": None, "stage": "precondition", "why": _why(err)}] * len(problems)
+    except Exception as err:  # the point does not trace
         return [{"time_us": None, "stage": "trace", "why": _why(err)}] * len(problems)
     fitting = []
     for problem in problems:
@@ -136,17 +146,33 @@ def _sources_digest() -> str:
     return digest.hexdigest()
 
 
-#: the program variants every knob point comes in: as written, and with both LDS rings grown
-#: from 2 to 4 slots (the `grow_rings` rewrite of the traced IR; proved in
-#: tests/test_search_rewrites.py, not re-verified per point here)
-VARIANTS = ((), (("grow_rings", (0,)),))
+#: the program variants every knob point comes in: the wave grid 2x2 as written, 4x1 or 1x4
+#: (the trace-level `regrid` rewrite), each as written or with both LDS rings grown from 2 to 4
+#: slots (the `grow_rings` rewrite of the traced IR); both proved in
+#: tests/test_search_rewrites.py, not re-verified per point here
+GRIDS = ((), (("regrid", (4, 1)),), (("regrid", (1, 4)),))
+RINGS = ((), (("grow_rings", (0,)),))
+VARIANTS = tuple((*g, *r) for g in GRIDS for r in RINGS)
 
 
 def points(problem: Problem) -> list[Candidate]:
-    """The bench's space: every knob point of the problem in every program variant."""
+    """The bench's space: every feasible knob point of the problem (the family's declared
+    infeasible ones left out) in every program variant whose trace-level rewrites' precondition
+    holds there (the IR rewrites' preconditions are read from the IR: the table marks a point
+    whose precondition fails as "precondition", outside the space)."""
     import attrs
 
-    return [attrs.evolve(c, rewrites=v) for c in every_candidate(problem) for v in VARIANTS]
+    from argus.search.rewrites import RewriteError, trace_hooks
+
+    out = []
+    for c in every_candidate(problem):
+        for v in VARIANTS:
+            try:
+                trace_hooks(problem.family, c.param_dict, v)
+            except RewriteError:
+                continue
+            out.append(attrs.evolve(c, rewrites=v))
+    return out
 
 
 def _cache_path(problem: Problem) -> Path:
@@ -229,8 +255,18 @@ def untraceable(table: dict):
         row = table.get(candidate.key)
         if row is None:
             return "outside the bench's space"
-        return row["why"] if row["stage"] == "trace" else ""
+        return row["why"] if row["stage"] in PRUNED else ""
     return why
+
+
+#: table stages of points that cost no evaluation: a rewrite whose precondition fails (the
+#: point is outside the space), a point that does not trace at the shape (the precheck)
+PRUNED = ("precondition", "trace")
+
+
+def in_space(table: dict) -> dict:
+    """The table's points inside the space (every rewrite's precondition holds)."""
+    return {k: row for k, row in table.items() if row["stage"] != "precondition"}
 
 
 def evaluations_to_target(rewards: list[float | None], target: float) -> int | None:
@@ -276,8 +312,8 @@ def optuna_run(problem, table, reference_us, seed, budget) -> list[float | None]
         params = {k: v for k, v in trial.params.items() if k != "variant"}
         candidate = Candidate(problem.family, {**params, **fixed},
                               rewrites=VARIANTS[trial.params["variant"]])
-        row = table[candidate.key]
-        if candidate.key in seen or row["stage"] == "trace":
+        row = table.get(candidate.key, {"stage": "precondition"})
+        if candidate.key in seen or row["stage"] in PRUNED:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             continue
         seen.add(candidate.key)
@@ -290,7 +326,7 @@ def optuna_run(problem, table, reference_us, seed, budget) -> list[float | None]
 def random_run(table, reference_us, seed, budget) -> list[float | None]:
     """Uniform sampling without replacement among the points that trace at the shape (the
     ones the planner may propose too); a point that fails to compile is a spent evaluation."""
-    keys = sorted(k for k, row in table.items() if row["stage"] != "trace")
+    keys = sorted(k for k, row in table.items() if row["stage"] not in PRUNED)
     random.Random(seed).shuffle(keys)
     return [reference_us / table[k]["time_us"] if table[k]["time_us"] else None
             for k in keys[:budget]]
@@ -325,6 +361,8 @@ SEEDED = (
     (Problem("moe_gemm", {"TOKENS": 256, "H": 128, "E": 4, "N": 128}),
      (("drop_guard", (0,)),)),
     (Problem("attention_fwd", {"BH": 2, "S": 256, "D": 64}), (("drop_barrier", (0,)),)),
+    (Problem("gemm", {"M": 1024, "N": 1024, "K": 1024}, {"block_m": 128}),
+     (("regrid_mainloop", (4, 1)),)),
 )
 REPAIR_BUDGET = 6
 
@@ -528,14 +566,16 @@ def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | 
         for problem in test:
             table = tables[problem]
             timed = {k: v for k, v in table.items() if v["time_us"] is not None}
-            traced = sum(v["stage"] != "trace" for v in table.values())
+            space = len(in_space(table))
+            traced = sum(v["stage"] not in PRUNED for v in table.values())
             best_key = min(timed, key=lambda k: timed[k]["time_us"])
             best_us = timed[best_key]["time_us"]
             default = table[default_candidate(problem).key]["time_us"] or best_us
             target = TARGET * default / best_us
             near = sum(TARGET * v["time_us"] <= best_us for v in timed.values())
             best = Candidate.from_dict(timed[best_key]["candidate"]).describe()
-            echo(f"{problem.family} {problem.shape}: {len(table)} points, {traced} trace at "
+            echo(f"{problem.family} {problem.shape}: {space} points ({len(table)} listed, "
+                 f"{len(table) - space} where a rewrite's precondition fails), {traced} trace at "
                  f"the shape, {len(timed)} compile and time, {near} within 95% of the best; "
                  f"best {best_us:.2f} µs modelled ({best}); default {default:.2f} µs")
             runs = {
@@ -570,7 +610,7 @@ def main(seeds: int, train_seeds: int, budget: int, jobs: int, json_path: str | 
                 learned["evaluations"], by["random"]["evaluations"], strict=True))
             echo(f"  where the learned planner loses: {', '.join(losses) or 'no method'} has "
                  f"a lower mean; random search beats it on {seeds_lost} of {seeds} seeds")
-            out["test"].append({"problem": problem.to_dict(), "points": len(table),
+            out["test"].append({"problem": problem.to_dict(), "points": space,
                                 "traced": traced, "timed": len(timed), "near_best": near,
                                 "best_us": best_us, "default_us": default,
                                 "methods": rows, "modelled": True})

@@ -163,7 +163,15 @@ def test_pinned_and_restricted_knobs_shape_the_space():
     assert "swizzle" not in names and "instr" not in names
     assert problem.knob("block_k").values == (32, 64)  # the family's order
     points = list(every_candidate(problem))
-    assert len(points) == 3 * 3 * 2 * 4 * 2 * 2
+    # the tiles the GEMM declares buildable: at block_k 32 all 3 x 3 but 256x256 (registers),
+    # at 64 those whose double-buffered tiles fit 64 KiB of LDS (block_m + block_n <= 256)
+    assert len(points) == (8 + 4) * 4 * 2 * 2
+    from argus.search.space import infeasible
+
+    big = Candidate("gemm", {**points[0].param_dict, "block_m": 256, "block_n": 256})
+    assert "registers" in infeasible(big) and big not in points
+    wide = Candidate("gemm", {**points[0].param_dict, "block_m": 256, "block_k": 64})
+    assert "LDS" in infeasible(wide) and wide not in points
     assert all(p.param_dict["swizzle"] is True and p.param_dict["instr"] == MFMA_16
                for p in points)
     assert default_candidate(problem).param_dict["block_k"] == 32

@@ -109,6 +109,26 @@ def test_experience_warm_starts_priors_and_fresh_planners_ignore_it(tmp_path):
     assert OfflinePlanner(far, 0).value("grow_m") < between < warm.value("grow_m")
 
 
+def test_a_new_shape_starts_at_the_points_near_the_best_at_every_past_shape(tmp_path):
+    """Past runs at two shapes: tile X is the best at one and poor at the other, tile Y second
+    at both. A run at a third shape class starts at Y (then X), one point per tile."""
+    memory = Experience(tmp_path / "gemm.jsonl", "gemm")
+    base = default_candidate(GEMM).param_dict
+    x = Candidate("gemm", {**base, "block_m": 128, "block_n": 128})
+    x16 = Candidate("gemm", {**x.param_dict, "block_k": 64})
+    y = Candidate("gemm", {**base, "block_m": 64, "block_n": 128})
+    for sizes, rewards in (({"M": 2048, "N": 2048, "K": 2048}, (2.0, 1.99, 1.9)),
+                           ({"M": 8192, "N": 1024, "K": 2048}, (1.0, 1.0, 1.8))):
+        for candidate, reward in zip((x, x16, y), rewards, strict=True):
+            memory.append({"run": str(sizes), "shape_class": shape_class("gemm", sizes),
+                           "sizes": sizes, "move": "optuna", "credit": 0.5, "status": "ok",
+                           "reward": reward, "candidate": candidate.to_dict()})
+    assert memory.robust(2) == [y.to_dict(), x.to_dict()]
+    far = Problem("gemm", {"M": 4096, "N": 4096, "K": 4096})
+    assert memory.starts(far, 3)[:2] == [y, x]  # x16 is another tile: after both
+    assert x16 in memory.starts(far, 3)
+
+
 def _proposal_after_a_refuted_swizzle(planner, state, base):
     """The planner's next proposal once `base` with its stores swizzled (and its reads not)
     came back refuted at the MFMA's tag assertion, and that refuted candidate."""
@@ -292,3 +312,47 @@ def test_a_repair_the_model_times_no_faster_than_the_best_is_not_evaluated(model
         assert skipped["modelled_us"] == 2.0 and skipped["best_us"] == 1.0
         assert skipped["refuted"] == bad.key
         assert not proposal.candidate.rewrites  # the knob moves go on, no rewrite is beaten
+
+
+def test_a_regrid_is_proved_and_one_that_misses_the_epilogue_is_refuted_then_repaired():
+    """The wave-grid move rewrites the GEMM's DSL program (its 4 waves tiled 4x1 instead of
+    2x2 over each MFMA block): applied where the tile holds whole blocks of the new grid, it
+    changes the LDS fragment reads and is proved. The same move on the main loop alone leaves
+    the epilogue storing tiles where the old grid computed them: the verifier refutes it at
+    the store with a confirmed counterexample, which maps to the repair `regrid_epilogue`,
+    whose program is the proved one."""
+    from argus.kernels import MFMA_16, MFMA_32
+    from argus.search.evaluate import Evaluator, _obligation
+    from argus.search.rewrites import trace_sites, with_rewrite
+
+    problem = Problem("gemm", {"M": 1024, "N": 1024, "K": 1024})
+    params = {"block_m": 64, "block_n": 64, "block_k": 32, "instr": MFMA_16}
+    assert ("regrid", (4, 1)) in trace_sites("gemm", params, ())
+    # the precondition: 4 x 32 rows of 32x32 blocks do not divide a 64-row tile
+    assert ("regrid", (4, 1)) not in trace_sites("gemm", {**params, "instr": MFMA_32}, ())
+    base = Candidate("gemm", params)
+    evaluator = Evaluator(problem)
+    plain = evaluator._trace(base)
+    regridded = evaluator._trace(attrs.evolve(base, rewrites=(("regrid", (4, 1)),)))
+
+    def reads(kernel):
+        return sum(isinstance(op, O.LdsLoad) for op in kernel.ops())
+
+    assert reads(regridded) == reads(plain) * 10 // 8  # 1 A + 4 B fragments, not 2 + 2
+    proved = argus.verify(regridded)
+    assert not proved.refuted and not proved.unknown and proved.proved_for_all_sizes
+
+    half = attrs.evolve(base, rewrites=(("regrid_mainloop", (4, 1)),))
+    ir = evaluator._trace(half)
+    report = argus.verify(ir)
+    assert report.refuted and report.refuted[0].counterexample.confirmed
+    obligations = [_obligation(o) for o in report.refuted[:3]]
+    assert obligations[0]["kind"] in ("tag-assertion", "out-of-bounds")
+    found = repairs(ir, half, obligations)
+    assert found[0].rewrite == "regrid_epilogue" and found[0].site == (4, 1)
+    assert found[0].candidate.rewrites == with_rewrite(half.rewrites, "regrid_epilogue", (4, 1))
+    assert str(evaluator._trace(found[0].candidate)) == str(regridded)
+    with pytest.raises(RewriteError, match="does not apply"):  # no epilogue to mend
+        from argus.search.rewrites import trace_hooks
+
+        trace_hooks("gemm", params, (("regrid_epilogue", (4, 1)),))

@@ -137,7 +137,7 @@ def test_without_a_screen_past_bests_are_the_first_proposals(tmp_path):
 def test_without_a_screen_the_value_models_guess_from_other_shapes_comes_first(tmp_path):
     """Results of a past run at another shape class teach the value model where good points
     lie; with no result of this shape class, its guess here is the first proposal, then the
-    past best, then the default."""
+    past run's best points (one per tile)."""
     import random
 
     from argus.search.planners.offline import MODEL_ARM
@@ -153,7 +153,8 @@ def test_without_a_screen_the_value_models_guess_from_other_shapes_comes_first(t
                        "candidate": candidate.to_dict()})
     planner = OfflinePlanner(GEMM, 0, legal=lambda c: "", experience=memory, learn=False)
     proposals = planner.propose(SearchState(GEMM), 3)
-    assert [p.move for p in proposals] == [MODEL_ARM, EXPERIENCE_ARM, "default"]
+    assert [p.move for p in proposals] == [MODEL_ARM, EXPERIENCE_ARM, EXPERIENCE_ARM]
+    assert proposals[1].candidate.param_dict != proposals[2].candidate.param_dict
     # the guess is better than every point the past run evaluated (the best of which is the
     # experience proposal): what transfers is the shape of the landscape, not one point
     assert score(proposals[0].candidate.param_dict) > max(score(c.param_dict) for c in past)

@@ -25,6 +25,11 @@ FLOOR = 65
 SMALL = 9
 #: Elements of all inputs together at the scaled sizes.
 BUDGET = 1 << 15
+#: Matrix FLOPs (a convolution's or matmul's, as torch's flop counter counts them) the scaled
+#: sizes may take per element of BUDGET, and the output's elements count against BUDGET too:
+#: the emulator's time goes with the work, and a 3-D convolution with few input elements can
+#: still make millions of outputs (64 MFLOP at the default budget: about a minute of emulation)
+FLOPS_PER_ELEMENT = 2048
 
 
 class ProblemError(ArgusError):
@@ -115,9 +120,9 @@ def _exec(path: Path, source: str, overrides: dict) -> dict:
     return namespace
 
 
-def _constants(tree: ast.Module, namespace: dict) -> dict:
-    """The module-level size constants: names assigned a whole number above KEEP, or a tuple
-    of whole numbers, at the top level of the file."""
+def _constants(tree: ast.Module, namespace: dict, above: int = KEEP) -> dict:
+    """The module-level size constants: names assigned a whole number above `above`, or a
+    tuple of whole numbers one of which is, at the top level of the file."""
     found = {}
     for node in tree.body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
@@ -127,23 +132,30 @@ def _constants(tree: ast.Module, namespace: dict) -> dict:
         value = namespace.get(name)
         if isinstance(value, bool):
             continue
-        if isinstance(value, int) and value > KEEP:
+        if isinstance(value, int) and value > above:
             found[name] = value
         elif isinstance(value, tuple) and value and all(
                 isinstance(v, int) and not isinstance(v, bool) for v in value) \
-                and any(v > KEEP for v in value):
+                and any(v > above for v in value):
             found[name] = value
     return found
 
 
 def scale(constants: dict, numel, floor: int = FLOOR, budget: int = BUDGET,
-          frozen: frozenset = frozenset()) -> dict:
+          frozen: frozenset = frozenset(), work=None, small: dict | None = None,
+          deep: bool = True) -> dict:
     """Halve the largest constant above `floor` (to c // 2 + 1, so tails stay odd) until the
     inputs hold at most BUDGET elements; if they still hold more, halve the constants published
-    below `floor` (down to SMALL), then the smallest constant (down to KEEP + 1).
-    `numel(values)` counts the elements; the constants named in `frozen` keep their values
-    (and so does any other constant while it equals one of them)."""
-    values = dict(constants)
+    below `floor` (down to SMALL), then the smallest constant (down to KEEP + 1), then the
+    constants published above KEEP down to SMALL, and last the `small` ones (published in
+    (SMALL, KEEP], not otherwise scaled) down to SMALL (these two only when `deep`).
+    `numel(values)` counts the elements; `work(values)`, when given, the model's work in
+    elements (output elements, matrix FLOPs / FLOPS_PER_ELEMENT), which the first two steps
+    also bring within the budget (all but the third: a matmul size below the floor would run
+    its tile loop once); the constants named in `frozen` keep their values (and so does any
+    other constant while it equals one of them)."""
+    small = {k: v for k, v in (small or {}).items() if k not in constants}
+    values = {**constants, **small}
     held = {v for name in frozen for v in (constants[name] if isinstance(constants[name], tuple)
                                            else (constants[name],))}
 
@@ -171,7 +183,7 @@ def scale(constants: dict, numel, floor: int = FLOOR, budget: int = BUDGET,
             shrunk.add((name, index))
 
     shrunk: set = set()
-    while numel(values) > budget:
+    while (over := numel(values) > budget) or (work is not None and work(values) > budget):
         candidates = [(v, key) for key, v in entries() if v > floor]
         if candidates:
             value, (name, index) = max(candidates)
@@ -180,24 +192,42 @@ def scale(constants: dict, numel, floor: int = FLOOR, budget: int = BUDGET,
         # below the floor already (a batch or channel count, as a rule): down to SMALL, which
         # still gives a tile of 8 rows (or of 4 along a strided row) two trips
         candidates = [(v, key) for key, v in entries() if SMALL < v < floor
-                      and (constants[key[0]] == v or key in shrunk)]
+                      and key[0] in constants and (constants[key[0]] == v or key in shrunk)]
         if candidates:
             value, (name, index) = min(candidates)
             shrunk.add((name, index))
             halve(name, index, value, SMALL)
             continue
         candidates = [(v, key) for key, v in entries() if v > KEEP + 1]
+        if candidates and over:
+            value, (name, index) = min(candidates)
+            halve(name, index, value, KEEP + 1)
+            continue
+        # last, a constant published above KEEP (a spatial size, as a rule) down to SMALL: a
+        # 3-D volume of 17^3 per channel is still a minute of emulation
+        candidates = [(v, key) for key, v in entries() if deep and SMALL < v
+                      and key[0] in constants and _published(constants, key) > KEEP]
+        if not candidates:
+            # at the very last, the small constants published in (SMALL, KEEP] (a batch or
+            # channel count of 16); the caller checks the model still builds
+            candidates = [(v, key) for key, v in entries() if SMALL < v and key[0] in small]
         if not candidates:
             break
         value, (name, index) = min(candidates)
-        halve(name, index, value, KEEP + 1)
-    return values
+        halve(name, index, value, SMALL)
+    return {k: v for k, v in values.items() if k in constants or v != small[k]}
+
+
+def _published(constants: dict, key: tuple) -> int:
+    name, index = key
+    return constants[name][index] if index is not None else constants[name]
 
 
 def load(path: str | Path, level: str | None = None, floor: int = FLOOR,
-         budget: int = BUDGET) -> Problem:
+         budget: int = BUDGET, deep: bool = True) -> Problem:
     """Load a problem file, with its size constants scaled for the emulator (none below
-    `floor` unless published so)."""
+    `floor` unless published so; with `deep=False` nothing published above KEEP goes below
+    KEEP + 1 and nothing published at or below KEEP is scaled)."""
     import torch
 
     path = Path(path)
@@ -219,9 +249,16 @@ def load(path: str | Path, level: str | None = None, floor: int = FLOOR,
             inputs = ns["get_inputs"]()
         return sum(math.prod(t.shape) for t in inputs if isinstance(t, torch.Tensor))
 
-    scaled = scale(constants, numel, floor, budget)
-    if not _constructs(path, source, scaled):
-        scaled = _keeping(path, source, constants, numel, floor, budget)
+    def work(values):
+        return _work(path, source, values)
+
+    # the small constants too when the model still builds with them scaled, else without
+    for small in ((_constants(tree, published, SMALL), None) if deep else (None,)):
+        scaled = scale(constants, numel, floor, budget, work=work, small=small, deep=deep)
+        if _constructs(path, source, scaled):
+            break
+    else:
+        scaled = _keeping(path, source, constants, numel, floor, budget, work, deep)
     if scaled is None:
         scaled = proportional(constants, numel)
     namespace = _exec(path, source, scaled)
@@ -229,7 +266,7 @@ def load(path: str | Path, level: str | None = None, floor: int = FLOOR,
 
 
 def _keeping(path: Path, source: str, constants: dict, numel, floor: int,
-             budget: int) -> dict | None:
+             budget: int, work=None, deep: bool = True) -> dict | None:
     """Scaled constants that construct, keeping one constant (then two) at its published
     value: the one a relation ties to a size the scaling does not reach (a LayerNorm over
     `out_channels` applied to the last spatial axis, channels divisible by a group count);
@@ -237,10 +274,31 @@ def _keeping(path: Path, source: str, constants: dict, numel, floor: int,
     names = sorted(constants)
     for count in (1, 2):
         for keep in itertools.combinations(names, count):
-            scaled = scale(constants, numel, floor, budget, frozenset(keep))
+            scaled = scale(constants, numel, floor, budget, frozenset(keep), work,
+                           deep=deep)
             if numel(scaled) <= 4 * budget and _constructs(path, source, scaled):
                 return scaled
     return None
+
+
+def _work(path: Path, source: str, values: dict) -> float:
+    """The model's work at `values` in elements: its output's elements plus its matrix FLOPs
+    (torch's flop counter, shapes only) over FLOPS_PER_ELEMENT; 0 when it does not run there
+    (`_constructs` decides about that)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        ns = _exec(path, source, values)
+        with torch.device("meta"), torch.no_grad():
+            torch.manual_seed(0)
+            model, inputs = ns["Model"](*ns["get_init_inputs"]()), ns["get_inputs"]()
+            with FlopCounterMode(display=False) as counter:
+                out = model(*inputs)
+    except Exception:  # noqa: BLE001 (a model that fails here is refused elsewhere)
+        return 0.0
+    elements = out.numel() if isinstance(out, torch.Tensor) else 0
+    return elements + counter.get_total_flops() / FLOPS_PER_ELEMENT
 
 
 def _constructs(path: Path, source: str, values: dict) -> bool:

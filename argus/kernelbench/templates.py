@@ -848,6 +848,7 @@ class Conv:
             from_phase_view,
             input_pad,
             view_phases,
+            weight_oc_last,
         )
 
         dims, g = self.dims, self.groups
@@ -865,7 +866,8 @@ class Conv:
                                      view_phases(dims, self.stride, self.transposed)[0],
                                      front, (0,) * dims, () if first else (g, cg))
             arrays = {"X": ctx.alloc(x_shape),
-                      "Wt": ctx.alloc((*self.window, g, *((cg, ocg) if first else (ocg, cg))))}
+                      "Wt": ctx.alloc((*self.window, g, *((cg, ocg) if weight_oc_last(engine)
+                                                           else (ocg, cg))))}
             if bias is not None:
                 arrays["bias"] = ctx.alloc((g, ocg))
             if residual is not None:

@@ -104,12 +104,13 @@ def with_knobs(plan, values: dict):
 def modelled_us(target: Target, values: dict) -> float:
     """The modelled MI300X time of the candidate's launches at the published sizes."""
     from argus.kernelbench import road
+    from argus.kernelbench.harness import shaped_input
     from argus.kernelbench.solution import Context, Shaped, from_plan, guarded
 
     model, inputs = target.full
     plan = with_knobs(target.full_plan, values)
     state = dict(model.named_parameters()) | dict(model.named_buffers())
-    shaped = [Shaped(tuple(t.shape)) for t in inputs] + [
+    shaped = [shaped_input(t) for t in inputs] + [
         Shaped(tuple(state[path].shape)) for _, path in plan.params]
     ctx = Context(execute=False)
     guarded(lambda: from_plan(plan).forward(ctx, *shaped))

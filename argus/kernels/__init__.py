@@ -95,6 +95,9 @@ class LibraryKernel:
     #: timing_sizes(sizes, params) -> every size the kernel takes at the target shape, where the
     #: problem's own sizes imply more (MoE's padded rows under uniform routing)
     timing_sizes: Callable[[dict, dict], dict] | None = attrs.field(default=None, eq=False)
+    #: infeasible(params) -> why a knob point can never be built, at any shape ("" if it can):
+    #: the hardware limits its trace would hit; the search's space leaves such points out
+    infeasible: Callable[[dict], str] | None = attrs.field(default=None, eq=False)
 
     @property
     def name(self) -> str:
@@ -301,7 +304,7 @@ def library() -> dict[str, LibraryKernel]:
         attention_fwd_kv,
     )
     from argus.kernels.conv import conv_kernel, pool_kernel
-    from argus.kernels.gemm import gemm, gemm_bf8, gemm_f16, gemm_fp8
+    from argus.kernels.gemm import gemm, gemm_bf8, gemm_f16, gemm_fp8, gemm_infeasible
     from argus.kernels.moe import moe_gemm, moe_gemm_fp8, moe_gemm_fp8_kblocked
 
     typed = {kernel.name: LibraryKernel(kernel, "C", {"M": 128, "N": 128, "K": 128},
@@ -310,7 +313,8 @@ def library() -> dict[str, LibraryKernel]:
              for kernel, dtype in ((gemm_f16, "f16"), (gemm_fp8, "fp8"), (gemm_bf8, "bf8"))}
     return {
         "gemm": LibraryKernel(gemm, "C", {"M": 128, "N": 128, "K": 64}, _gemm_reference, 1e-3,
-                              knobs=GEMM_KNOBS, check_sizes=_gemm_check_sizes),
+                              knobs=GEMM_KNOBS, check_sizes=_gemm_check_sizes,
+                              infeasible=gemm_infeasible),
         **typed,
         "attention_fwd": LibraryKernel(attention_fwd, "O", {"BH": 1, "S": 128, "D": 64},
                                        _attention_reference, 2e-2, knobs=ATTENTION_KNOBS,

@@ -389,7 +389,8 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     Arguments, channels last with the channels split into groups (a free reshape):
     X (N, [I2, SI] per dimension, G, CG) the input in its phase view (`conv_input_view`; SI
     per `view_phases`: the stride along the innermost axis of a forward convolution, else 1),
-    Wt (K per dimension, G, OCG, CG), then bias (G, OCG)
+    Wt (K per dimension, G, OCG, CG) (the f32 engines take X and Wt in their own orders,
+    `channels_first`, `weight_oc_last`; `engine_layout` moves them), then bias (G, OCG)
     and residual (Y's shape, f32) when the epilogue names them, and Y (N, [O2, SO] per
     dimension, G, OCG) the output in its phase view (SO = 1, or the stride when transposed;
     `from_phase_view` gives the plain array). Groups, channel counts and every extent are
@@ -405,14 +406,12 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     names = [s[0] for s in steps]
     dtype = "bf16" if engine == "mfma" else "f32"
     axes = SPATIAL[3 - dims:]
-    if channels_first(engine):
-        annotations = {
-            "X": Tensor(dtype, "N", "G", "CG", *_view_shape("I2", "SI", dims)),
-            "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "CG", "OCG")}
-    else:
-        annotations = {
-            "X": Tensor(dtype, "N", *_view_shape("I2", "SI", dims), "G", "CG"),
-            "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "OCG", "CG")}
+    x_view = _view_shape("I2", "SI", dims)
+    annotations = {
+        "X": Tensor(dtype, "N", "G", "CG", *x_view) if channels_first(engine) else
+        Tensor(dtype, "N", *x_view, "G", "CG"),
+        "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G",
+                     *(("CG", "OCG") if weight_oc_last(engine) else ("OCG", "CG")))}
     if "bias" in names:
         annotations["bias"] = Tensor("f32", "G", "OCG")
     y_shape = ("N", *_view_shape("O2", "SO", dims), "G", "OCG")
@@ -436,29 +435,39 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
 
 
 def channels_first(engine: str) -> bool:
-    """Whether `engine` takes X as (N, G, CG, *view) and Wt as (*K, G, CG, OCG) (the f32 MFMA
-    engine) rather than channels last; `engine_layout` moves the arrays."""
+    """Whether `engine` takes X as (N, G, CG, *view) (the f32 MFMA engine) rather than
+    channels last; `engine_layout` moves the arrays."""
     return engine == "mfma_f32"
+
+
+def weight_oc_last(engine: str) -> bool:
+    """Whether `engine` takes Wt as (*K, G, CG, OCG) rather than (*K, G, OCG, CG): the f32
+    engines, whose tile reads several output channels of one tap at once (one uniform offset
+    per tap and the channels at constant distances, not one offset per channel); the bf16
+    MFMA's B wants k innermost."""
+    return engine in ("fma", "mfma_f32")
 
 
 def engine_layout(engine: str, x_view: np.ndarray, weight: np.ndarray) -> tuple:
     """X (`conv_input_view`, channels last) and Wt ((*K, G, OCG, CG)) as `engine` reads them."""
-    if not channels_first(engine):
-        return x_view, weight
-    return (np.ascontiguousarray(np.moveaxis(x_view, (-2, -1), (1, 2))),
-            np.ascontiguousarray(np.swapaxes(weight, -1, -2)))
+    if channels_first(engine):
+        x_view = np.ascontiguousarray(np.moveaxis(x_view, (-2, -1), (1, 2)))
+    if weight_oc_last(engine):
+        weight = np.ascontiguousarray(np.swapaxes(weight, -1, -2))
+    return x_view, weight
 
 
 def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int]]:
     """The f32 engine and its `tiles` for a group shape: the MFMA implicit GEMM unless its
-    k = 2 or its 32 output channels would be mostly padding (depthwise and near-depthwise
-    convolutions, where the per-lane FMA engine wastes less), with CHANNEL_TILES channel
-    tiles per wave when the output has one phase (`phases`: a strided transposed
-    convolution's output phases each store their own tile, and each tile's store keeps its
-    16 rows' offsets and bounds live in SGPRs; a second one no longer fits). The choice reads
-    no size above 8, so KernelBench's scaled sizes (a channel count above 16 halved to no
-    less than 9) pick the same kernel as the published ones."""
-    if cg < 2 or ocg < 8:
+    k = 2 or its 32 output channels would hold one used channel (depthwise and one output
+    channel per group, where the per-lane FMA engine wastes less; at 8 channels per group,
+    a quarter of the MFMA's columns, KernelBench 73 models at 3.4x the roofline on the MFMA
+    engine and 152x on the FMA one), with CHANNEL_TILES channel tiles per wave when the
+    output has one phase (`phases`: a strided transposed convolution's phases each store
+    their own tiles). The choice reads no size above 1, so KernelBench's scaled sizes (which
+    halve a grouped convolution's channels per group, 8 to 4 in 72) pick the same kernel as
+    the published ones."""
+    if cg < 2 or ocg < 2:
         return "fma", (1, 1)
     return "mfma_f32", (1, CHANNEL_TILES if phases == 1 else 1)
 
@@ -493,17 +502,33 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         block_p, block_oc = BLOCK_P * tiles[0], BLOCK_OC * tiles[1]
     else:
         block_p, block_oc = FMA_P, FMA_OC
-    T.grid(out_extent[-2] if dims >= 2 else 1, T.cdiv(out_extent[-1], block_p), N)
+    rows = out_extent[-2] if dims >= 2 else 1
+    # A phased (strided transposed) output gives each phase its own band of workgroups along
+    # the grid's first axis: a branch per phase holds that phase's loops, so the offsets its
+    # loops keep live (hoisted before them) are live in that branch only, and the SGPRs a
+    # wave needs do not grow with the phase count (25 phases of a stride-5 2-D output).
+    T.grid(rows * len(taps), T.cdiv(out_extent[-1], block_p), N)
     q0, n = T.program_id(1) * block_p, T.program_id(2)
-    outer = [T.program_id(0)] if dims >= 2 else []
-    if dims == 3:
-        for qd in T.range(0, out_extent[0], name="od"):
-            rows = [qd, *outer]
-            _conv_channels(engine, steps, t, taps, n, rows, _times(rows, steps_per_row), q0,
-                           G, CG, OCG, block_oc, x_pos, y_pos, tiles)
-    else:
-        _conv_channels(engine, steps, t, taps, n, outer, _times(outer, steps_per_row), q0,
-                       G, CG, OCG, block_oc, x_pos, y_pos, tiles)
+
+    def output_rows(row, phase_taps):
+        outer = [row] if dims >= 2 else []
+        if dims == 3:
+            for qd in T.range(0, out_extent[0], name="od"):
+                at = [qd, *outer]
+                _conv_channels(engine, steps, t, phase_taps, n, at, _times(at, steps_per_row),
+                               q0, G, CG, OCG, block_oc, x_pos, y_pos, tiles)
+        else:
+            _conv_channels(engine, steps, t, phase_taps, n, outer,
+                           _times(outer, steps_per_row), q0, G, CG, OCG, block_oc, x_pos,
+                           y_pos, tiles)
+
+    band = T.program_id(0)
+    if len(taps) == 1:
+        output_rows(band, taps)
+        return
+    for i, (phase, phase_taps) in enumerate(taps.items()):
+        with T.when((band >= rows * i) & (band < rows * (i + 1))):
+            output_rows(band - rows * i, {phase: phase_taps})
 
 
 def _times(rows, steps) -> list:
@@ -538,7 +563,7 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
         return (n, g, c, *spatial) if first else (n, *spatial, g, c)
 
     def w_origin(k, c, doc=0):
-        return (*k, g, c, oc0 + doc) if first else (*k, g, oc0 + doc, c)
+        return (*k, g, c, oc0 + doc) if weight_oc_last(engine) else (*k, g, oc0 + doc, c)
 
     if engine == "fma":
         acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos)
@@ -602,7 +627,7 @@ def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
     def step(c):
         def tap(acc, k, off, ph):
             x = X.load(x_origin(off, ph, c), column, axes=(x_pos,), guard=True)
-            w = Wt.load(w_origin(k, c), row, axes=(len(k) + 1,), guard=True)
+            w = Wt.load(w_origin(k, c), row, axes=(len(k) + 2,), guard=True)
             return acc + T.broadcast(x, 1, spec) * T.broadcast(w, 0, spec)
         return tap
 
@@ -836,13 +861,18 @@ def pool_reference_nd(x, *, kind, window, stride=None, padding=0, dilation=1):
     return y
 
 
-def conv_view_reference(epilogue, inputs: dict, params: dict) -> np.ndarray:
+def conv_view_reference(epilogue, inputs: dict, params: dict, engine: str = "fma"
+                        ) -> np.ndarray:
     """What `conv_kernel(dims, engine, epilogue)` writes to Y (its phase view) for any view
-    arrays `inputs` (X, Wt, bias, residual, Y), the front of X's view included: the view read
-    plainly is the input with `input_pad` more positions in front, so it is the convolution
-    of that array with padding 0 (forward) or p + f * s (transposed, its inputs moved f
-    later), over every position of Y's view."""
+    arrays `inputs` (X, Wt, bias, residual, Y, in `engine`'s layout), the front of X's view
+    included: the view read plainly is the input with `input_pad` more positions in front, so
+    it is the convolution of that array with padding 0 (forward) or p + f * s (transposed, its
+    inputs moved f later), over every position of Y's view."""
     X, Wt, Y = inputs["X"], inputs["Wt"], inputs["Y"]
+    if channels_first(engine):
+        X = np.moveaxis(X, (1, 2), (-2, -1))
+    if weight_oc_last(engine):
+        Wt = np.swapaxes(Wt, -1, -2)
     dims = (X.ndim - 3) // 2
     front = input_pad(dims, params["window"], params["stride"], params["padding"],
                       params["dilation"], params["transposed"])

@@ -9,6 +9,7 @@ with assertions at every MFMA and at the store; optional split-K with atomic add
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import argus.lang as T
@@ -69,13 +70,17 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
                  split_k: int = 1, instr: str = MFMA, read_swizzled: bool = True,
                  next_slot: Callable | None = None, sync: bool = True,
                  a_fragment: TileSpec | None = None, direct_lds: bool = False,
-                 prefetch: int = 1):
-    """Trace the GEMM body; the keyword hooks default to the correct kernel. With split_k > 1,
-    grid axis 2 splits K and each workgroup adds its partial tile into C atomically. With
-    direct_lds, A and B go from global memory straight into LDS (async copies, one dword per
-    lane in LDS order: `buffer_load_dword ... lds`), one K tile ahead; such a copy writes a
-    wave's lanes to consecutive dwords, so under `swizzle` each lane copies the element whose
-    swizzled place its dword is. `prefetch` (1 or 2) is how
+                 prefetch: int = 1, wave_grid: tuple[int, int] = WAVE_GRID,
+                 epilogue_grid: tuple[int, int] | None = None):
+    """Trace the GEMM body; the keyword hooks default to the correct kernel. `wave_grid`
+    (rows, cols) tiles the 4 waves over each MFMA block (the search's `regrid` rewrite);
+    `epilogue_grid` is the grid the C store's tile offsets assume (default: `wave_grid`;
+    another one is the defect of a regrid that missed the epilogue, which the verifier
+    refutes). With split_k > 1, grid axis 2 splits K and each workgroup adds its partial
+    tile into C atomically. With direct_lds, A and B go from global memory straight into
+    LDS (async copies, one dword per lane in LDS order: `buffer_load_dword ... lds`), one K
+    tile ahead; such a copy writes a wave's lanes to consecutive dwords, so under `swizzle`
+    each lane copies the element whose swizzled place its dword is. `prefetch` (1 or 2) is how
     many K tiles ahead of the MFMAs the global loads run: with 2, tile kt + 1 rides in
     registers while tile kt + 2 is loaded (K must then hold 2 K tiles per split)."""
     if prefetch not in (1, 2):
@@ -90,9 +95,15 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
                             split_k=split_k, instr=instr, swizzle=swizzle)
         return
     k_first, m0, n0, nk = _grid(A, B, C, block_m, block_n, block_k, split_k)
-    a_spec = a_fragment or T.mfma_layout(instr, "a", WAVE_GRID)
-    b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
-    c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
+    a_spec = a_fragment or T.mfma_layout(instr, "a", wave_grid)
+    b_spec = T.mfma_layout(instr, "b", wave_grid)
+    c_spec = T.mfma_layout(instr, "c", wave_grid)
+    stored = T.mfma_layout(instr, "c", epilogue_grid) if epilogue_grid else c_spec
+    if block_m % a_spec.shape[0] or block_n % b_spec.shape[0]:
+        raise T.DSLError(f"a {block_m}x{block_n} tile is no whole number of {instr}'s blocks "
+                         f"over the {wave_grid[0]}x{wave_grid[1]} wave grid "
+                         f"({a_spec.shape[0]}x{b_spec.shape[0]})", user_loc(),
+                         fix="pick a wave grid whose block divides the tile")
     dtype = _operand_dtype(A, B, instr)
     vector = 16 // DTYPE_BYTES[dtype]            # one 16-byte load per thread per copy
     copy_a = T.copy_layout((block_m, block_k), 4, vector)
@@ -146,7 +157,7 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
         stage((kt + 1) % 2, (loop.a_ahead, loop.b_ahead))
         T.barrier()
     last = nk - 1
-    _store(C, compute(last % 2, last, acc), m0, n0, c_spec, split_k)
+    _store(C, compute(last % 2, last, acc), m0, n0, stored, split_k)
 
 
 def _grid(A, B, C, block_m, block_n, block_k, split_k):
@@ -315,6 +326,52 @@ def _typed_gemm(dtype: str, label: str):
 gemm_f16 = _typed_gemm("f16", "IEEE half (f16)")
 gemm_fp8 = _typed_gemm("fp8", "gfx942 fp8 (e4m3fnuz)")
 gemm_bf8 = _typed_gemm("bf8", "gfx942 bf8 (e5m2fnuz)")
+
+
+#: gfx942's limits a GEMM tile must fit whatever the shape: 64 KiB of LDS per workgroup, 512
+#: VGPRs + AGPRs per lane
+LDS_BYTES, REGISTERS = 64 * 1024, 512
+
+
+def gemm_infeasible(params: dict) -> str:
+    """Why a point of the GEMM's declared space can never be built, at any shape ("" if it
+    can): the limits its trace hits, stated here so the search space counts only buildable
+    points (`argus.search.space.every_candidate` leaves these out)."""
+    bm, bn, bk = params["block_m"], params["block_n"], params["block_k"]
+    element = DTYPE_BYTES["bf16"]
+    lds = 2 * (bm + bn) * bk * element               # A and B tiles, double-buffered
+    if lds > LDS_BYTES:
+        return (f"{bm}x{bn}x{bk}: the double-buffered A and B tiles take {lds} bytes of LDS, "
+                f"past gfx942's {LDS_BYTES}")
+    vector = 16 // element                           # one 16-byte copy per thread
+    if min(bm, bn) * bk < 4 * LANES * vector:
+        return (f"{min(bm, bn)}x{bk}: fewer elements than 256 threads x {vector} (one 16-byte "
+                "copy each); the register-staged copies do not split narrower")
+    if bm * bn // (4 * LANES) >= REGISTERS // 2:
+        return (f"{bm}x{bn}: the f32 accumulators alone take {bm * bn // (4 * LANES)} "
+                f"registers per lane; with the operands and staged copies past {REGISTERS}")
+    return ""
+
+
+@functools.cache
+def gemm_rewritten(wave_grid: tuple[int, int] = WAVE_GRID,
+                   epilogue_grid: tuple[int, int] | None = None) -> T.KernelDef:
+    """`gemm` (same arguments and knobs) under the search's trace-level rewrites
+    (`argus.search.rewrites.TRACE_REWRITES`): its MFMA wave grid and the grid its epilogue's
+    tile offsets assume."""
+
+    def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"),
+             C: Tensor("f32", "M", "N"), *, block_m: int = 64, block_n: int = 64,
+             block_k: int = 32, swizzle: bool = True, split_k: int = 1, instr: str = MFMA,
+             direct_lds: bool = False, prefetch: int = 1):
+        if direct_lds:
+            raise T.DSLError("a regridded GEMM stages through registers (direct_lds=False)",
+                             user_loc(), fix="drop the regrid rewrite, or direct_lds")
+        gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k,
+                     swizzle=swizzle, split_k=split_k, instr=instr, prefetch=prefetch,
+                     wave_grid=wave_grid, epilogue_grid=epilogue_grid)
+
+    return T.kernel(waves=4)(gemm)
 
 
 def reference(A, B):

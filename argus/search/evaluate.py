@@ -232,8 +232,11 @@ class Evaluator:
         entry = family(self.problem.family)
         params = kernel_params(candidate)
         if candidate.source is None:
+            from argus.search.rewrites import trace_rewritten
+
             try:
-                return _rewritten(entry.kernel.trace(**params), candidate)
+                return _rewritten(trace_rewritten(entry, self.problem.family, params,
+                                                  candidate.rewrites), candidate)
             except (ArgusError, ValueError) as err:
                 raise StageError("trace", pipeline.outcome_of(err),
                                  f"{candidate.describe()}: {err}") from None
@@ -252,6 +255,11 @@ class Evaluator:
         if got != want:
             raise StageError("trace", "invalid", f"the edit changed the kernel's arguments: "
                              f"{got}; {self.problem.family} takes {want}")
+        from argus.search.rewrites import is_trace_rewrite
+
+        if any(is_trace_rewrite(name) for name, _ in candidate.rewrites):
+            raise StageError("trace", "invalid", f"{candidate.describe()}: a trace-level "
+                             "rewrite needs the family's own program, not an edited source")
         try:
             return _rewritten(ir, candidate)
         except ValueError as err:
@@ -339,7 +347,13 @@ def precheck(problem: Problem, candidate: Candidate) -> str:
     and the size assumptions, decided without verifying (planners prune with it for free)."""
     key = (problem.family, tuple(problem.sizes.items()), candidate.key)
     if key not in _PRECHECKS:
+        from argus.search.space import infeasible
+
         evaluator = Evaluator(problem)
+        why = infeasible(candidate) if candidate.source is None else ""
+        if why:  # declared by the family: no trace needed
+            _PRECHECKS[key] = f"{candidate.describe()}: {why}"
+            return _PRECHECKS[key]
         try:
             evaluator._fits(evaluator._trace(candidate))
             _PRECHECKS[key] = ""

@@ -22,6 +22,8 @@ from argus import env
 
 #: rows of another shape class count this much (a move's value transfers only in part)
 OTHER_CLASS = 0.25
+#: `robust` keeps the points scoring at least this fraction of the top score
+ROBUST_FLOOR = 0.5
 #: the pseudo-observations a move's experience may contribute at most (the run's own data
 #: then overrules it within a few pulls)
 MAX_WEIGHT = 6.0
@@ -109,20 +111,72 @@ class Experience:
                 out.append(candidate)
         return out[:count]
 
+    def robust(self, count: int = 3, numeric: tuple[str, ...] = ()) -> list[dict]:
+        """The candidates (as data) that came closest to the best at every shape past runs
+        tuned: at each shape, a point's reward over the best reward reached there; its score
+        is the mean over the shapes, a shape where it was never evaluated counting 0. The single
+        best of one shape is often mediocre at another; a point near the best at all of them
+        is the better bet at a new one. With `numeric` (knob names), one point per tile: the
+        first few starts then lie in different regions."""
+        shapes: dict[str, dict[str, tuple[float, dict]]] = defaultdict(dict)
+        for row in self.rows:
+            if row.get("status") != "ok" or not row.get("reward") or "candidate" not in row \
+                    or row["candidate"].get("source") is not None:
+                continue
+            where = json.dumps(row.get("sizes") or row.get("shape_class"), sort_keys=True)
+            key = json.dumps(row["candidate"], sort_keys=True)
+            known = shapes[where].get(key)
+            if known is None or row["reward"] > known[0]:
+                shapes[where][key] = (float(row["reward"]), row["candidate"])
+        if not shapes:
+            return []
+        scores: dict[str, float] = defaultdict(float)
+        data: dict[str, dict] = {}
+        for points in shapes.values():
+            top = max(reward for reward, _ in points.values())
+            for key, (reward, candidate) in points.items():
+                scores[key] += reward / top / len(shapes)
+                data[key] = candidate
+        out: list[dict] = []
+        tiles = set()
+        top = max(scores.values())
+        for key in sorted(scores, key=lambda k: (-scores[k], k)):
+            if scores[key] < ROBUST_FLOOR * top:
+                break  # far from the best everywhere: another class's best is a better start
+            params = data[key].get("params", {})
+            tile = tuple(params.get(name) for name in numeric)
+            if numeric and tile in tiles:
+                continue
+            tiles.add(tile)
+            out.append(data[key])
+            if len(out) == count:
+                break
+        return out
+
     def starts(self, problem, count: int = 3) -> list:
-        """`best()` of `problem`'s shape class as Candidates of `problem`'s space: those whose
-        every searched knob takes one of its values here (pinned parameters are this run's)."""
+        """Where a new run of `problem` should start, as Candidates of its space (those whose
+        every searched knob takes one of its values here; pinned parameters are this run's):
+        its shape class's best of past runs when there is one, then the points nearest the
+        best at every past shape (`robust`, one per tile), then other classes' bests."""
         from argus.search.space import Candidate
 
+        numeric = tuple(k.name for k in problem.knobs()
+                        if all(isinstance(v, int) and not isinstance(v, bool) for v in k.values))
+        here = shape_class(problem.family, problem.sizes)
+        best = self.best(here, count)
+        same = best[:1] if any(r.get("shape_class") == here and r.get("status") == "ok"
+                               for r in self.rows) else []
         out = []
-        for data in self.best(shape_class(problem.family, problem.sizes), count):
+        for data in [*same, *self.robust(count, numeric), *best]:
             params = data.get("params", {})
             if data.get("source") is None and all(params.get(k.name) in k.values
                                                   for k in problem.knobs()):
-                out.append(Candidate(problem.family, {
+                candidate = Candidate(problem.family, {
                     **{k.name: params[k.name] for k in problem.knobs()},
-                    **problem.fixed_params()}, rewrites=data.get("rewrites", ())))
-        return out
+                    **problem.fixed_params()}, rewrites=data.get("rewrites", ()))
+                if candidate not in out:
+                    out.append(candidate)
+        return out[:count]
 
     def failures(self, shape: str) -> dict[str, dict[str, int]]:
         """{move: {counterexample kind: count}} of refuted moves in this shape class."""

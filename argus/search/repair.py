@@ -84,8 +84,19 @@ def proposals(kernel: O.Kernel, candidate: Candidate, obligations) -> list[tuple
     if len(raced) > 1:  # the writes into several rings race: deepen them together
         add("grow_rings", (0,), f"lds-race at the writes into {len(raced)} LDS rings: every "
             "ring twice as deep leaves each overwritten slot two iterations behind its reads")
+    stores = {str(op.loc) for _, op, _ in sites(kernel) if isinstance(op, O.GlobalStore)}
     for ob in obligations:
         kind, loc, cex = ob.get("kind", ""), ob.get("loc", ""), ob.get("counterexample") or {}
+        if kind in ("tag-assertion", "out-of-bounds") and loc in stores | _store_asserts(kernel):
+            # a C tile stored elsewhere than its tags say: the epilogue's tile offsets may
+            # assume another wave grid than the main loop computed the tiles on
+            hooks = _hooks(candidate)
+            for site in R.TRACE_REWRITES["regrid_epilogue"].sites(candidate.param_dict, hooks):
+                if ("regrid_epilogue", site) not in [(n, s) for n, s, _ in out]:
+                    out.append(("regrid_epilogue", site, f"{kind} at {loc}: the store's tile "
+                                f"offsets assume the {_grid(hooks)[1]} wave grid, the main "
+                                f"loop computed the tiles on {site}; store them where they "
+                                "were computed"))
         if kind in ("lds-race", "lds-uninitialised", "async-pending"):
             _lds_repairs(kernel, loc, _other_loc(cex), kind, add)
         elif kind in ("tag-assertion", "tag-missing"):
@@ -101,6 +112,24 @@ def proposals(kernel: O.Kernel, candidate: Candidate, obligations) -> list[tuple
                 add("insert_barrier", (_ordinal(kernel, R.LDS_WRITES, index), 0),
                     f"{kind} at {loc}: order the accesses with a barrier")
     return out
+
+
+def _hooks(candidate: Candidate) -> dict:
+    try:
+        return R.trace_hooks(candidate.family, candidate.param_dict, candidate.rewrites)
+    except R.RewriteError:
+        return {}
+
+
+def _grid(hooks: dict) -> tuple[str, str]:
+    grid, epilogue = R._grid_hooks(hooks)
+    return "x".join(map(str, grid)), "x".join(map(str, epilogue))
+
+
+def _store_asserts(kernel: O.Kernel) -> set[str]:
+    """The program points of the tag assertions global stores carry (on the stored data)."""
+    return {str(a.loc) for _, op, _ in sites(kernel) if isinstance(op, O.GlobalStore)
+            for a in op.asserts}
 
 
 def _lds_repairs(kernel, loc: str, other: str, kind: str, add) -> None:
@@ -146,7 +175,8 @@ def repairs(kernel: O.Kernel, candidate: Candidate, obligations) -> list[Repair]
     first), then the candidate without its last rewrite; at most MAX_REPAIRS."""
     kind = obligations[0].get("kind", "") if obligations else ""
     loc = obligations[0].get("loc", "") if obligations else ""
-    out = [Repair(attrs.evolve(candidate, rewrites=(*candidate.rewrites, (name, site))),
+    out = [Repair(attrs.evolve(candidate, rewrites=R.with_rewrite(candidate.rewrites, name,
+                                                                  site)),
                   name, site, kind, loc, why)
            for name, site, why in proposals(kernel, candidate, obligations)]
     if candidate.rewrites:

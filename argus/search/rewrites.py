@@ -150,12 +150,24 @@ def _allocs(kernel, where) -> list[tuple]:
             if where(kernel, alloc)]
 
 
-def _rings(step: int):
+def _rings(step: int, budget: bool = True):
+    """The rings that can take `step` (within the LDS with `budget`)."""
     def where(kernel, alloc):
         depth = _ring(kernel, alloc)
         # a single slot has lost its slot index (every access at slot 0): it cannot grow back
-        return depth is not None and depth > 1 and _step(depth, step) in RING_DEPTHS
+        return (depth is not None and depth > 1 and _step(depth, step) in RING_DEPTHS
+                and (not budget or _lds_after(kernel, {alloc.result.name: (
+                    depth, _step(depth, step))}) <= LDS_BUDGET))
     return lambda kernel: _allocs(kernel, where)
+
+
+def _lds_after(kernel, resized: dict[str, tuple[int, int]]) -> int:
+    """The workgroup's LDS bytes with the named rings resized (old depth, new depth)."""
+    total = 0
+    for _, alloc, _ in _ops(kernel, O.LdsAlloc):
+        old, new = resized.get(alloc.result.name, (1, 1))
+        total += alloc.result.type.nbytes // old * new
+    return total
 
 
 def _step(depth: int, step: int) -> int | None:
@@ -169,14 +181,21 @@ def _resize_by(step: int):
 
 
 def _all_rings(kernel):
-    return [(0,)] if len(_rings(1)(kernel)) > 1 else []
+    """(0,) when two or more rings can deepen and all of them deepened fit the LDS."""
+    allocs = [alloc for _, alloc, _ in _ops(kernel, O.LdsAlloc)]
+    grown = {allocs[n].result.name: (_ring(kernel, allocs[n]), 2 * _ring(kernel, allocs[n]))
+             for (n,) in _rings(1, budget=False)(kernel)}
+    return [(0,)] if len(grown) > 1 and _lds_after(kernel, grown) <= LDS_BUDGET else []
 
 
 def _grow_all(kernel, site):
     """Every ring of the kernel one step deeper (the operands of one loop move together)."""
-    found = _rings(1)(kernel)
+    found = _rings(1, budget=False)(kernel)
     if not found:
         raise RewriteError("the kernel has no LDS ring to deepen")
+    if not _all_rings(kernel):
+        raise RewriteError(f"every ring deepened takes the workgroup's LDS past gfx942's "
+                           f"{LDS_BUDGET} bytes (64 KiB)")
     for (n,) in found:
         kernel = _resize_ring(kernel, n, 1)
     return kernel
@@ -390,6 +409,160 @@ REWRITES: dict[str, Rewrite] = {r.name: r for r in (
 )}
 
 
+# ------------------------------------------------------------------ trace-level rewrites
+
+@attrs.frozen
+class TraceRewrite:
+    """A rewrite of the kernel's DSL program, applied when it is traced: the family's program
+    declares the hook it sets (`PROGRAMS`), so the traced IR is the rewritten program's. Its
+    precondition reads the candidate's knobs and earlier trace rewrites; it is applied before
+    the IR rewrites, whose sites it keeps (it moves no barrier, ring or loop)."""
+
+    name: str
+    bottleneck: str
+    when: str
+    effect: str
+    legal: str
+    #: sites(params, hooks) -> the sites where it applies, given the knob values and the hooks
+    #: the candidate's earlier trace rewrites set
+    sites: Callable[[dict, dict], list[tuple]] = attrs.field(eq=False, repr=False)
+    #: hooks(hooks, site) -> the program hooks after it
+    apply: Callable[[dict, tuple], dict] = attrs.field(eq=False, repr=False)
+    prior: float = 0.3
+    repair: bool = False
+
+    def to_prompt(self) -> dict:
+        return {"rewrite": self.name, "when": self.when, "effect": self.effect,
+                "legal": self.legal}
+
+
+#: the families whose DSL program takes trace-level rewrites: hooks -> the kernel traced with
+#: them (the same arguments and knobs as the family's kernel)
+PROGRAMS: dict[str, str] = {"gemm": "argus.kernels.gemm:gemm_rewritten"}
+#: the wave grids (rows, cols) of a 4-wave workgroup a regrid may choose
+GRIDS = ((2, 2), (4, 1), (1, 4))
+GRID = (2, 2)  # the library GEMM's own
+
+
+def _program(family: str):
+    import importlib
+
+    module, _, attr = PROGRAMS[family].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _grid_hooks(hooks: dict) -> tuple[tuple, tuple]:
+    """(the MFMA wave grid, the grid the epilogue's tile offsets assume)."""
+    grid = tuple(hooks.get("wave_grid", GRID))
+    return grid, tuple(hooks.get("epilogue_grid") or grid)
+
+
+def _fits_grid(params: dict, grid: tuple) -> bool:
+    """The tile is a whole number of the MFMA's blocks over the wave grid."""
+    from argus.isa_cdna3.mfma import mfma
+
+    if "instr" not in params or params.get("direct_lds"):
+        return False
+    info = mfma(params["instr"])
+    return (params["block_m"] % (grid[0] * info.m) == 0
+            and params["block_n"] % (grid[1] * info.n) == 0)
+
+
+def _regrid_sites(params: dict, hooks: dict) -> list[tuple]:
+    grid, epilogue = _grid_hooks(hooks)
+    if grid != epilogue:
+        return []
+    return [g for g in GRIDS if g != grid and _fits_grid(params, g)]
+
+
+def _regrid(hooks: dict, site: tuple) -> dict:
+    return {**hooks, "wave_grid": tuple(site), "epilogue_grid": tuple(site)}
+
+
+def _regrid_mainloop(hooks: dict, site: tuple) -> dict:
+    _, epilogue = _grid_hooks(hooks)
+    return {**hooks, "wave_grid": tuple(site), "epilogue_grid": epilogue}
+
+
+def _epilogue_sites(params: dict, hooks: dict) -> list[tuple]:
+    grid, epilogue = _grid_hooks(hooks)
+    return [grid] if grid != epilogue else []
+
+
+def _regrid_epilogue(hooks: dict, site: tuple) -> dict:
+    return {**hooks, "epilogue_grid": tuple(site)}
+
+
+TRACE_REWRITES: dict[str, TraceRewrite] = {r.name: r for r in (
+    TraceRewrite("regrid", "lds", "a 4-wave MFMA kernel whose tile is a whole number of the "
+                 "MFMA's blocks over another wave grid (2x2, 4x1, 1x4)",
+                 "tile the 4 waves 4x1 or 1x4 instead of 2x2 over each MFMA block, main loop and "
+                 "epilogue together: a wave then reads fewer A and more B fragments from LDS "
+                 "per MFMA (or the reverse), which pays on tiles longer in one dimension",
+                 "always", _regrid_sites, _regrid, 0.3),
+    TraceRewrite("regrid_mainloop", "lds", "as regrid",
+                 "change the main loop's wave grid only, leaving the epilogue's tile offsets as "
+                 "they were (fewer edits); wrong unless the two grids' offsets agree",
+                 "verifier decides", _regrid_sites, _regrid_mainloop, 0.1),
+    TraceRewrite("regrid_epilogue", "lds", "an epilogue whose tile offsets assume another wave "
+                 "grid than the main loop's",
+                 "the epilogue stores each accumulator tile where the main loop's wave grid "
+                 "computed it", "always", _epilogue_sites, _regrid_epilogue, 0.0, repair=True),
+)}
+
+
+def is_trace_rewrite(name: str) -> bool:
+    return name in TRACE_REWRITES
+
+
+def trace_hooks(family: str, params: dict, steps) -> dict:
+    """The program hooks the candidate's trace-level rewrites set, in order, each checked
+    against its precondition (a RewriteError when one does not apply)."""
+    hooks: dict = {}
+    for name, site in steps:
+        if name not in TRACE_REWRITES:
+            continue
+        if family not in PROGRAMS:
+            raise RewriteError(f"{name} rewrites the DSL program, and {family}'s declares no "
+                               f"hooks for it (those that do: {sorted(PROGRAMS)})")
+        step = TRACE_REWRITES[name]
+        if tuple(site) not in step.sites(params, hooks):
+            raise RewriteError(f"{name}@{tuple(site)} does not apply here (precondition: "
+                               f"{step.when}; sites {step.sites(params, hooks)})")
+        hooks = step.apply(hooks, tuple(site))
+    return hooks
+
+
+def trace_rewritten(entry, family: str, params: dict, steps) -> O.Kernel:
+    """The family's kernel traced under the candidate's trace-level rewrites (its own kernel
+    when there are none)."""
+    hooks = trace_hooks(family, params, steps)
+    kernel = _program(family)(**hooks) if hooks else entry.kernel
+    return kernel.trace(**params)
+
+
+def trace_sites(family: str, params: dict, steps) -> list[tuple[str, tuple]]:
+    """Every (name, site) of a free trace-level rewrite a planner may add to the candidate."""
+    if family not in PROGRAMS:
+        return []
+    try:
+        hooks = trace_hooks(family, params, steps)
+    except RewriteError:
+        return []
+    return [(r.name, site) for r in TRACE_REWRITES.values() if not r.repair
+            for site in r.sites(params, hooks)]
+
+
+def with_rewrite(steps, name: str, site) -> tuple:
+    """`steps` with (name, site) added: a trace-level rewrite after the trace-level ones
+    (before the IR rewrites, whose sites it keeps), an IR rewrite at the end."""
+    steps = tuple(steps)
+    if not is_trace_rewrite(name):
+        return (*steps, (name, tuple(site)))
+    cut = next((i for i, (n, _) in enumerate(steps) if not is_trace_rewrite(n)), len(steps))
+    return (*steps[:cut], (name, tuple(site)), *steps[cut:])
+
+
 def rewrite(name: str) -> Rewrite:
     if name not in REWRITES:
         raise RewriteError(f"no rewrite {name!r}; choose one of {sorted(REWRITES)}")
@@ -397,9 +570,11 @@ def rewrite(name: str) -> Rewrite:
 
 
 def apply_rewrites(kernel: O.Kernel, steps) -> O.Kernel:
-    """`kernel` with each (name, site) rewrite applied in order; a step that does not apply is
-    a `RewriteError` naming it."""
+    """`kernel` with each (name, site) IR rewrite applied in order (trace-level ones were
+    applied when it was traced); a step that does not apply is a `RewriteError` naming it."""
     for name, site in steps:
+        if is_trace_rewrite(name):
+            continue
         try:
             kernel = rewrite(name).apply(kernel, tuple(site))
         except IRError as err:

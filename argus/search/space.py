@@ -18,7 +18,7 @@ from argus.kernels import MFMA_16, MFMA_32, POLICY, Knob, LibraryKernel, library
 
 __all__ = ["MFMA_16", "MFMA_32", "POLICY", "Knob", "SearchError", "Problem", "Candidate",
            "Action", "apply", "family", "families", "user_family", "check_sizes", "parse_shape",
-           "default_candidate", "every_candidate"]
+           "default_candidate", "every_candidate", "infeasible"]
 
 
 class SearchError(ArgusError, ValueError):
@@ -244,12 +244,22 @@ def apply(candidate: Candidate, actions, problem: Problem | None = None) -> Cand
     return attrs.evolve(candidate, params=params)
 
 
+def infeasible(candidate: Candidate) -> str:
+    """Why the candidate's knob point can never be built, at any shape ("" if it can), as its
+    family declares (`LibraryKernel.infeasible`: LDS, registers, copy widths)."""
+    rule = family(candidate.family).infeasible
+    return rule(candidate.param_dict) if rule is not None else ""
+
+
 def every_candidate(problem: Problem):
-    """All points of the declared space (for exhaustive benches), fixed parameters included."""
+    """All points of the declared space (for exhaustive benches), fixed parameters included;
+    the points the family declares infeasible (`infeasible`) are not part of it."""
     import itertools
 
     knobs = problem.knobs()
     fixed = problem.fixed_params()
     for values in itertools.product(*(k.values for k in knobs)):
-        yield Candidate(problem.family, {**dict(zip((k.name for k in knobs), values,
-                                                    strict=True)), **fixed})
+        candidate = Candidate(problem.family, {**dict(zip((k.name for k in knobs), values,
+                                                          strict=True)), **fixed})
+        if not infeasible(candidate):
+            yield candidate

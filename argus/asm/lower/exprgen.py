@@ -45,8 +45,14 @@ class ExprEmitter:
         self.preheader = prologue
         self.loop_vars = loop_vars          # names of loop counters (not hoistable)
         self.hoisted: dict[Expr, VReg | int] = {}
+        # registers made in the entry code, which dominates every later point: unlike the
+        # hoisted terms, a branch does not forget them (one per constant however many
+        # branches use it)
+        self.constants: dict[tuple[str, int], VReg] = {}
         self.scoped: list[dict[Expr, VReg | int]] = []
         self.loc: SourceLoc | None = None
+        #: uniform terms computed in place even where loop-invariant (a global store's)
+        self.in_place = False
         self.origin = ""                    # mnemonic of the IR op being lowered
 
     # -- scopes ---------------------------------------------------------------------------------
@@ -69,6 +75,10 @@ class ExprEmitter:
     def is_invariant(self, e: Expr) -> bool:
         return not any(v.name in self.loop_vars for v in free_vars(e))
 
+    def is_invariant_anyway(self, e: Expr) -> bool:
+        """Whether `e` is already computed before the loops (a hoisted term reused)."""
+        return e in self.hoisted
+
     def value(self, e, name: str = "") -> VReg | int:
         """An int for constants, else a register holding `e` (an SGPR when uniform)."""
         e = simplify(e)
@@ -87,6 +97,11 @@ class ExprEmitter:
         # follows every top-level definition they may use); outside loops a term is computed
         # where it is first used (straight-line code dominates the rest)
         invariant = self.is_invariant(e)
+        if invariant and self.loop_vars and self.in_place and not self.is_invariant_anyway(e):
+            # a store's offsets and bounds are made where it stores, once per trip of the
+            # loops around it, and die with it: hoisted, they would be live through the
+            # reduction loops that run before it (16 rows of an MFMA tile, per phase)
+            invariant = False
         memo = self.hoisted if invariant or not self.scoped else self.scoped[-1]
         saved = self.out
         if invariant and self.loop_vars:
@@ -106,14 +121,15 @@ class ExprEmitter:
         return self.materialize(v, cls or "s")
 
     def materialize(self, const: int, cls: str) -> VReg:
-        key = Const(const) if cls == "s" else Term("add", (Const(const), Var("lane", 0, 64)))
-        if cls == "s" and key in self.hoisted:
-            return self.hoisted[key]
+        """A register holding `const`, set once in the entry code and shared by every use
+        (callers only read it)."""
+        key = (cls, const)
+        if key in self.constants:
+            return self.constants[key]
         reg = VReg(cls, 1, f"c{const}")
         op = "s_mov_b32" if cls == "s" else "v_mov_b32_e32"
         self.emit(op, reg, const, into=self.prologue)
-        if cls == "s":
-            self.hoisted[key] = reg
+        self.constants[key] = reg
         return reg
 
     def nonnegative(self, e: Expr) -> bool:

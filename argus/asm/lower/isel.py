@@ -190,6 +190,9 @@ class Selector(ExprEmitter):
         #: (tensor, workgroup offset), and every access's offset range for the launch check
         self.entry_memo: dict = {}
         self.rebased: dict = {}
+        #: where that entry code goes: the kernel's prologue, or the head of a top-level
+        #: branch for what only the branch uses (`branch_entry`)
+        self.entry: list = self.prologue
         self.spans: list[AddressSpan] = []
         self.scalar_bounds: dict[str, tuple[Expr, Expr]] = {}
         #: what the rebase may be computed from (available at entry), and what makes a term
@@ -274,6 +277,31 @@ class Selector(ExprEmitter):
         finally:
             self.hoisted, self.lane_bases, self.out = hoisted, bases, saved
             self.scoped[:] = scoped
+
+    @contextlib.contextmanager
+    def branch_entry(self, body: list):
+        """Inside a top-level branch, the entry code the branch's accesses need (rebased
+        buffer resources, their 64-bit offsets) goes to the head of `body` and is forgotten
+        after it: made in the kernel's prologue, each branch's resources would stay live
+        through every branch before it (a strided transposed convolution's output phases,
+        one branch each, held 4 SGPRs per phase and tensor)."""
+        saved = self.entry, self.entry_memo, self.rebased
+        head: list = []
+        self.entry, self.entry_memo, self.rebased = head, dict(self.entry_memo), dict(self.rebased)
+        try:
+            yield
+        finally:
+            body[0:0] = head
+            self.entry, self.entry_memo, self.rebased = saved
+
+    @contextlib.contextmanager
+    def store_in_place(self):
+        """Lower a store's address terms where it stores (`ExprEmitter.in_place`)."""
+        saved, self.in_place = self.in_place, True
+        try:
+            yield
+        finally:
+            self.in_place = saved
 
     def loop_facts(self) -> list[Expr]:
         """What the launch grid and the enclosing loops guarantee about their counters here."""
@@ -391,9 +419,14 @@ class Selector(ExprEmitter):
         if e in frame.reduced:
             return frame.reduced[e]
         reg = VReg("s", 1, f"sr{len(frame.reduced)}")
-        first = self.value(substitute(e, {iv.name: frame.start}))
+        # the set-up runs before the loop: what it reads is hoisted, never made in place
+        saved, self.in_place = self.in_place, False
+        try:
+            first = self.value(substitute(e, {iv.name: frame.start}))
+            step = self.value(delta)
+        finally:
+            self.in_place = saved
         self.emit("s_mov_b32", reg, first, into=frame.setup, note=f"{e} at the first iteration")
-        step = self.value(delta)
         self.emit("s_add_i32", reg, reg, step, into=frame.latch, note=f"{e}: next iteration")
         frame.reduced[e] = reg
         return reg
@@ -434,7 +467,7 @@ class Selector(ExprEmitter):
         """A 32-bit uniform term computed in the entry code (which dominates everything), with
         its own memo: a register the body computed later is never read before it is written."""
         saved = self.out, self.hoisted, self.scoped, self.loop_vars
-        self.out, self.hoisted, self.scoped, self.loop_vars = (self.prologue, self.entry_memo,
+        self.out, self.hoisted, self.scoped, self.loop_vars = (self.entry, self.entry_memo,
                                                                [], set())
         try:
             return self.value(e)
@@ -470,7 +503,7 @@ class Selector(ExprEmitter):
                 result = (low, 0)
             else:
                 high = VReg("s", 1, "sign")
-                self.emit("s_ashr_i32", high, low, 31, into=self.prologue)
+                self.emit("s_ashr_i32", high, low, 31, into=self.entry)
                 result = (low, high)
         self.entry_memo[key] = result
         return result
@@ -486,7 +519,7 @@ class Selector(ExprEmitter):
             if isinstance(x, int) and isinstance(y, int) and opcode == "s_add_u32":
                 return (x + y) & mask
             reg = VReg("s", 1, name)
-            self.emit(opcode, reg, x, y, into=self.prologue)
+            self.emit(opcode, reg, x, y, into=self.entry)
             return reg
 
         if op in ("add", "sub") and b == (0, 0):
@@ -497,9 +530,9 @@ class Selector(ExprEmitter):
             first, carry = ("s_add_u32", "s_addc_u32") if op == "add" else ("s_sub_u32",
                                                                               "s_subb_u32")
             low = VReg("s", 1, "lo")
-            self.emit(first, low, a[0], b[0], into=self.prologue)
+            self.emit(first, low, a[0], b[0], into=self.entry)
             high = VReg("s", 1, "hi")
-            self.emit(carry, high, a[1], b[1], into=self.prologue)   # reads SCC just written
+            self.emit(carry, high, a[1], b[1], into=self.entry)   # reads SCC just written
             return low, high
         low = emit("s_mul_i32", a[0], b[0], "lo")
         high = emit("s_mul_hi_u32", a[0], b[0], "hi")
@@ -528,14 +561,14 @@ class Selector(ExprEmitter):
             signed = (high << 32 | low) - ((1 << 64) if high >> 31 else 0)
             return max(0, min(signed, limit))
         clamped = VReg("s", 1, f"records.{tensor.name}")
-        self.emit("s_min_u32", clamped, low, self.materialize(limit, "s"), into=self.prologue)
-        self.emit("s_cmp_eq_u32", high, 0, ndefs=0, into=self.prologue)
+        self.emit("s_min_u32", clamped, low, self.materialize(limit, "s"), into=self.entry)
+        self.emit("s_cmp_eq_u32", high, 0, ndefs=0, into=self.entry)
         fits = VReg("s", 1, "records")
         self.emit("s_cselect_b32", fits, clamped, self.materialize(limit, "s"),
-                  into=self.prologue)
-        self.emit("s_cmp_lt_i32", high, 0, ndefs=0, into=self.prologue)
+                  into=self.entry)
+        self.emit("s_cmp_lt_i32", high, 0, ndefs=0, into=self.entry)
         records = VReg("s", 1, "records")
-        self.emit("s_cselect_b32", records, 0, fits, into=self.prologue)
+        self.emit("s_cselect_b32", records, 0, fits, into=self.entry)
         return records
 
     def resource(self, op, tensor, piece: Piece, guards=(), rows_axis: int | None = None
@@ -574,11 +607,11 @@ class Selector(ExprEmitter):
             base = self.rsrc[tensor.name]
             quad = VReg("s", 4, f"rsrc.{tensor.name}.wg", 4)
             low, high = self.wide(rebase)
-            self.emit("s_add_u32", quad[0], base[0], low, into=self.prologue,
+            self.emit("s_add_u32", quad[0], base[0], low, into=self.entry,
                       note=f"{tensor.name} + {rebase}")
-            self.emit("s_addc_u32", quad[1], base[1], high, into=self.prologue)
-            self.emit("s_mov_b32", quad[2], self.records(tensor, rebase), into=self.prologue)
-            self.emit("s_mov_b32", quad[3], isa.BUFFER_RSRC_WORD3, into=self.prologue)
+            self.emit("s_addc_u32", quad[1], base[1], high, into=self.entry)
+            self.emit("s_mov_b32", quad[2], self.records(tensor, rebase), into=self.entry)
+            self.emit("s_mov_b32", quad[3], isa.BUFFER_RSRC_WORD3, into=self.entry)
             self.rebased[key] = quad
         return self.rebased[key], attrs.evolve(piece, uniform=rest)
 
@@ -890,6 +923,11 @@ def _global_store(s: Selector, op: O.GlobalStore):
                                "f32 with buffer_atomic_add_f32", op.loc, "accumulate in f32")
     data = s.tile(op.value)
     widths = _narrow_widths(op, tile, (4,) if atomic else GLOBAL_WIDTHS + (2, 1), narrow)
+    with s.store_in_place():
+        _store_pieces(s, op, tile, data, widths, guarded, atomic)
+
+
+def _store_pieces(s: Selector, op, tile, data, widths, guarded, atomic):
     for piece in _global_pieces(s, op, tile, widths):
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         rsrc, piece = s.resource(op, op.tensor, piece, guarded, _rows_axis(op))
@@ -1534,12 +1572,21 @@ def _if(s: Selector, op: O.If):
             s.emit("s_cmp_lg_u32", _flag(s, cond), 0, ndefs=0, note=f"if {op.cond}")
         s.emit("s_cbranch_scc0", branch.else_label, ndefs=0)
         s.out.append(branch)
+        # each arm knows its side of the condition (a branch on a band of workgroup ids
+        # proves its offsets from the band's first id non-negative)
+        top = not s.frames          # outside loops an arm may make its own entry code
         with s.conditional(branch.then_body):
-            _arm(s, op.then, results)
+            with s.branch_entry(branch.then_body) if top else contextlib.nullcontext():
+                s.facts.append(cond)
+                _arm(s, op.then, results)
+                s.facts.pop()
             s.loc = op.loc
             s.emit("s_branch", branch.end_label, ndefs=0)
         with s.conditional(branch.else_body):
-            _arm(s, op.orelse, results)
+            with s.branch_entry(branch.else_body) if top else contextlib.nullcontext():
+                s.facts.append(~cond)
+                _arm(s, op.orelse, results)
+                s.facts.pop()
     for result, reg in zip(op.results, results):
         s.regs[result.name] = reg
 

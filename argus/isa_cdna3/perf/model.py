@@ -240,12 +240,15 @@ class _Cu:
         self.arrived: dict[int, list[tuple[float, int]]] = {g: [] for g in self.groups}
         self.heap = [(0.0, i) for i in range(len(state))]
         heapq.heapify(self.heap)
+        # the issuing wave's own next event: the loop pushes it and pops the earliest in one
+        # heap operation (most of the time it is the earliest, and the heap is not touched)
+        self.pending: tuple[float, int] | None = None
 
     # ---- bookkeeping
     def _next(self, wave: _Wave, w: int, at: float) -> None:
         wave.pos += 1
         self.executed += 1
-        heapq.heappush(self.heap, (at, w))
+        self.pending = (at, w)
 
     def finish(self, wave: _Wave, t: float) -> None:
         # a wave's registers and memory requests outlive its last issue
@@ -271,7 +274,7 @@ class _Cu:
         start = max(t, dep, unit)
         if start > t:
             self.stalls["dependency" if dep >= unit else "issue"] += start - t
-            heapq.heappush(self.heap, (start, w))
+            self.pending = (start, w)
             return True
         return False
 
@@ -433,9 +436,13 @@ def schedule_cu(waves: Sequence[Any], statics: Sequence[Static], *, bytes_per_cl
              constants=constants, params=params)
     steps = [_STEP[s.kind] for s in statics]
     heap = cu.heap
-    pop = heapq.heappop
-    while heap:
-        t, w = pop(heap)
+    pop, pushpop = heapq.heappop, heapq.heappushpop
+    while heap or cu.pending is not None:
+        if cu.pending is None:
+            t, w = pop(heap)
+        else:
+            t, w = pushpop(heap, cu.pending)
+            cu.pending = None
         wave = state[w]
         k = wave.pos
         if k >= len(wave.index):

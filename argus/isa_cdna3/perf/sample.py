@@ -41,9 +41,12 @@ SAMPLE_TRIPS = (256, 512, 1024, 2048)
 #: smaller sizes tried when SAMPLE_TRIPS has no pair below the real size and running the real
 #: one would emulate more than SAMPLE_BUDGET instructions per wave
 LADDER = tuple(1 << i for i in range(12))
-#: instructions per wave a timing sample may emulate before its loop is sampled shorter (the
-#: emulator stops a wave at 2**20; a sample this long takes tens of seconds)
-SAMPLE_BUDGET = 1 << 17
+#: instructions per wave a timing sample may emulate before its loop is sampled shorter. The
+#: scheduler replays about 250k instructions a second, so a CU of 32 waves at this budget takes
+#: a few seconds; 2**17 made a KernelBench 3-D convolution take 45 s for a time within 0.5% of
+#: this one's (bench/bench_model.py --kernelbench prints the error against simulating the real
+#: trip count)
+SAMPLE_BUDGET = 1 << 14
 Groups = Mapping[int, list]          # workgroup id -> its traced waves (emu.trace.WaveEvents)
 
 _SAMPLES: dict[tuple, Groups] = {}

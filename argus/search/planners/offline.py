@@ -109,7 +109,11 @@ class OfflinePlanner:
         self.numpy_rng = np.random.default_rng(seed)
         self.rewrites = {REWRITE_PREFIX + r.name: r for r in R.REWRITES.values()
                          if rewrites and not r.repair}
-        self.pulls = {arm: 0 for arm in [*self.moves, *self.rewrites, OPTUNA_ARM, MODEL_ARM]}
+        #: trace-level rewrites (a DSL program hook, as the wave grid) of families that take them
+        self.trace_rewrites = {REWRITE_PREFIX + r.name: r for r in R.TRACE_REWRITES.values()
+                               if rewrites and not r.repair and problem.family in R.PROGRAMS}
+        self.pulls = {arm: 0 for arm in [*self.moves, *self.rewrites, *self.trace_rewrites,
+                                         OPTUNA_ARM, MODEL_ARM]}
         self.credit = {arm: 0.0 for arm in self.pulls}
         self.best_reward: float | None = None
         self.points: list[Candidate] | None = None  # the whole space, listed when first needed
@@ -131,6 +135,8 @@ class OfflinePlanner:
             base = self.moves[arm].prior_at(ctx) if ctx is not None else self.moves[arm].prior
         elif arm in self.rewrites:
             base = self.rewrites[arm].prior
+        elif arm in self.trace_rewrites:
+            base = self.trace_rewrites[arm].prior
         else:
             base = ARM_PRIORS[arm]
         mean, weight = self.learned.get(arm, (0.0, 0.0))
@@ -239,10 +245,11 @@ class OfflinePlanner:
                   "untimed": sum(e.time_us is None for e in ranking)})
 
     def _experience_seeds(self) -> None:
-        """Without a pre-screen: past runs' best points, and the value model's guess at this
-        shape once it has learnt from past runs' results at theirs (after this shape class's
-        own best when there is one, before other classes' bests)."""
-        self.seeds = [Proposal(c, EXPERIENCE_ARM, "the best point of a past run of the family "
+        """Without a pre-screen: where past runs say to start (`Experience.starts`: this
+        shape class's best, the points near the best at every past shape), and the value
+        model's guess at this shape once it has learnt from past runs' results at theirs
+        (after this shape class's own best when there is one, else first)."""
+        self.seeds = [Proposal(c, EXPERIENCE_ARM, "a point near the best at past runs' shapes "
                                "(experience store)")
                       for c in self.experience.starts(self.problem, SEEDS)]
         guess = self._guess()
@@ -312,13 +319,22 @@ class OfflinePlanner:
         return self.ir[candidate.key]
 
     def _rewrite_options(self, parent: Candidate, fresh) -> dict[str, Proposal]:
-        """One proposal per rewrite that applies to the parent's IR: its first fresh site."""
+        """One proposal per rewrite that applies to the parent's IR (or, for a trace-level
+        rewrite, to its program): its first fresh site."""
         if not self.rewrites:
             return {}
         kernel = self._traced(parent)
         if kernel is None:
             return {}
         options = {}
+        if parent.source is None:
+            for name, site in R.trace_sites(parent.family, parent.param_dict, parent.rewrites):
+                arm = REWRITE_PREFIX + name
+                candidate = attrs.evolve(parent, rewrites=R.with_rewrite(parent.rewrites, name,
+                                                                         site))
+                if arm in self.trace_rewrites and arm not in options and fresh(candidate):
+                    rewrite = self.trace_rewrites[arm]
+                    options[arm] = Proposal(candidate, arm, f"{rewrite.effect} ({rewrite.legal})")
         for arm, rewrite in self.rewrites.items():
             for site in rewrite.sites(kernel):
                 candidate = attrs.evolve(parent, rewrites=(*parent.rewrites,
