@@ -633,7 +633,8 @@ def test_a_repeat_from_another_xcd_hits_the_infinity_cache_only_after_its_round_
 
 def test_more_blocks_per_expert_fetch_more_expert_weights_past_the_l2s():
     from argus.vendor.harness import stage1_routing
-    from argus.vendor.timing import family, past_l2
+    from argus.isa_cdna3.perf.model import past_l2
+    from argus.vendor.timing import family
 
     name = "fmoe_stage1_bf16_pertokenFp8_g1u1_32x256_2tg_pf3"
     fam = family(name)
@@ -655,3 +656,26 @@ def test_more_blocks_per_expert_fetch_more_expert_weights_past_the_l2s():
         fetched[tokens] = (reads, blocks > routed)
     # 64 tokens x 8 over 256 experts: about one block each; 1024: many experts have two
     assert fetched[1024][1] and fetched[1024][0] > 1.4 * fetched[64][0]
+
+
+def test_a_compiled_kernels_readers_come_from_the_program_ids_its_reads_depend_on():
+    """Our kernels are charged cross-XCD repeats by the rule AMD's are (`past_l2`), with the
+    readers read off the IR: a GEMM's A tile depends on the row of tiles, not the column, so
+    every workgroup of a row (grid axis 1) reads it; B the other way round; C is only
+    written. A 1-wide axis adds no readers."""
+    from argus.isa_cdna3.perf.model import past_l2
+    from argus.isa_cdna3.perf.sample import readers_of
+    from argus.kernels.gemm import gemm
+
+    kernel = argus.compile(gemm, verify=False)
+    sizes = {"M": 1024, "N": 2048, "K": 512}
+    grid = kernel.grid(**sizes)
+    a, b, c = readers_of(kernel.ir, grid, sizes)
+    assert grid[0] > 1 and grid[1] > 1
+    assert a == (1024 * 512 * 2, grid[1], grid[0])      # readers one grid row apart
+    assert b == (2048 * 512 * 2, grid[0], 1)             # readers adjacent
+    assert c == (1024 * 2048 * 4, 1, 0)
+    past, together = past_l2([a, b, c], 8, math.prod(grid), 1216)
+    assert past == a[0] * 8 + b[0] * 8 + c[0]
+    # one row of tiles (M = 128): nobody shares B
+    assert readers_of(kernel.ir, (1, grid[1]), {**sizes, "M": 128})[1][1] == 1

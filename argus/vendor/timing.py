@@ -21,6 +21,7 @@ from argus.isa_cdna3.emu import EmulatorError
 from argus.isa_cdna3.emu.trace import WaveEvents
 from argus.isa_cdna3.perf import sample
 from argus.isa_cdna3.perf.estimate import Timing, estimate, plan, statics_of
+from argus.isa_cdna3.perf.model import past_l2
 from argus.isa_cdna3.perf.params import Calibrated, GpuProfile, PerfError
 from argus.vendor import aiter
 from argus.vendor.harness import (
@@ -69,23 +70,6 @@ class Family:
     def sizes(self) -> list[str]:
         """The size names the family takes (attention also takes hk, the K/V head count)."""
         return [*self.defaults, *(["hk"] if self.loop == "sk" else []), *self.extra]
-
-
-def past_l2(readers: list[tuple[float, float, float]], xcds: int, workgroups: int,
-            window: int) -> tuple[float, float]:
-    """(bytes fetched past the XCDs' private L2s, the share of the cross-XCD repeats issued
-    while the first read is under way): each operand's lines once per XCD one of its reading
-    workgroups runs on (round-robin dealing puts r readers on min(r, xcds) XCDs); its readers
-    run together when they span fewer workgroup ids than the `window` resident at once."""
-    past = repeats = together = 0.0
-    for nbytes, r, stride in readers:
-        r = max(1.0, r)
-        k = min(xcds, r)
-        past += nbytes * k
-        span = (stride or workgroups / r) * (r - 1)
-        repeats += nbytes * (k - 1)
-        together += nbytes * (k - 1) * (1.0 if span < window else window / span)
-    return past, (together / repeats if repeats else 1.0)
 
 
 def _gemm(name: str) -> Family:

@@ -531,3 +531,24 @@ def traffic(gpu: GpuProfile, *, requested: float, unique: float, per_xcd: float,
     same = 1.0 / rounds if same_round is None else min(1.0, max(0.0, same_round))
     later = 1.0 - same if kept else 0.0
     return Traffic(requested, beyond, unique + repeats * (1.0 - later))
+
+
+def past_l2(readers: list[tuple[float, float, float]], xcds: int, workgroups: int,
+            window: int) -> tuple[float, float]:
+    """(bytes fetched past the XCDs' private L2s, the share of the cross-XCD repeats issued
+    while the first read is under way) of a launch whose operands are `readers`: (bytes,
+    workgroups reading each byte, workgroup-id distance between consecutive readers or 0 for
+    readers spread evenly over the launch) each. Each operand's lines come once per XCD one of
+    its readers runs on (round-robin dealing puts r readers on min(r, xcds) XCDs); its readers
+    run together when they span fewer workgroup ids than the `window` resident at once. The
+    same rule for AMD's kernels (readers from their families' grids) and ours (from the IR,
+    `sample.readers_of`)."""
+    past = repeats = together = 0.0
+    for nbytes, r, stride in readers:
+        r = max(1.0, r)
+        k = min(xcds, r)
+        past += nbytes * k
+        span = (stride or workgroups / r) * (r - 1)
+        repeats += nbytes * (k - 1)
+        together += nbytes * (k - 1) * (1.0 if span < window else window / span)
+    return past, (together / repeats if repeats else 1.0)

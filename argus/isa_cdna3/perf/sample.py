@@ -31,6 +31,7 @@ from argus.isa_cdna3.perf.model import (
     cu_atomic_rate,
     cu_bandwidth,
     occupancy,
+    past_l2,
     schedule_cu,
     traffic,
 )
@@ -119,8 +120,9 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     the bytes and flops per workgroup and the per-CU schedule are interpolated linearly to
     `real` (linearly in `position(size)`, the loop's trip count, when given: a loop over
     cdiv(size, block) is linear in that, not in the size), and `footprint` bounds the
-    compulsory HBM traffic and `per_xcd` the bytes fetched past the XCDs' L2s (default: every
-    XCD with workgroups reads the whole footprint, the most it can be; see `model.traffic`),
+    compulsory HBM traffic and `per_xcd` the bytes fetched past the XCDs' L2s (`model.past_l2`
+    from the operands' readers, for AMD's kernels and ours alike; default: every XCD with
+    workgroups reads the whole footprint, the most it can be; see `model.traffic`),
     `same_round` the share of the cross-XCD repeats issued in the round of their first read.
     `dispatch`, when the workgroups
     loop different numbers of times, holds each one's trip count (`real` is then unused): the
@@ -250,6 +252,57 @@ def trip_size(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, first: int)
     return None
 
 
+def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
+               ) -> list[tuple[float, float, float]]:
+    """Each tensor's (bytes, workgroups reading each of its bytes, workgroup-id distance
+    between consecutive readers) at `sizes` on `grid` (x fastest), for `model.past_l2`: a
+    tensor whose reads (global loads, copies to LDS) never depend on grid axis a is read alike
+    by the workgroups along a, so its readers are the product of those axes' extents and
+    consecutive readers sit one step of the lowest such axis apart. A read depends on an axis
+    through its origin's program id, a loop bound or a loaded scalar index that does (the
+    dependence is followed through them). A tensor only written counts one reader."""
+    axes_of: dict[str, frozenset[int]] = {}
+
+    def deps(exprs) -> frozenset[int]:
+        found: set[int] = set()
+        for e in exprs:
+            for v in free_vars(e):
+                found |= axes_of.get(v.name, frozenset())
+        return frozenset(found)
+
+    used: dict[str, set[int]] = {}
+    for op in ir.ops():
+        if isinstance(op, O.ProgramId):
+            axes_of[op.var.name] = frozenset({op.axis})
+        elif isinstance(op, O.For):
+            axes_of[op.iv.name] = deps((op.start, op.stop))
+        elif isinstance(op, O.ScalarLoad):
+            axes_of[op.var.name] = deps(op.index)
+        elif isinstance(op, O.GlobalLoad | O.AsyncCopy):
+            used.setdefault(op.tensor.name, set()).update(deps(op.origin))
+    out = []
+    for t in ir.tensors:
+        nbytes = float(math.prod(int(evaluate(e, sizes)) for e in t.type.shape)
+                       * ELEMENT_DTYPES[t.type.dtype].itemsize)
+        if t.name not in used:
+            out.append((nbytes, 1.0, 0.0))
+            continue
+        free = [a for a in range(len(grid)) if a not in used[t.name] and grid[a] > 1]
+        readers = math.prod(grid[a] for a in free)
+        stride = math.prod(grid[:free[0]]) if free else 0
+        out.append((nbytes, float(readers), float(stride)))
+    return out
+
+
+def _moved(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int], occ: Occupancy,
+           gpu: GpuProfile) -> dict:
+    """`extrapolated`'s per_xcd and same_round for a compiled kernel (`readers_of`)."""
+    workgroups = math.prod(grid)
+    window = plan(workgroups, occ, gpu).per_round * int(gpu.cus.value)
+    past, same = past_l2(readers_of(ir, grid, sizes), int(gpu.xcds.value), workgroups, window)
+    return {"per_xcd": past, "same_round": same}
+
+
 def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: Any,
                 threads: int, statics: list, run_sample: Callable[[dict, tuple[int, ...]], list],
                 sample_key: Callable[[dict, tuple[int, ...]], tuple], gpu: GpuProfile,
@@ -307,7 +360,7 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     return extrapolated(ir.name, trips=trip_counts, real=real, loop=loop or "", run_sample=one,
                         statics=statics, occ=occ, workgroups=workgroups, footprint=footprint,
                         gpu=gpu, constants=constants, shape=sizes, note=note,
-                        position=position)
+                        position=position, **_moved(ir, real_grid, sizes, occ, gpu))
 
 
 def trip_count(ir: O.Kernel, name: str, shape: Mapping[str, int]) -> int:
@@ -453,7 +506,8 @@ def _stratified(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, loop: 
               f"interpolated linearly in the trip count (launch mean {trips.mean():.1f})")
     return extrapolated(ir.name, trips=counts, real=0, loop="trip", run_sample=one,
                         statics=statics, occ=occ, workgroups=workgroups, footprint=footprint,
-                        gpu=gpu, constants=constants, shape=sizes, note=note, dispatch=trips)
+                        gpu=gpu, constants=constants, shape=sizes, note=note, dispatch=trips,
+                        **_moved(ir, grid(**sizes), sizes, occ, gpu))
 
 
 def _sample_shape(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | None,
@@ -538,5 +592,5 @@ def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
 
 
 __all__ = ["LADDER", "SAMPLE_BUDGET", "SAMPLE_TRIPS", "critical_slot", "extrapolated", "forget",
-           "loop_bound_names", "occupancy_of", "sample_inputs", "sampled",
+           "loop_bound_names", "occupancy_of", "readers_of", "sample_inputs", "sampled",
            "schedule", "strata", "time_kernel", "trip_count", "trip_size", "workgroup_trips"]
