@@ -679,3 +679,26 @@ def test_a_compiled_kernels_readers_come_from_the_program_ids_its_reads_depend_o
     assert past == a[0] * 8 + b[0] * 8 + c[0]
     # one row of tiles (M = 128): nobody shares B
     assert readers_of(kernel.ir, (1, grid[1]), {**sizes, "M": 128})[1][1] == 1
+
+
+def test_an_moe_kernels_weights_are_shared_by_the_blocks_of_an_expert():
+    """Reads through loaded data: an expert id (`scalar.load` by block) and gathered token
+    rows. Each expert's weights are read by BLOCKS / E blocks, each token row by the blocks of
+    its experts (BLOCKS x rows per block / TOKENS) in every N tile: the counts AMD's MoE
+    families state, read off our IR."""
+    from argus.isa_cdna3.perf.sample import readers_of
+    from argus.kernels.moe import moe_gemm_fp8_kblocked
+
+    kernel = argus.compile(moe_gemm_fp8_kblocked, verify=False)
+    sizes = {"TOKENS": 1024, "H": 7168, "E": 256, "KT": 112, "N": 512, "P": 8192,
+             "BLOCKS": 512}
+    grid = kernel.grid(**sizes)
+    found = dict(zip([t.name for t in kernel.ir.tensors], readers_of(kernel.ir, grid, sizes)))
+    rows = grid[0] * 32 / sizes["TOKENS"]                  # blocks of 32 gathered rows
+    assert found["X"][1] == pytest.approx(grid[1] * rows)
+    assert found["W"][1] == pytest.approx(sizes["BLOCKS"] / sizes["E"])
+    assert found["W"][2] == 1                               # an expert's blocks are adjacent
+    # half the blocks: an expert's weights have no second reader left
+    half = {**sizes, "BLOCKS": 128}
+    fewer = readers_of(kernel.ir, kernel.grid(**half), half)
+    assert dict(zip([t.name for t in kernel.ir.tensors], fewer))["W"][1] == 1

@@ -255,41 +255,86 @@ def trip_size(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, first: int)
 def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
                ) -> list[tuple[float, float, float]]:
     """Each tensor's (bytes, workgroups reading each of its bytes, workgroup-id distance
-    between consecutive readers) at `sizes` on `grid` (x fastest), for `model.past_l2`: a
-    tensor whose reads (global loads, copies to LDS) never depend on grid axis a is read alike
-    by the workgroups along a, so its readers are the product of those axes' extents and
-    consecutive readers sit one step of the lowest such axis apart. A read depends on an axis
-    through its origin's program id, a loop bound or a loaded scalar index that does (the
-    dependence is followed through them). A tensor only written counts one reader."""
-    axes_of: dict[str, frozenset[int]] = {}
+    between consecutive readers) at `sizes` on `grid` (x fastest), for `model.past_l2`.
 
-    def deps(exprs) -> frozenset[int]:
-        found: set[int] = set()
+    A read (global load, copy to LDS) depends on grid axis a directly when its coordinates
+    follow a's program id (through loop bounds too): the workgroups along a read different
+    bytes. A tensor no read of which depends on a is read alike by all grid[a] of them. A
+    coordinate taken from loaded data (an expert id read with `scalar.load`, a gathered row)
+    that follows a spreads the grid[a] workgroups' reads over that data's values: each value
+    is read by grid[a] x (values each workgroup takes) / (distinct values) of them, the rule
+    AMD's MoE families state (an expert's blocks share its weights, a token's row is gathered
+    by its top-k experts' blocks). Consecutive readers sit one step of the lowest shared axis
+    apart (an expert's blocks are adjacent once routing sorts them). A tensor only written
+    counts one reader."""
+    direct: dict[str, frozenset[int]] = {}
+    loaded: dict[str, frozenset[int]] = {}        # vars holding loaded data that follows axes
+
+    def deps(exprs) -> tuple[frozenset[int], frozenset[int]]:
+        d: set[int] = set()
+        ld: set[int] = set()
         for e in exprs:
             for v in free_vars(e):
-                found |= axes_of.get(v.name, frozenset())
-        return frozenset(found)
+                d |= direct.get(v.name, frozenset())
+                ld |= loaded.get(v.name, frozenset())
+        return frozenset(d), frozenset(ld)
 
-    used: dict[str, set[int]] = {}
+    def extent(tensor, axis: int) -> int:
+        return int(evaluate(tensor.type.shape[axis], sizes))
+
+    reads: dict[str, dict[int, float]] = {}      # tensor -> axis -> readers along it (0: none)
+
+    def record(tensor, exprs, spread: tuple[frozenset[int], float, int] | None = None) -> None:
+        d, ld = deps(exprs)
+        seen = reads.setdefault(tensor.name, {})
+        for a in range(len(grid)):
+            if a in d:
+                seen[a] = 0.0
+            elif a in ld or (spread and a in spread[0]):
+                # values per workgroup over the distinct values (an expert id: one of E)
+                per, values = (spread[1], spread[2]) if spread and a in spread[0] else (1, 0)
+                share = grid[a] * per / values if values else 1.0
+                seen[a] = min(seen.get(a, share), max(1.0, share))
+            else:
+                seen.setdefault(a, float(grid[a]))
+
+    scalar_values: dict[str, int] = {}
     for op in ir.ops():
         if isinstance(op, O.ProgramId):
-            axes_of[op.var.name] = frozenset({op.axis})
+            direct[op.var.name] = frozenset({op.axis})
         elif isinstance(op, O.For):
-            axes_of[op.iv.name] = deps((op.start, op.stop))
+            direct[op.iv.name], loaded[op.iv.name] = deps((op.start, op.stop))
         elif isinstance(op, O.ScalarLoad):
-            axes_of[op.var.name] = deps(op.index)
+            d, ld = deps(op.index)
+            loaded[op.var.name] = d | ld
+            lo, hi = ((int(evaluate(e, sizes)) for e in op.bounds) if op.bounds
+                      else (op.var.lo, op.var.hi))
+            scalar_values[op.var.name] = max(1, hi - lo)
         elif isinstance(op, O.GlobalLoad | O.AsyncCopy):
-            used.setdefault(op.tensor.name, set()).update(deps(op.origin))
+            spread = None
+            gather = getattr(op, "gather", None)
+            if gather is not None:
+                d, ld = deps((gather.origin,))
+                rows = op.result.type.shape[gather.tile_axis] if isinstance(op, O.GlobalLoad) \
+                    else op.tile.shape[gather.tile_axis]
+                spread = (d | ld, rows, extent(op.tensor, gather.axis))
+            values = [scalar_values[v.name] for e in op.origin for v in free_vars(e)
+                      if v.name in scalar_values]
+            if values and spread is None:
+                _, ld = deps(op.origin)
+                spread = (ld, 1, max(values))
+            record(op.tensor, op.origin, spread)
     out = []
     for t in ir.tensors:
         nbytes = float(math.prod(int(evaluate(e, sizes)) for e in t.type.shape)
                        * ELEMENT_DTYPES[t.type.dtype].itemsize)
-        if t.name not in used:
+        along = reads.get(t.name)
+        if not along:
             out.append((nbytes, 1.0, 0.0))
             continue
-        free = [a for a in range(len(grid)) if a not in used[t.name] and grid[a] > 1]
-        readers = math.prod(grid[a] for a in free)
-        stride = math.prod(grid[:free[0]]) if free else 0
+        shared = [a for a in range(len(grid)) if along.get(a, 0.0) > 1.0]
+        readers = math.prod(along[a] for a in shared)
+        stride = math.prod(grid[:shared[0]]) if shared else 0
         out.append((nbytes, float(readers), float(stride)))
     return out
 
