@@ -632,8 +632,8 @@ def test_a_repeat_from_another_xcd_hits_the_infinity_cache_only_after_its_round_
 
 
 def test_more_blocks_per_expert_fetch_more_expert_weights_past_the_l2s():
-    from argus.vendor.harness import stage1_routing
     from argus.isa_cdna3.perf.model import past_l2
+    from argus.vendor.harness import stage1_routing
     from argus.vendor.timing import family
 
     name = "fmoe_stage1_bf16_pertokenFp8_g1u1_32x256_2tg_pf3"
