@@ -105,7 +105,9 @@ def test_lds_staging_is_modelled_faster_at_a_large_shape():
              "BLOCKS": len(blocks)}
     staged, direct = (argus.time(argus.compile(MOE.kernel, lds=lds), sizes=sizes).microseconds
                       for lds in (True, False))
-    assert staged * 2 < direct
+    # 1.6x since the model reads cross-XCD repeats of a round from HBM (perf.model.traffic);
+    # 2x before
+    assert staged * 1.5 < direct
 
 
 def test_fp8_moe_gemm_is_proved_and_matches_numpy_in_the_strict_emulator():

@@ -599,3 +599,106 @@ def test_a_loop_over_the_sampling_budget_is_sampled_shorter(monkeypatch):
                      sampled.extrapolation), sampled.extrapolation
     assert within(sampled.cycles_per_cu, full.cycles_per_cu, 0.05)
     assert short.cycles_per_cu <= full.cycles_per_cu * 1.01
+
+
+# ------------------------------------------------------------- where repeated reads are served
+def test_a_repeat_from_another_xcd_hits_the_infinity_cache_only_after_its_round_and_if_it_fits():
+    from argus.isa_cdna3.perf.model import traffic
+
+    mb = 2**20
+    # 100 MB read twice: once on each of two XCDs (the L2s are private), one dispatch round:
+    # the two fetches are concurrent, so both come from HBM
+    once = traffic(MI300X, requested=200 * mb, unique=100 * mb, per_xcd=200 * mb,
+                   footprint=100 * mb, rounds=1)
+    assert once.hbm == 200 * mb and once.beyond_l2 == 200 * mb
+    # the same over four rounds: three quarters of the repeats come after the fill and hit the
+    # 256 MB Infinity Cache
+    later = traffic(MI300X, requested=200 * mb, unique=100 * mb, per_xcd=200 * mb,
+                    footprint=100 * mb, rounds=4)
+    assert later.hbm == 125 * mb and later.beyond_l2 == 200 * mb
+    # a round fetching more past the L2s than the Infinity Cache holds keeps nothing for the
+    # next round; the same bytes over enough rounds to fit are kept
+    big = 4 * MI300X.mall_bytes.value
+    spilled = traffic(MI300X, requested=2 * big, unique=big, per_xcd=2 * big, footprint=big,
+                      rounds=4)
+    assert spilled.hbm == 2 * big
+    kept = traffic(MI300X, requested=2 * big, unique=big, per_xcd=2 * big, footprint=big,
+                   rounds=16)
+    assert kept.hbm == big + big / 16
+    # repeats within one XCD hit its L2: nothing past the L2 beyond the compulsory reads
+    local = traffic(MI300X, requested=200 * mb, unique=100 * mb, per_xcd=100 * mb,
+                    footprint=100 * mb, rounds=1)
+    assert local.hbm == 100 * mb and local.mall_share == 0.5
+
+
+def test_more_blocks_per_expert_fetch_more_expert_weights_past_the_l2s():
+    from argus.isa_cdna3.perf.model import past_l2
+    from argus.vendor.harness import stage1_routing
+    from argus.vendor.timing import family
+
+    name = "fmoe_stage1_bf16_pertokenFp8_g1u1_32x256_2tg_pf3"
+    fam = family(name)
+    xcds = int(profile("mi308x").xcds.value)
+    base = {"dim": 7168, "inter": 256, "experts": 256, "topk": 8}
+    weights = 2 * base["inter"] * base["dim"]
+    fetched = {}
+    for tokens in (64, 1024):
+        size = {**base, "tokens": tokens}
+        blocks, routed = stage1_routing(size, 32)
+        reads, together = past_l2(fam.readers(size), xcds, fam.workgroups(size), 160)
+        # an expert's blocks are adjacent grid rows: their repeats are issued together
+        assert tokens < 1024 or together > 0.9
+        # each routed expert's weights at least once, once more per further block (on
+        # another XCD), never more than once per XCD
+        assert routed * weights <= reads - size["tokens"] * size["dim"] * xcds
+        assert reads <= blocks * weights + size["tokens"] * size["dim"] * xcds \
+            + size["tokens"] * 8 * 256 * 2
+        fetched[tokens] = (reads, blocks > routed)
+    # 64 tokens x 8 over 256 experts: about one block each; 1024: many experts have two
+    assert fetched[1024][1] and fetched[1024][0] > 1.4 * fetched[64][0]
+
+
+def test_a_compiled_kernels_readers_come_from_the_program_ids_its_reads_depend_on():
+    """Our kernels are charged cross-XCD repeats by the rule AMD's are (`past_l2`), with the
+    readers read off the IR: a GEMM's A tile depends on the row of tiles, not the column, so
+    every workgroup of a row (grid axis 1) reads it; B the other way round; C is only
+    written. A 1-wide axis adds no readers."""
+    from argus.isa_cdna3.perf.model import past_l2
+    from argus.isa_cdna3.perf.sample import readers_of
+    from argus.kernels.gemm import gemm
+
+    kernel = argus.compile(gemm, verify=False)
+    sizes = {"M": 1024, "N": 2048, "K": 512}
+    grid = kernel.grid(**sizes)
+    a, b, c = readers_of(kernel.ir, grid, sizes)
+    assert grid[0] > 1 and grid[1] > 1
+    assert a == (1024 * 512 * 2, grid[1], grid[0])      # readers one grid row apart
+    assert b == (2048 * 512 * 2, grid[0], 1)             # readers adjacent
+    assert c == (1024 * 2048 * 4, 1, 0)
+    past, together = past_l2([a, b, c], 8, math.prod(grid), 1216)
+    assert past == a[0] * 8 + b[0] * 8 + c[0]
+    # one row of tiles (M = 128): nobody shares B
+    assert readers_of(kernel.ir, (1, grid[1]), {**sizes, "M": 128})[1][1] == 1
+
+
+def test_an_moe_kernels_weights_are_shared_by_the_blocks_of_an_expert():
+    """Reads through loaded data: an expert id (`scalar.load` by block) and gathered token
+    rows. Each expert's weights are read by BLOCKS / E blocks, each token row by the blocks of
+    its experts (BLOCKS x rows per block / TOKENS) in every N tile: the counts AMD's MoE
+    families state, read off our IR."""
+    from argus.isa_cdna3.perf.sample import readers_of
+    from argus.kernels.moe import moe_gemm_fp8_kblocked
+
+    kernel = argus.compile(moe_gemm_fp8_kblocked, verify=False)
+    sizes = {"TOKENS": 1024, "H": 7168, "E": 256, "KT": 112, "N": 512, "P": 8192,
+             "BLOCKS": 512}
+    grid = kernel.grid(**sizes)
+    found = dict(zip([t.name for t in kernel.ir.tensors], readers_of(kernel.ir, grid, sizes)))
+    rows = grid[0] * 32 / sizes["TOKENS"]                  # blocks of 32 gathered rows
+    assert found["X"][1] == pytest.approx(grid[1] * rows)
+    assert found["W"][1] == pytest.approx(sizes["BLOCKS"] / sizes["E"])
+    assert found["W"][2] == 1                               # an expert's blocks are adjacent
+    # half the blocks: an expert's weights have no second reader left
+    half = {**sizes, "BLOCKS": 128}
+    fewer = readers_of(kernel.ir, kernel.grid(**half), half)
+    assert dict(zip([t.name for t in kernel.ir.tensors], fewer))["W"][1] == 1

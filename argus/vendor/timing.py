@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import numpy as np
 
 from argus.asm.codeobject import CodeObject
 from argus.asm.launch import emulate
@@ -20,6 +21,7 @@ from argus.isa_cdna3.emu import EmulatorError
 from argus.isa_cdna3.emu.trace import WaveEvents
 from argus.isa_cdna3.perf import sample
 from argus.isa_cdna3.perf.estimate import Timing, estimate, plan, statics_of
+from argus.isa_cdna3.perf.model import past_l2
 from argus.isa_cdna3.perf.params import Calibrated, GpuProfile, PerfError
 from argus.vendor import aiter
 from argus.vendor.harness import (
@@ -34,6 +36,7 @@ from argus.vendor.harness import (
     keys_default_to_queries,
     run_vendor,
     stage1_routing,
+    stage1_topk_ids,
     vendor_kernels,
 )
 
@@ -58,6 +61,10 @@ class Family:
     # the whole launch is emulated)
     sampled: Callable[[dict], bool] = lambda size: True
     extra: tuple[str, ...] = ()                           # optional sizes without a default
+    # (bytes, workgroups reading them, workgroup-id distance between consecutive readers or 0
+    # for readers spread evenly over the launch) of each operand: how many XCDs fetch its lines
+    # past their L2s and whether together (`past_l2`)
+    readers: Callable[[dict], list[tuple[float, float, float]]] | None = None
 
     @property
     def sizes(self) -> list[str]:
@@ -79,7 +86,10 @@ def _gemm(name: str) -> Family:
         lambda s: None if min(s.values()) >= 1 and s["n"] % 64 == 0
         and s["k"] % (64 * s["splitk"]) == 0 else
         "m, n, k, splitk must be positive, n a multiple of 64 and k of 64 * splitk (each split "
-        "a whole number of the kernel's 64-wide K steps)")
+        "a whole number of the kernel's 64-wide K steps)",
+        readers=lambda s: [(s["m"] * s["k"] * BF16_BYTES, s["n"] // 64, 0),
+                           (s["n"] * s["k"] * BF16_BYTES, -(-s["m"] // tile), 0),
+                           (s["m"] * s["n"] * 4, 1, 0)])
 
 
 def _fmha(name: str, causal: bool) -> Family:
@@ -90,11 +100,19 @@ def _fmha(name: str, causal: bool) -> Family:
     def problem(s: dict) -> str | None:
         return None if min(s.values()) >= 1 and s["h"] % s.get("hk", s["h"]) == 0 else \
             "b, h, s, sk (and hk) must be positive and hk must divide h"
+
+    def readers(s: dict) -> list[tuple[float, float, float]]:
+        kv = s.get("hk", s["h"])
+        rows = 512 if causal else 256            # query rows per workgroup
+        return [(2 * s["b"] * s["s"] * s["h"] * HEAD_DIM * BF16_BYTES, 1, 0),       # Q, O
+                (2 * s["b"] * s["sk"] * kv * HEAD_DIM * BF16_BYTES,                 # K, V
+                 -(-s["s"] // rows) * (s["h"] // kv), 0)]
     if not causal:
         return Family("sk", (128, 256), lambda s: s["sk"],
                       lambda s, trip, groups: {"b": 1, "h": groups, "s": 256, "sk": trip},
                       lambda s: -(-s["s"] // 256) * s["h"] * s["b"], footprint,
-                      {"b": 1, "h": 1, "s": 256, "sk": 256}, problem, threads=512)
+                      {"b": 1, "h": 1, "s": 256, "sk": 256}, problem, threads=512,
+                      readers=readers)
     # The causal kernel gives each workgroup two 256-row query tiles, i and T-1-i, so every
     # workgroup attends the same number of keys (bottom-right mask): s + 256 + 2 (sk - s) in
     # all. One workgroup of a 512-query launch over L keys attends 2 L - 256, the same work,
@@ -103,7 +121,7 @@ def _fmha(name: str, causal: bool) -> Family:
                   lambda s, trip, groups: {"b": 1, "h": groups, "s": 512, "sk": trip},
                   lambda s: -(-s["s"] // 512) * s["h"] * s["b"], footprint,
                   {"b": 1, "h": 1, "s": 256, "sk": 256}, problem, threads=512,
-                  sampled=lambda s: s["s"] % 512 == 0 and s["sk"] >= s["s"])
+                  sampled=lambda s: s["s"] % 512 == 0 and s["sk"] >= s["s"], readers=readers)
 
 
 def _fmoe_stage1(name: str) -> Family:
@@ -125,6 +143,16 @@ def _fmoe_stage1(name: str) -> Family:
         return (routed * 2 * s["inter"] * s["dim"] + s["tokens"] * s["dim"]     # fp8 weights, x
                 + s["tokens"] * s["topk"] * s["inter"] * BF16_BYTES)            # bf16 out
 
+    def readers(s: dict) -> list[tuple[float, float, float]]:
+        # an expert's weight columns are read by its blocks, which are adjacent grid rows (the
+        # grid is N tiles x sorted blocks, so readers sit inter / tile_n workgroups apart); a
+        # token's row by the blocks of its topk experts in every N tile, spread over the launch
+        counts = np.bincount(stage1_topk_ids(s).ravel(), minlength=s["experts"])
+        weights = [(2 * s["inter"] * s["dim"], -(-int(c) // tile_m), s["inter"] // tile_n)
+                   for c in counts if c]
+        return [*weights, (s["tokens"] * s["dim"], s["topk"] * s["inter"] // tile_n, 0),
+                (s["tokens"] * s["topk"] * s["inter"] * BF16_BYTES, 1, 0)]
+
     def problem(s: dict) -> str | None:
         return None if (min(s.values()) >= 1 and s["inter"] % tile_n == 0
                         and s["dim"] % 256 == 0 and s["topk"] <= s["experts"]
@@ -134,7 +162,7 @@ def _fmoe_stage1(name: str) -> Family:
     return Family("dim", (512, 1024), lambda s: s["dim"], sample_sizes,
                   lambda s: s["inter"] // tile_n * stage1_routing(s, tile_m)[0], footprint,
                   {"tokens": 8, "dim": 512, "inter": 256, "experts": 4, "topk": 2}, problem,
-                  extra=("gelu",))
+                  extra=("gelu",), readers=readers)
 
 
 def _i8gemm(name: str) -> Family:
@@ -153,7 +181,10 @@ def _i8gemm(name: str) -> Family:
         lambda s: s["m"] * s["k"] + s["n"] * s["k"] + s["m"] * s["n"] * BF16_BYTES,
         {"m": tile, "n": 128, "k": 512, "splitk": 1},
         lambda s: None if min(s.values()) >= 1 and s["n"] % 128 == 0 and s["k"] % 128 == 0
-        else "m, n, k, splitk must be positive, n and k multiples of 128")
+        else "m, n, k, splitk must be positive, n and k multiples of 128",
+        readers=lambda s: [(s["m"] * s["k"], s["n"] // 128, 0),
+                           (s["n"] * s["k"], -(-s["m"] // tile), 0),
+                           (s["m"] * s["n"] * BF16_BYTES, 1, 0)])
 
 
 def family(name: str) -> Family | None:
@@ -234,9 +265,13 @@ def time_vendor(name: str, sizes: dict, gpu: GpuProfile, constants: Calibrated,
             return groups
         return key, sample.sampled(key, run, WaveEvents)
 
+    moved = past_l2(fam.readers(size), int(gpu.xcds.value), workgroups,
+                    per_round * int(gpu.cus.value)) if fam.readers else None
     return sample.extrapolated(name, trips=trips, real=real, loop=fam.loop,
                                run_sample=run_sample, statics=statics, occ=occ,
                                workgroups=workgroups, footprint=fam.footprint(size), gpu=gpu,
+                               per_xcd=moved[0] if moved else None,
+                               same_round=moved[1] if moved else None,
                                constants=constants, shape=size)
 
 

@@ -24,6 +24,7 @@ from argus.isa_cdna3.perf.model import (
     cu_atomic_rate,
     cu_bandwidth,
     schedule_cu,
+    traffic,
     unit_capacity,
 )
 from argus.isa_cdna3.perf.params import Calibrated, CuParams, GpuProfile, profile
@@ -213,10 +214,11 @@ def estimate(trace: Any, instructions: Sequence[Any], occ: Occupancy, *, gpu: st
     requested = sum(sum(w.lines) for w in waves) * line
     flops = sum(statics[i].flops for w in waves for i in w.index)
     unique, per_xcd = trace.footprint(int(gpu.xcds.value))
-    hbm = unique * line
-    bw = cu_bandwidth(gpu, active_cus=p.active_cus,
-                      hbm_share=hbm / requested if requested else 0.0, constants=constants,
-                      params=params, mall_share=per_xcd * line / requested if requested else 0.0)
+    moved = traffic(gpu, requested=requested, unique=unique * line, per_xcd=per_xcd * line,
+                    footprint=unique * line, rounds=p.full_rounds + (1 if p.tail else 0))
+    hbm = moved.hbm
+    bw = cu_bandwidth(gpu, active_cus=p.active_cus, hbm_share=moved.hbm_share,
+                      constants=constants, params=params, mall_share=moved.mall_share)
     atomics = cu_atomic_rate(gpu, active_cus=p.active_cus, constants=constants)
     cus = int(gpu.cus.value)
     mine = sorted(g for g in by_group if g % cus == 0)        # the busiest CU: CU 0

@@ -487,3 +487,68 @@ def cu_bandwidth(gpu: GpuProfile, *, active_cus: int, hbm_share: float,
     share_hbm = hbm / hbm_share if hbm_share > 0 else float("inf")
     share_mall = mall / mall_share if mall_share > 0 else float("inf")
     return min(params.l1_bytes_per_clk.value, share_l2, share_mall, share_hbm)
+
+
+@attrs.frozen
+class Traffic:
+    """Where a launch's requested bytes are served from: `beyond_l2` bytes miss their XCD's L2
+    and cross the fabric, `hbm` of them are read from HBM (the rest hit the Infinity Cache)."""
+
+    requested: float
+    beyond_l2: float
+    hbm: float
+
+    @property
+    def hbm_share(self) -> float:
+        return self.hbm / self.requested if self.requested else 0.0
+
+    @property
+    def mall_share(self) -> float:
+        return self.beyond_l2 / self.requested if self.requested else 0.0
+
+
+def traffic(gpu: GpuProfile, *, requested: float, unique: float, per_xcd: float,
+            footprint: float, rounds: int, same_round: float | None = None) -> Traffic:
+    """Which cache serves a launch's repeated reads.
+
+    The L2 is private to each XCD (4 MB per XCD, CDNA 3 white paper) and the dispatcher deals
+    workgroups round-robin over the XCDs, so a line read by workgroups on k XCDs is fetched k
+    times past the L2s (`per_xcd`: the distinct lines summed over XCDs, at most `requested`);
+    repeats within an XCD hit its L2. `unique` lines are compulsory HBM reads. A cross-XCD
+    repeat hits the Infinity Cache only if the line was filled in an earlier dispatch round and
+    is still there: workgroups of the same round fetch together, and a fill still in flight does
+    not serve the second XCD's miss [unverified: no public statement on miss merging in the
+    MALL; an assumption]; a line survives to the next round when what a round fetches past the
+    L2s (the reuse distance) fits the MALL (256 MB, or the whole `footprint` does). A share
+    `same_round` of the repeats falls in the round of the first read (the caller's, from where
+    the readers sit in dispatch order; else 1 / `rounds`, readers spread evenly), the rest later.
+    """
+    unique = min(unique, requested)
+    beyond = min(requested, max(per_xcd, unique))
+    repeats = beyond - unique
+    rounds = max(1, rounds)
+    kept = min(footprint, beyond / rounds) <= gpu.mall_bytes.value
+    same = 1.0 / rounds if same_round is None else min(1.0, max(0.0, same_round))
+    later = 1.0 - same if kept else 0.0
+    return Traffic(requested, beyond, unique + repeats * (1.0 - later))
+
+
+def past_l2(readers: list[tuple[float, float, float]], xcds: int, workgroups: int,
+            window: int) -> tuple[float, float]:
+    """(bytes fetched past the XCDs' private L2s, the share of the cross-XCD repeats issued
+    while the first read is under way) of a launch whose operands are `readers`: (bytes,
+    workgroups reading each byte, workgroup-id distance between consecutive readers or 0 for
+    readers spread evenly over the launch) each. Each operand's lines come once per XCD one of
+    its readers runs on (round-robin dealing puts r readers on min(r, xcds) XCDs); its readers
+    run together when they span fewer workgroup ids than the `window` resident at once. The
+    same rule for AMD's kernels (readers from their families' grids) and ours (from the IR,
+    `sample.readers_of`)."""
+    past = repeats = together = 0.0
+    for nbytes, r, stride in readers:
+        r = max(1.0, r)
+        k = min(xcds, r)
+        past += nbytes * k
+        span = (stride or workgroups / r) * (r - 1)
+        repeats += nbytes * (k - 1)
+        together += nbytes * (k - 1) * (1.0 if span < window else window / span)
+    return past, (together / repeats if repeats else 1.0)

@@ -46,6 +46,7 @@ class GpuProfile:
     l2_bytes_per_clk_per_xcd: Sourced
     l2_channels_per_xcd: Sourced
     mall_bytes_per_s: Sourced
+    mall_bytes: Sourced
 
     @property
     def hbm_bytes_per_clk(self) -> float:
@@ -66,7 +67,9 @@ PROFILES: dict[str, GpuProfile] = {
                                          "x 128 B/clk"),
         l2_channels_per_xcd=Sourced(16, _WHITEPAPER + ": 16 channels per XCD's L2"),
         mall_bytes_per_s=Sourced(17.2e12, _WHITEPAPER + ": 256 MB Infinity Cache, 17.2 TB/s "
-                                          "peak")),
+                                          "peak"),
+        mall_bytes=Sourced(256 * 2**20, _WHITEPAPER + ": 256 MB Infinity Cache (also the ROCm "
+                                        "GPU-spec table's L3 column)")),
     # The 80-CU gfx942 part aiter's tuned CSVs were measured on (cu_num = 80).
     "mi308x": GpuProfile(
         "mi308x",
@@ -78,7 +81,9 @@ PROFILES: dict[str, GpuProfile] = {
                                         "MI300X]"),
         l2_bytes_per_clk_per_xcd=Sourced(2048, _WHITEPAPER + " (same XCD as the MI300X)"),
         l2_channels_per_xcd=Sourced(16, _WHITEPAPER + " (same XCD as the MI300X)"),
-        mall_bytes_per_s=Sourced(17.2e12, "[unverified: assumed equal to the MI300X's]")),
+        mall_bytes_per_s=Sourced(17.2e12, "[unverified: assumed equal to the MI300X's]"),
+        mall_bytes=Sourced(256 * 2**20, "[unverified: assumed the MI300X's four IODs, 256 MB "
+                                        "Infinity Cache]")),
 }
 
 

@@ -31,7 +31,9 @@ from argus.isa_cdna3.perf.model import (
     cu_atomic_rate,
     cu_bandwidth,
     occupancy,
+    past_l2,
     schedule_cu,
+    traffic,
 )
 from argus.isa_cdna3.perf.params import CU, Calibrated, GpuProfile
 
@@ -57,12 +59,6 @@ def occupancy_of(info: Any, threads: int) -> Occupancy:
     """Occupancy of a kernel (an `abi.KernelInfo`) launched with `threads` per workgroup."""
     return occupancy(vgprs=max(info.unified_vgpr_count, info.vgpr_count),
                      lds_bytes=info.group_segment_size, threads=threads)
-
-
-def mall_share(hbm: float, requested: float, gpu: Any) -> float:
-    """Share of the requested bytes that miss L2 when only a sample was traced: at worst every
-    XCD fetches each distinct line once."""
-    return min(1.0, hbm * gpu.xcds.value / requested) if requested else 0.0
 
 
 def sampled(key: tuple, run: Callable[[], Groups], wave: Callable[..., Any] | None = None
@@ -116,14 +112,19 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                  occ: Occupancy, workgroups: int, footprint: float, gpu: GpuProfile,
                  constants: Calibrated, shape: dict, note: str | None = None,
                  dispatch: np.ndarray | None = None,
-                 position: Callable[[int], float] | None = None) -> Timing:
+                 position: Callable[[int], float] | None = None,
+                 per_xcd: float | None = None, same_round: float | None = None) -> Timing:
     """Time a launch of `workgroups` from samples at one or two trip counts of `loop`:
     `run_sample(trip)` gives the sample's key and its traced waves per workgroup. The first
     `per_round` sampled workgroups stand for a CU's round (copied when the sample has fewer),
     the bytes and flops per workgroup and the per-CU schedule are interpolated linearly to
     `real` (linearly in `position(size)`, the loop's trip count, when given: a loop over
     cdiv(size, block) is linear in that, not in the size), and `footprint` bounds the
-    compulsory HBM traffic. `dispatch`, when the workgroups
+    compulsory HBM traffic and `per_xcd` the bytes fetched past the XCDs' L2s (`model.past_l2`
+    from the operands' readers, for AMD's kernels and ours alike; default: every XCD with
+    workgroups reads the whole footprint, the most it can be; see `model.traffic`),
+    `same_round` the share of the cross-XCD repeats issued in the round of their first read.
+    `dispatch`, when the workgroups
     loop different numbers of times, holds each one's trip count (`real` is then unused): the
     workgroups are dealt to CU slots as they free up (`critical_slot`, costs read off the two
     sampled schedules), the slot that finishes last sets the rounds and their trip count, and
@@ -152,10 +153,14 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     spread = along(real if dispatch is None else float(dispatch.mean()))
     requested, flops = (a + spread * (b - a) for a, b in zip(per_wg[trips[0]], per_wg[trips[-1]]))
     total_requested = requested * workgroups
-    hbm = min(footprint, total_requested) if total_requested else 0.0
-    bw = cu_bandwidth(gpu, active_cus=p.active_cus,
-                      hbm_share=hbm / total_requested if total_requested else 0.0,
-                      constants=constants, mall_share=mall_share(hbm, total_requested, gpu))
+    # each XCD the workgroups are dealt to fetches the footprint's lines once (`traffic`)
+    moved = traffic(gpu, requested=total_requested, unique=footprint,
+                    per_xcd=footprint * min(gpu.xcds.value, workgroups) if per_xcd is None
+                    else per_xcd, footprint=footprint,
+                    rounds=p.full_rounds + (1 if p.tail else 0), same_round=same_round)
+    hbm = moved.hbm
+    bw = cu_bandwidth(gpu, active_cus=p.active_cus, hbm_share=moved.hbm_share,
+                      constants=constants, mall_share=moved.mall_share)
     atomics = cu_atomic_rate(gpu, active_cus=p.active_cus, constants=constants)
 
     def cu_run(n: int, weight: float) -> Any:
@@ -247,6 +252,102 @@ def trip_size(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, first: int)
     return None
 
 
+def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
+               ) -> list[tuple[float, float, float]]:
+    """Each tensor's (bytes, workgroups reading each of its bytes, workgroup-id distance
+    between consecutive readers) at `sizes` on `grid` (x fastest), for `model.past_l2`.
+
+    A read (global load, copy to LDS) depends on grid axis a directly when its coordinates
+    follow a's program id (through loop bounds too): the workgroups along a read different
+    bytes. A tensor no read of which depends on a is read alike by all grid[a] of them. A
+    coordinate taken from loaded data (an expert id read with `scalar.load`, a gathered row)
+    that follows a spreads the grid[a] workgroups' reads over that data's values: each value
+    is read by grid[a] x (values each workgroup takes) / (distinct values) of them, the rule
+    AMD's MoE families state (an expert's blocks share its weights, a token's row is gathered
+    by its top-k experts' blocks). Consecutive readers sit one step of the lowest shared axis
+    apart (an expert's blocks are adjacent once routing sorts them). A tensor only written
+    counts one reader."""
+    direct: dict[str, frozenset[int]] = {}
+    loaded: dict[str, frozenset[int]] = {}        # vars holding loaded data that follows axes
+
+    def deps(exprs) -> tuple[frozenset[int], frozenset[int]]:
+        d: set[int] = set()
+        ld: set[int] = set()
+        for e in exprs:
+            for v in free_vars(e):
+                d |= direct.get(v.name, frozenset())
+                ld |= loaded.get(v.name, frozenset())
+        return frozenset(d), frozenset(ld)
+
+    def extent(tensor, axis: int) -> int:
+        return int(evaluate(tensor.type.shape[axis], sizes))
+
+    reads: dict[str, dict[int, float]] = {}      # tensor -> axis -> readers along it (0: none)
+
+    def record(tensor, exprs, spread: tuple[frozenset[int], float, int] | None = None) -> None:
+        d, ld = deps(exprs)
+        seen = reads.setdefault(tensor.name, {})
+        for a in range(len(grid)):
+            if a in d:
+                seen[a] = 0.0
+            elif a in ld or (spread and a in spread[0]):
+                # values per workgroup over the distinct values (an expert id: one of E)
+                per, values = (spread[1], spread[2]) if spread and a in spread[0] else (1, 0)
+                share = grid[a] * per / values if values else 1.0
+                seen[a] = min(seen.get(a, share), max(1.0, share))
+            else:
+                seen.setdefault(a, float(grid[a]))
+
+    scalar_values: dict[str, int] = {}
+    for op in ir.ops():
+        if isinstance(op, O.ProgramId):
+            direct[op.var.name] = frozenset({op.axis})
+        elif isinstance(op, O.For):
+            direct[op.iv.name], loaded[op.iv.name] = deps((op.start, op.stop))
+        elif isinstance(op, O.ScalarLoad):
+            d, ld = deps(op.index)
+            loaded[op.var.name] = d | ld
+            lo, hi = ((int(evaluate(e, sizes)) for e in op.bounds) if op.bounds
+                      else (op.var.lo, op.var.hi))
+            scalar_values[op.var.name] = max(1, hi - lo)
+        elif isinstance(op, O.GlobalLoad | O.AsyncCopy):
+            spread = None
+            gather = getattr(op, "gather", None)
+            if gather is not None:
+                d, ld = deps((gather.origin,))
+                rows = op.result.type.shape[gather.tile_axis] if isinstance(op, O.GlobalLoad) \
+                    else op.tile.shape[gather.tile_axis]
+                spread = (d | ld, rows, extent(op.tensor, gather.axis))
+            values = [scalar_values[v.name] for e in op.origin for v in free_vars(e)
+                      if v.name in scalar_values]
+            if values and spread is None:
+                _, ld = deps(op.origin)
+                spread = (ld, 1, max(values))
+            record(op.tensor, op.origin, spread)
+    out = []
+    for t in ir.tensors:
+        nbytes = float(math.prod(int(evaluate(e, sizes)) for e in t.type.shape)
+                       * ELEMENT_DTYPES[t.type.dtype].itemsize)
+        along = reads.get(t.name)
+        if not along:
+            out.append((nbytes, 1.0, 0.0))
+            continue
+        shared = [a for a in range(len(grid)) if along.get(a, 0.0) > 1.0]
+        readers = math.prod(along[a] for a in shared)
+        stride = math.prod(grid[:shared[0]]) if shared else 0
+        out.append((nbytes, float(readers), float(stride)))
+    return out
+
+
+def _moved(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int], occ: Occupancy,
+           gpu: GpuProfile) -> dict:
+    """`extrapolated`'s per_xcd and same_round for a compiled kernel (`readers_of`)."""
+    workgroups = math.prod(grid)
+    window = plan(workgroups, occ, gpu).per_round * int(gpu.cus.value)
+    past, same = past_l2(readers_of(ir, grid, sizes), int(gpu.xcds.value), workgroups, window)
+    return {"per_xcd": past, "same_round": same}
+
+
 def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: Any,
                 threads: int, statics: list, run_sample: Callable[[dict, tuple[int, ...]], list],
                 sample_key: Callable[[dict, tuple[int, ...]], tuple], gpu: GpuProfile,
@@ -304,7 +405,7 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     return extrapolated(ir.name, trips=trip_counts, real=real, loop=loop or "", run_sample=one,
                         statics=statics, occ=occ, workgroups=workgroups, footprint=footprint,
                         gpu=gpu, constants=constants, shape=sizes, note=note,
-                        position=position)
+                        position=position, **_moved(ir, real_grid, sizes, occ, gpu))
 
 
 def trip_count(ir: O.Kernel, name: str, shape: Mapping[str, int]) -> int:
@@ -450,7 +551,8 @@ def _stratified(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, loop: 
               f"interpolated linearly in the trip count (launch mean {trips.mean():.1f})")
     return extrapolated(ir.name, trips=counts, real=0, loop="trip", run_sample=one,
                         statics=statics, occ=occ, workgroups=workgroups, footprint=footprint,
-                        gpu=gpu, constants=constants, shape=sizes, note=note, dispatch=trips)
+                        gpu=gpu, constants=constants, shape=sizes, note=note, dispatch=trips,
+                        **_moved(ir, grid(**sizes), sizes, occ, gpu))
 
 
 def _sample_shape(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | None,
@@ -535,5 +637,5 @@ def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
 
 
 __all__ = ["LADDER", "SAMPLE_BUDGET", "SAMPLE_TRIPS", "critical_slot", "extrapolated", "forget",
-           "loop_bound_names", "mall_share", "occupancy_of", "sample_inputs", "sampled",
+           "loop_bound_names", "occupancy_of", "readers_of", "sample_inputs", "sampled",
            "schedule", "strata", "time_kernel", "trip_count", "trip_size", "workgroup_trips"]
