@@ -676,7 +676,13 @@ def test_a_compiled_kernels_readers_come_from_the_program_ids_its_reads_depend_o
     assert b == (2048 * 512 * 2, grid[0], 1)             # readers adjacent
     assert c == (1024 * 2048 * 4, 1, 0)
     past, together = past_l2([a, b, c], 8, math.prod(grid), 1216)
-    assert past == a[0] * 8 + b[0] * 8 + c[0]
+    # round-robin dealing by workgroup id (MI300X deals flat ids to its 8 XCDs in turn): B's
+    # readers are adjacent ids, so on all 8 XCDs; A's are grid[0] = 16 ids apart, so on one
+    assert grid[0] == 16
+    assert past == a[0] * 1 + b[0] * 8 + c[0]
+    # the same operands on a grid 4 tiles wide: A's readers alternate between 2 XCDs
+    assert past_l2([(a[0], a[1], 4), b, c], 8, math.prod(grid), 1216)[0] == \
+        a[0] * 2 + b[0] * 8 + c[0]
     # one row of tiles (M = 128): nobody shares B
     assert readers_of(kernel.ir, (1, grid[1]), {**sizes, "M": 128})[1][1] == 1
 
@@ -702,3 +708,16 @@ def test_an_moe_kernels_weights_are_shared_by_the_blocks_of_an_expert():
     half = {**sizes, "BLOCKS": 128}
     fewer = readers_of(kernel.ir, kernel.grid(**half), half)
     assert dict(zip([t.name for t in kernel.ir.tensors], fewer))["W"][1] == 1
+
+
+def test_a_grouped_query_kernels_kv_is_shared_by_the_heads_of_its_group():
+    """Readers are counted from the origins the workgroups really read (evaluated over the
+    grid), so K/V heads shared by a group of query heads count every reader."""
+    from argus.isa_cdna3.perf.sample import readers_of
+    from argus.kernels.attention import BLOCK_Q, attention_fwd_gqa
+
+    kernel = argus.compile(attention_fwd_gqa, verify=False)
+    sizes = {"BH": 8, "G": 8, "S": 1024, "D": 128}
+    q, k, v, o = readers_of(kernel.ir, kernel.grid(**sizes), sizes)
+    assert q[1] == 1 and o[1] == 1
+    assert k[1] == v[1] == sizes["G"] * sizes["S"] // BLOCK_Q

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -539,14 +540,19 @@ def past_l2(readers: list[tuple[float, float, float]], xcds: int, workgroups: in
     while the first read is under way) of a launch whose operands are `readers`: (bytes,
     workgroups reading each byte, workgroup-id distance between consecutive readers or 0 for
     readers spread evenly over the launch) each. Each operand's lines come once per XCD one of
-    its readers runs on (round-robin dealing puts r readers on min(r, xcds) XCDs); its readers
+    its readers runs on (round-robin dealing by workgroup id puts r readers on min(r, xcds)
+    XCDs, or fewer when their ids are a multiple of 2 or 4 apart); its readers
     run together when they span fewer workgroup ids than the `window` resident at once. The
     same rule for AMD's kernels (readers from their families' grids) and ours (from the IR,
     `sample.readers_of`)."""
     past = repeats = together = 0.0
     for nbytes, r, stride in readers:
         r = max(1.0, r)
-        k = min(xcds, r)
+        # readers a whole stride apart land on the XCDs the stride reaches: ids j * stride
+        # mod xcds (8 readers 8 ids apart share one XCD's L2)
+        reach = xcds // math.gcd(int(stride), xcds) if stride and stride == int(stride) \
+            else xcds
+        k = min(reach, r)
         past += nbytes * k
         span = (stride or workgroups / r) * (r - 1)
         repeats += nbytes * (k - 1)

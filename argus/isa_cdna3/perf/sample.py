@@ -257,9 +257,12 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
     """Each tensor's (bytes, workgroups reading each of its bytes, workgroup-id distance
     between consecutive readers) at `sizes` on `grid` (x fastest), for `model.past_l2`.
 
-    A read (global load, copy to LDS) depends on grid axis a directly when its coordinates
-    follow a's program id (through loop bounds too): the workgroups along a read different
-    bytes. A tensor no read of which depends on a is read alike by all grid[a] of them. A
+    A tensor whose first read's origin is a function of the program ids, sizes and loop
+    variables is counted by evaluating that origin for every workgroup (`_sharing`: the
+    workgroups with one origin read the same bytes, however the ids are remapped). Else, axis
+    by axis: a read depends on grid axis a directly when its coordinates follow a's program
+    id (through loop bounds too), so the workgroups along a read different bytes, and a tensor
+    no read of which depends on a is read alike by all grid[a] of them. A
     coordinate taken from loaded data (an expert id read with `scalar.load`, a gathered row)
     that follows a spreads the grid[a] workgroups' reads over that data's values: each value
     is read by grid[a] x (values each workgroup takes) / (distinct values) of them, the rule
@@ -299,6 +302,7 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
                 seen.setdefault(a, float(grid[a]))
 
     scalar_values: dict[str, int] = {}
+    evaluable: dict[str, tuple] = {}          # tensor -> the origin of its first plain read
     for op in ir.ops():
         if isinstance(op, O.ProgramId):
             direct[op.var.name] = frozenset({op.axis})
@@ -323,7 +327,13 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
             if values and spread is None:
                 _, ld = deps(op.origin)
                 spread = (ld, 1, max(values))
+            if spread is None and not deps(op.origin)[1]:
+                evaluable.setdefault(op.tensor.name, op.origin)
+            else:
+                evaluable[op.tensor.name] = ()      # a read through loaded data: the axes
             record(op.tensor, op.origin, spread)
+    starts = {op.iv.name: op.start for op in ir.ops() if isinstance(op, O.For)}
+    ids = {op.var.name: op.axis for op in ir.ops() if isinstance(op, O.ProgramId)}
     out = []
     for t in ir.tensors:
         nbytes = float(math.prod(int(evaluate(e, sizes)) for e in t.type.shape)
@@ -332,11 +342,50 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
         if not along:
             out.append((nbytes, 1.0, 0.0))
             continue
+        shared = _sharing(evaluable.get(t.name, ()), grid, sizes, ids, starts)
+        if shared is not None:
+            out.append((nbytes, *shared))
+            continue
         shared = [a for a in range(len(grid)) if along.get(a, 0.0) > 1.0]
         readers = math.prod(along[a] for a in shared)
         stride = math.prod(grid[:shared[0]]) if shared else 0
         out.append((nbytes, float(readers), float(stride)))
     return out
+
+
+#: workgroups whose first reads `_sharing` evaluates (the first ones of a larger grid)
+SHARING_SAMPLE = 1 << 18
+
+
+def _sharing(origin: tuple, grid: Sequence[int], sizes: Mapping[str, int],
+             ids: Mapping[str, int], starts: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(readers, stride) of a read whose `origin` is a function of the program ids, the
+    sizes and loop variables (taken at their first trip): the origin evaluated for every
+    workgroup (x fastest), workgroups with the same origin read the same bytes, so the
+    readers are the workgroups per distinct origin and the stride the commonest id gap
+    between consecutive ones. Remapped ids (a grouped-query head `bh // ratio`, a swizzled
+    tile order) count as they run. None when the origin names anything else."""
+    if not origin:
+        return None
+    count = min(math.prod(grid), SHARING_SAMPLE)
+    g = np.arange(count, dtype=np.int64)
+    coords = (g % grid[0], g // grid[0] % grid[1], g // (grid[0] * grid[1]))
+    env: dict[str, Any] = {**sizes, **{name: coords[axis] for name, axis in ids.items()}}
+    try:
+        for name, start in starts.items():
+            env[name] = evaluate(start, env)
+        columns = [np.broadcast_to(np.asarray(evaluate(e, env), np.int64), g.shape)
+                   for e in origin]
+    except (KeyError, TypeError, ValueError):
+        return None
+    _, inverse, counts = np.unique(np.stack(columns, 1), axis=0, return_inverse=True,
+                                   return_counts=True)
+    inverse = inverse.reshape(-1)
+    order = np.lexsort((g, inverse))
+    same = np.diff(inverse[order]) == 0
+    gaps = np.diff(g[order])[same]
+    stride = float(np.bincount(gaps).argmax()) if gaps.size else 0.0
+    return count / len(counts), stride
 
 
 def _moved(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int], occ: Occupancy,
