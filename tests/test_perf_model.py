@@ -721,3 +721,23 @@ def test_a_grouped_query_kernels_kv_is_shared_by_the_heads_of_its_group():
     q, k, v, o = readers_of(kernel.ir, kernel.grid(**sizes), sizes)
     assert q[1] == 1 and o[1] == 1
     assert k[1] == v[1] == sizes["G"] * sizes["S"] // BLOCK_Q
+
+
+def test_readers_of_a_one_axis_grid():
+    """A kernel with a one-axis grid (rows of a copy): every workgroup reads its own rows."""
+    import argus.lang as T
+    from argus.isa_cdna3.perf.sample import readers_of
+
+    @T.kernel(waves=1)
+    def copy_rows(X: T.Tensor("f32", "N", 64), Y: T.Tensor("f32", "N", 64)):
+        T.assume((X.shape[0] % 4).eq(0))
+        T.grid(X.shape[0] // 4)
+        Y.store((T.program_id(0) * 4, 0),
+                X.load((T.program_id(0) * 4, 0), T.copy_layout((4, 64), 1, 4)))
+
+    kernel = argus.compile(copy_rows, verify=False)
+    sizes = {"N": 64}
+    assert len(kernel.grid(**sizes)) == 1
+    x, y = readers_of(kernel.ir, kernel.grid(**sizes), sizes)
+    assert x == (64 * 64 * 4, 1.0, 0.0) and y == (64 * 64 * 4, 1.0, 0.0)
+    assert argus.time(kernel, sizes=sizes).microseconds > 0

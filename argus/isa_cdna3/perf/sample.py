@@ -369,7 +369,8 @@ def _sharing(origin: tuple, grid: Sequence[int], sizes: Mapping[str, int],
         return None
     count = min(math.prod(grid), SHARING_SAMPLE)
     g = np.arange(count, dtype=np.int64)
-    coords = (g % grid[0], g // grid[0] % grid[1], g // (grid[0] * grid[1]))
+    gx, gy = (*grid, 1, 1)[:2]                          # a grid of one or two axes too
+    coords = (g % gx, g // gx % gy, g // (gx * gy))
     env: dict[str, Any] = {**sizes, **{name: coords[axis] for name, axis in ids.items()}}
     try:
         for name, start in starts.items():
