@@ -601,6 +601,29 @@ def test_a_loop_over_the_sampling_budget_is_sampled_shorter(monkeypatch):
     assert short.cycles_per_cu <= full.cycles_per_cu * 1.01
 
 
+
+def test_an_outer_loop_too_long_to_sample_once_samples_an_inner_loop_shorter_too(monkeypatch):
+    """When one trip of the outer sampled loop is already far over the budget (a 3-D
+    convolution's depth loop around 125 taps and 64 channels passed the emulator's limit),
+    the innermost loop size is sampled at two small values as well, each timed with the outer
+    loop extrapolated, and the time extrapolated in the inner trip count: close to the full
+    run, and saying so."""
+    from argus.isa_cdna3.perf import sample
+    from argus.kernels.conv import conv_kernel
+
+    kernel = argus.compile(conv_kernel(2, "mfma_f32"), tiles=(1, 1))
+    sizes = {"N": 1, "I2H": 4, "SIH": 1, "I2W": 130, "SIW": 1, "G": 1, "CG": 16, "KH": 3,
+             "KW": 3, "OCG": 64, "O2H": 2, "SOH": 1, "O2W": 128, "SOW": 1}
+    full = argus.time(kernel, sizes=sizes, extrapolate=False)
+    monkeypatch.setattr(sample, "SAMPLE_BUDGET", 100)
+    monkeypatch.setattr(sample, "NESTED_OVER", 1)
+    nested = argus.time(kernel, sizes=sizes)
+    assert re.match(r"CG sampled at \d+ and \d+ \(trip counts 1, 2\) and the time "
+                    r"extrapolated linearly to 8 trips", nested.extrapolation), \
+        nested.extrapolation
+    assert within(nested.cycles_per_cu, full.cycles_per_cu, 0.05)
+    assert within(nested.flops, full.flops, 0.01)
+
 # ------------------------------------------------------------- where repeated reads are served
 def test_a_repeat_from_another_xcd_hits_the_infinity_cache_only_after_its_round_and_if_it_fits():
     from argus.isa_cdna3.perf.model import traffic

@@ -402,7 +402,7 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
                 threads: int, statics: list, run_sample: Callable[[dict, tuple[int, ...]], list],
                 sample_key: Callable[[dict, tuple[int, ...]], tuple], gpu: GpuProfile,
                 constants: Calibrated, extrapolate: bool = True,
-                wave: Callable[..., Any] | None = None) -> Timing:
+                wave: Callable[..., Any] | None = None, nested: bool = True) -> Timing:
     """A compiled kernel at `sizes` (checked by the caller): `run_sample(shape, groups)` runs
     the workgroups `groups` (linear ids) of the grid at `shape` and gives their traced waves.
     The size setting the main loop's trip count (`trip_size`) is sampled at two small values
@@ -439,6 +439,17 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     position = None
     note = None
     if extrapolate and len(trip_counts) == 1:
+        if nested:
+            inner = _inner_split(ir, grid, sizes, base, lambda shape: _groups_of(
+                {**base, **shape}, tuple(range(first)), run_sample, sample_key, wave)[1])
+            if inner is not None:
+                name, points, n_real = inner
+                again = dict(grid=grid, info=info, threads=threads, statics=statics,
+                             run_sample=run_sample, sample_key=sample_key, gpu=gpu,
+                             constants=constants, wave=wave, nested=False)
+                low, high = (time_kernel(ir, sizes={**sizes, name: t}, **again)
+                             for t, _ in points)
+                return _along_trips(low, high, points, n_real, name, sizes)
         budgeted = _budgeted(ir, grid, sizes, base, first, along)
         if budgeted is not None:
             loop, trip_counts, position, note = budgeted
@@ -526,6 +537,74 @@ def _budgeted(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict,
                 "iterations timed as the sampled ones, their cache behaviour included")
         return name, (points[j - 1][0], points[j][0]), at.__getitem__, note
     return None
+
+
+#: how far past SAMPLE_BUDGET the smallest pair of the outer loop may go before an inner loop
+#: is sampled shorter too (the emulator stops a wave at 2**20)
+NESTED_OVER = 8
+
+
+def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict,
+                 probe: Callable[[dict], Groups]
+                 ) -> tuple[str, tuple[tuple[int, int], tuple[int, int]], int] | None:
+    """(inner size, its two smallest LADDER values with their trip counts, the real trip
+    count) when even one trip of the outermost sampled loop emulates more than NESTED_OVER x
+    SAMPLE_BUDGET instructions per wave (a 3-D convolution's depth loop around 125 taps and 64
+    channels: a million): the innermost loop size the grid does not set is then sampled at
+    two small values too, each timed with the outer loop extrapolated as usual, and the time
+    extrapolated linearly in its trip count (`_along_trips`). None when not needed."""
+    real_grid = grid(**sizes)
+    names = [n for n in loop_bound_names(ir) if n in sizes
+             and grid(**{**sizes, n: sizes[n] * 2}) == real_grid]
+
+    def ladder(name: str, at: dict) -> list[tuple[int, int]]:
+        points: list[tuple[int, int]] = []
+        for t in LADDER:
+            if t >= sizes[name] or not admits(ir, {**at, name: t}):
+                continue
+            n = trip_count(ir, name, {**base, **at, name: t})
+            if not points or n > points[-1][1]:
+                points.append((t, n))
+        return points[:2]
+
+    # the outermost loop a sample can shorten, and the innermost other one it can shorten twice
+    outer = next((n for n in names if ladder(n, sizes)), None)
+    inner = next((n for n in reversed(names) if n != outer and len(ladder(n, sizes)) == 2),
+                 None)
+    if outer is None or inner is None:
+        return None
+    small, shortest = ladder(inner, sizes), ladder(outer, sizes)
+    n_real = trip_count(ir, inner, {**base, inner: sizes[inner]})
+    if n_real <= small[-1][1]:
+        return None
+    groups = probe({outer: shortest[0][0], inner: small[0][0]})
+    per_wave = max((len(w.index) for waves in groups.values() for w in waves), default=0)
+    if per_wave * n_real / small[0][1] <= NESTED_OVER * SAMPLE_BUDGET:
+        return None
+    return inner, (small[0], small[1]), n_real
+
+
+def _along_trips(low: Timing, high: Timing, points, n_real: int, name: str,
+                 sizes: dict) -> Timing:
+    """`high` extrapolated linearly from `low` in the trip count of `name` (counts
+    `points`) to `n_real`: times, cycles, FLOPs, bytes and instructions; the unit and stall
+    shares are the larger sample's."""
+    (_, n0), (t1, n1) = points
+    w = (n_real - n0) / (n1 - n0)
+
+    def mix(a: float, b: float) -> float:
+        return max(0.0, a + w * (b - a))
+
+    note = (f"{name} sampled at {points[0][0]} and {t1} (trip counts {n0}, {n1}) and the time "
+            f"extrapolated linearly to {n_real} trips, each sample's outer loop extrapolated "
+            f"in turn: {high.extrapolation or 'not'}")
+    return attrs.evolve(high, microseconds=mix(low.microseconds, high.microseconds),
+                        cycles_per_cu=mix(low.cycles_per_cu, high.cycles_per_cu),
+                        flops=mix(low.flops, high.flops),
+                        bytes_requested=mix(low.bytes_requested, high.bytes_requested),
+                        bytes_hbm=mix(low.bytes_hbm, high.bytes_hbm),
+                        instructions=round(mix(low.instructions, high.instructions)),
+                        extrapolation=note, shape=dict(sizes))
 
 
 def _groups_of(shape: dict, groups: tuple[int, ...],
