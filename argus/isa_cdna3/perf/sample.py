@@ -35,7 +35,7 @@ from argus.isa_cdna3.perf.model import (
     schedule_cu,
     traffic,
 )
-from argus.isa_cdna3.perf.params import CU, Calibrated, GpuProfile
+from argus.isa_cdna3.perf.params import CU, Calibrated, GpuProfile, PerfError
 
 #: loop sizes tried for a compiled kernel's two samples, smallest first
 SAMPLE_TRIPS = (256, 512, 1024, 2048)
@@ -577,7 +577,13 @@ def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: di
     n_real = trip_count(ir, inner, {**base, inner: sizes[inner]})
     if n_real <= small[-1][1]:
         return None
-    groups = probe({outer: shortest[0][0], inner: small[0][0]})
+    joint = {outer: shortest[0][0], inner: small[0][0]}
+    if not admits(ir, {**sizes, **joint}):
+        return None
+    try:
+        groups = probe(joint)
+    except PerfError:       # the probe itself does not run: time it the one-level way
+        return None
     per_wave = max((len(w.index) for waves in groups.values() for w in waves), default=0)
     if per_wave * n_real / small[0][1] <= NESTED_OVER * SAMPLE_BUDGET:
         return None
