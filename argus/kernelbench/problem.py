@@ -81,13 +81,8 @@ class Problem:
     def cost(self) -> float:
         """What the scaling bounds: the larger of the inputs' elements and the work
         (`_work`) at the scaled sizes."""
-        import torch
-
-        with torch.device("meta"):
-            torch.manual_seed(0)
-            inputs = self.namespace["get_inputs"]()
-        elements = sum(math.prod(t.shape) for t in inputs if isinstance(t, torch.Tensor))
-        return max(elements, _work(self.path, self.path.read_text(), self.scaled))
+        return max(_input_elements(self.namespace),
+                   _work(self.path, self.path.read_text(), self.scaled))
 
     def full(self):
         """(model, inputs) at the published sizes on the meta device: shapes, no data."""
@@ -251,8 +246,6 @@ def load(path: str | Path, level: str | None = None, floor: int = FLOOR,
     """Load a problem file, with its size constants scaled for the emulator (none below
     `floor` unless published so; with `deep=False` nothing published above KEEP goes below
     KEEP + 1 and nothing published at or below KEEP is scaled)."""
-    import torch
-
     path = Path(path)
     if not path.is_file() or path.suffix != ".py":
         raise ProblemError(f"{path} is not a KernelBench problem file (.py)")
@@ -266,11 +259,7 @@ def load(path: str | Path, level: str | None = None, floor: int = FLOOR,
     constants = _constants(tree, published)
 
     def numel(values):
-        ns = _exec(path, source, values)
-        with torch.device("meta"):
-            torch.manual_seed(0)
-            inputs = ns["get_inputs"]()
-        return sum(math.prod(t.shape) for t in inputs if isinstance(t, torch.Tensor))
+        return _input_elements(_exec(path, source, values))
 
     def work(values):
         return _work(path, source, values)
@@ -302,6 +291,17 @@ def _keeping(path: Path, source: str, constants: dict, numel, floor: int,
             if numel(scaled) <= 4 * budget and _constructs(path, source, scaled):
                 return scaled
     return None
+
+
+def _input_elements(namespace: dict) -> int:
+    """Elements of the inputs `get_inputs` makes in a problem's namespace (on the meta
+    device: shapes only)."""
+    import torch
+
+    with torch.device("meta"):
+        torch.manual_seed(0)
+        inputs = namespace["get_inputs"]()
+    return sum(math.prod(t.shape) for t in inputs if isinstance(t, torch.Tensor))
 
 
 def _work(path: Path, source: str, values: dict) -> float:

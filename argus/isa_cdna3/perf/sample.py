@@ -369,8 +369,7 @@ def _sharing(origin: tuple, grid: Sequence[int], sizes: Mapping[str, int],
         return None
     count = min(math.prod(grid), SHARING_SAMPLE)
     g = np.arange(count, dtype=np.int64)
-    gx, gy = (*grid, 1, 1)[:2]                          # a grid of one or two axes too
-    coords = (g % gx, g // gx % gy, g // (gx * gy))
+    coords = grid_coords(g, grid)
     env: dict[str, Any] = {**sizes, **{name: coords[axis] for name, axis in ids.items()}}
     try:
         for name, start in starts.items():
@@ -626,13 +625,20 @@ def _groups_of(shape: dict, groups: tuple[int, ...],
     return key, by_group
 
 
+def grid_coords(g: np.ndarray, grid: Sequence[int]) -> tuple[np.ndarray, ...]:
+    """The (x, y, z) workgroup coordinates of linear ids `g` (x fastest) on `grid`, a grid of
+    one or two axes too."""
+    gx, gy = (*grid, 1, 1)[:2]
+    return g % gx, g // gx % gy, g // (gx * gy)
+
+
 def workgroup_trips(loops: Sequence[O.For], ids: Mapping[str, int], grid: Sequence[int],
                     sizes: Mapping[str, int]) -> np.ndarray | None:
     """Trip counts of `loops` summed, per workgroup of `grid` (by linear id, x fastest), with
     each program id bound to its workgroup's coordinate; None when a bound names something else
     (a value loaded at run time)."""
     g = np.arange(math.prod(grid), dtype=np.int64)
-    coords = (g % grid[0], g // grid[0] % grid[1], g // (grid[0] * grid[1]))
+    coords = grid_coords(g, grid)
     env: dict[str, Any] = {**sizes, **{name: coords[axis] for name, axis in ids.items()}}
     total = np.zeros(g.size, np.int64)
     for op in loops:
