@@ -123,6 +123,8 @@ def _kernelbench(options: argparse.Namespace) -> dict:
 
     only = tuple(x for x in (options.only or "").split(",") if x)
     out: dict = {"launches": [], "modelled": True}
+    print("KernelBench launches at the published sizes; times modelled (MI300X model), seconds "
+          "the model's own wall time here")
     print(f"{'problem':<44}{'kernel':<24}{'seconds':>8}{'sampled us':>12}{'real-trip us':>14}"
           f"{'gap':>8}")
     for path in discover(options.kernelbench, only):
