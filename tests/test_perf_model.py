@@ -171,6 +171,39 @@ def test_compiled_kernel_timing_extrapolates_its_k_loop():
     assert sampled.flops == full.flops == 2 * 128 * 128 * 1024
 
 
+def test_a_loop_stepping_past_the_smallest_samples_is_extrapolated_in_its_trip_count():
+    # a row read 2048 columns a step: samples at 256 and 512 both run one trip (a time that
+    # never grew with R), and a sample ending on a partial tile moves fewer bytes per trip
+    # than the real run (a modelled HBM rate above the peak); now whole tiles, 2 and 4 trips
+    from argus.kernelbench.solution import kernel_of
+    from argus.kernelbench.templates import RowProgram
+
+    x = ("leaf", "x")
+    row = RowProgram((("sum", x),), ("stat", 0), False, False, rows=1, cols=2048, vector=4)
+    kernel = argus.compile(kernel_of(row))
+    sampled = argus.time(kernel, sizes={"O": 64, "R": 2048 * 24})
+    full = argus.time(kernel, sizes={"O": 64, "R": 2048 * 24}, extrapolate=False)
+    assert "R=4096 and 8192" in sampled.extrapolation
+    assert within(sampled.cycles_per_cu, full.cycles_per_cu, 0.10)
+    big = argus.time(kernel, sizes={"O": 4096, "R": 393216})
+    assert big.bytes_hbm / (big.microseconds * 1e-6) <= MI300X.hbm_bytes_per_s.value
+    assert big.bytes_hbm >= 4096 * 393216 * 4      # every input byte read once, at least
+
+
+def test_sizes_shrunk_for_a_sample_keep_its_workgroups_whole():
+    # a strided row sum, 64 columns of I per workgroup: the sample once shrank I to 1, so
+    # each sampled workgroup read one column in 64 and the launch was charged half its bytes
+    # (a modelled HBM rate above the peak); I now stops at a whole tile
+    from argus.kernelbench.solution import kernel_of
+    from argus.kernelbench.templates import RowProgram
+
+    x = ("leaf", "x")
+    kernel = argus.compile(kernel_of(RowProgram((("sum", x),), ("stat", 0), False, True)))
+    timing = argus.time(kernel, sizes={"O": 128, "R": 1024, "I": 4095})
+    assert timing.bytes_hbm >= 128 * 1024 * 4095 * 4
+    assert timing.bytes_hbm / (timing.microseconds * 1e-6) <= MI300X.hbm_bytes_per_s.value
+
+
 def test_a_moe_timing_extrapolates_its_hidden_size_and_counts_every_flop():
     # the loop runs over H; TOKENS is not in the grid either but sets no trip count (taking it
     # for the loop once gave a time 20x below the MFMA peak)

@@ -15,7 +15,7 @@ import numpy as np
 from argus.asm.lower import RegisterBudgetError
 from argus.errors import ArgusError
 from argus.kernelbench import road
-from argus.kernelbench.problem import BUDGET, FLOOR, Problem, load
+from argus.kernelbench.problem import BUDGET, FLOOR, SMALL, Problem, load
 from argus.kernelbench.route import Unsupported, route
 from argus.kernelbench.solution import (
     Context,
@@ -26,6 +26,7 @@ from argus.kernelbench.solution import (
     guarded,
     static_refusal,
 )
+from argus.kernelbench.templates import CHOICES
 
 #: KernelBench's correctness rules: trials, the seed they derive from, tolerances.
 TRIALS = 5
@@ -180,28 +181,57 @@ class KernelsDiffer(ArgusError):
 SCALINGS = ({}, {"deep": False}, {"floor": 2 * FLOOR - 1, "budget": 4 * BUDGET, "deep": False})
 
 
+def pinned(plan, full_plan):
+    """The scaled `plan` running the published-size plan's kernels, or None: the steps must be
+    the same templates, differing at most in fields that choose how a kernel runs (its tile,
+    waves, engine: `CHOICES`), never in what it computes. The route picks tiles by size (a
+    long row gets a workgroup of its own); every kernel is proved for all sizes, so the
+    scaled run checks the very kernels the published sizes launch."""
+    if len(plan.steps) != len(full_plan.steps):
+        return None
+    steps = []
+    for step, big in zip(plan.steps, full_plan.steps):
+        small, chosen = step.template, big.template
+        if type(small) is not type(chosen):
+            return None
+        differ = {f.name for f in attrs.fields(type(small))
+                  if getattr(small, f.name) != getattr(chosen, f.name)}
+        if not differ <= CHOICES:
+            return None
+        steps.append(attrs.evolve(step, template=chosen))
+    out = attrs.evolve(plan, steps=tuple(steps))
+    return out if from_plan(out).kernels == from_plan(full_plan).kernels else None
+
+
 def planned(full, solution: Solution, plan):
-    """(launches, bytes of the largest array, the plan) at the published sizes: the forward
-    runs in planning mode on shape-only inputs (a generated solution is routed again at those
-    shapes, which must give the same kernels). `full` is (model, inputs) on the meta
-    device."""
+    """(launches, bytes of the largest array, the plan, the scaled solution and plan) at the
+    published sizes: the forward runs in planning mode on shape-only inputs (a generated
+    solution is routed again at those shapes, which must give the same kernels, or kernels
+    the scaled plan can be `pinned` to: the scaled solution and plan returned are then the
+    pinned ones). `full` is (model, inputs) on the meta device."""
     model, inputs = full
     state = dict(model.named_parameters()) | dict(model.named_buffers())
     full_plan = None
     if plan is not None:
         full_plan = route(model, inputs)
         if from_plan(full_plan).kernels != from_plan(plan).kernels:
-            raise KernelsDiffer("the route picks other kernels at the published sizes than at "
-                                "the scaled ones, so the emulated run would not cover them")
+            plan = pinned(plan, full_plan)
+            if plan is None:
+                raise KernelsDiffer("the route picks other kernels at the published sizes "
+                                    "than at the scaled ones, so the emulated run would not "
+                                    "cover them")
+            solution = from_plan(plan)
+        scaled = solution, plan
         solution = from_plan(full_plan)
         params = [Shaped(tuple(state[path].shape)) for _, path in full_plan.params]
     else:
+        scaled = solution, plan
         params = [Shaped(tuple(p.shape)) for _, p in model.named_parameters()]
     ctx = Context(execute=False)
     shaped = [shaped_input(t) for t in inputs] + params
     guarded(lambda: solution.forward(ctx, *shaped))
     largest = max((b for _, _, b in ctx.launches), default=0)
-    return ctx.launches, largest, full_plan
+    return ctx.launches, largest, full_plan, *scaled
 
 
 def _scaled_launches(problem: Problem, solution: Solution, plan) -> list:
@@ -285,7 +315,7 @@ def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
                 problem = load(problem.path, problem.level, **scaling)
                 solution, plan = find_solution(problem, solutions)
             try:
-                launches, _, full_plan = planned(full, solution, plan)
+                launches, _, full_plan, solution, plan = planned(full, solution, plan)
             except KernelsDiffer:
                 continue
             once = runs_once(_scaled_launches(problem, solution, plan), launches)
@@ -306,7 +336,7 @@ def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
     if plan is None:
         # a hand-written forward runs on real inputs (and meets the torch guard) before it
         # is given shape-only ones
-        launches, _, full_plan = planned(full, solution, plan)
+        launches, _, full_plan, _, _ = planned(full, solution, plan)
     verdict, detail = proof(solution)
     row.proved = verdict == "proved"
     row.modelled_us = sum(road.model_time(kernel, sizes) for kernel, sizes, _ in launches)
@@ -345,11 +375,14 @@ def _grown(best: tuple, full, solutions: dict | None) -> tuple:
                 trial = problem.rescaled({**problem.scaled, name: value})
                 if trial is None:
                     continue
-                if trial.cost() > limit:
+                traded = trial.cost() > limit
+                trial = _within(trial, name, limit)
+                if trial is None:
                     break
                 try:
                     t_solution, t_plan = find_solution(trial, solutions)
-                    t_launches, _, t_full = planned(full, t_solution, t_plan)
+                    t_launches, _, t_full, t_solution, t_plan = planned(full, t_solution,
+                                                                        t_plan)
                 except (ArgusError, Unsupported):
                     continue
                 left = runs_once(_scaled_launches(trial, t_solution, t_plan), t_launches)
@@ -357,9 +390,28 @@ def _grown(best: tuple, full, solutions: dict | None) -> tuple:
                     problem, solution, plan, launches, full_plan, once = (
                         trial, t_solution, t_plan, t_launches, t_full, left)
                     grown = True
+                elif traded:
+                    break     # growing it further would only shrink the others more
             if grown:
                 break
     return problem, solution, plan, launches, full_plan, once
+
+
+def _within(problem: Problem, grown: str, limit: float) -> Problem | None:
+    """`problem` with its other scaled constants halved, the largest first and none below
+    SMALL, until its cost is within `limit` (a row of 2049 columns for a 2048-column tile
+    fits when the batch gives way); None when it cannot get there. The caller keeps the trial
+    only if fewer loops run once."""
+    while problem.cost() > limit:
+        others = [(value, name) for name, value in problem.scaled.items()
+                  if name != grown and type(value) is int and value > SMALL]
+        if not others:
+            return None
+        value, name = max(others)
+        problem = problem.rescaled({**problem.scaled, name: max(SMALL, (value + 1) // 2)})
+        if problem is None:
+            return None
+    return problem
 
 
 def _shown(scaled: dict) -> dict:

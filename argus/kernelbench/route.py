@@ -30,6 +30,7 @@ from argus.kernelbench.templates import (
     bin_,
     const,
     leaves,
+    row_tile,
     un,
     where,
 )
@@ -232,7 +233,7 @@ class Router:
                               "reduction feeding a full-size output needs a split reduction)")
         strided = i > 1
         full = v.space == "full"
-        program = RowProgram(tuple(stats), v.expr, full, strided)
+        program = RowProgram(tuple(stats), v.expr, full, strided, **row_tile(strided, r))
         out = self.fresh(v.shape)
         big = (o, r, i, 1) if strided else (o, r, 1)
         small = (o, i, 1) if strided else (o, 1)

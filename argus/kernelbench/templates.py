@@ -361,7 +361,33 @@ class Scan:
             loop.acc = total
 
 
+#: template fields that choose how a kernel runs (tile, waves, engine), never what it
+#: computes: a scaled plan may take the published plan's values of these
+#: (`harness.pinned`), and `argus tune kernelbench:` searches them
+CHOICES = frozenset({"waves", "rows", "cols", "vector", "tile", "tiles", "engine", "block_k",
+                     "reps"})
+
+
 # ------------------------------------------------------------------------------ row program
+#: a contiguous row at least this long gets a workgroup of its own (`row_tile`)
+LONG_ROW = 4096
+
+
+def row_tile(strided: bool, r: int) -> dict:
+    """The route's tile for a row program over rows of length `r` (modelled on MI300X, see
+    docs/how-to/kernelbench.md): a long contiguous row is read by a whole workgroup, 16 bytes
+    a lane, 2048 columns a step (two rows of two waves each read 64 bytes a lane; a 128 x
+    475200 sum went from 3835 to 176 us, 4096 x 393216 from 6509 to 1564); a short one stays
+    two rows a wave (a row of 30 would leave most of a wide tile idle); a strided one reads 16
+    steps of R at once (four keep too few loads in flight: 4725 -> 2014 us at 128 x 4096 x
+    4095)."""
+    if strided:
+        return {"rows": 16}
+    if r >= LONG_ROW:
+        return {"rows": 1, "cols": 2048, "vector": 4}
+    return {}
+
+
 @attrs.frozen
 class RowProgram:
     """Reductions along R of a tensor viewed as (O, R, I), then an output expression.
@@ -379,6 +405,12 @@ class RowProgram:
     strided: bool
     waves: int = 4
     bytes: frozenset = frozenset()       # leaves read as one-byte (bool) inputs
+    #: the tile each loop step reads, (rows, cols) of (O, R) when contiguous (rows = a
+    #: workgroup's rows; None: two per wave), of (R, I) when strided (None: 4 x 64 per wave),
+    #: and the elements a lane loads at once
+    rows: int | None = None
+    cols: int | None = None
+    vector: int = 1
 
     @property
     def inputs(self) -> list[str]:
@@ -436,9 +468,10 @@ class RowProgram:
         first = next(iter(ins.values()))
         if self.strided:
             O_, R, I_ = first.shape[:3]
-            tr, ti = 4, 64 * waves
+            tr, ti = self.rows or 4, self.cols or 64 * waves
             T.grid(O_, T.cdiv(I_, ti))
-            spec = T.copy_layout((tr, ti), waves, 1)     # rows in slots: in-thread reduction
+            # rows in slots: the reduction stays in each thread
+            spec = T.copy_layout((tr, ti), waves, self.vector)
             axis = 0
             o, i0 = T.program_id(0), T.program_id(1) * ti
 
@@ -450,9 +483,9 @@ class RowProgram:
             O_, R = first.shape[:2]
             for h in (index or {}).values():
                 T.assume(h.shape[0].eq(O_))
-            to, tr = 2 * waves, 64
+            to, tr = self.rows or 2 * waves, self.cols or 64
             T.grid(T.cdiv(O_, to))
-            spec = T.copy_layout((to, tr), waves, 1)     # a row in one wave's lanes
+            spec = T.copy_layout((to, tr), waves, self.vector)
             axis = 1
             o0 = T.program_id(0) * to
 

@@ -98,6 +98,7 @@ def load_target(spec: str, problems: str | Path | None) -> Target:
     """`kernelbench:LEVEL/NAME` (or NAME alone when `problems` is a level folder) from the
     KernelBench checkout or folder `problems`."""
     from argus.kernelbench import _torch
+    from argus.kernelbench.harness import pinned
     from argus.kernelbench.problem import load
     from argus.kernelbench.route import route
 
@@ -116,7 +117,10 @@ def load_target(spec: str, problems: str | Path | None) -> Target:
     problem = load(path, level)
     plan = route(problem.model(), problem.inputs(0))
     full = problem.full()
-    return Target(name, path, problem, plan, route(*full), full)
+    full_plan = route(*full)
+    # the scaled sizes run the kernels the published ones launch (a tile the route picks by
+    # size), so the knobs start from the same values on both
+    return Target(name, path, problem, pinned(plan, full_plan) or plan, full_plan, full)
 
 
 def with_knobs(plan, values: dict):
