@@ -179,6 +179,26 @@ def test_a_solution_does_not_depend_on_the_published_sizes(tmp_path):
     assert row.scaled_sizes == {"batch_size": 37, "dim": 203}
 
 
+def test_a_tile_chosen_by_size_is_the_one_checked():
+    """The route gives a long row a workgroup of its own: the scaled softmax (short rows) is
+    pinned to the published plan's kernels; a plan differing in what a kernel computes is
+    not pinned."""
+    import attrs
+
+    from argus.kernelbench.harness import pinned
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import from_plan
+
+    problem = load(LEVEL1 / "23_Softmax.py")
+    small, big = route(problem.model(), problem.inputs(0)), route(*problem.full())
+    assert from_plan(small).kernels != from_plan(big).kernels
+    assert from_plan(pinned(small, big)).kernels == from_plan(big).kernels
+    step = big.steps[0]
+    changed = attrs.evolve(step.template, full_output=not step.template.full_output)
+    other = attrs.evolve(big, steps=(attrs.evolve(step, template=changed), *big.steps[1:]))
+    assert pinned(small, other) is None
+
+
 def test_a_convolution_does_not_depend_on_the_published_sizes(tmp_path):
     """The grouped convolution at other sizes (odd extents, other channel counts per group):
     the same route and kernel, still correct."""

@@ -192,8 +192,12 @@ def pinned(plan, full_plan):
     steps = []
     for step, big in zip(plan.steps, full_plan.steps):
         small, chosen = step.template, big.template
-        if type(small) is not type(chosen):
+        if type(small) is not type(chosen) or (not attrs.has(type(small))
+                                                and small != chosen):
             return None
+        if not attrs.has(type(small)):
+            steps.append(step)
+            continue
         differ = {f.name for f in attrs.fields(type(small))
                   if getattr(small, f.name) != getattr(chosen, f.name)}
         if not differ <= CHOICES:
@@ -375,7 +379,6 @@ def _grown(best: tuple, full, solutions: dict | None) -> tuple:
                 trial = problem.rescaled({**problem.scaled, name: value})
                 if trial is None:
                     continue
-                traded = trial.cost() > limit
                 trial = _within(trial, name, limit)
                 if trial is None:
                     break
@@ -390,8 +393,6 @@ def _grown(best: tuple, full, solutions: dict | None) -> tuple:
                     problem, solution, plan, launches, full_plan, once = (
                         trial, t_solution, t_plan, t_launches, t_full, left)
                     grown = True
-                elif traded:
-                    break     # growing it further would only shrink the others more
             if grown:
                 break
     return problem, solution, plan, launches, full_plan, once
