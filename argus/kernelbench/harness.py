@@ -15,7 +15,7 @@ import numpy as np
 from argus.asm.lower import RegisterBudgetError
 from argus.errors import ArgusError
 from argus.kernelbench import road
-from argus.kernelbench.problem import BUDGET, FLOOR, SMALL, Problem, load
+from argus.kernelbench.problem import BUDGET, FLOOR, Problem, load
 from argus.kernelbench.route import Unsupported, route
 from argus.kernelbench.solution import (
     Context,
@@ -370,13 +370,12 @@ def _grown(best: tuple, full, solutions: dict | None) -> tuple:
     grown = True
     while once and grown:
         grown = False
-        for name, value in problem.scaled.items():
-            published = problem.published(name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                continue
+        for name, index, value, published in _growable(problem):
             while value < published and not grown:
                 value = min(published, 2 * value - 1)
-                trial = problem.rescaled({**problem.scaled, name: value})
+                whole = problem.scaled[name]
+                trial = problem.rescaled({**problem.scaled, name: value if index is None else
+                                          (*whole[:index], value, *whole[index + 1:])})
                 if trial is None:
                     continue
                 trial = _within(trial, name, limit)
@@ -386,7 +385,9 @@ def _grown(best: tuple, full, solutions: dict | None) -> tuple:
                     t_solution, t_plan = find_solution(trial, solutions)
                     t_launches, _, t_full, t_solution, t_plan = planned(full, t_solution,
                                                                         t_plan)
-                except (ArgusError, Unsupported):
+                except Exception:   # noqa: BLE001 - any failure only rules this trial out
+                    # (ArgusError, Unsupported, or the model failing at constants the problem
+                    # ties together, as input_shape = (num_classes,) with targets below it)
                     continue
                 left = runs_once(_scaled_launches(trial, t_solution, t_plan), t_launches)
                 if len(left) < len(once):
@@ -398,18 +399,33 @@ def _grown(best: tuple, full, solutions: dict | None) -> tuple:
     return problem, solution, plan, launches, full_plan, once
 
 
+def _growable(problem: Problem) -> list[tuple[str, int | None, int, int]]:
+    """(name, index in a tuple or None, scaled value, published value) of every scaled whole
+    number, a tuple's elements one by one (`input_shape = (4096,)`)."""
+    out = []
+    for name, value in problem.scaled.items():
+        published = problem.published(name)
+        if type(value) is int:
+            out.append((name, None, value, published))
+        elif isinstance(value, tuple) and isinstance(published, tuple) \
+                and len(value) == len(published):
+            out += [(name, k, v, p) for k, (v, p) in enumerate(zip(value, published))
+                    if type(v) is int and type(p) is int]
+    return out
+
+
 def _within(problem: Problem, grown: str, limit: float) -> Problem | None:
-    """`problem` with its other scaled constants halved, the largest first and none below
-    SMALL, until its cost is within `limit` (a row of 2049 columns for a 2048-column tile
-    fits when the batch gives way); None when it cannot get there. The caller keeps the trial
-    only if fewer loops run once."""
+    """`problem` with its other scaled constants halved, the largest first and none below 2
+    (one would run an axis once), until its cost is within `limit` (a row of 2049 columns for
+    a 2048-column tile fits when the batch gives way); None when it cannot get there. The
+    caller keeps the trial only if fewer loops and grid axes run once."""
     while problem.cost() > limit:
         others = [(value, name) for name, value in problem.scaled.items()
-                  if name != grown and type(value) is int and value > SMALL]
+                  if name != grown and type(value) is int and value > 2]
         if not others:
             return None
         value, name = max(others)
-        problem = problem.rescaled({**problem.scaled, name: max(SMALL, (value + 1) // 2)})
+        problem = problem.rescaled({**problem.scaled, name: max(2, (value + 1) // 2)})
         if problem is None:
             return None
     return problem
