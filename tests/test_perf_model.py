@@ -190,6 +190,24 @@ def test_a_loop_stepping_past_the_smallest_samples_is_extrapolated_in_its_trip_c
     assert big.bytes_hbm >= 4096 * 393216 * 4      # every input byte read once, at least
 
 
+def test_a_second_pass_over_rows_longer_than_the_l2_holds_reads_hbm_again():
+    # a row program with two stats reads each row twice: a 6.4 GB launch's second pass comes
+    # back to a line after every resident workgroup streamed its 1.5 MB row (far past 4 MB
+    # of L2 per XCD and the 256 MB Infinity Cache): HBM again, where it had been charged once;
+    # a 2 MB launch's second pass still finds its rows in the L2
+    from argus.kernelbench.solution import kernel_of
+    from argus.kernelbench.templates import RowProgram
+
+    x = ("leaf", "x")
+    row = RowProgram((("sum", x), ("max", ("bin", "mul", x, x))), ("stat", 0), False, False,
+                     rows=1, cols=2048, vector=4)
+    kernel = argus.compile(kernel_of(row))
+    big = argus.time(kernel, sizes={"O": 4096, "R": 393216})
+    assert big.bytes_hbm >= 2 * 4096 * 393216 * 4
+    small = argus.time(kernel, sizes={"O": 64, "R": 8192})
+    assert small.bytes_hbm < 1.5 * 64 * 8192 * 4
+
+
 def test_sizes_shrunk_for_a_sample_keep_its_workgroups_whole():
     # a strided row sum, 64 columns of I per workgroup: the sample once shrank I to 1, so
     # each sampled workgroup read one column in 64 and the launch was charged half its bytes

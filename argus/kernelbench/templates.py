@@ -364,8 +364,8 @@ class Scan:
 #: template fields that choose how a kernel runs (tile, waves, engine), never what it
 #: computes: a scaled plan may take the published plan's values of these
 #: (`harness.pinned`), and `argus tune kernelbench:` searches them
-CHOICES = frozenset({"waves", "rows", "cols", "vector", "tile", "tiles", "engine", "block_k",
-                     "reps"})
+CHOICES = frozenset({"waves", "rows", "cols", "vector", "online", "tile", "tiles", "engine",
+                     "block_k", "reps"})
 
 
 # ------------------------------------------------------------------------------ row program
@@ -384,7 +384,7 @@ def row_tile(strided: bool, r: int) -> dict:
     if strided:
         return {"rows": 16}
     if r >= LONG_ROW:
-        return {"rows": 1, "cols": 2048, "vector": 4}
+        return {"rows": 1, "cols": 2048, "vector": 4, "online": True}
     return {}
 
 
@@ -411,6 +411,9 @@ class RowProgram:
     rows: int | None = None
     cols: int | None = None
     vector: int = 1
+    #: a max followed by a sum of exp2((e - max) * c) (softmax's) in one pass: a running max
+    #: and a sum rescaled as the max grows (one read of a row fewer, two exp2 per element)
+    online: bool = False
 
     @property
     def inputs(self) -> list[str]:
@@ -518,6 +521,14 @@ class RowProgram:
 
         stats: dict = {}
         for index, (fn, e) in enumerate(self.stats):
+            if index in stats:
+                continue                         # the sum of an online pair, done
+            scale = self._online_scale(index)
+            if scale is not None:
+                stats[index], stats[index + 1] = self._online(e, scale, tiles, stats, spec,
+                                                              row_spec, axis, tr, R, keep,
+                                                              index)
+                continue
             if fn == "argmax":
                 stats[index] = self._argmax(e, tiles, stats, spec, row_spec, axis, tr, R,
                                             keep, index)
@@ -547,6 +558,47 @@ class RowProgram:
             env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
                                    for k, s in stats.items()}}
             out.store(origin(r0), emit(self.out, env, {}), axes=axes, guard=True)
+
+    def _online_scale(self, index: int) -> float | None:
+        """c when `online` and stats index, index + 1 are ("max", e) and ("sum",
+        exp2((e - stat index) * c)) with c > 0 (softmax's, log-softmax's), else None."""
+        if not self.online or index + 1 >= len(self.stats):
+            return None
+        (f0, e0), (f1, e1) = self.stats[index], self.stats[index + 1]
+        if (f0, f1) != ("max", "sum") or e1[:2] != ("un", "exp2"):
+            return None
+        inner = e1[2]
+        if (inner[:2] == ("bin", "mul") and inner[3][0] == "const" and inner[3][1] > 0
+                and inner[2] == ("bin", "sub", e0, ("stat", index))):
+            return inner[3][1]
+        return None
+
+    def _online(self, e, scale, tiles, stats, spec, row_spec, axis, tr, R, keep, index):
+        """(max of e, sum of exp2((e - max) * scale)) along R in one pass: each element of the
+        tile keeps the largest value it has seen and its sum rescaled to that value; then the
+        row's max, and the elements' sums rescaled to it."""
+        low = IDENTITY["max"]
+
+        def exp2(a, b):      # exp2((a - b) * scale), through the same emitter as the route's
+            return emit(("un", "exp2", ("bin", "mul", ("bin", "sub", ("leaf", "a"),
+                                                       ("leaf", "b")), const(scale))),
+                        {("leaf", "a"): a, ("leaf", "b"): b}, {})
+
+        loop = T.range(0, T.cdiv(R, tr), name=f"r{index}_",
+                       acc=(T.full(spec, low), T.full(spec, 0.0)))
+        for rt in loop:
+            r0 = rt * tr
+            env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
+                                   for k, s in stats.items()}}
+            value = T.mask(emit(e, env, {}), keep(r0), low)
+            most, total = loop.acc
+            grown = T.maximum(most, value)
+            loop.acc = (grown, total * exp2(most, grown)
+                        + T.mask(exp2(value, grown), keep(r0), 0.0))
+        most, total = loop.acc
+        top = T.reduce(most, "max", axis, row_spec)
+        return top, T.reduce(total * exp2(most, T.broadcast(top, axis, spec)), "sum", axis,
+                             row_spec)
 
     def _argmax(self, e, tiles, stats, spec, row_spec, axis, tr, R, keep, index):
         """The lowest index along R of the largest `e` (f32, exact below 2**24): each element

@@ -509,7 +509,8 @@ class Traffic:
 
 
 def traffic(gpu: GpuProfile, *, requested: float, unique: float, per_xcd: float,
-            footprint: float, rounds: int, same_round: float | None = None) -> Traffic:
+            footprint: float, rounds: int, same_round: float | None = None,
+            rereads: tuple[float, float] = (0.0, 0.0)) -> Traffic:
     """Which cache serves a launch's repeated reads.
 
     The L2 is private to each XCD (4 MB per XCD, CDNA 3 white paper) and the dispatcher deals
@@ -523,6 +524,9 @@ def traffic(gpu: GpuProfile, *, requested: float, unique: float, per_xcd: float,
     L2s (the reuse distance) fits the MALL (256 MB, or the whole `footprint` does). A share
     `same_round` of the repeats falls in the round of the first read (the caller's, from where
     the readers sit in dispatch order; else 1 / `rounds`, readers spread evenly), the rest later.
+    `rereads` = (bytes the Infinity Cache serves, bytes read from HBM) of the reads a
+    workgroup repeats after more than its XCD's L2 holds (`sample.rereads_of`: a row
+    program's later passes over its row), the exception to repeats within an XCD hitting it.
     """
     unique = min(unique, requested)
     beyond = min(requested, max(per_xcd, unique))
@@ -531,7 +535,9 @@ def traffic(gpu: GpuProfile, *, requested: float, unique: float, per_xcd: float,
     kept = min(footprint, beyond / rounds) <= gpu.mall_bytes.value
     same = 1.0 / rounds if same_round is None else min(1.0, max(0.0, same_round))
     later = 1.0 - same if kept else 0.0
-    return Traffic(requested, beyond, unique + repeats * (1.0 - later))
+    mall, hbm = rereads
+    return Traffic(requested, min(requested, beyond + mall + hbm),
+                   unique + repeats * (1.0 - later) + hbm)
 
 
 def past_l2(readers: list[tuple[float, float, float]], xcds: int, workgroups: int,

@@ -47,6 +47,7 @@ class GpuProfile:
     l2_channels_per_xcd: Sourced
     mall_bytes_per_s: Sourced
     mall_bytes: Sourced
+    l2_bytes_per_xcd: Sourced
 
     @property
     def hbm_bytes_per_clk(self) -> float:
@@ -69,7 +70,8 @@ PROFILES: dict[str, GpuProfile] = {
         mall_bytes_per_s=Sourced(17.2e12, _WHITEPAPER + ": 256 MB Infinity Cache, 17.2 TB/s "
                                           "peak"),
         mall_bytes=Sourced(256 * 2**20, _WHITEPAPER + ": 256 MB Infinity Cache (also the ROCm "
-                                        "GPU-spec table's L3 column)")),
+                                        "GPU-spec table's L3 column)"),
+        l2_bytes_per_xcd=Sourced(4 * 2**20, _WHITEPAPER + ": 4 MB L2 per XCD")),
     # The 80-CU gfx942 part aiter's tuned CSVs were measured on (cu_num = 80).
     "mi308x": GpuProfile(
         "mi308x",
@@ -83,7 +85,8 @@ PROFILES: dict[str, GpuProfile] = {
         l2_channels_per_xcd=Sourced(16, _WHITEPAPER + " (same XCD as the MI300X)"),
         mall_bytes_per_s=Sourced(17.2e12, "[unverified: assumed equal to the MI300X's]"),
         mall_bytes=Sourced(256 * 2**20, "[unverified: assumed the MI300X's four IODs, 256 MB "
-                                        "Infinity Cache]")),
+                                        "Infinity Cache]"),
+        l2_bytes_per_xcd=Sourced(4 * 2**20, _WHITEPAPER + " (same XCD as the MI300X)")),
 }
 
 

@@ -113,7 +113,8 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                  constants: Calibrated, shape: dict, note: str | None = None,
                  dispatch: np.ndarray | None = None,
                  position: Callable[[int], float] | None = None,
-                 per_xcd: float | None = None, same_round: float | None = None) -> Timing:
+                 per_xcd: float | None = None, same_round: float | None = None,
+                 rereads: tuple[float, float] = (0.0, 0.0)) -> Timing:
     """Time a launch of `workgroups` from samples at one or two trip counts of `loop`:
     `run_sample(trip)` gives the sample's key and its traced waves per workgroup. The first
     `per_round` sampled workgroups stand for a CU's round (copied when the sample has fewer),
@@ -157,7 +158,8 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     moved = traffic(gpu, requested=total_requested, unique=footprint,
                     per_xcd=footprint * min(gpu.xcds.value, workgroups) if per_xcd is None
                     else per_xcd, footprint=footprint,
-                    rounds=p.full_rounds + (1 if p.tail else 0), same_round=same_round)
+                    rounds=p.full_rounds + (1 if p.tail else 0), same_round=same_round,
+                    rereads=rereads)
     hbm = moved.hbm
     bw = cu_bandwidth(gpu, active_cus=p.active_cus, hbm_share=moved.hbm_share,
                       constants=constants, mall_share=moved.mall_share)
@@ -390,11 +392,56 @@ def _sharing(origin: tuple, grid: Sequence[int], sizes: Mapping[str, int],
 
 def _moved(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int], occ: Occupancy,
            gpu: GpuProfile) -> dict:
-    """`extrapolated`'s per_xcd and same_round for a compiled kernel (`readers_of`)."""
+    """`extrapolated`'s per_xcd, same_round and rereads for a compiled kernel (`readers_of`,
+    `rereads_of`)."""
     workgroups = math.prod(grid)
     window = plan(workgroups, occ, gpu).per_round * int(gpu.cus.value)
     past, same = past_l2(readers_of(ir, grid, sizes), int(gpu.xcds.value), workgroups, window)
-    return {"per_xcd": past, "same_round": same}
+    return {"per_xcd": past, "same_round": same,
+            "rereads": reread_traffic(rereads_of(ir, sizes), workgroups, window, gpu)}
+
+
+def rereads_of(ir: O.Kernel, sizes: Mapping[str, int]) -> list[tuple[float, int]]:
+    """(bytes, passes) of each tensor loaded in more than one of the kernel's outermost loops:
+    a row program reads its row once per pass (the max, the sum, the output), and a
+    workgroup's later pass comes back to a line only after its whole slice went by."""
+    passes: dict[str, int] = {}
+    tensors = {t.name: t for t in ir.tensors}
+
+    def outermost(block) -> None:
+        for op in block.ops:
+            if isinstance(op, O.For):
+                for name in {inner.tensor.name for inner in O.walk(op.body)
+                             if isinstance(inner, O.GlobalLoad | O.AsyncCopy)}:
+                    passes[name] = passes.get(name, 0) + 1
+            else:
+                for inner in op.blocks:
+                    outermost(inner)
+
+    outermost(ir.body)
+    return [(math.prod(int(evaluate(e, sizes)) for e in tensors[n].type.shape)
+             * ELEMENT_DTYPES[tensors[n].type.dtype].itemsize, k)
+            for n, k in passes.items() if k > 1 and n in tensors]
+
+
+def reread_traffic(rereads: Sequence[tuple[float, int]], workgroups: int, window: int,
+                   gpu: GpuProfile) -> tuple[float, float]:
+    """(bytes the Infinity Cache serves, bytes read from HBM) of the later passes of
+    `rereads`: a pass comes back to a line after the `window` resident workgroups read their
+    slices (bytes / workgroups each); within one XCD's share of that the L2 still holds it,
+    within the whole of it the Infinity Cache (256 MB), else HBM."""
+    mall = hbm = 0.0
+    xcds = int(gpu.xcds.value)
+    for nbytes, passes in rereads:
+        distance = nbytes / max(1, workgroups) * min(window, workgroups)
+        again = nbytes * (passes - 1)
+        if distance / xcds <= gpu.l2_bytes_per_xcd.value:
+            continue
+        if distance <= gpu.mall_bytes.value:
+            mall += again
+        else:
+            hbm += again
+    return mall, hbm
 
 
 def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: Any,
