@@ -374,13 +374,14 @@ LONG_ROW = 4096
 
 
 def row_tile(strided: bool, r: int) -> dict:
-    """The route's tile for a row program over rows of length `r` (modelled on MI300X, see
-    docs/how-to/kernelbench.md): a long contiguous row is read by a whole workgroup, 16 bytes
-    a lane, 2048 columns a step (two rows of two waves each read 64 bytes a lane; a 128 x
-    475200 sum went from 3835 to 176 us, 4096 x 393216 from 6509 to 1564); a short one stays
-    two rows a wave (a row of 30 would leave most of a wide tile idle); a strided one reads 16
-    steps of R at once (four keep too few loads in flight: 4725 -> 2014 us at 128 x 4096 x
-    4095)."""
+    """The route's tile for a row program over rows of length `r` (modelled on MI300X, one
+    sum, `tests/test_perf_model.py` and docs/how-to/kernelbench.md): a long contiguous row is
+    read by a whole workgroup, 16 bytes a lane, 2048 columns a step, with softmax's max and
+    sum in one pass (`online`): a 128 x 475200 sum went from 3835 to 157 us, 4096 x 393216
+    from 3337 to 1558 (two rows per wave, 4 bytes a lane, kept too few loads in flight and
+    128 rows on 16 workgroups); a short one stays two rows a wave (a row of 30 would leave
+    most of a wide tile idle); a strided one reads 16 steps of R at once (2410 -> 2003 us at
+    128 x 4096 x 4095, HBM-bound)."""
     if strided:
         return {"rows": 16}
     if r >= LONG_ROW:
