@@ -202,8 +202,13 @@ def depthwise_conv2d(X: Tensor("f32", "N", "H2", "S", "W2", "S", "C"),
 SPATIAL = ("D", "H", "W")
 ENGINES = ("fma", "mfma", "mfma_f32")
 EPILOGUE_STEPS = ("bias", "residual", "scale", "clamp", *ACTIVATIONS[1:], "tanh")
-#: the f32 engine's tile: 64 output positions (one per lane) by 4 output channels (registers)
-FMA_P, FMA_OC = 64, 4
+#: the FMA engine's tile per position tile: 64 output positions (one per lane); it holds
+#: `tiles` = (position tiles, output channels) in at most FMA_SLOTS registers per lane, FMA_OC
+#: channels when a group has several output channels (a depthwise multiplier; 4 channels per
+#: X load), one and FMA_SLOTS position tiles when it has one (depthwise: every load of the
+#: weight is used by FMA_SLOTS x 64 positions, where 4 channel slots would load 3 weights
+#: past the group's one)
+FMA_P, FMA_OC, FMA_SLOTS = 64, 4, 4
 
 
 def _per_dim(value, dims: int, name: str) -> tuple[int, ...]:
@@ -419,7 +424,9 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     window, stride, padding, dilation (an int or one per dimension), transposed and, for
     "mfma_f32", tiles = (position tiles, channel tiles) per wave (register blocking: each
     loaded A is used for every channel tile and each B for every position tile; a workgroup
-    covers 32 * tiles[0] positions of MFMA_WAVES images by 32 * tiles[1] output channels)."""
+    covers 32 * tiles[0] positions of MFMA_WAVES images by 32 * tiles[1] output channels);
+    for "fma", tiles = (position tiles, output channels): a wave covers 64 * tiles[0]
+    positions by tiles[1] channels (at most FMA_SLOTS registers)."""
     if dims not in (1, 2, 3) or engine not in ENGINES:
         raise ArgusError(f"conv_kernel(dims={dims!r}, engine={engine!r}): dims is 1, 2 or 3 "
                          f"and engine one of {ENGINES}")
@@ -488,19 +495,23 @@ def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int
     their own tiles). The choice reads no size above 1, so KernelBench's scaled sizes (which
     halve a grouped convolution's channels per group, 8 to 4 in 72) pick the same kernel as
     the published ones."""
-    if cg < 2 or ocg < 2:
-        return "fma", (1, 1)
+    if ocg < 2:
+        return "fma", (FMA_SLOTS, 1)
+    if cg < 2:
+        return "fma", (1, FMA_OC)
     return "mfma_f32", (1, CHANNEL_TILES if phases == 1 else 1)
 
 
 def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed, tiles):
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
     tiles = _per_dim(tiles, 2, "tiles")
-    if min(tiles) < 1 or any(t & (t - 1) for t in tiles) or (engine != "mfma_f32" and
-                                                            tiles != (1, 1)):
+    if min(tiles) < 1 or any(t & (t - 1) for t in tiles) or (engine == "mfma" and
+                                                            tiles != (1, 1)) or \
+            (engine == "fma" and tiles[0] * tiles[1] > FMA_SLOTS):
         raise ArgusError(f"conv_kernel tiles={tiles} for the {engine!r} engine",
-                         fix="register blocking (tiles above 1) is the 'mfma_f32' engine's; "
-                             "give powers of two (the block counts divide by shifts)")
+                         fix="give powers of two (the block counts divide by shifts): register "
+                             "blocking is the f32 engines' ('fma': at most "
+                             f"{FMA_SLOTS} registers per lane, position tiles times channels)")
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
     taps = tap_plan(dims, window, stride, padding, dilation, transposed)
     xs, ws, ys = X.shape, Wt.shape, Y.shape
@@ -521,7 +532,7 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     if engine != "fma":
         block_p, block_oc = WAVE_P * tiles[0], BLOCK_OC * tiles[1]
     else:
-        block_p, block_oc = FMA_P, FMA_OC
+        block_p, block_oc = FMA_P * tiles[0], tiles[1]
     rows = out_extent[-2] if dims >= 2 else 1
     # A phased (strided transposed) output gives each phase its own band of workgroups along
     # the grid's first axis: a branch per phase holds that phase's loops, so the offsets its
@@ -587,7 +598,7 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
         return (*k, g, c, oc0 + doc) if weight_oc_last(engine) else (*k, g, oc0 + doc, c)
 
     if engine == "fma":
-        acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos)
+        acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos, tiles)
         accs = {(0, 0): acc}
     else:
         accs, spec = _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
@@ -682,10 +693,18 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles):
     return dict(loop.acc), c_spec
 
 
-def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
-    _, lane, slot = T.thread_vars(1, FMA_OC)          # lanes: positions; slots: channels
-    spec = T.TileSpec((FMA_P, FMA_OC), T.ThreadLayout(1, FMA_OC, (lane, slot)))
-    column, row = T.reduced(spec, 1), T.reduced(spec, 0)   # one slot / every lane alike
+def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, tiles):
+    """Rank-1 updates of a wave's FMA_P * tiles[0] positions (lanes, then slots) by tiles[1]
+    output channels (slots): per input channel and tap, tiles[0] loads of X (one per
+    64-position block) and tiles[1] of the weight, each lane alike."""
+    p, o = tiles
+    _, lane, slot = T.thread_vars(1, p * o)
+    spec = T.TileSpec((FMA_P * p, o),
+                      T.ThreadLayout(1, p * o, (lane + FMA_P * (slot // o), slot % o)))
+    _, lane, slot = T.thread_vars(1, p)
+    column = T.TileSpec((FMA_P * p,), T.ThreadLayout(1, p, (lane + FMA_P * slot,)))
+    _, lane, slot = T.thread_vars(1, o)
+    row = T.TileSpec((o,), T.ThreadLayout(1, o, (slot,)))   # every lane alike
 
     def fetch(c):
         def tap(k, off, ph):
