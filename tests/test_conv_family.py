@@ -82,6 +82,12 @@ def draw(index: int) -> dict:
                   dilation=dilation, transposed=transposed, epilogue=epilogue)
     if engine == "mfma_f32" and not transposed:
         config["tiles"] = (1, 2)
+    if engine == "mfma_f32" and dims == 1:
+        config["n"] = 5             # two blocks of MFMA_WAVES images, the second one a tail
+    if engine == "fma":
+        # position tiles (slots past the first 64 positions) and channel slots, as
+        # `conv_engine` picks them for depthwise (4, 1) and a depthwise multiplier (1, 4)
+        config["tiles"] = [(1, 1), (4, 1), (1, 4), (2, 2)][index % 4]
     return config
 
 
@@ -320,6 +326,23 @@ def test_fitting_steps_down_to_a_kernel_that_fits_the_registers():
         with pytest.raises(RegisterBudgetError):
             argus.compile(conv_kernel(2, "mfma_f32", epilogue), verify=False, tiles=(1, 2),
                           **geometry)
+
+
+def test_fitting_halves_the_fma_position_tiles_where_a_long_row_of_taps_passes_the_sgprs():
+    """KernelBench 85's depthwise 3x7 window: four 64-position tiles per wave keep each of the
+    7 unrolled taps' tile offsets live and pass the 102 SGPRs; conv_fitting halves the
+    position tiles until the kernel compiles, where it used to leave the FMA engine as given
+    (the row was then `unsupported`)."""
+    from argus.asm.lower.regalloc import RegisterBudgetError
+    from argus.kernelbench.templates import conv_fitting as fitting
+
+    geometry = dict(window=(3, 7), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                    transposed=False)
+    with pytest.raises(RegisterBudgetError):
+        argus.compile(conv_kernel(2, "fma", ()), verify=False, tiles=(4, 1), **geometry)
+    engine, tiles = fitting(2, "fma", (4, 1), (), **geometry)
+    assert engine == "fma" and tiles in ((2, 1), (1, 1))
+    argus.compile(conv_kernel(2, "fma", ()), verify=False, tiles=tiles, **geometry)
 
 
 def test_registers_do_not_grow_with_the_output_phases():

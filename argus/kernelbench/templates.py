@@ -851,26 +851,32 @@ def _conv_variant(dims: int, engine: str, epilogue: tuple, params: tuple) -> Ker
 
 @functools.cache
 def conv_fitting(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometry) -> tuple:
-    """(engine, tiles) of the first of `engine` with `tiles`, `engine` with (1, 1) and "fma"
-    whose `conv_kernel` fits a wave's registers, found by compiling it (unproved; the caller's
+    """(engine, tiles) of the first of `engine` with `tiles`, then with its tile counts
+    halved one at a time (the position tiles first) down to (1, 1), and last "fma" (64
+    positions by FMA_OC channels, the family's first tile, which always fit) whose
+    `conv_kernel` fits a wave's registers, found by compiling it (unproved; the caller's
     compilation proves the one chosen). The f32 MFMA engine's stores keep each tile row's
     offset and bound live in SGPRs: a second channel tile with a bias, a residual, or a
-    phased transposed output can pass the 102 a wave has. Sizes play no part, so every size
-    gets the same kernel."""
+    phased transposed output can pass the 102 a wave has; so can the FMA engine's four
+    position tiles over a 7-tap row (each tap's tiles at their own offsets). Sizes play no
+    part, so every size gets the same kernel."""
     from argus import compile as compile_kernel
     from argus.asm.lower import RegisterBudgetError
-    from argus.kernels.conv import conv_kernel
+    from argus.kernels.conv import FMA_OC, conv_kernel
 
-    tried = [(engine, tuple(tiles))] + ([(engine, (1, 1))] if tuple(tiles) != (1, 1) else [])
-    for chosen, t in tried + [("fma", (1, 1))]:
-        if chosen == "fma":
-            return chosen, t
+    tried, t = [], tuple(tiles)
+    while True:
+        tried.append(t)
+        if t == (1, 1):
+            break
+        t = (t[0] // 2, t[1]) if t[0] > 1 else (t[0], t[1] // 2)
+    for t in tried:
         try:
-            compile_kernel(conv_kernel(dims, chosen, epilogue), verify=False, tiles=t, **geometry)
+            compile_kernel(conv_kernel(dims, engine, epilogue), verify=False, tiles=t, **geometry)
         except RegisterBudgetError:
             continue
-        return chosen, t
-    raise AssertionError("unreachable: the fma engine is the last choice")
+        return engine, t
+    return "fma", (1, FMA_OC)
 
 
 @attrs.frozen

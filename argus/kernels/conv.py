@@ -31,8 +31,12 @@ F32_MFMA = "v_mfma_f32_32x32x2_f32"
 #: 32-channel tiles a wave of the f32 MFMA engine accumulates (register blocking; 4 measured
 #: no faster than 2 at 128 output channels, modelled)
 CHANNEL_TILES = 2
-#: output pixels (along a row) and output channels per workgroup: 4 waves over the pixels
+#: output pixels (along a row) and output channels per workgroup of `conv2d` (the family's MFMA
+#: engines tile 32 channels too)
 BLOCK_P, BLOCK_OC = 128, 32
+#: the family's MFMA engines: waves per workgroup, each on its own batch image
+#: (`_image_layout`), and output positions per wave (one MFMA's rows)
+MFMA_WAVES, WAVE_P = 4, 32
 ACTIVATIONS = ("none", "relu", "gelu", "sigmoid")
 
 
@@ -198,8 +202,13 @@ def depthwise_conv2d(X: Tensor("f32", "N", "H2", "S", "W2", "S", "C"),
 SPATIAL = ("D", "H", "W")
 ENGINES = ("fma", "mfma", "mfma_f32")
 EPILOGUE_STEPS = ("bias", "residual", "scale", "clamp", *ACTIVATIONS[1:], "tanh")
-#: the f32 engine's tile: 64 output positions (one per lane) by 4 output channels (registers)
-FMA_P, FMA_OC = 64, 4
+#: the FMA engine's tile per position tile: 64 output positions (one per lane); it holds
+#: `tiles` = (position tiles, output channels) in at most FMA_SLOTS registers per lane, FMA_OC
+#: channels when a group has several output channels (a depthwise multiplier; 4 channels per
+#: X load), one and FMA_SLOTS position tiles when it has one (depthwise: every load of the
+#: weight is used by FMA_SLOTS x 64 positions, where 4 channel slots would load 3 weights
+#: past the group's one)
+FMA_P, FMA_OC, FMA_SLOTS = 64, 4, 4
 
 
 def _per_dim(value, dims: int, name: str) -> tuple[int, ...]:
@@ -305,25 +314,41 @@ def conv_taps(dims: int, window, stride, padding, dilation, transposed: bool) ->
                     itertools.product(*map(_expand, per_dim))] for phase, per_dim in plan.items()}
 
 
-#: windows of more taps than this walk their outer axes in runtime loops
+#: the most taps one pass of the window walk unrolls: a larger window (3x3x3, 5x5) walks its
+#: outer axes in runtime loops until the taps left fit, as unrolling every tap would keep more
+#: offsets live than a wave has SGPRs
 UNROLLED_TAPS = 9
 
 
-def _over_taps(plan, acc, step):
-    """acc after `step(acc, k, offset, phase)` over every tap of `plan` (per dimension, its
-    progressions). Up to UNROLLED_TAPS taps are unrolled; a larger window (3x3x3, 5x5) walks
-    each progression in a runtime loop, as unrolling every tap would keep more offsets live
-    than a wave has SGPRs."""
-    looped = len(plan) if math.prod(len(_expand(p)) for p in plan) > UNROLLED_TAPS else 0
+def _looped_axes(plan) -> int:
+    """How many outer axes of `plan` `_over_taps` walks in runtime loops: the fewest that
+    leave at most UNROLLED_TAPS taps to unroll (a 3x3x3 window loops over its depth and
+    unrolls the 9 taps of a depth step; a 5x5 loops over its rows)."""
+    counts = [len(_expand(p)) for p in plan]
+    looped = 0
+    while looped < len(plan) and math.prod(counts[looped:]) > UNROLLED_TAPS:
+        looped += 1
+    return looped
+
+
+def _over_taps(plan, acc, fetch, apply):
+    """acc after every tap of `plan` (per dimension, its progressions): `fetch(k, offset,
+    phase)` issues a tap's loads and `apply(acc, fetched)` does its arithmetic. The outer axes
+    `_looped_axes` names are runtime loops over their progressions; the taps left are unrolled
+    with every fetch issued before the first apply, so their loads are in flight together and
+    a wave waits for memory once per pass instead of once per tap."""
+    looped = _looped_axes(plan)
+
+    def unrolled(acc, head):
+        taps = [[*head, *rest] for rest in itertools.product(*map(_expand, plan[len(head):]))]
+        fetched = [fetch(*zip(*tap, strict=True)) for tap in taps]
+        for operands in fetched:
+            acc = apply(acc, operands)
+        return acc
 
     def walk(acc, axis, head):
-        if axis == len(plan):
-            k, off, ph = zip(*head, strict=True)
-            return step(acc, k, off, ph)
         if axis >= looped:
-            for tap in _expand(plan[axis]):
-                acc = walk(acc, axis + 1, [*head, tap])
-            return acc
+            return unrolled(acc, head)
         for k0, dk, off0, doff, ph, count in plan[axis]:
             if count == 1:
                 acc = walk(acc, axis + 1, [*head, (k0, off0, ph)])
@@ -357,7 +382,7 @@ def _epilogue(steps) -> tuple:
 def _apply_epilogue(acc, steps, bias_row, residual):
     for name, *args in steps:
         if name == "bias":
-            acc = acc + T.broadcast(bias_row(), 0, acc.spec)
+            acc = acc + bias_row()
         elif name == "residual":
             acc = acc + residual()
         elif name == "scale":
@@ -381,8 +406,9 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     """The convolution kernel for `dims` spatial dimensions (1, 2 or 3), `engine` ("fma": f32
     rank-1 updates, any group shape; "mfma": bf16 on v_mfma_f32_32x32x8_bf16, channels per
     group a multiple of 8 and output channels per group of 32; "mfma_f32": f32 on
-    v_mfma_f32_32x32x2_f32, an implicit GEMM of 128 positions by 32 output channels per
-    workgroup, any group shape, the channel tails guarded loads) and fused `epilogue` (a tuple of
+    v_mfma_f32_32x32x2_f32, an implicit GEMM of 32 positions by 32 output channels per wave,
+    the 4 waves of a workgroup on 4 batch images, any group shape, the channel tails guarded
+    loads) and fused `epilogue` (a tuple of
     steps applied in order: "bias", "residual", "relu", "gelu", "sigmoid", "tanh",
     ("scale", f), ("clamp", lo, hi)).
 
@@ -398,7 +424,9 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     window, stride, padding, dilation (an int or one per dimension), transposed and, for
     "mfma_f32", tiles = (position tiles, channel tiles) per wave (register blocking: each
     loaded A is used for every channel tile and each B for every position tile; a workgroup
-    covers 128 * tiles[0] positions by 32 * tiles[1] output channels)."""
+    covers 32 * tiles[0] positions of MFMA_WAVES images by 32 * tiles[1] output channels);
+    for "fma", tiles = (position tiles, output channels): a wave covers 64 * tiles[0]
+    positions by tiles[1] channels (at most FMA_SLOTS registers)."""
     if dims not in (1, 2, 3) or engine not in ENGINES:
         raise ArgusError(f"conv_kernel(dims={dims!r}, engine={engine!r}): dims is 1, 2 or 3 "
                          f"and engine one of {ENGINES}")
@@ -467,19 +495,23 @@ def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int
     their own tiles). The choice reads no size above 1, so KernelBench's scaled sizes (which
     halve a grouped convolution's channels per group, 8 to 4 in 72) pick the same kernel as
     the published ones."""
-    if cg < 2 or ocg < 2:
-        return "fma", (1, 1)
+    if ocg < 2:
+        return "fma", (FMA_SLOTS, 1)
+    if cg < 2:
+        return "fma", (1, FMA_OC)
     return "mfma_f32", (1, CHANNEL_TILES if phases == 1 else 1)
 
 
 def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed, tiles):
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
     tiles = _per_dim(tiles, 2, "tiles")
-    if min(tiles) < 1 or any(t & (t - 1) for t in tiles) or (engine != "mfma_f32" and
-                                                            tiles != (1, 1)):
+    if min(tiles) < 1 or any(t & (t - 1) for t in tiles) or (engine == "mfma" and
+                                                            tiles != (1, 1)) or \
+            (engine == "fma" and tiles[0] * tiles[1] > FMA_SLOTS):
         raise ArgusError(f"conv_kernel tiles={tiles} for the {engine!r} engine",
-                         fix="register blocking (tiles above 1) is the 'mfma_f32' engine's; "
-                             "give powers of two (the block counts divide by shifts)")
+                         fix="give powers of two (the block counts divide by shifts): register "
+                             "blocking is the f32 engines' ('fma': at most "
+                             f"{FMA_SLOTS} registers per lane, position tiles times channels)")
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
     taps = tap_plan(dims, window, stride, padding, dilation, transposed)
     xs, ws, ys = X.shape, Wt.shape, Y.shape
@@ -497,18 +529,18 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     if engine == "mfma":
         T.assume((CG % 8).eq(0))
         T.assume((OCG % BLOCK_OC).eq(0))
-        block_p, block_oc = BLOCK_P, BLOCK_OC
-    elif engine == "mfma_f32":
-        block_p, block_oc = BLOCK_P * tiles[0], BLOCK_OC * tiles[1]
+    if engine != "fma":
+        block_p, block_oc = WAVE_P * tiles[0], BLOCK_OC * tiles[1]
     else:
-        block_p, block_oc = FMA_P, FMA_OC
+        block_p, block_oc = FMA_P * tiles[0], tiles[1]
     rows = out_extent[-2] if dims >= 2 else 1
     # A phased (strided transposed) output gives each phase its own band of workgroups along
     # the grid's first axis: a branch per phase holds that phase's loops, so the offsets its
     # loops keep live (hoisted before them) are live in that branch only, and the SGPRs a
     # wave needs do not grow with the phase count (25 phases of a stride-5 2-D output).
-    T.grid(rows * len(taps), T.cdiv(out_extent[-1], block_p), N)
-    q0, n = T.program_id(1) * block_p, T.program_id(2)
+    images = 1 if engine == "fma" else MFMA_WAVES
+    T.grid(rows * len(taps), T.cdiv(out_extent[-1], block_p), T.cdiv(N, images))
+    q0, n = T.program_id(1) * block_p, T.program_id(2) * images
 
     def output_rows(row, phase_taps):
         outer = [row] if dims >= 2 else []
@@ -566,23 +598,61 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
         return (*k, g, c, oc0 + doc) if weight_oc_last(engine) else (*k, g, oc0 + doc, c)
 
     if engine == "fma":
-        acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos)
+        acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos, tiles)
         accs = {(0, 0): acc}
     else:
         accs, spec = _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
                                   F32_MFMA if engine == "mfma_f32" else MFMA, tiles)
+    batched = len(spec.shape) == 3                  # the MFMA engines: (image, pos, channel)
     for (r, o), acc in accs.items():
-        dq, doc = r * spec.shape[0], o * spec.shape[1]
+        dq, doc = r * spec.shape[-2], o * spec.shape[-1]
         y_origin = (n, *[e for q, ph in zip([*outer, q0 + dq], phase, strict=True)
                          for e in (q, ph)], g, oc0 + doc)
-        y_axes = (y_pos, len(y_origin) - 1)
+        y_axes = (0,) * batched + (y_pos, len(y_origin) - 1)
         out = _apply_epilogue(
             acc, steps,
-            lambda doc=doc: t["bias"].load((g, oc0 + doc), T.reduced(spec, 0), axes=(1,),
-                                           guard=True),
+            lambda doc=doc: _channel_row(spec, t["bias"].load(
+                (g, oc0 + doc), _channels_of(spec), axes=(1,), guard=True)),
             lambda y_origin=y_origin, y_axes=y_axes: t["residual"].load(
                 y_origin, spec, axes=y_axes, guard=True))
         Y.store(y_origin, out, axes=y_axes, guard=True)
+
+
+def _channels_of(spec):
+    """`spec` with every axis but the last (the output channels) reduced away."""
+    for _ in spec.shape[:-1]:
+        spec = T.reduced(spec, 0)
+    return spec
+
+
+def _channel_row(spec, row):
+    """A per-channel row (`_channels_of(spec)`) spread over every position of `spec`."""
+    for axis in range(len(spec.shape) - 2, -1, -1):
+        inner = spec
+        for _ in range(axis):
+            inner = T.reduced(inner, 0)
+        row = T.broadcast(row, 0, inner)
+    return row
+
+
+def _image_layout(mfma: str, operand: str) -> T.TileSpec:
+    """One MFMA fragment per wave with the wave as a leading tile axis: the MFMA_WAVES waves of
+    a workgroup hold the same positions and channels of MFMA_WAVES batch images, (image, m, k)
+    for A and (image, m, n) for C. A row of output positions narrower than the waves' 4 x 32
+    (a 32-wide row of a 3-D convolution) then keeps every wave busy, where waves placed along
+    the row would leave three of four idle."""
+    from argus.isa_cdna3.mfma import mfma as catalogue
+
+    info = catalogue(mfma)
+    slots = info.c_values if operand == "c" else info.k_per_lane
+    wave, lane, slot = T.thread_vars(MFMA_WAVES, slots)
+    if operand == "a":
+        _, i, k = info.a_coord(lane, slot)
+        return T.TileSpec((MFMA_WAVES, info.m, info.k),
+                          T.ThreadLayout(MFMA_WAVES, slots, (wave, i, k)))
+    _, i, j = info.c_coord(lane, slot)
+    return T.TileSpec((MFMA_WAVES, info.m, info.n),
+                      T.ThreadLayout(MFMA_WAVES, slots, (wave, i, j)))
 
 
 def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles):
@@ -592,48 +662,63 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles):
     guards both tails and reads X and Wt channels first (`channels_first`), so a lane's
     neighbours read neighbouring positions and output channels (a few cache lines per load,
     not one per lane)."""
-    a_spec = T.mfma_layout(mfma, "a", (4, 1))
-    b_spec = T.mfma_layout(mfma, "b", (4, 1))
-    c_spec = T.mfma_layout(mfma, "c", (4, 1))
+    a_spec = _image_layout(mfma, "a")
+    b_spec = T.mfma_layout(mfma, "b", (MFMA_WAVES, 1))       # every wave the same B
+    c_spec = _image_layout(mfma, "c")
     tails = mfma == F32_MFMA
     c_axis = 2 if tails else len(X.shape) - 1
-    k = a_spec.shape[1]
+    k = a_spec.shape[-1]
 
-    rows, cols = c_spec.shape
+    rows, cols = c_spec.shape[1:]
 
-    def step(c):
-        def tap(acc, taps, off, ph):
-            a = [X.load(x_origin(off, ph, c * k, r * rows), a_spec, axes=(x_pos, c_axis),
-                        guard=True) for r in range(tiles[0])]
+    def fetch(c):
+        def tap(taps, off, ph):
+            a = [X.load(x_origin(off, ph, c * k, r * rows), a_spec,
+                        axes=(0, x_pos, c_axis), guard=True) for r in range(tiles[0])]
             oc_axis, ci_axis = (len(taps) + 2, len(taps) + 1) if tails else \
                 (len(taps) + 1, len(taps) + 2)
             b = [Wt.load(w_origin(taps, c * k, o * cols), b_spec, axes=(oc_axis, ci_axis),
                          guard=tails) for o in range(tiles[1])]
-            return {(r, o): T.mfma(mfma, a[r], b[o], acc[r, o]) for r, o in acc}
+            return a, b
         return tap
+
+    def apply(acc, operands):
+        a, b = operands
+        return {(r, o): T.mfma(mfma, a[r], b[o], acc[r, o]) for r, o in acc}
 
     acc = {(r, o): T.zeros(c_spec) for r in range(tiles[0]) for o in range(tiles[1])}
     loop = T.range(0, T.cdiv(CG, k) if tails else CG // k, name="c", acc=acc)
     for c in loop:
-        loop.acc = _over_taps(plan, dict(loop.acc), step(c))
+        loop.acc = _over_taps(plan, dict(loop.acc), fetch(c), apply)
     return dict(loop.acc), c_spec
 
 
-def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos):
-    _, lane, slot = T.thread_vars(1, FMA_OC)          # lanes: positions; slots: channels
-    spec = T.TileSpec((FMA_P, FMA_OC), T.ThreadLayout(1, FMA_OC, (lane, slot)))
-    column, row = T.reduced(spec, 1), T.reduced(spec, 0)   # one slot / every lane alike
+def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, tiles):
+    """Rank-1 updates of a wave's FMA_P * tiles[0] positions (lanes, then slots) by tiles[1]
+    output channels (slots): per input channel and tap, tiles[0] loads of X (one per
+    64-position block) and tiles[1] of the weight, each lane alike."""
+    p, o = tiles
+    _, lane, slot = T.thread_vars(1, p * o)
+    spec = T.TileSpec((FMA_P * p, o),
+                      T.ThreadLayout(1, p * o, (lane + FMA_P * (slot // o), slot % o)))
+    _, lane, slot = T.thread_vars(1, p)
+    column = T.TileSpec((FMA_P * p,), T.ThreadLayout(1, p, (lane + FMA_P * slot,)))
+    _, lane, slot = T.thread_vars(1, o)
+    row = T.TileSpec((o,), T.ThreadLayout(1, o, (slot,)))   # every lane alike
 
-    def step(c):
-        def tap(acc, k, off, ph):
-            x = X.load(x_origin(off, ph, c), column, axes=(x_pos,), guard=True)
-            w = Wt.load(w_origin(k, c), row, axes=(len(k) + 2,), guard=True)
-            return acc + T.broadcast(x, 1, spec) * T.broadcast(w, 0, spec)
+    def fetch(c):
+        def tap(k, off, ph):
+            return (X.load(x_origin(off, ph, c), column, axes=(x_pos,), guard=True),
+                    Wt.load(w_origin(k, c), row, axes=(len(k) + 2,), guard=True))
         return tap
+
+    def apply(acc, operands):
+        x, w = operands
+        return acc + T.broadcast(x, 1, spec) * T.broadcast(w, 0, spec)
 
     loop = T.range(0, CG, name="c", acc=T.zeros(spec))
     for c in loop:
-        loop.acc = _over_taps(plan, loop.acc, step(c))
+        loop.acc = _over_taps(plan, loop.acc, fetch(c), apply)
     return loop.acc, spec
 
 
@@ -812,12 +897,15 @@ def _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0):
 
     x_outer = _times(outer, row_steps(len(window), stride, False))
 
-    def tap(acc, k, off, ph):
+    def fetch(k, off, ph):
         origin = [e for q, o, p in zip([*x_outer, q0], off, ph, strict=True) for e in (q + o, p)]
-        x = X.load((nc0, *origin), spec, axes=(0, len(origin) - 1), guard=True)
+        return X.load((nc0, *origin), spec, axes=(0, len(origin) - 1), guard=True)
+
+    def apply(acc, x):
         return T.maximum(acc, x) if kind == "max" else acc + x
 
-    acc = _over_taps(plan, T.full(spec, -np.inf) if kind == "max" else T.zeros(spec), tap)
+    acc = _over_taps(plan, T.full(spec, -np.inf) if kind == "max" else T.zeros(spec), fetch,
+                     apply)
     if kind == "avg":
         acc = acc * (1.0 / float(np.prod(window)))
     Y.store((nc0, *outer, q0), acc, axes=(0, len(outer) + 1), guard=True)

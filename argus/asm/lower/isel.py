@@ -666,12 +666,18 @@ class Selector(ExprEmitter):
             # soffset is unsigned: a window starting before the tensor (a padded convolution)
             # adds its uniform part per lane, where the guard turns a negative sum away
             lane, uniform, const = simplify(lane + uniform + const), Const(0), 0
-            return self.register(lane, "gaddr", cls="v"), 0, 0
+            return self._vaddr(lane), 0, 0
         if isinstance(lane, Const):
             uniform, lane = simplify(uniform + lane), None
         soffset, offset = self.soffset(uniform, const, isa.MUBUF_OFFSET_MAX)
-        vaddr = self.register(lane, "gaddr", cls="v") if lane is not None else None
+        vaddr = self._vaddr(lane) if lane is not None else None
         return vaddr, soffset, offset
+
+    def _vaddr(self, lane: Expr):
+        """A buffer access's VGPR address: an offset that is the same in every lane (the
+        uniform part of a window starting before its tensor, with nothing per lane; a tile
+        every lane reads alike) may already sit in an SGPR, which MUBUF's vaddr cannot take."""
+        return _in_vgpr(self, self.register(lane, "gaddr", cls="v"))
 
 
 # ---------------------------------------------------------------------------------- rules
