@@ -16,7 +16,7 @@ whose configuration of ours the verifier does not prove (each row's winner is pr
 `--no-prove` skips that). Every Argus-side figure is modelled, not measured.
 
     PYTHONPATH=. python3 bench/bench_vs_aiter.py [--quick] [--no-prove] [--json out.json]
-        [--rows gemm,mi308x,attention,causal,hd64,moe,moe8]
+        [--rows gemm,mi308x,attention,causal,hd64,moe,moe8] [--only SUBSTRING]
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ GEMM_TILES = ({"block_m": 64, "block_n": 64, "block_k": 32},
               # 16x16x16 MFMAs on a 32-row tile: decode-sized M pads to 32 rows, not 64
               {"block_m": 32, "block_n": 64, "block_k": 128, "prefetch": 2, "instr": MFMA16},
               {"block_m": 32, "block_n": 64, "block_k": 64, "prefetch": 2, "instr": MFMA16})
+#: grid orders tried for ours: M fastest, and `xcd_order` (N fastest: the tiles sharing a
+#: column block of B on one XCD)
+GEMM_ORDERS = (False, True)
 AMD_GEMM = tuple(f"bf16gemm_outf32_tn_{m}x64_pf3" for m in (32, 48, 64, 96))
 GEMM_SHAPES = ((1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
                (4096, 4096, 14336), (1, 4096, 4096), (16, 4096, 4096), (333, 4096, 4096),
@@ -122,14 +125,16 @@ def _best_ours_gemm(m: int, n: int, k: int, gpu: str, splits: tuple[int, ...]
     best: tuple[object | None, str] = (None, "no configuration ran")
     for tile in GEMM_TILES:
         padded = -(-m // tile["block_m"]) * tile["block_m"]   # whole tiles: ragged M is padded
-        for split in splits:
-            t, why = _ours("gemm", {"M": padded, "N": n, "K": k}, gpu, split_k=split, **tile)
+        for split, order in ((s, o) for s in splits for o in GEMM_ORDERS):
+            t, why = _ours("gemm", {"M": padded, "N": n, "K": k}, gpu, split_k=split,
+                           xcd_order=order, **tile)
             if t is None:
                 best = best if best[0] is not None else (None, why)
                 continue
             if best[0] is None or t.microseconds < best[0].microseconds:
                 ahead = f" prefetch={tile['prefetch']}" if tile.get("prefetch", 1) > 1 else ""
                 ahead += " 16x16x16" if tile.get("instr") == MFMA16 else ""
+                ahead += " xcd_order" if order else ""
                 best = (t, f"{tile['block_m']}x{tile['block_n']}x{tile['block_k']}{ahead} "
                            f"split_k={split}" + (f", M padded to {padded}" if padded != m
                                                  else ""))
@@ -137,6 +142,12 @@ def _best_ours_gemm(m: int, n: int, k: int, gpu: str, splits: tuple[int, ...]
 
 
 ROWS: list[dict] = []
+#: `--only`: run just the rows whose label contains this text ("" runs every row)
+ONLY = ""
+
+
+def _wanted(label: str) -> bool:
+    return ONLY in label
 
 
 def _line(label: str, amd: object, ours: object | None, why: str,
@@ -168,6 +179,8 @@ def _gemm_rows(rows: list, quick: bool, groups: set[str]) -> None:
     if "gemm" in groups:
         print("GEMM on mi300x, AMD: fastest bf16gemm_outf32_tn_*x64_pf3 tile and split-K")
     for m, n, k in (GEMM_SHAPES[:3] if quick else GEMM_SHAPES) if "gemm" in groups else ():
+        if not _wanted(f"gemm {m}x{n}x{k}"):
+            continue
         amd, which = _amd_gemm(m, n, k, "mi300x")
         ours, why = _best_ours_gemm(m, n, k, "mi300x", (1, 2, 4) if m * n <= 1 << 22 else (1,))
         _line(f"gemm {m}x{n}x{k}", amd, ours, f"{why}; AMD {which}")
@@ -176,6 +189,8 @@ def _gemm_rows(rows: list, quick: bool, groups: set[str]) -> None:
     print("GEMM on mi308x at the amd-aiter wheel's bf16_tuned_gemm.csv rows, AMD's split-K")
     gemm = [r for r in rows if r.family == "bf16 GEMM"]
     for r in gemm[:2] if quick else gemm:
+        if not _wanted(r.label()):
+            continue
         amd = argus.time(r.kernel, sizes=r.sizes, gpu=r.gpu)
         s = r.sizes
         ours, why = _best_ours_gemm(s["m"], s["n"], s["k"], r.gpu,
@@ -209,14 +224,16 @@ def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
         kernel = "fwd_hd128_bf16_causal" if causal else "fwd_hd128_bf16_rtne"
         for r in attention[:2] if quick else attention[::3]:
             s = r.sizes
+            label = f"{kernel} " + " ".join(f"{k}={v}" for k, v in s.items())
+            if not _wanted(label):
+                continue
             amd = argus.time(kernel, sizes=s, gpu=r.gpu)
             kernels = [("attention_fwd", {"BH": s["b"] * s["h"], "S": s["s"], "D": 128})]
             if s.get("hk", s["h"]) < s["h"]:     # grouped-query: heads h share K/V head h // g
                 grouped = {"BH": s["b"] * s["hk"], "G": s["h"] // s["hk"], "S": s["s"], "D": 128}
                 kernels += [("attention_fwd_gqa", grouped), ("attention_fwd_gqa_wide", grouped)]
             ours, why = _best_attention(kernels, r.gpu, head_dim=128, causal=causal)
-            _line(f"{kernel} " + " ".join(f"{k}={v}" for k, v in s.items()), amd, ours, why,
-                  None if causal else r.measured_us)
+            _line(label, amd, ours, why, None if causal else r.measured_us)
     if "hd64" not in groups:
         return
     print("flash attention forward hd64: AMD ships no hd64 forward kernel in the wheel; ours "
@@ -271,6 +288,8 @@ def _moe_fp8_rows(rows: list, quick: bool) -> None:
                 best_row[key] = r
     chosen = list(best_row.values())
     for r in chosen[:2] if quick else chosen:
+        if not _wanted(r.label()):
+            continue
         s = r.sizes
         amd = argus.time(r.kernel, sizes=s, gpu=r.gpu)
         ids = stage1_topk_ids(s).ravel()
@@ -299,9 +318,13 @@ def main() -> None:
     parser.add_argument("--rows", default=",".join(GROUPS),
                         help=f"comma-separated row groups to run, of {', '.join(GROUPS)} "
                              "(default all)")
+    parser.add_argument("--only", default="",
+                        help="run only the rows whose label contains this text (e.g. "
+                             "'333x4096' or 'h=64')")
     options = parser.parse_args()
-    global PROVE
+    global PROVE, ONLY
     PROVE = not options.no_prove
+    ONLY = options.only
     groups = set(options.rows.split(","))
     if groups - set(GROUPS):
         parser.error(f"--rows: unknown group(s) {sorted(groups - set(GROUPS))}; pick from "
