@@ -56,6 +56,9 @@ MOE_SHAPE = {"tokens": 32, "dim": 512, "inter": 512, "experts": 4, "topk": 2}
 ATTENTION_KNOBS = ({}, {"prefetch": 2}, {"prefetch": 2, "unroll": 4})
 MOE_TILES = ({"block_k": 32}, {"block_k": 64}, {"block_k": 128})
 MFMA_FP8_16 = "v_mfma_f32_16x16x32_fp8_fp8"
+#: grid orders tried for our MoE GEMMs: row blocks fastest, and `xcd_order` (column blocks
+#: fastest: an expert's row blocks at one column block of W on one XCD)
+MOE_ORDERS = (False, True)
 #: our fp8 MoE's kernels and configurations tried at each shape (the fastest is the row's): the
 #: row-major-weight kernel at 32/64-row blocks and 64/128 columns, and the K-blocked one
 MOE_FP8_TILES = (*(("moe_gemm_fp8", {"block_m": m, "block_n": n, "block_k": 64, "prefetch": 2,
@@ -299,12 +302,15 @@ def _moe_fp8_rows(rows: list, quick: bool) -> None:
             sizes = {"TOKENS": len(ids), "H": s["dim"], "E": s["experts"],
                      "N": 2 * s["inter"], "P": len(sorted_ids), "BLOCKS": len(blocks),
                      **({"KT": s["dim"] // 64} if name.endswith("kblocked") else {})}
-            ours, why = _ours(name, sizes, r.gpu, **tile)
-            if ours is not None and (best[0] is None or ours.microseconds < best[0].microseconds):
-                best = (ours, " ".join([name, *(f"{k}={v}" for k, v in tile.items()
-                                                 if k != "instr")]))
-            elif best[0] is None:
-                best = (None, why)
+            for order in MOE_ORDERS:
+                ours, why = _ours(name, sizes, r.gpu, **tile, xcd_order=order)
+                if ours is not None and (best[0] is None
+                                         or ours.microseconds < best[0].microseconds):
+                    best = (ours, " ".join([name, *(f"{k}={v}" for k, v in tile.items()
+                                                     if k != "instr"),
+                                            *(["xcd_order"] if order else [])]))
+                elif best[0] is None:
+                    best = (None, why)
         _line(r.label(), amd, best[0], best[1], r.measured_us)
 
 
@@ -321,8 +327,13 @@ def main() -> None:
     parser.add_argument("--only", default="",
                         help="run only the rows whose label contains this text (e.g. "
                              "'333x4096' or 'h=64')")
+    parser.add_argument("--no-xcd-order", action="store_true",
+                        help="try only the default grid orders of ours (the figures before "
+                             "xcd_order)")
     options = parser.parse_args()
-    global PROVE, ONLY
+    global PROVE, ONLY, GEMM_ORDERS, MOE_ORDERS
+    if options.no_xcd_order:
+        GEMM_ORDERS = MOE_ORDERS = (False,)
     PROVE = not options.no_prove
     ONLY = options.only
     groups = set(options.rows.split(","))
