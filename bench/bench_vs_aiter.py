@@ -54,6 +54,9 @@ MOE_SHAPE = {"tokens": 32, "dim": 512, "inter": 512, "experts": 4, "topk": 2}
 #: attention knobs tried for ours (the fastest is the row's): loads 1 or 2 key blocks ahead, the
 #: key loop unrolled 1 or 4 times
 ATTENTION_KNOBS = ({}, {"prefetch": 2}, {"prefetch": 2, "unroll": 4})
+#: grid orders tried for our attention kernels: the default, and `xcd_order` (key/value heads
+#: fastest: a head's workgroups on one XCD)
+ATTENTION_ORDERS = (False, True)
 MOE_TILES = ({"block_k": 32}, {"block_k": 64}, {"block_k": 128})
 MFMA_FP8_16 = "v_mfma_f32_16x16x32_fp8_fp8"
 #: grid orders tried for our MoE GEMMs: row blocks fastest, and `xcd_order` (column blocks
@@ -202,19 +205,28 @@ def _gemm_rows(rows: list, quick: bool, groups: set[str]) -> None:
 
 
 def _best_attention(kernels: list[tuple[str, dict]], gpu: str, **params
-                    ) -> tuple[object | None, str]:
+                    ) -> tuple[object | None, str, object | None]:
     """Our fastest of `kernels` ((library name, sizes) each: attention_fwd, and where the
     query heads share K/V heads attention_fwd_gqa and its 8-wave attention_fwd_gqa_wide) over
-    ATTENTION_KNOBS, and its knobs."""
+    ATTENTION_KNOBS and ATTENTION_ORDERS, its knobs, and the fastest in the default grid order
+    (the row's figure without xcd_order)."""
     best: tuple[object | None, str] = (None, "no configuration ran")
+    plain = None
     for name, sizes in kernels:
-        for knobs in ATTENTION_KNOBS:
+        # a causal grid without groups runs heads fastest already: xcd_order is the same grid
+        orders = (False,) if params.get("causal") and name == "attention_fwd" else \
+            ATTENTION_ORDERS
+        for knobs in ({**k, **({"xcd_order": True} if o else {})}
+                      for k in ATTENTION_KNOBS for o in orders):
             t, why = _ours(name, sizes, gpu, **params, **knobs)
+            if t is not None and "xcd_order" not in knobs and (
+                    plain is None or t.microseconds < plain.microseconds):
+                plain = t
             if t is not None and (best[0] is None or t.microseconds < best[0].microseconds):
                 best = (t, " ".join([name, *(f"{k}={v}" for k, v in knobs.items())]))
             elif best[0] is None:
                 best = (None, why)
-    return best
+    return (*best, plain)
 
 
 def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
@@ -235,14 +247,16 @@ def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
             if s.get("hk", s["h"]) < s["h"]:     # grouped-query: heads h share K/V head h // g
                 grouped = {"BH": s["b"] * s["hk"], "G": s["h"] // s["hk"], "S": s["s"], "D": 128}
                 kernels += [("attention_fwd_gqa", grouped), ("attention_fwd_gqa_wide", grouped)]
-            ours, why = _best_attention(kernels, r.gpu, head_dim=128, causal=causal)
+            ours, why, plain = _best_attention(kernels, r.gpu, head_dim=128, causal=causal)
+            if ours is not None and plain is not None and plain is not ours:
+                why += f"; default order {amd.microseconds / plain.microseconds:.2f}x"
             _line(label, amd, ours, why, None if causal else r.measured_us)
     if "hd64" not in groups:
         return
     print("flash attention forward hd64: AMD ships no hd64 forward kernel in the wheel; ours "
           "only")
     for bh, seq in ((32, 1024),) if quick else ((32, 1024), (32, 4096)):
-        ours, why = _best_attention([("attention_fwd", {"BH": bh, "S": seq, "D": 64})],
+        ours, why, _ = _best_attention([("attention_fwd", {"BH": bh, "S": seq, "D": 64})],
                                     "mi300x", head_dim=64)
         print(f"  attention_fwd hd64 BH={bh} S={seq}: ours "
               + (f"{ours.microseconds:.2f} us (modelled)" if ours else f"missing: {why}"))
@@ -331,9 +345,9 @@ def main() -> None:
                         help="try only the default grid orders of ours (the figures before "
                              "xcd_order)")
     options = parser.parse_args()
-    global PROVE, ONLY, GEMM_ORDERS, MOE_ORDERS
+    global PROVE, ONLY, GEMM_ORDERS, MOE_ORDERS, ATTENTION_ORDERS
     if options.no_xcd_order:
-        GEMM_ORDERS = MOE_ORDERS = (False,)
+        GEMM_ORDERS = MOE_ORDERS = ATTENTION_ORDERS = (False,)
     PROVE = not options.no_prove
     ONLY = options.only
     groups = set(options.rows.split(","))

@@ -70,3 +70,28 @@ def test_the_xcd_order_runs_a_shared_operands_readers_a_multiple_of_8_ids_apart(
             if order:
                 assert extents == grid
         assert fetched[True] == readers[shared][0] < fetched[False], kernel.name
+
+
+def test_the_searchs_transpose_grid_rewrite_reaches_the_xcd_order():
+    """The search needs no knob for it: its `transpose_grid` rewrite (axes 0 and 1 swapped)
+    gives the xcd_order grid and readers of each tuning family it applies to (the GEMM, the MoE
+    GEMM, attention; the grouped-query kernels, whose order moves the third axis, are no
+    tuning family)."""
+    from argus.ir.expr import evaluate
+    from argus.isa_cdna3.perf.sample import readers_of
+    from argus.kernels import attention, moe
+    from argus.search.rewrites import apply_rewrites
+
+    for kernel, sizes in ((gemm.gemm, {"M": 384, "N": 4096, "K": 4096}),
+                          (moe.moe_gemm_fp8_kblocked, {"TOKENS": 512, "H": 6144, "E": 8,
+                                                       "KT": 96, "N": 8192, "P": 1024,
+                                                       "BLOCKS": 32}),
+                          (attention.attention_fwd, {"BH": 8, "S": 2048, "D": 64})):
+        seen = []
+        for ir in (apply_rewrites(kernel.trace(), [("transpose_grid", (0,))]),
+                   kernel.trace(xcd_order=True)):
+            grid = tuple(int(evaluate(e, sizes)) for e in ir.grid)
+            seen.append((grid, readers_of(ir, grid, sizes)))
+        assert seen[0] == seen[1], kernel.name
+        default = tuple(int(evaluate(e, sizes)) for e in kernel.trace().grid)
+        assert seen[0][0] == default[::-1] != default, kernel.name
