@@ -16,7 +16,7 @@ whose configuration of ours the verifier does not prove (each row's winner is pr
 `--no-prove` skips that). Every Argus-side figure is modelled, not measured.
 
     PYTHONPATH=. python3 bench/bench_vs_aiter.py [--quick] [--no-prove] [--json out.json]
-        [--rows gemm,mi308x,attention,causal,hd64,moe,moe8]
+        [--rows gemm,mi308x,attention,causal,hd64,moe,moe8] [--only SUBSTRING]
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ GEMM_TILES = ({"block_m": 64, "block_n": 64, "block_k": 32},
               # 16x16x16 MFMAs on a 32-row tile: decode-sized M pads to 32 rows, not 64
               {"block_m": 32, "block_n": 64, "block_k": 128, "prefetch": 2, "instr": MFMA16},
               {"block_m": 32, "block_n": 64, "block_k": 64, "prefetch": 2, "instr": MFMA16})
+#: grid orders tried for ours: M fastest, and `xcd_order` (N fastest: the tiles sharing a
+#: column block of B on one XCD)
+GEMM_ORDERS = (False, True)
 AMD_GEMM = tuple(f"bf16gemm_outf32_tn_{m}x64_pf3" for m in (32, 48, 64, 96))
 GEMM_SHAPES = ((1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
                (4096, 4096, 14336), (1, 4096, 4096), (16, 4096, 4096), (333, 4096, 4096),
@@ -51,8 +54,14 @@ MOE_SHAPE = {"tokens": 32, "dim": 512, "inter": 512, "experts": 4, "topk": 2}
 #: attention knobs tried for ours (the fastest is the row's): loads 1 or 2 key blocks ahead, the
 #: key loop unrolled 1 or 4 times
 ATTENTION_KNOBS = ({}, {"prefetch": 2}, {"prefetch": 2, "unroll": 4})
+#: grid orders tried for our attention kernels: the default, and `xcd_order` (key/value heads
+#: fastest: a head's workgroups on one XCD)
+ATTENTION_ORDERS = (False, True)
 MOE_TILES = ({"block_k": 32}, {"block_k": 64}, {"block_k": 128})
 MFMA_FP8_16 = "v_mfma_f32_16x16x32_fp8_fp8"
+#: grid orders tried for our MoE GEMMs: row blocks fastest, and `xcd_order` (column blocks
+#: fastest: an expert's row blocks at one column block of W on one XCD)
+MOE_ORDERS = (False, True)
 #: our fp8 MoE's kernels and configurations tried at each shape (the fastest is the row's): the
 #: row-major-weight kernel at 32/64-row blocks and 64/128 columns, and the K-blocked one
 MOE_FP8_TILES = (*(("moe_gemm_fp8", {"block_m": m, "block_n": n, "block_k": 64, "prefetch": 2,
@@ -122,14 +131,16 @@ def _best_ours_gemm(m: int, n: int, k: int, gpu: str, splits: tuple[int, ...]
     best: tuple[object | None, str] = (None, "no configuration ran")
     for tile in GEMM_TILES:
         padded = -(-m // tile["block_m"]) * tile["block_m"]   # whole tiles: ragged M is padded
-        for split in splits:
-            t, why = _ours("gemm", {"M": padded, "N": n, "K": k}, gpu, split_k=split, **tile)
+        for split, order in ((s, o) for s in splits for o in GEMM_ORDERS):
+            t, why = _ours("gemm", {"M": padded, "N": n, "K": k}, gpu, split_k=split,
+                           xcd_order=order, **tile)
             if t is None:
                 best = best if best[0] is not None else (None, why)
                 continue
             if best[0] is None or t.microseconds < best[0].microseconds:
                 ahead = f" prefetch={tile['prefetch']}" if tile.get("prefetch", 1) > 1 else ""
                 ahead += " 16x16x16" if tile.get("instr") == MFMA16 else ""
+                ahead += " xcd_order" if order else ""
                 best = (t, f"{tile['block_m']}x{tile['block_n']}x{tile['block_k']}{ahead} "
                            f"split_k={split}" + (f", M padded to {padded}" if padded != m
                                                  else ""))
@@ -137,6 +148,12 @@ def _best_ours_gemm(m: int, n: int, k: int, gpu: str, splits: tuple[int, ...]
 
 
 ROWS: list[dict] = []
+#: `--only`: run just the rows whose label contains this text ("" runs every row)
+ONLY = ""
+
+
+def _wanted(label: str) -> bool:
+    return ONLY in label
 
 
 def _line(label: str, amd: object, ours: object | None, why: str,
@@ -168,6 +185,8 @@ def _gemm_rows(rows: list, quick: bool, groups: set[str]) -> None:
     if "gemm" in groups:
         print("GEMM on mi300x, AMD: fastest bf16gemm_outf32_tn_*x64_pf3 tile and split-K")
     for m, n, k in (GEMM_SHAPES[:3] if quick else GEMM_SHAPES) if "gemm" in groups else ():
+        if not _wanted(f"gemm {m}x{n}x{k}"):
+            continue
         amd, which = _amd_gemm(m, n, k, "mi300x")
         ours, why = _best_ours_gemm(m, n, k, "mi300x", (1, 2, 4) if m * n <= 1 << 22 else (1,))
         _line(f"gemm {m}x{n}x{k}", amd, ours, f"{why}; AMD {which}")
@@ -176,6 +195,8 @@ def _gemm_rows(rows: list, quick: bool, groups: set[str]) -> None:
     print("GEMM on mi308x at the amd-aiter wheel's bf16_tuned_gemm.csv rows, AMD's split-K")
     gemm = [r for r in rows if r.family == "bf16 GEMM"]
     for r in gemm[:2] if quick else gemm:
+        if not _wanted(r.label()):
+            continue
         amd = argus.time(r.kernel, sizes=r.sizes, gpu=r.gpu)
         s = r.sizes
         ours, why = _best_ours_gemm(s["m"], s["n"], s["k"], r.gpu,
@@ -184,19 +205,28 @@ def _gemm_rows(rows: list, quick: bool, groups: set[str]) -> None:
 
 
 def _best_attention(kernels: list[tuple[str, dict]], gpu: str, **params
-                    ) -> tuple[object | None, str]:
+                    ) -> tuple[object | None, str, object | None]:
     """Our fastest of `kernels` ((library name, sizes) each: attention_fwd, and where the
     query heads share K/V heads attention_fwd_gqa and its 8-wave attention_fwd_gqa_wide) over
-    ATTENTION_KNOBS, and its knobs."""
+    ATTENTION_KNOBS and ATTENTION_ORDERS, its knobs, and the fastest in the default grid order
+    (the row's figure without xcd_order)."""
     best: tuple[object | None, str] = (None, "no configuration ran")
+    plain = None
     for name, sizes in kernels:
-        for knobs in ATTENTION_KNOBS:
+        # a causal grid without groups runs heads fastest already: xcd_order is the same grid
+        orders = (False,) if params.get("causal") and name == "attention_fwd" else \
+            ATTENTION_ORDERS
+        for knobs in ({**k, **({"xcd_order": True} if o else {})}
+                      for k in ATTENTION_KNOBS for o in orders):
             t, why = _ours(name, sizes, gpu, **params, **knobs)
+            if t is not None and "xcd_order" not in knobs and (
+                    plain is None or t.microseconds < plain.microseconds):
+                plain = t
             if t is not None and (best[0] is None or t.microseconds < best[0].microseconds):
                 best = (t, " ".join([name, *(f"{k}={v}" for k, v in knobs.items())]))
             elif best[0] is None:
                 best = (None, why)
-    return best
+    return (*best, plain)
 
 
 def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
@@ -209,20 +239,24 @@ def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
         kernel = "fwd_hd128_bf16_causal" if causal else "fwd_hd128_bf16_rtne"
         for r in attention[:2] if quick else attention[::3]:
             s = r.sizes
+            label = f"{kernel} " + " ".join(f"{k}={v}" for k, v in s.items())
+            if not _wanted(label):
+                continue
             amd = argus.time(kernel, sizes=s, gpu=r.gpu)
             kernels = [("attention_fwd", {"BH": s["b"] * s["h"], "S": s["s"], "D": 128})]
             if s.get("hk", s["h"]) < s["h"]:     # grouped-query: heads h share K/V head h // g
                 grouped = {"BH": s["b"] * s["hk"], "G": s["h"] // s["hk"], "S": s["s"], "D": 128}
                 kernels += [("attention_fwd_gqa", grouped), ("attention_fwd_gqa_wide", grouped)]
-            ours, why = _best_attention(kernels, r.gpu, head_dim=128, causal=causal)
-            _line(f"{kernel} " + " ".join(f"{k}={v}" for k, v in s.items()), amd, ours, why,
-                  None if causal else r.measured_us)
+            ours, why, plain = _best_attention(kernels, r.gpu, head_dim=128, causal=causal)
+            if ours is not None and plain is not None and plain is not ours:
+                why += f"; default order {amd.microseconds / plain.microseconds:.2f}x"
+            _line(label, amd, ours, why, None if causal else r.measured_us)
     if "hd64" not in groups:
         return
     print("flash attention forward hd64: AMD ships no hd64 forward kernel in the wheel; ours "
           "only")
     for bh, seq in ((32, 1024),) if quick else ((32, 1024), (32, 4096)):
-        ours, why = _best_attention([("attention_fwd", {"BH": bh, "S": seq, "D": 64})],
+        ours, why, _ = _best_attention([("attention_fwd", {"BH": bh, "S": seq, "D": 64})],
                                     "mi300x", head_dim=64)
         print(f"  attention_fwd hd64 BH={bh} S={seq}: ours "
               + (f"{ours.microseconds:.2f} us (modelled)" if ours else f"missing: {why}"))
@@ -271,6 +305,8 @@ def _moe_fp8_rows(rows: list, quick: bool) -> None:
                 best_row[key] = r
     chosen = list(best_row.values())
     for r in chosen[:2] if quick else chosen:
+        if not _wanted(r.label()):
+            continue
         s = r.sizes
         amd = argus.time(r.kernel, sizes=s, gpu=r.gpu)
         ids = stage1_topk_ids(s).ravel()
@@ -280,12 +316,15 @@ def _moe_fp8_rows(rows: list, quick: bool) -> None:
             sizes = {"TOKENS": len(ids), "H": s["dim"], "E": s["experts"],
                      "N": 2 * s["inter"], "P": len(sorted_ids), "BLOCKS": len(blocks),
                      **({"KT": s["dim"] // 64} if name.endswith("kblocked") else {})}
-            ours, why = _ours(name, sizes, r.gpu, **tile)
-            if ours is not None and (best[0] is None or ours.microseconds < best[0].microseconds):
-                best = (ours, " ".join([name, *(f"{k}={v}" for k, v in tile.items()
-                                                 if k != "instr")]))
-            elif best[0] is None:
-                best = (None, why)
+            for order in MOE_ORDERS:
+                ours, why = _ours(name, sizes, r.gpu, **tile, xcd_order=order)
+                if ours is not None and (best[0] is None
+                                         or ours.microseconds < best[0].microseconds):
+                    best = (ours, " ".join([name, *(f"{k}={v}" for k, v in tile.items()
+                                                     if k != "instr"),
+                                            *(["xcd_order"] if order else [])]))
+                elif best[0] is None:
+                    best = (None, why)
         _line(r.label(), amd, best[0], best[1], r.measured_us)
 
 
@@ -299,9 +338,18 @@ def main() -> None:
     parser.add_argument("--rows", default=",".join(GROUPS),
                         help=f"comma-separated row groups to run, of {', '.join(GROUPS)} "
                              "(default all)")
+    parser.add_argument("--only", default="",
+                        help="run only the rows whose label contains this text (e.g. "
+                             "'333x4096' or 'h=64')")
+    parser.add_argument("--no-xcd-order", action="store_true",
+                        help="try only the default grid orders of ours (the figures before "
+                             "xcd_order)")
     options = parser.parse_args()
-    global PROVE
+    global PROVE, ONLY, GEMM_ORDERS, MOE_ORDERS, ATTENTION_ORDERS
+    if options.no_xcd_order:
+        GEMM_ORDERS = MOE_ORDERS = ATTENTION_ORDERS = (False,)
     PROVE = not options.no_prove
+    ONLY = options.only
     groups = set(options.rows.split(","))
     if groups - set(GROUPS):
         parser.error(f"--rows: unknown group(s) {sorted(groups - set(GROUPS))}; pick from "

@@ -769,6 +769,37 @@ def test_a_compiled_kernels_readers_come_from_the_program_ids_its_reads_depend_o
     assert readers_of(kernel.ir, (1, grid[1]), {**sizes, "M": 128})[1][1] == 1
 
 
+def test_the_xcd_order_puts_a_column_block_of_b_on_one_xcd_and_fetches_less_past_l2():
+    """`xcd_order` runs the GEMM's tiles N fastest: the readers of one column block of B are
+    then tiles_n ids apart (one XCD when tiles_n is a multiple of 8) where M fastest put them
+    on adjacent ids (every XCD). At a small M (B the larger operand) the modelled bytes past
+    the L2s drop; at tiles_n not a multiple of 8 the order aligns nothing and B spreads
+    again."""
+    from argus.isa_cdna3.perf.model import past_l2
+    from argus.isa_cdna3.perf.sample import readers_of
+    from argus.kernels.gemm import gemm
+
+    sizes = {"M": 384, "N": 4096, "K": 4096}
+    fetched = {}
+    for order in (False, True):
+        kernel = argus.compile(gemm, verify=False, xcd_order=order)
+        grid = kernel.grid(**sizes)
+        a, b, c = readers_of(kernel.ir, grid, sizes)
+        assert (a[1], b[1]) == (4096 // 64, 384 // 64)       # the same sharing, either order
+        fetched[order] = past_l2([a, b, c], 8, math.prod(grid), 1216)[0]
+        if order:
+            assert grid == (64, 6) and b[2] == 64 and a[2] == 1
+    # M fastest: B on 6 XCDs (its 6 readers adjacent), A on 4 (6 ids apart); N fastest: B
+    # on one, A on all 8
+    assert fetched[False] == 384 * 4096 * 2 * 4 + 4096 * 4096 * 2 * 6 + 384 * 4096 * 4
+    assert fetched[True] == 384 * 4096 * 2 * 8 + 4096 * 4096 * 2 * 1 + 384 * 4096 * 4
+    ragged = {**sizes, "N": 4096 - 64 * 3}                    # 61 column blocks
+    kernel = argus.compile(gemm, verify=False, xcd_order=True)
+    grid = kernel.grid(**ragged)
+    b = readers_of(kernel.ir, grid, ragged)[1]
+    assert b[2] == 61 and past_l2([b], 8, math.prod(grid), 1216)[0] == b[0] * 6
+
+
 def test_an_moe_kernels_weights_are_shared_by_the_blocks_of_an_expert():
     """Reads through loaded data: an expert id (`scalar.load` by block) and gathered token
     rows. Each expert's weights are read by BLOCKS / E blocks, each token row by the blocks of

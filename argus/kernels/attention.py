@@ -105,7 +105,7 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
                       keep: Callable | None = None, tail: Callable | None = None,
                       drop: tuple[str, ...] = ("key",), sync: bool = True, prefetch: int = 1,
                       unroll: int = 1, rounding: str = "rne", grouped: bool = False,
-                      waves: int = WAVES):
+                      waves: int = WAVES, xcd_order: bool = False):
     """Trace the attention body. Hooks for tests: `keep(kv0, q0, i, j)` is the causal mask's
     condition on (key, query) coordinates; `tail(kv0, i, keys)` the last block's condition on
     key rows; `drop` names the tags the softmax reductions drop; `sync=False` leaves out the
@@ -124,7 +124,12 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     A causal grid dispatches its query tiles heaviest first, every head's last tile before any
     head's second-to-last: the last tiles see the most keys, and dispatched first they leave
     the light ones to fill the CUs that free up (longest job first), where in order the
-    heaviest tiles of the last heads would start last and finish alone."""
+    heaviest tiles of the last heads would start last and finish alone.
+    `xcd_order` (XCD-aware order) puts the key/value head bh on the fastest grid axis: the
+    dispatcher deals workgroups to the 8 XCDs round-robin by flat id, so the workgroups of one
+    head (all its query heads and tiles), ids a multiple of BH apart, read K and V through one
+    XCD's L2 when BH is a multiple of 8, where the default order spreads them over every XCD
+    (a causal grid without groups already runs heads fastest)."""
     _check_options(head_dim, prefetch, unroll, waves)
     block_q = INFO.n * waves
     if grouped:
@@ -141,13 +146,16 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     tiles = T.cdiv(SQ, block_q)
     # grid axes, fastest first: the query heads of a group (they read the same K/V lines at
     # once), then heads before query tiles under a causal mask (longest job first, see above)
-    if grouped and causal:
+    if grouped and xcd_order:
+        T.grid(BH, G, tiles)
+        bh, g, tile = T.program_id(0), T.program_id(1), T.program_id(2)
+    elif grouped and causal:
         T.grid(G, BH, tiles)
         g, bh, tile = T.program_id(0), T.program_id(1), T.program_id(2)
     elif grouped:
         T.grid(G, tiles, BH)
         g, tile, bh = T.program_id(0), T.program_id(1), T.program_id(2)
-    elif causal:
+    elif causal or xcd_order:
         T.grid(BH, tiles)
         bh, tile = T.program_id(0), T.program_id(1)
     else:
@@ -270,13 +278,14 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
 def attention_fwd(Q: Tensor("bf16", "BH", "S", "D"), K: Tensor("bf16", "BH", "S", "D"),
                   V: Tensor("bf16", "BH", "S", "D"), O: Tensor("bf16", "BH", "S", "D"), *,
                   head_dim: int = 64, causal: bool = False, prefetch: int = 1,
-                  unroll: int = 1, rounding: str = "rne"):
+                  unroll: int = 1, rounding: str = "rne", xcd_order: bool = False):
     """O = softmax(Q K^T / sqrt(head_dim)) V per (batch*head), any sequence length S;
     `prefetch` (1, 2 or 3): how many key blocks ahead of the computed one the loads run;
     `unroll` (1, 2 or 4): copies of the key loop's body per machine iteration; `rounding`
-    ("rne" or "rtz"): how P and O are narrowed to bf16."""
+    ("rne" or "rtz"): how P and O are narrowed to bf16; `xcd_order`: heads on the fastest
+    grid axis, so a head's query tiles share one XCD's L2 (see `attention_program`)."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
-                      unroll=unroll, rounding=rounding)
+                      unroll=unroll, rounding=rounding, xcd_order=xcd_order)
 
 
 @T.kernel(waves=WAVES)
@@ -294,12 +303,13 @@ def attention_fwd_kv(Q: Tensor("bf16", "BH", "SQ", "D"), K: Tensor("bf16", "BH",
 def attention_fwd_gqa(Q: Tensor("bf16", "BH", "G", "S", "D"), K: Tensor("bf16", "BH", "S", "D"),
                       V: Tensor("bf16", "BH", "S", "D"), O: Tensor("bf16", "BH", "G", "S", "D"),
                       *, head_dim: int = 64, causal: bool = False, prefetch: int = 1,
-                      unroll: int = 1, rounding: str = "rne"):
+                      unroll: int = 1, rounding: str = "rne", xcd_order: bool = False):
     """Grouped-query attention_fwd: the G query heads Q[bh, g] of group bh attend K[bh] and
     V[bh] (a batch of B x H query heads over B x HK key/value heads is Q viewed as
-    (B * HK, H / HK, S, D) when head h reads key/value head h // (H / HK))."""
+    (B * HK, H / HK, S, D) when head h reads key/value head h // (H / HK)). `xcd_order` runs
+    a group's workgroups on one XCD (see `attention_program`)."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
-                      unroll=unroll, rounding=rounding, grouped=True)
+                      unroll=unroll, rounding=rounding, grouped=True, xcd_order=xcd_order)
 
 
 @T.kernel(waves=GQA_WAVES)
@@ -307,11 +317,12 @@ def attention_fwd_gqa_wide(Q: Tensor("bf16", "BH", "G", "S", "D"),
                            K: Tensor("bf16", "BH", "S", "D"), V: Tensor("bf16", "BH", "S", "D"),
                            O: Tensor("bf16", "BH", "G", "S", "D"), *, head_dim: int = 128,
                            causal: bool = False, prefetch: int = 1, unroll: int = 1,
-                           rounding: str = "rne"):
+                           rounding: str = "rne", xcd_order: bool = False):
     """attention_fwd_gqa with 8 waves, 256 queries per workgroup, head_dim 128: half the K/V
     traffic per query, half the workgroups (fewer, coarser jobs for a causal grid)."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
-                      unroll=unroll, rounding=rounding, grouped=True, waves=GQA_WAVES)
+                      unroll=unroll, rounding=rounding, grouped=True, waves=GQA_WAVES,
+                      xcd_order=xcd_order)
 
 
 def reference_gqa(Q, K, V, causal: bool = False) -> np.ndarray:

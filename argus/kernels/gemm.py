@@ -71,7 +71,7 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
                  next_slot: Callable | None = None, sync: bool = True,
                  a_fragment: TileSpec | None = None, direct_lds: bool = False,
                  prefetch: int = 1, wave_grid: tuple[int, int] = WAVE_GRID,
-                 epilogue_grid: tuple[int, int] | None = None):
+                 epilogue_grid: tuple[int, int] | None = None, xcd_order: bool = False):
     """Trace the GEMM body; the keyword hooks default to the correct kernel. `wave_grid`
     (rows, cols) tiles the 4 waves over each MFMA block (the search's `regrid` rewrite);
     `epilogue_grid` is the grid the C store's tile offsets assume (default: `wave_grid`;
@@ -82,7 +82,8 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
     tile ahead; such a copy writes a wave's lanes to consecutive dwords, so under `swizzle`
     each lane copies the element whose swizzled place its dword is. `prefetch` (1 or 2) is how
     many K tiles ahead of the MFMAs the global loads run: with 2, tile kt + 1 rides in
-    registers while tile kt + 2 is loaded (K must then hold 2 K tiles per split)."""
+    registers while tile kt + 2 is loaded (K must then hold 2 K tiles per split).
+    `xcd_order` puts N on the fastest grid axis (XCD-aware order, see `_grid`)."""
     if prefetch not in (1, 2):
         raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1 or 2 K tiles ahead",
                          user_loc(), fix="use prefetch=1 or prefetch=2")
@@ -92,9 +93,9 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
                              "(their LDS slots are the only buffer)", user_loc(),
                              fix="use prefetch=1 with direct_lds=True")
         _direct_lds_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k,
-                            split_k=split_k, instr=instr, swizzle=swizzle)
+                            split_k=split_k, instr=instr, swizzle=swizzle, xcd_order=xcd_order)
         return
-    k_first, m0, n0, nk = _grid(A, B, C, block_m, block_n, block_k, split_k)
+    k_first, m0, n0, nk = _grid(A, B, C, block_m, block_n, block_k, split_k, xcd_order)
     a_spec = a_fragment or T.mfma_layout(instr, "a", wave_grid)
     b_spec = T.mfma_layout(instr, "b", wave_grid)
     c_spec = T.mfma_layout(instr, "c", wave_grid)
@@ -160,23 +161,34 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
     _store(C, compute(last % 2, last, acc), m0, n0, stored, split_k)
 
 
-def _grid(A, B, C, block_m, block_n, block_k, split_k):
-    """Assumptions, grid and tags; (first K tile of this workgroup, m0, n0, K tiles each)."""
+def _grid(A, B, C, block_m, block_n, block_k, split_k, xcd_order=False):
+    """Assumptions, grid and tags; (first K tile of this workgroup, m0, n0, K tiles each).
+    The dispatcher deals workgroups to the XCDs round-robin by flat id (x fastest), so ids a
+    multiple of 8 apart share one XCD's L2 (`perf.model.past_l2`). By default M is the fastest
+    axis; `xcd_order` puts N first, so the tiles of one column block of B, ids tiles_n apart,
+    run on one XCD when tiles_n is a multiple of 8 (B is then fetched past the L2s once, A once
+    per XCD: the better order when B is the larger operand, M small). A flat (xcd, slot)
+    remap would also align ragged grids, but splitting its tile id into (m, n) divides by the
+    run-time tile count, which the backend does not lower (it divides by powers of two)."""
     M, K = A.shape
     N = B.shape[0]
     for extent, block in ((M, block_m), (N, block_n), (K, block_k * split_k)):
         T.assume((extent % block).eq(0))
-    if split_k > 1:
-        T.grid(M // block_m, N // block_n, split_k)
-        k_first = T.program_id(2) * (K // (block_k * split_k))  # this split's first K tile
+    tiles_m, tiles_n = M // block_m, N // block_n
+    if xcd_order:
+        T.grid(tiles_n, tiles_m, split_k) if split_k > 1 else T.grid(tiles_n, tiles_m)
+        split = T.program_id(2) if split_k > 1 else None
+        pid_n, pid_m = T.program_id(0), T.program_id(1)
     else:
-        T.grid(M // block_m, N // block_n)
-        k_first = 0
+        T.grid(tiles_m, tiles_n, split_k) if split_k > 1 else T.grid(tiles_m, tiles_n)
+        split = T.program_id(2) if split_k > 1 else None
+        pid_m, pid_n = T.program_id(0), T.program_id(1)
+    # this split's first K tile
+    k_first = split * (K // (block_k * split_k)) if split is not None else 0
     T.tag(A, lambda m, k: {"row": m, "k": k})
     T.tag(B, lambda n, k: {"col": n, "k": k})
     T.tag(C, lambda m, n: {"row": m, "col": n})
-    return (k_first, T.program_id(0) * block_m, T.program_id(1) * block_n,
-            K // (block_k * split_k))
+    return k_first, pid_m * block_m, pid_n * block_n, K // (block_k * split_k)
 
 
 def compute_k_tile(a_read, b_read, slot, k_tile, acc, a_spec, b_spec, block_k, instr,
@@ -244,7 +256,8 @@ def dma_copy_layout(shape: tuple[int, int], waves: int,
                                         (element // cols, element % cols)))
 
 
-def _direct_lds_program(A, B, C, *, block_m, block_n, block_k, split_k, instr, swizzle=False):
+def _direct_lds_program(A, B, C, *, block_m, block_n, block_k, split_k, instr, swizzle=False,
+                        xcd_order=False):
     """The GEMM with A and B tiles copied global -> LDS by async copies, one K tile ahead:
     copy tile kt+1 into the other slot, wait until only that group is in flight (tile kt has
     landed for this wave), barrier (and for every wave), compute tile kt, barrier (every wave
@@ -252,7 +265,7 @@ def _direct_lds_program(A, B, C, *, block_m, block_n, block_k, split_k, instr, s
     XOR-swizzled as in the register-staged GEMM (`swizzle_for`) and each lane copies the
     element that lands at its dword (`dma_copy_layout`), so the MFMA operand reads are
     conflict-free."""
-    k_first, m0, n0, nk = _grid(A, B, C, block_m, block_n, block_k, split_k)
+    k_first, m0, n0, nk = _grid(A, B, C, block_m, block_n, block_k, split_k, xcd_order)
     a_spec = T.mfma_layout(instr, "a", WAVE_GRID)
     b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
     c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
@@ -288,7 +301,8 @@ def _direct_lds_program(A, B, C, *, block_m, block_n, block_k, split_k, instr, s
 @T.kernel(waves=4)
 def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"), C: Tensor("f32", "M", "N"),
          *, block_m: int = 64, block_n: int = 64, block_k: int = 32, swizzle: bool = True,
-         split_k: int = 1, instr: str = MFMA, direct_lds: bool = False, prefetch: int = 1):
+         split_k: int = 1, instr: str = MFMA, direct_lds: bool = False, prefetch: int = 1,
+         xcd_order: bool = False):
     """C = A @ B.T in bf16 with f32 accumulation. block_m and block_n are multiples of 64 and
     block_k of 8, with block_m * block_k and block_n * block_k multiples of 2048 (one 16-byte
     vector per thread per copy). split_k > 1 splits K over grid axis 2 and accumulates into C
@@ -296,9 +310,12 @@ def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"), C: Tensor("f3
     block sizes must then be multiples of the 2x2 wave grid's fragment). `direct_lds` copies A
     and B global -> LDS without registers (`buffer_load_dword ... lds`; with `swizzle` each lane
     copies the element whose swizzled LDS dword it writes). `prefetch=2` runs the global loads
-    two K tiles ahead (the next tile in registers; K must hold two K tiles per split)."""
+    two K tiles ahead (the next tile in registers; K must hold two K tiles per split).
+    `xcd_order` runs the tiles N fastest, so that those sharing a column block of B run on
+    one XCD when N / block_n is a multiple of 8."""
     gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k, swizzle=swizzle,
-                 split_k=split_k, instr=instr, direct_lds=direct_lds, prefetch=prefetch)
+                 split_k=split_k, instr=instr, direct_lds=direct_lds, prefetch=prefetch,
+                 xcd_order=xcd_order)
 
 
 def _typed_gemm(dtype: str, label: str):
@@ -309,15 +326,17 @@ def _typed_gemm(dtype: str, label: str):
     def typed(A: Tensor(dtype, "M", "K"), B: Tensor(dtype, "N", "K"),
               C: Tensor("f32", "M", "N"), *, block_m: int = 64, block_n: int = 64,
               block_k: int = 64, swizzle: bool = True, split_k: int = 1, instr: str = default,
-              prefetch: int = 1):
+              prefetch: int = 1, xcd_order: bool = False):
         gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k,
-                     swizzle=swizzle, split_k=split_k, instr=instr, prefetch=prefetch)
+                     swizzle=swizzle, split_k=split_k, instr=instr, prefetch=prefetch,
+                     xcd_order=xcd_order)
 
     typed.__name__ = typed.__qualname__ = f"gemm_{dtype}"
     typed.__doc__ = (f"C = A @ B.T with {label} A and B, f32 accumulation and C, as `gemm` "
                      f"(the same 2x2 wave grid, swizzled double-buffered LDS, prefetch and "
-                     f"split-K); copies move 16 bytes ({16 // DTYPE_BYTES[dtype]} elements) per "
-                     f"thread, so block_m * block_k and block_n * block_k must be multiples of "
+                     f"split-K, the XCD-aware `xcd_order`); copies move 16 bytes "
+                     f"({16 // DTYPE_BYTES[dtype]} elements) per thread, so block_m * block_k "
+                     f"and block_n * block_k must be multiples of "
                      f"{256 * 16 // DTYPE_BYTES[dtype]}. `instr` is a {dtype} x {dtype} MFMA "
                      f"(default {default}).")
     return T.kernel(waves=4)(typed)
@@ -363,13 +382,13 @@ def gemm_rewritten(wave_grid: tuple[int, int] = WAVE_GRID,
     def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"),
              C: Tensor("f32", "M", "N"), *, block_m: int = 64, block_n: int = 64,
              block_k: int = 32, swizzle: bool = True, split_k: int = 1, instr: str = MFMA,
-             direct_lds: bool = False, prefetch: int = 1):
+             direct_lds: bool = False, prefetch: int = 1, xcd_order: bool = False):
         if direct_lds:
             raise T.DSLError("a regridded GEMM stages through registers (direct_lds=False)",
                              user_loc(), fix="drop the regrid rewrite, or direct_lds")
         gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k,
                      swizzle=swizzle, split_k=split_k, instr=instr, prefetch=prefetch,
-                     wave_grid=wave_grid, epilogue_grid=epilogue_grid)
+                     wave_grid=wave_grid, epilogue_grid=epilogue_grid, xcd_order=xcd_order)
 
     return T.kernel(waves=4)(gemm)
 

@@ -31,7 +31,7 @@ WAVE_GRID = (2, 2)
 def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
              sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
              Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 64, block_n: int = 64,
-             block_k: int = 32, lds: bool = True, prefetch: int = 1):
+             block_k: int = 32, lds: bool = True, prefetch: int = 1, xcd_order: bool = False):
     """Grouped GEMM over the row blocks of `sorted_ids` (block sizes multiples of 64, 64, 8).
     With `lds` (the default) the gathered X rows and the expert's W tile are staged through
     swizzled, double-buffered LDS one K tile ahead, as the library GEMM does, so each wave's
@@ -39,9 +39,9 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
     each wave loads its MFMA operands straight from global memory (no LDS, more global
     traffic: the two waves of a row read the same X elements). `prefetch=2` (with `lds`) runs
     the global loads two K tiles ahead, the next tile riding in registers (H must hold two K
-    tiles)."""
+    tiles). `xcd_order`: the column blocks on the fastest grid axis (see `moe_program`)."""
     moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
-                block_k=block_k, lds=lds, instr=MFMA, prefetch=prefetch)
+                block_k=block_k, lds=lds, instr=MFMA, prefetch=prefetch, xcd_order=xcd_order)
 
 
 @T.kernel(waves=4)
@@ -49,15 +49,15 @@ def moe_gemm_fp8(X: Tensor("fp8", "TOKENS", "H"), W: Tensor("fp8", "E", "N", "H"
                  sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
                  Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 64, block_n: int = 64,
                  block_k: int = 64, lds: bool = True, prefetch: int = 1,
-                 instr: str = MFMA_FP8):
+                 instr: str = MFMA_FP8, xcd_order: bool = False):
     """`moe_gemm` with fp8 (e4m3fnuz) X and W on v_mfma_f32_32x32x16_fp8_fp8, f32 accumulation
     and Y (the scales of a quantised MoE are the caller's: Y times the token's and the output
     channel's scale). Copies move 16 fp8 per thread, so block_m * block_k and block_n * block_k
     must be multiples of 4096 (block_k a multiple of 64 at 64-row tiles). `instr`
     v_mfma_f32_16x16x32_fp8_fp8 allows 32-row blocks (less padding when experts get few
-    tokens)."""
+    tokens). `xcd_order` as in `moe_gemm`."""
     moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
-                block_k=block_k, lds=lds, instr=instr, prefetch=prefetch)
+                block_k=block_k, lds=lds, instr=instr, prefetch=prefetch, xcd_order=xcd_order)
 
 
 @T.kernel(waves=4)
@@ -66,13 +66,14 @@ def moe_gemm_fp8_kblocked(X: Tensor("fp8", "TOKENS", "H"),
                           sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
                           Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 32,
                           block_n: int = 128, prefetch: int = 2,
-                          instr: str = "v_mfma_f32_16x16x32_fp8_fp8"):
+                          instr: str = "v_mfma_f32_16x16x32_fp8_fp8", xcd_order: bool = False):
     """`moe_gemm_fp8` with the weights pre-arranged in 64-column K blocks (W[e, kt, n, j] is
     the expert's W[n, 64 kt + j]; `kblock_weights` makes it), as AMD pre-shuffles its MoE
     weights: a K tile of a workgroup's rows is then one contiguous run, whole 128-byte lines,
-    where row-major rows give each row's 64-byte piece its own line."""
+    where row-major rows give each row's 64-byte piece its own line. `xcd_order` as in
+    `moe_gemm`."""
     moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
-                block_k=64, lds=True, instr=instr, prefetch=prefetch)
+                block_k=64, lds=True, instr=instr, prefetch=prefetch, xcd_order=xcd_order)
 
 
 def kblock_weights(W: np.ndarray, block: int = 64) -> np.ndarray:
@@ -82,8 +83,12 @@ def kblock_weights(W: np.ndarray, block: int = 64) -> np.ndarray:
 
 
 def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int, block_k: int,
-                lds: bool, instr: str, prefetch: int = 1):
-    """The MoE GEMM's body for X and W of the MFMA `instr`'s element type."""
+                lds: bool, instr: str, prefetch: int = 1, xcd_order: bool = False):
+    """The MoE GEMM's body for X and W of the MFMA `instr`'s element type. The grid runs row
+    blocks fastest by default; `xcd_order` (XCD-aware order) runs the column blocks fastest:
+    the dispatcher deals workgroups to the 8 XCDs round-robin by flat id, so an expert's row
+    blocks at one column block, ids N / block_n apart, read that W tile through one XCD's L2
+    when N / block_n is a multiple of 8 (each X row block is then read on every XCD)."""
     if prefetch not in (1, 2, 3) or (prefetch > 1 and not lds):
         raise T.DSLError(f"prefetch={prefetch!r} with lds={lds!r}: the staged loads run 1 to 3 "
                          "K tiles ahead (more than 1 only through LDS)", user_loc(),
@@ -106,8 +111,12 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
     T.assume(P.eq(BLOCKS * block_m))
     T.assume((N % block_n).eq(0))
     T.assume((H % block_k).eq(0))
-    T.grid(BLOCKS, N // block_n)
-    block, n0 = T.program_id(0), T.program_id(1) * block_n
+    if xcd_order:
+        T.grid(N // block_n, BLOCKS)
+        block, n0 = T.program_id(1), T.program_id(0) * block_n
+    else:
+        T.grid(BLOCKS, N // block_n)
+        block, n0 = T.program_id(0), T.program_id(1) * block_n
     expert = T.load_scalar(block_expert, (block,), 0, E)
     T.tag(X, lambda t, h: {"token": t, "k": h})
     if blocked:
