@@ -521,33 +521,38 @@ class RowProgram:
             return env
 
         stats: dict = {}
+
+        def at(r0) -> dict:
+            """The leaves of the tile at r0, and the stats so far spread along the row."""
+            return {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
+                                    for k, s in stats.items()}}
+
+        def value(e, r0, low):
+            """`e` over the tile at r0, `low` past the row's end."""
+            return T.mask(emit(e, at(r0), {}), keep(r0), low)
+
         for index, (fn, e) in enumerate(self.stats):
             if index in stats:
                 continue                         # the sum of an online pair, done
             scale = self._online_scale(index)
             if scale is not None:
-                stats[index], stats[index + 1] = self._online(e, scale, tiles, stats, spec,
-                                                              row_spec, axis, tr, R, keep,
-                                                              index)
+                stats[index], stats[index + 1] = self._online(e, scale, value, keep, spec,
+                                                              row_spec, axis, tr, R, index)
                 continue
             if fn == "argmax":
-                stats[index] = self._argmax(e, tiles, stats, spec, row_spec, axis, tr, R,
-                                            keep, index)
+                stats[index] = self._argmax(e, value, spec, row_spec, axis, tr, R, index)
                 continue
             identity = IDENTITY[fn]
-            loop = T.range(0, T.cdiv(R, (tr if axis == 0 else tr)), name=f"r{index}_",
-                           acc=T.full(spec, identity))
+            loop = T.range(0, T.cdiv(R, tr), name=f"r{index}_", acc=T.full(spec, identity))
             for rt in loop:
                 r0 = rt * tr
-                env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
-                                       for k, s in stats.items()}}
-                value = T.mask(emit(e, env, {}), keep(r0), identity)
+                x = value(e, r0, identity)
                 if fn == "sum":
-                    loop.acc = loop.acc + value
+                    loop.acc = loop.acc + x
                 elif fn == "prod":
-                    loop.acc = loop.acc * value
+                    loop.acc = loop.acc * x
                 else:
-                    loop.acc = T.maximum(loop.acc, value)
+                    loop.acc = T.maximum(loop.acc, x)
             stats[index] = T.reduce(loop.acc, fn, axis, row_spec)
         if not self.full_output:
             env = {("stat", k): s for k, s in stats.items()}
@@ -556,9 +561,7 @@ class RowProgram:
         loop = T.range(0, T.cdiv(R, tr), name="w")
         for rt in loop:
             r0 = rt * tr
-            env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
-                                   for k, s in stats.items()}}
-            out.store(origin(r0), emit(self.out, env, {}), axes=axes, guard=True)
+            out.store(origin(r0), emit(self.out, at(r0), {}), axes=axes, guard=True)
 
     def _online_scale(self, index: int) -> float | None:
         """c when `online` and stats index, index + 1 are ("max", e) and ("sum",
@@ -574,53 +577,53 @@ class RowProgram:
             return inner[3][1]
         return None
 
-    def _online(self, e, scale, tiles, stats, spec, row_spec, axis, tr, R, keep, index):
+    def _online(self, e, scale, value, keep, spec, row_spec, axis, tr, R, index):
         """(max of e, sum of exp2((e - max) * scale)) along R in one pass: each element of the
         tile keeps the largest value it has seen and its sum rescaled to that value; then the
         row's max, and the elements' sums rescaled to it."""
-        low = IDENTITY["max"]
-
         def exp2(a, b):      # exp2((a - b) * scale), through the same emitter as the route's
             return emit(("un", "exp2", ("bin", "mul", ("bin", "sub", ("leaf", "a"),
                                                        ("leaf", "b")), const(scale))),
                         {("leaf", "a"): a, ("leaf", "b"): b}, {})
 
-        loop = T.range(0, T.cdiv(R, tr), name=f"r{index}_",
-                       acc=(T.full(spec, low), T.full(spec, 0.0)))
-        for rt in loop:
-            r0 = rt * tr
-            env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
-                                   for k, s in stats.items()}}
-            value = T.mask(emit(e, env, {}), keep(r0), low)
+        loop = _paired(spec, R, tr, index)
+        for r0, x in _tiles_of(loop, e, value, tr):
             most, total = loop.acc
-            grown = T.maximum(most, value)
-            loop.acc = (grown, total * exp2(most, grown)
-                        + T.mask(exp2(value, grown), keep(r0), 0.0))
+            grown = T.maximum(most, x)
+            loop.acc = (grown, total * exp2(most, grown) + T.mask(exp2(x, grown), keep(r0), 0.0))
         most, total = loop.acc
         top = T.reduce(most, "max", axis, row_spec)
         return top, T.reduce(total * exp2(most, T.broadcast(top, axis, spec)), "sum", axis,
                              row_spec)
 
-    def _argmax(self, e, tiles, stats, spec, row_spec, axis, tr, R, keep, index):
+    def _argmax(self, e, value, spec, row_spec, axis, tr, R, index):
         """The lowest index along R of the largest `e` (f32, exact below 2**24): each element
         of the tile keeps the best value it has seen and where (a later tile wins only when
         strictly larger, so ties keep the lower index); then the best value of the row, and
         the lowest index holding it."""
-        low = IDENTITY["max"]
-        loop = T.range(0, T.cdiv(R, tr), name=f"r{index}_",
-                       acc=(T.full(spec, low), T.full(spec, 0.0)))
-        for rt in loop:
-            r0 = rt * tr
-            env = {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
-                                   for k, s in stats.items()}}
-            value = T.mask(emit(e, env, {}), keep(r0), low)
+        loop = _paired(spec, R, tr, index)
+        for r0, x in _tiles_of(loop, e, value, tr):
             best, where_ = loop.acc
-            better = value > best
-            loop.acc = (T.where(better, value, best),
+            better = x > best
+            loop.acc = (T.where(better, x, best),
                         T.where(better, T.iota(spec, axis, start=r0), where_))
         best, where_ = loop.acc
         top = T.broadcast(T.reduce(best, "max", axis, row_spec), axis, spec)
         return T.reduce(T.where(best.eq(top), where_, 3.0e38), "min", axis, row_spec)
+
+
+def _paired(spec, R, tr: int, index: int):
+    """A loop over a row's tiles carrying (a running max, a second value from 0)."""
+    return T.range(0, T.cdiv(R, tr), name=f"r{index}_",
+                   acc=(T.full(spec, IDENTITY["max"]), T.full(spec, 0.0)))
+
+
+def _tiles_of(loop, e, value, tr: int):
+    """(r0, `e` over the tile at r0, the max's identity past the row) for each trip of `loop`,
+    the caller's body running inside the trip."""
+    for rt in loop:
+        r0 = rt * tr
+        yield r0, value(e, r0, IDENTITY["max"])
 
 
 # ---------------------------------------------------------------------------------- matmul
