@@ -856,7 +856,9 @@ def _conv_variant(dims: int, engine: str, epilogue: tuple, params: tuple) -> Ker
 def conv_fitting(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometry) -> tuple:
     """(engine, tiles) of the first of `engine` with `tiles`, then with its tile counts
     halved one at a time (the position tiles first) down to (1, 1), and last "fma" (64
-    positions by FMA_OC channels, the family's first tile, which always fit) whose
+    positions by FMA_OC channels, then fewer: a window pass holds every unrolled tap's
+    uniform weights in SGPRs, and a 5x5x5 transposed convolution of stride 2 at FMA_OC
+    channels needs 103 of the 102) whose
     `conv_kernel` fits a wave's registers, found by compiling it (unproved; the caller's
     compilation proves the one chosen). The f32 MFMA engine's stores keep each tile row's
     offset and bound live in SGPRs: a second channel tile with a bias, a residual, or a
@@ -867,19 +869,24 @@ def conv_fitting(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geomet
     from argus.asm.lower import RegisterBudgetError
     from argus.kernels.conv import FMA_OC, conv_kernel
 
-    tried, t = [], tuple(tiles)
-    while True:
-        tried.append(t)
-        if t == (1, 1):
-            break
-        t = (t[0] // 2, t[1]) if t[0] > 1 else (t[0], t[1] // 2)
-    for t in tried:
+    def halved(t: tuple) -> list[tuple]:
+        out = [tuple(t)]
+        while out[-1] != (1, 1):
+            a, b = out[-1]
+            out.append((a // 2, b) if a > 1 else (a, b // 2))
+        return out
+
+    tried = [(engine, t) for t in halved(tiles)]
+    tried += [("fma", t) for t in halved((1, FMA_OC)) if ("fma", t) not in tried]
+    for choice, t in tried:
         try:
-            compile_kernel(conv_kernel(dims, engine, epilogue), verify=False, tiles=t, **geometry)
+            compile_kernel(conv_kernel(dims, choice, epilogue), verify=False, tiles=t,
+                           **geometry)
         except RegisterBudgetError:
             continue
-        return engine, t
-    return "fma", (1, FMA_OC)
+        return choice, t
+    # none fits: the FMA engine's smallest tile, whose compilation names what does not fit
+    return "fma", (1, 1)
 
 
 @attrs.frozen
