@@ -140,3 +140,14 @@ def test_a_matmul_epilogue_reading_a_vector_splits_into_a_broadcast():
     y = from_plan(plan).forward(Context(True), x.numpy(),
                                 *[params[a].detach().numpy() for _, a in plan.params])
     assert np.abs(y - model(x).detach().numpy()).max() < 1e-4
+
+
+def test_every_searched_field_is_a_choice_a_scaled_plan_may_take():
+    """The harness pins a scaled plan to the published plan's values of `CHOICES` only; a
+    knob outside it would let tuning change what a kernel computes behind the pin."""
+    from argus.kernelbench.templates import CHOICES
+    from argus.kernelbench.tune import KNOBS
+
+    searched = {field for fields in KNOBS.values() for field in fields}
+    assert searched and searched <= CHOICES
+

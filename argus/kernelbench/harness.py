@@ -217,10 +217,11 @@ def pinned(plan, full_plan):
     steps = []
     for step, big in zip(plan.steps, full_plan.steps):
         small, chosen = step.template, big.template
-        if type(small) is not type(chosen) or (not attrs.has(type(small))
-                                                and small != chosen):
+        if type(small) is not type(chosen):
             return None
-        if not attrs.has(type(small)):
+        if not attrs.has(type(small)):        # a step that is not a template: as it is
+            if small != chosen:
+                return None
             steps.append(step)
             continue
         differ = {f.name for f in attrs.fields(type(small))

@@ -363,7 +363,7 @@ class Scan:
 
 #: template fields that choose how a kernel runs (tile, waves, engine), never what it
 #: computes: a scaled plan may take the published plan's values of these
-#: (`harness.pinned`), and `argus tune kernelbench:` searches them
+#: (`harness.pinned`); the fields `argus tune kernelbench:` searches (`tune.KNOBS`) are some
 CHOICES = frozenset({"waves", "rows", "cols", "vector", "online", "tile", "tiles", "engine",
                      "block_k", "reps"})
 

@@ -834,11 +834,11 @@ def _shrunk(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | N
 
 def whole_workgroups(grid: Callable[..., tuple], sizes: dict, shape: dict, name: str) -> bool:
     """Whether every grid axis size `name` drives (at the real `sizes`, where halving it
-    changes the axis) still counts whole
-    workgroups at the shrunk `shape`: doubling the size there doubles the axis (an axis over
-    cdiv(size, tile) with the size shrunk below the tile does not). A sampled workgroup whose
-    tile the shrunk size cuts short moves less than the real ones do (a strided row's 64
-    columns shrunk to one read half the bytes: a modelled HBM rate above the peak)."""
+    changes the axis) still counts whole workgroups at the shrunk `shape`: doubling the size
+    there doubles the axis (an axis over cdiv(size, tile) with the size shrunk below the tile
+    does not). A sampled workgroup whose tile the shrunk size cuts short moves less than the
+    real ones do (a strided row's 64 columns shrunk to one read half the bytes: a modelled
+    HBM rate above the peak)."""
     # halved, not doubled: twice a real size can leave the kernel's range (N >= 2**31)
     driven = [a != b for a, b in zip(grid(**sizes), grid(**{**sizes, name: sizes[name] // 2}))]
     here, twice = grid(**shape), grid(**{**shape, name: 2 * shape[name]})
