@@ -30,6 +30,7 @@ from argus.kernelbench.templates import (
     bin_,
     const,
     leaves,
+    matmul_split,
     row_tile,
     un,
     where,
@@ -280,7 +281,10 @@ class Router:
 
     def _emit_matmul(self, v: Val) -> str:
         mm, a, b, shape, views = v.mm
-        mm = attrs.evolve(mm, epilogue=v.expr)
+        a_view = dict(views)[a]
+        k = a_view[2] if mm.a_order == "mk" else a_view[1]
+        mm = attrs.evolve(mm, epilogue=v.expr,
+                          split=matmul_split(shape[0], shape[1], shape[2], k, mm.reps))
         out = self.fresh(v.shape)
         self.steps.append(Step(mm, (("A", a), ("B", b)), tuple((n, n) for n in mm.vectors),
                                out, tuple(views) + ((out, shape),)))

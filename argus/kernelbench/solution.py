@@ -143,6 +143,32 @@ def kernel_of(template) -> KernelDef:
     return template.kernel()
 
 
+@functools.lru_cache(maxsize=512)
+def parts_kernel_of(template) -> KernelDef:
+    """A split matmul's second kernel: the sum of its parts, with the epilogue."""
+    return template.reduce_kernel()
+
+
+def kernels_of(template) -> tuple[KernelDef, ...]:
+    """Every kernel a template launches (a split matmul launches two)."""
+    if getattr(template, "split", 1) > 1:
+        return kernel_of(template), parts_kernel_of(template)
+    return (kernel_of(template),)
+
+
+def _launch(ctx: Context, template, step, buffers) -> None:
+    args = _arguments(template, step, buffers)
+    if getattr(template, "split", 1) == 1:
+        ctx.launch(kernel_of(template), **args)
+        return
+    # the parts go to a workspace of split x batch rows, summed into C by the second kernel
+    out = args.pop("C")
+    vectors = {k: args.pop(k) for k in [k for k in args if k.startswith("V")]}
+    parts = ctx.alloc((template.split * out.shape[0], *out.shape[1:]))
+    ctx.launch(kernel_of(template), **args, C=parts)
+    ctx.launch(parts_kernel_of(template), P=parts, **vectors, C=out)
+
+
 def _arguments(template, step, buffers) -> dict:
     views = dict(step.views)
 
@@ -187,11 +213,12 @@ def from_plan(plan: Plan) -> Solution:
                     ctx, kernel_of(step.template), **{k: buffers[b] for k, b in step.inputs})
                 continue
             buffers[step.output] = ctx.alloc(plan.shapes[step.output])
-            ctx.launch(kernel_of(step.template), **_arguments(step.template, step, buffers))
+            _launch(ctx, step.template, step, buffers)
         return buffers[plan.output].reshape(plan.out_shape)
 
     kinds = tuple(dict.fromkeys(_describe(t) for t in templates))
-    return Solution(forward, tuple(dict.fromkeys(kernel_of(t) for t in templates)), True, kinds)
+    kernels = tuple(dict.fromkeys(k for t in templates for k in kernels_of(t)))
+    return Solution(forward, kernels, True, kinds)
 
 
 def _describe(template) -> str:

@@ -365,7 +365,7 @@ class Scan:
 #: computes: a scaled plan may take the published plan's values of these
 #: (`harness.pinned`); the fields `argus tune kernelbench:` searches (`tune.KNOBS`) are some
 CHOICES = frozenset({"waves", "rows", "cols", "vector", "online", "tile", "tiles", "engine",
-                     "block_k", "reps"})
+                     "block_k", "reps", "split"})
 
 
 # ------------------------------------------------------------------------------ row program
@@ -647,15 +647,22 @@ class Matmul:
     #: element read from global memory once per workgroup; else fragments straight from
     #: global memory
     staged: bool = True
+    #: K split this many ways (a power of two) over grid axis 2: each workgroup writes its
+    #: partial product to a workspace P (split x batch rows), and `reduce_kernel` sums the
+    #: parts and applies the epilogue; chosen by `matmul_split` when the output has too few
+    #: tiles to fill the machine (a 256 x 256 output over K = 524288: 4 workgroups)
+    split: int = 1
 
     @property
     def vectors(self) -> list[str]:
         return leaves(self.epilogue, "vec")
 
     def kernel(self) -> KernelDef:
+        """The matmul; with `split` > 1 its partial products (C is then the workspace P, the
+        epilogue `reduce_kernel`'s)."""
         a_shape = ("BA", "M", "K", 1) if self.a_order == "mk" else ("BA", "K", "M", 1)
         b_shape = ("BB", "K", "N", 1) if self.b_order == "kn" else ("BB", "N", "K", 1)
-        vecs = self.vectors
+        vecs = self.vectors if self.split == 1 else []
         params = ([("A", Tensor("f32", *a_shape)), ("B", Tensor("f32", *b_shape))]
                   + [(f"V{i}", Tensor("f32", "N")) for i in range(len(vecs))]
                   + [("C", Tensor("f32", "BC", "M", "N", 1))])
@@ -664,20 +671,66 @@ class Matmul:
         def body(A, B, *rest):
             program._trace(A, B, dict(zip(vecs, rest[:-1])), rest[-1])
 
-        return _make("matmul", params, body, 4)
+        return _make("matmul" if self.split == 1 else "matmul_split", params, body, 4)
+
+    def reduce_kernel(self) -> KernelDef:
+        """C[b] = epilogue(sum over the `split` parts P[b * split + part]) for a split matmul,
+        in the matmul's own C layout and workgroup tiles (so the epilogue's row and column
+        indices and vectors are traced as in the unsplit kernel)."""
+        vecs = self.vectors
+        params = ([("P", Tensor("f32", "BP", "M", "N", 1))]
+                  + [(f"V{i}", Tensor("f32", "N")) for i in range(len(vecs))]
+                  + [("C", Tensor("f32", "BC", "M", "N", 1))])
+        program = self
+
+        def body(P, *rest):
+            program._sum_parts(P, dict(zip(vecs, rest[:-1])), rest[-1])
+
+        return _make("matmul_parts", params, body, 4)
+
+    def _sum_parts(self, P, vec: dict, C):
+        BC, M, N = C.shape[:3]
+        split = self.split
+        T.assume(P.shape[0].eq(BC * split))
+        # PART_TILE rows of 256 columns a workgroup, 16 bytes a lane, `unroll` parts' loads
+        # in flight per trip (the parts kernel is a stream: 4 workgroups of 128 x 128 left a
+        # 256 x 256 output's 128 parts at 370 us, modelled)
+        rows, cols = PART_TILE
+        spec = T.copy_layout((rows, cols), 4, 4)
+        T.grid(T.cdiv(M, rows), T.cdiv(N, cols), BC)
+        m0, n0, b = T.program_id(0) * rows, T.program_id(1) * cols, T.program_id(2)
+        unroll = min(split, 8)
+        loop = T.range(0, split // unroll, name="part", acc=T.zeros(spec))
+        for trip in loop:
+            loads = [P.load((b * split + trip * unroll + u, m0, n0, 0), spec, axes=(1, 2),
+                            guard=True) for u in range(unroll)]
+            total = loop.acc
+            for part in loads:
+                total = total + part
+            loop.acc = total
+        self._store_tile(C, vec, loop.acc, m0, n0, b, spec, self.epilogue)
 
     def _trace(self, A, B, vec: dict, C):
-        BC, M, N = C.shape[:3]
+        rows, M, N = C.shape[:3]            # rows: the batch, times the parts when split
+        split = self.split
         K = A.shape[2] if self.a_order == "mk" else A.shape[1]
         block = self.reps * 64
-        T.grid(T.cdiv(M, block), T.cdiv(N, block), BC)
+        T.grid(T.cdiv(M, block), T.cdiv(N, block), rows)
+        if split > 1:
+            T.assume((rows % split).eq(0))
+        BC = rows // split if split > 1 else rows
         T.assume(A.shape[0].eq(BC) if self.a_batched else A.shape[0].eq(1))
         T.assume(B.shape[0].eq(BC) if self.b_batched else B.shape[0].eq(1))
         a_spec = T.mfma_layout(F32_MFMA, "a", (2, 2))
         b_spec = T.mfma_layout(F32_MFMA, "b", (2, 2))
         c_spec = T.mfma_layout(F32_MFMA, "c", (2, 2))
         reps, block = self.reps, self.reps * c_spec.shape[0]
-        m0, n0, b = T.program_id(0) * block, T.program_id(1) * block, T.program_id(2)
+        m0, n0, row = T.program_id(0) * block, T.program_id(1) * block, T.program_id(2)
+        b = row // split if split > 1 else row
+        # this workgroup's part of K: `tiles_k` K tiles from `k_base` (parts past K read zeros)
+        bk = self.block_k
+        tiles_k = T.cdiv(K, bk * split)
+        k_base = (row % split) * tiles_k * bk if split > 1 else 0
         ba = b if self.a_batched else 0
         bb = b if self.b_batched else 0
         step = a_spec.shape[1]
@@ -704,14 +757,15 @@ class Matmul:
             "row": m0 + r * c_spec.shape[0] + i, "col": n0 + s * c_spec.shape[1] + j})
             for r, s in tiles}
         if self.staged:
-            acc = self._staged_k_loop(A, B, K, m0, n0, ba, bb, block, a_spec, b_spec, acc)
-            self._epilogue(C, vec, acc, m0, n0, b, c_spec)
+            acc = self._staged_k_loop(A, B, tiles_k, k_base, m0, n0, ba, bb, block, a_spec,
+                                      b_spec, acc)
+            self._epilogue(C, vec, acc, m0, n0, row, c_spec, self._own_epilogue)
             return
-        loop = T.range(0, T.cdiv(K, self.block_k), name="kt", acc=acc)
+        loop = T.range(0, tiles_k, name="kt", acc=acc)
         for kt in loop:
             acc = dict(loop.acc)
             for ks in range(self.block_k // step):
-                k0 = kt * self.block_k + ks * step
+                k0 = k_base + kt * self.block_k + ks * step
                 a = [load_a(r, k0) for r in range(reps)]
                 b_ = [load_b(s, k0) for s in range(reps)]
                 for r, s in tiles:
@@ -720,9 +774,10 @@ class Matmul:
                                                         B_.col.eq(C_.col)),
                                  "A and B meet at one k, on C's row and column")
             loop.acc = acc
-        self._epilogue(C, vec, loop.acc, m0, n0, b, c_spec)
+        self._epilogue(C, vec, loop.acc, m0, n0, row, c_spec, self._own_epilogue)
 
-    def _staged_k_loop(self, A, B, K, m0, n0, ba, bb, block, a_spec, b_spec, acc):
+    def _staged_k_loop(self, A, B, tiles_k, k_base, m0, n0, ba, bb, block, a_spec, b_spec,
+                       acc):
         """The K loop through LDS: each K tile of A (block x block_k) and B is copied by all
         four waves with consecutive lanes on consecutive addresses (along K for an operand
         stored K-contiguous, along M or N otherwise), stored as (row, k) XOR-swizzled (the
@@ -740,13 +795,13 @@ class Matmul:
         across = _rows_first((block, bk), 4)
 
         def load_a(kt):
-            k0 = kt * bk
+            k0 = k_base + kt * bk
             if self.a_order == "mk":
                 return A.load((ba, m0, k0, 0), along_k, axes=(1, 2), guard=True)
             return A.load((ba, k0, m0, 0), across, axes=(2, 1), guard=True)
 
         def load_b(kt):
-            k0 = kt * bk
+            k0 = k_base + kt * bk
             if self.b_order == "nk":
                 return B.load((bb, n0, k0, 0), along_k, axes=(1, 2), guard=True)
             return B.load((bb, k0, n0, 0), across, axes=(2, 1), guard=True)
@@ -754,7 +809,7 @@ class Matmul:
         a_smem.store((0, 0, 0), load_a(0))
         b_smem.store((0, 0, 0), load_b(0))
         T.barrier()
-        loop = T.range(0, T.cdiv(K, bk), name="kt", acc=acc)
+        loop = T.range(0, tiles_k, name="kt", acc=acc)
         for kt in loop:
             a_next, b_next = load_a(kt + 1), load_b(kt + 1)
             acc = dict(loop.acc)
@@ -776,19 +831,52 @@ class Matmul:
             loop.acc = acc
         return dict(loop.acc)
 
-    def _epilogue(self, C, vec, acc, m0, n0, b, c_spec):
-        reps = self.reps
-        tiles = [(r, s) for r in range(reps) for s in range(reps)]
-        vec_spec = T.reduced(c_spec, 0)
-        for r, s in tiles:
-            n = n0 + s * c_spec.shape[1]
-            env = {("acc",): acc[r, s],
-                   ("idx", 0): T.iota(c_spec, 0, start=m0 + r * c_spec.shape[0]),
-                   ("idx", 1): T.iota(c_spec, 1, start=n)}
-            for name, h in vec.items():
-                env["vec", name] = T.broadcast(h.load((n,), vec_spec, guard=True), 0, c_spec)
-            C.store((b, m0 + r * c_spec.shape[0], n, 0), emit(self.epilogue, env, {}),
-                    axes=(1, 2), guard=True)
+    @property
+    def _own_epilogue(self) -> Expr:
+        """What the matmul kernel applies itself: all of it, or nothing when split (the parts'
+        sum takes it)."""
+        return self.epilogue if self.split == 1 else ("acc",)
+
+    def _epilogue(self, C, vec, acc, m0, n0, b, c_spec, expr: Expr):
+        for r, s in [(r, s) for r in range(self.reps) for s in range(self.reps)]:
+            self._store_tile(C, vec, acc[r, s], m0 + r * c_spec.shape[0],
+                             n0 + s * c_spec.shape[1], b, c_spec, expr)
+
+    @staticmethod
+    def _store_tile(C, vec, tile, m, n, b, spec, expr: Expr):
+        """C's tile at (m, n) of batch b: `expr` of the accumulator `tile`, its row and column
+        indices and the vectors along N."""
+        vec_spec = T.reduced(spec, 0)
+        env = {("acc",): tile, ("idx", 0): T.iota(spec, 0, start=m),
+               ("idx", 1): T.iota(spec, 1, start=n)}
+        for name, h in vec.items():
+            env["vec", name] = T.broadcast(h.load((n,), vec_spec, guard=True), 0, spec)
+        C.store((b, m, n, 0), emit(expr, env, {}), axes=(1, 2), guard=True)
+
+
+#: the most ways `matmul_split` splits K
+MAX_SPLIT = 256
+#: (rows, columns) of C a workgroup of a split matmul's parts kernel sums
+PART_TILE = (4, 256)
+
+
+def matmul_split(batch: int, m: int, n: int, k: int, reps: int = 2) -> int:
+    """The route's K split for a matmul of `batch` x (m x k) @ (k x n): the fewest ways (a
+    power of two) that give the machine's CUs a workgroup each, as long as every part keeps
+    at least 32 K tiles of 8 and the parts' round trip through the workspace (written and read
+    once, 8 x split x m x n bytes) stays within a quarter of the operands' bytes. Level 1 6
+    (256 x 256 over K = 524288) ran 4 workgroups on 304 CUs: 51873 us modelled, 123x its
+    roofline."""
+    from argus.isa_cdna3.perf.params import profile
+
+    cus = profile("mi300x").cus.value
+    block = reps * 64
+    tiles = batch * -(-m // block) * -(-n // block)
+    split = 1
+    while (tiles * split < cus and split < MAX_SPLIT and k // (2 * split) >= 32 * 8
+           and 8 * 2 * split * batch * m * n <= (m + n) * k * batch):
+        split *= 2
+    return split
 
 
 def _swizzle_bits(row: int) -> tuple[int, int, int]:
