@@ -28,6 +28,7 @@ from argus.kernelbench.templates import (
     RowProgram,
     Scan,
     bin_,
+    broadcast_tile,
     const,
     leaves,
     matmul_split,
@@ -182,8 +183,7 @@ class Router:
         out = self.fresh(v.shape)
         sizes = dict(zip("abc", view))
         views = [(n, tuple(sizes[x] for x in kind)) for n, kind in zip(names, kinds)]
-        template = Broadcast(v.expr, tuple(zip(names, kinds)), rows=1 if view[1] == 1 else 4,
-                             batch=1 if view[0] == 1 else BATCH)
+        template = Broadcast(v.expr, tuple(zip(names, kinds)), **broadcast_tile(view))
         self.steps.append(Step(template, tuple((x, x) for x in names), (), out,
                                tuple(views) + ((out, view),)))
         return out
@@ -221,8 +221,8 @@ class Router:
         row = v.row
         o, r, i = self._row_views(row)
         used = _stat_closure(v.expr, row.stats)
-        # the stats up to the last one used (an earlier one the output skips is computed
-        # and left unread, so the indices stay those of the row)
+        # the stats up to the last one used (an earlier one the output skips keeps its
+        # place, so the indices stay those of the row; the template does not compute it)
         stats = row.stats[:max(used, default=-1) + 1]
         if len(row.axes) == len(row.shape) and len(row.shape) > 1 and v.space == "stat":
             return self._emit_global(v, stats)
@@ -2241,8 +2241,7 @@ def split_epilogue(plan: Plan, index: int) -> Plan:
                               "is beyond the grid's limits (65535 along its second and third "
                               "axes)")
         kinds = tuple((x, "abc" if x == pre else "c") for x in names)
-        template = Broadcast(rest, kinds, rows=1 if view[1] == 1 else 4,
-                             batch=1 if view[0] == 1 else BATCH)
+        template = Broadcast(rest, kinds, **broadcast_tile(view))
         second = Step(template, tuple((x, x) for x in names), (), step.output,
                       tuple((x, view if x == pre else (view[2],)) for x in names)
                       + ((step.output, view),))

@@ -216,6 +216,20 @@ BATCH = 4
 SPANS = ("abc", "bc", "ab", "ac", "b", "c")
 
 
+def broadcast_tile(view: tuple[int, int, int]) -> dict:
+    """The route's tile for a `Broadcast` over an (A, B, C) output view (modelled on MI300X,
+    docs/how-to/kernelbench.md). Without an A axis and with a C of 1024 or more: 16 rows of B
+    when there are that many, so a vector along C is read once per 16 rows, and 16 bytes a
+    lane (Level 1 40's layer norm over 16 rows of 4M: its centred square 147 -> 86 us, its
+    output 183 -> 172 us). Otherwise 4 rows of 256 at 4 bytes a lane, `BATCH` values of A a
+    workgroup: with that A loop the wider tile was slower (Level 1 33's batch norm output,
+    64 x 64 x 262144: 2086 -> 2654 us)."""
+    a, b, c = view
+    if a == 1 and b > 1 and c >= 1024:
+        return {"rows": 16 if b >= 16 else 4, "vector": 4, "batch": 1}
+    return {"rows": 1 if b == 1 else 4, "batch": 1 if a == 1 else BATCH}
+
+
 @attrs.frozen
 class Broadcast:
     """out = expr(leaves...) over an output viewed as (A, B, C), each leaf spanning some of
@@ -224,7 +238,8 @@ class Broadcast:
     (B, C); the grid runs over C, B and A in that order, `BATCH` values of A per workgroup
     (the second and third axes have a dispatch limit of 65535); a vector is loaded once per
     tile and spread along the axes it lacks. `rows` is the tile's extent along B (1 when B is a
-    padding axis of extent 1, the place a single value broadcast everywhere takes)."""
+    padding axis of extent 1, the place a single value broadcast everywhere takes), `vector`
+    the elements along C a lane moves at once (`broadcast_tile` picks both by size)."""
 
     expr: Expr
     kinds: tuple[tuple[str, str], ...]
@@ -233,6 +248,7 @@ class Broadcast:
     batch: int = BATCH
     waves: int = 4
     bytes: frozenset = frozenset()       # leaves read as one-byte (bool) inputs
+    vector: int = 1
 
     @property
     def inputs(self) -> list[str]:
@@ -244,13 +260,14 @@ class Broadcast:
         batch = self.batch
         shapes = {"abc": ("A", "B", "C"), "bc": ("B", "C"), "ab": ("A", "B"),
                   "ac": ("A", "C"), "b": ("B",), "c": ("C",)}
-        rows, cols, waves, expr = self.rows, 1024 // self.rows, self.waves, self.expr
+        rows, waves, expr = self.rows, self.waves, self.expr
+        cols = 1024 * self.vector // rows
 
         def body(*handles):
             ins, out = handles[:-1], handles[-1]
             A, B, C = out.shape
             T.grid(T.cdiv(C, cols), T.cdiv(B, rows), T.cdiv(A, batch))
-            spec = T.copy_layout((rows, cols), waves, 1)
+            spec = T.copy_layout((rows, cols), waves, self.vector)
             col_spec, row_spec = T.reduced(spec, 1), T.reduced(spec, 0)
             c0, b0 = T.program_id(0) * cols, T.program_id(1) * rows
             if batch == 1:
@@ -379,13 +396,16 @@ def row_tile(strided: bool, r: int) -> dict:
     read by a whole workgroup, 16 bytes a lane, 2048 columns a step, with softmax's max and
     sum in one pass (`online`): a 128 x 475200 sum went from 3835 to 157 us, 4096 x 393216
     from 3337 to 1558 (two rows per wave, 4 bytes a lane, kept too few loads in flight and
-    128 rows on 16 workgroups); a short one stays two rows a wave (a row of 30 would leave
-    most of a wide tile idle); a strided one reads 16 steps of R at once (2410 -> 2003 us at
+    128 rows on 16 workgroups), 1024 columns a step below 2 * LONG_ROW (Level 1 95's cross
+    entropy over 32768 rows of 4096: 399 -> 220 us; two steps of 2048 left a workgroup
+    waiting on its loads); a short one stays two rows a wave (a row of 30 would leave most
+    of a wide tile idle); a strided one reads 16 steps of R at once (2410 -> 2003 us at
     128 x 4096 x 4095, HBM-bound)."""
     if strided:
         return {"rows": 16}
     if r >= LONG_ROW:
-        return {"rows": 1, "cols": 2048, "vector": 4, "online": True}
+        return {"rows": 1, "cols": 1024 if r < 2 * LONG_ROW else 2048, "vector": 4,
+                "online": True}
     return {}
 
 
@@ -509,31 +529,38 @@ class RowProgram:
                                              .to("f32"), axis, spec)
                    for n, h in (index or {}).items()}
 
-        def tiles(r0) -> dict:
+        def tiles(r0, *exprs) -> dict:
+            """The leaves `exprs` read at r0 (a pass loads only what it uses)."""
+            used = {(kind, n) for e in exprs for kind in ("leaf", "vec", "idx")
+                    for n in leaves(e, kind)}
             env = {("leaf", n): h.load(origin(r0), spec, axes=axes, guard=True)
-                   for n, h in ins.items()}
+                   for n, h in ins.items() if ("leaf", n) in used}
             env.update(classes)
-            if positions:
+            if positions and ("idx", "r") in used:
                 env["idx", "r"] = T.iota(spec, axis, start=r0)
             for n, h in vec.items():
-                env["vec", n] = T.broadcast(h.load((r0,), vec_spec, guard=True), 1 - axis,
-                                            spec)
+                if ("vec", n) in used:
+                    env["vec", n] = T.broadcast(h.load((r0,), vec_spec, guard=True),
+                                                1 - axis, spec)
             return env
 
         stats: dict = {}
 
-        def at(r0) -> dict:
-            """The leaves of the tile at r0, and the stats so far spread along the row."""
-            return {**tiles(r0), **{("stat", k): T.broadcast(s, axis, spec)
-                                    for k, s in stats.items()}}
+        def at(r0, *exprs) -> dict:
+            """The leaves of the tile at r0 `exprs` read, and the stats so far spread along
+            the row."""
+            return {**tiles(r0, *exprs), **{("stat", k): T.broadcast(s, axis, spec)
+                                            for k, s in stats.items()}}
 
         def value(e, r0, low):
             """`e` over the tile at r0, `low` past the row's end."""
-            return T.mask(emit(e, at(r0), {}), keep(r0), low)
+            return T.mask(emit(e, at(r0, e), {}), keep(r0), low)
 
         for index, (fn, e) in enumerate(self.stats):
             if index in stats:
-                continue                         # the sum of an online pair, done
+                continue                         # done in an earlier pass
+            if index not in self._read:
+                continue                         # nothing reads it
             scale = self._online_scale(index)
             if scale is not None:
                 stats[index], stats[index + 1] = self._online(e, scale, value, keep, spec,
@@ -542,18 +569,25 @@ class RowProgram:
             if fn == "argmax":
                 stats[index] = self._argmax(e, value, spec, row_spec, axis, tr, R, index)
                 continue
-            identity = IDENTITY[fn]
-            loop = T.range(0, T.cdiv(R, tr), name=f"r{index}_", acc=T.full(spec, identity))
+            if fn == "max" and not any(leaves(e, kind) for kind in ("leaf", "vec", "idx")):
+                # the same value all along the row (a loss's "is this row kept"): one tile
+                stats[index] = T.reduce(value(e, 0, IDENTITY[fn]), fn, axis, row_spec)
+                continue
+            group = self._pass_of(index)
+            loop = T.range(0, T.cdiv(R, tr), name=f"r{index}_",
+                           acc={k: T.full(spec, IDENTITY[self.stats[k][0]]) for k in group})
             for rt in loop:
                 r0 = rt * tr
-                x = value(e, r0, identity)
-                if fn == "sum":
-                    loop.acc = loop.acc + x
-                elif fn == "prod":
-                    loop.acc = loop.acc * x
-                else:
-                    loop.acc = T.maximum(loop.acc, x)
-            stats[index] = T.reduce(loop.acc, fn, axis, row_spec)
+                acc = dict(loop.acc)
+                env = at(r0, *(self.stats[k][1] for k in group))
+                for k in group:
+                    kind = self.stats[k][0]
+                    x = T.mask(emit(self.stats[k][1], env, {}), keep(r0), IDENTITY[kind])
+                    acc[k] = (acc[k] + x if kind == "sum" else acc[k] * x if kind == "prod"
+                              else T.maximum(acc[k], x))
+                loop.acc = acc
+            for k in group:
+                stats[k] = T.reduce(dict(loop.acc)[k], self.stats[k][0], axis, row_spec)
         if not self.full_output:
             env = {("stat", k): s for k, s in stats.items()}
             out.store(out_origin, emit(self.out, env, {}), axes=store_axes, guard=True)
@@ -561,7 +595,35 @@ class RowProgram:
         loop = T.range(0, T.cdiv(R, tr), name="w")
         for rt in loop:
             r0 = rt * tr
-            out.store(origin(r0), emit(self.out, at(r0), {}), axes=axes, guard=True)
+            out.store(origin(r0), emit(self.out, at(r0, self.out), {}), axes=axes, guard=True)
+
+    @functools.cached_property
+    def _read(self) -> frozenset:
+        """The stats the output reads, directly or through other stats (a row's stats the
+        output skips, such as a loss's max when only its count of kept rows is stored, are
+        not computed)."""
+        need = set(leaves(self.out, "stat"))
+        while True:
+            more = {j for k in need for j in leaves(self.stats[k][1], "stat")} - need
+            if not more:
+                return frozenset(need)
+            need |= more
+
+    def _pass_of(self, index: int) -> list[int]:
+        """The plain reductions (sum, prod, max) from `index` on that share its pass over the
+        row: read, none reading another of the pass, none of an online pair or an argmax (a
+        loss's max, count and picked logit; a norm's sum and sum of squares)."""
+        group = [index]
+        for k in range(index + 1, len(self.stats)):
+            fn, e = self.stats[k]
+            if k not in self._read:
+                continue
+            if fn not in ("sum", "prod", "max") or self._online_scale(k) is not None \
+                    or (k > 0 and self._online_scale(k - 1) is not None) \
+                    or any(j >= index for j in leaves(e, "stat")):
+                break
+            group.append(k)
+        return group
 
     def _online_scale(self, index: int) -> float | None:
         """c when `online` and stats index, index + 1 are ("max", e) and ("sum",

@@ -1,0 +1,121 @@
+"""How KernelBench templates run by size. A matmul whose output has too few tiles for the
+machine splits K: its parts kernel and sum kernel are proved, run on the strict emulator at
+ragged sizes (parts past K, an epilogue with a bias along N and a row/column mask), and the
+route picks the split by size. A row program reads a row once for its independent stats, and
+not at all for a stat nothing reads; a broadcast's tile grows with its rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import argus
+from argus.kernelbench.solution import Context, _launch
+from argus.kernelbench.templates import (
+    MAX_SPLIT,
+    Matmul,
+    RowProgram,
+    broadcast_tile,
+    matmul_split,
+    row_tile,
+)
+
+# relu(acc + bias) above the diagonal, 0 below: vectors and indices reach the sum kernel
+EPILOGUE = ("where", ("bin", "le", ("idx", 0), ("idx", 1)),
+            ("bin", "max", ("bin", "add", ("acc",), ("vec", "bias")), ("const", 0.0)),
+            ("const", 0.0))
+
+
+def test_the_route_splits_k_only_when_the_output_leaves_cus_idle():
+    # Level 1 6: 256 x 256 over K = 524288 is 4 workgroups of 128 x 128 without a split
+    split = matmul_split(1, 256, 256, 524288)
+    assert 4 * split >= 304 and split & (split - 1) == 0
+    assert 4 * split // 2 < 304                     # the fewest ways that fill the CUs
+    assert matmul_split(1, 4096, 4096, 4096) == 1   # 1024 tiles already
+    assert matmul_split(1, 256, 256, 512) == 1      # too little K to share
+    assert matmul_split(1, 8, 8, 1 << 30) == MAX_SPLIT
+    # a wide output over a moderate K: the workspace's round trip would outweigh the operands
+    assert matmul_split(1, 1024, 1024, 4096) <= 2
+
+
+def test_a_split_is_a_choice_a_scaled_plan_may_take():
+    from argus.kernelbench.templates import CHOICES
+
+    assert "split" in CHOICES
+    assert row_tile(False, 10) == {}     # the row programs' choices are unchanged by it
+
+
+@pytest.mark.parametrize("split,m,n,k", [(4, 70, 50, 300), (2, 33, 130, 17)])
+def test_split_matmul_matches_numpy_on_the_emulator(split, m, n, k):
+    template = Matmul(epilogue=EPILOGUE, split=split, reps=1)
+    first, second = template.kernel(), template.reduce_kernel()
+    assert argus.verify(first).ok and argus.verify(second).ok
+    rng = np.random.default_rng(split)
+    a = rng.standard_normal((1, m, k, 1), dtype=np.float32)
+    b = rng.standard_normal((1, k, n, 1), dtype=np.float32)
+    bias = rng.standard_normal(n, dtype=np.float32)
+    ctx = Context(execute=True)
+    out = ctx.alloc((1, m, n, 1))
+
+    class Step:
+        inputs, vectors, output = (("A", "a"), ("B", "b")), (("bias", "bias"),), "c"
+        views = ()
+
+    _launch(ctx, template, Step, {"a": a, "b": b, "bias": bias, "c": out})
+    names = [k.name for k, *_ in ctx.launches]
+    assert names == ["matmul_split", "matmul_parts"]
+    acc = a[0, :, :, 0].astype(np.float64) @ b[0, :, :, 0] + bias
+    rows, cols = np.indices((m, n))
+    want = np.where(rows <= cols, np.maximum(acc, 0.0), 0.0)
+    np.testing.assert_allclose(out[0, :, :, 0], want, rtol=1e-4, atol=1e-4)
+
+
+def _ir(program) -> str:
+    return str(program.kernel().ir)
+
+
+def test_independent_stats_share_one_pass_and_an_unread_stat_is_not_computed():
+    x, xx = ("leaf", "x"), ("bin", "mul", ("leaf", "x"), ("leaf", "x"))
+    # a max nothing reads, then a sum and a sum of squares (a norm's): one loop, one load
+    program = RowProgram((("max", x), ("sum", x), ("sum", xx)),
+                         ("bin", "add", ("stat", 1), ("stat", 2)), False, False)
+    text = _ir(program)
+    assert text.count("global.load") == 1 and text.count(" = for ") == 1
+    # a stat reading an earlier one (a variance after its mean) starts a pass of its own
+    centred = ("bin", "sub", x, ("stat", 0))
+    program = RowProgram((("sum", x), ("sum", ("bin", "mul", centred, centred))),
+                         ("stat", 1), False, False)
+    assert _ir(program).count(" = for ") == 2
+    # a row's "is it kept" flag, the same all along the row: no loop, no load of the row
+    program = RowProgram((("max", x), ("max", ("where", ("bin", "ge", ("index", "t"),
+                                                         ("const", 0.0)),
+                                               ("const", 1.0), ("const", 0.0)))),
+                         ("stat", 1), False, False)
+    text = _ir(program)
+    assert " = for " not in text and "tensor=%X0" not in text
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_merged_pass_matches_numpy_on_the_emulator(strided):
+    x, xx = ("leaf", "x"), ("bin", "mul", ("leaf", "x"), ("leaf", "x"))
+    program = RowProgram((("max", x), ("sum", x), ("sum", xx)),
+                         ("bin", "sub", ("stat", 2), ("bin", "mul", ("stat", 1), ("stat", 0))),
+                         False, strided)
+    kernel = program.kernel()
+    assert argus.verify(kernel).ok
+    rng = np.random.default_rng(1)
+    shape = (3, 77, 70, 1) if strided else (5, 300, 1)
+    a = rng.standard_normal(shape, dtype=np.float32)
+    y = np.full((3, 70, 1) if strided else (5, 1), np.nan, np.float32)
+    argus.compile(kernel).run(X0=a, Y=y, check="strict")
+    v = a.astype(np.float64)
+    want = (v * v).sum(1) - v.sum(1) * v.max(1)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_long_row_takes_1024_columns_a_step_until_twice_the_long_row():
+    assert row_tile(False, 4096)["cols"] == 1024
+    assert row_tile(False, 8192)["cols"] == 2048
+    assert broadcast_tile((1, 16, 4 << 20)) == {"rows": 16, "vector": 4, "batch": 1}
+    assert broadcast_tile((64, 64, 1 << 18)) == {"rows": 4, "batch": 4}
+    assert broadcast_tile((1, 1, 4096))["rows"] == 1
