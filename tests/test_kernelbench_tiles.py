@@ -6,6 +6,8 @@ not at all for a stat nothing reads; a broadcast's tile grows with its rows."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,39 @@ def test_a_long_row_takes_1024_columns_a_step_until_twice_the_long_row():
     assert broadcast_tile((1, 16, 4 << 20)) == {"rows": 16, "vector": 4, "batch": 1}
     assert broadcast_tile((64, 64, 1 << 18)) == {"rows": 4, "batch": 4}
     assert broadcast_tile((1, 1, 4096))["rows"] == 1
+
+
+@pytest.mark.parametrize("norm", ["layer", "group"])
+def test_a_staged_norm_reads_its_mean_per_row_instead_of_writing_x_minus_mean(norm):
+    """The variance's first stage reads x and the mean (one value per row) where they are:
+    no step but the last writes a tensor of the input's size, and the plan still computes
+    the norm (run on the emulator against torch)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm((8, 16, 20)) if norm == "layer" else \
+                torch.nn.GroupNorm(4, 8)
+
+        def forward(self, x):
+            return self.norm(x)
+
+    module = Model()
+    with torch.no_grad():
+        module.norm.weight.uniform_(0.5, 1.5)
+        module.norm.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(3, 8, 16, 20) * 2 + 3
+    plan = route(module, [x])
+    size = x.numel()
+    written = [s for s in plan.steps[:-1] if s.template != "view"
+               and math.prod(plan.shapes[s.output]) >= size]
+    assert not written, [type(s.template).__name__ for s in written]
+    assert any(getattr(s.template, "per_row", None) for s in plan.steps)
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    arrays = [x.numpy()] + [params[path] for _, path in plan.params]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module(x).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -243,8 +243,9 @@ class Router:
             if _numel(self.buffers[n]) != o * r * i:
                 raise Unsupported(f"a row program over {row.shape} reading a tensor of shape "
                                   f"{self.buffers[n]}")
-        views = [(n, big) for n in names] + [(out, big if full else small)]
-        self.steps.append(Step(program, tuple((n, n) for n in names),
+        views = ([(n, big) for n in names] + [(n, small) for n in program.per_row]
+                 + [(out, big if full else small)])
+        self.steps.append(Step(program, tuple((n, n) for n in names + program.per_row),
                                tuple((n, n) for n in program.vectors), out, tuple(views)))
         return out
 
@@ -525,6 +526,10 @@ class _Core:
         raise Unsupported(f"broadcasting a {list(v.shape)} tensor against {list(full)}")
 
     def _epilogue(self, fn: str, x, y) -> Val:
+        if x.mm is not None and x.mm == y.mm:
+            # two epilogues of one matmul (swish: sigmoid(x @ w) * (x @ w)): one launch whose
+            # epilogue joins both, instead of a matmul per side
+            return attrs.evolve(x, expr=bin_(fn, x.expr, y.expr))
         mm_val, other = (x, y) if x.mm is not None else (y, x)
         n = mm_val.shape[-1]
         if other.mm is None and other.space == "full" and other.row is None \
@@ -578,6 +583,41 @@ class _Core:
                                                 if a not in dims))
         return out
 
+    def _per_row_split(self, v: Val, dims) -> list[str] | None:
+        """The leaves of `v` (an elementwise chain about to be reduced along `dims`, not all
+        its axes) that hold one value per row, 1 along every reduced axis (a staged norm's
+        mean under its variance: x - mean), when every other leaf is full-size; else None."""
+        if not isinstance(v, Val) or v.row is not None or v.mm is not None \
+                or v.space != "full" or v.expr[0] == "tleaf" or len(dims) == len(v.shape):
+            return None
+        small, large = [], []
+        for n in leaves(v.expr, "leaf"):
+            b = self.r.buffers[n]
+            if _numel(b) == _numel(v.shape):
+                large.append(n)
+            elif len(b) == len(v.shape) and all(
+                    x == 1 if a in dims else x in (1, v.shape[a]) for a, x in enumerate(b)):
+                small.append(n)
+            else:
+                return None
+        return small if small and large else None
+
+    def _per_row_leaves(self, v: Val, dims) -> Val:
+        """`v` with its per-row leaves (`_per_row_split`) read as the row program's "per_row"
+        tensors, spread to the result's shape first if they are smaller still (a (N, 1, 1, 1)
+        mean for rows of (N, 1, H, W)), so the chain is not written out at full size for the
+        reduction to read back."""
+        small = self._per_row_split(v, dims)
+        if small is None:
+            return v
+        kept = tuple(1 if a in dims else s for a, s in enumerate(v.shape))
+        e = v.expr
+        for n in small:
+            spread = n if self.r.buffers[n] == kept else \
+                self.r.buffer(Val(kept, ("leaf", n)))
+            e = _replace(e, ("leaf", n), ("per_row", spread))
+        return attrs.evolve(v, expr=e)
+
     def reduce(self, v: Val, fn: str, dims, keepdim: bool, mean: bool = False,
                per_row: bool = False, staged: bool = False) -> Val:
         """`fn` of `v` along `dims`; `mean` divides by the count of reduced elements,
@@ -588,16 +628,18 @@ class _Core:
             v = self.r.leaf(self.r.buffer(v))
         if v.expr[0] == "tleaf":
             raise Unsupported(f"a {fn} of a transposed tensor (needs a transpose template)")
-        v = self.flat(v)
         rank = len(v.shape)
         if dims is None:
             dims = tuple(range(rank))
         dims = tuple(sorted(d % rank for d in ((dims,) if isinstance(dims, int) else dims)))
+        if self._per_row_split(v, dims) is None:
+            v = self.flat(v)
         if dims != tuple(range(dims[0], dims[-1] + 1)):
-            return self._reduce_runs(v, fn, dims, keepdim, mean, per_row)
+            return self._reduce_runs(self.flat(v), fn, dims, keepdim, mean, per_row)
         if staged and fn in ("sum", "prod", "max", "min") and not per_row and len(dims) > 1 \
                 and 0 < dims[0] and dims[-1] == rank - 1:
             return self._reduce_staged(v, fn, dims, keepdim, mean)
+        v = self._per_row_leaves(v, dims)
         if v.space == "stat":
             v = self.r.leaf(self.r.buffer(v))
         row = v.row
@@ -1479,13 +1521,17 @@ class _Handlers:
     def _normalised(self, x, dims, eps, staged: bool = False):
         """(x - mean) / sqrt(var + eps) over `dims` (biased variance): one row program (or
         reductions in stages, `staged`)."""
+        mean, inv = self._moments(x, dims, eps, staged)
+        return self.combine("mul", self.combine("sub", x, mean), inv)
+
+    def _moments(self, x, dims, eps, staged: bool = False):
+        """(mean, 1 / sqrt(var + eps)) of `x` over `dims` (biased variance), keeping dims."""
         mean = self.reduce(x, "sum", dims, True, mean=True, staged=staged)
         centred = self.combine("sub", x, mean)
         var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,
                           mean=True, staged=staged)
-        inv = self.unary(self.combine("add", var, float(eps)),
-                         lambda e: un("rcp", un("sqrt", e)))
-        return self.combine("mul", centred, inv)
+        return mean, self.unary(self.combine("add", var, float(eps)),
+                                lambda e: un("rcp", un("sqrt", e)))
 
     def _per_channel(self, out, shape, weight, bias):
         """`out` (of `shape`, channels on axis 1) times `weight`, plus `bias`: broadcasts of
@@ -1516,9 +1562,21 @@ class _Handlers:
             # (N, G, C/G * spatial but the last, the last spatial axis): the few long rows
             # of a group norm over feature maps, reduced in stages (`_reduce_staged`: the
             # first strided, lanes along the last axis) so they spread over the machine
-            grouped = self._reshaped(x, (shape[0], num_groups,
-                                         _numel(shape[1:-1]) // num_groups, shape[-1]))
-            out = self._reshaped(self._normalised(grouped, (2, 3), eps, staged=True), shape)
+            n, c, per = shape[0], shape[1], shape[1] // num_groups
+            grouped = self._reshaped(x, (n, num_groups, _numel(shape[1:-1]) // num_groups,
+                                         shape[-1]))
+            mean, inv = self._moments(grouped, (2, 3), eps, staged=True)
+
+            def per_channel(stat):
+                # a group's value repeated for each of its channels: (N, C, 1, ...), so the
+                # output is one broadcast over x's own view with the affine weight and bias
+                # (x - mean in the grouped view would be written out whole, then reshaped)
+                spread = self.r.buffer(Val((n, num_groups, per, 1),
+                                           ("leaf", self.r.buffer(stat))))
+                return self.r.leaf(self._alias(spread, (n, c) + (1,) * (len(shape) - 2)))
+
+            out = self.combine("mul", self.combine("sub", x, per_channel(mean)),
+                               per_channel(inv))
         else:
             grouped = self._reshaped(x, (shape[0], num_groups, shape[1] // num_groups))
             out = self._reshaped(self._normalised(grouped, (2,), eps), shape)

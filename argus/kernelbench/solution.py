@@ -182,9 +182,11 @@ def _arguments(template, step, buffers) -> dict:
     if kind == "Matmul":
         args = {"A": view(names[0]), "B": view(names[1]), "C": view(step.output)}
     else:
-        args = {f"X{i}": view(n) for i, n in enumerate(names)}
+        # the template's full-size leaves first; a row program's per-row tensors follow them
+        args = {f"X{i}": view(n) for i, n in enumerate(names[:len(template.inputs)])}
         args["Y"] = view(step.output)
     args.update({f"V{i}": buffers[n].reshape(-1) for i, n in enumerate(vecs)})
+    args.update({f"P{i}": view(n) for i, n in enumerate(getattr(template, "per_row", ()))})
     args.update({f"I{i}": buffers[n] for i, n in enumerate(getattr(template, "indices", ()))})
     return args
 

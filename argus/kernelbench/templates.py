@@ -11,6 +11,7 @@ assumption that a size divides a tile.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 import attrs
@@ -103,7 +104,7 @@ def emit(e: Expr, env: dict, memo: dict):
     """Trace `e` with the tiles of `env` (keys: the leaf tuples themselves)."""
     if e in memo:
         return memo[e]
-    if e[0] in ("leaf", "vec", "stat", "acc", "idx", "index"):
+    if e[0] in ("leaf", "vec", "stat", "acc", "idx", "index", "per_row"):
         result = env[e]
     elif e[0] == "un" and e[1] == "erf":
         result = T.erf(emit(e[2], env, memo))
@@ -416,7 +417,9 @@ class RowProgram:
     `stats[i] = (fn, expr)` is reduced ("sum", "prod" or "max") along R, pass i (its
     expression may use earlier stats). `out` is the output expression: over the full (O, R, I)
     space when `full_output`, else over the stats only (an (O, I) result). Leaves are full tensors
-    ("leaf") and vectors along R ("vec"). `strided`: I > 1, lanes run along I and the reduction
+    ("leaf"), vectors along R ("vec") and tensors of one value per row ("per_row", (O, I) like
+    the result: a staged norm's mean under its variance, read where it is instead of spread
+    over the whole tensor first). `strided`: I > 1, lanes run along I and the reduction
     stays in each thread; otherwise (I == 1) lanes run along R and the reduction crosses lanes.
     """
 
@@ -451,6 +454,13 @@ class RowProgram:
         return found
 
     @property
+    def per_row(self) -> list[str]:
+        found: list[str] = []
+        for e in [s for _, s in self.stats] + [self.out]:
+            found += [n for n in leaves(e, "per_row") if n not in found]
+        return found
+
+    @property
     def indices(self) -> list[str]:
         """Per-row int64 class indices, each an (O, 2) view of 32-bit words (little-endian:
         the low word first, exact for an index below 2**31)."""
@@ -469,23 +479,29 @@ class RowProgram:
         else:
             full = Tensor("f32", "O", "R", 1)
             reduced = Tensor("f32", "O", 1)
+        per_row = self.per_row
         params = ([(f"X{i}", leaf_tensor(self.bytes, n, *full.shape))
                    for i, n in enumerate(names)]
                   + [(f"V{i}", Tensor("f32", "R")) for i in range(len(vecs))]
+                  + [(f"P{i}", Tensor("f32", *reduced.shape)) for i in range(len(per_row))]
                   + [(f"I{i}", Tensor("i32", "O", 2)) for i in range(len(indices))]
                   + [("Y", full if self.full_output else reduced)])
         program = self
 
         def body(*handles):
-            ins = dict(zip(names, handles[:len(names)]))
-            vec = dict(zip(vecs, handles[len(names):len(names) + len(vecs)]))
-            rest = handles[len(names) + len(vecs):-1]
-            program._trace(ins, vec, handles[-1], dict(zip(indices, rest)))
+            at = itertools.accumulate((len(names), len(vecs), len(per_row)))
+            n_end, v_end, p_end = at
+            ins = dict(zip(names, handles[:n_end]))
+            vec = dict(zip(vecs, handles[n_end:v_end]))
+            rows = dict(zip(per_row, handles[v_end:p_end]))
+            rest = handles[p_end:-1]
+            program._trace(ins, vec, handles[-1], dict(zip(indices, rest)), rows)
 
         return _make("row_strided" if self.strided else "row_contiguous", params, body,
                      1 if self.strided else self.waves)
 
-    def _trace(self, ins: dict, vec: dict, out, index: dict | None = None):
+    def _trace(self, ins: dict, vec: dict, out, index: dict | None = None,
+               per_row: dict | None = None):
         # strided: one wave per workgroup, 64 columns of I, so a short I still spans two
         # workgroups
         waves = 1 if self.strided else self.waves
@@ -528,6 +544,11 @@ class RowProgram:
         classes = {("index", n): T.broadcast(h.load((o0, 0), row_spec, axes=(0,), guard=True)
                                              .to("f32"), axis, spec)
                    for n, h in (index or {}).items()}
+        # a value per row, where the result goes: loaded once, spread along R
+        classes.update({("per_row", n): T.broadcast(h.load(out_origin, row_spec,
+                                                           axes=store_axes, guard=True),
+                                                    axis, spec)
+                        for n, h in (per_row or {}).items()})
 
         def tiles(r0, *exprs) -> dict:
             """The leaves `exprs` read at r0 (a pass loads only what it uses)."""
