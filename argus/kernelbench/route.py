@@ -635,7 +635,7 @@ class _Core:
         if self._per_row_split(v, dims) is None:
             v = self.flat(v)
         if dims != tuple(range(dims[0], dims[-1] + 1)):
-            return self._reduce_runs(self.flat(v), fn, dims, keepdim, mean, per_row)
+            return self._reduce_runs(v, fn, dims, keepdim, mean, per_row)
         if staged and fn in ("sum", "prod", "max", "min") and not per_row and len(dims) > 1 \
                 and 0 < dims[0] and dims[-1] == rank - 1:
             return self._reduce_staged(v, fn, dims, keepdim, mean)
