@@ -157,3 +157,23 @@ def test_a_staged_norm_reads_its_mean_per_row_instead_of_writing_x_minus_mean(no
     got = from_plan(plan).forward(Context(execute=True), *arrays)
     want = module(x).detach().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_whole_tensor_mean_reads_a_last_axis_vector_in_its_first_stage():
+    """A hinge loss, mean(clamp(1 - p * t)) with t along p's last axis: t is a vector of the
+    row program's rows, so no step writes p's size, and the result is torch's."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+
+    class Model(torch.nn.Module):
+        def forward(self, p, t):
+            return torch.mean(torch.clamp(1 - p * t, min=0))
+
+    p, t = torch.rand(37, 300), torch.randint(0, 2, (300,)).float() * 2 - 1
+    plan = route(Model(), [p, t])
+    assert all(math.prod(plan.shapes[s.output]) < p.numel() for s in plan.steps
+               if s.template != "view")
+    assert any(getattr(s.template, "vectors", None) for s in plan.steps)
+    got = from_plan(plan).forward(Context(execute=True), p.numpy(), t.numpy())
+    np.testing.assert_allclose(got, Model()(p, t).numpy(), rtol=1e-5, atol=1e-6)

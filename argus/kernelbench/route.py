@@ -602,6 +602,31 @@ class _Core:
                 return None
         return small if small and large else None
 
+    def _last_axis_vectors(self, v: Val) -> Val:
+        """`v` (an elementwise chain about to be reduced whole) with its leaves that vary only
+        along the last axis (a hinge loss's targets against its predictions) read as vectors
+        along the rows of the reduction's first stage (`_emit_global`), instead of the chain
+        being written out at full size first."""
+        if not isinstance(v, Val) or v.row is not None or v.mm is not None \
+                or v.space != "full" or v.expr[0] == "tleaf":
+            return v
+        n = v.shape[-1]
+        small = []
+        for name in leaves(v.expr, "leaf"):
+            b = self.r.buffers[name]
+            if _numel(b) == _numel(v.shape):
+                continue
+            if _numel(b) != n or (len(b) > 1 and b[-1] != n) or len(b) > len(v.shape):
+                return v
+            small.append(name)
+        if not small or len(small) == len(leaves(v.expr, "leaf")):
+            return v
+        e = v.expr
+        for name in small:
+            vector = name if self.r.buffers[name] == (n,) else self._alias(name, (n,))
+            e = _replace(e, ("leaf", name), ("vec", vector))
+        return attrs.evolve(v, expr=e)
+
     def _per_row_leaves(self, v: Val, dims) -> Val:
         """`v` with its per-row leaves (`_per_row_split`) read as the row program's "per_row"
         tensors, spread to the result's shape first if they are smaller still (a (N, 1, 1, 1)
@@ -632,6 +657,8 @@ class _Core:
         if dims is None:
             dims = tuple(range(rank))
         dims = tuple(sorted(d % rank for d in ((dims,) if isinstance(dims, int) else dims)))
+        if len(dims) == rank > 1:
+            v = self._last_axis_vectors(v)
         if self._per_row_split(v, dims) is None:
             v = self.flat(v)
         if dims != tuple(range(dims[0], dims[-1] + 1)):
