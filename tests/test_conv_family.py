@@ -202,6 +202,9 @@ POOLS = [
     ("max", 2, (7, 9), 3, 2, 1, 1), ("avg", 5, (6, 5), 3, 1, 1, 1),
     ("max", 2, (4, 5, 6), 2, 2, 1, 1), ("avg", 3, (5, 4, 7), (2, 1, 3), (1, 1, 2), 0, 1),
     ("max", 6, (5, 6, 5), 3, 1, 1, 2),
+    # a row stride of 1 walks rows with a ring of row results (`_pool_ring`): two workgroups
+    # of rows, a ragged last one, a dilated window, a column stride of 2
+    ("max", 3, (37, 70), 4, 1, 1, 1), ("avg", 2, (40, 9), 3, (1, 2), 1, 2),
 ]
 
 

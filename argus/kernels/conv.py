@@ -879,6 +879,9 @@ def _pool_body(dims, X, Y, *, kind, window, stride, padding, dilation):
     x_phases = view_phases(dims, stride, False)[0]
     for a in range(dims):
         T.assume(xs[2 + 2 * a].eq(x_phases[a]))
+    if dims == 2 and stride[0] == 1 and window[0] > 1:
+        _pool_ring(X, Y, kind, window, stride, dilation, out)
+        return
     T.grid(out[-2] if dims >= 2 else 1, T.cdiv(out[-1], 64), T.cdiv(xs[0], 4))
     q0, nc0 = T.program_id(1) * 64, T.program_id(2) * 4
     outer = [T.program_id(0)] if dims >= 2 else []
@@ -909,6 +912,47 @@ def _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0):
     if kind == "avg":
         acc = acc * (1.0 / float(np.prod(window)))
     Y.store((nc0, *outer, q0), acc, axes=(0, len(outer) + 1), guard=True)
+
+
+#: output rows a workgroup of `_pool_ring` walks
+RING_ROWS = 32
+
+
+def _pool_ring(X, Y, kind, window, stride, dilation, out):
+    """2-D pooling with a row stride of 1: a workgroup walks RING_ROWS output rows (4 planes
+    by 64 positions), reducing each input row along its taps once and keeping the last
+    (kh - 1) * d + 1 of those row results in registers, so an input row is read by one
+    workgroup row step instead of by each of the kh output rows whose window holds it
+    (Level 1 42, 4x4 max pooling: 16 tap loads per output become 4)."""
+    plan = tap_plan(2, window, stride, 0, dilation, False)[(0, 0)]
+    (_, _, top, d, _, kh), = plan[0]
+    span = (kh - 1) * d + 1
+    T.grid(T.cdiv(out[0], RING_ROWS), T.cdiv(out[1], 64), T.cdiv(X.shape[0], 4))
+    oh0, q0, nc0 = T.program_id(0) * RING_ROWS, T.program_id(1) * 64, T.program_id(2) * 4
+    spec = T.rows_layout((4, 64), 1)
+    start = T.full(spec, -np.inf) if kind == "max" else T.zeros(spec)
+
+    def apply(acc, x):
+        return T.maximum(acc, x) if kind == "max" else acc + x
+
+    def along(row):
+        """Input view row `row` reduced along its taps."""
+        def fetch(k, off, ph):
+            return X.load((nc0, row, 0, q0 + off[0], ph[0]), spec, axes=(0, 3), guard=True)
+        return _over_taps(plan[1:], start, fetch, apply)
+
+    first = oh0 + top
+    ring = {k: along(first + k) for k in range(span - 1)}
+    loop = T.range(0, RING_ROWS, name="oh", acc=ring)
+    for step in loop:
+        rows = [*(loop.acc[k] for k in range(span - 1)), along(first + step + span - 1)]
+        acc = rows[0]
+        for j in range(1, kh):
+            acc = apply(acc, rows[j * d])
+        if kind == "avg":
+            acc = acc * (1.0 / float(np.prod(window)))
+        Y.store((nc0, oh0 + step, q0), acc, axes=(0, 2), guard=True)
+        loop.acc = {k: rows[k + 1] for k in range(span - 1)}
 
 
 def pool_input_view(x: np.ndarray, *, kind, window, stride=None, padding=0,
