@@ -177,3 +177,24 @@ def test_a_whole_tensor_mean_reads_a_last_axis_vector_in_its_first_stage():
     assert any(getattr(s.template, "vectors", None) for s in plan.steps)
     got = from_plan(plan).forward(Context(execute=True), p.numpy(), t.numpy())
     np.testing.assert_allclose(got, Model()(p, t).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_whole_tensor_reduction_takes_rows_long_enough_to_leave_few_partials(monkeypatch):
+    """With at most 64 partials allowed, a (9, 8, 30) sum of squares reduces rows of 8 x 30
+    first (9 partials), not 72 rows of 30; the result is still torch's."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench import route as routing
+    from argus.kernelbench.solution import Context, from_plan
+
+    monkeypatch.setattr(routing, "PARTIALS", 64)
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return x / torch.norm(x, p="fro")
+
+    x = torch.randn(9, 8, 30)
+    plan = routing.route(Model(), [x])
+    rows = [s for s in plan.steps if isinstance(s.template, RowProgram)]
+    assert dict(rows[0].views)[rows[0].inputs[0][1]][:2] == (9, 240)
+    got = from_plan(plan).forward(Context(execute=True), x.numpy())
+    np.testing.assert_allclose(got, Model()(x).numpy(), rtol=1e-5, atol=1e-6)
