@@ -25,6 +25,8 @@ from argus.kernels.conv import (
     pool_input_view,
     pool_kernel,
     pool_reference_nd,
+    pool_runs_kernel,
+    pool_runs_view,
 )
 
 #: (dims, engine, kind): every kind the issue names, in each dimension count
@@ -223,6 +225,30 @@ def test_pool_family_is_proved_and_matches_numpy(case):
     argus.compile(pool_kernel(dims), **norm).run(pool_input_view(x, **params), y,
                                                  check="strict")
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind,nc,length,window,padding,dilation", [
+    ("max", 3, 700, 8, 4, 1),     # two workgroups of runs, a ragged last run
+    ("avg", 2, 77, 8, 4, 1), ("max", 2, 300, 3, 1, 2), ("avg", 1, 5, 2, 0, 1),
+])
+def test_pool_runs_is_proved_and_matches_numpy(kind, nc, length, window, padding, dilation):
+    """1-D stride-1 pooling from runs of 4 positions a lane (`pool_runs_kernel`): each tap a
+    register of the lane's own loads."""
+    from argus.kernels.conv import RUN
+
+    params = {"kind": kind, "window": window, "dilation": dilation}
+    report = argus.verify(pool_runs_kernel(), **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    x = np.random.default_rng(length).standard_normal((nc, length)).astype(np.float32)
+    x[0] = -np.abs(x[0])                            # a row below 0: padding must not win
+    want = pool_reference_nd(x, kind=kind, window=window, stride=1, padding=padding,
+                             dilation=dilation)
+    y = np.full((nc, -(-want.shape[1] // RUN), RUN), np.nan, np.float32)
+    argus.compile(pool_runs_kernel(), **params).run(
+        pool_runs_view(x, kind=kind, window=window, padding=padding, dilation=dilation), y,
+        check="strict")
+    np.testing.assert_allclose(y.reshape(nc, -1)[:, :want.shape[1]], want, rtol=1e-6,
+                               atol=1e-6)
 
 
 @pytest.mark.parametrize("index", range(len(KINDS)))

@@ -1189,9 +1189,18 @@ class Pool:
         return {"kind": self.kind, "window": self.window, "stride": self.stride,
                 "padding": self.padding, "dilation": self.dilation}
 
-    def kernel(self) -> KernelDef:
-        from argus.kernels.conv import pool_kernel
+    @property
+    def runs(self) -> bool:
+        """1-D with stride 1: `pool_runs_kernel`, a lane's taps from its own few loads."""
+        return self.dims == 1 and self.stride == (1,)
 
+    def kernel(self) -> KernelDef:
+        from argus.kernels.conv import pool_kernel, pool_runs_kernel
+
+        if self.runs:
+            base = pool_runs_kernel()
+            return _bound(base, f"{self.kind}_{base.name}", {
+                "kind": self.kind, "window": self.window[0], "dilation": self.dilation[0]})
         base = pool_kernel(self.dims)
         return _bound(base, f"{self.kind}_{base.name}", self.params)
 
@@ -1203,19 +1212,25 @@ class Pool:
                     strict=True)]
 
     def run(self, ctx, kernel: KernelDef, x):
-        from argus.kernels.conv import pool_input_view, view_phases
+        from argus.kernels.conv import RUN, pool_input_view, pool_runs_view, view_phases
 
         lead, spatial = tuple(x.shape[:-self.dims]), tuple(x.shape[-self.dims:])
         planes = math.prod(lead)
         out = self.out_spatial(spatial)
-        y = ctx.alloc((planes, *out))
+        y = ctx.alloc((planes, -(-out[0] // RUN), RUN) if self.runs else (planes, *out))
         if ctx.execute:
-            X = pool_input_view(x.reshape(planes, *spatial), **self.params)
+            plain = x.reshape(planes, *spatial)
+            X = pool_runs_view(plain, kind=self.kind, window=self.window[0],
+                               padding=self.padding[0], dilation=self.dilation[0]) \
+                if self.runs else pool_input_view(plain, **self.params)
         else:
             extent = [(o - 1) * s + (k - 1) * d + 1 for o, k, s, d in
                       zip(out, self.window, self.stride, self.dilation, strict=True)]
-            X = ctx.alloc(_view_shape_of((planes,), spatial,
-                                         view_phases(self.dims, self.stride, False)[0],
-                                         self.padding, extent, ()))
+            shape = _view_shape_of((planes,), spatial,
+                                   view_phases(self.dims, self.stride, False)[0],
+                                   self.padding, extent, ())
+            X = ctx.alloc((planes, -(-shape[1] // RUN), RUN) if self.runs else shape)
         ctx.launch(kernel, X=X, Y=y)
+        if self.runs:       # the output's runs back to its row (a host copy, as the views)
+            y = y.reshape(planes, -1)[:, :out[0]] if ctx.execute else ctx.alloc((planes, *out))
         return y.reshape(*lead, *out)

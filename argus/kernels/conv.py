@@ -955,6 +955,74 @@ def _pool_ring(X, Y, kind, window, stride, dilation, out):
         loop.acc = {k: rows[k + 1] for k in range(span - 1)}
 
 
+#: output positions a lane of `pool_runs_kernel` holds, consecutive (one 16-byte load a row)
+RUN = 4
+
+
+def pool_runs_kernel() -> T.KernelDef:
+    """1-D max or average pooling with stride 1, f32: X (NC, I2, RUN) the padded row read as
+    runs of RUN positions (`pool_runs_view`, padding filled as in `pool_input_view`), Y (NC,
+    O2, RUN) the output likewise. A lane holds RUN consecutive outputs and loads the few runs
+    their windows cover, one 16-byte load each; each tap is a register of those loads (T.slots),
+    not a load of its own: an input element is read by ceil((RUN + (k - 1) d) / RUN) lanes'
+    loads instead of by k (Level 1 41, window 8: 8 four-byte loads per output became 3
+    sixteen-byte loads per 4 outputs). Compile-time: kind, window, dilation."""
+    annotations = {"X": Tensor("f32", "NC", "I2", "RUN"), "Y": Tensor("f32", "NC", "O2", "RUN")}
+    params = {"kind": "max", "window": 2, "dilation": 1}
+
+    def pool_runs(X, Y, **chosen):
+        _pool_runs_body(X, Y, **chosen)
+
+    pool_runs.__doc__ = pool_runs_kernel.__doc__
+    pool_runs.__annotations__ = annotations
+    P = inspect.Parameter
+    pool_runs.__signature__ = inspect.Signature(
+        [P(n, P.POSITIONAL_OR_KEYWORD, annotation=a) for n, a in annotations.items()] +
+        [P(n, P.KEYWORD_ONLY, default=v) for n, v in params.items()])
+    return T.KernelDef(pool_runs, waves=4)
+
+
+def _pool_runs_body(X, Y, *, kind, window, dilation):
+    if kind not in ("max", "avg"):
+        raise ArgusError(f"pooling kind {kind!r}: use 'max' or 'avg'")
+    (k,), (d,) = _per_dim(window, 1, "window"), _per_dim(dilation, 1, "dilation")
+    NC, _, V = X.shape
+    T.assume(V.eq(RUN))
+    T.assume(Y.shape[2].eq(RUN))
+    T.assume(Y.shape[0].eq(NC))
+    rows = 4 * 64                       # a run per lane, 4 waves
+    T.grid(T.cdiv(Y.shape[1], rows), NC)
+    r0, plane = T.program_id(0) * rows, T.program_id(1)
+    runs = T.copy_layout((rows, RUN), 4, RUN)
+    column = T.copy_layout((rows, 1), 4, 1)
+    last = RUN - 1 + (k - 1) * d
+    loaded = [X.load((plane, r0 + j, 0), runs, axes=(1, 2), guard=True)
+              for j in range(last // RUN + 1)]
+
+    def at(position):                   # the lanes' input at their run's start + position
+        return T.slots(loaded[position // RUN], position % RUN, column)
+
+    for j in range(RUN):
+        acc = at(j)
+        for t in range(1, k):
+            x = at(j + t * d)
+            acc = T.maximum(acc, x) if kind == "max" else acc + x
+        if kind == "avg":
+            acc = acc * (1.0 / float(k))
+        Y.store((plane, r0, j), acc, axes=(1, 2), guard=True)
+
+
+def pool_runs_view(x: np.ndarray, *, kind, window, padding=0, dilation=1) -> np.ndarray:
+    """X for `pool_runs_kernel` from x (NC, L): `pool_input_view`'s padded row (stride 1, every
+    window of every output inside it), filled further to whole runs, as (NC, I2, RUN)."""
+    view = pool_input_view(x, kind=kind, window=window, stride=1, padding=padding,
+                           dilation=dilation)[:, :, 0]
+    runs = np.full((x.shape[0], -(-view.shape[1] // RUN) * RUN),
+                   -np.inf if kind == "max" else 0.0, np.float32)
+    runs[:, :view.shape[1]] = view
+    return runs.reshape(x.shape[0], -1, RUN)
+
+
 def pool_input_view(x: np.ndarray, *, kind, window, stride=None, padding=0,
                     dilation=1) -> np.ndarray:
     """X for `pool_kernel` from x (NC, *spatial): front padding and the far end filled with
