@@ -289,7 +289,9 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
             got = run(pending, max(1, round(weight * d_steps / 16)))
             ahead = got if got is not None else ahead
 
-        tick(2)
+        masks = causal or last
+        if not masks:
+            tick(2)
         s = s * scale
         edges = []                    # (block condition, element condition, tag fact) per mask
         if causal:
@@ -299,7 +301,8 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
             edges.append((kv0 + BLOCK_KV > SK, lambda i, j: tail(kv0, i, SK),
                           lambda X: X.key < SK))
         s = _masked(s, edges)
-        tick(2)
+        # the mask's branch ends a scheduling region: its share goes after it
+        tick(4 if masks else 2)
         m_new = T.maximum(state["m"], T.reduce(s, "max", 0, column, drop=drop))
         T.tag_assert(lambda X, Y: X.query.eq(Y.query), "running max of the same query")
         tick(2)
