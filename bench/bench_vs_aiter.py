@@ -52,8 +52,9 @@ GEMM_SHAPES = ((1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4096
                (1000, 1024, 2048))
 MOE_SHAPE = {"tokens": 32, "dim": 512, "inter": 512, "experts": 4, "topk": 2}
 #: attention knobs tried for ours (the fastest is the row's): loads 1 or 2 key blocks ahead, the
-#: key loop unrolled 1 or 4 times
-ATTENTION_KNOBS = ({}, {"prefetch": 2}, {"prefetch": 2, "unroll": 4})
+#: key loop unrolled 1 or 4 times, the next block's scores overlapping this block's softmax
+#: (`overlap`; at hd128 only the 8-wave kernel fits its registers, the others fail to compile)
+ATTENTION_KNOBS = ({}, {"prefetch": 2}, {"prefetch": 2, "unroll": 4}, {"overlap": True})
 #: grid orders tried for our attention kernels: the default, and `xcd_order` (key/value heads
 #: fastest: a head's workgroups on one XCD)
 ATTENTION_ORDERS = (False, True)
