@@ -314,27 +314,42 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
         tick(2)
         state["l"] = state["l"] * alpha + T.reduce(p, "sum", 0, column, drop=drop)
         state["m"] = m_new
-        tick(16)                       # the rest ahead of the bf16 cast, the longest VALU run
-        p16 = p.to("bf16", rounding)
+        rescale = T.broadcast(alpha, 0, scores)
+
+        def pv(acc, b, t, p16):
+            v = v_smem.load((v_slot, MK * t, INFO.m * b), v_frag)
+            acc = T.mfma(MFMA, v, p16, acc)
+            T.tag_assert(lambda A, B, C: And(A.key.eq(B.key), A.dv.eq(C.dv),
+                                             B.query.eq(C.query), A.head.eq(C.head)),
+                         "V and P meet at the same key, on O's feature and query")
+            if overlap and not last:
+                # the scores came from the previous iteration, computed where the block
+                # could still be the last: its keys are checked here instead
+                T.tag_assert(lambda A, B, C: A.key < SK,
+                             "blocks before the last lie inside the keys")
+            return acc
+
+        if not overlap:
+            p16 = p.to("bf16", rounding)
+            outputs = []
+            for b, acc in enumerate(state["o"]):
+                acc = acc * rescale
+                for t in range(kv_steps):
+                    acc = pv(acc, b, t, T.slots(p16, KPL * t, p_frag))
+                outputs.append(acc)
+            state["o"] = outputs
+            return state
+        # overlapped: the rest of the next block's scores beside O's rescaling, then P cast to
+        # bf16 one k-step at a time, each step's cast beside the previous step's P V MFMAs
+        outputs = [acc * rescale for acc in state["o"]]
+        tick(16)
         if spread:
             state["s"] = ahead
-        rescale = T.broadcast(alpha, 0, scores)
-        outputs = []
-        for acc in state["o"]:
-            acc = acc * rescale
-            b = len(outputs)
-            for t in range(kv_steps):
-                v = v_smem.load((v_slot, MK * t, INFO.m * b), v_frag)
-                acc = T.mfma(MFMA, v, T.slots(p16, KPL * t, p_frag), acc)
-                T.tag_assert(lambda A, B, C: And(A.key.eq(B.key), A.dv.eq(C.dv),
-                                                 B.query.eq(C.query), A.head.eq(C.head)),
-                             "V and P meet at the same key, on O's feature and query")
-                if overlap and not last:
-                    # the scores came from the previous iteration, computed where the block
-                    # could still be the last: its keys are checked here instead
-                    T.tag_assert(lambda A, B, C: A.key < SK,
-                                 "blocks before the last lie inside the keys")
-            outputs.append(acc)
+        step = T.slots(p, KPL * 0, p_frag).to("bf16", rounding)
+        for t in range(kv_steps):
+            outputs = [pv(acc, b, t, step) for b, acc in enumerate(outputs)]
+            if t + 1 < kv_steps:
+                step = T.slots(p, KPL * (t + 1), p_frag).to("bf16", rounding)
         state["o"] = outputs
         return state
 
