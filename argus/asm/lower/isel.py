@@ -1565,7 +1565,7 @@ def _if(s: Selector, op: O.If):
     cond = simplify(substitute(op.cond, s.renamed)) if s.renamed else simplify(op.cond)
     if not s.is_uniform(cond):
         raise LoweringError(f"branch condition '{op.cond}' is not workgroup-uniform", op.loc)
-    results = [s.new_tile(r) for r in op.results]
+    results = [_passed_through(s, op, n) or s.new_tile(r) for n, r in enumerate(op.results)]
     arms = (op.then, op.orelse)
     if isinstance(cond, Const):                  # decided at compile time: one arm, no branch
         _arm(s, arms[0] if cond.value else arms[1], results)
@@ -1619,12 +1619,32 @@ def _flag(s: Selector, cond: Expr) -> VReg:
     return flag
 
 
+def _passed_through(s: Selector, op: O.If, n: int) -> VReg | None:
+    """The registers of the value the else arm yields unchanged as result `n` when that value
+    dies with the branch: the result then lives in them, and only the then arm (a causal mask's
+    diagonal blocks) copies its own value there, where every arm used to copy (16 moves per
+    unmasked key block of attention)."""
+    then, orelse = op.then.ops[-1].values, op.orelse.ops[-1].values
+    value = orelse[n]
+    inner = [inner for block in op.blocks for inner in O.walk(block)]
+    if (value.name not in s.regs or any(value.name in {r.name for r in o.results} for o in inner)
+            or [v.name for v in orelse].count(value.name) != 1
+            or any(v.name == value.name for v in then)):
+        return None
+    end = max((s.position[id(o)] for o in inner), default=s.position[id(op)])
+    if s.last.get(value.name, 0) > end:            # read after the branch: keep it intact
+        return None
+    return s.tile(value)
+
+
 def _arm(s: Selector, block: O.Block, results: list) -> None:
     *ops, yielded = block.ops
     s.block(ops)
     s.loc = yielded.loc
     for value, reg in zip(yielded.values, results):
         src = s.tile(value)
+        if src is reg:                 # passed through in place (`_passed_through`)
+            continue
         for r in range(reg.size):
             s.emit("v_mov_b32_e32", reg[r], src[r])
 
