@@ -102,30 +102,46 @@ def _key_loop(state: dict, blocks, fetch, stage, attend, *, prefetch: int, unrol
 
 
 def _overlapped_loop(state: dict, blocks, fetch_k, fetch_v, k_smem, v_smem, score_steps, run,
-                     attend, *, unroll: int, sync: bool):
+                     attend, *, prefetch: int, unroll: int, sync: bool):
     """The key loop of `overlap`: iteration kb holds block kb's scores (carried as `s`),
     computes block kb + 1's between block kb's softmax ops, and stages K of block kb + 2 and
     V of block kb + 1. K thus rides one block ahead of V in the same two LDS slots each:
     K(kb + 2) goes to K's slot kb % 2, whose K(kb) all waves read in iteration kb - 1 (the
     prologue's barrier after the scores of block 0 covers kb = 0); V(kb + 1) to V's slot
     (kb + 1) % 2, read as V(kb - 1) in iteration kb - 1. Block 0's scores are computed before
-    the loop, its last block's softmax after it."""
+    the loop, its last block's softmax after it. The loads of a staged pair run `prefetch`
+    iterations ahead (2: one more pair in registers, `ahead1`), as in `_key_loop`."""
+    def fetch(j):                     # what iteration j - 1 stages: K(j + 1) and V(j)
+        return fetch_k(j + 1), fetch_v(j)
+
     k_smem.store((0, 0, 0), fetch_k(0))
-    k_smem.store((1, 0, 0), fetch_k(1))
-    v_smem.store((0, 0, 0), fetch_v(0))
+    first = fetch(0)
+    k_smem.store((1, 0, 0), first[0])
+    v_smem.store((0, 0, 0), first[1])
+    ahead = [f"ahead{d}" for d in range(1, prefetch)]
+    carried = dict(state)
+    for d, name in enumerate(ahead, 1):
+        carried[name] = fetch(d)
     T.barrier()
-    carried = dict(state, s=run(score_steps(0, False)))
+    carried["s"] = run(score_steps(0, False))
     if sync:
         T.barrier()
     loop = T.range(0, blocks - 1, stages=2, unroll=unroll, name="kb", **carried)
     for kb in loop:
-        k_next, v_next = fetch_k(kb + 2), fetch_v(kb + 1)
+        if ahead:
+            (k_next, v_next), later = getattr(loop, ahead[0]), fetch(kb + prefetch)
+        else:
+            k_next, v_next = fetch(kb + 1)
         out = attend({name: getattr(loop, name) for name in state}, kb, None, last=False,
                      s=loop.s, next_scores=score_steps((kb + 1) % 2, False), v_slot=kb % 2)
         for name, value in out.items():
             setattr(loop, name, value)
         k_smem.store((kb % 2, 0, 0), k_next)
         v_smem.store(((kb + 1) % 2, 0, 0), v_next)
+        if ahead:
+            for name, nearer in zip(ahead, ahead[1:]):
+                setattr(loop, name, getattr(loop, nearer))
+            setattr(loop, ahead[-1], later)
         if sync:
             T.barrier()
     return loop
@@ -165,9 +181,6 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     while the VALUs do the softmax; K is then staged one block ahead of V (see
     `_overlapped_loop`)."""
     _check_options(head_dim, prefetch, unroll, waves)
-    if overlap and prefetch != 1:
-        raise T.DSLError(f"overlap=True with prefetch={prefetch}: the overlapped key loop loads "
-                         "one block ahead (prefetch=1)", user_loc())
     block_q = INFO.n * waves
     if grouped:
         BH, G, SQ, D = Q.shape
@@ -372,7 +385,7 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
             return V.load((bh, kb * BLOCK_KV, 0), copy, axes=(1, 2), guard=True)
 
         loop = _overlapped_loop(state, blocks, fetch_k, fetch_v, k_smem, v_smem, score_steps,
-                                run, attend, unroll=unroll, sync=sync)
+                                run, attend, prefetch=prefetch, unroll=unroll, sync=sync)
         state = attend({name: getattr(loop, name) for name in state}, blocks - 1, None,
                        last=True, s=loop.s, v_slot=(blocks - 1) % 2)
     else:

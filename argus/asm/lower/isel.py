@@ -1092,6 +1092,10 @@ def _mfma(s: Selector, op: O.Mfma):
     c = s.tile(op.c)
     if isinstance(c, Fixed):
         dst = s.new_tile(op.result)      # a zero accumulator: SrcC is the inline constant 0
+    elif op.result.name in s.targets:
+        # the last step of a chain whose result a loop keeps in other registers (`_body_copy`):
+        # written there, not moved there after the chain (an MFMA's D need not be its SrcC)
+        dst = s.new_tile(op.result)
     elif s.reusable(op.c, op) is not None:
         dst = c                          # accumulate in place: SrcC forwarding, no hazard
         s.regs[op.result.name] = dst
