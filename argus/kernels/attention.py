@@ -126,7 +126,11 @@ def _overlapped_loop(state: dict, blocks, fetch_k, fetch_v, k_smem, v_smem, scor
     carried["s"] = run(score_steps(0, False))
     if sync:
         T.barrier()
-    loop = T.range(0, blocks - 1, stages=2, unroll=unroll, name="kb", **carried)
+    # the softmax's VALU runs are long: fillers for the next scores' MFMA shadows are looked
+    # for twice the default distance down the body (hd128 b=1 h=64 s=1024 grouped: 64.3 ->
+    # 61.9 us modelled; 160 gives the same)
+    loop = T.range(0, blocks - 1, stages=2, unroll=unroll, name="kb", hints=("fill_window=96",),
+                   **carried)
     for kb in loop:
         if ahead:
             (k_next, v_next), later = getattr(loop, ahead[0]), fetch(kb + prefetch)

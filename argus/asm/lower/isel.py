@@ -1519,7 +1519,7 @@ def _for(s: Selector, op: O.For):
     start_value, stop_value = s.value(first), s.value(stop)
     s.out = pre
     s.emit("s_mov_b32", iv, start_value, note=f"{counter.name} = {first}")
-    loop = Loop(s.label("loop"), s.label("end"), loc=op.loc)
+    loop = Loop(s.label("loop"), s.label("end"), loc=op.loc, fill_window=_fill_window(op))
     s.emit("s_cmp_ge_i32", iv, stop_value, ndefs=0, note="no iterations?")
     s.emit("s_cbranch_scc1", loop.exit, ndefs=0)
     pre.append(loop)
@@ -1562,6 +1562,18 @@ def _for(s: Selector, op: O.For):
             s.out = pre
     for result, reg in zip(op.results, carried):
         s.regs[result.name] = reg
+
+
+def _fill_window(op: O.For) -> int | None:
+    """The loop's `fill_window=N` hint (`schedule._fill_mfma_shadows`), or None."""
+    for hint in op.hints:
+        name, _, value = hint.partition("=")
+        if name.strip() == "fill_window":
+            if not value.strip().isdigit() or int(value) < 1:
+                raise LoweringError(f"loop hint {hint!r}: fill_window takes a positive number "
+                                    "of instructions, e.g. 'fill_window=96'", op.loc)
+            return int(value)
+    return None
 
 
 @rule(O.If)
