@@ -10,6 +10,7 @@ import pytest
 from roads import emulated
 
 import argus
+import argus.lang as T
 from argus.kernels import attention
 
 
@@ -45,3 +46,28 @@ def test_the_next_blocks_scores_are_interleaved_with_this_blocks_softmax():
     assert len(mfmas) == 16                   # 8 score steps of block j+1, 8 of block j's PV
     assert mfmas[0] < exps[0]
     assert any(exps[0] < i < exps[-1] for i in mfmas)
+
+
+def test_the_overlapped_loop_asks_the_scheduler_for_a_wider_filler_window():
+    """Its `fill_window=96` hint reaches the backend's loop (the default window, 48, stays for
+    every other loop), and a hint that is not a positive count is refused naming itself."""
+    from argus.asm.lower import LoweringError
+    from argus.asm.lower.program import Loop
+    from argus.asm.lower.schedule import FILL_WINDOW
+
+    compiled = argus.compile(attention.attention_fwd, head_dim=64, overlap=True, verify=False)
+    loops = [item for item in compiled.lowered.items if isinstance(item, Loop)]
+    assert [loop.fill_window for loop in loops] == [96] and FILL_WINDOW == 48
+    plain = argus.compile(attention.attention_fwd, head_dim=64, verify=False)
+    assert all(item.fill_window is None for item in plain.lowered.items if isinstance(item, Loop))
+
+    @T.kernel(waves=1)
+    def hinted(X: T.Tensor("f32", "N", 64), Y: T.Tensor("f32", "N", 64)):
+        T.assume((X.shape[0] % 16).eq(0))
+        T.grid(1)
+        layout = T.copy_layout((16, 64), 1, 4)
+        for k in T.range(0, X.shape[0] // 16, hints=("fill_window=0",)):
+            Y.store((k * 16, 0), X.load((k * 16, 0), layout))
+
+    with pytest.raises(LoweringError, match="fill_window=0"):
+        argus.compile(hinted, verify=False)
