@@ -52,11 +52,16 @@ GEMM_SHAPES = ((1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4096
                (1000, 1024, 2048))
 MOE_SHAPE = {"tokens": 32, "dim": 512, "inter": 512, "experts": 4, "topk": 2}
 #: attention knobs tried for ours (the fastest is the row's): loads 1 or 2 key blocks ahead, the
-#: key loop unrolled 1 or 4 times
-ATTENTION_KNOBS = ({}, {"prefetch": 2}, {"prefetch": 2, "unroll": 4})
+#: key loop unrolled 1 or 4 times, the next block's scores overlapping this block's softmax
+#: (`overlap`; at hd128 only the 8-wave kernel fits its registers, the others fail to compile)
+ATTENTION_KNOBS = ({}, {"prefetch": 2}, {"prefetch": 2, "unroll": 4}, {"overlap": True})
 #: grid orders tried for our attention kernels: the default, and `xcd_order` (key/value heads
 #: fastest: a head's workgroups on one XCD)
 ATTENTION_ORDERS = (False, True)
+#: how ours narrows P and O to bf16 on the causal rows: "rne" by default; "rtz"
+#: (`--causal-rounding rtz`) truncates like the AMD kernel those rows time (the suffix-less
+#: `fwd_hd128_bf16_causal` has no round-to-nearest-even sequence), the like-for-like numerics
+CAUSAL_ROUNDING = "rne"
 MOE_TILES = ({"block_k": 32}, {"block_k": 64}, {"block_k": 128})
 MFMA_FP8_16 = "v_mfma_f32_16x16x32_fp8_fp8"
 #: grid orders tried for our MoE GEMMs: row blocks fastest, and `xcd_order` (column blocks
@@ -247,7 +252,11 @@ def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
             if s.get("hk", s["h"]) < s["h"]:     # grouped-query: heads h share K/V head h // g
                 grouped = {"BH": s["b"] * s["hk"], "G": s["h"] // s["hk"], "S": s["s"], "D": 128}
                 kernels += [("attention_fwd_gqa", grouped), ("attention_fwd_gqa_wide", grouped)]
-            ours, why, plain = _best_attention(kernels, r.gpu, head_dim=128, causal=causal)
+            rounding = {"rounding": CAUSAL_ROUNDING} if causal and CAUSAL_ROUNDING != "rne" else {}
+            ours, why, plain = _best_attention(kernels, r.gpu, head_dim=128, causal=causal,
+                                               **rounding)
+            if ours is not None and rounding:
+                why += f" rounding={CAUSAL_ROUNDING}"
             if ours is not None and plain is not None and plain is not ours:
                 why += f"; default order {amd.microseconds / plain.microseconds:.2f}x"
             _line(label, amd, ours, why, None if causal else r.measured_us)
@@ -344,8 +353,12 @@ def main() -> None:
     parser.add_argument("--no-xcd-order", action="store_true",
                         help="try only the default grid orders of ours (the figures before "
                              "xcd_order)")
+    parser.add_argument("--causal-rounding", choices=("rne", "rtz"), default="rne",
+                        help="how ours rounds P and O to bf16 on the causal rows (rtz: "
+                             "truncated, as AMD's fwd_hd128_bf16_causal does)")
     options = parser.parse_args()
-    global PROVE, ONLY, GEMM_ORDERS, MOE_ORDERS, ATTENTION_ORDERS
+    global PROVE, ONLY, GEMM_ORDERS, MOE_ORDERS, ATTENTION_ORDERS, CAUSAL_ROUNDING
+    CAUSAL_ROUNDING = options.causal_rounding
     if options.no_xcd_order:
         GEMM_ORDERS = MOE_ORDERS = ATTENTION_ORDERS = (False,)
     PROVE = not options.no_prove

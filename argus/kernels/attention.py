@@ -101,11 +101,61 @@ def _key_loop(state: dict, blocks, fetch, stage, attend, *, prefetch: int, unrol
     return loop
 
 
+def _overlapped_loop(state: dict, blocks, fetch_k, fetch_v, k_smem, v_smem, score_steps, run,
+                     attend, *, prefetch: int, unroll: int, sync: bool):
+    """The key loop of `overlap`: iteration kb holds block kb's scores (carried as `s`),
+    computes block kb + 1's between block kb's softmax ops, and stages K of block kb + 2 and
+    V of block kb + 1. K thus rides one block ahead of V in the same two LDS slots each:
+    K(kb + 2) goes to K's slot kb % 2, whose K(kb) all waves read in iteration kb - 1 (the
+    prologue's barrier after the scores of block 0 covers kb = 0); V(kb + 1) to V's slot
+    (kb + 1) % 2, read as V(kb - 1) in iteration kb - 1. Block 0's scores are computed before
+    the loop, its last block's softmax after it. The loads of a staged pair run `prefetch`
+    iterations ahead (2: one more pair in registers, `ahead1`), as in `_key_loop`."""
+    def fetch(j):                     # what iteration j - 1 stages: K(j + 1) and V(j)
+        return fetch_k(j + 1), fetch_v(j)
+
+    k_smem.store((0, 0, 0), fetch_k(0))
+    first = fetch(0)
+    k_smem.store((1, 0, 0), first[0])
+    v_smem.store((0, 0, 0), first[1])
+    ahead = [f"ahead{d}" for d in range(1, prefetch)]
+    carried = dict(state)
+    for d, name in enumerate(ahead, 1):
+        carried[name] = fetch(d)
+    T.barrier()
+    carried["s"] = run(score_steps(0, False))
+    if sync:
+        T.barrier()
+    # the softmax's VALU runs are long: fillers for the next scores' MFMA shadows are looked
+    # for twice the default distance down the body (hd128 b=1 h=64 s=1024 grouped: 64.3 ->
+    # 61.9 us modelled; 160 gives the same)
+    loop = T.range(0, blocks - 1, stages=2, unroll=unroll, name="kb", hints=("fill_window=96",),
+                   **carried)
+    for kb in loop:
+        if ahead:
+            (k_next, v_next), later = getattr(loop, ahead[0]), fetch(kb + prefetch)
+        else:
+            k_next, v_next = fetch(kb + 1)
+        out = attend({name: getattr(loop, name) for name in state}, kb, None, last=False,
+                     s=loop.s, next_scores=score_steps((kb + 1) % 2, False), v_slot=kb % 2)
+        for name, value in out.items():
+            setattr(loop, name, value)
+        k_smem.store((kb % 2, 0, 0), k_next)
+        v_smem.store(((kb + 1) % 2, 0, 0), v_next)
+        if ahead:
+            for name, nearer in zip(ahead, ahead[1:]):
+                setattr(loop, name, getattr(loop, nearer))
+            setattr(loop, ahead[-1], later)
+        if sync:
+            T.barrier()
+    return loop
+
+
 def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
                       keep: Callable | None = None, tail: Callable | None = None,
                       drop: tuple[str, ...] = ("key",), sync: bool = True, prefetch: int = 1,
                       unroll: int = 1, rounding: str = "rne", grouped: bool = False,
-                      waves: int = WAVES, xcd_order: bool = False):
+                      waves: int = WAVES, xcd_order: bool = False, overlap: bool = False):
     """Trace the attention body. Hooks for tests: `keep(kv0, q0, i, j)` is the causal mask's
     condition on (key, query) coordinates; `tail(kv0, i, keys)` the last block's condition on
     key rows; `drop` names the tags the softmax reductions drop; `sync=False` leaves out the
@@ -129,7 +179,11 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     dispatcher deals workgroups to the 8 XCDs round-robin by flat id, so the workgroups of one
     head (all its query heads and tiles), ids a multiple of BH apart, read K and V through one
     XCD's L2 when BH is a multiple of 8, where the default order spreads them over every XCD
-    (a causal grid without groups already runs heads fastest)."""
+    (a causal grid without groups already runs heads fastest).
+    `overlap` computes the scores of key block kb + 1 in the iteration of block kb, their MFMAs
+    interleaved with block kb's softmax (the two are independent), so the matrix core works
+    while the VALUs do the softmax; K is then staged one block ahead of V (see
+    `_overlapped_loop`)."""
     _check_options(head_dim, prefetch, unroll, waves)
     block_q = INFO.n * waves
     if grouped:
@@ -205,18 +259,56 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
         k_smem.store((slot, 0, 0), tiles[0])
         v_smem.store((slot, 0, 0), tiles[1])
 
-    def attend(state, kb, slot, last):
-        """One key/value block: scores, online softmax, and O^T += V^T P^T. Only the `last`
-        block may hold keys past SK."""
-        kv0 = kb * BLOCK_KV
+    def score_steps(slot, inside):
+        """S^T = K Q^T of the K block in LDS slot `slot`, one MFMA per step (a generator, so
+        that `attend` can interleave the steps with other work); `inside`: the block lies
+        inside the keys (it is not the last)."""
         s = T.zeros(scores)
         for t in range(d_steps):
             s = T.mfma(MFMA, k_smem.load((slot, 0, MK * t), k_frag), q[t], s)
             T.tag_assert(lambda A, B, C: And(A.d.eq(B.d), A.head.eq(B.head)),
                          "K and Q meet at the same head and feature")
-            if not last:
+            if inside:
                 T.tag_assert(lambda A, B, C: A.key < SK,
                              "blocks before the last lie inside the keys")
+            yield s
+
+    def run(steps, n=None):
+        """Trace up to `n` (all, when None) further steps of `steps`; the last tile or None."""
+        out = None
+        for _ in range(d_steps if n is None else n):
+            tile = next(steps, None)
+            if tile is None:
+                break
+            out = tile
+        return out
+
+    def attend(state, kb, slot, last, s=None, next_scores=None, v_slot=None):
+        """One key/value block: scores (unless given as `s`), online softmax, and
+        O^T += V^T P^T. Only the `last` block may hold keys past SK. `next_scores` (steps
+        of the next block's scores) are traced between the softmax's ops, and their tile
+        returned in state["s"]; `v_slot` is V's LDS slot when it is not `slot`."""
+        kv0 = kb * BLOCK_KV
+        v_slot = slot if v_slot is None else v_slot
+        if s is None:
+            s = run(score_steps(slot, not last))
+        spread = next_scores is not None
+        pending = next_scores if spread else iter(())
+        ahead = None
+
+        def tick(weight):
+            """Trace `weight` sixteenths of the next block's MFMAs before the softmax op that
+            follows: the backend fills each MFMA's shadow with the VALU instructions after it
+            (`schedule._fill_mfma_shadows`). Two before each of the first five ops and the
+            rest before the bf16 cast was the fastest modelled spread tried at hd128 (b=1
+            h=64 s=1024 grouped: 67.3 us; all 16 at the end 69.4, weighted late 74.9)."""
+            nonlocal ahead
+            got = run(pending, max(1, round(weight * d_steps / 16)))
+            ahead = got if got is not None else ahead
+
+        masks = causal or last
+        if not masks:
+            tick(2)
         s = s * scale
         edges = []                    # (block condition, element condition, tag fact) per mask
         if causal:
@@ -226,27 +318,55 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
             edges.append((kv0 + BLOCK_KV > SK, lambda i, j: tail(kv0, i, SK),
                           lambda X: X.key < SK))
         s = _masked(s, edges)
+        # the mask's branch ends a scheduling region: its share goes after it
+        tick(4 if masks else 2)
         m_new = T.maximum(state["m"], T.reduce(s, "max", 0, column, drop=drop))
         T.tag_assert(lambda X, Y: X.query.eq(Y.query), "running max of the same query")
+        tick(2)
         alpha = T.exp2(state["m"] - m_new)
         p = s - T.broadcast(m_new, 0, scores)
         T.tag_assert(lambda X, Y: X.query.eq(Y.query), "scores shifted by their own query's max")
+        tick(2)
         p = T.exp2(p)
+        tick(2)
         state["l"] = state["l"] * alpha + T.reduce(p, "sum", 0, column, drop=drop)
         state["m"] = m_new
-        p16 = p.to("bf16", rounding)
         rescale = T.broadcast(alpha, 0, scores)
-        outputs = []
-        for acc in state["o"]:
-            acc = acc * rescale
-            b = len(outputs)
-            for t in range(kv_steps):
-                v = v_smem.load((slot, MK * t, INFO.m * b), v_frag)
-                acc = T.mfma(MFMA, v, T.slots(p16, KPL * t, p_frag), acc)
-                T.tag_assert(lambda A, B, C: And(A.key.eq(B.key), A.dv.eq(C.dv),
-                                                 B.query.eq(C.query), A.head.eq(C.head)),
-                             "V and P meet at the same key, on O's feature and query")
-            outputs.append(acc)
+
+        def pv(acc, b, t, p16):
+            v = v_smem.load((v_slot, MK * t, INFO.m * b), v_frag)
+            acc = T.mfma(MFMA, v, p16, acc)
+            T.tag_assert(lambda A, B, C: And(A.key.eq(B.key), A.dv.eq(C.dv),
+                                             B.query.eq(C.query), A.head.eq(C.head)),
+                         "V and P meet at the same key, on O's feature and query")
+            if overlap and not last:
+                # the scores came from the previous iteration, computed where the block
+                # could still be the last: its keys are checked here instead
+                T.tag_assert(lambda A, B, C: A.key < SK,
+                             "blocks before the last lie inside the keys")
+            return acc
+
+        if not overlap:
+            p16 = p.to("bf16", rounding)
+            outputs = []
+            for b, acc in enumerate(state["o"]):
+                acc = acc * rescale
+                for t in range(kv_steps):
+                    acc = pv(acc, b, t, T.slots(p16, KPL * t, p_frag))
+                outputs.append(acc)
+            state["o"] = outputs
+            return state
+        # overlapped: the rest of the next block's scores beside O's rescaling, then P cast to
+        # bf16 one k-step at a time, each step's cast beside the previous step's P V MFMAs
+        outputs = [acc * rescale for acc in state["o"]]
+        tick(16)
+        if spread:
+            state["s"] = ahead
+        step = T.slots(p, KPL * 0, p_frag).to("bf16", rounding)
+        for t in range(kv_steps):
+            outputs = [pv(acc, b, t, step) for b, acc in enumerate(outputs)]
+            if t + 1 < kv_steps:
+                step = T.slots(p, KPL * (t + 1), p_frag).to("bf16", rounding)
         state["o"] = outputs
         return state
 
@@ -261,10 +381,22 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
     # the keys this query block sees: all of them, or (causal) up to its last query's diagonal
     seen = min_(SK, q0 + block_q + shift) if causal else SK
     blocks = T.cdiv(seen, BLOCK_KV)
-    loop = _key_loop(state, blocks, fetch, stage, attend, prefetch=prefetch, unroll=unroll,
-                     sync=sync)
-    state = attend({name: getattr(loop, name) for name in state}, blocks - 1, (blocks - 1) % 2,
-                   last=True)
+    if overlap:
+        def fetch_k(kb):
+            return K.load((bh, kb * BLOCK_KV, 0), copy, axes=(1, 2), guard=True)
+
+        def fetch_v(kb):
+            return V.load((bh, kb * BLOCK_KV, 0), copy, axes=(1, 2), guard=True)
+
+        loop = _overlapped_loop(state, blocks, fetch_k, fetch_v, k_smem, v_smem, score_steps,
+                                run, attend, prefetch=prefetch, unroll=unroll, sync=sync)
+        state = attend({name: getattr(loop, name) for name in state}, blocks - 1, None,
+                       last=True, s=loop.s, v_slot=(blocks - 1) % 2)
+    else:
+        loop = _key_loop(state, blocks, fetch, stage, attend, prefetch=prefetch, unroll=unroll,
+                         sync=sync)
+        state = attend({name: getattr(loop, name) for name in state}, blocks - 1,
+                       (blocks - 1) % 2, last=True)
     inverse = T.broadcast(T.rcp(state["l"]), 0, scores)
     for b, acc in enumerate(state["o"]):
         out = (acc * inverse).to("bf16", rounding)
@@ -278,14 +410,16 @@ def attention_program(Q, K, V, O, *, head_dim: int, causal: bool,
 def attention_fwd(Q: Tensor("bf16", "BH", "S", "D"), K: Tensor("bf16", "BH", "S", "D"),
                   V: Tensor("bf16", "BH", "S", "D"), O: Tensor("bf16", "BH", "S", "D"), *,
                   head_dim: int = 64, causal: bool = False, prefetch: int = 1,
-                  unroll: int = 1, rounding: str = "rne", xcd_order: bool = False):
+                  unroll: int = 1, rounding: str = "rne", xcd_order: bool = False,
+                  overlap: bool = False):
     """O = softmax(Q K^T / sqrt(head_dim)) V per (batch*head), any sequence length S;
     `prefetch` (1, 2 or 3): how many key blocks ahead of the computed one the loads run;
     `unroll` (1, 2 or 4): copies of the key loop's body per machine iteration; `rounding`
     ("rne" or "rtz"): how P and O are narrowed to bf16; `xcd_order`: heads on the fastest
-    grid axis, so a head's query tiles share one XCD's L2 (see `attention_program`)."""
+    grid axis, so a head's query tiles share one XCD's L2; `overlap`: the next block's scores
+    overlap this block's softmax (see `attention_program`)."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
-                      unroll=unroll, rounding=rounding, xcd_order=xcd_order)
+                      unroll=unroll, rounding=rounding, xcd_order=xcd_order, overlap=overlap)
 
 
 @T.kernel(waves=WAVES)
@@ -303,13 +437,16 @@ def attention_fwd_kv(Q: Tensor("bf16", "BH", "SQ", "D"), K: Tensor("bf16", "BH",
 def attention_fwd_gqa(Q: Tensor("bf16", "BH", "G", "S", "D"), K: Tensor("bf16", "BH", "S", "D"),
                       V: Tensor("bf16", "BH", "S", "D"), O: Tensor("bf16", "BH", "G", "S", "D"),
                       *, head_dim: int = 64, causal: bool = False, prefetch: int = 1,
-                      unroll: int = 1, rounding: str = "rne", xcd_order: bool = False):
+                      unroll: int = 1, rounding: str = "rne", xcd_order: bool = False,
+                      overlap: bool = False):
     """Grouped-query attention_fwd: the G query heads Q[bh, g] of group bh attend K[bh] and
     V[bh] (a batch of B x H query heads over B x HK key/value heads is Q viewed as
     (B * HK, H / HK, S, D) when head h reads key/value head h // (H / HK)). `xcd_order` runs
-    a group's workgroups on one XCD (see `attention_program`)."""
+    a group's workgroups on one XCD, `overlap` the next block's scores with this block's
+    softmax (see `attention_program`)."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
-                      unroll=unroll, rounding=rounding, grouped=True, xcd_order=xcd_order)
+                      unroll=unroll, rounding=rounding, grouped=True, xcd_order=xcd_order,
+                      overlap=overlap)
 
 
 @T.kernel(waves=GQA_WAVES)
@@ -317,12 +454,13 @@ def attention_fwd_gqa_wide(Q: Tensor("bf16", "BH", "G", "S", "D"),
                            K: Tensor("bf16", "BH", "S", "D"), V: Tensor("bf16", "BH", "S", "D"),
                            O: Tensor("bf16", "BH", "G", "S", "D"), *, head_dim: int = 128,
                            causal: bool = False, prefetch: int = 1, unroll: int = 1,
-                           rounding: str = "rne", xcd_order: bool = False):
+                           rounding: str = "rne", xcd_order: bool = False,
+                           overlap: bool = False):
     """attention_fwd_gqa with 8 waves, 256 queries per workgroup, head_dim 128: half the K/V
     traffic per query, half the workgroups (fewer, coarser jobs for a causal grid)."""
     attention_program(Q, K, V, O, head_dim=head_dim, causal=causal, prefetch=prefetch,
                       unroll=unroll, rounding=rounding, grouped=True, waves=GQA_WAVES,
-                      xcd_order=xcd_order)
+                      xcd_order=xcd_order, overlap=overlap)
 
 
 def reference_gqa(Q, K, V, causal: bool = False) -> np.ndarray:

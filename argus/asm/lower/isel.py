@@ -1092,6 +1092,10 @@ def _mfma(s: Selector, op: O.Mfma):
     c = s.tile(op.c)
     if isinstance(c, Fixed):
         dst = s.new_tile(op.result)      # a zero accumulator: SrcC is the inline constant 0
+    elif op.result.name in s.targets:
+        # the last step of a chain whose result a loop keeps in other registers (`_body_copy`):
+        # written there, not moved there after the chain (an MFMA's D need not be its SrcC)
+        dst = s.new_tile(op.result)
     elif s.reusable(op.c, op) is not None:
         dst = c                          # accumulate in place: SrcC forwarding, no hazard
         s.regs[op.result.name] = dst
@@ -1515,7 +1519,7 @@ def _for(s: Selector, op: O.For):
     start_value, stop_value = s.value(first), s.value(stop)
     s.out = pre
     s.emit("s_mov_b32", iv, start_value, note=f"{counter.name} = {first}")
-    loop = Loop(s.label("loop"), s.label("end"), loc=op.loc)
+    loop = Loop(s.label("loop"), s.label("end"), loc=op.loc, fill_window=_fill_window(op))
     s.emit("s_cmp_ge_i32", iv, stop_value, ndefs=0, note="no iterations?")
     s.emit("s_cbranch_scc1", loop.exit, ndefs=0)
     pre.append(loop)
@@ -1560,12 +1564,24 @@ def _for(s: Selector, op: O.For):
         s.regs[result.name] = reg
 
 
+def _fill_window(op: O.For) -> int | None:
+    """The loop's `fill_window=N` hint (`schedule._fill_mfma_shadows`), or None."""
+    for hint in op.hints:
+        name, _, value = hint.partition("=")
+        if name.strip() == "fill_window":
+            if not value.strip().isdigit() or int(value) < 1:
+                raise LoweringError(f"loop hint {hint!r}: fill_window takes a positive number "
+                                    "of instructions, e.g. 'fill_window=96'", op.loc)
+            return int(value)
+    return None
+
+
 @rule(O.If)
 def _if(s: Selector, op: O.If):
     cond = simplify(substitute(op.cond, s.renamed)) if s.renamed else simplify(op.cond)
     if not s.is_uniform(cond):
         raise LoweringError(f"branch condition '{op.cond}' is not workgroup-uniform", op.loc)
-    results = [s.new_tile(r) for r in op.results]
+    results = [_passed_through(s, op, n) or s.new_tile(r) for n, r in enumerate(op.results)]
     arms = (op.then, op.orelse)
     if isinstance(cond, Const):                  # decided at compile time: one arm, no branch
         _arm(s, arms[0] if cond.value else arms[1], results)
@@ -1619,12 +1635,32 @@ def _flag(s: Selector, cond: Expr) -> VReg:
     return flag
 
 
+def _passed_through(s: Selector, op: O.If, n: int) -> VReg | None:
+    """The registers of the value the else arm yields unchanged as result `n` when that value
+    dies with the branch: the result then lives in them, and only the then arm (a causal mask's
+    diagonal blocks) copies its own value there, where every arm used to copy (16 moves per
+    unmasked key block of attention)."""
+    then, orelse = op.then.ops[-1].values, op.orelse.ops[-1].values
+    value = orelse[n]
+    inner = [inner for block in op.blocks for inner in O.walk(block)]
+    if (value.name not in s.regs or any(value.name in {r.name for r in o.results} for o in inner)
+            or [v.name for v in orelse].count(value.name) != 1
+            or any(v.name == value.name for v in then)):
+        return None
+    end = max((s.position[id(o)] for o in inner), default=s.position[id(op)])
+    if s.last.get(value.name, 0) > end:            # read after the branch: keep it intact
+        return None
+    return s.tile(value)
+
+
 def _arm(s: Selector, block: O.Block, results: list) -> None:
     *ops, yielded = block.ops
     s.block(ops)
     s.loc = yielded.loc
     for value, reg in zip(yielded.values, results):
         src = s.tile(value)
+        if src is reg:                 # passed through in place (`_passed_through`)
+            continue
         for r in range(reg.size):
             s.emit("v_mov_b32_e32", reg[r], src[r])
 

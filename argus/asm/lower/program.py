@@ -184,6 +184,9 @@ class Loop:
     exit: Label
     body: list = attrs.field(factory=list)
     loc: SourceLoc | None = None
+    #: how far down its body the scheduler looks for VALU fillers of MFMA shadows (None: the
+    #: default `schedule.FILL_WINDOW`); set by a `fill_window=N` hint of the loop
+    fill_window: int | None = None
 
 
 @attrs.define(eq=False)

@@ -15,24 +15,28 @@ from argus.isa_cdna3 import opcodes
 BOUNDARIES = ("s_barrier", "s_cbranch", "s_branch", "s_cmp", "s_endpgm", "s_waitcnt")
 
 
-def schedule(items: list, policy: str) -> None:
-    """Reorder straight-line runs of `items` in place according to `policy`."""
+def schedule(items: list, policy: str, window: int | None = None) -> None:
+    """Reorder straight-line runs of `items` in place according to `policy`; `window` is the
+    filler window (`FILL_WINDOW` unless a loop's hint sets it for its body)."""
     if policy == "simple":
         return
+    window = FILL_WINDOW if window is None else window
     out, region = [], []
     for item in items:
         if isinstance(item, MInst) and not item.opcode.startswith(BOUNDARIES):
             region.append(item)
             continue
-        out.extend(_fill_mfma_shadows(_hoist_lds_reads(region)))
+        out.extend(_fill_mfma_shadows(_hoist_lds_reads(region), window))
         region = []
-        if isinstance(item, Loop | Skip):
-            schedule(item.body, policy)
+        if isinstance(item, Loop):
+            schedule(item.body, policy, item.fill_window or window)
+        elif isinstance(item, Skip):
+            schedule(item.body, policy, window)
         elif isinstance(item, IfElse):
             for arm in item.arms:
-                schedule(arm, policy)
+                schedule(arm, policy, window)
         out.append(item)
-    out.extend(_fill_mfma_shadows(_hoist_lds_reads(region)))
+    out.extend(_fill_mfma_shadows(_hoist_lds_reads(region), window))
     items[:] = out
 
 
@@ -95,11 +99,11 @@ def _writes_exec(inst: MInst) -> bool:
             or any(str(o) == "exec" for o in inst.operands if not isinstance(o, VReg | Ref)))
 
 
-def _fill_mfma_shadows(region: list[MInst]) -> list[MInst]:
+def _fill_mfma_shadows(region: list[MInst], window: int = FILL_WINDOW) -> list[MInst]:
     """List scheduling: everything but the movable VALU instructions keeps its order (MFMAs,
     memory and scalar work: the chain); after an MFMA, while the matrix core is still busy
     with it (its issue cycles / 4 - 1 issue slots), the next chain instruction being an MFMA
-    waits and the earliest ready VALU instruction from up to FILL_WINDOW instructions further
+    waits and the earliest ready VALU instruction from up to `window` instructions further
     down runs instead, if there is one. Ready means every instruction it depends on through a
     register (read after write, write after read or write) is placed; a filler never reads
     the result of a memory instruction of the region (that would pull its wait up). Otherwise
@@ -110,10 +114,10 @@ def _fill_mfma_shadows(region: list[MInst]) -> list[MInst]:
     if cuts:
         out, start = [], 0
         for cut in cuts:
-            out.extend(_fill_mfma_shadows(region[start:cut]))
+            out.extend(_fill_mfma_shadows(region[start:cut], window))
             out.append(region[cut])
             start = cut + 1
-        return out + _fill_mfma_shadows(region[start:])
+        return out + _fill_mfma_shadows(region[start:], window)
     n = len(region)
     defs = [_units(i.defs) for i in region]
     uses = [_units(i.uses) for i in region]
@@ -149,7 +153,7 @@ def _fill_mfma_shadows(region: list[MInst]) -> list[MInst]:
         first = placed.index(False)          # always ready: its predecessors come before it
         pick = first
         if shadow > 0 and region[first].opcode.startswith("v_mfma"):
-            for k in range(first + 1, min(n, first + 1 + FILL_WINDOW)):
+            for k in range(first + 1, min(n, first + 1 + window)):
                 if (not placed[k] and movable[k] and not reads_loaded[k]
                         and all(placed[p] for p in preds[k])):
                     pick = k
