@@ -319,6 +319,9 @@ def test_fitting_steps_down_to_a_kernel_that_fits_the_registers():
     assert fitting(2, "mfma_f32", (1, 2), (), **geometry) == ("mfma_f32", (1, 2))
     # a bias fits beside two channel tiles since the stores' offsets are made where they store
     assert fitting(2, "mfma_f32", (1, 2), ("bias",), **geometry) == ("mfma_f32", (1, 2))
+    # a 5x5 window's weights pass STAGED_B_BYTES, so each tap loads its own B, whose offsets
+    # beside a bias and a residual pass the SGPRs (a staged 3x3 now fits)
+    geometry["window"] = (5, 5)
     for epilogue in [("bias", "residual")]:
         engine, tiles = fitting(2, "mfma_f32", (1, 2), epilogue, **geometry)
         argus.compile(conv_kernel(2, engine, epilogue), verify=False, tiles=tiles, **geometry)

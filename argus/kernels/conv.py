@@ -492,14 +492,17 @@ def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int
     a quarter of the MFMA's columns, KernelBench 73 models at 3.4x the roofline on the MFMA
     engine and 152x on the FMA one), with CHANNEL_TILES channel tiles per wave when the
     output has one phase (`phases`: a strided transposed convolution's phases each store
-    their own tiles). The choice reads no size above 1, so KernelBench's scaled sizes (which
-    halve a grouped convolution's channels per group, 8 to 4 in 72) pick the same kernel as
-    the published ones."""
+    their own tiles) and the group has more output channels than one tile holds: at 32 or
+    fewer a second tile only loads guarded zeros of the weight, a vector memory instruction
+    per tap for nothing (KernelBench Level 2 23, 24 channels: 566 us on two tiles, 343 on
+    one, modelled). A size-dependent choice is a `CHOICES` field, so the harness pins the
+    scaled check to the published sizes' kernel."""
     if ocg < 2:
         return "fma", (FMA_SLOTS, 1)
     if cg < 2:
         return "fma", (1, FMA_OC)
-    return "mfma_f32", (1, CHANNEL_TILES if phases == 1 else 1)
+    wide = phases == 1 and ocg > BLOCK_OC
+    return "mfma_f32", (1, CHANNEL_TILES if wide else 1)
 
 
 def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed, tiles):
@@ -533,6 +536,12 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         block_p, block_oc = WAVE_P * tiles[0], BLOCK_OC * tiles[1]
     else:
         block_p, block_oc = FMA_P * tiles[0], tiles[1]
+    if engine == "mfma_f32" and len(taps) == 1:
+        # one LDS buffer for every step's weights; not for a phased output, whose phases are
+        # branches, and the verifier orders LDS by barriers outside branches only
+        stage = weight_stage(window, tiles)
+        if stage is not None:
+            t = {**t, "stage": (stage, window)}
     rows = out_extent[-2] if dims >= 2 else 1
     # A phased (strided transposed) output gives each phase its own band of workgroups along
     # the grid's first axis: a branch per phase holds that phase's loops, so the offsets its
@@ -601,8 +610,10 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
         acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos, tiles)
         accs = {(0, 0): acc}
     else:
+        stage, window = t.get("stage", (None, None))
         accs, spec = _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
-                                  F32_MFMA if engine == "mfma_f32" else MFMA, tiles)
+                                  F32_MFMA if engine == "mfma_f32" else MFMA, tiles, stage,
+                                  window)
     batched = len(spec.shape) == 3                  # the MFMA engines: (image, pos, channel)
     for (r, o), acc in accs.items():
         dq, doc = r * spec.shape[-2], o * spec.shape[-1]
@@ -655,13 +666,71 @@ def _image_layout(mfma: str, operand: str) -> T.TileSpec:
                       T.ThreadLayout(MFMA_WAVES, slots, (wave, i, j)))
 
 
-def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles):
+#: the most LDS bytes the f32 MFMA engine's staged weights of one channel step may take
+#: (`_staged_weights`): 8 KiB keeps 8 workgroups of 4 waves on a CU's 64 KiB
+STAGED_B_BYTES = 16 * 1024
+
+
+def weight_stage(window, tiles) -> T.Lds | None:
+    """The f32 MFMA engine's LDS for one channel step's weights (`_staged_weights`), or None
+    when they would pass STAGED_B_BYTES: the window's outermost axis rounded up to a multiple
+    of MFMA_WAVES (each wave stores its share), the others whole, then k by the channel
+    tiles' columns."""
+    from argus.isa_cdna3.mfma import mfma as catalogue
+
+    info = catalogue(F32_MFMA)
+    shape = (-(-window[0] // MFMA_WAVES) * MFMA_WAVES, *window[1:], info.k, info.n * tiles[1])
+    if math.prod(shape) * 4 > STAGED_B_BYTES:
+        return None
+    return T.lds(shape, "f32")
+
+
+def _staged_weights(buffer, Wt, window, w_origin, c, k, cols, tiles, info):
+    """The f32 MFMA engine's weights of one input-channel step, every tap of the window, in
+    LDS; a function giving tap k's B tile for channel tile o, or None when they do not fit
+    STAGED_B_BYTES. The MFMA_WAVES waves of a workgroup share one B (only their images
+    differ), so each wave loads a quarter of the window's outermost axis, once per channel
+    step, where every wave would otherwise load every tap's B itself: a vector memory
+    instruction per tap and wave, which bounds these convolutions (KernelBench Level 2's 3-D
+    chains). Two barriers per step: the store waits for the previous step's reads, the reads
+    for every wave's store."""
+    shape = buffer.shape
+    rows, inner = shape[0] // MFMA_WAVES, math.prod(window[1:])
+    slots = rows * inner * tiles[1]
+    wave, lane, slot = T.thread_vars(MFMA_WAVES, slots)
+    o, rest = slot % tiles[1], slot // tiles[1]
+    outer = []
+    for extent in reversed(window[1:]):
+        outer.insert(0, rest % extent)
+        rest = rest // extent
+    copy = T.TileSpec(shape, T.ThreadLayout(MFMA_WAVES, slots, (
+        wave * rows + rest, *outer, lane // cols, lane % cols + cols * o)))
+    dims = len(window)
+    staged = Wt.load(w_origin((0,) * dims, c * k), copy,
+                     axes=(*range(dims), dims + 1, dims + 2), guard=True)
+    T.barrier()
+    buffer.store((0,) * len(shape), staged)
+    T.barrier()
+    _, lane, slot = T.thread_vars(MFMA_WAVES, info.k_per_lane)
+    _, kk, j = info.b_coord(lane, slot)
+    read = T.TileSpec((k, cols), T.ThreadLayout(MFMA_WAVES, info.k_per_lane, (kk, j)))
+
+    def tap(taps, o):
+        return buffer.load((*taps, 0, o * cols), read)
+    return tap
+
+
+def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles, stage=None,
+                 window=None):
     """The implicit GEMM: per input-channel step of the MFMA's k and per tap, A the input
     positions by k channels, B k channels by the block's output channels. bf16 needs whole
     steps (CG % 8 == 0, OCG % 32 == 0, assumed by the caller) and reads channels last; f32
     guards both tails and reads X and Wt channels first (`channels_first`), so a lane's
     neighbours read neighbouring positions and output channels (a few cache lines per load,
-    not one per lane)."""
+    not one per lane), and stages each step's weights in LDS where they fit
+    (`_staged_weights`, given the `window`)."""
+    from argus.isa_cdna3.mfma import mfma as catalogue
+
     a_spec = _image_layout(mfma, "a")
     b_spec = T.mfma_layout(mfma, "b", (MFMA_WAVES, 1))       # every wave the same B
     c_spec = _image_layout(mfma, "c")
@@ -671,10 +740,12 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles):
 
     rows, cols = c_spec.shape[1:]
 
-    def fetch(c):
+    def fetch(c, staged):
         def tap(taps, off, ph):
             a = [X.load(x_origin(off, ph, c * k, r * rows), a_spec,
                         axes=(0, x_pos, c_axis), guard=True) for r in range(tiles[0])]
+            if staged is not None:
+                return a, [staged(taps, o) for o in range(tiles[1])]
             oc_axis, ci_axis = (len(taps) + 2, len(taps) + 1) if tails else \
                 (len(taps) + 1, len(taps) + 2)
             b = [Wt.load(w_origin(taps, c * k, o * cols), b_spec, axes=(oc_axis, ci_axis),
@@ -689,7 +760,11 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles):
     acc = {(r, o): T.zeros(c_spec) for r in range(tiles[0]) for o in range(tiles[1])}
     loop = T.range(0, T.cdiv(CG, k) if tails else CG // k, name="c", acc=acc)
     for c in loop:
-        loop.acc = _over_taps(plan, dict(loop.acc), fetch(c), apply)
+        staged = None
+        if stage is not None:
+            staged = _staged_weights(stage, Wt, window, w_origin, c, k, cols, tiles,
+                                     catalogue(mfma))
+        loop.acc = _over_taps(plan, dict(loop.acc), fetch(c, staged), apply)
     return dict(loop.acc), c_spec
 
 
