@@ -320,24 +320,24 @@ def conv_taps(dims: int, window, stride, padding, dilation, transposed: bool) ->
 UNROLLED_TAPS = 9
 
 
-def _looped_axes(plan) -> int:
+def _looped_axes(plan, unrolled: int = UNROLLED_TAPS) -> int:
     """How many outer axes of `plan` `_over_taps` walks in runtime loops: the fewest that
     leave at most UNROLLED_TAPS taps to unroll (a 3x3x3 window loops over its depth and
     unrolls the 9 taps of a depth step; a 5x5 loops over its rows)."""
     counts = [len(_expand(p)) for p in plan]
     looped = 0
-    while looped < len(plan) and math.prod(counts[looped:]) > UNROLLED_TAPS:
+    while looped < len(plan) and math.prod(counts[looped:]) > unrolled:
         looped += 1
     return looped
 
 
-def _over_taps(plan, acc, fetch, apply):
+def _over_taps(plan, acc, fetch, apply, unrolled: int = UNROLLED_TAPS):
     """acc after every tap of `plan` (per dimension, its progressions): `fetch(k, offset,
     phase)` issues a tap's loads and `apply(acc, fetched)` does its arithmetic. The outer axes
     `_looped_axes` names are runtime loops over their progressions; the taps left are unrolled
     with every fetch issued before the first apply, so their loads are in flight together and
     a wave waits for memory once per pass instead of once per tap."""
-    looped = _looped_axes(plan)
+    looped = _looped_axes(plan, unrolled)
 
     def unrolled(acc, head):
         taps = [[*head, *rest] for rest in itertools.product(*map(_expand, plan[len(head):]))]
@@ -536,9 +536,12 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         block_p, block_oc = WAVE_P * tiles[0], BLOCK_OC * tiles[1]
     else:
         block_p, block_oc = FMA_P * tiles[0], tiles[1]
-    if engine == "mfma_f32" and len(taps) == 1:
-        # one LDS buffer for every step's weights; not for a phased output, whose phases are
-        # branches, and the verifier orders LDS by barriers outside branches only
+    if engine == "mfma_f32" and len(taps) == 1 and \
+            _looped_axes(next(iter(taps.values())), STAGED_TAPS) == 0:
+        # One LDS buffer for every step's weights. Not for a phased output: each phase reads
+        # a few of the taps (staging all of them made Level 2 72 1.4x slower), and its
+        # phases are branches, where the verifier allows no barrier; nor where a runtime
+        # tap loop holds the reads: their race checks came back unknown (64 taps of 4x4x4).
         stage = weight_stage(window, tiles)
         if stage is not None:
             t = {**t, "stage": (stage, window)}
@@ -669,6 +672,8 @@ def _image_layout(mfma: str, operand: str) -> T.TileSpec:
 #: the most LDS bytes the f32 MFMA engine's staged weights of one channel step may take
 #: (`_staged_weights`): 8 KiB keeps 8 workgroups of 4 waves on a CU's 64 KiB
 STAGED_B_BYTES = 16 * 1024
+#: the most taps one window pass unrolls when the weights are staged (`UNROLLED_TAPS`)
+STAGED_TAPS = 27
 
 
 def weight_stage(window, tiles) -> T.Lds | None:
@@ -764,7 +769,10 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles, stage=
         if stage is not None:
             staged = _staged_weights(stage, Wt, window, w_origin, c, k, cols, tiles,
                                      catalogue(mfma))
-        loop.acc = _over_taps(plan, dict(loop.acc), fetch(c, staged), apply)
+        # staged weights are read at constant LDS offsets, so a whole 3x3x3 window unrolls
+        # (its taps' input offsets alone fit the SGPRs)
+        loop.acc = _over_taps(plan, dict(loop.acc), fetch(c, staged), apply,
+                              UNROLLED_TAPS if staged is None else STAGED_TAPS)
     return dict(loop.acc), c_spec
 
 
