@@ -443,6 +443,8 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     if "bias" in names:
         annotations["bias"] = Tensor("f32", "G", "OCG")
     y_shape = ("N", *_view_shape("O2", "SO", dims), "G", "OCG")
+    if output_first(engine):
+        y_shape = ("N", "G", "OCG", *_view_shape("O2", "SO", dims))
     if "residual" in names:
         annotations["residual"] = Tensor("f32", *y_shape)
     annotations["Y"] = Tensor("f32", *y_shape)
@@ -463,9 +465,32 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
 
 
 def channels_first(engine: str) -> bool:
-    """Whether `engine` takes X as (N, G, CG, *view) (the f32 MFMA engine) rather than
+    """Whether `engine` takes X as (N, G, CG, *view) (the f32 engines) rather than
     channels last; `engine_layout` moves the arrays."""
-    return engine == "mfma_f32"
+    return engine in ("fma", "mfma_f32")
+
+
+def output_first(engine: str) -> bool:
+    """Whether `engine` writes Y (and reads a residual) as (N, G, OCG, *view) rather than
+    channels last: the FMA engine, whose lanes run along the positions (a depthwise
+    output's channels-last stores touched a cache line per lane). `output_layout` moves
+    the arrays."""
+    return engine == "fma"
+
+
+def output_shape(engine: str, shape: tuple) -> tuple:
+    """The shape of Y's phase view (N, *view, G, OCG) as `engine` writes it."""
+    shape = tuple(shape)
+    return (shape[0], *shape[-2:], *shape[1:-2]) if output_first(engine) else shape
+
+
+def output_layout(engine: str, y: np.ndarray, back: bool = False) -> np.ndarray:
+    """Y's phase view (N, *view, G, OCG) as `engine` writes it (`output_first`), or with
+    `back` the engine's array as that view."""
+    if not output_first(engine):
+        return y
+    return np.moveaxis(y, (1, 2), (-2, -1)) if back else \
+        np.ascontiguousarray(np.moveaxis(y, (-2, -1), (1, 2)))
 
 
 def weight_oc_last(engine: str) -> bool:
@@ -520,15 +545,17 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     xs, ws, ys = X.shape, Wt.shape, Y.shape
     first = channels_first(engine)
     lead = 3 if first else 1                                   # X's axes before the spatial
-    N, G, CG, OCG = (xs[0], xs[1], xs[2], ys[-1]) if first else (xs[0], xs[-2], xs[-1], ys[-1])
+    y_lead = 3 if output_first(engine) else 1                # Y's axes before the spatial
+    OCG = ys[2] if output_first(engine) else ys[-1]
+    N, G, CG = (xs[0], xs[1], xs[2]) if first else (xs[0], xs[-2], xs[-1])
     x_phases, y_phases = view_phases(dims, stride, transposed)
     steps_per_row = row_steps(dims, stride, transposed)
     for a in range(dims):
         T.assume(ws[a].eq(window[a]))
         T.assume(xs[lead + 1 + 2 * a].eq(x_phases[a]))
-        T.assume(ys[2 + 2 * a].eq(y_phases[a]))
-    out_extent = [ys[1 + 2 * a] for a in range(dims)]         # O2 per dimension
-    x_pos, y_pos = lead + 2 * (dims - 1), 1 + 2 * (dims - 1)   # the innermost spatial axis
+        T.assume(ys[y_lead + 1 + 2 * a].eq(y_phases[a]))
+    out_extent = [ys[y_lead + 2 * a] for a in range(dims)]    # O2 per dimension
+    x_pos, y_pos = lead + 2 * (dims - 1), y_lead + 2 * (dims - 1)  # the innermost spatial axis
     if engine == "mfma":
         T.assume((CG % 8).eq(0))
         T.assume((OCG % BLOCK_OC).eq(0))
@@ -620,9 +647,13 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
     batched = len(spec.shape) == 3                  # the MFMA engines: (image, pos, channel)
     for (r, o), acc in accs.items():
         dq, doc = r * spec.shape[-2], o * spec.shape[-1]
-        y_origin = (n, *[e for q, ph in zip([*outer, q0 + dq], phase, strict=True)
-                         for e in (q, ph)], g, oc0 + doc)
-        y_axes = (0,) * batched + (y_pos, len(y_origin) - 1)
+        spatial = [e for q, ph in zip([*outer, q0 + dq], phase, strict=True) for e in (q, ph)]
+        if output_first(engine):
+            y_origin = (n, g, oc0 + doc, *spatial)
+            y_axes = (0,) * batched + (y_pos, 2)
+        else:
+            y_origin = (n, *spatial, g, oc0 + doc)
+            y_axes = (0,) * batched + (y_pos, len(y_origin) - 1)
         out = _apply_epilogue(
             acc, steps,
             lambda doc=doc: _channel_row(spec, t["bias"].load(
@@ -670,7 +701,8 @@ def _image_layout(mfma: str, operand: str) -> T.TileSpec:
 
 
 #: the most LDS bytes the f32 MFMA engine's staged weights of one channel step may take
-#: (`_staged_weights`): 8 KiB keeps 8 workgroups of 4 waves on a CU's 64 KiB
+#: (`_staged_weights`): a 3x3x3 window's one channel tile (9 KiB, its outermost axis rounded
+#: up to the waves) fits
 STAGED_B_BYTES = 16 * 1024
 #: the most taps one window pass unrolls when the weights are staged (`UNROLLED_TAPS`)
 STAGED_TAPS = 27
@@ -777,15 +809,18 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles, stage=
 
 
 def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, tiles):
-    """Rank-1 updates of a wave's FMA_P * tiles[0] positions (lanes, then slots) by tiles[1]
-    output channels (slots): per input channel and tap, tiles[0] loads of X (one per
-    64-position block) and tiles[1] of the weight, each lane alike."""
+    """Rank-1 updates of a wave's FMA_P * tiles[0] positions (tiles[0] adjacent ones a lane)
+    by tiles[1] output channels (slots): per input channel and tap, tiles[0] loads of X and
+    tiles[1] of the weight, each lane alike. X is channels first, so the wave's positions
+    are one run of memory at one offset per tap (a lane's slots 64 positions apart kept one
+    offset per slot live: Level 1 82's depthwise 3x3 modelled 2244 us that way, 2036 us
+    this way)."""
     p, o = tiles
     _, lane, slot = T.thread_vars(1, p * o)
     spec = T.TileSpec((FMA_P * p, o),
-                      T.ThreadLayout(1, p * o, (lane + FMA_P * (slot // o), slot % o)))
+                      T.ThreadLayout(1, p * o, (p * lane + slot // o, slot % o)))
     _, lane, slot = T.thread_vars(1, p)
-    column = T.TileSpec((FMA_P * p,), T.ThreadLayout(1, p, (lane + FMA_P * slot,)))
+    column = T.TileSpec((FMA_P * p,), T.ThreadLayout(1, p, (p * lane + slot,)))
     _, lane, slot = T.thread_vars(1, o)
     row = T.TileSpec((o,), T.ThreadLayout(1, o, (slot,)))   # every lane alike
 
@@ -1039,7 +1074,7 @@ def conv_view_reference(epilogue, inputs: dict, params: dict, engine: str = "fma
     included: the view read plainly is the input with `input_pad` more positions in front, so
     it is the convolution of that array with padding 0 (forward) or p + f * s (transposed, its
     inputs moved f later), over every position of Y's view."""
-    X, Wt, Y = inputs["X"], inputs["Wt"], inputs["Y"]
+    X, Wt, Y = inputs["X"], inputs["Wt"], output_layout(engine, inputs["Y"], back=True)
     if channels_first(engine):
         X = np.moveaxis(X, (1, 2), (-2, -1))
     if weight_oc_last(engine):
@@ -1058,11 +1093,12 @@ def conv_view_reference(epilogue, inputs: dict, params: dict, engine: str = "fma
         padding = 0
     residual = inputs.get("residual")
     if residual is not None:
+        residual = output_layout(engine, residual, back=True)
         residual = residual.reshape(residual.shape[0], *out, -1)
     y = conv_reference_nd(plain, Wt, stride=stride, padding=padding,
                           dilation=params["dilation"], transposed=params["transposed"],
                           epilogue=epilogue, bias=inputs.get("bias"), residual=residual, out=out)
-    return y.reshape(Y.shape)
+    return output_layout(engine, y.reshape(Y.shape))
 
 
 def conv_check_sizes(dims: int, params: dict, trial: int) -> dict:
