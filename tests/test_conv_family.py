@@ -357,3 +357,21 @@ def test_registers_do_not_grow_with_the_output_phases():
     two, eight = lowered(2), lowered(8)
     assert eight.vgprs <= two.vgprs + 4
     assert eight.sgprs <= two.sgprs + 4
+
+
+def test_the_f32_mfma_engine_stages_a_single_phase_windows_weights_in_lds():
+    """One channel tile up to 32 output channels per group (a second loaded guarded zeros),
+    two above; a single-phase window's weights go through LDS once per channel step (its
+    outermost axis rounded up to the four waves), a phased (strided transposed) output's
+    few taps per phase are loaded directly."""
+    from argus.kernels.conv import STAGED_B_BYTES, conv_engine
+
+    assert conv_engine(3, 24) == ("mfma_f32", (1, 1))
+    assert conv_engine(3, 48) == ("mfma_f32", (1, 2))
+    assert conv_engine(3, 48, phases=4) == ("mfma_f32", (1, 1))
+    staged = argus.compile(conv_kernel(2, "mfma_f32"), verify=False, window=(3, 3),
+                           tiles=(1, 1))
+    assert staged.ir.lds_bytes == 4 * 3 * 2 * 32 * 4 <= STAGED_B_BYTES
+    phased = argus.compile(conv_kernel(2, "mfma_f32"), verify=False, window=(3, 3),
+                           stride=(2, 2), transposed=True, tiles=(1, 1))
+    assert phased.ir.lds_bytes == 0
