@@ -361,17 +361,22 @@ def test_registers_do_not_grow_with_the_output_phases():
 
 def test_the_f32_mfma_engine_stages_a_single_phase_windows_weights_in_lds():
     """One channel tile up to 32 output channels per group (a second loaded guarded zeros),
-    two above; a single-phase window's weights go through LDS once per channel step (its
-    outermost axis rounded up to the four waves), a phased (strided transposed) output's
-    few taps per phase are loaded directly."""
+    two above; a single-phase window of STAGED_MIN_TAPS taps or more has its weights go
+    through LDS once per channel step (the outermost axis rounded up to the four waves),
+    proved (barriers, races) and right in the strict emulator with channel tails; a phased
+    (strided transposed) output's few taps per phase are loaded directly."""
     from argus.kernels.conv import STAGED_B_BYTES, conv_engine
 
     assert conv_engine(3, 24) == ("mfma_f32", (1, 1))
     assert conv_engine(3, 48) == ("mfma_f32", (1, 2))
     assert conv_engine(3, 48, phases=4) == ("mfma_f32", (1, 1))
-    staged = argus.compile(conv_kernel(2, "mfma_f32"), verify=False, window=(3, 3),
-                           tiles=(1, 1))
+    c = dict(dims=2, engine="mfma_f32", n=5, spatial=(4, 6), groups=1, cg=3, ocg=5,
+             window=(3, 3), stride=(1, 1), padding=(1, 0), dilation=(1, 1), transposed=False,
+             epilogue=("bias",), tiles=(1, 1))
+    staged = argus.compile(conv_kernel(2, "mfma_f32", ("bias",)), verify=False,
+                           window=(3, 3), padding=(1, 0), tiles=(1, 1))
     assert staged.ir.lds_bytes == 4 * 3 * 2 * 32 * 4 <= STAGED_B_BYTES
+    test_conv_family_is_proved_and_matches_numpy(c)
     phased = argus.compile(conv_kernel(2, "mfma_f32"), verify=False, window=(3, 3),
                            stride=(2, 2), transposed=True, tiles=(1, 1))
     assert phased.ir.lds_bytes == 0

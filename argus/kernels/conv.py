@@ -563,8 +563,8 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         block_p, block_oc = WAVE_P * tiles[0], BLOCK_OC * tiles[1]
     else:
         block_p, block_oc = FMA_P * tiles[0], tiles[1]
-    if engine == "mfma_f32" and len(taps) == 1 and \
-            _looped_axes(next(iter(taps.values())), STAGED_TAPS) == 0:
+    if engine == "mfma_f32" and len(taps) == 1 and math.prod(window) >= STAGED_MIN_TAPS \
+            and _looped_axes(next(iter(taps.values())), STAGED_TAPS) == 0:
         # One LDS buffer for every step's weights. Not for a phased output: each phase reads
         # a few of the taps (staging all of them made Level 2 72 1.4x slower), and its
         # phases are branches, where the verifier allows no barrier; nor where a runtime
@@ -706,6 +706,10 @@ def _image_layout(mfma: str, operand: str) -> T.TileSpec:
 STAGED_B_BYTES = 16 * 1024
 #: the most taps one window pass unrolls when the weights are staged (`UNROLLED_TAPS`)
 STAGED_TAPS = 27
+#: the fewest taps whose weights are staged: the two barriers per channel step pay for
+#: themselves over a window's loads, not over a pointwise one's (Level 1 87, a 1x1
+#: convolution: 3587 us loading its one tap directly, 6079 staged, modelled)
+STAGED_MIN_TAPS = 9
 
 
 def weight_stage(window, tiles) -> T.Lds | None:
