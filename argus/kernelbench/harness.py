@@ -208,10 +208,13 @@ SCALINGS = ({}, {"deep": False}, {"floor": 2 * FLOOR - 1, "budget": 4 * BUDGET, 
 
 def pinned(plan, full_plan):
     """The scaled `plan` running the published-size plan's kernels, or None: the steps must be
-    the same templates, differing at most in fields that choose how a kernel runs (its tile,
-    waves, engine: `CHOICES`), never in what it computes. The route picks tiles by size (a
-    long row gets a workgroup of its own); every kernel is proved for all sizes, so the
-    scaled run checks the very kernels the published sizes launch."""
+    the same templates; the fields that choose how a kernel runs (its tile, waves, engine:
+    `CHOICES`) take the published values, the others (what a step computes) keep the
+    scaled ones, and the kernels must come out the same (a depthwise step's group count is
+    symbolic in its kernel, so it may differ beside a pointwise step's channel tiles). The
+    route picks tiles by size (a long row gets a workgroup of its own); every kernel is
+    proved for all sizes, so the scaled run checks the very kernels the published sizes
+    launch."""
     if len(plan.steps) != len(full_plan.steps):
         return None
     steps = []
@@ -226,9 +229,10 @@ def pinned(plan, full_plan):
             continue
         differ = {f.name for f in attrs.fields(type(small))
                   if getattr(small, f.name) != getattr(chosen, f.name)}
-        if not differ <= CHOICES:
-            return None
-        steps.append(attrs.evolve(step, template=chosen))
+        # the published choices; what differs beside them (a group count the kernel leaves
+        # symbolic) stays the scaled problem's, and the kernels must then be the same
+        steps.append(attrs.evolve(step, template=attrs.evolve(
+            small, **{name: getattr(chosen, name) for name in differ & CHOICES})))
     out = attrs.evolve(plan, steps=tuple(steps))
     return out if from_plan(out).kernels == from_plan(full_plan).kernels else None
 

@@ -1120,6 +1120,8 @@ class Conv:
             engine_layout,
             from_phase_view,
             input_pad,
+            output_layout,
+            output_shape,
             view_phases,
             weight_oc_last,
         )
@@ -1131,7 +1133,7 @@ class Conv:
         ocg = weight.shape[1] if self.transposed else weight.shape[0] // g
         out = self.out_spatial(spatial)
         y_shape = conv_output_view(n, out, self.stride, g, ocg, self.transposed)
-        y = ctx.alloc(y_shape)
+        y = ctx.alloc(output_shape(engine, y_shape))
         if not ctx.execute:
             front = input_pad(dims, *self.geometry.values())
             first = channels_first(engine)
@@ -1144,7 +1146,7 @@ class Conv:
             if bias is not None:
                 arrays["bias"] = ctx.alloc((g, ocg))
             if residual is not None:
-                arrays["residual"] = ctx.alloc(y_shape)
+                arrays["residual"] = ctx.alloc(output_shape(engine, y_shape))
             ctx.launch(kernel, **arrays, Y=y)
             return ctx.alloc((n, g * ocg, *out))
         import numpy as np
@@ -1166,8 +1168,9 @@ class Conv:
             plain = r.reshape(n, *(y_shape[1 + 2 * a] * y_shape[2 + 2 * a]
                                    for a in range(dims)), g * ocg)
             plain[(slice(None), *(slice(0, o) for o in out))] = np.moveaxis(residual, 1, -1)
-            arrays["residual"] = r
+            arrays["residual"] = output_layout(engine, r)
         ctx.launch(kernel, **arrays, Y=y)
+        y = output_layout(engine, y, back=True)
         return np.ascontiguousarray(np.moveaxis(from_phase_view(y, out), -1, 1))
 
 

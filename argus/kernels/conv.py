@@ -320,24 +320,24 @@ def conv_taps(dims: int, window, stride, padding, dilation, transposed: bool) ->
 UNROLLED_TAPS = 9
 
 
-def _looped_axes(plan) -> int:
+def _looped_axes(plan, unrolled: int = UNROLLED_TAPS) -> int:
     """How many outer axes of `plan` `_over_taps` walks in runtime loops: the fewest that
     leave at most UNROLLED_TAPS taps to unroll (a 3x3x3 window loops over its depth and
     unrolls the 9 taps of a depth step; a 5x5 loops over its rows)."""
     counts = [len(_expand(p)) for p in plan]
     looped = 0
-    while looped < len(plan) and math.prod(counts[looped:]) > UNROLLED_TAPS:
+    while looped < len(plan) and math.prod(counts[looped:]) > unrolled:
         looped += 1
     return looped
 
 
-def _over_taps(plan, acc, fetch, apply):
+def _over_taps(plan, acc, fetch, apply, unrolled: int = UNROLLED_TAPS):
     """acc after every tap of `plan` (per dimension, its progressions): `fetch(k, offset,
     phase)` issues a tap's loads and `apply(acc, fetched)` does its arithmetic. The outer axes
     `_looped_axes` names are runtime loops over their progressions; the taps left are unrolled
     with every fetch issued before the first apply, so their loads are in flight together and
     a wave waits for memory once per pass instead of once per tap."""
-    looped = _looped_axes(plan)
+    looped = _looped_axes(plan, unrolled)
 
     def unrolled(acc, head):
         taps = [[*head, *rest] for rest in itertools.product(*map(_expand, plan[len(head):]))]
@@ -443,6 +443,8 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     if "bias" in names:
         annotations["bias"] = Tensor("f32", "G", "OCG")
     y_shape = ("N", *_view_shape("O2", "SO", dims), "G", "OCG")
+    if output_first(engine):
+        y_shape = ("N", "G", "OCG", *_view_shape("O2", "SO", dims))
     if "residual" in names:
         annotations["residual"] = Tensor("f32", *y_shape)
     annotations["Y"] = Tensor("f32", *y_shape)
@@ -463,9 +465,32 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
 
 
 def channels_first(engine: str) -> bool:
-    """Whether `engine` takes X as (N, G, CG, *view) (the f32 MFMA engine) rather than
+    """Whether `engine` takes X as (N, G, CG, *view) (the f32 engines) rather than
     channels last; `engine_layout` moves the arrays."""
-    return engine == "mfma_f32"
+    return engine in ("fma", "mfma_f32")
+
+
+def output_first(engine: str) -> bool:
+    """Whether `engine` writes Y (and reads a residual) as (N, G, OCG, *view) rather than
+    channels last: the FMA engine, whose lanes run along the positions (a depthwise
+    output's channels-last stores touched a cache line per lane). `output_layout` moves
+    the arrays."""
+    return engine == "fma"
+
+
+def output_shape(engine: str, shape: tuple) -> tuple:
+    """The shape of Y's phase view (N, *view, G, OCG) as `engine` writes it."""
+    shape = tuple(shape)
+    return (shape[0], *shape[-2:], *shape[1:-2]) if output_first(engine) else shape
+
+
+def output_layout(engine: str, y: np.ndarray, back: bool = False) -> np.ndarray:
+    """Y's phase view (N, *view, G, OCG) as `engine` writes it (`output_first`), or with
+    `back` the engine's array as that view."""
+    if not output_first(engine):
+        return y
+    return np.moveaxis(y, (1, 2), (-2, -1)) if back else \
+        np.ascontiguousarray(np.moveaxis(y, (-2, -1), (1, 2)))
 
 
 def weight_oc_last(engine: str) -> bool:
@@ -492,14 +517,17 @@ def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int
     a quarter of the MFMA's columns, KernelBench 73 models at 3.4x the roofline on the MFMA
     engine and 152x on the FMA one), with CHANNEL_TILES channel tiles per wave when the
     output has one phase (`phases`: a strided transposed convolution's phases each store
-    their own tiles). The choice reads no size above 1, so KernelBench's scaled sizes (which
-    halve a grouped convolution's channels per group, 8 to 4 in 72) pick the same kernel as
-    the published ones."""
+    their own tiles) and the group has more output channels than one tile holds: at 32 or
+    fewer a second tile only loads guarded zeros of the weight, a vector memory instruction
+    per tap for nothing (KernelBench Level 2 23, 24 channels: 566 us on two tiles, 343 on
+    one, modelled). A size-dependent choice is a `CHOICES` field, so the harness pins the
+    scaled check to the published sizes' kernel."""
     if ocg < 2:
         return "fma", (FMA_SLOTS, 1)
     if cg < 2:
         return "fma", (1, FMA_OC)
-    return "mfma_f32", (1, CHANNEL_TILES if phases == 1 else 1)
+    wide = phases == 1 and ocg > BLOCK_OC
+    return "mfma_f32", (1, CHANNEL_TILES if wide else 1)
 
 
 def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed, tiles):
@@ -517,15 +545,17 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     xs, ws, ys = X.shape, Wt.shape, Y.shape
     first = channels_first(engine)
     lead = 3 if first else 1                                   # X's axes before the spatial
-    N, G, CG, OCG = (xs[0], xs[1], xs[2], ys[-1]) if first else (xs[0], xs[-2], xs[-1], ys[-1])
+    y_lead = 3 if output_first(engine) else 1                # Y's axes before the spatial
+    OCG = ys[2] if output_first(engine) else ys[-1]
+    N, G, CG = (xs[0], xs[1], xs[2]) if first else (xs[0], xs[-2], xs[-1])
     x_phases, y_phases = view_phases(dims, stride, transposed)
     steps_per_row = row_steps(dims, stride, transposed)
     for a in range(dims):
         T.assume(ws[a].eq(window[a]))
         T.assume(xs[lead + 1 + 2 * a].eq(x_phases[a]))
-        T.assume(ys[2 + 2 * a].eq(y_phases[a]))
-    out_extent = [ys[1 + 2 * a] for a in range(dims)]         # O2 per dimension
-    x_pos, y_pos = lead + 2 * (dims - 1), 1 + 2 * (dims - 1)   # the innermost spatial axis
+        T.assume(ys[y_lead + 1 + 2 * a].eq(y_phases[a]))
+    out_extent = [ys[y_lead + 2 * a] for a in range(dims)]    # O2 per dimension
+    x_pos, y_pos = lead + 2 * (dims - 1), y_lead + 2 * (dims - 1)  # the innermost spatial axis
     if engine == "mfma":
         T.assume((CG % 8).eq(0))
         T.assume((OCG % BLOCK_OC).eq(0))
@@ -533,6 +563,15 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         block_p, block_oc = WAVE_P * tiles[0], BLOCK_OC * tiles[1]
     else:
         block_p, block_oc = FMA_P * tiles[0], tiles[1]
+    if engine == "mfma_f32" and len(taps) == 1 and math.prod(window) >= STAGED_MIN_TAPS \
+            and _looped_axes(next(iter(taps.values())), STAGED_TAPS) == 0:
+        # One LDS buffer for every step's weights. Not for a phased output: each phase reads
+        # a few of the taps (staging all of them made Level 2 72 1.4x slower), and its
+        # phases are branches, where the verifier allows no barrier; nor where a runtime
+        # tap loop holds the reads: their race checks came back unknown (64 taps of 4x4x4).
+        stage = weight_stage(window, tiles)
+        if stage is not None:
+            t = {**t, "stage": (stage, window)}
     rows = out_extent[-2] if dims >= 2 else 1
     # A phased (strided transposed) output gives each phase its own band of workgroups along
     # the grid's first axis: a branch per phase holds that phase's loops, so the offsets its
@@ -601,14 +640,20 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
         acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos, tiles)
         accs = {(0, 0): acc}
     else:
+        stage, window = t.get("stage", (None, None))
         accs, spec = _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
-                                  F32_MFMA if engine == "mfma_f32" else MFMA, tiles)
+                                  F32_MFMA if engine == "mfma_f32" else MFMA, tiles, stage,
+                                  window)
     batched = len(spec.shape) == 3                  # the MFMA engines: (image, pos, channel)
     for (r, o), acc in accs.items():
         dq, doc = r * spec.shape[-2], o * spec.shape[-1]
-        y_origin = (n, *[e for q, ph in zip([*outer, q0 + dq], phase, strict=True)
-                         for e in (q, ph)], g, oc0 + doc)
-        y_axes = (0,) * batched + (y_pos, len(y_origin) - 1)
+        spatial = [e for q, ph in zip([*outer, q0 + dq], phase, strict=True) for e in (q, ph)]
+        if output_first(engine):
+            y_origin = (n, g, oc0 + doc, *spatial)
+            y_axes = (0,) * batched + (y_pos, 2)
+        else:
+            y_origin = (n, *spatial, g, oc0 + doc)
+            y_axes = (0,) * batched + (y_pos, len(y_origin) - 1)
         out = _apply_epilogue(
             acc, steps,
             lambda doc=doc: _channel_row(spec, t["bias"].load(
@@ -655,13 +700,78 @@ def _image_layout(mfma: str, operand: str) -> T.TileSpec:
                       T.ThreadLayout(MFMA_WAVES, slots, (wave, i, j)))
 
 
-def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles):
+#: the most LDS bytes the f32 MFMA engine's staged weights of one channel step may take
+#: (`_staged_weights`): a 3x3x3 window's one channel tile (9 KiB, its outermost axis rounded
+#: up to the waves) fits
+STAGED_B_BYTES = 16 * 1024
+#: the most taps one window pass unrolls when the weights are staged (`UNROLLED_TAPS`)
+STAGED_TAPS = 27
+#: the fewest taps whose weights are staged: the two barriers per channel step pay for
+#: themselves over a window's loads, not over a pointwise one's (Level 1 87, a 1x1
+#: convolution: 3587 us loading its one tap directly, 6079 staged, modelled)
+STAGED_MIN_TAPS = 9
+
+
+def weight_stage(window, tiles) -> T.Lds | None:
+    """The f32 MFMA engine's LDS for one channel step's weights (`_staged_weights`), or None
+    when they would pass STAGED_B_BYTES: the window's outermost axis rounded up to a multiple
+    of MFMA_WAVES (each wave stores its share), the others whole, then k by the channel
+    tiles' columns."""
+    from argus.isa_cdna3.mfma import mfma as catalogue
+
+    info = catalogue(F32_MFMA)
+    shape = (-(-window[0] // MFMA_WAVES) * MFMA_WAVES, *window[1:], info.k, info.n * tiles[1])
+    if math.prod(shape) * 4 > STAGED_B_BYTES:
+        return None
+    return T.lds(shape, "f32")
+
+
+def _staged_weights(buffer, Wt, window, w_origin, c, k, cols, tiles, info):
+    """The f32 MFMA engine's weights of one input-channel step, every tap of the window, in
+    LDS; a function giving tap k's B tile for channel tile o, or None when they do not fit
+    STAGED_B_BYTES. The MFMA_WAVES waves of a workgroup share one B (only their images
+    differ), so each wave loads a quarter of the window's outermost axis, once per channel
+    step, where every wave would otherwise load every tap's B itself: a vector memory
+    instruction per tap and wave, which bounds these convolutions (KernelBench Level 2's 3-D
+    chains). Two barriers per step: the store waits for the previous step's reads, the reads
+    for every wave's store."""
+    shape = buffer.shape
+    rows, inner = shape[0] // MFMA_WAVES, math.prod(window[1:])
+    slots = rows * inner * tiles[1]
+    wave, lane, slot = T.thread_vars(MFMA_WAVES, slots)
+    o, rest = slot % tiles[1], slot // tiles[1]
+    outer = []
+    for extent in reversed(window[1:]):
+        outer.insert(0, rest % extent)
+        rest = rest // extent
+    copy = T.TileSpec(shape, T.ThreadLayout(MFMA_WAVES, slots, (
+        wave * rows + rest, *outer, lane // cols, lane % cols + cols * o)))
+    dims = len(window)
+    staged = Wt.load(w_origin((0,) * dims, c * k), copy,
+                     axes=(*range(dims), dims + 1, dims + 2), guard=True)
+    T.barrier()
+    buffer.store((0,) * len(shape), staged)
+    T.barrier()
+    _, lane, slot = T.thread_vars(MFMA_WAVES, info.k_per_lane)
+    _, kk, j = info.b_coord(lane, slot)
+    read = T.TileSpec((k, cols), T.ThreadLayout(MFMA_WAVES, info.k_per_lane, (kk, j)))
+
+    def tap(taps, o):
+        return buffer.load((*taps, 0, o * cols), read)
+    return tap
+
+
+def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles, stage=None,
+                 window=None):
     """The implicit GEMM: per input-channel step of the MFMA's k and per tap, A the input
     positions by k channels, B k channels by the block's output channels. bf16 needs whole
     steps (CG % 8 == 0, OCG % 32 == 0, assumed by the caller) and reads channels last; f32
     guards both tails and reads X and Wt channels first (`channels_first`), so a lane's
     neighbours read neighbouring positions and output channels (a few cache lines per load,
-    not one per lane)."""
+    not one per lane), and stages each step's weights in LDS where they fit
+    (`_staged_weights`, given the `window`)."""
+    from argus.isa_cdna3.mfma import mfma as catalogue
+
     a_spec = _image_layout(mfma, "a")
     b_spec = T.mfma_layout(mfma, "b", (MFMA_WAVES, 1))       # every wave the same B
     c_spec = _image_layout(mfma, "c")
@@ -671,10 +781,12 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles):
 
     rows, cols = c_spec.shape[1:]
 
-    def fetch(c):
+    def fetch(c, staged):
         def tap(taps, off, ph):
             a = [X.load(x_origin(off, ph, c * k, r * rows), a_spec,
                         axes=(0, x_pos, c_axis), guard=True) for r in range(tiles[0])]
+            if staged is not None:
+                return a, [staged(taps, o) for o in range(tiles[1])]
             oc_axis, ci_axis = (len(taps) + 2, len(taps) + 1) if tails else \
                 (len(taps) + 1, len(taps) + 2)
             b = [Wt.load(w_origin(taps, c * k, o * cols), b_spec, axes=(oc_axis, ci_axis),
@@ -689,20 +801,30 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles):
     acc = {(r, o): T.zeros(c_spec) for r in range(tiles[0]) for o in range(tiles[1])}
     loop = T.range(0, T.cdiv(CG, k) if tails else CG // k, name="c", acc=acc)
     for c in loop:
-        loop.acc = _over_taps(plan, dict(loop.acc), fetch(c), apply)
+        staged = None
+        if stage is not None:
+            staged = _staged_weights(stage, Wt, window, w_origin, c, k, cols, tiles,
+                                     catalogue(mfma))
+        # staged weights are read at constant LDS offsets, so a whole 3x3x3 window unrolls
+        # (its taps' input offsets alone fit the SGPRs)
+        loop.acc = _over_taps(plan, dict(loop.acc), fetch(c, staged), apply,
+                              UNROLLED_TAPS if staged is None else STAGED_TAPS)
     return dict(loop.acc), c_spec
 
 
 def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, tiles):
-    """Rank-1 updates of a wave's FMA_P * tiles[0] positions (lanes, then slots) by tiles[1]
-    output channels (slots): per input channel and tap, tiles[0] loads of X (one per
-    64-position block) and tiles[1] of the weight, each lane alike."""
+    """Rank-1 updates of a wave's FMA_P * tiles[0] positions (tiles[0] adjacent ones a lane)
+    by tiles[1] output channels (slots): per input channel and tap, tiles[0] loads of X and
+    tiles[1] of the weight, each lane alike. X is channels first, so the wave's positions
+    are one run of memory at one offset per tap (a lane's slots 64 positions apart kept one
+    offset per slot live: Level 1 82's depthwise 3x3 modelled 2244 us that way, 2036 us
+    this way)."""
     p, o = tiles
     _, lane, slot = T.thread_vars(1, p * o)
     spec = T.TileSpec((FMA_P * p, o),
-                      T.ThreadLayout(1, p * o, (lane + FMA_P * (slot // o), slot % o)))
+                      T.ThreadLayout(1, p * o, (p * lane + slot // o, slot % o)))
     _, lane, slot = T.thread_vars(1, p)
-    column = T.TileSpec((FMA_P * p,), T.ThreadLayout(1, p, (lane + FMA_P * slot,)))
+    column = T.TileSpec((FMA_P * p,), T.ThreadLayout(1, p, (p * lane + slot,)))
     _, lane, slot = T.thread_vars(1, o)
     row = T.TileSpec((o,), T.ThreadLayout(1, o, (slot,)))   # every lane alike
 
@@ -1068,7 +1190,7 @@ def conv_view_reference(epilogue, inputs: dict, params: dict, engine: str = "fma
     included: the view read plainly is the input with `input_pad` more positions in front, so
     it is the convolution of that array with padding 0 (forward) or p + f * s (transposed, its
     inputs moved f later), over every position of Y's view."""
-    X, Wt, Y = inputs["X"], inputs["Wt"], inputs["Y"]
+    X, Wt, Y = inputs["X"], inputs["Wt"], output_layout(engine, inputs["Y"], back=True)
     if channels_first(engine):
         X = np.moveaxis(X, (1, 2), (-2, -1))
     if weight_oc_last(engine):
@@ -1087,11 +1209,12 @@ def conv_view_reference(epilogue, inputs: dict, params: dict, engine: str = "fma
         padding = 0
     residual = inputs.get("residual")
     if residual is not None:
+        residual = output_layout(engine, residual, back=True)
         residual = residual.reshape(residual.shape[0], *out, -1)
     y = conv_reference_nd(plain, Wt, stride=stride, padding=padding,
                           dilation=params["dilation"], transposed=params["transposed"],
                           epilogue=epilogue, bias=inputs.get("bias"), residual=residual, out=out)
-    return y.reshape(Y.shape)
+    return output_layout(engine, y.reshape(Y.shape))
 
 
 def conv_check_sizes(dims: int, params: dict, trial: int) -> dict:
