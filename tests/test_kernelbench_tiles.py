@@ -198,3 +198,18 @@ def test_a_whole_tensor_reduction_takes_rows_long_enough_to_leave_few_partials(m
     assert dict(rows[0].views)[rows[0].inputs[0][1]][:2] == (9, 240)
     got = from_plan(plan).forward(Context(execute=True), x.numpy())
     np.testing.assert_allclose(got, Model()(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_only_row_is_timed_and_says_it_was_not_checked():
+    """`harness.modelled`: the published sizes timed, the row `unknown` (not run, not
+    proved), never `correct`; a problem with an op no template has is `unsupported`."""
+    pytest.importorskip("torch")
+    from pathlib import Path
+
+    from argus.kernelbench.harness import modelled
+
+    folder = Path(__file__).parent / "kernelbench" / "level1"
+    row = modelled(folder / "19_ReLU.py", "level1")
+    assert row.status == "unknown" and "not proved" in row.reason
+    assert row.modelled_us > 0 and row.roofline_us > 0 and row.ratio >= 1.0
+    assert modelled(folder / "90_Sort_rows.py", "level1").status == "unsupported"

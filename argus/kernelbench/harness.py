@@ -294,6 +294,41 @@ def runs_once(scaled: list, full: list) -> list[str]:
     return found
 
 
+def modelled(path, level: str | None = None) -> Row:
+    """The model's half of `check` alone: the route's plan at the published sizes, each launch
+    timed by the MI300X model, against the roofline; no emulated run and no proof, so the row
+    says `unknown` with that reason (a whole level's timing sweep, `bench_kernelbench.py
+    --model-only`). Failures land in the row, as in `check`."""
+    start = clock.perf_counter()
+    row = Row(level or "", getattr(path, "stem", str(path)))
+    try:
+        problem = load(path, level)
+        row.level, row.problem = problem.level, problem.name
+        full = problem.full()
+        model, inputs = full
+        plan = route(model, inputs)
+        solution = from_plan(plan)
+        state = dict(model.named_parameters()) | dict(model.named_buffers())
+        ctx = Context(execute=False)
+        shaped = ([shaped_input(t) for t in inputs]
+                  + [Shaped(tuple(state[q].shape)) for _, q in plan.params])
+        guarded(lambda: solution.forward(ctx, *shaped))
+        row.modelled_us = sum(road.model_time(k, sizes) for k, sizes, _ in ctx.launches)
+        row.roofline_us = roofline_us(inputs, _output_bytes(full), plan.mm_flops,
+                                      plan.valu_flops)
+        row.generated, row.templates = True, list(solution.templates)
+        row.status, row.reason = "unknown", "model only: not run, not proved"
+    except Unsupported as err:
+        row.status, row.reason = "unsupported", err.message
+    except RegisterBudgetError as err:
+        row.status = "unsupported"
+        row.reason = f"the kernel does not fit a wave's registers: {err}"
+    except Exception as err:  # noqa: BLE001 - a failure is the row's answer, never escapes
+        row.status, row.reason = "error", f"{type(err).__name__}: {err}"
+    row.seconds = round(clock.perf_counter() - start, 2)
+    return row
+
+
 def check(path, level: str | None = None, solutions: dict | None = None) -> Row:
     """Every check on one problem file; any failure lands in the row, never escapes."""
     start = clock.perf_counter()
