@@ -191,7 +191,8 @@ def test_a_loop_stepping_past_the_smallest_samples_is_extrapolated_in_its_trip_c
 
 
 def test_a_second_pass_over_rows_longer_than_the_l2_holds_reads_hbm_again():
-    # a row program with two stats reads each row twice: a 6.4 GB launch's second pass comes
+    # a row program whose second stat reads its first (a max of x - sum) reads each row
+    # twice: a 6.4 GB launch's second pass comes
     # back to a line after every resident workgroup streamed its 1.5 MB row (far past 4 MB
     # of L2 per XCD and the 256 MB Infinity Cache): HBM again, where it had been charged once;
     # a 2 MB launch's second pass still finds its rows in the L2
@@ -199,8 +200,8 @@ def test_a_second_pass_over_rows_longer_than_the_l2_holds_reads_hbm_again():
     from argus.kernelbench.templates import RowProgram
 
     x = ("leaf", "x")
-    row = RowProgram((("sum", x), ("max", ("bin", "mul", x, x))), ("stat", 0), False, False,
-                     rows=1, cols=2048, vector=4)
+    row = RowProgram((("sum", x), ("max", ("bin", "sub", x, ("stat", 0)))), ("stat", 1), False,
+                     False, rows=1, cols=2048, vector=4)
     kernel = argus.compile(kernel_of(row))
     big = argus.time(kernel, sizes={"O": 4096, "R": 393216})
     assert big.bytes_hbm >= 2 * 4096 * 393216 * 4
