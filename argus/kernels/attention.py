@@ -70,6 +70,17 @@ def _masked(s, edges):
     return diagonal.s
 
 
+def _end_trip(loop, ahead: tuple, later, sync: bool) -> None:
+    """The end of a key-block trip: the blocks fetched ahead move one place nearer (`later`,
+    fetched this trip, takes the last place), then the barrier when the loop synchronises."""
+    if ahead:
+        for name, nearer in zip(ahead, ahead[1:]):
+            setattr(loop, name, getattr(loop, nearer))
+        setattr(loop, ahead[-1], later)
+    if sync:
+        T.barrier()
+
+
 def _key_loop(state: dict, blocks, fetch, stage, attend, *, prefetch: int, unroll: int,
               sync: bool):
     """Blocks 0 .. blocks-2 of keys, software-pipelined: block 0 is staged in LDS before the
@@ -92,12 +103,7 @@ def _key_loop(state: dict, blocks, fetch, stage, attend, *, prefetch: int, unrol
                                   kb % 2, last=False).items():
             setattr(loop, name, value)
         stage((kb + 1) % 2, staged)
-        if ahead:
-            for name, nearer in zip(ahead, ahead[1:]):
-                setattr(loop, name, getattr(loop, nearer))
-            setattr(loop, ahead[-1], later)
-        if sync:
-            T.barrier()
+        _end_trip(loop, ahead, later if ahead else None, sync)
     return loop
 
 
@@ -142,12 +148,7 @@ def _overlapped_loop(state: dict, blocks, fetch_k, fetch_v, k_smem, v_smem, scor
             setattr(loop, name, value)
         k_smem.store((kb % 2, 0, 0), k_next)
         v_smem.store(((kb + 1) % 2, 0, 0), v_next)
-        if ahead:
-            for name, nearer in zip(ahead, ahead[1:]):
-                setattr(loop, name, getattr(loop, nearer))
-            setattr(loop, ahead[-1], later)
-        if sync:
-            T.barrier()
+        _end_trip(loop, ahead, later if ahead else None, sync)
     return loop
 
 

@@ -401,6 +401,22 @@ def _view_shape(prefix: str, phases: str, dims: int) -> tuple[str, ...]:
     return tuple(n for a in SPATIAL[3 - dims:] for n in (f"{prefix}{a}", f"{phases}{a}"))
 
 
+def _family(body, name: str, doc: str | None, annotations: dict, params: dict,
+            waves: int) -> T.KernelDef:
+    """A family kernel: `body(*tensors, **chosen)` as a kernel named `name` taking the
+    `annotations`' tensors positionally and the compile-time `params` (with their defaults)
+    by keyword."""
+    def kernel(*tensors, **chosen):
+        return body(*tensors, **chosen)
+
+    kernel.__name__, kernel.__doc__, kernel.__annotations__ = name, doc, annotations
+    P = inspect.Parameter
+    kernel.__signature__ = inspect.Signature(
+        [P(n, P.POSITIONAL_OR_KEYWORD, annotation=a) for n, a in annotations.items()] +
+        [P(n, P.KEYWORD_ONLY, default=v) for n, v in params.items()])
+    return T.KernelDef(kernel, waves=waves)
+
+
 @functools.cache
 def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.KernelDef:
     """The convolution kernel for `dims` spatial dimensions (1, 2 or 3), `engine` ("fma": f32
@@ -454,14 +470,8 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     def conv(*tensors, **chosen):
         _conv_body(dims, engine, steps, dict(zip(annotations, tensors, strict=True)), **chosen)
 
-    conv.__name__ = f"conv{dims}d_{engine}" + "".join(f"_{n}" for n in names)
-    conv.__doc__ = conv_kernel.__doc__
-    conv.__annotations__ = annotations
-    P = inspect.Parameter
-    conv.__signature__ = inspect.Signature(
-        [P(n, P.POSITIONAL_OR_KEYWORD, annotation=a) for n, a in annotations.items()] +
-        [P(n, P.KEYWORD_ONLY, default=v) for n, v in params.items()])
-    return T.KernelDef(conv, waves=1 if engine == "fma" else 4)
+    return _family(conv, f"conv{dims}d_{engine}" + "".join(f"_{n}" for n in names),
+                   conv_kernel.__doc__, annotations, params, 1 if engine == "fma" else 4)
 
 
 def channels_first(engine: str) -> bool:
@@ -983,14 +993,7 @@ def pool_kernel(dims: int) -> T.KernelDef:
     def pool(X, Y, **chosen):
         _pool_body(dims, X, Y, **chosen)
 
-    pool.__name__ = f"pooling{dims}d"
-    pool.__doc__ = pool_kernel.__doc__
-    pool.__annotations__ = annotations
-    P = inspect.Parameter
-    pool.__signature__ = inspect.Signature(
-        [P(n, P.POSITIONAL_OR_KEYWORD, annotation=a) for n, a in annotations.items()] +
-        [P(n, P.KEYWORD_ONLY, default=v) for n, v in params.items()])
-    return T.KernelDef(pool, waves=1)
+    return _family(pool, f"pooling{dims}d", pool_kernel.__doc__, annotations, params, 1)
 
 
 def _pool_body(dims, X, Y, *, kind, window, stride, padding, dilation):
@@ -1092,16 +1095,8 @@ def pool_runs_kernel() -> T.KernelDef:
     annotations = {"X": Tensor("f32", "NC", "I2", "RUN"), "Y": Tensor("f32", "NC", "O2", "RUN")}
     params = {"kind": "max", "window": 2, "dilation": 1}
 
-    def pool_runs(X, Y, **chosen):
-        _pool_runs_body(X, Y, **chosen)
-
-    pool_runs.__doc__ = pool_runs_kernel.__doc__
-    pool_runs.__annotations__ = annotations
-    P = inspect.Parameter
-    pool_runs.__signature__ = inspect.Signature(
-        [P(n, P.POSITIONAL_OR_KEYWORD, annotation=a) for n, a in annotations.items()] +
-        [P(n, P.KEYWORD_ONLY, default=v) for n, v in params.items()])
-    return T.KernelDef(pool_runs, waves=4)
+    return _family(_pool_runs_body, "pool_runs", pool_runs_kernel.__doc__, annotations,
+                   params, 4)
 
 
 def _pool_runs_body(X, Y, *, kind, window, dilation):
