@@ -810,10 +810,13 @@ class Matmul:
         reps, block = self.reps, self.reps * c_spec.shape[0]
         m0, n0, row = T.program_id(0) * block, T.program_id(1) * block, T.program_id(2)
         b = row // split if split > 1 else row
-        # this workgroup's part of K: `tiles_k` K tiles from `k_base` (parts past K read zeros)
+        # this workgroup's part of K: K tiles part, part + split, ... (`tiles_k` of them; tiles
+        # past K read zeros). Interleaved, a tile's K index is affine in the trip and the part
+        # with constant factors (contiguous parts multiply the part by the symbolic part
+        # length, which left the LDS race queries to time out)
         bk = self.block_k
         tiles_k = T.cdiv(K, bk * split)
-        k_base = (row % split) * tiles_k * bk if split > 1 else 0
+        part = row % split if split > 1 else 0
         ba = b if self.a_batched else 0
         bb = b if self.b_batched else 0
         step = a_spec.shape[1]
@@ -840,7 +843,7 @@ class Matmul:
             "row": m0 + r * c_spec.shape[0] + i, "col": n0 + s * c_spec.shape[1] + j})
             for r, s in tiles}
         if self.staged:
-            acc = self._staged_k_loop(A, B, tiles_k, k_base, m0, n0, ba, bb, block, a_spec,
+            acc = self._staged_k_loop(A, B, tiles_k, part, m0, n0, ba, bb, block, a_spec,
                                       b_spec, acc)
             self._epilogue(C, vec, acc, m0, n0, row, c_spec, self._own_epilogue)
             return
@@ -848,7 +851,7 @@ class Matmul:
         for kt in loop:
             acc = dict(loop.acc)
             for ks in range(self.block_k // step):
-                k0 = k_base + kt * self.block_k + ks * step
+                k0 = (kt * split + part) * self.block_k + ks * step
                 a = [load_a(r, k0) for r in range(reps)]
                 b_ = [load_b(s, k0) for s in range(reps)]
                 for r, s in tiles:
@@ -859,7 +862,7 @@ class Matmul:
             loop.acc = acc
         self._epilogue(C, vec, loop.acc, m0, n0, row, c_spec, self._own_epilogue)
 
-    def _staged_k_loop(self, A, B, tiles_k, k_base, m0, n0, ba, bb, block, a_spec, b_spec,
+    def _staged_k_loop(self, A, B, tiles_k, part, m0, n0, ba, bb, block, a_spec, b_spec,
                        acc):
         """The K loop through LDS: each K tile of A (block x block_k) and B is copied by all
         four waves with consecutive lanes on consecutive addresses (along K for an operand
@@ -878,13 +881,13 @@ class Matmul:
         across = _rows_first((block, bk), 4)
 
         def load_a(kt):
-            k0 = k_base + kt * bk
+            k0 = (kt * self.split + part) * bk
             if self.a_order == "mk":
                 return A.load((ba, m0, k0, 0), along_k, axes=(1, 2), guard=True)
             return A.load((ba, k0, m0, 0), across, axes=(2, 1), guard=True)
 
         def load_b(kt):
-            k0 = k_base + kt * bk
+            k0 = (kt * self.split + part) * bk
             if self.b_order == "nk":
                 return B.load((bb, n0, k0, 0), along_k, axes=(1, 2), guard=True)
             return B.load((bb, k0, n0, 0), across, axes=(2, 1), guard=True)
