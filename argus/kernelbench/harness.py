@@ -237,6 +237,23 @@ def pinned(plan, full_plan):
     return out if from_plan(out).kernels == from_plan(full_plan).kernels else None
 
 
+def _plan_params(model, plan) -> list[Shaped]:
+    """Shape-only stand-ins for the weights a forward receives: the plan's parameters, or a
+    hand-written solution's (the model's own, in order)."""
+    if plan is None:
+        return [Shaped(tuple(p.shape)) for _, p in model.named_parameters()]
+    state = dict(model.named_parameters()) | dict(model.named_buffers())
+    return [Shaped(tuple(state[path].shape)) for _, path in plan.params]
+
+
+def _shape_launches(solution: Solution, inputs, params: list) -> list:
+    """The launches `solution`'s forward makes on shape-only buffers (planning mode)."""
+    ctx = Context(execute=False)
+    shaped = [shaped_input(t) for t in inputs] + params
+    guarded(lambda: solution.forward(ctx, *shaped))
+    return ctx.launches
+
+
 def planned(full, solution: Solution, plan):
     """(launches, bytes of the largest array, the plan, the scaled solution and plan) at the
     published sizes: the forward runs in planning mode on shape-only inputs (a generated
@@ -244,7 +261,6 @@ def planned(full, solution: Solution, plan):
     the scaled plan can be `pinned` to: the scaled solution and plan returned are then the
     pinned ones). `full` is (model, inputs) on the meta device."""
     model, inputs = full
-    state = dict(model.named_parameters()) | dict(model.named_buffers())
     full_plan = None
     if plan is not None:
         full_plan = route(model, inputs)
@@ -255,28 +271,16 @@ def planned(full, solution: Solution, plan):
                                     "than at the scaled ones, so the emulated run would not "
                                     "cover them")
             solution = from_plan(plan)
-        scaled = solution, plan
+    scaled = solution, plan
+    if full_plan is not None:
         solution = from_plan(full_plan)
-        params = [Shaped(tuple(state[path].shape)) for _, path in full_plan.params]
-    else:
-        scaled = solution, plan
-        params = [Shaped(tuple(p.shape)) for _, p in model.named_parameters()]
-    ctx = Context(execute=False)
-    shaped = [shaped_input(t) for t in inputs] + params
-    guarded(lambda: solution.forward(ctx, *shaped))
-    largest = max((b for _, _, b in ctx.launches), default=0)
-    return ctx.launches, largest, full_plan, *scaled
+    launches = _shape_launches(solution, inputs, _plan_params(model, full_plan))
+    largest = max((b for _, _, b in launches), default=0)
+    return launches, largest, full_plan, *scaled
 
 
 def _scaled_launches(problem: Problem, solution: Solution, plan) -> list:
-    model = problem.model()
-    state = dict(model.named_parameters()) | dict(model.named_buffers())
-    params = ([Shaped(tuple(state[p].shape)) for _, p in plan.params] if plan is not None
-              else [Shaped(tuple(p.shape)) for _, p in model.named_parameters()])
-    ctx = Context(execute=False)
-    shaped = [shaped_input(t) for t in problem.inputs(SEED)] + params
-    guarded(lambda: solution.forward(ctx, *shaped))
-    return ctx.launches
+    return _shape_launches(solution, problem.inputs(SEED), _plan_params(problem.model(), plan))
 
 
 def runs_once(scaled: list, full: list) -> list[str]:
@@ -308,12 +312,8 @@ def modelled(path, level: str | None = None) -> Row:
         model, inputs = full
         plan = route(model, inputs)
         solution = from_plan(plan)
-        state = dict(model.named_parameters()) | dict(model.named_buffers())
-        ctx = Context(execute=False)
-        shaped = ([shaped_input(t) for t in inputs]
-                  + [Shaped(tuple(state[q].shape)) for _, q in plan.params])
-        guarded(lambda: solution.forward(ctx, *shaped))
-        row.modelled_us = sum(road.model_time(k, sizes) for k, sizes, _ in ctx.launches)
+        launches = _shape_launches(solution, inputs, _plan_params(model, plan))
+        row.modelled_us = sum(road.model_time(k, sizes) for k, sizes, _ in launches)
         row.roofline_us = roofline_us(inputs, _output_bytes(full), plan.mm_flops,
                                       plan.valu_flops)
         row.generated, row.templates = True, list(solution.templates)

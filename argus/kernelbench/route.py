@@ -107,6 +107,12 @@ def _numel(shape) -> int:
     return math.prod(shape)
 
 
+def _chain(v) -> bool:
+    """Is `v` an elementwise chain still to be emitted (no reduction, matmul or transposed
+    leaf pending)?"""
+    return isinstance(v, Val) and v.row is None and v.mm is None and v.expr[0] != "tleaf"
+
+
 class Router:
     def __init__(self, model, example_inputs):
         import torch
@@ -297,7 +303,8 @@ class Router:
         a_view = dict(views)[a]
         k = a_view[2] if mm.a_order == "mk" else a_view[1]
         mm = attrs.evolve(mm, epilogue=v.expr,
-                          split=matmul_split(shape[0], shape[1], shape[2], k, mm.reps))
+                          split=matmul_split(shape[0], shape[1], shape[2], k, mm.reps,
+                                             mm.block_k))
         out = self.fresh(v.shape)
         self.steps.append(Step(mm, (("A", a), ("B", b)), tuple((n, n) for n in mm.vectors),
                                out, tuple(views) + ((out, shape),)))
@@ -506,8 +513,7 @@ class _Core:
         """`v` with every leaf of its own shape: an elementwise chain broadcasting smaller
         tensors becomes a buffer first (row programs and reshapes read leaves element by
         element)."""
-        if isinstance(v, Val) and v.row is None and v.mm is None and v.expr[0] != "tleaf" \
-                and any(_numel(self.r.buffers[n]) != _numel(v.shape)
+        if _chain(v) and any(_numel(self.r.buffers[n]) != _numel(v.shape)
                         for n in leaves(v.expr, "leaf")):
             return self.r.leaf(self.r.buffer(v))
         return v
@@ -599,8 +605,7 @@ class _Core:
         """The leaves of `v` (an elementwise chain about to be reduced along `dims`, not all
         its axes) that hold one value per row, 1 along every reduced axis (a staged norm's
         mean under its variance: x - mean), when every other leaf is full-size; else None."""
-        if not isinstance(v, Val) or v.row is not None or v.mm is not None \
-                or v.space != "full" or v.expr[0] == "tleaf" or len(dims) == len(v.shape):
+        if not _chain(v) or v.space != "full" or len(dims) == len(v.shape):
             return None
         small, large = [], []
         for n in leaves(v.expr, "leaf"):
@@ -619,8 +624,7 @@ class _Core:
         along the last axis (a hinge loss's targets against its predictions) read as vectors
         along the rows of the reduction's first stage (`_emit_global`), instead of the chain
         being written out at full size first."""
-        if not isinstance(v, Val) or v.row is not None or v.mm is not None \
-                or v.space != "full" or v.expr[0] == "tleaf":
+        if not _chain(v) or v.space != "full":
             return v
         n = v.shape[-1]
         small = []

@@ -158,15 +158,16 @@ def kernels_of(template) -> tuple[KernelDef, ...]:
 
 def _launch(ctx: Context, template, step, buffers) -> None:
     args = _arguments(template, step, buffers)
-    if getattr(template, "split", 1) == 1:
-        ctx.launch(kernel_of(template), **args)
+    kernel, *parts = kernels_of(template)
+    if not parts:
+        ctx.launch(kernel, **args)
         return
     # the parts go to a workspace of split x batch rows, summed into C by the second kernel
     out = args.pop("C")
     vectors = {k: args.pop(k) for k in [k for k in args if k.startswith("V")]}
-    parts = ctx.alloc((template.split * out.shape[0], *out.shape[1:]))
-    ctx.launch(kernel_of(template), **args, C=parts)
-    ctx.launch(parts_kernel_of(template), P=parts, **vectors, C=out)
+    workspace = ctx.alloc((template.split * out.shape[0], *out.shape[1:]))
+    ctx.launch(kernel, **args, C=workspace)
+    ctx.launch(parts[0], P=workspace, **vectors, C=out)
 
 
 def _arguments(template, step, buffers) -> dict:

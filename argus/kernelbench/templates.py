@@ -439,35 +439,30 @@ class RowProgram:
     #: and a sum rescaled as the max grows (one read of a row fewer, two exp2 per element)
     online: bool = False
 
-    @property
-    def inputs(self) -> list[str]:
+    def _named(self, kind: str) -> list[str]:
+        """The names of the `kind` leaves of the stats and the output, in first-use order."""
         found: list[str] = []
         for e in [s for _, s in self.stats] + [self.out]:
-            found += [n for n in leaves(e, "leaf") if n not in found]
+            found += [n for n in leaves(e, kind) if n not in found]
         return found
+
+    @property
+    def inputs(self) -> list[str]:
+        return self._named("leaf")
 
     @property
     def vectors(self) -> list[str]:
-        found: list[str] = []
-        for e in [s for _, s in self.stats] + [self.out]:
-            found += [n for n in leaves(e, "vec") if n not in found]
-        return found
+        return self._named("vec")
 
     @property
     def per_row(self) -> list[str]:
-        found: list[str] = []
-        for e in [s for _, s in self.stats] + [self.out]:
-            found += [n for n in leaves(e, "per_row") if n not in found]
-        return found
+        return self._named("per_row")
 
     @property
     def indices(self) -> list[str]:
         """Per-row int64 class indices, each an (O, 2) view of 32-bit words (little-endian:
         the low word first, exact for an index below 2**31)."""
-        found: list[str] = []
-        for e in [s for _, s in self.stats] + [self.out]:
-            found += [n for n in leaves(e, "index") if n not in found]
-        return found
+        return self._named("index")
 
     def kernel(self) -> KernelDef:
         names, vecs, indices = self.inputs, self.vectors, self.indices
@@ -946,11 +941,13 @@ MAX_SPLIT = 256
 PART_TILE = (4, 256)
 
 
-def matmul_split(batch: int, m: int, n: int, k: int, reps: int = 2) -> int:
+def matmul_split(batch: int, m: int, n: int, k: int, reps: int = 2,
+                 block_k: int = 8) -> int:
     """The route's K split for a matmul of `batch` x (m x k) @ (k x n): the fewest ways (a
     power of two) that give the machine's CUs a workgroup each, as long as every part keeps
-    at least 32 K tiles of 8 and the parts' round trip through the workspace (written and read
-    once, 8 x split x m x n bytes) stays within a quarter of the operands' bytes. Level 1 6
+    at least 32 K tiles of `block_k` and the parts' round trip through the workspace
+    (written and read once, 8 x split x m x n bytes) stays within a quarter of the
+    operands' bytes. Level 1 6
     (256 x 256 over K = 524288) ran 4 workgroups on 304 CUs: 51873 us modelled, 123x its
     roofline."""
     from argus.isa_cdna3.perf.params import profile
@@ -959,7 +956,7 @@ def matmul_split(batch: int, m: int, n: int, k: int, reps: int = 2) -> int:
     block = reps * 64
     tiles = batch * -(-m // block) * -(-n // block)
     split = 1
-    while (tiles * split < cus and split < MAX_SPLIT and k // (2 * split) >= 32 * 8
+    while (tiles * split < cus and split < MAX_SPLIT and k // (2 * split) >= 32 * block_k
            and 8 * 2 * split * batch * m * n <= (m + n) * k * batch):
         split *= 2
     return split
