@@ -72,6 +72,45 @@ def test_split_matmul_matches_numpy_on_the_emulator(split, m, n, k):
     np.testing.assert_allclose(out[0, :, :, 0], want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("m,n,k,a_order,b_order", [(70, 50, 300, "mk", "kn"),
+                                                    (97, 130, 77, "km", "nk")])
+def test_a_bf16x6_matmul_is_as_accurate_as_f32_on_the_emulator(m, n, k, a_order, b_order):
+    # operands over six decades: a split that dropped any of hi, mid or lo, or kept only the
+    # three largest products (bf16x3, about 2^-16 of |a||b| each), misses 1e-4 here
+    template = Matmul(epilogue=EPILOGUE, reps=1, precision="bf16x6", a_order=a_order,
+                      b_order=b_order)
+    assert template.instr == "v_mfma_f32_32x32x8_bf16"
+    assert argus.verify(template.kernel()).ok
+    rng = np.random.default_rng(m)
+    a = (rng.standard_normal((m, k)) * 10.0 ** rng.uniform(-3, 3, (m, k))).astype(np.float32)
+    b = (rng.standard_normal((k, n)) * 10.0 ** rng.uniform(-3, 3, (k, n))).astype(np.float32)
+    bias = rng.standard_normal(n, dtype=np.float32)
+    ctx = Context(execute=True)
+    out = ctx.alloc((1, m, n, 1))
+
+    class Step:
+        inputs, vectors, output = (("A", "a"), ("B", "b")), (("bias", "bias"),), "c"
+        views = ()
+
+    args = {"a": (a if a_order == "mk" else a.T.copy())[None, :, :, None],
+            "b": (b if b_order == "kn" else b.T.copy())[None, :, :, None],
+            "bias": bias, "c": out}
+    _launch(ctx, template, Step, args)
+    acc = a.astype(np.float64) @ b + bias
+    rows, cols = np.indices((m, n))
+    want = np.where(rows <= cols, np.maximum(acc, 0.0), 0.0)
+    # f32's own error: each output's products summed in f32, relative to their magnitudes
+    scale = np.abs(a).astype(np.float64) @ np.abs(b)
+    assert np.all(np.abs(out[0, :, :, 0] - want) <= 1e-6 * scale + 1e-30)
+
+
+def test_bf16x6_needs_the_staged_loop_and_a_known_precision():
+    with pytest.raises(ValueError, match="staged"):
+        Matmul(precision="bf16x6", staged=False)
+    with pytest.raises(ValueError, match="not one of"):
+        Matmul(precision="tf32")
+
+
 def _ir(program) -> str:
     return str(program.kernel().ir)
 

@@ -31,6 +31,7 @@ from argus.kernelbench.templates import (
     broadcast_tile,
     const,
     leaves,
+    matmul_precision,
     matmul_split,
     row_tile,
     un,
@@ -302,9 +303,10 @@ class Router:
         mm, a, b, shape, views = v.mm
         a_view = dict(views)[a]
         k = a_view[2] if mm.a_order == "mk" else a_view[1]
-        mm = attrs.evolve(mm, epilogue=v.expr,
-                          split=matmul_split(shape[0], shape[1], shape[2], k, mm.reps,
-                                             mm.block_k))
+        split = matmul_split(shape[0], shape[1], shape[2], k, mm.reps, mm.block_k)
+        mm = attrs.evolve(mm, epilogue=v.expr, split=split,
+                          precision=matmul_precision(shape[0], shape[1], shape[2], k, mm.reps,
+                                                     split))
         out = self.fresh(v.shape)
         self.steps.append(Step(mm, (("A", a), ("B", b)), tuple((n, n) for n in mm.vectors),
                                out, tuple(views) + ((out, shape),)))

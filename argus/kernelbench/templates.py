@@ -18,6 +18,7 @@ import attrs
 
 import argus.lang as T
 from argus.ir.expr import And
+from argus.kernels.gemm import swizzle_for
 from argus.lang import Tensor
 from argus.lang.kernel import KernelDef
 from argus.lang.trace import _unary
@@ -40,6 +41,13 @@ BINARY = ("add", "sub", "mul", "max", "min", *COMPARE)
 #: identity of each reduction (the value masked-off elements take)
 IDENTITY = {"sum": 0.0, "max": -3.0e38, "prod": 1.0}
 F32_MFMA = "v_mfma_f32_32x32x2_f32"
+#: the bf16 MFMA of a `Matmul` with precision "bf16x6" (same 32 x 32 C layout as F32_MFMA)
+BF16_MFMA = "v_mfma_f32_32x32x8_bf16"
+#: (A term, B term) products of a "bf16x6" matmul, smallest first: an f32 x is split exactly
+#: into hi + mid + lo (bf16, 8 significant bits each), and of the nine cross products the six
+#: above 2^-16 of hi * hi are summed (those left out are below f32's own rounding, 2^-24)
+BF16X6_TERMS = ((1, 1), (0, 2), (2, 0), (0, 1), (1, 0), (0, 0))
+PRECISIONS = ("f32", "bf16x6")
 
 
 def const(value: float) -> Expr:
@@ -383,7 +391,7 @@ class Scan:
 #: computes: a scaled plan may take the published plan's values of these
 #: (`harness.pinned`); the fields `argus tune kernelbench:` searches (`tune.KNOBS`) are some
 CHOICES = frozenset({"waves", "rows", "cols", "vector", "online", "tile", "tiles", "engine",
-                     "block_k", "reps", "split"})
+                     "block_k", "reps", "split", "precision"})
 
 
 # ------------------------------------------------------------------------------ row program
@@ -730,6 +738,23 @@ class Matmul:
     #: parts and applies the epilogue; chosen by `matmul_split` when the output has too few
     #: tiles to fill the machine (a 256 x 256 output over K = 524288: 4 workgroups)
     split: int = 1
+    #: "f32": v_mfma_f32_32x32x2_f32. "bf16x6" (staged only): each f32 operand element is
+    #: split exactly into three bf16 terms as it is staged, and six bf16 MFMAs (8x the f32
+    #: MFMA's rate each) sum the cross products above f32's rounding: 0.75 of the f32 MFMA
+    #: cycles, as accurate as f32 (NVIDIA's cuBLAS emulates f32 the same way with nine
+    #: products, "BF16x9"). An inf or NaN operand gives NaN, where f32 may give inf.
+    precision: str = "f32"
+
+    def __attrs_post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"Matmul precision {self.precision!r} is not one of {PRECISIONS}")
+        if self.precision != "f32" and not self.staged:
+            raise ValueError(f"Matmul precision {self.precision!r} splits operands as they "
+                             "are staged through LDS: it needs staged=True")
+
+    @property
+    def instr(self) -> str:
+        return F32_MFMA if self.precision == "f32" else BF16_MFMA
 
     @property
     def vectors(self) -> list[str]:
@@ -799,9 +824,9 @@ class Matmul:
         BC = rows // split if split > 1 else rows
         T.assume(A.shape[0].eq(BC) if self.a_batched else A.shape[0].eq(1))
         T.assume(B.shape[0].eq(BC) if self.b_batched else B.shape[0].eq(1))
-        a_spec = T.mfma_layout(F32_MFMA, "a", (2, 2))
-        b_spec = T.mfma_layout(F32_MFMA, "b", (2, 2))
-        c_spec = T.mfma_layout(F32_MFMA, "c", (2, 2))
+        a_spec = T.mfma_layout(self.instr, "a", (2, 2))
+        b_spec = T.mfma_layout(self.instr, "b", (2, 2))
+        c_spec = T.mfma_layout(self.instr, "c", (2, 2))
         reps, block = self.reps, self.reps * c_spec.shape[0]
         m0, n0, row = T.program_id(0) * block, T.program_id(1) * block, T.program_id(2)
         b = row // split if split > 1 else row
@@ -867,11 +892,20 @@ class Matmul:
         kt + 1 (a guarded load: zeros past K) into the other, then one barrier."""
         bk, reps = self.block_k, self.reps
         step = a_spec.shape[1]
+        if bk % step:
+            raise ValueError(f"block_k {bk} is no whole number of {self.instr}'s K ({step})")
+        split3 = self.precision == "bf16x6"
         # rows of bk elements; the row's bits above the 32 banks' width select an XOR of its
-        # element index, so a fragment read (32 consecutive rows at one k) hits 32 banks
-        sw = _swizzle_bits(bk)
-        a_smem = T.lds((2, block, bk), "f32", swizzle=sw)
-        b_smem = T.lds((2, block, bk), "f32", swizzle=sw)
+        # element index, so a fragment read (32 consecutive rows at one k) hits 32 banks.
+        # bf16x6 keeps three bf16 planes (hi, mid, lo) of each operand instead of the f32 one
+        if split3:
+            sw = swizzle_for(bk, 2)
+            a_smem = [T.lds((2, block, bk), "bf16", swizzle=sw) for _ in range(3)]
+            b_smem = [T.lds((2, block, bk), "bf16", swizzle=sw) for _ in range(3)]
+        else:
+            sw = _swizzle_bits(bk)
+            a_smem = [T.lds((2, block, bk), "f32", swizzle=sw)]
+            b_smem = [T.lds((2, block, bk), "f32", swizzle=sw)]
         along_k = T.copy_layout((block, bk), 4, 1)
         across = _rows_first((block, bk), 4)
 
@@ -887,9 +921,14 @@ class Matmul:
                 return B.load((bb, n0, k0, 0), along_k, axes=(1, 2), guard=True)
             return B.load((bb, k0, n0, 0), across, axes=(2, 1), guard=True)
 
-        a_smem.store((0, 0, 0), load_a(0))
-        b_smem.store((0, 0, 0), load_b(0))
+        def stage(planes, slot, tile):
+            for plane, term in zip(planes, _bf16_terms(tile) if split3 else [tile]):
+                plane.store((slot, 0, 0), term)
+
+        stage(a_smem, 0, load_a(0))
+        stage(b_smem, 0, load_b(0))
         T.barrier()
+        products = BF16X6_TERMS if split3 else ((0, 0),)
         loop = T.range(0, tiles_k, name="kt", acc=acc)
         for kt in loop:
             a_next, b_next = load_a(kt + 1), load_b(kt + 1)
@@ -897,17 +936,20 @@ class Matmul:
             slot = kt % 2
             for ks in range(bk // step):
                 k0 = ks * step
-                a = [a_smem.load((slot, r * a_spec.shape[0], k0), a_spec) for r in range(reps)]
-                b_ = [b_smem.load((slot, s * b_spec.shape[0], k0), b_spec)
+                a = [[p.load((slot, r * a_spec.shape[0], k0), a_spec) for p in a_smem]
+                     for r in range(reps)]
+                b_ = [[p.load((slot, s * b_spec.shape[0], k0), b_spec) for p in b_smem]
                       for s in range(reps)]
                 for r in range(reps):
                     for s in range(reps):
-                        acc[r, s] = T.mfma(F32_MFMA, a[r], b_[s], acc[r, s])
-                        T.tag_assert(lambda A_, B_, C_: And(A_.k.eq(B_.k), A_.row.eq(C_.row),
-                                                            B_.col.eq(C_.col)),
-                                     "A and B meet at one k, on C's row and column")
-            a_smem.store(((kt + 1) % 2, 0, 0), a_next)
-            b_smem.store(((kt + 1) % 2, 0, 0), b_next)
+                        for i, j in products:
+                            acc[r, s] = T.mfma(self.instr, a[r][i], b_[s][j], acc[r, s])
+                            T.tag_assert(lambda A_, B_, C_: And(A_.k.eq(B_.k),
+                                                                A_.row.eq(C_.row),
+                                                                B_.col.eq(C_.col)),
+                                         "A and B meet at one k, on C's row and column")
+            stage(a_smem, (kt + 1) % 2, a_next)
+            stage(b_smem, (kt + 1) % 2, b_next)
             T.barrier()
             loop.acc = acc
         return dict(loop.acc)
@@ -960,6 +1002,38 @@ def matmul_split(batch: int, m: int, n: int, k: int, reps: int = 2,
            and 8 * 2 * split * batch * m * n <= (m + n) * k * batch):
         split *= 2
     return split
+
+
+def matmul_precision(batch: int, m: int, n: int, k: int, reps: int = 2, split: int = 1) -> str:
+    """The route's precision for a matmul: "bf16x6" when its f32 MFMA work outlasts its
+    compulsory bytes at HBM bandwidth and its workgroups fill the CUs, so that the launch is
+    MFMA-bound under the power cap and 0.75 of the MFMA cycles is 0.75 of the time (modelled:
+    1024 x 8192 x 8192, 1891.8 -> 1491.6 us); else "f32", whose operands need no split
+    (16384 x 16384 x 32, memory-bound: 296.0 us, 341.4 with bf16x6; 32 workgroups of
+    128 x 4096 x 4096: 413.5 us, 446.8)."""
+    from argus.isa_cdna3 import isa
+    from argus.isa_cdna3.mfma import mfma
+    from argus.isa_cdna3.perf.params import profile
+
+    gpu = profile("mi300x")
+    info = mfma(F32_MFMA)
+    mfma_s = 2.0 * batch * m * n * k / (info.flops / info.cycles) / (
+        gpu.cus.value * isa.SIMDS_PER_CU * gpu.clock_ghz.value * 1e9)
+    hbm_s = 4.0 * batch * (m * k + k * n + m * n) / gpu.hbm_bytes_per_s.value
+    block = reps * 64
+    tiles = batch * -(-m // block) * -(-n // block) * split
+    return "bf16x6" if mfma_s > hbm_s and tiles >= gpu.cus.value else "f32"
+
+
+def _bf16_terms(x) -> list:
+    """[hi, mid, lo]: bf16 tiles with hi + mid + lo == x exactly for an f32 tile x (barring
+    underflow): each term truncates what the ones before left, and truncation keeps a
+    remainder's low bits, so 3 x 8 significant bits hold all 24 of x's."""
+    hi = x.to("bf16", rounding="rtz")
+    rest = x - hi.to("f32")
+    mid = rest.to("bf16", rounding="rtz")
+    lo = (rest - mid.to("f32")).to("bf16", rounding="rtz")
+    return [hi, mid, lo]
 
 
 def _swizzle_bits(row: int) -> tuple[int, int, int]:

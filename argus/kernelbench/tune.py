@@ -28,7 +28,7 @@ PREFIX = "kernelbench:"
 KNOBS = {
     "RowProgram": {"waves": (1, 2, 4, 8)},
     "Elementwise": {"tile": (256, 512, 1024, 2048, 4096), "waves": (1, 2, 4, 8)},
-    "Matmul": {"block_k": (8, 16, 32), "reps": (1, 2, 4)},
+    "Matmul": {"block_k": (8, 16, 32), "reps": (1, 2, 4), "precision": ("f32", "bf16x6")},
     # (position tiles, channel tiles) per wave are the MFMA engine's; the FMA engine has none
     "Conv": {"engine": ("fma", "mfma_f32"), "tiles": ((1, 1), (1, 2), (2, 1), (2, 2))},
 }
