@@ -154,6 +154,29 @@ def test_merged_pass_matches_numpy_on_the_emulator(strided):
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-3)
 
 
+def test_few_long_strided_columns_take_waves_along_r_and_match_numpy():
+    # a batch norm's statistics after a matmul: 4096 columns over 16384 rows would be 64
+    # one-wave workgroups; 16 columns a workgroup and 16 waves along R reduce across waves
+    assert row_tile(True, 16384, 1, 4096) == {"rows": 256, "cols": 16, "r_waves": 16}
+    assert row_tile(True, 16384, 128, 4096) == {"rows": 16}    # 8192 workgroups already
+    assert row_tile(True, 64, 1, 4096) == {"rows": 16}         # too short to share
+    x = ("leaf", "x")
+    centred = ("bin", "sub", x, ("stat", 0))
+    program = RowProgram((("sum", x), ("sum", ("bin", "mul", centred, centred))),
+                         ("bin", "mul", centred, ("stat", 1)), True, True,
+                         **row_tile(True, 16384, 1, 4096))
+    kernel = program.kernel()
+    assert kernel.waves == 16 and argus.verify(kernel).ok
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 300, 21, 1), dtype=np.float32)    # R and I past the tile
+    y = np.full(a.shape, np.nan, np.float32)
+    argus.compile(kernel).run(X0=a, Y=y, check="strict")
+    v = a.astype(np.float64)
+    centre = v - v.sum(1, keepdims=True)
+    np.testing.assert_allclose(y, centre * (centre * centre).sum(1, keepdims=True),
+                               rtol=1e-4, atol=1e-2)
+
+
 def test_a_long_row_takes_1024_columns_a_step_until_twice_the_long_row():
     assert row_tile(False, 4096)["cols"] == 1024
     assert row_tile(False, 8192)["cols"] == 2048

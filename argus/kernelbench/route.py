@@ -246,7 +246,7 @@ class Router:
         # a program reading no row (a loss's count of kept rows) keeps the short-row tile
         reads = any(leaves(stats[k][1], "leaf") for k in used) or leaves(v.expr, "leaf")
         program = RowProgram(tuple(stats), v.expr, full, strided,
-                             **row_tile(strided, r if reads else 1))
+                             **row_tile(strided, r if reads else 1, o, i))
         out = self.fresh(v.shape)
         big = (o, r, i, 1) if strided else (o, r, 1)
         small = (o, i, 1) if strided else (o, 1)

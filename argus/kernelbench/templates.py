@@ -391,7 +391,7 @@ class Scan:
 #: computes: a scaled plan may take the published plan's values of these
 #: (`harness.pinned`); the fields `argus tune kernelbench:` searches (`tune.KNOBS`) are some
 CHOICES = frozenset({"waves", "rows", "cols", "vector", "online", "tile", "tiles", "engine",
-                     "block_k", "reps", "split", "precision"})
+                     "block_k", "reps", "split", "precision", "r_waves"})
 
 
 # ------------------------------------------------------------------------------ row program
@@ -399,7 +399,7 @@ CHOICES = frozenset({"waves", "rows", "cols", "vector", "online", "tile", "tiles
 LONG_ROW = 4096
 
 
-def row_tile(strided: bool, r: int) -> dict:
+def row_tile(strided: bool, r: int, o: int = 0, i: int = 0) -> dict:
     """The route's tile for a row program over rows of length `r` (modelled on MI300X, one
     sum, `tests/test_perf_model.py` and docs/how-to/kernelbench.md): a long contiguous row is
     read by a whole workgroup, 16 bytes a lane, 2048 columns a step, with softmax's max and
@@ -409,7 +409,12 @@ def row_tile(strided: bool, r: int) -> dict:
     entropy over 32768 rows of 4096: 399 -> 220 us; two steps of 2048 left a workgroup
     waiting on its loads); a short one stays two rows a wave (a row of 30 would leave most
     of a wide tile idle); a strided one reads 16 steps of R at once (2410 -> 2003 us at
-    128 x 4096 x 4095, HBM-bound)."""
+    128 x 4096 x 4095, HBM-bound). A strided one over (O, R, I) with too few columns for
+    one wave per 64 of them to fill the CUs and rows of at least LONG_ROW / 4 takes 16 columns a
+    workgroup and 16 waves along R, 16 rows each (a batch norm's statistics after a matmul,
+    R = 16384 over I = 4096 on 64 workgroups: 2732 -> 193 us)."""
+    if strided and o * -(-i // 64) < _cus() and r >= LONG_ROW // 4:
+        return {"rows": 256, "cols": 16, "r_waves": 16}
     if strided:
         return {"rows": 16}
     if r >= LONG_ROW:
@@ -446,6 +451,10 @@ class RowProgram:
     #: a max followed by a sum of exp2((e - max) * c) (softmax's) in one pass: a running max
     #: and a sum rescaled as the max grows (one read of a row fewer, two exp2 per element)
     online: bool = False
+    #: strided only: waves of a workgroup side by side along R, each reading its own rows of
+    #: the tile, the reduction crossing waves through LDS (for few columns over long rows,
+    #: where one wave per 64 columns leaves most CUs idle)
+    r_waves: int = 1
 
     def _named(self, kind: str) -> list[str]:
         """The names of the `kind` leaves of the stats and the output, in first-use order."""
@@ -501,17 +510,21 @@ class RowProgram:
             program._trace(ins, vec, handles[-1], dict(zip(indices, rest)), rows)
 
         return _make("row_strided" if self.strided else "row_contiguous", params, body,
-                     1 if self.strided else self.waves)
+                     self._waves)
+
+    @property
+    def _waves(self) -> int:
+        return self.r_waves if self.strided else self.waves
 
     def _trace(self, ins: dict, vec: dict, out, index: dict | None = None,
                per_row: dict | None = None):
-        # strided: one wave per workgroup, 64 columns of I, so a short I still spans two
-        # workgroups
-        waves = 1 if self.strided else self.waves
+        # strided: 64 columns of I per workgroup, so a short I still spans two workgroups,
+        # and `r_waves` waves along R
+        waves = self._waves
         first = next(iter(ins.values()))
         if self.strided:
             O_, R, I_ = first.shape[:3]
-            tr, ti = self.rows or 4, self.cols or 64 * waves
+            tr, ti = self.rows or 4 * waves, self.cols or 64
             T.grid(O_, T.cdiv(I_, ti))
             # rows in slots: the reduction stays in each thread
             spec = T.copy_layout((tr, ti), waves, self.vector)
@@ -992,9 +1005,7 @@ def matmul_split(batch: int, m: int, n: int, k: int, reps: int = 2,
     operands' bytes. Level 1 6
     (256 x 256 over K = 524288) ran 4 workgroups on 304 CUs: 51873 us modelled, 123x its
     roofline."""
-    from argus.isa_cdna3.perf.params import profile
-
-    cus = profile("mi300x").cus.value
+    cus = _cus()
     block = reps * 64
     tiles = batch * -(-m // block) * -(-n // block)
     split = 1
@@ -1002,6 +1013,12 @@ def matmul_split(batch: int, m: int, n: int, k: int, reps: int = 2,
            and 8 * 2 * split * batch * m * n <= (m + n) * k * batch):
         split *= 2
     return split
+
+
+def _cus() -> int:
+    from argus.isa_cdna3.perf.params import profile
+
+    return int(profile("mi300x").cus.value)
 
 
 def matmul_precision(batch: int, m: int, n: int, k: int, reps: int = 2, split: int = 1) -> str:
