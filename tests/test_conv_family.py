@@ -409,3 +409,58 @@ def test_the_f32_mfma_engine_stages_a_single_phase_windows_weights_in_lds():
     phased = argus.compile(conv_kernel(2, "mfma_f32"), verify=False, window=(3, 3),
                            stride=(2, 2), transposed=True, tiles=(1, 1))
     assert phased.ir.lds_bytes == 0
+
+
+@pytest.mark.parametrize("engine, epilogue, output_padding", [
+    ("fma", ("bias", "relu", "pool_max"), (1, 1)),
+    ("mfma_f32", ("bias", ("scale", 0.5), "pool_avg"), (0, 1))])
+def test_a_transposed_convolution_pools_its_phases_in_its_epilogue(engine, epilogue,
+                                                                    output_padding):
+    """The epilogue's last step pools a stride-2 transposed output over 2x2 windows (its
+    phases at one position, combined in one workgroup), proved and right in the strict
+    emulator with an odd output extent (the far row dropped, as torch's floor mode)."""
+    window, stride, padding = (3, 3), (2, 2), (1, 1)
+    params = dict(window=window, stride=stride, padding=padding, dilation=(1, 1),
+                  transposed=True)
+    kernel = conv_kernel(2, engine, epilogue)
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    rng = np.random.default_rng(7)
+    n, spatial, cg, ocg = 2, (4, 5), 3, 5
+    x = rng.standard_normal((n, *spatial, cg)).astype(np.float32)
+    weight = rng.standard_normal((*window, 1, ocg, cg)).astype(np.float32)
+    bias = rng.standard_normal((1, ocg)).astype(np.float32)
+    out = [conv_output_size(i, 3, 2, 1, 1, True, o) for i, o in
+           zip(spatial, output_padding, strict=True)]
+    pooled = [o // 2 for o in out]
+    want = conv_reference_nd(x, weight, stride=stride, padding=padding, transposed=True,
+                             output_padding=output_padding, epilogue=epilogue, bias=bias)
+    assert list(want.shape[1:-1]) == pooled
+    args = list(engine_layout(engine, conv_input_view(x, **params), weight)) + [bias]
+    y = np.full(output_shape(engine, conv_output_view(n, pooled, 1, 1, ocg, False)), np.nan,
+                np.float32)
+    argus.compile(kernel, **params).run(*args, y, check="strict")
+    got = from_phase_view(output_layout(engine, y, back=True), pooled)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
+
+
+def test_a_pool_step_is_a_transposed_convolution_s_last():
+    with pytest.raises(ArgusError, match="pools other than once at its end"):
+        conv_kernel(2, "fma", ("pool_max", "relu"))
+    with pytest.raises(ArgusError, match="beside a residual"):
+        conv_kernel(2, "fma", ("residual", "pool_avg"))
+    with pytest.raises(ArgusError, match="on a forward convolution"):
+        conv_kernel(2, "fma", ("pool_max",)).trace(window=(3, 3), stride=(2, 2))
+
+
+def test_fewer_unrolled_taps_keep_fewer_sgprs_live():
+    """`unrolled` bounds the taps a window pass unrolls: a 3x5 window's 15 taps walked a row
+    (5) at a time hold fewer offsets than 9 at a time (what conv_fitted steps down to before
+    it leaves the f32 MFMA engine: KernelBench Level 2 78 did not fit at 9)."""
+    def sgprs(unrolled):
+        return argus.compile(conv_kernel(2, "fma", ("bias",)), verify=False,
+                             window=(3, 5), unrolled=unrolled).lowered.sgprs
+
+    assert sgprs(3) < sgprs(9)
+    with pytest.raises(ArgusError, match="unrolled=0"):
+        conv_kernel(2, "fma").trace(unrolled=0)

@@ -374,3 +374,31 @@ def test_conv_templates_differing_in_the_group_count_share_their_kernel():
     assert kernel_of(depthwise(9)) is kernel_of(depthwise(64))
     other = Conv(2, (3, 5), (1, 1), (0, 0), (1, 1), False, (0, 0), 9)
     assert kernel_of(depthwise(9)) is not kernel_of(other)
+
+
+def test_a_pool_over_a_transposed_convolution_s_phases_is_its_epilogue(tmp_path):
+    """A 2x2 max pool after a stride-2 ConvTranspose2d and a ReLU: the pool ends the
+    convolution's epilogue (the phases at each position combined), one launch that never
+    writes the full output, correct and proved; a pool of another window stays a launch."""
+    folder = tmp_path / "level2"
+    folder.mkdir()
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1, "
+        "output_padding=1)\n        self.pool = nn.MaxPool2d(POOL)\n\n"
+        "    def forward(self, x):\n        return self.pool(torch.relu(self.conv(x)))\n\n\n"
+        "batch_size = 5\nheight, width = 6, 7\n\n\n"
+        "def get_inputs():\n    return [torch.randn(batch_size, 3, height, width)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    (folder / "1_ConvTranspose2d_ReLU_MaxPool.py").write_text(source.replace("POOL", "2"))
+    [row] = run(folder)
+    assert row.status == "correct" and row.proved, row.reason
+    assert row.templates == ["conv"]
+    from argus.kernelbench.route import route
+
+    model, inputs = load(folder / "1_ConvTranspose2d_ReLU_MaxPool.py", "level2").full()
+    assert route(model, inputs).steps[0].template.epilogue == ("bias", "relu", "pool_max")
+    (folder / "1_ConvTranspose2d_ReLU_MaxPool.py").write_text(source.replace("POOL", "3"))
+    model, inputs = load(folder / "1_ConvTranspose2d_ReLU_MaxPool.py", "level2").full()
+    assert [type(s.template).__name__ for s in route(model, inputs).steps] == ["Conv", "Pool"]

@@ -991,6 +991,7 @@ def route(model, example_inputs) -> Plan:
                 and env[node].mm is None else env[node]
     out_shape = tuple(router.buffers[output])
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
+    router.steps = _fuse_conv_pools(router.steps, output)
     masks = set(router.bytes)
     router.steps = [_read_bytes(step, masks) for step in router.steps]
     if not router.steps:
@@ -1087,6 +1088,34 @@ def _fuse_conv_epilogues(steps: list, output: str, shapes: dict) -> list:
             fused = True
             break
     return steps
+
+
+def _fuse_conv_pools(steps: list, output: str) -> list:
+    """A pool whose window and stride are a strided transposed convolution's stride, without
+    padding or dilation, reading only that convolution's result (read nowhere else) combines
+    the output phases at each position: the convolution's epilogue ends in it
+    (`conv_kernel`'s "pool_max"/"pool_avg"), so the full output is never written nor read
+    back (KernelBench Level 2 78, 89, 96: a 2x2x2 pool after a stride-2 ConvTranspose3d)."""
+    steps = list(steps)
+    for i, step in enumerate(steps):
+        if not isinstance(step.template, Pool):
+            continue
+        pool, source = step.template, step.inputs[0][1]
+        producers = [j for j, s in enumerate(steps[:i]) if s is not None and
+                     s.output == source and isinstance(s.template, Conv)]
+        readers = [s for s in steps if s is not None and any(b == source for _, b in s.inputs)]
+        if not producers or len(readers) != 1 or source == output:
+            continue
+        conv = steps[producers[0]].template
+        if not conv.transposed or conv.pooled or pool.dims != conv.dims or \
+                "residual" in conv.epilogue or max(conv.stride) < 2 or \
+                pool.window != conv.stride or pool.stride != conv.stride or \
+                max(pool.padding) > 0 or max(pool.dilation) > 1:
+            continue
+        steps[producers[0]] = attrs.evolve(steps[producers[0]], template=attrs.evolve(
+            conv, epilogue=(*conv.epilogue, f"pool_{pool.kind}")), output=step.output)
+        steps[i] = None
+    return [s for s in steps if s is not None]
 
 
 def _step_tuple(step):
@@ -2271,6 +2300,8 @@ def _split_parts(template) -> tuple | None:
     None when the step has no fused elementwise part a separate launch can compute."""
     pre = ("leaf", "\0pre")
     if isinstance(template, Conv):
+        if template.pooled:             # what follows the convolution is pooled: kept whole
+            return None
         kept = 0
         names = [s if isinstance(s, str) else s[0] for s in template.epilogue]
         while kept < len(names) and names[kept] in CONV_OWN:
