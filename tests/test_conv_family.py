@@ -464,3 +464,43 @@ def test_fewer_unrolled_taps_keep_fewer_sgprs_live():
     assert sgprs(3) < sgprs(9)
     with pytest.raises(ArgusError, match="unrolled=0"):
         conv_kernel(2, "fma").trace(unrolled=0)
+
+
+def test_a_rows_step_reduces_the_output_channels_in_the_epilogue():
+    """The epilogue's "rows" step (after a phase pool): softmax over the output channels,
+    minus a per-channel vector, its max over the channels, one value per position; the
+    channels past OCG (5 of a 32-channel tile) at each reduction's identity. Proved and
+    right in the strict emulator."""
+    from argus.kernelbench.route import exp
+    from argus.kernelbench.templates import bin_
+
+    y, shifted = ("leaf", "y"), exp(bin_("sub", ("leaf", "y"), ("stat", 0)))
+    rows = ("rows", (("max", y), ("sum", shifted),
+                     ("max", bin_("sub", bin_("mul", shifted, ("un", "rcp", ("stat", 1))),
+                                  ("vec", "V0")))), ("stat", 2), 1)
+    epilogue = ("bias", "pool_max", rows)
+    params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
+                  transposed=True)
+    kernel = conv_kernel(2, "mfma_f32", epilogue)
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    rng = np.random.default_rng(3)
+    n, spatial, cg, ocg = 2, (4, 5), 3, 5
+    x = rng.standard_normal((n, *spatial, cg)).astype(np.float32)
+    weight = rng.standard_normal((3, 3, 1, ocg, cg)).astype(np.float32)
+    bias = rng.standard_normal((1, ocg)).astype(np.float32)
+    vec = rng.standard_normal(ocg).astype(np.float32)
+    z = conv_reference_nd(x, weight, stride=(2, 2), padding=(1, 1), transposed=True,
+                          output_padding=(1, 1), epilogue=("bias", "pool_max"), bias=bias)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    want = (e / e.sum(-1, keepdims=True) - vec).max(-1, keepdims=True)
+    pooled = list(want.shape[1:-1])
+    args = list(engine_layout("mfma_f32", conv_input_view(x, **params), weight)) + [bias, vec]
+    y_out = np.full(conv_output_view(n, pooled, 1, 1, 1, False), np.nan, np.float32)
+    argus.compile(kernel, **params).run(*args, y_out, check="strict")
+    got = from_phase_view(y_out, pooled)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ArgusError, match="reduces the channels other than once"):
+        conv_kernel(2, "mfma_f32", (rows, "relu"))
+    with pytest.raises(ArgusError, match="reads"):
+        conv_kernel(2, "mfma_f32", (("rows", (("sum", ("leaf", "x")),), ("stat", 0), 0),))

@@ -402,3 +402,28 @@ def test_a_pool_over_a_transposed_convolution_s_phases_is_its_epilogue(tmp_path)
     (folder / "1_ConvTranspose2d_ReLU_MaxPool.py").write_text(source.replace("POOL", "3"))
     model, inputs = load(folder / "1_ConvTranspose2d_ReLU_MaxPool.py", "level2").full()
     assert [type(s.template).__name__ for s in route(model, inputs).steps] == ["Conv", "Pool"]
+
+
+def test_a_logsumexp_over_a_convolution_s_channels_is_its_epilogue(tmp_path):
+    """logsumexp over dim 1 of a ConvTranspose2d with 8 output channels (one channel tile):
+    the route ends the convolution's epilogue with a rows step (one launch, the full output
+    never written); with 40 channels (two tiles) the row program stays a launch."""
+    from argus.kernelbench.route import route
+
+    path = tmp_path / "1_ConvTranspose2d_LogSumExp.py"
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.ConvTranspose2d(3, OC, 3, stride=2, padding=1)\n\n"
+        "    def forward(self, x):\n"
+        "        return torch.logsumexp(self.conv(x), dim=1, keepdim=True)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 3, 6, 7)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    path.write_text(source.replace("OC", "8"))
+    model, inputs = load(path, "level2").full()
+    [step] = route(model, inputs).steps
+    assert step.template.rows and step.template.epilogue[:1] == ("bias",)
+    path.write_text(source.replace("OC", "40"))
+    model, inputs = load(path, "level2").full()
+    assert [type(s.template).__name__ for s in route(model, inputs).steps] == [
+        "Conv", "RowProgram"]

@@ -992,6 +992,7 @@ def route(model, example_inputs) -> Plan:
     out_shape = tuple(router.buffers[output])
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_pools(router.steps, output)
+    router.steps = _fuse_conv_rows(router.steps, output, router.buffers)
     masks = set(router.bytes)
     router.steps = [_read_bytes(step, masks) for step in router.steps]
     if not router.steps:
@@ -1115,6 +1116,58 @@ def _fuse_conv_pools(steps: list, output: str) -> list:
         steps[producers[0]] = attrs.evolve(steps[producers[0]], template=attrs.evolve(
             conv, epilogue=(*conv.epilogue, f"pool_{pool.kind}")), output=step.output)
         steps[i] = None
+    return [s for s in steps if s is not None]
+
+
+def _renamed(e: Expr, names: dict) -> Expr:
+    """`e` with the leaves (any kind) whose (kind, name) `names` maps replaced."""
+    if e[0] in ("un", "bin", "where"):
+        return (e[0], *((_renamed(x, names) if isinstance(x, tuple) else x) for x in e[1:]))
+    return names.get(e[:2], e)
+
+
+def _fuse_conv_rows(steps: list, output: str, shapes: dict) -> list:
+    """A row program reducing a convolution's result along its channels (KernelBench's
+    logsumexp, softmax, max or mean over dim 1), to one value per position, where one
+    channel block of the f32 MFMA engine holds every channel (one group, BLOCK_OC output
+    channels or fewer), ends the convolution's epilogue as a "rows" step: the channels are
+    reduced in registers and the full output never written nor read back (Level 2 58)."""
+    from argus.kernels.conv import BLOCK_OC, ROW_IDENTITY
+
+    steps = list(steps)
+    for i, step in enumerate(steps):
+        program = step.template
+        if not isinstance(program, RowProgram) or not program.strided or \
+                program.full_output or program.per_row or program.indices or \
+                program.bytes or len(program.inputs) != 1 or \
+                any(fn not in ROW_IDENTITY for fn, _ in program.stats):
+            continue
+        source = dict(step.inputs)[program.inputs[0]]
+        producers = [j for j, s in enumerate(steps[:i]) if s is not None and
+                     s.output == source and isinstance(s.template, Conv)]
+        readers = [s for s in steps if s is not None and any(b == source for _, b in s.inputs)]
+        if not producers or len(readers) != 1 or source == output:
+            continue
+        conv = steps[producers[0]].template
+        n, oc, *spatial = shapes[source]
+        vectors = dict(step.vectors)
+        if conv.groups != 1 or oc > BLOCK_OC or conv.fitted()[0] != "mfma_f32" or \
+                dict(step.views).get(source) != (n, oc, math.prod(spatial), 1) or \
+                any(_numel(shapes.get(vectors[v], ())) != oc or vectors[v] not in shapes
+                    for v in program.vectors):
+            continue
+        names = {("leaf", program.inputs[0]): ("leaf", "y"),
+                 **{("vec", v): ("vec", f"V{k}") for k, v in enumerate(program.vectors)}}
+        rows = ("rows", tuple((fn, _renamed(e, names)) for fn, e in program.stats),
+                program.out, len(program.vectors))
+        # the fused launch goes where the row program was: its vectors may be made between
+        producer = steps[producers[0]]
+        steps[i] = attrs.evolve(
+            producer, template=attrs.evolve(conv, epilogue=(*conv.epilogue, rows)),
+            inputs=(*producer.inputs, *((f"V{k}", vectors[v])
+                                        for k, v in enumerate(program.vectors))),
+            output=step.output)
+        steps[producers[0]] = None
     return [s for s in steps if s is not None]
 
 
@@ -2300,7 +2353,7 @@ def _split_parts(template) -> tuple | None:
     None when the step has no fused elementwise part a separate launch can compute."""
     pre = ("leaf", "\0pre")
     if isinstance(template, Conv):
-        if template.pooled:             # what follows the convolution is pooled: kept whole
+        if template.pooled or template.rows:   # pooled or reduced after it: kept whole
             return None
         kept = 0
         names = [s if isinstance(s, str) else s[0] for s in template.epilogue]

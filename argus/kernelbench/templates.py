@@ -1127,7 +1127,12 @@ class Conv:
         """Does the epilogue end in a pool over the stride's phases (`conv_kernel`)?"""
         from argus.kernels.conv import POOL_STEPS
 
-        return bool(self.epilogue) and _step_name(self.epilogue[-1]) in POOL_STEPS
+        return any(_step_name(step) in POOL_STEPS for step in self.epilogue)
+
+    @property
+    def rows(self) -> bool:
+        """Does the epilogue end in a reduction along the channels (`conv_kernel`'s rows)?"""
+        return bool(self.epilogue) and _step_name(self.epilogue[-1]) == "rows"
 
     def out_spatial(self, spatial) -> list[int]:
         """The output's spatial extents: the convolution's, or pooled by its stride."""
@@ -1138,7 +1143,7 @@ class Conv:
                    self.output_padding, strict=True)]
         return [o // s for o, s in zip(out, self.stride, strict=True)] if self.pooled else out
 
-    def run(self, ctx, kernel: KernelDef, x, weight, bias=None, residual=None):
+    def run(self, ctx, kernel: KernelDef, x, weight, bias=None, residual=None, **vectors):
         """Launch on torch-layout `x` (N, C, *spatial), `weight`, `bias` (OC,) and
         `residual` (the output's torch shape); returns the output in torch's layout. Arrays
         are numpy (executing) or shape-only stand-ins (planning, with `ctx.execute` False)."""
@@ -1161,8 +1166,10 @@ class Conv:
         cg = c // g
         ocg = weight.shape[1] if self.transposed else weight.shape[0] // g
         out = self.out_spatial(spatial)
-        # a pooled output is stored plainly (one phase per axis)
-        y_shape = conv_output_view(n, out, 1 if self.pooled else self.stride, g, ocg,
+        # a pooled output is stored plainly (one phase per axis); a reduced one keeps one
+        # value per position
+        y_shape = conv_output_view(n, out, 1 if self.pooled else self.stride, g,
+                                   1 if self.rows else ocg,
                                    self.transposed and not self.pooled)
         y = ctx.alloc(output_shape(engine, y_shape))
         if not ctx.execute:
@@ -1178,8 +1185,9 @@ class Conv:
                 arrays["bias"] = ctx.alloc((g, ocg))
             if residual is not None:
                 arrays["residual"] = ctx.alloc(output_shape(engine, y_shape))
+            arrays.update({k: ctx.alloc((ocg,)) for k in vectors})
             ctx.launch(kernel, **arrays, Y=y)
-            return ctx.alloc((n, g * ocg, *out))
+            return ctx.alloc((n, 1 if self.rows else g * ocg, *out))
         import numpy as np
 
         X = conv_input_view(np.ascontiguousarray(np.moveaxis(x, 1, -1)), groups=g,
@@ -1200,6 +1208,8 @@ class Conv:
                                    for a in range(dims)), g * ocg)
             plain[(slice(None), *(slice(0, o) for o in out))] = np.moveaxis(residual, 1, -1)
             arrays["residual"] = output_layout(engine, r)
+        arrays.update({k: np.ascontiguousarray(v, np.float32).reshape(-1)
+                       for k, v in vectors.items()})
         ctx.launch(kernel, **arrays, Y=y)
         y = output_layout(engine, y, back=True)
         return np.ascontiguousarray(np.moveaxis(from_phase_view(y, out), -1, 1))

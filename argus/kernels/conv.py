@@ -205,6 +205,9 @@ EPILOGUE_STEPS = ("bias", "residual", "scale", "clamp", *ACTIVATIONS[1:], "tanh"
 #: the epilogue's last step may pool a strided transposed convolution's output over windows
 #: the size of its stride, which are exactly its phases at one position (`_conv_channels`)
 POOL_STEPS = ("pool_max", "pool_avg")
+#: reductions a "rows" epilogue step takes along the output channels (`_channel_rows`), and
+#: the value a channel past the output's takes in each
+ROW_IDENTITY = {"sum": 0.0, "max": -3.0e38, "prod": 1.0}
 #: the FMA engine's tile per position tile: 64 output positions (one per lane); it holds
 #: `tiles` = (position tiles, output channels) in at most FMA_SLOTS registers per lane, FMA_OC
 #: channels when a group has several output channels (a depthwise multiplier; 4 channels per
@@ -371,21 +374,55 @@ def _epilogue(steps) -> tuple:
     for step in steps:
         step = (step,) if isinstance(step, str) else tuple(step)
         name, args = step[0], step[1:]
+        if name == "rows":
+            out.append(_rows_step(step))
+            continue
         arity = {"scale": 1, "clamp": 2}.get(name, 0)
         if name not in EPILOGUE_STEPS + POOL_STEPS or len(args) != arity:
             raise ArgusError(f"epilogue step {step!r}: use one of "
                              f"{EPILOGUE_STEPS + POOL_STEPS} (('scale', factor), "
                              "('clamp', lo, hi), the others alone)")
         out.append((name, *map(float, args)))
+    rows = [i for i, s in enumerate(out) if s[0] == "rows"]
+    if rows and rows != [len(out) - 1]:
+        raise ArgusError(f"epilogue {steps!r} reduces the channels other than once at its end",
+                         fix="name one rows step, last")
     pools = [i for i, s in enumerate(out) if s[0] in POOL_STEPS]
-    if pools and (pools != [len(out) - 1] or "residual" in [s[0] for s in out]):
+    if pools and (pools != [len(out) - 1 - len(rows)] or "residual" in [s[0] for s in out]):
         raise ArgusError(f"epilogue {steps!r} pools other than once at its end, or beside a "
-                         "residual", fix="name one pool step, last; a residual has the "
-                         "unpooled output's shape, so add it in a launch of its own")
+                         "residual", fix="name one pool step, last (or just before a rows "
+                         "step); a residual has the unpooled output's shape, so add it in a "
+                         "launch of its own")
     if [s[0] for s in out].count("bias") > 1 or [s[0] for s in out].count("residual") > 1:
         raise ArgusError(f"epilogue {steps!r} adds bias or residual twice",
                          fix="name each at most once (scale or clamp may repeat)")
     return tuple(out)
+
+
+def _rows_step(step) -> tuple:
+    """("rows", stats, out, vectors) checked: `stats` ((fn, expr), ...) reduced along the
+    output channels in order (fn one of ROW_IDENTITY; expr over ("leaf", "y"), the
+    convolution's output after the epilogue before it, ("vec", "V<i>") per-channel vectors
+    and ("stat", j) earlier stats), `out` over the stats alone: what one output position
+    keeps (KernelBench's logsumexp or softmax chains over the channels, `argus.kernelbench`'s
+    RowProgram expressions)."""
+    from argus.kernelbench.templates import leaves
+
+    if len(step) != 4 or not isinstance(step[3], int) or not step[1]:
+        raise ArgusError(f"epilogue step {step!r}: a rows step is ('rows', stats, out, "
+                         "vectors)")
+    _, stats, out, vectors = step
+    for k, (fn, e) in enumerate(stats):
+        bad = [n for n in leaves(e, "leaf") if n != "y"]
+        bad += [j for j in leaves(e, "stat") if j >= k]
+        bad += [n for n in leaves(e, "vec") if n not in {f"V{i}" for i in range(vectors)}]
+        if fn not in ROW_IDENTITY or bad:
+            raise ArgusError(f"rows step stat {k} ({fn}, {e!r}) reads {bad} or reduces "
+                             f"with {fn!r}", fix=f"reduce with one of {tuple(ROW_IDENTITY)} "
+                             "over the leaf 'y', the vectors and earlier stats")
+    if leaves(out, "leaf") or leaves(out, "vec"):
+        raise ArgusError(f"rows step output {out!r} reads more than the stats")
+    return ("rows", tuple((fn, e) for fn, e in stats), out, vectors)
 
 
 def _apply_epilogue(acc, steps, bias_row, residual):
@@ -478,6 +515,11 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
         y_shape = ("N", "G", "OCG", *_view_shape("O2", "SO", dims))
     if "residual" in names:
         annotations["residual"] = Tensor("f32", *y_shape)
+    if "rows" in names:
+        # one value per position: Y's channel axis is RC (1)
+        y_shape = tuple("RC" if n == "OCG" else n for n in y_shape)
+        for i in range(steps[-1][3]):
+            annotations[f"V{i}"] = Tensor("f32", "OCG")
     annotations["Y"] = Tensor("f32", *y_shape)
     params = {"window": (3,) * dims, "stride": (1,) * dims, "padding": (0,) * dims,
               "dilation": (1,) * dims, "transposed": False, "tiles": (1, 1),
@@ -577,10 +619,15 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     first = channels_first(engine)
     lead = 3 if first else 1                                   # X's axes before the spatial
     y_lead = 3 if output_first(engine) else 1                # Y's axes before the spatial
-    OCG = ys[2] if output_first(engine) else ys[-1]
+    OCG = ws[-1] if weight_oc_last(engine) else ws[-2]
     N, G, CG = (xs[0], xs[1], xs[2]) if first else (xs[0], xs[-2], xs[-1])
     x_phases, y_phases = view_phases(dims, stride, transposed)
-    if steps and steps[-1][0] in POOL_STEPS:
+    if steps and steps[-1][0] == "rows":
+        # every output channel in the one channel block of the one group
+        T.assume(G.eq(1))
+        T.assume(OCG <= (BLOCK_OC * tiles[1] if engine != "fma" else tiles[1]))
+        T.assume((ys[2] if output_first(engine) else ys[-1]).eq(1))
+    if any(s[0] in POOL_STEPS for s in steps):
         if not transposed:
             raise ArgusError(f"conv_kernel epilogue step {steps[-1][0]} on a forward "
                              "convolution", fix="pool a transposed convolution's phases "
@@ -592,7 +639,7 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         T.assume(xs[lead + 1 + 2 * a].eq(x_phases[a]))
         T.assume(ys[y_lead + 1 + 2 * a].eq(y_phases[a]))
     out_extent = [ys[y_lead + 2 * a] for a in range(dims)]    # O2 per dimension
-    pooled = bool(steps) and steps[-1][0] in POOL_STEPS
+    pooled = any(s[0] in POOL_STEPS for s in steps)
     x_pos, y_pos = lead + 2 * (dims - 1), y_lead + 2 * (dims - 1)  # the innermost spatial axis
     if engine == "mfma":
         T.assume((CG % 8).eq(0))
@@ -658,6 +705,8 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                    y_pos, tiles):
     """Every group and output-channel block of one row of output positions (`outer` its
     coordinates on the outer axes of Y, `x_outer` on those of X)."""
+    rows = steps[-1] if steps and steps[-1][0] == "rows" else None
+    steps = steps[:-1] if rows else steps
     pool = steps[-1][0] if steps and steps[-1][0] in POOL_STEPS else None
     for g in T.range(0, G, name="g"):
         blocks = OCG // block_oc if engine == "mfma" else T.cdiv(OCG, block_oc)
@@ -665,8 +714,12 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
             oc0 = block * block_oc
             if pool is None:
                 for phase, phase_taps in taps.items():
-                    _conv_phase(engine, steps, t, phase_taps, n, outer, x_outer, q0, g, oc0,
-                                CG, x_pos, y_pos, tiles, phase, store=True)
+                    outs, spec = _conv_phase(engine, steps, t, phase_taps, n, outer, x_outer,
+                                             q0, g, oc0, CG, x_pos, y_pos, tiles, phase,
+                                             store=rows is None)
+                    if rows:
+                        _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG,
+                                      y_pos, phase)
                 continue
             # every phase of these positions in turn, each after the epilogue before the
             # pool, combined as they come (the max, or the sum scaled by the window's 1/size)
@@ -680,8 +733,47 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                           pooled[key] + out) for key, out in outs.items()}
             if pool == "pool_avg":
                 pooled = {key: out * (1.0 / len(taps)) for key, out in pooled.items()}
+            if rows:
+                _channel_rows(engine, rows, t, pooled, spec, n, outer, q0, g, oc0, OCG, y_pos,
+                              (0,) * (len(outer) + 1))
+                continue
             _conv_store(engine, t["Y"], pooled, spec, n, outer, q0, g, oc0, y_pos,
                         (0,) * (len(outer) + 1))
+
+
+def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos, phase):
+    """A "rows" epilogue step: per position tile, each stat reduced along the output channels
+    (every channel tile of the block, the channels past OCG at the reduction's identity,
+    earlier stats spread back along them), then the output expression over the stats,
+    stored at channel 0 of Y (one value per position)."""
+    from argus.kernelbench.templates import emit
+
+    _, stats, out, vectors = rows
+    axis = len(spec.shape) - 1                       # the output channels
+    row_spec = T.reduced(spec, axis)
+    cols = spec.shape[-1]
+    by_tile = sorted({o for _, o in outs})
+    vec = {o: {("vec", f"V{i}"): _channel_row(spec, t[f"V{i}"].load(
+        (oc0 + o * cols,), _channels_of(spec), axes=(0,), guard=True))
+        for i in range(vectors)} for o in by_tile}
+    batched = len(spec.shape) == 3
+    for r in sorted({r for r, _ in outs}):
+        done: dict = {}
+        for k, (fn, e) in enumerate(stats):
+            total = None
+            for o in by_tile:
+                env = {("leaf", "y"): outs[r, o], **vec[o],
+                       **{("stat", j): T.broadcast(s, axis, spec) for j, s in done.items()}}
+                first = oc0 + o * cols
+                x = T.mask(emit(e, env, {}), lambda *c, first=first: first + c[-1] < OCG,
+                           ROW_IDENTITY[fn])
+                total = x if total is None else (
+                    total + x if fn == "sum" else total * x if fn == "prod" else
+                    T.maximum(total, x))
+            done[k] = T.reduce(total, fn, axis, row_spec)
+        result = emit(out, {("stat", k): s for k, s in done.items()}, {})
+        y_origin, _ = _y_place(engine, spec, n, outer, q0, g, 0, y_pos, phase, r, 0, batched)
+        t["Y"].store(y_origin, result, axes=(0,) * batched + (y_pos,), guard=True)
 
 
 def _conv_store(engine, Y, outs, spec, n, outer, q0, g, oc0, y_pos, phase):
