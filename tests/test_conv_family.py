@@ -504,3 +504,27 @@ def test_a_rows_step_reduces_the_output_channels_in_the_epilogue():
         conv_kernel(2, "mfma_f32", (rows, "relu"))
     with pytest.raises(ArgusError, match="reads"):
         conv_kernel(2, "mfma_f32", (("rows", (("sum", ("leaf", "x")),), ("stat", 0), 0),))
+
+
+def test_vector_steps_ride_before_and_after_a_phase_pool():
+    """("vec", op, i) steps apply a (G, OCG) vector E<i> per output channel: a learnt scale
+    before a 2x2 average pool of the phases, then a per-channel bias and a scale after it
+    (KernelBench Level 2 50's chain), proved and right in the strict emulator."""
+    epilogue = ("bias", ("vec", "mul", 0), "pool_avg", ("vec", "add", 1), ("vec", "rsub", 2))
+    params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
+                  transposed=True)
+    kernel = conv_kernel(2, "mfma_f32", epilogue)
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    rng = np.random.default_rng(5)
+    n, spatial, cg, ocg = 2, (4, 5), 3, 5
+    x = rng.standard_normal((n, *spatial, cg)).astype(np.float32)
+    weight = rng.standard_normal((3, 3, 1, ocg, cg)).astype(np.float32)
+    bias, *vectors = (rng.standard_normal((1, ocg)).astype(np.float32) for _ in range(4))
+    want = conv_reference_nd(x, weight, stride=(2, 2), padding=(1, 1), transposed=True,
+                             epilogue=epilogue, bias=bias, vectors=vectors)
+    pooled = list(want.shape[1:-1])
+    args = list(engine_layout("mfma_f32", conv_input_view(x, **params), weight))
+    y = np.full(conv_output_view(n, pooled, 1, 1, ocg, False), np.nan, np.float32)
+    argus.compile(kernel, **params).run(*args, bias, *vectors, y, check="strict")
+    np.testing.assert_allclose(from_phase_view(y, pooled), want, rtol=1e-5, atol=1e-4)

@@ -427,3 +427,29 @@ def test_a_logsumexp_over_a_convolution_s_channels_is_its_epilogue(tmp_path):
     model, inputs = load(path, "level2").full()
     assert [type(s.template).__name__ for s in route(model, inputs).steps] == [
         "Conv", "RowProgram"]
+
+
+def test_learnt_scales_and_biases_around_a_phase_pool_join_the_epilogue(tmp_path):
+    """A learnt single-value scale before a phase pool and a per-channel bias after it (Level
+    2 50's chain): both broadcasts ride on the convolution's store as vector steps, one
+    launch (the full check of Level 2 50 runs it; test_conv_family checks the kernel)."""
+    from argus.kernelbench.route import route
+
+    folder = tmp_path / "level2"
+    folder.mkdir()
+    path = folder / "1_ConvTranspose2d_Scale_AvgPool_BiasAdd.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1)\n"
+        "        self.scale = nn.Parameter(torch.tensor(0.5))\n"
+        "        self.pool = nn.AvgPool2d(2)\n"
+        "        self.bias = nn.Parameter(torch.randn(5, 1, 1))\n\n"
+        "    def forward(self, x):\n"
+        "        return self.pool(self.conv(x) * self.scale) + self.bias\n\n\n"
+        "def get_inputs():\n    return [torch.randn(5, 3, 6, 7)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    model, inputs = load(path, "level2").full()
+    [step] = route(model, inputs).steps
+    assert step.template.epilogue == ("bias", ("vec", "mul", 0), "pool_avg", ("vec", "add", 1))
+    assert [name for name, _ in step.inputs] == ["x", "weight", "bias", "E0", "E1"]

@@ -992,6 +992,7 @@ def route(model, example_inputs) -> Plan:
     out_shape = tuple(router.buffers[output])
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_pools(router.steps, output)
+    router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_rows(router.steps, output, router.buffers)
     masks = set(router.bytes)
     router.steps = [_read_bytes(step, masks) for step in router.steps]
@@ -1035,16 +1036,26 @@ def _unify(pattern, e, bound: dict) -> bool:
     return pattern == e
 
 
-def epilogue_steps(e: Expr, leaf: Expr) -> list | None:
+def epilogue_steps(e: Expr, leaf: Expr, vectors: dict | None = None) -> list | None:
     """`e` as `conv_kernel` epilogue steps applied to `leaf` (innermost first), or None when
     it is not such a chain: relu, sigmoid, tanh and exact gelu as the route writes them, a
-    product with a constant (scale) and a max or min with one (a clamp)."""
+    product with a constant (scale), a max or min with one (a clamp), and a sum, difference
+    or product with a leaf `vectors` maps to its index (a per-channel vector: ("vec", op,
+    index))."""
     if e == leaf:
         return []
+    vectors = vectors or {}
+    if e[0] == "bin" and e[1] in ("add", "sub", "mul"):
+        for x, y, swapped in ((e[2], e[3], False), (e[3], e[2], True)):
+            if y[0] == "leaf" and y[1] in vectors:
+                rest = epilogue_steps(x, leaf, vectors)
+                if rest is not None:
+                    op = "rsub" if swapped and e[1] == "sub" else e[1]
+                    return [*rest, ("vec", op, vectors[y[1]])]
     for name, f in (("relu", relu), ("sigmoid", sigmoid), ("tanh", tanh), ("gelu", gelu)):
         bound: dict = {}
         if _unify(f(_HOLE), e, bound):
-            rest = epilogue_steps(bound["hole"], leaf)
+            rest = epilogue_steps(bound["hole"], leaf, vectors)
             if rest is not None:
                 return [*rest, name]
     if e[0] == "bin" and e[1] in ("mul", "max", "min"):
@@ -1054,7 +1065,7 @@ def epilogue_steps(e: Expr, leaf: Expr) -> list | None:
         if y[0] == "const":
             step = {"mul": ("scale", y[1]), "max": ("clamp", y[1], OPEN),
                     "min": ("clamp", -OPEN, y[1])}[e[1]]
-            rest = epilogue_steps(x, leaf)
+            rest = epilogue_steps(x, leaf, vectors)
             if rest is not None:
                 return [*rest, step]
     return None
@@ -1062,33 +1073,84 @@ def epilogue_steps(e: Expr, leaf: Expr) -> list | None:
 
 def _fuse_conv_epilogues(steps: list, output: str, shapes: dict) -> list:
     """An elementwise chain reading only a convolution's result (read nowhere else) rides on
-    the convolution's store as its epilogue when `epilogue_steps` can write it."""
+    the convolution's store as its epilogue when `epilogue_steps` can write it; so does a
+    broadcast one whose other leaves are per-channel vectors or single values
+    (`_conv_vectors`: KernelBench Level 2 50's learnt scales and bias)."""
     steps = list(steps)
     fused = True
     while fused:
         fused = False
         for i, step in enumerate(steps):
-            if not isinstance(step.template, Elementwise) or len(step.inputs) != 1:
+            vectors = _conv_vectors(step, steps[:i], shapes)
+            if vectors is None:
                 continue
-            source = step.inputs[0][1]
+            source = vectors.pop("")
             producers = [j for j, s in enumerate(steps[:i]) if s.output == source
                          and isinstance(s.template, Conv)]
             readers = [s for s in steps if any(b == source for _, b in s.inputs)]
             if not producers or len(readers) != 1 or source == output or \
                     shapes[step.output] != shapes[source]:
                 continue
-            chain = epilogue_steps(step.template.expr, ("leaf", source))
-            if not chain:
-                continue
             j = producers[0]
             conv = steps[j].template
-            steps[j] = attrs.evolve(steps[j], template=attrs.evolve(
+            if conv.rows:                # one value per position: nothing rides after it
+                continue
+            first = sum(1 for name, _ in steps[j].inputs if name.startswith("E"))
+            index = {leaf: first + k for k, leaf in enumerate(vectors)}
+            chain = epilogue_steps(step.template.expr, ("leaf", _leaf_of(step, source)), index)
+            if not chain:
+                continue
+            fused_step = attrs.evolve(steps[j], template=attrs.evolve(
                 conv, epilogue=(*conv.epilogue, *map(_step_tuple, chain))),
+                inputs=(*steps[j].inputs, *((f"E{index[leaf]}", buffer)
+                                            for leaf, buffer in vectors.items())),
                 output=step.output)
-            del steps[i]
+            # with vectors, where the chain was (they may be made between), else in place
+            at, gone = (i, j) if vectors else (j, i)
+            steps[at] = fused_step
+            del steps[gone]
             fused = True
             break
     return steps
+
+
+def _leaf_of(step: Step, buffer: str) -> str:
+    """The template leaf name `step` reads `buffer` as."""
+    return next(leaf for leaf, b in step.inputs if b == buffer)
+
+
+def _conv_vectors(step: Step, before: list, shapes: dict) -> dict | None:
+    """For an elementwise step, {"": the buffer it reads}; for a broadcast step over a
+    convolution's result viewed as (N, C, spatial) or (A, 1, C) (one full-size leaf), {"":
+    that buffer, leaf: buffer} for each other leaf, a vector along C of the channels or a
+    single value; None for anything else."""
+    if step.template == "view":
+        return None
+    if isinstance(step.template, Elementwise):
+        return {"": step.inputs[0][1]} if len(step.inputs) == 1 else None
+    if not isinstance(step.template, Broadcast):
+        return None
+    kinds, views = dict(step.template.kinds), dict(step.views)
+    full = [leaf for leaf, kind in kinds.items() if kind == "abc"]
+    if len(full) != 1 or any(kind != "b" for kind in kinds.values() if kind != "abc"):
+        return None
+    buffers = dict(step.inputs)
+    source = buffers[full[0]]
+    convs = [s for s in before if s is not None and s.output == source
+             and isinstance(s.template, Conv)]
+    if not convs or source not in views:
+        return None
+    a, b, c = views[source]
+    n, oc, *spatial = shapes[source]
+    if (a, b, c) != (n, oc, math.prod(spatial)) and b != 1:
+        return None
+    out = {"": source}
+    for leaf, kind in kinds.items():
+        if kind == "b":
+            if views.get(buffers[leaf]) != (b,) or buffers[leaf] == source:
+                return None
+            out[leaf] = buffers[leaf]
+    return out
 
 
 def _fuse_conv_pools(steps: list, output: str) -> list:

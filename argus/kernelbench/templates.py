@@ -1185,7 +1185,8 @@ class Conv:
                 arrays["bias"] = ctx.alloc((g, ocg))
             if residual is not None:
                 arrays["residual"] = ctx.alloc(output_shape(engine, y_shape))
-            arrays.update({k: ctx.alloc((ocg,)) for k in vectors})
+            arrays.update({k: ctx.alloc((g, ocg) if k.startswith("E") else (ocg,))
+                           for k in vectors})
             ctx.launch(kernel, **arrays, Y=y)
             return ctx.alloc((n, 1 if self.rows else g * ocg, *out))
         import numpy as np
@@ -1208,8 +1209,12 @@ class Conv:
                                    for a in range(dims)), g * ocg)
             plain[(slice(None), *(slice(0, o) for o in out))] = np.moveaxis(residual, 1, -1)
             arrays["residual"] = output_layout(engine, r)
-        arrays.update({k: np.ascontiguousarray(v, np.float32).reshape(-1)
-                       for k, v in vectors.items()})
+        # a "vec" step's E<i> per (group, channel), a single value spread over them (a
+        # layout move); a rows step's V<i> per channel
+        arrays.update({k: np.array(np.broadcast_to(
+            np.asarray(v, np.float32).reshape(-1), (g * ocg,)).reshape(g, ocg)
+            if k.startswith("E") else np.array(v, np.float32).reshape(-1))
+            for k, v in vectors.items()})
         ctx.launch(kernel, **arrays, Y=y)
         y = output_layout(engine, y, back=True)
         return np.ascontiguousarray(np.moveaxis(from_phase_view(y, out), -1, 1))

@@ -208,6 +208,8 @@ POOL_STEPS = ("pool_max", "pool_avg")
 #: reductions a "rows" epilogue step takes along the output channels (`_channel_rows`), and
 #: the value a channel past the output's takes in each
 ROW_IDENTITY = {"sum": 0.0, "max": -3.0e38, "prod": 1.0}
+#: a "vec" epilogue step's operations with a per-channel vector v: y + v, y - v, v - y, y * v
+VEC_OPS = ("add", "sub", "rsub", "mul")
 #: the FMA engine's tile per position tile: 64 output positions (one per lane); it holds
 #: `tiles` = (position tiles, output channels) in at most FMA_SLOTS registers per lane, FMA_OC
 #: channels when a group has several output channels (a depthwise multiplier; 4 channels per
@@ -377,6 +379,13 @@ def _epilogue(steps) -> tuple:
         if name == "rows":
             out.append(_rows_step(step))
             continue
+        if name == "vec":
+            if len(args) != 2 or args[0] not in VEC_OPS or not isinstance(args[1], int) or \
+                    args[1] < 0:
+                raise ArgusError(f"epilogue step {step!r}: a vector step is ('vec', op, i), op "
+                                 f"one of {VEC_OPS}, E<i> the (G, OCG) vector")
+            out.append(("vec", args[0], args[1]))
+            continue
         arity = {"scale": 1, "clamp": 2}.get(name, 0)
         if name not in EPILOGUE_STEPS + POOL_STEPS or len(args) != arity:
             raise ArgusError(f"epilogue step {step!r}: use one of "
@@ -388,11 +397,10 @@ def _epilogue(steps) -> tuple:
         raise ArgusError(f"epilogue {steps!r} reduces the channels other than once at its end",
                          fix="name one rows step, last")
     pools = [i for i, s in enumerate(out) if s[0] in POOL_STEPS]
-    if pools and (pools != [len(out) - 1 - len(rows)] or "residual" in [s[0] for s in out]):
-        raise ArgusError(f"epilogue {steps!r} pools other than once at its end, or beside a "
-                         "residual", fix="name one pool step, last (or just before a rows "
-                         "step); a residual has the unpooled output's shape, so add it in a "
-                         "launch of its own")
+    if len(pools) > 1 or (pools and "residual" in [s[0] for s in out]):
+        raise ArgusError(f"epilogue {steps!r} pools more than once, or beside a residual",
+                         fix="name one pool step; a residual has the unpooled output's "
+                         "shape, so add it in a launch of its own")
     if [s[0] for s in out].count("bias") > 1 or [s[0] for s in out].count("residual") > 1:
         raise ArgusError(f"epilogue {steps!r} adds bias or residual twice",
                          fix="name each at most once (scale or clamp may repeat)")
@@ -425,10 +433,20 @@ def _rows_step(step) -> tuple:
     return ("rows", tuple((fn, e) for fn, e in stats), out, vectors)
 
 
-def _apply_epilogue(acc, steps, bias_row, residual):
+def _vec_op(op: str, y, v):
+    if op == "add":
+        return y + v
+    if op == "sub":
+        return y - v
+    return v - y if op == "rsub" else y * v
+
+
+def _apply_epilogue(acc, steps, bias_row, residual, vector_row=None):
     for name, *args in steps:
         if name == "bias":
             acc = acc + bias_row()
+        elif name == "vec":
+            acc = _vec_op(args[0], acc, vector_row(args[1]))
         elif name == "residual":
             acc = acc + residual()
         elif name == "scale":
@@ -515,6 +533,8 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
         y_shape = ("N", "G", "OCG", *_view_shape("O2", "SO", dims))
     if "residual" in names:
         annotations["residual"] = Tensor("f32", *y_shape)
+    for i in range(1 + max([s[2] for s in steps if s[0] == "vec"], default=-1)):
+        annotations[f"E{i}"] = Tensor("f32", "G", "OCG")
     if "rows" in names:
         # one value per position: Y's channel axis is RC (1)
         y_shape = tuple("RC" if n == "OCG" else n for n in y_shape)
@@ -707,7 +727,10 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
     coordinates on the outer axes of Y, `x_outer` on those of X)."""
     rows = steps[-1] if steps and steps[-1][0] == "rows" else None
     steps = steps[:-1] if rows else steps
-    pool = steps[-1][0] if steps and steps[-1][0] in POOL_STEPS else None
+    at = [i for i, s in enumerate(steps) if s[0] in POOL_STEPS]
+    pool = steps[at[0]][0] if at else None
+    # the steps before the pool run on each phase, those after it on the pooled tiles
+    before, after = (steps[:at[0]], steps[at[0] + 1:]) if at else (steps, ())
     for g in T.range(0, G, name="g"):
         blocks = OCG // block_oc if engine == "mfma" else T.cdiv(OCG, block_oc)
         for block in T.range(0, blocks, name="ocb"):
@@ -725,7 +748,7 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
             # pool, combined as they come (the max, or the sum scaled by the window's 1/size)
             pooled = None
             for phase_taps in taps.values():
-                outs, spec = _conv_phase(engine, steps[:-1], t, phase_taps, n, outer,
+                outs, spec = _conv_phase(engine, before, t, phase_taps, n, outer,
                                          x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
                                          (0,) * (len(outer) + 1))
                 pooled = outs if pooled is None else {
@@ -733,12 +756,24 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                           pooled[key] + out) for key, out in outs.items()}
             if pool == "pool_avg":
                 pooled = {key: out * (1.0 / len(taps)) for key, out in pooled.items()}
+            for (r, o), out in pooled.items():
+                pooled[r, o] = _apply_epilogue(
+                    out, after, functools.partial(_vector_row, t.get("bias"), spec, g, oc0, o),
+                    None, lambda i, o=o, spec=spec, g=g, oc0=oc0: _vector_row(
+                        t[f"E{i}"], spec, g, oc0, o))
             if rows:
                 _channel_rows(engine, rows, t, pooled, spec, n, outer, q0, g, oc0, OCG, y_pos,
                               (0,) * (len(outer) + 1))
                 continue
             _conv_store(engine, t["Y"], pooled, spec, n, outer, q0, g, oc0, y_pos,
                         (0,) * (len(outer) + 1))
+
+
+def _vector_row(vector, spec, g, oc0, o):
+    """A (G, OCG) vector's entries for channel tile o, spread over every position of
+    `spec`."""
+    return _channel_row(spec, vector.load((g, oc0 + o * spec.shape[-1]), _channels_of(spec),
+                                          axes=(1,), guard=True))
 
 
 def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos, phase):
@@ -832,7 +867,8 @@ def _conv_phase(engine, steps, t, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos
             lambda doc=doc: _channel_row(spec, t["bias"].load(
                 (g, oc0 + doc), _channels_of(spec), axes=(1,), guard=True)),
             lambda y_origin=y_origin, y_axes=y_axes: t["residual"].load(
-                y_origin, spec, axes=y_axes, guard=True))
+                y_origin, spec, axes=y_axes, guard=True),
+            lambda i, o=o: _vector_row(t[f"E{i}"], spec, g, oc0, o))
         if store:
             t["Y"].store(y_origin, out, axes=y_axes, guard=True)
     return outs, spec
@@ -1075,13 +1111,15 @@ def from_phase_view(y: np.ndarray, out_spatial) -> np.ndarray:
 
 
 def conv_reference_nd(x, weight, *, stride=1, padding=0, dilation=1, transposed=False,
-                      output_padding=0, epilogue=(), bias=None, residual=None, out=None):
+                      output_padding=0, epilogue=(), bias=None, residual=None, out=None,
+                      vectors=()):
     """Direct N-d convolution in float64, channels last: x (N, *spatial, C), weight
     (*window, G, OCG, CG) with C = G * CG. Forward convolution gathers (y[o] += x[o*s + k*d -
     p] w[k]); transposed scatters, as torch's conv_transpose defines it (y[i*s + k*d - p] +=
     x[i] w[k], with w[k][g, oc, c] = torch's weight[g*CG + c, oc, *k]). The epilogue steps
     are applied in order, bias (G*OCG,) and residual (the output's shape) where named. `out`
-    overrides the output extents (positions past the input read zeros)."""
+    overrides the output extents (positions past the input read zeros); `vectors` are the
+    "vec" steps' E<i> (G*OCG,)."""
     x, weight = np.asarray(x, np.float64), np.asarray(weight, np.float64)
     dims = x.ndim - 2
     window = weight.shape[:dims]
@@ -1121,6 +1159,8 @@ def conv_reference_nd(x, weight, *, stride=1, padding=0, dilation=1, transposed=
                                         for e in (p_, s_)), y.shape[-1])
             windows = tuple(range(2, 2 + 2 * dims, 2))
             y = y.max(axis=windows) if name == "pool_max" else y.mean(axis=windows)
+        elif name == "vec":
+            y = _vec_op(args[0], y, np.asarray(vectors[args[1]], np.float64).reshape(-1))
         elif name == "bias":
             y = y + np.asarray(bias, np.float64).reshape(-1)
         elif name == "residual":
