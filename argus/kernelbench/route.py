@@ -1097,9 +1097,15 @@ def _fuse_conv_epilogues(steps: list, output: str, shapes: dict) -> list:
                 continue
             first = sum(1 for name, _ in steps[j].inputs if name.startswith("E"))
             index = {leaf: first + k for k, leaf in enumerate(vectors)}
-            chain = epilogue_steps(step.template.expr, ("leaf", _leaf_of(step, source)), index)
+            leaf = _leaf_of(step, source)
+            chain = epilogue_steps(step.template.expr, ("leaf", leaf), index)
             if not chain:
-                continue
+                # any other elementwise chain: an expression step over the tile
+                if leaves(step.template.expr, "idx") or leaves(step.template.expr, "vec"):
+                    continue
+                chain = [("expr", _renamed(step.template.expr, {
+                    ("leaf", leaf): ("leaf", "y"),
+                    **{("leaf", v): ("vec", f"E{k}") for v, k in index.items()}}))]
             fused_step = attrs.evolve(steps[j], template=attrs.evolve(
                 conv, epilogue=(*conv.epilogue, *map(_step_tuple, chain))),
                 inputs=(*steps[j].inputs, *((f"E{index[leaf]}", buffer)
@@ -2403,6 +2409,8 @@ def _conv_step_expr(step, x: Expr) -> Expr:
     if name == "clamp":
         return clamp(x, None if args[0] <= -OPEN else args[0],
                      None if args[1] >= OPEN else args[1])
+    if name == "expr":
+        return _renamed(args[0], {("leaf", "y"): x})
     known = {"relu": relu, "sigmoid": sigmoid, "tanh": tanh, "gelu": gelu}
     if name not in known:
         raise Unsupported(f"splitting the convolution epilogue step {step!r} off (the split "
@@ -2422,7 +2430,10 @@ def _split_parts(template) -> tuple | None:
         while kept < len(names) and names[kept] in CONV_OWN:
             kept += 1
         moved = template.epilogue[kept:]
-        if not moved or any(n in CONV_OWN for n in names[kept:]):
+        # a vector step needs a broadcast launch of its own: kept whole
+        if not moved or any(n in (*CONV_OWN, "vec") for n in names[kept:]) or any(
+                leaves(s[1], "vec") for s in moved if not isinstance(s, str) and
+                s[0] == "expr"):
             return None
         expr = pre
         for step in moved:

@@ -379,6 +379,9 @@ def _epilogue(steps) -> tuple:
         if name == "rows":
             out.append(_rows_step(step))
             continue
+        if name == "expr":
+            out.append(_expr_step(step))
+            continue
         if name == "vec":
             if len(args) != 2 or args[0] not in VEC_OPS or not isinstance(args[1], int) or \
                     args[1] < 0:
@@ -433,6 +436,28 @@ def _rows_step(step) -> tuple:
     return ("rows", tuple((fn, e) for fn, e in stats), out, vectors)
 
 
+def _vec_names(e) -> list:
+    from argus.kernelbench.templates import leaves
+
+    return leaves(e, "vec")
+
+
+def _expr_step(step) -> tuple:
+    """("expr", e) checked: an elementwise expression (`argus.kernelbench`'s route form) over
+    the leaf "y" (the value so far) and per-channel vectors ("vec", "E<i>")."""
+    from argus.kernelbench.templates import leaves
+
+    if len(step) != 2 or not isinstance(step[1], tuple):
+        raise ArgusError(f"epilogue step {step!r}: an expression step is ('expr', e)")
+    e = step[1]
+    bad = [n for n in leaves(e, "leaf") if n != "y"]
+    bad += [n for n in leaves(e, "vec") if not (n[:1] == "E" and n[1:].isdigit())]
+    if bad or any(leaves(e, kind) for kind in ("stat", "idx", "index", "per_row", "acc")):
+        raise ArgusError(f"epilogue expression {e!r} reads {bad or 'more'}",
+                         fix="read the leaf 'y' and vectors ('vec', 'E<i>') only")
+    return ("expr", e)
+
+
 def _vec_op(op: str, y, v):
     if op == "add":
         return y + v
@@ -447,6 +472,12 @@ def _apply_epilogue(acc, steps, bias_row, residual, vector_row=None):
             acc = acc + bias_row()
         elif name == "vec":
             acc = _vec_op(args[0], acc, vector_row(args[1]))
+        elif name == "expr":
+            from argus.kernelbench.templates import emit, leaves
+
+            env = {("leaf", "y"): acc}
+            env.update({("vec", n): vector_row(int(n[1:])) for n in leaves(args[0], "vec")})
+            acc = emit(args[0], env, {})
         elif name == "residual":
             acc = acc + residual()
         elif name == "scale":
@@ -533,7 +564,9 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
         y_shape = ("N", "G", "OCG", *_view_shape("O2", "SO", dims))
     if "residual" in names:
         annotations["residual"] = Tensor("f32", *y_shape)
-    for i in range(1 + max([s[2] for s in steps if s[0] == "vec"], default=-1)):
+    for i in range(1 + max([s[2] for s in steps if s[0] == "vec"] +
+                           [int(n[1:]) for s in steps if s[0] == "expr"
+                            for n in _vec_names(s[1])], default=-1)):
         annotations[f"E{i}"] = Tensor("f32", "G", "OCG")
     if "rows" in names:
         # one value per position: Y's channel axis is RC (1)
