@@ -409,3 +409,153 @@ def test_the_f32_mfma_engine_stages_a_single_phase_windows_weights_in_lds():
     phased = argus.compile(conv_kernel(2, "mfma_f32"), verify=False, window=(3, 3),
                            stride=(2, 2), transposed=True, tiles=(1, 1))
     assert phased.ir.lds_bytes == 0
+
+
+@pytest.mark.parametrize("engine, epilogue, output_padding", [
+    ("fma", ("bias", "relu", "pool_max"), (1, 1)),
+    ("mfma_f32", ("bias", ("scale", 0.5), "pool_avg"), (0, 1))])
+def test_a_transposed_convolution_pools_its_phases_in_its_epilogue(engine, epilogue,
+                                                                    output_padding):
+    """The epilogue's last step pools a stride-2 transposed output over 2x2 windows (its
+    phases at one position, combined in one workgroup), proved and right in the strict
+    emulator with an odd output extent (the far row dropped, as torch's floor mode)."""
+    window, stride, padding = (3, 3), (2, 2), (1, 1)
+    params = dict(window=window, stride=stride, padding=padding, dilation=(1, 1),
+                  transposed=True)
+    kernel = conv_kernel(2, engine, epilogue)
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    rng = np.random.default_rng(7)
+    n, spatial, cg, ocg = 2, (4, 5), 3, 5
+    x = rng.standard_normal((n, *spatial, cg)).astype(np.float32)
+    weight = rng.standard_normal((*window, 1, ocg, cg)).astype(np.float32)
+    bias = rng.standard_normal((1, ocg)).astype(np.float32)
+    out = [conv_output_size(i, 3, 2, 1, 1, True, o) for i, o in
+           zip(spatial, output_padding, strict=True)]
+    pooled = [o // 2 for o in out]
+    want = conv_reference_nd(x, weight, stride=stride, padding=padding, transposed=True,
+                             output_padding=output_padding, epilogue=epilogue, bias=bias)
+    assert list(want.shape[1:-1]) == pooled
+    args = list(engine_layout(engine, conv_input_view(x, **params), weight)) + [bias]
+    y = np.full(output_shape(engine, conv_output_view(n, pooled, 1, 1, ocg, False)), np.nan,
+                np.float32)
+    argus.compile(kernel, **params).run(*args, y, check="strict")
+    got = from_phase_view(output_layout(engine, y, back=True), pooled)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
+
+
+def test_a_pool_step_is_a_transposed_convolution_s_one():
+    with pytest.raises(ArgusError, match="pools more than once"):
+        conv_kernel(2, "fma", ("pool_max", "relu", "pool_avg"))
+    with pytest.raises(ArgusError, match="beside a residual"):
+        conv_kernel(2, "fma", ("residual", "pool_avg"))
+    with pytest.raises(ArgusError, match="on a forward convolution"):
+        conv_kernel(2, "fma", ("pool_max",)).trace(window=(3, 3), stride=(2, 2))
+
+
+def test_fewer_unrolled_taps_keep_fewer_sgprs_live():
+    """`unrolled` bounds the taps a window pass unrolls: a 3x5 window's 15 taps walked a row
+    (5) at a time hold fewer offsets than 9 at a time (what conv_fitted steps down to before
+    it leaves the f32 MFMA engine: KernelBench Level 2 78 did not fit at 9)."""
+    def sgprs(unrolled):
+        return argus.compile(conv_kernel(2, "fma", ("bias",)), verify=False,
+                             window=(3, 5), unrolled=unrolled).lowered.sgprs
+
+    assert sgprs(3) < sgprs(9)
+    with pytest.raises(ArgusError, match="unrolled=0"):
+        conv_kernel(2, "fma").trace(unrolled=0)
+
+
+def test_a_rows_step_reduces_the_output_channels_in_the_epilogue():
+    """The epilogue's "rows" step (after a phase pool): softmax over the output channels,
+    minus a per-channel vector, its max over the channels, one value per position; the
+    channels past OCG (5 of a 32-channel tile) at each reduction's identity. Proved and
+    right in the strict emulator."""
+    from argus.kernelbench.route import exp
+    from argus.kernelbench.templates import bin_
+
+    y, shifted = ("leaf", "y"), exp(bin_("sub", ("leaf", "y"), ("stat", 0)))
+    rows = ("rows", (("max", y), ("sum", shifted),
+                     ("max", bin_("sub", bin_("mul", shifted, ("un", "rcp", ("stat", 1))),
+                                  ("vec", "V0")))), ("stat", 2), 1)
+    epilogue = ("bias", "pool_max", rows)
+    params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
+                  transposed=True)
+    kernel = conv_kernel(2, "mfma_f32", epilogue)
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    rng = np.random.default_rng(3)
+    n, spatial, cg, ocg = 2, (4, 5), 3, 5
+    x = rng.standard_normal((n, *spatial, cg)).astype(np.float32)
+    weight = rng.standard_normal((3, 3, 1, ocg, cg)).astype(np.float32)
+    bias = rng.standard_normal((1, ocg)).astype(np.float32)
+    vec = rng.standard_normal(ocg).astype(np.float32)
+    z = conv_reference_nd(x, weight, stride=(2, 2), padding=(1, 1), transposed=True,
+                          output_padding=(1, 1), epilogue=("bias", "pool_max"), bias=bias)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    want = (e / e.sum(-1, keepdims=True) - vec).max(-1, keepdims=True)
+    pooled = list(want.shape[1:-1])
+    args = list(engine_layout("mfma_f32", conv_input_view(x, **params), weight)) + [bias, vec]
+    y_out = np.full(conv_output_view(n, pooled, 1, 1, 1, False), np.nan, np.float32)
+    argus.compile(kernel, **params).run(*args, y_out, check="strict")
+    got = from_phase_view(y_out, pooled)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ArgusError, match="reduces the channels other than once"):
+        conv_kernel(2, "mfma_f32", (rows, "relu"))
+    with pytest.raises(ArgusError, match="reads"):
+        conv_kernel(2, "mfma_f32", (("rows", (("sum", ("leaf", "x")),), ("stat", 0), 0),))
+
+
+def test_vector_steps_ride_before_and_after_a_phase_pool():
+    """("vec", op, i) steps apply a (G, OCG) vector E<i> per output channel: a learnt scale
+    before a 2x2 average pool of the phases, then a per-channel bias and a scale after it
+    (KernelBench Level 2 50's chain), proved and right in the strict emulator."""
+    epilogue = ("bias", ("vec", "mul", 0), "pool_avg", ("vec", "add", 1), ("vec", "rsub", 2))
+    params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
+                  transposed=True)
+    kernel = conv_kernel(2, "mfma_f32", epilogue)
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    rng = np.random.default_rng(5)
+    n, spatial, cg, ocg = 2, (4, 5), 3, 5
+    x = rng.standard_normal((n, *spatial, cg)).astype(np.float32)
+    weight = rng.standard_normal((3, 3, 1, ocg, cg)).astype(np.float32)
+    bias, *vectors = (rng.standard_normal((1, ocg)).astype(np.float32) for _ in range(4))
+    want = conv_reference_nd(x, weight, stride=(2, 2), padding=(1, 1), transposed=True,
+                             epilogue=epilogue, bias=bias, vectors=vectors)
+    pooled = list(want.shape[1:-1])
+    args = list(engine_layout("mfma_f32", conv_input_view(x, **params), weight))
+    y = np.full(conv_output_view(n, pooled, 1, 1, ocg, False), np.nan, np.float32)
+    argus.compile(kernel, **params).run(*args, bias, *vectors, y, check="strict")
+    np.testing.assert_allclose(from_phase_view(y, pooled), want, rtol=1e-5, atol=1e-4)
+
+
+def test_an_expression_step_runs_a_route_chain_over_the_tile():
+    """("expr", e): a leaky ReLU written as the route writes it (a select), minus a
+    per-channel vector E0, over a forward convolution's tile; proved and right in the
+    strict emulator; an expression reading anything else is refused."""
+    from argus.kernelbench.templates import bin_, const, where
+
+    y = ("leaf", "y")
+    leaky = where(bin_("gt", y, const(0.0)), y, bin_("mul", y, const(0.01)))
+    epilogue = ("bias", ("expr", bin_("sub", leaky, ("vec", "E0"))))
+    params = dict(window=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1),
+                  transposed=False)
+    kernel = conv_kernel(2, "fma", epilogue)
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    rng = np.random.default_rng(9)
+    n, spatial, cg, ocg = 1, (4, 5), 2, 3
+    x = rng.standard_normal((n, *spatial, cg)).astype(np.float32)
+    weight = rng.standard_normal((3, 3, 1, ocg, cg)).astype(np.float32)
+    bias, vec = (rng.standard_normal((1, ocg)).astype(np.float32) for _ in range(2))
+    z = conv_reference_nd(x, weight, padding=(1, 1), epilogue=("bias",), bias=bias)
+    want = np.where(z > 0, z, 0.01 * z) - vec.reshape(-1)
+    args = list(engine_layout("fma", conv_input_view(x, **params), weight))
+    y_view = np.full(output_shape("fma", conv_output_view(n, spatial, 1, 1, ocg, False)),
+                     np.nan, np.float32)
+    argus.compile(kernel, **params).run(*args, bias, vec, y_view, check="strict")
+    got = from_phase_view(output_layout("fma", y_view, back=True), list(spatial))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    with pytest.raises(ArgusError, match="reads"):
+        conv_kernel(2, "fma", (("expr", bin_("add", y, ("leaf", "z"))),))

@@ -374,3 +374,82 @@ def test_conv_templates_differing_in_the_group_count_share_their_kernel():
     assert kernel_of(depthwise(9)) is kernel_of(depthwise(64))
     other = Conv(2, (3, 5), (1, 1), (0, 0), (1, 1), False, (0, 0), 9)
     assert kernel_of(depthwise(9)) is not kernel_of(other)
+
+
+def test_a_pool_over_a_transposed_convolution_s_phases_is_its_epilogue(tmp_path):
+    """A 2x2 max pool after a stride-2 ConvTranspose2d and a ReLU: the pool ends the
+    convolution's epilogue (the phases at each position combined), one launch that never
+    writes the full output, correct and proved; a pool of another window stays a launch."""
+    folder = tmp_path / "level2"
+    folder.mkdir()
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1, "
+        "output_padding=1)\n        self.pool = nn.MaxPool2d(POOL)\n\n"
+        "    def forward(self, x):\n        return self.pool(torch.relu(self.conv(x)))\n\n\n"
+        "batch_size = 5\nheight, width = 6, 7\n\n\n"
+        "def get_inputs():\n    return [torch.randn(batch_size, 3, height, width)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    (folder / "1_ConvTranspose2d_ReLU_MaxPool.py").write_text(source.replace("POOL", "2"))
+    [row] = run(folder)
+    assert row.status == "correct" and row.proved, row.reason
+    assert row.templates == ["conv"]
+    from argus.kernelbench.route import route
+
+    model, inputs = load(folder / "1_ConvTranspose2d_ReLU_MaxPool.py", "level2").full()
+    assert route(model, inputs).steps[0].template.epilogue == ("bias", "relu", "pool_max")
+    (folder / "1_ConvTranspose2d_ReLU_MaxPool.py").write_text(source.replace("POOL", "3"))
+    model, inputs = load(folder / "1_ConvTranspose2d_ReLU_MaxPool.py", "level2").full()
+    assert [type(s.template).__name__ for s in route(model, inputs).steps] == ["Conv", "Pool"]
+
+
+def test_a_logsumexp_over_a_convolution_s_channels_is_its_epilogue(tmp_path):
+    """logsumexp over dim 1 of a ConvTranspose2d with 8 output channels (one channel tile):
+    the route ends the convolution's epilogue with a rows step (one launch, the full output
+    never written); with 40 channels (two tiles) the row program stays a launch."""
+    from argus.kernelbench.route import route
+
+    path = tmp_path / "1_ConvTranspose2d_LogSumExp.py"
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.ConvTranspose2d(3, OC, 3, stride=2, padding=1)\n\n"
+        "    def forward(self, x):\n"
+        "        return torch.logsumexp(self.conv(x), dim=1, keepdim=True)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 3, 6, 7)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    path.write_text(source.replace("OC", "8"))
+    model, inputs = load(path, "level2").full()
+    [step] = route(model, inputs).steps
+    assert step.template.rows and step.template.epilogue[:1] == ("bias",)
+    path.write_text(source.replace("OC", "40"))
+    model, inputs = load(path, "level2").full()
+    assert [type(s.template).__name__ for s in route(model, inputs).steps] == [
+        "Conv", "RowProgram"]
+
+
+def test_learnt_scales_and_biases_around_a_phase_pool_join_the_epilogue(tmp_path):
+    """A learnt single-value scale before a phase pool and a per-channel bias after it (Level
+    2 50's chain): both broadcasts ride on the convolution's store as vector steps, one
+    launch (the full check of Level 2 50 runs it; test_conv_family checks the kernel)."""
+    from argus.kernelbench.route import route
+
+    folder = tmp_path / "level2"
+    folder.mkdir()
+    path = folder / "1_ConvTranspose2d_Scale_AvgPool_BiasAdd.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1)\n"
+        "        self.scale = nn.Parameter(torch.tensor(0.5))\n"
+        "        self.pool = nn.AvgPool2d(2)\n"
+        "        self.bias = nn.Parameter(torch.randn(5, 1, 1))\n\n"
+        "    def forward(self, x):\n"
+        "        return self.pool(self.conv(x) * self.scale) + self.bias\n\n\n"
+        "def get_inputs():\n    return [torch.randn(5, 3, 6, 7)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    model, inputs = load(path, "level2").full()
+    [step] = route(model, inputs).steps
+    assert step.template.epilogue == ("bias", ("vec", "mul", 0), "pool_avg", ("vec", "add", 1))
+    assert [name for name, _ in step.inputs] == ["x", "weight", "bias", "E0", "E1"]

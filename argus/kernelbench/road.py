@@ -66,11 +66,14 @@ def model_time(kernel: KernelDef, sizes: dict[str, int]) -> float:
 
 def loop_trips(kernel: KernelDef, sizes: dict[str, int]) -> tuple[tuple[int, ...], list[int]]:
     """The grid and every loop's trip count at `sizes` (to check that a scaled problem still
-    runs every grid dimension and loop more than once)."""
+    runs every grid dimension and loop more than once). A loop whose start is the
+    workgroup's (a pooled 3-D convolution's depths, split among workgroups) is counted in
+    the first workgroup, which runs the most trips."""
     from argus.ir import ops as O
     from argus.ir.expr import evaluate
 
     c = compiled(kernel)
-    trips = [int(evaluate(op.stop, sizes)) - int(evaluate(op.start, sizes))
+    first = {**sizes, **{f"wg{axis}": 0 for axis in range(3)}}
+    trips = [-(-(int(evaluate(op.stop, first)) - int(evaluate(op.start, first))) // op.step)
              for op in c.ir.ops() if isinstance(op, O.For)]
     return c.grid(**sizes), trips

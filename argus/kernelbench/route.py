@@ -993,6 +993,9 @@ def route(model, example_inputs) -> Plan:
                 and env[node].mm is None else env[node]
     out_shape = tuple(router.buffers[output])
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
+    router.steps = _fuse_conv_pools(router.steps, output)
+    router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
+    router.steps = _fuse_conv_rows(router.steps, output, router.buffers)
     masks = set(router.bytes)
     router.steps = [_read_bytes(step, masks) for step in router.steps]
     if not router.steps:
@@ -1035,16 +1038,26 @@ def _unify(pattern, e, bound: dict) -> bool:
     return pattern == e
 
 
-def epilogue_steps(e: Expr, leaf: Expr) -> list | None:
+def epilogue_steps(e: Expr, leaf: Expr, vectors: dict | None = None) -> list | None:
     """`e` as `conv_kernel` epilogue steps applied to `leaf` (innermost first), or None when
     it is not such a chain: relu, sigmoid, tanh and exact gelu as the route writes them, a
-    product with a constant (scale) and a max or min with one (a clamp)."""
+    product with a constant (scale), a max or min with one (a clamp), and a sum, difference
+    or product with a leaf `vectors` maps to its index (a per-channel vector: ("vec", op,
+    index))."""
     if e == leaf:
         return []
+    vectors = vectors or {}
+    if e[0] == "bin" and e[1] in ("add", "sub", "mul"):
+        for x, y, swapped in ((e[2], e[3], False), (e[3], e[2], True)):
+            if y[0] == "leaf" and y[1] in vectors:
+                rest = epilogue_steps(x, leaf, vectors)
+                if rest is not None:
+                    op = "rsub" if swapped and e[1] == "sub" else e[1]
+                    return [*rest, ("vec", op, vectors[y[1]])]
     for name, f in (("relu", relu), ("sigmoid", sigmoid), ("tanh", tanh), ("gelu", gelu)):
         bound: dict = {}
         if _unify(f(_HOLE), e, bound):
-            rest = epilogue_steps(bound["hole"], leaf)
+            rest = epilogue_steps(bound["hole"], leaf, vectors)
             if rest is not None:
                 return [*rest, name]
     if e[0] == "bin" and e[1] in ("mul", "max", "min"):
@@ -1054,7 +1067,7 @@ def epilogue_steps(e: Expr, leaf: Expr) -> list | None:
         if y[0] == "const":
             step = {"mul": ("scale", y[1]), "max": ("clamp", y[1], OPEN),
                     "min": ("clamp", -OPEN, y[1])}[e[1]]
-            rest = epilogue_steps(x, leaf)
+            rest = epilogue_steps(x, leaf, vectors)
             if rest is not None:
                 return [*rest, step]
     return None
@@ -1062,33 +1075,170 @@ def epilogue_steps(e: Expr, leaf: Expr) -> list | None:
 
 def _fuse_conv_epilogues(steps: list, output: str, shapes: dict) -> list:
     """An elementwise chain reading only a convolution's result (read nowhere else) rides on
-    the convolution's store as its epilogue when `epilogue_steps` can write it."""
+    the convolution's store as its epilogue when `epilogue_steps` can write it; so does a
+    broadcast one whose other leaves are per-channel vectors or single values
+    (`_conv_vectors`: KernelBench Level 2 50's learnt scales and bias)."""
     steps = list(steps)
     fused = True
     while fused:
         fused = False
         for i, step in enumerate(steps):
-            if not isinstance(step.template, Elementwise) or len(step.inputs) != 1:
+            vectors = _conv_vectors(step, steps[:i], shapes)
+            if vectors is None:
                 continue
-            source = step.inputs[0][1]
+            source = vectors.pop("")
             producers = [j for j, s in enumerate(steps[:i]) if s.output == source
                          and isinstance(s.template, Conv)]
             readers = [s for s in steps if any(b == source for _, b in s.inputs)]
             if not producers or len(readers) != 1 or source == output or \
                     shapes[step.output] != shapes[source]:
                 continue
-            chain = epilogue_steps(step.template.expr, ("leaf", source))
-            if not chain:
-                continue
             j = producers[0]
             conv = steps[j].template
-            steps[j] = attrs.evolve(steps[j], template=attrs.evolve(
+            if conv.rows:                # one value per position: nothing rides after it
+                continue
+            first = sum(1 for name, _ in steps[j].inputs if name.startswith("E"))
+            index = {leaf: first + k for k, leaf in enumerate(vectors)}
+            leaf = _leaf_of(step, source)
+            chain = epilogue_steps(step.template.expr, ("leaf", leaf), index)
+            if not chain:
+                # any other elementwise chain: an expression step over the tile
+                if leaves(step.template.expr, "idx") or leaves(step.template.expr, "vec"):
+                    continue
+                chain = [("expr", _renamed(step.template.expr, {
+                    ("leaf", leaf): ("leaf", "y"),
+                    **{("leaf", v): ("vec", f"E{k}") for v, k in index.items()}}))]
+            fused_step = attrs.evolve(steps[j], template=attrs.evolve(
                 conv, epilogue=(*conv.epilogue, *map(_step_tuple, chain))),
+                inputs=(*steps[j].inputs, *((f"E{index[leaf]}", buffer)
+                                            for leaf, buffer in vectors.items())),
                 output=step.output)
-            del steps[i]
+            # with vectors, where the chain was (they may be made between), else in place
+            at, gone = (i, j) if vectors else (j, i)
+            steps[at] = fused_step
+            del steps[gone]
             fused = True
             break
     return steps
+
+
+def _leaf_of(step: Step, buffer: str) -> str:
+    """The template leaf name `step` reads `buffer` as."""
+    return next(leaf for leaf, b in step.inputs if b == buffer)
+
+
+def _conv_vectors(step: Step, before: list, shapes: dict) -> dict | None:
+    """For an elementwise step, {"": the buffer it reads}; for a broadcast step over a
+    convolution's result viewed as (N, C, spatial) or (A, 1, C) (one full-size leaf), {"":
+    that buffer, leaf: buffer} for each other leaf, a vector along C of the channels or a
+    single value; None for anything else."""
+    if step.template == "view":
+        return None
+    if isinstance(step.template, Elementwise):
+        return {"": step.inputs[0][1]} if len(step.inputs) == 1 else None
+    if not isinstance(step.template, Broadcast):
+        return None
+    kinds, views = dict(step.template.kinds), dict(step.views)
+    full = [leaf for leaf, kind in kinds.items() if kind == "abc"]
+    if len(full) != 1 or any(kind != "b" for kind in kinds.values() if kind != "abc"):
+        return None
+    buffers = dict(step.inputs)
+    source = buffers[full[0]]
+    convs = [s for s in before if s is not None and s.output == source
+             and isinstance(s.template, Conv)]
+    if not convs or source not in views:
+        return None
+    a, b, c = views[source]
+    n, oc, *spatial = shapes[source]
+    if (a, b, c) != (n, oc, math.prod(spatial)) and b != 1:
+        return None
+    out = {"": source}
+    for leaf, kind in kinds.items():
+        if kind == "b":
+            if views.get(buffers[leaf]) != (b,) or buffers[leaf] == source:
+                return None
+            out[leaf] = buffers[leaf]
+    return out
+
+
+def _fuse_conv_pools(steps: list, output: str) -> list:
+    """A pool whose window and stride are a strided transposed convolution's stride, without
+    padding or dilation, reading only that convolution's result (read nowhere else) combines
+    the output phases at each position: the convolution's epilogue ends in it
+    (`conv_kernel`'s "pool_max"/"pool_avg"), so the full output is never written nor read
+    back (KernelBench Level 2 78, 89, 96: a 2x2x2 pool after a stride-2 ConvTranspose3d)."""
+    steps = list(steps)
+    for i, step in enumerate(steps):
+        if not isinstance(step.template, Pool):
+            continue
+        pool, source = step.template, step.inputs[0][1]
+        producers = [j for j, s in enumerate(steps[:i]) if s is not None and
+                     s.output == source and isinstance(s.template, Conv)]
+        readers = [s for s in steps if s is not None and any(b == source for _, b in s.inputs)]
+        if not producers or len(readers) != 1 or source == output:
+            continue
+        conv = steps[producers[0]].template
+        if not conv.transposed or conv.pooled or pool.dims != conv.dims or \
+                "residual" in conv.epilogue or max(conv.stride) < 2 or \
+                pool.window != conv.stride or pool.stride != conv.stride or \
+                max(pool.padding) > 0 or max(pool.dilation) > 1:
+            continue
+        steps[producers[0]] = attrs.evolve(steps[producers[0]], template=attrs.evolve(
+            conv, epilogue=(*conv.epilogue, f"pool_{pool.kind}")), output=step.output)
+        steps[i] = None
+    return [s for s in steps if s is not None]
+
+
+def _renamed(e: Expr, names: dict) -> Expr:
+    """`e` with the leaves (any kind) whose (kind, name) `names` maps replaced."""
+    if e[0] in ("un", "bin", "where"):
+        return (e[0], *((_renamed(x, names) if isinstance(x, tuple) else x) for x in e[1:]))
+    return names.get(e[:2], e)
+
+
+def _fuse_conv_rows(steps: list, output: str, shapes: dict) -> list:
+    """A row program reducing a convolution's result along its channels (KernelBench's
+    logsumexp, softmax, max or mean over dim 1), to one value per position, where one
+    channel block of the f32 MFMA engine holds every channel (one group, BLOCK_OC output
+    channels or fewer), ends the convolution's epilogue as a "rows" step: the channels are
+    reduced in registers and the full output never written nor read back (Level 2 58)."""
+    from argus.kernels.conv import BLOCK_OC, ROW_IDENTITY
+
+    steps = list(steps)
+    for i, step in enumerate(steps):
+        program = step.template
+        if not isinstance(program, RowProgram) or not program.strided or \
+                program.full_output or program.per_row or program.indices or \
+                program.bytes or len(program.inputs) != 1 or \
+                any(fn not in ROW_IDENTITY for fn, _ in program.stats):
+            continue
+        source = dict(step.inputs)[program.inputs[0]]
+        producers = [j for j, s in enumerate(steps[:i]) if s is not None and
+                     s.output == source and isinstance(s.template, Conv)]
+        readers = [s for s in steps if s is not None and any(b == source for _, b in s.inputs)]
+        if not producers or len(readers) != 1 or source == output:
+            continue
+        conv = steps[producers[0]].template
+        n, oc, *spatial = shapes[source]
+        vectors = dict(step.vectors)
+        if conv.groups != 1 or oc > BLOCK_OC or conv.fitted()[0] != "mfma_f32" or \
+                dict(step.views).get(source) != (n, oc, math.prod(spatial), 1) or \
+                any(_numel(shapes.get(vectors[v], ())) != oc or vectors[v] not in shapes
+                    for v in program.vectors):
+            continue
+        names = {("leaf", program.inputs[0]): ("leaf", "y"),
+                 **{("vec", v): ("vec", f"V{k}") for k, v in enumerate(program.vectors)}}
+        rows = ("rows", tuple((fn, _renamed(e, names)) for fn, e in program.stats),
+                program.out, len(program.vectors))
+        # the fused launch goes where the row program was: its vectors may be made between
+        producer = steps[producers[0]]
+        steps[i] = attrs.evolve(
+            producer, template=attrs.evolve(conv, epilogue=(*conv.epilogue, rows)),
+            inputs=(*producer.inputs, *((f"V{k}", vectors[v])
+                                        for k, v in enumerate(program.vectors))),
+            output=step.output)
+        steps[producers[0]] = None
+    return [s for s in steps if s is not None]
 
 
 def _step_tuple(step):
@@ -2261,6 +2411,8 @@ def _conv_step_expr(step, x: Expr) -> Expr:
     if name == "clamp":
         return clamp(x, None if args[0] <= -OPEN else args[0],
                      None if args[1] >= OPEN else args[1])
+    if name == "expr":
+        return _renamed(args[0], {("leaf", "y"): x})
     known = {"relu": relu, "sigmoid": sigmoid, "tanh": tanh, "gelu": gelu}
     if name not in known:
         raise Unsupported(f"splitting the convolution epilogue step {step!r} off (the split "
@@ -2273,12 +2425,17 @@ def _split_parts(template) -> tuple | None:
     None when the step has no fused elementwise part a separate launch can compute."""
     pre = ("leaf", "\0pre")
     if isinstance(template, Conv):
+        if template.pooled or template.rows:   # pooled or reduced after it: kept whole
+            return None
         kept = 0
         names = [s if isinstance(s, str) else s[0] for s in template.epilogue]
         while kept < len(names) and names[kept] in CONV_OWN:
             kept += 1
         moved = template.epilogue[kept:]
-        if not moved or any(n in CONV_OWN for n in names[kept:]):
+        # a vector step needs a broadcast launch of its own: kept whole
+        if not moved or any(n in (*CONV_OWN, "vec") for n in names[kept:]) or any(
+                leaves(s[1], "vec") for s in moved if not isinstance(s, str) and
+                s[0] == "expr"):
             return None
         expr = pre
         for step in moved:

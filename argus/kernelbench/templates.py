@@ -1114,22 +1114,34 @@ def _conv_variant(dims: int, engine: str, epilogue: tuple, params: tuple) -> Ker
 
 
 
-@functools.cache
 def conv_fitting(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometry) -> tuple:
-    """(engine, tiles) of the first of `engine` with `tiles`, then with its tile counts
-    halved one at a time (the position tiles first) down to (1, 1), and last "fma" (64
-    positions by FMA_OC channels, then fewer: a window pass holds every unrolled tap's
-    uniform weights in SGPRs, and a 5x5x5 transposed convolution of stride 2 at FMA_OC
-    channels needs 103 of the 102) whose
-    `conv_kernel` fits a wave's registers, found by compiling it (unproved; the caller's
-    compilation proves the one chosen). The f32 MFMA engine's stores keep each tile row's
+    """(engine, tiles) of `conv_fitted`: the kernel's engine and register tiles."""
+    return conv_fitted(dims, engine, tuple(tiles), epilogue, **geometry)[:2]
+
+
+#: the unrolled taps per window pass (`conv_kernel`'s `unrolled`) `conv_fitted` steps down to
+#: before it leaves the f32 MFMA engine: fewer taps keep fewer offsets in SGPRs
+FITTING_UNROLLED = (3, 1)
+
+
+@functools.cache
+def conv_fitted(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometry) -> tuple:
+    """(engine, tiles, unrolled) of the first of `engine` with `tiles`, then with its tile
+    counts halved one at a time (the position tiles first) down to (1, 1), then (1, 1) with
+    fewer unrolled taps per window pass (FITTING_UNROLLED), and last "fma" (64 positions by
+    FMA_OC channels, then fewer) whose `conv_kernel` fits a wave's registers, found by
+    compiling it (unproved; the caller's compilation proves the one chosen). A window pass
+    holds every unrolled tap's offsets in SGPRs: a 5x5x5 transposed convolution of stride 2
+    (KernelBench Level 2 78) needs 103 of the 102 at UNROLLED_TAPS on the MFMA engine, and
+    fell to the FMA engine at one channel, 322213 us modelled, where 3 unrolled taps keep it
+    on the MFMA engine. The f32 MFMA engine's stores keep each tile row's
     offset and bound live in SGPRs: a second channel tile with a bias, a residual, or a
     phased transposed output can pass the 102 a wave has; so can the FMA engine's four
     position tiles over a 7-tap row (each tap's tiles at their own offsets). Sizes play no
     part, so every size gets the same kernel."""
     from argus import compile as compile_kernel
     from argus.asm.lower import RegisterBudgetError
-    from argus.kernels.conv import FMA_OC, conv_kernel
+    from argus.kernels.conv import FMA_OC, UNROLLED_TAPS, conv_kernel
 
     def halved(t: tuple) -> list[tuple]:
         out = [tuple(t)]
@@ -1138,17 +1150,24 @@ def conv_fitting(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geomet
             out.append((a // 2, b) if a > 1 else (a, b // 2))
         return out
 
-    tried = [(engine, t) for t in halved(tiles)]
-    tried += [("fma", t) for t in halved((1, FMA_OC)) if ("fma", t) not in tried]
-    for choice, t in tried:
+    tried = [(engine, t, UNROLLED_TAPS) for t in halved(tiles)]
+    if engine != "fma":
+        tried += [(engine, (1, 1), u) for u in FITTING_UNROLLED]
+    tried += [("fma", t, UNROLLED_TAPS) for t in halved((1, FMA_OC))
+              if ("fma", t, UNROLLED_TAPS) not in tried]
+    for choice, t, unrolled in tried:
         try:
             compile_kernel(conv_kernel(dims, choice, epilogue), verify=False, tiles=t,
-                           **geometry)
+                           unrolled=unrolled, **geometry)
         except RegisterBudgetError:
             continue
-        return choice, t
+        return choice, t, unrolled
     # none fits: the FMA engine's smallest tile, whose compilation names what does not fit
-    return "fma", (1, 1)
+    return "fma", (1, 1), UNROLLED_TAPS
+
+
+def _step_name(step) -> str:
+    return step if isinstance(step, str) else step[0]
 
 
 @attrs.frozen
@@ -1184,23 +1203,38 @@ class Conv:
         return {**self.geometry, "tiles": self.tiles}
 
     def kernel(self) -> KernelDef:
-        engine, tiles = self.fitted()
-        return _conv_variant(self.dims, engine, self.epilogue,
-                             tuple({**self.params, "tiles": tiles}.items()))
+        engine, tiles, unrolled = conv_fitted(self.dims, self.engine, tuple(self.tiles),
+                                              self.epilogue, **self.geometry)
+        return _conv_variant(self.dims, engine, self.epilogue, tuple(
+            {**self.params, "tiles": tiles, "unrolled": unrolled}.items()))
 
     def fitted(self) -> tuple[str, tuple[int, int]]:
         """The engine and tiles the kernel runs with: `conv_fitting`'s first that fits a
         wave's registers, from the chosen ones down to the FMA engine."""
         return conv_fitting(self.dims, self.engine, self.tiles, self.epilogue, **self.geometry)
 
+    @property
+    def pooled(self) -> bool:
+        """Does the epilogue end in a pool over the stride's phases (`conv_kernel`)?"""
+        from argus.kernels.conv import POOL_STEPS
+
+        return any(_step_name(step) in POOL_STEPS for step in self.epilogue)
+
+    @property
+    def rows(self) -> bool:
+        """Does the epilogue end in a reduction along the channels (`conv_kernel`'s rows)?"""
+        return bool(self.epilogue) and _step_name(self.epilogue[-1]) == "rows"
+
     def out_spatial(self, spatial) -> list[int]:
+        """The output's spatial extents: the convolution's, or pooled by its stride."""
         from argus.kernels.conv import conv_output_size
 
-        return [conv_output_size(n, k, s, p, d, self.transposed, o) for n, k, s, p, d, o in
-                zip(spatial, self.window, self.stride, self.padding, self.dilation,
-                    self.output_padding, strict=True)]
+        out = [conv_output_size(n, k, s, p, d, self.transposed, o) for n, k, s, p, d, o in
+               zip(spatial, self.window, self.stride, self.padding, self.dilation,
+                   self.output_padding, strict=True)]
+        return [o // s for o, s in zip(out, self.stride, strict=True)] if self.pooled else out
 
-    def run(self, ctx, kernel: KernelDef, x, weight, bias=None, residual=None):
+    def run(self, ctx, kernel: KernelDef, x, weight, bias=None, residual=None, **vectors):
         """Launch on torch-layout `x` (N, C, *spatial), `weight`, `bias` (OC,) and
         `residual` (the output's torch shape); returns the output in torch's layout. Arrays
         are numpy (executing) or shape-only stand-ins (planning, with `ctx.execute` False)."""
@@ -1223,7 +1257,11 @@ class Conv:
         cg = c // g
         ocg = weight.shape[1] if self.transposed else weight.shape[0] // g
         out = self.out_spatial(spatial)
-        y_shape = conv_output_view(n, out, self.stride, g, ocg, self.transposed)
+        # a pooled output is stored plainly (one phase per axis); a reduced one keeps one
+        # value per position
+        y_shape = conv_output_view(n, out, 1 if self.pooled else self.stride, g,
+                                   1 if self.rows else ocg,
+                                   self.transposed and not self.pooled)
         y = ctx.alloc(output_shape(engine, y_shape))
         if not ctx.execute:
             front = input_pad(dims, *self.geometry.values())
@@ -1238,8 +1276,10 @@ class Conv:
                 arrays["bias"] = ctx.alloc((g, ocg))
             if residual is not None:
                 arrays["residual"] = ctx.alloc(output_shape(engine, y_shape))
+            arrays.update({k: ctx.alloc((g, ocg) if k.startswith("E") else (ocg,))
+                           for k in vectors})
             ctx.launch(kernel, **arrays, Y=y)
-            return ctx.alloc((n, g * ocg, *out))
+            return ctx.alloc((n, 1 if self.rows else g * ocg, *out))
         import numpy as np
 
         X = conv_input_view(np.ascontiguousarray(np.moveaxis(x, 1, -1)), groups=g,
@@ -1260,6 +1300,12 @@ class Conv:
                                    for a in range(dims)), g * ocg)
             plain[(slice(None), *(slice(0, o) for o in out))] = np.moveaxis(residual, 1, -1)
             arrays["residual"] = output_layout(engine, r)
+        # a "vec" step's E<i> per (group, channel), a single value spread over them (a
+        # layout move); a rows step's V<i> per channel
+        arrays.update({k: np.array(np.broadcast_to(
+            np.asarray(v, np.float32).reshape(-1), (g * ocg,)).reshape(g, ocg)
+            if k.startswith("E") else np.array(v, np.float32).reshape(-1))
+            for k, v in vectors.items()})
         ctx.launch(kernel, **arrays, Y=y)
         y = output_layout(engine, y, back=True)
         return np.ascontiguousarray(np.moveaxis(from_phase_view(y, out), -1, 1))

@@ -202,6 +202,14 @@ def depthwise_conv2d(X: Tensor("f32", "N", "H2", "S", "W2", "S", "C"),
 SPATIAL = ("D", "H", "W")
 ENGINES = ("fma", "mfma", "mfma_f32")
 EPILOGUE_STEPS = ("bias", "residual", "scale", "clamp", *ACTIVATIONS[1:], "tanh")
+#: the epilogue's last step may pool a strided transposed convolution's output over windows
+#: the size of its stride, which are exactly its phases at one position (`_conv_channels`)
+POOL_STEPS = ("pool_max", "pool_avg")
+#: reductions a "rows" epilogue step takes along the output channels (`_channel_rows`), and
+#: the value a channel past the output's takes in each
+ROW_IDENTITY = {"sum": 0.0, "max": -3.0e38, "prod": 1.0}
+#: a "vec" epilogue step's operations with a per-channel vector v: y + v, y - v, v - y, y * v
+VEC_OPS = ("add", "sub", "rsub", "mul")
 #: the FMA engine's tile per position tile: 64 output positions (one per lane); it holds
 #: `tiles` = (position tiles, output channels) in at most FMA_SLOTS registers per lane, FMA_OC
 #: channels when a group has several output channels (a depthwise multiplier; 4 channels per
@@ -339,7 +347,7 @@ def _over_taps(plan, acc, fetch, apply, unrolled: int = UNROLLED_TAPS):
     a wave waits for memory once per pass instead of once per tap."""
     looped = _looped_axes(plan, unrolled)
 
-    def unrolled(acc, head):
+    def unroll(acc, head):
         taps = [[*head, *rest] for rest in itertools.product(*map(_expand, plan[len(head):]))]
         fetched = [fetch(*zip(*tap, strict=True)) for tap in taps]
         for operands in fetched:
@@ -348,7 +356,7 @@ def _over_taps(plan, acc, fetch, apply, unrolled: int = UNROLLED_TAPS):
 
     def walk(acc, axis, head):
         if axis >= looped:
-            return unrolled(acc, head)
+            return unroll(acc, head)
         for k0, dk, off0, doff, ph, count in plan[axis]:
             if count == 1:
                 acc = walk(acc, axis + 1, [*head, (k0, off0, ph)])
@@ -368,21 +376,108 @@ def _epilogue(steps) -> tuple:
     for step in steps:
         step = (step,) if isinstance(step, str) else tuple(step)
         name, args = step[0], step[1:]
+        if name == "rows":
+            out.append(_rows_step(step))
+            continue
+        if name == "expr":
+            out.append(_expr_step(step))
+            continue
+        if name == "vec":
+            if len(args) != 2 or args[0] not in VEC_OPS or not isinstance(args[1], int) or \
+                    args[1] < 0:
+                raise ArgusError(f"epilogue step {step!r}: a vector step is ('vec', op, i), op "
+                                 f"one of {VEC_OPS}, E<i> the (G, OCG) vector")
+            out.append(("vec", args[0], args[1]))
+            continue
         arity = {"scale": 1, "clamp": 2}.get(name, 0)
-        if name not in EPILOGUE_STEPS or len(args) != arity:
-            raise ArgusError(f"epilogue step {step!r}: use one of {EPILOGUE_STEPS} "
-                             "(('scale', factor), ('clamp', lo, hi), the others alone)")
+        if name not in EPILOGUE_STEPS + POOL_STEPS or len(args) != arity:
+            raise ArgusError(f"epilogue step {step!r}: use one of "
+                             f"{EPILOGUE_STEPS + POOL_STEPS} (('scale', factor), "
+                             "('clamp', lo, hi), the others alone)")
         out.append((name, *map(float, args)))
+    rows = [i for i, s in enumerate(out) if s[0] == "rows"]
+    if rows and rows != [len(out) - 1]:
+        raise ArgusError(f"epilogue {steps!r} reduces the channels other than once at its end",
+                         fix="name one rows step, last")
+    pools = [i for i, s in enumerate(out) if s[0] in POOL_STEPS]
+    if len(pools) > 1 or (pools and "residual" in [s[0] for s in out]):
+        raise ArgusError(f"epilogue {steps!r} pools more than once, or beside a residual",
+                         fix="name one pool step; a residual has the unpooled output's "
+                         "shape, so add it in a launch of its own")
     if [s[0] for s in out].count("bias") > 1 or [s[0] for s in out].count("residual") > 1:
         raise ArgusError(f"epilogue {steps!r} adds bias or residual twice",
                          fix="name each at most once (scale or clamp may repeat)")
     return tuple(out)
 
 
-def _apply_epilogue(acc, steps, bias_row, residual):
+def _rows_step(step) -> tuple:
+    """("rows", stats, out, vectors) checked: `stats` ((fn, expr), ...) reduced along the
+    output channels in order (fn one of ROW_IDENTITY; expr over ("leaf", "y"), the
+    convolution's output after the epilogue before it, ("vec", "V<i>") per-channel vectors
+    and ("stat", j) earlier stats), `out` over the stats alone: what one output position
+    keeps (KernelBench's logsumexp or softmax chains over the channels, `argus.kernelbench`'s
+    RowProgram expressions)."""
+    from argus.kernelbench.templates import leaves
+
+    if len(step) != 4 or not isinstance(step[3], int) or not step[1]:
+        raise ArgusError(f"epilogue step {step!r}: a rows step is ('rows', stats, out, "
+                         "vectors)")
+    _, stats, out, vectors = step
+    for k, (fn, e) in enumerate(stats):
+        bad = [n for n in leaves(e, "leaf") if n != "y"]
+        bad += [j for j in leaves(e, "stat") if j >= k]
+        bad += [n for n in leaves(e, "vec") if n not in {f"V{i}" for i in range(vectors)}]
+        if fn not in ROW_IDENTITY or bad:
+            raise ArgusError(f"rows step stat {k} ({fn}, {e!r}) reads {bad} or reduces "
+                             f"with {fn!r}", fix=f"reduce with one of {tuple(ROW_IDENTITY)} "
+                             "over the leaf 'y', the vectors and earlier stats")
+    if leaves(out, "leaf") or leaves(out, "vec"):
+        raise ArgusError(f"rows step output {out!r} reads more than the stats")
+    return ("rows", tuple((fn, e) for fn, e in stats), out, vectors)
+
+
+def _vec_names(e) -> list:
+    from argus.kernelbench.templates import leaves
+
+    return leaves(e, "vec")
+
+
+def _expr_step(step) -> tuple:
+    """("expr", e) checked: an elementwise expression (`argus.kernelbench`'s route form) over
+    the leaf "y" (the value so far) and per-channel vectors ("vec", "E<i>")."""
+    from argus.kernelbench.templates import leaves
+
+    if len(step) != 2 or not isinstance(step[1], tuple):
+        raise ArgusError(f"epilogue step {step!r}: an expression step is ('expr', e)")
+    e = step[1]
+    bad = [n for n in leaves(e, "leaf") if n != "y"]
+    bad += [n for n in leaves(e, "vec") if not (n[:1] == "E" and n[1:].isdigit())]
+    if bad or any(leaves(e, kind) for kind in ("stat", "idx", "index", "per_row", "acc")):
+        raise ArgusError(f"epilogue expression {e!r} reads {bad or 'more'}",
+                         fix="read the leaf 'y' and vectors ('vec', 'E<i>') only")
+    return ("expr", e)
+
+
+def _vec_op(op: str, y, v):
+    if op == "add":
+        return y + v
+    if op == "sub":
+        return y - v
+    return v - y if op == "rsub" else y * v
+
+
+def _apply_epilogue(acc, steps, bias_row, residual, vector_row=None):
     for name, *args in steps:
         if name == "bias":
             acc = acc + bias_row()
+        elif name == "vec":
+            acc = _vec_op(args[0], acc, vector_row(args[1]))
+        elif name == "expr":
+            from argus.kernelbench.templates import emit, leaves
+
+            env = {("leaf", "y"): acc}
+            env.update({("vec", n): vector_row(int(n[1:])) for n in leaves(args[0], "vec")})
+            acc = emit(args[0], env, {})
         elif name == "residual":
             acc = acc + residual()
         elif name == "scale":
@@ -426,7 +521,11 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     the 4 waves of a workgroup on 4 batch images, any group shape, the channel tails guarded
     loads) and fused `epilogue` (a tuple of
     steps applied in order: "bias", "residual", "relu", "gelu", "sigmoid", "tanh",
-    ("scale", f), ("clamp", lo, hi)).
+    ("scale", f), ("clamp", lo, hi)), last of which may be "pool_max" or "pool_avg": a
+    strided transposed convolution's output pooled over windows of its stride (torch's
+    MaxPool/AvgPool with kernel = stride = the convolution's stride, no padding), Y then the
+    pooled output with SO = 1 and O2 the pooled extents (what the phases at one position
+    combine into: the full output is never written).
 
     Arguments, channels last with the channels split into groups (a free reshape):
     X (N, [I2, SI] per dimension, G, CG) the input in its phase view (`conv_input_view`; SI
@@ -442,7 +541,9 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     loaded A is used for every channel tile and each B for every position tile; a workgroup
     covers 32 * tiles[0] positions of MFMA_WAVES images by 32 * tiles[1] output channels);
     for "fma", tiles = (position tiles, output channels): a wave covers 64 * tiles[0]
-    positions by tiles[1] channels (at most FMA_SLOTS registers)."""
+    positions by tiles[1] channels (at most FMA_SLOTS registers); unrolled, the most taps a
+    window pass unrolls (UNROLLED_TAPS; fewer keep fewer tap offsets live in SGPRs, at the
+    cost of more runtime tap loops)."""
     if dims not in (1, 2, 3) or engine not in ENGINES:
         raise ArgusError(f"conv_kernel(dims={dims!r}, engine={engine!r}): dims is 1, 2 or 3 "
                          f"and engine one of {ENGINES}")
@@ -463,9 +564,19 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
         y_shape = ("N", "G", "OCG", *_view_shape("O2", "SO", dims))
     if "residual" in names:
         annotations["residual"] = Tensor("f32", *y_shape)
+    for i in range(1 + max([s[2] for s in steps if s[0] == "vec"] +
+                           [int(n[1:]) for s in steps if s[0] == "expr"
+                            for n in _vec_names(s[1])], default=-1)):
+        annotations[f"E{i}"] = Tensor("f32", "G", "OCG")
+    if "rows" in names:
+        # one value per position: Y's channel axis is RC (1)
+        y_shape = tuple("RC" if n == "OCG" else n for n in y_shape)
+        for i in range(steps[-1][3]):
+            annotations[f"V{i}"] = Tensor("f32", "OCG")
     annotations["Y"] = Tensor("f32", *y_shape)
     params = {"window": (3,) * dims, "stride": (1,) * dims, "padding": (0,) * dims,
-              "dilation": (1,) * dims, "transposed": False, "tiles": (1, 1)}
+              "dilation": (1,) * dims, "transposed": False, "tiles": (1, 1),
+              "unrolled": UNROLLED_TAPS}
 
     def conv(*tensors, **chosen):
         _conv_body(dims, engine, steps, dict(zip(annotations, tensors, strict=True)), **chosen)
@@ -540,9 +651,14 @@ def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int
     return "mfma_f32", (1, CHANNEL_TILES if wide else 1)
 
 
-def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed, tiles):
+def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed, tiles,
+               unrolled):
     X, Wt, Y = t["X"], t["Wt"], t["Y"]
     tiles = _per_dim(tiles, 2, "tiles")
+    if not isinstance(unrolled, int) or unrolled < 1:
+        raise ArgusError(f"conv_kernel unrolled={unrolled!r}",
+                         fix="give a whole number of taps >= 1 (UNROLLED_TAPS by default)")
+    t = {**t, "unrolled": unrolled}
     if min(tiles) < 1 or any(t & (t - 1) for t in tiles) or (engine == "mfma" and
                                                             tiles != (1, 1)) or \
             (engine == "fma" and tiles[0] * tiles[1] > FMA_SLOTS):
@@ -556,15 +672,27 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     first = channels_first(engine)
     lead = 3 if first else 1                                   # X's axes before the spatial
     y_lead = 3 if output_first(engine) else 1                # Y's axes before the spatial
-    OCG = ys[2] if output_first(engine) else ys[-1]
+    OCG = ws[-1] if weight_oc_last(engine) else ws[-2]
     N, G, CG = (xs[0], xs[1], xs[2]) if first else (xs[0], xs[-2], xs[-1])
     x_phases, y_phases = view_phases(dims, stride, transposed)
+    if steps and steps[-1][0] == "rows":
+        # every output channel in the one channel block of the one group
+        T.assume(G.eq(1))
+        T.assume(OCG <= (BLOCK_OC * tiles[1] if engine != "fma" else tiles[1]))
+        T.assume((ys[2] if output_first(engine) else ys[-1]).eq(1))
+    if any(s[0] in POOL_STEPS for s in steps):
+        if not transposed:
+            raise ArgusError(f"conv_kernel epilogue step {steps[-1][0]} on a forward "
+                             "convolution", fix="pool a transposed convolution's phases "
+                             "(window = its stride) only; launch a pool_kernel otherwise")
+        y_phases = (1,) * dims                     # Y holds the pooled output, one phase
     steps_per_row = row_steps(dims, stride, transposed)
     for a in range(dims):
         T.assume(ws[a].eq(window[a]))
         T.assume(xs[lead + 1 + 2 * a].eq(x_phases[a]))
         T.assume(ys[y_lead + 1 + 2 * a].eq(y_phases[a]))
     out_extent = [ys[y_lead + 2 * a] for a in range(dims)]    # O2 per dimension
+    pooled = any(s[0] in POOL_STEPS for s in steps)
     x_pos, y_pos = lead + 2 * (dims - 1), y_lead + 2 * (dims - 1)  # the innermost spatial axis
     if engine == "mfma":
         T.assume((CG % 8).eq(0))
@@ -587,14 +715,22 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     # the grid's first axis: a branch per phase holds that phase's loops, so the offsets its
     # loops keep live (hoisted before them) are live in that branch only, and the SGPRs a
     # wave needs do not grow with the phase count (25 phases of a stride-5 2-D output).
+    # A pooled output's workgroups compute every phase of their positions in turn instead,
+    # and a 3-D one's split the depths DEPTH_PARTS ways (along the grid's last axis, every
+    # DEPTH_PARTS-th depth a workgroup): one workgroup per row for every phase and depth
+    # left too few of them to fill the CUs (KernelBench Level 2 78, 16 images: 128).
     images = 1 if engine == "fma" else MFMA_WAVES
-    T.grid(rows * len(taps), T.cdiv(out_extent[-1], block_p), T.cdiv(N, images))
-    q0, n = T.program_id(1) * block_p, T.program_id(2) * images
+    bands = 1 if pooled else len(taps)
+    parts = DEPTH_PARTS if pooled and dims == 3 else 1
+    T.grid(rows * bands, T.cdiv(out_extent[-1], block_p), T.cdiv(N, images) * parts)
+    q0 = T.program_id(1) * block_p
+    n = (T.program_id(2) // parts if parts > 1 else T.program_id(2)) * images
 
     def output_rows(row, phase_taps):
         outer = [row] if dims >= 2 else []
         if dims == 3:
-            for qd in T.range(0, out_extent[0], name="od"):
+            first_depth = T.program_id(2) % parts if parts > 1 else 0
+            for qd in T.range(first_depth, out_extent[0], parts, name="od"):
                 at = [qd, *outer]
                 _conv_channels(engine, steps, t, phase_taps, n, at, _times(at, steps_per_row),
                                q0, G, CG, OCG, block_oc, x_pos, y_pos, tiles)
@@ -604,7 +740,7 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
                            y_pos, tiles)
 
     band = T.program_id(0)
-    if len(taps) == 1:
+    if bands == 1:
         output_rows(band, taps)
         return
     for i, (phase, phase_taps) in enumerate(taps.items()):
@@ -622,19 +758,117 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                    y_pos, tiles):
     """Every group and output-channel block of one row of output positions (`outer` its
     coordinates on the outer axes of Y, `x_outer` on those of X)."""
+    rows = steps[-1] if steps and steps[-1][0] == "rows" else None
+    steps = steps[:-1] if rows else steps
+    at = [i for i, s in enumerate(steps) if s[0] in POOL_STEPS]
+    pool = steps[at[0]][0] if at else None
+    # the steps before the pool run on each phase, those after it on the pooled tiles
+    before, after = (steps[:at[0]], steps[at[0] + 1:]) if at else (steps, ())
     for g in T.range(0, G, name="g"):
         blocks = OCG // block_oc if engine == "mfma" else T.cdiv(OCG, block_oc)
         for block in T.range(0, blocks, name="ocb"):
-            for phase, phase_taps in taps.items():
-                _conv_phase(engine, steps, t, phase, phase_taps, n, outer, x_outer, q0, g,
-                            block * block_oc, CG, x_pos, y_pos, tiles)
+            oc0 = block * block_oc
+            if pool is None:
+                for phase, phase_taps in taps.items():
+                    outs, spec = _conv_phase(engine, steps, t, phase_taps, n, outer, x_outer,
+                                             q0, g, oc0, CG, x_pos, y_pos, tiles, phase,
+                                             store=rows is None)
+                    if rows:
+                        _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG,
+                                      y_pos, phase)
+                continue
+            # every phase of these positions in turn, each after the epilogue before the
+            # pool, combined as they come (the max, or the sum scaled by the window's 1/size)
+            pooled = None
+            for phase_taps in taps.values():
+                outs, spec = _conv_phase(engine, before, t, phase_taps, n, outer,
+                                         x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
+                                         (0,) * (len(outer) + 1))
+                pooled = outs if pooled is None else {
+                    key: (T.maximum(pooled[key], out) if pool == "pool_max" else
+                          pooled[key] + out) for key, out in outs.items()}
+            if pool == "pool_avg":
+                pooled = {key: out * (1.0 / len(taps)) for key, out in pooled.items()}
+            for (r, o), out in pooled.items():
+                pooled[r, o] = _apply_epilogue(
+                    out, after, functools.partial(_vector_row, t.get("bias"), spec, g, oc0, o),
+                    None, lambda i, o=o, spec=spec, g=g, oc0=oc0: _vector_row(
+                        t[f"E{i}"], spec, g, oc0, o))
+            if rows:
+                _channel_rows(engine, rows, t, pooled, spec, n, outer, q0, g, oc0, OCG, y_pos,
+                              (0,) * (len(outer) + 1))
+                continue
+            _conv_store(engine, t["Y"], pooled, spec, n, outer, q0, g, oc0, y_pos,
+                        (0,) * (len(outer) + 1))
 
 
-def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos,
-                y_pos, tiles):
-    """One output phase of one channel block: a reduction over (input channel, tap), the
-    epilogue, the store (per position and channel tile)."""
-    X, Wt, Y = t["X"], t["Wt"], t["Y"]
+def _vector_row(vector, spec, g, oc0, o):
+    """A (G, OCG) vector's entries for channel tile o, spread over every position of
+    `spec`."""
+    return _channel_row(spec, vector.load((g, oc0 + o * spec.shape[-1]), _channels_of(spec),
+                                          axes=(1,), guard=True))
+
+
+def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos, phase):
+    """A "rows" epilogue step: per position tile, each stat reduced along the output channels
+    (every channel tile of the block, the channels past OCG at the reduction's identity,
+    earlier stats spread back along them), then the output expression over the stats,
+    stored at channel 0 of Y (one value per position)."""
+    from argus.kernelbench.templates import emit
+
+    _, stats, out, vectors = rows
+    axis = len(spec.shape) - 1                       # the output channels
+    row_spec = T.reduced(spec, axis)
+    cols = spec.shape[-1]
+    by_tile = sorted({o for _, o in outs})
+    vec = {o: {("vec", f"V{i}"): _channel_row(spec, t[f"V{i}"].load(
+        (oc0 + o * cols,), _channels_of(spec), axes=(0,), guard=True))
+        for i in range(vectors)} for o in by_tile}
+    batched = len(spec.shape) == 3
+    for r in sorted({r for r, _ in outs}):
+        done: dict = {}
+        for k, (fn, e) in enumerate(stats):
+            total = None
+            for o in by_tile:
+                env = {("leaf", "y"): outs[r, o], **vec[o],
+                       **{("stat", j): T.broadcast(s, axis, spec) for j, s in done.items()}}
+                first = oc0 + o * cols
+                x = T.mask(emit(e, env, {}), lambda *c, first=first: first + c[-1] < OCG,
+                           ROW_IDENTITY[fn])
+                total = x if total is None else (
+                    total + x if fn == "sum" else total * x if fn == "prod" else
+                    T.maximum(total, x))
+            done[k] = T.reduce(total, fn, axis, row_spec)
+        result = emit(out, {("stat", k): s for k, s in done.items()}, {})
+        y_origin, _ = _y_place(engine, spec, n, outer, q0, g, 0, y_pos, phase, r, 0, batched)
+        t["Y"].store(y_origin, result, axes=(0,) * batched + (y_pos,), guard=True)
+
+
+def _conv_store(engine, Y, outs, spec, n, outer, q0, g, oc0, y_pos, phase):
+    """Store each (position tile, channel tile) of `outs` at output `phase`."""
+    batched = len(spec.shape) == 3                  # the MFMA engines: (image, pos, channel)
+    for (r, o), out in outs.items():
+        y_origin, y_axes = _y_place(engine, spec, n, outer, q0, g, oc0, y_pos, phase, r, o,
+                                    batched)
+        Y.store(y_origin, out, axes=y_axes, guard=True)
+
+
+def _y_place(engine, spec, n, outer, q0, g, oc0, y_pos, phase, r, o, batched):
+    """Y's origin and tile axes for position tile r and channel tile o."""
+    dq, doc = r * spec.shape[-2], o * spec.shape[-1]
+    spatial = [e for q, ph in zip([*outer, q0 + dq], phase, strict=True) for e in (q, ph)]
+    if output_first(engine):
+        return (n, g, oc0 + doc, *spatial), (0,) * batched + (y_pos, 2)
+    y_origin = (n, *spatial, g, oc0 + doc)
+    return y_origin, (0,) * batched + (y_pos, len(y_origin) - 1)
+
+
+def _conv_phase(engine, steps, t, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
+                phase, store=False):
+    """One output phase of one channel block: a reduction over (input channel, tap) and the
+    epilogue, per (position tile, channel tile), each stored at `phase` as it is made with
+    `store`; returns them and their spec (a residual is read at `phase`)."""
+    X, Wt = t["X"], t["Wt"]
 
     first = channels_first(engine)
 
@@ -647,30 +881,30 @@ def _conv_phase(engine, steps, t, phase, taps, n, outer, x_outer, q0, g, oc0, CG
         return (*k, g, c, oc0 + doc) if weight_oc_last(engine) else (*k, g, oc0 + doc, c)
 
     if engine == "fma":
-        acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos, tiles)
+        acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos, tiles,
+                                t["unrolled"])
         accs = {(0, 0): acc}
     else:
         stage, window = t.get("stage", (None, None))
         accs, spec = _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
                                   F32_MFMA if engine == "mfma_f32" else MFMA, tiles, stage,
-                                  window)
+                                  window, t["unrolled"])
     batched = len(spec.shape) == 3                  # the MFMA engines: (image, pos, channel)
+    outs = {}
     for (r, o), acc in accs.items():
-        dq, doc = r * spec.shape[-2], o * spec.shape[-1]
-        spatial = [e for q, ph in zip([*outer, q0 + dq], phase, strict=True) for e in (q, ph)]
-        if output_first(engine):
-            y_origin = (n, g, oc0 + doc, *spatial)
-            y_axes = (0,) * batched + (y_pos, 2)
-        else:
-            y_origin = (n, *spatial, g, oc0 + doc)
-            y_axes = (0,) * batched + (y_pos, len(y_origin) - 1)
-        out = _apply_epilogue(
+        doc = o * spec.shape[-1]
+        y_origin, y_axes = _y_place(engine, spec, n, outer, q0, g, oc0, y_pos, phase, r, o,
+                                    batched)
+        out = outs[r, o] = _apply_epilogue(
             acc, steps,
             lambda doc=doc: _channel_row(spec, t["bias"].load(
                 (g, oc0 + doc), _channels_of(spec), axes=(1,), guard=True)),
             lambda y_origin=y_origin, y_axes=y_axes: t["residual"].load(
-                y_origin, spec, axes=y_axes, guard=True))
-        Y.store(y_origin, out, axes=y_axes, guard=True)
+                y_origin, spec, axes=y_axes, guard=True),
+            lambda i, o=o: _vector_row(t[f"E{i}"], spec, g, oc0, o))
+        if store:
+            t["Y"].store(y_origin, out, axes=y_axes, guard=True)
+    return outs, spec
 
 
 def _channels_of(spec):
@@ -720,6 +954,8 @@ STAGED_TAPS = 27
 #: themselves over a window's loads, not over a pointwise one's (Level 1 87, a 1x1
 #: convolution: 3587 us loading its one tap directly, 6079 staged, modelled)
 STAGED_MIN_TAPS = 9
+#: the workgroups a pooled 3-D convolution's depths are split among (`_conv_body`)
+DEPTH_PARTS = 8
 
 
 def weight_stage(window, tiles) -> T.Lds | None:
@@ -772,7 +1008,7 @@ def _staged_weights(buffer, Wt, window, w_origin, c, k, cols, tiles, info):
 
 
 def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles, stage=None,
-                 window=None):
+                 window=None, unrolled=UNROLLED_TAPS):
     """The implicit GEMM: per input-channel step of the MFMA's k and per tap, A the input
     positions by k channels, B k channels by the block's output channels. bf16 needs whole
     steps (CG % 8 == 0, OCG % 32 == 0, assumed by the caller) and reads channels last; f32
@@ -818,11 +1054,11 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles, stage=
         # staged weights are read at constant LDS offsets, so a whole 3x3x3 window unrolls
         # (its taps' input offsets alone fit the SGPRs)
         loop.acc = _over_taps(plan, dict(loop.acc), fetch(c, staged), apply,
-                              UNROLLED_TAPS if staged is None else STAGED_TAPS)
+                              unrolled if staged is None else STAGED_TAPS)
     return dict(loop.acc), c_spec
 
 
-def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, tiles):
+def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, tiles, unrolled=UNROLLED_TAPS):
     """Rank-1 updates of a wave's FMA_P * tiles[0] positions (tiles[0] adjacent ones a lane)
     by tiles[1] output channels (slots): per input channel and tap, tiles[0] loads of X and
     tiles[1] of the weight, each lane alike. X is channels first, so the wave's positions
@@ -850,7 +1086,7 @@ def _fma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, tiles):
 
     loop = T.range(0, CG, name="c", acc=T.zeros(spec))
     for c in loop:
-        loop.acc = _over_taps(plan, loop.acc, fetch(c), apply)
+        loop.acc = _over_taps(plan, loop.acc, fetch(c), apply, unrolled)
     return loop.acc, spec
 
 
@@ -908,13 +1144,15 @@ def from_phase_view(y: np.ndarray, out_spatial) -> np.ndarray:
 
 
 def conv_reference_nd(x, weight, *, stride=1, padding=0, dilation=1, transposed=False,
-                      output_padding=0, epilogue=(), bias=None, residual=None, out=None):
+                      output_padding=0, epilogue=(), bias=None, residual=None, out=None,
+                      vectors=()):
     """Direct N-d convolution in float64, channels last: x (N, *spatial, C), weight
     (*window, G, OCG, CG) with C = G * CG. Forward convolution gathers (y[o] += x[o*s + k*d -
     p] w[k]); transposed scatters, as torch's conv_transpose defines it (y[i*s + k*d - p] +=
     x[i] w[k], with w[k][g, oc, c] = torch's weight[g*CG + c, oc, *k]). The epilogue steps
     are applied in order, bias (G*OCG,) and residual (the output's shape) where named. `out`
-    overrides the output extents (positions past the input read zeros)."""
+    overrides the output extents (positions past the input read zeros); `vectors` are the
+    "vec" steps' E<i> (G*OCG,)."""
     x, weight = np.asarray(x, np.float64), np.asarray(weight, np.float64)
     dims = x.ndim - 2
     window = weight.shape[:dims]
@@ -947,7 +1185,16 @@ def conv_reference_nd(x, weight, *, stride=1, padding=0, dilation=1, transposed=
             y += np.einsum("...gc,goc->...go", patch, weight[k])
     y = y.reshape(*y.shape[:-2], groups * ocg)
     for name, *args in _epilogue(epilogue):
-        if name == "bias":
+        if name in POOL_STEPS:                  # windows of the stride, the far rest dropped
+            pooled = [o // s_ for o, s_ in zip(out, s, strict=True)]
+            y = y[(slice(None), *(slice(0, p_ * s_) for p_, s_ in zip(pooled, s, strict=True)))]
+            y = y.reshape(y.shape[0], *(e for p_, s_ in zip(pooled, s, strict=True)
+                                        for e in (p_, s_)), y.shape[-1])
+            windows = tuple(range(2, 2 + 2 * dims, 2))
+            y = y.max(axis=windows) if name == "pool_max" else y.mean(axis=windows)
+        elif name == "vec":
+            y = _vec_op(args[0], y, np.asarray(vectors[args[1]], np.float64).reshape(-1))
+        elif name == "bias":
             y = y + np.asarray(bias, np.float64).reshape(-1)
         elif name == "residual":
             y = y + np.asarray(residual, np.float64)
