@@ -417,7 +417,7 @@ def _rows_step(step) -> tuple:
     and ("stat", j) earlier stats), `out` over the stats alone: what one output position
     keeps (KernelBench's logsumexp or softmax chains over the channels, `argus.kernelbench`'s
     RowProgram expressions)."""
-    from argus.kernelbench.templates import leaves
+    from argus.kernels.expr import leaves
 
     if len(step) != 4 or not isinstance(step[3], int) or not step[1]:
         raise ArgusError(f"epilogue step {step!r}: a rows step is ('rows', stats, out, "
@@ -437,7 +437,7 @@ def _rows_step(step) -> tuple:
 
 
 def _vec_names(e) -> list:
-    from argus.kernelbench.templates import leaves
+    from argus.kernels.expr import leaves
 
     return leaves(e, "vec")
 
@@ -445,7 +445,7 @@ def _vec_names(e) -> list:
 def _expr_step(step) -> tuple:
     """("expr", e) checked: an elementwise expression (`argus.kernelbench`'s route form) over
     the leaf "y" (the value so far) and per-channel vectors ("vec", "E<i>")."""
-    from argus.kernelbench.templates import leaves
+    from argus.kernels.expr import leaves
 
     if len(step) != 2 or not isinstance(step[1], tuple):
         raise ArgusError(f"epilogue step {step!r}: an expression step is ('expr', e)")
@@ -473,7 +473,7 @@ def _apply_epilogue(acc, steps, bias_row, residual, vector_row=None):
         elif name == "vec":
             acc = _vec_op(args[0], acc, vector_row(args[1]))
         elif name == "expr":
-            from argus.kernelbench.templates import emit, leaves
+            from argus.kernels.expr import emit, leaves
 
             env = {("leaf", "y"): acc}
             env.update({("vec", n): vector_row(int(n[1:])) for n in leaves(args[0], "vec")})
@@ -814,7 +814,7 @@ def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos,
     (every channel tile of the block, the channels past OCG at the reduction's identity,
     earlier stats spread back along them), then the output expression over the stats,
     stored at channel 0 of Y (one value per position)."""
-    from argus.kernelbench.templates import emit
+    from argus.kernels.expr import emit
 
     _, stats, out, vectors = rows
     axis = len(spec.shape) - 1                       # the output channels
