@@ -103,3 +103,23 @@ def test_the_scheduler_keeps_order_around_dependences_and_exec():
     region = [first, second, writes_operand, narrow, after_exec]
     out = _fill_mfma_shadows(region)
     assert out == region
+
+
+def test_an_lds_read_is_not_hoisted_across_an_exec_write():
+    """An LDS read rises to just below the last LDS access it must follow, but never above an
+    EXEC write: above the restore after a `T.lanes` store it would run under that store's lane
+    mask, and the other waves would skip it (the ping-pong GEMM computed from stale fragments
+    in the emulator while the interpreter agreed with numpy)."""
+    from argus.asm.lower.schedule import _hoist_lds_reads
+
+    addr, data, got, other = (VReg("v", 1, n) for n in ("addr", "data", "got", "other"))
+    saved, keep = VReg("s", 2, "saved", 2), VReg("s", 2, "keep", 2)
+    narrow = MInst("s_and_saveexec_b64", (saved, keep), 1)
+    store = MInst("ds_write_b32", (addr, data), 0)
+    restore = MInst("s_mov_b64", ("exec", saved), 0)
+    free = MInst("v_mov_b32_e32", (other, 1.0), 1)
+    read = MInst("ds_read_b32", (got, addr), 1)
+    assert _hoist_lds_reads([narrow, store, restore, free, read]) == [
+        narrow, store, restore, read, free]
+    # with no EXEC write between them the read still rises to just below the store
+    assert _hoist_lds_reads([store, free, read]) == [store, read, free]

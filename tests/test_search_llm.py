@@ -13,6 +13,7 @@ from argus.search import Budget, Problem, tune
 from argus.search.planners import SearchState
 from argus.search.planners.llm import ChatClient, LLMFailure, LLMPlanner, client_from_options
 from argus.search.planners.offline import OfflinePlanner
+from argus.search.rewrites import trace_hooks
 from argus.search.space import SearchError
 from argus.search.store import read
 
@@ -138,6 +139,24 @@ def test_answers_are_checked_against_the_space():
     assert failure.value.reason == "refusal"
     prompt = planner.prompt(state)
     assert "def gemm_program" in prompt and '"id": "grow_m"' in prompt
+    # program rewrites, the DSL-level ones (wave grid, ping-pong groups) checked against
+    # their preconditions at the parent's knobs
+    answer = json.dumps({"proposals": [
+        {"rewrite": "drop_barrier", "site": [1]}, {"rewrite": "pingpong", "site": [2]},
+        {"rewrite": "regrid", "site": [4, 1]}, {"rewrite": "pingpong_handoff", "site": [2]}]})
+    proposals, rejected = planner.parse(answer, state)
+    assert [p.move for p in proposals] == ["llm-rewrite:drop_barrier"]
+    assert "prefetch 2" in rejected[0] and "(4, 1)" in rejected[1]  # the default: prefetch 1
+    assert "repair_of" in rejected[2]                                # and the 32x32 MFMA
+    narrow = Problem("gemm", GEMM.sizes, {"prefetch": 2, "instr": "v_mfma_f32_16x16x16_bf16"})
+    planner = LLMPlanner(narrow, ChatClient("http://unused", "fake", "key"),
+                         OfflinePlanner(narrow, legal=lambda c: ""))
+    state = SearchState(narrow)
+    assert "- regrid site [4, 1]" in planner.prompt(state)
+    assert "- pingpong site [2]" in planner.prompt(state)
+    proposals, rejected = planner.parse(answer, state)
+    assert [p.candidate.rewrites for p in proposals] == [
+        (("drop_barrier", (1,)),), (("pingpong", (2,)),), (("regrid", (4, 1)),)]
 
 
 def test_the_client_comes_from_options_or_the_environment(monkeypatch):
@@ -157,26 +176,26 @@ def test_the_client_comes_from_options_or_the_environment(monkeypatch):
 
 
 def test_a_refuted_rewrite_brings_its_repair_to_the_next_prompt(httpserver, tmp_path):
-    """The model drops the direct-to-LDS GEMM's second barrier per K tile; the verifier refutes
-    it with the race, the next prompt shows that counterexample and the repair it maps to
-    (deeper LDS rings), the model proposes that repair and it is accepted: verified, correct,
-    modelled, one barrier per K tile fewer."""
-    first = {"rationale": "the second barrier per K tile only guards a slot; drop it",
-             "proposals": [{"rewrite": "drop_barrier", "site": [1]}]}
+    """The model picks the ping-pong wave split from the prompt's menu of program rewrites, in
+    its variant whose late wave group stores past the loop's barrier; the verifier refutes it
+    with the race, the next prompt shows that counterexample and the repair it maps to (hand
+    the late group's stores over before the barrier), the model proposes that repair and it
+    is accepted: verified, correct, modelled, its LDS stores split between the wave groups."""
+    first = {"rationale": "overlap one wave group's LDS writes with the other's MFMAs",
+             "proposals": [{"rewrite": "pingpong_late", "site": [2]}]}
     script = serve(httpserver, [completion(json.dumps(first))])
 
     def repair_answer():
         prompt = script.prompts[-1]
         line = next(line for line in prompt.splitlines() if '"repair_of"' in line
-                    and '"grow_rings"' in line)
+                    and '"pingpong_handoff"' in line)
         item = json.loads(line[2:line.index("}") + 1])
         return completion(json.dumps({"rationale": "apply the suggested repair",
                                       "proposals": [item]}))
 
     script.answers.append(repair_answer)
     problem = Problem("gemm", GEMM.sizes, {"block_m": 64, "block_n": 64, "block_k": 32,
-                                           "split_k": 1, "swizzle": True, "direct_lds": True,
-                                           "prefetch": 1,
+                                           "split_k": 1, "swizzle": True, "prefetch": 2,
                                            "instr": "v_mfma_f32_32x32x8_bf16",
                                            "policy": "interleave"})
     run_file = tmp_path / "run.jsonl"
@@ -184,15 +203,18 @@ def test_a_refuted_rewrite_brings_its_repair_to_the_next_prompt(httpserver, tmp_
                     fresh=True, llm={"base_url": httpserver.url_for("/v1"), "model": "fake"})
     evaluations = progress.state.evaluations
     # the third exchange answers nothing usable: the offline planner's default fills in
-    assert [e.move for e in evaluations] == ["llm-rewrite:drop_barrier",
-                                             "llm-repair:grow_rings", "fallback:default"]
+    assert [e.move for e in evaluations] == ["llm-rewrite:pingpong_late",
+                                             "llm-repair:pingpong_handoff", "fallback:default"]
     refuted, repaired = evaluations[0], evaluations[1]
     assert refuted.status == "refuted" and refuted.counterexamples[0]["kind"] == "lds-race"
     witness = refuted.counterexamples[0]["text"].splitlines()
     assert witness[1].strip() in script.prompts[1] and witness[1].strip() not in \
         script.prompts[0]
     assert f'"repair_of": "{refuted.key}"' in script.prompts[1]
-    assert repaired.candidate.rewrites == (("drop_barrier", (1,)), ("grow_rings", (0,)))
+    assert repaired.candidate.rewrites == (("pingpong_late", (2,)), ("pingpong_handoff", (2,)))
+    assert trace_hooks("gemm", repaired.candidate.param_dict, repaired.candidate.rewrites) == \
+        trace_hooks("gemm", repaired.candidate.param_dict, (("pingpong", (2,)),))
     assert repaired.is_result and repaired in progress.state.results
-    assert "drop_barrier site [1]" in script.prompts[0]
+    assert "pingpong site [2]" in script.prompts[0] and "pingpong_late site [2]" in \
+        script.prompts[0]
     assert any(e["kind"] == "llm" and e["status"] == "ok" for e in read(run_file))

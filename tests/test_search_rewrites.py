@@ -356,3 +356,46 @@ def test_a_regrid_is_proved_and_one_that_misses_the_epilogue_is_refuted_then_rep
         from argus.search.rewrites import trace_hooks
 
         trace_hooks("gemm", params, (("regrid_epilogue", (4, 1)),))
+
+
+def test_a_pingpong_is_proved_and_one_that_stages_past_the_barrier_is_refuted_then_repaired():
+    """The ping-pong move splits the 4 waves into two groups that store the next K tile's
+    share into LDS before and after their MFMAs (a program rewrite: each group's stores under
+    its exec mask), proved for every size. Its variant whose late group stores past the loop's
+    barrier loses the handoff to the next iteration's readers: refuted with a confirmed LDS
+    race, which maps first to `pingpong_handoff` (the proved program) and also to a barrier
+    after those stores."""
+    from argus.search.evaluate import Evaluator, _obligation
+    from argus.search.rewrites import trace_hooks, trace_sites
+
+    problem = Problem("gemm", {"M": 1024, "N": 1024, "K": 1024})
+    params = {"block_m": 64, "block_n": 64, "block_k": 32, "prefetch": 2}
+    assert ("pingpong", (2,)) in trace_sites("gemm", params, ())
+    # with the loads one K tile ahead, the early group's stores would wait for them
+    assert ("pingpong", (2,)) not in trace_sites("gemm", {**params, "prefetch": 1}, ())
+    base = Candidate("gemm", params)
+    evaluator = Evaluator(problem)
+    plain = evaluator._trace(base)
+    split = evaluator._trace(attrs.evolve(base, rewrites=(("pingpong", (2,)),)))
+
+    def grouped_stores(kernel):
+        return sorted(str(op.active) for op in kernel.ops() if isinstance(op, O.LdsStore)
+                      and str(op.active) != "True")
+
+    assert not grouped_stores(plain)
+    assert grouped_stores(split) == ["wave < 2"] * 2 + ["wave >= 2"] * 2
+    assert barriers(split) == barriers(plain)
+    proved = argus.verify(split)
+    assert not proved.refuted and not proved.unknown and proved.proved_for_all_sizes
+
+    late = attrs.evolve(base, rewrites=(("pingpong_late", (2,)),))
+    ir = evaluator._trace(late)
+    report = argus.verify(ir)
+    assert report.refuted and report.refuted[0].kind == "lds-race"
+    assert report.refuted[0].counterexample.confirmed
+    found = repairs(ir, late, [_obligation(o) for o in report.refuted[:3]])
+    assert found[0].rewrite == "pingpong_handoff" and found[0].kind == "lds-race"
+    assert str(evaluator._trace(found[0].candidate)) == str(split)
+    assert any(r.rewrite == "insert_barrier" for r in found)
+    with pytest.raises(RewriteError, match="does not apply"):  # no late group to hand over
+        trace_hooks("gemm", params, (("pingpong_handoff", (2,)),))

@@ -71,7 +71,8 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
                  next_slot: Callable | None = None, sync: bool = True,
                  a_fragment: TileSpec | None = None, direct_lds: bool = False,
                  prefetch: int = 1, wave_grid: tuple[int, int] = WAVE_GRID,
-                 epilogue_grid: tuple[int, int] | None = None, xcd_order: bool = False):
+                 epilogue_grid: tuple[int, int] | None = None, xcd_order: bool = False,
+                 pingpong: str | None = None, early_waves: int = 2):
     """Trace the GEMM body; the keyword hooks default to the correct kernel. `wave_grid`
     (rows, cols) tiles the 4 waves over each MFMA block (the search's `regrid` rewrite);
     `epilogue_grid` is the grid the C store's tile offsets assume (default: `wave_grid`;
@@ -83,7 +84,18 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
     each lane copies the element whose swizzled place its dword is. `prefetch` (1 or 2) is how
     many K tiles ahead of the MFMAs the global loads run: with 2, tile kt + 1 rides in
     registers while tile kt + 2 is loaded (K must then hold 2 K tiles per split).
-    `xcd_order` puts N on the fastest grid axis (XCD-aware order, see `_grid`)."""
+    `xcd_order` puts N on the fastest grid axis (XCD-aware order, see `_grid`).
+    `pingpong` splits the waves into two groups that stage the next K tile at opposite ends of
+    their MFMAs (the search's `pingpong` rewrite): the first `early_waves` waves store their
+    share of it into LDS before computing the current tile, the others after, so one group's
+    LDS writes overlap the other's MFMAs. "split" keeps both groups' stores before the loop's
+    barrier (the handoff to the next iteration's readers); "late" moves the second group's
+    past it, the defect of a ping-pong that lost its handoff barrier (the verifier refutes
+    it)."""
+    if pingpong not in (None, "split", "late") or not 0 < early_waves < 4:
+        raise T.DSLError(f"pingpong={pingpong!r}, early_waves={early_waves!r}: the wave groups "
+                         "stage 'split' or 'late', the first group 1 to 3 of the 4 waves",
+                         user_loc(), fix="use pingpong=None, 'split' or 'late'")
     if prefetch not in (1, 2):
         raise T.DSLError(f"prefetch={prefetch!r}: the loads run 1 or 2 K tiles ahead",
                          user_loc(), fix="use prefetch=1 or prefetch=2")
@@ -127,6 +139,12 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
         a_smem.store((slot, 0, 0), tiles[0])
         b_smem.store((slot, 0, 0), tiles[1])
 
+    def stage_group(slot, tiles, early: bool):
+        # each wave stores the share of the copy layout it loaded, so the two groups' shares
+        # partition the slot; only one group's waves take part (the exec mask)
+        with T.lanes(lambda wave, lane: wave < early_waves if early else wave >= early_waves):
+            stage(slot, tiles)
+
     stage(0, load(0))
     acc = _zero_accumulators(m0, n0, block_m, block_n, a_spec, b_spec, c_spec)
     carried = {"acc": acc}
@@ -143,14 +161,19 @@ def gemm_program(A, B, C, *, block_m: int, block_n: int, block_k: int, swizzle: 
             staged, later = (loop.a_ahead, loop.b_ahead), load(kt + 2)
         else:
             staged = load(kt + 1)
+        if pingpong:
+            stage_group(next_slot(kt), staged, early=True)
         loop.acc = compute(kt % 2, kt, dict(loop.acc))
-        a_next, b_next = staged
-        a_smem.store((next_slot(kt), 0, 0), a_next)
-        b_smem.store((next_slot(kt), 0, 0), b_next)
+        if pingpong == "split":
+            stage_group(next_slot(kt), staged, early=False)
+        elif not pingpong:
+            stage(next_slot(kt), staged)
         if prefetch == 2:
             loop.a_ahead, loop.b_ahead = later
         if sync:
             T.barrier()
+        if pingpong == "late":
+            stage_group(next_slot(kt), staged, early=False)
     acc = dict(loop.acc)
     if prefetch == 2:
         kt = nk - 2
@@ -374,21 +397,24 @@ def gemm_infeasible(params: dict) -> str:
 
 @functools.cache
 def gemm_rewritten(wave_grid: tuple[int, int] = WAVE_GRID,
-                   epilogue_grid: tuple[int, int] | None = None) -> T.KernelDef:
+                   epilogue_grid: tuple[int, int] | None = None,
+                   pingpong: str | None = None, early_waves: int = 2) -> T.KernelDef:
     """`gemm` (same arguments and knobs) under the search's trace-level rewrites
-    (`argus.search.rewrites.TRACE_REWRITES`): its MFMA wave grid and the grid its epilogue's
-    tile offsets assume."""
+    (`argus.search.rewrites.TRACE_REWRITES`): its MFMA wave grid, the grid its epilogue's
+    tile offsets assume and its wave groups' ping-pong staging."""
 
     def gemm(A: Tensor("bf16", "M", "K"), B: Tensor("bf16", "N", "K"),
              C: Tensor("f32", "M", "N"), *, block_m: int = 64, block_n: int = 64,
              block_k: int = 32, swizzle: bool = True, split_k: int = 1, instr: str = MFMA,
              direct_lds: bool = False, prefetch: int = 1, xcd_order: bool = False):
         if direct_lds:
-            raise T.DSLError("a regridded GEMM stages through registers (direct_lds=False)",
-                             user_loc(), fix="drop the regrid rewrite, or direct_lds")
+            raise T.DSLError("a regridded or ping-pong GEMM stages through registers "
+                             "(direct_lds=False)", user_loc(),
+                             fix="drop the regrid or pingpong rewrite, or direct_lds")
         gemm_program(A, B, C, block_m=block_m, block_n=block_n, block_k=block_k,
                      swizzle=swizzle, split_k=split_k, instr=instr, prefetch=prefetch,
-                     wave_grid=wave_grid, epilogue_grid=epilogue_grid, xcd_order=xcd_order)
+                     wave_grid=wave_grid, epilogue_grid=epilogue_grid, xcd_order=xcd_order,
+                     pingpong=pingpong, early_waves=early_waves)
 
     return T.kernel(waves=4)(gemm)
 

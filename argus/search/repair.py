@@ -4,8 +4,9 @@ most specific first. An LDS race at a write that another thread still reads grow
 (the overwritten slot was then read two iterations ago) or puts a barrier before the write; a
 race or stale read at a read puts a barrier after the writes of that buffer; a tag assertion
 over LDS data read through another map than it was written applies the writer's swizzle to the
-reader; an out-of-bounds access is guarded. Undoing the candidate's last rewrite is always the
-last resort. The planner tries these next and the run file records candidate ->
+reader; an out-of-bounds access is guarded; a ping-pong wave group that stages past the
+loop's barrier hands its stores over before it. Undoing the candidate's last rewrite is always
+the last resort. The planner tries these next and the run file records candidate ->
 counterexample -> repair -> verdict.
 """
 
@@ -98,6 +99,13 @@ def proposals(kernel: O.Kernel, candidate: Candidate, obligations) -> list[tuple
                                 f"loop computed the tiles on {site}; store them where they "
                                 "were computed"))
         if kind in ("lds-race", "lds-uninitialised", "async-pending"):
+            # a ping-pong group staging past the loop's barrier: hand its stores over first
+            hooks = _hooks(candidate)
+            for site in R.TRACE_REWRITES["pingpong_handoff"].sites(candidate.param_dict, hooks):
+                if ("pingpong_handoff", site) not in [(n, s) for n, s, _ in out]:
+                    out.append(("pingpong_handoff", site, f"{kind} at {loc}: the late wave "
+                                "group stores past the loop's barrier, so the next iteration "
+                                "reads its share unordered; store it before the barrier"))
             _lds_repairs(kernel, loc, _other_loc(cex), kind, add)
         elif kind in ("tag-assertion", "tag-missing"):
             for n, alloc_site in enumerate(R.REWRITES["swizzle_reads"].sites(kernel)):

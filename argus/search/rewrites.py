@@ -416,7 +416,9 @@ class TraceRewrite:
     """A rewrite of the kernel's DSL program, applied when it is traced: the family's program
     declares the hook it sets (`PROGRAMS`), so the traced IR is the rewritten program's. Its
     precondition reads the candidate's knobs and earlier trace rewrites; it is applied before
-    the IR rewrites, whose sites it keeps (it moves no barrier, ring or loop)."""
+    the IR rewrites, whose sites it keeps (it moves no barrier, ring or loop; the ping-pong
+    splits the loop's LDS stores in two, which shifts the sites of an `insert_barrier` counted
+    past them: the verifier still decides what that candidate's program does)."""
 
     name: str
     bottleneck: str
@@ -493,6 +495,23 @@ def _regrid_epilogue(hooks: dict, site: tuple) -> dict:
     return {**hooks, "epilogue_grid": tuple(site)}
 
 
+def _pingpong_sites(params: dict, hooks: dict) -> list[tuple]:
+    """(2,): the first 2 of the 4 waves stage early, where the GEMM stages through registers
+    two K tiles ahead (with one, the early group's stores would wait for the load issued just
+    before them) and no ping-pong is there yet."""
+    if hooks.get("pingpong") or params.get("direct_lds") or params.get("prefetch", 1) != 2:
+        return []
+    return [(2,)]
+
+
+def _pingpong(mode: str):
+    return lambda hooks, site: {**hooks, "pingpong": mode, "early_waves": site[0]}
+
+
+def _handoff_sites(params: dict, hooks: dict) -> list[tuple]:
+    return [(hooks.get("early_waves", 2),)] if hooks.get("pingpong") == "late" else []
+
+
 TRACE_REWRITES: dict[str, TraceRewrite] = {r.name: r for r in (
     TraceRewrite("regrid", "lds", "a 4-wave MFMA kernel whose tile is a whole number of the "
                  "MFMA's blocks over another wave grid (2x2, 4x1, 1x4)",
@@ -508,6 +527,22 @@ TRACE_REWRITES: dict[str, TraceRewrite] = {r.name: r for r in (
                  "grid than the main loop's",
                  "the epilogue stores each accumulator tile where the main loop's wave grid "
                  "computed it", "always", _epilogue_sites, _regrid_epilogue, 0.0, repair=True),
+    TraceRewrite("pingpong", "latency", "a GEMM staged through registers two K tiles ahead "
+                 "(prefetch 2)",
+                 "split the 4 waves into two groups of 2 that store the next K tile's share "
+                 "into LDS at opposite ends of their MFMAs (one group before, the other after), "
+                 "so one group's LDS writes overlap the other's MFMAs; both before the loop's "
+                 "barrier", "always", _pingpong_sites, _pingpong("split"), 0.3),
+    TraceRewrite("pingpong_late", "latency", "as pingpong",
+                 "the ping-pong with the late group's stores moved past the loop's barrier, "
+                 "into the next iteration's MFMAs (one barrier wait less on the critical "
+                 "path); wrong unless another barrier hands those stores to the readers",
+                 "verifier decides", _pingpong_sites, _pingpong("late"), 0.1),
+    TraceRewrite("pingpong_handoff", "latency", "a ping-pong whose late group stores past the "
+                 "loop's barrier",
+                 "the late group's stores back before the barrier, which hands them to the next "
+                 "iteration's readers", "always", _handoff_sites, _pingpong("split"), 0.0,
+                 repair=True),
 )}
 
 

@@ -46,9 +46,12 @@ def _regs(refs) -> set:
 
 def _hoist_lds_reads(region: list[MInst]) -> list[MInst]:
     out: list[MInst] = []
-    # registers each instruction writes and reads, and whether it pins later reads below it
+    # registers each instruction writes and reads, and whether it pins later reads below it:
+    # LDS and buffer accesses (their order), and EXEC writes (a read moved above one would run
+    # under another lane mask: the restore after a `T.lanes` store, so lanes would skip it)
     facts = {id(inst): (_regs(inst.defs), _regs(inst.uses),
-                        inst.opcode.startswith(("ds_", "buffer_load"))) for inst in region}
+                        inst.opcode.startswith(("ds_", "buffer_load")) or _writes_exec(inst))
+             for inst in region}
     for inst in region:
         if not inst.opcode.startswith("ds_read"):
             out.append(inst)

@@ -44,9 +44,10 @@ Answer with one JSON object and nothing else:
                 "site": [<ints>]}
              | {"source": "<complete Python module defining one @T.kernel function with the
                            same arguments>", "params": {...}}]}
-A program rewrite transforms the traced kernel (drop a barrier, deepen an LDS ring, swizzle
-stores, unroll, ...); some are legal only sometimes and the verifier decides. A refuted
-candidate's counterexample names the repairs that may mend it: propose one with "repair_of".
+A program rewrite transforms the kernel (drop a barrier, deepen an LDS ring, swizzle stores,
+unroll, change the MFMA wave grid, split the waves into ping-pong groups, ...); some are legal
+only sometimes and the verifier decides. A refuted candidate's counterexample names the repairs
+that may mend it: propose one with "repair_of".
 """
 
 
@@ -190,14 +191,20 @@ class LLMPlanner:
 
     def _rewrites(self, parent) -> str:
         from argus.search.evaluate import traced
-        from argus.search.rewrites import REWRITES, offered
+        from argus.search.rewrites import REWRITES, TRACE_REWRITES, offered, trace_sites
         from argus.search.space import default_candidate
 
-        kernel = traced(self.problem, parent or default_candidate(self.problem))
+        parent = parent or default_candidate(self.problem)
+        kernel = traced(self.problem, parent)
         if kernel is None:
             return "(the current best does not trace)"
-        lines = [f"- {name} site {list(site)}: {REWRITES[name].effect} "
-                 f"({REWRITES[name].legal})" for name, site in offered(kernel)]
+        # the DSL program's rewrites (wave grid, ping-pong groups) first, then the IR's
+        program = trace_sites(parent.family, parent.param_dict, parent.rewrites) \
+            if parent.source is None else []
+        lines = [f"- {name} site {list(site)}: {TRACE_REWRITES[name].effect} "
+                 f"({TRACE_REWRITES[name].legal})" for name, site in program]
+        lines += [f"- {name} site {list(site)}: {REWRITES[name].effect} "
+                  f"({REWRITES[name].legal})" for name, site in offered(kernel)]
         return "\n".join(lines) or "(none)"
 
     def _repairs(self, state: SearchState) -> str:
@@ -297,21 +304,43 @@ class LLMPlanner:
 
     def _rewrite(self, item: dict, parent: Candidate, why: str) -> Proposal:
         """A program rewrite on the current best, or on a refuted candidate (`repair_of`),
-        checked against the sites the rewrite has in that candidate's IR."""
+        checked against the sites the rewrite has in that candidate's IR (a trace-level one:
+        in its DSL program, given its knobs and earlier trace-level rewrites)."""
         from argus.search.evaluate import traced
-        from argus.search.rewrites import REWRITES
+        from argus.search.rewrites import (
+            REWRITES,
+            TRACE_REWRITES,
+            RewriteError,
+            trace_hooks,
+            with_rewrite,
+        )
 
         name, site = item["rewrite"], item.get("site", [0])
-        if name not in REWRITES:
-            raise ValueError(f"unknown rewrite {name!r}; choose one of {sorted(REWRITES)}")
+        if name not in REWRITES and name not in TRACE_REWRITES:
+            raise ValueError(f"unknown rewrite {name!r}; choose one of "
+                             f"{sorted({*REWRITES, *TRACE_REWRITES})}")
         if not isinstance(site, list) or not all(isinstance(i, int) for i in site):
             raise ValueError(f"site {site!r} is not a list of integers")
         base = self._rewrite_base(item, parent)
+        move = ("llm-repair:" if "repair_of" in item else "llm-rewrite:") + name
+        if name in TRACE_REWRITES:
+            step = TRACE_REWRITES[name]
+            if step.repair and "repair_of" not in item:
+                raise ValueError(f"{name} mends a refuted candidate: give its key in repair_of")
+            if base.source is not None:
+                raise ValueError(f"{name} rewrites the family's DSL program, not an edited "
+                                 "source")
+            steps = with_rewrite(base.rewrites, name, site)
+            try:  # every trace-level step's precondition, this one's included
+                trace_hooks(base.family, base.param_dict, steps)
+            except RewriteError as err:
+                raise ValueError(f"rewrite {name} at {site} on {base.describe()}: "
+                                 f"{err}") from None
+            return Proposal(attrs.evolve(base, rewrites=steps), move, why)
         kernel = traced(self.problem, base)
         if kernel is None or tuple(site) not in REWRITES[name].sites(kernel):
             raise ValueError(f"rewrite {name} has no site {site} in {base.describe()}")
         candidate = attrs.evolve(base, rewrites=(*base.rewrites, (name, tuple(site))))
-        move = ("llm-repair:" if "repair_of" in item else "llm-rewrite:") + name
         return Proposal(candidate, move, why)
 
 
