@@ -17,6 +17,20 @@ def pytest_configure(config):
     use_argus_profiles(config)
 
 
+#: The files whose tests take longest (CI's --durations on 2 cores: the in-repo KernelBench
+#: problems ~150 s, the GEMM mutants ~100-150 s, the vendor disassembly ~100-150 s, the Ray
+#: backend ~60-90 s, ...). Run first: `--dist loadfile` hands files to the workers in
+#: collection order, and a long file started last leaves the other worker idle at the end.
+SLOWEST_FIRST = ("test_kernelbench.py", "test_verify_mutants.py", "test_aiter_conformance.py",
+                 "test_search_workers.py", "test_testing.py", "test_verify_remap.py",
+                 "test_search_kernelbench.py", "test_conv_family.py", "test_search_llm.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: the rest keep order
+
+
 @pytest.fixture(scope="session")
 def aiter_root():
     """Root of the unpacked amd-aiter wheel (downloaded once into the Argus cache)."""

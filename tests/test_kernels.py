@@ -101,7 +101,8 @@ def first(result, kind):
 #: obligation is there too), the one after the MFMA it checks
 MFMA_ASSERT_LINE = "T.tag_assert(predicate, statement)"
 A_READ_LINE = "a = [a_read.load("
-A_STORE_LINE = "a_smem.store((next_slot(kt), 0, 0), a_next)"
+#: the main loop stages the next K tile through `stage`, as the prologue does
+A_STORE_LINE = "a_smem.store((slot, 0, 0), tiles[0])"
 
 
 def test_forgotten_swizzle_on_read_is_reported_at_the_mfma_assertion():
