@@ -1073,6 +1073,18 @@ def epilogue_steps(e: Expr, leaf: Expr, vectors: dict | None = None) -> list | N
     return None
 
 
+def _sole_conv(steps: list, i: int, source: str, output: str) -> int | None:
+    """The index of the convolution step before `i` that writes `source`, when `source` is
+    read by one step only and is not the problem's output (so a fused epilogue may take the
+    reader over and the buffer need never be written); else None."""
+    producers = [j for j, s in enumerate(steps[:i]) if s is not None and s.output == source
+                 and isinstance(s.template, Conv)]
+    readers = [s for s in steps if s is not None and any(b == source for _, b in s.inputs)]
+    if not producers or len(readers) != 1 or source == output:
+        return None
+    return producers[0]
+
+
 def _fuse_conv_epilogues(steps: list, output: str, shapes: dict) -> list:
     """An elementwise chain reading only a convolution's result (read nowhere else) rides on
     the convolution's store as its epilogue when `epilogue_steps` can write it; so does a
@@ -1087,13 +1099,9 @@ def _fuse_conv_epilogues(steps: list, output: str, shapes: dict) -> list:
             if vectors is None:
                 continue
             source = vectors.pop("")
-            producers = [j for j, s in enumerate(steps[:i]) if s.output == source
-                         and isinstance(s.template, Conv)]
-            readers = [s for s in steps if any(b == source for _, b in s.inputs)]
-            if not producers or len(readers) != 1 or source == output or \
-                    shapes[step.output] != shapes[source]:
+            j = _sole_conv(steps, i, source, output)
+            if j is None or shapes[step.output] != shapes[source]:
                 continue
-            j = producers[0]
             conv = steps[j].template
             if conv.rows:                # one value per position: nothing rides after it
                 continue
@@ -1172,18 +1180,16 @@ def _fuse_conv_pools(steps: list, output: str) -> list:
         if not isinstance(step.template, Pool):
             continue
         pool, source = step.template, step.inputs[0][1]
-        producers = [j for j, s in enumerate(steps[:i]) if s is not None and
-                     s.output == source and isinstance(s.template, Conv)]
-        readers = [s for s in steps if s is not None and any(b == source for _, b in s.inputs)]
-        if not producers or len(readers) != 1 or source == output:
+        j = _sole_conv(steps, i, source, output)
+        if j is None:
             continue
-        conv = steps[producers[0]].template
+        conv = steps[j].template
         if not conv.transposed or conv.pooled or pool.dims != conv.dims or \
                 "residual" in conv.epilogue or max(conv.stride) < 2 or \
                 pool.window != conv.stride or pool.stride != conv.stride or \
                 max(pool.padding) > 0 or max(pool.dilation) > 1:
             continue
-        steps[producers[0]] = attrs.evolve(steps[producers[0]], template=attrs.evolve(
+        steps[j] = attrs.evolve(steps[j], template=attrs.evolve(
             conv, epilogue=(*conv.epilogue, f"pool_{pool.kind}")), output=step.output)
         steps[i] = None
     return [s for s in steps if s is not None]
@@ -1213,12 +1219,10 @@ def _fuse_conv_rows(steps: list, output: str, shapes: dict) -> list:
                 any(fn not in ROW_IDENTITY for fn, _ in program.stats):
             continue
         source = dict(step.inputs)[program.inputs[0]]
-        producers = [j for j, s in enumerate(steps[:i]) if s is not None and
-                     s.output == source and isinstance(s.template, Conv)]
-        readers = [s for s in steps if s is not None and any(b == source for _, b in s.inputs)]
-        if not producers or len(readers) != 1 or source == output:
+        j = _sole_conv(steps, i, source, output)
+        if j is None:
             continue
-        conv = steps[producers[0]].template
+        conv = steps[j].template
         n, oc, *spatial = shapes[source]
         vectors = dict(step.vectors)
         if conv.groups != 1 or oc > BLOCK_OC or conv.fitted()[0] != "mfma_f32" or \
@@ -1231,13 +1235,13 @@ def _fuse_conv_rows(steps: list, output: str, shapes: dict) -> list:
         rows = ("rows", tuple((fn, _renamed(e, names)) for fn, e in program.stats),
                 program.out, len(program.vectors))
         # the fused launch goes where the row program was: its vectors may be made between
-        producer = steps[producers[0]]
+        producer = steps[j]
         steps[i] = attrs.evolve(
             producer, template=attrs.evolve(conv, epilogue=(*conv.epilogue, rows)),
             inputs=(*producer.inputs, *((f"V{k}", vectors[v])
                                         for k, v in enumerate(program.vectors))),
             output=step.output)
-        steps[producers[0]] = None
+        steps[j] = None
     return [s for s in steps if s is not None]
 
 
