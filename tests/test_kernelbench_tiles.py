@@ -47,6 +47,25 @@ def test_a_split_is_a_choice_a_scaled_plan_may_take():
     assert row_tile(False, 10) == {}     # the row programs' choices are unchanged by it
 
 
+def _run_matmul(template, a, b, bias, m: int, n: int):
+    """Launch a matmul template with the EPILOGUE's bias on the emulator: (context, m x n)."""
+    ctx = Context(execute=True)
+    out = ctx.alloc((1, m, n, 1))
+
+    class Step:
+        inputs, vectors, output = (("A", "a"), ("B", "b")), (("bias", "bias"),), "c"
+        views = ()
+
+    _launch(ctx, template, Step, {"a": a, "b": b, "bias": bias, "c": out})
+    return ctx, out[0, :, :, 0]
+
+
+def _epilogue_of(acc):
+    """EPILOGUE on exact products: relu, then the upper triangle kept."""
+    rows, cols = np.indices(acc.shape)
+    return np.where(rows <= cols, np.maximum(acc, 0.0), 0.0)
+
+
 @pytest.mark.parametrize("split,m,n,k", [(4, 70, 50, 300), (2, 33, 130, 17)])
 def test_split_matmul_matches_numpy_on_the_emulator(split, m, n, k):
     template = Matmul(epilogue=EPILOGUE, split=split, reps=1)
@@ -56,20 +75,11 @@ def test_split_matmul_matches_numpy_on_the_emulator(split, m, n, k):
     a = rng.standard_normal((1, m, k, 1), dtype=np.float32)
     b = rng.standard_normal((1, k, n, 1), dtype=np.float32)
     bias = rng.standard_normal(n, dtype=np.float32)
-    ctx = Context(execute=True)
-    out = ctx.alloc((1, m, n, 1))
-
-    class Step:
-        inputs, vectors, output = (("A", "a"), ("B", "b")), (("bias", "bias"),), "c"
-        views = ()
-
-    _launch(ctx, template, Step, {"a": a, "b": b, "bias": bias, "c": out})
+    ctx, out = _run_matmul(template, a, b, bias, m, n)
     names = [k.name for k, *_ in ctx.launches]
     assert names == ["matmul_split", "matmul_parts"]
-    acc = a[0, :, :, 0].astype(np.float64) @ b[0, :, :, 0] + bias
-    rows, cols = np.indices((m, n))
-    want = np.where(rows <= cols, np.maximum(acc, 0.0), 0.0)
-    np.testing.assert_allclose(out[0, :, :, 0], want, rtol=1e-4, atol=1e-4)
+    want = _epilogue_of(a[0, :, :, 0].astype(np.float64) @ b[0, :, :, 0] + bias)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("m,n,k,a_order,b_order", [(70, 50, 300, "mk", "kn"),
@@ -85,23 +95,12 @@ def test_a_bf16x6_matmul_is_as_accurate_as_f32_on_the_emulator(m, n, k, a_order,
     a = (rng.standard_normal((m, k)) * 10.0 ** rng.uniform(-3, 3, (m, k))).astype(np.float32)
     b = (rng.standard_normal((k, n)) * 10.0 ** rng.uniform(-3, 3, (k, n))).astype(np.float32)
     bias = rng.standard_normal(n, dtype=np.float32)
-    ctx = Context(execute=True)
-    out = ctx.alloc((1, m, n, 1))
-
-    class Step:
-        inputs, vectors, output = (("A", "a"), ("B", "b")), (("bias", "bias"),), "c"
-        views = ()
-
-    args = {"a": (a if a_order == "mk" else a.T.copy())[None, :, :, None],
-            "b": (b if b_order == "kn" else b.T.copy())[None, :, :, None],
-            "bias": bias, "c": out}
-    _launch(ctx, template, Step, args)
-    acc = a.astype(np.float64) @ b + bias
-    rows, cols = np.indices((m, n))
-    want = np.where(rows <= cols, np.maximum(acc, 0.0), 0.0)
+    _, out = _run_matmul(template, (a if a_order == "mk" else a.T.copy())[None, :, :, None],
+                         (b if b_order == "kn" else b.T.copy())[None, :, :, None], bias, m, n)
+    want = _epilogue_of(a.astype(np.float64) @ b + bias)
     # f32's own error: each output's products summed in f32, relative to their magnitudes
     scale = np.abs(a).astype(np.float64) @ np.abs(b)
-    assert np.all(np.abs(out[0, :, :, 0] - want) <= 1e-6 * scale + 1e-30)
+    assert np.all(np.abs(out - want) <= 1e-6 * scale + 1e-30)
 
 
 def test_bf16x6_needs_the_staged_loop_and_a_known_precision():

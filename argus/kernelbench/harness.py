@@ -26,7 +26,7 @@ from argus.kernelbench.solution import (
     guarded,
     static_refusal,
 )
-from argus.kernelbench.templates import CHOICES
+from argus.kernelbench.templates import CHOICES, peaks
 
 #: KernelBench's correctness rules: trials, the seed they derive from, tolerances.
 TRIALS = 5
@@ -63,22 +63,6 @@ class Row:
 
 
 # ------------------------------------------------------------------------------ roofline
-def peaks() -> dict[str, float]:
-    """MI300X peaks from the machine tables: f32 MFMA and VALU FLOP/s, HBM bytes/s."""
-    from argus.isa_cdna3 import isa, opcodes
-    from argus.isa_cdna3.mfma import mfma
-    from argus.isa_cdna3.perf.params import profile
-
-    gpu = profile("mi300x")
-    hz = gpu.clock_ghz.value * 1e9
-    simds = gpu.cus.value * isa.SIMDS_PER_CU
-    info = mfma("v_mfma_f32_32x32x2_f32")
-    fma = opcodes.row("v_fma_f32")
-    return {"mfma_f32": simds * info.flops / info.cycles * hz,
-            "valu_f32": simds * isa.WAVE_SIZE * 2 / fma.issue_cycles * hz,
-            "hbm": gpu.hbm_bytes_per_s.value}
-
-
 def roofline_us(inputs, output_bytes: int, matmul_flops: float, other_flops: float) -> float:
     """max(FLOPs at the peaks, compulsory bytes at HBM bandwidth): every input read once and
     the output written once."""

@@ -918,6 +918,23 @@ def _cus() -> int:
     return int(profile("mi300x").cus.value)
 
 
+def peaks() -> dict[str, float]:
+    """MI300X peaks from the machine tables: f32 MFMA and VALU FLOP/s, HBM bytes/s (the
+    roofline's machine, and the route's when it weighs MFMA work against bytes)."""
+    from argus.isa_cdna3 import isa, opcodes
+    from argus.isa_cdna3.mfma import mfma
+    from argus.isa_cdna3.perf.params import profile
+
+    gpu = profile("mi300x")
+    hz = gpu.clock_ghz.value * 1e9
+    simds = gpu.cus.value * isa.SIMDS_PER_CU
+    info = mfma(F32_MFMA)
+    fma = opcodes.row("v_fma_f32")
+    return {"mfma_f32": simds * info.flops / info.cycles * hz,
+            "valu_f32": simds * isa.WAVE_SIZE * 2 / fma.issue_cycles * hz,
+            "hbm": gpu.hbm_bytes_per_s.value}
+
+
 def matmul_precision(batch: int, m: int, n: int, k: int, reps: int = 2, split: int = 1) -> str:
     """The route's precision for a matmul: "bf16x6" when its f32 MFMA work outlasts its
     compulsory bytes at HBM bandwidth and its workgroups fill the CUs, so that the launch is
@@ -925,18 +942,12 @@ def matmul_precision(batch: int, m: int, n: int, k: int, reps: int = 2, split: i
     1024 x 8192 x 8192, 1891.8 -> 1491.6 us); else "f32", whose operands need no split
     (16384 x 16384 x 32, memory-bound: 296.0 us, 341.4 with bf16x6; 32 workgroups of
     128 x 4096 x 4096: 413.5 us, 446.8)."""
-    from argus.isa_cdna3 import isa
-    from argus.isa_cdna3.mfma import mfma
-    from argus.isa_cdna3.perf.params import profile
-
-    gpu = profile("mi300x")
-    info = mfma(F32_MFMA)
-    mfma_s = 2.0 * batch * m * n * k / (info.flops / info.cycles) / (
-        gpu.cus.value * isa.SIMDS_PER_CU * gpu.clock_ghz.value * 1e9)
-    hbm_s = 4.0 * batch * (m * k + k * n + m * n) / gpu.hbm_bytes_per_s.value
+    rates = peaks()
+    mfma_s = 2.0 * batch * m * n * k / rates["mfma_f32"]
+    hbm_s = 4.0 * batch * (m * k + k * n + m * n) / rates["hbm"]
     block = reps * 64
     tiles = batch * -(-m // block) * -(-n // block) * split
-    return "bf16x6" if mfma_s > hbm_s and tiles >= gpu.cus.value else "f32"
+    return "bf16x6" if mfma_s > hbm_s and tiles >= _cus() else "f32"
 
 
 def _bf16_terms(x) -> list:
