@@ -100,3 +100,40 @@ def get_init_inputs():
     problem = load(path)
     assert FLOOR <= problem.scaled["N"] < 2 * FLOOR
     assert math.prod(problem.inputs(0)[0].shape) <= BUDGET
+
+
+def test_a_group_count_s_multiple_is_kept_while_equal_sizes_are_halved(tmp_path):
+    """in_features == out_features (halved together) with a GroupNorm of 16 over them: odd
+    halves break the divisibility, so the sizes are halved in multiples of 16 instead of
+    being kept as published (which made a 9 x 8192 x 8192 matmul to emulate)."""
+    path = tmp_path / "level2" / "30_Gemm_GroupNorm.py"
+    path.parent.mkdir()
+    path.write_text("""
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features, num_groups):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features)
+        self.norm = nn.GroupNorm(num_groups, out_features)
+
+    def forward(self, x):
+        return self.norm(self.gemm(x))
+
+batch_size = 1024
+in_features = 8192
+out_features = 8192
+num_groups = 16
+
+def get_inputs():
+    return [torch.rand(batch_size, in_features)]
+
+def get_init_inputs():
+    return [in_features, out_features, num_groups]
+""")
+    problem = load(path)
+    scaled = problem.scaled
+    assert scaled["out_features"] % 16 == 0 and scaled["out_features"] % 64 != 0  # a tail
+    assert all(FLOOR <= v < 4 * FLOOR for v in scaled.values()), scaled
+    assert math.prod(problem.inputs(0)[0].shape) <= BUDGET

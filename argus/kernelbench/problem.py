@@ -161,7 +161,7 @@ def _constants(tree: ast.Module, namespace: dict, above: int = KEEP) -> dict:
 
 def scale(constants: dict, numel, floor: int = FLOOR, budget: int = BUDGET,
           frozen: frozenset = frozenset(), work=None, small: dict | None = None,
-          deep: bool = True) -> dict:
+          deep: bool = True, multiple: int = 1) -> dict:
     """Halve the largest constant above `floor` (to c // 2 + 1, so tails stay odd) until the
     inputs hold at most BUDGET elements; if they still hold more, halve the constants published
     below `floor` (down to SMALL), then the smallest constant (down to KEEP + 1), then the
@@ -171,7 +171,9 @@ def scale(constants: dict, numel, floor: int = FLOOR, budget: int = BUDGET,
     elements (output elements, matrix FLOPs / FLOPS_PER_ELEMENT), which the first two steps
     also bring within the budget (all but the third: a matmul size below the floor would run
     its tile loop once); the constants named in `frozen` keep their values (and so does any
-    other constant while it equals one of them)."""
+    other constant while it equals one of them). With `multiple` > 1 a constant sharing
+    factors with it is scaled to multiples of those (gcd(value, multiple)), so that relations
+    such as channels divisible by a group count survive the halving."""
     small = {k: v for k, v in (small or {}).items() if k not in constants}
     values = {**constants, **small}
     held = {v for name in frozen for v in (constants[name] if isinstance(constants[name], tuple)
@@ -192,6 +194,12 @@ def scale(constants: dict, numel, floor: int = FLOOR, budget: int = BUDGET,
         # every constant holding this value changes with it, so a shape tuple written out
         # beside its size (bias_shape = (out_features,)) stays equal to it
         new = max(lowest, value // 2 + 1)
+        step = math.gcd(value, multiple)
+        new = -(-new // step) * step
+        if new >= value:
+            # no smaller multiple above `lowest`: the value stays, and no longer counts
+            held.add(value)
+            return
         for key, v in list(values.items()):
             if isinstance(v, tuple):
                 values[key] = tuple(new if x == value else x for x in v)
@@ -270,11 +278,28 @@ def load(path: str | Path, level: str | None = None, floor: int = FLOOR,
         if _constructs(path, source, scaled):
             break
     else:
-        scaled = _keeping(path, source, constants, numel, floor, budget, work, deep)
-    if scaled is None:
-        scaled = proportional(constants, numel)
+        # a relation the halving broke (channels divisible by a group count): one or two
+        # constants kept as published (else all divided by one power of two), or every size
+        # halved in multiples of the small constants' factors where that at least halves the
+        # work to emulate (a halving is the scaling's step)
+        scaled = _keeping(path, source, constants, numel, floor, budget, work, deep) \
+            or proportional(constants, numel)
+        if (multiple := _relations(_constants(tree, published, 1))) > 1:
+            other = scale(constants, numel, floor, budget, work=work, deep=deep,
+                          multiple=multiple)
+            if _constructs(path, source, other) and \
+                    2 * work(other) <= work(scaled):
+                scaled = other
     namespace = _exec(path, source, scaled)
     return Problem(path, level or _level(path), path.stem, constants, scaled, namespace)
+
+
+def _relations(constants: dict) -> int:
+    """The least common multiple of the integer constants in [2, KEEP] (group counts, kernel
+    sizes, factors): the multiple the sizes they may divide are scaled in."""
+    values = [x for v in constants.values() for x in (v if isinstance(v, tuple) else (v,))
+              if isinstance(x, int) and not isinstance(x, bool) and 2 <= x <= KEEP]
+    return math.lcm(*values) if values else 1
 
 
 def _keeping(path: Path, source: str, constants: dict, numel, floor: int,
