@@ -17,6 +17,7 @@ from argus.kernelbench.templates import (
     MAX_SPLIT,
     Matmul,
     RowProgram,
+    _cus,
     broadcast_tile,
     matmul_split,
     row_tile,
@@ -174,6 +175,32 @@ def test_few_long_strided_columns_take_waves_along_r_and_match_numpy():
     centre = v - v.sum(1, keepdims=True)
     np.testing.assert_allclose(y, centre * (centre * centre).sum(1, keepdims=True),
                                rtol=1e-4, atol=1e-2)
+
+
+@pytest.mark.parametrize("r", [64, 20])
+def test_many_short_rows_of_whole_vectors_read_16_bytes_a_lane_and_match_numpy(r):
+    # a layer norm over millions of rows of 64 (Level 2 3): 32 rows of 64 a workgroup;
+    # a row of 20 takes 32 columns, 12 of them masked
+    cus = _cus()
+    tile = row_tile(False, r, 1 << 22)
+    assert tile == {"rows": 2048 // (1 << (r - 1).bit_length()),
+                    "cols": 1 << (r - 1).bit_length(), "vector": 4}
+    assert row_tile(False, r, tile["rows"] * cus) == {}     # too few rows to fill the CUs
+    assert row_tile(False, 30, 1 << 22) == {}               # not whole 16-byte vectors
+    x = ("leaf", "x")
+    centred = ("bin", "sub", x, ("stat", 0))
+    program = RowProgram((("sum", x), ("sum", ("bin", "mul", centred, centred))),
+                         ("bin", "mul", centred, ("stat", 1)), True, False, **tile)
+    kernel = program.kernel()
+    assert argus.verify(kernel).ok
+    a = np.random.default_rng(r).standard_normal((tile["rows"] * 2 + 5, r, 1),
+                                                 dtype=np.float32)   # a tail of rows
+    y = np.full(a.shape, np.nan, np.float32)
+    argus.compile(kernel).run(X0=a, Y=y, check="strict")
+    v = a.astype(np.float64)
+    centre = v - v.sum(1, keepdims=True)
+    np.testing.assert_allclose(y, centre * (centre * centre).sum(1, keepdims=True),
+                               rtol=1e-4, atol=1e-3)
 
 
 def test_a_long_row_takes_1024_columns_a_step_until_twice_the_long_row():

@@ -129,6 +129,7 @@ class Router:
         self.example_inputs = example_inputs
         self.matmuls: dict = {}
         self.reduced: dict = {}
+        self.chains: dict = {}
         self.words: list[str] = []
         self.bytes: list[str] = []
 
@@ -154,7 +155,11 @@ class Router:
         if v.expr[0] == "leaf" and v.space == "full" and self.buffers[v.expr[1]] == v.shape:
             return v.expr[1]
         if v.row is None:
-            return self._emit_elementwise(v)
+            # one launch per chain, however many ops read it (a norm reads its input for the
+            # statistics and again for the output)
+            if v not in self.chains:
+                self.chains[v] = self._emit_elementwise(v)
+            return self.chains[v]
         if v.space == "stat":           # a reduction's result: one launch however often read
             if v not in self.reduced:
                 self.reduced[v] = self._emit_row(v)

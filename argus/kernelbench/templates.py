@@ -292,24 +292,29 @@ CHOICES = frozenset({"waves", "rows", "cols", "vector", "online", "tile", "tiles
 
 
 # ------------------------------------------------------------------------------ row program
+#: contiguous rows up to this long, many of them, are read 16 bytes a lane (`row_tile`)
+SHORT_ROW = 256
 #: a contiguous row at least this long gets a workgroup of its own (`row_tile`)
 LONG_ROW = 4096
 
 
 def row_tile(strided: bool, r: int, o: int = 0, i: int = 0) -> dict:
-    """The route's tile for a row program over rows of length `r` (modelled on MI300X, one
-    sum, `tests/test_perf_model.py` and docs/how-to/kernelbench.md): a long contiguous row is
+    """The route's tile for a row program over rows of length `r` (modelled on MI300X, one sum,
+    `tests/test_perf_model.py` and docs/how-to/kernelbench.md): a long contiguous row is
     read by a whole workgroup, 16 bytes a lane, 2048 columns a step, with softmax's max and
     sum in one pass (`online`): a 128 x 475200 sum went from 3835 to 157 us, 4096 x 393216
     from 3337 to 1558 (two rows per wave, 4 bytes a lane, kept too few loads in flight and
     128 rows on 16 workgroups), 1024 columns a step below 2 * LONG_ROW (Level 1 95's cross
     entropy over 32768 rows of 4096: 399 -> 220 us; two steps of 2048 left a workgroup
-    waiting on its loads); a short one stays two rows a wave (a row of 30 would leave most
-    of a wide tile idle); a strided one reads 16 steps of R at once (2410 -> 2003 us at
-    128 x 4096 x 4095, HBM-bound). A strided one over (O, R, I) with too few columns for
-    one wave per 64 of them to fill the CUs and rows of at least LONG_ROW / 4 takes 16 columns a
-    workgroup and 16 waves along R, 16 rows each (a batch norm's statistics after a matmul,
-    R = 16384 over I = 4096 on 64 workgroups: 2732 -> 193 us)."""
+    waiting on its loads); many short rows of whole 16-byte vectors are read 16 bytes a
+    lane, a row per power-of-two group of lanes (Level 2 3's layer norm over 4194304 rows of
+    64: 1074 -> 596 us, 2048 elements a workgroup; 1024 gave 630); other short ones stay two
+    rows a wave (a row of 30 would leave most of a wide tile idle); a strided one reads 16
+    steps of R at once (2410 -> 2003 us at 128 x 4096 x 4095, HBM-bound). A strided one over
+    (O, R, I) with too few columns for one wave per 64 of them to fill the CUs and rows of
+    at least LONG_ROW / 4 takes 16 columns a workgroup and 16 waves along R, 16 rows each (a
+    batch norm's statistics after a matmul, R = 16384 over I = 4096 on 64 workgroups: 2732
+    -> 193 us)."""
     if strided and o * -(-i // 64) < _cus() and r >= LONG_ROW // 4:
         return {"rows": 256, "cols": 16, "r_waves": 16}
     if strided:
@@ -317,6 +322,14 @@ def row_tile(strided: bool, r: int, o: int = 0, i: int = 0) -> dict:
     if r >= LONG_ROW:
         return {"rows": 1, "cols": 1024 if r < 2 * LONG_ROW else 2048, "vector": 4,
                 "online": True}
+    if 4 <= r <= SHORT_ROW and r % 4 == 0:
+        # many short rows whose length is whole 16-byte vectors: a row (its length rounded
+        # up to a power of two) per group of lanes, 16 bytes a lane, two loads each in
+        # flight, while the tiles still give every CU two workgroups
+        cols = 1 << (r - 1).bit_length()
+        rows = min(256, 2048 // cols)
+        if o >= 2 * rows * _cus():
+            return {"rows": rows, "cols": cols, "vector": 4}
     return {}
 
 
