@@ -965,8 +965,8 @@ DEPTH_PARTS = 8
 #: a 3x3x3 window's slab (nine rows of 64 positions by 2 channels for four images, 18 KiB)
 #: goes through LDS in three chunks of three rows, so that beside its staged weights (9 KiB)
 #: four workgroups fit a CU; the whole slab at once left room for two, whose load latency
-#: the CU could not hide (KernelBench Level 2 6: 199 us against 186 loading directly,
-#: modelled)
+#: the CU could not hide (KernelBench Level 2 6's convolution, modelled: 186.1 us loading
+#: directly, 199.1 with the whole slab, 182.5 in chunks)
 SLAB_CHUNK_BYTES = 6 * 1024
 #: the fewest taps per slab row that make the slab pay: with one tap per row (a window of
 #: width 1) the slab's loads are the direct ones, plus the LDS round trip
@@ -978,14 +978,15 @@ def input_slab(plan, block_p: int):
     per channel step each wave loads, for every distinct (outer-axis offsets, inner phase)
     of the taps (a slab row), the run of input positions its taps along the innermost axis
     read (the tile's block_p positions plus the taps' spread, rounded up to 64) with one
-    load per 64 positions and channel, the lanes along the positions (2-3 cache lines an
-    instruction), and the taps then read their A from LDS at their offsets in the row. The
-    direct loads gave every tap its own load of 32 positions by 2 channels (4 cache lines):
-    a 3x3x3 window made 27 of them per step, where the slab makes 9 rows x 2 channels
-    (KernelBench Level 2 6 and 23, VMEM bound). The rows go through LDS in chunks of at most
-    SLAB_CHUNK_BYTES (`_slab_chunks`). Returns (LDS (chunk rows, MFMA_WAVES, width, k),
-    {row key: (chunk, row, first offset)}), or None when a row holds fewer than
-    SLAB_MIN_REUSE taps on average or one row passes SLAB_CHUNK_BYTES."""
+    load per 64 positions and channel, the lanes along the positions, and the taps then read
+    their A from LDS at their offsets in the row. The direct loads gave every tap its own
+    load of 32 positions by 2 channels, and a vector memory instruction holds the CU's
+    addresser for a fixed time however few lines it touches: a 3x3x3 window made 27 of them
+    per step, where the slab makes 9 rows x 2 channels (KernelBench Level 2 6, VMEM bound:
+    1022 loads per wave of a workgroup before, 770 with the slab). The rows go through LDS
+    in chunks of at most SLAB_CHUNK_BYTES (`_slab_reduce`). Returns (LDS (chunk rows,
+    MFMA_WAVES, width, k), {row key: (chunk, row, first offset)}), or None when a row holds
+    fewer than SLAB_MIN_REUSE taps on average or one row passes SLAB_CHUNK_BYTES."""
     from argus.isa_cdna3.mfma import mfma as catalogue
 
     k = catalogue(F32_MFMA).k
