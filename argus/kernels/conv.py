@@ -710,6 +710,9 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         stage = weight_stage(window, tiles)
         if stage is not None:
             t = {**t, "stage": (stage, window)}
+            slab = input_slab(next(iter(taps.values())), block_p)
+            if slab is not None:
+                t = {**t, "slab": slab}
     rows = out_extent[-2] if dims >= 2 else 1
     # A phased (strided transposed) output gives each phase its own band of workgroups along
     # the grid's first axis: a branch per phase holds that phase's loops, so the offsets its
@@ -888,7 +891,7 @@ def _conv_phase(engine, steps, t, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos
         stage, window = t.get("stage", (None, None))
         accs, spec = _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
                                   F32_MFMA if engine == "mfma_f32" else MFMA, tiles, stage,
-                                  window, t["unrolled"])
+                                  window, t["unrolled"], t.get("slab"))
     batched = len(spec.shape) == 3                  # the MFMA engines: (image, pos, channel)
     outs = {}
     for (r, o), acc in accs.items():
@@ -958,6 +961,89 @@ STAGED_MIN_TAPS = 9
 DEPTH_PARTS = 8
 
 
+#: the most LDS bytes one chunk of the f32 MFMA engine's input slab may take (`input_slab`):
+#: a 3x3x3 window's slab (nine rows of 64 positions by 2 channels for four images, 18 KiB)
+#: goes through LDS in three chunks of three rows, so that beside its staged weights (9 KiB)
+#: four workgroups fit a CU; the whole slab at once left room for two, whose load latency
+#: the CU could not hide (KernelBench Level 2 6's convolution, modelled: 186.1 us loading
+#: directly, 199.1 with the whole slab, 182.5 in chunks)
+SLAB_CHUNK_BYTES = 6 * 1024
+#: the fewest taps per slab row that make the slab pay: with one tap per row (a window of
+#: width 1) the slab's loads are the direct ones, plus the LDS round trip
+SLAB_MIN_REUSE = 2
+
+
+def input_slab(plan, block_p: int):
+    """The f32 MFMA engine's input slab for a single-phase window whose weights are staged:
+    per channel step each wave loads, for every distinct (outer-axis offsets, inner phase)
+    of the taps (a slab row), the run of input positions its taps along the innermost axis
+    read (the tile's block_p positions plus the taps' spread, rounded up to 64) with one
+    load per 64 positions and channel, the lanes along the positions, and the taps then read
+    their A from LDS at their offsets in the row. The direct loads gave every tap its own
+    load of 32 positions by 2 channels, and a vector memory instruction holds the CU's
+    addresser for a fixed time however few lines it touches: a 3x3x3 window made 27 of them
+    per step, where the slab makes 9 rows x 2 channels (KernelBench Level 2 6, VMEM bound:
+    1022 loads per wave of a workgroup before, 770 with the slab). The rows go through LDS
+    in chunks of at most SLAB_CHUNK_BYTES (`_slab_reduce`). Returns (LDS (chunk rows,
+    MFMA_WAVES, width, k), {row key: (chunk, row, first offset)}), or None when a row holds
+    fewer than SLAB_MIN_REUSE taps on average or one row passes SLAB_CHUNK_BYTES."""
+    from argus.isa_cdna3.mfma import mfma as catalogue
+
+    k = catalogue(F32_MFMA).k
+    taps = [tuple(zip(*tap, strict=True)) for tap in itertools.product(*map(_expand, plan))]
+    spread: dict = {}
+    for _, off, ph in taps:
+        lo, hi = spread.get((off[:-1], ph), (off[-1], off[-1]))
+        spread[off[:-1], ph] = (min(lo, off[-1]), max(hi, off[-1]))
+    width = -(-(block_p + max(hi - lo for lo, hi in spread.values())) // 64) * 64
+    row_bytes = MFMA_WAVES * width * k * 4
+    per_chunk = min(len(spread), SLAB_CHUNK_BYTES // row_bytes)
+    if len(taps) < SLAB_MIN_REUSE * len(spread) or per_chunk < 1:
+        return None
+    # as many rows in each chunk as the fewest chunks need (9 rows of 3 per chunk: 3 and 3)
+    chunks = -(-len(spread) // per_chunk)
+    per_chunk = -(-len(spread) // chunks)
+    rows = {key: (i // per_chunk, i % per_chunk, lo)
+            for i, (key, (lo, _)) in enumerate(sorted(spread.items()))}
+    return T.lds((per_chunk, MFMA_WAVES, width, k), "f32"), rows
+
+
+def _slab_loads(slab, X, x_origin, x_pos, c, k) -> list[dict]:
+    """One channel step's input slab rows (`input_slab`), loaded (guarded: past the input's
+    far end and its channels they are zeros, as the direct loads read them), per chunk
+    {row in the chunk: tile}."""
+    buffer, rows = slab
+    _, _, width, _ = buffer.shape
+    per_row = width // 64
+    wave, lane, slot = T.thread_vars(MFMA_WAVES, per_row * k)
+    spec = T.TileSpec((MFMA_WAVES, width, k), T.ThreadLayout(
+        MFMA_WAVES, per_row * k, (wave, lane + 64 * (slot % per_row), slot // per_row)))
+    chunks: list[dict] = [{} for _ in range(1 + max(chunk for chunk, _, _ in rows.values()))]
+    for (outer, ph), (chunk, row, lo) in rows.items():
+        chunks[chunk][row] = X.load(x_origin((*outer, lo), ph, c * k), spec, axes=(0, x_pos, 2),
+                                    guard=True)
+    return chunks
+
+
+def _slab_reduce(plan, slab, chunks, acc, fetch, apply):
+    """`_over_taps` for a slab (`input_slab`, every tap unrolled): the taps of chunk 0 read
+    the rows stored beside the step's weights, each later chunk's rows are stored between
+    two barriers of their own (the first waits for the previous chunk's reads), then its taps
+    run."""
+    buffer, rows = slab
+    taps = [tuple(zip(*tap, strict=True)) for tap in itertools.product(*map(_expand, plan))]
+    for i, tiles in enumerate(chunks):
+        if i:
+            T.barrier()
+            for row, tile in tiles.items():
+                buffer.store((row, 0, 0, 0), tile)
+            T.barrier()
+        fetched = [fetch(*tap) for tap in taps if rows[tap[1][:-1], tap[2]][0] == i]
+        for operands in fetched:
+            acc = apply(acc, operands)
+    return acc
+
+
 def weight_stage(window, tiles) -> T.Lds | None:
     """The f32 MFMA engine's LDS for one channel step's weights (`_staged_weights`), or None
     when they would pass STAGED_B_BYTES: the window's outermost axis rounded up to a multiple
@@ -972,7 +1058,8 @@ def weight_stage(window, tiles) -> T.Lds | None:
     return T.lds(shape, "f32")
 
 
-def _staged_weights(buffer, Wt, window, w_origin, c, k, cols, tiles, info):
+def _staged_weights(buffer, Wt, window, w_origin, c, k, cols, tiles, info, slab=None,
+                    slab_rows=None):
     """The f32 MFMA engine's weights of one input-channel step, every tap of the window, in
     LDS; a function giving tap k's B tile for channel tile o, or None when they do not fit
     STAGED_B_BYTES. The MFMA_WAVES waves of a workgroup share one B (only their images
@@ -997,6 +1084,8 @@ def _staged_weights(buffer, Wt, window, w_origin, c, k, cols, tiles, info):
                      axes=(*range(dims), dims + 1, dims + 2), guard=True)
     T.barrier()
     buffer.store((0,) * len(shape), staged)
+    for row, tile in (slab_rows or {}).items():   # the input slab's first chunk alongside
+        slab.store((row, 0, 0, 0), tile)
     T.barrier()
     _, lane, slot = T.thread_vars(MFMA_WAVES, info.k_per_lane)
     _, kk, j = info.b_coord(lane, slot)
@@ -1008,14 +1097,15 @@ def _staged_weights(buffer, Wt, window, w_origin, c, k, cols, tiles, info):
 
 
 def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles, stage=None,
-                 window=None, unrolled=UNROLLED_TAPS):
+                 window=None, unrolled=UNROLLED_TAPS, slab=None):
     """The implicit GEMM: per input-channel step of the MFMA's k and per tap, A the input
     positions by k channels, B k channels by the block's output channels. bf16 needs whole
     steps (CG % 8 == 0, OCG % 32 == 0, assumed by the caller) and reads channels last; f32
     guards both tails and reads X and Wt channels first (`channels_first`), so a lane's
     neighbours read neighbouring positions and output channels (a few cache lines per load,
     not one per lane), and stages each step's weights in LDS where they fit
-    (`_staged_weights`, given the `window`)."""
+    (`_staged_weights`, given the `window`), and with them its input positions (`slab`, from
+    `input_slab`), which the taps then read from LDS."""
     from argus.isa_cdna3.mfma import mfma as catalogue
 
     a_spec = _image_layout(mfma, "a")
@@ -1029,8 +1119,13 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles, stage=
 
     def fetch(c, staged):
         def tap(taps, off, ph):
-            a = [X.load(x_origin(off, ph, c * k, r * rows), a_spec,
-                        axes=(0, x_pos, c_axis), guard=True) for r in range(tiles[0])]
+            if slab is not None:
+                _, row, lo = slab[1][off[:-1], ph]
+                a = [slab[0].load((row, 0, off[-1] - lo + r * rows, 0), a_spec)
+                     for r in range(tiles[0])]
+            else:
+                a = [X.load(x_origin(off, ph, c * k, r * rows), a_spec,
+                            axes=(0, x_pos, c_axis), guard=True) for r in range(tiles[0])]
             if staged is not None:
                 return a, [staged(taps, o) for o in range(tiles[1])]
             oc_axis, ci_axis = (len(taps) + 2, len(taps) + 1) if tails else \
@@ -1048,9 +1143,14 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles, stage=
     loop = T.range(0, T.cdiv(CG, k) if tails else CG // k, name="c", acc=acc)
     for c in loop:
         staged = None
+        chunks = None
         if stage is not None:
+            chunks = None if slab is None else _slab_loads(slab, X, x_origin, x_pos, c, k)
             staged = _staged_weights(stage, Wt, window, w_origin, c, k, cols, tiles,
-                                     catalogue(mfma))
+                                     catalogue(mfma), slab and slab[0], chunks and chunks[0])
+        if chunks is not None:
+            loop.acc = _slab_reduce(plan, slab, chunks, dict(loop.acc), fetch(c, staged), apply)
+            continue
         # staged weights are read at constant LDS offsets, so a whole 3x3x3 window unrolls
         # (its taps' input offsets alone fit the SGPRs)
         loop.acc = _over_taps(plan, dict(loop.acc), fetch(c, staged), apply,
