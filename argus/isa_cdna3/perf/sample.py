@@ -847,9 +847,12 @@ def whole_workgroups(grid: Callable[..., tuple], sizes: dict, shape: dict, name:
 
 def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
     """Inputs for a timing sample: zeros, except index data that the kernel declares facts
-    about, which gets entries meeting them (spread over their range: `T.distinct` rows are
-    distinct, an expert id cycles through the experts), so gathered rows touch as many cache
-    lines as a real routing does, not one row over and over."""
+    about, which gets entries meeting them (spread over their range: an expert id cycles
+    through the experts), so gathered rows touch as many cache lines as a real routing does,
+    not one row over and over. A `T.distinct` table longer than its range holds each value of
+    the range once, spread evenly, and padding (`hi`, out of the range) between them, as a
+    routing pads each expert's rows to whole blocks: filling it with real rows would repeat
+    them, which the declaration rules out, and charge every padding row a real row's loads."""
     arrays = {t.name: np.zeros(tuple(int(evaluate(e, shape)) for e in t.type.shape),
                                ELEMENT_DTYPES[t.type.dtype]) for t in ir.tensors}
     for op in ir.ops():
@@ -860,9 +863,14 @@ def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
                       else (op.var.lo, op.var.hi))
         else:
             continue
-        data = arrays[op.tensor.name]
-        if hi > lo:
-            data.reshape(-1)[:] = lo + np.arange(data.size) % (hi - lo)
+        flat = arrays[op.tensor.name].reshape(-1)
+        if hi <= lo:
+            continue
+        if isinstance(op, O.Distinct) and flat.size > hi - lo:
+            flat[:] = hi
+            flat[np.arange(hi - lo) * flat.size // (hi - lo)] = np.arange(lo, hi)
+        else:
+            flat[:] = lo + np.arange(flat.size) % (hi - lo)
     return arrays
 
 
