@@ -68,11 +68,12 @@ MFMA_FP8_16 = "v_mfma_f32_16x16x32_fp8_fp8"
 #: fastest: an expert's row blocks at one column block of W on one XCD)
 MOE_ORDERS = (False, True)
 #: our fp8 MoE's kernels and configurations tried at each shape (the fastest is the row's): the
-#: row-major-weight kernel at 32/64-row blocks and 64/128 columns, and the K-blocked one
+#: row-major-weight kernel at 32/64-row blocks and 64/128 columns, and the K-blocked one (32x64:
+#: 12 KB of LDS, 5 workgroups a CU, for the rows where experts get a token or two)
 MOE_FP8_TILES = (*(("moe_gemm_fp8", {"block_m": m, "block_n": n, "block_k": 64, "prefetch": 2,
                                      "instr": MFMA_FP8_16}) for m in (32, 64) for n in (64, 128)),
                  *(("moe_gemm_fp8_kblocked", {"block_m": m, "block_n": n})
-                   for m, n in ((32, 128), (64, 64))))
+                   for m, n in ((32, 64), (32, 128), (64, 64))))
 
 
 @functools.cache
