@@ -69,11 +69,13 @@ MFMA_FP8_16 = "v_mfma_f32_16x16x32_fp8_fp8"
 MOE_ORDERS = (False, True)
 #: our fp8 MoE's kernels and configurations tried at each shape (the fastest is the row's): the
 #: row-major-weight kernel at 32/64-row blocks and 64/128 columns, and the K-blocked one (32x64:
-#: 12 KB of LDS, 5 workgroups a CU, for the rows where experts get a token or two)
+#: 12 KB of LDS, 5 workgroups a CU, for the rows where experts get a token or two), its 32-row
+#: tiles also loading 4 K tiles ahead (more bytes in flight where few workgroups share a CU)
 MOE_FP8_TILES = (*(("moe_gemm_fp8", {"block_m": m, "block_n": n, "block_k": 64, "prefetch": 2,
                                      "instr": MFMA_FP8_16}) for m in (32, 64) for n in (64, 128)),
-                 *(("moe_gemm_fp8_kblocked", {"block_m": m, "block_n": n})
-                   for m, n in ((32, 64), (32, 128), (64, 64))))
+                 *(("moe_gemm_fp8_kblocked", {"block_m": m, "block_n": n, "prefetch": p})
+                   for m, n, p in ((32, 64, 2), (32, 64, 4), (32, 128, 2), (32, 128, 4),
+                                   (64, 64, 2))))
 
 
 @functools.cache

@@ -89,10 +89,10 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
     the dispatcher deals workgroups to the 8 XCDs round-robin by flat id, so an expert's row
     blocks at one column block, ids N / block_n apart, read that W tile through one XCD's L2
     when N / block_n is a multiple of 8 (each X row block is then read on every XCD)."""
-    if prefetch not in (1, 2, 3) or (prefetch > 1 and not lds):
-        raise T.DSLError(f"prefetch={prefetch!r} with lds={lds!r}: the staged loads run 1 to 3 "
+    if prefetch not in (1, 2, 3, 4) or (prefetch > 1 and not lds):
+        raise T.DSLError(f"prefetch={prefetch!r} with lds={lds!r}: the staged loads run 1 to 4 "
                          "K tiles ahead (more than 1 only through LDS)", user_loc(),
-                         fix="use prefetch=1, or prefetch=2 or 3 with lds=True")
+                         fix="use prefetch=1, or prefetch=2 to 4 with lds=True")
     TOKENS, H = X.shape
     blocked = len(W.shape) == 4     # W[e, kt, n, j] holds W[e, n, kt * block_k + j]
     if blocked:
@@ -171,14 +171,12 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
     """The K loop through double-buffered LDS, as the library GEMM's: tile kt+1 is loaded into
     registers before tile kt's MFMAs (the GEMM's `compute_k_tile`, asserting `meet`) and
     stored to the other slot after them, one barrier per tile; the last tile is consumed after
-    the loop, so no iteration needs a branch. With `prefetch=2` or 3 the loads run further
+    the loop, so no iteration needs a branch. With `prefetch=2` to 4 the loads run further
     ahead: tiles kt+1 .. kt+prefetch-1 ride in registers (carried by the loop) while
     kt+prefetch loads."""
-    # 16 bytes per thread and load where the tile has that many, else fewer
     size = DTYPE_BYTES[X.dtype]
-    vector = 16 // size
-    copy_a = T.copy_layout((block_m, block_k), 4, min(vector, block_m * block_k // 256))
-    copy_b = T.copy_layout((block_n, block_k), 4, min(vector, block_n * block_k // 256))
+    copy_a = T.copy_layout((block_m, block_k), 4, _copy_vector(block_m, block_k, size))
+    copy_b = T.copy_layout((block_n, block_k), 4, _copy_vector(block_n, block_k, size))
     a_smem = T.lds((2, block_m, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
     b_smem = T.lds((2, block_n, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
 
@@ -203,7 +201,10 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
     def riding(loop) -> list:
         return [(getattr(loop, f"x{j}"), getattr(loop, f"w{j}")) for j in range(1, prefetch)]
 
-    loop = T.range(0, k_tiles - prefetch, stages=2, name="kt", **carried)
+    # unrolled by the prefetch depth where that is a power of two (the backend's rule), so the
+    # tiles riding in registers rotate through them by renaming, not by copies every trip
+    unroll = prefetch if prefetch & (prefetch - 1) == 0 else 1
+    loop = T.range(0, k_tiles - prefetch, stages=2, unroll=unroll, name="kt", **carried)
     for kt in loop:
         ahead = [*riding(loop), fetch(kt + prefetch)]
         loop.acc = compute(kt % 2, kt, dict(loop.acc))
@@ -221,6 +222,16 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
         T.barrier()
     last = k_tiles - 1
     return compute(last % 2, last, acc)
+
+
+def _copy_vector(rows: int, cols: int, size: int) -> int:
+    """Elements each of the 256 threads moves per load of a rows x cols tile: 16 bytes where
+    the tile splits into whole 16-byte loads, else the widest power of two that does (a
+    96-column fp8 tile: 6144 bytes, 8 per thread in 3 loads)."""
+    vector = 16 // size
+    while vector > 1 and (cols % vector or rows * cols % (256 * vector)):
+        vector //= 2
+    return vector
 
 
 def route(tokens: int, experts: int, block_m: int, rng) -> tuple[np.ndarray, ...]:
