@@ -68,11 +68,18 @@ MFMA_FP8_16 = "v_mfma_f32_16x16x32_fp8_fp8"
 #: fastest: an expert's row blocks at one column block of W on one XCD)
 MOE_ORDERS = (False, True)
 #: our fp8 MoE's kernels and configurations tried at each shape (the fastest is the row's): the
-#: row-major-weight kernel at 32/64-row blocks and 64/128 columns, and the K-blocked one
+#: row-major-weight kernel at 32/64-row blocks and 64/128 columns, and the K-blocked one (32x64:
+#: 12 KB of LDS, 5 workgroups a CU, for the rows where experts get a token or two), its 32-row
+#: tiles also loading 4 K tiles ahead (more bytes in flight where few workgroups share a CU),
+#: and the one loading its weights straight into registers (no LDS for W, 7 workgroups a CU)
+#: our fp8 MoE kernels that take their weights in 64-column K blocks (`moe.kblock_weights`)
+KBLOCKED = ("moe_gemm_fp8_kblocked", "moe_gemm_fp8_direct")
 MOE_FP8_TILES = (*(("moe_gemm_fp8", {"block_m": m, "block_n": n, "block_k": 64, "prefetch": 2,
                                      "instr": MFMA_FP8_16}) for m in (32, 64) for n in (64, 128)),
-                 *(("moe_gemm_fp8_kblocked", {"block_m": m, "block_n": n})
-                   for m, n in ((32, 128), (64, 64))))
+                 *(("moe_gemm_fp8_kblocked", {"block_m": m, "block_n": n, "prefetch": p})
+                   for m, n, p in ((32, 64, 2), (32, 64, 4), (32, 128, 2), (32, 128, 4),
+                                   (64, 64, 2))),
+                 ("moe_gemm_fp8_direct", {"block_m": 32, "block_n": 128, "prefetch": 2}))
 
 
 @functools.cache
@@ -324,7 +331,7 @@ def _moe_fp8_rows(rows: list, quick: bool) -> None:
             _, sorted_ids, blocks = pack(ids, s["experts"], tile["block_m"])
             sizes = {"TOKENS": len(ids), "H": s["dim"], "E": s["experts"],
                      "N": 2 * s["inter"], "P": len(sorted_ids), "BLOCKS": len(blocks),
-                     **({"KT": s["dim"] // 64} if name.endswith("kblocked") else {})}
+                     **({"KT": s["dim"] // 64} if name in KBLOCKED else {})}
             for order in MOE_ORDERS:
                 ours, why = _ours(name, sizes, r.gpu, **tile, xcd_order=order)
                 if ours is not None and (best[0] is None

@@ -156,3 +156,76 @@ def test_k_blocked_fp8_moe_gemm_is_proved_and_matches_numpy():
     assert np.abs(Y - want).max() <= 1e-5 * np.abs(want).max()
     assert np.abs(blocked.reference({"X": X, "W": kblock_weights(W), "choice": choice}, {})
                   - want).max() == 0
+
+
+def test_k_blocked_fp8_moe_gemm_four_tiles_ahead_is_proved_and_matches_numpy():
+    # prefetch=4 (bench_vs_aiter's 32x64 tile): three K tiles ride in registers, the loop
+    # unrolled 4 times so they rotate by renaming; 7 K tiles leave a partial unrolled trip,
+    # and 45 tokens over 3 experts a ragged last block
+    from ml_dtypes import float8_e4m3fnuz
+
+    from argus.kernels.moe import kblock_weights
+
+    blocked = library()["moe_gemm_fp8_kblocked"]
+    params = dict(block_m=32, block_n=64, prefetch=4)
+    report = argus.verify(blocked.kernel, timeout_ms=120_000, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    compiled = argus.compile(blocked.kernel, verify=False, **params)
+    choice, sorted_ids, block_expert = pack([2, 0, 2] * 15, 3, 32)
+    rng = np.random.default_rng(3)
+    X = (4 * rng.standard_normal((len(choice), 7 * 64))).astype(float8_e4m3fnuz)
+    W = (4 * rng.standard_normal((3, 64, 7 * 64))).astype(float8_e4m3fnuz)
+    Y = np.full((len(choice), 64), np.nan, np.float32)
+    compiled.run(X=X, W=kblock_weights(W), sorted_ids=sorted_ids, block_expert=block_expert,
+                 Y=Y, check="strict")
+    want = reference(X, W, choice)
+    assert np.abs(Y - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_a_96_column_fp8_tile_copies_in_narrower_vectors():
+    # 96 x 64 fp8 is 6144 bytes, not whole 16-byte loads over 256 threads: 8 bytes each, in 3
+    # (N = 768, an inter of 384, splits into 8 such column blocks); proved and emulated
+    from ml_dtypes import float8_e4m3fnuz
+
+    from argus.kernels.moe import _copy_vector, kblock_weights
+
+    assert _copy_vector(96, 64, 1) == 8 and _copy_vector(128, 64, 1) == 16
+    assert _copy_vector(3, 5, 1) == 1
+    blocked = library()["moe_gemm_fp8_kblocked"]
+    params = dict(block_m=32, block_n=96)
+    report = argus.verify(blocked.kernel, timeout_ms=120_000, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    compiled = argus.compile(blocked.kernel, verify=False, **params)
+    choice, sorted_ids, block_expert = pack([1, 0] * 9 + [1], 2, 32)
+    rng = np.random.default_rng(4)
+    X = (4 * rng.standard_normal((len(choice), 3 * 64))).astype(float8_e4m3fnuz)
+    W = (4 * rng.standard_normal((2, 192, 3 * 64))).astype(float8_e4m3fnuz)
+    Y = np.full((len(choice), 192), np.nan, np.float32)
+    compiled.run(X=X, W=kblock_weights(W), sorted_ids=sorted_ids, block_expert=block_expert,
+                 Y=Y, check="strict")
+    want = reference(X, W, choice)
+    assert np.abs(Y - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_fp8_moe_gemm_with_weights_straight_to_registers_is_proved_and_matches_numpy():
+    # moe_gemm_fp8_direct (bench_vs_aiter's 32x128 tile): only X goes through LDS, each wave
+    # loads its own columns' weights in the MFMA's layout; 5 K tiles, 37 tokens over 3 experts
+    from ml_dtypes import float8_e4m3fnuz
+
+    from argus.kernels.moe import kblock_weights
+
+    direct = library()["moe_gemm_fp8_direct"]
+    params = dict(block_m=32, block_n=128, prefetch=2)
+    report = argus.verify(direct.kernel, timeout_ms=120_000, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    compiled = argus.compile(direct.kernel, verify=False, **params)
+    assert compiled.ir.lds_bytes == 2 * 32 * 64                    # X's two slots, no W
+    choice, sorted_ids, block_expert = pack([0, 2, 2] * 12 + [0], 3, 32)
+    rng = np.random.default_rng(5)
+    X = (4 * rng.standard_normal((len(choice), 5 * 64))).astype(float8_e4m3fnuz)
+    W = (4 * rng.standard_normal((3, 256, 5 * 64))).astype(float8_e4m3fnuz)
+    Y = np.full((len(choice), 256), np.nan, np.float32)
+    compiled.run(X=X, W=kblock_weights(W), sorted_ids=sorted_ids, block_expert=block_expert,
+                 Y=Y, check="strict")
+    want = reference(X, W, choice)
+    assert np.abs(Y - want).max() <= 1e-5 * np.abs(want).max()

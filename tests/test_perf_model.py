@@ -820,8 +820,12 @@ def test_an_moe_kernels_weights_are_shared_by_the_blocks_of_an_expert():
     assert found["W"][2] == 1                               # an expert's blocks are adjacent
     # half the blocks: an expert's weights have no second reader left
     half = {**sizes, "BLOCKS": 128}
-    fewer = readers_of(kernel.ir, kernel.grid(**half), half)
-    assert dict(zip([t.name for t in kernel.ir.tensors], fewer))["W"][1] == 1
+    fewer = dict(zip([t.name for t in kernel.ir.tensors],
+                     readers_of(kernel.ir, kernel.grid(**half), half)))
+    assert fewer["W"][1] == 1
+    # ... and 128 blocks reach at most 128 of the 256 experts: half the weights are never read
+    # (the footprint AMD's MoE families count is the routed experts' too)
+    assert fewer["W"][0] == found["W"][0] / 2 == 256 * 112 * 512 * 64 / 2
 
 
 def test_a_grouped_query_kernels_kv_is_shared_by_the_heads_of_its_group():
@@ -855,3 +859,24 @@ def test_readers_of_a_one_axis_grid():
     x, y = readers_of(kernel.ir, kernel.grid(**sizes), sizes)
     assert x == (64 * 64 * 4, 1.0, 0.0) and y == (64 * 64 * 4, 1.0, 0.0)
     assert argus.time(kernel, sizes=sizes).microseconds > 0
+
+
+def test_a_timing_samples_distinct_rows_once_with_padding_between():
+    """A `T.distinct` table longer than its range (an MoE's sorted token ids, padded per
+    expert to whole blocks) is sampled with each real row once and padding (the range's end,
+    which the kernel's guard skips) between, spread evenly: real rows repeated would break the
+    declaration and charge each padding row a real row's loads."""
+    from argus.isa_cdna3.perf.sample import sample_inputs
+    from argus.kernels.moe import moe_gemm_fp8_kblocked
+
+    ir = moe_gemm_fp8_kblocked.trace()
+    sizes = {"TOKENS": 45, "H": 256, "E": 7, "KT": 4, "N": 128, "P": 32 * 11, "BLOCKS": 11}
+    ids = sample_inputs(ir, sizes)["sorted_ids"]
+    real = ids[ids < sizes["TOKENS"]]
+    assert sorted(real.tolist()) == list(range(sizes["TOKENS"]))
+    assert (ids[ids >= sizes["TOKENS"]] == sizes["TOKENS"]).all()
+    per_block = (ids < sizes["TOKENS"]).reshape(11, 32).sum(1)
+    assert per_block.max() - per_block.min() <= 1           # 45 rows over 11 blocks: 4 or 5
+    # no padding needed: the table is the range, in order
+    short = {**sizes, "P": 32, "BLOCKS": 1}
+    assert sample_inputs(ir, short)["sorted_ids"].tolist() == list(range(32))

@@ -305,7 +305,12 @@ def library() -> dict[str, LibraryKernel]:
     )
     from argus.kernels.conv import conv_kernel, pool_kernel
     from argus.kernels.gemm import gemm, gemm_bf8, gemm_f16, gemm_fp8, gemm_infeasible
-    from argus.kernels.moe import moe_gemm, moe_gemm_fp8, moe_gemm_fp8_kblocked
+    from argus.kernels.moe import (
+        moe_gemm,
+        moe_gemm_fp8,
+        moe_gemm_fp8_direct,
+        moe_gemm_fp8_kblocked,
+    )
 
     typed = {kernel.name: LibraryKernel(kernel, "C", {"M": 128, "N": 128, "K": 128},
                                         _gemm_reference, 1e-3, knobs=_typed_gemm_knobs(dtype),
@@ -340,6 +345,10 @@ def library() -> dict[str, LibraryKernel]:
                                       timing_sizes=_moe_timing_sizes),
         "moe_gemm_fp8_kblocked": LibraryKernel(
             moe_gemm_fp8_kblocked, "Y", {"TOKENS": 200, "H": 128, "KT": 2, "E": 4, "N": 128},
+            _moe_kblocked_reference, 1e-3, _moe_kblocked_routing,
+            timing_sizes=_moe_timing_sizes),
+        "moe_gemm_fp8_direct": LibraryKernel(
+            moe_gemm_fp8_direct, "Y", {"TOKENS": 200, "H": 128, "KT": 2, "E": 4, "N": 128},
             _moe_kblocked_reference, 1e-3, _moe_kblocked_routing,
             timing_sizes=_moe_timing_sizes),
         "conv2d_fma": LibraryKernel(conv_kernel(2), "Y",

@@ -25,6 +25,8 @@ from argus.lang.errors import user_loc
 MFMA = "v_mfma_f32_32x32x8_bf16"
 MFMA_FP8 = "v_mfma_f32_32x32x16_fp8_fp8"
 WAVE_GRID = (2, 2)
+#: moe_gemm_fp8_direct's waves side by side along the columns: each loads its own weights
+DIRECT_WAVE_GRID = (1, 4)
 
 
 @T.kernel(waves=4)
@@ -76,6 +78,24 @@ def moe_gemm_fp8_kblocked(X: Tensor("fp8", "TOKENS", "H"),
                 block_k=64, lds=True, instr=instr, prefetch=prefetch, xcd_order=xcd_order)
 
 
+@T.kernel(waves=4)
+def moe_gemm_fp8_direct(X: Tensor("fp8", "TOKENS", "H"),
+                        W: Tensor("fp8", "E", "KT", "N", 64),
+                        sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
+                        Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 32,
+                        block_n: int = 64, prefetch: int = 2,
+                        instr: str = "v_mfma_f32_16x16x32_fp8_fp8", xcd_order: bool = False):
+    """`moe_gemm_fp8_kblocked` with the weights loaded straight into each wave's MFMA operand
+    registers, as AMD's stage-1 kernels do: only the gathered X rows go through LDS (a 32x64
+    tile is 2 KB a slot), so LDS no longer caps the workgroups a CU holds, and no LDS write,
+    read or barrier stands between a weight's arrival and its MFMA. The 4 waves split the
+    columns (a 1x4 wave grid), so no two waves load the same weights. `prefetch` K tiles of
+    weights ride in registers ahead of the MFMAs."""
+    moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
+                block_k=64, lds=True, instr=instr, prefetch=prefetch, xcd_order=xcd_order,
+                direct=True)
+
+
 def kblock_weights(W: np.ndarray, block: int = 64) -> np.ndarray:
     """W[e, n, k] rearranged to W[e, k // block, n, k % block] (moe_gemm_fp8_kblocked's)."""
     e, n, k = W.shape
@@ -83,16 +103,17 @@ def kblock_weights(W: np.ndarray, block: int = 64) -> np.ndarray:
 
 
 def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int, block_k: int,
-                lds: bool, instr: str, prefetch: int = 1, xcd_order: bool = False):
+                lds: bool, instr: str, prefetch: int = 1, xcd_order: bool = False,
+                direct: bool = False):
     """The MoE GEMM's body for X and W of the MFMA `instr`'s element type. The grid runs row
     blocks fastest by default; `xcd_order` (XCD-aware order) runs the column blocks fastest:
     the dispatcher deals workgroups to the 8 XCDs round-robin by flat id, so an expert's row
     blocks at one column block, ids N / block_n apart, read that W tile through one XCD's L2
     when N / block_n is a multiple of 8 (each X row block is then read on every XCD)."""
-    if prefetch not in (1, 2, 3) or (prefetch > 1 and not lds):
-        raise T.DSLError(f"prefetch={prefetch!r} with lds={lds!r}: the staged loads run 1 to 3 "
+    if prefetch not in (1, 2, 3, 4) or (prefetch > 1 and not lds):
+        raise T.DSLError(f"prefetch={prefetch!r} with lds={lds!r}: the staged loads run 1 to 4 "
                          "K tiles ahead (more than 1 only through LDS)", user_loc(),
-                         fix="use prefetch=1, or prefetch=2 or 3 with lds=True")
+                         fix="use prefetch=1, or prefetch=2 to 4 with lds=True")
     TOKENS, H = X.shape
     blocked = len(W.shape) == 4     # W[e, kt, n, j] holds W[e, n, kt * block_k + j]
     if blocked:
@@ -125,9 +146,10 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
         T.tag(W, lambda e, n, h: {"expert": e, "col": n, "k": h})
     T.tag(Y, lambda t, n: {"token": t, "col": n})
 
-    a_spec = T.mfma_layout(instr, "a", WAVE_GRID)
-    b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
-    c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
+    grid = DIRECT_WAVE_GRID if direct else WAVE_GRID
+    a_spec = T.mfma_layout(instr, "a", grid)
+    b_spec = T.mfma_layout(instr, "b", grid)
+    c_spec = T.mfma_layout(instr, "c", grid)
     reps_m, reps_n = block_m // a_spec.shape[0], block_n // b_spec.shape[0]
 
     def rows(r):
@@ -139,8 +161,9 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
     if lds:
         if prefetch > 1:
             T.assume(H >= prefetch * block_k)
-        acc = _staged(X, W, expert, rows(0), n0, H // block_k, acc, block_m, block_n, block_k,
-                      a_spec, b_spec, meet, instr, prefetch, blocked)
+        stage = _direct if direct else _staged
+        acc = stage(X, W, expert, rows(0), n0, H // block_k, acc, block_m, block_n, block_k,
+                    a_spec, b_spec, meet, instr, prefetch, blocked)
     else:
         loop = T.range(0, H // block_k, name="kt", acc=acc)
         for kt in loop:
@@ -171,14 +194,12 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
     """The K loop through double-buffered LDS, as the library GEMM's: tile kt+1 is loaded into
     registers before tile kt's MFMAs (the GEMM's `compute_k_tile`, asserting `meet`) and
     stored to the other slot after them, one barrier per tile; the last tile is consumed after
-    the loop, so no iteration needs a branch. With `prefetch=2` or 3 the loads run further
+    the loop, so no iteration needs a branch. With `prefetch=2` to 4 the loads run further
     ahead: tiles kt+1 .. kt+prefetch-1 ride in registers (carried by the loop) while
     kt+prefetch loads."""
-    # 16 bytes per thread and load where the tile has that many, else fewer
     size = DTYPE_BYTES[X.dtype]
-    vector = 16 // size
-    copy_a = T.copy_layout((block_m, block_k), 4, min(vector, block_m * block_k // 256))
-    copy_b = T.copy_layout((block_n, block_k), 4, min(vector, block_n * block_k // 256))
+    copy_a = T.copy_layout((block_m, block_k), 4, _copy_vector(block_m, block_k, size))
+    copy_b = T.copy_layout((block_n, block_k), 4, _copy_vector(block_n, block_k, size))
     a_smem = T.lds((2, block_m, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
     b_smem = T.lds((2, block_n, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
 
@@ -203,7 +224,10 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
     def riding(loop) -> list:
         return [(getattr(loop, f"x{j}"), getattr(loop, f"w{j}")) for j in range(1, prefetch)]
 
-    loop = T.range(0, k_tiles - prefetch, stages=2, name="kt", **carried)
+    # unrolled by the prefetch depth where that is a power of two (the backend's rule), so the
+    # tiles riding in registers rotate through them by renaming, not by copies every trip
+    unroll = prefetch if prefetch & (prefetch - 1) == 0 else 1
+    loop = T.range(0, k_tiles - prefetch, stages=2, unroll=unroll, name="kt", **carried)
     for kt in loop:
         ahead = [*riding(loop), fetch(kt + prefetch)]
         loop.acc = compute(kt % 2, kt, dict(loop.acc))
@@ -221,6 +245,80 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
         T.barrier()
     last = k_tiles - 1
     return compute(last % 2, last, acc)
+
+
+def _direct(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k, a_spec,
+            b_spec, meet, instr, prefetch, blocked=True):
+    """The K loop with W straight into registers: `_staged`'s double-buffered LDS for the X
+    tile only, the K tile's B operands (per k step and column repetition) loaded by each wave
+    in the MFMA's own layout from the K-blocked W. Tiles kt .. kt+prefetch-1 of W and
+    kt+1 .. kt+prefetch-1 of X ride in registers while kt+prefetch loads."""
+    size = DTYPE_BYTES[X.dtype]
+    copy_a = T.copy_layout((block_m, block_k), 4, _copy_vector(block_m, block_k, size))
+    a_smem = T.lds((2, block_m, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
+    steps, reps_n = block_k // b_spec.shape[1], block_n // b_spec.shape[0]
+    reps_m = block_m // a_spec.shape[0]
+
+    def fetch(kt):
+        x = X.load((0, kt * block_k), copy_a, gather=gathered, guard=True)
+        w = [W.load((expert, kt, n0 + s * b_spec.shape[0], ks * b_spec.shape[1]), b_spec,
+                    axes=(2, 3)) for ks in range(steps) for s in range(reps_n)]
+        return x, w
+
+    def compute(slot, w, acc):
+        for ks in range(steps):
+            a = [a_smem.load((slot, r * a_spec.shape[0], ks * a_spec.shape[1]), a_spec)
+                 for r in range(reps_m)]
+            for (r, s), c in acc.items():
+                acc[r, s] = T.mfma(instr, a[r], w[ks * reps_n + s], c)
+                T.tag_assert(*meet)
+        return acc
+
+    first = fetch(0)
+    a_smem.store((0, 0, 0), first[0])
+    carried = {"acc": acc, **{f"w0_{i}": t for i, t in enumerate(first[1])}}
+    for j in range(1, prefetch):
+        x, w = fetch(j)
+        carried[f"x{j}"] = x
+        carried.update({f"w{j}_{i}": t for i, t in enumerate(w)})
+    T.barrier()
+    count = steps * reps_n
+
+    def held(loop, j):
+        return (getattr(loop, f"x{j}") if j else None,
+                [getattr(loop, f"w{j}_{i}") for i in range(count)])
+
+    unroll = prefetch if prefetch & (prefetch - 1) == 0 else 1
+    loop = T.range(0, k_tiles - prefetch, stages=2, unroll=unroll, name="kt", **carried)
+    for kt in loop:
+        tiles = [held(loop, j) for j in range(prefetch)] + [fetch(kt + prefetch)]
+        loop.acc = compute(kt % 2, tiles[0][1], dict(loop.acc))
+        a_smem.store(((kt + 1) % 2, 0, 0), tiles[1][0])
+        for j in range(prefetch):
+            if j:
+                setattr(loop, f"x{j}", tiles[j + 1][0])
+            for i in range(count):
+                setattr(loop, f"w{j}_{i}", tiles[j + 1][1][i])
+        T.barrier()
+    acc = dict(loop.acc)
+    tiles = [held(loop, j) for j in range(prefetch)]
+    for i in range(prefetch):
+        kt = k_tiles - prefetch + i
+        acc = compute(kt % 2, tiles[i][1], acc)
+        if i + 1 < prefetch:
+            a_smem.store(((kt + 1) % 2, 0, 0), tiles[i + 1][0])
+            T.barrier()
+    return acc
+
+
+def _copy_vector(rows: int, cols: int, size: int) -> int:
+    """Elements each of the 256 threads moves per load of a rows x cols tile: 16 bytes where
+    the tile splits into whole 16-byte loads, else the widest power of two that does (a
+    96-column fp8 tile: 6144 bytes, 8 per thread in 3 loads)."""
+    vector = 16 // size
+    while vector > 1 and (cols % vector or rows * cols % (256 * vector)):
+        vector //= 2
+    return vector
 
 
 def route(tokens: int, experts: int, block_m: int, rng) -> tuple[np.ndarray, ...]:

@@ -257,7 +257,10 @@ def trip_size(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, first: int)
 def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
                ) -> list[tuple[float, float, float]]:
     """Each tensor's (bytes, workgroups reading each of its bytes, workgroup-id distance
-    between consecutive readers) at `sizes` on `grid` (x fastest), for `model.past_l2`.
+    between consecutive readers) at `sizes` on `grid` (x fastest), for `model.past_l2`. The
+    bytes are those the grid can reach: a read through loaded data whose workgroups take
+    fewer values than there are (81 row blocks over 128 experts) reaches that share of the
+    tensor at most.
 
     A tensor whose first read's origin is a function of the program ids, sizes and loop
     variables is counted by evaluating that origin for every workgroup (`_sharing`: the
@@ -288,10 +291,12 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
         return int(evaluate(tensor.type.shape[axis], sizes))
 
     reads: dict[str, dict[int, float]] = {}      # tensor -> axis -> readers along it (0: none)
+    touched: dict[str, float] = {}               # tensor -> share of it any workgroup reads
 
     def record(tensor, exprs, spread: tuple[frozenset[int], float, int] | None = None) -> None:
         d, ld = deps(exprs)
         seen = reads.setdefault(tensor.name, {})
+        reached = 1.0
         for a in range(len(grid)):
             if a in d:
                 seen[a] = 0.0
@@ -300,8 +305,12 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
                 per, values = (spread[1], spread[2]) if spread and a in spread[0] else (1, 0)
                 share = grid[a] * per / values if values else 1.0
                 seen[a] = min(seen.get(a, share), max(1.0, share))
+                # the grid[a] workgroups take at most grid[a] x per of the values: the rest
+                # of the tensor (the weights of experts no block routes to) is never read
+                reached *= min(1.0, share)
             else:
                 seen.setdefault(a, float(grid[a]))
+        touched[tensor.name] = max(touched.get(tensor.name, 0.0), reached)
 
     scalar_values: dict[str, int] = {}
     evaluable: dict[str, tuple] = {}          # tensor -> the origin of its first plain read
@@ -339,7 +348,7 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
     out = []
     for t in ir.tensors:
         nbytes = float(math.prod(int(evaluate(e, sizes)) for e in t.type.shape)
-                       * ELEMENT_DTYPES[t.type.dtype].itemsize)
+                       * ELEMENT_DTYPES[t.type.dtype].itemsize) * touched.get(t.name, 1.0)
         along = reads.get(t.name)
         if not along:
             out.append((nbytes, 1.0, 0.0))
@@ -461,8 +470,9 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     workgroups = math.prod(real_grid)
     occ = occupancy_of(info, threads)
     first = min(plan(workgroups, occ, gpu).per_round, real_grid[0])
-    footprint = sum(math.prod(int(evaluate(e, sizes)) for e in t.type.shape)
-                    * ELEMENT_DTYPES[t.type.dtype].itemsize for t in ir.tensors)
+    # the bytes the launch can touch: every tensor, less what reads through loaded data
+    # (an expert id) cannot reach
+    footprint = sum(nbytes for nbytes, _, _ in readers_of(ir, real_grid, sizes))
     ids = {op.var.name: op.axis for op in ir.ops() if isinstance(op, O.ProgramId)}
     varying = [op for op in ir.ops() if isinstance(op, O.For)
                and {v.name for v in free_vars(op.start) | free_vars(op.stop)} & set(ids)]
@@ -847,9 +857,12 @@ def whole_workgroups(grid: Callable[..., tuple], sizes: dict, shape: dict, name:
 
 def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
     """Inputs for a timing sample: zeros, except index data that the kernel declares facts
-    about, which gets entries meeting them (spread over their range: `T.distinct` rows are
-    distinct, an expert id cycles through the experts), so gathered rows touch as many cache
-    lines as a real routing does, not one row over and over."""
+    about, which gets entries meeting them (spread over their range: an expert id cycles
+    through the experts), so gathered rows touch as many cache lines as a real routing does,
+    not one row over and over. A `T.distinct` table longer than its range holds each value of
+    the range once, spread evenly, and padding (`hi`, out of the range) between them, as a
+    routing pads each expert's rows to whole blocks: filling it with real rows would repeat
+    them, which the declaration rules out, and charge every padding row a real row's loads."""
     arrays = {t.name: np.zeros(tuple(int(evaluate(e, shape)) for e in t.type.shape),
                                ELEMENT_DTYPES[t.type.dtype]) for t in ir.tensors}
     for op in ir.ops():
@@ -860,9 +873,14 @@ def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
                       else (op.var.lo, op.var.hi))
         else:
             continue
-        data = arrays[op.tensor.name]
-        if hi > lo:
-            data.reshape(-1)[:] = lo + np.arange(data.size) % (hi - lo)
+        flat = arrays[op.tensor.name].reshape(-1)
+        if hi <= lo:
+            continue
+        if isinstance(op, O.Distinct) and flat.size > hi - lo:
+            flat[:] = hi
+            flat[np.arange(hi - lo) * flat.size // (hi - lo)] = np.arange(lo, hi)
+        else:
+            flat[:] = lo + np.arange(flat.size) % (hi - lo)
     return arrays
 
 

@@ -27,9 +27,11 @@ _FORMAT = 2                  # bump when the file layout changes
 
 @functools.cache
 def _producer_digest() -> str:
-    """Digest of the source that decides what a trace holds: the emulator and the ISA tables."""
+    """Digest of the source that decides what a trace holds: the emulator, the ISA tables and
+    `perf.sample`, which picks the sample's sizes and fills its inputs (`sample_inputs`)."""
     root = Path(__file__).resolve().parents[1]
-    files = sorted((root / "emu").glob("*.py")) + sorted(root.glob("*.py"))
+    files = (sorted((root / "emu").glob("*.py")) + sorted(root.glob("*.py"))
+             + [root / "perf" / "sample.py"])
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + path.read_bytes())
