@@ -992,6 +992,7 @@ def route(model, example_inputs) -> Plan:
             env[node] = attrs.evolve(env[node], shape=shape) if env[node].row is None \
                 and env[node].mm is None else env[node]
     out_shape = tuple(router.buffers[output])
+    router.steps = _fold_affine_pools(router.steps, output, router.buffers)
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_pools(router.steps, output)
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
@@ -1080,7 +1081,9 @@ def _sole_conv(steps: list, i: int, source: str, output: str) -> int | None:
     producers = [j for j, s in enumerate(steps[:i]) if s is not None and s.output == source
                  and isinstance(s.template, Conv)]
     readers = [s for s in steps if s is not None and any(b == source for _, b in s.inputs)]
-    if not producers or len(readers) != 1 or source == output:
+    if not producers or len(readers) != 1 or source == output or \
+            steps[producers[0]].template.stats:
+        # (statistics are of what the convolution stores, and last in its epilogue)
         return None
     return producers[0]
 
@@ -1193,6 +1196,92 @@ def _fuse_conv_pools(steps: list, output: str) -> list:
             conv, epilogue=(*conv.epilogue, f"pool_{pool.kind}")), output=step.output)
         steps[i] = None
     return [s for s in steps if s is not None]
+
+
+def _affine_in(e: Expr, leaf: Expr) -> bool:
+    """Is `e` an affine function of `leaf` (alpha * leaf + beta, alpha and beta free of it)?"""
+    if leaf not in _subexprs(e):
+        return True
+    if e == leaf:
+        return True
+    if e[0] == "bin" and e[1] in ("add", "sub"):
+        return _affine_in(e[2], leaf) and _affine_in(e[3], leaf)
+    if e[0] == "bin" and e[1] == "mul":
+        free = [x for x in e[2:4] if leaf not in _subexprs(x)]
+        return bool(free) and all(_affine_in(x, leaf) for x in e[2:4])
+    return False
+
+
+def _subexprs(e: Expr) -> list:
+    out, stack = [], [e]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if node[0] in ("un", "bin", "where"):
+            stack.extend(x for x in node[1:] if isinstance(x, tuple))
+    return out
+
+
+def _fold_affine_pools(steps: list, output: str, shapes: dict) -> list:
+    """A broadcast that is an affine map of one full tensor per (A, B) plane (y = alpha * x +
+    beta, alpha and beta constant along C, the planes' spatial positions: a batch, group or
+    instance norm's (x - mean) * inv * w + b) read only by an average pool without padding
+    (every window full) over those planes commutes with it: pool(alpha * x + beta) =
+    alpha * pool(x) + beta. The pool then reads x and the map runs on the pooled tensor, so
+    the full-size normalised tensor is never written nor read (KernelBench Level 2 72: a
+    batch norm's output of 1 GB before two average pools). Repeated, the map moves past
+    every such pool."""
+    steps = list(steps)
+    moved = True
+    while moved:
+        moved = False
+        for i, step in enumerate(steps):
+            if not isinstance(step.template, Broadcast) or step.output == output:
+                continue
+            kinds, views, buffers = dict(step.template.kinds), dict(step.views), \
+                dict(step.inputs)
+            full = [leaf for leaf, kind in kinds.items() if kind == "abc"]
+            if len(full) != 1 or any("c" in kind for leaf, kind in kinds.items()
+                                     if leaf != full[0]):
+                continue
+            readers = [j for j, s in enumerate(steps) if s.template != "view" and
+                       any(b == step.output for _, b in s.inputs)]
+            views_of = [j for j, s in enumerate(steps) if s.template == "view" and
+                        s.inputs[0][1] == step.output]
+            if len(readers) != 1 or views_of:
+                continue
+            j = readers[0]
+            pool = steps[j].template
+            source = buffers[full[0]]
+            a, b, c = views[step.output]
+            shape = shapes[step.output]
+            if not isinstance(pool, Pool) or pool.kind != "avg" or max(pool.padding) > 0 or \
+                    len(shape) != pool.dims + 2 or c != _numel(shape[2:]) or \
+                    not _affine_in(step.template.expr, ("leaf", full[0])) or \
+                    shapes[source] != shape:
+                continue
+            pooled = shapes[steps[j].output]
+            inner = f"{steps[j].output}_x"
+            shapes[inner] = pooled
+            view = (a, b, _numel(pooled[2:]))
+            first = attrs.evolve(steps[j], inputs=((steps[j].inputs[0][0], source),),
+                                 output=inner)
+            template = attrs.evolve(step.template, **broadcast_tile(view))
+            second = attrs.evolve(step, template=template,
+                                  inputs=tuple((leaf, inner if leaf == full[0] else buf)
+                                               for leaf, buf in step.inputs),
+                                  views=tuple((n, view if n in (source, step.output) else v)
+                                              for n, v in step.views if n != source) +
+                                  ((inner, view),),
+                                  output=steps[j].output)
+            second = attrs.evolve(second, views=tuple(
+                (n, v) for n, v in second.views if n != step.output) +
+                ((steps[j].output, view),))
+            steps[j:j + 1] = [first, second]
+            del steps[i]
+            moved = True
+            break
+    return steps
 
 
 def _renamed(e: Expr, names: dict) -> Expr:
@@ -1732,6 +1821,61 @@ class _Handlers:
         return mean, self.unary(self.combine("add", var, float(eps)),
                                 lambda e: un("rcp", un("sqrt", e)))
 
+    def _conv_moments(self, x, per_sample: bool, groups: int, eps: float):
+        """(mean, 1 / sqrt(var + eps)) of `x` (N, C, spatial) per channel (a batch norm,
+        `per_sample` False), or per sample and group of C / `groups` channels (group norm;
+        instance norm at `groups` = C), of shapes (1, C) and (N, groups), taken in the
+        epilogue of the convolution that writes `x`: it stores each tile's count, mean and
+        M2 as it stores x ("stats"), and `Moments` launches combine them (Chan's formula,
+        robust where |mean| >> std), so x is never read back for its statistics. None when
+        x is not a convolution's output the epilogue can take them of (a pooled or reduced
+        one, the FMA engine's, or an epilogue past a wave's registers)."""
+        from argus.kernelbench.templates import Moments, conv_fits
+        from argus.kernels.conv import MOMENT_CHUNK
+
+        if not isinstance(x, Val) or x.expr[0] != "leaf" or x.space != "full" or \
+                x.row is not None or x.mm is not None or len(x.shape) < 3:
+            return None
+        source = x.expr[1]
+        at = [j for j, s in enumerate(self.r.steps) if s.output == source]
+        if not at or not isinstance(self.r.steps[at[0]].template, Conv) or \
+                self.r.buffers[source] != x.shape:
+            return None
+        step = self.r.steps[at[0]]
+        conv = step.template
+        if conv.pooled or conv.rows or conv.stats or (not per_sample and conv.groups < 1):
+            return None
+        stats = attrs.evolve(conv, epilogue=(*conv.epilogue, ("stats", True)))
+        if stats.fitted()[0] == "fma" or not conv_fits(stats):
+            return None
+        n, c = x.shape[0], x.shape[1]
+        x_in = self.r.buffers[dict(step.inputs)["x"]]
+        slots = _numel(stats.stats_shape(n, x_in[2:])[2:])
+        partials = self.r.fresh((3, n, slots, c))
+        self.r.steps[at[0]] = attrs.evolve(step, template=stats,
+                                           inputs=(*step.inputs, ("S", partials)))
+        # (planes, O, R, M, Q): over the images and slots per channel, or over the slots
+        # and a group's channels per image
+        o, r, m, q = (1, n * slots, c, 1) if not per_sample else \
+            (n, slots, groups, c // groups)
+        view = (3, o, r, m, q)
+        while r > MOMENT_CHUNK:             # chunks of rows combined, until few are left
+            chunks = -(-r // MOMENT_CHUNK)
+            out = self.r.fresh((3, o, chunks, m, 1))
+            self.r.steps.append(Step(Moments("", float(eps), MOMENT_CHUNK),
+                                     (("P", partials),), (), out,
+                                     ((partials, view), (out, (3, o, chunks, m, 1)))))
+            partials, view, r, q = out, (3, o, chunks, m, 1), chunks, 1
+        results = []
+        for finish in ("mean", "inv"):
+            out = self.r.fresh((o, m))
+            self.r.steps.append(Step(Moments(finish, float(eps), MOMENT_CHUNK),
+                                     (("P", partials),), (), out,
+                                     ((partials, view), (out, (o, m)))))
+            results.append(self.r.leaf(out))
+        self.r.valu_flops += _numel(x.shape)
+        return tuple(results)
+
     def _per_channel(self, out, shape, weight, bias):
         """`out` (of `shape`, channels on axis 1) times `weight`, plus `bias`: broadcasts of
         the (C,) vectors, viewed as (C, 1, ...)."""
@@ -1757,14 +1901,20 @@ class _Handlers:
         shape = x.shape
         if len(shape) < 2 or shape[1] % num_groups:
             raise Unsupported(f"group norm of {list(shape)} in {num_groups} groups")
+        moments = self._conv_moments(x, True, num_groups, eps) if len(shape) > 2 else None
         if len(shape) > 2:
-            # (N, G, C/G * spatial but the last, the last spatial axis): the few long rows
-            # of a group norm over feature maps, reduced in stages (`_reduce_staged`: the
-            # first strided, lanes along the last axis) so they spread over the machine
             n, c, per = shape[0], shape[1], shape[1] // num_groups
-            grouped = self._reshaped(x, (n, num_groups, _numel(shape[1:-1]) // num_groups,
-                                         shape[-1]))
-            mean, inv = self._moments(grouped, (2, 3), eps, staged=True)
+            if moments is not None:
+                # the statistics per (sample, group) from the convolution's epilogue
+                mean, inv = (self._reshaped(v, (n, num_groups, 1, 1)) for v in moments)
+            else:
+                # (N, G, C/G * spatial but the last, the last spatial axis): the few long
+                # rows of a group norm over feature maps, reduced in stages
+                # (`_reduce_staged`: the first strided, lanes along the last axis) so they
+                # spread over the machine
+                grouped = self._reshaped(x, (n, num_groups,
+                                             _numel(shape[1:-1]) // num_groups, shape[-1]))
+                mean, inv = self._moments(grouped, (2, 3), eps, staged=True)
 
             def per_channel(stat):
                 # a group's value repeated for each of its channels: (N, C, 1, ...), so the
@@ -1792,6 +1942,13 @@ class _Handlers:
         weight, bias = self._affine_params(module, path, params)
         if module.training or not module.track_running_stats:
             dims = (0,) + tuple(range(2, len(shape)))
+            moments = self._conv_moments(x, False, shape[1], eps)
+            if moments is not None:
+                # the statistics from the convolution's epilogue, (1, C) as (C, 1, ...)
+                view = (shape[1],) + (1,) * (len(shape) - 2)
+                mean, inv = (self._reshaped(v, view) for v in moments)
+                out = self.combine("mul", self.combine("sub", x, mean), inv)
+                return self._per_channel(out, shape, weight, bias)
             out = self._normalised(x, dims, eps)
             if out.row is not None:
                 out = self.r.leaf(self.r.buffer(out))
@@ -1810,6 +1967,11 @@ class _Handlers:
             raise Unsupported("instance norm with affine weights or running statistics")
         dims = tuple(range(2, len(x.shape)))
         eps = module.eps if module is not None else kw.get("eps", 1e-5)
+        moments = self._conv_moments(x, True, x.shape[1], eps)
+        if moments is not None:
+            view = x.shape[:2] + (1,) * (len(x.shape) - 2)
+            mean, inv = (self._reshaped(v, view) for v in moments)
+            return self.combine("mul", self.combine("sub", x, mean), inv)
         mean = self.reduce(x, "sum", dims, True, mean=True)
         centred = self.combine("sub", x, mean)
         var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,

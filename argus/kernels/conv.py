@@ -1592,9 +1592,9 @@ def pool_check_sizes(dims: int, params: dict, trial: int) -> dict:
     return sizes
 
 
-#: partial statistics a lane of `moments_kernel`'s first stage combines in turn (its second
-#: stage then reads cdiv(R, MOMENT_CHUNK) of them per output)
-MOMENT_CHUNK = 256
+#: partial statistics a lane of `moments_kernel` combines a pass, unrolled (a stage leaves
+#: cdiv(R, MOMENT_CHUNK) of them per output for the next)
+MOMENT_CHUNK = 8
 MOMENT_FINISH = ("", "mean", "inv")
 
 
@@ -1634,21 +1634,30 @@ def _moments_body(finish, P, Y, *, chunk, eps):
         T.assume(Y.shape[0].eq(MOMENT_PLANES))
         T.assume(Y.shape[4].eq(1))
     zero = T.zeros(spec)
-    rows = T.range(0, R if finish else chunk, name="r",
-                   acc={"n": zero, "mean": zero, "m2": zero})
-    for j in rows:
-        r = j if finish else c * chunk + j
-        inner = T.range(0, Q, name="q", acc=rows.acc)
+
+    def combine(acc, r, q):
+        nb, mb, m2b = (P.load((k, o, r, m0, q), spec, axes=(2, 3), guard=True)
+                       for k in range(MOMENT_PLANES))
+        na, ma, m2a = acc["n"], acc["mean"], acc["m2"]
+        n = na + nb
+        w = nb * T.rcp(T.maximum(n, T.full(spec, 1.0)))
+        delta = mb - ma
+        return {"n": n, "mean": ma + delta * w, "m2": m2a + m2b + delta * delta * na * w}
+
+    # `chunk` rows unrolled a pass, so their loads are in flight together (a runtime loop
+    # over rows waited on each load in turn: 145 us for 256 rows, modelled); a stage takes
+    # one pass, the finish as many as cover R
+    blocks = T.range(0, T.cdiv(R, chunk) if finish else 1, name="b",
+                     acc={"n": zero, "mean": zero, "m2": zero})
+    for b in blocks:
+        inner = T.range(0, Q, name="q", acc=blocks.acc)
         for q in inner:
-            nb, mb, m2b = (P.load((k, o, r, m0, q), spec, axes=(2, 3), guard=True)
-                           for k in range(MOMENT_PLANES))
-            na, ma, m2a = inner.acc["n"], inner.acc["mean"], inner.acc["m2"]
-            n = na + nb
-            w = nb * T.rcp(T.maximum(n, T.full(spec, 1.0)))
-            delta = mb - ma
-            inner.acc = {"n": n, "mean": ma + delta * w, "m2": m2a + m2b + delta * delta * na * w}
-        rows.acc = inner.acc
-    acc = rows.acc
+            acc = inner.acc
+            for j in range(chunk):
+                acc = combine(acc, (b if finish else c) * chunk + j, q)
+            inner.acc = acc
+        blocks.acc = inner.acc
+    acc = blocks.acc
     if not finish:
         for k, plane in enumerate((acc["n"], acc["mean"], acc["m2"])):
             Y.store((k, o, c, m0, 0), plane, axes=(2, 3), guard=True)
