@@ -131,6 +131,11 @@ class Router:
         self.reduced: dict = {}
         self.words: list[str] = []
         self.bytes: list[str] = []
+        #: whether a norm's statistics may fuse the elementwise chain before it into the
+        #: convolution's epilogue (`_Core._conv_moments`), and the convolution outputs no
+        #: longer written because they did
+        self.chain_stats = True
+        self.unwritten: set[str] = set()
 
     # ------------------------------------------------------------------ buffers and steps
     def fresh(self, shape) -> str:
@@ -904,9 +909,11 @@ def _no_progress_monitor():
         tqdm.monitor_interval = saved
 
 
-def route(model, example_inputs) -> Plan:
+def route(model, example_inputs, chain_stats: bool = True) -> Plan:
     """Trace `model` at the shapes of `example_inputs` (real or meta tensors) and plan its
-    launches."""
+    launches. `chain_stats`: a norm after a convolution and an elementwise chain may fuse
+    the chain into the convolution's epilogue to take its statistics there; a plan where
+    a later op then reads the convolution's own output is traced again without."""
     import torch
     from torch.fx import symbolic_trace
     from torch.fx.passes.shape_prop import ShapeProp
@@ -919,6 +926,7 @@ def route(model, example_inputs) -> Plan:
     with torch.no_grad(), _no_progress_monitor():
         ShapeProp(graph).propagate(*example_inputs)
     router = Router(model, example_inputs)
+    router.chain_stats = chain_stats
     interp = Interpreter(router, model)
     env: dict = {}
     inputs: list[str] = []
@@ -991,6 +999,9 @@ def route(model, example_inputs) -> Plan:
                                   f"route's {list(env[node].shape)}")
             env[node] = attrs.evolve(env[node], shape=shape) if env[node].row is None \
                 and env[node].mm is None else env[node]
+    if router.unwritten & ({b for s in router.steps for _, b in s.inputs} | {output}):
+        # a chain fused for a norm's statistics, but the convolution's output is read too
+        return route(model, example_inputs, chain_stats=False)
     out_shape = tuple(router.buffers[output])
     router.steps = _fold_affine_pools(router.steps, output, router.buffers)
     router.steps = _fold_affine_means(router.steps, output, router)
@@ -1286,15 +1297,34 @@ def _fold_affine_pools(steps: list, output: str, shapes: dict) -> list:
     return steps
 
 
+def _moment_stages(router: Router, partials: str, view: tuple) -> tuple[str, tuple]:
+    """`Moments` stages appended to `router`'s steps combining chunks of MOMENT_CHUNK rows of
+    the partials `partials` (viewed as (planes, O, R, M, Q)) until at most MOMENT_CHUNK are
+    left; at least one, so every size of a problem launches the same kernels. Returns the
+    last partials and their view."""
+    from argus.kernelbench.templates import Moments
+    from argus.kernels.conv import MOMENT_CHUNK
+
+    planes, o, r, m, _ = view
+    while True:
+        chunks = -(-r // MOMENT_CHUNK)
+        out = router.fresh((planes, o, chunks, m, 1))
+        router.steps.append(Step(Moments("", 1e-5, MOMENT_CHUNK), (("P", partials),), (),
+                                 out, ((partials, view), (out, (planes, o, chunks, m, 1)))))
+        partials, view, r = out, (planes, o, chunks, m, 1), chunks
+        if r <= MOMENT_CHUNK:
+            return partials, view
+
+
 def _fold_affine_means(steps: list, output: str, router: Router) -> list:
     """A broadcast that is an affine map per (A, B) plane of a convolution's output x (as in
     `_fold_affine_pools`: y = alpha * x + beta, constant along the plane's positions) read
-    only by a row program summing whole rows of planes (a mean over every axis but the
-    batch: sum(y * 1/(planes * S))) folds into the plane means: the sum over a plane of
-    alpha * x + beta is S * (alpha * mean(x) + beta), and mean(x) per (sample, channel) comes
-    from the convolution's partial statistics (`Router`'s `_conv_moments`), so the map runs
-    on (N, C) values and the row program sums C of them with 1/planes: nothing of x's size
-    is read back (KernelBench Level 2 23: a group norm then the mean)."""
+    only by a row program summing whole planes a row (a mean over every axis but the batch,
+    sum(y * 1/(planes * S)), or over the positions alone) folds into the plane means: the
+    sum over a plane of alpha * x + beta is S * (alpha * mean(x) + beta), and mean(x) per
+    (sample, channel) comes from the convolution's partial statistics, so the map runs on
+    (N, C) values and the row program sums a row's planes with 1/planes: nothing of x's
+    size is read back (KernelBench Level 2 23: a group norm then the mean)."""
     from argus.kernelbench.templates import Moments
     from argus.kernels.conv import MOMENT_CHUNK
 
@@ -1318,11 +1348,13 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
             continue
         j = readers[0]
         program = steps[j].template
+        rows, length, _ = dict(steps[j].views).get(step.output, (0, 0, 0))
         if not isinstance(program, RowProgram) or program.strided or program.full_output \
                 or program.per_row or program.indices or len(program.stats) != 1 or \
-                program.inputs != [step.output] or \
-                dict(steps[j].views).get(step.output) != (shape[0], _numel(shape[1:]), 1):
+                program.inputs != [step.output] or length % c or \
+                rows * (length // c) != shape[0] * shape[1]:
             continue
+        per_row = length // c               # whole planes a row sums
         fn, e = program.stats[0]
         vec = e[3] if e[0] == "bin" and e[1] == "mul" and e[2] == ("leaf", step.output) \
             else None
@@ -1332,14 +1364,10 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
         # the per-(sample, channel) means of x from the convolution's partials
         partials = dict(convs[0].inputs)["S"]
         _, _, slots, _ = router.buffers[partials]
-        head: list = []
-        view, r = (3, n, slots, planes, 1), slots
-        while r > MOMENT_CHUNK:
-            chunks = -(-r // MOMENT_CHUNK)
-            out = router.fresh((3, n, chunks, planes, 1))
-            head.append(Step(Moments("", 1e-5, MOMENT_CHUNK), (("P", partials),), (), out,
-                             ((partials, view), (out, (3, n, chunks, planes, 1)))))
-            partials, view, r = out, (3, n, chunks, planes, 1), chunks
+        at = len(router.steps)
+        partials, view = _moment_stages(router, partials, (3, n, slots, planes, 1))
+        head: list = router.steps[at:]
+        del router.steps[at:]
         means = router.fresh((n, planes))
         head.append(Step(Moments("mean", 1e-5, MOMENT_CHUNK), (("P", partials),), (), means,
                          ((partials, view), (means, (n, planes)))))
@@ -1353,12 +1381,12 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
             views=tuple((x, v) for x, v in step.views if x not in (source, step.output)) +
             ((means, plane_view), (mapped, plane_view)), output=mapped))
         # the row program over the planes: each stands for S equal values
-        fill = router.vec_fill(router.fills[vec[1]] * c, planes)
+        fill = router.vec_fill(router.fills[vec[1]] * c, per_row)
         stat = ("sum", bin_("mul", ("leaf", mapped), ("vec", fill)))
-        summed = attrs.evolve(program, stats=(stat,), **row_tile(False, planes, n, 1))
+        summed = attrs.evolve(program, stats=(stat,), **row_tile(False, per_row, rows, 1))
         head.append(attrs.evolve(
             steps[j], template=summed, inputs=((mapped, mapped),), vectors=((fill, fill),),
-            views=((mapped, (n, planes, 1)), (steps[j].output, (n, 1)))))
+            views=((mapped, (rows, per_row, 1)), (steps[j].output, (rows, 1)))))
         steps[j:j + 1] = head
         del steps[i]
         return _fold_affine_means(steps, output, router)
@@ -1913,20 +1941,26 @@ class _Handlers:
                                 lambda e: un("rcp", un("sqrt", e)))
 
     def _conv_moments(self, x, per_sample: bool, groups: int, eps: float):
-        """(mean, 1 / sqrt(var + eps)) of `x` (N, C, spatial) per channel (a batch norm,
+        """(mean, 1 / sqrt(var + eps), x) of `x` (N, C, spatial) per channel (a batch norm,
         `per_sample` False), or per sample and group of C / `groups` channels (group norm;
         instance norm at `groups` = C), of shapes (1, C) and (N, groups), taken in the
         epilogue of the convolution that writes `x`: it stores each tile's count, mean and
         M2 as it stores x ("stats"), and `Moments` launches combine them (Chan's formula,
-        robust where |mean| >> std), so x is never read back for its statistics. None when
+        robust where |mean| >> std), so x is never read back for its statistics; x is
+        returned as the buffer the convolution writes (an elementwise chain of its output
+        joins its epilogue, `_chain_into_conv`). None when
         x is not a convolution's output the epilogue can take them of (a pooled or reduced
         one, the FMA engine's, or an epilogue past a wave's registers)."""
         from argus.kernelbench.templates import Moments, conv_fits
         from argus.kernels.conv import MOMENT_CHUNK
 
-        if not isinstance(x, Val) or x.expr[0] != "leaf" or x.space != "full" or \
-                x.row is not None or x.mm is not None or len(x.shape) < 3:
+        if not isinstance(x, Val) or x.space != "full" or x.row is not None or \
+                x.mm is not None or len(x.shape) < 3:
             return None
+        if x.expr[0] != "leaf":
+            x = self._chain_into_conv(x)
+            if x is None:
+                return None
         source = x.expr[1]
         at = [j for j, s in enumerate(self.r.steps) if s.output == source]
         if not at or not isinstance(self.r.steps[at[0]].template, Conv) or \
@@ -1949,23 +1983,50 @@ class _Handlers:
         # and a group's channels per image
         o, r, m, q = (1, n * slots, c, 1) if not per_sample else \
             (n, slots, groups, c // groups)
-        view = (3, o, r, m, q)
-        while r > MOMENT_CHUNK:             # chunks of rows combined, until few are left
-            chunks = -(-r // MOMENT_CHUNK)
-            out = self.r.fresh((3, o, chunks, m, 1))
-            self.r.steps.append(Step(Moments("", float(eps), MOMENT_CHUNK),
-                                     (("P", partials),), (), out,
-                                     ((partials, view), (out, (3, o, chunks, m, 1)))))
-            partials, view, r, q = out, (3, o, chunks, m, 1), chunks, 1
+        partials, view = _moment_stages(self.r, partials, (3, o, r, m, q))
         results = []
         for finish in ("mean", "inv"):
             out = self.r.fresh((o, m))
-            self.r.steps.append(Step(Moments(finish, float(eps), MOMENT_CHUNK),
+            # (eps is the inverse's alone: every mean is one kernel)
+            self.r.steps.append(Step(Moments(finish, float(eps) if finish == "inv" else 1e-5,
+                                             MOMENT_CHUNK),
                                      (("P", partials),), (), out,
                                      ((partials, view), (out, (o, m)))))
             results.append(self.r.leaf(out))
         self.r.valu_flops += _numel(x.shape)
-        return tuple(results)
+        return results[0], results[1], x
+
+    def _chain_into_conv(self, x):
+        """`x`, an elementwise chain of one convolution's output alone (a scale, an
+        activation), as the convolution's own output: the chain joins its epilogue, so the
+        statistics a "stats" step takes are of x. None when x is another expression, the
+        output is read already, or the route runs without (`Router.chain_stats`)."""
+        from argus.kernelbench.templates import conv_fits
+
+        names = leaves(x.expr, "leaf")
+        if not self.r.chain_stats or not _chain(x) or len(set(names)) != 1 or \
+                leaves(x.expr, "vec") or leaves(x.expr, "idx"):
+            return None
+        source = names[0]
+        at = [j for j, s in enumerate(self.r.steps) if s.output == source]
+        if not at or not isinstance(self.r.steps[at[0]].template, Conv) or \
+                self.r.buffers[source] != x.shape or \
+                any(b == source for s in self.r.steps for _, b in s.inputs):
+            return None
+        step = self.r.steps[at[0]]
+        conv = step.template
+        if conv.pooled or conv.rows or conv.stats:
+            return None
+        chain = epilogue_steps(x.expr, ("leaf", source)) or [
+            ("expr", _renamed(x.expr, {("leaf", source): ("leaf", "y")}))]
+        fused = attrs.evolve(conv, epilogue=(*conv.epilogue, *map(_step_tuple, chain)))
+        probe = attrs.evolve(fused, epilogue=(*fused.epilogue, ("stats", True)))
+        if probe.fitted()[0] == "fma" or not conv_fits(probe):
+            return None
+        out = self.r.fresh(x.shape)
+        self.r.steps[at[0]] = attrs.evolve(step, template=fused, output=out)
+        self.r.unwritten.add(source)
+        return self.r.leaf(out)
 
     def _per_channel(self, out, shape, weight, bias):
         """`out` (of `shape`, channels on axis 1) times `weight`, plus `bias`: broadcasts of
@@ -1997,7 +2058,8 @@ class _Handlers:
             n, c, per = shape[0], shape[1], shape[1] // num_groups
             if moments is not None:
                 # the statistics per (sample, group) from the convolution's epilogue
-                mean, inv = (self._reshaped(v, (n, num_groups, 1, 1)) for v in moments)
+                mean, inv = (self._reshaped(v, (n, num_groups, 1, 1)) for v in moments[:2])
+                x = moments[2]
             else:
                 # (N, G, C/G * spatial but the last, the last spatial axis): the few long
                 # rows of a group norm over feature maps, reduced in stages
@@ -2037,8 +2099,8 @@ class _Handlers:
             if moments is not None:
                 # the statistics from the convolution's epilogue, (1, C) as (C, 1, ...)
                 view = (shape[1],) + (1,) * (len(shape) - 2)
-                mean, inv = (self._reshaped(v, view) for v in moments)
-                out = self.combine("mul", self.combine("sub", x, mean), inv)
+                mean, inv = (self._reshaped(v, view) for v in moments[:2])
+                out = self.combine("mul", self.combine("sub", moments[2], mean), inv)
                 return self._per_channel(out, shape, weight, bias)
             out = self._normalised(x, dims, eps)
             if out.row is not None:
@@ -2061,8 +2123,8 @@ class _Handlers:
         moments = self._conv_moments(x, True, x.shape[1], eps)
         if moments is not None:
             view = x.shape[:2] + (1,) * (len(x.shape) - 2)
-            mean, inv = (self._reshaped(v, view) for v in moments)
-            return self.combine("mul", self.combine("sub", x, mean), inv)
+            mean, inv = (self._reshaped(v, view) for v in moments[:2])
+            return self.combine("mul", self.combine("sub", moments[2], mean), inv)
         mean = self.reduce(x, "sum", dims, True, mean=True)
         centred = self.combine("sub", x, mean)
         var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,
