@@ -1297,23 +1297,29 @@ def _fold_affine_pools(steps: list, output: str, shapes: dict) -> list:
     return steps
 
 
+#: the rows a `Moments` stage leaves: the first stage about STAGE_ROWS[0] per output, the
+#: second at most STAGE_ROWS[1], which the finish walks
+STAGE_ROWS = (4096, 64)
+
+
 def _moment_stages(router: Router, partials: str, view: tuple) -> tuple[str, tuple]:
-    """`Moments` stages appended to `router`'s steps combining chunks of MOMENT_CHUNK rows of
-    the partials `partials` (viewed as (planes, O, R, M, Q)) until at most MOMENT_CHUNK are
-    left; at least one, so every size of a problem launches the same kernels. Returns the
-    last partials and their view."""
+    """Two `Moments` stages appended to `router`'s steps, each combining spans of rows of
+    the partials `partials` (viewed as (planes, O, R, M, Q)) so that about STAGE_ROWS are
+    left (the span a size-dependent choice, so every size launches the same steps).
+    Returns the last partials and their view."""
     from argus.kernelbench.templates import Moments
     from argus.kernels.conv import MOMENT_CHUNK
 
     planes, o, r, m, _ = view
-    while True:
-        chunks = -(-r // MOMENT_CHUNK)
+    for left in STAGE_ROWS:
+        span = max(1, -(-r // (MOMENT_CHUNK * left)))
+        chunks = -(-r // (MOMENT_CHUNK * span))
         out = router.fresh((planes, o, chunks, m, 1))
-        router.steps.append(Step(Moments("", 1e-5, MOMENT_CHUNK), (("P", partials),), (),
-                                 out, ((partials, view), (out, (planes, o, chunks, m, 1)))))
+        router.steps.append(Step(Moments("", 1e-5, MOMENT_CHUNK, span), (("P", partials),),
+                                 (), out, ((partials, view),
+                                           (out, (planes, o, chunks, m, 1)))))
         partials, view, r = out, (planes, o, chunks, m, 1), chunks
-        if r <= MOMENT_CHUNK:
-            return partials, view
+    return partials, view
 
 
 def _fold_affine_means(steps: list, output: str, router: Router) -> list:

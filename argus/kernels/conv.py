@@ -1613,7 +1613,7 @@ def moments_kernel(finish: str = "") -> T.KernelDef:
     annotations = {"P": Tensor("f32", "K3", "O", "R", "M", "Q"),
                    "Y": Tensor("f32", "K3", "O", "C", "M", "ONE") if not finish else
                    Tensor("f32", "O", "M")}
-    params = {"chunk": MOMENT_CHUNK, "eps": 1e-5}
+    params = {"chunk": MOMENT_CHUNK, "eps": 1e-5, "span": 1}
 
     def moments(P, Y, **chosen):
         _moments_body(finish, P, Y, **chosen)
@@ -1622,13 +1622,14 @@ def moments_kernel(finish: str = "") -> T.KernelDef:
                    moments_kernel.__doc__, annotations, params, 1)
 
 
-def _moments_body(finish, P, Y, *, chunk, eps):
-    if not isinstance(chunk, int) or chunk < 1:
-        raise ArgusError(f"moments_kernel chunk={chunk!r}", fix="give a whole number >= 1")
+def _moments_body(finish, P, Y, *, chunk, eps, span):
+    if not isinstance(chunk, int) or chunk < 1 or not isinstance(span, int) or span < 1:
+        raise ArgusError(f"moments_kernel chunk={chunk!r}, span={span!r}",
+                         fix="give whole numbers >= 1")
     K3, O, R, M, Q = P.shape
     T.assume(K3.eq(MOMENT_PLANES))
     spec = T.rows_layout((1, 64), 1)
-    T.grid(T.cdiv(M, 64), 1 if finish else T.cdiv(R, chunk), O)
+    T.grid(T.cdiv(M, 64), 1 if finish else T.cdiv(R, chunk * span), O)
     m0, c, o = T.program_id(0) * 64, T.program_id(1), T.program_id(2)
     if not finish:
         T.assume(Y.shape[0].eq(MOMENT_PLANES))
@@ -1646,15 +1647,15 @@ def _moments_body(finish, P, Y, *, chunk, eps):
 
     # `chunk` rows unrolled a pass, so their loads are in flight together (a runtime loop
     # over rows waited on each load in turn: 145 us for 256 rows, modelled); a stage takes
-    # one pass, the finish as many as cover R
-    blocks = T.range(0, T.cdiv(R, chunk) if finish else 1, name="b",
+    # `span` passes, the finish as many as cover R
+    blocks = T.range(0, T.cdiv(R, chunk) if finish else span, name="b",
                      acc={"n": zero, "mean": zero, "m2": zero})
     for b in blocks:
         inner = T.range(0, Q, name="q", acc=blocks.acc)
         for q in inner:
             acc = inner.acc
             for j in range(chunk):
-                acc = combine(acc, (b if finish else c) * chunk + j, q)
+                acc = combine(acc, (b if finish else c * span + b) * chunk + j, q)
             inner.acc = acc
         blocks.acc = inner.acc
     acc = blocks.acc
