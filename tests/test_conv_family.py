@@ -590,8 +590,8 @@ def test_a_stats_step_gives_robust_moments_where_the_mean_is_1e4_stds():
     got = from_phase_view(y, out).astype(np.float64).reshape(-1, ocg)
     assert got.std(0).max() * 1e4 < 2 * np.abs(got.mean(0)).min()      # |mean| >> std
     parts = s.reshape(MOMENT_PLANES, 1, -1, ocg, 1)                   # (planes, O, R, M, Q)
-    chunks = np.zeros((MOMENT_PLANES, 1, -(-parts.shape[2] // 8), ocg, 1), np.float32)
-    argus.compile(moments_kernel(""), chunk=8).run(parts, chunks, check="strict")
+    chunks = np.zeros((MOMENT_PLANES, 1, -(-parts.shape[2] // 16), ocg, 1), np.float32)
+    argus.compile(moments_kernel(""), chunk=8, span=2).run(parts, chunks, check="strict")
     mean, inv = np.zeros((1, ocg), np.float32), np.zeros((1, ocg), np.float32)
     argus.compile(moments_kernel("mean"), chunk=8).run(chunks, mean, check="strict")
     argus.compile(moments_kernel("inv"), chunk=8, eps=1e-5).run(chunks, inv,

@@ -289,7 +289,7 @@ class Scan:
 #: computes: a scaled plan may take the published plan's values of these
 #: (`harness.pinned`); the fields `argus tune kernelbench:` searches (`tune.KNOBS`) are some
 CHOICES = frozenset({"waves", "rows", "cols", "vector", "online", "tile", "tiles", "engine",
-                     "block_k", "reps", "split", "precision", "r_waves", "span"})
+                     "block_k", "reps", "split", "precision", "r_waves"})
 
 
 # ------------------------------------------------------------------------------ row program
@@ -1355,16 +1355,14 @@ class Moments:
     finish: str = ""
     eps: float = 1e-5
     chunk: int = 8
-    #: a stage's runs of `chunk` rows per workgroup (a size-dependent choice)
-    span: int = 1
 
     def kernel(self) -> KernelDef:
-        return _moments_variant(self.finish, self.chunk, float(self.eps), self.span)
+        return _moments_variant(self.finish, self.chunk, float(self.eps))
 
 
 @functools.cache
-def _moments_variant(finish: str, chunk: int, eps: float, span: int) -> KernelDef:
+def _moments_variant(finish: str, chunk: int, eps: float) -> KernelDef:
     from argus.kernels.conv import moments_kernel
 
     base = moments_kernel(finish)
-    return _bound(base, base.name, {"chunk": chunk, "eps": eps, "span": span})
+    return _bound(base, base.name, {"chunk": chunk, "eps": eps})

@@ -1595,6 +1595,9 @@ def pool_check_sizes(dims: int, params: dict, trial: int) -> dict:
 #: partial statistics a lane of `moments_kernel` combines a pass, unrolled (a stage leaves
 #: cdiv(R, MOMENT_CHUNK) of them per output for the next)
 MOMENT_CHUNK = 8
+#: the runs of MOMENT_CHUNK rows a workgroup of a `moments_kernel` stage combines in turn (one
+#: value for every size, so a problem's sizes all launch the same kernels)
+MOMENT_SPAN = 16
 MOMENT_FINISH = ("", "mean", "inv")
 
 
@@ -1613,7 +1616,7 @@ def moments_kernel(finish: str = "") -> T.KernelDef:
     annotations = {"P": Tensor("f32", "K3", "O", "R", "M", "Q"),
                    "Y": Tensor("f32", "K3", "O", "C", "M", "ONE") if not finish else
                    Tensor("f32", "O", "M")}
-    params = {"chunk": MOMENT_CHUNK, "eps": 1e-5, "span": 1}
+    params = {"chunk": MOMENT_CHUNK, "eps": 1e-5, "span": MOMENT_SPAN}
 
     def moments(P, Y, **chosen):
         _moments_body(finish, P, Y, **chosen)
@@ -1646,8 +1649,8 @@ def _moments_body(finish, P, Y, *, chunk, eps, span):
         return {"n": n, "mean": ma + delta * w, "m2": m2a + m2b + delta * delta * na * w}
 
     # `chunk` rows unrolled a pass, so their loads are in flight together (a runtime loop
-    # over rows waited on each load in turn: 145 us for 256 rows, modelled); a stage takes
-    # `span` passes, the finish as many as cover R
+    # over rows waited on each load in turn: 145 us for 256 rows, modelled)
+    # a stage's workgroup combines `span` runs, the finish every run of R
     blocks = T.range(0, T.cdiv(R, chunk) if finish else span, name="b",
                      acc={"n": zero, "mean": zero, "m2": zero})
     for b in blocks:
