@@ -591,10 +591,12 @@ def test_a_stats_step_gives_robust_moments_where_the_mean_is_1e4_stds():
     assert got.std(0).max() * 1e4 < 2 * np.abs(got.mean(0)).min()      # |mean| >> std
     parts = s.reshape(MOMENT_PLANES, 1, -1, ocg, 1)                   # (planes, O, R, M, Q)
     chunks = np.zeros((MOMENT_PLANES, 1, -(-parts.shape[2] // 16), ocg, 1), np.float32)
-    argus.compile(moments_kernel(""), chunk=8, span=2).run(parts, chunks, check="strict")
+    span = np.zeros(2, np.float32)                  # two runs of 8 rows a workgroup
+    argus.compile(moments_kernel(""), chunk=8).run(parts, span, chunks, check="strict")
     mean, inv = np.zeros((1, ocg), np.float32), np.zeros((1, ocg), np.float32)
-    argus.compile(moments_kernel("mean"), chunk=8).run(chunks, mean, check="strict")
-    argus.compile(moments_kernel("inv"), chunk=8, eps=1e-5).run(chunks, inv,
+    one = np.zeros(1, np.float32)
+    argus.compile(moments_kernel("mean"), chunk=8).run(chunks, one, mean, check="strict")
+    argus.compile(moments_kernel("inv"), chunk=8, eps=1e-5).run(chunks, one, inv,
                                                                check="strict")
     np.testing.assert_allclose(mean[0], got.mean(0), rtol=1e-7)
     np.testing.assert_allclose(inv[0], 1 / np.sqrt(got.var(0) + 1e-5), rtol=1e-3)

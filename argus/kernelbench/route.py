@@ -1297,13 +1297,18 @@ def _fold_affine_pools(steps: list, output: str, shapes: dict) -> list:
     return steps
 
 
+#: the rows a `Moments` stage leaves per output: the first about STAGE_ROWS[0], the second
+#: at most STAGE_ROWS[1], which the finish walks
+STAGE_ROWS = (4096, 64)
+
+
 def _moment_stages(router: Router, partials: str, view: tuple) -> tuple[str, tuple]:
-    """Two `Moments` stages appended to `router`'s steps, each combining MOMENT_SPAN runs of
+    """Two `Moments` stages appended to `router`'s steps, each combining spans of
     MOMENT_CHUNK rows of the partials `partials` (viewed as (planes, O, R, M, Q)) a
-    workgroup, the finish then walking what is left (every size launches the same steps
-    and kernels). Returns the last partials and their view."""
+    workgroup so that about STAGE_ROWS are left (the span a size the kernel reads, so every
+    size launches the same steps and kernels). Returns the last partials and their view."""
     from argus.kernelbench.templates import Moments
-    from argus.kernels.conv import MOMENT_CHUNK, MOMENT_SPAN
+    from argus.kernels.conv import MOMENT_CHUNK
 
     planes, o, r, m, q = view
     # the first stage reads `fold` consecutive rows as one row of fold * m outputs (a row
@@ -1312,10 +1317,11 @@ def _moment_stages(router: Router, partials: str, view: tuple) -> tuple[str, tup
     # reads its rows back as fold rows of m
     fold = max(k for k in range(1, max(1, 64 // m) + 1) if r % k == 0)
     view = (planes, o, r // fold, m * fold, q)
-    for _ in range(2):
-        chunks = -(-view[2] // (MOMENT_CHUNK * MOMENT_SPAN))
+    for left in STAGE_ROWS:
+        span = max(1, -(-view[2] // (MOMENT_CHUNK * left)))
+        chunks = -(-view[2] // (MOMENT_CHUNK * span))
         out = router.fresh((planes, o, chunks, view[3], 1))
-        router.steps.append(Step(Moments("", 1e-5, MOMENT_CHUNK), (("P", partials),),
+        router.steps.append(Step(Moments("", 1e-5, MOMENT_CHUNK, span), (("P", partials),),
                                  (), out, ((partials, view),
                                            (out, (planes, o, chunks, view[3], 1)))))
         partials, view = out, (planes, o, chunks * view[3] // m, m, 1)

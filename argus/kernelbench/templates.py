@@ -1355,6 +1355,9 @@ class Moments:
     finish: str = ""
     eps: float = 1e-5
     chunk: int = 8
+    #: a stage's runs of `chunk` rows per workgroup (a size the kernel reads off the length
+    #: of its Span array, so the kernel is the same for every span)
+    span: int = 1
 
     def kernel(self) -> KernelDef:
         return _moments_variant(self.finish, self.chunk, float(self.eps))

@@ -1595,9 +1595,6 @@ def pool_check_sizes(dims: int, params: dict, trial: int) -> dict:
 #: partial statistics a lane of `moments_kernel` combines a pass, unrolled (a stage leaves
 #: cdiv(R, MOMENT_CHUNK) of them per output for the next)
 MOMENT_CHUNK = 8
-#: the runs of MOMENT_CHUNK rows a workgroup of a `moments_kernel` stage combines in turn (one
-#: value for every size, so a problem's sizes all launch the same kernels)
-MOMENT_SPAN = 16
 MOMENT_FINISH = ("", "mean", "inv")
 
 
@@ -1614,25 +1611,26 @@ def moments_kernel(finish: str = "") -> T.KernelDef:
     if finish not in MOMENT_FINISH:
         raise ArgusError(f"moments_kernel(finish={finish!r}): use one of {MOMENT_FINISH}")
     annotations = {"P": Tensor("f32", "K3", "O", "R", "M", "Q"),
+                   # its length alone is read: a stage's runs of `chunk` rows a workgroup
+                   "Span": Tensor("f32", "SPAN"),
                    "Y": Tensor("f32", "K3", "O", "C", "M", "ONE") if not finish else
                    Tensor("f32", "O", "M")}
-    params = {"chunk": MOMENT_CHUNK, "eps": 1e-5, "span": MOMENT_SPAN}
+    params = {"chunk": MOMENT_CHUNK, "eps": 1e-5}
 
-    def moments(P, Y, **chosen):
-        _moments_body(finish, P, Y, **chosen)
+    def moments(P, Span, Y, **chosen):
+        _moments_body(finish, P, Span.shape[0], Y, **chosen)
 
     return _family(moments, "moments" + (f"_{finish}" if finish else ""),
                    moments_kernel.__doc__, annotations, params, 1)
 
 
-def _moments_body(finish, P, Y, *, chunk, eps, span):
-    if not isinstance(chunk, int) or chunk < 1 or not isinstance(span, int) or span < 1:
-        raise ArgusError(f"moments_kernel chunk={chunk!r}, span={span!r}",
-                         fix="give whole numbers >= 1")
+def _moments_body(finish, P, span, Y, *, chunk, eps):
+    if not isinstance(chunk, int) or chunk < 1:
+        raise ArgusError(f"moments_kernel chunk={chunk!r}", fix="give a whole number >= 1")
     K3, O, R, M, Q = P.shape
     T.assume(K3.eq(MOMENT_PLANES))
     spec = T.rows_layout((1, 64), 1)
-    T.grid(T.cdiv(M, 64), 1 if finish else T.cdiv(R, chunk * span), O)
+    T.grid(T.cdiv(M, 64), 1 if finish else Y.shape[2], O)
     m0, c, o = T.program_id(0) * 64, T.program_id(1), T.program_id(2)
     if not finish:
         T.assume(Y.shape[0].eq(MOMENT_PLANES))
