@@ -596,3 +596,52 @@ def test_a_3x3x3_window_reads_its_inputs_through_an_lds_slab():
     compiled.run(*args, bias, y, check="strict")
     got = from_phase_view(output_layout("mfma_f32", y, back=True), out)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
+
+
+def test_a_stats_step_gives_robust_moments_where_the_mean_is_1e4_stds():
+    """The epilogue's "stats" step (each tile's count, mean and M2 of what it stores) and
+    `moments_kernel`'s combine (Chan's formula, a stage of chunks then the finish) give the
+    channels' mean and 1/sqrt(var + eps) of a strided transposed convolution's output whose
+    mean is 1e4 times its spread, as float64 numpy does from the stored output (the phase
+    view's positions past the plain output left out); a sum of squares in f32 loses the
+    variance there. Proved and run in the strict emulator."""
+    from argus.kernels.conv import MOMENT_PLANES, moments_kernel
+
+    params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
+                  transposed=True)
+    kernel = conv_kernel(2, "mfma_f32", ("bias", ("stats", True)))
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    rng = np.random.default_rng(7)
+    n, spatial, cg, ocg = 2, (4, 6), 3, 5
+    x = rng.standard_normal((n, *spatial, cg)).astype(np.float32)
+    weight = (0.3 * rng.standard_normal((3, 3, 1, ocg, cg))).astype(np.float32)
+    bias = np.full((1, ocg), 1e4, np.float32)
+    out = [7, 11]
+    y_shape = conv_output_view(n, out, (2, 2), 1, ocg, True)
+    y = np.zeros(y_shape, np.float32)
+    s = np.full((MOMENT_PLANES, n, out[0], 2, 1, 1, ocg), np.nan, np.float32)
+    args = list(engine_layout("mfma_f32", conv_input_view(x, **params), weight)) + [bias]
+    argus.compile(kernel, **params).run(*args, s, np.zeros(out[1], np.float32), y,
+                                        check="strict")
+    got = from_phase_view(y, out).astype(np.float64).reshape(-1, ocg)
+    assert got.std(0).max() * 1e4 < 2 * np.abs(got.mean(0)).min()      # |mean| >> std
+    parts = s.reshape(MOMENT_PLANES, 1, -1, ocg, 1)                   # (planes, O, R, M, Q)
+    chunks = np.zeros((MOMENT_PLANES, 1, -(-parts.shape[2] // 16), ocg, 1), np.float32)
+    span = np.zeros(2, np.float32)                  # two runs of 8 rows a workgroup
+    argus.compile(moments_kernel(""), chunk=8).run(parts, span, chunks, check="strict")
+    mean, inv = np.zeros((1, ocg), np.float32), np.zeros((1, ocg), np.float32)
+    one = np.zeros(1, np.float32)
+    argus.compile(moments_kernel("mean"), chunk=8).run(chunks, one, mean, check="strict")
+    argus.compile(moments_kernel("inv"), chunk=8, eps=1e-5).run(chunks, one, inv,
+                                                               check="strict")
+    np.testing.assert_allclose(mean[0], got.mean(0), rtol=1e-7)
+    np.testing.assert_allclose(inv[0], 1 / np.sqrt(got.var(0) + 1e-5), rtol=1e-3)
+    f32 = got.astype(np.float32)
+    naive = (f32 * f32).mean(0, dtype=np.float32) - f32.mean(0, dtype=np.float32) ** 2
+    assert np.abs(naive - got.var(0)).max() > 0.5 * got.var(0).max()
+    for finish in ("", "mean", "inv"):
+        report = argus.verify(moments_kernel(finish), chunk=8)
+        assert report.ok and report.proved_for_all_sizes, str(report)
+    with pytest.raises(ArgusError, match="statistics other than once at its end"):
+        conv_kernel(2, "mfma_f32", (("stats", True), "relu"))

@@ -301,3 +301,56 @@ def test_a_model_only_row_is_timed_and_says_it_was_not_checked():
     assert row.status == "unknown" and "not proved" in row.reason
     assert row.modelled_us > 0 and row.roofline_us > 0 and row.ratio >= 1.0
     assert modelled(folder / "90_Sort_rows.py", "level1").status == "unsupported"
+
+
+@pytest.mark.parametrize("chain", ["batch_norm_pool", "group_norm_mean"])
+def test_a_norm_after_a_convolution_takes_its_statistics_from_the_epilogue(chain):
+    """A batch norm (training mode) after a transposed convolution, then an average pool;
+    a group norm after a convolution, then the mean over all but the batch: the statistics
+    come from the convolution's epilogue ("stats") and `Moments` launches, the norm's affine
+    map moves past the pool or folds into the plane means, so no launch after the
+    convolution reads or writes a tensor of its output's size (the group norm's convolution
+    does not even store it); the result is torch's (run on the emulator, the convolution's
+    mean 1e3 times its spread)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+    from argus.kernelbench.templates import Conv, Moments
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            if chain == "batch_norm_pool":
+                self.conv = torch.nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1)
+                self.norm = torch.nn.BatchNorm2d(5)
+            else:
+                self.conv = torch.nn.Conv2d(3, 6, 3)
+                self.norm = torch.nn.GroupNorm(2, 6)
+
+        def forward(self, x):
+            x = self.norm(self.conv(x))
+            if chain == "batch_norm_pool":
+                return torch.nn.functional.avg_pool2d(x, 2)
+            return x.mean(dim=[1, 2, 3])
+
+    torch.manual_seed(0)
+    module = Model()
+    with torch.no_grad():
+        module.norm.weight.uniform_(0.5, 1.5)
+        module.norm.bias.uniform_(-0.5, 0.5)
+        module.conv.bias.add_(1e3)
+    x = torch.rand(2, 3, 5, 9) if chain == "batch_norm_pool" else torch.rand(2, 3, 7, 37)
+    plan = route(module, [x])
+    conv = next(s for s in plan.steps if isinstance(s.template, Conv))
+    assert conv.template.epilogue[-1] == ("stats", chain == "batch_norm_pool")
+    assert any(isinstance(s.template, Moments) for s in plan.steps)
+    size = math.prod(plan.shapes[conv.output])
+    after = plan.steps[plan.steps.index(conv) + 1:]
+    assert all(math.prod(plan.shapes[s.output]) < size for s in after)
+    assert not any(b == conv.output for s in after for _, b in s.inputs) or \
+        chain == "batch_norm_pool"
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    arrays = [x.numpy()] + [params[path] for _, path in plan.params]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double()).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=2e-3)

@@ -132,6 +132,11 @@ class Router:
         self.chains: dict = {}
         self.words: list[str] = []
         self.bytes: list[str] = []
+        #: whether a norm's statistics may fuse the elementwise chain before it into the
+        #: convolution's epilogue (`_Core._conv_moments`), and the convolution outputs no
+        #: longer written because they did
+        self.chain_stats = True
+        self.unwritten: set[str] = set()
 
     # ------------------------------------------------------------------ buffers and steps
     def fresh(self, shape) -> str:
@@ -909,9 +914,11 @@ def _no_progress_monitor():
         tqdm.monitor_interval = saved
 
 
-def route(model, example_inputs) -> Plan:
+def route(model, example_inputs, chain_stats: bool = True) -> Plan:
     """Trace `model` at the shapes of `example_inputs` (real or meta tensors) and plan its
-    launches."""
+    launches. `chain_stats`: a norm after a convolution and an elementwise chain may fuse
+    the chain into the convolution's epilogue to take its statistics there; a plan where
+    a later op then reads the convolution's own output is traced again without."""
     import torch
     from torch.fx import symbolic_trace
     from torch.fx.passes.shape_prop import ShapeProp
@@ -924,6 +931,7 @@ def route(model, example_inputs) -> Plan:
     with torch.no_grad(), _no_progress_monitor():
         ShapeProp(graph).propagate(*example_inputs)
     router = Router(model, example_inputs)
+    router.chain_stats = chain_stats
     interp = Interpreter(router, model)
     env: dict = {}
     inputs: list[str] = []
@@ -996,7 +1004,13 @@ def route(model, example_inputs) -> Plan:
                                   f"route's {list(env[node].shape)}")
             env[node] = attrs.evolve(env[node], shape=shape) if env[node].row is None \
                 and env[node].mm is None else env[node]
+    if router.unwritten & ({b for s in router.steps for _, b in s.inputs} | {output}):
+        # a chain fused for a norm's statistics, but the convolution's output is read too
+        return route(model, example_inputs, chain_stats=False)
     out_shape = tuple(router.buffers[output])
+    router.steps = _fold_affine_pools(router.steps, output, router.buffers)
+    router.steps = _fold_affine_means(router.steps, output, router)
+    router.steps = _unstored_stats(router.steps, output)
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_pools(router.steps, output)
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
@@ -1085,7 +1099,9 @@ def _sole_conv(steps: list, i: int, source: str, output: str) -> int | None:
     producers = [j for j, s in enumerate(steps[:i]) if s is not None and s.output == source
                  and isinstance(s.template, Conv)]
     readers = [s for s in steps if s is not None and any(b == source for _, b in s.inputs)]
-    if not producers or len(readers) != 1 or source == output:
+    if not producers or len(readers) != 1 or source == output or \
+            steps[producers[0]].template.stats:
+        # (statistics are of what the convolution stores, and last in its epilogue)
         return None
     return producers[0]
 
@@ -1198,6 +1214,210 @@ def _fuse_conv_pools(steps: list, output: str) -> list:
             conv, epilogue=(*conv.epilogue, f"pool_{pool.kind}")), output=step.output)
         steps[i] = None
     return [s for s in steps if s is not None]
+
+
+def _affine_in(e: Expr, leaf: Expr) -> bool:
+    """Is `e` an affine function of `leaf` (alpha * leaf + beta, alpha and beta free of it)?"""
+    if leaf not in _subexprs(e):
+        return True
+    if e == leaf:
+        return True
+    if e[0] == "bin" and e[1] in ("add", "sub"):
+        return _affine_in(e[2], leaf) and _affine_in(e[3], leaf)
+    if e[0] == "bin" and e[1] == "mul":
+        free = [x for x in e[2:4] if leaf not in _subexprs(x)]
+        return bool(free) and all(_affine_in(x, leaf) for x in e[2:4])
+    return False
+
+
+def _subexprs(e: Expr) -> list:
+    out, stack = [], [e]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if node[0] in ("un", "bin", "where"):
+            stack.extend(x for x in node[1:] if isinstance(x, tuple))
+    return out
+
+
+def _fold_affine_pools(steps: list, output: str, shapes: dict) -> list:
+    """A broadcast that is an affine map of one full tensor per (A, B) plane (y = alpha * x +
+    beta, alpha and beta constant along C, the planes' spatial positions: a batch, group or
+    instance norm's (x - mean) * inv * w + b) read only by an average pool without padding
+    (every window full) over those planes commutes with it: pool(alpha * x + beta) =
+    alpha * pool(x) + beta. The pool then reads x and the map runs on the pooled tensor, so
+    the full-size normalised tensor is never written nor read (KernelBench Level 2 72: a
+    batch norm's output of 1 GB before two average pools). Repeated, the map moves past
+    every such pool."""
+    steps = list(steps)
+    moved = True
+    while moved:
+        moved = False
+        for i, step in enumerate(steps):
+            if not isinstance(step.template, Broadcast) or step.output == output:
+                continue
+            kinds, views, buffers = dict(step.template.kinds), dict(step.views), \
+                dict(step.inputs)
+            full = [leaf for leaf, kind in kinds.items() if kind == "abc"]
+            if len(full) != 1 or any("c" in kind for leaf, kind in kinds.items()
+                                     if leaf != full[0]):
+                continue
+            readers = [j for j, s in enumerate(steps) if s.template != "view" and
+                       any(b == step.output for _, b in s.inputs)]
+            views_of = [j for j, s in enumerate(steps) if s.template == "view" and
+                        s.inputs[0][1] == step.output]
+            if len(readers) != 1 or views_of:
+                continue
+            j = readers[0]
+            pool = steps[j].template
+            source = buffers[full[0]]
+            a, b, c = views[step.output]
+            shape = shapes[step.output]
+            if not isinstance(pool, Pool) or pool.kind != "avg" or max(pool.padding) > 0 or \
+                    len(shape) != pool.dims + 2 or c != _numel(shape[2:]) or \
+                    not _affine_in(step.template.expr, ("leaf", full[0])) or \
+                    shapes[source] != shape:
+                continue
+            pooled = shapes[steps[j].output]
+            inner = f"{steps[j].output}_x"
+            shapes[inner] = pooled
+            view = (a, b, _numel(pooled[2:]))
+            first = attrs.evolve(steps[j], inputs=((steps[j].inputs[0][0], source),),
+                                 output=inner)
+            template = attrs.evolve(step.template, **broadcast_tile(view))
+            second = attrs.evolve(step, template=template,
+                                  inputs=tuple((leaf, inner if leaf == full[0] else buf)
+                                               for leaf, buf in step.inputs),
+                                  views=tuple((n, view if n in (source, step.output) else v)
+                                              for n, v in step.views if n != source) +
+                                  ((inner, view),),
+                                  output=steps[j].output)
+            second = attrs.evolve(second, views=tuple(
+                (n, v) for n, v in second.views if n != step.output) +
+                ((steps[j].output, view),))
+            steps[j:j + 1] = [first, second]
+            del steps[i]
+            moved = True
+            break
+    return steps
+
+
+#: the rows a `Moments` stage leaves per output: the first about STAGE_ROWS[0], the second
+#: at most STAGE_ROWS[1], which the finish walks
+STAGE_ROWS = (4096, 64)
+
+
+def _moment_stages(router: Router, partials: str, view: tuple) -> tuple[str, tuple]:
+    """Two `Moments` stages appended to `router`'s steps, each combining spans of
+    MOMENT_CHUNK rows of the partials `partials` (viewed as (planes, O, R, M, Q)) a
+    workgroup so that about STAGE_ROWS are left (the span a size the kernel reads, so every
+    size launches the same steps and kernels). Returns the last partials and their view."""
+    from argus.kernelbench.templates import Moments
+    from argus.kernels.conv import MOMENT_CHUNK
+
+    planes, o, r, m, q = view
+    # the first stage reads `fold` consecutive rows as one row of fold * m outputs (a row
+    # of (m, q) partials is contiguous), so a few channels still fill a wave's 64 lanes
+    # (a batch norm's 16 channels: 16 lanes of 64, 0.7 TB/s, modelled); the next stage
+    # reads its rows back as fold rows of m
+    fold = max(k for k in range(1, max(1, 64 // m) + 1) if r % k == 0)
+    view = (planes, o, r // fold, m * fold, q)
+    for left in STAGE_ROWS:
+        span = max(1, -(-view[2] // (MOMENT_CHUNK * left)))
+        chunks = -(-view[2] // (MOMENT_CHUNK * span))
+        out = router.fresh((planes, o, chunks, view[3], 1))
+        router.steps.append(Step(Moments("", 1e-5, MOMENT_CHUNK, span), (("P", partials),),
+                                 (), out, ((partials, view),
+                                           (out, (planes, o, chunks, view[3], 1)))))
+        partials, view = out, (planes, o, chunks * view[3] // m, m, 1)
+    return partials, view
+
+
+def _fold_affine_means(steps: list, output: str, router: Router) -> list:
+    """A broadcast that is an affine map per (A, B) plane of a convolution's output x (as in
+    `_fold_affine_pools`: y = alpha * x + beta, constant along the plane's positions) read
+    only by a row program summing whole planes a row (a mean over every axis but the batch,
+    sum(y * 1/(planes * S)), or over the positions alone) folds into the plane means: the
+    sum over a plane of alpha * x + beta is S * (alpha * mean(x) + beta), and mean(x) per
+    (sample, channel) comes from the convolution's partial statistics, so the map runs on
+    (N, C) values and the row program sums a row's planes with 1/planes: nothing of x's
+    size is read back (KernelBench Level 2 23: a group norm then the mean)."""
+    from argus.kernelbench.templates import Moments
+    from argus.kernels.conv import MOMENT_CHUNK
+
+    steps = list(steps)
+    for i, step in enumerate(steps):
+        if not isinstance(step.template, Broadcast) or step.output == output:
+            continue
+        kinds, views, buffers = dict(step.template.kinds), dict(step.views), dict(step.inputs)
+        full = [leaf for leaf, kind in kinds.items() if kind == "abc"]
+        if len(full) != 1 or any("c" in kind for leaf, kind in kinds.items()
+                                 if leaf != full[0]):
+            continue
+        source, shape = buffers[full[0]], router.buffers[step.output]
+        a, b, c = views[step.output]
+        readers = [j for j, s in enumerate(steps) if any(x == step.output for _, x in s.inputs)]
+        convs = [s for s in steps[:i] if s.output == source and isinstance(s.template, Conv)
+                 and s.template.stats]
+        if len(readers) != 1 or not convs or len(shape) < 3 or c != _numel(shape[2:]) or \
+                a * b != shape[0] * shape[1] or router.buffers[source] != shape or \
+                not _affine_in(step.template.expr, ("leaf", full[0])):
+            continue
+        j = readers[0]
+        program = steps[j].template
+        rows, length, _ = dict(steps[j].views).get(step.output, (0, 0, 0))
+        if not isinstance(program, RowProgram) or program.strided or program.full_output \
+                or program.per_row or program.indices or len(program.stats) != 1 or \
+                program.inputs != [step.output] or length % c or \
+                rows * (length // c) != shape[0] * shape[1]:
+            continue
+        per_row = length // c               # whole planes a row sums
+        fn, e = program.stats[0]
+        vec = e[3] if e[0] == "bin" and e[1] == "mul" and e[2] == ("leaf", step.output) \
+            else None
+        if fn != "sum" or vec is None or vec[0] != "vec" or vec[1] not in router.fills:
+            continue
+        n, planes = shape[0], shape[1]
+        # the per-(sample, channel) means of x from the convolution's partials
+        partials = dict(convs[0].inputs)["S"]
+        _, _, slots, _ = router.buffers[partials]
+        at = len(router.steps)
+        partials, view = _moment_stages(router, partials, (3, n, slots, planes, 1))
+        head: list = router.steps[at:]
+        del router.steps[at:]
+        means = router.fresh((n, planes))
+        head.append(Step(Moments("mean", 1e-5, MOMENT_CHUNK), (("P", partials),), (), means,
+                         ((partials, view), (means, (n, planes)))))
+        # the map on the means, over the (A, B) planes
+        mapped = router.fresh((n, planes))
+        plane_view = (a, b, 1)
+        template = attrs.evolve(step.template, **broadcast_tile(plane_view))
+        head.append(attrs.evolve(
+            step, template=template,
+            inputs=tuple((leaf, means if leaf == full[0] else x) for leaf, x in step.inputs),
+            views=tuple((x, v) for x, v in step.views if x not in (source, step.output)) +
+            ((means, plane_view), (mapped, plane_view)), output=mapped))
+        # the row program over the planes: each stands for S equal values
+        fill = router.vec_fill(router.fills[vec[1]] * c, per_row)
+        stat = ("sum", bin_("mul", ("leaf", mapped), ("vec", fill)))
+        summed = attrs.evolve(program, stats=(stat,), **row_tile(False, per_row, rows, 1))
+        head.append(attrs.evolve(
+            steps[j], template=summed, inputs=((mapped, mapped),), vectors=((fill, fill),),
+            views=((mapped, (rows, per_row, 1)), (steps[j].output, (rows, 1)))))
+        steps[j:j + 1] = head
+        del steps[i]
+        return _fold_affine_means(steps, output, router)
+    return steps
+
+
+def _unstored_stats(steps: list, output: str) -> list:
+    """A convolution taking statistics whose output nothing reads (its norm folded into the
+    statistics) does not store it."""
+    read = {b for s in steps for _, b in s.inputs}
+    return [attrs.evolve(s, template=attrs.evolve(s.template, epilogue=(
+        *s.template.epilogue[:-1], ("stats", False))))
+        if isinstance(s.template, Conv) and s.template.stats and s.output not in read
+        and s.output != output else s for s in steps]
 
 
 def _renamed(e: Expr, names: dict) -> Expr:
@@ -1737,6 +1957,95 @@ class _Handlers:
         return mean, self.unary(self.combine("add", var, float(eps)),
                                 lambda e: un("rcp", un("sqrt", e)))
 
+    def _conv_moments(self, x, per_sample: bool, groups: int, eps: float):
+        """(mean, 1 / sqrt(var + eps), x) of `x` (N, C, spatial) per channel (a batch norm,
+        `per_sample` False), or per sample and group of C / `groups` channels (group norm;
+        instance norm at `groups` = C), of shapes (1, C) and (N, groups), taken in the
+        epilogue of the convolution that writes `x`: it stores each tile's count, mean and
+        M2 as it stores x ("stats"), and `Moments` launches combine them (Chan's formula,
+        robust where |mean| >> std), so x is never read back for its statistics; x is
+        returned as the buffer the convolution writes (an elementwise chain of its output
+        joins its epilogue, `_chain_into_conv`). None when
+        x is not a convolution's output the epilogue can take them of (a pooled or reduced
+        one, the FMA engine's, or an epilogue past a wave's registers)."""
+        from argus.kernelbench.templates import Moments, conv_fits
+        from argus.kernels.conv import MOMENT_CHUNK
+
+        if not isinstance(x, Val) or x.space != "full" or x.row is not None or \
+                x.mm is not None or len(x.shape) < 3:
+            return None
+        if x.expr[0] != "leaf":
+            x = self._chain_into_conv(x)
+            if x is None:
+                return None
+        source = x.expr[1]
+        at = [j for j, s in enumerate(self.r.steps) if s.output == source]
+        if not at or not isinstance(self.r.steps[at[0]].template, Conv) or \
+                self.r.buffers[source] != x.shape:
+            return None
+        step = self.r.steps[at[0]]
+        conv = step.template
+        if conv.pooled or conv.rows or conv.stats or (not per_sample and conv.groups < 1):
+            return None
+        stats = attrs.evolve(conv, epilogue=(*conv.epilogue, ("stats", True)))
+        if stats.fitted()[0] == "fma" or not conv_fits(stats):
+            return None
+        n, c = x.shape[0], x.shape[1]
+        x_in = self.r.buffers[dict(step.inputs)["x"]]
+        slots = _numel(stats.stats_shape(n, x_in[2:])[2:])
+        partials = self.r.fresh((3, n, slots, c))
+        self.r.steps[at[0]] = attrs.evolve(step, template=stats,
+                                           inputs=(*step.inputs, ("S", partials)))
+        # (planes, O, R, M, Q): over the images and slots per channel, or over the slots
+        # and a group's channels per image
+        o, r, m, q = (1, n * slots, c, 1) if not per_sample else \
+            (n, slots, groups, c // groups)
+        partials, view = _moment_stages(self.r, partials, (3, o, r, m, q))
+        results = []
+        for finish in ("mean", "inv"):
+            out = self.r.fresh((o, m))
+            # (eps is the inverse's alone: every mean is one kernel)
+            self.r.steps.append(Step(Moments(finish, float(eps) if finish == "inv" else 1e-5,
+                                             MOMENT_CHUNK),
+                                     (("P", partials),), (), out,
+                                     ((partials, view), (out, (o, m)))))
+            results.append(self.r.leaf(out))
+        # the roofline counts the norm's two reductions (mean and variance), as elsewhere
+        self.r.valu_flops += 2 * _numel(x.shape)
+        return results[0], results[1], x
+
+    def _chain_into_conv(self, x):
+        """`x`, an elementwise chain of one convolution's output alone (a scale, an
+        activation), as the convolution's own output: the chain joins its epilogue, so the
+        statistics a "stats" step takes are of x. None when x is another expression, the
+        output is read already, or the route runs without (`Router.chain_stats`)."""
+        from argus.kernelbench.templates import conv_fits
+
+        names = leaves(x.expr, "leaf")
+        if not self.r.chain_stats or not _chain(x) or len(set(names)) != 1 or \
+                leaves(x.expr, "vec") or leaves(x.expr, "idx"):
+            return None
+        source = names[0]
+        at = [j for j, s in enumerate(self.r.steps) if s.output == source]
+        if not at or not isinstance(self.r.steps[at[0]].template, Conv) or \
+                self.r.buffers[source] != x.shape or \
+                any(b == source for s in self.r.steps for _, b in s.inputs):
+            return None
+        step = self.r.steps[at[0]]
+        conv = step.template
+        if conv.pooled or conv.rows or conv.stats:
+            return None
+        chain = epilogue_steps(x.expr, ("leaf", source)) or [
+            ("expr", _renamed(x.expr, {("leaf", source): ("leaf", "y")}))]
+        fused = attrs.evolve(conv, epilogue=(*conv.epilogue, *map(_step_tuple, chain)))
+        probe = attrs.evolve(fused, epilogue=(*fused.epilogue, ("stats", True)))
+        if probe.fitted()[0] == "fma" or not conv_fits(probe):
+            return None
+        out = self.r.fresh(x.shape)
+        self.r.steps[at[0]] = attrs.evolve(step, template=fused, output=out)
+        self.r.unwritten.add(source)
+        return self.r.leaf(out)
+
     def _per_channel(self, out, shape, weight, bias):
         """`out` (of `shape`, channels on axis 1) times `weight`, plus `bias`: broadcasts of
         the (C,) vectors, viewed as (C, 1, ...)."""
@@ -1762,14 +2071,21 @@ class _Handlers:
         shape = x.shape
         if len(shape) < 2 or shape[1] % num_groups:
             raise Unsupported(f"group norm of {list(shape)} in {num_groups} groups")
+        moments = self._conv_moments(x, True, num_groups, eps) if len(shape) > 2 else None
         if len(shape) > 2:
-            # (N, G, C/G * spatial but the last, the last spatial axis): the few long rows
-            # of a group norm over feature maps, reduced in stages (`_reduce_staged`: the
-            # first strided, lanes along the last axis) so they spread over the machine
             n, c, per = shape[0], shape[1], shape[1] // num_groups
-            grouped = self._reshaped(x, (n, num_groups, _numel(shape[1:-1]) // num_groups,
-                                         shape[-1]))
-            mean, inv = self._moments(grouped, (2, 3), eps, staged=True)
+            if moments is not None:
+                # the statistics per (sample, group) from the convolution's epilogue
+                mean, inv = (self._reshaped(v, (n, num_groups, 1, 1)) for v in moments[:2])
+                x = moments[2]
+            else:
+                # (N, G, C/G * spatial but the last, the last spatial axis): the few long
+                # rows of a group norm over feature maps, reduced in stages
+                # (`_reduce_staged`: the first strided, lanes along the last axis) so they
+                # spread over the machine
+                grouped = self._reshaped(x, (n, num_groups,
+                                             _numel(shape[1:-1]) // num_groups, shape[-1]))
+                mean, inv = self._moments(grouped, (2, 3), eps, staged=True)
 
             def per_channel(stat):
                 # a group's value repeated for each of its channels: (N, C, 1, ...), so the
@@ -1797,6 +2113,13 @@ class _Handlers:
         weight, bias = self._affine_params(module, path, params)
         if module.training or not module.track_running_stats:
             dims = (0,) + tuple(range(2, len(shape)))
+            moments = self._conv_moments(x, False, shape[1], eps)
+            if moments is not None:
+                # the statistics from the convolution's epilogue, (1, C) as (C, 1, ...)
+                view = (shape[1],) + (1,) * (len(shape) - 2)
+                mean, inv = (self._reshaped(v, view) for v in moments[:2])
+                out = self.combine("mul", self.combine("sub", moments[2], mean), inv)
+                return self._per_channel(out, shape, weight, bias)
             out = self._normalised(x, dims, eps)
             if out.row is not None:
                 out = self.r.leaf(self.r.buffer(out))
@@ -1815,6 +2138,11 @@ class _Handlers:
             raise Unsupported("instance norm with affine weights or running statistics")
         dims = tuple(range(2, len(x.shape)))
         eps = module.eps if module is not None else kw.get("eps", 1e-5)
+        moments = self._conv_moments(x, True, x.shape[1], eps)
+        if moments is not None:
+            view = x.shape[:2] + (1,) * (len(x.shape) - 2)
+            mean, inv = (self._reshaped(v, view) for v in moments[:2])
+            return self.combine("mul", self.combine("sub", moments[2], mean), inv)
         mean = self.reduce(x, "sum", dims, True, mean=True)
         centred = self.combine("sub", x, mean)
         var = self.reduce(self.unary(centred, lambda e: power(e, 2)), "sum", dims, True,

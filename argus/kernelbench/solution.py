@@ -158,6 +158,8 @@ def kernels_of(template) -> tuple[KernelDef, ...]:
 
 def _launch(ctx: Context, template, step, buffers) -> None:
     args = _arguments(template, step, buffers)
+    if type(template).__name__ == "Moments":       # the span is the length of an array
+        args["Span"] = ctx.alloc((template.span,))
     kernel, *parts = kernels_of(template)
     if not parts:
         ctx.launch(kernel, **args)
@@ -182,6 +184,8 @@ def _arguments(template, step, buffers) -> dict:
     kind = type(template).__name__
     if kind == "Matmul":
         args = {"A": view(names[0]), "B": view(names[1]), "C": view(step.output)}
+    elif kind == "Moments":
+        return {"P": view(names[0]), "Y": view(step.output)}
     else:
         # the template's full-size leaves first; a row program's per-row tensors follow them
         args = {f"X{i}": view(n) for i, n in enumerate(names[:len(template.inputs)])}
@@ -211,6 +215,11 @@ def from_plan(plan: Plan) -> Solution:
                     plan.shapes[step.output])
                 continue
             if type(step.template).__name__ in ("Conv", "Pool"):
+                # a buffer the launch writes besides its output (a convolution's partial
+                # statistics, `templates.Conv.stats`) is made here
+                for _, b in step.inputs:
+                    if b not in buffers:
+                        buffers[b] = ctx.alloc(plan.shapes[b])
                 # the host moves torch's layout to the kernel's phase views and back
                 buffers[step.output] = step.template.run(
                     ctx, kernel_of(step.template), **{k: buffers[b] for k, b in step.inputs})
@@ -229,4 +238,4 @@ def _describe(template) -> str:
     if kind == "RowProgram":
         return "row(strided)" if template.strided else "row"
     return {"Elementwise": "elementwise", "Matmul": "matmul", "Broadcast": "broadcast",
-            "Scan": "scan", "Conv": "conv", "Pool": "pool"}[kind]
+            "Scan": "scan", "Conv": "conv", "Pool": "pool", "Moments": "moments"}[kind]

@@ -17,6 +17,7 @@ import math
 import attrs
 
 import argus.lang as T
+from argus.errors import ArgusError
 from argus.ir.expr import And
 from argus.kernels.expr import (  # noqa: F401 - the route's expression vocabulary
     BINARY,
@@ -1074,8 +1075,10 @@ def conv_fitted(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometr
     tried = [(engine, t, UNROLLED_TAPS) for t in halved(tiles)]
     if engine != "fma":
         tried += [(engine, (1, 1), u) for u in FITTING_UNROLLED]
+    # statistics are taken on the MFMA engines only (`conv_kernel`)
+    stats = any(_step_name(step) == "stats" for step in epilogue)
     tried += [("fma", t, UNROLLED_TAPS) for t in halved((1, FMA_OC))
-              if ("fma", t, UNROLLED_TAPS) not in tried]
+              if ("fma", t, UNROLLED_TAPS) not in tried and not stats]
     for choice, t, unrolled in tried:
         try:
             compile_kernel(conv_kernel(dims, choice, epilogue), verify=False, tiles=t,
@@ -1083,8 +1086,28 @@ def conv_fitted(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometr
         except RegisterBudgetError:
             continue
         return choice, t, unrolled
-    # none fits: the FMA engine's smallest tile, whose compilation names what does not fit
+    # none fits: the smallest tile, whose compilation names what does not fit
+    if stats:
+        return engine, (1, 1), FITTING_UNROLLED[-1]
     return "fma", (1, 1), UNROLLED_TAPS
+
+
+def conv_fits(template) -> bool:
+    """Does `template`'s fitted kernel (`conv_fitted`) fit a wave's registers? (With a
+    "stats" step, which the FMA engine does not take, it may not.)"""
+    from argus import compile as compile_kernel
+    from argus.asm.lower import RegisterBudgetError
+    from argus.kernels.conv import conv_kernel
+
+    engine, tiles, unrolled = conv_fitted(template.dims, template.engine,
+                                          tuple(template.tiles), template.epilogue,
+                                          **template.geometry)
+    try:
+        compile_kernel(conv_kernel(template.dims, engine, template.epilogue), verify=False,
+                       tiles=tiles, unrolled=unrolled, **template.geometry)
+    except RegisterBudgetError:
+        return False
+    return True
 
 
 def _step_name(step) -> str:
@@ -1146,6 +1169,24 @@ class Conv:
         """Does the epilogue end in a reduction along the channels (`conv_kernel`'s rows)?"""
         return bool(self.epilogue) and _step_name(self.epilogue[-1]) == "rows"
 
+    @property
+    def stats(self) -> bool:
+        """Does the epilogue end in partial statistics of its output (`conv_kernel`)?"""
+        return bool(self.epilogue) and _step_name(self.epilogue[-1]) == "stats"
+
+    def stats_shape(self, n: int, spatial) -> tuple[int, ...]:
+        """The shape of a "stats" step's partials S as the kernel writes them: (planes, N,
+        the plain output's outer extents, the innermost phases, the position tiles, G,
+        OCG); the route views it as (planes, N, slots, channels)."""
+        from argus.kernels.conv import MOMENT_PLANES, WAVE_P
+
+        tiles = self.fitted()[1]
+        out = self.out_spatial(spatial)
+        phases = self.stride[-1] if self.transposed else 1
+        view = -(-out[-1] // phases)
+        blocks = -(-view // (WAVE_P * tiles[0])) * tiles[0]
+        return (MOMENT_PLANES, n, *out[:-1], phases, blocks)
+
     def out_spatial(self, spatial) -> list[int]:
         """The output's spatial extents: the convolution's, or pooled by its stride."""
         from argus.kernels.conv import conv_output_size
@@ -1155,7 +1196,8 @@ class Conv:
                    self.output_padding, strict=True)]
         return [o // s for o, s in zip(out, self.stride, strict=True)] if self.pooled else out
 
-    def run(self, ctx, kernel: KernelDef, x, weight, bias=None, residual=None, **vectors):
+    def run(self, ctx, kernel: KernelDef, x, weight, bias=None, residual=None, S=None,
+            **vectors):
         """Launch on torch-layout `x` (N, C, *spatial), `weight`, `bias` (OC,) and
         `residual` (the output's torch shape); returns the output in torch's layout. Arrays
         are numpy (executing) or shape-only stand-ins (planning, with `ctx.execute` False)."""
@@ -1199,6 +1241,7 @@ class Conv:
                 arrays["residual"] = ctx.alloc(output_shape(engine, y_shape))
             arrays.update({k: ctx.alloc((g, ocg) if k.startswith("E") else (ocg,))
                            for k in vectors})
+            arrays.update(self._stats_arrays(ctx, S, n, spatial, g, ocg, out))
             ctx.launch(kernel, **arrays, Y=y)
             return ctx.alloc((n, 1 if self.rows else g * ocg, *out))
         import numpy as np
@@ -1227,9 +1270,21 @@ class Conv:
             np.asarray(v, np.float32).reshape(-1), (g * ocg,)).reshape(g, ocg)
             if k.startswith("E") else np.array(v, np.float32).reshape(-1))
             for k, v in vectors.items()})
+        arrays.update(self._stats_arrays(ctx, S, n, spatial, g, ocg, out))
         ctx.launch(kernel, **arrays, Y=y)
         y = output_layout(engine, y, back=True)
         return np.ascontiguousarray(np.moveaxis(from_phase_view(y, out), -1, 1))
+
+    def _stats_arrays(self, ctx, S, n, spatial, g, ocg, out) -> dict:
+        """A "stats" step's S (the route's buffer, written in place, viewed as the kernel's
+        partials) and Edge (its length the plain output's innermost extent)."""
+        if not self.stats:
+            return {}
+        if S is None:
+            raise ArgusError("a convolution with a 'stats' epilogue step launched without "
+                             "its partials buffer S", fix="give the route's S buffer")
+        shape = (*self.stats_shape(n, spatial), g, ocg)
+        return {"S": S.reshape(shape), "Edge": ctx.alloc((out[-1],))}
 
 
 @attrs.frozen
@@ -1265,6 +1320,24 @@ class Pool:
         base = pool_kernel(self.dims)
         return _bound(base, f"{self.kind}_{base.name}", self.params)
 
+    @property
+    def stats(self) -> bool:
+        """Does the epilogue end in partial statistics of its output (`conv_kernel`)?"""
+        return bool(self.epilogue) and _step_name(self.epilogue[-1]) == "stats"
+
+    def stats_shape(self, n: int, spatial) -> tuple[int, ...]:
+        """The shape of a "stats" step's partials S as the kernel writes them: (planes, N,
+        the plain output's outer extents, the innermost phases, the position tiles, G,
+        OCG); the route views it as (planes, N, slots, channels)."""
+        from argus.kernels.conv import MOMENT_PLANES, WAVE_P
+
+        tiles = self.fitted()[1]
+        out = self.out_spatial(spatial)
+        phases = self.stride[-1] if self.transposed else 1
+        view = -(-out[-1] // phases)
+        blocks = -(-view // (WAVE_P * tiles[0])) * tiles[0]
+        return (MOMENT_PLANES, n, *out[:-1], phases, blocks)
+
     def out_spatial(self, spatial) -> list[int]:
         from argus.kernels.conv import conv_output_size
 
@@ -1295,3 +1368,28 @@ class Pool:
         if self.runs:       # the output's runs back to its row (a host copy, as the views)
             y = y.reshape(planes, -1)[:, :out[0]] if ctx.execute else ctx.alloc((planes, *out))
         return y.reshape(*lead, *out)
+
+
+@attrs.frozen
+class Moments:
+    """Chan's combine of partial statistics (`argus.kernels.conv.moments_kernel`): P viewed as
+    (planes, O, R, M, Q) combined over R and Q per (o, m); `finish` "" leaves partials per
+    chunk of R (planes, O, C, M, 1), "mean" the mean (O, M), "inv" 1 / sqrt(var + eps)."""
+
+    finish: str = ""
+    eps: float = 1e-5
+    chunk: int = 8
+    #: a stage's runs of `chunk` rows per workgroup (a size the kernel reads off the length
+    #: of its Span array, so the kernel is the same for every span)
+    span: int = 1
+
+    def kernel(self) -> KernelDef:
+        return _moments_variant(self.finish, self.chunk, float(self.eps))
+
+
+@functools.cache
+def _moments_variant(finish: str, chunk: int, eps: float) -> KernelDef:
+    from argus.kernels.conv import moments_kernel
+
+    base = moments_kernel(finish)
+    return _bound(base, base.name, {"chunk": chunk, "eps": eps})

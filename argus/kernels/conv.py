@@ -210,6 +210,9 @@ POOL_STEPS = ("pool_max", "pool_avg")
 ROW_IDENTITY = {"sum": 0.0, "max": -3.0e38, "prod": 1.0}
 #: a "vec" epilogue step's operations with a per-channel vector v: y + v, y - v, v - y, y * v
 VEC_OPS = ("add", "sub", "rsub", "mul")
+#: the planes of a "stats" epilogue step's partials S and of `moments_kernel`'s: each tile's
+#: count, mean and sum of squared deviations from that mean (M2), per image and channel
+MOMENT_PLANES = 3
 #: the FMA engine's tile per position tile: 64 output positions (one per lane); it holds
 #: `tiles` = (position tiles, output channels) in at most FMA_SLOTS registers per lane, FMA_OC
 #: channels when a group has several output channels (a depthwise multiplier; 4 channels per
@@ -382,6 +385,12 @@ def _epilogue(steps) -> tuple:
         if name == "expr":
             out.append(_expr_step(step))
             continue
+        if name == "stats":
+            if len(args) != 1 or not isinstance(args[0], bool):
+                raise ArgusError(f"epilogue step {step!r}: a statistics step is ('stats', "
+                                 "store), store whether Y is written too")
+            out.append(("stats", args[0]))
+            continue
         if name == "vec":
             if len(args) != 2 or args[0] not in VEC_OPS or not isinstance(args[1], int) or \
                     args[1] < 0:
@@ -395,6 +404,11 @@ def _epilogue(steps) -> tuple:
                              f"{EPILOGUE_STEPS + POOL_STEPS} (('scale', factor), "
                              "('clamp', lo, hi), the others alone)")
         out.append((name, *map(float, args)))
+    stats = [i for i, s in enumerate(out) if s[0] == "stats"]
+    if stats and (stats != [len(out) - 1] or any(s[0] in POOL_STEPS + ("rows",) for s in out)):
+        raise ArgusError(f"epilogue {steps!r} takes statistics other than once at its end, or "
+                         "of a pooled or channel-reduced output",
+                         fix="name one stats step, last, after no pool or rows step")
     rows = [i for i, s in enumerate(out) if s[0] == "rows"]
     if rows and rows != [len(out) - 1]:
         raise ArgusError(f"epilogue {steps!r} reduces the channels other than once at its end",
@@ -568,6 +582,14 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
                            [int(n[1:]) for s in steps if s[0] == "expr"
                             for n in _vec_names(s[1])], default=-1)):
         annotations[f"E{i}"] = Tensor("f32", "G", "OCG")
+    if "stats" in names:
+        # per (image, phase, outer output row, position tile, channel) a tile's partial
+        # statistics, and the plain output's extents (a transposed output's phase view runs
+        # past them)
+        annotations["S"] = Tensor("f32", "K3", "N", *(f"L{a}" for a in axes[:-1]),
+                                  f"SO{axes[-1]}", "QB", "G", "OCG")
+        # its length alone is read: the plain output's innermost extent
+        annotations["Edge"] = Tensor("f32", f"L{axes[-1]}")
     if "rows" in names:
         # one value per position: Y's channel axis is RC (1)
         y_shape = tuple("RC" if n == "OCG" else n for n in y_shape)
@@ -701,6 +723,12 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         block_p, block_oc = WAVE_P * tiles[0], BLOCK_OC * tiles[1]
     else:
         block_p, block_oc = FMA_P * tiles[0], tiles[1]
+    stats = bool(steps) and steps[-1][0] == "stats"
+    if stats:
+        if engine == "fma":
+            raise ArgusError("conv_kernel epilogue step 'stats' on the 'fma' engine",
+                             fix="take statistics on the MFMA engines ('mfma_f32', 'mfma')")
+        T.assume(t["S"].shape[0].eq(MOMENT_PLANES))
     if engine == "mfma_f32" and len(taps) == 1 and math.prod(window) >= STAGED_MIN_TAPS \
             and _looped_axes(next(iter(taps.values())), STAGED_TAPS) == 0:
         # One LDS buffer for every step's weights. Not for a phased output: each phase reads
@@ -728,6 +756,9 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     T.grid(rows * bands, T.cdiv(out_extent[-1], block_p), T.cdiv(N, images) * parts)
     q0 = T.program_id(1) * block_p
     n = (T.program_id(2) // parts if parts > 1 else T.program_id(2)) * images
+    if stats:
+        t = {**t, "moments": (y_phases, _valid_positions(engine, t["Edge"].shape[0], q0,
+                                                         y_phases[-1], tiles[0]))}
 
     def output_rows(row, phase_taps):
         outer = [row] if dims >= 2 else []
@@ -762,7 +793,8 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
     """Every group and output-channel block of one row of output positions (`outer` its
     coordinates on the outer axes of Y, `x_outer` on those of X)."""
     rows = steps[-1] if steps and steps[-1][0] == "rows" else None
-    steps = steps[:-1] if rows else steps
+    stats = steps[-1] if steps and steps[-1][0] == "stats" else None
+    steps = steps[:-1] if rows or stats else steps
     at = [i for i, s in enumerate(steps) if s[0] in POOL_STEPS]
     pool = steps[at[0]][0] if at else None
     # the steps before the pool run on each phase, those after it on the pooled tiles
@@ -775,7 +807,9 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                 for phase, phase_taps in taps.items():
                     outs, spec = _conv_phase(engine, steps, t, phase_taps, n, outer, x_outer,
                                              q0, g, oc0, CG, x_pos, y_pos, tiles, phase,
-                                             store=rows is None)
+                                             store=rows is None and (stats is None or stats[1]))
+                    if stats:
+                        _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase)
                     if rows:
                         _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG,
                                       y_pos, phase)
@@ -845,6 +879,52 @@ def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos,
         result = emit(out, {("stat", k): s for k, s in done.items()}, {})
         y_origin, _ = _y_place(engine, spec, n, outer, q0, g, 0, y_pos, phase, r, 0, batched)
         t["Y"].store(y_origin, result, axes=(0,) * batched + (y_pos,), guard=True)
+
+
+def _valid_positions(engine, limit, q0, phases, position_tiles) -> dict:
+    """Per (innermost phase, position tile) of a workgroup, 1.0 where a position of the
+    engine's accumulator tile is inside the plain output (q * phases + phase < limit, the
+    plain innermost extent) and 0 past it, as the clamped distance to the end (no compare:
+    a compare per position held a lane mask in SGPRs per slot of the tile, more than the
+    engine has left). Made before the phases' branches, so every branch reads tiles
+    defined where they all start."""
+    spec = _image_layout(F32_MFMA if engine == "mfma_f32" else MFMA, "c")
+    zero, one = T.zeros(spec), T.full(spec, 1.0)
+    valid = {}
+    for p in range(phases):
+        for r in range(position_tiles):
+            ahead = T.iota(spec, None, start=T.cdiv(limit - p, phases) - q0 - r * WAVE_P) \
+                - T.iota(spec, 1)
+            valid[p, r] = T.minimum(T.maximum(ahead, zero), one)
+    return valid
+
+
+def _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase):
+    """A "stats" epilogue step: per (position tile, channel tile) of `outs`, each image's and
+    channel's count of valid positions, their mean, and M2, the sum of squared deviations
+    from that mean (a second pass over the registers, so a large mean against a small
+    spread loses nothing, unlike a sum of squares), stored as the MOMENT_PLANES planes of S
+    at (image, outer plain output rows, innermost phase, position tile, channel) for
+    `moments_kernel` to combine (Chan's pairwise formula). Valid: inside the plain output
+    (a transposed output's phase view runs past it): an outer row past it is not stored
+    (S's outer extents are the plain ones), an innermost position is weighted by 1 or 0
+    (`_valid_positions`). The MFMA engines' tiles: (image, position, channel)."""
+    phases, valid_at = t["moments"]
+    S = t["S"]
+    axis = len(spec.shape) - 2                       # the output positions
+    stat_spec = T.reduced(spec, axis)
+    rows = [q * count + p for q, p, count in zip(outer, phase, phases, strict=False)]
+    for (r, o), out in outs.items():
+        valid = valid_at[phase[-1], r]
+        count = T.reduce(valid, "sum", axis, stat_spec)
+        mean = T.reduce(out * valid, "sum", axis, stat_spec) * T.rcp(
+            T.maximum(count, T.full(stat_spec, 1.0)))
+        dev = (out - T.broadcast(mean, axis, spec)) * valid
+        m2 = T.reduce(dev * dev, "sum", axis, stat_spec)
+        block = T.program_id(1) * len(valid_at) // phases[-1] + r
+        for k, plane in enumerate((count, mean, m2)):
+            origin = (k, n, *rows, phase[-1], block, g, oc0 + o * spec.shape[-1])
+            S.store(origin, plane, axes=(1, len(origin) - 1), guard=True)
 
 
 def _conv_store(engine, Y, outs, spec, n, outer, q0, g, oc0, y_pos, phase):
@@ -1610,3 +1690,105 @@ def pool_check_sizes(dims: int, params: dict, trial: int) -> dict:
                   f"O{axis}": conv_output_size(extent, window[a], stride[a], 0, dilation[a],
                                                False)}
     return sizes
+
+
+#: partial statistics a lane of `moments_kernel` combines a pass, unrolled (a stage leaves
+#: cdiv(R, MOMENT_CHUNK) of them per output for the next)
+MOMENT_CHUNK = 8
+MOMENT_FINISH = ("", "mean", "inv")
+
+
+@functools.cache
+def moments_kernel(finish: str = "") -> T.KernelDef:
+    """Chan's parallel combine of partial statistics: P (K3, O, R, M, Q), planes count, mean
+    and M2 (the sum of squared deviations from that mean; a "stats" conv epilogue's S, or
+    this kernel's own output), combined over R and Q for each (o, m) by n = na + nb,
+    delta = mb - ma, mean = ma + delta * nb / n, M2 = M2a + M2b + delta^2 * na * nb / n,
+    which never subtracts two large sums (robust where |mean| >> std). `finish` "": Y
+    (K3, O, C, M, 1) with each chunk of `chunk` rows of R combined (C = cdiv(R, chunk));
+    "mean": Y (O, M) the mean; "inv": Y (O, M) 1 / sqrt(M2 / n + eps), the biased variance's
+    (a norm's scale). Compile-time: chunk, eps. Lanes run along M, 64 a workgroup."""
+    if finish not in MOMENT_FINISH:
+        raise ArgusError(f"moments_kernel(finish={finish!r}): use one of {MOMENT_FINISH}")
+    annotations = {"P": Tensor("f32", "K3", "O", "R", "M", "Q"),
+                   # its length alone is read: a stage's runs of `chunk` rows a workgroup
+                   "Span": Tensor("f32", "SPAN"),
+                   "Y": Tensor("f32", "K3", "O", "C", "M", "ONE") if not finish else
+                   Tensor("f32", "O", "M")}
+    params = {"chunk": MOMENT_CHUNK, "eps": 1e-5}
+
+    def moments(P, Span, Y, **chosen):
+        _moments_body(finish, P, Span.shape[0], Y, **chosen)
+
+    return _family(moments, "moments" + (f"_{finish}" if finish else ""),
+                   moments_kernel.__doc__, annotations, params, 1)
+
+
+def _moments_body(finish, P, span, Y, *, chunk, eps):
+    if not isinstance(chunk, int) or chunk < 1:
+        raise ArgusError(f"moments_kernel chunk={chunk!r}", fix="give a whole number >= 1")
+    K3, O, R, M, Q = P.shape
+    T.assume(K3.eq(MOMENT_PLANES))
+    spec = T.rows_layout((1, 64), 1)
+    T.grid(T.cdiv(M, 64), 1 if finish else Y.shape[2], O)
+    m0, c, o = T.program_id(0) * 64, T.program_id(1), T.program_id(2)
+    if not finish:
+        T.assume(Y.shape[0].eq(MOMENT_PLANES))
+        T.assume(Y.shape[4].eq(1))
+    zero = T.zeros(spec)
+
+    def combine(acc, r, q):
+        nb, mb, m2b = (P.load((k, o, r, m0, q), spec, axes=(2, 3), guard=True)
+                       for k in range(MOMENT_PLANES))
+        na, ma, m2a = acc["n"], acc["mean"], acc["m2"]
+        n = na + nb
+        w = nb * T.rcp(T.maximum(n, T.full(spec, 1.0)))
+        delta = mb - ma
+        return {"n": n, "mean": ma + delta * w, "m2": m2a + m2b + delta * delta * na * w}
+
+    # `chunk` rows unrolled a pass, so their loads are in flight together (a runtime loop
+    # over rows waited on each load in turn: 145 us for 256 rows, modelled)
+    # a stage's workgroup combines `span` runs, the finish every run of R
+    blocks = T.range(0, T.cdiv(R, chunk) if finish else span, name="b",
+                     acc={"n": zero, "mean": zero, "m2": zero})
+    for b in blocks:
+        inner = T.range(0, Q, name="q", acc=blocks.acc)
+        for q in inner:
+            acc = inner.acc
+            for j in range(chunk):
+                acc = combine(acc, (b if finish else c * span + b) * chunk + j, q)
+            inner.acc = acc
+        blocks.acc = inner.acc
+    acc = blocks.acc
+    if not finish:
+        for k, plane in enumerate((acc["n"], acc["mean"], acc["m2"])):
+            Y.store((k, o, c, m0, 0), plane, axes=(2, 3), guard=True)
+        return
+    if finish == "mean":
+        Y.store((o, m0), acc["mean"], axes=(0, 1), guard=True)
+        return
+    var = acc["m2"] * T.rcp(T.maximum(acc["n"], T.full(spec, 1.0)))
+    Y.store((o, m0), T.rsqrt(var + T.full(spec, float(eps))), axes=(0, 1), guard=True)
+
+
+def moments_reference(p: np.ndarray, finish: str = "", chunk: int = MOMENT_CHUNK,
+                      eps: float = 1e-5) -> np.ndarray:
+    """`moments_kernel`'s result in float64 from the partials p (K3, O, R, M, Q)."""
+    p = np.asarray(p, np.float64)
+    n, mean, m2 = p[0], p[1], p[2]
+    blocks = range(0, p.shape[2], chunk) if not finish else [0]
+    step = chunk if not finish else p.shape[2]
+    out = []
+    for b in blocks:
+        nb, mb, m2b = (x[:, b:b + step].transpose(0, 2, 1, 3) for x in (n, mean, m2))
+        nb, mb, m2b = (x.reshape(*x.shape[:2], -1) for x in (nb, mb, m2b))
+        total = nb.sum(-1)
+        mu = (nb * mb).sum(-1) / np.maximum(total, 1)
+        dev = (m2b + nb * (mb - mu[..., None]) ** 2).sum(-1)
+        out.append((total, mu, dev))
+    if finish == "mean":
+        return out[0][1]
+    if finish == "inv":
+        return 1.0 / np.sqrt(out[0][2] / np.maximum(out[0][0], 1) + eps)
+    return np.stack([np.stack([o[k] for o in out], 1) for k in range(MOMENT_PLANES)], 0)[
+        ..., None].astype(np.float32)
