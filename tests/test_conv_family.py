@@ -43,6 +43,8 @@ KINDS = [
     (3, "fma", "pointwise"), (3, "fma", "transposed"), (3, "mfma", "dilated"),
     # the f32 MFMA engine: channel tails (any CG, OCG), two channel tiles per wave
     (1, "mfma_f32", "transposed"), (2, "mfma_f32", "strided"), (3, "mfma_f32", "grouped"),
+    # its 16x16 variant for groups of at most 16 output channels
+    (1, "mfma_f32_16", "grouped"),
 ]
 ACTIVATIONS = ("relu", "sigmoid", "tanh", "gelu")
 
@@ -123,7 +125,7 @@ def test_the_configurations_cover_every_kind():
     assert any(set(c["window"]) == {1} for c in CONFIGS)                      # pointwise
     assert any(max(c["dilation"]) > 1 for c in CONFIGS)
     assert any(max(c["padding"]) > 0 for c in CONFIGS)
-    assert {c["engine"] for c in CONFIGS} == {"fma", "mfma", "mfma_f32"}
+    assert {c["engine"] for c in CONFIGS} == {"fma", "mfma", "mfma_f32", "mfma_f32_16"}
     assert any(c.get("tiles", (1, 1)) != (1, 1) for c in CONFIGS)
     steps = {s if isinstance(s, str) else s[0] for c in CONFIGS for s in c["epilogue"]}
     assert {"bias", "residual", "scale", "clamp"} <= steps
@@ -397,6 +399,7 @@ def test_the_f32_mfma_engine_stages_a_single_phase_windows_weights_in_lds():
     from argus.kernels.conv import MFMA_WAVES, STAGED_B_BYTES, conv_engine
 
     assert conv_engine(3, 24) == ("mfma_f32", (1, 1))
+    assert conv_engine(3, 17) == ("mfma_f32", (1, 1))
     assert conv_engine(3, 48) == ("mfma_f32", (1, 2))
     assert conv_engine(3, 48, phases=4) == ("mfma_f32", (1, 1))
     c = dict(dims=2, engine="mfma_f32", n=5, spatial=(4, 6), groups=1, cg=3, ocg=5,
@@ -595,4 +598,36 @@ def test_a_3x3x3_window_reads_its_inputs_through_an_lds_slab():
                 np.nan, np.float32)
     compiled.run(*args, bias, y, check="strict")
     got = from_phase_view(output_layout("mfma_f32", y, back=True), out)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
+
+
+def test_groups_of_16_output_channels_take_the_16x16_mfma_engine():
+    """At most 16 output channels per group (any phases) take v_mfma_f32_16x16x4_f32, two
+    16-position tiles a wave; its 2-D staged window (weights and input slab in LDS, k = 4)
+    matches numpy in the strict emulator with position tails (37 positions a row), channel
+    tails (5 input channels: a step of 4 and one of 1; 13 output channels) and a batch
+    tail (5 images), and issues only the 16x16 MFMA (2 per tap and channel step)."""
+    from argus.kernels.conv import NARROW_OC, NARROW_TILES, conv_engine
+
+    for cg, ocg, phases in ((3, 16, 1), (3, 2, 8), (32, NARROW_OC, 1)):
+        assert conv_engine(cg, ocg, phases) == ("mfma_f32_16", (NARROW_TILES, 1))
+    c = dict(n=5, spatial=(4, 37), cg=5, ocg=13, window=(3, 3))
+    params = dict(window=(3, 3), padding=(1, 0), tiles=(NARROW_TILES, 1))
+    compiled = argus.compile(conv_kernel(2, "mfma_f32_16", ("bias", "relu")), verify=False,
+                             **params)
+    ops = [i.opcode for i in compiled.code.disassemble(compiled.code.kernel(compiled.name))]
+    assert ops.count("v_mfma_f32_16x16x4_f32") == 9 * NARROW_TILES
+    assert "v_mfma_f32_32x32x2_f32" not in ops
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((c["n"], *c["spatial"], c["cg"])).astype(np.float32)
+    weight = rng.standard_normal((*c["window"], 1, c["ocg"], c["cg"])).astype(np.float32)
+    bias = rng.standard_normal((1, c["ocg"])).astype(np.float32)
+    out = [conv_output_size(i, 3, 1, p, 1, False) for i, p in zip(c["spatial"], (1, 0))]
+    want = conv_reference_nd(x, weight, padding=(1, 0), epilogue=("bias", "relu"), bias=bias)
+    args = list(engine_layout("mfma_f32_16", conv_input_view(x, window=3, padding=(1, 0)),
+                              weight))
+    y = np.full(output_shape("mfma_f32_16", conv_output_view(c["n"], out, 1, 1, c["ocg"],
+                                                             False)), np.nan, np.float32)
+    compiled.run(*args, bias, y, check="strict")
+    got = from_phase_view(output_layout("mfma_f32_16", y, back=True), out)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
