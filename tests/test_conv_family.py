@@ -419,7 +419,8 @@ def test_the_f32_mfma_engine_stages_a_single_phase_windows_weights_in_lds():
 
 @pytest.mark.parametrize("engine, epilogue, output_padding", [
     ("fma", ("bias", "relu", "pool_max"), (1, 1)),
-    ("mfma_f32", ("bias", ("scale", 0.5), "pool_avg"), (0, 1))])
+    ("mfma_f32", ("bias", ("scale", 0.5), "pool_avg"), (0, 1)),
+    ("mfma_f32_16", ("bias", "relu", "pool_max"), (1, 0))])
 def test_a_transposed_convolution_pools_its_phases_in_its_epilogue(engine, epilogue,
                                                                     output_padding):
     """The epilogue's last step pools a stride-2 transposed output over 2x2 windows (its
@@ -472,11 +473,12 @@ def test_fewer_unrolled_taps_keep_fewer_sgprs_live():
         conv_kernel(2, "fma").trace(unrolled=0)
 
 
-def test_a_rows_step_reduces_the_output_channels_in_the_epilogue():
+@pytest.mark.parametrize("engine", ["mfma_f32", "mfma_f32_16"])
+def test_a_rows_step_reduces_the_output_channels_in_the_epilogue(engine):
     """The epilogue's "rows" step (after a phase pool): softmax over the output channels,
     minus a per-channel vector, its max over the channels, one value per position; the
-    channels past OCG (5 of a 32-channel tile) at each reduction's identity. Proved and
-    right in the strict emulator."""
+    channels past OCG (5 of a 32- or 16-channel tile) at each reduction's identity. Proved
+    and right in the strict emulator."""
     from argus.kernelbench.route import exp
     from argus.kernelbench.templates import bin_
 
@@ -487,7 +489,7 @@ def test_a_rows_step_reduces_the_output_channels_in_the_epilogue():
     epilogue = ("bias", "pool_max", rows)
     params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
                   transposed=True)
-    kernel = conv_kernel(2, "mfma_f32", epilogue)
+    kernel = conv_kernel(2, engine, epilogue)
     report = argus.verify(kernel, **params)
     assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
     rng = np.random.default_rng(3)
@@ -501,7 +503,7 @@ def test_a_rows_step_reduces_the_output_channels_in_the_epilogue():
     e = np.exp(z - z.max(-1, keepdims=True))
     want = (e / e.sum(-1, keepdims=True) - vec).max(-1, keepdims=True)
     pooled = list(want.shape[1:-1])
-    args = list(engine_layout("mfma_f32", conv_input_view(x, **params), weight)) + [bias, vec]
+    args = list(engine_layout(engine, conv_input_view(x, **params), weight)) + [bias, vec]
     y_out = np.full(conv_output_view(n, pooled, 1, 1, 1, False), np.nan, np.float32)
     argus.compile(kernel, **params).run(*args, y_out, check="strict")
     got = from_phase_view(y_out, pooled)
@@ -519,7 +521,7 @@ def test_vector_steps_ride_before_and_after_a_phase_pool():
     epilogue = ("bias", ("vec", "mul", 0), "pool_avg", ("vec", "add", 1), ("vec", "rsub", 2))
     params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
                   transposed=True)
-    kernel = conv_kernel(2, "mfma_f32", epilogue)
+    kernel = conv_kernel(2, "mfma_f32_16", epilogue)       # conv_engine's for 5 channels
     report = argus.verify(kernel, **params)
     assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
     rng = np.random.default_rng(5)
@@ -530,7 +532,7 @@ def test_vector_steps_ride_before_and_after_a_phase_pool():
     want = conv_reference_nd(x, weight, stride=(2, 2), padding=(1, 1), transposed=True,
                              epilogue=epilogue, bias=bias, vectors=vectors)
     pooled = list(want.shape[1:-1])
-    args = list(engine_layout("mfma_f32", conv_input_view(x, **params), weight))
+    args = list(engine_layout("mfma_f32_16", conv_input_view(x, **params), weight))
     y = np.full(conv_output_view(n, pooled, 1, 1, ocg, False), np.nan, np.float32)
     argus.compile(kernel, **params).run(*args, bias, *vectors, y, check="strict")
     np.testing.assert_allclose(from_phase_view(y, pooled), want, rtol=1e-5, atol=1e-4)

@@ -529,7 +529,9 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     group a multiple of 8 and output channels per group of 32; "mfma_f32": f32 on
     v_mfma_f32_32x32x2_f32, an implicit GEMM of 32 positions by 32 output channels per wave,
     the 4 waves of a workgroup on 4 batch images, any group shape, the channel tails guarded
-    loads) and fused `epilogue` (a tuple of
+    loads; "mfma_f32_16": the same on v_mfma_f32_16x16x4_f32, 16 positions by 16 output
+    channels per tile and k = 4, for groups of at most 16 output channels) and fused
+    `epilogue` (a tuple of
     steps applied in order: "bias", "residual", "relu", "gelu", "sigmoid", "tanh",
     ("scale", f), ("clamp", lo, hi)), last of which may be "pool_max" or "pool_avg": a
     strided transposed convolution's output pooled over windows of its stride (torch's
@@ -549,7 +551,8 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     window, stride, padding, dilation (an int or one per dimension), transposed and, for
     "mfma_f32", tiles = (position tiles, channel tiles) per wave (register blocking: each
     loaded A is used for every channel tile and each B for every position tile; a workgroup
-    covers 32 * tiles[0] positions of MFMA_WAVES images by 32 * tiles[1] output channels);
+    covers m * tiles[0] positions of MFMA_WAVES images by n * tiles[1] output channels, m x n
+    the MFMA's tile);
     for "fma", tiles = (position tiles, output channels): a wave covers 64 * tiles[0]
     positions by tiles[1] channels (at most FMA_SLOTS registers); unrolled, the most taps a
     window pass unrolls (UNROLLED_TAPS; fewer keep fewer tap offsets live in SGPRs, at the
@@ -652,7 +655,10 @@ def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int
     fewer a second tile only loads guarded zeros of the weight, a vector memory instruction
     per tap for nothing (KernelBench Level 2 23, 24 channels: 566 us on two tiles, 343 on
     one, modelled). A size-dependent choice is a `CHOICES` field, so the harness pins the
-    scaled check to the published sizes' kernel."""
+    scaled check to the published sizes' kernel. At most NARROW_OC output channels per group
+    take the 16x16 MFMA ("mfma_f32_16", NARROW_TILES position tiles a wave): the 32x32 one
+    computed and stored 32 columns for 16 used (KernelBench Level 2 6's convolution, 3 to 16
+    channels 3x3x3: 182.5 us on 32x32x2, 108.2 on 16x16x4, modelled)."""
     if ocg < 2:
         return "fma", (FMA_SLOTS, 1)
     if cg < 2:
