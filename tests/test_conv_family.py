@@ -43,6 +43,8 @@ KINDS = [
     (3, "fma", "pointwise"), (3, "fma", "transposed"), (3, "mfma", "dilated"),
     # the f32 MFMA engine: channel tails (any CG, OCG), two channel tiles per wave
     (1, "mfma_f32", "transposed"), (2, "mfma_f32", "strided"), (3, "mfma_f32", "grouped"),
+    # its 16x16 variant for groups of at most 16 output channels
+    (1, "mfma_f32_16", "grouped"),
 ]
 ACTIVATIONS = ("relu", "sigmoid", "tanh", "gelu")
 
@@ -123,7 +125,7 @@ def test_the_configurations_cover_every_kind():
     assert any(set(c["window"]) == {1} for c in CONFIGS)                      # pointwise
     assert any(max(c["dilation"]) > 1 for c in CONFIGS)
     assert any(max(c["padding"]) > 0 for c in CONFIGS)
-    assert {c["engine"] for c in CONFIGS} == {"fma", "mfma", "mfma_f32"}
+    assert {c["engine"] for c in CONFIGS} == {"fma", "mfma", "mfma_f32", "mfma_f32_16"}
     assert any(c.get("tiles", (1, 1)) != (1, 1) for c in CONFIGS)
     steps = {s if isinstance(s, str) else s[0] for c in CONFIGS for s in c["epilogue"]}
     assert {"bias", "residual", "scale", "clamp"} <= steps
@@ -397,6 +399,7 @@ def test_the_f32_mfma_engine_stages_a_single_phase_windows_weights_in_lds():
     from argus.kernels.conv import MFMA_WAVES, STAGED_B_BYTES, conv_engine
 
     assert conv_engine(3, 24) == ("mfma_f32", (1, 1))
+    assert conv_engine(3, 17) == ("mfma_f32", (1, 1))
     assert conv_engine(3, 48) == ("mfma_f32", (1, 2))
     assert conv_engine(3, 48, phases=4) == ("mfma_f32", (1, 1))
     c = dict(dims=2, engine="mfma_f32", n=5, spatial=(4, 6), groups=1, cg=3, ocg=5,
@@ -416,7 +419,8 @@ def test_the_f32_mfma_engine_stages_a_single_phase_windows_weights_in_lds():
 
 @pytest.mark.parametrize("engine, epilogue, output_padding", [
     ("fma", ("bias", "relu", "pool_max"), (1, 1)),
-    ("mfma_f32", ("bias", ("scale", 0.5), "pool_avg"), (0, 1))])
+    ("mfma_f32", ("bias", ("scale", 0.5), "pool_avg"), (0, 1)),
+    ("mfma_f32_16", ("bias", "relu", "pool_max"), (1, 0))])
 def test_a_transposed_convolution_pools_its_phases_in_its_epilogue(engine, epilogue,
                                                                     output_padding):
     """The epilogue's last step pools a stride-2 transposed output over 2x2 windows (its
@@ -469,11 +473,12 @@ def test_fewer_unrolled_taps_keep_fewer_sgprs_live():
         conv_kernel(2, "fma").trace(unrolled=0)
 
 
-def test_a_rows_step_reduces_the_output_channels_in_the_epilogue():
+@pytest.mark.parametrize("engine", ["mfma_f32", "mfma_f32_16"])
+def test_a_rows_step_reduces_the_output_channels_in_the_epilogue(engine):
     """The epilogue's "rows" step (after a phase pool): softmax over the output channels,
     minus a per-channel vector, its max over the channels, one value per position; the
-    channels past OCG (5 of a 32-channel tile) at each reduction's identity. Proved and
-    right in the strict emulator."""
+    channels past OCG (5 of a 32- or 16-channel tile) at each reduction's identity. Proved
+    and right in the strict emulator."""
     from argus.kernelbench.route import exp
     from argus.kernelbench.templates import bin_
 
@@ -484,7 +489,7 @@ def test_a_rows_step_reduces_the_output_channels_in_the_epilogue():
     epilogue = ("bias", "pool_max", rows)
     params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
                   transposed=True)
-    kernel = conv_kernel(2, "mfma_f32", epilogue)
+    kernel = conv_kernel(2, engine, epilogue)
     report = argus.verify(kernel, **params)
     assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
     rng = np.random.default_rng(3)
@@ -498,7 +503,7 @@ def test_a_rows_step_reduces_the_output_channels_in_the_epilogue():
     e = np.exp(z - z.max(-1, keepdims=True))
     want = (e / e.sum(-1, keepdims=True) - vec).max(-1, keepdims=True)
     pooled = list(want.shape[1:-1])
-    args = list(engine_layout("mfma_f32", conv_input_view(x, **params), weight)) + [bias, vec]
+    args = list(engine_layout(engine, conv_input_view(x, **params), weight)) + [bias, vec]
     y_out = np.full(conv_output_view(n, pooled, 1, 1, 1, False), np.nan, np.float32)
     argus.compile(kernel, **params).run(*args, y_out, check="strict")
     got = from_phase_view(y_out, pooled)
@@ -516,7 +521,7 @@ def test_vector_steps_ride_before_and_after_a_phase_pool():
     epilogue = ("bias", ("vec", "mul", 0), "pool_avg", ("vec", "add", 1), ("vec", "rsub", 2))
     params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
                   transposed=True)
-    kernel = conv_kernel(2, "mfma_f32", epilogue)
+    kernel = conv_kernel(2, "mfma_f32_16", epilogue)       # conv_engine's for 5 channels
     report = argus.verify(kernel, **params)
     assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
     rng = np.random.default_rng(5)
@@ -527,7 +532,7 @@ def test_vector_steps_ride_before_and_after_a_phase_pool():
     want = conv_reference_nd(x, weight, stride=(2, 2), padding=(1, 1), transposed=True,
                              epilogue=epilogue, bias=bias, vectors=vectors)
     pooled = list(want.shape[1:-1])
-    args = list(engine_layout("mfma_f32", conv_input_view(x, **params), weight))
+    args = list(engine_layout("mfma_f32_16", conv_input_view(x, **params), weight))
     y = np.full(conv_output_view(n, pooled, 1, 1, ocg, False), np.nan, np.float32)
     argus.compile(kernel, **params).run(*args, bias, *vectors, y, check="strict")
     np.testing.assert_allclose(from_phase_view(y, pooled), want, rtol=1e-5, atol=1e-4)
@@ -598,7 +603,8 @@ def test_a_3x3x3_window_reads_its_inputs_through_an_lds_slab():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
 
 
-def test_a_stats_step_gives_robust_moments_where_the_mean_is_1e4_stds():
+@pytest.mark.parametrize("engine", ["mfma_f32", "mfma_f32_16"])
+def test_a_stats_step_gives_robust_moments_where_the_mean_is_1e4_stds(engine):
     """The epilogue's "stats" step (each tile's count, mean and M2 of what it stores) and
     `moments_kernel`'s combine (Chan's formula, a stage of chunks then the finish) give the
     channels' mean and 1/sqrt(var + eps) of a strided transposed convolution's output whose
@@ -609,7 +615,7 @@ def test_a_stats_step_gives_robust_moments_where_the_mean_is_1e4_stds():
 
     params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
                   transposed=True)
-    kernel = conv_kernel(2, "mfma_f32", ("bias", ("stats", True)))
+    kernel = conv_kernel(2, engine, ("bias", ("stats", True)))
     report = argus.verify(kernel, **params)
     assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
     rng = np.random.default_rng(7)
@@ -621,7 +627,7 @@ def test_a_stats_step_gives_robust_moments_where_the_mean_is_1e4_stds():
     y_shape = conv_output_view(n, out, (2, 2), 1, ocg, True)
     y = np.zeros(y_shape, np.float32)
     s = np.full((MOMENT_PLANES, n, out[0], 2, 1, 1, ocg), np.nan, np.float32)
-    args = list(engine_layout("mfma_f32", conv_input_view(x, **params), weight)) + [bias]
+    args = list(engine_layout(engine, conv_input_view(x, **params), weight)) + [bias]
     argus.compile(kernel, **params).run(*args, s, np.zeros(out[1], np.float32), y,
                                         check="strict")
     got = from_phase_view(y, out).astype(np.float64).reshape(-1, ocg)
@@ -640,8 +646,40 @@ def test_a_stats_step_gives_robust_moments_where_the_mean_is_1e4_stds():
     f32 = got.astype(np.float32)
     naive = (f32 * f32).mean(0, dtype=np.float32) - f32.mean(0, dtype=np.float32) ** 2
     assert np.abs(naive - got.var(0)).max() > 0.5 * got.var(0).max()
-    for finish in ("", "mean", "inv"):
+    for finish in ("", "mean", "inv") if engine == "mfma_f32" else ():
         report = argus.verify(moments_kernel(finish), chunk=8)
         assert report.ok and report.proved_for_all_sizes, str(report)
     with pytest.raises(ArgusError, match="statistics other than once at its end"):
         conv_kernel(2, "mfma_f32", (("stats", True), "relu"))
+
+
+def test_groups_of_16_output_channels_take_the_16x16_mfma_engine():
+    """At most 16 output channels per group (any phases) take v_mfma_f32_16x16x4_f32, two
+    16-position tiles a wave; its 2-D staged window (weights and input slab in LDS, k = 4)
+    matches numpy in the strict emulator with position tails (37 positions a row), channel
+    tails (5 input channels: a step of 4 and one of 1; 13 output channels) and a batch
+    tail (5 images), and issues only the 16x16 MFMA (2 per tap and channel step)."""
+    from argus.kernels.conv import NARROW_OC, NARROW_TILES, conv_engine
+
+    for cg, ocg, phases in ((3, 16, 1), (3, 2, 8), (32, NARROW_OC, 1)):
+        assert conv_engine(cg, ocg, phases) == ("mfma_f32_16", (NARROW_TILES, 1))
+    c = dict(n=5, spatial=(4, 37), cg=5, ocg=13, window=(3, 3))
+    params = dict(window=(3, 3), padding=(1, 0), tiles=(NARROW_TILES, 1))
+    compiled = argus.compile(conv_kernel(2, "mfma_f32_16", ("bias", "relu")), verify=False,
+                             **params)
+    ops = [i.opcode for i in compiled.code.disassemble(compiled.code.kernel(compiled.name))]
+    assert ops.count("v_mfma_f32_16x16x4_f32") == 9 * NARROW_TILES
+    assert "v_mfma_f32_32x32x2_f32" not in ops
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((c["n"], *c["spatial"], c["cg"])).astype(np.float32)
+    weight = rng.standard_normal((*c["window"], 1, c["ocg"], c["cg"])).astype(np.float32)
+    bias = rng.standard_normal((1, c["ocg"])).astype(np.float32)
+    out = [conv_output_size(i, 3, 1, p, 1, False) for i, p in zip(c["spatial"], (1, 0))]
+    want = conv_reference_nd(x, weight, padding=(1, 0), epilogue=("bias", "relu"), bias=bias)
+    args = list(engine_layout("mfma_f32_16", conv_input_view(x, window=3, padding=(1, 0)),
+                              weight))
+    y = np.full(output_shape("mfma_f32_16", conv_output_view(c["n"], out, 1, 1, c["ocg"],
+                                                             False)), np.nan, np.float32)
+    compiled.run(*args, bias, y, check="strict")
+    got = from_phase_view(output_layout("mfma_f32_16", y, back=True), out)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))

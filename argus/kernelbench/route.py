@@ -1433,7 +1433,7 @@ def _fuse_conv_rows(steps: list, output: str, shapes: dict) -> list:
     channel block of the f32 MFMA engine holds every channel (one group, BLOCK_OC output
     channels or fewer), ends the convolution's epilogue as a "rows" step: the channels are
     reduced in registers and the full output never written nor read back (Level 2 58)."""
-    from argus.kernels.conv import BLOCK_OC, ROW_IDENTITY
+    from argus.kernels.conv import BLOCK_OC, F32_MFMA_ENGINES, ROW_IDENTITY
 
     steps = list(steps)
     for i, step in enumerate(steps):
@@ -1450,7 +1450,7 @@ def _fuse_conv_rows(steps: list, output: str, shapes: dict) -> list:
         conv = steps[j].template
         n, oc, *spatial = shapes[source]
         vectors = dict(step.vectors)
-        if conv.groups != 1 or oc > BLOCK_OC or conv.fitted()[0] != "mfma_f32" or \
+        if conv.groups != 1 or oc > BLOCK_OC or conv.fitted()[0] not in F32_MFMA_ENGINES or \
                 dict(step.views).get(source) != (n, oc, math.prod(spatial), 1) or \
                 any(_numel(shapes.get(vectors[v], ())) != oc or vectors[v] not in shapes
                     for v in program.vectors):

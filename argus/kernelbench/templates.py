@@ -1178,13 +1178,15 @@ class Conv:
         """The shape of a "stats" step's partials S as the kernel writes them: (planes, N,
         the plain output's outer extents, the innermost phases, the position tiles, G,
         OCG); the route views it as (planes, N, slots, channels)."""
-        from argus.kernels.conv import MOMENT_PLANES, WAVE_P
+        from argus.kernels.conv import MOMENT_PLANES, _mfma_info
 
-        tiles = self.fitted()[1]
+        engine, tiles = self.fitted()
         out = self.out_spatial(spatial)
         phases = self.stride[-1] if self.transposed else 1
         view = -(-out[-1] // phases)
-        blocks = -(-view // (WAVE_P * tiles[0])) * tiles[0]
+        # a workgroup's position tiles, each one MFMA's rows (16 on the 16x16 engine)
+        block = _mfma_info(engine).m * tiles[0]
+        blocks = -(-view // block) * tiles[0]
         return (MOMENT_PLANES, n, *out[:-1], phases, blocks)
 
     def out_spatial(self, spatial) -> list[int]:
@@ -1320,23 +1322,6 @@ class Pool:
         base = pool_kernel(self.dims)
         return _bound(base, f"{self.kind}_{base.name}", self.params)
 
-    @property
-    def stats(self) -> bool:
-        """Does the epilogue end in partial statistics of its output (`conv_kernel`)?"""
-        return bool(self.epilogue) and _step_name(self.epilogue[-1]) == "stats"
-
-    def stats_shape(self, n: int, spatial) -> tuple[int, ...]:
-        """The shape of a "stats" step's partials S as the kernel writes them: (planes, N,
-        the plain output's outer extents, the innermost phases, the position tiles, G,
-        OCG); the route views it as (planes, N, slots, channels)."""
-        from argus.kernels.conv import MOMENT_PLANES, WAVE_P
-
-        tiles = self.fitted()[1]
-        out = self.out_spatial(spatial)
-        phases = self.stride[-1] if self.transposed else 1
-        view = -(-out[-1] // phases)
-        blocks = -(-view // (WAVE_P * tiles[0])) * tiles[0]
-        return (MOMENT_PLANES, n, *out[:-1], phases, blocks)
 
     def out_spatial(self, spatial) -> list[int]:
         from argus.kernels.conv import conv_output_size

@@ -28,9 +28,21 @@ from argus.lang import Tensor
 MFMA = "v_mfma_f32_32x32x8_bf16"
 #: the family's full-precision MFMA (the "mfma_f32" engine): f32 in, f32 out, k = 2
 F32_MFMA = "v_mfma_f32_32x32x2_f32"
+#: the "mfma_f32_16" engine's: 16 positions by 16 output channels, k = 4, for groups of at
+#: most 16 output channels, where F32_MFMA's 32 columns would hold half of them unused
+F32_MFMA_16 = "v_mfma_f32_16x16x4_f32"
+#: each MFMA engine's instruction
+ENGINE_MFMA = {"mfma": MFMA, "mfma_f32": F32_MFMA, "mfma_f32_16": F32_MFMA_16}
+#: the engines on f32 MFMAs (channels first, weights' output channels last, both tails guarded)
+F32_MFMA_ENGINES = ("mfma_f32", "mfma_f32_16")
 #: 32-channel tiles a wave of the f32 MFMA engine accumulates (register blocking; 4 measured
 #: no faster than 2 at 128 output channels, modelled)
 CHANNEL_TILES = 2
+#: the most output channels per group the "mfma_f32_16" engine takes (`conv_engine`: its
+#: 16 columns) and its position tiles per wave there (2: a wave's 32 positions, as F32_MFMA's;
+#: KernelBench Level 2 6's convolution, modelled: 161.9 us on 1, 108.2 on 2, and 4 passes
+#: the SGPRs at a 3x3x3 window's 27 unrolled taps)
+NARROW_OC, NARROW_TILES = 16, 2
 #: output pixels (along a row) and output channels per workgroup of `conv2d` (the family's MFMA
 #: engines tile 32 channels too)
 BLOCK_P, BLOCK_OC = 128, 32
@@ -200,7 +212,7 @@ def depthwise_conv2d(X: Tensor("f32", "N", "H2", "S", "W2", "S", "C"),
 # ---------------------------------------------------------------------------------------------
 
 SPATIAL = ("D", "H", "W")
-ENGINES = ("fma", "mfma", "mfma_f32")
+ENGINES = ("fma", "mfma", *F32_MFMA_ENGINES)
 EPILOGUE_STEPS = ("bias", "residual", "scale", "clamp", *ACTIVATIONS[1:], "tanh")
 #: the epilogue's last step may pool a strided transposed convolution's output over windows
 #: the size of its stride, which are exactly its phases at one position (`_conv_channels`)
@@ -533,7 +545,9 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     group a multiple of 8 and output channels per group of 32; "mfma_f32": f32 on
     v_mfma_f32_32x32x2_f32, an implicit GEMM of 32 positions by 32 output channels per wave,
     the 4 waves of a workgroup on 4 batch images, any group shape, the channel tails guarded
-    loads) and fused `epilogue` (a tuple of
+    loads; "mfma_f32_16": the same on v_mfma_f32_16x16x4_f32, 16 positions by 16 output
+    channels per tile and k = 4, for groups of at most 16 output channels) and fused
+    `epilogue` (a tuple of
     steps applied in order: "bias", "residual", "relu", "gelu", "sigmoid", "tanh",
     ("scale", f), ("clamp", lo, hi)), last of which may be "pool_max" or "pool_avg": a
     strided transposed convolution's output pooled over windows of its stride (torch's
@@ -553,7 +567,8 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     window, stride, padding, dilation (an int or one per dimension), transposed and, for
     "mfma_f32", tiles = (position tiles, channel tiles) per wave (register blocking: each
     loaded A is used for every channel tile and each B for every position tile; a workgroup
-    covers 32 * tiles[0] positions of MFMA_WAVES images by 32 * tiles[1] output channels);
+    covers m * tiles[0] positions of MFMA_WAVES images by n * tiles[1] output channels, m x n
+    the MFMA's tile);
     for "fma", tiles = (position tiles, output channels): a wave covers 64 * tiles[0]
     positions by tiles[1] channels (at most FMA_SLOTS registers); unrolled, the most taps a
     window pass unrolls (UNROLLED_TAPS; fewer keep fewer tap offsets live in SGPRs, at the
@@ -610,7 +625,7 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
 def channels_first(engine: str) -> bool:
     """Whether `engine` takes X as (N, G, CG, *view) (the f32 engines) rather than
     channels last; `engine_layout` moves the arrays."""
-    return engine in ("fma", "mfma_f32")
+    return engine in ("fma", *F32_MFMA_ENGINES)
 
 
 def output_first(engine: str) -> bool:
@@ -641,7 +656,7 @@ def weight_oc_last(engine: str) -> bool:
     engines, whose tile reads several output channels of one tap at once (one uniform offset
     per tap and the channels at constant distances, not one offset per channel); the bf16
     MFMA's B wants k innermost."""
-    return engine in ("fma", "mfma_f32")
+    return engine in ("fma", *F32_MFMA_ENGINES)
 
 
 def engine_layout(engine: str, x_view: np.ndarray, weight: np.ndarray) -> tuple:
@@ -664,13 +679,25 @@ def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int
     fewer a second tile only loads guarded zeros of the weight, a vector memory instruction
     per tap for nothing (KernelBench Level 2 23, 24 channels: 566 us on two tiles, 343 on
     one, modelled). A size-dependent choice is a `CHOICES` field, so the harness pins the
-    scaled check to the published sizes' kernel."""
+    scaled check to the published sizes' kernel. At most NARROW_OC output channels per group
+    take the 16x16 MFMA ("mfma_f32_16", NARROW_TILES position tiles a wave): the 32x32 one
+    computed and stored 32 columns for 16 used (KernelBench Level 2 6's convolution, 3 to 16
+    channels 3x3x3: 182.5 us on 32x32x2, 108.2 on 16x16x4, modelled)."""
     if ocg < 2:
         return "fma", (FMA_SLOTS, 1)
     if cg < 2:
         return "fma", (1, FMA_OC)
+    if ocg <= NARROW_OC:
+        return "mfma_f32_16", (NARROW_TILES, 1)
     wide = phases == 1 and ocg > BLOCK_OC
     return "mfma_f32", (1, CHANNEL_TILES if wide else 1)
+
+
+def _mfma_info(engine: str):
+    """The catalogue entry of an MFMA engine's instruction (its m, n, k)."""
+    from argus.isa_cdna3.mfma import mfma as catalogue
+
+    return catalogue(ENGINE_MFMA[engine])
 
 
 def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, transposed, tiles,
@@ -700,7 +727,7 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     if steps and steps[-1][0] == "rows":
         # every output channel in the one channel block of the one group
         T.assume(G.eq(1))
-        T.assume(OCG <= (BLOCK_OC * tiles[1] if engine != "fma" else tiles[1]))
+        T.assume(OCG <= (_mfma_info(engine).n * tiles[1] if engine != "fma" else tiles[1]))
         T.assume((ys[2] if output_first(engine) else ys[-1]).eq(1))
     if any(s[0] in POOL_STEPS for s in steps):
         if not transposed:
@@ -720,7 +747,8 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         T.assume((CG % 8).eq(0))
         T.assume((OCG % BLOCK_OC).eq(0))
     if engine != "fma":
-        block_p, block_oc = WAVE_P * tiles[0], BLOCK_OC * tiles[1]
+        info = _mfma_info(engine)
+        block_p, block_oc = info.m * tiles[0], info.n * tiles[1]
     else:
         block_p, block_oc = FMA_P * tiles[0], tiles[1]
     stats = bool(steps) and steps[-1][0] == "stats"
@@ -729,16 +757,16 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
             raise ArgusError("conv_kernel epilogue step 'stats' on the 'fma' engine",
                              fix="take statistics on the MFMA engines ('mfma_f32', 'mfma')")
         T.assume(t["S"].shape[0].eq(MOMENT_PLANES))
-    if engine == "mfma_f32" and len(taps) == 1 and math.prod(window) >= STAGED_MIN_TAPS \
+    if engine in F32_MFMA_ENGINES and len(taps) == 1 and math.prod(window) >= STAGED_MIN_TAPS \
             and _looped_axes(next(iter(taps.values())), STAGED_TAPS) == 0:
         # One LDS buffer for every step's weights. Not for a phased output: each phase reads
         # a few of the taps (staging all of them made Level 2 72 1.4x slower), and its
         # phases are branches, where the verifier allows no barrier; nor where a runtime
         # tap loop holds the reads: their race checks came back unknown (64 taps of 4x4x4).
-        stage = weight_stage(window, tiles)
+        stage = weight_stage(window, tiles, ENGINE_MFMA[engine])
         if stage is not None:
             t = {**t, "stage": (stage, window)}
-            slab = input_slab(next(iter(taps.values())), block_p)
+            slab = input_slab(next(iter(taps.values())), block_p, ENGINE_MFMA[engine])
             if slab is not None:
                 t = {**t, "slab": slab}
     rows = out_extent[-2] if dims >= 2 else 1
@@ -888,12 +916,13 @@ def _valid_positions(engine, limit, q0, phases, position_tiles) -> dict:
     a compare per position held a lane mask in SGPRs per slot of the tile, more than the
     engine has left). Made before the phases' branches, so every branch reads tiles
     defined where they all start."""
-    spec = _image_layout(F32_MFMA if engine == "mfma_f32" else MFMA, "c")
+    spec = _image_layout(ENGINE_MFMA[engine], "c")
+    rows = _mfma_info(engine).m                        # positions a tile holds
     zero, one = T.zeros(spec), T.full(spec, 1.0)
     valid = {}
     for p in range(phases):
         for r in range(position_tiles):
-            ahead = T.iota(spec, None, start=T.cdiv(limit - p, phases) - q0 - r * WAVE_P) \
+            ahead = T.iota(spec, None, start=T.cdiv(limit - p, phases) - q0 - r * rows) \
                 - T.iota(spec, 1)
             valid[p, r] = T.minimum(T.maximum(ahead, zero), one)
     return valid
@@ -970,7 +999,7 @@ def _conv_phase(engine, steps, t, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos
     else:
         stage, window = t.get("stage", (None, None))
         accs, spec = _mfma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
-                                  F32_MFMA if engine == "mfma_f32" else MFMA, tiles, stage,
+                                  ENGINE_MFMA[engine], tiles, stage,
                                   window, t["unrolled"], t.get("slab"))
     batched = len(spec.shape) == 3                  # the MFMA engines: (image, pos, channel)
     outs = {}
@@ -1053,7 +1082,7 @@ SLAB_CHUNK_BYTES = 6 * 1024
 SLAB_MIN_REUSE = 2
 
 
-def input_slab(plan, block_p: int):
+def input_slab(plan, block_p: int, mfma: str = F32_MFMA):
     """The f32 MFMA engine's input slab for a single-phase window whose weights are staged:
     per channel step each wave loads, for every distinct (outer-axis offsets, inner phase)
     of the taps (a slab row), the run of input positions its taps along the innermost axis
@@ -1069,7 +1098,7 @@ def input_slab(plan, block_p: int):
     fewer than SLAB_MIN_REUSE taps on average or one row passes SLAB_CHUNK_BYTES."""
     from argus.isa_cdna3.mfma import mfma as catalogue
 
-    k = catalogue(F32_MFMA).k
+    k = catalogue(mfma).k
     taps = [tuple(zip(*tap, strict=True)) for tap in itertools.product(*map(_expand, plan))]
     spread: dict = {}
     for _, off, ph in taps:
@@ -1124,14 +1153,14 @@ def _slab_reduce(plan, slab, chunks, acc, fetch, apply):
     return acc
 
 
-def weight_stage(window, tiles) -> T.Lds | None:
+def weight_stage(window, tiles, mfma: str = F32_MFMA) -> T.Lds | None:
     """The f32 MFMA engine's LDS for one channel step's weights (`_staged_weights`), or None
     when they would pass STAGED_B_BYTES: the window's outermost axis rounded up to a multiple
     of MFMA_WAVES (each wave stores its share), the others whole, then k by the channel
     tiles' columns."""
     from argus.isa_cdna3.mfma import mfma as catalogue
 
-    info = catalogue(F32_MFMA)
+    info = catalogue(mfma)
     shape = (-(-window[0] // MFMA_WAVES) * MFMA_WAVES, *window[1:], info.k, info.n * tiles[1])
     if math.prod(shape) * 4 > STAGED_B_BYTES:
         return None
@@ -1191,7 +1220,7 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles, stage=
     a_spec = _image_layout(mfma, "a")
     b_spec = T.mfma_layout(mfma, "b", (MFMA_WAVES, 1))       # every wave the same B
     c_spec = _image_layout(mfma, "c")
-    tails = mfma == F32_MFMA
+    tails = mfma != MFMA
     c_axis = 2 if tails else len(X.shape) - 1
     k = a_spec.shape[-1]
 
