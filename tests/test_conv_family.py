@@ -653,6 +653,22 @@ def test_a_stats_step_gives_robust_moments_where_the_mean_is_1e4_stds(engine):
         conv_kernel(2, "mfma_f32", (("stats", True), "relu"))
 
 
+def test_a_16_channel_conv_past_the_16x16_engine_s_sgprs_keeps_an_mfma_engine():
+    """KernelBench Level 2 48's 3x3x3 convolution to 16 channels with a bias, two vectors and
+    two activations needs 104 of a wave's 102 SGPRs on the 16x16 engine at any tiles and
+    taps: it takes the 32x32 f32 engine (6.44x the roofline, modelled), not the FMA engine
+    it fell to (46.9x)."""
+    from argus.kernelbench.templates import conv_fitted
+    from argus.kernels.conv import conv_engine
+
+    epilogue = ("bias", ("vec", "mul", 0), "tanh", ("vec", "mul", 1), "sigmoid")
+    geometry = dict(window=(3, 3, 3), stride=(1, 1, 1), padding=(0, 0, 0),
+                    dilation=(1, 1, 1), transposed=False)
+    assert conv_engine(3, 16)[0] == "mfma_f32_16"
+    assert conv_fitted(3, "mfma_f32_16", (2, 1), epilogue, **geometry)[:2] == \
+        ("mfma_f32", (1, 1))
+
+
 def test_groups_of_16_output_channels_take_the_16x16_mfma_engine():
     """At most 16 output channels per group (any phases) take v_mfma_f32_16x16x4_f32, two
     16-position tiles a wave; its 2-D staged window (weights and input slab in LDS, k = 4)

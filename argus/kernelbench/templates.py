@@ -1050,7 +1050,8 @@ FITTING_UNROLLED = (3, 1)
 def conv_fitted(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometry) -> tuple:
     """(engine, tiles, unrolled) of the first of `engine` with `tiles`, then with its tile
     counts halved one at a time (the position tiles first) down to (1, 1), then (1, 1) with
-    fewer unrolled taps per window pass (FITTING_UNROLLED), and last "fma" (64 positions by
+    fewer unrolled taps per window pass (FITTING_UNROLLED), the 16x16 f32 engine then the
+    32x32 one at (1, 1), and last "fma" (64 positions by
     FMA_OC channels, then fewer) whose `conv_kernel` fits a wave's registers, found by
     compiling it (unproved; the caller's compilation proves the one chosen). A window pass
     holds every unrolled tap's offsets in SGPRs: a 5x5x5 transposed convolution of stride 2
@@ -1075,6 +1076,12 @@ def conv_fitted(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometr
     tried = [(engine, t, UNROLLED_TAPS) for t in halved(tiles)]
     if engine != "fma":
         tried += [(engine, (1, 1), u) for u in FITTING_UNROLLED]
+    if engine == "mfma_f32_16":
+        # the 16x16 engine's tiles keep more offsets in SGPRs than the 32x32 one's: a 3x3x3
+        # window with a bias, two vectors and two activations needs 104 of the 102 on it
+        # at any tiles and taps, and fits on the 32x32 engine (KernelBench Level 2 48: 6.44x
+        # on it, 46.9x on the FMA engine it fell to)
+        tried += [("mfma_f32", (1, 1), u) for u in (UNROLLED_TAPS, *FITTING_UNROLLED)]
     # statistics are taken on the MFMA engines only (`conv_kernel`)
     stats = any(_step_name(step) == "stats" for step in epilogue)
     tried += [("fma", t, UNROLLED_TAPS) for t in halved((1, FMA_OC))
