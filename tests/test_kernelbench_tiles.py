@@ -160,21 +160,11 @@ def test_few_long_strided_columns_take_waves_along_r_and_match_numpy():
     assert row_tile(True, 16384, 1, 4096) == {"rows": 256, "cols": 16, "r_waves": 16}
     assert row_tile(True, 16384, 128, 4096) == {"rows": 16}    # 8192 workgroups already
     assert row_tile(True, 64, 1, 4096) == {"rows": 16}         # too short to share
-    x = ("leaf", "x")
-    centred = ("bin", "sub", x, ("stat", 0))
-    program = RowProgram((("sum", x), ("sum", ("bin", "mul", centred, centred))),
-                         ("bin", "mul", centred, ("stat", 1)), True, True,
-                         **row_tile(True, 16384, 1, 4096))
-    kernel = program.kernel()
-    assert kernel.waves == 16 and argus.verify(kernel).ok
+    kernel = _centred(True, **row_tile(True, 16384, 1, 4096))
+    assert kernel.waves == 16
     rng = np.random.default_rng(3)
-    a = rng.standard_normal((2, 300, 21, 1), dtype=np.float32)    # R and I past the tile
-    y = np.full(a.shape, np.nan, np.float32)
-    argus.compile(kernel).run(X0=a, Y=y, check="strict")
-    v = a.astype(np.float64)
-    centre = v - v.sum(1, keepdims=True)
-    np.testing.assert_allclose(y, centre * (centre * centre).sum(1, keepdims=True),
-                               rtol=1e-4, atol=1e-2)
+    _check_centred(kernel, rng.standard_normal((2, 300, 21, 1), dtype=np.float32),  # R, I
+                   atol=1e-2)                                                       # past it
 
 
 @pytest.mark.parametrize("r", [64, 20])
@@ -187,20 +177,29 @@ def test_many_short_rows_of_whole_vectors_read_16_bytes_a_lane_and_match_numpy(r
                     "cols": 1 << (r - 1).bit_length(), "vector": 4}
     assert row_tile(False, r, tile["rows"] * cus) == {}     # too few rows to fill the CUs
     assert row_tile(False, 30, 1 << 22) == {}               # not whole 16-byte vectors
-    x = ("leaf", "x")
-    centred = ("bin", "sub", x, ("stat", 0))
-    program = RowProgram((("sum", x), ("sum", ("bin", "mul", centred, centred))),
-                         ("bin", "mul", centred, ("stat", 1)), True, False, **tile)
-    kernel = program.kernel()
-    assert argus.verify(kernel).ok
     a = np.random.default_rng(r).standard_normal((tile["rows"] * 2 + 5, r, 1),
                                                  dtype=np.float32)   # a tail of rows
+    _check_centred(_centred(False, **tile), a, atol=1e-3)
+
+
+def _centred(strided: bool, **tile):
+    """A proved row program: x minus its row sum, times the row's sum of squares of that."""
+    x = ("leaf", "x")
+    centred = ("bin", "sub", x, ("stat", 0))
+    kernel = RowProgram((("sum", x), ("sum", ("bin", "mul", centred, centred))),
+                        ("bin", "mul", centred, ("stat", 1)), True, strided, **tile).kernel()
+    assert argus.verify(kernel).ok
+    return kernel
+
+
+def _check_centred(kernel, a, atol: float):
+    """`_centred`'s kernel on the strict emulator against float64 numpy (rows along axis 1)."""
     y = np.full(a.shape, np.nan, np.float32)
     argus.compile(kernel).run(X0=a, Y=y, check="strict")
     v = a.astype(np.float64)
     centre = v - v.sum(1, keepdims=True)
     np.testing.assert_allclose(y, centre * (centre * centre).sum(1, keepdims=True),
-                               rtol=1e-4, atol=1e-3)
+                               rtol=1e-4, atol=atol)
 
 
 def test_a_long_row_takes_1024_columns_a_step_until_twice_the_long_row():
