@@ -74,14 +74,15 @@ def test_a_convolution_is_tuned_over_engine_tiles_and_its_epilogue(conv_target, 
     assert (default["0.engine"], default["0.tiles"]) == conv.fitted()
     assert default["0.epilogue"] == "fused"
     points = conv_target.points()
-    assert len(points) == 10   # (mfma_f32: 4 tiles, fma: (1, 1) only) x (fused, split)
+    # (mfma_f32 and mfma_f32_16: 4 tiles each, fma: (1, 1) only) x (fused, split)
+    assert len(points) == 18
     assert all(p["0.tiles"] == (1, 1) for p in points if p["0.engine"] == "fma")
     run_file = tmp_path / "run.jsonl"
     rows = tune(conv_target, run_file=run_file, budget=1, echo=lambda *_: None)
     events = [json.loads(line) for line in run_file.read_text().splitlines()]
     screened = [e for e in events if e["kind"] == "screened"]
     screen = next(e for e in events if e["kind"] == "screen")
-    assert screen["timed"] + len(screened) == screen["points"] == 10
+    assert screen["timed"] + len(screened) == screen["points"] == 18
     # a point is screened out exactly when its kernel would not be the one asked for
     for point in points:
         engine, tiles = point["0.engine"], point["0.tiles"]

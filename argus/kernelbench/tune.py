@@ -30,7 +30,8 @@ KNOBS = {
     "Elementwise": {"tile": (256, 512, 1024, 2048, 4096), "waves": (1, 2, 4, 8)},
     "Matmul": {"block_k": (8, 16, 32), "reps": (1, 2, 4), "precision": ("f32", "bf16x6")},
     # (position tiles, channel tiles) per wave are the MFMA engine's; the FMA engine has none
-    "Conv": {"engine": ("fma", "mfma_f32"), "tiles": ((1, 1), (1, 2), (2, 1), (2, 2))},
+    "Conv": {"engine": ("fma", "mfma_f32", "mfma_f32_16"),
+             "tiles": ((1, 1), (1, 2), (2, 1), (2, 2))},
 }
 #: the rewrite knob of a step with a fused elementwise epilogue (`route.split_epilogue`)
 EPILOGUE = ("fused", "split")
