@@ -47,8 +47,8 @@ NARROW_OC, NARROW_TILES = 16, 2
 #: engines tile 32 channels too)
 BLOCK_P, BLOCK_OC = 128, 32
 #: the family's MFMA engines: waves per workgroup, each on its own batch image
-#: (`_image_layout`), and output positions per wave (one MFMA's rows)
-MFMA_WAVES, WAVE_P = 4, 32
+#: (`_image_layout`)
+MFMA_WAVES = 4
 ACTIVATIONS = ("none", "relu", "gelu", "sigmoid")
 
 
