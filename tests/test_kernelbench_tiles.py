@@ -353,3 +353,31 @@ def test_a_norm_after_a_convolution_takes_its_statistics_from_the_epilogue(chain
     got = from_plan(plan).forward(Context(execute=True), *arrays)
     want = module.double()(x.double()).detach().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=2e-3)
+
+
+def test_a_depthwise_convolution_s_batch_norm_takes_its_statistics_by_a_row_program():
+    """A depthwise convolution (one channel a group) runs on the FMA engine, which takes no
+    "stats" step: the training-mode batch norm after it reads the convolution's output for
+    its statistics instead (MobileNet's and ShuffleNet's blocks; this raised an internal
+    error), and nn.ReLU6 after it is a clamp to [0, 6]; the result is torch's (emulated)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+    from argus.kernelbench.templates import Conv
+
+    module = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, padding=1, groups=4),
+                                 torch.nn.BatchNorm2d(4), torch.nn.ReLU6())
+    torch.manual_seed(0)
+    with torch.no_grad():
+        module[1].weight.fill_(4.0)             # normalised outputs past 6: the clamp bites
+    x = torch.rand(2, 4, 6, 7)
+    plan = route(module, [x])
+    conv = next(s for s in plan.steps if isinstance(s.template, Conv))
+    assert conv.template.fitted()[0] == "fma"
+    assert not any(step[0] == "stats" for step in conv.template.epilogue)
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    arrays = [x.numpy()] + [params[path] for _, path in plan.params]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double()).detach().numpy()
+    assert (want == 6.0).any() and (want == 0.0).any()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -832,6 +832,7 @@ def power(e, p):
 
 UNARY_OPS = {
     "relu": relu, "sigmoid": sigmoid, "tanh": tanh, "exp": exp, "log": log,
+    "relu6": lambda e: clamp(e, 0.0, 6.0),
     "erf": lambda e: un("erf", e),
     "sqrt": lambda e: un("sqrt", e), "rsqrt": lambda e: un("rcp", un("sqrt", e)),
     "abs": lambda e: un("abs", e), "neg": lambda e: un("neg", e),
@@ -864,7 +865,7 @@ def _refuse_missing(name: str) -> None:
         raise Unsupported(f"{name} needs a DSL op Argus lacks: {MISSING[name]}")
 
 
-MODULES = {"ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "SiLU": "silu",
+MODULES = {"ReLU": "relu", "ReLU6": "relu6", "Sigmoid": "sigmoid", "Tanh": "tanh", "SiLU": "silu",
            "GELU": "gelu", "Softmax": "softmax", "LogSoftmax": "log_softmax",
            "LayerNorm": "layer_norm", "Linear": "linear", "LeakyReLU": "leaky_relu",
            "ELU": "elu", "SELU": "selu", "Hardtanh": "hardtanh", "Hardsigmoid": "hardsigmoid",

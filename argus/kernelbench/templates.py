@@ -1073,7 +1073,11 @@ def conv_fitted(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometr
             out.append((a // 2, b) if a > 1 else (a, b // 2))
         return out
 
-    tried = [(engine, t, UNROLLED_TAPS) for t in halved(tiles)]
+    # statistics are taken on the MFMA engines only (`conv_kernel`): a depthwise
+    # convolution's FMA engine with a "stats" step is not tried at all
+    stats = any(_step_name(step) == "stats" for step in epilogue)
+    tried = [] if stats and engine == "fma" else \
+        [(engine, t, UNROLLED_TAPS) for t in halved(tiles)]
     if engine != "fma":
         tried += [(engine, (1, 1), u) for u in FITTING_UNROLLED]
     if engine == "mfma_f32_16":
@@ -1082,8 +1086,6 @@ def conv_fitted(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometr
         # at any tiles and taps, and fits on the 32x32 engine (KernelBench Level 2 48: 6.44x
         # on it, 46.9x on the FMA engine it fell to)
         tried += [("mfma_f32", (1, 1), u) for u in (UNROLLED_TAPS, *FITTING_UNROLLED)]
-    # statistics are taken on the MFMA engines only (`conv_kernel`)
-    stats = any(_step_name(step) == "stats" for step in epilogue)
     tried += [("fma", t, UNROLLED_TAPS) for t in halved((1, FMA_OC))
               if ("fma", t, UNROLLED_TAPS) not in tried and not stats]
     for choice, t, unrolled in tried:
