@@ -929,8 +929,20 @@ def route(model, example_inputs, chain_stats: bool = True) -> Plan:
     except Exception as err:  # fx cannot trace data-dependent Python control flow
         raise Unsupported(f"torch.fx cannot trace the model: {type(err).__name__}: "
                           f"{str(err).splitlines()[0] if str(err) else ''}") from None
+    for node in graph.graph.nodes:
+        # a module no template covers is named before torch runs the graph (an LSTM's
+        # shape propagation fails on its own)
+        if node.op == "call_module" and \
+                type(graph.get_submodule(node.target)).__name__ not in MODULES:
+            raise Unsupported(f"the module nn.{type(graph.get_submodule(node.target)).__name__}")
     with torch.no_grad(), _no_progress_monitor():
-        ShapeProp(graph).propagate(*example_inputs)
+        try:
+            ShapeProp(graph).propagate(*example_inputs)
+        except Exception as err:  # torch's own failure to run an op on these tensors
+            cause = err.__cause__ or err
+            raise Unsupported(f"torch cannot run the traced model on shape-only tensors: "
+                              f"{type(cause).__name__}: "
+                              f"{str(cause).splitlines()[0] if str(cause) else ''}") from None
     router = Router(model, example_inputs)
     router.chain_stats = chain_stats
     interp = Interpreter(router, model)
@@ -1481,11 +1493,14 @@ def _constant(graph, model, target: str) -> float:
     import torch
 
     tensor = getattr(graph, target, None)
-    if isinstance(tensor, torch.Tensor) and tensor.numel() == 1 and tensor.is_floating_point():
+    if not isinstance(tensor, torch.Tensor):
+        raise Unsupported(f"the model attribute {target}, read in the forward, is neither a "
+                          "parameter, a buffer nor a tensor constant (register it as a buffer)")
+    if tensor.numel() == 1 and tensor.is_floating_point():
         return float(tensor.item())
-    raise Unsupported(f"the tensor constant {target} "
-                      f"{list(getattr(tensor, 'shape', []))} built in the forward (only a "
-                      "single value is a constant)")
+    raise Unsupported(f"the tensor constant {target} {list(tensor.shape)}, not a parameter "
+                      "or a buffer (only a single value is a constant; register a tensor as "
+                      "a buffer)")
 
 
 def _check_dtype(node, name: str):
