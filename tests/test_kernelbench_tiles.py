@@ -381,3 +381,42 @@ def test_a_depthwise_convolution_s_batch_norm_takes_its_statistics_by_a_row_prog
     want = module.double()(x.double()).detach().numpy()
     assert (want == 6.0).any() and (want == 0.0).any()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_scaled_plan_is_routed_on_the_published_convolution_engines():
+    """At 8 output channels the route picks the 16x16 f32 engine, at 32 the 32x32 one; an
+    instance norm's statistics, taken in the convolution's epilogue, hold a slot per
+    position tile, so their partials and `Moments` stages follow the engine. The scaled
+    plan is therefore routed with the published plan's engines and tiles (`pins`), not
+    patched (`pinned` refuses; patching left Level 2 17 and 19 reshaping partials of one
+    engine as the other's); the pinned plan runs and matches torch (emulated)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.harness import pinned
+    from argus.kernelbench.route import conv_pins, route
+    from argus.kernelbench.solution import Context, from_plan
+    from argus.kernelbench.templates import Conv
+
+    class Model(torch.nn.Module):
+        def __init__(self, channels):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, channels, 3)
+            self.norm = torch.nn.InstanceNorm2d(channels)
+
+        def forward(self, x):
+            return self.norm(self.conv(x)) / 2.0
+
+    torch.manual_seed(0)
+    published = route(Model(32), [torch.rand(2, 3, 40, 40)])
+    module, x = Model(8), torch.rand(2, 3, 9, 11)
+    own = route(module, [x])
+    assert [e for e, _ in conv_pins(own)] == ["mfma_f32_16"]
+    assert [e for e, _ in conv_pins(published)] == ["mfma_f32"]
+    assert any(s.template.stats for s in own.steps if isinstance(s.template, Conv))
+    assert pinned(own, published) is None
+    plan = route(module, [x], pins=conv_pins(published))
+    assert conv_pins(plan) == conv_pins(published)
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    arrays = [x.numpy()] + [params[path] for _, path in plan.params]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double()).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

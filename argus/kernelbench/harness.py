@@ -16,7 +16,7 @@ from argus.asm.lower import RegisterBudgetError
 from argus.errors import ArgusError
 from argus.kernelbench import road
 from argus.kernelbench.problem import BUDGET, FLOOR, Problem, load
-from argus.kernelbench.route import Unsupported, route
+from argus.kernelbench.route import Unsupported, conv_pins, route
 from argus.kernelbench.solution import (
     Context,
     Refused,
@@ -74,14 +74,14 @@ def roofline_us(inputs, output_bytes: int, matmul_flops: float, other_flops: flo
 
 
 # ------------------------------------------------------------------------------ checking
-def find_solution(problem: Problem, solutions: dict | None):
+def find_solution(problem: Problem, solutions: dict | None, pins: tuple = ()):
     """(solution, plan or None): a hand-written one given for the problem (by stem or
-    number), else the route's."""
+    number), else the route's (its convolutions on the engines and tiles `pins` give)."""
     for key in (problem.name, problem.id):
         if solutions and key in solutions:
             return solutions[key], None
     model = problem.model()
-    plan = route(model, problem.inputs(SEED))
+    plan = route(model, problem.inputs(SEED), pins=pins)
     return from_plan(plan), plan
 
 
@@ -213,6 +213,10 @@ def pinned(plan, full_plan):
             continue
         differ = {f.name for f in attrs.fields(type(small))
                   if getattr(small, f.name) != getattr(chosen, f.name)}
+        if getattr(small, "stats", False) and differ & {"engine", "tiles"}:
+            # its partials' shape and the `Moments` views follow the engine and tiles: the
+            # scaled route must be made with them (`route`'s pins), not patched here
+            return None
         # the published choices; what differs beside them (a group count the kernel leaves
         # symbolic) stays the scaled problem's, and the kernels must then be the same
         steps.append(attrs.evolve(step, template=attrs.evolve(
@@ -238,16 +242,19 @@ def _shape_launches(solution: Solution, inputs, params: list) -> list:
     return ctx.launches
 
 
-def planned(full, solution: Solution, plan):
+def planned(full, solution: Solution, plan, full_plan=None):
     """(launches, bytes of the largest array, the plan, the scaled solution and plan) at the
     published sizes: the forward runs in planning mode on shape-only inputs (a generated
-    solution is routed again at those shapes, which must give the same kernels, or kernels
-    the scaled plan can be `pinned` to: the scaled solution and plan returned are then the
-    pinned ones). `full` is (model, inputs) on the meta device."""
+    solution is routed again at those shapes, unless `full_plan` is that route, which must
+    give the same kernels, or kernels the scaled plan can be `pinned` to: the scaled
+    solution and plan returned are then the pinned ones). `full` is (model, inputs) on the
+    meta device."""
     model, inputs = full
-    full_plan = None
-    if plan is not None:
+    if plan is None:
+        full_plan = None
+    elif full_plan is None:
         full_plan = route(model, inputs)
+    if plan is not None:
         if from_plan(full_plan).kernels != from_plan(plan).kernels:
             plan = pinned(plan, full_plan)
             if plan is None:
@@ -361,14 +368,21 @@ def _check(problem: Problem, row: Row, solutions: dict | None) -> None:
     if plan is not None:
         # the published-size plan decides whether the scaled sizes stand for it: the same
         # kernels, every grid axis and loop running more than once; else scale less, and if no
-        # scaling runs everything twice, the one that misses fewest (the most scaled of those)
+        # scaling runs everything twice, the one that misses fewest (the most scaled of those).
+        # Its convolutions' engines and tiles are the scaled route's too (what a statistics
+        # step's partials hold follows them)
+        published = route(*full)
+        pins = conv_pins(published)
+        if conv_pins(plan) != pins:
+            solution, plan = find_solution(problem, solutions, pins)
         best = None
         for n, scaling in enumerate(SCALINGS):
             if n:
                 problem = load(problem.path, problem.level, **scaling)
-                solution, plan = find_solution(problem, solutions)
+                solution, plan = find_solution(problem, solutions, pins)
             try:
-                launches, _, full_plan, solution, plan = planned(full, solution, plan)
+                launches, _, full_plan, solution, plan = planned(full, solution, plan,
+                                                                 published)
             except KernelsDiffer:
                 continue
             once = runs_once(_scaled_launches(problem, solution, plan), launches)
@@ -431,9 +445,9 @@ def _grown(best: tuple, full, solutions: dict | None) -> tuple:
                 if trial is None:
                     break
                 try:
-                    t_solution, t_plan = find_solution(trial, solutions)
+                    t_solution, t_plan = find_solution(trial, solutions, conv_pins(full_plan))
                     t_launches, _, t_full, t_solution, t_plan = planned(full, t_solution,
-                                                                        t_plan)
+                                                                        t_plan, full_plan)
                 except Exception:   # noqa: BLE001 - any failure only rules this trial out
                     # (ArgusError, Unsupported, or the model failing at constants the problem
                     # ties together, as input_shape = (num_classes,) with targets below it)

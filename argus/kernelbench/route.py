@@ -137,6 +137,10 @@ class Router:
         #: longer written because they did
         self.chain_stats = True
         self.unwritten: set[str] = set()
+        #: (engine, tiles) per convolution in the order they are traced, taken instead of
+        #: `conv_engine`'s (`route`'s pins), and how many convolutions were traced
+        self.pins: tuple = ()
+        self.convs = 0
 
     # ------------------------------------------------------------------ buffers and steps
     def fresh(self, shape) -> str:
@@ -915,11 +919,14 @@ def _no_progress_monitor():
         tqdm.monitor_interval = saved
 
 
-def route(model, example_inputs, chain_stats: bool = True) -> Plan:
+def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> Plan:
     """Trace `model` at the shapes of `example_inputs` (real or meta tensors) and plan its
     launches. `chain_stats`: a norm after a convolution and an elementwise chain may fuse
     the chain into the convolution's epilogue to take its statistics there; a plan where
-    a later op then reads the convolution's own output is traced again without."""
+    a later op then reads the convolution's own output is traced again without. `pins`:
+    each convolution's (engine, tiles) in trace order (`conv_pins` of a plan of the same
+    model at other sizes), so that what follows from them (a statistics step's partials,
+    the `Moments` stages reading them) is planned for those."""
     import torch
     from torch.fx import symbolic_trace
     from torch.fx.passes.shape_prop import ShapeProp
@@ -945,6 +952,7 @@ def route(model, example_inputs, chain_stats: bool = True) -> Plan:
                               f"{str(cause).splitlines()[0] if str(cause) else ''}") from None
     router = Router(model, example_inputs)
     router.chain_stats = chain_stats
+    router.pins = tuple(pins)
     interp = Interpreter(router, model)
     env: dict = {}
     inputs: list[str] = []
@@ -1019,7 +1027,7 @@ def route(model, example_inputs, chain_stats: bool = True) -> Plan:
                 and env[node].mm is None else env[node]
     if router.unwritten & ({b for s in router.steps for _, b in s.inputs} | {output}):
         # a chain fused for a norm's statistics, but the convolution's output is read too
-        return route(model, example_inputs, chain_stats=False)
+        return route(model, example_inputs, chain_stats=False, pins=pins)
     out_shape = tuple(router.buffers[output])
     router.steps = _fold_affine_pools(router.steps, output, router.buffers)
     router.steps = _fold_affine_means(router.steps, output, router)
@@ -1035,6 +1043,12 @@ def route(model, example_inputs, chain_stats: bool = True) -> Plan:
     return Plan(tuple(router.steps), tuple(inputs), tuple(params), dict(router.buffers),
                 output, out_shape, dict(router.fills), router.mm_flops,
                 router.valu_flops, tuple(scalars), tuple(router.words))
+
+
+def conv_pins(plan: Plan) -> tuple:
+    """Each convolution's (engine, tiles) in `plan`, in trace order (`route`'s pins)."""
+    return tuple((s.template.engine, tuple(s.template.tiles)) for s in plan.steps
+                 if isinstance(s.template, Conv))
 
 
 def _read_bytes(step: Step, masks: set) -> Step:
@@ -2617,7 +2631,10 @@ class _ConvHandlers:
 
         engine, tiles = conv_engine(c // groups, oc // groups,
                                     math.prod(stride) if transposed else 1)
-        template = attrs.evolve(template, engine=engine, tiles=tiles)
+        if self.r.convs < len(self.r.pins):
+            engine, tiles = self.r.pins[self.r.convs]
+        self.r.convs += 1
+        template = attrs.evolve(template, engine=engine, tiles=tuple(tiles))
         out = template.out_spatial(spatial)
         if min(out) < 1:
             raise Unsupported(f"{kind} with an empty output {out}")

@@ -60,6 +60,8 @@ class Target:
             if kind == "RowProgram" and step.template.strided:
                 continue  # one wave per workgroup by construction
             for field, values in KNOBS.get(kind, {}).items():
+                if field in STATS_FIXED and _takes_stats(step.template):
+                    continue
                 own = _own(step.template, field)
                 out.append((index, field, tuple(sorted({*values, own}))))
             if splittable(step):
@@ -85,6 +87,15 @@ class Target:
         return out
 
 
+#: a convolution taking a norm's statistics keeps the route's engine and tiles: its partials'
+#: shape and the `Moments` stages reading them were planned for those (`route`'s pins)
+STATS_FIXED = ("engine", "tiles")
+
+
+def _takes_stats(template) -> bool:
+    return type(template).__name__ == "Conv" and template.stats
+
+
 def _own(template, field: str):
     """The route's value of a searched field: for a convolution's engine and tiles, those of
     the kernel it runs (the route's choice, or `conv_fitting`'s fallback when that does not
@@ -101,7 +112,7 @@ def load_target(spec: str, problems: str | Path | None) -> Target:
     from argus.kernelbench import _torch
     from argus.kernelbench.harness import pinned
     from argus.kernelbench.problem import load
-    from argus.kernelbench.route import route
+    from argus.kernelbench.route import conv_pins, route
 
     name = spec.removeprefix(PREFIX)
     if problems is None:
@@ -116,9 +127,9 @@ def load_target(spec: str, problems: str | Path | None) -> Target:
     path = found[0]
     level = Path(name).parent.name or None
     problem = load(path, level)
-    plan = route(problem.model(), problem.inputs(0))
     full = problem.full()
     full_plan = route(*full)
+    plan = route(problem.model(), problem.inputs(0), pins=conv_pins(full_plan))
     # the scaled sizes run the kernels the published ones launch (a tile the route picks by
     # size), so the knobs start from the same values on both
     return Target(name, path, problem, pinned(plan, full_plan) or plan, full_plan, full)
@@ -143,6 +154,11 @@ def with_knobs(plan, values: dict):
         step = steps[int(index)]
         if isinstance(value, list):     # a tuple read back from a run file's JSON
             value = tuple(value)
+        if field in STATS_FIXED and _takes_stats(step.template) and \
+                value != getattr(step.template, field):
+            raise KnobError(f"{key}={value!r}: a convolution taking a norm's statistics keeps "
+                            "the route's engine and tiles (its partials are planned for them)",
+                            fix=f"leave {key} at the route's {getattr(step.template, field)!r}")
         steps[int(index)] = attrs.evolve(step, template=attrs.evolve(step.template,
                                                                      **{field: value}))
     plan = attrs.evolve(plan, steps=tuple(steps))
