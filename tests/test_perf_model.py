@@ -880,3 +880,21 @@ def test_a_timing_samples_distinct_rows_once_with_padding_between():
     # no padding needed: the table is the range, in order
     short = {**sizes, "P": 32, "BLOCKS": 1}
     assert sample_inputs(ir, short)["sorted_ids"].tolist() == list(range(32))
+
+
+def test_a_timing_sample_keeps_the_real_rows_of_a_distinct_table():
+    """The sizes a `T.distinct` range names are not shrunk in a timing sample: the table's
+    length follows the grid, which the sample keeps, so a shrunk range left it all padding
+    (1 real token of 2048 rows) and the gathered X rows cost nothing. Every real row is read
+    once per column block, so the requested bytes hold W's tiles and X's rows."""
+    from argus.isa_cdna3.perf.sample import distinct_range_names
+    from argus.kernels.moe import moe_gemm_fp8_direct, pack
+
+    kernel = argus.compile(moe_gemm_fp8_direct, verify=False, block_m=32, block_n=128)
+    assert distinct_range_names(kernel.ir) == {"TOKENS"}
+    tokens, H, E, N = 1024, 1024, 8, 128
+    _, ids, blocks = pack(np.arange(tokens) % E, E, 32)
+    timing = argus.time(kernel, sizes={"TOKENS": tokens, "H": H, "E": E, "N": N,
+                                       "P": len(ids), "BLOCKS": len(blocks), "KT": H // 64})
+    weights, rows = len(blocks) * N * H, tokens * H
+    assert timing.bytes_requested >= weights + rows

@@ -780,7 +780,7 @@ def _sample_shape(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: s
             base[name] = small[min(1, len(small) - 1)]
             loop = name
             break
-    bounding = set(loop_bound_names(ir))
+    bounding = set(loop_bound_names(ir)) | distinct_range_names(ir)
     scalars = {v.name: 0 for v in ir.scalars}
 
     def kept(shape: dict) -> tuple[int, ...]:
@@ -829,7 +829,7 @@ def _shrunk(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | N
     the scalar arguments the sample passes (0): an assumption tying a size to a scalar (a
     window `start + M <= R`) must keep holding, else the sample's loads would fall outside a
     shrunk tensor and read nothing (no traffic)."""
-    bounding = set(loop_bound_names(ir))
+    bounding = set(loop_bound_names(ir)) | distinct_range_names(ir)
     base = dict(sizes)
     scalars = {v.name: 0 for v in ir.scalars}
     for name in (v.name for v in ir.sizes):
@@ -840,6 +840,15 @@ def _shrunk(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | N
                 break
             base = trial
     return base
+
+
+def distinct_range_names(ir: O.Kernel) -> set[str]:
+    """The sizes a `T.distinct` range names (the real tokens of a routing table). A sample
+    keeps them: the table's length follows the grid, which the sample keeps, so a shrunk range
+    leaves it all padding (`sample_inputs`) and the rows gathered through it load nothing (the
+    fp8 MoE GEMM's samples held 1 real token of 4096 rows, its X reads costing nothing)."""
+    return {v.name for op in ir.ops() if isinstance(op, O.Distinct)
+            for v in (*free_vars(op.lo), *free_vars(op.hi))}
 
 
 def whole_workgroups(grid: Callable[..., tuple], sizes: dict, shape: dict, name: str) -> bool:
