@@ -62,6 +62,35 @@ def test_mfma_layouts_place_the_catalogue_fragment_per_wave(instr, grid):
                 np.testing.assert_array_equal(got, np.broadcast_to(expected[axis], got.shape))
 
 
+@pytest.mark.parametrize("instr", ["v_mfma_f32_16x16x32_fp8_fp8", "v_mfma_f32_32x32x16_fp8_fp8",
+                                   "v_mfma_f32_16x16x16_bf16"])
+def test_packed_mfma_fragments_hold_each_lanes_steps_contiguously(instr):
+    # pack=2: a lane's 2 * k_per_lane k's are one run (one wide load); step p's registers
+    # (slots p * k_per_lane ..) hold, for A and B alike, the k's its MFMA lane pairs, and the
+    # two steps cover the 2 * k columns once
+    info = mfma(instr)
+    kpl = info.k_per_lane
+    a, b = (T.mfma_layout(instr, op, (1, 2), pack=2) for op in "ab")
+    assert a.shape == (info.m, 2 * info.k) and b.shape == (2 * info.n, 2 * info.k)
+    ka, kb = a.layout.table()[1], b.layout.table()[1]          # [wave, lane, slot]
+    assert (np.diff(ka, axis=2) == 1).all() and (ka[..., 0] % (2 * kpl) == 0).all()
+    lanes = np.arange(LANES)
+    for p in range(2):
+        # an MFMA pairs A's and B's registers of the same lane group (the catalogue's k of a
+        # lane and slot is the same for A and B), so both must hold one k there
+        step_a, step_b = ka[0, :, p * kpl:(p + 1) * kpl], kb[0, :, p * kpl:(p + 1) * kpl]
+        first_a = info.a_coord(lanes, 0)[2]
+        first_b = info.b_coord(lanes, 0)[1]
+        same = np.asarray(first_a) == np.asarray(first_b)
+        assert (step_a[same] == step_b[same]).all()
+    rows = a.layout.table()[0][0]
+    for row in range(info.m):
+        held = np.sort(ka[0][rows == row])
+        assert sorted(set(held.tolist())) == list(range(2 * info.k))
+    with pytest.raises(DSLError, match="only the A and B operands"):
+        T.mfma_layout(instr, "c", pack=2)
+
+
 @given(st.sampled_from([(8, 32), (16, 64), (32, 32), (64, 32), (128, 64)]),
        st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4, 8]))
 def test_copy_layout_is_a_bijection_with_contiguous_vectors(shape, waves, vector):

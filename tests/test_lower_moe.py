@@ -220,6 +220,15 @@ def test_fp8_moe_gemm_with_weights_straight_to_registers_is_proved_and_matches_n
     assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
     compiled = argus.compile(direct.kernel, verify=False, **params)
     assert compiled.ir.lds_bytes == 2 * 32 * 64                    # X's two slots, no W
+    # the two k steps of a K tile packed per lane: each W load is a lane's 16 contiguous bytes
+    # (whole 128-byte lines, one dwordx4 per 4 MFMAs here: 2 steps x 2 row repetitions), each
+    # A read a ds_read_b128 feeding both steps
+    body = compiled.text.split(".Lloop1:")[1].split("s_cbranch_scc1 .Lloop1")[0]
+    ops = [line.split()[0] for line in body.splitlines()
+           if line.strip() and not line.strip().startswith(";")]
+    mfmas = sum(op.startswith("v_mfma") for op in ops)
+    assert ops.count("buffer_load_dwordx4") * 4 == mfmas
+    assert ops.count("ds_read_b128") * 4 == mfmas and "ds_read_b64" not in ops
     choice, sorted_ids, block_expert = pack([0, 2, 2] * 12 + [0], 3, 32)
     rng = np.random.default_rng(5)
     X = (4 * rng.standard_normal((len(choice), 5 * 64))).astype(float8_e4m3fnuz)

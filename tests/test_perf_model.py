@@ -803,9 +803,9 @@ def test_the_xcd_order_puts_a_column_block_of_b_on_one_xcd_and_fetches_less_past
 
 def test_an_moe_kernels_weights_are_shared_by_the_blocks_of_an_expert():
     """Reads through loaded data: an expert id (`scalar.load` by block) and gathered token
-    rows. Each expert's weights are read by BLOCKS / E blocks, each token row by the blocks of
-    its experts (BLOCKS x rows per block / TOKENS) in every N tile: the counts AMD's MoE
-    families state, read off our IR."""
+    rows. Each expert's weights are read by BLOCKS / E blocks (the count AMD's MoE families
+    state, read off our IR); each routed row by one block in every N tile, since the table
+    declares it once (`T.distinct`: the padding between rows is no second reader)."""
     from argus.isa_cdna3.perf.sample import readers_of
     from argus.kernels.moe import moe_gemm_fp8_kblocked
 
@@ -814,8 +814,7 @@ def test_an_moe_kernels_weights_are_shared_by_the_blocks_of_an_expert():
              "BLOCKS": 512}
     grid = kernel.grid(**sizes)
     found = dict(zip([t.name for t in kernel.ir.tensors], readers_of(kernel.ir, grid, sizes)))
-    rows = grid[0] * 32 / sizes["TOKENS"]                  # blocks of 32 gathered rows
-    assert found["X"][1] == pytest.approx(grid[1] * rows)
+    assert found["X"][1] == grid[1]
     assert found["W"][1] == pytest.approx(sizes["BLOCKS"] / sizes["E"])
     assert found["W"][2] == 1                               # an expert's blocks are adjacent
     # half the blocks: an expert's weights have no second reader left
@@ -880,3 +879,41 @@ def test_a_timing_samples_distinct_rows_once_with_padding_between():
     # no padding needed: the table is the range, in order
     short = {**sizes, "P": 32, "BLOCKS": 1}
     assert sample_inputs(ir, short)["sorted_ids"].tolist() == list(range(32))
+
+
+def test_a_timing_sample_keeps_the_real_rows_of_a_distinct_table():
+    """The sizes a `T.distinct` range names are not shrunk in a timing sample: the table's
+    length follows the grid, which the sample keeps, so a shrunk range left it all padding
+    (1 real token of 2048 rows) and the gathered X rows cost nothing. Every real row is read
+    once per column block, so the requested bytes hold W's tiles and X's rows."""
+    from argus.isa_cdna3.perf.sample import distinct_range_names
+    from argus.kernels.moe import moe_gemm_fp8_direct, pack
+
+    kernel = argus.compile(moe_gemm_fp8_direct, verify=False, block_m=32, block_n=128)
+    assert distinct_range_names(kernel.ir) == {"TOKENS"}
+    tokens, H, E, N = 1024, 1024, 8, 128
+    _, ids, blocks = pack(np.arange(tokens) % E, E, 32)
+    timing = argus.time(kernel, sizes={"TOKENS": tokens, "H": H, "E": E, "N": N,
+                                       "P": len(ids), "BLOCKS": len(blocks), "KT": H // 64})
+    weights, rows = len(blocks) * N * H, tokens * H
+    assert timing.bytes_requested >= weights + rows
+
+
+def test_rows_gathered_through_a_distinct_table_have_one_reader_along_its_blocks():
+    """Each real row appears once in a `T.distinct` table, so one workgroup along the table's
+    blocks reads it (the padding between rows is skipped, not a second reader): the MoE
+    GEMM's X rows are read by the N / block_n column blocks of their row block only, BLOCKS
+    ids apart in the default order (one XCD when that is a multiple of 4 or 8), where the
+    rows-over-values rule alone (P / TOKENS = 2 readers, 1 id apart) put them on every XCD."""
+    from argus.isa_cdna3.perf.model import past_l2
+    from argus.isa_cdna3.perf.sample import readers_of
+    from argus.kernels.moe import moe_gemm_fp8_direct
+
+    kernel = argus.compile(moe_gemm_fp8_direct, verify=False, block_m=32, block_n=128)
+    sizes = {"TOKENS": 2048, "H": 4096, "E": 128, "N": 768, "P": 4096, "BLOCKS": 128,
+             "KT": 64}
+    grid = kernel.grid(**sizes)
+    x = readers_of(kernel.ir, grid, sizes)[0]
+    assert x == (2048 * 4096, 6.0, 128.0)
+    past, _ = past_l2([x], 4, math.prod(grid), 560)
+    assert past == 2048 * 4096                  # once past the L2s: one XCD reads it

@@ -30,7 +30,7 @@ WAVE_GRID = (2, 2)
 SWIZZLE = (3, 2, 3)
 
 
-def swizzle_for(block_k: int, element_bytes: int = 2) -> tuple[int, int, int]:
+def swizzle_for(block_k: int, element_bytes: int = 2, read_bytes: int = 8) -> tuple[int, int, int]:
     """The LDS XOR swizzle (bits, base, shift, in elements of `element_bytes`) under which the
     MFMA operand reads (`ds_read_b64`: the 16 lanes of a phase read 16 consecutive rows at one
     8-byte chunk) hit 16 distinct bank pairs, for rows of `block_k` elements. A 128-byte bank
@@ -38,16 +38,24 @@ def swizzle_for(block_k: int, element_bytes: int = 2) -> tuple[int, int, int]:
     those: byte bits from max(7, log2 row_bytes) up, into the chunk bits from byte bit 3 (at
     most 4 bits: 16 chunks of 8 bytes fill the 32 banks). Rows that are not a power of two get
     SWIZZLE's pattern. For bf16 the copies' `ds_write_b64` stay conflict-free up to block_k 64
-    (2-way at 128, where one phase writes one 256-byte row)."""
+    (2-way at 128, where one phase writes one 256-byte row). `read_bytes=16` is the same rule
+    for `ds_read_b128` reads (packed MFMA operands, `mfma_layout(pack=2)`): 16-byte chunks stay
+    whole, 8 of them to a bank line."""
     if element_bytes not in (1, 2, 4):
         raise ValueError(f"element_bytes={element_bytes!r}: LDS swizzles are for 1, 2 or 4 bytes")
+    if read_bytes not in (8, 16):
+        raise ValueError(f"read_bytes={read_bytes!r}: LDS operand reads are 8 or 16 bytes")
     log_e = element_bytes.bit_length() - 1
-    base = 3 - log_e                        # an 8-byte chunk, in elements
+    log_c = read_bytes.bit_length() - 1     # a chunk's byte bits
+    base = log_c - log_e                    # a chunk, in elements
     log_k = block_k.bit_length() - 1
     row_bits = log_k + log_e                # log2 of a row's bytes
-    if block_k < 1 or 1 << log_k != block_k or row_bits < 4:
+    if block_k < 1 or 1 << log_k != block_k or row_bits < log_c + 1:
+        if read_bytes != 8:
+            raise ValueError(f"block_k={block_k!r}: a 16-byte-chunk swizzle needs rows of a "
+                             "power of two of at least 32 bytes")
         return (SWIZZLE[0], base, SWIZZLE[2])
-    return (min(4, row_bits - 3), base, max(4, row_bits - 3))
+    return (min(7 - log_c, row_bits - log_c), base, max(7, row_bits) - log_c)
 
 
 def _operand_dtype(A, B, instr: str) -> str:

@@ -250,28 +250,47 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
 def _direct(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k, a_spec,
             b_spec, meet, instr, prefetch, blocked=True):
     """The K loop with W straight into registers: `_staged`'s double-buffered LDS for the X
-    tile only, the K tile's B operands (per k step and column repetition) loaded by each wave
-    in the MFMA's own layout from the K-blocked W. Tiles kt .. kt+prefetch-1 of W and
-    kt+1 .. kt+prefetch-1 of X ride in registers while kt+prefetch loads."""
+    tile only, the K tile's B operands (per column repetition) loaded by each wave in the
+    MFMA's own layout from the K-blocked W. Tiles kt .. kt+prefetch-1 of W and
+    kt+1 .. kt+prefetch-1 of X ride in registers while kt+prefetch loads.
+
+    The k steps of a K tile are packed in pairs where a lane's two steps fit 16 bytes
+    (`mfma_layout(pack=2)`, fp8 16x16x32): a lane then loads its 16 contiguous bytes of a W
+    row with one dwordx4, whole 128-byte lines (the unpacked dwordx2 of one step read half of
+    each line, the other step the other half: every line requested twice, twice the vector
+    memory instructions), and reads A's two steps with one ds_read_b128, the X tile swizzled
+    in 16-byte chunks to match."""
     size = DTYPE_BYTES[X.dtype]
-    copy_a = T.copy_layout((block_m, block_k), 4, _copy_vector(block_m, block_k, size))
-    a_smem = T.lds((2, block_m, block_k), X.dtype, swizzle=swizzle_for(block_k, size))
     steps, reps_n = block_k // b_spec.shape[1], block_n // b_spec.shape[0]
     reps_m = block_m // a_spec.shape[0]
+    kpl = a_spec.slots
+    pack = 2 if steps % 2 == 0 and 2 * kpl * size <= 16 else 1
+    copy_a = T.copy_layout((block_m, block_k), 4, _copy_vector(block_m, block_k, size))
+    a_smem = T.lds((2, block_m, block_k), X.dtype,
+                   swizzle=swizzle_for(block_k, size, read_bytes=kpl * size * pack))
+    grid = DIRECT_WAVE_GRID
+    a_wide = T.mfma_layout(instr, "a", grid, pack=pack)
+    b_wide = T.mfma_layout(instr, "b", grid, pack=pack)
+    width = b_wide.shape[1]          # k of one packed group of steps
 
     def fetch(kt):
         x = X.load((0, kt * block_k), copy_a, gather=gathered, guard=True)
-        w = [W.load((expert, kt, n0 + s * b_spec.shape[0], ks * b_spec.shape[1]), b_spec,
-                    axes=(2, 3)) for ks in range(steps) for s in range(reps_n)]
+        w = [W.load((expert, kt, n0 + s * b_spec.shape[0], g * width), b_wide, axes=(2, 3))
+             for g in range(steps // pack) for s in range(reps_n)]
         return x, w
 
     def compute(slot, w, acc):
-        for ks in range(steps):
-            a = [a_smem.load((slot, r * a_spec.shape[0], ks * a_spec.shape[1]), a_spec)
+        for g in range(steps // pack):
+            a = [a_smem.load((slot, r * a_spec.shape[0], g * width), a_wide)
                  for r in range(reps_m)]
-            for (r, s), c in acc.items():
-                acc[r, s] = T.mfma(instr, a[r], w[ks * reps_n + s], c)
-                T.tag_assert(*meet)
+            for p in range(pack):
+                # step p's registers, seen in the MFMA's layout (their k tags travel along)
+                a_step = [T.slots(t, p * kpl, a_spec) if pack > 1 else t for t in a]
+                for (r, s), c in acc.items():
+                    b = w[g * reps_n + s]
+                    b_step = T.slots(b, p * kpl, b_spec) if pack > 1 else b
+                    acc[r, s] = T.mfma(instr, a_step[r], b_step, c)
+                    T.tag_assert(*meet)
         return acc
 
     first = fetch(0)
@@ -282,7 +301,7 @@ def _direct(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
         carried[f"x{j}"] = x
         carried.update({f"w{j}_{i}": t for i, t in enumerate(w)})
     T.barrier()
-    count = steps * reps_n
+    count = steps // pack * reps_n
 
     def held(loop, j):
         return (getattr(loop, f"x{j}") if j else None,

@@ -10,7 +10,7 @@ import math
 import attrs
 import numpy as np
 
-from argus.ir.expr import Var, evaluate, free_vars, substitute
+from argus.ir.expr import Var, evaluate, free_vars, simplify, substitute
 from argus.ir.layout import Layout, Swizzle
 from argus.ir.types import LANES, AddressMap, ThreadLayout, coord_vars, thread_vars
 from argus.lang.errors import DSLError, user_loc
@@ -45,15 +45,26 @@ def _mfma_info(instr: str):
     return info
 
 
-def mfma_layout(instr: str, operand: str, wave_grid: tuple[int, int] = (1, 1)) -> TileSpec:
+def mfma_layout(instr: str, operand: str, wave_grid: tuple[int, int] = (1, 1), *,
+                pack: int = 1) -> TileSpec:
     """The fragment of one MFMA per wave, waves tiled row-major over `wave_grid` (rows, cols).
 
     "a" is an (rows*m, k) tile, "b" an (cols*n, k) tile (K-minor, as for C = A @ B.T) and "c" an
     (rows*m, cols*n) tile. Waves in the same grid row share A, in the same grid column share B.
+
+    `pack` > 1 ("a" and "b") lays out `pack` consecutive k steps so that each lane holds its
+    pack * k_per_lane k's contiguously (k = pack * the lane's first k + slot, over pack * k):
+    one wide load (16 fp8 bytes: a dwordx4 or ds_read_b128) then feeds `pack` MFMAs. Which k an
+    MFMA step takes does not change the contraction as long as A and B take the same, so both
+    are packed alike; step s is `T.slots(tile, s * k_per_lane, mfma_layout(instr, operand,
+    wave_grid))`, whose tags (k among them) travel with the data, so the MFMA's assertions see
+    the packed k's.
     """
     info = _mfma_info(instr)
     rows, cols = wave_grid
     waves = rows * cols
+    if pack != 1:
+        return _packed(info, operand, rows, cols, pack)
     slots = info.c_values if operand == "c" else info.k_per_lane
     wave, lane, slot = thread_vars(waves, slots)
     grid_row, grid_col = wave // cols, wave % cols
@@ -70,6 +81,37 @@ def mfma_layout(instr: str, operand: str, wave_grid: tuple[int, int] = (1, 1)) -
         return TileSpec((rows * info.m, cols * info.n),
                         ThreadLayout(waves, slots, (grid_row * info.m + i, grid_col * info.n + j)))
     raise DSLError(f"operand {operand!r} is not 'a', 'b' or 'c'", user_loc())
+
+
+def _packed(info, operand: str, rows: int, cols: int, pack: int) -> TileSpec:
+    """`mfma_layout`'s A or B fragment of `pack` k steps packed per lane."""
+    if operand not in ("a", "b"):
+        raise DSLError(f"pack={pack!r}: only the A and B operands are packed along k, not "
+                       f"{operand!r}", user_loc(), fix="give operand 'a' or 'b'")
+    if not _whole(pack):
+        raise DSLError(f"pack={pack!r}: the k steps packed per lane are a whole number >= 1",
+                       user_loc(), fix="e.g. pack=2")
+    kpl = info.k_per_lane
+    probe_lane, probe_slot = np.arange(LANES)[:, None], np.arange(kpl)[None, :]
+    coord = info.a_coord if operand == "a" else info.b_coord
+    k_of = coord(Var("lane", 0, LANES), Var("slot", 0, kpl))[2 if operand == "a" else 1]
+    ks = np.asarray(evaluate(k_of, {"lane": probe_lane, "slot": probe_slot}))
+    if not ((ks - ks[:, :1]) == probe_slot).all() or (ks[:, 0] % kpl).any():
+        raise DSLError(f"{info.name}: a lane's {operand.upper()} k's are not one contiguous "
+                       f"run of {kpl} starting at a multiple of {kpl}, so they cannot be "
+                       "packed", user_loc(), fix="use pack=1 with this instruction")
+    waves = rows * cols
+    slots = kpl * pack
+    wave, lane, slot = thread_vars(waves, slots)
+    at_first = coord(lane, 0)
+    # A's coordinates are (block, i, k), B's (block, k, j)
+    first_k, other = (at_first[2], at_first[1]) if operand == "a" else at_first[1:]
+    k = simplify(first_k * pack + slot)
+    if operand == "a":
+        return TileSpec((rows * info.m, pack * info.k),
+                        ThreadLayout(waves, slots, ((wave // cols) * info.m + other, k)))
+    return TileSpec((cols * info.n, pack * info.k),
+                    ThreadLayout(waves, slots, ((wave % cols) * info.n + other, k)))
 
 
 def reduced(spec: TileSpec, axis: int) -> TileSpec:

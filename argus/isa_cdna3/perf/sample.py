@@ -292,8 +292,13 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
 
     reads: dict[str, dict[int, float]] = {}      # tensor -> axis -> readers along it (0: none)
     touched: dict[str, float] = {}               # tensor -> share of it any workgroup reads
+    # index tables declared (`T.distinct`) to hold each value of [lo, hi) at most once
+    distinct = {op.tensor.name: (int(evaluate(op.lo, sizes)), int(evaluate(op.hi, sizes)))
+                for op in ir.ops() if isinstance(op, O.Distinct)
+                and {v.name for v in (*free_vars(op.lo), *free_vars(op.hi))} <= sizes.keys()}
 
-    def record(tensor, exprs, spread: tuple[frozenset[int], float, int] | None = None) -> None:
+    def record(tensor, exprs, spread: tuple[frozenset[int], float, int, bool] | None = None
+               ) -> None:
         d, ld = deps(exprs)
         seen = reads.setdefault(tensor.name, {})
         reached = 1.0
@@ -304,6 +309,11 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
                 # values per workgroup over the distinct values (an expert id: one of E)
                 per, values = (spread[1], spread[2]) if spread and a in spread[0] else (1, 0)
                 share = grid[a] * per / values if values else 1.0
+                if spread and a in spread[0] and spread[3]:
+                    # rows gathered through a table holding each of them once: one
+                    # workgroup along the axis reads each (the padding between them is
+                    # skipped, not a second reader)
+                    share = min(share, 1.0)
                 seen[a] = min(seen.get(a, share), max(1.0, share))
                 # the grid[a] workgroups take at most grid[a] x per of the values: the rest
                 # of the tensor (the weights of experts no block routes to) is never read
@@ -332,12 +342,15 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
                 d, ld = deps((gather.origin,))
                 rows = op.result.type.shape[gather.tile_axis] if isinstance(op, O.GlobalLoad) \
                     else op.tile.shape[gather.tile_axis]
-                spread = (d | ld, rows, extent(op.tensor, gather.axis))
+                once = distinct.get(gather.index.name)
+                spread = (d | ld, rows, extent(op.tensor, gather.axis),
+                          once is not None and once[0] <= 0
+                          and once[1] >= extent(op.tensor, gather.axis))
             values = [scalar_values[v.name] for e in op.origin for v in free_vars(e)
                       if v.name in scalar_values]
             if values and spread is None:
                 _, ld = deps(op.origin)
-                spread = (ld, 1, max(values))
+                spread = (ld, 1, max(values), False)
             if spread is None and not deps(op.origin)[1]:
                 evaluable.setdefault(op.tensor.name, op.origin)
             else:
@@ -780,7 +793,7 @@ def _sample_shape(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: s
             base[name] = small[min(1, len(small) - 1)]
             loop = name
             break
-    bounding = set(loop_bound_names(ir))
+    bounding = set(loop_bound_names(ir)) | distinct_range_names(ir)
     scalars = {v.name: 0 for v in ir.scalars}
 
     def kept(shape: dict) -> tuple[int, ...]:
@@ -829,7 +842,7 @@ def _shrunk(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | N
     the scalar arguments the sample passes (0): an assumption tying a size to a scalar (a
     window `start + M <= R`) must keep holding, else the sample's loads would fall outside a
     shrunk tensor and read nothing (no traffic)."""
-    bounding = set(loop_bound_names(ir))
+    bounding = set(loop_bound_names(ir)) | distinct_range_names(ir)
     base = dict(sizes)
     scalars = {v.name: 0 for v in ir.scalars}
     for name in (v.name for v in ir.sizes):
@@ -840,6 +853,15 @@ def _shrunk(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, loop: str | N
                 break
             base = trial
     return base
+
+
+def distinct_range_names(ir: O.Kernel) -> set[str]:
+    """The sizes a `T.distinct` range names (the real tokens of a routing table). A sample
+    keeps them: the table's length follows the grid, which the sample keeps, so a shrunk range
+    leaves it all padding (`sample_inputs`) and the rows gathered through it load nothing (the
+    fp8 MoE GEMM's samples held 1 real token of 4096 rows, its X reads costing nothing)."""
+    return {v.name for op in ir.ops() if isinstance(op, O.Distinct)
+            for v in (*free_vars(op.lo), *free_vars(op.hi))}
 
 
 def whole_workgroups(grid: Callable[..., tuple], sizes: dict, shape: dict, name: str) -> bool:
