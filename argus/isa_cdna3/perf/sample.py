@@ -40,14 +40,15 @@ from argus.isa_cdna3.perf.params import CU, Calibrated, GpuProfile, PerfError
 #: loop sizes tried for a compiled kernel's two samples, smallest first
 SAMPLE_TRIPS = (256, 512, 1024, 2048, 4096, 8192)
 #: smaller sizes tried when SAMPLE_TRIPS has no pair below the real size and running the real
-#: one would emulate more than SAMPLE_BUDGET instructions per wave
+#: one would emulate more than SAMPLE_BUDGET instructions on a CU
 LADDER = tuple(1 << i for i in range(12))
-#: instructions per wave a timing sample may emulate before its loop is sampled shorter. The
-#: scheduler replays about 250k instructions a second, so a CU of 32 waves at this budget takes
-#: a few seconds; 2**17 made a KernelBench 3-D convolution take 45 s for a time within 0.5% of
-#: this one's (bench/bench_model.py --kernelbench prints the error against simulating the real
-#: trip count)
-SAMPLE_BUDGET = 1 << 14
+#: instructions the waves of a CU's round together may run in a timing sample before its loop
+#: is sampled shorter: the emulator runs them and the scheduler replays them, each at about
+#: 100k instructions a second on one loaded core, so the cost of a sample is its instructions
+#: per CU, not per wave (a 3-D convolution's 32 waves at 2**14 each took 20-100 s). 2**19 (the
+#: old 2**14 per wave at 32 waves) gave times within 0.5% of this one's
+#: (bench/bench_model.py --kernelbench prints the error against simulating the real trip count)
+SAMPLE_BUDGET = 1 << 17
 Groups = Mapping[int, list]          # workgroup id -> its traced waves (emu.trace.WaveEvents)
 
 _SAMPLES: dict[tuple, Groups] = {}
@@ -469,7 +470,10 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     real_grid = grid(**sizes)
     workgroups = math.prod(real_grid)
     occ = occupancy_of(info, threads)
-    first = min(plan(workgroups, occ, gpu).per_round, real_grid[0])
+    per_round = plan(workgroups, occ, gpu).per_round
+    first = min(per_round, real_grid[0])
+    # the sampling budget per wave: the CU's round of waves shares SAMPLE_BUDGET
+    budget = SAMPLE_BUDGET / (per_round * occ.waves_per_workgroup)
     # the bytes the launch can touch: every tensor, less what reads through loaded data
     # (an expert id) cannot reach
     footprint = sum(nbytes for nbytes, _, _ in readers_of(ir, real_grid, sizes))
@@ -497,7 +501,8 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     if extrapolate and len(trip_counts) == 1:
         if nested:
             inner = _inner_split(ir, grid, sizes, base, lambda shape: _groups_of(
-                {**base, **shape}, tuple(range(first)), run_sample, sample_key, wave)[1])
+                {**base, **shape}, tuple(range(first)), run_sample, sample_key, wave)[1],
+                budget)
             if inner is not None:
                 name, points, n_real = inner
                 again = dict(grid=grid, info=info, threads=threads, statics=statics,
@@ -506,7 +511,7 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
                 low, high = (time_kernel(ir, sizes={**sizes, name: t}, **again)
                              for t, _ in points)
                 return _along_trips(low, high, points, n_real, name, sizes)
-        budgeted = _budgeted(ir, grid, sizes, base, first, along)
+        budgeted = _budgeted(ir, grid, sizes, base, along, budget)
         if budgeted is not None:
             loop, trip_counts, position, note = budgeted
             real = sizes[loop]
@@ -555,11 +560,12 @@ def loop_trips(op: O.For, env: Mapping[str, Any]) -> Any:
     return np.maximum(0, -(-span // op.step))
 
 
-def _budgeted(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict, first: int,
-              along: Callable[[str | None, int], tuple[tuple, Groups]]
+def _budgeted(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict,
+              along: Callable[[str | None, int], tuple[tuple, Groups]], budget: float
               ) -> tuple[str, tuple[int, int], Callable[[int], float], str] | None:
     """A loop size and two small values of it to sample instead of the real one, when the real
-    run would emulate more than SAMPLE_BUDGET instructions per wave: for each size a loop
+    run would emulate more than `budget` instructions per wave (the CU's share of
+    SAMPLE_BUDGET): for each size a loop
     bound names that the grid does not depend on (outermost first), the two smallest LADDER
     values giving different trip counts (`trip_count`) are run, the instructions per wave
     extrapolated to the real size, and, over budget, the largest pair of LADDER values
@@ -593,30 +599,31 @@ def _budgeted(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict,
         def estimate(n: int, c0: int = c0, n0: int = n0, slope: float = slope) -> float:
             return c0 + slope * (n - n0)
 
-        if estimate(n_real) <= SAMPLE_BUDGET:
+        if estimate(n_real) <= budget:
             return None
-        fits = [i for i in range(1, len(points)) if estimate(points[i][1]) <= SAMPLE_BUDGET]
+        fits = [i for i in range(1, len(points)) if estimate(points[i][1]) <= budget]
         j = max(fits, default=1)
         at = {t: float(n) for t, n in points} | {sizes[name]: float(n_real)}
         note = (f"the real {name} would emulate about {estimate(n_real):,.0f} instructions "
-                f"per wave (sampling budget {SAMPLE_BUDGET:,}): extrapolated in the loop's "
+                f"per wave (sampling budget {budget:,.0f}): extrapolated in the loop's "
                 f"trip count ({points[j - 1][1]}, {points[j][1]} -> {n_real}), the further "
                 "iterations timed as the sampled ones, their cache behaviour included")
         return name, (points[j - 1][0], points[j][0]), at.__getitem__, note
     return None
 
 
-#: how far past SAMPLE_BUDGET the smallest pair of the outer loop may go before an inner loop
-#: is sampled shorter too (the emulator stops a wave at 2**20)
-NESTED_OVER = 8
+#: how far past its budget one trip of the outer sampled loop may go before an inner loop is
+#: sampled shorter too: the outer pair at trips 1 and 2 runs three such trips, so past the
+#: budget the nested samples (four, at small inner sizes) cost less
+NESTED_OVER = 1
 
 
 def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict,
-                 probe: Callable[[dict], Groups]
+                 probe: Callable[[dict], Groups], budget: float
                  ) -> tuple[str, tuple[tuple[int, int], tuple[int, int]], int] | None:
     """(inner size, its two smallest LADDER values with their trip counts, the real trip
     count) when even one trip of the outermost sampled loop emulates more than NESTED_OVER x
-    SAMPLE_BUDGET instructions per wave (a 3-D convolution's depth loop around 125 taps and 64
+    `budget` instructions per wave (a 3-D convolution's depth loop around 125 taps and 64
     channels: a million): the innermost loop size the grid does not set is then sampled at
     two small values too, each timed with the outer loop extrapolated as usual, and the time
     extrapolated linearly in its trip count (`_along_trips`). None when not needed."""
@@ -652,7 +659,7 @@ def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: di
     except PerfError:       # the probe itself does not run: time it the one-level way
         return None
     per_wave = max((len(w.index) for waves in groups.values() for w in waves), default=0)
-    if per_wave * n_real / small[0][1] <= NESTED_OVER * SAMPLE_BUDGET:
+    if per_wave * n_real / small[0][1] <= NESTED_OVER * budget:
         return None
     return inner, (small[0], small[1]), n_real
 
