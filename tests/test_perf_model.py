@@ -640,11 +640,16 @@ def test_a_loop_over_the_sampling_budget_is_sampled_shorter(monkeypatch):
     sizes = {"N": 1, "I2H": 4, "SIH": 1, "I2W": 130, "SIW": 1, "G": 1, "CG": 16, "KH": 3,
              "KW": 3, "OCG": 64, "O2H": 2, "SOH": 1, "O2W": 128, "SOW": 1}
     full = argus.time(kernel, sizes=sizes, extrapolate=False)
+    monkeypatch.setattr(sample, "SAMPLE_BUDGET", 1 << 20)
     assert argus.time(kernel, sizes=sizes).extrapolation is None      # within the budget
     # a budget that samples trip counts 2 and 4 (2% off): from 1 and 2 the slope is 9.5% too
     # steep for this convolution, which issues a window pass's loads together and waits once
-    # per trip, so its first trips overlap less across waves than its later ones
-    monkeypatch.setattr(sample, "SAMPLE_BUDGET", 2000)
+    # per trip, so its first trips overlap less across waves than its later ones. The budget
+    # is the CU's: 2000 instructions for each of its waves, and no nested sample
+    occ = sample.occupancy_of(kernel.code.kernel(kernel.name), kernel.block)
+    share = sample.wave_budget(occ, math.prod(kernel.grid(**sizes)), MI300X) / (1 << 20)
+    monkeypatch.setattr(sample, "SAMPLE_BUDGET", round(2000 / share))
+    monkeypatch.setattr(sample, "NESTED_OVER", 1 << 20)
     short = argus.time(kernel, sizes={**sizes, "OCG": 63})   # not the remembered schedule
     sampled = argus.time(kernel, sizes=sizes)
     assert "sampling budget 2,000" in sampled.extrapolation

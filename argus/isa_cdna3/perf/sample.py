@@ -56,6 +56,12 @@ _SAMPLES_KEPT = 16
 _SCHEDULES: dict[tuple, Any] = {}
 
 
+def wave_budget(occ: Occupancy, workgroups: int, gpu: GpuProfile) -> float:
+    """Instructions a wave of a sample may run: SAMPLE_BUDGET shared by the waves of the CU's
+    round (the scheduler replays them all, the sampled workgroups copied when fewer)."""
+    return SAMPLE_BUDGET / (plan(workgroups, occ, gpu).per_round * occ.waves_per_workgroup)
+
+
 def occupancy_of(info: Any, threads: int) -> Occupancy:
     """Occupancy of a kernel (an `abi.KernelInfo`) launched with `threads` per workgroup."""
     return occupancy(vgprs=max(info.unified_vgpr_count, info.vgpr_count),
@@ -470,10 +476,8 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     real_grid = grid(**sizes)
     workgroups = math.prod(real_grid)
     occ = occupancy_of(info, threads)
-    per_round = plan(workgroups, occ, gpu).per_round
-    first = min(per_round, real_grid[0])
-    # the sampling budget per wave: the CU's round of waves shares SAMPLE_BUDGET
-    budget = SAMPLE_BUDGET / (per_round * occ.waves_per_workgroup)
+    first = min(plan(workgroups, occ, gpu).per_round, real_grid[0])
+    budget = wave_budget(occ, workgroups, gpu)
     # the bytes the launch can touch: every tensor, less what reads through loaded data
     # (an expert id) cannot reach
     footprint = sum(nbytes for nbytes, _, _ in readers_of(ir, real_grid, sizes))
@@ -621,12 +625,15 @@ NESTED_OVER = 1
 def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict,
                  probe: Callable[[dict], Groups], budget: float
                  ) -> tuple[str, tuple[tuple[int, int], tuple[int, int]], int] | None:
-    """(inner size, its two smallest LADDER values with their trip counts, the real trip
-    count) when even one trip of the outermost sampled loop emulates more than NESTED_OVER x
+    """(inner size, two LADDER values of it with their trip counts, the real trip count)
+    when even one trip of the outermost sampled loop emulates more than NESTED_OVER x
     `budget` instructions per wave (a 3-D convolution's depth loop around 125 taps and 64
     channels: a million): the innermost loop size the grid does not set is then sampled at
     two small values too, each timed with the outer loop extrapolated as usual, and the time
-    extrapolated linearly in its trip count (`_along_trips`). None when not needed."""
+    extrapolated linearly in its trip count (`_along_trips`). The values are the largest pair
+    whose samples at the outer loop's shortest trip stay within the budget (the first trips
+    overlap less across waves than later ones: a convolution's slope from trips 1 and 2 was
+    9.5% too steep), the two smallest when none does. None when not needed."""
     real_grid = grid(**sizes)
     names = [n for n in loop_bound_names(ir) if n in sizes
              and grid(**{**sizes, n: sizes[n] * 2}) == real_grid]
@@ -639,17 +646,18 @@ def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: di
             n = trip_count(ir, name, {**base, **at, name: t})
             if not points or n > points[-1][1]:
                 points.append((t, n))
-        return points[:2]
+        return points
 
     # the outermost loop a sample can shorten, and the innermost other one it can shorten twice
     outer = next((n for n in names if ladder(n, sizes)), None)
-    inner = next((n for n in reversed(names) if n != outer and len(ladder(n, sizes)) == 2),
+    inner = next((n for n in reversed(names) if n != outer and len(ladder(n, sizes)) >= 2),
                  None)
     if outer is None or inner is None:
         return None
-    small, shortest = ladder(inner, sizes), ladder(outer, sizes)
+    shortest = ladder(outer, sizes)
     n_real = trip_count(ir, inner, {**base, inner: sizes[inner]})
-    if n_real <= small[-1][1]:
+    small = [p for p in ladder(inner, sizes) if p[1] < n_real]
+    if len(small) < 2:
         return None
     joint = {outer: shortest[0][0], inner: small[0][0]}
     if not admits(ir, {**sizes, **joint}):
@@ -661,7 +669,9 @@ def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: di
     per_wave = max((len(w.index) for waves in groups.values() for w in waves), default=0)
     if per_wave * n_real / small[0][1] <= NESTED_OVER * budget:
         return None
-    return inner, (small[0], small[1]), n_real
+    fits = [i for i in range(1, len(small)) if per_wave * small[i][1] / small[0][1] <= budget]
+    j = max(fits, default=1)
+    return inner, (small[j - 1], small[j]), n_real
 
 
 def _along_trips(low: Timing, high: Timing, points, n_real: int, name: str,
@@ -893,4 +903,5 @@ def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
 
 __all__ = ["LADDER", "SAMPLE_BUDGET", "SAMPLE_TRIPS", "critical_slot", "extrapolated", "forget",
            "loop_bound_names", "occupancy_of", "readers_of", "sample_inputs", "sampled",
-           "schedule", "strata", "time_kernel", "trip_count", "trip_size", "workgroup_trips"]
+           "schedule", "strata", "time_kernel", "trip_count", "trip_size", "wave_budget",
+           "workgroup_trips"]
