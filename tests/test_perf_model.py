@@ -676,6 +676,13 @@ def test_an_outer_loop_too_long_to_sample_once_samples_an_inner_loop_shorter_too
     sizes = {"N": 1, "I2H": 4, "SIH": 1, "I2W": 130, "SIW": 1, "G": 1, "CG": 16, "KH": 3,
              "KW": 3, "OCG": 64, "O2H": 2, "SOH": 1, "O2W": 128, "SOW": 1}
     full = argus.time(kernel, sizes=sizes, extrapolate=False)
+    # at the default budget the CU's round of waves is over it already: the inner loop is
+    # sampled at the largest pair of trip counts within the budget (2 and 4), not at 1 and 2,
+    # and the time is the full run's
+    default = argus.time(kernel, sizes=sizes)
+    assert default.extrapolation.startswith("CG sampled at 4 and 8 (trip counts 2, 4)"), \
+        default.extrapolation
+    assert within(default.cycles_per_cu, full.cycles_per_cu, 0.02)
     monkeypatch.setattr(sample, "SAMPLE_BUDGET", 100)
     monkeypatch.setattr(sample, "NESTED_OVER", 1)
     nested = argus.time(kernel, sizes=sizes)
