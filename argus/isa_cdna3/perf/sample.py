@@ -43,11 +43,11 @@ SAMPLE_TRIPS = (256, 512, 1024, 2048, 4096, 8192)
 #: one would emulate more than SAMPLE_BUDGET instructions on a CU
 LADDER = tuple(1 << i for i in range(12))
 #: instructions the waves of a CU's round together may run in a timing sample before its loop
-#: is sampled shorter: the emulator runs them and the scheduler replays them, each at about
-#: 100k instructions a second on one loaded core, so the cost of a sample is its instructions
-#: per CU, not per wave (2**14 a wave let KernelBench Level 1 58's 32 waves take 28 CPU
-#: seconds; at 2**17 a CU 10 s, +0.44% against simulating the real trip count, Level 2 13's
-#: 3.6 s, -0.55%: bench/bench_model.py --kernelbench prints both)
+#: is sampled shorter: the emulator runs them and the scheduler replays them (together about
+#: 230k instructions a CPU second: Level 1 58's four samples, 2.3M, in 10 s), so the cost of a
+#: sample is its instructions per CU, not per wave (2**14 a wave let Level 1 58's 32 waves take
+#: 28 CPU seconds; at 2**17 a CU 10 s, +0.44% against simulating the real trip count; Level 2
+#: 13's 4 s, -0.55%: bench/bench_model.py --kernelbench prints both)
 SAMPLE_BUDGET = 1 << 17
 Groups = Mapping[int, list]          # workgroup id -> its traced waves (emu.trace.WaveEvents)
 
