@@ -633,7 +633,8 @@ def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: di
     extrapolated linearly in its trip count (`_along_trips`). The values are the largest pair
     whose samples at the outer loop's shortest trip stay within the budget (the first trips
     overlap less across waves than later ones: a convolution's slope from trips 1 and 2 was
-    9.5% too steep), the two smallest when none does. None when not needed."""
+    9.5% too steep), the two smallest when none does, and never a pair from a single trip
+    while a larger pair exists. None when not needed."""
     real_grid = grid(**sizes)
     names = [n for n in loop_bound_names(ir) if n in sizes
              and grid(**{**sizes, n: sizes[n] * 2}) == real_grid]
@@ -669,8 +670,12 @@ def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: di
     per_wave = max((len(w.index) for waves in groups.values() for w in waves), default=0)
     if per_wave * n_real / small[0][1] <= NESTED_OVER * budget:
         return None
-    fits = [i for i in range(1, len(small)) if per_wave * small[i][1] / small[0][1] <= budget]
-    j = max(fits, default=1)
+    # a single trip has no steady state to extrapolate from (`_trips`): Level 2 11's
+    # convolution from channel trips 1 and 2 to 32 was 11% under the full run
+    least = 2 if len(small) > 2 and small[0][1] == 1 else 1
+    fits = [i for i in range(least, len(small))
+            if per_wave * small[i][1] / small[0][1] <= budget]
+    j = max(fits, default=least)
     return inner, (small[j - 1], small[j]), n_real
 
 
