@@ -44,10 +44,10 @@ SAMPLE_TRIPS = (256, 512, 1024, 2048, 4096, 8192)
 LADDER = tuple(1 << i for i in range(12))
 #: instructions the waves of a CU's round together may run in a timing sample before its loop
 #: is sampled shorter: the emulator runs them and the scheduler replays them (together about
-#: 230k instructions a CPU second: Level 1 58's four samples, 2.3M, in 10 s), so the cost of a
-#: sample is its instructions per CU, not per wave (2**14 a wave let Level 1 58's 32 waves take
-#: 28 CPU seconds; at 2**17 a CU 10 s, +0.44% against simulating the real trip count; Level 2
-#: 13's 4 s, -0.55%: bench/bench_model.py --kernelbench prints both)
+#: 230k instructions a CPU second), so the cost of a sample is its instructions per CU, not per
+#: wave (2**14 a wave let Level 2 61's convolution take 44.5 CPU seconds; at 2**17 a CU 9.1 s,
+#: Level 1 58's 28.3 -> 22.4 s at -0.42% against simulating the real trip count:
+#: bench/bench_model.py --kernelbench prints both)
 SAMPLE_BUDGET = 1 << 17
 Groups = Mapping[int, list]          # workgroup id -> its traced waves (emu.trace.WaveEvents)
 
