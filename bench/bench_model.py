@@ -15,9 +15,12 @@ of the sampled-and-extrapolated timing against simulating the real trip count.
 
 With `--kernelbench LEVEL_DIR [--only 7,23,...]` it times instead every kernel launch of those
 KernelBench problems' generated solutions at the published sizes (the route's plan, as
-`argus kernelbench` times them): seconds per launch cold (no sample remembered), and for every
-launch whose loop was sampled shorter, the error against simulating the real trip count (where
-one wave of that stays under the emulator's 2**20 instructions).
+`argus kernelbench` times them): seconds per launch cold (no sample remembered, no stored trace),
+wall and CPU (the CPU seconds are the one-core figure on a shared machine), and for every launch
+whose loop was sampled shorter, the error against simulating the real trip count (where one wave
+of that stays under the emulator's 2**20 instructions). Several level folders may be given,
+comma separated (`--only level1:58,13` takes 58 of level1 and 13 of every folder); the
+launches over the goal are listed at the end.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 from argus.isa_cdna3.perf.params import Calibrated, profile
 from argus.vendor import calibrate
@@ -124,25 +128,33 @@ def _kernelbench(options: argparse.Namespace) -> dict:
     only = tuple(x for x in (options.only or "").split(",") if x)
     out: dict = {"launches": [], "modelled": True}
     print("KernelBench launches at the published sizes; times modelled (MI300X model), seconds "
-          "the model's own wall time here")
-    print(f"{'problem':<44}{'kernel':<24}{'seconds':>8}{'sampled us':>12}{'real-trip us':>14}"
-          f"{'gap':>8}")
-    for path in discover(options.kernelbench, only):
+          "the model's own wall and CPU time here, cold")
+    print(f"{'problem':<44}{'kernel':<24}{'wall s':>8}{'CPU s':>8}{'sampled us':>12}"
+          f"{'real-trip us':>14}{'gap':>8}")
+    paths = []
+    for folder in options.kernelbench.split(","):
+        # "7" names problem 7 of every folder given, "level1:58" problem 58 of level1 only
+        mine = tuple(x.split(":", 1)[-1] for x in only
+                     if ":" not in x or x.split(":", 1)[0] == Path(folder).name)
+        if mine or not only:
+            paths += discover(folder, mine)
+    for path in paths:
         try:
             problem = load(path)
             solution, plan = harness.find_solution(problem, None)
-            launches, _, _ = harness.planned(problem.full(), solution, plan)
+            launches, *_ = harness.planned(problem.full(), solution, plan)
         except ArgusError as err:
             print(f"{path.stem[:43]:<44}no generated solution: {err}")
             continue
         for kernel, sizes, _ in launches:
             compiled = road.compiled(kernel)
             timing.forget(disk=True)
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             sampled = model(compiled, dict(sizes))
-            seconds = time.perf_counter() - start
-            row = {"problem": path.stem, "kernel": kernel.name, "seconds": seconds,
-                   "sampled_us": sampled.microseconds, "note": sampled.extrapolation}
+            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+            row = {"problem": f"{path.parent.name}/{path.stem}", "kernel": kernel.name,
+                   "seconds": seconds, "cpu_seconds": cpu, "sampled_us": sampled.microseconds,
+                   "note": sampled.extrapolation}
             full = gap = None
             if sampled.extrapolation and not options.no_full:
                 try:
@@ -152,15 +164,21 @@ def _kernelbench(options: argparse.Namespace) -> dict:
                     row["full_error"] = err.message
             row |= {"full_us": full, "gap": gap}
             out["launches"].append(row)
-            print(f"{path.stem[:43]:<44}{kernel.name[:23]:<24}{seconds:>8.2f}"
+            print(f"{path.stem[:43]:<44}{kernel.name[:23]:<24}{seconds:>8.2f}{cpu:>8.2f}"
                   f"{sampled.microseconds:>12.1f}"
                   + (f"{full:>14.1f}{gap:>+8.2%}" if full else f"{'-':>14}{'-':>8}"),
                   flush=True)
-    seconds = sorted(x["seconds"] for x in out["launches"])
     gaps = [abs(x["gap"]) for x in out["launches"] if x["gap"] is not None]
-    if seconds:
-        print(f"model speed on {len(seconds)} KernelBench launches, cold: median "
-              f"{seconds[len(seconds) // 2]:.2f} s, max {seconds[-1]:.2f} s (goal <= 10 s)")
+    for what in ("seconds", "cpu_seconds"):
+        seconds = sorted(x[what] for x in out["launches"])
+        if seconds:
+            print(f"model speed ({what.replace('_', ' ')}) on {len(seconds)} KernelBench "
+                  f"launches, cold: median {seconds[len(seconds) // 2]:.2f} s, max "
+                  f"{seconds[-1]:.2f} s (goal <= 10 s on one core, <= 30 s for the largest)")
+    over = [x for x in out["launches"] if x["cpu_seconds"] > 10]
+    print(f"launches over 10 CPU seconds: {len(over)}"
+          + "".join(f"\n  {x['problem']} {x['kernel']}: {x['cpu_seconds']:.1f} s"
+                    for x in over))
     if gaps:
         print(f"sampled vs real trip count on {len(gaps)} launches: mean |gap| "
               f"{sum(gaps) / len(gaps):.2%}, max {max(gaps):.2%} (goal within 2%)")
@@ -177,7 +195,8 @@ def main() -> None:
     parser.add_argument("--causal-launch", action="store_true",
                         help="also emulate a whole causal launch (minutes) against its sample")
     parser.add_argument("--kernelbench", metavar="LEVEL_DIR",
-                        help="time KernelBench launches instead (a level folder of a checkout)")
+                        help="time KernelBench launches instead (level folders of a checkout, "
+                             "comma separated)")
     parser.add_argument("--only", help="with --kernelbench: problem numbers or stems, comma "
                                        "separated")
     parser.add_argument("--no-full", action="store_true",

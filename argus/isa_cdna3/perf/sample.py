@@ -40,19 +40,26 @@ from argus.isa_cdna3.perf.params import CU, Calibrated, GpuProfile, PerfError
 #: loop sizes tried for a compiled kernel's two samples, smallest first
 SAMPLE_TRIPS = (256, 512, 1024, 2048, 4096, 8192)
 #: smaller sizes tried when SAMPLE_TRIPS has no pair below the real size and running the real
-#: one would emulate more than SAMPLE_BUDGET instructions per wave
+#: one would emulate more than SAMPLE_BUDGET instructions on a CU
 LADDER = tuple(1 << i for i in range(12))
-#: instructions per wave a timing sample may emulate before its loop is sampled shorter. The
-#: scheduler replays about 250k instructions a second, so a CU of 32 waves at this budget takes
-#: a few seconds; 2**17 made a KernelBench 3-D convolution take 45 s for a time within 0.5% of
-#: this one's (bench/bench_model.py --kernelbench prints the error against simulating the real
-#: trip count)
-SAMPLE_BUDGET = 1 << 14
+#: instructions the waves of a CU's round together may run in a timing sample before its loop
+#: is sampled shorter: the emulator runs them and the scheduler replays them (together about
+#: 230k instructions a CPU second), so the cost of a sample is its instructions per CU, not per
+#: wave (2**14 a wave let Level 2 61's convolution take 44.5 CPU seconds; at 2**17 a CU 9.1 s,
+#: Level 1 58's 28.3 -> 22.4 s at -0.42% against simulating the real trip count:
+#: bench/bench_model.py --kernelbench prints both)
+SAMPLE_BUDGET = 1 << 17
 Groups = Mapping[int, list]          # workgroup id -> its traced waves (emu.trace.WaveEvents)
 
 _SAMPLES: dict[tuple, Groups] = {}
 _SAMPLES_KEPT = 16
 _SCHEDULES: dict[tuple, Any] = {}
+
+
+def wave_budget(occ: Occupancy, workgroups: int, gpu: GpuProfile) -> float:
+    """Instructions a wave of a sample may run: SAMPLE_BUDGET shared by the waves of the CU's
+    round (the scheduler replays them all, the sampled workgroups copied when fewer)."""
+    return SAMPLE_BUDGET / (plan(workgroups, occ, gpu).per_round * occ.waves_per_workgroup)
 
 
 def occupancy_of(info: Any, threads: int) -> Occupancy:
@@ -483,6 +490,7 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     workgroups = math.prod(real_grid)
     occ = occupancy_of(info, threads)
     first = min(plan(workgroups, occ, gpu).per_round, real_grid[0])
+    budget = wave_budget(occ, workgroups, gpu)
     # the bytes the launch can touch: every tensor, less what reads through loaded data
     # (an expert id) cannot reach
     footprint = sum(nbytes for nbytes, _, _ in readers_of(ir, real_grid, sizes))
@@ -510,7 +518,8 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     if extrapolate and len(trip_counts) == 1:
         if nested:
             inner = _inner_split(ir, grid, sizes, base, lambda shape: _groups_of(
-                {**base, **shape}, tuple(range(first)), run_sample, sample_key, wave)[1])
+                {**base, **shape}, tuple(range(first)), run_sample, sample_key, wave)[1],
+                budget)
             if inner is not None:
                 name, points, n_real = inner
                 again = dict(grid=grid, info=info, threads=threads, statics=statics,
@@ -519,7 +528,7 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
                 low, high = (time_kernel(ir, sizes={**sizes, name: t}, **again)
                              for t, _ in points)
                 return _along_trips(low, high, points, n_real, name, sizes)
-        budgeted = _budgeted(ir, grid, sizes, base, first, along)
+        budgeted = _budgeted(ir, grid, sizes, base, along, budget)
         if budgeted is not None:
             loop, trip_counts, position, note = budgeted
             real = sizes[loop]
@@ -568,11 +577,12 @@ def loop_trips(op: O.For, env: Mapping[str, Any]) -> Any:
     return np.maximum(0, -(-span // op.step))
 
 
-def _budgeted(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict, first: int,
-              along: Callable[[str | None, int], tuple[tuple, Groups]]
+def _budgeted(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict,
+              along: Callable[[str | None, int], tuple[tuple, Groups]], budget: float
               ) -> tuple[str, tuple[int, int], Callable[[int], float], str] | None:
     """A loop size and two small values of it to sample instead of the real one, when the real
-    run would emulate more than SAMPLE_BUDGET instructions per wave: for each size a loop
+    run would emulate more than `budget` instructions per wave (the CU's share of
+    SAMPLE_BUDGET): for each size a loop
     bound names that the grid does not depend on (outermost first), the two smallest LADDER
     values giving different trip counts (`trip_count`) are run, the instructions per wave
     extrapolated to the real size, and, over budget, the largest pair of LADDER values
@@ -606,33 +616,38 @@ def _budgeted(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict,
         def estimate(n: int, c0: int = c0, n0: int = n0, slope: float = slope) -> float:
             return c0 + slope * (n - n0)
 
-        if estimate(n_real) <= SAMPLE_BUDGET:
+        if estimate(n_real) <= budget:
             return None
-        fits = [i for i in range(1, len(points)) if estimate(points[i][1]) <= SAMPLE_BUDGET]
+        fits = [i for i in range(1, len(points)) if estimate(points[i][1]) <= budget]
         j = max(fits, default=1)
         at = {t: float(n) for t, n in points} | {sizes[name]: float(n_real)}
         note = (f"the real {name} would emulate about {estimate(n_real):,.0f} instructions "
-                f"per wave (sampling budget {SAMPLE_BUDGET:,}): extrapolated in the loop's "
+                f"per wave (sampling budget {budget:,.0f}): extrapolated in the loop's "
                 f"trip count ({points[j - 1][1]}, {points[j][1]} -> {n_real}), the further "
                 "iterations timed as the sampled ones, their cache behaviour included")
         return name, (points[j - 1][0], points[j][0]), at.__getitem__, note
     return None
 
 
-#: how far past SAMPLE_BUDGET the smallest pair of the outer loop may go before an inner loop
-#: is sampled shorter too (the emulator stops a wave at 2**20)
-NESTED_OVER = 8
+#: how far past its budget one trip of the outer sampled loop may go before an inner loop is
+#: sampled shorter too: the outer pair at trips 1 and 2 runs three such trips, so past the
+#: budget the nested samples (four, at small inner sizes) cost less
+NESTED_OVER = 1
 
 
 def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: dict,
-                 probe: Callable[[dict], Groups]
+                 probe: Callable[[dict], Groups], budget: float
                  ) -> tuple[str, tuple[tuple[int, int], tuple[int, int]], int] | None:
-    """(inner size, its two smallest LADDER values with their trip counts, the real trip
-    count) when even one trip of the outermost sampled loop emulates more than NESTED_OVER x
-    SAMPLE_BUDGET instructions per wave (a 3-D convolution's depth loop around 125 taps and 64
+    """(inner size, two LADDER values of it with their trip counts, the real trip count)
+    when even one trip of the outermost sampled loop emulates more than NESTED_OVER x
+    `budget` instructions per wave (a 3-D convolution's depth loop around 125 taps and 64
     channels: a million): the innermost loop size the grid does not set is then sampled at
     two small values too, each timed with the outer loop extrapolated as usual, and the time
-    extrapolated linearly in its trip count (`_along_trips`). None when not needed."""
+    extrapolated linearly in its trip count (`_along_trips`). The values are the largest pair
+    whose samples at the outer loop's shortest trip stay within the budget (the first trips
+    overlap less across waves than later ones: a convolution's slope from trips 1 and 2 was
+    9.5% too steep), the two smallest when none does, and never a pair from a single trip
+    while a larger pair exists. None when not needed."""
     real_grid = grid(**sizes)
     names = [n for n in loop_bound_names(ir) if n in sizes
              and grid(**{**sizes, n: sizes[n] * 2}) == real_grid]
@@ -645,17 +660,18 @@ def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: di
             n = trip_count(ir, name, {**base, **at, name: t})
             if not points or n > points[-1][1]:
                 points.append((t, n))
-        return points[:2]
+        return points
 
     # the outermost loop a sample can shorten, and the innermost other one it can shorten twice
     outer = next((n for n in names if ladder(n, sizes)), None)
-    inner = next((n for n in reversed(names) if n != outer and len(ladder(n, sizes)) == 2),
+    inner = next((n for n in reversed(names) if n != outer and len(ladder(n, sizes)) >= 2),
                  None)
     if outer is None or inner is None:
         return None
-    small, shortest = ladder(inner, sizes), ladder(outer, sizes)
+    shortest = ladder(outer, sizes)
     n_real = trip_count(ir, inner, {**base, inner: sizes[inner]})
-    if n_real <= small[-1][1]:
+    small = [p for p in ladder(inner, sizes) if p[1] < n_real]
+    if len(small) < 2:
         return None
     joint = {outer: shortest[0][0], inner: small[0][0]}
     if not admits(ir, {**sizes, **joint}):
@@ -665,9 +681,15 @@ def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: di
     except PerfError:       # the probe itself does not run: time it the one-level way
         return None
     per_wave = max((len(w.index) for waves in groups.values() for w in waves), default=0)
-    if per_wave * n_real / small[0][1] <= NESTED_OVER * SAMPLE_BUDGET:
+    if per_wave * n_real / small[0][1] <= NESTED_OVER * budget:
         return None
-    return inner, (small[0], small[1]), n_real
+    # a single trip has no steady state to extrapolate from (`_trips`): Level 2 11's
+    # convolution from channel trips 1 and 2 to 32 was 11% under the full run
+    least = 2 if len(small) > 2 and small[0][1] == 1 else 1
+    fits = [i for i in range(least, len(small))
+            if per_wave * small[i][1] / small[0][1] <= budget]
+    j = max(fits, default=least)
+    return inner, (small[j - 1], small[j]), n_real
 
 
 def _along_trips(low: Timing, high: Timing, points, n_real: int, name: str,
@@ -908,4 +930,5 @@ def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
 
 __all__ = ["LADDER", "SAMPLE_BUDGET", "SAMPLE_TRIPS", "critical_slot", "extrapolated", "forget",
            "loop_bound_names", "occupancy_of", "readers_of", "sample_inputs", "sampled",
-           "schedule", "strata", "time_kernel", "trip_count", "trip_size", "workgroup_trips"]
+           "schedule", "strata", "time_kernel", "trip_count", "trip_size", "wave_budget",
+           "workgroup_trips"]
