@@ -31,7 +31,7 @@ from argus.ir import ops as O
 from argus.ir.expr import And
 from argus.kernels import library
 from argus.lang import Tensor
-from argus.testing import as_program, mutants, slow_examples, tile_programs
+from argus.testing import as_program, mutants, tile_programs
 from argus.testing.checks import _site, interpreter_violations
 from argus.testing.families import RING_BK
 
@@ -216,7 +216,6 @@ def _ring_outcome(slots: int, distance: int, unroll: int):
     return report, stale
 
 
-@settings(max_examples=slow_examples())   # a proof and interpreter runs an example
 @given(st.integers(1, 4), st.integers(0, 4), st.integers(1, 3))
 def test_bounded_ring_verdict_is_exact(slots, distance, unroll):
     """On rings bounded unrolling is complete as well as sound: Proved exactly when no trip
@@ -260,7 +259,6 @@ def _strided_outcome(start: int, step: int, lag: int, unroll: int):
     return report, wrong
 
 
-@settings(max_examples=slow_examples())   # a proof and interpreter runs an example
 @given(st.integers(0, 1), st.integers(1, 2), st.integers(0, 1), st.integers(1, 3))
 def test_strided_loop_copies_start_at_start_and_step_by_step(start, step, lag, unroll):
     report, wrong = _strided_outcome(start, step, lag, unroll)
