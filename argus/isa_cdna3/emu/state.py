@@ -333,7 +333,7 @@ class Machine:
         clocks = self.clocks(g)
         early = np.zeros(g.n, bool)
         need, culprit = 0, None
-        for pid in _distinct(which[which >= 0]):
+        for pid in np.unique(which[which >= 0]):
             producer, info, start, count = self.mfma_producers[int(pid)]
             if mfma_srcc is None:
                 wait = isa.mfma_to_read_wait_states(info)
@@ -515,12 +515,3 @@ def _same_waves(a: Any, b: Any) -> bool:
     if isinstance(a, slice) and isinstance(b, slice):
         return a.start == b.start and a.stop == b.stop
     return False
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """np.unique(values) with a shortcut for the common case of one value throughout (every
-    wave of a group read an MFMA result of the same producer): this runs for every register an
-    MFMA reads, and np.unique's sort was a large share of the strict emulator's time on GEMMs."""
-    if values.size and (values == values[0]).all():
-        return values[:1]
-    return np.unique(values)
