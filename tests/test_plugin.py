@@ -120,3 +120,17 @@ def test_this_suite_runs_under_the_profile_it_was_asked_for(pytestconfig):
     if pytestconfig.getoption("hypothesis_profile", default=None):
         asked = pytestconfig.getoption("hypothesis_profile")
     assert settings.get_current_profile_name() == asked
+
+
+def test_a_slow_property_takes_fewer_examples_under_ci_and_all_under_dev():
+    from argus.testing import PROFILES, SLOW_PROFILES, load_profile, slow_examples
+
+    current = settings.get_current_profile_name()
+    try:
+        assert load_profile("ci") == "ci" and slow_examples() == SLOW_PROFILES["ci"] < 200
+        load_profile("dev")
+        assert slow_examples() == PROFILES["dev"] == 1000
+        settings.load_profile("default")       # not Argus': its own count
+        assert slow_examples() == settings().max_examples == 100
+    finally:
+        settings.load_profile(current)

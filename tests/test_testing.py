@@ -29,6 +29,7 @@ from argus.testing import (
     assert_sound,
     catalogue,
     mutants,
+    slow_examples,
     tile_programs,
 )
 from argus.testing.mutants import Mutant, defect_sites, make_mutant
@@ -93,6 +94,7 @@ def test_the_sound_rules_pass_where_the_planted_rule_fails():
         assert_sound(mutant, sizes=list(mutant.oracle), rules=ReadsThroughTheStoresView)
 
 
+@settings(max_examples=slow_examples())   # a proof and interpreter runs an example
 @given(tile_programs("ring_gemm"))
 def test_family_variants_are_proved_and_sound(program):
     # the oracle sizes (two workgroups per axis, three K tiles) keep the runs few under ci

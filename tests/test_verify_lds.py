@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import cache
 
 import numpy as np
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import argus.lang as T
@@ -17,6 +17,7 @@ from argus.absint.verify import verify
 from argus.ir.expr import And
 from argus.ir.types import AddressMap, ThreadLayout, coord_vars
 from argus.lang import Tensor, TileSpec
+from argus.testing import slow_examples
 
 ROWS, COLS = 32, 8
 SWIZZLES = [None, (1, 0, 3), (1, 1, 3), (2, 0, 3), (2, 1, 3), (1, 0, 4), (3, 0, 3), (1, 2, 3),
@@ -63,6 +64,7 @@ def round_trip(write_swizzle, read_swizzle, barrier: bool):
     return lds_round_trip
 
 
+@settings(max_examples=slow_examples())   # a proof and interpreter runs an example
 @given(st.sampled_from(SWIZZLES), st.sampled_from(SWIZZLES), st.booleans())
 def test_round_trip_verdict_matches_the_interpreter(write, read, barrier):
     kernel = round_trip(write, read, barrier)

@@ -7,10 +7,17 @@ Refuted one must replay there. Unknown verdicts are counted, printed and held be
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 
 from argus.absint.report import UNKNOWN
-from argus.testing import assert_complete, assert_sound, mutants, shared_cache, tile_programs
+from argus.testing import (
+    assert_complete,
+    assert_sound,
+    mutants,
+    shared_cache,
+    slow_examples,
+    tile_programs,
+)
 
 #: At most this share of mutants may end with an Unknown obligation (precision guard).
 UNKNOWN_SHARE = 0.2
@@ -18,6 +25,7 @@ STATS = {"mutants": 0, "unknown": 0}
 UNKNOWNS: list[str] = []
 
 
+@settings(max_examples=slow_examples())   # a proof and interpreter runs an example
 @given(mutants(tile_programs("ring_gemm")))
 def test_mutants_are_refuted_and_every_verdict_is_sound(mutant):
     assert_complete(mutant)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from argus.absint.report import UNKNOWN
-from argus.testing import assert_metamorphic, assert_sound, family_program
+from argus.testing import assert_metamorphic, assert_sound, family_program, slow_examples
 
 sys.path.insert(0, str(Path(__file__).parent / "bugs"))
 
@@ -37,6 +37,7 @@ def _keep(coefficients):
     return keep
 
 
+@settings(max_examples=slow_examples())   # a proof and interpreter runs an example
 @given(masks, st.integers(0, 3))
 def test_verdicts_agree_with_the_interpreter(coefficients, shift):
     kernel = programs.scores(keep=_keep(coefficients), stats_shift=shift)
