@@ -724,7 +724,8 @@ def test_statistics_before_a_pool_cover_the_unpooled_odd_extents(engine):
     bias = rng.standard_normal((1, ocg)).astype(np.float32)
     out = [7, 11]                                         # odd: the pool drops a row, a column
     pooled = [o // 2 for o in out]
-    y = np.full(conv_output_view(n, pooled, (1, 1), 1, ocg, False), np.nan, np.float32)
+    # Y's pooled positions: ceil(plain / stride), the phase view's; the floor's are kept
+    y = np.full(conv_output_view(n, [4, 6], (1, 1), 1, ocg, False), np.nan, np.float32)
     s = np.full((MOMENT_PLANES, n, out[0], 2, 1, 1, ocg), np.nan, np.float32)
     args = list(engine_layout(engine, conv_input_view(x, **params), weight)) + [bias]
     argus.compile(kernel, **params).run(*args, s, np.zeros(out[1], np.float32), y,

@@ -1234,7 +1234,12 @@ class Conv:
         out = self.out_spatial(spatial)
         # a pooled output is stored plainly (one phase per axis); a reduced one keeps one
         # value per position
-        y_shape = conv_output_view(n, out, 1 if self.pooled else self.stride, g,
+        # (statistics before the pool: every phase-view position's, so Y holds ceil(plain /
+        # stride) pooled positions, the floor's kept: `conv_kernel`)
+        stored = [-(-o // s) for o, s in zip(self.out_spatial(spatial, unpooled=True),
+                                             self.stride, strict=True)] \
+            if self.pooled and self.stats else out
+        y_shape = conv_output_view(n, stored, 1 if self.pooled else self.stride, g,
                                    1 if self.rows else ocg,
                                    self.transposed and not self.pooled)
         y = ctx.alloc(output_shape(engine, y_shape))

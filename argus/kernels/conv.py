@@ -753,14 +753,14 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     pooled = any(s[0] in POOL_STEPS for s in steps)
     stats = any(s[0] == "stats" for s in steps)
     if pooled and stats:
-        # statistics of the unpooled output: every position of its phase view is computed
-        # (the plain extents from S's outer axes and Edge's length, which the pooled ones
-        # floor past: a pool drops an odd extent's last row, the statistics do not); the
-        # pooled stores past Y's extents are guarded away
-        S = t["S"]
-        T.assume(S.shape[dims + 1].eq(stat_phases[-1]))
-        plain = [*S.shape[2:dims + 1], t["Edge"].shape[0]]
-        out_extent = [T.cdiv(e, p) for e, p in zip(plain, stat_phases, strict=True)]
+        # statistics of the unpooled output: every position of its phase view is computed,
+        # so Y holds ceil(plain / stride) pooled positions per axis (the caller keeps the
+        # floor's: a pool drops an odd extent's last row, the statistics do not, and are
+        # taken inside the plain extents alone, `_channel_stats`)
+        T.assume(t["S"].shape[dims + 1].eq(stat_phases[-1]))
+        plain = [*t["S"].shape[2:dims + 1], t["Edge"].shape[0]]
+        for e, o, p in zip(plain, out_extent, stat_phases, strict=True):
+            T.assume(o * p >= e)
     x_pos, y_pos = lead + 2 * (dims - 1), y_lead + 2 * (dims - 1)  # the innermost spatial axis
     if engine == "mfma":
         T.assume((CG % 8).eq(0))
@@ -961,9 +961,24 @@ def _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase):
     (`_valid_positions`). The MFMA engines' tiles: (image, position, channel)."""
     phases, valid_at = t["moments"]
     S = t["S"]
+    rows = [q * count + p for q, p, count in zip(outer, phase, phases, strict=False)]
+    if not rows:
+        _tile_stats(S, outs, spec, valid_at, n, rows, q0, g, oc0, phase, phases)
+        return
+    # an outer row past the plain output is not stored: a uniform branch (whose condition
+    # the stores' guards then know) instead of a lane mask per guarded axis, which a pooled
+    # output's eight phases held live in SGPRs past a wave's 102
+    inside = rows[0] < S.shape[2]
+    for a in range(1, len(rows)):
+        inside = inside & (rows[a] < S.shape[2 + a])
+    with T.when(inside):
+        _tile_stats(S, outs, spec, valid_at, n, rows, q0, g, oc0, phase, phases)
+
+
+def _tile_stats(S, outs, spec, valid_at, n, rows, q0, g, oc0, phase, phases):
+    """`_channel_stats`' moments of each tile of `outs`, stored at outer rows `rows`."""
     axis = len(spec.shape) - 2                       # the output positions
     stat_spec = T.reduced(spec, axis)
-    rows = [q * count + p for q, p, count in zip(outer, phase, phases, strict=False)]
     for (r, o), out in outs.items():
         valid = valid_at[phase[-1], r]
         count = T.reduce(valid, "sum", axis, stat_spec)
