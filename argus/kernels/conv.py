@@ -869,7 +869,7 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                                          x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
                                          (0,) * (len(outer) + 1))
                 if stats:                # (of each phase before the pool: `_epilogue`)
-                    _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase)
+                    _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase, branch=True)
                 pooled = outs if pooled is None else {
                     key: (T.maximum(pooled[key], out) if pool == "pool_max" else
                           pooled[key] + out) for key, out in outs.items()}
@@ -949,7 +949,7 @@ def _valid_positions(engine, limit, q0, phases, position_tiles) -> dict:
     return valid
 
 
-def _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase):
+def _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase, branch=False):
     """A "stats" epilogue step: per (position tile, channel tile) of `outs`, each image's and
     channel's count of valid positions, their mean, and M2, the sum of squared deviations
     from that mean (a second pass over the registers, so a large mean against a small
@@ -962,12 +962,13 @@ def _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase):
     phases, valid_at = t["moments"]
     S = t["S"]
     rows = [q * count + p for q, p, count in zip(outer, phase, phases, strict=False)]
-    if not rows:
+    if not rows or not branch:
         _tile_stats(S, outs, spec, valid_at, n, rows, q0, g, oc0, phase, phases)
         return
-    # an outer row past the plain output is not stored: a uniform branch (whose condition
-    # the stores' guards then know) instead of a lane mask per guarded axis, which a pooled
-    # output's eight phases held live in SGPRs past a wave's 102
+    # with `branch`, an outer row past the plain output is not stored by a uniform branch
+    # (whose condition the stores' guards then know) instead of a lane mask per guarded
+    # axis, which a pooled 3-D output's eight phases held live in SGPRs past a wave's 102
+    # (not yet measured on the unpooled kernels, which keep their masks)
     inside = rows[0] < S.shape[2]
     for a in range(1, len(rows)):
         inside = inside & (rows[a] < S.shape[2 + a])
