@@ -699,3 +699,48 @@ def test_groups_of_16_output_channels_take_the_16x16_mfma_engine():
     compiled.run(*args, bias, y, check="strict")
     got = from_phase_view(output_layout("mfma_f32_16", y, back=True), out)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("engine", ["mfma_f32", "mfma_f32_16"])
+def test_statistics_before_a_pool_cover_the_unpooled_odd_extents(engine):
+    """("stats", False) just before a pool step: the epilogue takes each phase's statistics of
+    the unpooled output (its odd last row and column included, which the floor-mode pool
+    drops) and stores only the pooled output, so a norm's statistics and a pool after a
+    strided transposed convolution need no full-size tensor (KernelBench Level 2 72). Proved
+    for all sizes; the pooled output and the partials' combined mean and M2 match float64
+    numpy in the strict emulator."""
+    from argus.kernels.conv import MOMENT_PLANES
+
+    params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
+                  transposed=True)
+    epilogue = ("bias", ("stats", False), "pool_avg")
+    kernel = conv_kernel(2, engine, epilogue)
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    rng = np.random.default_rng(11)
+    n, spatial, cg, ocg = 2, (4, 6), 3, 5
+    x = rng.standard_normal((n, *spatial, cg)).astype(np.float32)
+    weight = (0.3 * rng.standard_normal((3, 3, 1, ocg, cg))).astype(np.float32)
+    bias = rng.standard_normal((1, ocg)).astype(np.float32)
+    out = [7, 11]                                         # odd: the pool drops a row, a column
+    pooled = [o // 2 for o in out]
+    # Y's pooled positions: ceil(plain / stride), the phase view's; the floor's are kept
+    y = np.full(conv_output_view(n, [4, 6], (1, 1), 1, ocg, False), np.nan, np.float32)
+    s = np.full((MOMENT_PLANES, n, out[0], 2, 1, 1, ocg), np.nan, np.float32)
+    args = list(engine_layout(engine, conv_input_view(x, **params), weight)) + [bias]
+    argus.compile(kernel, **params).run(*args, s, np.zeros(out[1], np.float32), y,
+                                        check="strict")
+    full = conv_reference_nd(x, weight, stride=2, padding=1, transposed=True,
+                             epilogue=("bias",), bias=bias)
+    want = conv_reference_nd(x, weight, stride=2, padding=1, transposed=True,
+                             epilogue=epilogue, bias=bias)
+    np.testing.assert_allclose(from_phase_view(y, pooled), want, rtol=1e-5, atol=1e-5)
+    count, mean, m2 = (p.reshape(-1, ocg).astype(np.float64) for p in s)
+    total = count.sum(0)
+    grand = (count * mean).sum(0) / total
+    spread = (m2 + count * (mean - grand) ** 2).sum(0)               # Chan's combine
+    assert (total == n * out[0] * out[1]).all()
+    np.testing.assert_allclose(grand, full.reshape(-1, ocg).mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(spread / total, full.reshape(-1, ocg).var(0), rtol=1e-4)
+    with pytest.raises(ArgusError, match="statistics other than once at its end"):
+        conv_kernel(2, engine, ("bias", ("stats", True), "pool_avg"))

@@ -1119,15 +1119,17 @@ def epilogue_steps(e: Expr, leaf: Expr, vectors: dict | None = None) -> list | N
     return None
 
 
-def _sole_conv(steps: list, i: int, source: str, output: str) -> int | None:
+def _sole_conv(steps: list, i: int, source: str, output: str,
+               stats: bool = False) -> int | None:
     """The index of the convolution step before `i` that writes `source`, when `source` is
     read by one step only and is not the problem's output (so a fused epilogue may take the
-    reader over and the buffer need never be written); else None."""
+    reader over and the buffer need never be written); else None. A convolution taking
+    statistics only with `stats` (a pool, whose epilogue step may follow them)."""
     producers = [j for j, s in enumerate(steps[:i]) if s is not None and s.output == source
                  and isinstance(s.template, Conv)]
     readers = [s for s in steps if s is not None and any(b == source for _, b in s.inputs)]
     if not producers or len(readers) != 1 or source == output or \
-            steps[producers[0]].template.stats:
+            (steps[producers[0]].template.stats and not stats):
         # (statistics are of what the convolution stores, and last in its epilogue)
         return None
     return producers[0]
@@ -1222,23 +1224,34 @@ def _fuse_conv_pools(steps: list, output: str) -> list:
     padding or dilation, reading only that convolution's result (read nowhere else) combines
     the output phases at each position: the convolution's epilogue ends in it
     (`conv_kernel`'s "pool_max"/"pool_avg"), so the full output is never written nor read
-    back (KernelBench Level 2 78, 89, 96: a 2x2x2 pool after a stride-2 ConvTranspose3d)."""
+    back (KernelBench Level 2 78, 89, 96: a 2x2x2 pool after a stride-2 ConvTranspose3d).
+    A convolution taking a norm's statistics of that output takes them of each phase before
+    the pool (("stats", False), the plain extents' last odd row included): the norm's affine
+    map moved past the pool (`_fold_affine_pools`), nothing of the output's size is stored
+    (Level 2 72: a batch norm between the convolution and its pools)."""
+    from argus.kernelbench.templates import _step_name, conv_fits
+
     steps = list(steps)
     for i, step in enumerate(steps):
         if not isinstance(step.template, Pool):
             continue
         pool, source = step.template, step.inputs[0][1]
-        j = _sole_conv(steps, i, source, output)
+        j = _sole_conv(steps, i, source, output, stats=True)
         if j is None:
             continue
         conv = steps[j].template
-        if not conv.transposed or conv.pooled or pool.dims != conv.dims or \
+        if not conv.transposed or conv.pooled or conv.rows or pool.dims != conv.dims or \
                 "residual" in conv.epilogue or max(conv.stride) < 2 or \
                 pool.window != conv.stride or pool.stride != conv.stride or \
                 max(pool.padding) > 0 or max(pool.dilation) > 1:
             continue
-        steps[j] = attrs.evolve(steps[j], template=attrs.evolve(
-            conv, epilogue=(*conv.epilogue, f"pool_{pool.kind}")), output=step.output)
+        epilogue = tuple(s for s in conv.epilogue if _step_name(s) != "stats")
+        if conv.stats:
+            epilogue = (*epilogue, ("stats", False))
+        fused = attrs.evolve(conv, epilogue=(*epilogue, f"pool_{pool.kind}"))
+        if conv.stats and (fused.fitted()[0] == "fma" or not conv_fits(fused)):
+            continue
+        steps[j] = attrs.evolve(steps[j], template=fused, output=step.output)
         steps[i] = None
     return [s for s in steps if s is not None]
 
@@ -1440,9 +1453,11 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
 def _unstored_stats(steps: list, output: str) -> list:
     """A convolution taking statistics whose output nothing reads (its norm folded into the
     statistics) does not store it."""
+    from argus.kernelbench.templates import _step_name
+
     read = {b for s in steps for _, b in s.inputs}
-    return [attrs.evolve(s, template=attrs.evolve(s.template, epilogue=(
-        *s.template.epilogue[:-1], ("stats", False))))
+    return [attrs.evolve(s, template=attrs.evolve(s.template, epilogue=tuple(
+        ("stats", False) if _step_name(e) == "stats" else e for e in s.template.epilogue)))
         if isinstance(s.template, Conv) and s.template.stats and s.output not in read
         and s.output != output else s for s in steps]
 

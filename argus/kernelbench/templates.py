@@ -1180,8 +1180,9 @@ class Conv:
 
     @property
     def stats(self) -> bool:
-        """Does the epilogue end in partial statistics of its output (`conv_kernel`)?"""
-        return bool(self.epilogue) and _step_name(self.epilogue[-1]) == "stats"
+        """Does the epilogue take partial statistics of its output (`conv_kernel`: at its
+        end, or of the unpooled output just before its pool)?"""
+        return any(_step_name(step) == "stats" for step in self.epilogue)
 
     def stats_shape(self, n: int, spatial) -> tuple[int, ...]:
         """The shape of a "stats" step's partials S as the kernel writes them: (planes, N,
@@ -1190,7 +1191,7 @@ class Conv:
         from argus.kernels.conv import MOMENT_PLANES, _mfma_info
 
         engine, tiles = self.fitted()
-        out = self.out_spatial(spatial)
+        out = self.out_spatial(spatial, unpooled=True)
         phases = self.stride[-1] if self.transposed else 1
         view = -(-out[-1] // phases)
         # a workgroup's position tiles, each one MFMA's rows (16 on the 16x16 engine)
@@ -1198,14 +1199,16 @@ class Conv:
         blocks = -(-view // block) * tiles[0]
         return (MOMENT_PLANES, n, *out[:-1], phases, blocks)
 
-    def out_spatial(self, spatial) -> list[int]:
-        """The output's spatial extents: the convolution's, or pooled by its stride."""
+    def out_spatial(self, spatial, unpooled: bool = False) -> list[int]:
+        """The output's spatial extents: the convolution's, or pooled by its stride (unless
+        `unpooled`)."""
         from argus.kernels.conv import conv_output_size
 
         out = [conv_output_size(n, k, s, p, d, self.transposed, o) for n, k, s, p, d, o in
                zip(spatial, self.window, self.stride, self.padding, self.dilation,
                    self.output_padding, strict=True)]
-        return [o // s for o, s in zip(out, self.stride, strict=True)] if self.pooled else out
+        return [o // s for o, s in zip(out, self.stride, strict=True)] \
+            if self.pooled and not unpooled else out
 
     def run(self, ctx, kernel: KernelDef, x, weight, bias=None, residual=None, S=None,
             **vectors):
@@ -1233,7 +1236,12 @@ class Conv:
         out = self.out_spatial(spatial)
         # a pooled output is stored plainly (one phase per axis); a reduced one keeps one
         # value per position
-        y_shape = conv_output_view(n, out, 1 if self.pooled else self.stride, g,
+        # (statistics before the pool: every phase-view position's, so Y holds ceil(plain /
+        # stride) pooled positions, the floor's kept: `conv_kernel`)
+        stored = [-(-o // s) for o, s in zip(self.out_spatial(spatial, unpooled=True),
+                                             self.stride, strict=True)] \
+            if self.pooled and self.stats else out
+        y_shape = conv_output_view(n, stored, 1 if self.pooled else self.stride, g,
                                    1 if self.rows else ocg,
                                    self.transposed and not self.pooled)
         y = ctx.alloc(output_shape(engine, y_shape))
@@ -1295,7 +1303,8 @@ class Conv:
             raise ArgusError("a convolution with a 'stats' epilogue step launched without "
                              "its partials buffer S", fix="give the route's S buffer")
         shape = (*self.stats_shape(n, spatial), g, ocg)
-        return {"S": S.reshape(shape), "Edge": ctx.alloc((out[-1],))}
+        return {"S": S.reshape(shape),
+                "Edge": ctx.alloc((self.out_spatial(spatial, unpooled=True)[-1],))}
 
 
 @attrs.frozen

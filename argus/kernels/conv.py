@@ -417,10 +417,17 @@ def _epilogue(steps) -> tuple:
                              "('clamp', lo, hi), the others alone)")
         out.append((name, *map(float, args)))
     stats = [i for i, s in enumerate(out) if s[0] == "stats"]
-    if stats and (stats != [len(out) - 1] or any(s[0] in POOL_STEPS + ("rows",) for s in out)):
+    # statistics end the epilogue, or come just before its pool (of the unpooled output,
+    # which is then never stored: Y holds the pooled one)
+    before_pool = len(stats) == 1 and stats[0] + 1 < len(out) and \
+        out[stats[0] + 1][0] in POOL_STEPS and not out[stats[0]][1] and \
+        all(s[0] != "rows" for s in out)
+    if stats and not before_pool and (stats != [len(out) - 1] or
+                                      any(s[0] in POOL_STEPS + ("rows",) for s in out)):
         raise ArgusError(f"epilogue {steps!r} takes statistics other than once at its end, or "
                          "of a pooled or channel-reduced output",
-                         fix="name one stats step, last, after no pool or rows step")
+                         fix="name one stats step, last, after no pool or rows step, or "
+                         "('stats', False) just before the pool (of the unpooled output)")
     rows = [i for i, s in enumerate(out) if s[0] == "rows"]
     if rows and rows != [len(out) - 1]:
         raise ArgusError(f"epilogue {steps!r} reduces the channels other than once at its end",
@@ -600,9 +607,10 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     if "stats" in names:
         # per (image, phase, outer output row, position tile, channel) a tile's partial
         # statistics, and the plain output's extents (a transposed output's phase view runs
-        # past them)
+        # past them); before a pool, Y has one phase and S the stride's (P<axis>)
+        pooled = any(n in POOL_STEPS for n in names)
         annotations["S"] = Tensor("f32", "K3", "N", *(f"L{a}" for a in axes[:-1]),
-                                  f"SO{axes[-1]}", "QB", "G", "OCG")
+                                  f"{'P' if pooled else 'SO'}{axes[-1]}", "QB", "G", "OCG")
         # its length alone is read: the plain output's innermost extent
         annotations["Edge"] = Tensor("f32", f"L{axes[-1]}")
     if "rows" in names:
@@ -724,6 +732,7 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     OCG = ws[-1] if weight_oc_last(engine) else ws[-2]
     N, G, CG = (xs[0], xs[1], xs[2]) if first else (xs[0], xs[-2], xs[-1])
     x_phases, y_phases = view_phases(dims, stride, transposed)
+    stat_phases = y_phases                  # the phases the statistics are taken over
     if steps and steps[-1][0] == "rows":
         # every output channel in the one channel block of the one group
         T.assume(G.eq(1))
@@ -742,6 +751,16 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         T.assume(ys[y_lead + 1 + 2 * a].eq(y_phases[a]))
     out_extent = [ys[y_lead + 2 * a] for a in range(dims)]    # O2 per dimension
     pooled = any(s[0] in POOL_STEPS for s in steps)
+    stats = any(s[0] == "stats" for s in steps)
+    if pooled and stats:
+        # statistics of the unpooled output: every position of its phase view is computed,
+        # so Y holds ceil(plain / stride) pooled positions per axis (the caller keeps the
+        # floor's: a pool drops an odd extent's last row, the statistics do not, and are
+        # taken inside the plain extents alone, `_channel_stats`)
+        T.assume(t["S"].shape[dims + 1].eq(stat_phases[-1]))
+        plain = [*t["S"].shape[2:dims + 1], t["Edge"].shape[0]]
+        for e, o, p in zip(plain, out_extent, stat_phases, strict=True):
+            T.assume(o * p >= e)
     x_pos, y_pos = lead + 2 * (dims - 1), y_lead + 2 * (dims - 1)  # the innermost spatial axis
     if engine == "mfma":
         T.assume((CG % 8).eq(0))
@@ -751,7 +770,6 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
         block_p, block_oc = info.m * tiles[0], info.n * tiles[1]
     else:
         block_p, block_oc = FMA_P * tiles[0], tiles[1]
-    stats = bool(steps) and steps[-1][0] == "stats"
     if stats:
         if engine == "fma":
             raise ArgusError("conv_kernel epilogue step 'stats' on the 'fma' engine",
@@ -785,8 +803,8 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     q0 = T.program_id(1) * block_p
     n = (T.program_id(2) // parts if parts > 1 else T.program_id(2)) * images
     if stats:
-        t = {**t, "moments": (y_phases, _valid_positions(engine, t["Edge"].shape[0], q0,
-                                                         y_phases[-1], tiles[0]))}
+        t = {**t, "moments": (stat_phases, _valid_positions(engine, t["Edge"].shape[0], q0,
+                                                            stat_phases[-1], tiles[0]))}
 
     def output_rows(row, phase_taps):
         outer = [row] if dims >= 2 else []
@@ -821,8 +839,9 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
     """Every group and output-channel block of one row of output positions (`outer` its
     coordinates on the outer axes of Y, `x_outer` on those of X)."""
     rows = steps[-1] if steps and steps[-1][0] == "rows" else None
-    stats = steps[-1] if steps and steps[-1][0] == "stats" else None
-    steps = steps[:-1] if rows or stats else steps
+    stats = next((s for s in steps if s[0] == "stats"), None)
+    steps = steps[:-1] if rows else steps
+    steps = tuple(s for s in steps if s[0] != "stats")
     at = [i for i, s in enumerate(steps) if s[0] in POOL_STEPS]
     pool = steps[at[0]][0] if at else None
     # the steps before the pool run on each phase, those after it on the pooled tiles
@@ -845,10 +864,12 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
             # every phase of these positions in turn, each after the epilogue before the
             # pool, combined as they come (the max, or the sum scaled by the window's 1/size)
             pooled = None
-            for phase_taps in taps.values():
+            for phase, phase_taps in taps.items():
                 outs, spec = _conv_phase(engine, before, t, phase_taps, n, outer,
                                          x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
                                          (0,) * (len(outer) + 1))
+                if stats:                # (of each phase before the pool: `_epilogue`)
+                    _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase, branch=True)
                 pooled = outs if pooled is None else {
                     key: (T.maximum(pooled[key], out) if pool == "pool_max" else
                           pooled[key] + out) for key, out in outs.items()}
@@ -928,7 +949,7 @@ def _valid_positions(engine, limit, q0, phases, position_tiles) -> dict:
     return valid
 
 
-def _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase):
+def _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase, branch=False):
     """A "stats" epilogue step: per (position tile, channel tile) of `outs`, each image's and
     channel's count of valid positions, their mean, and M2, the sum of squared deviations
     from that mean (a second pass over the registers, so a large mean against a small
@@ -940,9 +961,25 @@ def _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase):
     (`_valid_positions`). The MFMA engines' tiles: (image, position, channel)."""
     phases, valid_at = t["moments"]
     S = t["S"]
+    rows = [q * count + p for q, p, count in zip(outer, phase, phases, strict=False)]
+    if not rows or not branch:
+        _tile_stats(S, outs, spec, valid_at, n, rows, q0, g, oc0, phase, phases)
+        return
+    # with `branch`, an outer row past the plain output is not stored by a uniform branch
+    # (whose condition the stores' guards then know) instead of a lane mask per guarded
+    # axis, which a pooled 3-D output's eight phases held live in SGPRs past a wave's 102
+    # (not yet measured on the unpooled kernels, which keep their masks)
+    inside = rows[0] < S.shape[2]
+    for a in range(1, len(rows)):
+        inside = inside & (rows[a] < S.shape[2 + a])
+    with T.when(inside):
+        _tile_stats(S, outs, spec, valid_at, n, rows, q0, g, oc0, phase, phases)
+
+
+def _tile_stats(S, outs, spec, valid_at, n, rows, q0, g, oc0, phase, phases):
+    """`_channel_stats`' moments of each tile of `outs`, stored at outer rows `rows`."""
     axis = len(spec.shape) - 2                       # the output positions
     stat_spec = T.reduced(spec, axis)
-    rows = [q * count + p for q, p, count in zip(outer, phase, phases, strict=False)]
     for (r, o), out in outs.items():
         valid = valid_at[phase[-1], r]
         count = T.reduce(valid, "sum", axis, stat_spec)
