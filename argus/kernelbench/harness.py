@@ -26,7 +26,7 @@ from argus.kernelbench.solution import (
     guarded,
     static_refusal,
 )
-from argus.kernelbench.templates import CHOICES, peaks
+from argus.kernelbench.templates import CHOICES, Conv, peaks
 
 #: KernelBench's correctness rules: trials, the seed they derive from, tolerances.
 TRIALS = 5
@@ -213,7 +213,7 @@ def pinned(plan, full_plan):
             continue
         differ = {f.name for f in attrs.fields(type(small))
                   if getattr(small, f.name) != getattr(chosen, f.name)}
-        if getattr(small, "stats", False) and differ & {"engine", "tiles"}:
+        if isinstance(small, Conv) and small.stats and differ & {"engine", "tiles"}:
             # its partials' shape and the `Moments` views follow the engine and tiles: the
             # scaled route must be made with them (`route`'s pins), not patched here
             return None
@@ -252,9 +252,8 @@ def planned(full, solution: Solution, plan, full_plan=None):
     model, inputs = full
     if plan is None:
         full_plan = None
-    elif full_plan is None:
-        full_plan = route(model, inputs)
-    if plan is not None:
+    else:
+        full_plan = full_plan or route(model, inputs)
         if from_plan(full_plan).kernels != from_plan(plan).kernels:
             plan = pinned(plan, full_plan)
             if plan is None:

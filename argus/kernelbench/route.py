@@ -939,9 +939,10 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> 
     for node in graph.graph.nodes:
         # a module no template covers is named before torch runs the graph (an LSTM's
         # shape propagation fails on its own)
-        if node.op == "call_module" and \
-                type(graph.get_submodule(node.target)).__name__ not in MODULES:
-            raise Unsupported(f"the module nn.{type(graph.get_submodule(node.target)).__name__}")
+        kind = type(graph.get_submodule(node.target)).__name__ \
+            if node.op == "call_module" else None
+        if kind is not None and kind not in MODULES:
+            raise Unsupported(f"the module nn.{kind}")
     with torch.no_grad(), _no_progress_monitor():
         try:
             ShapeProp(graph).propagate(*example_inputs)
@@ -1002,9 +1003,7 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> 
             output = router.buffer(result)
             continue
         module = graph.get_submodule(node.target) if node.op == "call_module" else None
-        if module is not None:
-            if type(module).__name__ not in MODULES:
-                raise Unsupported(f"the module nn.{type(module).__name__}")
+        if module is not None:            # known: every module was checked before tracing
             name = MODULES[type(module).__name__]
         else:
             name = node.target if isinstance(node.target, str) else node.target.__name__
