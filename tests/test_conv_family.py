@@ -514,6 +514,48 @@ def test_a_rows_step_reduces_the_output_channels_in_the_epilogue(engine):
         conv_kernel(2, "mfma_f32", (("rows", (("sum", ("leaf", "x")),), ("stat", 0), 0),))
 
 
+@pytest.mark.parametrize("engine", ["mfma_f32", "mfma_f32_16"])
+def test_a_channels_step_keeps_a_value_per_channel(engine):
+    """The epilogue's "channels" step: a softmax over the output channels (Level 2 6's
+    Conv3d -> Softmax(dim=1)) times a per-channel vector, every channel kept and stored as
+    the convolution's output is, so the unnormalised output is never written; the channels
+    past OCG (5 of a 32- or 16-channel tile) at each reduction's identity, a ragged last
+    position tile. Proved and right in the strict emulator (float64 numpy)."""
+    from argus.kernelbench.route import exp
+    from argus.kernelbench.templates import bin_
+
+    y = ("leaf", "y")
+    shifted = exp(bin_("sub", y, ("stat", 0)))
+    channels = ("channels", (("max", y), ("sum", shifted)),
+                bin_("mul", bin_("mul", shifted, ("un", "rcp", ("stat", 1))), ("vec", "V0")), 1)
+    params = dict(window=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1),
+                  transposed=False)
+    kernel = conv_kernel(2, engine, ("bias", channels))
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    rng = np.random.default_rng(5)
+    n, spatial, cg, ocg = 5, (3, 37), 3, 5
+    x = rng.standard_normal((n, *spatial, cg)).astype(np.float32)
+    weight = rng.standard_normal((3, 3, 1, ocg, cg)).astype(np.float32)
+    bias = rng.standard_normal((1, ocg)).astype(np.float32)
+    vec = rng.standard_normal(ocg).astype(np.float32)
+    z = conv_reference_nd(x, weight, padding=(1, 1), epilogue=("bias",), bias=bias)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True) * vec
+    args = list(engine_layout(engine, conv_input_view(x, **params), weight)) + [bias, vec]
+    y_out = np.full(output_shape(engine, conv_output_view(n, list(spatial), 1, 1, ocg, False)),
+                    np.nan, np.float32)
+    argus.compile(kernel, **params).run(*args, y_out, check="strict")
+    got = from_phase_view(output_layout(engine, y_out, back=True), list(spatial))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ArgusError, match="reduces the channels other than once"):
+        conv_kernel(2, "mfma_f32", (channels, "relu"))
+    with pytest.raises(ArgusError, match="beside a channels step"):
+        conv_kernel(2, "mfma_f32", ("pool_max", channels))
+    with pytest.raises(ArgusError, match="reads"):
+        conv_kernel(2, "mfma_f32", (("channels", (("sum", y),), ("leaf", "x"), 0),))
+
+
 def test_vector_steps_ride_before_and_after_a_phase_pool():
     """("vec", op, i) steps apply a (G, OCG) vector E<i> per output channel: a learnt scale
     before a 2x2 average pool of the phases, then a per-channel bias and a scale after it

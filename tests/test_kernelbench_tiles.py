@@ -424,3 +424,38 @@ def test_a_scaled_plan_is_routed_on_the_published_convolution_engines():
     got = from_plan(plan).forward(Context(execute=True), *arrays)
     want = module.double()(x.double()).detach().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_a_softmax_over_a_convolution_s_channels_rides_its_epilogue(dims):
+    """A softmax over dim 1 of a convolution with 32 or fewer output channels (Level 2 6's
+    Conv3d -> Softmax -> MaxPool) becomes the convolution's "channels" epilogue step: one
+    launch writes the softmax, the convolution's own output is never written; a max pool
+    follows; the result is torch's (emulated)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+    from argus.kernelbench.templates import Conv
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            conv = torch.nn.Conv2d if dims == 2 else torch.nn.Conv3d
+            self.conv = conv(3, 6, 3)
+            self.pool = torch.nn.MaxPool2d(2) if dims == 2 else torch.nn.MaxPool3d(2)
+
+        def forward(self, x):
+            return self.pool(torch.softmax(self.conv(x), dim=1))
+
+    torch.manual_seed(1)
+    module = Model()
+    x = torch.randn(5, 3, *((6, 19) if dims == 2 else (4, 5, 19)))
+    plan = route(module, [x])
+    convs = [s for s in plan.steps if isinstance(s.template, Conv)]
+    assert len(convs) == 1 and convs[0].template.epilogue[-1][0] == "channels"
+    assert len(plan.steps) == 2                      # the convolution and the pool
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    arrays = [x.numpy()] + [params[path] for _, path in plan.params]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double()).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)

@@ -1473,14 +1473,17 @@ def _fuse_conv_rows(steps: list, output: str, shapes: dict) -> list:
     logsumexp, softmax, max or mean over dim 1), to one value per position, where one
     channel block of the f32 MFMA engine holds every channel (one group, BLOCK_OC output
     channels or fewer), ends the convolution's epilogue as a "rows" step: the channels are
-    reduced in registers and the full output never written nor read back (Level 2 58)."""
+    reduced in registers and the full output never written nor read back (Level 2 58). A row
+    program keeping a value per channel (a softmax over dim 1) ends it as a "channels" step:
+    the convolution writes the program's output, and its own is never written nor read back
+    (Level 2 6)."""
     from argus.kernels.conv import BLOCK_OC, F32_MFMA_ENGINES, ROW_IDENTITY
 
     steps = list(steps)
     for i, step in enumerate(steps):
         program = step.template
         if not isinstance(program, RowProgram) or not program.strided or \
-                program.full_output or program.per_row or program.indices or \
+                program.per_row or program.indices or \
                 program.bytes or len(program.inputs) != 1 or \
                 any(fn not in ROW_IDENTITY for fn, _ in program.stats):
             continue
@@ -1492,14 +1495,18 @@ def _fuse_conv_rows(steps: list, output: str, shapes: dict) -> list:
         n, oc, *spatial = shapes[source]
         vectors = dict(step.vectors)
         if conv.groups != 1 or oc > BLOCK_OC or conv.fitted()[0] not in F32_MFMA_ENGINES or \
+                (program.full_output and conv.pooled) or \
                 dict(step.views).get(source) != (n, oc, math.prod(spatial), 1) or \
+                (program.full_output and
+                 dict(step.views).get(step.output) != (n, oc, math.prod(spatial), 1)) or \
                 any(_numel(shapes.get(vectors[v], ())) != oc or vectors[v] not in shapes
                     for v in program.vectors):
             continue
         names = {("leaf", program.inputs[0]): ("leaf", "y"),
                  **{("vec", v): ("vec", f"V{k}") for k, v in enumerate(program.vectors)}}
-        rows = ("rows", tuple((fn, _renamed(e, names)) for fn, e in program.stats),
-                program.out, len(program.vectors))
+        rows = ("channels" if program.full_output else "rows",
+                tuple((fn, _renamed(e, names)) for fn, e in program.stats),
+                _renamed(program.out, names), len(program.vectors))
         # the fused launch goes where the row program was: its vectors may be made between
         producer = steps[j]
         steps[i] = attrs.evolve(

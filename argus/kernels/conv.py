@@ -391,7 +391,7 @@ def _epilogue(steps) -> tuple:
     for step in steps:
         step = (step,) if isinstance(step, str) else tuple(step)
         name, args = step[0], step[1:]
-        if name == "rows":
+        if name in ("rows", "channels"):
             out.append(_rows_step(step))
             continue
         if name == "expr":
@@ -428,10 +428,13 @@ def _epilogue(steps) -> tuple:
                          "of a pooled or channel-reduced output",
                          fix="name one stats step, last, after no pool or rows step, or "
                          "('stats', False) just before the pool (of the unpooled output)")
-    rows = [i for i, s in enumerate(out) if s[0] == "rows"]
+    rows = [i for i, s in enumerate(out) if s[0] in ("rows", "channels")]
     if rows and rows != [len(out) - 1]:
         raise ArgusError(f"epilogue {steps!r} reduces the channels other than once at its end",
-                         fix="name one rows step, last")
+                         fix="name one rows or channels step, last")
+    if rows and out[-1][0] == "channels" and any(s[0] in POOL_STEPS + ("stats",) for s in out):
+        raise ArgusError(f"epilogue {steps!r} pools or takes statistics beside a channels step",
+                         fix="launch the pool or the norm after the convolution")
     pools = [i for i, s in enumerate(out) if s[0] in POOL_STEPS]
     if len(pools) > 1 or (pools and "residual" in [s[0] for s in out]):
         raise ArgusError(f"epilogue {steps!r} pools more than once, or beside a residual",
@@ -449,13 +452,15 @@ def _rows_step(step) -> tuple:
     convolution's output after the epilogue before it, ("vec", "V<i>") per-channel vectors
     and ("stat", j) earlier stats), `out` over the stats alone: what one output position
     keeps (KernelBench's logsumexp or softmax chains over the channels, `argus.kernelbench`'s
-    RowProgram expressions)."""
+    RowProgram expressions). ("channels", stats, out, vectors) is the same with a value per
+    channel kept: `out` reads the stats, ("leaf", "y") and the vectors (a softmax over the
+    channels, Level 2 6)."""
     from argus.kernels.expr import leaves
 
     if len(step) != 4 or not isinstance(step[3], int) or not step[1]:
-        raise ArgusError(f"epilogue step {step!r}: a rows step is ('rows', stats, out, "
-                         "vectors)")
-    _, stats, out, vectors = step
+        raise ArgusError(f"epilogue step {step!r}: a {step[0]} step is ('{step[0]}', stats, "
+                         "out, vectors)")
+    name, stats, out, vectors = step
     for k, (fn, e) in enumerate(stats):
         bad = [n for n in leaves(e, "leaf") if n != "y"]
         bad += [j for j in leaves(e, "stat") if j >= k]
@@ -464,9 +469,16 @@ def _rows_step(step) -> tuple:
             raise ArgusError(f"rows step stat {k} ({fn}, {e!r}) reads {bad} or reduces "
                              f"with {fn!r}", fix=f"reduce with one of {tuple(ROW_IDENTITY)} "
                              "over the leaf 'y', the vectors and earlier stats")
-    if leaves(out, "leaf") or leaves(out, "vec"):
-        raise ArgusError(f"rows step output {out!r} reads more than the stats")
-    return ("rows", tuple((fn, e) for fn, e in stats), out, vectors)
+    if name == "rows" and (leaves(out, "leaf") or leaves(out, "vec")):
+        raise ArgusError(f"rows step output {out!r} reads more than the stats",
+                         fix="keep a value per channel with a 'channels' step")
+    bad = [n for n in leaves(out, "leaf") if n != "y"]
+    bad += [n for n in leaves(out, "vec") if n not in {f"V{i}" for i in range(vectors)}]
+    bad += [j for j in leaves(out, "stat") if j >= len(stats)]
+    if bad:
+        raise ArgusError(f"{name} step output {out!r} reads {bad}",
+                         fix="read the leaf 'y', the vectors V<i> and the stats")
+    return (name, tuple((fn, e) for fn, e in stats), out, vectors)
 
 
 def _vec_names(e) -> list:
@@ -613,9 +625,10 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
                                   f"{'P' if pooled else 'SO'}{axes[-1]}", "QB", "G", "OCG")
         # its length alone is read: the plain output's innermost extent
         annotations["Edge"] = Tensor("f32", f"L{axes[-1]}")
-    if "rows" in names:
-        # one value per position: Y's channel axis is RC (1)
-        y_shape = tuple("RC" if n == "OCG" else n for n in y_shape)
+    if "rows" in names or "channels" in names:
+        if "rows" in names:
+            # one value per position: Y's channel axis is RC (1)
+            y_shape = tuple("RC" if n == "OCG" else n for n in y_shape)
         for i in range(steps[-1][3]):
             annotations[f"V{i}"] = Tensor("f32", "OCG")
     annotations["Y"] = Tensor("f32", *y_shape)
@@ -733,11 +746,12 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     N, G, CG = (xs[0], xs[1], xs[2]) if first else (xs[0], xs[-2], xs[-1])
     x_phases, y_phases = view_phases(dims, stride, transposed)
     stat_phases = y_phases                  # the phases the statistics are taken over
-    if steps and steps[-1][0] == "rows":
+    if steps and steps[-1][0] in ("rows", "channels"):
         # every output channel in the one channel block of the one group
         T.assume(G.eq(1))
         T.assume(OCG <= (_mfma_info(engine).n * tiles[1] if engine != "fma" else tiles[1]))
-        T.assume((ys[2] if output_first(engine) else ys[-1]).eq(1))
+        if steps[-1][0] == "rows":
+            T.assume((ys[2] if output_first(engine) else ys[-1]).eq(1))
     if any(s[0] in POOL_STEPS for s in steps):
         if not transposed:
             raise ArgusError(f"conv_kernel epilogue step {steps[-1][0]} on a forward "
@@ -838,7 +852,7 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                    y_pos, tiles):
     """Every group and output-channel block of one row of output positions (`outer` its
     coordinates on the outer axes of Y, `x_outer` on those of X)."""
-    rows = steps[-1] if steps and steps[-1][0] == "rows" else None
+    rows = steps[-1] if steps and steps[-1][0] in ("rows", "channels") else None
     stats = next((s for s in steps if s[0] == "stats"), None)
     steps = steps[:-1] if rows else steps
     steps = tuple(s for s in steps if s[0] != "stats")
@@ -899,10 +913,12 @@ def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos,
     """A "rows" epilogue step: per position tile, each stat reduced along the output channels
     (every channel tile of the block, the channels past OCG at the reduction's identity,
     earlier stats spread back along them), then the output expression over the stats,
-    stored at channel 0 of Y (one value per position)."""
+    stored at channel 0 of Y (one value per position). A "channels" step keeps a value per
+    channel: the output expression over each channel tile, the stats spread back along the
+    channels, stored as the convolution's own output is."""
     from argus.kernels.expr import emit
 
-    _, stats, out, vectors = rows
+    name, stats, out, vectors = rows
     axis = len(spec.shape) - 1                       # the output channels
     row_spec = T.reduced(spec, axis)
     cols = spec.shape[-1]
@@ -925,6 +941,12 @@ def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos,
                     total + x if fn == "sum" else total * x if fn == "prod" else
                     T.maximum(total, x))
             done[k] = T.reduce(total, fn, axis, row_spec)
+        if name == "channels":
+            spread = {("stat", k): T.broadcast(s, axis, spec) for k, s in done.items()}
+            _conv_store(engine, t["Y"], {(r, o): emit(out, {
+                ("leaf", "y"): outs[r, o], **vec[o], **spread}, {}) for o in by_tile},
+                spec, n, outer, q0, g, oc0, y_pos, phase)
+            continue
         result = emit(out, {("stat", k): s for k, s in done.items()}, {})
         y_origin, _ = _y_place(engine, spec, n, outer, q0, g, 0, y_pos, phase, r, 0, batched)
         t["Y"].store(y_origin, result, axes=(0,) * batched + (y_pos,), guard=True)
