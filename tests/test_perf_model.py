@@ -18,7 +18,14 @@ from argus.isa_cdna3.emu.trace import WaveEvents
 from argus.isa_cdna3.kernel_template import kernel_source
 from argus.isa_cdna3.opcodes import Unit
 from argus.isa_cdna3.perf import micro
-from argus.isa_cdna3.perf.model import KernelDoesNotFit, Seq, Static, occupancy, schedule_cu
+from argus.isa_cdna3.perf.model import (
+    CuRun,
+    KernelDoesNotFit,
+    Seq,
+    Static,
+    occupancy,
+    schedule_cu,
+)
 from argus.isa_cdna3.perf.params import Calibrated, PerfError, profile
 
 MI300X = profile("mi300x")
@@ -692,6 +699,40 @@ def test_an_outer_loop_too_long_to_sample_once_samples_an_inner_loop_shorter_too
         nested.extrapolation
     assert within(nested.cycles_per_cu, full.cycles_per_cu, 0.02)
     assert within(nested.flops, full.flops, 0.01)
+
+def test_a_nested_sample_runs_at_the_real_launch_s_bandwidth_and_no_faster_than_its_units(
+        monkeypatch):
+    """A 1-D transposed convolution of 128 channels by 128 (KernelBench Level 1 64's, fewer
+    images and positions), its channel loop sampled at 2 and 4 steps of 64. Two errors made
+    it 0.38x the full run (Level 1 64 modelled at 0.42x its MFMA roofline): the samples'
+    schedules ran at the bandwidth of their own traffic (4 and 8 channels of X, where the real
+    launch reads 128), half the real vector memory time; and at so few steps the epilogue's
+    stores bound the CU, so the slope was far below what the added steps' MFMAs cost. The
+    samples now run at the real launch's bandwidth, and no extrapolated run is shorter than
+    its busiest unit is busy: the full run's time, at the default budget and with the outer
+    loop sampled shorter as well."""
+    from argus.isa_cdna3.perf import sample
+    from argus.kernels.conv import conv_kernel
+
+    kernel = argus.compile(conv_kernel(1, "mfma_f32"), tiles=(1, 2), window=(3,),
+                           transposed=True)
+    sizes = {"N": 296, "G": 1, "CG": 128, "I2W": 1026, "SIW": 1, "KW": 3, "OCG": 128,
+             "O2W": 1026, "SOW": 1}
+    full = argus.time(kernel, sizes=sizes, extrapolate=False)
+    default = argus.time(kernel, sizes=sizes)
+    assert default.extrapolation.startswith("CG sampled at 4 and 8 (trip counts 2, 4)")
+    assert within(default.cycles_per_cu, full.cycles_per_cu, 0.02)
+    assert within(default.microseconds, full.microseconds, 0.02)
+    monkeypatch.setattr(sample, "SAMPLE_BUDGET", 100)
+    monkeypatch.setattr(sample, "NESTED_OVER", 1)
+    nested = argus.time(kernel, sizes=sizes)
+    assert "per-CU time extrapolated linearly" in nested.extrapolation
+    assert within(nested.cycles_per_cu, full.cycles_per_cu, 0.02)
+    # the bound alone: an extrapolation from two store-bound samples stops at the MFMAs'
+    low, high = (CuRun(c, {"MFMA": m, "VMEM": v}, {}, 0.0, 0.0, 0.0, 0)
+                 for c, m, v in ((1000.0, 400.0, 900.0), (1100.0, 2000.0, 950.0)))
+    assert low.scaled(high, 10.0).cycles == 16400.0 / 4          # not 2000, the stores' line
+
 
 # ------------------------------------------------------------- where repeated reads are served
 def test_a_repeat_from_another_xcd_hits_the_infinity_cache_only_after_its_round_and_if_it_fits():

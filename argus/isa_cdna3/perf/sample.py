@@ -25,7 +25,7 @@ from argus.ir.sizes import admits
 from argus.isa_cdna3 import isa
 from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 from argus.isa_cdna3.perf import store
-from argus.isa_cdna3.perf.estimate import Timing, combine, plan
+from argus.isa_cdna3.perf.estimate import Timing, clock, combine, plan
 from argus.isa_cdna3.perf.model import (
     Occupancy,
     cu_atomic_rate,
@@ -121,7 +121,8 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                  dispatch: np.ndarray | None = None,
                  position: Callable[[int], float] | None = None,
                  per_xcd: float | None = None, same_round: float | None = None,
-                 rereads: tuple[float, float] = (0.0, 0.0)) -> Timing:
+                 rereads: tuple[float, float] = (0.0, 0.0),
+                 bandwidth: float | None = None) -> Timing:
     """Time a launch of `workgroups` from samples at one or two trip counts of `loop`:
     `run_sample(trip)` gives the sample's key and its traced waves per workgroup. The first
     `per_round` sampled workgroups stand for a CU's round (copied when the sample has fewer),
@@ -137,7 +138,9 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     workgroups are dealt to CU slots as they free up (`critical_slot`, costs read off the two
     sampled schedules), the slot that finishes last sets the rounds and their trip count, and
     the bytes and flops are interpolated to the launch's mean trip count (the caller's `note`
-    says how it sampled)."""
+    says how it sampled). `bandwidth`, when given, is the bytes per clock a CU fills at
+    (`cu_bandwidth`) in place of the samples' own: another launch's, which these samples stand
+    for at a shorter inner loop (`time_kernel`'s nested samples)."""
     p = plan(workgroups, occ, gpu)
     line = 1 << isa.CACHE_LINE_SHIFT
     runs: dict[int, list[list]] = {}
@@ -168,8 +171,8 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                     rounds=p.full_rounds + (1 if p.tail else 0), same_round=same_round,
                     rereads=rereads)
     hbm = moved.hbm
-    bw = cu_bandwidth(gpu, active_cus=p.active_cus, hbm_share=moved.hbm_share,
-                      constants=constants, mall_share=moved.mall_share)
+    bw = bandwidth or cu_bandwidth(gpu, active_cus=p.active_cus, hbm_share=moved.hbm_share,
+                                   constants=constants, mall_share=moved.mall_share)
     atomics = cu_atomic_rate(gpu, active_cus=p.active_cus, constants=constants)
 
     def cu_run(n: int, weight: float) -> Any:
@@ -477,7 +480,8 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
                 threads: int, statics: list, run_sample: Callable[[dict, tuple[int, ...]], list],
                 sample_key: Callable[[dict, tuple[int, ...]], tuple], gpu: GpuProfile,
                 constants: Calibrated, extrapolate: bool = True,
-                wave: Callable[..., Any] | None = None, nested: bool = True) -> Timing:
+                wave: Callable[..., Any] | None = None, nested: bool = True,
+                bandwidth: float | None = None) -> Timing:
     """A compiled kernel at `sizes` (checked by the caller): `run_sample(shape, groups)` runs
     the workgroups `groups` (linear ids) of the grid at `shape` and gives their traced waves.
     The size setting the main loop's trip count (`trip_size`) is sampled at two small values
@@ -527,7 +531,16 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
                              constants=constants, wave=wave, nested=False)
                 low, high = (time_kernel(ir, sizes={**sizes, name: t}, **again)
                              for t, _ in points)
-                return _along_trips(low, high, points, n_real, name, sizes)
+                # the samples' caches serve a shorter loop's bytes (less of X at fewer
+                # channels): their CU schedules are run again at the bandwidth the real
+                # launch's traffic leaves a CU (`cu_bandwidth`)
+                real = _real_traffic(ir, real_grid, sizes, occ, gpu, constants, footprint,
+                                     _along(low.bytes_requested, high.bytes_requested,
+                                            points, n_real))
+                low, high = (time_kernel(ir, sizes={**sizes, name: t}, **again,
+                                         bandwidth=real[0]) for t, _ in points)
+                timing = _along_trips(low, high, points, n_real, name, sizes, gpu, constants)
+                return attrs.evolve(timing, bytes_hbm=real[1])
         budgeted = _budgeted(ir, grid, sizes, base, along, budget)
         if budgeted is not None:
             loop, trip_counts, position, note = budgeted
@@ -544,7 +557,8 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     return extrapolated(ir.name, trips=trip_counts, real=real, loop=loop or "", run_sample=one,
                         statics=statics, occ=occ, workgroups=workgroups, footprint=footprint,
                         gpu=gpu, constants=constants, shape=sizes, note=note,
-                        position=position, **_moved(ir, real_grid, sizes, occ, gpu))
+                        position=position, bandwidth=bandwidth,
+                        **_moved(ir, real_grid, sizes, occ, gpu))
 
 
 def trip_count(ir: O.Kernel, name: str, shape: Mapping[str, int]) -> int:
@@ -692,8 +706,28 @@ def _inner_split(ir: O.Kernel, grid: Callable[..., tuple], sizes: dict, base: di
     return inner, (small[j - 1], small[j]), n_real
 
 
+def _along(low: float, high: float, points, n_real: int) -> float:
+    """`low` and `high`, at `points`' trip counts, extrapolated linearly to `n_real`."""
+    (_, n0), (_, n1) = points
+    return max(0.0, low + (n_real - n0) / (n1 - n0) * (high - low))
+
+
+def _real_traffic(ir: O.Kernel, grid: Sequence[int], sizes: dict, occ: Occupancy,
+                  gpu: GpuProfile, constants: Calibrated, footprint: float,
+                  requested: float) -> tuple[float, float]:
+    """(bytes per clock a CU fills at, bytes read from HBM) of a launch at `sizes` that
+    requests `requested` bytes in all (`extrapolated`'s traffic, for the real sizes)."""
+    workgroups = math.prod(grid)
+    p = plan(workgroups, occ, gpu)
+    moved = traffic(gpu, requested=requested, unique=footprint,
+                    footprint=footprint, rounds=p.full_rounds + (1 if p.tail else 0),
+                    **_moved(ir, grid, sizes, occ, gpu))
+    return (cu_bandwidth(gpu, active_cus=p.active_cus, hbm_share=moved.hbm_share,
+                         constants=constants, mall_share=moved.mall_share), moved.hbm)
+
+
 def _along_trips(low: Timing, high: Timing, points, n_real: int, name: str,
-                 sizes: dict) -> Timing:
+                 sizes: dict, gpu: GpuProfile, constants: Calibrated) -> Timing:
     """`high` extrapolated linearly from `low` in the trip count of `name` (counts
     `points`) to `n_real`: times, cycles, FLOPs, bytes and instructions; the unit and stall
     shares are the larger sample's."""
@@ -706,8 +740,20 @@ def _along_trips(low: Timing, high: Timing, points, n_real: int, name: str,
     note = (f"{name} sampled at {points[0][0]} and {t1} (trip counts {n0}, {n1}) and the time "
             f"extrapolated linearly to {n_real} trips, each sample's outer loop extrapolated "
             f"in turn: {high.extrapolation or 'not'}")
-    return attrs.evolve(high, microseconds=mix(low.microseconds, high.microseconds),
-                        cycles_per_cu=mix(low.cycles_per_cu, high.cycles_per_cu),
+    # no unit busier than the run is long (`CuRun.scaled`): each unit's busy clocks per
+    # instance extrapolated alike, the kernel time stretched to the busiest where it passes
+    # the extrapolated cycles
+    busy = {u: mix(low.busy[u] * low.cycles_per_cu, high.busy[u] * high.cycles_per_cu)
+            for u in high.busy}
+    linear = mix(low.cycles_per_cu, high.cycles_per_cu)
+    cycles = max(linear, *busy.values())
+    shares = {u: b / cycles if cycles else 0.0 for u, b in busy.items()}
+    # at the clock the extrapolated load allows (`clock`), as `combine` sets it
+    ghz = clock(gpu, active_cus=high.active_cus, mfma_busy=shares["MFMA"],
+                constants=constants, valu_busy=shares["VALU"])
+    microseconds = cycles / (ghz * 1e3) + constants.launch_us
+    return attrs.evolve(high, microseconds=microseconds, cycles_per_cu=cycles, busy=shares,
+                        clock_ghz=ghz,
                         flops=mix(low.flops, high.flops),
                         bytes_requested=mix(low.bytes_requested, high.bytes_requested),
                         bytes_hbm=mix(low.bytes_hbm, high.bytes_hbm),
