@@ -734,6 +734,27 @@ def test_a_nested_sample_runs_at_the_real_launch_s_bandwidth_and_no_faster_than_
     assert low.scaled(high, 10.0).cycles == 16400.0 / 4          # not 2000, the stores' line
 
 
+def test_a_round_of_fewer_workgroups_than_were_sampled_takes_the_costliest():
+    """A strided transposed 3-D convolution gives each output phase a band of workgroups;
+    with stride 2, padding 1 and dilation 2 only phase (1, 1, 1) is reached by any tap, so 7
+    bands of 8 only store. With one workgroup a CU, the round took the lowest sampled id, a
+    phase of stores (11 us, KernelBench Level 1 77 at 0.51x its roofline); the busiest CU
+    runs a computing phase, which its MFMAs alone keep busy for 9 depths x 27 taps x 16
+    channel steps x 2 channel blocks of 64 clocks."""
+    from argus.kernels.conv import conv_kernel
+
+    kernel = argus.compile(conv_kernel(3, "mfma_f32"), window=(3, 3, 3), stride=(2, 2, 2),
+                           padding=(1, 1, 1), dilation=(2, 2, 2), transposed=True,
+                           tiles=(1, 1))
+    sizes = {"N": 16, "G": 1, "CG": 32, "KD": 3, "KH": 3, "KW": 3, "OCG": 64,
+             **{f"I2{a}": 10 for a in "DHW"}, **{f"SI{a}": 1 for a in "DHW"},
+             **{f"O2{a}": 9 for a in "DHW"}, **{f"SO{a}": 2 for a in "DHW"}}
+    assert math.prod(kernel.grid(**sizes)) < MI300X.cus.value        # one workgroup a CU
+    timing = argus.time(kernel, sizes=sizes)
+    mfma_clocks = 9 * 27 * 16 * 2 * 64
+    assert timing.microseconds >= mfma_clocks / (MI300X.clock_ghz.value * 1e3)
+
+
 # ------------------------------------------------------------- where repeated reads are served
 def test_a_repeat_from_another_xcd_hits_the_infinity_cache_only_after_its_round_and_if_it_fits():
     from argus.isa_cdna3.perf.model import traffic

@@ -149,7 +149,12 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     simulated = 0
     for trip in trips:
         keys[trip], groups = run_sample(trip)
-        first = sorted(groups)[:p.per_round]
+        # the costliest first: a round of fewer workgroups than were sampled takes those (the
+        # busiest CU's), not the lowest ids (a strided transposed convolution's phases are
+        # bands of workgroups, and the first seven of Level 1 77's eight were phases no tap
+        # reaches: its time was their stores, 0.66x the roofline)
+        first = sorted(sorted(groups)[:p.per_round],
+                       key=lambda g: -sum(len(w.index) for w in groups[g]))
         simulated = len(first)
         per_wg[trip] = (sum(sum(w.lines) for g in first for w in groups[g]) * line / len(first),
                         sum(statics[i].flops for g in first for w in groups[g] for i in w.index)
