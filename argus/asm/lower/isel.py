@@ -806,12 +806,17 @@ def _narrow_widths(op, tile: RegType, widths, narrow: bool):
 
 def _gather_rows(s: Selector, op, piece: Piece):
     """VGPR with the element offset of each lane's gathered row for this piece: the row id
-    read from the index tensor (once per kernel when the position is loop-invariant), times the
-    gathered axis' stride."""
+    read from the index tensor (once per kernel when the position is loop-invariant), divided
+    by the gather's divisor (an arithmetic shift: floor division, as the verifier and the
+    interpreter divide), times the gathered axis' stride."""
     gather, layout = op.gather, tile_of(op).layout
+    if gather.divisor & (gather.divisor - 1):
+        raise UnsupportedError(f"a gather dividing its ids by {gather.divisor}; the backend "
+                               "divides by powers of two only (a shift)", op.loc,
+                               "route with a power-of-two divisor (topk 1, 2, 4, 8, ...)")
     position = simplify(substitute(gather.origin, s.renamed) if s.renamed else gather.origin)
     position = simplify(position + at_slot(layout.coords[gather.tile_axis], piece.first))
-    key = ("gather", gather.index.name, position)
+    key = ("gather", gather.index.name, position, gather.divisor)
     invariant = s.is_invariant(position)
     memo = s.hoisted if invariant or not s.scoped else s.scoped[-1]
     if key not in memo:
@@ -825,6 +830,11 @@ def _gather_rows(s: Selector, op, piece: Piece):
             row = VReg("v", 1, f"row.{gather.index.name}")
             s.emit("buffer_load_dword", row, vaddr if vaddr is not None else _OFF,
                    rsrc, soffset, mods=_buffer_mods(vaddr, offset), note="gathered row id")
+            if gather.divisor > 1:
+                divided = VReg("v", 1, f"row.{gather.index.name}.div")
+                s.emit("v_ashrrev_i32_e32", divided, gather.divisor.bit_length() - 1, row,
+                       note=f"id // {gather.divisor}")
+                row = divided
             stride = row_major_strides(op.tensor.type.shape)[gather.axis]
             scale = s.register(simplify(stride * DTYPE_BYTES[op.tensor.type.dtype]), "stride")
             offset_reg = VReg("v", 1, "row.bytes")
