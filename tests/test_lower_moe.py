@@ -281,3 +281,20 @@ def test_top_k_fp8_moe_reads_x_per_token_is_proved_and_matches_numpy(name, param
     assert np.abs(interpreted.outputs["Y"] - want).max() <= 1e-5 * np.abs(want).max()
     assert np.abs(entry.reference({**inputs, "choice": choice}, {"topk": topk}) - want).max() \
         <= 1e-5 * np.abs(want).max()
+
+
+def test_the_scatters_row_ids_are_requested_together_before_the_last_tiles():
+    # after the K loop: every row id the Y stores need is requested in one run, before the
+    # last tiles' MFMAs, so their latencies overlap each other and the MFMAs (one id at a
+    # time, each store had waited a memory latency for its own: 8 a wave)
+    compiled = argus.compile(library()["moe_gemm_fp8_direct"].kernel, verify=False, topk=8,
+                             block_m=32, block_n=128, prefetch=2)
+    tail = compiled.text.split("s_cbranch_scc1 .Lloop1")[1]
+    lines = [line for line in tail.splitlines()
+             if line.strip() and not line.strip().startswith((";", "."))]
+    ids = [n for n, line in enumerate(lines) if "gathered row id" in line]
+    stores = [n for n, line in enumerate(lines) if line.split()[0].startswith("buffer_store")]
+    mfmas = [n for n, line in enumerate(lines) if line.split()[0].startswith("v_mfma")]
+    assert len(ids) == 8 and stores and max(ids) < min(stores)
+    assert ids == list(range(ids[0], ids[0] + len(ids)))        # back to back, no wait between
+    assert max(mfmas) > max(ids)
