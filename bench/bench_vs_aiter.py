@@ -312,7 +312,8 @@ def _moe_fp8_rows(rows: list, quick: bool) -> None:
           "fp8 kernel (gate+up GEMM, per-token and per-channel scales, SiLU/GELU, bf16 out, "
           "pre-shuffled weights); ours: moe_gemm_fp8 (row-major weights) or "
           "moe_gemm_fp8_kblocked (weights in 64-column K blocks), gate+up GEMM over the routed "
-          "(token, slot) rows, f32 out, no scales or activation")
+          "(token, slot) rows, X read per token (id // topk), f32 out, no scales or "
+          "activation")
     best_row: dict[tuple, object] = {}
     for r in rows:
         if r.family == "fp8 MoE stage 1" and "doweight" not in r.kernel:
@@ -329,11 +330,13 @@ def _moe_fp8_rows(rows: list, quick: bool) -> None:
         best: tuple[object | None, str] = (None, "no configuration ran")
         for name, tile in MOE_FP8_TILES:
             _, sorted_ids, blocks = pack(ids, s["experts"], tile["block_m"])
-            sizes = {"TOKENS": len(ids), "H": s["dim"], "E": s["experts"],
-                     "N": 2 * s["inter"], "P": len(sorted_ids), "BLOCKS": len(blocks),
-                     **({"KT": s["dim"] // 64} if name in KBLOCKED else {})}
+            # ids are routes token * topk + slot (stage1_topk_ids is [tokens, topk]), as
+            # AMD's sorted ids carry token and slot: X is read per token
+            sizes = {"TOKENS": s["tokens"], "ROUTES": len(ids), "H": s["dim"],
+                     "E": s["experts"], "N": 2 * s["inter"], "P": len(sorted_ids),
+                     "BLOCKS": len(blocks), **({"KT": s["dim"] // 64} if name in KBLOCKED else {})}
             for order in MOE_ORDERS:
-                ours, why = _ours(name, sizes, r.gpu, **tile, xcd_order=order)
+                ours, why = _ours(name, sizes, r.gpu, **tile, xcd_order=order, topk=s["topk"])
                 if ours is not None and (best[0] is None
                                          or ours.microseconds < best[0].microseconds):
                     best = (ours, " ".join([name, *(f"{k}={v}" for k, v in tile.items()

@@ -48,7 +48,8 @@ def test_declaration_traces_to_a_distinct_op_at_the_authors_line():
     assert op.tensor.name == "sorted_ids" and str(op.lo) == "0" and str(op.hi) == "TOKENS"
     assert op.loc.file == "argus/kernels/moe.py"
     line = pathlib.Path(moe.__file__).read_text().splitlines()[op.loc.line - 1]
-    assert "T.distinct(sorted_ids, 0, TOKENS)" in line
+    # moe_gemm's routes are its tokens (top-1: Y's rows are X's)
+    assert "T.distinct(sorted_ids, 0, ROUTES)" in line
 
 
 def test_index_tensor_must_be_rank_1_i32():

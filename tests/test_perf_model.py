@@ -881,8 +881,8 @@ def test_an_moe_kernels_weights_are_shared_by_the_blocks_of_an_expert():
     from argus.kernels.moe import moe_gemm_fp8_kblocked
 
     kernel = argus.compile(moe_gemm_fp8_kblocked, verify=False)
-    sizes = {"TOKENS": 1024, "H": 7168, "E": 256, "KT": 112, "N": 512, "P": 8192,
-             "BLOCKS": 512}
+    sizes = {"TOKENS": 1024, "ROUTES": 1024, "H": 7168, "E": 256, "KT": 112, "N": 512,
+             "P": 8192, "BLOCKS": 512}
     grid = kernel.grid(**sizes)
     found = dict(zip([t.name for t in kernel.ir.tensors], readers_of(kernel.ir, grid, sizes)))
     assert found["X"][1] == grid[1]
@@ -940,12 +940,13 @@ def test_a_timing_samples_distinct_rows_once_with_padding_between():
     from argus.kernels.moe import moe_gemm_fp8_kblocked
 
     ir = moe_gemm_fp8_kblocked.trace()
-    sizes = {"TOKENS": 45, "H": 256, "E": 7, "KT": 4, "N": 128, "P": 32 * 11, "BLOCKS": 11}
+    sizes = {"TOKENS": 45, "ROUTES": 45, "H": 256, "E": 7, "KT": 4, "N": 128, "P": 32 * 11,
+             "BLOCKS": 11}
     ids = sample_inputs(ir, sizes)["sorted_ids"]
-    real = ids[ids < sizes["TOKENS"]]
-    assert sorted(real.tolist()) == list(range(sizes["TOKENS"]))
-    assert (ids[ids >= sizes["TOKENS"]] == sizes["TOKENS"]).all()
-    per_block = (ids < sizes["TOKENS"]).reshape(11, 32).sum(1)
+    real = ids[ids < sizes["ROUTES"]]
+    assert sorted(real.tolist()) == list(range(sizes["ROUTES"]))
+    assert (ids[ids >= sizes["ROUTES"]] == sizes["ROUTES"]).all()
+    per_block = (ids < sizes["ROUTES"]).reshape(11, 32).sum(1)
     assert per_block.max() - per_block.min() <= 1           # 45 rows over 11 blocks: 4 or 5
     # no padding needed: the table is the range, in order
     short = {**sizes, "P": 32, "BLOCKS": 1}
@@ -961,10 +962,10 @@ def test_a_timing_sample_keeps_the_real_rows_of_a_distinct_table():
     from argus.kernels.moe import moe_gemm_fp8_direct, pack
 
     kernel = argus.compile(moe_gemm_fp8_direct, verify=False, block_m=32, block_n=128)
-    assert distinct_range_names(kernel.ir) == {"TOKENS"}
+    assert distinct_range_names(kernel.ir) == {"ROUTES"}
     tokens, H, E, N = 1024, 1024, 8, 128
     _, ids, blocks = pack(np.arange(tokens) % E, E, 32)
-    timing = argus.time(kernel, sizes={"TOKENS": tokens, "H": H, "E": E, "N": N,
+    timing = argus.time(kernel, sizes={"TOKENS": tokens, "ROUTES": tokens, "H": H, "E": E, "N": N,
                                        "P": len(ids), "BLOCKS": len(blocks), "KT": H // 64})
     weights, rows = len(blocks) * N * H, tokens * H
     assert timing.bytes_requested >= weights + rows
@@ -981,8 +982,8 @@ def test_rows_gathered_through_a_distinct_table_have_one_reader_along_its_blocks
     from argus.kernels.moe import moe_gemm_fp8_direct
 
     kernel = argus.compile(moe_gemm_fp8_direct, verify=False, block_m=32, block_n=128)
-    sizes = {"TOKENS": 2048, "H": 4096, "E": 128, "N": 768, "P": 4096, "BLOCKS": 128,
-             "KT": 64}
+    sizes = {"TOKENS": 2048, "ROUTES": 2048, "H": 4096, "E": 128, "N": 768, "P": 4096,
+             "BLOCKS": 128, "KT": 64}
     grid = kernel.grid(**sizes)
     x = readers_of(kernel.ir, grid, sizes)[0]
     assert x == (2048 * 4096, 6.0, 128.0)

@@ -57,8 +57,8 @@ def test_the_xcd_order_runs_a_shared_operands_readers_a_multiple_of_8_ids_apart(
 
     cases = ((attention.attention_fwd_gqa, {"head_dim": 128, "causal": True},
               {"BH": 8, "G": 8, "S": 1024, "D": 128}, "K", (8, 8, 8)),
-             (moe.moe_gemm_fp8_kblocked, {}, {"TOKENS": 512, "H": 6144, "E": 8, "KT": 96,
-                                              "N": 8192, "P": 1024, "BLOCKS": 32}, "W",
+             (moe.moe_gemm_fp8_kblocked, {}, {"TOKENS": 512, "ROUTES": 512, "H": 6144, "E": 8,
+                                              "KT": 96, "N": 8192, "P": 1024, "BLOCKS": 32}, "W",
               (64, 32)))
     for kernel, params, sizes, shared, grid in cases:
         fetched = {}
@@ -83,8 +83,8 @@ def test_the_searchs_transpose_grid_rewrite_reaches_the_xcd_order():
     from argus.search.rewrites import apply_rewrites
 
     for kernel, sizes in ((gemm.gemm, {"M": 384, "N": 4096, "K": 4096}),
-                          (moe.moe_gemm_fp8_kblocked, {"TOKENS": 512, "H": 6144, "E": 8,
-                                                       "KT": 96, "N": 8192, "P": 1024,
+                          (moe.moe_gemm_fp8_kblocked, {"TOKENS": 512, "ROUTES": 512, "H": 6144,
+                                                       "E": 8, "KT": 96, "N": 8192, "P": 1024,
                                                        "BLOCKS": 32}),
                           (attention.attention_fwd, {"BH": 8, "S": 2048, "D": 64})):
         seen = []

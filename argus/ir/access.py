@@ -86,8 +86,9 @@ def in_box(index, shape) -> Expr:
 def global_access(op, thread=None, origin=None) -> GlobalAccess:
     """The index formula of a global.load / global.store / global.atomic_add: the tile element at
     coordinate c lands at origin + c placed on `op.axes`, the gathered axis reading its row from
-    the index tensor. `thread` names the element (default: the layout's thread variables;
-    "tile": coordinate variables), `origin` overrides the op's (a race check's renamed copy)."""
+    the index tensor (the id divided by the gather's divisor). `thread` names the element
+    (default: the layout's thread variables; "tile": coordinate variables), `origin` overrides
+    the op's (a race check's renamed copy)."""
     coords = _element(op, thread)
     index = list(global_index(op, thread, origin))
     position = gather_inside = None
@@ -95,7 +96,9 @@ def global_access(op, thread=None, origin=None) -> GlobalAccess:
         gather = op.gather
         position = simplify(gather.origin + coords[gather.tile_axis])
         gather_inside = simplify(in_box((position,), gather.index.type.shape))
-        index[gather.axis] = GATHERED_ROW
+        # floor division, as the backend's arithmetic shift and the interpreter's numpy do
+        index[gather.axis] = GATHERED_ROW // gather.divisor if gather.divisor != 1 \
+            else GATHERED_ROW
     if getattr(op, "rows", None) is not None:
         index[op.rows.axis] = GATHERED_ROW
     index = tuple(simplify(as_expr(i)) for i in index)

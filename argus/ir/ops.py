@@ -253,12 +253,15 @@ def _check_global_access(op, tile: RegType, origin=None):
 @attrs.frozen
 class Gather:
     """An indirect coordinate: along tensor axis `axis` the access uses
-    `index[origin + c[tile_axis]]` (a rank-1 i32 tensor of row ids) instead of origin + c."""
+    `index[origin + c[tile_axis]] // divisor` (a rank-1 i32 tensor of row ids) instead of
+    origin + c. A divisor above 1 reads one row for `divisor` consecutive ids: a routing
+    table of (token, slot) ids token * topk + slot gathers the token's row with topk."""
 
     index: Value = operand()
     origin: Expr = expr()
     tile_axis: int = attr()
     axis: int = attr()
+    divisor: int = attr(default=1)
 
 
 def _check_gather(op, gather: Gather | None, tile: RegType, tensor: Value):
@@ -271,6 +274,9 @@ def _check_gather(op, gather: Gather | None, tile: RegType, tensor: Value):
         _fail(op, f"gather tile axis {gather.tile_axis} is not an axis of the tile")
     if not 0 <= gather.axis < len(tensor.type.shape):
         _fail(op, f"gather axis {gather.axis} is not an axis of {tensor}")
+    if isinstance(gather.divisor, bool) or not isinstance(gather.divisor, int) \
+            or gather.divisor < 1:
+        _fail(op, f"gather divisor {gather.divisor!r} must be a positive int (the ids per row)")
 
 
 @attrs.frozen

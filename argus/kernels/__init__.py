@@ -175,15 +175,27 @@ def _moe_routing(sizes, params, rng):
             "sizes": {"P": len(sorted_ids), "BLOCKS": len(block_expert)}}
 
 
+def _moe_topk_routing(sizes, params, rng):
+    # the fp8 kernels route each token to topk experts: a row of Y per route
+    from argus.kernels.moe import route
+
+    topk = params.get("topk", 1)
+    choice, sorted_ids, block_expert = route(sizes["TOKENS"], sizes["E"],
+                                             params.get("block_m", 64), rng, topk)
+    return {"sorted_ids": sorted_ids, "block_expert": block_expert, "choice": choice,
+            "sizes": {"P": len(sorted_ids), "BLOCKS": len(block_expert),
+                      "ROUTES": sizes["TOKENS"] * topk}}
+
+
 def _moe_reference(inputs, params):
     from argus.kernels.moe import reference
 
-    return reference(inputs["X"], inputs["W"], inputs["choice"])
+    return reference(inputs["X"], inputs["W"], inputs["choice"], params.get("topk", 1))
 
 
 def _moe_kblocked_routing(sizes, params, rng):
     # the K-blocked kernel's rows come in blocks of 32 unless told otherwise
-    return _moe_routing(sizes, {"block_m": 32, **params}, rng)
+    return _moe_topk_routing(sizes, {"block_m": 32, **params}, rng)
 
 
 def _moe_kblocked_reference(inputs, params):
@@ -192,7 +204,7 @@ def _moe_kblocked_reference(inputs, params):
     w = np.asarray(inputs["W"])                      # [e, kt, n, j] -> [e, n, kt * 64 + j]
     e, kt, n, j = w.shape
     return reference(inputs["X"], w.transpose(0, 2, 1, 3).reshape(e, n, kt * j),
-                     inputs["choice"])
+                     inputs["choice"], params.get("topk", 1))
 
 
 GEMM_KNOBS = (
@@ -294,6 +306,14 @@ def _moe_timing_sizes(sizes: dict, params: dict) -> dict:
     return {**sizes, "BLOCKS": blocks, "P": blocks * params["block_m"]}
 
 
+def _moe_topk_timing_sizes(sizes: dict, params: dict) -> dict:
+    """The fp8 MoE's sizes under uniform top-k routing: each expert's routes padded to whole
+    row blocks, a row of Y per route."""
+    routes = sizes["TOKENS"] * params.get("topk", 1)
+    return {**_moe_timing_sizes({**sizes, "TOKENS": routes}, params), "TOKENS": sizes["TOKENS"],
+            "ROUTES": routes}
+
+
 @functools.cache
 def library() -> dict[str, LibraryKernel]:
     """Every library kernel by name (built once: the entries are immutable)."""
@@ -341,16 +361,16 @@ def library() -> dict[str, LibraryKernel]:
         # not a tuning family yet (no knobs): bench/bench_vs_aiter.py tries its tiles
         "moe_gemm_fp8": LibraryKernel(moe_gemm_fp8, "Y", {"TOKENS": 200, "H": 128, "E": 4,
                                                           "N": 128},
-                                      _moe_reference, 1e-3, _moe_routing,
-                                      timing_sizes=_moe_timing_sizes),
+                                      _moe_reference, 1e-3, _moe_topk_routing,
+                                      timing_sizes=_moe_topk_timing_sizes),
         "moe_gemm_fp8_kblocked": LibraryKernel(
             moe_gemm_fp8_kblocked, "Y", {"TOKENS": 200, "H": 128, "KT": 2, "E": 4, "N": 128},
             _moe_kblocked_reference, 1e-3, _moe_kblocked_routing,
-            timing_sizes=_moe_timing_sizes),
+            timing_sizes=_moe_topk_timing_sizes),
         "moe_gemm_fp8_direct": LibraryKernel(
             moe_gemm_fp8_direct, "Y", {"TOKENS": 200, "H": 128, "KT": 2, "E": 4, "N": 128},
             _moe_kblocked_reference, 1e-3, _moe_kblocked_routing,
-            timing_sizes=_moe_timing_sizes),
+            timing_sizes=_moe_topk_timing_sizes),
         "conv2d_fma": LibraryKernel(conv_kernel(2), "Y",
                                     {"N": 1, "I2H": 6, "SIH": 1, "I2W": 7, "SIW": 1, "G": 2,
                                      "CG": 3, "KH": 3, "KW": 3, "OCG": 5, "O2H": 4, "SOH": 1,

@@ -1,14 +1,14 @@
-"""MoE expert GEMM (top-1 routing), bf16 or fp8 (e4m3fnuz): token rows gathered by expert,
-Y[t] = X[t] @ W[e(t)].T.
+"""MoE expert GEMM, bf16 (top-1 routing) or fp8 (e4m3fnuz, top-k): token rows gathered by
+expert, Y[r] = X[r // topk] @ W[e(r)].T for each route r = token * topk + slot.
 
-Tokens arrive sorted by expert and padded per expert to whole row blocks (`sorted_ids`, padding
-id = number of tokens); `block_expert[b]` names the expert of row block b. Each workgroup loads
-its expert id as a uniform scalar, gathers its token rows with guarded (buffer-style) loads, runs
+Routes arrive sorted by expert and padded per expert to whole row blocks (`sorted_ids`, padding
+id = number of routes); `block_expert[b]` names the expert of row block b. Each workgroup loads
+its expert id as a uniform scalar, gathers its token rows (id // topk: X holds each token once,
+as AMD's stage-1 kernels read it) with guarded (buffer-style) loads, runs
 v_mfma_f32_32x32x8_bf16 (fp8: v_mfma_f32_32x32x16_fp8_fp8) on a 2x2 wave grid and scatters
-the rows back; padding rows read zeros
-and are not written. Tags follow the gathered tokens, so the store asserts token and column;
-`T.distinct` declares each real token once in `sorted_ids`, which proves no two workgroups
-store one row.
+the rows back to their routes; padding rows read zeros and are not written. Tags follow the
+gathered tokens, so the store asserts token and column; `T.distinct` declares each real route
+once in `sorted_ids`, which proves no two workgroups store one row.
 """
 
 from __future__ import annotations
@@ -49,51 +49,56 @@ def moe_gemm(X: Tensor("bf16", "TOKENS", "H"), W: Tensor("bf16", "E", "N", "H"),
 @T.kernel(waves=4)
 def moe_gemm_fp8(X: Tensor("fp8", "TOKENS", "H"), W: Tensor("fp8", "E", "N", "H"),
                  sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
-                 Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 64, block_n: int = 64,
+                 Y: Tensor("f32", "ROUTES", "N"), *, block_m: int = 64, block_n: int = 64,
                  block_k: int = 64, lds: bool = True, prefetch: int = 1,
-                 instr: str = MFMA_FP8, xcd_order: bool = False):
+                 instr: str = MFMA_FP8, xcd_order: bool = False, topk: int = 1):
     """`moe_gemm` with fp8 (e4m3fnuz) X and W on v_mfma_f32_32x32x16_fp8_fp8, f32 accumulation
     and Y (the scales of a quantised MoE are the caller's: Y times the token's and the output
-    channel's scale). Copies move 16 fp8 per thread, so block_m * block_k and block_n * block_k
-    must be multiples of 4096 (block_k a multiple of 64 at 64-row tiles). `instr`
-    v_mfma_f32_16x16x32_fp8_fp8 allows 32-row blocks (less padding when experts get few
-    tokens). `xcd_order` as in `moe_gemm`."""
+    channel's scale), each token routed to `topk` experts: ROUTES = TOKENS * topk rows of Y,
+    route r = token * topk + slot, X read by token (`moe_program`). Copies move 16 fp8 per
+    thread, so block_m * block_k and block_n * block_k must be multiples of 4096 (block_k a
+    multiple of 64 at 64-row tiles). `instr` v_mfma_f32_16x16x32_fp8_fp8 allows 32-row blocks
+    (less padding when experts get few tokens). `xcd_order` as in `moe_gemm`."""
     moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
-                block_k=block_k, lds=lds, instr=instr, prefetch=prefetch, xcd_order=xcd_order)
+                block_k=block_k, lds=lds, instr=instr, prefetch=prefetch, xcd_order=xcd_order,
+                topk=topk)
 
 
 @T.kernel(waves=4)
 def moe_gemm_fp8_kblocked(X: Tensor("fp8", "TOKENS", "H"),
                           W: Tensor("fp8", "E", "KT", "N", 64),
                           sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
-                          Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 32,
+                          Y: Tensor("f32", "ROUTES", "N"), *, block_m: int = 32,
                           block_n: int = 128, prefetch: int = 2,
-                          instr: str = "v_mfma_f32_16x16x32_fp8_fp8", xcd_order: bool = False):
+                          instr: str = "v_mfma_f32_16x16x32_fp8_fp8", xcd_order: bool = False,
+                          topk: int = 1):
     """`moe_gemm_fp8` with the weights pre-arranged in 64-column K blocks (W[e, kt, n, j] is
     the expert's W[n, 64 kt + j]; `kblock_weights` makes it), as AMD pre-shuffles its MoE
     weights: a K tile of a workgroup's rows is then one contiguous run, whole 128-byte lines,
-    where row-major rows give each row's 64-byte piece its own line. `xcd_order` as in
-    `moe_gemm`."""
+    where row-major rows give each row's 64-byte piece its own line. `xcd_order` and
+    `topk` as in `moe_gemm_fp8`."""
     moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
-                block_k=64, lds=True, instr=instr, prefetch=prefetch, xcd_order=xcd_order)
+                block_k=64, lds=True, instr=instr, prefetch=prefetch, xcd_order=xcd_order,
+                topk=topk)
 
 
 @T.kernel(waves=4)
 def moe_gemm_fp8_direct(X: Tensor("fp8", "TOKENS", "H"),
                         W: Tensor("fp8", "E", "KT", "N", 64),
                         sorted_ids: Tensor("i32", "P"), block_expert: Tensor("i32", "BLOCKS"),
-                        Y: Tensor("f32", "TOKENS", "N"), *, block_m: int = 32,
+                        Y: Tensor("f32", "ROUTES", "N"), *, block_m: int = 32,
                         block_n: int = 64, prefetch: int = 2,
-                        instr: str = "v_mfma_f32_16x16x32_fp8_fp8", xcd_order: bool = False):
+                        instr: str = "v_mfma_f32_16x16x32_fp8_fp8", xcd_order: bool = False,
+                        topk: int = 1):
     """`moe_gemm_fp8_kblocked` with the weights loaded straight into each wave's MFMA operand
     registers, as AMD's stage-1 kernels do: only the gathered X rows go through LDS (a 32x64
     tile is 2 KB a slot), so LDS no longer caps the workgroups a CU holds, and no LDS write,
     read or barrier stands between a weight's arrival and its MFMA. The 4 waves split the
     columns (a 1x4 wave grid), so no two waves load the same weights. `prefetch` K tiles of
-    weights ride in registers ahead of the MFMAs."""
+    weights ride in registers ahead of the MFMAs. `topk` as in `moe_gemm_fp8`."""
     moe_program(X, W, sorted_ids, block_expert, Y, block_m=block_m, block_n=block_n,
                 block_k=64, lds=True, instr=instr, prefetch=prefetch, xcd_order=xcd_order,
-                direct=True)
+                direct=True, topk=topk)
 
 
 def kblock_weights(W: np.ndarray, block: int = 64) -> np.ndarray:
@@ -104,8 +109,12 @@ def kblock_weights(W: np.ndarray, block: int = 64) -> np.ndarray:
 
 def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int, block_k: int,
                 lds: bool, instr: str, prefetch: int = 1, xcd_order: bool = False,
-                direct: bool = False):
-    """The MoE GEMM's body for X and W of the MFMA `instr`'s element type. The grid runs row
+                direct: bool = False, topk: int = 1):
+    """The MoE GEMM's body for X and W of the MFMA `instr`'s element type. Each token is
+    routed to `topk` experts: Y's rows are its routes r = token * topk + slot (Y's row size is
+    TOKENS * topk; with topk = 1 it may be X's TOKENS itself), and X's rows are gathered by
+    token, `sorted_ids[p] // topk`, so X is read per token, not expanded per route (AMD's
+    stage-1 kernels carry the token and the slot in their sorted ids alike). The grid runs row
     blocks fastest by default; `xcd_order` (XCD-aware order) runs the column blocks fastest:
     the dispatcher deals workgroups to the 8 XCDs round-robin by flat id, so an expert's row
     blocks at one column block, ids N / block_n apart, read that W tile through one XCD's L2
@@ -114,7 +123,17 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
         raise T.DSLError(f"prefetch={prefetch!r} with lds={lds!r}: the staged loads run 1 to 4 "
                          "K tiles ahead (more than 1 only through LDS)", user_loc(),
                          fix="use prefetch=1, or prefetch=2 to 4 with lds=True")
+    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
+        raise T.DSLError(f"topk={topk!r}: the experts each token is routed to is a positive "
+                         "int", user_loc(), fix="use topk=1, 2, 4 or 8")
     TOKENS, H = X.shape
+    ROUTES = Y.shape[0]
+    if ROUTES == TOKENS and topk != 1:
+        raise T.DSLError(f"topk={topk} with Y's rows the size of X's: Y holds a row per route "
+                         "(TOKENS * topk)", user_loc(),
+                         fix="declare Y with its own row size, e.g. Tensor('f32', 'ROUTES', 'N')")
+    if ROUTES != TOKENS:
+        T.assume(ROUTES.eq(TOKENS * topk))
     blocked = len(W.shape) == 4     # W[e, kt, n, j] holds W[e, n, kt * block_k + j]
     if blocked:
         E, _, N, inner = W.shape
@@ -127,8 +146,8 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
     else:
         E, N, _ = W.shape
     P, BLOCKS = sorted_ids.shape[0], block_expert.shape[0]
-    # every token is routed to one expert, so it appears once; padding ids (= TOKENS) repeat
-    T.distinct(sorted_ids, 0, TOKENS)
+    # every route (token, slot) appears once; padding ids (= ROUTES) repeat
+    T.distinct(sorted_ids, 0, ROUTES)
     T.assume(P.eq(BLOCKS * block_m))
     T.assume((N % block_n).eq(0))
     T.assume((H % block_k).eq(0))
@@ -144,7 +163,9 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
         T.tag(W, lambda e, kt, n, j: {"expert": e, "col": n, "k": kt * block_k + j})
     else:
         T.tag(W, lambda e, n, h: {"expert": e, "col": n, "k": h})
-    T.tag(Y, lambda t, n: {"token": t, "col": n})
+    # a route's row holds its token's product: the store proves that the gathered token row
+    # lands on a route of that token
+    T.tag(Y, lambda r, n: {"token": r // topk if topk > 1 else r, "col": n})
 
     grid = DIRECT_WAVE_GRID if direct else WAVE_GRID
     a_spec = T.mfma_layout(instr, "a", grid)
@@ -153,7 +174,12 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
     reps_m, reps_n = block_m // a_spec.shape[0], block_n // b_spec.shape[0]
 
     def rows(r):
+        """The routes of the block's rows from r on (where Y is stored)."""
         return T.Gather(sorted_ids, block * block_m + r)
+
+    def tokens(r):
+        """The tokens of those routes (where X is read)."""
+        return T.Gather(sorted_ids, block * block_m + r, divisor=topk)
 
     meet = (lambda A, B, C: And(A.k.eq(B.k), B.expert.eq(expert)),
             "token and expert weights meet at one k")
@@ -162,7 +188,7 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
         if prefetch > 1:
             T.assume(H >= prefetch * block_k)
         stage = _direct if direct else _staged
-        acc = stage(X, W, expert, rows(0), n0, H // block_k, acc, block_m, block_n, block_k,
+        acc = stage(X, W, expert, tokens(0), n0, H // block_k, acc, block_m, block_n, block_k,
                     a_spec, b_spec, meet, instr, prefetch, blocked)
     else:
         loop = T.range(0, H // block_k, name="kt", acc=acc)
@@ -171,7 +197,7 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
             # in flight together and each MFMA waits only for its own
             k0s = [kt * block_k + ks * a_spec.shape[1]
                    for ks in range(block_k // a_spec.shape[1])]
-            a_tiles = [[X.load((0, k0), a_spec, gather=rows(r * a_spec.shape[0]), guard=True)
+            a_tiles = [[X.load((0, k0), a_spec, gather=tokens(r * a_spec.shape[0]), guard=True)
                         for r in range(reps_m)] for k0 in k0s]
             b_tiles = [[W.load((expert, n0 + s * b_spec.shape[0], k0), b_spec, axes=(1, 2))
                         for s in range(reps_n)] for k0 in k0s]
@@ -340,13 +366,21 @@ def _copy_vector(rows: int, cols: int, size: int) -> int:
     return vector
 
 
-def route(tokens: int, experts: int, block_m: int, rng) -> tuple[np.ndarray, ...]:
-    """Random top-1 routing: (expert per token, sorted_ids padded per expert, block_expert)."""
-    return pack(rng.integers(0, experts, tokens), experts, block_m)
+def route(tokens: int, experts: int, block_m: int, rng, topk: int = 1
+          ) -> tuple[np.ndarray, ...]:
+    """Random top-k routing, each token to `topk` different experts: (expert per route
+    token * topk + slot, sorted_ids padded per expert, block_expert)."""
+    if topk == 1:
+        return pack(rng.integers(0, experts, tokens), experts, block_m)
+    if not 1 <= topk <= experts:
+        raise ValueError(f"topk={topk}: each token goes to topk different experts of {experts}")
+    picks = np.argsort(rng.random((tokens, experts)), axis=1)[:, :topk]
+    return pack(picks.ravel(), experts, block_m)
 
 
 def pack(choice, experts: int, block_m: int) -> tuple[np.ndarray, ...]:
-    """The kernel's tables for a given routing (`choice[t]` = expert of token t): (choice,
+    """The kernel's tables for a given routing (`choice[r]` = expert of route r, a token under
+    top-1 routing, token * topk + slot under top-k): (choice,
     sorted_ids padded per expert to whole row blocks, block_expert); an expert no token chose
     gets no row block."""
     choice, tokens = np.asarray(choice), len(choice)
@@ -360,6 +394,7 @@ def pack(choice, experts: int, block_m: int) -> tuple[np.ndarray, ...]:
     return (choice, np.asarray(sorted_ids, np.int32), np.asarray(block_expert, np.int32))
 
 
-def reference(X, W, choice) -> np.ndarray:
+def reference(X, W, choice, topk: int = 1) -> np.ndarray:
+    """Y[r] = X[r // topk] @ W[choice[r]].T for each route r."""
     x, w = np.asarray(X, np.float64), np.asarray(W, np.float64)
-    return np.einsum("th,tnh->tn", x, w[choice])
+    return np.einsum("rh,rnh->rn", x[np.arange(len(choice)) // topk], w[choice])

@@ -349,13 +349,17 @@ class Global:
 
 @attrs.frozen
 class Gather:
-    """Rows by id: along tensor `axis`, use `index[start + c[tile_axis]]` (index: an i32 rank-1
-    tensor argument)."""
+    """Rows by id: along tensor `axis`, use `index[start + c[tile_axis]] // divisor` (index:
+    an i32 rank-1 tensor argument). `divisor` > 1 reads one row for that many consecutive
+    ids: `T.Gather(sorted_ids, p, divisor=topk)` gathers X by token from (token, slot) ids
+    token * topk + slot, while a store through `T.Gather(sorted_ids, p)` writes the
+    (token, slot) row."""
 
     index: Global
     start: object
     tile_axis: int = 0
     axis: int = 0
+    divisor: int = 1
 
 
 def _gather(gather: Gather | None, loc: SourceLoc) -> O.Gather | None:
@@ -363,8 +367,13 @@ def _gather(gather: Gather | None, loc: SourceLoc) -> O.Gather | None:
         return None
     if not isinstance(gather.index, Global):
         raise DSLError("Gather needs an index tensor argument", loc)
+    divisor = gather.divisor
+    if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 1:
+        raise DSLError(f"Gather divisor {divisor!r}: the ids per gathered row is a positive "
+                       "int known when the kernel is traced", loc,
+                       fix="pass a kernel parameter such as topk, e.g. divisor=topk")
     return O.Gather(gather.index.value, _exprs((gather.start,), "gather start", loc)[0],
-                    gather.tile_axis, gather.axis)
+                    gather.tile_axis, gather.axis, divisor)
 
 
 @attrs.frozen

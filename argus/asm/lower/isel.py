@@ -248,8 +248,10 @@ class Selector(ExprEmitter):
         self.bindings["wave"], self.bindings["lane"] = wave, lane
 
     def block(self, ops):
-        for op in ops:
+        for n, op in enumerate(ops):
             self.loc, self.origin = op.loc, op.mnemonic
+            if n and isinstance(ops[n - 1], O.For):
+                _request_scatter_ids(self, ops[n:])
             fn = RULES.get(type(op))
             if fn is None:
                 raise UnsupportedError(f"{op.mnemonic}: the gfx942 backend has no lowering rule "
@@ -804,14 +806,19 @@ def _narrow_widths(op, tile: RegType, widths, narrow: bool):
     return (DTYPE_BYTES[tile.dtype],)
 
 
-def _gather_rows(s: Selector, op, piece: Piece):
-    """VGPR with the element offset of each lane's gathered row for this piece: the row id
-    read from the index tensor (once per kernel when the position is loop-invariant), times the
-    gathered axis' stride."""
+def _gather_position(s: Selector, op, piece: Piece) -> Expr:
+    """The index tensor position whose id this piece's lanes gather."""
     gather, layout = op.gather, tile_of(op).layout
     position = simplify(substitute(gather.origin, s.renamed) if s.renamed else gather.origin)
-    position = simplify(position + at_slot(layout.coords[gather.tile_axis], piece.first))
-    key = ("gather", gather.index.name, position)
+    return simplify(position + at_slot(layout.coords[gather.tile_axis], piece.first))
+
+
+def _gather_id(s: Selector, op, piece: Piece):
+    """VGPR with each lane's row id for this piece, read from the index tensor (once per
+    kernel when the position is loop-invariant, before the loop)."""
+    gather = op.gather
+    position = _gather_position(s, op, piece)
+    key = ("gather id", gather.index.name, position)
     invariant = s.is_invariant(position)
     memo = s.hoisted if invariant or not s.scoped else s.scoped[-1]
     if key not in memo:
@@ -825,6 +832,60 @@ def _gather_rows(s: Selector, op, piece: Piece):
             row = VReg("v", 1, f"row.{gather.index.name}")
             s.emit("buffer_load_dword", row, vaddr if vaddr is not None else _OFF,
                    rsrc, soffset, mods=_buffer_mods(vaddr, offset), note="gathered row id")
+        finally:
+            s.out = saved
+        memo[key] = row
+    return memo[key]
+
+
+def _request_ids(s: Selector, op, pieces) -> None:
+    """Every row id a gathered access needs, requested before the first is used (one piece
+    at a time, each piece waited a memory latency for its own)."""
+    if op.gather is not None:
+        for piece in pieces:
+            _gather_id(s, op, piece)
+
+
+def _request_scatter_ids(s: Selector, ops) -> None:
+    """The row ids of the gathered stores among `ops` (the code after a loop: a scatter of
+    accumulator tiles, one store each), all requested before the first op, so that their
+    latency overlaps the last tiles' MFMAs: store by store, each id waited a memory latency
+    (8 a wave, one after another, in the fp8 MoE GEMM's epilogue: ~8000 cycles a workgroup,
+    modelled)."""
+    for op in ops:
+        active = op.active if type(op) is O.GlobalStore else None
+        if not (type(op) is O.GlobalStore and op.gather is not None
+                and isinstance(active, Const) and active.value):
+            continue
+        _, _, narrow = _guarded_axes(s, op)
+        widths = _narrow_widths(op, op.value.type, GLOBAL_WIDTHS + (2, 1), narrow)
+        _request_ids(s, op, _global_pieces(s, op, op.value.type, widths))
+
+
+def _gather_rows(s: Selector, op, piece: Piece):
+    """VGPR with the element offset of each lane's gathered row for this piece: the row id
+    (`_gather_id`) divided by the gather's divisor (an arithmetic shift: floor division, as
+    the verifier and the interpreter divide), times the gathered axis' stride."""
+    gather = op.gather
+    if gather.divisor & (gather.divisor - 1):
+        raise UnsupportedError(f"a gather dividing its ids by {gather.divisor}; the backend "
+                               "divides by powers of two only (a shift)", op.loc,
+                               "route with a power-of-two divisor (topk 1, 2, 4, 8, ...)")
+    position = _gather_position(s, op, piece)
+    key = ("gather", gather.index.name, position, gather.divisor)
+    invariant = s.is_invariant(position)
+    memo = s.hoisted if invariant or not s.scoped else s.scoped[-1]
+    if key not in memo:
+        row = _gather_id(s, op, piece)
+        saved = s.out
+        if invariant and s.loop_vars:
+            s.out = s.preheader
+        try:
+            if gather.divisor > 1:
+                divided = VReg("v", 1, f"row.{gather.index.name}.div")
+                s.emit("v_ashrrev_i32_e32", divided, gather.divisor.bit_length() - 1, row,
+                       note=f"id // {gather.divisor}")
+                row = divided
             stride = row_major_strides(op.tensor.type.shape)[gather.axis]
             scale = s.register(simplify(stride * DTYPE_BYTES[op.tensor.type.dtype]), "stride")
             offset_reg = VReg("v", 1, "row.bytes")
@@ -901,7 +962,9 @@ def _global_load(s: Selector, op: O.GlobalLoad):
     single: dict = {}
     one_byte = DTYPE_BYTES[tile.dtype] == 1
     widths = _narrow_widths(op, tile, GLOBAL_WIDTHS + ((1,) if one_byte else ()), narrow)
-    for piece in _global_pieces(s, op, tile, widths):
+    pieces = _global_pieces(s, op, tile, widths)
+    _request_ids(s, op, pieces)
+    for piece in pieces:
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         rsrc, piece = s.resource(op, op.tensor, piece, guarded, _rows_axis(op))
         vaddr, soffset, offset = s.buffer_vaddr(piece)
@@ -934,7 +997,9 @@ def _global_store(s: Selector, op: O.GlobalStore):
 
 
 def _store_pieces(s: Selector, op, tile, data, widths, guarded, atomic):
-    for piece in _global_pieces(s, op, tile, widths):
+    pieces = _global_pieces(s, op, tile, widths)
+    _request_ids(s, op, pieces)
+    for piece in pieces:
         first, count = piece.registers(DTYPE_BYTES[tile.dtype])
         rsrc, piece = s.resource(op, op.tensor, piece, guarded, _rows_axis(op))
         vaddr, soffset, offset = s.buffer_vaddr(piece)

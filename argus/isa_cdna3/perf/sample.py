@@ -312,8 +312,8 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
                 for op in ir.ops() if isinstance(op, O.Distinct)
                 and {v.name for v in (*free_vars(op.lo), *free_vars(op.hi))} <= sizes.keys()}
 
-    def record(tensor, exprs, spread: tuple[frozenset[int], float, int, bool] | None = None
-               ) -> None:
+    def record(tensor, exprs, spread: tuple[frozenset[int], float, int, float | None] | None
+               = None) -> None:
         d, ld = deps(exprs)
         seen = reads.setdefault(tensor.name, {})
         reached = 1.0
@@ -324,11 +324,11 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
                 # values per workgroup over the distinct values (an expert id: one of E)
                 per, values = (spread[1], spread[2]) if spread and a in spread[0] else (1, 0)
                 share = grid[a] * per / values if values else 1.0
-                if spread and a in spread[0] and spread[3]:
-                    # rows gathered through a table holding each of them once: one
-                    # workgroup along the axis reads each (the padding between them is
-                    # skipped, not a second reader)
-                    share = min(share, 1.0)
+                if spread and a in spread[0] and spread[3] is not None:
+                    # rows gathered through a table holding each id once: one workgroup
+                    # along the axis reads each row per id that names it, the divisor's
+                    # many (the padding between them is skipped, not another reader)
+                    share = min(share, spread[3])
                 seen[a] = min(seen.get(a, share), max(1.0, share))
                 # the grid[a] workgroups take at most grid[a] x per of the values: the rest
                 # of the tensor (the weights of experts no block routes to) is never read
@@ -358,14 +358,16 @@ def readers_of(ir: O.Kernel, grid: Sequence[int], sizes: Mapping[str, int]
                 rows = op.result.type.shape[gather.tile_axis] if isinstance(op, O.GlobalLoad) \
                     else op.tile.shape[gather.tile_axis]
                 once = distinct.get(gather.index.name)
+                divisor = getattr(gather, "divisor", 1)
+                covers = once is not None and once[0] <= 0 \
+                    and once[1] >= extent(op.tensor, gather.axis) * divisor
                 spread = (d | ld, rows, extent(op.tensor, gather.axis),
-                          once is not None and once[0] <= 0
-                          and once[1] >= extent(op.tensor, gather.axis))
+                          float(divisor) if covers else None)
             values = [scalar_values[v.name] for e in op.origin for v in free_vars(e)
                       if v.name in scalar_values]
             if values and spread is None:
                 _, ld = deps(op.origin)
-                spread = (ld, 1, max(values), False)
+                spread = (ld, 1, max(values), None)
             if spread is None and not deps(op.origin)[1]:
                 evaluable.setdefault(op.tensor.name, op.origin)
             else:
@@ -966,9 +968,14 @@ def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
     not one row over and over. A `T.distinct` table longer than its range holds each value of
     the range once, spread evenly, and padding (`hi`, out of the range) between them, as a
     routing pads each expert's rows to whole blocks: filling it with real rows would repeat
-    them, which the declaration rules out, and charge every padding row a real row's loads."""
+    them, which the declaration rules out, and charge every padding row a real row's loads.
+    A table that a gather divides by d (ids token * d + slot) holds its values slot-major, so
+    that neighbouring positions name different rows, as a routing does that sends each token
+    to d different experts: in id order a 32-row block would hold 32 / d tokens."""
     arrays = {t.name: np.zeros(tuple(int(evaluate(e, shape)) for e in t.type.shape),
                                ELEMENT_DTYPES[t.type.dtype]) for t in ir.tensors}
+    divisors = {op.gather.index.name: op.gather.divisor for op in ir.ops()
+                if getattr(op, "gather", None) is not None and op.gather.divisor > 1}
     for op in ir.ops():
         if isinstance(op, O.Distinct):
             lo, hi = (int(evaluate(e, shape)) for e in (op.lo, op.hi))
@@ -980,9 +987,12 @@ def sample_inputs(ir: O.Kernel, shape: dict) -> dict[str, np.ndarray]:
         flat = arrays[op.tensor.name].reshape(-1)
         if hi <= lo:
             continue
-        if isinstance(op, O.Distinct) and flat.size > hi - lo:
+        if isinstance(op, O.Distinct) and flat.size >= hi - lo:
             flat[:] = hi
-            flat[np.arange(hi - lo) * flat.size // (hi - lo)] = np.arange(lo, hi)
+            values = np.arange(lo, hi)
+            d = divisors.get(op.tensor.name, 1)
+            values = values[np.lexsort((values // d, values % d))]
+            flat[np.arange(hi - lo) * flat.size // (hi - lo)] = values
         else:
             flat[:] = lo + np.arange(flat.size) % (hi - lo)
     return arrays
