@@ -35,12 +35,17 @@ def _model_only(folder: Path, only: set[str] | None, console: Console) -> list:
             continue
         row = modelled(path, folder.name)
         shown = f"{row.ratio:.2f}x" if row.ratio else f"{row.status}: {row.reason[:80]}"
+        if row.ratio and row.ratio < 1:
+            # nothing runs faster than its roofline: the model has a fault here
+            shown += " (below the roofline: a model fault)"
         console.print(f"  {row.problem}: {shown} ({row.seconds:.0f} s)")
         rows.append(row)
     ratios = [r.ratio for r in rows if r.ratio]
     geomean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
+    below = [r.problem for r in rows if r.ratio and r.ratio < 1]
     click.echo(f"kernelbench {folder.name} (model only): {len(ratios)} timed, geomean "
-               f"modelled/roofline {geomean:.2f}")
+               f"modelled/roofline {geomean:.2f}" + (f"; below the roofline (model faults): "
+                                                    f"{', '.join(below)}" if below else ""))
     return rows
 
 
