@@ -163,6 +163,12 @@ def occupancy(*, vgprs: int, lds_bytes: int, threads: int) -> Occupancy:
     return occ
 
 
+#: the units whose busy clocks are a fixed cost per instruction, so exactly linear in a loop's
+#: trip count (`CuRun.scaled`); the vector memory path's depend on the bandwidth the samples'
+#: traffic leaves a CU, which a sample at other sizes need not share
+FIXED_COST_UNITS = ("MFMA", "VALU", "SALU", "LDS")
+
+
 @attrs.define
 class CuRun:
     """Outcome of scheduling one CU's resident workgroups."""
@@ -186,7 +192,8 @@ class CuRun:
         def mix(a: float, b: float) -> float:
             return max(0.0, a + weight * (b - a))
         busy = {k: mix(self.busy[k], other.busy[k]) for k in self.busy}
-        floor = max((b / unit_capacity(k) for k, b in busy.items()), default=0.0)
+        floor = max((b / unit_capacity(k) for k, b in busy.items() if k in FIXED_COST_UNITS),
+                    default=0.0)
         return CuRun(max(mix(self.cycles, other.cycles), floor), busy,
                      {k: mix(self.stalls[k], other.stalls[k]) for k in self.stalls},
                      mix(self.wave_clocks, other.wave_clocks), mix(self.flops, other.flops),

@@ -27,6 +27,7 @@ from argus.isa_cdna3.numerics import ELEMENT_DTYPES
 from argus.isa_cdna3.perf import store
 from argus.isa_cdna3.perf.estimate import Timing, clock, combine, plan
 from argus.isa_cdna3.perf.model import (
+    FIXED_COST_UNITS,
     Occupancy,
     cu_atomic_rate,
     cu_bandwidth,
@@ -149,12 +150,7 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     simulated = 0
     for trip in trips:
         keys[trip], groups = run_sample(trip)
-        # the costliest first: a round of fewer workgroups than were sampled takes those (the
-        # busiest CU's), not the lowest ids (a strided transposed convolution's phases are
-        # bands of workgroups, and the first seven of Level 1 77's eight were phases no tap
-        # reaches: its time was their stores, 0.66x the roofline)
-        first = sorted(sorted(groups)[:p.per_round],
-                       key=lambda g: -sum(len(w.index) for w in groups[g]))
+        first = sorted(groups)[:p.per_round]
         simulated = len(first)
         per_wg[trip] = (sum(sum(w.lines) for g in first for w in groups[g]) * line / len(first),
                         sum(statics[i].flops for g in first for w in groups[g] for i in w.index)
@@ -180,8 +176,18 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                                    constants=constants, mall_share=moved.mall_share)
     atomics = cu_atomic_rate(gpu, active_cus=p.active_cus, constants=constants)
 
+    def chosen(t: int, n: int) -> list[list]:
+        """A round of `n` of trip `t`'s resident workgroups: the first n, but where n is
+        fewer than were sampled, the costliest n (the busiest CU's), not the lowest ids: a
+        strided transposed convolution's phases are bands of workgroups, and the first seven
+        of Level 1 77's eight were phases no tap reaches (its time was their stores, 0.51x
+        the roofline)."""
+        if n >= simulated:
+            return runs[t][:n]
+        return sorted(runs[t][:simulated], key=lambda g: -sum(len(w.index) for w in g))[:n]
+
     def cu_run(n: int, weight: float) -> Any:
-        scheduled = [schedule(keys[t], n, [w for g in runs[t][:n] for w in g], statics, bw,
+        scheduled = [schedule(keys[t], n, [w for g in chosen(t, n) for w in g], statics, bw,
                               atomics, constants) for t in trips]
         return scheduled[0] if len(trips) == 1 else scheduled[0].scaled(scheduled[1], weight)
 
@@ -757,12 +763,11 @@ def _along_trips(low: Timing, high: Timing, points, n_real: int, name: str,
             f"extrapolated linearly to {n_real} trips, each sample's outer loop extrapolated "
             f"in turn: {high.extrapolation or 'not'}")
     # no unit busier than the run is long (`CuRun.scaled`): each unit's busy clocks per
-    # instance extrapolated alike, the kernel time stretched to the busiest where it passes
-    # the extrapolated cycles
+    # instance extrapolated alike, the cycles at least the busiest fixed-cost unit's
     busy = {u: mix(low.busy[u] * low.cycles_per_cu, high.busy[u] * high.cycles_per_cu)
             for u in high.busy}
     linear = mix(low.cycles_per_cu, high.cycles_per_cu)
-    cycles = max(linear, *busy.values())
+    cycles = max(linear, *(busy[u] for u in FIXED_COST_UNITS))
     shares = {u: b / cycles if cycles else 0.0 for u, b in busy.items()}
     # at the clock the extrapolated load allows (`clock`), as `combine` sets it
     ghz = clock(gpu, active_cus=high.active_cus, mfma_busy=shares["MFMA"],
