@@ -853,21 +853,26 @@ def test_packed_channels_are_proved_with_a_and_b_meeting_at_one_channel():
 
 def test_the_route_packs_a_phased_output_s_channels_where_they_pack_evenly():
     """`conv_engine` takes a packed engine for a strided transposed output (no weights staged
-    in LDS to lose) whose input channels pack with no MFMA more than unpacked (`packs_evenly`),
-    the 16x16 one where 32-position tiles would pad a row more than 16-position ones (Level 2
-    91's 65 positions); 3 input channels, a single phase and narrow groups stay as they
-    were; the packed 16x16 engine with four channel tiles fits Level 2 91's convolution."""
+    in LDS to lose) with PACKED_MIN_TAPS taps a phase or more, undilated, whose input
+    channels pack with no MFMA more than unpacked (`packs_evenly`), the 16x16 one where
+    32-position tiles would pad a row more than 16-position ones (Level 2 91's 65
+    positions); 3 input channels, a single phase and narrow groups stay as they were; the
+    packed 16x16 engine with four channel tiles fits Level 2 91's convolution."""
     from argus.kernelbench.templates import conv_fitting
     from argus.kernels.conv import packs_evenly
 
     assert packs_evenly("mfma_f32", 64) and packs_evenly("mfma_f32_16", 32)
     assert not packs_evenly("mfma_f32", 3) and not packs_evenly("mfma_f32_16", 8)
-    assert conv_engine(64, 128, 4, 65) == ("mfma_f32_16_pk", (1, 4))
-    assert conv_engine(32, 64, 8, 32) == ("mfma_f32_pk", (1, 1))
-    assert conv_engine(32, 24, 8, 33) == ("mfma_f32_16_pk", (1, 2))
-    assert conv_engine(3, 64, 8, 32) == ("mfma_f32", (1, 1))
-    assert conv_engine(64, 128, 1, 65) == ("mfma_f32", (1, 2))
-    assert conv_engine(32, 16, 8, 32) == ("mfma_f32_16", (2, 1))
+    assert conv_engine(64, 128, 4, 65, 16) == ("mfma_f32_16_pk", (1, 4))      # 4x4, stride 2
+    assert conv_engine(32, 64, 8, 32, 27) == ("mfma_f32_pk", (1, 1))     # 3x3x3, stride 2
+    assert conv_engine(32, 24, 8, 33, 27) == ("mfma_f32_16_pk", (1, 2))
+    assert conv_engine(3, 64, 8, 32, 27) == ("mfma_f32", (1, 1))
+    assert conv_engine(64, 128, 1, 65, 9) == ("mfma_f32", (1, 2))
+    assert conv_engine(32, 16, 8, 32, 27) == ("mfma_f32_16", (2, 1))
+    # too few taps a phase (3x3, stride 2), dilated, or taps unknown: unpacked
+    assert conv_engine(64, 64, 4, 128, 9) == ("mfma_f32", (1, 1))
+    assert conv_engine(32, 64, 8, 32, 27, dilation=2) == ("mfma_f32", (1, 1))
+    assert conv_engine(32, 64, 8, 32) == ("mfma_f32", (1, 1))
     geometry = dict(window=(4, 4), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
                     transposed=True)
     assert conv_fitting(2, "mfma_f32_16_pk", (1, 4), ("bias",), **geometry) == \

@@ -1132,9 +1132,11 @@ def _step_name(step) -> str:
 class Conv:
     """torch's ConvNd / ConvTransposeNd (NC* layout, its weight and bias) on the f32
     `conv_kernel(dims, engine, epilogue)` (`engine` "mfma_f32", the implicit GEMM on f32
-    MFMAs, or "fma" for depthwise-like group shapes: `conv.conv_engine` picks it from the
-    channels per group): the forward moves the input to its channels-last
-    phase view and the weight to (*K, G, OCG, CG) on the host, launches, and reads the
+    MFMAs, its 16x16 or packed-channel variants, or "fma" for depthwise-like group shapes:
+    `conv.conv_engine` picks it from the channels per group, the phases and the positions
+    a row): the forward moves the input to its channels-last
+    phase view and the weight to (*K, G, OCG, CG) on the host (then to the engine's layout,
+    `engine_layout`), launches, and reads the
     output's phase view back into torch's layout. Every size is symbolic in the kernel; the
     window, stride, padding, dilation and transposition are its compile-time variant."""
 

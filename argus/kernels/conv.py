@@ -52,6 +52,13 @@ CHANNEL_TILES = 2
 #: KernelBench Level 2 6's convolution, modelled: 161.9 us on 1, 108.2 on 2, and 4 passes
 #: the SGPRs at a 3x3x3 window's 27 unrolled taps)
 NARROW_OC, NARROW_TILES = 16, 2
+#: the fewest taps per output phase on average (the window's taps over the phases) for which
+#: `conv_engine` packs a phased output's channels (`PACKED`), undilated. Modelled, KernelBench
+#: Level 2 (conv launch, unpacked -> packed): 3x3x3 stride 2 (3.4 taps a phase): 49 448 ->
+#: 275 us, 38 788 -> 429, 20 500 -> 279, 3 863 -> 432, 100 7672 -> 3275; 4x4 stride 2 (4):
+#: 91 2844 -> 2019, 93 2820 -> 2111; but 3x3 stride 2 (2.25): 2 1233 -> 1636, 36 248 -> 382
+#: (16 1939 -> 1559); dilated 2, Level 1 77: 90 -> 167 (79, 1-D: 447 -> 373)
+PACKED_MIN_TAPS = 3
 #: the most 16-channel tiles a wave of the packed 16x16 engine covers (`_packed_engine`:
 #: each packed A load then feeds 4 x PACK MFMAs)
 PACKED_NARROW_TILES = 4
@@ -748,8 +755,8 @@ def packs_evenly(engine: str, cg: int) -> bool:
     return -(-packs // k) * k * PACK == -(-cg // k) * k
 
 
-def conv_engine(cg: int, ocg: int, phases: int = 1, positions: int | None = None
-                ) -> tuple[str, tuple[int, int]]:
+def conv_engine(cg: int, ocg: int, phases: int = 1, positions: int | None = None,
+                taps: int = 0, dilation: int = 1) -> tuple[str, tuple[int, int]]:
     """The f32 engine and its `tiles` for a group shape: the MFMA implicit GEMM unless its
     k = 2 or its 32 output channels would hold one used channel (depthwise and one output
     channel per group, where the per-lane FMA engine wastes less; at 8 channels per group,
@@ -763,14 +770,18 @@ def conv_engine(cg: int, ocg: int, phases: int = 1, positions: int | None = None
     scaled check to the published sizes' kernel. At most NARROW_OC output channels per group
     take the 16x16 MFMA ("mfma_f32_16", NARROW_TILES position tiles a wave): the 32x32 one
     computed and stored 32 columns for 16 used (KernelBench Level 2 6's convolution, 3 to 16
-    channels 3x3x3: 182.5 us on 32x32x2, 108.2 on 16x16x4, modelled)."""
+    channels 3x3x3: 182.5 us on 32x32x2, 108.2 on 16x16x4, modelled). A phased output
+    wider than that, undilated, with `taps` (the window's) of at least PACKED_MIN_TAPS per
+    phase, takes a packed engine (`_packed_engine`, `positions` the output view's innermost
+    extent) where its input channels pack evenly (`packs_evenly`)."""
     if ocg < 2:
         return "fma", (FMA_SLOTS, 1)
     if cg < 2:
         return "fma", (1, FMA_OC)
     if ocg <= NARROW_OC:
         return "mfma_f32_16", (NARROW_TILES, 1)
-    if phases > 1 and packs_evenly("mfma_f32", cg):
+    if phases > 1 and taps >= PACKED_MIN_TAPS * phases and dilation == 1 and \
+            packs_evenly("mfma_f32", cg):
         return _packed_engine(ocg, positions)
     wide = phases == 1 and ocg > BLOCK_OC
     return "mfma_f32", (1, CHANNEL_TILES if wide else 1)
