@@ -866,6 +866,7 @@ def test_the_route_packs_a_phased_output_s_channels_where_they_pack_evenly():
     assert conv_engine(64, 128, 4, 65, 16) == ("mfma_f32_16_pk", (1, 4))      # 4x4, stride 2
     assert conv_engine(32, 64, 8, 32, 27) == ("mfma_f32_pk", (1, 1))     # 3x3x3, stride 2
     assert conv_engine(32, 24, 8, 33, 27) == ("mfma_f32_16_pk", (1, 2))
+    assert conv_engine(7, 24, 8, 33, 27) == ("mfma_f32_pk", (1, 1))   # 16x16: 16 for 8
     assert conv_engine(3, 64, 8, 32, 27) == ("mfma_f32", (1, 1))
     assert conv_engine(64, 128, 1, 65, 9) == ("mfma_f32", (1, 2))
     assert conv_engine(32, 16, 8, 32, 27) == ("mfma_f32_16", (2, 1))

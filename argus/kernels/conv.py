@@ -782,21 +782,23 @@ def conv_engine(cg: int, ocg: int, phases: int = 1, positions: int | None = None
         return "mfma_f32_16", (NARROW_TILES, 1)
     if phases > 1 and taps >= PACKED_MIN_TAPS * phases and dilation == 1 and \
             packs_evenly("mfma_f32", cg):
-        return _packed_engine(ocg, positions)
+        return _packed_engine(cg, ocg, positions)
     wide = phases == 1 and ocg > BLOCK_OC
     return "mfma_f32", (1, CHANNEL_TILES if wide else 1)
 
 
-def _packed_engine(ocg: int, positions: int | None) -> tuple[str, tuple[int, int]]:
+def _packed_engine(cg: int, ocg: int, positions: int | None) -> tuple[str, tuple[int, int]]:
     """A phased output's packed engine (`conv_engine`, more than NARROW_OC output channels a
     group): the 32x32 one, unless its 32-position tiles pad a row's `positions` (the output
-    view's innermost extent) to more than the 16x16 one's 16-position tiles, which then
-    covers up to PACKED_NARROW_TILES 16-channel tiles a wave. The unpacked engine waited on
+    view's innermost extent) to more than the 16x16 one's 16-position tiles and the `cg`
+    input channels pack evenly on the 16x16 one too (`packs_evenly`), which then covers up
+    to PACKED_NARROW_TILES 16-channel tiles a wave. The unpacked engine waited on
     vector memory instructions (a dword of A and of B per MFMA); packed, the MFMAs bound,
     so the positions the tiles compute past the row count. Modelled (KernelBench Level 2):
     91, 65 positions, 2844 us unpacked, 2452 packed 32x32, 2019 packed 16x16 at 4 tiles;
     38, 32 positions, 788, 429, 508; 49, 32 positions, 448, 275, 237."""
-    if positions is not None and -(-positions // 32) * 32 > -(-positions // 16) * 16:
+    if positions is not None and -(-positions // 32) * 32 > -(-positions // 16) * 16 and \
+            packs_evenly("mfma_f32_16_pk", cg):
         tiles = 1
         while tiles < PACKED_NARROW_TILES and NARROW_OC * tiles < ocg:
             tiles *= 2
