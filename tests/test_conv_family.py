@@ -14,6 +14,7 @@ from ml_dtypes import bfloat16
 import argus
 from argus.errors import ArgusError
 from argus.kernels.conv import (
+    conv_engine,
     conv_input_view,
     conv_kernel,
     conv_output_size,
@@ -786,3 +787,136 @@ def test_statistics_before_a_pool_cover_the_unpooled_odd_extents(engine):
     np.testing.assert_allclose(spread / total, full.reshape(-1, ocg).var(0), rtol=1e-4)
     with pytest.raises(ArgusError, match="statistics other than once at its end"):
         conv_kernel(2, engine, ("bias", ("stats", True), "pool_avg"))
+
+
+#: the packed engines' cases: (dims, engine, groups, CG, OCG, N, spatial, window, stride,
+#: padding, transposed, tiles): channel tails (CG not a multiple of PACK: the host's zeros;
+#: an odd number of packs: the guarded pack tail), output-channel tails, ragged position
+#: tiles and batch tails, a stride-2 transposed output in 2-D and 3-D, a strided 3-D forward
+PACKED_CASES = [
+    (2, "mfma_f32_pk", 1, 11, 37, 5, (4, 9), (4, 4), (2, 2), (1, 1), True, (1, 1)),
+    (3, "mfma_f32_pk", 2, 6, 5, 2, (3, 4, 5), (3, 3, 3), (1, 1, 2), (1, 1, 1), False, (2, 1)),
+    (3, "mfma_f32_pk", 1, 3, 33, 1, (2, 3, 4), (3, 3, 3), (2, 2, 2), (1, 1, 1), True, (1, 1)),
+    (2, "mfma_f32_16_pk", 1, 9, 13, 5, (3, 37), (3, 3), (1, 1), (1, 0), False, (2, 1)),
+]
+
+
+def _packed_run(case, engine=None):
+    """Case `case` of PACKED_CASES on the strict emulator (as `engine`, its own unless
+    given): the output and float64 numpy's."""
+    from argus.kernels.conv import PACK
+
+    dims, own, g, cg, ocg, n, spatial, window, stride, padding, transposed, tiles = case
+    engine = engine or own
+    geometry = dict(window=window, stride=stride, padding=padding, dilation=(1,) * dims,
+                    transposed=transposed)
+    epilogue = ("bias", "relu")
+    rng = np.random.default_rng(cg * 100 + ocg)
+    x = rng.standard_normal((n, *spatial, g * cg)).astype(np.float32)
+    weight = rng.standard_normal((*window, g, ocg, cg)).astype(np.float32)
+    bias = rng.standard_normal((g, ocg)).astype(np.float32)
+    output_padding = tuple(1 if transposed and s > 1 else 0 for s in stride)
+    out = [conv_output_size(i, k, s, p, 1, transposed, o) for i, k, s, p, o in
+           zip(spatial, window, stride, padding, output_padding, strict=True)]
+    want = conv_reference_nd(x, weight, stride=stride, padding=padding, transposed=transposed,
+                             output_padding=output_padding, epilogue=epilogue, bias=bias)
+    X, Wt = engine_layout(engine, conv_input_view(x, groups=g, **geometry), weight)
+    if engine.endswith("_pk"):
+        assert X.shape[-1] == Wt.shape[-1] == PACK and X.shape[2] == -(-cg // PACK)
+    y = np.full(output_shape(engine, conv_output_view(n, out, stride, g, ocg, transposed)),
+                np.nan, np.float32)
+    compiled = argus.compile(conv_kernel(dims, engine, epilogue), verify=False, tiles=tiles,
+                             **geometry)
+    compiled.run(X, Wt, bias, y, check="strict")
+    return from_phase_view(output_layout(engine, y, back=True), out), want
+
+
+@pytest.mark.parametrize("case", range(len(PACKED_CASES)))
+def test_packed_channels_match_numpy(case):
+    """The packed f32 MFMA engines (`PACKED`: X and Wt with PACK input channels innermost,
+    one 16-byte load per lane feeding PACK MFMAs) match float64 numpy in the strict emulator
+    at channel tails, ragged position tiles, batch tails and stride-2 transposed outputs,
+    2-D and 3-D."""
+    got, want = _packed_run(PACKED_CASES[case])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
+
+
+def test_packed_channels_load_a_pack_per_lane_for_pack_mfmas():
+    """A packed engine's loads are 16 bytes a lane and PACK MFMAs follow each A and B load
+    (a 4x4 stride-2 transposed window: 16 taps over the 4 phases, one dwordx4 of A and one
+    of B a tap), where the unpacked engine loads a dword of each per MFMA."""
+    from argus.kernels.conv import PACK
+
+    geometry = dict(window=(4, 4), stride=(2, 2), padding=(1, 1), transposed=True)
+    counts = {}
+    for engine in ("mfma_f32", "mfma_f32_pk"):
+        compiled = argus.compile(conv_kernel(2, engine, ("bias",)), verify=False, **geometry)
+        ops = [i.opcode for i in compiled.code.disassemble(compiled.code.kernel(compiled.name))]
+        counts[engine] = (ops.count("v_mfma_f32_32x32x2_f32"),
+                          sum(o.startswith("buffer_load_dword") and o != "buffer_load_dword"
+                              for o in ops),
+                          ops.count("buffer_load_dword"))
+    assert counts["mfma_f32"][:2] == (16, 0)
+    assert counts["mfma_f32"][2] >= 2 * 16
+    assert counts["mfma_f32_pk"][:2] == (16 * PACK, 2 * 16)
+
+
+def test_packed_channels_are_proved_with_a_and_b_meeting_at_one_channel():
+    """The verifier proves a packed engine for all sizes, its tag assertion (A's and B's
+    group and input channel agree at every MFMA) among what it proves; B read at the next
+    slot of its pack (a mismatched k) is refuted."""
+    from argus.kernels import conv
+
+    params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), transposed=True, tiles=(1, 2))
+    report = argus.verify(conv_kernel(2, "mfma_f32_pk", ("bias",)), **params)
+    assert report.ok and report.proved_for_all_sizes, str(report)
+    meets = [o for o in report.obligations if o.kind == "tag-assertion" and
+             o.message == "A and B meet at one group and input channel"]
+    assert meets and all(o.proved for o in meets)
+    slots = conv.T.slots
+
+    def skewed(tile, start, spec):
+        # B's registers one slot on (A's stay): MFMA s would take channel s of A, s + 1 of B
+        shifted = start + 1 if len(spec.shape) == 2 and start + 1 < conv.PACK else start
+        return slots(tile, shifted, spec)
+
+    conv.conv_kernel.cache_clear()
+    try:
+        conv.T.slots = skewed
+        report = argus.verify(conv.conv_kernel(2, "mfma_f32_pk", ("bias",)), **params)
+    finally:
+        conv.T.slots = slots
+        conv.conv_kernel.cache_clear()
+    refuted = [o for o in report.obligations if o.verdict == "refuted"]
+    assert refuted and {o.message for o in refuted} == \
+        {"A and B meet at one group and input channel"}, str(report)
+
+
+def test_the_route_packs_a_phased_output_s_channels_where_they_pack_evenly():
+    """`conv_engine` takes a packed engine for a strided transposed output (no weights staged
+    in LDS to lose) with PACKED_MIN_TAPS taps a phase or more, undilated, whose input
+    channels pack with no MFMA more than unpacked (`packs_evenly`), the 16x16 one where
+    32-position tiles would pad a row more than 16-position ones (Level 2 91's 65
+    positions); 3 input channels, a single phase and narrow groups stay as they were; the
+    packed 16x16 engine with four channel tiles fits Level 2 91's convolution."""
+    from argus.kernelbench.templates import conv_fitting
+    from argus.kernels.conv import packs_evenly
+
+    assert packs_evenly("mfma_f32", 64) and packs_evenly("mfma_f32_16", 32)
+    assert not packs_evenly("mfma_f32", 3) and not packs_evenly("mfma_f32_16", 8)
+    assert conv_engine(64, 128, 4, 65, 16) == ("mfma_f32_16_pk", (1, 4))      # 4x4, stride 2
+    assert conv_engine(32, 64, 8, 32, 27) == ("mfma_f32_pk", (1, 1))     # 3x3x3, stride 2
+    assert conv_engine(32, 24, 8, 33, 27) == ("mfma_f32_16_pk", (1, 2))
+    assert conv_engine(7, 24, 8, 33, 27) == ("mfma_f32_pk", (1, 1))   # 16x16: 16 for 8
+    assert conv_engine(3, 64, 8, 32, 27) == ("mfma_f32", (1, 1))
+    assert conv_engine(64, 128, 1, 65, 9) == ("mfma_f32", (1, 2))
+    assert conv_engine(32, 16, 8, 32, 27) == ("mfma_f32_16", (2, 1))
+    # too few taps a phase (3x3, stride 2), dilated, or taps unknown: unpacked
+    assert conv_engine(64, 64, 4, 128, 9) == ("mfma_f32", (1, 1))
+    assert conv_engine(32, 64, 8, 32, 27, dilation=2) == ("mfma_f32", (1, 1))
+    assert conv_engine(32, 64, 8, 32) == ("mfma_f32", (1, 1))
+    geometry = dict(window=(4, 4), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
+                    transposed=True)
+    assert conv_fitting(2, "mfma_f32_16_pk", (1, 4), ("bias",), **geometry) == \
+        ("mfma_f32_16_pk", (1, 4))

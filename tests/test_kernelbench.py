@@ -404,6 +404,31 @@ def test_a_pool_over_a_transposed_convolution_s_phases_is_its_epilogue(tmp_path)
     assert [type(s.template).__name__ for s in route(model, inputs).steps] == ["Conv", "Pool"]
 
 
+def test_a_strided_transposed_convolution_runs_on_packed_channels(tmp_path):
+    """A stride-2 4x4 ConvTranspose2d with 7 input channels (two packs of 4, the last one
+    padded with a zero channel on the host) and 40 output channels: the route takes the
+    packed 32x32 f32 MFMA engine (`conv_engine`; the 16x16 one's steps of 16 channels would
+    double the MFMAs), whose host layout pads and packs the channels; the row is correct
+    against torch and proved."""
+    from argus.kernelbench.route import conv_pins, route
+
+    folder = tmp_path / "level2"
+    folder.mkdir()
+    path = folder / "1_ConvTranspose2d_Tanh.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.ConvTranspose2d(7, 40, 4, stride=2, padding=1)\n\n"
+        "    def forward(self, x):\n        return torch.tanh(self.conv(x))\n\n\n"
+        "def get_inputs():\n    return [torch.randn(5, 7, 6, 9)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    model, inputs = load(path, "level2").full()
+    [(engine, _)] = conv_pins(route(model, inputs))
+    assert engine == "mfma_f32_pk"
+    [row] = run(folder)
+    assert row.status == "correct" and row.proved, row.reason
+
+
 def test_a_logsumexp_over_a_convolution_s_channels_is_its_epilogue(tmp_path):
     """logsumexp over dim 1 of a ConvTranspose2d with 8 output channels (one channel tile):
     the route ends the convolution's epilogue with a rows step (one launch, the full output

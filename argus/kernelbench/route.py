@@ -2650,8 +2650,11 @@ class _ConvHandlers:
         oc = wshape[1] * groups if transposed else wshape[0]
         from argus.kernels.conv import conv_engine
 
+        out = template.out_spatial(spatial)
         engine, tiles = conv_engine(c // groups, oc // groups,
-                                    math.prod(stride) if transposed else 1)
+                                    math.prod(stride) if transposed else 1,
+                                    -(-out[-1] // stride[-1]) if transposed else out[-1],
+                                    math.prod(window), max(dilation))
         if self.r.convs < len(self.r.pins):
             engine, tiles = self.r.pins[self.r.convs]
         self.r.convs += 1

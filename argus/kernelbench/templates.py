@@ -1064,7 +1064,7 @@ def conv_fitted(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometr
     part, so every size gets the same kernel."""
     from argus import compile as compile_kernel
     from argus.asm.lower import RegisterBudgetError
-    from argus.kernels.conv import FMA_OC, UNROLLED_TAPS, conv_kernel
+    from argus.kernels.conv import FMA_OC, PACKED, UNROLLED_TAPS, conv_kernel
 
     def halved(t: tuple) -> list[tuple]:
         out = [tuple(t)]
@@ -1086,6 +1086,11 @@ def conv_fitted(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometr
         # at any tiles and taps, and fits on the 32x32 engine (KernelBench Level 2 48: 6.44x
         # on it, 46.9x on the FMA engine it fell to)
         tried += [("mfma_f32", (1, 1), u) for u in (UNROLLED_TAPS, *FITTING_UNROLLED)]
+    if engine in PACKED:
+        # a packed engine's wide loads hold more registers: then the packed 32x32 one, then
+        # the unpacked 32x32 one
+        tried += [(e, (1, 1), u) for e in ("mfma_f32_pk", "mfma_f32")
+                  for u in (UNROLLED_TAPS, *FITTING_UNROLLED) if (e, (1, 1), u) not in tried]
     tried += [("fma", t, UNROLLED_TAPS) for t in halved((1, FMA_OC))
               if ("fma", t, UNROLLED_TAPS) not in tried and not stats]
     for choice, t, unrolled in tried:
@@ -1127,9 +1132,11 @@ def _step_name(step) -> str:
 class Conv:
     """torch's ConvNd / ConvTransposeNd (NC* layout, its weight and bias) on the f32
     `conv_kernel(dims, engine, epilogue)` (`engine` "mfma_f32", the implicit GEMM on f32
-    MFMAs, or "fma" for depthwise-like group shapes: `conv.conv_engine` picks it from the
-    channels per group): the forward moves the input to its channels-last
-    phase view and the weight to (*K, G, OCG, CG) on the host, launches, and reads the
+    MFMAs, its 16x16 or packed-channel variants, or "fma" for depthwise-like group shapes:
+    `conv.conv_engine` picks it from the channels per group, the phases and the positions
+    a row): the forward moves the input to its channels-last
+    phase view and the weight to (*K, G, OCG, CG) on the host (then to the engine's layout,
+    `engine_layout`), launches, and reads the
     output's phase view back into torch's layout. Every size is symbolic in the kernel; the
     window, stride, padding, dilation and transposition are its compile-time variant."""
 
@@ -1216,16 +1223,15 @@ class Conv:
         `residual` (the output's torch shape); returns the output in torch's layout. Arrays
         are numpy (executing) or shape-only stand-ins (planning, with `ctx.execute` False)."""
         from argus.kernels.conv import (
-            channels_first,
             conv_input_view,
             conv_output_view,
             engine_layout,
+            engine_shapes,
             from_phase_view,
             input_pad,
             output_layout,
             output_shape,
             view_phases,
-            weight_oc_last,
         )
 
         dims, g = self.dims, self.groups
@@ -1247,13 +1253,10 @@ class Conv:
         y = ctx.alloc(output_shape(engine, y_shape))
         if not ctx.execute:
             front = input_pad(dims, *self.geometry.values())
-            first = channels_first(engine)
-            x_shape = _view_shape_of((n, g, cg) if first else (n,), spatial,
-                                     view_phases(dims, self.stride, self.transposed)[0],
-                                     front, (0,) * dims, () if first else (g, cg))
-            arrays = {"X": ctx.alloc(x_shape),
-                      "Wt": ctx.alloc((*self.window, g, *((cg, ocg) if weight_oc_last(engine)
-                                                           else (ocg, cg))))}
+            x_shape, w_shape = engine_shapes(engine, _view_shape_of(
+                (n,), spatial, view_phases(dims, self.stride, self.transposed)[0], front,
+                (0,) * dims, (g, cg)), (*self.window, g, ocg, cg))
+            arrays = {"X": ctx.alloc(x_shape), "Wt": ctx.alloc(w_shape)}
             if bias is not None:
                 arrays["bias"] = ctx.alloc((g, ocg))
             if residual is not None:

@@ -31,10 +31,19 @@ F32_MFMA = "v_mfma_f32_32x32x2_f32"
 #: the "mfma_f32_16" engine's: 16 positions by 16 output channels, k = 4, for groups of at
 #: most 16 output channels, where F32_MFMA's 32 columns would hold half of them unused
 F32_MFMA_16 = "v_mfma_f32_16x16x4_f32"
+#: the f32 MFMA engines with packed channels: X and Wt hold groups of PACK input channels
+#: innermost (`engine_layout`, the channels zero-padded to a multiple of PACK on the host), so
+#: a lane loads PACK channels with one dwordx4 that feeds PACK MFMAs (`_packed_reduce`), where
+#: the unpacked engine issues a vector memory instruction of one dword per lane per MFMA for A
+#: and for B: the model charges each instruction the CU's addresser time whatever its width
+PACKED = {"mfma_f32_pk": "mfma_f32", "mfma_f32_16_pk": "mfma_f32_16"}
+#: the input channels a packed engine's lane loads at once (16 bytes: a dwordx4)
+PACK = 4
 #: each MFMA engine's instruction
-ENGINE_MFMA = {"mfma": MFMA, "mfma_f32": F32_MFMA, "mfma_f32_16": F32_MFMA_16}
+ENGINE_MFMA = {"mfma": MFMA, "mfma_f32": F32_MFMA, "mfma_f32_16": F32_MFMA_16,
+               "mfma_f32_pk": F32_MFMA, "mfma_f32_16_pk": F32_MFMA_16}
 #: the engines on f32 MFMAs (channels first, weights' output channels last, both tails guarded)
-F32_MFMA_ENGINES = ("mfma_f32", "mfma_f32_16")
+F32_MFMA_ENGINES = ("mfma_f32", "mfma_f32_16", *PACKED)
 #: 32-channel tiles a wave of the f32 MFMA engine accumulates (register blocking; 4 measured
 #: no faster than 2 at 128 output channels, modelled)
 CHANNEL_TILES = 2
@@ -43,6 +52,16 @@ CHANNEL_TILES = 2
 #: KernelBench Level 2 6's convolution, modelled: 161.9 us on 1, 108.2 on 2, and 4 passes
 #: the SGPRs at a 3x3x3 window's 27 unrolled taps)
 NARROW_OC, NARROW_TILES = 16, 2
+#: the fewest taps per output phase on average (the window's taps over the phases) for which
+#: `conv_engine` packs a phased output's channels (`PACKED`), undilated. Modelled, KernelBench
+#: Level 2 (conv launch, unpacked -> packed): 3x3x3 stride 2 (3.4 taps a phase): 49 448 ->
+#: 275 us, 38 788 -> 429, 20 500 -> 279, 3 863 -> 432, 100 7672 -> 3275; 4x4 stride 2 (4):
+#: 91 2844 -> 2019, 93 2820 -> 2111; but 3x3 stride 2 (2.25): 2 1233 -> 1636, 36 248 -> 382
+#: (16 1939 -> 1559); dilated 2, Level 1 77: 90 -> 167 (79, 1-D: 447 -> 373)
+PACKED_MIN_TAPS = 3
+#: the most 16-channel tiles a wave of the packed 16x16 engine covers (`_packed_engine`:
+#: each packed A load then feeds 4 x PACK MFMAs)
+PACKED_NARROW_TILES = 4
 #: output pixels (along a row) and output channels per workgroup of `conv2d` (the family's MFMA
 #: engines tile 32 channels too)
 BLOCK_P, BLOCK_OC = 128, 32
@@ -588,6 +607,9 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
     loaded A is used for every channel tile and each B for every position tile; a workgroup
     covers m * tiles[0] positions of MFMA_WAVES images by n * tiles[1] output channels, m x n
     the MFMA's tile);
+    "mfma_f32_pk" and "mfma_f32_16_pk" (`PACKED`) are those two with X and Wt holding PACK
+    input channels innermost, (N, G, CG, *view, P) and (*K, G, CG, OCG, P), CG then counting
+    packs (`engine_layout` packs and pads), one 16-byte load a lane feeding PACK MFMAs;
     for "fma", tiles = (position tiles, output channels): a wave covers 64 * tiles[0]
     positions by tiles[1] channels (at most FMA_SLOTS registers); unrolled, the most taps a
     window pass unrolls (UNROLLED_TAPS; fewer keep fewer tap offsets live in SGPRs, at the
@@ -605,6 +627,10 @@ def conv_kernel(dims: int, engine: str = "fma", epilogue: tuple = ()) -> T.Kerne
         Tensor(dtype, "N", *x_view, "G", "CG"),
         "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G",
                      *(("CG", "OCG") if weight_oc_last(engine) else ("OCG", "CG")))}
+    if engine in PACKED:
+        # CG counts packs of PACK channels (`engine_layout`)
+        annotations = {"X": Tensor(dtype, "N", "G", "CG", *x_view, "P"),
+                       "Wt": Tensor(dtype, *(f"K{a}" for a in axes), "G", "CG", "OCG", "P")}
     if "bias" in names:
         annotations["bias"] = Tensor("f32", "G", "OCG")
     y_shape = ("N", *_view_shape("O2", "SO", dims), "G", "OCG")
@@ -681,7 +707,20 @@ def weight_oc_last(engine: str) -> bool:
 
 
 def engine_layout(engine: str, x_view: np.ndarray, weight: np.ndarray) -> tuple:
-    """X (`conv_input_view`, channels last) and Wt ((*K, G, OCG, CG)) as `engine` reads them."""
+    """X (`conv_input_view`, channels last) and Wt ((*K, G, OCG, CG)) as `engine` reads them;
+    a packed engine's (`PACKED`) as (N, G, CG / PACK, *view, PACK) and (*K, G, CG / PACK,
+    OCG, PACK), CG zero-padded up to a multiple of PACK."""
+    if engine in PACKED:
+        cg = x_view.shape[-1]
+        extra = -cg % PACK
+        x_view = np.concatenate([x_view, np.zeros((*x_view.shape[:-1], extra), x_view.dtype)],
+                                -1)
+        weight = np.concatenate([weight, np.zeros((*weight.shape[:-1], extra), weight.dtype)],
+                                -1)
+        x_view = x_view.reshape(*x_view.shape[:-1], -1, PACK)
+        x_view = np.ascontiguousarray(np.moveaxis(x_view, (-3, -2), (1, 2)))
+        weight = weight.reshape(*weight.shape[:-1], -1, PACK)
+        return x_view, np.ascontiguousarray(np.swapaxes(weight, -2, -3))
     if channels_first(engine):
         x_view = np.ascontiguousarray(np.moveaxis(x_view, (-2, -1), (1, 2)))
     if weight_oc_last(engine):
@@ -689,7 +728,48 @@ def engine_layout(engine: str, x_view: np.ndarray, weight: np.ndarray) -> tuple:
     return x_view, weight
 
 
-def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int]]:
+def engine_shapes(engine: str, x_shape: tuple, w_shape: tuple) -> tuple:
+    """The shapes `engine_layout` gives X and Wt of shapes `x_shape` (channels last) and
+    `w_shape` ((*K, G, OCG, CG)), without moving any data (planning)."""
+    x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+    if engine in PACKED:
+        packs = -(-x_shape[-1] // PACK)
+        return ((x_shape[0], x_shape[-2], packs, *x_shape[1:-2], PACK),
+                (*w_shape[:-2], packs, w_shape[-2], PACK))
+    if channels_first(engine):
+        x_shape = (x_shape[0], *x_shape[-2:], *x_shape[1:-2])
+    if weight_oc_last(engine):
+        w_shape = (*w_shape[:-2], w_shape[-1], w_shape[-2])
+    return x_shape, w_shape
+
+
+def engine_unpacked(engine: str, x: np.ndarray, weight: np.ndarray) -> tuple:
+    """X and Wt in `engine`'s layout (`engine_layout`) back as (N, *view, G, CG) and
+    (*K, G, OCG, CG) (a packed engine's CG then the padded one)."""
+    if engine in PACKED:
+        x = np.moveaxis(x, (1, 2), (-3, -2))
+        x = x.reshape(*x.shape[:-2], -1)
+        weight = np.swapaxes(weight, -2, -3)
+        return x, weight.reshape(*weight.shape[:-2], -1)
+    if channels_first(engine):
+        x = np.moveaxis(x, (1, 2), (-2, -1))
+    if weight_oc_last(engine):
+        weight = np.swapaxes(weight, -1, -2)
+    return x, weight
+
+
+def packs_evenly(engine: str, cg: int) -> bool:
+    """Whether `engine`'s packed variant (`PACKED`) does the unpacked engine's MFMAs for `cg`
+    input channels per group and no more: its channel steps of k packs of PACK pad the
+    channels to the same count as the unpacked steps of k (32 or 64 channels; 3 would take
+    16 on the 16x16 engine, four times its one step of 4)."""
+    k = _mfma_info(engine).k
+    packs = -(-cg // PACK)
+    return -(-packs // k) * k * PACK == -(-cg // k) * k
+
+
+def conv_engine(cg: int, ocg: int, phases: int = 1, positions: int | None = None,
+                taps: int = 0, dilation: int = 1) -> tuple[str, tuple[int, int]]:
     """The f32 engine and its `tiles` for a group shape: the MFMA implicit GEMM unless its
     k = 2 or its 32 output channels would hold one used channel (depthwise and one output
     channel per group, where the per-lane FMA engine wastes less; at 8 channels per group,
@@ -703,15 +783,40 @@ def conv_engine(cg: int, ocg: int, phases: int = 1) -> tuple[str, tuple[int, int
     scaled check to the published sizes' kernel. At most NARROW_OC output channels per group
     take the 16x16 MFMA ("mfma_f32_16", NARROW_TILES position tiles a wave): the 32x32 one
     computed and stored 32 columns for 16 used (KernelBench Level 2 6's convolution, 3 to 16
-    channels 3x3x3: 182.5 us on 32x32x2, 108.2 on 16x16x4, modelled)."""
+    channels 3x3x3: 182.5 us on 32x32x2, 108.2 on 16x16x4, modelled). A phased output
+    wider than that, undilated, with `taps` (the window's) of at least PACKED_MIN_TAPS per
+    phase, takes a packed engine (`_packed_engine`, `positions` the output view's innermost
+    extent) where its input channels pack evenly (`packs_evenly`)."""
     if ocg < 2:
         return "fma", (FMA_SLOTS, 1)
     if cg < 2:
         return "fma", (1, FMA_OC)
     if ocg <= NARROW_OC:
         return "mfma_f32_16", (NARROW_TILES, 1)
+    if phases > 1 and taps >= PACKED_MIN_TAPS * phases and dilation == 1 and \
+            packs_evenly("mfma_f32", cg):
+        return _packed_engine(cg, ocg, positions)
     wide = phases == 1 and ocg > BLOCK_OC
     return "mfma_f32", (1, CHANNEL_TILES if wide else 1)
+
+
+def _packed_engine(cg: int, ocg: int, positions: int | None) -> tuple[str, tuple[int, int]]:
+    """A phased output's packed engine (`conv_engine`, more than NARROW_OC output channels a
+    group): the 32x32 one, unless its 32-position tiles pad a row's `positions` (the output
+    view's innermost extent) to more than the 16x16 one's 16-position tiles and the `cg`
+    input channels pack evenly on the 16x16 one too (`packs_evenly`), which then covers up
+    to PACKED_NARROW_TILES 16-channel tiles a wave. The unpacked engine waited on
+    vector memory instructions (a dword of A and of B per MFMA); packed, the MFMAs bound,
+    so the positions the tiles compute past the row count. Modelled (KernelBench Level 2):
+    91, 65 positions, 2844 us unpacked, 2452 packed 32x32, 2019 packed 16x16 at 4 tiles;
+    38, 32 positions, 788, 429, 508; 49, 32 positions, 448, 275, 237."""
+    if positions is not None and -(-positions // 32) * 32 > -(-positions // 16) * 16 and \
+            packs_evenly("mfma_f32_16_pk", cg):
+        tiles = 1
+        while tiles < PACKED_NARROW_TILES and NARROW_OC * tiles < ocg:
+            tiles *= 2
+        return "mfma_f32_16_pk", (1, tiles)
+    return "mfma_f32_pk", (1, 1)
 
 
 def _mfma_info(engine: str):
@@ -744,6 +849,14 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
     y_lead = 3 if output_first(engine) else 1                # Y's axes before the spatial
     OCG = ws[-1] if weight_oc_last(engine) else ws[-2]
     N, G, CG = (xs[0], xs[1], xs[2]) if first else (xs[0], xs[-2], xs[-1])
+    if engine in PACKED:
+        OCG = ws[-2]
+        T.assume(xs[-1].eq(PACK))
+        T.assume(ws[-1].eq(PACK))
+        # what the verifier checks at every MFMA (`_packed_reduce`): A and B meet at one
+        # group and one input channel, each a pack's position plus the lane's slot in it
+        T.tag(X, lambda n, g, c, *rest: {"g": g, "ch": c * PACK + rest[-1]})
+        T.tag(Wt, lambda *k: {"g": k[dims], "ch": k[dims + 1] * PACK + k[-1]})
     x_phases, y_phases = view_phases(dims, stride, transposed)
     stat_phases = y_phases                  # the phases the statistics are taken over
     if steps and steps[-1][0] in ("rows", "channels"):
@@ -789,7 +902,8 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
             raise ArgusError("conv_kernel epilogue step 'stats' on the 'fma' engine",
                              fix="take statistics on the MFMA engines ('mfma_f32', 'mfma')")
         T.assume(t["S"].shape[0].eq(MOMENT_PLANES))
-    if engine in F32_MFMA_ENGINES and len(taps) == 1 and math.prod(window) >= STAGED_MIN_TAPS \
+    if engine in F32_MFMA_ENGINES and engine not in PACKED and len(taps) == 1 and \
+            math.prod(window) >= STAGED_MIN_TAPS \
             and _looped_axes(next(iter(taps.values())), STAGED_TAPS) == 0:
         # One LDS buffer for every step's weights. Not for a phased output: each phase reads
         # a few of the taps (staging all of them made Level 2 72 1.4x slower), and its
@@ -1043,15 +1157,24 @@ def _conv_phase(engine, steps, t, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos
 
     first = channels_first(engine)
 
+    packed = engine in PACKED
+
     def x_origin(k_off, k_phase, c, dq=0):
         spatial = [e for q, o, p in zip([*x_outer, q0 + dq], k_off, k_phase, strict=True)
                    for e in (q + o, p)]
+        if packed:
+            return (n, g, c, *spatial, 0)
         return (n, g, c, *spatial) if first else (n, *spatial, g, c)
 
     def w_origin(k, c, doc=0):
+        if packed:
+            return (*k, g, c, oc0 + doc, 0)
         return (*k, g, c, oc0 + doc) if weight_oc_last(engine) else (*k, g, oc0 + doc, c)
 
-    if engine == "fma":
+    if packed:
+        accs, spec = _packed_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos,
+                                    ENGINE_MFMA[engine], tiles, t["unrolled"])
+    elif engine == "fma":
         acc, spec = _fma_reduce(X, Wt, taps, CG, x_origin, w_origin, x_pos, tiles,
                                 t["unrolled"])
         accs = {(0, 0): acc}
@@ -1323,6 +1446,63 @@ def _mfma_reduce(X, Wt, plan, CG, x_origin, w_origin, x_pos, mfma, tiles, stage=
         # (its taps' input offsets alone fit the SGPRs)
         loop.acc = _over_taps(plan, dict(loop.acc), fetch(c, staged), apply,
                               unrolled if staged is None else STAGED_TAPS)
+    return dict(loop.acc), c_spec
+
+
+def _packed_reduce(X, Wt, plan, packs, x_origin, w_origin, x_pos, mfma, tiles,
+                   unrolled=UNROLLED_TAPS):
+    """`_mfma_reduce` on a packed engine's X and Wt (`PACKED`: `packs` groups of PACK input
+    channels, each innermost): per step of the MFMA's k packs and per tap, each lane loads
+    the PACK channels of its k with one 16-byte load for A and one for B, whose registers
+    then feed PACK MFMAs, MFMA s taking slot s of every lane (`T.slots`): channel
+    (pack c * k + the lane's k) * PACK + s of A and B alike (`mfma_layout(pack=)`'s k order,
+    with the packs apart in memory). The verifier asserts at each MFMA that A's and B's
+    channel and group (their tags, `_conv_body`) agree. The pack tail (past `packs`) is a
+    guarded load of zeros; the channels past CG inside a pack are the host's zeros."""
+    from argus.ir.expr import And
+    from argus.isa_cdna3.mfma import mfma as catalogue
+
+    info = catalogue(mfma)
+    if info.k_per_lane != 1:
+        raise ArgusError(f"{mfma} holds {info.k_per_lane} k's per lane: the packed conv "
+                         "engines take one", fix="use an f32 MFMA (k_per_lane 1)")
+    a_spec = _image_layout(mfma, "a")
+    b_spec = T.mfma_layout(mfma, "b", (MFMA_WAVES, 1))       # every wave the same B
+    c_spec = _image_layout(mfma, "c")
+    k = info.k
+    rows, cols = c_spec.shape[1:]
+    wave, lane, slot = T.thread_vars(MFMA_WAVES, PACK)
+    _, i, ka = info.a_coord(lane, 0)
+    a_wide = T.TileSpec((MFMA_WAVES, info.m, k, PACK),
+                        T.ThreadLayout(MFMA_WAVES, PACK, (wave, i, ka, slot)))
+    _, kb, j = info.b_coord(lane, 0)
+    b_wide = T.TileSpec((info.n, k, PACK), T.ThreadLayout(MFMA_WAVES, PACK, (j, kb, slot)))
+    x_axes = (0, x_pos, 2, len(X.shape) - 1)
+
+    def fetch(c):
+        def tap(taps, off, ph):
+            d = len(taps)
+            a = [X.load(x_origin(off, ph, c * k, r * rows), a_wide, axes=x_axes, guard=True)
+                 for r in range(tiles[0])]
+            b = [Wt.load(w_origin(taps, c * k, o * cols), b_wide, axes=(d + 2, d + 1, d + 3),
+                         guard=True) for o in range(tiles[1])]
+            return a, b
+        return tap
+
+    def apply(acc, operands):
+        a, b = operands
+        for s in range(PACK):
+            for r, o in acc:
+                acc[r, o] = T.mfma(mfma, T.slots(a[r], s, a_spec), T.slots(b[o], s, b_spec),
+                                   acc[r, o])
+                T.tag_assert(lambda A, B, C: And(A.ch.eq(B.ch), A.g.eq(B.g)),
+                             "A and B meet at one group and input channel")
+        return acc
+
+    acc = {(r, o): T.zeros(c_spec) for r in range(tiles[0]) for o in range(tiles[1])}
+    loop = T.range(0, T.cdiv(packs, k), name="c", acc=acc)
+    for c in loop:
+        loop.acc = _over_taps(plan, dict(loop.acc), fetch(c), apply, unrolled)
     return dict(loop.acc), c_spec
 
 
@@ -1700,11 +1880,8 @@ def conv_view_reference(epilogue, inputs: dict, params: dict, engine: str = "fma
     included: the view read plainly is the input with `input_pad` more positions in front, so
     it is the convolution of that array with padding 0 (forward) or p + f * s (transposed, its
     inputs moved f later), over every position of Y's view."""
-    X, Wt, Y = inputs["X"], inputs["Wt"], output_layout(engine, inputs["Y"], back=True)
-    if channels_first(engine):
-        X = np.moveaxis(X, (1, 2), (-2, -1))
-    if weight_oc_last(engine):
-        Wt = np.swapaxes(Wt, -1, -2)
+    Y = output_layout(engine, inputs["Y"], back=True)
+    X, Wt = engine_unpacked(engine, inputs["X"], inputs["Wt"])
     dims = (X.ndim - 3) // 2
     front = input_pad(dims, params["window"], params["stride"], params["padding"],
                       params["dilation"], params["transposed"])
