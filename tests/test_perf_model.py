@@ -734,19 +734,24 @@ def test_a_nested_sample_runs_at_the_real_launch_s_bandwidth_and_no_faster_than_
     assert low.scaled(high, 10.0).cycles == 16400.0 / 4          # not 2000, the stores' line
 
 
-def test_a_round_of_fewer_workgroups_than_were_sampled_takes_the_costliest():
-    """A strided transposed 3-D convolution gives each output phase a band of workgroups;
-    with stride 2, padding 1 and dilation 2 only phase (1, 1, 1) is reached by any tap, so 7
-    bands of 8 only store. With one workgroup a CU, the round took the lowest sampled id, a
-    phase of stores (11 us, KernelBench Level 1 77 at 0.51x its roofline); the busiest CU
-    runs a computing phase, which its MFMAs alone keep busy for 9 depths x 27 taps x 16
-    channel steps x 2 channel blocks of 64 clocks."""
+@pytest.mark.parametrize("engine", ["mfma_f32", "mfma_f32_pk"])
+def test_a_sample_holds_every_phase_band_and_a_round_the_costliest(engine):
+    """A strided transposed 3-D convolution gives each output phase a band of workgroups
+    along the grid's first axis; with stride 2, padding 1 and dilation 2 only phase (1, 1, 1)
+    is reached by any tap, so 7 bands of 8 only store. The sample ran the first round's ids
+    (8 on the 32x32 engine, 4 on the packed one, whose registers allow 4 workgroups a CU) and a
+    round of one workgroup a CU took the lowest id: phases of stores (11 us; KernelBench Level 1
+    77 at 0.51x its roofline). Now a kernel branching on the workgroup id is sampled along
+    BRANCHED_SAMPLE ids of that axis and a round takes the costliest: the computing phase,
+    whose MFMAs alone keep a SIMD busy for 9 depths x 27 taps x 16 channel steps x 2 channel
+    blocks of 64 clocks."""
     from argus.kernels.conv import conv_kernel
 
-    kernel = argus.compile(conv_kernel(3, "mfma_f32"), window=(3, 3, 3), stride=(2, 2, 2),
+    kernel = argus.compile(conv_kernel(3, engine), window=(3, 3, 3), stride=(2, 2, 2),
                            padding=(1, 1, 1), dilation=(2, 2, 2), transposed=True,
                            tiles=(1, 1))
-    sizes = {"N": 16, "G": 1, "CG": 32, "KD": 3, "KH": 3, "KW": 3, "OCG": 64,
+    channels = {"CG": 32} if engine == "mfma_f32" else {"CG": 8, "P": 4}
+    sizes = {"N": 16, "G": 1, **channels, "KD": 3, "KH": 3, "KW": 3, "OCG": 64,
              **{f"I2{a}": 10 for a in "DHW"}, **{f"SI{a}": 1 for a in "DHW"},
              **{f"O2{a}": 9 for a in "DHW"}, **{f"SO{a}": 2 for a in "DHW"}}
     assert math.prod(kernel.grid(**sizes)) < MI300X.cus.value        # one workgroup a CU

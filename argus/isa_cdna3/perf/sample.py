@@ -123,7 +123,7 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                  position: Callable[[int], float] | None = None,
                  per_xcd: float | None = None, same_round: float | None = None,
                  rereads: tuple[float, float] = (0.0, 0.0),
-                 bandwidth: float | None = None) -> Timing:
+                 bandwidth: float | None = None, kinds: bool = False) -> Timing:
     """Time a launch of `workgroups` from samples at one or two trip counts of `loop`:
     `run_sample(trip)` gives the sample's key and its traced waves per workgroup. The first
     `per_round` sampled workgroups stand for a CU's round (copied when the sample has fewer),
@@ -141,17 +141,21 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     the bytes and flops are interpolated to the launch's mean trip count (the caller's `note`
     says how it sampled). `bandwidth`, when given, is the bytes per clock a CU fills at
     (`cu_bandwidth`) in place of the samples' own: another launch's, which these samples stand
-    for at a shorter inner loop (`time_kernel`'s nested samples)."""
+    for at a shorter inner loop (`time_kernel`'s nested samples). With `kinds`, the sample holds
+    workgroups of every kind a branch on the workgroup id makes (more than a round): the bytes
+    and flops per workgroup are their mean, and a round takes the costliest of them."""
     p = plan(workgroups, occ, gpu)
     line = 1 << isa.CACHE_LINE_SHIFT
     runs: dict[int, list[list]] = {}
     keys: dict[int, tuple] = {}
     per_wg: dict[int, tuple[float, float]] = {}
+    sampled: dict[int, list[list]] = {}
     simulated = 0
     for trip in trips:
         keys[trip], groups = run_sample(trip)
-        first = sorted(groups)[:p.per_round]
+        first = sorted(groups) if kinds else sorted(groups)[:p.per_round]
         simulated = len(first)
+        sampled[trip] = [groups[g] for g in first]
         per_wg[trip] = (sum(sum(w.lines) for g in first for w in groups[g]) * line / len(first),
                         sum(statics[i].flops for g in first for w in groups[g] for i in w.index)
                         / len(first))
@@ -184,7 +188,7 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
         the roofline)."""
         if n >= simulated:
             return runs[t][:n]
-        return sorted(runs[t][:simulated], key=lambda g: -sum(len(w.index) for w in g))[:n]
+        return sorted(sampled[t], key=lambda g: -sum(len(w.index) for w in g))[:n]
 
     def cu_run(n: int, weight: float) -> Any:
         scheduled = [schedule(keys[t], n, [w for g in chosen(t, n) for w in g], statics, bw,
@@ -489,6 +493,11 @@ def reread_traffic(rereads: Sequence[tuple[float, int]], workgroups: int, window
     return mall, hbm
 
 
+#: the workgroups a sample of a kernel branching on the workgroup id runs along the grid's
+#: first axis (`time_kernel`): a 3-D strided transposed convolution has 8 phase bands
+BRANCHED_SAMPLE = 16
+
+
 def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: Any,
                 threads: int, statics: list, run_sample: Callable[[dict, tuple[int, ...]], list],
                 sample_key: Callable[[dict, tuple[int, ...]], tuple], gpu: GpuProfile,
@@ -507,6 +516,14 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     workgroups = math.prod(real_grid)
     occ = occupancy_of(info, threads)
     first = min(plan(workgroups, occ, gpu).per_round, real_grid[0])
+    # a branch on the workgroup id (a strided transposed convolution's phases, bands of
+    # workgroups along the grid's first axis) makes workgroups of kinds the first round's
+    # ids need not hold: the sample takes BRANCHED_SAMPLE along that axis
+    ids0 = {op.var.name for op in ir.ops() if isinstance(op, O.ProgramId)}
+    branched = any(isinstance(op, O.If) and {v.name for v in free_vars(op.cond)} & ids0
+                   for op in ir.ops())
+    if branched:
+        first = min(real_grid[0], max(first, BRANCHED_SAMPLE))
     budget = wave_budget(occ, workgroups, gpu)
     footprint = _footprint(ir, real_grid, sizes)
     ids = {op.var.name: op.axis for op in ir.ops() if isinstance(op, O.ProgramId)}
@@ -573,7 +590,7 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     return extrapolated(ir.name, trips=trip_counts, real=real, loop=loop or "", run_sample=one,
                         statics=statics, occ=occ, workgroups=workgroups, footprint=footprint,
                         gpu=gpu, constants=constants, shape=sizes, note=note,
-                        position=position, bandwidth=bandwidth,
+                        position=position, bandwidth=bandwidth, kinds=branched,
                         **_moved(ir, real_grid, sizes, occ, gpu))
 
 
