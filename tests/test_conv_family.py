@@ -912,8 +912,10 @@ def test_the_route_packs_a_phased_output_s_channels_where_they_pack_evenly():
     assert conv_engine(3, 64, 8, 32, 27) == ("mfma_f32", (1, 1))
     assert conv_engine(64, 128, 1, 65, 9) == ("mfma_f32", (1, 2))
     assert conv_engine(32, 16, 8, 32, 27) == ("mfma_f32_16", (2, 1))
-    # too few taps a phase (3x3, stride 2), dilated, or taps unknown: unpacked
-    assert conv_engine(64, 64, 4, 128, 9) == ("mfma_f32", (1, 1))
+    # 3x3, stride 2 (2.25 taps a phase) packs; too few taps a phase (3 taps, stride 2, 1-D),
+    # dilated, or taps unknown: unpacked
+    assert conv_engine(64, 64, 4, 128, 9) == ("mfma_f32_pk", (1, 1))
+    assert conv_engine(64, 64, 2, 128, 3) == ("mfma_f32", (1, 1))
     assert conv_engine(32, 64, 8, 32, 27, dilation=2) == ("mfma_f32", (1, 1))
     assert conv_engine(32, 64, 8, 32) == ("mfma_f32", (1, 1))
     geometry = dict(window=(4, 4), stride=(2, 2), padding=(1, 1), dilation=(1, 1),

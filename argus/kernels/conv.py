@@ -56,9 +56,9 @@ NARROW_OC, NARROW_TILES = 16, 2
 #: `conv_engine` packs a phased output's channels (`PACKED`), undilated. Modelled, KernelBench
 #: Level 2 (conv launch, unpacked -> packed): 3x3x3 stride 2 (3.4 taps a phase): 49 448 ->
 #: 275 us, 38 788 -> 429, 20 500 -> 279, 3 863 -> 432, 100 7672 -> 3275; 4x4 stride 2 (4):
-#: 91 2844 -> 2019, 93 2820 -> 2111; but 3x3 stride 2 (2.25): 2 1233 -> 1636, 36 248 -> 382
-#: (16 1939 -> 1559); dilated 2, Level 1 77: 90 -> 167 (79, 1-D: 447 -> 373)
-PACKED_MIN_TAPS = 3
+#: 91 2844 -> 2019, 93 2820 -> 2111; 3x3 stride 2 (2.25), once the model sampled every
+#: phase band: 2 2556 -> 2448, 36 743 -> 623; dilated 2, Level 1 77: 1914 -> 3431
+PACKED_MIN_TAPS = 2
 #: the most 16-channel tiles a wave of the packed 16x16 engine covers (`_packed_engine`:
 #: each packed A load then feeds 4 x PACK MFMAs)
 PACKED_NARROW_TILES = 4
