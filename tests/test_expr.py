@@ -203,6 +203,19 @@ def forget_simplifications():
     expr_module.clear_memos()
 
 
+def test_clear_memos_forgets_every_memo_of_every_live_node():
+    lane, reg = Var("lane", 0, 64), Var("reg", 0, 4)
+    nodes = [simplify((lane * k + reg) // (k + 1) % 7) for k in range(1, 40)]
+    for node in nodes:
+        bounds(node), free_vars(node), evaluate(node, {"lane": 3, "reg": 1})
+    assert any(getattr(n, slot) is not None for n in nodes for slot in expr_module._MEMO_SLOTS)
+    expr_module.clear_memos()
+    live = [n for ref in list(expr_module._INTERNED.data.values()) if (n := ref()) is not None]
+    assert len(live) >= len(nodes)
+    assert [(n, slot) for n in live for slot in expr_module._MEMO_SLOTS
+            if getattr(n, slot) is not None] == []
+
+
 def test_hash_consing_makes_equal_terms_identical():
     lane, reg = Var("lane", 0, 64), Var("reg", 0, 4)
     assert Var("lane", 0, 64) is lane
