@@ -278,7 +278,9 @@ class Machine:
         self.mfma_producers: list[tuple[Instruction, MfmaInfo, int, int]] = []
         self.mfma_producer_ids: dict[tuple[int, int], int] = {}
         self.mfma_producer: set[int] = set()       # registers some wave's MFMA wrote
-        self.stale = np.zeros_like(self.vgpr)
+        # np.zeros, not zeros_like: calloc'd pages stay untouched until an MFMA writes there
+        # (zeros_like fills 128 KiB a wave: 6 s of a 37_FrobeniusNorm_ check's 12)
+        self.stale = np.zeros(self.vgpr.shape, self.vgpr.dtype)
         self.hazards: list[Hazard] = []
         self.bytes_moved: dict[int, int] = {}
         self.lds_cycles: dict[int, int] | None = None     # pc -> LDS cycles, when requested
