@@ -292,7 +292,7 @@ def parse_objdump(listing: str, text: bytes, text_address: int) -> list[Instruct
     if len(_DECODED) > _DECODED_LIMIT:
         _DECODED.clear()
     decoded = _DECODED
-    instructions = []
+    instructions: list[Instruction] = []
     append = instructions.append
     end = text_address + len(text)
     for line in lines:
