@@ -27,7 +27,7 @@ from argus.ir.sizes import holds_at
 #: is not settled, the pair's race condition (which holds the epochs' equality as a conjunct)
 #: is decided as an obligation anyway. A convolution's staged LDS weights ask it about a
 #: mixed-radix epoch (`ocb * CG' * 2 + g * OCG' * CG' * 2 + c * 2`) that z3 leaves unknown
-#: after the full limit, seven times a kernel, while the obligations themselves are proved.
+#: after the full limit, four to seven times a kernel, while the obligations are proved.
 EPOCH_SHORTCUT_MS = 1000
 
 
