@@ -203,6 +203,31 @@ def forget_simplifications():
     expr_module.clear_memos()
 
 
+def _memo_fodder(name: str) -> list:
+    lane, reg = Var(name, 0, 64), Var(f"reg_{name}", 0, 4)
+    return [(lane * k + reg) // (k + 1) % 7 + reg * k + lane for k in range(1, 20)]
+
+
+def test_clear_memos_forgets_every_memo_of_every_live_node():
+    # twice: the first call scans every live node, a later one only the nodes memoised since;
+    # each memo on nodes of its own (fresh variables), so that no other memo hides a lost one
+    kept = []
+    for round_ in range(2):
+        for name, memoise in (("b", bounds), ("f", free_vars), ("s", simplify), ("m", None)):
+            exprs = _memo_fodder(f"{name}{round_}")
+            kept += exprs   # alive, memos and all
+            kept += [memoise(e) if memoise else
+                     evaluate(e, {f"m{round_}": np.arange(64), f"reg_m{round_}": 1})
+                     for e in exprs]
+        live = [n for ref in list(expr_module._INTERNED.data.values()) if (n := ref()) is not None]
+        assert all(any(getattr(n, slot) is not None for n in live)
+                   for slot in expr_module._MEMO_SLOTS)
+        expr_module.clear_memos()
+        live = [n for ref in list(expr_module._INTERNED.data.values()) if (n := ref()) is not None]
+        assert [(n, slot) for n in live for slot in expr_module._MEMO_SLOTS
+                if getattr(n, slot) is not None] == []
+
+
 def test_hash_consing_makes_equal_terms_identical():
     lane, reg = Var("lane", 0, 64), Var("reg", 0, 4)
     assert Var("lane", 0, 64) is lane

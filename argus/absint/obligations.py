@@ -108,9 +108,11 @@ class Obligations:
                             self.minimize_order(item.thread, item.loops), small)
                 for item in items]
 
-    def holds(self, goal: Expr, assume) -> bool:
-        """Is `goal` proved under `assume`? (the walk's own questions: invariants, agreement)"""
-        return isinstance(Q.decide_one(goal, assume, self.solver, self.timeout_ms), Proved)
+    def holds(self, goal: Expr, assume, timeout_ms: int | None = None) -> bool:
+        """Is `goal` proved under `assume`? (the walk's own questions: invariants, agreement)
+        `timeout_ms` below the verifier's own for a question that is only a shortcut."""
+        limit = self.timeout_ms if timeout_ms is None else min(timeout_ms, self.timeout_ms)
+        return isinstance(Q.decide_one(goal, assume, self.solver, limit), Proved)
 
     def conclude(self, item: Pending, verdict, seconds: float) -> Obligation:
         """The obligation's entry in the report; a refutation counts only once replayed."""

@@ -274,9 +274,11 @@ def _swizzle_modifiers(modifiers: tuple, offset: int) -> tuple:
     return tuple(result)
 
 
-# (text, encoding) -> decoded fields, shared by every listing this process parses: the 6.3
-# million instructions of the aiter kernels have only about 10^5 distinct texts.
-_DECODED: dict[tuple[str, bytes], tuple[str, tuple, tuple]] = {}
+# (line's text column, encoding) -> decoded fields and the instruction's text, shared by every
+# listing this process parses: the 6.3 million instructions of the aiter kernels have only
+# about 10^5 distinct texts. The column is keyed as printed (padded): llvm-objdump pads the
+# same text the same way, so a hit costs no strip.
+_DECODED: dict[tuple[str, bytes], tuple[str, tuple, tuple, str]] = {}
 _DECODED_LIMIT = 1 << 20
 
 
@@ -290,7 +292,8 @@ def parse_objdump(listing: str, text: bytes, text_address: int) -> list[Instruct
     if len(_DECODED) > _DECODED_LIMIT:
         _DECODED.clear()
     decoded = _DECODED
-    instructions = []
+    instructions: list[Instruction] = []
+    append = instructions.append
     end = text_address + len(text)
     for line in lines:
         if not line or line[0] != "\t":
@@ -299,28 +302,30 @@ def parse_objdump(listing: str, text: bytes, text_address: int) -> list[Instruct
         # regex: this loop runs 6 million times over the vendor kernels.
         head, sep, tail = line.rpartition("// ")
         where, colon, words = tail.partition(": ")
-        words = words.partition(" <")[0]
+        if " <" in words:
+            words = words.partition(" <")[0]
         try:
             address = int(where, 16)
         except ValueError:
             address, colon = -1, ""
         if not (sep and colon and len(words) % 9 == 8):
             raise DisassemblyError(f"llvm-objdump line not understood: {line.strip()!r}")
-        asm = head.strip()
         size = 4 * (len(words) + 1) // 9
-        if not (text_address <= address and address + size <= end):
-            raise DisassemblyError(f"{asm!r} at 0x{address:x} lies outside .text")
-        encoding = text[address - text_address:address - text_address + size]
-        fields = decoded.get((asm, encoding))
+        start = address - text_address
+        if not (0 <= start and address + size <= end):
+            raise DisassemblyError(f"{head.strip()!r} at 0x{address:x} lies outside .text")
+        encoding = text[start:start + size]
+        fields = decoded.get((head, encoding))
         if fields is None:
+            asm = head.strip()
             try:
-                fields = decoded[asm, encoding] = decode_fields(asm, encoding)
+                fields = decoded[head, encoding] = (*decode_fields(asm, encoding), asm)
             except DisassemblyError as err:
                 raise DisassemblyError(f"at 0x{address:x}: {err}") from None
-        opcode, operands, modifiers = fields
+        opcode, operands, modifiers, asm = fields
         if opcode in BRANCHES:
             operands = _resolve_branch(operands, address, encoding, symbols, asm)
-        instructions.append(Instruction(address, encoding, opcode, operands, modifiers, asm))
+        append(Instruction(address, encoding, opcode, operands, modifiers, asm))
     return instructions
 
 

@@ -51,9 +51,33 @@ def clear_memos() -> None:
     >>> bounds(lane % 8) == before
     True
     """
-    for node in list(_INTERNED.values()):
-        for slot in _MEMO_SLOTS:
-            object.__setattr__(node, slot, None)
+    global _MEMOISED
+    if _MEMOISED is None:
+        nodes = [node for ref in list(_INTERNED.data.values()) if (node := ref()) is not None]
+    else:
+        nodes = [node for ref in _MEMOISED if (node := ref()) is not None]
+    for slot in _MEMO_SLOTS:
+        forget = getattr(Expr, slot).__set__
+        for node in nodes:
+            forget(node, None)
+    _MEMOISED = []
+
+
+#: Weak references to the nodes given a memo since `clear_memos` last ran, or None when no
+#: such list is kept (before the first call, or after more than `_MEMOISED_LIMIT` memos): the
+#: next call then scans every live node. A test process holds several hundred thousand live
+#: nodes (cached kernels), and a property that clears per example would pay that scan each time.
+_MEMOISED: list | None = None
+_MEMOISED_LIMIT = 1 << 20
+
+
+def _memoised(node) -> None:
+    global _MEMOISED
+    if _MEMOISED is not None:
+        if len(_MEMOISED) < _MEMOISED_LIMIT:
+            _MEMOISED.append(weakref.ref(node))
+        else:
+            _MEMOISED = None
 
 
 class _Interned(type):
@@ -583,6 +607,8 @@ def _magnitude(expr) -> tuple[int, int]:
         intervals = [bounds(e) for e in _postorder(expr)]
         hit = (min(0, *(i[0] for i in intervals)), max(0, *(i[1] for i in intervals)))
         object.__setattr__(expr, "_magnitude", hit)
+        if _MEMOISED is not None:
+            _memoised(expr)
     return hit
 
 
@@ -650,6 +676,8 @@ def bounds(expr) -> tuple[int, int]:
         return hit
     for e in _postorder(expr, _operands_missing("_bounds")):
         object.__setattr__(e, "_bounds", _node_bounds(e))
+        if _MEMOISED is not None:
+            _memoised(e)
     return expr._bounds
 
 
@@ -835,6 +863,8 @@ def free_vars(expr) -> frozenset:
         else:
             found = _NO_VARS
         object.__setattr__(e, "_free", found)
+        if _MEMOISED is not None:
+            _memoised(e)
     return expr._free
 
 
@@ -1034,6 +1064,8 @@ def simplify(expr) -> Expr:
         if result is not e:
             object.__setattr__(e, "_simple", result)
         object.__setattr__(result, "_simple", _IS_NORMAL)
+        if _MEMOISED is not None:
+            _memoised(e), _memoised(result)
     return memo[expr]
 
 
@@ -1204,6 +1236,8 @@ def _reading_order(atom) -> tuple:
     if atom._order is None:
         for e in _postorder(atom, _operands_missing("_order")):
             object.__setattr__(e, "_order", _structural_key(e))
+            if _MEMOISED is not None:
+                _memoised(e)
     return atom._order
 
 

@@ -278,7 +278,9 @@ class Machine:
         self.mfma_producers: list[tuple[Instruction, MfmaInfo, int, int]] = []
         self.mfma_producer_ids: dict[tuple[int, int], int] = {}
         self.mfma_producer: set[int] = set()       # registers some wave's MFMA wrote
-        self.stale = np.zeros_like(self.vgpr)
+        # np.zeros, not zeros_like: calloc'd pages stay untouched until an MFMA writes there
+        # (zeros_like fills 128 KiB a wave: 6 s of a 37_FrobeniusNorm_ check's 12)
+        self.stale = np.zeros(self.vgpr.shape, self.vgpr.dtype)
         self.hazards: list[Hazard] = []
         self.bytes_moved: dict[int, int] = {}
         self.lds_cycles: dict[int, int] | None = None     # pc -> LDS cycles, when requested
@@ -330,10 +332,17 @@ class Machine:
         if idx not in self.mfma_producer:
             return None
         which = self.mfma_from[idx][g.sel]
-        clocks = self.clocks(g)
-        early = np.zeros(g.n, bool)
+        # mostly every wave of the group had the same producer (an accumulation chain reading
+        # its own srcC, which needs no wait): no sort, no clocks, no mask for that case
+        first = int(which[0]) if len(which) else -1
+        if (which == first).all():
+            pids: Any = (first,) if first >= 0 else ()
+        else:
+            pids = np.unique(which[which >= 0])
+        clocks: np.ndarray | None = None
+        early = np.zeros(0, bool)
         need, culprit = 0, None
-        for pid in np.unique(which[which >= 0]):
+        for pid in pids:
             producer, info, start, count = self.mfma_producers[int(pid)]
             if mfma_srcc is None:
                 wait = isa.mfma_to_read_wait_states(info)
@@ -342,6 +351,8 @@ class Machine:
                                                     same_registers=mfma_srcc == (start, count))
                 if wait == 0:
                     continue
+            if clocks is None:
+                clocks, early = self.clocks(g), np.zeros(g.n, bool)
             ready = self.mfma_issued[idx][g.sel] + 1 + wait
             late = (which == pid) & (clocks < ready)
             if late.any():
