@@ -1341,24 +1341,27 @@ def _fold_affine_pools(steps: list, output: str, shapes: dict) -> list:
     return steps
 
 
-#: the rows a `Moments` stage leaves per output: the first about STAGE_ROWS[0], the second
-#: at most STAGE_ROWS[1], which the finish walks
-STAGE_ROWS = (4096, 64)
+#: the rows each `Moments` stage leaves per output, about: a stage's workgroup walks
+#: cdiv(rows, MOMENT_CHUNK * left) runs of MOMENT_CHUNK rows, each run a memory latency
+#: (about 0.45 us, modelled, when few workgroups hide it), so a stage that combines
+#: 64 rows a workgroup is bandwidth-bound on the big first read and a few us on the
+#: small ones; the last leaves a row or so, which the finish walks in one run
+STAGE_ROWS = (4096, 64, 1)
 
 
 def _moment_stages(router: Router, partials: str, view: tuple) -> tuple[str, tuple]:
-    """Two `Moments` stages appended to `router`'s steps, each combining spans of
-    MOMENT_CHUNK rows of the partials `partials` (viewed as (planes, O, R, M, Q)) a
-    workgroup so that about STAGE_ROWS are left (the span a size the kernel reads, so every
-    size launches the same steps and kernels). Returns the last partials and their view."""
+    """`Moments` stages appended to `router`'s steps, each combining spans of MOMENT_CHUNK
+    rows of the partials `partials` (viewed as (planes, O, R, M, Q)) a workgroup so that
+    about STAGE_ROWS are left (the span a size the kernel reads, so every size launches the
+    same steps and kernels). Returns the last partials and their view."""
     from argus.kernelbench.templates import Moments
     from argus.kernels.conv import MOMENT_CHUNK
 
     planes, o, r, m, q = view
-    # the first stage reads `fold` consecutive rows as one row of fold * m outputs (a row
-    # of (m, q) partials is contiguous), so a few channels still fill a wave's 64 lanes
-    # (a batch norm's 16 channels: 16 lanes of 64, 0.7 TB/s, modelled); the next stage
-    # reads its rows back as fold rows of m
+    # the stages read `fold` consecutive rows as one row of fold * m outputs (a row of
+    # (m, q) partials is contiguous, and so is a stage's row of fold * m), so a few
+    # channels still fill a wave's 64 lanes (a batch norm's 16 channels: 16 lanes of 64,
+    # 0.7 TB/s, modelled); the finish reads the last rows back as fold rows of m
     fold = max(k for k in range(1, max(1, 64 // m) + 1) if r % k == 0)
     view = (planes, o, r // fold, m * fold, q)
     for left in STAGE_ROWS:
@@ -1368,8 +1371,8 @@ def _moment_stages(router: Router, partials: str, view: tuple) -> tuple[str, tup
         router.steps.append(Step(Moments("", 1e-5, MOMENT_CHUNK, span), (("P", partials),),
                                  (), out, ((partials, view),
                                            (out, (planes, o, chunks, view[3], 1)))))
-        partials, view = out, (planes, o, chunks * view[3] // m, m, 1)
-    return partials, view
+        partials, view = out, (planes, o, chunks, view[3], 1)
+    return partials, (planes, o, view[2] * fold, m, 1)
 
 
 def _fold_affine_means(steps: list, output: str, router: Router) -> list:
