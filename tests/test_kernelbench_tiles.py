@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import numpy as np
 import pytest
 
@@ -357,6 +358,38 @@ def test_a_norm_after_a_convolution_takes_its_statistics_from_the_epilogue(chain
     got = from_plan(plan).forward(Context(execute=True), *arrays)
     want = module.double()(x.double()).detach().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=2e-3)
+
+
+def test_a_norm_takes_its_statistics_by_a_separate_pass_where_the_epilogue_shrinks_tiles():
+    """A transposed 3-D convolution from 64 to 128 channels with a ReLU holds (1, 2) register
+    tiles, and (1, 1) with a "stats" step (KernelBench Level 2 61: 7158 -> 10705 us of
+    convolution, modelled, against about 300 us for a separate pass): `stats_pay` weighs the
+    MFMA work the smaller tiles repeat against two reads of the output, so the group norm
+    after it takes its statistics by reductions over the written output, and the result is
+    torch's (emulated). With the tiles kept, the step always pays."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route, stats_pay
+    from argus.kernelbench.solution import Context, from_plan
+    from argus.kernelbench.templates import Conv
+
+    module = torch.nn.Sequential(torch.nn.ConvTranspose3d(64, 128, 3, bias=False),
+                                 torch.nn.ReLU(), torch.nn.GroupNorm(8, 128))
+    torch.manual_seed(0)
+    x = torch.rand(1, 64, 2, 2, 3)
+    plan = route(module, [x])
+    conv = next(s for s in plan.steps if isinstance(s.template, Conv)).template
+    assert not conv.stats
+    plain = attrs.evolve(conv, epilogue=("relu",))
+    taken = attrs.evolve(plain, epilogue=("relu", ("stats", True)))
+    assert plain.fitted()[1] == (1, 2) and taken.fitted()[1] == (1, 1)
+    out = (1, 128, 4, 4, 5)
+    assert not stats_pay(plain, taken, tuple(x.shape), out)
+    assert stats_pay(plain, plain, tuple(x.shape), out)
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    arrays = [x.numpy()] + [params[path] for _, path in plan.params]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double()).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
 
 
 def test_a_depthwise_convolution_s_batch_norm_takes_its_statistics_by_a_row_program():

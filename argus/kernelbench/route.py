@@ -33,6 +33,7 @@ from argus.kernelbench.templates import (
     leaves,
     matmul_precision,
     matmul_split,
+    peaks,
     row_tile,
     un,
     where,
@@ -102,6 +103,34 @@ class Val:
     space: str = "full"
     row: Row | None = None
     mm: tuple | None = None                       # (Matmul, a buffer, b buffer, out shape)
+
+
+def _conv_flops(conv: Conv, in_shape, out_shape) -> float:
+    """The MFMA FLOPs of `conv` from its input (N, C, ...) to its output (N, OC, ...): a
+    transposed one's taps land on the input's positions, a plain one's on the output's."""
+    n, c, oc, taps = in_shape[0], in_shape[1], out_shape[1], math.prod(conv.window)
+    if conv.transposed:
+        return 2.0 * n * c * _numel(in_shape[2:]) * (oc // conv.groups) * taps
+    return 2.0 * n * oc * _numel(out_shape[2:]) * (c // conv.groups) * taps
+
+
+def stats_pay(plain: Conv, stats: Conv, in_shape, out_shape) -> bool:
+    """Is `stats` (`plain` with a "stats" epilogue step) modelled cheaper than `plain` and a
+    separate statistics pass over its output (of `out_shape`, from an input of `in_shape`)?
+    The step keeps the tile's count, mean and M2 live past its stores, so the fitted
+    register tiles (`conv_fitted`) may shrink: each output then costs its share of the MFMA
+    work again for each tile the plain kernel held (its inputs read and its MFMAs issued per
+    smaller tile: Level 2 61's transposed 3-D convolution to 128 channels, (1, 2) -> (1, 1)
+    tiles, 7158 -> 10705 us, modelled), against the pass's two reads of the output (the
+    mean, then the centred variance) at HBM bandwidth. With the tiles kept, the step costs
+    its small partials alone, always the cheaper."""
+    kept, taken = plain.fitted()[1], stats.fitted()[1]
+    shrink = math.prod(kept) / math.prod(taken)
+    if shrink <= 1:
+        return True
+    rates = peaks()
+    lost = _conv_flops(plain, in_shape, out_shape) / rates["mfma_f32"] * (shrink - 1)
+    return lost < 2 * 4 * _numel(out_shape) / rates["hbm"]
 
 
 def _numel(shape) -> int:
@@ -2035,10 +2064,11 @@ class _Handlers:
         if conv.pooled or conv.rows or conv.stats or (not per_sample and conv.groups < 1):
             return None
         stats = attrs.evolve(conv, epilogue=(*conv.epilogue, ("stats", True)))
-        if stats.fitted()[0] == "fma" or not conv_fits(stats):
+        x_in = self.r.buffers[dict(step.inputs)["x"]]
+        if stats.fitted()[0] == "fma" or not conv_fits(stats) or \
+                not stats_pay(conv, stats, x_in, x.shape):
             return None
         n, c = x.shape[0], x.shape[1]
-        x_in = self.r.buffers[dict(step.inputs)["x"]]
         slots = _numel(stats.stats_shape(n, x_in[2:])[2:])
         partials = self.r.fresh((3, n, slots, c))
         self.r.steps[at[0]] = attrs.evolve(step, template=stats,
@@ -2086,7 +2116,8 @@ class _Handlers:
             ("expr", _renamed(x.expr, {("leaf", source): ("leaf", "y")}))]
         fused = attrs.evolve(conv, epilogue=(*conv.epilogue, *map(_step_tuple, chain)))
         probe = attrs.evolve(fused, epilogue=(*fused.epilogue, ("stats", True)))
-        if probe.fitted()[0] == "fma" or not conv_fits(probe):
+        if probe.fitted()[0] == "fma" or not conv_fits(probe) or not stats_pay(
+                fused, probe, self.r.buffers[dict(step.inputs)["x"]], x.shape):
             return None
         out = self.r.fresh(x.shape)
         self.r.steps[at[0]] = attrs.evolve(step, template=fused, output=out)
@@ -2656,11 +2687,7 @@ class _ConvHandlers:
         if min(out) < 1:
             raise Unsupported(f"{kind} with an empty output {out}")
         shape = (n, oc, *out)
-        taps = math.prod(window)
-        if transposed:
-            self.r.mm_flops += 2.0 * n * c * math.prod(spatial) * (oc // groups) * taps
-        else:
-            self.r.mm_flops += 2.0 * n * oc * math.prod(out) * (c // groups) * taps
+        self.r.mm_flops += _conv_flops(template, x.shape, shape)
         inputs = [("x", self.r.buffer(x)), ("weight", weight.expr[1])]
         if bias is not None:
             if not isinstance(bias, Val) or bias.expr[0] != "leaf":
