@@ -366,9 +366,11 @@ def test_a_norm_takes_its_statistics_by_a_separate_pass_where_the_epilogue_shrin
     convolution, modelled, against about 300 us for a separate pass): `stats_pay` weighs the
     MFMA work the smaller tiles repeat against two reads of the output, so the group norm
     after it takes its statistics by reductions over the written output, and the result is
-    torch's (emulated). With the tiles kept, the step always pays."""
+    torch's (emulated). With the tiles kept, the step always pays. The decision is the
+    convolution's pin (`conv_pins`), so a scaled plan routed on the published plan's pins
+    makes the published plan's choice."""
     torch = pytest.importorskip("torch")
-    from argus.kernelbench.route import route, stats_pay
+    from argus.kernelbench.route import conv_pins, route, stats_pay
     from argus.kernelbench.solution import Context, from_plan
     from argus.kernelbench.templates import Conv
 
@@ -385,6 +387,9 @@ def test_a_norm_takes_its_statistics_by_a_separate_pass_where_the_epilogue_shrin
     out = (1, 128, 4, 4, 5)
     assert not stats_pay(plain, taken, tuple(x.shape), out)
     assert stats_pay(plain, plain, tuple(x.shape), out)
+    assert conv_pins(plan) == (("mfma_f32", (1, 2), False),)
+    forced = route(module, [x], pins=(("mfma_f32", (1, 2), True),))
+    assert next(s for s in forced.steps if isinstance(s.template, Conv)).template.stats
     params = {n: p.detach().numpy() for n, p in module.named_parameters()}
     arrays = [x.numpy()] + [params[path] for _, path in plan.params]
     got = from_plan(plan).forward(Context(execute=True), *arrays)
@@ -446,8 +451,8 @@ def test_a_scaled_plan_is_routed_on_the_published_convolution_engines():
     published = route(Model(32), [torch.rand(2, 3, 40, 40)])
     module, x = Model(8), torch.rand(2, 3, 9, 11)
     own = route(module, [x])
-    assert [e for e, _ in conv_pins(own)] == ["mfma_f32_16"]
-    assert [e for e, _ in conv_pins(published)] == ["mfma_f32"]
+    assert [e for e, *_ in conv_pins(own)] == ["mfma_f32_16"]
+    assert [e for e, *_ in conv_pins(published)] == ["mfma_f32"]
     assert any(s.template.stats for s in own.steps if isinstance(s.template, Conv))
     assert pinned(own, published) is None
     plan = route(module, [x], pins=conv_pins(published))

@@ -166,10 +166,13 @@ class Router:
         #: longer written because they did
         self.chain_stats = True
         self.unwritten: set[str] = set()
-        #: (engine, tiles) per convolution in the order they are traced, taken instead of
-        #: `conv_engine`'s (`route`'s pins), and how many convolutions were traced
+        #: (engine, tiles, stats) per convolution in the order they are traced, taken
+        #: instead of `conv_engine`'s (`route`'s pins), and how many convolutions were traced
         self.pins: tuple = ()
         self.convs = 0
+        #: the convolutions (trace order) whose norms take their statistics by a separate
+        #: pass, not in their epilogue (`stats_pay`, or the pins)
+        self.plain_stats: frozenset[int] = frozenset()
 
     # ------------------------------------------------------------------ buffers and steps
     def fresh(self, shape) -> str:
@@ -948,14 +951,18 @@ def _no_progress_monitor():
         tqdm.monitor_interval = saved
 
 
-def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> Plan:
+def route(model, example_inputs, chain_stats: bool = True, pins: tuple = (),
+          plain_stats: frozenset = frozenset()) -> Plan:
     """Trace `model` at the shapes of `example_inputs` (real or meta tensors) and plan its
     launches. `chain_stats`: a norm after a convolution and an elementwise chain may fuse
     the chain into the convolution's epilogue to take its statistics there; a plan where
     a later op then reads the convolution's own output is traced again without. `pins`:
-    each convolution's (engine, tiles) in trace order (`conv_pins` of a plan of the same
-    model at other sizes), so that what follows from them (a statistics step's partials,
-    the `Moments` stages reading them) is planned for those."""
+    each convolution's (engine, tiles, stats) in trace order (`conv_pins` of a plan of the
+    same model at other sizes), so that what follows from them (a statistics step's
+    partials, the `Moments` stages reading them) is planned for those. `plain_stats`: the
+    convolutions (trace order) whose norms take their statistics by a separate pass; without
+    pins, a plan whose statistics step does not pay (`stats_pay`, judged on the
+    convolution's final epilogue) is traced again with it there."""
     import torch
     from torch.fx import symbolic_trace
     from torch.fx.passes.shape_prop import ShapeProp
@@ -983,6 +990,8 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> 
     router = Router(model, example_inputs)
     router.chain_stats = chain_stats
     router.pins = tuple(pins)
+    router.plain_stats = frozenset(plain_stats) | {
+        i for i, pin in enumerate(pins) if len(pin) > 2 and not pin[2]}
     interp = Interpreter(router, model)
     env: dict = {}
     inputs: list[str] = []
@@ -1055,7 +1064,8 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> 
                 and env[node].mm is None else env[node]
     if router.unwritten & ({b for s in router.steps for _, b in s.inputs} | {output}):
         # a chain fused for a norm's statistics, but the convolution's output is read too
-        return route(model, example_inputs, chain_stats=False, pins=pins)
+        return route(model, example_inputs, chain_stats=False, pins=pins,
+                     plain_stats=plain_stats)
     out_shape = tuple(router.buffers[output])
     router.steps = _fold_affine_pools(router.steps, output, router.buffers)
     router.steps = _fold_affine_means(router.steps, output, router)
@@ -1064,6 +1074,13 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> 
     router.steps = _fuse_conv_pools(router.steps, output)
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_rows(router.steps, output, router.buffers)
+    if not pins:
+        convs = [s for s in router.steps if isinstance(s.template, Conv)]
+        for i, step in enumerate(convs):
+            if step.template.stats and i not in router.plain_stats and \
+                    not _stats_step_pays(step, router.buffers):
+                return route(model, example_inputs, chain_stats, pins,
+                             router.plain_stats | {i})
     masks = set(router.bytes)
     router.steps = [_read_bytes(step, masks) for step in router.steps]
     if not router.steps:
@@ -1074,9 +1091,22 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> 
 
 
 def conv_pins(plan: Plan) -> tuple:
-    """Each convolution's (engine, tiles) in `plan`, in trace order (`route`'s pins)."""
-    return tuple((s.template.engine, tuple(s.template.tiles)) for s in plan.steps
-                 if isinstance(s.template, Conv))
+    """Each convolution's (engine, tiles, whether it takes statistics in its epilogue) in
+    `plan`, in trace order (`route`'s pins)."""
+    return tuple((s.template.engine, tuple(s.template.tiles), s.template.stats)
+                 for s in plan.steps if isinstance(s.template, Conv))
+
+
+def _stats_step_pays(step: Step, buffers: dict) -> bool:
+    """`stats_pay` for a planned convolution step with a "stats" epilogue step: its final
+    epilogue (a statistics step before a pool, or one that leaves the output unstored,
+    fits other tiles than the one the norm first asked for) against the same without it."""
+    conv = step.template
+    plain = attrs.evolve(conv, epilogue=tuple(
+        s for s in conv.epilogue if (s if isinstance(s, str) else s[0]) != "stats"))
+    x_in = buffers[dict(step.inputs)["x"]]
+    out = (x_in[0], buffers[step.output][1], *conv.out_spatial(x_in[2:], unpooled=True))
+    return stats_pay(plain, conv, x_in, out)
 
 
 def _read_bytes(step: Step, masks: set) -> Step:
@@ -2064,10 +2094,9 @@ class _Handlers:
         if conv.pooled or conv.rows or conv.stats or (not per_sample and conv.groups < 1):
             return None
         stats = attrs.evolve(conv, epilogue=(*conv.epilogue, ("stats", True)))
-        x_in = self.r.buffers[dict(step.inputs)["x"]]
-        if stats.fitted()[0] == "fma" or not conv_fits(stats) or \
-                not stats_pay(conv, stats, x_in, x.shape):
+        if stats.fitted()[0] == "fma" or not conv_fits(stats) or self._plain_stats(at[0]):
             return None
+        x_in = self.r.buffers[dict(step.inputs)["x"]]
         n, c = x.shape[0], x.shape[1]
         slots = _numel(stats.stats_shape(n, x_in[2:])[2:])
         partials = self.r.fresh((3, n, slots, c))
@@ -2090,6 +2119,12 @@ class _Handlers:
         # the roofline counts the norm's two reductions (mean and variance), as elsewhere
         self.r.valu_flops += 2 * _numel(x.shape)
         return results[0], results[1], x
+
+    def _plain_stats(self, at: int) -> bool:
+        """Does the convolution of step `at` leave its norm's statistics to a separate pass
+        (`Router.plain_stats`, by its place among the convolutions traced)?"""
+        return sum(isinstance(s.template, Conv) for s in self.r.steps[:at]) in \
+            self.r.plain_stats
 
     def _chain_into_conv(self, x):
         """`x`, an elementwise chain of one convolution's output alone (a scale, an
@@ -2116,8 +2151,7 @@ class _Handlers:
             ("expr", _renamed(x.expr, {("leaf", source): ("leaf", "y")}))]
         fused = attrs.evolve(conv, epilogue=(*conv.epilogue, *map(_step_tuple, chain)))
         probe = attrs.evolve(fused, epilogue=(*fused.epilogue, ("stats", True)))
-        if probe.fitted()[0] == "fma" or not conv_fits(probe) or not stats_pay(
-                fused, probe, self.r.buffers[dict(step.inputs)["x"]], x.shape):
+        if probe.fitted()[0] == "fma" or not conv_fits(probe) or self._plain_stats(at[0]):
             return None
         out = self.r.fresh(x.shape)
         self.r.steps[at[0]] = attrs.evolve(step, template=fused, output=out)
@@ -2680,7 +2714,7 @@ class _ConvHandlers:
         engine, tiles = conv_engine(c // groups, oc // groups,
                                     math.prod(stride) if transposed else 1)
         if self.r.convs < len(self.r.pins):
-            engine, tiles = self.r.pins[self.r.convs]
+            engine, tiles = self.r.pins[self.r.convs][:2]
         self.r.convs += 1
         template = attrs.evolve(template, engine=engine, tiles=tuple(tiles))
         out = template.out_spatial(spatial)
