@@ -1069,6 +1069,7 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = (),
     out_shape = tuple(router.buffers[output])
     router.steps = _fold_affine_pools(router.steps, output, router.buffers)
     router.steps = _fold_affine_means(router.steps, output, router)
+    router.steps = _fold_centred_planes(router.steps, output, router)
     router.steps = _unstored_stats(router.steps, output)
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_pools(router.steps, output)
@@ -1434,6 +1435,93 @@ def _moment_stages(router: Router, partials: str, view: tuple) -> tuple[str, tup
     return partials, (planes, o, view[2] * fold, m, 1)
 
 
+def _affine_plane_map(steps: list, i: int, output: str, router: Router):
+    """(the leaf of x, x, x's convolution step, the one reader's index) when step `i` is a
+    broadcast mapping the output x of a convolution with a "stats" step affinely per (A, B)
+    plane (y = alpha * x + beta; its other leaves free of C), all of x's positions a plane,
+    and y is read by one step and is not the plan's output; else None."""
+    step = steps[i]
+    if not isinstance(step.template, Broadcast) or step.output == output:
+        return None
+    kinds, views, buffers = dict(step.template.kinds), dict(step.views), dict(step.inputs)
+    full = [leaf for leaf, kind in kinds.items() if kind == "abc"]
+    if len(full) != 1 or any("c" in kind for leaf, kind in kinds.items() if leaf != full[0]):
+        return None
+    source, shape = buffers[full[0]], router.buffers[step.output]
+    a, b, c = views[step.output]
+    readers = [j for j, s in enumerate(steps) if any(x == step.output for _, x in s.inputs)]
+    convs = [s for s in steps[:i] if s.output == source and isinstance(s.template, Conv)
+             and s.template.stats]
+    if len(readers) != 1 or not convs or len(shape) < 3 or c != _numel(shape[2:]) or \
+            a * b != shape[0] * shape[1] or router.buffers[source] != shape or \
+            not _affine_in(step.template.expr, ("leaf", full[0])):
+        return None
+    return full[0], source, convs[0], readers[0]
+
+
+def _conv_plane_means(router: Router, conv: Step, n: int, planes: int) -> tuple[list, str]:
+    """(the steps, the (n, planes) buffer) of the mean of each (sample, channel) plane of
+    the output of `conv` (a convolution step with a "stats" step), combined from its
+    partial statistics by `Moments` stages and a "mean" finish."""
+    from argus.kernelbench.templates import Moments
+    from argus.kernels.conv import MOMENT_CHUNK
+
+    partials = dict(conv.inputs)["S"]
+    _, _, slots, _ = router.buffers[partials]
+    at = len(router.steps)
+    partials, view = _moment_stages(router, partials, (3, n, slots, planes, 1))
+    head: list = router.steps[at:]
+    del router.steps[at:]
+    means = router.fresh((n, planes))
+    head.append(Step(Moments("mean", 1e-5, MOMENT_CHUNK), (("P", partials),), (), means,
+                     ((partials, view), (means, (n, planes)))))
+    return head, means
+
+
+def _fold_centred_planes(steps: list, output: str, router: Router) -> list:
+    """A broadcast y = f(x), f affine per (A, B) plane of a convolution's output x (as in
+    `_fold_affine_means`), read only by a row program taking each plane's mean from it
+    (y - sum(y * 1/S), a row a whole plane: KernelBench Level 2 15, a batch norm, then the
+    mean over the positions subtracted) is one broadcast of x: y - mean(y) = f(x) -
+    f(mean(x)), and mean(x) per (sample, channel) comes from the convolution's partial
+    statistics, so y is never written nor read back."""
+    steps = list(steps)
+    for i, step in enumerate(steps):
+        found = _affine_plane_map(steps, i, output, router)
+        if found is None:
+            continue
+        full, source, conv, j = found
+        shape = router.buffers[step.output]
+        a, b, c = dict(step.views)[step.output]
+        program = steps[j].template
+        rows, length, _ = dict(steps[j].views).get(step.output, (0, 0, 0))
+        if not isinstance(program, RowProgram) or program.strided or \
+                not program.full_output or program.per_row or program.indices or \
+                len(program.stats) != 1 or program.inputs != [step.output] or \
+                length != c or rows != a * b or \
+                program.out != bin_("sub", ("leaf", step.output), ("stat", 0)):
+            continue
+        fn, e = program.stats[0]
+        vec = e[3] if e[0] == "bin" and e[1] == "mul" and e[2] == ("leaf", step.output) \
+            else None
+        if fn != "sum" or vec is None or vec[0] != "vec" or vec[1] not in router.fills or \
+                abs(router.fills[vec[1]] * c - 1.0) > 1e-6:
+            continue
+        head, means = _conv_plane_means(router, conv, shape[0], shape[1])
+        expr = step.template.expr
+        centred = bin_("sub", expr, _renamed(expr, {("leaf", full): ("leaf", means)}))
+        template = attrs.evolve(step.template, expr=centred,
+                                kinds=(*step.template.kinds, (means, "ab")))
+        head.append(attrs.evolve(
+            step, template=template, inputs=(*step.inputs, (means, means)),
+            views=tuple((x, v) for x, v in step.views if x != step.output) +
+            ((means, (a, b)), (steps[j].output, (a, b, c))), output=steps[j].output))
+        steps[j:j + 1] = head
+        del steps[i]
+        return _fold_centred_planes(steps, output, router)
+    return steps
+
+
 def _fold_affine_means(steps: list, output: str, router: Router) -> list:
     """A broadcast that is an affine map per (A, B) plane of a convolution's output x (as in
     `_fold_affine_pools`: y = alpha * x + beta, constant along the plane's positions) read
@@ -1443,28 +1531,14 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
     (sample, channel) comes from the convolution's partial statistics, so the map runs on
     (N, C) values and the row program sums a row's planes with 1/planes: nothing of x's
     size is read back (KernelBench Level 2 23: a group norm then the mean)."""
-    from argus.kernelbench.templates import Moments
-    from argus.kernels.conv import MOMENT_CHUNK
-
     steps = list(steps)
     for i, step in enumerate(steps):
-        if not isinstance(step.template, Broadcast) or step.output == output:
+        found = _affine_plane_map(steps, i, output, router)
+        if found is None:
             continue
-        kinds, views, buffers = dict(step.template.kinds), dict(step.views), dict(step.inputs)
-        full = [leaf for leaf, kind in kinds.items() if kind == "abc"]
-        if len(full) != 1 or any("c" in kind for leaf, kind in kinds.items()
-                                 if leaf != full[0]):
-            continue
-        source, shape = buffers[full[0]], router.buffers[step.output]
-        a, b, c = views[step.output]
-        readers = [j for j, s in enumerate(steps) if any(x == step.output for _, x in s.inputs)]
-        convs = [s for s in steps[:i] if s.output == source and isinstance(s.template, Conv)
-                 and s.template.stats]
-        if len(readers) != 1 or not convs or len(shape) < 3 or c != _numel(shape[2:]) or \
-                a * b != shape[0] * shape[1] or router.buffers[source] != shape or \
-                not _affine_in(step.template.expr, ("leaf", full[0])):
-            continue
-        j = readers[0]
+        full, source, conv, j = found
+        shape = router.buffers[step.output]
+        a, b, c = dict(step.views)[step.output]
         program = steps[j].template
         rows, length, _ = dict(steps[j].views).get(step.output, (0, 0, 0))
         if not isinstance(program, RowProgram) or program.strided or program.full_output \
@@ -1479,16 +1553,7 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
         if fn != "sum" or vec is None or vec[0] != "vec" or vec[1] not in router.fills:
             continue
         n, planes = shape[0], shape[1]
-        # the per-(sample, channel) means of x from the convolution's partials
-        partials = dict(convs[0].inputs)["S"]
-        _, _, slots, _ = router.buffers[partials]
-        at = len(router.steps)
-        partials, view = _moment_stages(router, partials, (3, n, slots, planes, 1))
-        head: list = router.steps[at:]
-        del router.steps[at:]
-        means = router.fresh((n, planes))
-        head.append(Step(Moments("mean", 1e-5, MOMENT_CHUNK), (("P", partials),), (), means,
-                         ((partials, view), (means, (n, planes)))))
+        head, means = _conv_plane_means(router, conv, n, planes)
         # the map on the means, over the (A, B) planes
         mapped = router.fresh((n, planes))
         plane_view = (a, b, 1)
