@@ -360,6 +360,48 @@ def test_a_norm_after_a_convolution_takes_its_statistics_from_the_epilogue(chain
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=2e-3)
 
 
+def test_a_batch_norm_less_its_plane_means_is_one_broadcast_of_the_convolution_output():
+    """KernelBench Level 2 15's chain: a transposed convolution, a training-mode batch norm,
+    then each (sample, channel) plane's mean subtracted. The norm is affine per plane, so
+    y - mean(y) = f(x) - f(mean(x)), with mean(x) per plane from the convolution's partial
+    statistics: one broadcast of the convolution's output and no row program, nothing of its
+    size written between them (`_fold_centred_planes`); the result is torch's (emulated,
+    the convolution's mean 1e3 times its spread)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+    from argus.kernelbench.templates import Broadcast, Conv, RowProgram
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1)
+            self.norm = torch.nn.BatchNorm2d(5)
+
+        def forward(self, x):
+            x = self.norm(self.conv(x))
+            return x - torch.mean(x, dim=(2, 3), keepdim=True)
+
+    torch.manual_seed(0)
+    module = Model()
+    with torch.no_grad():
+        module.norm.weight.uniform_(0.5, 1.5)
+        module.norm.bias.uniform_(-0.5, 0.5)
+        module.conv.bias.add_(1e3)
+    x = torch.rand(2, 3, 5, 9)
+    plan = route(module, [x])
+    assert not any(isinstance(s.template, RowProgram) for s in plan.steps)
+    conv = next(s for s in plan.steps if isinstance(s.template, Conv))
+    size = math.prod(plan.shapes[conv.output])
+    wide = [s for s in plan.steps if math.prod(plan.shapes[s.output]) >= size]
+    assert wide == [conv, plan.steps[-1]] and isinstance(wide[1].template, Broadcast)
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    arrays = [x.numpy()] + [params[path] for _, path in plan.params]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double()).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=2e-3)
+
+
 def test_a_norm_takes_its_statistics_by_a_separate_pass_where_the_epilogue_shrinks_tiles():
     """A transposed 3-D convolution from 64 to 128 channels with a ReLU holds (1, 2) register
     tiles, and (1, 1) with a "stats" step (KernelBench Level 2 61: 7158 -> 10705 us of
