@@ -1560,7 +1560,7 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
         template = attrs.evolve(step.template, **broadcast_tile(plane_view))
         head.append(attrs.evolve(
             step, template=template,
-            inputs=tuple((leaf, means if leaf == full[0] else x) for leaf, x in step.inputs),
+            inputs=tuple((leaf, means if leaf == full else x) for leaf, x in step.inputs),
             views=tuple((x, v) for x, v in step.views if x not in (source, step.output)) +
             ((means, plane_view), (mapped, plane_view)), output=mapped))
         # the row program over the planes: each stands for S equal values
