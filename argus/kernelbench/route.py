@@ -33,6 +33,7 @@ from argus.kernelbench.templates import (
     leaves,
     matmul_precision,
     matmul_split,
+    peaks,
     row_tile,
     un,
     where,
@@ -104,6 +105,34 @@ class Val:
     mm: tuple | None = None                       # (Matmul, a buffer, b buffer, out shape)
 
 
+def _conv_flops(conv: Conv, in_shape, out_shape) -> float:
+    """The MFMA FLOPs of `conv` from its input (N, C, ...) to its output (N, OC, ...): a
+    transposed one's taps land on the input's positions, a plain one's on the output's."""
+    n, c, oc, taps = in_shape[0], in_shape[1], out_shape[1], math.prod(conv.window)
+    if conv.transposed:
+        return 2.0 * n * c * _numel(in_shape[2:]) * (oc // conv.groups) * taps
+    return 2.0 * n * oc * _numel(out_shape[2:]) * (c // conv.groups) * taps
+
+
+def stats_pay(plain: Conv, stats: Conv, in_shape, out_shape) -> bool:
+    """Is `stats` (`plain` with a "stats" epilogue step) modelled cheaper than `plain` and a
+    separate statistics pass over its output (of `out_shape`, from an input of `in_shape`)?
+    The step keeps the tile's count, mean and M2 live past its stores, so the fitted
+    register tiles (`conv_fitted`) may shrink: each output then costs its share of the MFMA
+    work again for each tile the plain kernel held (its inputs read and its MFMAs issued per
+    smaller tile: Level 2 61's transposed 3-D convolution to 128 channels, (1, 2) -> (1, 1)
+    tiles, 7158 -> 10705 us, modelled), against the pass's two reads of the output (the
+    mean, then the centred variance) at HBM bandwidth. With the tiles kept, the step costs
+    its small partials alone, always the cheaper."""
+    kept, taken = plain.fitted()[1], stats.fitted()[1]
+    shrink = math.prod(kept) / math.prod(taken)
+    if shrink <= 1:
+        return True
+    rates = peaks()
+    lost = _conv_flops(plain, in_shape, out_shape) / rates["mfma_f32"] * (shrink - 1)
+    return lost < 2 * 4 * _numel(out_shape) / rates["hbm"]
+
+
 def _numel(shape) -> int:
     return math.prod(shape)
 
@@ -137,10 +166,13 @@ class Router:
         #: longer written because they did
         self.chain_stats = True
         self.unwritten: set[str] = set()
-        #: (engine, tiles) per convolution in the order they are traced, taken instead of
-        #: `conv_engine`'s (`route`'s pins), and how many convolutions were traced
+        #: (engine, tiles, stats) per convolution in the order they are traced, taken
+        #: instead of `conv_engine`'s (`route`'s pins), and how many convolutions were traced
         self.pins: tuple = ()
         self.convs = 0
+        #: the convolutions (trace order) whose norms take their statistics by a separate
+        #: pass, not in their epilogue (`stats_pay`, or the pins)
+        self.plain_stats: frozenset[int] = frozenset()
 
     # ------------------------------------------------------------------ buffers and steps
     def fresh(self, shape) -> str:
@@ -919,14 +951,18 @@ def _no_progress_monitor():
         tqdm.monitor_interval = saved
 
 
-def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> Plan:
+def route(model, example_inputs, chain_stats: bool = True, pins: tuple = (),
+          plain_stats: frozenset = frozenset()) -> Plan:
     """Trace `model` at the shapes of `example_inputs` (real or meta tensors) and plan its
     launches. `chain_stats`: a norm after a convolution and an elementwise chain may fuse
     the chain into the convolution's epilogue to take its statistics there; a plan where
     a later op then reads the convolution's own output is traced again without. `pins`:
-    each convolution's (engine, tiles) in trace order (`conv_pins` of a plan of the same
-    model at other sizes), so that what follows from them (a statistics step's partials,
-    the `Moments` stages reading them) is planned for those."""
+    each convolution's (engine, tiles, stats) in trace order (`conv_pins` of a plan of the
+    same model at other sizes), so that what follows from them (a statistics step's
+    partials, the `Moments` stages reading them) is planned for those. `plain_stats`: the
+    convolutions (trace order) whose norms take their statistics by a separate pass; without
+    pins, a plan whose statistics step does not pay (`stats_pay`, judged on the
+    convolution's final epilogue) is traced again with it there."""
     import torch
     from torch.fx import symbolic_trace
     from torch.fx.passes.shape_prop import ShapeProp
@@ -954,6 +990,8 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> 
     router = Router(model, example_inputs)
     router.chain_stats = chain_stats
     router.pins = tuple(pins)
+    router.plain_stats = frozenset(plain_stats) | {
+        i for i, pin in enumerate(pins) if len(pin) > 2 and not pin[2]}
     interp = Interpreter(router, model)
     env: dict = {}
     inputs: list[str] = []
@@ -1026,15 +1064,24 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> 
                 and env[node].mm is None else env[node]
     if router.unwritten & ({b for s in router.steps for _, b in s.inputs} | {output}):
         # a chain fused for a norm's statistics, but the convolution's output is read too
-        return route(model, example_inputs, chain_stats=False, pins=pins)
+        return route(model, example_inputs, chain_stats=False, pins=pins,
+                     plain_stats=plain_stats)
     out_shape = tuple(router.buffers[output])
     router.steps = _fold_affine_pools(router.steps, output, router.buffers)
     router.steps = _fold_affine_means(router.steps, output, router)
+    router.steps = _fold_centred_planes(router.steps, output, router)
     router.steps = _unstored_stats(router.steps, output)
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_pools(router.steps, output)
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_rows(router.steps, output, router.buffers)
+    if not pins:
+        convs = [s for s in router.steps if isinstance(s.template, Conv)]
+        for i, step in enumerate(convs):
+            if step.template.stats and i not in router.plain_stats and \
+                    not _stats_step_pays(step, router.buffers):
+                return route(model, example_inputs, chain_stats, pins,
+                             router.plain_stats | {i})
     masks = set(router.bytes)
     router.steps = [_read_bytes(step, masks) for step in router.steps]
     if not router.steps:
@@ -1045,9 +1092,22 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = ()) -> 
 
 
 def conv_pins(plan: Plan) -> tuple:
-    """Each convolution's (engine, tiles) in `plan`, in trace order (`route`'s pins)."""
-    return tuple((s.template.engine, tuple(s.template.tiles)) for s in plan.steps
-                 if isinstance(s.template, Conv))
+    """Each convolution's (engine, tiles, whether it takes statistics in its epilogue) in
+    `plan`, in trace order (`route`'s pins)."""
+    return tuple((s.template.engine, tuple(s.template.tiles), s.template.stats)
+                 for s in plan.steps if isinstance(s.template, Conv))
+
+
+def _stats_step_pays(step: Step, buffers: dict) -> bool:
+    """`stats_pay` for a planned convolution step with a "stats" epilogue step: its final
+    epilogue (a statistics step before a pool, or one that leaves the output unstored,
+    fits other tiles than the one the norm first asked for) against the same without it."""
+    conv = step.template
+    plain = attrs.evolve(conv, epilogue=tuple(
+        s for s in conv.epilogue if (s if isinstance(s, str) else s[0]) != "stats"))
+    x_in = buffers[dict(step.inputs)["x"]]
+    out = (x_in[0], buffers[step.output][1], *conv.out_spatial(x_in[2:], unpooled=True))
+    return stats_pay(plain, conv, x_in, out)
 
 
 def _read_bytes(step: Step, masks: set) -> Step:
@@ -1341,24 +1401,27 @@ def _fold_affine_pools(steps: list, output: str, shapes: dict) -> list:
     return steps
 
 
-#: the rows a `Moments` stage leaves per output: the first about STAGE_ROWS[0], the second
-#: at most STAGE_ROWS[1], which the finish walks
-STAGE_ROWS = (4096, 64)
+#: the rows each `Moments` stage leaves per output, about: a stage's workgroup walks
+#: cdiv(rows, MOMENT_CHUNK * left) runs of MOMENT_CHUNK rows, each run a memory latency
+#: (about 0.45 us, modelled, when few workgroups hide it), so a stage that combines
+#: 64 rows a workgroup is bandwidth-bound on the big first read and a few us on the
+#: small ones; the last leaves a row or so, which the finish walks in one run
+STAGE_ROWS = (4096, 64, 1)
 
 
 def _moment_stages(router: Router, partials: str, view: tuple) -> tuple[str, tuple]:
-    """Two `Moments` stages appended to `router`'s steps, each combining spans of
-    MOMENT_CHUNK rows of the partials `partials` (viewed as (planes, O, R, M, Q)) a
-    workgroup so that about STAGE_ROWS are left (the span a size the kernel reads, so every
-    size launches the same steps and kernels). Returns the last partials and their view."""
+    """`Moments` stages appended to `router`'s steps, each combining spans of MOMENT_CHUNK
+    rows of the partials `partials` (viewed as (planes, O, R, M, Q)) a workgroup so that
+    about STAGE_ROWS are left (the span a size the kernel reads, so every size launches the
+    same steps and kernels). Returns the last partials and their view."""
     from argus.kernelbench.templates import Moments
     from argus.kernels.conv import MOMENT_CHUNK
 
     planes, o, r, m, q = view
-    # the first stage reads `fold` consecutive rows as one row of fold * m outputs (a row
-    # of (m, q) partials is contiguous), so a few channels still fill a wave's 64 lanes
-    # (a batch norm's 16 channels: 16 lanes of 64, 0.7 TB/s, modelled); the next stage
-    # reads its rows back as fold rows of m
+    # the stages read `fold` consecutive rows as one row of fold * m outputs (a row of
+    # (m, q) partials is contiguous, and so is a stage's row of fold * m), so a few
+    # channels still fill a wave's 64 lanes (a batch norm's 16 channels: 16 lanes of 64,
+    # 0.7 TB/s, modelled); the finish reads the last rows back as fold rows of m
     fold = max(k for k in range(1, max(1, 64 // m) + 1) if r % k == 0)
     view = (planes, o, r // fold, m * fold, q)
     for left in STAGE_ROWS:
@@ -1368,8 +1431,95 @@ def _moment_stages(router: Router, partials: str, view: tuple) -> tuple[str, tup
         router.steps.append(Step(Moments("", 1e-5, MOMENT_CHUNK, span), (("P", partials),),
                                  (), out, ((partials, view),
                                            (out, (planes, o, chunks, view[3], 1)))))
-        partials, view = out, (planes, o, chunks * view[3] // m, m, 1)
-    return partials, view
+        partials, view = out, (planes, o, chunks, view[3], 1)
+    return partials, (planes, o, view[2] * fold, m, 1)
+
+
+def _affine_plane_map(steps: list, i: int, output: str, router: Router):
+    """(the leaf of x, x, x's convolution step, the one reader's index) when step `i` is a
+    broadcast mapping the output x of a convolution with a "stats" step affinely per (A, B)
+    plane (y = alpha * x + beta; its other leaves free of C), all of x's positions a plane,
+    and y is read by one step and is not the plan's output; else None."""
+    step = steps[i]
+    if not isinstance(step.template, Broadcast) or step.output == output:
+        return None
+    kinds, views, buffers = dict(step.template.kinds), dict(step.views), dict(step.inputs)
+    full = [leaf for leaf, kind in kinds.items() if kind == "abc"]
+    if len(full) != 1 or any("c" in kind for leaf, kind in kinds.items() if leaf != full[0]):
+        return None
+    source, shape = buffers[full[0]], router.buffers[step.output]
+    a, b, c = views[step.output]
+    readers = [j for j, s in enumerate(steps) if any(x == step.output for _, x in s.inputs)]
+    convs = [s for s in steps[:i] if s.output == source and isinstance(s.template, Conv)
+             and s.template.stats]
+    if len(readers) != 1 or not convs or len(shape) < 3 or c != _numel(shape[2:]) or \
+            a * b != shape[0] * shape[1] or router.buffers[source] != shape or \
+            not _affine_in(step.template.expr, ("leaf", full[0])):
+        return None
+    return full[0], source, convs[0], readers[0]
+
+
+def _conv_plane_means(router: Router, conv: Step, n: int, planes: int) -> tuple[list, str]:
+    """(the steps, the (n, planes) buffer) of the mean of each (sample, channel) plane of
+    the output of `conv` (a convolution step with a "stats" step), combined from its
+    partial statistics by `Moments` stages and a "mean" finish."""
+    from argus.kernelbench.templates import Moments
+    from argus.kernels.conv import MOMENT_CHUNK
+
+    partials = dict(conv.inputs)["S"]
+    _, _, slots, _ = router.buffers[partials]
+    at = len(router.steps)
+    partials, view = _moment_stages(router, partials, (3, n, slots, planes, 1))
+    head: list = router.steps[at:]
+    del router.steps[at:]
+    means = router.fresh((n, planes))
+    head.append(Step(Moments("mean", 1e-5, MOMENT_CHUNK), (("P", partials),), (), means,
+                     ((partials, view), (means, (n, planes)))))
+    return head, means
+
+
+def _fold_centred_planes(steps: list, output: str, router: Router) -> list:
+    """A broadcast y = f(x), f affine per (A, B) plane of a convolution's output x (as in
+    `_fold_affine_means`), read only by a row program taking each plane's mean from it
+    (y - sum(y * 1/S), a row a whole plane: KernelBench Level 2 15, a batch norm, then the
+    mean over the positions subtracted) is one broadcast of x: y - mean(y) = f(x) -
+    f(mean(x)), and mean(x) per (sample, channel) comes from the convolution's partial
+    statistics, so y is never written nor read back."""
+    steps = list(steps)
+    for i, step in enumerate(steps):
+        found = _affine_plane_map(steps, i, output, router)
+        if found is None:
+            continue
+        full, source, conv, j = found
+        shape = router.buffers[step.output]
+        a, b, c = dict(step.views)[step.output]
+        program = steps[j].template
+        rows, length, _ = dict(steps[j].views).get(step.output, (0, 0, 0))
+        if not isinstance(program, RowProgram) or program.strided or \
+                not program.full_output or program.per_row or program.indices or \
+                len(program.stats) != 1 or program.inputs != [step.output] or \
+                length != c or rows != a * b or \
+                program.out != bin_("sub", ("leaf", step.output), ("stat", 0)):
+            continue
+        fn, e = program.stats[0]
+        vec = e[3] if e[0] == "bin" and e[1] == "mul" and e[2] == ("leaf", step.output) \
+            else None
+        if fn != "sum" or vec is None or vec[0] != "vec" or vec[1] not in router.fills or \
+                abs(router.fills[vec[1]] * c - 1.0) > 1e-6:
+            continue
+        head, means = _conv_plane_means(router, conv, shape[0], shape[1])
+        expr = step.template.expr
+        centred = bin_("sub", expr, _renamed(expr, {("leaf", full): ("leaf", means)}))
+        template = attrs.evolve(step.template, expr=centred,
+                                kinds=(*step.template.kinds, (means, "ab")))
+        head.append(attrs.evolve(
+            step, template=template, inputs=(*step.inputs, (means, means)),
+            views=tuple((x, v) for x, v in step.views if x != step.output) +
+            ((means, (a, b)), (steps[j].output, (a, b, c))), output=steps[j].output))
+        steps[j:j + 1] = head
+        del steps[i]
+        return _fold_centred_planes(steps, output, router)
+    return steps
 
 
 def _fold_affine_means(steps: list, output: str, router: Router) -> list:
@@ -1381,28 +1531,14 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
     (sample, channel) comes from the convolution's partial statistics, so the map runs on
     (N, C) values and the row program sums a row's planes with 1/planes: nothing of x's
     size is read back (KernelBench Level 2 23: a group norm then the mean)."""
-    from argus.kernelbench.templates import Moments
-    from argus.kernels.conv import MOMENT_CHUNK
-
     steps = list(steps)
     for i, step in enumerate(steps):
-        if not isinstance(step.template, Broadcast) or step.output == output:
+        found = _affine_plane_map(steps, i, output, router)
+        if found is None:
             continue
-        kinds, views, buffers = dict(step.template.kinds), dict(step.views), dict(step.inputs)
-        full = [leaf for leaf, kind in kinds.items() if kind == "abc"]
-        if len(full) != 1 or any("c" in kind for leaf, kind in kinds.items()
-                                 if leaf != full[0]):
-            continue
-        source, shape = buffers[full[0]], router.buffers[step.output]
-        a, b, c = views[step.output]
-        readers = [j for j, s in enumerate(steps) if any(x == step.output for _, x in s.inputs)]
-        convs = [s for s in steps[:i] if s.output == source and isinstance(s.template, Conv)
-                 and s.template.stats]
-        if len(readers) != 1 or not convs or len(shape) < 3 or c != _numel(shape[2:]) or \
-                a * b != shape[0] * shape[1] or router.buffers[source] != shape or \
-                not _affine_in(step.template.expr, ("leaf", full[0])):
-            continue
-        j = readers[0]
+        full, source, conv, j = found
+        shape = router.buffers[step.output]
+        a, b, c = dict(step.views)[step.output]
         program = steps[j].template
         rows, length, _ = dict(steps[j].views).get(step.output, (0, 0, 0))
         if not isinstance(program, RowProgram) or program.strided or program.full_output \
@@ -1417,23 +1553,14 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
         if fn != "sum" or vec is None or vec[0] != "vec" or vec[1] not in router.fills:
             continue
         n, planes = shape[0], shape[1]
-        # the per-(sample, channel) means of x from the convolution's partials
-        partials = dict(convs[0].inputs)["S"]
-        _, _, slots, _ = router.buffers[partials]
-        at = len(router.steps)
-        partials, view = _moment_stages(router, partials, (3, n, slots, planes, 1))
-        head: list = router.steps[at:]
-        del router.steps[at:]
-        means = router.fresh((n, planes))
-        head.append(Step(Moments("mean", 1e-5, MOMENT_CHUNK), (("P", partials),), (), means,
-                         ((partials, view), (means, (n, planes)))))
+        head, means = _conv_plane_means(router, conv, n, planes)
         # the map on the means, over the (A, B) planes
         mapped = router.fresh((n, planes))
         plane_view = (a, b, 1)
         template = attrs.evolve(step.template, **broadcast_tile(plane_view))
         head.append(attrs.evolve(
             step, template=template,
-            inputs=tuple((leaf, means if leaf == full[0] else x) for leaf, x in step.inputs),
+            inputs=tuple((leaf, means if leaf == full else x) for leaf, x in step.inputs),
             views=tuple((x, v) for x, v in step.views if x not in (source, step.output)) +
             ((means, plane_view), (mapped, plane_view)), output=mapped))
         # the row program over the planes: each stands for S equal values
@@ -2039,10 +2166,10 @@ class _Handlers:
         if conv.pooled or conv.rows or conv.stats or (not per_sample and conv.groups < 1):
             return None
         stats = attrs.evolve(conv, epilogue=(*conv.epilogue, ("stats", True)))
-        if stats.fitted()[0] == "fma" or not conv_fits(stats):
+        if stats.fitted()[0] == "fma" or not conv_fits(stats) or self._plain_stats(at[0]):
             return None
-        n, c = x.shape[0], x.shape[1]
         x_in = self.r.buffers[dict(step.inputs)["x"]]
+        n, c = x.shape[0], x.shape[1]
         slots = _numel(stats.stats_shape(n, x_in[2:])[2:])
         partials = self.r.fresh((3, n, slots, c))
         self.r.steps[at[0]] = attrs.evolve(step, template=stats,
@@ -2064,6 +2191,12 @@ class _Handlers:
         # the roofline counts the norm's two reductions (mean and variance), as elsewhere
         self.r.valu_flops += 2 * _numel(x.shape)
         return results[0], results[1], x
+
+    def _plain_stats(self, at: int) -> bool:
+        """Does the convolution of step `at` leave its norm's statistics to a separate pass
+        (`Router.plain_stats`, by its place among the convolutions traced)?"""
+        return sum(isinstance(s.template, Conv) for s in self.r.steps[:at]) in \
+            self.r.plain_stats
 
     def _chain_into_conv(self, x):
         """`x`, an elementwise chain of one convolution's output alone (a scale, an
@@ -2090,7 +2223,7 @@ class _Handlers:
             ("expr", _renamed(x.expr, {("leaf", source): ("leaf", "y")}))]
         fused = attrs.evolve(conv, epilogue=(*conv.epilogue, *map(_step_tuple, chain)))
         probe = attrs.evolve(fused, epilogue=(*fused.epilogue, ("stats", True)))
-        if probe.fitted()[0] == "fma" or not conv_fits(probe):
+        if probe.fitted()[0] == "fma" or not conv_fits(probe) or self._plain_stats(at[0]):
             return None
         out = self.r.fresh(x.shape)
         self.r.steps[at[0]] = attrs.evolve(step, template=fused, output=out)
@@ -2656,18 +2789,14 @@ class _ConvHandlers:
                                     -(-out[-1] // stride[-1]) if transposed else out[-1],
                                     math.prod(window), max(dilation))
         if self.r.convs < len(self.r.pins):
-            engine, tiles = self.r.pins[self.r.convs]
+            engine, tiles = self.r.pins[self.r.convs][:2]
         self.r.convs += 1
         template = attrs.evolve(template, engine=engine, tiles=tuple(tiles))
         out = template.out_spatial(spatial)
         if min(out) < 1:
             raise Unsupported(f"{kind} with an empty output {out}")
         shape = (n, oc, *out)
-        taps = math.prod(window)
-        if transposed:
-            self.r.mm_flops += 2.0 * n * c * math.prod(spatial) * (oc // groups) * taps
-        else:
-            self.r.mm_flops += 2.0 * n * oc * math.prod(out) * (c // groups) * taps
+        self.r.mm_flops += _conv_flops(template, x.shape, shape)
         inputs = [("x", self.r.buffer(x)), ("weight", weight.expr[1])]
         if bias is not None:
             if not isinstance(bias, Val) or bias.expr[0] != "leaf":
