@@ -1478,6 +1478,19 @@ def _conv_plane_means(router: Router, conv: Step, n: int, planes: int) -> tuple[
     return head, means
 
 
+def _plane_sum(program, leaf: str, router: Router) -> str | None:
+    """The fill vector f when `program` is a contiguous row program over `leaf` alone (no
+    per-row vectors, no indices) taking one stat, sum(leaf * f); else None."""
+    if not isinstance(program, RowProgram) or program.strided or program.per_row or \
+            program.indices or len(program.stats) != 1 or program.inputs != [leaf]:
+        return None
+    fn, e = program.stats[0]
+    if fn != "sum" or e[0] != "bin" or e[1] != "mul" or e[2] != ("leaf", leaf) or \
+            e[3][0] != "vec" or e[3][1] not in router.fills:
+        return None
+    return e[3][1]
+
+
 def _fold_centred_planes(steps: list, output: str, router: Router) -> list:
     """A broadcast y = f(x), f affine per (A, B) plane of a convolution's output x (as in
     `_fold_affine_means`), read only by a row program taking each plane's mean from it
@@ -1495,17 +1508,10 @@ def _fold_centred_planes(steps: list, output: str, router: Router) -> list:
         a, b, c = dict(step.views)[step.output]
         program = steps[j].template
         rows, length, _ = dict(steps[j].views).get(step.output, (0, 0, 0))
-        if not isinstance(program, RowProgram) or program.strided or \
-                not program.full_output or program.per_row or program.indices or \
-                len(program.stats) != 1 or program.inputs != [step.output] or \
-                length != c or rows != a * b or \
-                program.out != bin_("sub", ("leaf", step.output), ("stat", 0)):
-            continue
-        fn, e = program.stats[0]
-        vec = e[3] if e[0] == "bin" and e[1] == "mul" and e[2] == ("leaf", step.output) \
-            else None
-        if fn != "sum" or vec is None or vec[0] != "vec" or vec[1] not in router.fills or \
-                abs(router.fills[vec[1]] * c - 1.0) > 1e-6:
+        fill = _plane_sum(program, step.output, router)
+        if fill is None or not program.full_output or length != c or rows != a * b or \
+                program.out != bin_("sub", ("leaf", step.output), ("stat", 0)) or \
+                abs(router.fills[fill] * c - 1.0) > 1e-6:
             continue
         head, means = _conv_plane_means(router, conv, shape[0], shape[1])
         expr = step.template.expr
@@ -1541,17 +1547,11 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
         a, b, c = dict(step.views)[step.output]
         program = steps[j].template
         rows, length, _ = dict(steps[j].views).get(step.output, (0, 0, 0))
-        if not isinstance(program, RowProgram) or program.strided or program.full_output \
-                or program.per_row or program.indices or len(program.stats) != 1 or \
-                program.inputs != [step.output] or length % c or \
+        fill = _plane_sum(program, step.output, router)
+        if fill is None or program.full_output or length % c or \
                 rows * (length // c) != shape[0] * shape[1]:
             continue
         per_row = length // c               # whole planes a row sums
-        fn, e = program.stats[0]
-        vec = e[3] if e[0] == "bin" and e[1] == "mul" and e[2] == ("leaf", step.output) \
-            else None
-        if fn != "sum" or vec is None or vec[0] != "vec" or vec[1] not in router.fills:
-            continue
         n, planes = shape[0], shape[1]
         head, means = _conv_plane_means(router, conv, n, planes)
         # the map on the means, over the (A, B) planes
@@ -1564,7 +1564,7 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
             views=tuple((x, v) for x, v in step.views if x not in (source, step.output)) +
             ((means, plane_view), (mapped, plane_view)), output=mapped))
         # the row program over the planes: each stands for S equal values
-        fill = router.vec_fill(router.fills[vec[1]] * c, per_row)
+        fill = router.vec_fill(router.fills[fill] * c, per_row)
         stat = ("sum", bin_("mul", ("leaf", mapped), ("vec", fill)))
         summed = attrs.evolve(program, stats=(stat,), **row_tile(False, per_row, rows, 1))
         head.append(attrs.evolve(
