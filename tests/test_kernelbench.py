@@ -436,7 +436,7 @@ def test_a_strided_transposed_convolution_runs_on_packed_channels(tmp_path):
         "def get_inputs():\n    return [torch.randn(5, 7, 6, 9)]\n\n\n"
         "def get_init_inputs():\n    return []\n")
     model, inputs = load(path, "level2").full()
-    [(engine, _, _)] = conv_pins(route(model, inputs))
+    [(engine, *_)] = conv_pins(route(model, inputs))
     assert engine == "mfma_f32_pk"
     [row] = run(folder)
     assert row.status == "correct" and row.proved, row.reason

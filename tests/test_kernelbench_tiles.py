@@ -429,7 +429,7 @@ def test_a_norm_takes_its_statistics_by_a_separate_pass_where_the_epilogue_shrin
     out = (1, 128, 4, 4, 5)
     assert not stats_pay(plain, taken, tuple(x.shape), out)
     assert stats_pay(plain, plain, tuple(x.shape), out)
-    assert conv_pins(plan) == (("mfma_f32", (1, 2), False),)
+    assert conv_pins(plan) == (("mfma_f32", (1, 2), False, False),)
     forced = route(module, [x], pins=(("mfma_f32", (1, 2), True),))
     assert next(s for s in forced.steps if isinstance(s.template, Conv)).template.stats
     params = {n: p.detach().numpy() for n, p in module.named_parameters()}
@@ -539,3 +539,35 @@ def test_a_softmax_over_a_convolution_s_channels_rides_its_epilogue(dims):
     got = from_plan(plan).forward(Context(execute=True), *arrays)
     want = module.double()(x.double()).detach().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_a_scaled_plan_keeps_a_channel_reduction_apart_where_the_published_one_does():
+    """A min over a convolution's channels rides the epilogue where one channel block holds
+    them all (32 or fewer): the published problem's 40 channels do not, a scaled one's 8 do.
+    Routed with the published plan's pins (`conv_pins`: whether each epilogue ends on its
+    channels), the scaled plan keeps the row program apart, so its emulated run checks the
+    published kernels (Level 2 36 was an `error` row, no scaling running the same kernels);
+    unpinned it fuses."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import conv_pins, route
+    from argus.kernelbench.solution import from_plan
+
+    def model(channels):
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.ConvTranspose2d(3, channels, 3, stride=2)
+
+            def forward(self, x):
+                return torch.min(self.conv(x), dim=1, keepdim=True)[0]
+
+        return Model()
+
+    torch.manual_seed(0)
+    published = route(model(40), [torch.randn(2, 3, 5, 6)])
+    assert [p[3] for p in conv_pins(published)] == [False]
+    scaled = route(model(8), [torch.randn(2, 3, 5, 6)], pins=conv_pins(published))
+    assert [k.name for k in from_plan(scaled).kernels] == \
+        [k.name for k in from_plan(published).kernels]
+    alone = route(model(8), [torch.randn(2, 3, 5, 6)])
+    assert [p[3] for p in conv_pins(alone)] == [True]

@@ -1074,7 +1074,7 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = (),
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_pools(router.steps, output)
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
-    router.steps = _fuse_conv_rows(router.steps, output, router.buffers)
+    router.steps = _fuse_conv_rows(router.steps, output, router.buffers, router.pins)
     if not pins:
         convs = [s for s in router.steps if isinstance(s.template, Conv)]
         for i, step in enumerate(convs):
@@ -1092,9 +1092,14 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = (),
 
 
 def conv_pins(plan: Plan) -> tuple:
-    """Each convolution's (engine, tiles, whether it takes statistics in its epilogue) in
+    """Each convolution's (engine, tiles, whether it takes statistics in its epilogue,
+    whether its epilogue reduces or maps its channels: a "rows" or "channels" step) in
     `plan`, in trace order (`route`'s pins)."""
-    return tuple((s.template.engine, tuple(s.template.tiles), s.template.stats)
+    from argus.kernelbench.templates import _step_name
+
+    return tuple((s.template.engine, tuple(s.template.tiles), s.template.stats,
+                  bool(s.template.epilogue) and
+                  _step_name(s.template.epilogue[-1]) in ("rows", "channels"))
                  for s in plan.steps if isinstance(s.template, Conv))
 
 
@@ -1595,7 +1600,7 @@ def _renamed(e: Expr, names: dict) -> Expr:
     return names.get(e[:2], e)
 
 
-def _fuse_conv_rows(steps: list, output: str, shapes: dict) -> list:
+def _fuse_conv_rows(steps: list, output: str, shapes: dict, pins: tuple = ()) -> list:
     """A row program reducing a convolution's result along its channels (KernelBench's
     logsumexp, softmax, max or mean over dim 1), to one value per position, where one
     channel block of the f32 MFMA engine holds every channel (one group, BLOCK_OC output
@@ -1603,7 +1608,10 @@ def _fuse_conv_rows(steps: list, output: str, shapes: dict) -> list:
     reduced in registers and the full output never written nor read back (Level 2 58). A row
     program keeping a value per channel (a softmax over dim 1) ends it as a "channels" step:
     the convolution writes the program's output, and its own is never written nor read back
-    (Level 2 6)."""
+    (Level 2 6). A convolution whose pin (`conv_pins`, of the published sizes' plan) says
+    its epilogue does not end so keeps the row program apart: a scaled problem's fewer
+    channels fit one block where the published ones do not (Level 2 36, 128 channels
+    published, 9 scaled), and the emulated run must check the published kernels."""
     from argus.kernels.conv import BLOCK_OC, F32_MFMA_ENGINES, ROW_IDENTITY
 
     steps = list(steps)
@@ -1619,6 +1627,9 @@ def _fuse_conv_rows(steps: list, output: str, shapes: dict) -> list:
         if j is None:
             continue
         conv = steps[j].template
+        at = sum(1 for s in steps[:j] if s is not None and isinstance(s.template, Conv))
+        if at < len(pins) and len(pins[at]) > 3 and not pins[at][3]:
+            continue
         n, oc, *spatial = shapes[source]
         vectors = dict(step.vectors)
         if conv.groups != 1 or oc > BLOCK_OC or conv.fitted()[0] not in F32_MFMA_ENGINES or \
