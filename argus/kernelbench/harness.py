@@ -288,6 +288,16 @@ def runs_once(scaled: list, full: list) -> list[str]:
     return found
 
 
+def published_launches(full: tuple) -> tuple:
+    """(plan, solution, launches) of the route at the published sizes: `full` is a
+    problem's (model, inputs) at them (`Problem.full`), each launch (kernel, sizes, arrays)
+    as planned, nothing run (what `modelled` times)."""
+    model, inputs = full
+    plan = route(model, inputs)
+    solution = from_plan(plan)
+    return plan, solution, _shape_launches(solution, inputs, _plan_params(model, plan))
+
+
 def modelled(path, level: str | None = None) -> Row:
     """The model's half of `check` alone: the route's plan at the published sizes, each launch
     timed by the MI300X model, against the roofline; no emulated run and no proof, so the row
@@ -299,12 +309,9 @@ def modelled(path, level: str | None = None) -> Row:
         problem = load(path, level)
         row.level, row.problem = problem.level, problem.name
         full = problem.full()
-        model, inputs = full
-        plan = route(model, inputs)
-        solution = from_plan(plan)
-        launches = _shape_launches(solution, inputs, _plan_params(model, plan))
+        plan, solution, launches = published_launches(full)
         row.modelled_us = sum(road.model_time(k, sizes) for k, sizes, _ in launches)
-        row.roofline_us = roofline_us(inputs, _output_bytes(full), plan.mm_flops,
+        row.roofline_us = roofline_us(full[1], _output_bytes(full), plan.mm_flops,
                                       plan.valu_flops)
         row.generated, row.templates = True, list(solution.templates)
         row.status, row.reason = "unknown", "model only: not run, not proved"
