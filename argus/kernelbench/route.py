@@ -1483,6 +1483,22 @@ def _conv_plane_means(router: Router, conv: Step, n: int, planes: int) -> tuple[
     return head, means
 
 
+def _plane_reader(steps: list, i: int, output: str, router: Router):
+    """`_affine_plane_map`'s (leaf of x, x, x's convolution step, the reader's index) when its
+    one reader takes a plane sum (`_plane_sum`), with the reader's template, the fill vector,
+    the map's (A, B, C) view and the reader's (rows, length); else None."""
+    found = _affine_plane_map(steps, i, output, router)
+    if found is None:
+        return None
+    j, y = found[3], steps[i].output
+    program = steps[j].template
+    fill = _plane_sum(program, y, router)
+    if fill is None:
+        return None
+    rows, length, _ = dict(steps[j].views).get(y, (0, 0, 0))
+    return (*found, program, fill, dict(steps[i].views)[y], (rows, length))
+
+
 def _plane_sum(program, leaf: str, router: Router) -> str | None:
     """The fill vector f when `program` is a contiguous row program over `leaf` alone (no
     per-row vectors, no indices) taking one stat, sum(leaf * f); else None."""
@@ -1505,16 +1521,12 @@ def _fold_centred_planes(steps: list, output: str, router: Router) -> list:
     statistics, so y is never written nor read back."""
     steps = list(steps)
     for i, step in enumerate(steps):
-        found = _affine_plane_map(steps, i, output, router)
+        found = _plane_reader(steps, i, output, router)
         if found is None:
             continue
-        full, source, conv, j = found
+        full, source, conv, j, program, fill, (a, b, c), (rows, length) = found
         shape = router.buffers[step.output]
-        a, b, c = dict(step.views)[step.output]
-        program = steps[j].template
-        rows, length, _ = dict(steps[j].views).get(step.output, (0, 0, 0))
-        fill = _plane_sum(program, step.output, router)
-        if fill is None or not program.full_output or length != c or rows != a * b or \
+        if not program.full_output or length != c or rows != a * b or \
                 program.out != bin_("sub", ("leaf", step.output), ("stat", 0)) or \
                 abs(router.fills[fill] * c - 1.0) > 1e-6:
             continue
@@ -1544,16 +1556,12 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
     size is read back (KernelBench Level 2 23: a group norm then the mean)."""
     steps = list(steps)
     for i, step in enumerate(steps):
-        found = _affine_plane_map(steps, i, output, router)
+        found = _plane_reader(steps, i, output, router)
         if found is None:
             continue
-        full, source, conv, j = found
+        full, source, conv, j, program, fill, (a, b, c), (rows, length) = found
         shape = router.buffers[step.output]
-        a, b, c = dict(step.views)[step.output]
-        program = steps[j].template
-        rows, length, _ = dict(steps[j].views).get(step.output, (0, 0, 0))
-        fill = _plane_sum(program, step.output, router)
-        if fill is None or program.full_output or length % c or \
+        if program.full_output or length % c or \
                 rows * (length // c) != shape[0] * shape[1]:
             continue
         per_row = length // c               # whole planes a row sums
