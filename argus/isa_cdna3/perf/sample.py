@@ -519,14 +519,13 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     # a branch on the workgroup id (a strided transposed convolution's phases, bands of
     # workgroups along the grid's first axis) makes workgroups of kinds the first round's
     # ids need not hold: the sample takes BRANCHED_SAMPLE along that axis
-    ids0 = {op.var.name for op in ir.ops() if isinstance(op, O.ProgramId)}
-    branched = any(isinstance(op, O.If) and {v.name for v in free_vars(op.cond)} & ids0
+    ids = {op.var.name: op.axis for op in ir.ops() if isinstance(op, O.ProgramId)}
+    branched = any(isinstance(op, O.If) and {v.name for v in free_vars(op.cond)} & set(ids)
                    for op in ir.ops())
     if branched:
         first = min(real_grid[0], max(first, BRANCHED_SAMPLE))
     budget = wave_budget(occ, workgroups, gpu)
     footprint = _footprint(ir, real_grid, sizes)
-    ids = {op.var.name: op.axis for op in ir.ops() if isinstance(op, O.ProgramId)}
     varying = [op for op in ir.ops() if isinstance(op, O.For)
                and {v.name for v in free_vars(op.start) | free_vars(op.stop)} & set(ids)]
     loop = trip_size(ir, grid, sizes, first)
@@ -771,10 +770,9 @@ def _along_trips(low: Timing, high: Timing, points, n_real: int, name: str,
     `points`) to `n_real`: times, cycles, FLOPs, bytes and instructions; the unit and stall
     shares are the larger sample's."""
     (_, n0), (t1, n1) = points
-    w = (n_real - n0) / (n1 - n0)
 
     def mix(a: float, b: float) -> float:
-        return max(0.0, a + w * (b - a))
+        return _along(a, b, points, n_real)
 
     note = (f"{name} sampled at {points[0][0]} and {t1} (trip counts {n0}, {n1}) and the time "
             f"extrapolated linearly to {n_real} trips, each sample's outer loop extrapolated "
