@@ -725,7 +725,15 @@ def test_a_nested_sample_runs_at_the_real_launch_s_bandwidth_and_no_faster_than_
     assert within(default.microseconds, full.microseconds, 0.02)
     monkeypatch.setattr(sample, "SAMPLE_BUDGET", 100)
     monkeypatch.setattr(sample, "NESTED_OVER", 1)
+    # each of the 2 x 2 samples is scheduled once, at the real launch's bandwidth (its traffic
+    # is known from the traces first): not first at its own, then again
+    scheduled = []
+    monkeypatch.setattr(sample, "schedule_cu",
+                        lambda *a, **k: scheduled.append(k["bytes_per_clk"]) or
+                        schedule_cu(*a, **k))
+    sample.forget()
     nested = argus.time(kernel, sizes=sizes)
+    assert len(scheduled) == 4 and len(set(scheduled)) == 1, scheduled
     assert "per-CU time extrapolated linearly" in nested.extrapolation
     assert within(nested.cycles_per_cu, full.cycles_per_cu, 0.02)
     # the bound alone: an extrapolation from two store-bound samples stops at the MFMAs'

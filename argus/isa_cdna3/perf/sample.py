@@ -115,15 +115,36 @@ def forget(*, disk: bool = False) -> None:
     _SCHEDULES.clear()
 
 
-def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
-                 run_sample: Callable[[int], tuple[tuple, Groups]], statics: list,
-                 occ: Occupancy, workgroups: int, footprint: float, gpu: GpuProfile,
-                 constants: Calibrated, shape: dict, note: str | None = None,
-                 dispatch: np.ndarray | None = None,
-                 position: Callable[[int], float] | None = None,
-                 per_xcd: float | None = None, same_round: float | None = None,
-                 rereads: tuple[float, float] = (0.0, 0.0),
-                 bandwidth: float | None = None, kinds: bool = False) -> Timing:
+@attrs.frozen
+class Sampled:
+    """A launch's samples, emulated but not yet scheduled: the bytes the launch requests in all
+    (extrapolated from the samples' traces), and its timing at a CU bandwidth (`timing(None)`:
+    at the bandwidth its own traffic leaves a CU). The schedules, the costly half, run only
+    when `timing` is called, so a caller that needs the traffic of several samples before it
+    knows their bandwidth (`time_kernel`'s nested samples) schedules each once."""
+    requested: float
+    timing: Callable[[float | None], Timing]
+
+    @classmethod
+    def fixed(cls, timing: Timing) -> Sampled:
+        """An already-timed launch (its bandwidth set by its own traffic)."""
+        return cls(timing.bytes_requested, lambda _bandwidth: timing)
+
+
+def extrapolated(name: str, *, bandwidth: float | None = None, **sample: Any) -> Timing:
+    """`sampled_launch(name, **sample)` timed at `bandwidth` (the bytes per clock a CU fills
+    at; default: its own traffic's, `cu_bandwidth`)."""
+    return sampled_launch(name, **sample).timing(bandwidth)
+
+
+def sampled_launch(name: str, *, trips: Sequence[int], real: int, loop: str,
+                   run_sample: Callable[[int], tuple[tuple, Groups]], statics: list,
+                   occ: Occupancy, workgroups: int, footprint: float, gpu: GpuProfile,
+                   constants: Calibrated, shape: dict, note: str | None = None,
+                   dispatch: np.ndarray | None = None,
+                   position: Callable[[int], float] | None = None,
+                   per_xcd: float | None = None, same_round: float | None = None,
+                   rereads: tuple[float, float] = (0.0, 0.0), kinds: bool = False) -> Sampled:
     """Time a launch of `workgroups` from samples at one or two trip counts of `loop`:
     `run_sample(trip)` gives the sample's key and its traced waves per workgroup. The first
     `per_round` sampled workgroups stand for a CU's round (copied when the sample has fewer),
@@ -139,9 +160,10 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
     workgroups are dealt to CU slots as they free up (`critical_slot`, costs read off the two
     sampled schedules), the slot that finishes last sets the rounds and their trip count, and
     the bytes and flops are interpolated to the launch's mean trip count (the caller's `note`
-    says how it sampled). `bandwidth`, when given, is the bytes per clock a CU fills at
-    (`cu_bandwidth`) in place of the samples' own: another launch's, which these samples stand
-    for at a shorter inner loop (`time_kernel`'s nested samples). With `kinds`, the sample holds
+    says how it sampled). The timing's bandwidth (`Sampled.timing`), when given, is the bytes
+    per clock a CU fills at (`cu_bandwidth`) in place of the samples' own: another launch's,
+    which these samples stand for at a shorter inner loop (`time_kernel`'s nested samples).
+    With `kinds`, the sample holds
     workgroups of every kind a branch on the workgroup id makes (more than a round): the bytes
     and flops per workgroup are their mean, and a round takes the costliest of them."""
     p = plan(workgroups, occ, gpu)
@@ -176,47 +198,56 @@ def extrapolated(name: str, *, trips: Sequence[int], real: int, loop: str,
                     rounds=p.full_rounds + (1 if p.tail else 0), same_round=same_round,
                     rereads=rereads)
     hbm = moved.hbm
-    bw = bandwidth or cu_bandwidth(gpu, active_cus=p.active_cus, hbm_share=moved.hbm_share,
-                                   constants=constants, mall_share=moved.mall_share)
+    own = cu_bandwidth(gpu, active_cus=p.active_cus, hbm_share=moved.hbm_share,
+                       constants=constants, mall_share=moved.mall_share)
     atomics = cu_atomic_rate(gpu, active_cus=p.active_cus, constants=constants)
 
-    def chosen(t: int, n: int) -> list[list]:
-        """A round of `n` of trip `t`'s resident workgroups: the first n, but where n is
-        fewer than were sampled, the costliest n (the busiest CU's), not the lowest ids: a
-        strided transposed convolution's phases are bands of workgroups, and the first seven
-        of Level 1 77's eight were phases no tap reaches (its time was their stores, 0.51x
-        the roofline)."""
-        if n >= simulated:
-            return runs[t][:n]
-        return sorted(sampled[t], key=lambda g: -sum(len(w.index) for w in g))[:n]
+    def timing(bandwidth: float | None) -> Timing:
+        """The sampled workgroups' CU rounds scheduled at `bandwidth` bytes per clock (default:
+        the launch's own, `own`), extrapolated to the launch's trip count."""
+        bw = bandwidth or own
 
-    def cu_run(n: int, weight: float) -> Any:
-        scheduled = [schedule(keys[t], n, [w for g in chosen(t, n) for w in g], statics, bw,
-                              atomics, constants) for t in trips]
-        return scheduled[0] if len(trips) == 1 else scheduled[0].scaled(scheduled[1], weight)
+        def chosen(t: int, n: int) -> list[list]:
+            """A round of `n` of trip `t`'s resident workgroups: the first n, but where n
+            is fewer than were sampled, the costliest n (the busiest CU's), not the lowest
+            ids: a strided transposed convolution's phases are bands of workgroups, and the
+            first seven of Level 1 77's eight were phases no tap reaches (its time was their
+            stores, 0.51x the roofline)."""
+            if n >= simulated:
+                return runs[t][:n]
+            return sorted(sampled[t], key=lambda g: -sum(len(w.index) for w in g))[:n]
 
-    if dispatch is not None:
-        # slots share their CU: as many run side by side as the busiest CU holds at once
-        resident = min(p.per_round, p.busiest)
-        low, high = cu_run(resident, 0.0), cu_run(resident, 1.0)
-        per_trip = (high.cycles - low.cycles) / (trips[-1] - trips[0]) if len(trips) == 2 \
-            else 0.0
-        fixed = low.cycles - per_trip * trips[0]
-        count, trip = critical_slot(dispatch, int(gpu.cus.value) * resident,
-                                    fixed / per_trip if per_trip > 0 else math.inf)
-        p = attrs.evolve(p, full_rounds=count, tail=0)
-        rounds = [cu_run(resident, along(trip))] * count
-    else:
-        weight = along(real)
-        rounds = [cu_run(p.per_round, weight)] * p.full_rounds + (
-            [cu_run(p.tail, weight)] if p.tail else [])
-    if len(trips) == 2 and dispatch is None:
-        sampled_note = (f"{simulated} workgroup(s) simulated at {loop}={trips[0]} and "
-                        f"{trips[1]}, per-CU time extrapolated linearly to {loop}={real}")
-        note = sampled_note + (f"; {note}" if note else "")
-    return combine(name, gpu, occ, p, rounds, flops=flops * workgroups,
-                   bytes_requested=total_requested, bytes_hbm=hbm, constants=constants,
-                   extrapolation=note, shape=shape)
+        def cu_run(n: int, weight: float) -> Any:
+            scheduled = [schedule(keys[t], n, [w for g in chosen(t, n) for w in g], statics,
+                                  bw, atomics, constants) for t in trips]
+            return scheduled[0] if len(trips) == 1 else \
+                scheduled[0].scaled(scheduled[1], weight)
+
+        launch, told = p, note
+        if dispatch is not None:
+            # slots share their CU: as many run side by side as the busiest CU holds at once
+            resident = min(p.per_round, p.busiest)
+            low, high = cu_run(resident, 0.0), cu_run(resident, 1.0)
+            per_trip = (high.cycles - low.cycles) / (trips[-1] - trips[0]) \
+                if len(trips) == 2 else 0.0
+            fixed = low.cycles - per_trip * trips[0]
+            count, trip = critical_slot(dispatch, int(gpu.cus.value) * resident,
+                                        fixed / per_trip if per_trip > 0 else math.inf)
+            launch = attrs.evolve(p, full_rounds=count, tail=0)
+            rounds = [cu_run(resident, along(trip))] * count
+        else:
+            weight = along(real)
+            rounds = [cu_run(p.per_round, weight)] * p.full_rounds + (
+                [cu_run(p.tail, weight)] if p.tail else [])
+        if len(trips) == 2 and dispatch is None:
+            sampled_note = (f"{simulated} workgroup(s) simulated at {loop}={trips[0]} and "
+                            f"{trips[1]}, per-CU time extrapolated linearly to {loop}={real}")
+            told = sampled_note + (f"; {note}" if note else "")
+        return combine(name, gpu, occ, launch, rounds, flops=flops * workgroups,
+                       bytes_requested=total_requested, bytes_hbm=hbm, constants=constants,
+                       extrapolation=told, shape=shape)
+
+    return Sampled(total_requested, timing)
 
 
 def critical_slot(trips: np.ndarray, slots: int, fixed: float) -> tuple[int, float]:
@@ -498,12 +529,17 @@ def reread_traffic(rereads: Sequence[tuple[float, int]], workgroups: int, window
 BRANCHED_SAMPLE = 16
 
 
-def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: Any,
-                threads: int, statics: list, run_sample: Callable[[dict, tuple[int, ...]], list],
-                sample_key: Callable[[dict, tuple[int, ...]], tuple], gpu: GpuProfile,
-                constants: Calibrated, extrapolate: bool = True,
-                wave: Callable[..., Any] | None = None, nested: bool = True,
-                bandwidth: float | None = None) -> Timing:
+def time_kernel(ir: O.Kernel, *, bandwidth: float | None = None, **launch: Any) -> Timing:
+    """`prepared(ir, **launch)` timed at `bandwidth` (bytes per clock a CU fills at; default:
+    its own traffic's)."""
+    return prepared(ir, **launch).timing(bandwidth)
+
+
+def prepared(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: Any,
+             threads: int, statics: list, run_sample: Callable[[dict, tuple[int, ...]], list],
+             sample_key: Callable[[dict, tuple[int, ...]], tuple], gpu: GpuProfile,
+             constants: Calibrated, extrapolate: bool = True,
+             wave: Callable[..., Any] | None = None, nested: bool = True) -> Sampled:
     """A compiled kernel at `sizes` (checked by the caller): `run_sample(shape, groups)` runs
     the workgroups `groups` (linear ids) of the grid at `shape` and gives their traced waves.
     The size setting the main loop's trip count (`trip_size`) is sampled at two small values
@@ -511,7 +547,8 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     as the assumptions and the first grid row allow (the sampled workgroups do the work of
     every workgroup; a size that sets a trip count keeps its value, else the sample would time
     shorter loops than the launch runs). A kernel whose trip counts depend on the workgroup id
-    (a causal mask) is sampled by trip count instead (`_stratified`)."""
+    (a causal mask) is sampled by trip count instead (`_stratified`). The samples are emulated
+    here; their schedules run when the result's `timing` is called (`Sampled`)."""
     real_grid = grid(**sizes)
     workgroups = math.prod(real_grid)
     occ = occupancy_of(info, threads)
@@ -532,10 +569,10 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
     trips = workgroup_trips(varying, ids, real_grid, sizes) if varying else None
     if varying and trips is not None:
         if len(np.unique(trips)) > 1:
-            return _stratified(ir, grid=grid, sizes=sizes, loop=loop, loops=varying, ids=ids,
-                               trips=trips, occ=occ, statics=statics, run_sample=run_sample,
-                               sample_key=sample_key, gpu=gpu, constants=constants,
-                               footprint=footprint, extrapolate=extrapolate, wave=wave)
+            return Sampled.fixed(_stratified(
+                ir, grid=grid, sizes=sizes, loop=loop, loops=varying, ids=ids, trips=trips,
+                occ=occ, statics=statics, run_sample=run_sample, sample_key=sample_key, gpu=gpu,
+                constants=constants, footprint=footprint, extrapolate=extrapolate, wave=wave))
     real = sizes[loop] if loop else 0
     trip_counts, position = (_trips(ir, grid, sizes, loop, first) if loop and extrapolate
                              else ((real,), None))
@@ -556,23 +593,22 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
                 again = dict(grid=grid, info=info, threads=threads, statics=statics,
                              run_sample=run_sample, sample_key=sample_key, gpu=gpu,
                              constants=constants, wave=wave, nested=False)
-                low, high = (time_kernel(ir, sizes={**sizes, name: t}, **again)
+                low, high = (prepared(ir, sizes={**sizes, name: t}, **again)
                              for t, _ in points)
                 # the samples' caches serve a shorter loop's bytes (less of X at fewer
-                # channels): their CU schedules are run again at the bandwidth the real
-                # launch's traffic leaves a CU (`cu_bandwidth`)
+                # channels): their CU schedules run at the bandwidth the real launch's traffic
+                # leaves a CU (`cu_bandwidth`), known from the samples' traces before any
+                # schedule runs
                 real = _real_traffic(ir, real_grid, sizes, occ, gpu, constants, footprint,
-                                     _along(low.bytes_requested, high.bytes_requested,
-                                            points, n_real))
+                                     _along(low.requested, high.requested, points, n_real))
                 own = [_real_traffic(ir, grid(**at), at, occ, gpu, constants,
-                                     _footprint(ir, grid(**at), at), timed.bytes_requested)[0]
+                                     _footprint(ir, grid(**at), at), timed.requested)[0]
                        for at, timed in zip(({**sizes, name: t} for t, _ in points),
                                             (low, high), strict=True)]
-                if any(abs(bw / real[0] - 1) > 0.01 for bw in own):   # else as they ran
-                    low, high = (time_kernel(ir, sizes={**sizes, name: t}, **again,
-                                             bandwidth=real[0]) for t, _ in points)
-                timing = _along_trips(low, high, points, n_real, name, sizes, gpu, constants)
-                return attrs.evolve(timing, bytes_hbm=real[1])
+                bw = real[0] if any(abs(b / real[0] - 1) > 0.01 for b in own) else None
+                timing = _along_trips(low.timing(bw), high.timing(bw), points, n_real, name,
+                                      sizes, gpu, constants)
+                return Sampled.fixed(attrs.evolve(timing, bytes_hbm=real[1]))
         budgeted = _budgeted(ir, grid, sizes, base, along, budget)
         if budgeted is not None:
             loop, trip_counts, position, note = budgeted
@@ -586,11 +622,11 @@ def time_kernel(ir: O.Kernel, *, grid: Callable[..., tuple], sizes: dict, info: 
                 "and on values the model cannot evaluate before the run): the first "
                 f"{first} workgroup(s) stand for all, so the time is only as good as they "
                 "are typical" + (f"; {note}" if note else ""))
-    return extrapolated(ir.name, trips=trip_counts, real=real, loop=loop or "", run_sample=one,
-                        statics=statics, occ=occ, workgroups=workgroups, footprint=footprint,
-                        gpu=gpu, constants=constants, shape=sizes, note=note,
-                        position=position, bandwidth=bandwidth, kinds=branched,
-                        **_moved(ir, real_grid, sizes, occ, gpu))
+    return sampled_launch(ir.name, trips=trip_counts, real=real, loop=loop or "",
+                          run_sample=one, statics=statics, occ=occ, workgroups=workgroups,
+                          footprint=footprint, gpu=gpu, constants=constants, shape=sizes,
+                          note=note, position=position, kinds=branched,
+                          **_moved(ir, real_grid, sizes, occ, gpu))
 
 
 def trip_count(ir: O.Kernel, name: str, shape: Mapping[str, int]) -> int:
