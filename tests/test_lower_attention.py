@@ -208,7 +208,9 @@ def to_bf16(X: Tensor("f32", 64, 32), Y: Tensor("bf16", 64, 32)):
 
 def test_f32_to_bf16_rounds_to_nearest_even_like_ml_dtypes():
     """Bit-exact against ml_dtypes on ties (even and odd kept lsb), overflow to infinity,
-    denormals, signed zeros and random values; NaNs by sign and quietness."""
+    denormals, signed zeros and random values; every NaN, signalling or quiet, of either
+    sign and with a payload whose rounding carry would reach the sign bit, becomes the
+    canonical quiet NaN 0x7fc0 (c10's round_to_nearest_even)."""
     special = np.array([
         0x3F808000, 0x3F818000,                 # halfway: even lsb stays, odd lsb rounds up
         0x3F808001, 0x3F807FFF, 0xBF808000, 0xBF818000,
@@ -230,10 +232,7 @@ def test_f32_to_bf16_rounds_to_nearest_even_like_ml_dtypes():
     got = Y.view(np.uint16)
     nan = np.isnan(X)
     assert np.array_equal(got[~nan], want[~nan]), np.flatnonzero((got != want) & ~nan)
-    # a NaN stays a NaN of its sign and is quiet (ml_dtypes writes the canonical 0x7fc0; the
-    # backend keeps the upper payload bits)
-    assert np.isnan(Y[nan].astype(np.float32)).all()
-    assert np.array_equal(got[nan] & 0x8000, want[nan] & 0x8000) and (got[nan] & 0x40).all()
+    assert nan.sum() >= 5 and (got[nan] == 0x7FC0).all(), [hex(v) for v in got[nan]]
 
 
 @T.kernel(waves=4)

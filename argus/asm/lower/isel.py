@@ -1393,11 +1393,20 @@ def _cast_to_fp8(s: Selector, x, out, dst: str) -> None:
             s.emit("v_mov_b32_e32", out[r], low)
 
 
+#: the bf16 NaN an f32 NaN rounds to (`_cast`): quiet, positive, no payload, as c10's
+#: round_to_nearest_even gives
+BF16_NAN = 0x7FC0
+
+
 @rule(O.Cast)
 def _cast(s: Selector, op: O.Cast):
     """f32 -> bf16 rounds to nearest even (gfx942 has no v_cvt_pk_bf16_f32): add 0x7fff plus
-    the lowest kept bit, keep the high half, quiet NaNs; toward zero (`rtz`) keeps the high
-    halves as they are, one v_perm_b32 per pair; bf16 -> f32 shifts into the high half."""
+    the lowest kept bit and keep the high half, a NaN becoming the canonical quiet NaN 0x7fc0
+    (c10's round_to_nearest_even; its payload's carry could otherwise reach the sign): four
+    VALU instructions a value (the NaN test written to VCC, the select's other source a VGPR:
+    VCC and a literal or an SGPR would read the constant bus twice), a v_perm_b32 per pair
+    and one move of the NaN per cast; toward zero (`rtz`) keeps the high halves as they
+    are, one v_perm_b32 per pair; bf16 -> f32 shifts into the high half."""
     src, dst = op.x.type.dtype, op.result.type.dtype
     x, out = s.tile(op.x), s.new_tile(op.result)
     if src == dst:
@@ -1416,15 +1425,15 @@ def _cast(s: Selector, op: O.Cast):
             s.emit("v_perm_b32", out[r], x[2 * r + 1], x[2 * r], select)
     elif (src, dst) == ("f32", "bf16"):
         bias, select = s.materialize(0x7FFF, "s"), s.materialize(0x07060302, "s")
+        nan = VReg("v", 1, "bf16.nan")        # for this cast only: no VGPR held kernel-wide
+        s.emit("v_mov_b32_e32", nan, BF16_NAN << 16)
         rounded = []
         for r in range(x.size):
             lsb, value = VReg("v", 1, "lsb"), VReg("v", 1, "rne")
             s.emit("v_bfe_u32", lsb, x[r], 16, 1)
             s.emit("v_add3_u32", value, x[r], bias, lsb)
-            nan, quiet = VReg("s", 2, "nan", 2), VReg("v", 1, "qnan")
-            s.emit("v_cmp_u_f32_e64", nan, x[r], x[r])
-            s.emit("v_or_b32_e32", quiet, 0x400000, x[r])
-            s.emit("v_cndmask_b32_e64", value, value, quiet, nan)
+            s.emit("v_cmp_o_f32_e32", "vcc", x[r], x[r])
+            s.emit("v_cndmask_b32_e32", value, nan, value, "vcc")
             rounded.append(value)
         for r in range(out.size):
             low, high = rounded[2 * r], rounded[2 * r + 1]
