@@ -176,6 +176,20 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
         """The tokens of those routes (where X is read)."""
         return T.Gather(sorted_ids, block * block_m + r, divisor=topk)
 
+    def scatter(acc, transposed: bool):
+        """Each accumulator tile (route block r, column block s) to its routes' rows of Y; a
+        tile of the transposed product holds Y's columns along its rows, routes along its
+        columns."""
+        for (r, s), c in acc.items():
+            if transposed:
+                Y.store((0, n0 + s * c.shape[0]), c, axes=(1, 0), guard=True,
+                        gather=T.Gather(sorted_ids, block * block_m + r * c.shape[1],
+                                        tile_axis=1))
+            else:
+                Y.store((0, n0 + s * c.shape[1]), c, gather=rows(r * c.shape[0]), guard=True)
+            T.tag_assert(lambda V, D: And(V.token.eq(D.token), V.col.eq(D.col)),
+                         "each row goes back to its own token and column")
+
     if lds and prefetch > 1:
         T.assume(H >= prefetch * block_k)
     if direct:
@@ -184,15 +198,8 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
             # iterations (a remainder cannot rotate the window by renaming: its moves wait for
             # the loads and its extra registers cost occupancy)
             T.assume((H % (prefetch * block_k)).eq(0))
-        acc = _direct(X, W, expert, tokens(0), n0, H // block_k, block_m, block_n, block_k,
-                      instr, prefetch)
-        for (r, s), c in acc.items():
-            # a tile of the transposed product: its rows are Y's columns, its columns routes
-            Y.store((0, n0 + s * c.shape[0]), c, axes=(1, 0), guard=True,
-                    gather=T.Gather(sorted_ids, block * block_m + r * c.shape[1],
-                                    tile_axis=1))
-            T.tag_assert(lambda V, D: And(V.token.eq(D.token), V.col.eq(D.col)),
-                         "each row goes back to its own token and column")
+        scatter(_direct(X, W, expert, tokens(0), n0, H // block_k, block_m, block_n, block_k,
+                        instr, prefetch), transposed=True)
         return
     a_spec = T.mfma_layout(instr, "a", WAVE_GRID)
     b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
@@ -222,11 +229,7 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
                     T.tag_assert(*meet)
             loop.acc = acc
         acc = loop.acc
-    for (r, s), c in acc.items():
-        Y.store((0, n0 + s * c_spec.shape[1]), c, gather=rows(r * c_spec.shape[0]),
-                guard=True)
-        T.tag_assert(lambda V, D: And(V.token.eq(D.token), V.col.eq(D.col)),
-                     "each row goes back to its own token and column")
+    scatter(acc, transposed=False)
 
 
 def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k, a_spec,
