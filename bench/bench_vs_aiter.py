@@ -74,7 +74,9 @@ MOE_ORDERS = (False, True)
 #: row-major-weight kernel at 32/64-row blocks and 64/128 columns, and the K-blocked one (32x64:
 #: 12 KB of LDS, 5 workgroups a CU, for the rows where experts get a token or two), its 32-row
 #: tiles also loading 4 K tiles ahead (more bytes in flight where few workgroups share a CU),
-#: and the one loading its weights straight into registers (no LDS for W, 7 workgroups a CU)
+#: and the one loading its weights straight into registers (no LDS for W) with a window of 2
+#: (8 workgroups a CU) or 4 K tiles (6 a CU, each enough bytes in flight to keep a CU's share
+#: of HBM busy alone as the round drains)
 #: our fp8 MoE kernels that take their weights in 64-column K blocks (`moe.kblock_weights`)
 KBLOCKED = ("moe_gemm_fp8_kblocked", "moe_gemm_fp8_direct")
 MOE_FP8_TILES = (*(("moe_gemm_fp8", {"block_m": m, "block_n": n, "block_k": 64, "prefetch": 2,
@@ -82,7 +84,8 @@ MOE_FP8_TILES = (*(("moe_gemm_fp8", {"block_m": m, "block_n": n, "block_k": 64, 
                  *(("moe_gemm_fp8_kblocked", {"block_m": m, "block_n": n, "prefetch": p})
                    for m, n, p in ((32, 64, 2), (32, 64, 4), (32, 128, 2), (32, 128, 4),
                                    (64, 64, 2))),
-                 ("moe_gemm_fp8_direct", {"block_m": 32, "block_n": 128, "prefetch": 2}))
+                 *(("moe_gemm_fp8_direct", {"block_m": 32, "block_n": 128, "prefetch": p})
+                   for p in (2, 4)))
 
 
 @functools.cache

@@ -209,7 +209,8 @@ def test_a_96_column_fp8_tile_copies_in_narrower_vectors():
 
 def test_fp8_moe_gemm_with_weights_straight_to_registers_is_proved_and_matches_numpy():
     # moe_gemm_fp8_direct (bench_vs_aiter's 32x128 tile): only X goes through LDS, each wave
-    # loads its own columns' weights in the MFMA's layout; 5 K tiles, 37 tokens over 3 experts
+    # loads its own columns' weights in the MFMA's layout; 6 K tiles (whole windows of 2),
+    # 37 tokens over 3 experts
     from ml_dtypes import float8_e4m3fnuz
 
     from argus.kernels.moe import kblock_weights
@@ -231,8 +232,8 @@ def test_fp8_moe_gemm_with_weights_straight_to_registers_is_proved_and_matches_n
     assert ops.count("ds_read_b128") * 4 == mfmas and "ds_read_b64" not in ops
     choice, sorted_ids, block_expert = pack([0, 2, 2] * 12 + [0], 3, 32)
     rng = np.random.default_rng(5)
-    X = (4 * rng.standard_normal((len(choice), 5 * 64))).astype(float8_e4m3fnuz)
-    W = (4 * rng.standard_normal((3, 256, 5 * 64))).astype(float8_e4m3fnuz)
+    X = (4 * rng.standard_normal((len(choice), 6 * 64))).astype(float8_e4m3fnuz)
+    W = (4 * rng.standard_normal((3, 256, 6 * 64))).astype(float8_e4m3fnuz)
     Y = np.full((len(choice), 256), np.nan, np.float32)
     compiled.run(X=X, W=kblock_weights(W), sorted_ids=sorted_ids, block_expert=block_expert,
                  Y=Y, check="strict")
@@ -260,7 +261,7 @@ def test_top_k_fp8_moe_reads_x_per_token_is_proved_and_matches_numpy(name, param
     assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
     compiled = argus.compile(entry.kernel, verify=False, topk=topk, **params)
     assert "v_ashrrev_i32_e32" in compiled.text                 # id // topk, a shift
-    tokens, experts, H, N = 13, topk + 1, 3 * 64, 128
+    tokens, experts, H, N = 13, topk + 1, 4 * 64, 128
     choice, sorted_ids, block_expert = route(tokens, experts, params["block_m"],
                                              np.random.default_rng(topk), topk)
     assert len(choice) == tokens * topk
@@ -295,6 +296,63 @@ def test_the_scatters_row_ids_are_requested_together_before_the_last_tiles():
     ids = [n for n, line in enumerate(lines) if "gathered row id" in line]
     stores = [n for n, line in enumerate(lines) if line.split()[0].startswith("buffer_store")]
     mfmas = [n for n, line in enumerate(lines) if line.split()[0].startswith("v_mfma")]
-    assert len(ids) == 8 and stores and max(ids) < min(stores)
+    # one id a lane per 16-route block of the transposed tile: 2 a wave
+    assert len(ids) == 2 and stores and max(ids) < min(stores)
     assert ids == list(range(ids[0], ids[0] + len(ids)))        # back to back, no wait between
     assert max(mfmas) > max(ids)
+
+
+def test_the_direct_kernels_window_rotates_without_moves_and_stores_whole_rows():
+    # moe_gemm_fp8_direct computes the transposed product (W as the MFMA's A): each lane's
+    # accumulators are 4 consecutive columns of one route, one dwordx4 store each (4 a wave,
+    # where the untransposed tile stored 16 dwords a wave, each a fixed issue time on the
+    # CU's addresser at the workgroup's end). Its K loop, unrolled by the window of 4 tiles,
+    # loads each tile into the registers of the one whose MFMAs were just issued: no moves
+    # (each move of a loaded register had waited for its load, draining the window every
+    # other trip), and H a multiple of the window leaves no remainder iterations.
+    compiled = argus.compile(library()["moe_gemm_fp8_direct"].kernel, verify=False, topk=8,
+                             block_m=32, block_n=128, prefetch=4)
+    text = compiled.text
+    body = text.split(".Lloop1:")[1].split("s_cbranch_scc1 .Lloop1")[0]
+    ops = [line.split()[0] for line in body.splitlines()
+           if line.strip() and not line.strip().startswith(";")]
+    assert ops.count("buffer_load_dwordx4") == 4 * 2 and "v_mov_b32_e32" not in ops
+    after = text.split("s_cbranch_scc1 .Lloop1")[1]
+    assert "v_mov_b32_e32" not in after and ".Lrest" not in after
+    stores = [line.split()[0] for line in after.splitlines()
+              if line.strip().startswith("buffer_store")]
+    assert stores == ["buffer_store_dwordx4"] * 4
+    assert compiled.lowered.vgprs <= 80                 # 6 workgroups a CU
+    # the row ids X is gathered by go out first, and the first weights before the wait for
+    # them (the first X rows had held the first weights back a memory latency)
+    loads = [line for line in text.split(".Lloop1:")[0].splitlines()
+             if line.strip().startswith("buffer_load")]
+    assert "gathered row id" in loads[0] and loads[1].split()[0] == "buffer_load_dwordx4"
+    # 12 K tiles: two trips of the unrolled loop, then the window's last 4 tiles
+    from ml_dtypes import float8_e4m3fnuz
+
+    from argus.kernels.moe import kblock_weights, route
+
+    tokens, experts, H, N = 11, 9, 12 * 64, 128
+    choice, sorted_ids, block_expert = route(tokens, experts, 32, np.random.default_rng(7), 8)
+    rng = np.random.default_rng(8)
+    X = (4 * rng.standard_normal((tokens, H))).astype(float8_e4m3fnuz)
+    W = (4 * rng.standard_normal((experts, N, H))).astype(float8_e4m3fnuz)
+    Y = np.full((tokens * 8, N), np.nan, np.float32)
+    emulation = compiled.run(X=X, W=kblock_weights(W), sorted_ids=sorted_ids,
+                             block_expert=block_expert, Y=Y, check="strict")
+    assert not emulation.hazards
+    want = reference(X, W, choice, 8)
+    assert np.abs(Y - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_the_direct_kernel_refuses_a_dim_of_part_windows():
+    # H must hold whole windows of prefetch K tiles (64 columns each): 3 tiles at prefetch 2
+    # is refused, naming the assumption
+    from argus.isa_cdna3.perf.params import PerfError
+
+    compiled = argus.compile(library()["moe_gemm_fp8_direct"].kernel, verify=False, topk=1,
+                             block_m=32, block_n=128, prefetch=2)
+    with pytest.raises(PerfError, match=r"H=192 violates the assumption `H % 128 == 0`"):
+        argus.time(compiled, sizes={"TOKENS": 32, "ROUTES": 32, "H": 192, "E": 2, "N": 128,
+                                    "P": 64, "BLOCKS": 2, "KT": 3})

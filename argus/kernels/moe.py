@@ -25,8 +25,9 @@ from argus.lang.errors import user_loc
 MFMA = "v_mfma_f32_32x32x8_bf16"
 MFMA_FP8 = "v_mfma_f32_32x32x16_fp8_fp8"
 WAVE_GRID = (2, 2)
-#: moe_gemm_fp8_direct's waves side by side along the columns: each loads its own weights
-DIRECT_WAVE_GRID = (1, 4)
+#: moe_gemm_fp8_direct's waves stacked along the rows of its transposed product (Y's columns):
+#: each loads its own weights
+DIRECT_WAVE_GRID = (4, 1)
 
 
 @T.kernel(waves=4)
@@ -167,12 +168,6 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
     # lands on a route of that token
     T.tag(Y, lambda r, n: {"token": r // topk if topk > 1 else r, "col": n})
 
-    grid = DIRECT_WAVE_GRID if direct else WAVE_GRID
-    a_spec = T.mfma_layout(instr, "a", grid)
-    b_spec = T.mfma_layout(instr, "b", grid)
-    c_spec = T.mfma_layout(instr, "c", grid)
-    reps_m, reps_n = block_m // a_spec.shape[0], block_n // b_spec.shape[0]
-
     def rows(r):
         """The routes of the block's rows from r on (where Y is stored)."""
         return T.Gather(sorted_ids, block * block_m + r)
@@ -181,15 +176,41 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
         """The tokens of those routes (where X is read)."""
         return T.Gather(sorted_ids, block * block_m + r, divisor=topk)
 
+    def scatter(acc, transposed: bool):
+        """Each accumulator tile (route block r, column block s) to its routes' rows of Y; a
+        tile of the transposed product holds Y's columns along its rows, routes along its
+        columns."""
+        for (r, s), c in acc.items():
+            if transposed:
+                Y.store((0, n0 + s * c.shape[0]), c, axes=(1, 0), guard=True,
+                        gather=T.Gather(sorted_ids, block * block_m + r * c.shape[1],
+                                        tile_axis=1))
+            else:
+                Y.store((0, n0 + s * c.shape[1]), c, gather=rows(r * c.shape[0]), guard=True)
+            T.tag_assert(lambda V, D: And(V.token.eq(D.token), V.col.eq(D.col)),
+                         "each row goes back to its own token and column")
+
+    if lds and prefetch > 1:
+        T.assume(H >= prefetch * block_k)
+    if direct:
+        if prefetch & (prefetch - 1) == 0:
+            # whole windows of K tiles: the loop unrolled by the window runs no remainder
+            # iterations (a remainder cannot rotate the window by renaming: its moves wait for
+            # the loads and its extra registers cost occupancy)
+            T.assume((H % (prefetch * block_k)).eq(0))
+        scatter(_direct(X, W, expert, tokens(0), n0, H // block_k, block_m, block_n, block_k,
+                        instr, prefetch), transposed=True)
+        return
+    a_spec = T.mfma_layout(instr, "a", WAVE_GRID)
+    b_spec = T.mfma_layout(instr, "b", WAVE_GRID)
+    c_spec = T.mfma_layout(instr, "c", WAVE_GRID)
+    reps_m, reps_n = block_m // a_spec.shape[0], block_n // b_spec.shape[0]
     meet = (lambda A, B, C: And(A.k.eq(B.k), B.expert.eq(expert)),
             "token and expert weights meet at one k")
     acc = {(r, s): T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)}
     if lds:
-        if prefetch > 1:
-            T.assume(H >= prefetch * block_k)
-        stage = _direct if direct else _staged
-        acc = stage(X, W, expert, tokens(0), n0, H // block_k, acc, block_m, block_n, block_k,
-                    a_spec, b_spec, meet, instr, prefetch, blocked)
+        acc = _staged(X, W, expert, tokens(0), n0, H // block_k, acc, block_m, block_n,
+                      block_k, a_spec, b_spec, meet, instr, prefetch, blocked)
     else:
         loop = T.range(0, H // block_k, name="kt", acc=acc)
         for kt in loop:
@@ -208,11 +229,7 @@ def moe_program(X, W, sorted_ids, block_expert, Y, *, block_m: int, block_n: int
                     T.tag_assert(*meet)
             loop.acc = acc
         acc = loop.acc
-    for (r, s), c in acc.items():
-        Y.store((0, n0 + s * c_spec.shape[1]), c, gather=rows(r * c_spec.shape[0]),
-                guard=True)
-        T.tag_assert(lambda V, D: And(V.token.eq(D.token), V.col.eq(D.col)),
-                     "each row goes back to its own token and column")
+    scatter(acc, transposed=False)
 
 
 def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k, a_spec,
@@ -273,58 +290,73 @@ def _staged(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
     return compute(last % 2, last, acc)
 
 
-def _direct(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k, a_spec,
-            b_spec, meet, instr, prefetch, blocked=True):
-    """The K loop with W straight into registers: `_staged`'s double-buffered LDS for the X
-    tile only, the K tile's B operands (per column repetition) loaded by each wave in the
-    MFMA's own layout from the K-blocked W. Tiles kt .. kt+prefetch-1 of W and
-    kt+1 .. kt+prefetch-1 of X ride in registers while kt+prefetch loads.
+def _direct(X, W, expert, gathered, n0, k_tiles, block_m, block_n, block_k, instr, prefetch):
+    """The K loop with W straight into registers, as the transposed product Y^T = W X^T: the
+    weights are the MFMA's A operand, loaded by each wave in the MFMA's own layout from the
+    K-blocked W (the 4 waves stacked along the columns, `DIRECT_WAVE_GRID`: no two load the
+    same weights), the gathered X tile its B, through double-buffered LDS. Each lane's
+    accumulators are then 4 consecutive columns of one route, stored by one dwordx4 (the
+    untransposed tile held 4 routes of one column: 4 times the store instructions, each a
+    fixed issue time on the CU's addresser at the end of the workgroup). Returns the
+    accumulators, (route block r, column block s) -> a (columns, routes) tile.
+
+    `prefetch` K tiles ride in registers: tile kt+prefetch is requested right after tile
+    kt's MFMAs, into the registers they read (the window rotates by renaming, the loop
+    unrolled by its length where that is a power of two), its X rows stored to LDS one tile
+    ahead of their MFMAs.
 
     The k steps of a K tile are packed in pairs where a lane's two steps fit 16 bytes
     (`mfma_layout(pack=2)`, fp8 16x16x32): a lane then loads its 16 contiguous bytes of a W
     row with one dwordx4, whole 128-byte lines (the unpacked dwordx2 of one step read half of
     each line, the other step the other half: every line requested twice, twice the vector
-    memory instructions), and reads A's two steps with one ds_read_b128, the X tile swizzled
+    memory instructions), and reads B's two steps with one ds_read_b128, the X tile swizzled
     in 16-byte chunks to match."""
     size = DTYPE_BYTES[X.dtype]
-    steps, reps_n = block_k // b_spec.shape[1], block_n // b_spec.shape[0]
-    reps_m = block_m // a_spec.shape[0]
+    a_spec = T.mfma_layout(instr, "a", DIRECT_WAVE_GRID)     # W: (waves x m columns, k)
+    b_spec = T.mfma_layout(instr, "b", DIRECT_WAVE_GRID)     # X: (n routes, k)
+    c_spec = T.mfma_layout(instr, "c", DIRECT_WAVE_GRID)
+    steps, reps_n = block_k // a_spec.shape[1], block_n // a_spec.shape[0]
+    reps_m = block_m // b_spec.shape[0]
     kpl = a_spec.slots
     pack = 2 if steps % 2 == 0 and 2 * kpl * size <= 16 else 1
     copy_a = T.copy_layout((block_m, block_k), 4, _copy_vector(block_m, block_k, size))
-    a_smem = T.lds((2, block_m, block_k), X.dtype,
+    x_smem = T.lds((2, block_m, block_k), X.dtype,
                    swizzle=swizzle_for(block_k, size, read_bytes=kpl * size * pack))
-    grid = DIRECT_WAVE_GRID
-    a_wide = T.mfma_layout(instr, "a", grid, pack=pack)
-    b_wide = T.mfma_layout(instr, "b", grid, pack=pack)
-    width = b_wide.shape[1]          # k of one packed group of steps
+    a_wide = T.mfma_layout(instr, "a", DIRECT_WAVE_GRID, pack=pack)
+    b_wide = T.mfma_layout(instr, "b", DIRECT_WAVE_GRID, pack=pack)
+    width = a_wide.shape[1]          # k of one packed group of steps
+    meet = (lambda A, B, C: And(A.k.eq(B.k), A.expert.eq(expert)),
+            "expert weights and token meet at one k")
+    acc = {(r, s): T.zeros(c_spec) for r in range(reps_m) for s in range(reps_n)}
 
     def fetch(kt):
-        x = X.load((0, kt * block_k), copy_a, gather=gathered, guard=True)
-        w = [W.load((expert, kt, n0 + s * b_spec.shape[0], g * width), b_wide, axes=(2, 3))
+        # the weights first: they need no row id, so the first ones go out while the ids are
+        # in flight (`vmcnt` counts in issue order: X behind them waits for its ids only)
+        w = [W.load((expert, kt, n0 + s * a_spec.shape[0], g * width), a_wide, axes=(2, 3))
              for g in range(steps // pack) for s in range(reps_n)]
-        return x, w
+        return X.load((0, kt * block_k), copy_a, gather=gathered, guard=True), w
 
     def compute(slot, w, acc):
         for g in range(steps // pack):
-            a = [a_smem.load((slot, r * a_spec.shape[0], g * width), a_wide)
+            x = [x_smem.load((slot, r * b_spec.shape[0], g * width), b_wide)
                  for r in range(reps_m)]
             for p in range(pack):
                 # step p's registers, seen in the MFMA's layout (their k tags travel along)
-                a_step = [T.slots(t, p * kpl, a_spec) if pack > 1 else t for t in a]
+                x_step = [T.slots(t, p * kpl, b_spec) if pack > 1 else t for t in x]
                 for (r, s), c in acc.items():
-                    b = w[g * reps_n + s]
-                    b_step = T.slots(b, p * kpl, b_spec) if pack > 1 else b
-                    acc[r, s] = T.mfma(instr, a_step[r], b_step, c)
+                    a = w[g * reps_n + s]
+                    a_step = T.slots(a, p * kpl, a_spec) if pack > 1 else a
+                    acc[r, s] = T.mfma(instr, a_step, x_step[r], c)
                     T.tag_assert(*meet)
         return acc
 
-    first = fetch(0)
-    a_smem.store((0, 0, 0), first[0])
-    carried = {"acc": acc, **{f"w0_{i}": t for i, t in enumerate(first[1])}}
-    for j in range(1, prefetch):
-        x, w = fetch(j)
-        carried[f"x{j}"] = x
+    # every tile of the window is requested before the first waits for its X rows
+    window = [fetch(j) for j in range(prefetch)]
+    x_smem.store((0, 0, 0), window[0][0])
+    carried = {"acc": acc}
+    for j, (x, w) in enumerate(window):
+        if j:
+            carried[f"x{j}"] = x
         carried.update({f"w{j}_{i}": t for i, t in enumerate(w)})
     T.barrier()
     count = steps // pack * reps_n
@@ -333,12 +365,16 @@ def _direct(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
         return (getattr(loop, f"x{j}") if j else None,
                 [getattr(loop, f"w{j}_{i}") for i in range(count)])
 
+    # unrolled by the window's length where that is a power of two (the backend's rule): each
+    # tile then loads into the registers of the one whose MFMAs were just issued, and the
+    # window rotates by renaming, with no moves (a move of a loaded register waits for it)
     unroll = prefetch if prefetch & (prefetch - 1) == 0 else 1
     loop = T.range(0, k_tiles - prefetch, stages=2, unroll=unroll, name="kt", **carried)
     for kt in loop:
-        tiles = [held(loop, j) for j in range(prefetch)] + [fetch(kt + prefetch)]
+        tiles = [held(loop, j) for j in range(prefetch)]
         loop.acc = compute(kt % 2, tiles[0][1], dict(loop.acc))
-        a_smem.store(((kt + 1) % 2, 0, 0), tiles[1][0])
+        tiles.append(fetch(kt + prefetch))
+        x_smem.store(((kt + 1) % 2, 0, 0), tiles[1][0])
         for j in range(prefetch):
             if j:
                 setattr(loop, f"x{j}", tiles[j + 1][0])
@@ -351,7 +387,7 @@ def _direct(X, W, expert, gathered, n0, k_tiles, acc, block_m, block_n, block_k,
         kt = k_tiles - prefetch + i
         acc = compute(kt % 2, tiles[i][1], acc)
         if i + 1 < prefetch:
-            a_smem.store(((kt + 1) % 2, 0, 0), tiles[i + 1][0])
+            x_smem.store(((kt + 1) % 2, 0, 0), tiles[i + 1][0])
             T.barrier()
     return acc
 

@@ -177,6 +177,9 @@ class Selector(ExprEmitter):
                 self.users.setdefault(value.name, []).append(op)
         self.shared: set[int] = set()               # VRegs other tiles' views read
         self.targets: dict[str, VReg] = {}          # value -> the registers it must go to
+        #: targets taken only where nothing live is in them then (`_body_copy`'s loads)
+        self.if_free: set[str] = set()
+        self.current: O.Op | None = None            # the op being lowered
         self.lane_bases: list[tuple] = []          # (table, VReg) for LDS per-lane bases
         self.kernargs: list[KernargSlot] = []
         self.labels = 0
@@ -206,6 +209,7 @@ class Selector(ExprEmitter):
     def run(self) -> list:
         self._entry()
         self.out = self.main
+        _request_load_ids(self, self.kernel.body.ops)
         self.block(self.kernel.body.ops)
         self.loc = None
         self.emit("s_endpgm", ndefs=0)
@@ -248,8 +252,9 @@ class Selector(ExprEmitter):
         self.bindings["wave"], self.bindings["lane"] = wave, lane
 
     def block(self, ops):
+        outer = self.current
         for n, op in enumerate(ops):
-            self.loc, self.origin = op.loc, op.mnemonic
+            self.loc, self.origin, self.current = op.loc, op.mnemonic, op
             if n and isinstance(ops[n - 1], O.For):
                 _request_scatter_ids(self, ops[n:])
             fn = RULES.get(type(op))
@@ -265,6 +270,7 @@ class Selector(ExprEmitter):
                 from argus.asm.lower.lanes import predicated
 
                 predicated(self, op, fn)
+        self.current = outer
 
     # ------------------------------------------------------------------ helpers
     @contextlib.contextmanager
@@ -358,11 +364,20 @@ class Selector(ExprEmitter):
         every 64-bit or wider VGPR operand), on a multiple of 4 when asked and they fill it."""
         t = value.type
         reg = self.targets.pop(value.name, None)
+        if reg is not None and value.name in self.if_free and not self.free(reg):
+            reg = None
         if reg is None or reg.size != t.vgprs:
             even = 1 if t.vgprs == 1 else align if t.vgprs % align == 0 else 2
             reg = VReg("v", t.vgprs, value.name, even)
         self.regs[value.name] = reg
         return reg
+
+    def free(self, reg: VReg) -> bool:
+        """Whether no value read at or after the op being lowered is held in `reg` (its own
+        registers, or a view of them)."""
+        here = self.position[id(self.current)] if self.current is not None else 0
+        return not any(self.last.get(name, 0) >= here and reg.serial in _serials(held)
+                       for name, held in self.regs.items())
 
     def label(self, stem: str) -> Label:
         self.labels += 1
@@ -860,6 +875,22 @@ def _request_scatter_ids(s: Selector, ops) -> None:
         _, _, narrow = _guarded_axes(s, op)
         widths = _narrow_widths(op, op.value.type, GLOBAL_WIDTHS + (2, 1), narrow)
         _request_ids(s, op, _global_pieces(s, op, op.value.type, widths))
+
+
+def _request_load_ids(s: Selector, ops) -> None:
+    """The row ids of the gathered loads among `ops` (the kernel's top level), requested before
+    its first op: loads that need no id (an expert's weights) are then issued while the ids
+    are in flight, not behind the wait for them (the fp8 MoE GEMM's first X rows had held its
+    first weights back a memory latency)."""
+    for op in ops:
+        if not (type(op) is O.GlobalLoad and op.gather is not None
+                and isinstance(op.active, Const) and op.active.value):
+            continue
+        _, _, narrow = _guarded_axes(s, op)
+        tile = op.result.type
+        one_byte = DTYPE_BYTES[tile.dtype] == 1
+        widths = _narrow_widths(op, tile, GLOBAL_WIDTHS + ((1,) if one_byte else ()), narrow)
+        _request_ids(s, op, _global_pieces(s, op, tile, widths))
 
 
 def _gather_rows(s: Selector, op, piece: Piece):
@@ -1605,7 +1636,8 @@ def _for(s: Selector, op: O.For):
     s.out = loop.body
     entry = carried
     for k, renamed in enumerate(copies):
-        entry = _body_copy(s, op, entry, renamed, home=carried if k == len(copies) - 1 else None)
+        entry = _body_copy(s, op, entry, renamed, home=carried if k == len(copies) - 1 else None,
+                           carried=carried, later=len(copies) - 1 - k)
     s.loc = op.loc
     loop.body.extend(latch)
     s.emit("s_add_i32", iv, iv, step)
@@ -1619,8 +1651,9 @@ def _for(s: Selector, op: O.For):
     if outermost:
         pre[at:at] = s.preheader     # hoisted terms before those
         s.preheader = s.prologue
-    if u > 1:
-        # the last (trips mod u) iterations, each behind a uniform branch
+    if u > 1 and not s.prover.divisible(simplify(op.stop - op.start), u):
+        # the last (trips mod u) iterations, each behind a uniform branch (none where the
+        # assumptions make the trip count a multiple of u)
         left = simplify(max_(simplify(op.stop - op.start), 0) % u)
         done = simplify(op.start + stop * u)
         for i in range(u - 1):
@@ -1631,7 +1664,8 @@ def _for(s: Selector, op: O.For):
             pre.append(skip)
             with s.conditional(skip.body):
                 s.facts.append(Const(i) < left)
-                _body_copy(s, op, carried, {op.iv.name: simplify(done + i)}, home=carried)
+                _body_copy(s, op, carried, {op.iv.name: simplify(done + i)}, home=carried,
+                           carried=carried)
                 s.facts.pop()
             s.out = pre
     for result, reg in zip(op.results, carried):
@@ -1739,27 +1773,38 @@ def _arm(s: Selector, block: O.Block, results: list) -> None:
             s.emit("v_mov_b32_e32", reg[r], src[r])
 
 
-def _body_copy(s: Selector, op: O.For, entry: list, renamed: dict, home: list | None = None
-               ) -> list:
+def _body_copy(s: Selector, op: O.For, entry: list, renamed: dict, home: list | None = None,
+               carried: list | None = None, later: int = 0) -> list:
     """Lower one copy of the loop body with the counter renamed; the loop-carried values enter
     in the `entry` registers. An unrolled copy but the last hands its results to the next copy
     where they are (no moves: a block loaded two iterations ahead stays in flight), the last
     one leaves them in `home`, the registers the loop keeps them in; a result whose home
-    register this copy does not read is computed straight into it. Returns where the values
-    leave."""
+    register this copy does not read is computed straight into it. A loaded tile goes straight
+    to the register the loop keeps it in once the `later` copies after this one have passed
+    it along (`_final_positions`), where nothing live is held there when it is loaded (the
+    tile it replaces was read for the last time before: a window of tiles in flight, the
+    oldest consumed and the newest loaded into its registers, rotates without moves when the
+    body is unrolled by the window's length). Returns where the values leave."""
     for arg, reg in zip(op.body.args, entry):
         s.regs[arg.name] = reg
     outer, s.renamed = s.renamed, {**s.renamed, **renamed}
     *body, yielded = op.body.ops
     produced = {r.name for o in body for r in o.results}
+    loaded = {o.result.name for o in body if isinstance(o, O.GlobalLoad)}
     names = [v.name for v in yielded.values]
     if home is not None:
         for name, reg in zip(names, home):
             if name in produced and names.count(name) == 1 and all(reg is not e for e in entry):
                 s.targets[name] = reg
+    if carried is not None:
+        for name, at in _final_positions(op, later if home is None else 0).items():
+            if name in loaded and name not in s.targets:
+                s.targets[name] = carried[at]
+                s.if_free.add(name)
     s.block(body)
     for name in names:
         s.targets.pop(name, None)
+        s.if_free.discard(name)
     s.loc = yielded.loc
     results = [s.tile(v) for v in yielded.values]
     if home is None and all(isinstance(r, VReg) for r in results) \
@@ -1770,6 +1815,37 @@ def _body_copy(s: Selector, op: O.For, entry: list, renamed: dict, home: list | 
     _parallel_copy(s, results, targets)
     s.renamed = outer
     return targets
+
+
+def _final_positions(op: O.For, later: int) -> dict[str, int]:
+    """Where each value the loop body yields (once) sits among the carried values after
+    `later` more copies of the body: its yield position, followed through each copy that
+    yields that carried value on unchanged; a value a later copy consumes is left out."""
+    names = [v.name for v in op.body.ops[-1].values]
+    args = [a.name for a in op.body.args]
+    out = {}
+    for at, name in enumerate(names):
+        if names.count(name) != 1:
+            continue
+        position: int | None = at
+        for _ in range(later):
+            passed = [q for q, n in enumerate(names) if n == args[position]]
+            position = passed[0] if len(passed) == 1 else None
+            if position is None:
+                break
+        if position is not None:
+            out[name] = position
+    return out
+
+
+def _serials(held) -> set[int]:
+    """The virtual registers a tile's registers belong to (its own, or those it views)."""
+    if isinstance(held, VReg):
+        return {held.serial}
+    if isinstance(held, Ref):
+        return {held.reg.serial}
+    refs = getattr(held, "refs", None)
+    return {r.reg.serial for r in refs} if refs is not None else set()
 
 
 def _parallel_copy(s: Selector, sources: list, targets: list) -> None:
