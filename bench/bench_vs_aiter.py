@@ -257,7 +257,7 @@ def _other_rounding(amd: object, ours: object, kernels: list[tuple[str, dict]]) 
     timing, why = _ours(name, sizes, "mi300x", **params,
                         **({"rounding": other} if other != "rne" else {}))
     if timing is None:
-        return f"{other}: missing ({why})"
+        return f"{other} at this configuration: does not compile ({why.split(': ')[-1][:60]})"
     return f"{other} at this configuration: {amd.microseconds / timing.microseconds:.2f}x"
 
 
