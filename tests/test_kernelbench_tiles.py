@@ -666,3 +666,41 @@ def test_a_row_program_counts_the_passes_that_read_a_leaf():
     assert attrs.evolve(program, out=centred, full_output=True).passes("x") == 2
     assert attrs.evolve(program, out=("bin", "add", centred, ("stat", 2)),
                         full_output=True).passes("x") == 3
+
+
+@pytest.mark.parametrize("axis", [1, 2])
+def test_a_broadcast_after_a_row_program_s_output_joins_its_output_expression(axis):
+    """KernelBench Level 2 38's tail: a softmax over the positions (contiguous rows, viewed
+    back to the feature maps) or over the channels (strided), then a per-channel scale and
+    a residual. The broadcast joins the row program's output expression (the scale spread to
+    one value a row, or read as a vector along the channels; the residual a leaf), so the
+    softmax is never written nor read back (`_fold_row_tails`): the plan ends in the row
+    program, its kernel is proved, and the result is torch's (emulated)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.randn(1, 6, 1, 1))
+
+        def forward(self, x, skip):
+            b, c, h, w = x.shape
+            y = torch.softmax(x.view(b, c, -1), dim=axis).view(b, c, h, w)
+            return y * self.scale + skip
+
+    torch.manual_seed(0)
+    module = Model()
+    x, skip = torch.randn(3, 6, 5, 19), torch.randn(3, 6, 5, 19)
+    plan = route(module, [x, skip])
+    launches = [s for s in plan.steps if s.template != "view"]
+    program = launches[-1].template
+    assert isinstance(program, RowProgram) and program.strided == (axis == 1)
+    assert [math.prod(plan.shapes[s.output]) >= x.numel() for s in launches] == \
+        [False] * (len(launches) - 1) + [True]
+    assert argus.verify(program.kernel()).ok
+    arrays = [x.numpy(), skip.numpy(), module.scale.detach().numpy()]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double(), skip.double()).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -1085,6 +1085,7 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = (),
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_rows(router.steps, output, router.buffers, router.pins)
     router.steps = _inline_producers(router.steps, output)
+    router.steps = _fold_row_tails(router.steps, output, router)
     if not pins:
         convs = [s for s in router.steps if isinstance(s.template, Conv)]
         for i, step in enumerate(convs):
@@ -1731,6 +1732,109 @@ def _inline_producers(steps: list, output: str) -> list:
                                 views=(*kept, *added))
         steps[i] = None
     return [s for s in steps if s is not None]
+
+
+def _aliases(steps: list, buffer: str) -> set:
+    """`buffer` and every reshape ("view" step) of it, transitively."""
+    found, grown = {buffer}, True
+    while grown:
+        more = {s.output for s in steps if s is not None and s.template == "view"
+                and s.inputs[0][1] in found}
+        grown = bool(more - found)
+        found |= more
+    return found
+
+
+def _fold_row_tails(steps: list, output: str, router: Router) -> list:
+    """An elementwise chain or broadcast reading a row program's full output (directly or
+    through reshapes: KernelBench Level 2 38's softmax over the positions, viewed back,
+    times a per-channel scale) as its one full tensor, read nowhere else, joins the row
+    program's output expression: its other full tensors are leaves there, a vector along R
+    a vector, a tensor per row (or per (O, R) or (O, I) of a strided program) a per-row (or
+    plane, or per-row) leaf, a vector of the broadcast's B spread to one value a row first
+    (a small launch). The row program writes the chain's output, so its own is never
+    written nor read back."""
+    steps = list(steps)
+    for i, step in enumerate(steps):
+        tail = step.template
+        if not isinstance(tail, Broadcast | Elementwise) or tail.bytes:
+            continue
+        kinds = dict(tail.kinds) if isinstance(tail, Broadcast) else \
+            {n: "abc" for n in tail.inputs}
+        if any(leaf != buffer for leaf, buffer in step.inputs):
+            continue
+        origins = {}
+        for n in kinds:
+            source = n
+            while (made := [s for s in steps if s.output == source]) and \
+                    made[0].template == "view":
+                source = made[0].inputs[0][1]
+            origins[n] = (source, made[0] if made else None)
+        rows = [n for n, kind in kinds.items() if kind == "abc" and
+                isinstance(getattr(origins[n][1], "template", None), RowProgram) and
+                origins[n][1].template.full_output]
+        if len(rows) != 1:
+            continue
+        z, (y, producer) = rows[0], origins[rows[0]]
+        program = producer.template
+        aliases = _aliases(steps, y)
+        readers = [s for s in steps if s.template != "view" and
+                   any(b in aliases for _, b in s.inputs)]
+        if readers != [step] or output in aliases or program.bytes or program.indices:
+            continue
+        big = dict(producer.views)[y]
+        o, r = big[0], big[1]
+        i_ = big[2] if program.strided else 1
+        views = dict(step.views)
+        a, b, c = views[z] if isinstance(tail, Broadcast) else (o, r, i_)
+        if any(_numel(router.buffers[n]) != o * r * i_ for n, k in kinds.items()
+               if k == "abc"):
+            continue
+        if program.strided:
+            if (a, b, c) != (o, r, i_) or any(k not in _ROW_KINDS for k in kinds.values()):
+                continue
+            read = {n: _ROW_KINDS[k] for n, k in kinds.items()}
+            shape = {"leaf": big, "plane": (o, r), "per_row": (o, i_, 1)}
+        else:
+            if a * b != o or c != r or any(k not in ("abc", "ab", "b", "c")
+                                           for k in kinds.values()):
+                continue
+            read = {n: {"abc": "leaf", "ab": "per_row", "b": "per_row", "c": "vec"}[k]
+                    for n, k in kinds.items()}
+            shape = {"leaf": big, "per_row": (o, 1)}
+        if any(views[n] != (r,) for n, k in kinds.items() if read[n] == "vec"):
+            continue
+        head, names = [], {}
+        for n, k in kinds.items():
+            if n == z:
+                continue
+            if k == "b" and not program.strided and a > 1:
+                # a vector of the channels spread to one value a row (a sample's channel)
+                spread = router.fresh((a, b))
+                head.append(Step(Broadcast(("leaf", n), ((n, "b"),),
+                                           **broadcast_tile((a, b, 1))),
+                                 ((n, n),), (), spread, ((n, (b,)), (spread, (a, b, 1)))))
+                names[("leaf", n)] = ("per_row", spread)
+            else:
+                names[("leaf", n)] = (read[n], n)
+        added = {nm: shape[kind] for kind, nm in names.values() if kind != "vec"}
+        vectors = dict(producer.vectors) | {nm: nm for kind, nm in names.values()
+                                            if kind == "vec"}
+        names[("leaf", z)] = program.out
+        fused = attrs.evolve(program, out=_renamed(tail.expr, names))
+        views_out = [(n, v) for n, v in producer.views if n != y and n not in added] + \
+            list(added.items()) + [(step.output, big)]
+        steps[i] = attrs.evolve(
+            producer, template=fused,
+            inputs=tuple((n, n) for n in fused.inputs + fused.per_row + fused.planes),
+            vectors=tuple((n, vectors[n]) for n in fused.vectors),
+            views=tuple(views_out), output=step.output)
+        steps[i:i] = head
+        dead = aliases
+        return _fold_row_tails([s for s in steps if s is not producer and
+                                not (s.template == "view" and s.output in dead)],
+                               output, router)
+    return steps
 
 
 def _step_tuple(step):
