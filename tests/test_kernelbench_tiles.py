@@ -704,3 +704,38 @@ def test_a_broadcast_after_a_row_program_s_output_joins_its_output_expression(ax
     got = from_plan(plan).forward(Context(execute=True), *arrays)
     want = module.double()(x.double(), skip.double()).detach().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_group_norm_s_plane_means_are_the_result_without_a_row_program():
+    """KernelBench Level 2 27's tail: a convolution, a group norm, then the mean over the
+    positions alone. Each (sample, channel) plane's mean is the norm's affine map of the
+    convolution's plane mean (`_fold_affine_means`), already the result: no row program
+    sums rows of one value afterwards, and the result is torch's (emulated)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+    from argus.kernelbench.templates import Broadcast, RowProgram
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 6, 3)
+            self.norm = torch.nn.GroupNorm(2, 6)
+
+        def forward(self, x):
+            return self.norm(self.conv(x)).mean(dim=[2, 3])
+
+    torch.manual_seed(0)
+    module = Model()
+    with torch.no_grad():
+        module.norm.weight.uniform_(0.5, 1.5)
+        module.norm.bias.uniform_(-0.5, 0.5)
+    x = torch.rand(2, 3, 7, 37)
+    plan = route(module, [x])
+    assert not any(isinstance(s.template, RowProgram) for s in plan.steps)
+    assert isinstance(plan.steps[-1].template, Broadcast)
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    arrays = [x.numpy()] + [params[path] for _, path in plan.params]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double()).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)

@@ -1578,8 +1578,11 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
         per_row = length // c               # whole planes a row sums
         n, planes = shape[0], shape[1]
         head, means = _conv_plane_means(router, conv, n, planes)
-        # the map on the means, over the (A, B) planes
-        mapped = router.fresh((n, planes))
+        # the map on the means, over the (A, B) planes; a row of one plane that the row
+        # program scales by 1 (a mean over the positions alone: Level 2 27) is the result
+        alone = per_row == 1 and program.out == ("stat", 0) and \
+            abs(router.fills[fill] * c - 1.0) <= 1e-6
+        mapped = steps[j].output if alone else router.fresh((n, planes))
         plane_view = (a, b, 1)
         template = attrs.evolve(step.template, **broadcast_tile(plane_view))
         head.append(attrs.evolve(
@@ -1587,6 +1590,10 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
             inputs=tuple((leaf, means if leaf == full else x) for leaf, x in step.inputs),
             views=tuple((x, v) for x, v in step.views if x not in (source, step.output)) +
             ((means, plane_view), (mapped, plane_view)), output=mapped))
+        if alone:
+            steps[j:j + 1] = head
+            del steps[i]
+            return _fold_affine_means(steps, output, router)
         # the row program over the planes: each stands for S equal values
         fill = router.vec_fill(router.fills[fill] * c, per_row)
         stat = ("sum", bin_("mul", ("leaf", mapped), ("vec", fill)))
