@@ -1727,11 +1727,13 @@ def _inline_producers(steps: list, output: str) -> list:
         shape = {"leaf": (o, r, i_, 1), "plane": (o, r), "per_row": (o, i_, 1)}
         reader = steps[j]
         kept = [(n, v) for n, v in reader.views if n != y]
-        seen = {n for n, _ in kept}
+        seen = dict(kept)
         added = [(n, shape[_ROW_KINDS[kinds[n]]]) for n in kinds
                  if kinds[n] != "b" and n not in seen]
-        if any(views[n] != (r,) for n in kinds if kinds[n] == "b"):
-            continue
+        if any(views[n] != (r,) for n in kinds if kinds[n] == "b") or \
+                any(seen[n] != shape[_ROW_KINDS[kinds[n]]] for n in kinds
+                    if kinds[n] != "b" and n in seen):
+            continue            # (a buffer the row program reads in another view)
         inputs = tuple((n, n) for n in fused.inputs + fused.per_row + fused.planes)
         vectors = dict(reader.vectors) | {n: n for n in kinds if kinds[n] == "b"}
         steps[j] = attrs.evolve(reader, template=fused, inputs=inputs,
@@ -1825,6 +1827,8 @@ def _fold_row_tails(steps: list, output: str, router: Router) -> list:
             else:
                 names[("leaf", n)] = (read[n], n)
         added = {nm: shape[kind] for kind, nm in names.values() if kind != "vec"}
+        if any(dict(producer.views).get(nm, v) != v for nm, v in added.items()):
+            continue            # (a buffer the row program reads in another view)
         vectors = dict(producer.vectors) | {nm: nm for kind, nm in names.values()
                                             if kind == "vec"}
         names[("leaf", z)] = program.out
