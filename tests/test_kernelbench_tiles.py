@@ -571,3 +571,171 @@ def test_a_scaled_plan_keeps_a_channel_reduction_apart_where_the_published_one_d
         [k.name for k in from_plan(published).kernels]
     alone = route(model(8), [torch.randn(2, 3, 5, 6)])
     assert [p[3] for p in conv_pins(alone)] == [True]
+
+
+def test_a_chain_with_learnt_vectors_joins_the_convolution_taking_its_norm_s_statistics():
+    """KernelBench Level 2 21's chain: a convolution, a learnt per-channel bias and scale, a
+    sigmoid, then a group norm. The chain (its vectors the epilogue's "E" inputs) joins the
+    convolution's epilogue before its "stats" step, so after the convolution only the
+    norm's output is of its size: the activated tensor is not written for two strided
+    statistics passes and the sigmoid not recomputed from the convolution's output
+    (`_chain_into_conv`). The result is torch's (emulated)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+    from argus.kernelbench.templates import Conv
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 6, 3)
+            self.bias = torch.nn.Parameter(torch.randn(6, 1, 1))
+            self.scale = torch.nn.Parameter(torch.randn(6, 1, 1))
+            self.norm = torch.nn.GroupNorm(2, 6)
+
+        def forward(self, x):
+            return self.norm(torch.sigmoid((self.conv(x) + self.bias) * self.scale))
+
+    torch.manual_seed(0)
+    module = Model()
+    x = torch.rand(2, 3, 7, 37)
+    plan = route(module, [x])
+    conv = next(s for s in plan.steps if isinstance(s.template, Conv))
+    assert conv.template.epilogue == ("bias", ("vec", "add", 0), ("vec", "mul", 1),
+                                      "sigmoid", ("stats", True))
+    size = math.prod(plan.shapes[conv.output])
+    after = plan.steps[plan.steps.index(conv) + 1:]
+    assert [s for s in after if math.prod(plan.shapes[s.output]) >= size] == [plan.steps[-1]]
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    arrays = [x.numpy()] + [params[path] for _, path in plan.params]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double()).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_a_normalised_tensor_under_a_channel_reduction_is_read_inline():
+    """KernelBench Level 2 79's chain: a convolution, an instance norm, a clamp and a learnt
+    scale, then the max over the channels. The normalisation is a broadcast read only by the
+    strided row program of the max, in one pass: the row program reads the convolution's
+    output with the per-(sample, channel) statistics as "plane" leaves and the scale as a
+    vector, so no launch after the convolution writes a tensor of its size
+    (`_inline_producers`); its kernel is proved, and the result is torch's (emulated)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+    from argus.kernelbench.templates import Conv, RowProgram
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv3d(3, 5, 3)
+            self.multiplier = torch.nn.Parameter(torch.randn(5, 1, 1, 1))
+            self.norm = torch.nn.InstanceNorm3d(5)
+
+        def forward(self, x):
+            x = self.norm(self.conv(x) * self.multiplier)
+            return torch.max(torch.clamp(x, -1.0, 1.0) * self.multiplier, dim=1)[0]
+
+    torch.manual_seed(0)
+    module = Model()
+    x = torch.rand(2, 3, 4, 5, 21)
+    plan = route(module, [x])
+    conv = next(s for s in plan.steps if isinstance(s.template, Conv))
+    size = math.prod(plan.shapes[conv.output])
+    after = plan.steps[plan.steps.index(conv) + 1:]
+    assert all(math.prod(plan.shapes[s.output]) < size for s in after)
+    program = plan.steps[-1].template
+    assert isinstance(program, RowProgram) and program.strided and program.planes
+    assert program.inputs == [conv.output] and program.passes(conv.output) == 1
+    assert argus.verify(program.kernel()).ok
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    arrays = [x.numpy()] + [params[path] for _, path in plan.params]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double()).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_a_row_program_counts_the_passes_that_read_a_leaf():
+    """`RowProgram.passes`: independent stats share a pass, a stat reading an earlier one
+    takes another, a full output one more; a leaf no pass reads is read in none."""
+    x, y = ("leaf", "x"), ("leaf", "y")
+    centred = ("bin", "sub", x, ("stat", 0))
+    program = RowProgram((("sum", x), ("max", y), ("sum", ("bin", "mul", centred, centred))),
+                         ("bin", "add", ("stat", 2), ("stat", 1)), False, True)
+    assert program.passes("x") == 2 and program.passes("y") == 1 and program.passes("z") == 0
+    assert attrs.evolve(program, out=centred, full_output=True).passes("x") == 2
+    assert attrs.evolve(program, out=("bin", "add", centred, ("stat", 2)),
+                        full_output=True).passes("x") == 3
+
+
+@pytest.mark.parametrize("axis", [1, 2])
+def test_a_broadcast_after_a_row_program_s_output_joins_its_output_expression(axis):
+    """KernelBench Level 2 38's tail: a softmax over the positions (contiguous rows, viewed
+    back to the feature maps) or over the channels (strided), then a per-channel scale and
+    a residual. The broadcast joins the row program's output expression (the scale spread to
+    one value a row, or read as a vector along the channels; the residual a leaf), so the
+    softmax is never written nor read back (`_fold_row_tails`): the plan ends in the row
+    program, its kernel is proved, and the result is torch's (emulated)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.randn(1, 6, 1, 1))
+
+        def forward(self, x, skip):
+            b, c, h, w = x.shape
+            y = torch.softmax(x.view(b, c, -1), dim=axis).view(b, c, h, w)
+            return y * self.scale + skip
+
+    torch.manual_seed(0)
+    module = Model()
+    x, skip = torch.randn(3, 6, 5, 19), torch.randn(3, 6, 5, 19)
+    plan = route(module, [x, skip])
+    launches = [s for s in plan.steps if s.template != "view"]
+    program = launches[-1].template
+    assert isinstance(program, RowProgram) and program.strided == (axis == 1)
+    assert [math.prod(plan.shapes[s.output]) >= x.numel() for s in launches] == \
+        [False] * (len(launches) - 1) + [True]
+    assert argus.verify(program.kernel()).ok
+    arrays = [x.numpy(), skip.numpy(), module.scale.detach().numpy()]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double(), skip.double()).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_group_norm_s_plane_means_are_the_result_without_a_row_program():
+    """KernelBench Level 2 27's tail: a convolution, a group norm, then the mean over the
+    positions alone. Each (sample, channel) plane's mean is the norm's affine map of the
+    convolution's plane mean (`_fold_affine_means`), already the result: no row program
+    sums rows of one value afterwards, and the result is torch's (emulated)."""
+    torch = pytest.importorskip("torch")
+    from argus.kernelbench.route import route
+    from argus.kernelbench.solution import Context, from_plan
+    from argus.kernelbench.templates import Broadcast, RowProgram
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 6, 3)
+            self.norm = torch.nn.GroupNorm(2, 6)
+
+        def forward(self, x):
+            return self.norm(self.conv(x)).mean(dim=[2, 3])
+
+    torch.manual_seed(0)
+    module = Model()
+    with torch.no_grad():
+        module.norm.weight.uniform_(0.5, 1.5)
+        module.norm.bias.uniform_(-0.5, 0.5)
+    x = torch.rand(2, 3, 7, 37)
+    plan = route(module, [x])
+    assert not any(isinstance(s.template, RowProgram) for s in plan.steps)
+    assert isinstance(plan.steps[-1].template, Broadcast)
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    arrays = [x.numpy()] + [params[path] for _, path in plan.params]
+    got = from_plan(plan).forward(Context(execute=True), *arrays)
+    want = module.double()(x.double()).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)

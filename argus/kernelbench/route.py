@@ -789,6 +789,15 @@ def _merge_rows(a: Row | None, b: Row | None):
     return long if long.stats[:len(short.stats)] == short.stats else False
 
 
+def _per_channel_of(small, full) -> bool:
+    """Is `small` (right-aligned to `full`, (N, C, spatial)) a vector along the channels
+    (C, 1, ...) or a single value: what a convolution's "vec" epilogue step reads?"""
+    if len(small) > len(full) or len(full) < 3:
+        return False
+    pad = (1,) * (len(full) - len(small)) + tuple(small)
+    return all(p == 1 or (a == 1 and p == f) for a, (p, f) in enumerate(zip(pad, full)))
+
+
 def _broadcasts_along(small, full, axes) -> bool:
     """`small` (right-aligned to `full`) has extent 1 outside `axes` and the full extent on
     them."""
@@ -1075,6 +1084,8 @@ def route(model, example_inputs, chain_stats: bool = True, pins: tuple = (),
     router.steps = _fuse_conv_pools(router.steps, output)
     router.steps = _fuse_conv_epilogues(router.steps, output, router.buffers)
     router.steps = _fuse_conv_rows(router.steps, output, router.buffers, router.pins)
+    router.steps = _inline_producers(router.steps, output)
+    router.steps = _fold_row_tails(router.steps, output, router)
     if not pins:
         convs = [s for s in router.steps if isinstance(s.template, Conv)]
         for i, step in enumerate(convs):
@@ -1567,8 +1578,11 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
         per_row = length // c               # whole planes a row sums
         n, planes = shape[0], shape[1]
         head, means = _conv_plane_means(router, conv, n, planes)
-        # the map on the means, over the (A, B) planes
-        mapped = router.fresh((n, planes))
+        # the map on the means, over the (A, B) planes; a row of one plane that the row
+        # program scales by 1 (a mean over the positions alone: Level 2 27) is the result
+        alone = per_row == 1 and program.out == ("stat", 0) and \
+            abs(router.fills[fill] * c - 1.0) <= 1e-6
+        mapped = steps[j].output if alone else router.fresh((n, planes))
         plane_view = (a, b, 1)
         template = attrs.evolve(step.template, **broadcast_tile(plane_view))
         head.append(attrs.evolve(
@@ -1576,6 +1590,10 @@ def _fold_affine_means(steps: list, output: str, router: Router) -> list:
             inputs=tuple((leaf, means if leaf == full else x) for leaf, x in step.inputs),
             views=tuple((x, v) for x, v in step.views if x not in (source, step.output)) +
             ((means, plane_view), (mapped, plane_view)), output=mapped))
+        if alone:
+            steps[j:j + 1] = head
+            del steps[i]
+            return _fold_affine_means(steps, output, router)
         # the row program over the planes: each stands for S equal values
         fill = router.vec_fill(router.fills[fill] * c, per_row)
         stat = ("sum", bin_("mul", ("leaf", mapped), ("vec", fill)))
@@ -1662,6 +1680,172 @@ def _fuse_conv_rows(steps: list, output: str, shapes: dict, pins: tuple = ()) ->
             output=step.output)
         steps[j] = None
     return [s for s in steps if s is not None]
+
+
+#: how a strided row program over (O, R, I) reads a leaf of a broadcast over (A, B, C) = (O,
+#: R, I) (`Broadcast.kinds`): a full tensor, a vector along R, a tensor per (O, R) or per
+#: (O, I); a leaf spanning other axes keeps the broadcast apart
+_ROW_KINDS = {"abc": "leaf", "b": "vec", "ab": "plane", "ac": "per_row"}
+
+
+def _inline_producers(steps: list, output: str) -> list:
+    """A broadcast read only by a strided row program over the same (O, R, I) view (a
+    normalisation then a reduction over the channels: KernelBench Level 2 79's instance norm,
+    clamp and scale under a channel max, 92's group norm, activations and residual under a
+    logsumexp) is read inline: its expression replaces its output in the row program's stats
+    and output, each of its leaves read as `_ROW_KINDS` says, so the broadcast's output is
+    never written nor read back. Only a broadcast of one full tensor, read in one pass: the
+    row program then reads as much as before, plus its vectors and planes, each a load per
+    row of a tile (a logsumexp's two passes over 92's normalised tensor, each loading two
+    planes and two vectors, took 620 us against 263 + 161 apart, modelled)."""
+    steps = list(steps)
+    for i, step in enumerate(steps):
+        if step is None or not isinstance(producer := step.template, Broadcast) or \
+                step.output == output or producer.bytes:
+            continue
+        kinds = dict(producer.kinds)
+        readers = [j for j, s in enumerate(steps)
+                   if s is not None and any(b == step.output for _, b in s.inputs)]
+        if len(readers) != 1 or list(kinds.values()).count("abc") != 1 or \
+                any(kind not in _ROW_KINDS for kind in kinds.values()) or \
+                any(leaf != buffer for leaf, buffer in step.inputs):
+            continue
+        j = readers[0]
+        program = steps[j].template
+        y = step.output
+        if not isinstance(program, RowProgram) or not program.strided or program.bytes or \
+                program.indices or program.passes(y) != 1 or \
+                dict(steps[j].views).get(y) != (*dict(step.views)[y], 1):
+            continue
+        o, r, i_ = dict(step.views)[y]
+        views = dict(step.views)
+        names = {("leaf", n): (_ROW_KINDS[kind], n) for n, kind in kinds.items()}
+        inline = _renamed(producer.expr, names)
+        by = {("leaf", y): inline}
+        stats = tuple((fn, _renamed(e, by)) for fn, e in program.stats)
+        fused = attrs.evolve(program, stats=stats, out=_renamed(program.out, by))
+        shape = {"leaf": (o, r, i_, 1), "plane": (o, r), "per_row": (o, i_, 1)}
+        reader = steps[j]
+        kept = [(n, v) for n, v in reader.views if n != y]
+        seen = dict(kept)
+        added = [(n, shape[_ROW_KINDS[kinds[n]]]) for n in kinds
+                 if kinds[n] != "b" and n not in seen]
+        if any(views[n] != (r,) for n in kinds if kinds[n] == "b") or \
+                any(seen[n] != shape[_ROW_KINDS[kinds[n]]] for n in kinds
+                    if kinds[n] != "b" and n in seen):
+            continue            # (a buffer the row program reads in another view)
+        inputs = tuple((n, n) for n in fused.inputs + fused.per_row + fused.planes)
+        vectors = dict(reader.vectors) | {n: n for n in kinds if kinds[n] == "b"}
+        steps[j] = attrs.evolve(reader, template=fused, inputs=inputs,
+                                vectors=tuple((n, vectors[n]) for n in fused.vectors),
+                                views=(*kept, *added))
+        steps[i] = None
+    return [s for s in steps if s is not None]
+
+
+def _aliases(steps: list, buffer: str) -> set:
+    """`buffer` and every reshape ("view" step) of it, transitively."""
+    found, grown = {buffer}, True
+    while grown:
+        more = {s.output for s in steps if s is not None and s.template == "view"
+                and s.inputs[0][1] in found}
+        grown = bool(more - found)
+        found |= more
+    return found
+
+
+def _fold_row_tails(steps: list, output: str, router: Router) -> list:
+    """An elementwise chain or broadcast reading a row program's full output (directly or
+    through reshapes: KernelBench Level 2 38's softmax over the positions, viewed back,
+    times a per-channel scale) as its one full tensor, read nowhere else, joins the row
+    program's output expression: its other full tensors are leaves there, a vector along R
+    a vector, a tensor per row (or per (O, R) or (O, I) of a strided program) a per-row (or
+    plane, or per-row) leaf, a vector of the broadcast's B spread to one value a row first
+    (a small launch). The row program writes the chain's output, so its own is never
+    written nor read back."""
+    steps = list(steps)
+    for i, step in enumerate(steps):
+        tail = step.template
+        if not isinstance(tail, Broadcast | Elementwise) or tail.bytes:
+            continue
+        kinds = dict(tail.kinds) if isinstance(tail, Broadcast) else \
+            {n: "abc" for n in tail.inputs}
+        if any(leaf != buffer for leaf, buffer in step.inputs):
+            continue
+        origins = {}
+        for n in kinds:
+            source = n
+            while (made := [s for s in steps if s.output == source]) and \
+                    made[0].template == "view":
+                source = made[0].inputs[0][1]
+            origins[n] = (source, made[0] if made else None)
+        rows = [n for n, kind in kinds.items() if kind == "abc" and
+                isinstance(getattr(origins[n][1], "template", None), RowProgram) and
+                origins[n][1].template.full_output]
+        if len(rows) != 1:
+            continue
+        z, (y, producer) = rows[0], origins[rows[0]]
+        program = producer.template
+        aliases = _aliases(steps, y)
+        readers = [s for s in steps if s.template != "view" and
+                   any(b in aliases for _, b in s.inputs)]
+        if readers != [step] or output in aliases or program.bytes or program.indices:
+            continue
+        big = dict(producer.views)[y]
+        o, r = big[0], big[1]
+        i_ = big[2] if program.strided else 1
+        views = dict(step.views)
+        a, b, c = views[z] if isinstance(tail, Broadcast) else (o, r, i_)
+        if any(_numel(router.buffers[n]) != o * r * i_ for n, k in kinds.items()
+               if k == "abc"):
+            continue
+        if program.strided:
+            if (a, b, c) != (o, r, i_) or any(k not in _ROW_KINDS for k in kinds.values()):
+                continue
+            read = {n: _ROW_KINDS[k] for n, k in kinds.items()}
+            shape = {"leaf": big, "plane": (o, r), "per_row": (o, i_, 1)}
+        else:
+            if a * b != o or c != r or any(k not in ("abc", "ab", "b", "c")
+                                           for k in kinds.values()):
+                continue
+            read = {n: {"abc": "leaf", "ab": "per_row", "b": "per_row", "c": "vec"}[k]
+                    for n, k in kinds.items()}
+            shape = {"leaf": big, "per_row": (o, 1)}
+        if any(views[n] != (r,) for n, k in kinds.items() if read[n] == "vec"):
+            continue
+        head, names = [], {}
+        for n, k in kinds.items():
+            if n == z:
+                continue
+            if k == "b" and not program.strided and a > 1:
+                # a vector of the channels spread to one value a row (a sample's channel)
+                spread = router.fresh((a, b))
+                head.append(Step(Broadcast(("leaf", n), ((n, "b"),),
+                                           **broadcast_tile((a, b, 1))),
+                                 ((n, n),), (), spread, ((n, (b,)), (spread, (a, b, 1)))))
+                names[("leaf", n)] = ("per_row", spread)
+            else:
+                names[("leaf", n)] = (read[n], n)
+        added = {nm: shape[kind] for kind, nm in names.values() if kind != "vec"}
+        if any(dict(producer.views).get(nm, v) != v for nm, v in added.items()):
+            continue            # (a buffer the row program reads in another view)
+        vectors = dict(producer.vectors) | {nm: nm for kind, nm in names.values()
+                                            if kind == "vec"}
+        names[("leaf", z)] = program.out
+        fused = attrs.evolve(program, out=_renamed(tail.expr, names))
+        views_out = [(n, v) for n, v in producer.views if n != y and n not in added] + \
+            list(added.items()) + [(step.output, big)]
+        steps[i] = attrs.evolve(
+            producer, template=fused,
+            inputs=tuple((n, n) for n in fused.inputs + fused.per_row + fused.planes),
+            vectors=tuple((n, vectors[n]) for n in fused.vectors),
+            views=tuple(views_out), output=step.output)
+        steps[i:i] = head
+        dead = aliases
+        return _fold_row_tails([s for s in steps if s is not producer and
+                                not (s.template == "view" and s.output in dead)],
+                               output, router)
+    return steps
 
 
 def _step_tuple(step):
@@ -2218,34 +2402,45 @@ class _Handlers:
             self.r.plain_stats
 
     def _chain_into_conv(self, x):
-        """`x`, an elementwise chain of one convolution's output alone (a scale, an
-        activation), as the convolution's own output: the chain joins its epilogue, so the
-        statistics a "stats" step takes are of x. None when x is another expression, the
-        output is read already, or the route runs without (`Router.chain_stats`)."""
+        """`x`, an elementwise chain of one convolution's output (a scale, an activation),
+        its other leaves per-channel vectors or single values (a learnt bias and scale:
+        KernelBench Level 2 21, 79), as the convolution's own output: the chain joins its
+        epilogue (the vectors as its "E" inputs), so the statistics a "stats" step takes
+        are of x. None when x is another expression, the output is read already, or the
+        route runs without (`Router.chain_stats`)."""
         from argus.kernelbench.templates import conv_fits
 
-        names = leaves(x.expr, "leaf")
-        if not self.r.chain_stats or not _chain(x) or len(set(names)) != 1 or \
-                leaves(x.expr, "vec") or leaves(x.expr, "idx"):
+        if not self.r.chain_stats or not _chain(x) or leaves(x.expr, "vec") or \
+                leaves(x.expr, "idx"):
             return None
-        source = names[0]
+        full = [n for n in leaves(x.expr, "leaf") if self.r.buffers[n] == x.shape]
+        vectors = [n for n in leaves(x.expr, "leaf") if n not in full]
+        if len(full) != 1 or not all(_per_channel_of(self.r.buffers[n], x.shape)
+                                     for n in vectors):
+            return None
+        source = full[0]
         at = [j for j, s in enumerate(self.r.steps) if s.output == source]
         if not at or not isinstance(self.r.steps[at[0]].template, Conv) or \
-                self.r.buffers[source] != x.shape or \
                 any(b == source for s in self.r.steps for _, b in s.inputs):
             return None
         step = self.r.steps[at[0]]
         conv = step.template
         if conv.pooled or conv.rows or conv.stats:
             return None
-        chain = epilogue_steps(x.expr, ("leaf", source)) or [
-            ("expr", _renamed(x.expr, {("leaf", source): ("leaf", "y")}))]
+        first = sum(1 for name, _ in step.inputs if name.startswith("E"))
+        index = {n: first + k for k, n in enumerate(vectors)}
+        chain = epilogue_steps(x.expr, ("leaf", source), index) or [
+            ("expr", _renamed(x.expr, {("leaf", source): ("leaf", "y"),
+                                       **{("leaf", n): ("vec", f"E{k}")
+                                          for n, k in index.items()}}))]
         fused = attrs.evolve(conv, epilogue=(*conv.epilogue, *map(_step_tuple, chain)))
         probe = attrs.evolve(fused, epilogue=(*fused.epilogue, ("stats", True)))
         if probe.fitted()[0] == "fma" or not conv_fits(probe) or self._plain_stats(at[0]):
             return None
         out = self.r.fresh(x.shape)
-        self.r.steps[at[0]] = attrs.evolve(step, template=fused, output=out)
+        self.r.steps[at[0]] = attrs.evolve(
+            step, template=fused, output=out,
+            inputs=(*step.inputs, *((f"E{k}", n) for n, k in index.items())))
         self.r.unwritten.add(source)
         return self.r.leaf(out)
 

@@ -192,6 +192,7 @@ def _arguments(template, step, buffers) -> dict:
         args["Y"] = view(step.output)
     args.update({f"V{i}": buffers[n].reshape(-1) for i, n in enumerate(vecs)})
     args.update({f"P{i}": view(n) for i, n in enumerate(getattr(template, "per_row", ()))})
+    args.update({f"Q{i}": view(n) for i, n in enumerate(getattr(template, "planes", ()))})
     args.update({f"I{i}": buffers[n] for i, n in enumerate(getattr(template, "indices", ()))})
     return args
 

@@ -341,9 +341,12 @@ class RowProgram:
     `stats[i] = (fn, expr)` is reduced ("sum", "prod" or "max") along R, pass i (its
     expression may use earlier stats). `out` is the output expression: over the full (O, R, I)
     space when `full_output`, else over the stats only (an (O, I) result). Leaves are full tensors
-    ("leaf"), vectors along R ("vec") and tensors of one value per row ("per_row", (O, I) like
+    ("leaf"), vectors along R ("vec"), tensors of one value per row ("per_row", (O, I) like
     the result: a staged norm's mean under its variance, read where it is instead of spread
-    over the whole tensor first). `strided`: I > 1, lanes run along I and the reduction
+    over the whole tensor first) and, strided only, tensors of one value per (O, R)
+    ("plane", constant along I: an instance norm's mean per sample and channel under a
+    reduction over the channels, read where it is instead of the normalised tensor being
+    written out for the row program). `strided`: I > 1, lanes run along I and the reduction
     stays in each thread; otherwise (I == 1) lanes run along R and the reduction crosses lanes.
     """
 
@@ -387,6 +390,10 @@ class RowProgram:
         return self._named("per_row")
 
     @property
+    def planes(self) -> list[str]:
+        return self._named("plane")
+
+    @property
     def indices(self) -> list[str]:
         """Per-row int64 class indices, each an (O, 2) view of 32-bit words (little-endian:
         the low word first, exact for an index below 2**31)."""
@@ -402,23 +409,28 @@ class RowProgram:
         else:
             full = Tensor("f32", "O", "R", 1)
             reduced = Tensor("f32", "O", 1)
-        per_row = self.per_row
+        per_row, planes = self.per_row, self.planes
+        if planes and not self.strided:
+            raise ValueError("a per-(O, R) plane leaf in a contiguous row program (a full "
+                             "tensor there)")
         params = ([(f"X{i}", leaf_tensor(self.bytes, n, *full.shape))
                    for i, n in enumerate(names)]
                   + [(f"V{i}", Tensor("f32", "R")) for i in range(len(vecs))]
                   + [(f"P{i}", Tensor("f32", *reduced.shape)) for i in range(len(per_row))]
+                  + [(f"Q{i}", Tensor("f32", "O", "R")) for i in range(len(planes))]
                   + [(f"I{i}", Tensor("i32", "O", 2)) for i in range(len(indices))]
                   + [("Y", full if self.full_output else reduced)])
         program = self
 
         def body(*handles):
-            at = itertools.accumulate((len(names), len(vecs), len(per_row)))
-            n_end, v_end, p_end = at
+            at = itertools.accumulate((len(names), len(vecs), len(per_row), len(planes)))
+            n_end, v_end, p_end, q_end = at
             ins = dict(zip(names, handles[:n_end]))
             vec = dict(zip(vecs, handles[n_end:v_end]))
             rows = dict(zip(per_row, handles[v_end:p_end]))
-            rest = handles[p_end:-1]
-            program._trace(ins, vec, handles[-1], dict(zip(indices, rest)), rows)
+            plane = dict(zip(planes, handles[p_end:q_end]))
+            rest = handles[q_end:-1]
+            program._trace(ins, vec, handles[-1], dict(zip(indices, rest)), rows, plane)
 
         return _make("row_strided" if self.strided else "row_contiguous", params, body,
                      self._waves)
@@ -428,7 +440,7 @@ class RowProgram:
         return self.r_waves if self.strided else self.waves
 
     def _trace(self, ins: dict, vec: dict, out, index: dict | None = None,
-               per_row: dict | None = None):
+               per_row: dict | None = None, planes: dict | None = None):
         # strided: 64 columns of I per workgroup, so a short I still spans two workgroups,
         # and `r_waves` waves along R
         waves = self._waves
@@ -479,7 +491,7 @@ class RowProgram:
 
         def tiles(r0, *exprs) -> dict:
             """The leaves `exprs` read at r0 (a pass loads only what it uses)."""
-            used = {(kind, n) for e in exprs for kind in ("leaf", "vec", "idx")
+            used = {(kind, n) for e in exprs for kind in ("leaf", "vec", "idx", "plane")
                     for n in leaves(e, kind)}
             env = {("leaf", n): h.load(origin(r0), spec, axes=axes, guard=True)
                    for n, h in ins.items() if ("leaf", n) in used}
@@ -490,6 +502,10 @@ class RowProgram:
                 if ("vec", n) in used:
                     env["vec", n] = T.broadcast(h.load((r0,), vec_spec, guard=True),
                                                 1 - axis, spec)
+            for n, h in (planes or {}).items():     # strided: (o, r0) on, spread along I
+                if ("plane", n) in used:
+                    env["plane", n] = T.broadcast(h.load((o, r0), vec_spec, axes=(1,),
+                                                         guard=True), 1 - axis, spec)
             return env
 
         stats: dict = {}
@@ -544,6 +560,20 @@ class RowProgram:
         for rt in loop:
             r0 = rt * tr
             out.store(origin(r0), emit(self.out, at(r0, self.out), {}), axes=axes, guard=True)
+
+    def passes(self, leaf: str) -> int:
+        """How many times a row is read for the leaf `leaf`: once per pass of the stats
+        (`_pass_of`; an online pair or an argmax one) reading it, and once more for a full
+        output reading it."""
+        count, done = 0, set()
+        for index, (fn, _) in enumerate(self.stats):
+            if index in done or index not in self._read:
+                continue
+            group = [index, index + 1] if self._online_scale(index) is not None else \
+                [index] if fn == "argmax" else self._pass_of(index)
+            done.update(group)
+            count += any(leaf in leaves(self.stats[k][1], "leaf") for k in group)
+        return count + (self.full_output and leaf in leaves(self.out, "leaf"))
 
     @functools.cached_property
     def _read(self) -> frozenset:

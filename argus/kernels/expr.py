@@ -15,7 +15,8 @@ from argus.lang.trace import _unary
 #: other axes, ("stat", i) the i-th reduction of a row program, ("acc",) a matmul accumulator,
 #: ("const", value), ("un", fn, x), ("bin", fn, x, y), ("idx", axis) a matmul's row (0) or
 #: column (1) index (in a row program ("idx", "r"): the position along R), ("index", name) a
-#: row program's per-row class index (an int64 tensor read as its low 32-bit word).
+#: row program's per-row class index (an int64 tensor read as its low 32-bit word),
+#: ("per_row", name) and ("plane", name) its per-row and per-(O, R) tensors.
 Expr = tuple
 
 UNARY = ("neg", "abs", "exp2", "log2", "rcp", "sqrt", "erf")
@@ -87,7 +88,7 @@ def emit(e: Expr, env: dict, memo: dict):
     """Trace `e` with the tiles of `env` (keys: the leaf tuples themselves)."""
     if e in memo:
         return memo[e]
-    if e[0] in ("leaf", "vec", "stat", "acc", "idx", "index", "per_row"):
+    if e[0] in ("leaf", "vec", "stat", "acc", "idx", "index", "per_row", "plane"):
         result = env[e]
     elif e[0] == "un" and e[1] == "erf":
         result = T.erf(emit(e[2], env, memo))
