@@ -978,11 +978,14 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
         blocks = OCG // block_oc if engine == "mfma" else T.cdiv(OCG, block_oc)
         for block in T.range(0, blocks, name="ocb"):
             oc0 = block * block_oc
+            vectors = _block_vectors(engine, steps, t, g, oc0, tiles)
+            t_block = {**t, "vectors": vectors}
             if pool is None:
                 for phase, phase_taps in taps.items():
-                    outs, spec = _conv_phase(engine, steps, t, phase_taps, n, outer, x_outer,
-                                             q0, g, oc0, CG, x_pos, y_pos, tiles, phase,
-                                             store=rows is None and (stats is None or stats[1]))
+                    outs, spec = _conv_phase(engine, steps, t_block, phase_taps, n, outer,
+                                             x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
+                                             phase, store=rows is None and
+                                             (stats is None or stats[1]))
                     if stats:
                         _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase)
                     if rows:
@@ -993,7 +996,7 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
             # pool, combined as they come (the max, or the sum scaled by the window's 1/size)
             pooled = None
             for phase, phase_taps in taps.items():
-                outs, spec = _conv_phase(engine, before, t, phase_taps, n, outer,
+                outs, spec = _conv_phase(engine, before, t_block, phase_taps, n, outer,
                                          x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
                                          (0,) * (len(outer) + 1))
                 if stats:                # (of each phase before the pool: `_epilogue`)
@@ -1005,9 +1008,8 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                 pooled = {key: out * (1.0 / len(taps)) for key, out in pooled.items()}
             for (r, o), out in pooled.items():
                 pooled[r, o] = _apply_epilogue(
-                    out, after, functools.partial(_vector_row, t.get("bias"), spec, g, oc0, o),
-                    None, lambda i, o=o, spec=spec, g=g, oc0=oc0: _vector_row(
-                        t[f"E{i}"], spec, g, oc0, o))
+                    out, after, functools.partial(vectors, "bias", spec, o), None,
+                    lambda i, vectors=vectors, spec=spec, o=o: vectors(f"E{i}", spec, o))
             if rows:
                 _channel_rows(engine, rows, t, pooled, spec, n, outer, q0, g, oc0, OCG, y_pos,
                               (0,) * (len(outer) + 1))
@@ -1016,11 +1018,39 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                         (0,) * (len(outer) + 1))
 
 
-def _vector_row(vector, spec, g, oc0, o):
-    """A (G, OCG) vector's entries for channel tile o, spread over every position of
-    `spec`."""
-    return _channel_row(spec, vector.load((g, oc0 + o * spec.shape[-1]), _channels_of(spec),
-                                          axes=(1,), guard=True))
+def _block_vectors(engine, steps, t, g, oc0, tiles):
+    """The per-channel vectors (bias, E<i>) of one channel block as `vectors(name, spec, o)`:
+    channel tile o's entries spread over every position of `spec`, loaded and spread once
+    and shared by every phase and position tile of the block (a pooled 3-D output's eight
+    phases each loaded and waited on them: KernelBench Level 2 50, 16 loads a row, each
+    followed by a wait on memory). The MFMA engines' are loaded here, before the
+    reduction, so its loads cover their latency; the FMA engine's (its tile known only
+    from `_fma_reduce`) at their first use."""
+    from argus.kernels.expr import leaves
+
+    loaded: dict = {}
+    spread: dict = {}
+
+    def row(name, spec, o):
+        if (name, o) not in loaded:
+            loaded[name, o] = t[name].load((g, oc0 + o * spec.shape[-1]), _channels_of(spec),
+                                           axes=(1,), guard=True)
+        return loaded[name, o]
+
+    def vectors(name, spec, o):
+        if (name, o, spec) not in spread:
+            spread[name, o, spec] = _channel_row(spec, row(name, spec, o))
+        return spread[name, o, spec]
+
+    if engine != "fma":
+        names = ["bias"] if any(s[0] == "bias" for s in steps) else []
+        names += [f"E{s[2]}" for s in steps if s[0] == "vec"]
+        names += [n for s in steps if s[0] == "expr" for n in leaves(s[1], "vec")]
+        spec = _image_layout(ENGINE_MFMA[engine], "c")
+        for name in dict.fromkeys(names):
+            for o in range(tiles[1]):
+                row(name, spec, o)
+    return vectors
 
 
 def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos, phase):
@@ -1185,17 +1215,15 @@ def _conv_phase(engine, steps, t, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos
                                   window, t["unrolled"], t.get("slab"))
     batched = len(spec.shape) == 3                  # the MFMA engines: (image, pos, channel)
     outs = {}
+    vectors = t["vectors"]
     for (r, o), acc in accs.items():
-        doc = o * spec.shape[-1]
         y_origin, y_axes = _y_place(engine, spec, n, outer, q0, g, oc0, y_pos, phase, r, o,
                                     batched)
         out = outs[r, o] = _apply_epilogue(
-            acc, steps,
-            lambda doc=doc: _channel_row(spec, t["bias"].load(
-                (g, oc0 + doc), _channels_of(spec), axes=(1,), guard=True)),
+            acc, steps, functools.partial(vectors, "bias", spec, o),
             lambda y_origin=y_origin, y_axes=y_axes: t["residual"].load(
                 y_origin, spec, axes=y_axes, guard=True),
-            lambda i, o=o: _vector_row(t[f"E{i}"], spec, g, oc0, o))
+            lambda i, o=o: vectors(f"E{i}", spec, o))
         if store:
             t["Y"].store(y_origin, out, axes=y_axes, guard=True)
     return outs, spec
