@@ -1091,9 +1091,39 @@ def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos,
                 ("leaf", "y"): outs[r, o], **vec[o], **spread}, {}) for o in by_tile},
                 spec, n, outer, q0, g, oc0, y_pos, phase)
             continue
-        result = emit(out, {("stat", k): s for k, s in done.items()}, {})
-        y_origin, _ = _y_place(engine, spec, n, outer, q0, g, 0, y_pos, phase, r, 0, batched)
-        t["Y"].store(y_origin, result, axes=(0,) * batched + (y_pos,), guard=True)
+        y_origin, y_axes = _y_place(engine, spec, n, outer, q0, g, 0, y_pos, phase, r, 0,
+                                    batched)
+        compact = _one_a_lane(row_spec)
+        if compact is None:
+            result = emit(out, {("stat", k): s for k, s in done.items()}, {})
+            t["Y"].store(y_origin, result, axes=(0,) * batched + (y_pos,), guard=True)
+            continue
+        # the stats one element a lane, along Y's one channel: the output expression then
+        # runs on one register a lane, not on every position a lane holds replicated along
+        # the channels' lanes, and one store writes them
+        result = emit(out, {("stat", k): T.broadcast(s, axis, compact)
+                            for k, s in done.items()}, {})
+        t["Y"].store(y_origin, result, axes=y_axes, guard=True)
+
+
+def _one_a_lane(row_spec):
+    """A channel-reduced tile's layout `row_spec` (positions replicated along the lanes that
+    held the channels, several a lane) as one register a lane with a channel axis of one
+    appended: lane l keeps its slot l % slots. None where that does not cover every
+    element (or a lane holds one already)."""
+    from argus.ir.expr import substitute
+
+    layout = row_spec.layout
+    if layout.slots == 1:
+        return None
+    lane = T.thread_vars(layout.waves, 1)[1]
+    coords = tuple(substitute(c, {"slot": lane % layout.slots}) for c in layout.coords)
+    compact = T.TileSpec((*row_spec.shape, 1), T.ThreadLayout(layout.waves, 1,
+                                                               (*coords, 0)))
+    held = {tuple(c) for c in np.stack(layout.table(), -1).reshape(-1, len(coords))}
+    kept = {tuple(c) for c in np.stack(compact.layout.table()[:-1], -1).reshape(-1,
+                                                                              len(coords))}
+    return compact if kept == held else None
 
 
 def _valid_positions(engine, limit, q0, phases, position_tiles) -> dict:

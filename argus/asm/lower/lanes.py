@@ -16,7 +16,7 @@ import numpy as np
 
 from argus.asm.lower.exprgen import UnsupportedError
 from argus.asm.lower.isel import Selector, rule
-from argus.asm.lower.program import Spread, VReg
+from argus.asm.lower.program import Ref, Spread, VReg
 from argus.ir import ops as O
 from argus.ir.expr import Const, Var, max_, simplify, substitute
 from argus.ir.types import LANES, ThreadLayout
@@ -342,19 +342,67 @@ def _broadcast(s: Selector, op: O.Broadcast):
     x = s.tile(op.x)
     if op.x.type.dtype != "f32":
         raise _unsupported(op, f"broadcasts of {op.x.type.dtype} tiles are not lowered")
-    sources = []
+    sources: list = []
     for r in range(op.result.type.vgprs):
         match = [sx for sx in range(x_key.shape[2]) if (x_key[:, :, sx] == r_key[:, :, r]).all()]
-        if not match:
-            raise _unsupported(op, f"result slot {r} needs a value another lane holds")
-        sources.append(x[match[0]])
-    if s.only_read_by(op.result, O.Binary):
+        sources.append(x[match[0]] if match else _slot_choice(op, x_key, r_key[:, :, r]))
+    if s.only_read_by(op.result, O.Binary) and all(isinstance(r, Ref) for r in sources):
         # elementwise consumers read x's registers in place: no copies
         s.view(op.result, Spread(tuple(sources)))
         return
     out = s.new_tile(op.result)
     for r, source in enumerate(sources):
-        s.emit("v_mov_b32_e32", out[r], source)
+        if isinstance(source, Ref):
+            s.emit("v_mov_b32_e32", out[r], source)
+        else:
+            _select_slots(s, out[r], x, *source)
+
+
+def _slot_choice(op, x_key: np.ndarray, wanted: np.ndarray) -> tuple[list[int], list[int]]:
+    """A result register whose element sits in a different slot of x from lane to lane (a
+    reduced MFMA tile, replicated along the lanes of its channels, relaid one element a
+    lane): (the lane bits the slot depends on, the slot per value of those bits), the same in
+    every wave."""
+    held = x_key == wanted[:, :, None]                      # (waves, lanes, x slots)
+    if not held.any(axis=2).all():
+        raise _unsupported(op, "a result slot needs a value another lane holds")
+    choice = held.argmax(axis=2)
+    if not (choice == choice[:1]).all():
+        raise _unsupported(op, "a result slot takes its value from different slots in "
+                               "different waves")
+    lanes = np.arange(LANES)
+    first = choice[0]
+    bits = [b for b in range(6) if (first != first[lanes ^ (1 << b)]).any()]
+    index = sum(((lanes >> b) & 1) << i for i, b in enumerate(bits))
+    slots = []
+    for value in range(1 << len(bits)):
+        at = first[index == value]
+        if not (at == at[0]).all() or not held[0, index == value, at[0]].all():
+            raise _unsupported(op, "a result slot's source slot is not a function of its "
+                                   "lane's bits")
+        slots.append(int(at[0]))
+    return bits, slots
+
+
+def _select_slots(s: Selector, out, x, bits: list[int], slots: list[int]) -> None:
+    """out = x[slot] with the slot chosen per lane by `bits` of the lane (`_slot_choice`):
+    a tree of v_cndmask_b32 on one lane bit a level."""
+    level: list = [x[slot] for slot in slots]
+    lane = Var("lane", 0, LANES)
+    for depth, bit in enumerate(bits):
+        last = depth == len(bits) - 1
+        mask = None
+        merged = []
+        for low, high in zip(level[::2], level[1::2], strict=True):
+            if low == high and not last:
+                merged.append(low)
+                continue
+            if mask is None:
+                mask = s.lane_mask(((lane // (1 << bit)) % 2).eq(1))
+            target = out if last else VReg("v", 1, "chosen")
+            s.emit("v_cndmask_b32_e64", target, low, high, mask)
+            merged.append(target)
+        level = merged
 
 
 @rule(O.Mask)
