@@ -232,6 +232,43 @@ def test_pool_family_is_proved_and_matches_numpy(case):
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("case", [("avg", 37, (6, 7, 9), 2, 2, 0, 1, 16),
+                                  ("max", 11, (5, 40), 3, 2, 1, 1, 32),
+                                  ("max", 9, (7, 33), 2, 2, 1, 1, 16)],
+                         ids=lambda c: f"{c[0]}{len(c[2])}d-cols{c[-1]}")
+def test_a_narrow_pool_tile_is_proved_and_matches_numpy(case):
+    """`pool_kernel`'s cols: a wave's tile of 256 / cols planes by cols positions, for outputs
+    narrower than 64 (`pool_cols`); ragged planes (37 of 16 a tile) and ragged rows (an
+    output of 17 in 16-wide tiles). Proved and right in the strict emulator; Level 2 72's
+    second 3-D pool (15 wide) is modelled faster on 16 (fails on the old kernel, which had
+    no cols)."""
+    from argus.kernelbench import road
+    from argus.kernelbench.templates import Pool
+    from argus.kernels.conv import pool_cols
+
+    kind, nc, spatial, window, stride, padding, dilation, cols = case
+    dims = len(spatial)
+    params = dict(kind=kind, window=window, stride=stride, padding=padding, dilation=dilation)
+    norm = {k: (v if isinstance(v, (str, tuple)) else (v,) * dims) for k, v in params.items()}
+    report = argus.verify(pool_kernel(dims), **norm, cols=cols)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    x = np.random.default_rng(nc).standard_normal((nc, *spatial)).astype(np.float32)
+    want = pool_reference_nd(x, **params)
+    y = np.zeros(want.shape, np.float32)
+    argus.compile(pool_kernel(dims), **norm, cols=cols).run(pool_input_view(x, **params), y,
+                                                            check="strict")
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+    assert [pool_cols(e) for e in (1, 15, 16, 17, 33, 64, 65)] == [16, 16, 16, 32, 64, 64, 64]
+    sizes = {"NC": 1024, "I2D": 31, "SD": 1, "I2H": 31, "SH": 1, "I2W": 16, "SW": 2,
+             "OD": 15, "OH": 15, "OW": 15}
+
+    def modelled(width):
+        pool = Pool(3, "avg", (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), cols=width)
+        return road.model_time(pool.kernel(), sizes)
+
+    assert modelled(16) < 0.6 * modelled(64)
+
+
 @pytest.mark.parametrize("kind,nc,length,window,padding,dilation", [
     ("max", 3, 700, 8, 4, 1),     # two workgroups of runs, a ragged last run
     ("avg", 2, 77, 8, 4, 1), ("max", 2, 300, 3, 1, 2), ("avg", 1, 5, 2, 0, 1),

@@ -1749,15 +1749,17 @@ def pool_kernel(dims: int) -> T.KernelDef:
     with batch and channels merged: X (NC, [I2, S] per dimension) the input's phase view made
     by `pool_input_view` (padding and the far end filled with -inf for max, 0 for the
     average), Y (NC, *output extents). Compile-time parameters: kind ("max" or "avg"), window,
-    stride, padding, dilation (an int or one per dimension). The average divides by the
-    window's size, padding included (torch's count_include_pad=True)."""
+    stride, padding, dilation (an int or one per dimension), cols (POOL_COLS: the output
+    positions along the innermost dimension a wave's tile holds, by 256 / cols planes; a
+    narrow output takes fewer, `pool_cols`). The average divides by the window's size,
+    padding included (torch's count_include_pad=True)."""
     if dims not in (1, 2, 3):
         raise ArgusError(f"pool_kernel(dims={dims!r}): dims is 1, 2 or 3")
     axes = SPATIAL[3 - dims:]
     annotations = {"X": Tensor("f32", "NC", *_view_shape("I2", "S", dims)),
                    "Y": Tensor("f32", "NC", *(f"O{a}" for a in axes))}
     params = {"kind": "max", "window": (2,) * dims, "stride": (2,) * dims,
-              "padding": (0,) * dims, "dilation": (1,) * dims}
+              "padding": (0,) * dims, "dilation": (1,) * dims, "cols": 64}
 
     def pool(X, Y, **chosen):
         _pool_body(dims, X, Y, **chosen)
@@ -1765,9 +1767,24 @@ def pool_kernel(dims: int) -> T.KernelDef:
     return _family(pool, f"pooling{dims}d", pool_kernel.__doc__, annotations, params, 1)
 
 
-def _pool_body(dims, X, Y, *, kind, window, stride, padding, dilation):
+#: the widths `pool_kernel` takes for a wave's tile along the innermost output dimension
+POOL_COLS = (16, 32, 64)
+#: elements of a `pool_kernel` wave's tile (cols positions by 256 / cols planes)
+POOL_TILE = 256
+
+
+def pool_cols(extent: int) -> int:
+    """`pool_kernel`'s cols for an innermost output `extent`: the narrowest of POOL_COLS that
+    holds it (a 15-wide 3-D output in 64-wide tiles left 49 of every 64 lanes idle and issued
+    four times the loads: KernelBench Level 2 72's second pool, 57.5 us modelled)."""
+    return next((c for c in POOL_COLS if c >= extent), POOL_COLS[-1])
+
+
+def _pool_body(dims, X, Y, *, kind, window, stride, padding, dilation, cols):
     if kind not in ("max", "avg"):
         raise ArgusError(f"pooling kind {kind!r}: use 'max' or 'avg'")
+    if cols not in POOL_COLS:
+        raise ArgusError(f"pool_kernel cols={cols!r}", fix=f"give one of {POOL_COLS}")
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
     xs, out = X.shape, Y.shape[1:]
     x_phases = view_phases(dims, stride, False)[0]
@@ -1776,20 +1793,21 @@ def _pool_body(dims, X, Y, *, kind, window, stride, padding, dilation):
     if dims == 2 and stride[0] == 1 and window[0] > 1:
         _pool_ring(X, Y, kind, window, stride, dilation, out)
         return
-    T.grid(out[-2] if dims >= 2 else 1, T.cdiv(out[-1], 64), T.cdiv(xs[0], 4))
-    q0, nc0 = T.program_id(1) * 64, T.program_id(2) * 4
+    planes = POOL_TILE // cols
+    T.grid(out[-2] if dims >= 2 else 1, T.cdiv(out[-1], cols), T.cdiv(xs[0], planes))
+    q0, nc0 = T.program_id(1) * cols, T.program_id(2) * planes
     outer = [T.program_id(0)] if dims >= 2 else []
+    spec = T.rows_layout((planes, cols), 1)
     if dims == 3:
         for od in T.range(0, out[0], name="od"):
-            _pool_row(X, Y, kind, window, stride, dilation, nc0, [od, *outer], q0)
+            _pool_row(X, Y, kind, window, stride, dilation, nc0, [od, *outer], q0, spec)
     else:
-        _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0)
+        _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0, spec)
 
 
-def _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0):
-    """4 planes by 64 output positions along the innermost dimension, every window tap a
-    load of the phase view (the padding is in the view, already -inf or 0)."""
-    spec = T.rows_layout((4, 64), 1)
+def _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0, spec):
+    """A tile of planes by output positions along the innermost dimension (`spec`), every
+    window tap a load of the phase view (the padding is in the view, already -inf or 0)."""
     plan = tap_plan(len(window), window, stride, 0, dilation, False)[(0,) * len(window)]
 
     x_outer = _times(outer, row_steps(len(window), stride, False))
