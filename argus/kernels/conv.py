@@ -936,18 +936,16 @@ def _conv_body(dims, engine, steps, t, *, window, stride, padding, dilation, tra
 
     def output_rows(row, phase_taps):
         outer = [row] if dims >= 2 else []
-
-        def positions():
-            if dims < 3:
-                yield outer, _times(outer, steps_per_row)
-                return
+        if dims == 3:
             first_depth = T.program_id(2) % parts if parts > 1 else 0
             for qd in T.range(first_depth, out_extent[0], parts, name="od"):
                 at = [qd, *outer]
-                yield at, _times(at, steps_per_row)
-
-        _conv_channels(engine, steps, t, phase_taps, n, positions, q0, G, CG, OCG, block_oc,
-                       x_pos, y_pos, tiles)
+                _conv_channels(engine, steps, t, phase_taps, n, at, _times(at, steps_per_row),
+                               q0, G, CG, OCG, block_oc, x_pos, y_pos, tiles)
+        else:
+            _conv_channels(engine, steps, t, phase_taps, n, outer,
+                           _times(outer, steps_per_row), q0, G, CG, OCG, block_oc, x_pos,
+                           y_pos, tiles)
 
     band = T.program_id(0)
     if bands == 1:
@@ -964,12 +962,10 @@ def _times(rows, steps) -> list:
     return [q * m for q, m in zip(rows, steps[:len(rows)], strict=True)]
 
 
-def _conv_channels(engine, steps, t, taps, n, positions, q0, G, CG, OCG, block_oc, x_pos,
+def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, block_oc, x_pos,
                    y_pos, tiles):
-    """Every group and output-channel block of the rows of output positions `positions()`
-    gives (each as its coordinates on the outer axes of Y and on those of X; a 3-D output's
-    depths are a loop inside each block, so the block's per-channel vectors are loaded once
-    before it, `_block_rows`)."""
+    """Every group and output-channel block of one row of output positions (`outer` its
+    coordinates on the outer axes of Y, `x_outer` on those of X)."""
     rows = steps[-1] if steps and steps[-1][0] in ("rows", "channels") else None
     stats = next((s for s in steps if s[0] == "stats"), None)
     steps = steps[:-1] if rows else steps
@@ -982,91 +978,78 @@ def _conv_channels(engine, steps, t, taps, n, positions, q0, G, CG, OCG, block_o
         blocks = OCG // block_oc if engine == "mfma" else T.cdiv(OCG, block_oc)
         for block in T.range(0, blocks, name="ocb"):
             oc0 = block * block_oc
-            row = _block_rows(engine, steps, rows, t, g, oc0, tiles)
-            for outer, x_outer in positions():
-                vectors = _spread_rows(row)
-                t_block = {**t, "vectors": vectors}
-                if pool is None:
-                    for phase, phase_taps in taps.items():
-                        outs, spec = _conv_phase(engine, steps, t_block, phase_taps, n, outer,
-                                                 x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
-                                                 phase, store=rows is None and
-                                                 (stats is None or stats[1]))
-                        if stats:
-                            _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase)
-                        if rows:
-                            _channel_rows(engine, rows, t_block, outs, spec, n, outer, q0, g,
-                                          oc0, OCG, y_pos, phase)
-                    continue
-                # every phase of these positions in turn, each after the epilogue before the
-                # pool, combined as they come (the max, or the sum scaled by 1 / the window)
-                pooled = None
+            vectors = _block_vectors(engine, steps, t, g, oc0, tiles)
+            t_block = {**t, "vectors": vectors}
+            if pool is None:
                 for phase, phase_taps in taps.items():
-                    outs, spec = _conv_phase(engine, before, t_block, phase_taps, n, outer,
+                    outs, spec = _conv_phase(engine, steps, t_block, phase_taps, n, outer,
                                              x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
-                                             (0,) * (len(outer) + 1))
-                    if stats:                # (of each phase before the pool: `_epilogue`)
-                        _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase,
-                                       branch=True)
-                    pooled = outs if pooled is None else {
-                        key: (T.maximum(pooled[key], out) if pool == "pool_max" else
-                              pooled[key] + out) for key, out in outs.items()}
-                if pool == "pool_avg":
-                    pooled = {key: out * (1.0 / len(taps)) for key, out in pooled.items()}
-                for (r, o), out in pooled.items():
-                    pooled[r, o] = _apply_epilogue(
-                        out, after, functools.partial(vectors, "bias", spec, o), None,
-                        lambda i, vectors=vectors, spec=spec, o=o: vectors(f"E{i}", spec, o))
-                if rows:
-                    _channel_rows(engine, rows, t_block, pooled, spec, n, outer, q0, g, oc0,
-                                  OCG, y_pos, (0,) * (len(outer) + 1))
-                    continue
-                _conv_store(engine, t["Y"], pooled, spec, n, outer, q0, g, oc0, y_pos,
-                            (0,) * (len(outer) + 1))
+                                             phase, store=rows is None and
+                                             (stats is None or stats[1]))
+                    if stats:
+                        _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase)
+                    if rows:
+                        _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG,
+                                      y_pos, phase)
+                continue
+            # every phase of these positions in turn, each after the epilogue before the
+            # pool, combined as they come (the max, or the sum scaled by the window's 1/size)
+            pooled = None
+            for phase, phase_taps in taps.items():
+                outs, spec = _conv_phase(engine, before, t_block, phase_taps, n, outer,
+                                         x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
+                                         (0,) * (len(outer) + 1))
+                if stats:                # (of each phase before the pool: `_epilogue`)
+                    _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase, branch=True)
+                pooled = outs if pooled is None else {
+                    key: (T.maximum(pooled[key], out) if pool == "pool_max" else
+                          pooled[key] + out) for key, out in outs.items()}
+            if pool == "pool_avg":
+                pooled = {key: out * (1.0 / len(taps)) for key, out in pooled.items()}
+            for (r, o), out in pooled.items():
+                pooled[r, o] = _apply_epilogue(
+                    out, after, functools.partial(vectors, "bias", spec, o), None,
+                    lambda i, vectors=vectors, spec=spec, o=o: vectors(f"E{i}", spec, o))
+            if rows:
+                _channel_rows(engine, rows, t, pooled, spec, n, outer, q0, g, oc0, OCG, y_pos,
+                              (0,) * (len(outer) + 1))
+                continue
+            _conv_store(engine, t["Y"], pooled, spec, n, outer, q0, g, oc0, y_pos,
+                        (0,) * (len(outer) + 1))
 
 
-def _block_rows(engine, steps, rows, t, g, oc0, tiles):
-    """The per-channel vectors of one channel block (bias, E<i>: (G, OCG); a rows step's
-    V<i>: (OCG,)) as `row(name, spec, o)`: channel tile o's entries, one a channel, each
-    loaded once for every depth, phase and position tile of the block (a pooled 3-D
-    output's eight phases each loaded and waited on them: KernelBench Level 2 50, 16 loads
-    a row, 325 -> 258 us modelled). The MFMA engines' are loaded here, before the depth
-    loop; the FMA engine's (its tile known only from `_fma_reduce`) at their first use."""
+def _block_vectors(engine, steps, t, g, oc0, tiles):
+    """The per-channel vectors (bias, E<i>) of one channel block as `vectors(name, spec, o)`:
+    channel tile o's entries spread over every position of `spec`, loaded and spread once
+    and shared by every phase and position tile of the block (a pooled 3-D output's eight
+    phases each loaded and waited on them: KernelBench Level 2 50, 16 loads a row, each
+    followed by a wait on memory). The MFMA engines' are loaded here, before the
+    reduction, so its loads cover their latency; the FMA engine's (its tile known only
+    from `_fma_reduce`) at their first use."""
     from argus.kernels.expr import leaves
 
     loaded: dict = {}
+    spread: dict = {}
 
     def row(name, spec, o):
         if (name, o) not in loaded:
-            first = oc0 + o * spec.shape[-1]
-            plain = name[0] == "V"                   # a rows step's (OCG,) vector
-            loaded[name, o] = t[name].load((first,) if plain else (g, first),
-                                           _channels_of(spec), axes=(0 if plain else 1,),
-                                           guard=True)
+            loaded[name, o] = t[name].load((g, oc0 + o * spec.shape[-1]), _channels_of(spec),
+                                           axes=(1,), guard=True)
         return loaded[name, o]
-
-    if engine != "fma":
-        names = ["bias"] if any(s[0] == "bias" for s in steps) else []
-        names += [f"E{s[2]}" for s in steps if s[0] == "vec"]
-        names += [n for s in steps if s[0] == "expr" for n in leaves(s[1], "vec")]
-        names += [f"V{i}" for i in range(rows[3] if rows else 0)]
-        spec = _image_layout(ENGINE_MFMA[engine], "c")
-        for name in dict.fromkeys(names):
-            for o in range(tiles[1]):
-                row(name, spec, o)
-    return row
-
-
-def _spread_rows(row):
-    """`_block_rows`' vectors as `vectors(name, spec, o)`: spread over every position of
-    `spec`, once for the phases and position tiles of one row of positions."""
-    spread: dict = {}
 
     def vectors(name, spec, o):
         if (name, o, spec) not in spread:
             spread[name, o, spec] = _channel_row(spec, row(name, spec, o))
         return spread[name, o, spec]
 
+    if engine != "fma":
+        names = ["bias"] if any(s[0] == "bias" for s in steps) else []
+        names += [f"E{s[2]}" for s in steps if s[0] == "vec"]
+        names += [n for s in steps if s[0] == "expr" for n in leaves(s[1], "vec")]
+        spec = _image_layout(ENGINE_MFMA[engine], "c")
+        for name in dict.fromkeys(names):
+            for o in range(tiles[1]):
+                row(name, spec, o)
     return vectors
 
 
@@ -1084,8 +1067,9 @@ def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos,
     row_spec = T.reduced(spec, axis)
     cols = spec.shape[-1]
     by_tile = sorted({o for _, o in outs})
-    vec = {o: {("vec", f"V{i}"): t["vectors"](f"V{i}", spec, o) for i in range(vectors)}
-           for o in by_tile}
+    vec = {o: {("vec", f"V{i}"): _channel_row(spec, t[f"V{i}"].load(
+        (oc0 + o * cols,), _channels_of(spec), axes=(0,), guard=True))
+        for i in range(vectors)} for o in by_tile}
     batched = len(spec.shape) == 3
     for r in sorted({r for r, _ in outs}):
         done: dict = {}
