@@ -978,7 +978,7 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
         blocks = OCG // block_oc if engine == "mfma" else T.cdiv(OCG, block_oc)
         for block in T.range(0, blocks, name="ocb"):
             oc0 = block * block_oc
-            vectors = _block_vectors(engine, steps, t, g, oc0, tiles)
+            vectors = _block_vectors(t, g, oc0)
             t_block = {**t, "vectors": vectors}
             if pool is None:
                 for phase, phase_taps in taps.items():
@@ -1018,38 +1018,22 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                         (0,) * (len(outer) + 1))
 
 
-def _block_vectors(engine, steps, t, g, oc0, tiles):
+def _block_vectors(t, g, oc0):
     """The per-channel vectors (bias, E<i>) of one channel block as `vectors(name, spec, o)`:
-    channel tile o's entries spread over every position of `spec`, loaded and spread once
-    and shared by every phase and position tile of the block (a pooled 3-D output's eight
-    phases each loaded and waited on them: KernelBench Level 2 50, 16 loads a row, each
-    followed by a wait on memory). The MFMA engines' are loaded here, before the
-    reduction, so its loads cover their latency; the FMA engine's (its tile known only
-    from `_fma_reduce`) at their first use."""
-    from argus.kernels.expr import leaves
-
-    loaded: dict = {}
+    channel tile o's entries spread over every position of `spec`, loaded and spread once,
+    at their first use, and shared by every phase and position tile of the block (a pooled
+    3-D output's eight phases each loaded and waited on them: KernelBench Level 2 50, 16
+    loads a row, 325 -> 258 us modelled). Not loaded before the reduction: live through
+    it, their offsets took the SGPR a 16x16 engine's 3-D window had left (Level 2 8's
+    convolution fell to the 32x32 engine, 719 -> 1258 us)."""
     spread: dict = {}
-
-    def row(name, spec, o):
-        if (name, o) not in loaded:
-            loaded[name, o] = t[name].load((g, oc0 + o * spec.shape[-1]), _channels_of(spec),
-                                           axes=(1,), guard=True)
-        return loaded[name, o]
 
     def vectors(name, spec, o):
         if (name, o, spec) not in spread:
-            spread[name, o, spec] = _channel_row(spec, row(name, spec, o))
+            spread[name, o, spec] = _channel_row(spec, t[name].load(
+                (g, oc0 + o * spec.shape[-1]), _channels_of(spec), axes=(1,), guard=True))
         return spread[name, o, spec]
 
-    if engine != "fma":
-        names = ["bias"] if any(s[0] == "bias" for s in steps) else []
-        names += [f"E{s[2]}" for s in steps if s[0] == "vec"]
-        names += [n for s in steps if s[0] == "expr" for n in leaves(s[1], "vec")]
-        spec = _image_layout(ENGINE_MFMA[engine], "c")
-        for name in dict.fromkeys(names):
-            for o in range(tiles[1]):
-                row(name, spec, o)
     return vectors
 
 
