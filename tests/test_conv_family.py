@@ -600,7 +600,7 @@ def test_a_rows_step_on_a_phased_output_stores_one_register_a_lane(engine):
 def test_per_channel_vectors_load_once_a_channel_block():
     """The bias and E<i> vectors of a channel block are loaded once and shared by every phase
     and position tile (`_block_vectors`): a 2-D stride-2 pool's 4 phases loaded each before
-    the pool 4 times (KernelBench Level 2 50's 3-D one, 8 phases: 325 -> 258 us modelled),
+    the pool 4 times (KernelBench Level 2 50's 3-D one, 8 phases: 325 -> 270 us modelled),
     and a phased output's 2 position tiles loaded the bias twice in each phase band."""
     from collections import Counter
 

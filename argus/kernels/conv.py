@@ -1023,7 +1023,7 @@ def _block_vectors(t, g, oc0):
     channel tile o's entries spread over every position of `spec`, loaded and spread once,
     at their first use, and shared by every phase and position tile of the block (a pooled
     3-D output's eight phases each loaded and waited on them: KernelBench Level 2 50, 16
-    loads a row, 325 -> 258 us modelled). Not loaded before the reduction: live through
+    loads a row, 325 -> 270 us modelled). Not loaded before the reduction: live through
     it, their offsets took the SGPR a 16x16 engine's 3-D window had left (Level 2 8's
     convolution fell to the 32x32 engine, 719 -> 1258 us)."""
     spread: dict = {}
