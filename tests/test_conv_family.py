@@ -232,6 +232,43 @@ def test_pool_family_is_proved_and_matches_numpy(case):
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("case", [("avg", 37, (6, 7, 9), 2, 2, 0, 1, 16),
+                                  ("max", 11, (5, 40), 3, 2, 1, 1, 32),
+                                  ("max", 9, (7, 33), 2, 2, 1, 1, 16)],
+                         ids=lambda c: f"{c[0]}{len(c[2])}d-cols{c[-1]}")
+def test_a_narrow_pool_tile_is_proved_and_matches_numpy(case):
+    """`pool_kernel`'s cols: a wave's tile of 256 / cols planes by cols positions, for outputs
+    narrower than 64 (`pool_cols`); ragged planes (37 of 16 a tile) and ragged rows (an
+    output of 17 in 16-wide tiles). Proved and right in the strict emulator; Level 2 72's
+    second 3-D pool (15 wide) is modelled faster on 16 (fails on the old kernel, which had
+    no cols)."""
+    from argus.kernelbench import road
+    from argus.kernelbench.templates import Pool
+    from argus.kernels.conv import pool_cols
+
+    kind, nc, spatial, window, stride, padding, dilation, cols = case
+    dims = len(spatial)
+    params = dict(kind=kind, window=window, stride=stride, padding=padding, dilation=dilation)
+    norm = {k: (v if isinstance(v, (str, tuple)) else (v,) * dims) for k, v in params.items()}
+    report = argus.verify(pool_kernel(dims), **norm, cols=cols)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    x = np.random.default_rng(nc).standard_normal((nc, *spatial)).astype(np.float32)
+    want = pool_reference_nd(x, **params)
+    y = np.zeros(want.shape, np.float32)
+    argus.compile(pool_kernel(dims), **norm, cols=cols).run(pool_input_view(x, **params), y,
+                                                            check="strict")
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+    assert [pool_cols(e) for e in (1, 15, 16, 17, 33, 64, 65)] == [16, 16, 16, 32, 64, 64, 64]
+    sizes = {"NC": 1024, "I2D": 31, "SD": 1, "I2H": 31, "SH": 1, "I2W": 16, "SW": 2,
+             "OD": 15, "OH": 15, "OW": 15}
+
+    def modelled(width):
+        pool = Pool(3, "avg", (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), cols=width)
+        return road.model_time(pool.kernel(), sizes)
+
+    assert modelled(16) < 0.6 * modelled(64)
+
+
 @pytest.mark.parametrize("kind,nc,length,window,padding,dilation", [
     ("max", 3, 700, 8, 4, 1),     # two workgroups of runs, a ragged last run
     ("avg", 2, 77, 8, 4, 1), ("max", 2, 300, 3, 1, 2), ("avg", 1, 5, 2, 0, 1),
@@ -513,6 +550,73 @@ def test_a_rows_step_reduces_the_output_channels_in_the_epilogue(engine):
         conv_kernel(2, "mfma_f32", (rows, "relu"))
     with pytest.raises(ArgusError, match="reads"):
         conv_kernel(2, "mfma_f32", (("rows", (("sum", ("leaf", "x")),), ("stat", 0), 0),))
+
+
+@pytest.mark.parametrize("engine", ["mfma_f32", "mfma_f32_16"])
+def test_a_rows_step_on_a_phased_output_stores_one_register_a_lane(engine):
+    """Level 2 58's chain on a strided transposed output, unpooled (each phase its band of
+    workgroups): a logsumexp over the channels, then a HardSwish, a shift and a clamp of one
+    value per position. The stats are relaid one element a lane (`_one_a_lane`) before the
+    output expression, so a position tile is one store (the MFMA tile's 4 or 16 rows a lane,
+    each stored, before) and the expression runs on one register a lane. Proved, right in
+    the strict emulator at ragged sizes (5 of 16 or 32 channels, 3 images of 4 a
+    workgroup)."""
+    from argus.ir import ops as O
+    from argus.kernelbench.route import const, exp, log, sigmoid
+    from argus.kernelbench.templates import bin_
+
+    y = ("leaf", "y")
+    lse = bin_("add", log(("stat", 1)), ("stat", 0))
+    hardswish = bin_("mul", bin_("mul", lse, sigmoid(bin_("add", lse, const(3.0)))),
+                     const(1 / 6))
+    out = bin_("min", bin_("max", bin_("sub", hardswish, const(0.25)), const(-1.0)),
+               const(1.0))
+    rows = ("rows", (("max", y), ("sum", exp(bin_("sub", y, ("stat", 0))))), out, 0)
+    params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
+                  transposed=True)
+    kernel = conv_kernel(2, engine, ("bias", rows))
+    report = argus.verify(kernel, **params)
+    assert report.ok and report.proved_for_all_sizes and report.count("proved") > 0, str(report)
+    stores = [op for op in O.walk(kernel.trace(**params).body) if isinstance(op, O.GlobalStore)]
+    assert all(op.value.type.layout.slots == 1 for op in stores), stores
+    rng = np.random.default_rng(8)
+    n, spatial, cg, ocg = 3, (4, 5), 3, 5
+    x = rng.standard_normal((n, *spatial, cg)).astype(np.float32)
+    weight = rng.standard_normal((3, 3, 1, ocg, cg)).astype(np.float32)
+    bias = rng.standard_normal((1, ocg)).astype(np.float32)
+    z = conv_reference_nd(x, weight, stride=(2, 2), padding=(1, 1), transposed=True,
+                          epilogue=("bias",), bias=bias)
+    m = z.max(-1, keepdims=True)
+    l = np.log(np.exp(z - m).sum(-1, keepdims=True)) + m
+    want = np.clip(l / (1 + np.exp(-(l + 3))) / 6 - 0.25, -1, 1)
+    out_spatial = list(want.shape[1:-1])
+    args = list(engine_layout(engine, conv_input_view(x, **params), weight)) + [bias]
+    y_out = np.full(conv_output_view(n, out_spatial, (2, 2), 1, 1, True), np.nan, np.float32)
+    argus.compile(kernel, **params).run(*args, y_out, check="strict")
+    np.testing.assert_allclose(from_phase_view(y_out, out_spatial), want, rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_per_channel_vectors_load_once_a_channel_block():
+    """The bias and E<i> vectors of a channel block are loaded once and shared by every phase
+    and position tile (`_block_vectors`): a 2-D stride-2 pool's 4 phases loaded each before
+    the pool 4 times (KernelBench Level 2 50's 3-D one, 8 phases: 325 -> 270 us modelled),
+    and a phased output's 2 position tiles loaded the bias twice in each phase band."""
+    from collections import Counter
+
+    from argus.ir import ops as O
+
+    params = dict(window=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1),
+                  transposed=True)
+
+    def loads(epilogue, **chosen):
+        ir = conv_kernel(2, "mfma_f32_16", epilogue).trace(**params, **chosen)
+        return Counter(op.tensor.name for op in O.walk(ir.body) if isinstance(op, O.GlobalLoad))
+
+    pooled = loads(("bias", ("vec", "mul", 0), "pool_avg", ("vec", "add", 1)))
+    assert [pooled[name] for name in ("bias", "E0", "E1")] == [1, 1, 1], pooled
+    phased = loads(("bias", "relu"), tiles=(2, 1))
+    assert phased["bias"] == 4, phased                   # one a phase band
 
 
 @pytest.mark.parametrize("engine", ["mfma_f32", "mfma_f32_16"])

@@ -3065,7 +3065,7 @@ class _ConvHandlers:
         stride = window if stride is None or stride == [] or stride == () else \
             _tuple(stride, dims, "stride")
         template = Pool(dims, kind, window, stride, _tuple(padding, dims, "padding"),
-                        _tuple(dilation, dims, "dilation"))
+                        _tuple(dilation, dims, "dilation")).fitted(x.shape[-dims:])
         out = template.out_spatial(x.shape[-dims:])
         if min(out) < 1:
             raise Unsupported(f"{what} with an empty output {out}")

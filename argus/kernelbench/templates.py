@@ -1352,6 +1352,15 @@ class Pool:
     stride: tuple[int, ...]
     padding: tuple[int, ...]
     dilation: tuple[int, ...]
+    #: `pool_kernel`'s tile width along the innermost output dimension (`fitted`)
+    cols: int = 64
+
+    def fitted(self, spatial) -> Pool:
+        """This pool with its tile width fitted to the input's `spatial` extents
+        (`pool_cols` of the innermost output extent)."""
+        from argus.kernels.conv import pool_cols
+
+        return attrs.evolve(self, cols=pool_cols(self.out_spatial(spatial)[-1]))
 
     @property
     def params(self) -> dict:
@@ -1371,7 +1380,9 @@ class Pool:
             return _bound(base, f"{self.kind}_{base.name}", {
                 "kind": self.kind, "window": self.window[0], "dilation": self.dilation[0]})
         base = pool_kernel(self.dims)
-        return _bound(base, f"{self.kind}_{base.name}", self.params)
+        return _bound(base, f"{self.kind}_{base.name}" + ("" if self.cols == 64 else
+                                                           f"_{self.cols}"),
+                      {**self.params, "cols": self.cols})
 
 
     def out_spatial(self, spatial) -> list[int]:

@@ -978,11 +978,14 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
         blocks = OCG // block_oc if engine == "mfma" else T.cdiv(OCG, block_oc)
         for block in T.range(0, blocks, name="ocb"):
             oc0 = block * block_oc
+            vectors = _block_vectors(t, g, oc0)
+            t_block = {**t, "vectors": vectors}
             if pool is None:
                 for phase, phase_taps in taps.items():
-                    outs, spec = _conv_phase(engine, steps, t, phase_taps, n, outer, x_outer,
-                                             q0, g, oc0, CG, x_pos, y_pos, tiles, phase,
-                                             store=rows is None and (stats is None or stats[1]))
+                    outs, spec = _conv_phase(engine, steps, t_block, phase_taps, n, outer,
+                                             x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
+                                             phase, store=rows is None and
+                                             (stats is None or stats[1]))
                     if stats:
                         _channel_stats(t, outs, spec, n, outer, q0, g, oc0, phase)
                     if rows:
@@ -993,7 +996,7 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
             # pool, combined as they come (the max, or the sum scaled by the window's 1/size)
             pooled = None
             for phase, phase_taps in taps.items():
-                outs, spec = _conv_phase(engine, before, t, phase_taps, n, outer,
+                outs, spec = _conv_phase(engine, before, t_block, phase_taps, n, outer,
                                          x_outer, q0, g, oc0, CG, x_pos, y_pos, tiles,
                                          (0,) * (len(outer) + 1))
                 if stats:                # (of each phase before the pool: `_epilogue`)
@@ -1005,9 +1008,8 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                 pooled = {key: out * (1.0 / len(taps)) for key, out in pooled.items()}
             for (r, o), out in pooled.items():
                 pooled[r, o] = _apply_epilogue(
-                    out, after, functools.partial(_vector_row, t.get("bias"), spec, g, oc0, o),
-                    None, lambda i, o=o, spec=spec, g=g, oc0=oc0: _vector_row(
-                        t[f"E{i}"], spec, g, oc0, o))
+                    out, after, functools.partial(vectors, "bias", spec, o), None,
+                    lambda i, vectors=vectors, spec=spec, o=o: vectors(f"E{i}", spec, o))
             if rows:
                 _channel_rows(engine, rows, t, pooled, spec, n, outer, q0, g, oc0, OCG, y_pos,
                               (0,) * (len(outer) + 1))
@@ -1016,11 +1018,23 @@ def _conv_channels(engine, steps, t, taps, n, outer, x_outer, q0, G, CG, OCG, bl
                         (0,) * (len(outer) + 1))
 
 
-def _vector_row(vector, spec, g, oc0, o):
-    """A (G, OCG) vector's entries for channel tile o, spread over every position of
-    `spec`."""
-    return _channel_row(spec, vector.load((g, oc0 + o * spec.shape[-1]), _channels_of(spec),
-                                          axes=(1,), guard=True))
+def _block_vectors(t, g, oc0):
+    """The per-channel vectors (bias, E<i>) of one channel block as `vectors(name, spec, o)`:
+    channel tile o's entries spread over every position of `spec`, loaded and spread once,
+    at their first use, and shared by every phase and position tile of the block (a pooled
+    3-D output's eight phases each loaded and waited on them: KernelBench Level 2 50, 16
+    loads a row, 325 -> 270 us modelled). Not loaded before the reduction: live through
+    it, their offsets took the SGPR a 16x16 engine's 3-D window had left (Level 2 8's
+    convolution fell to the 32x32 engine, 719 -> 1258 us)."""
+    spread: dict = {}
+
+    def vectors(name, spec, o):
+        if (name, o, spec) not in spread:
+            spread[name, o, spec] = _channel_row(spec, t[name].load(
+                (g, oc0 + o * spec.shape[-1]), _channels_of(spec), axes=(1,), guard=True))
+        return spread[name, o, spec]
+
+    return vectors
 
 
 def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos, phase):
@@ -1061,9 +1075,39 @@ def _channel_rows(engine, rows, t, outs, spec, n, outer, q0, g, oc0, OCG, y_pos,
                 ("leaf", "y"): outs[r, o], **vec[o], **spread}, {}) for o in by_tile},
                 spec, n, outer, q0, g, oc0, y_pos, phase)
             continue
-        result = emit(out, {("stat", k): s for k, s in done.items()}, {})
-        y_origin, _ = _y_place(engine, spec, n, outer, q0, g, 0, y_pos, phase, r, 0, batched)
-        t["Y"].store(y_origin, result, axes=(0,) * batched + (y_pos,), guard=True)
+        y_origin, y_axes = _y_place(engine, spec, n, outer, q0, g, 0, y_pos, phase, r, 0,
+                                    batched)
+        compact = _one_a_lane(row_spec)
+        if compact is None:
+            result = emit(out, {("stat", k): s for k, s in done.items()}, {})
+            t["Y"].store(y_origin, result, axes=(0,) * batched + (y_pos,), guard=True)
+            continue
+        # the stats one element a lane, along Y's one channel: the output expression then
+        # runs on one register a lane, not on every position a lane holds replicated along
+        # the channels' lanes, and one store writes them
+        result = emit(out, {("stat", k): T.broadcast(s, axis, compact)
+                            for k, s in done.items()}, {})
+        t["Y"].store(y_origin, result, axes=y_axes, guard=True)
+
+
+def _one_a_lane(row_spec):
+    """A channel-reduced tile's layout `row_spec` (positions replicated along the lanes that
+    held the channels, several a lane) as one register a lane with a channel axis of one
+    appended: lane l keeps its slot l % slots. None where that does not cover every
+    element (or a lane holds one already)."""
+    from argus.ir.expr import substitute
+
+    layout = row_spec.layout
+    if layout.slots == 1:
+        return None
+    lane = T.thread_vars(layout.waves, 1)[1]
+    coords = tuple(substitute(c, {"slot": lane % layout.slots}) for c in layout.coords)
+    compact = T.TileSpec((*row_spec.shape, 1), T.ThreadLayout(layout.waves, 1,
+                                                               (*coords, 0)))
+    held = {tuple(c) for c in np.stack(layout.table(), -1).reshape(-1, len(coords))}
+    kept = {tuple(c) for c in np.stack(compact.layout.table()[:-1], -1).reshape(-1,
+                                                                              len(coords))}
+    return compact if kept == held else None
 
 
 def _valid_positions(engine, limit, q0, phases, position_tiles) -> dict:
@@ -1185,17 +1229,15 @@ def _conv_phase(engine, steps, t, taps, n, outer, x_outer, q0, g, oc0, CG, x_pos
                                   window, t["unrolled"], t.get("slab"))
     batched = len(spec.shape) == 3                  # the MFMA engines: (image, pos, channel)
     outs = {}
+    vectors = t["vectors"]
     for (r, o), acc in accs.items():
-        doc = o * spec.shape[-1]
         y_origin, y_axes = _y_place(engine, spec, n, outer, q0, g, oc0, y_pos, phase, r, o,
                                     batched)
         out = outs[r, o] = _apply_epilogue(
-            acc, steps,
-            lambda doc=doc: _channel_row(spec, t["bias"].load(
-                (g, oc0 + doc), _channels_of(spec), axes=(1,), guard=True)),
+            acc, steps, functools.partial(vectors, "bias", spec, o),
             lambda y_origin=y_origin, y_axes=y_axes: t["residual"].load(
                 y_origin, spec, axes=y_axes, guard=True),
-            lambda i, o=o: _vector_row(t[f"E{i}"], spec, g, oc0, o))
+            lambda i, o=o: vectors(f"E{i}", spec, o))
         if store:
             t["Y"].store(y_origin, out, axes=y_axes, guard=True)
     return outs, spec
@@ -1675,15 +1717,17 @@ def pool_kernel(dims: int) -> T.KernelDef:
     with batch and channels merged: X (NC, [I2, S] per dimension) the input's phase view made
     by `pool_input_view` (padding and the far end filled with -inf for max, 0 for the
     average), Y (NC, *output extents). Compile-time parameters: kind ("max" or "avg"), window,
-    stride, padding, dilation (an int or one per dimension). The average divides by the
-    window's size, padding included (torch's count_include_pad=True)."""
+    stride, padding, dilation (an int or one per dimension), cols (POOL_COLS: the output
+    positions along the innermost dimension a wave's tile holds, by 256 / cols planes; a
+    narrow output takes fewer, `pool_cols`). The average divides by the window's size,
+    padding included (torch's count_include_pad=True)."""
     if dims not in (1, 2, 3):
         raise ArgusError(f"pool_kernel(dims={dims!r}): dims is 1, 2 or 3")
     axes = SPATIAL[3 - dims:]
     annotations = {"X": Tensor("f32", "NC", *_view_shape("I2", "S", dims)),
                    "Y": Tensor("f32", "NC", *(f"O{a}" for a in axes))}
     params = {"kind": "max", "window": (2,) * dims, "stride": (2,) * dims,
-              "padding": (0,) * dims, "dilation": (1,) * dims}
+              "padding": (0,) * dims, "dilation": (1,) * dims, "cols": 64}
 
     def pool(X, Y, **chosen):
         _pool_body(dims, X, Y, **chosen)
@@ -1691,9 +1735,24 @@ def pool_kernel(dims: int) -> T.KernelDef:
     return _family(pool, f"pooling{dims}d", pool_kernel.__doc__, annotations, params, 1)
 
 
-def _pool_body(dims, X, Y, *, kind, window, stride, padding, dilation):
+#: the widths `pool_kernel` takes for a wave's tile along the innermost output dimension
+POOL_COLS = (16, 32, 64)
+#: elements of a `pool_kernel` wave's tile (cols positions by 256 / cols planes)
+POOL_TILE = 256
+
+
+def pool_cols(extent: int) -> int:
+    """`pool_kernel`'s cols for an innermost output `extent`: the narrowest of POOL_COLS that
+    holds it (a 15-wide 3-D output in 64-wide tiles left 49 of every 64 lanes idle and issued
+    four times the loads: KernelBench Level 2 72's second pool, 57.5 us modelled)."""
+    return next((c for c in POOL_COLS if c >= extent), POOL_COLS[-1])
+
+
+def _pool_body(dims, X, Y, *, kind, window, stride, padding, dilation, cols):
     if kind not in ("max", "avg"):
         raise ArgusError(f"pooling kind {kind!r}: use 'max' or 'avg'")
+    if cols not in POOL_COLS:
+        raise ArgusError(f"pool_kernel cols={cols!r}", fix=f"give one of {POOL_COLS}")
     window, stride, padding, dilation = _conv_params(dims, window, stride, padding, dilation)
     xs, out = X.shape, Y.shape[1:]
     x_phases = view_phases(dims, stride, False)[0]
@@ -1702,20 +1761,21 @@ def _pool_body(dims, X, Y, *, kind, window, stride, padding, dilation):
     if dims == 2 and stride[0] == 1 and window[0] > 1:
         _pool_ring(X, Y, kind, window, stride, dilation, out)
         return
-    T.grid(out[-2] if dims >= 2 else 1, T.cdiv(out[-1], 64), T.cdiv(xs[0], 4))
-    q0, nc0 = T.program_id(1) * 64, T.program_id(2) * 4
+    planes = POOL_TILE // cols
+    T.grid(out[-2] if dims >= 2 else 1, T.cdiv(out[-1], cols), T.cdiv(xs[0], planes))
+    q0, nc0 = T.program_id(1) * cols, T.program_id(2) * planes
     outer = [T.program_id(0)] if dims >= 2 else []
+    spec = T.rows_layout((planes, cols), 1)
     if dims == 3:
         for od in T.range(0, out[0], name="od"):
-            _pool_row(X, Y, kind, window, stride, dilation, nc0, [od, *outer], q0)
+            _pool_row(X, Y, kind, window, stride, dilation, nc0, [od, *outer], q0, spec)
     else:
-        _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0)
+        _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0, spec)
 
 
-def _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0):
-    """4 planes by 64 output positions along the innermost dimension, every window tap a
-    load of the phase view (the padding is in the view, already -inf or 0)."""
-    spec = T.rows_layout((4, 64), 1)
+def _pool_row(X, Y, kind, window, stride, dilation, nc0, outer, q0, spec):
+    """A tile of planes by output positions along the innermost dimension (`spec`), every
+    window tap a load of the phase view (the padding is in the view, already -inf or 0)."""
     plan = tap_plan(len(window), window, stride, 0, dilation, False)[(0,) * len(window)]
 
     x_outer = _times(outer, row_steps(len(window), stride, False))

@@ -16,7 +16,7 @@ import numpy as np
 
 from argus.asm.lower.exprgen import UnsupportedError
 from argus.asm.lower.isel import Selector, rule
-from argus.asm.lower.program import Spread, VReg
+from argus.asm.lower.program import Ref, Spread, VReg
 from argus.ir import ops as O
 from argus.ir.expr import Const, Var, max_, simplify, substitute
 from argus.ir.types import LANES, ThreadLayout
@@ -135,9 +135,30 @@ def _plan(op, layout: ThreadLayout, axis: int):
             if not any((full[:, :, slot] == full[:, :, k]).all() for k in kept):
                 kept.append(slot)
         groups.append(kept)
-    basis = _lane_masks(op, key, groups, full)
+    basis = _cheapest_basis(_lane_masks(op, key, groups, full))
     _check_exactly_once(op, key, full, groups, basis)
     return key, groups, basis
+
+
+#: how much a lane-XOR exchange costs by the instruction that makes it (`shuffle_form`): a DPP
+#: one fuses the combine into one VALU instruction; a swizzle or permute goes through the LDS
+#: unit, waits for it and combines after
+_FORM_COST = {"dpp": 0, "swizzle": 1, "bpermute": 2}
+
+
+def _cheapest_basis(basis: list[int]) -> list[int]:
+    """`basis` with each mask m replaced by the cheapest m ^ e, e in the span of the masks
+    before it: the lanes combined after each step are the same cosets (lane ^ 4 after lane ^ 1
+    and ^ 2 combines the quads that lane ^ 7, DPP's row_half_mirror, does), so the butterfly
+    reduces the same elements, each once, with fewer LDS-unit exchanges."""
+    chosen: list[int] = []
+    span = [0]
+    for mask in basis:
+        options = sorted({mask ^ e for e in span}, key=lambda m: (
+            _FORM_COST[shuffle_form("bpermute.xor", (m,))[0].split(".")[0]], m != mask, m))
+        chosen.append(options[0])
+        span += [e ^ options[0] for e in span]
+    return chosen
 
 
 @rule(O.Reduce)
@@ -148,21 +169,43 @@ def _reduce(s: Selector, op: O.Reduce):
     key, groups, basis = _plan(op, x_layout, op.axis)
     x = s.tile(op.x)
     combine = COMBINE[op.fn]
-    partial = []
-    for slots in groups:
-        acc = VReg("v", 1, f"{op.fn}.part")
-        s.emit("v_mov_b32_e32", acc, x[slots[0]])
-        for slot in slots[1:]:
-            s.emit(combine, acc, x[slot], acc)
-        partial.append(acc)
-    for mask in basis:
+    result_key = _keys(r_layout, None)
+    out = s.new_tile(op.result)
+    taken = []
+    for r in range(out.size):
+        match = [g for g, slots in enumerate(groups)
+                 if (key[:, :, slots[0]] == result_key[:, :, r]).all()]
+        if not match:
+            raise _unsupported(op, f"result slot {r} is not held where it is reduced")
+        taken.append(match[0])
+    # each group is reduced in the first result register that takes it (no copy after), and
+    # the first step reads x in place (no copy before)
+    home = {g: out[taken.index(g)] if g in taken else VReg("v", 1, f"{op.fn}.part")
+            for g in range(len(groups))}
+    first = shuffle_form("bpermute.xor", (basis[0],)) if basis else None
+    fused = first is not None and first[0].startswith("dpp.")
+    for g, slots in enumerate(groups):
+        acc = home[g]
+        if len(slots) > 1:
+            s.emit(combine, acc, x[slots[1]], x[slots[0]])
+            for slot in slots[2:]:
+                s.emit(combine, acc, x[slot], acc)
+        elif fused:
+            assert first is not None
+            s.emit(DPP_COMBINE[op.fn], acc, x[slots[0]], x[slots[0]],
+                   mods=f"{dpp_control(*first)} {DPP_MASKS}", note=f"lane ^ {basis[0]}")
+        else:
+            s.emit("v_mov_b32_e32", acc, x[slots[0]])
+    partial = [home[g] for g in range(len(groups))]
+    for i, mask in enumerate(basis):
         # lane ^ 1, 2, 3 are DPP quads, ^ 7, 8, 15 DPP rows, other masks below 32 swizzles
         form, params = shuffle_form("bpermute.xor", (mask,))
         note = f"lane ^ {mask}"
         if form.startswith("dpp."):
             mods = f"{dpp_control(form, params)} {DPP_MASKS}"
-            for acc in partial:
-                s.emit(DPP_COMBINE[op.fn], acc, acc, acc, mods=mods, note=note)
+            for g, acc in enumerate(partial):
+                if i > 0 or len(groups[g]) > 1 or not fused:
+                    s.emit(DPP_COMBINE[op.fn], acc, acc, acc, mods=mods, note=note)
             continue
         address = None if form.startswith("swizzle.") else _bpermute_address(s, form, params)
         for acc in partial:
@@ -173,14 +216,9 @@ def _reduce(s: Selector, op: O.Reduce):
             else:
                 s.emit("ds_bpermute_b32", other, address, acc, note=note)
             s.emit(combine, acc, other, acc)
-    result_key = _keys(r_layout, None)
-    out = s.new_tile(op.result)
-    for r in range(out.size):
-        match = [g for g, slots in enumerate(groups)
-                 if (key[:, :, slots[0]] == result_key[:, :, r]).all()]
-        if not match:
-            raise _unsupported(op, f"result slot {r} is not held where it is reduced")
-        s.emit("v_mov_b32_e32", out[r], partial[match[0]])
+    for r, g in enumerate(taken):
+        if out[r] != home[g]:
+            s.emit("v_mov_b32_e32", out[r], home[g])
 
 
 def _bpermute_address(s: Selector, lanes: str, params: tuple[int, ...]) -> VReg:
@@ -304,19 +342,67 @@ def _broadcast(s: Selector, op: O.Broadcast):
     x = s.tile(op.x)
     if op.x.type.dtype != "f32":
         raise _unsupported(op, f"broadcasts of {op.x.type.dtype} tiles are not lowered")
-    sources = []
+    sources: list = []
     for r in range(op.result.type.vgprs):
         match = [sx for sx in range(x_key.shape[2]) if (x_key[:, :, sx] == r_key[:, :, r]).all()]
-        if not match:
-            raise _unsupported(op, f"result slot {r} needs a value another lane holds")
-        sources.append(x[match[0]])
-    if s.only_read_by(op.result, O.Binary):
+        sources.append(x[match[0]] if match else _slot_choice(op, x_key, r_key[:, :, r]))
+    if s.only_read_by(op.result, O.Binary) and all(isinstance(r, Ref) for r in sources):
         # elementwise consumers read x's registers in place: no copies
         s.view(op.result, Spread(tuple(sources)))
         return
     out = s.new_tile(op.result)
     for r, source in enumerate(sources):
-        s.emit("v_mov_b32_e32", out[r], source)
+        if isinstance(source, Ref):
+            s.emit("v_mov_b32_e32", out[r], source)
+        else:
+            _select_slots(s, out[r], x, *source)
+
+
+def _slot_choice(op, x_key: np.ndarray, wanted: np.ndarray) -> tuple[list[int], list[int]]:
+    """A result register whose element sits in a different slot of x from lane to lane (a
+    reduced MFMA tile, replicated along the lanes of its channels, relaid one element a
+    lane): (the lane bits the slot depends on, the slot per value of those bits), the same in
+    every wave."""
+    held = x_key == wanted[:, :, None]                      # (waves, lanes, x slots)
+    if not held.any(axis=2).all():
+        raise _unsupported(op, "a result slot needs a value another lane holds")
+    choice = held.argmax(axis=2)
+    if not (choice == choice[:1]).all():
+        raise _unsupported(op, "a result slot takes its value from different slots in "
+                               "different waves")
+    lanes = np.arange(LANES)
+    first = choice[0]
+    bits = [b for b in range(6) if (first != first[lanes ^ (1 << b)]).any()]
+    index = sum(((lanes >> b) & 1) << i for i, b in enumerate(bits))
+    slots = []
+    for value in range(1 << len(bits)):
+        at = first[index == value]
+        if not (at == at[0]).all() or not held[0, index == value, at[0]].all():
+            raise _unsupported(op, "a result slot's source slot is not a function of its "
+                                   "lane's bits")
+        slots.append(int(at[0]))
+    return bits, slots
+
+
+def _select_slots(s: Selector, out, x, bits: list[int], slots: list[int]) -> None:
+    """out = x[slot] with the slot chosen per lane by `bits` of the lane (`_slot_choice`):
+    a tree of v_cndmask_b32 on one lane bit a level."""
+    level: list = [x[slot] for slot in slots]
+    lane = Var("lane", 0, LANES)
+    for depth, bit in enumerate(bits):
+        last = depth == len(bits) - 1
+        mask = None
+        merged = []
+        for low, high in zip(level[::2], level[1::2], strict=True):
+            if low == high and not last:
+                merged.append(low)
+                continue
+            if mask is None:
+                mask = s.lane_mask(((lane // (1 << bit)) % 2).eq(1))
+            target = out if last else VReg("v", 1, "chosen")
+            s.emit("v_cndmask_b32_e64", target, low, high, mask)
+            merged.append(target)
+        level = merged
 
 
 @rule(O.Mask)
@@ -328,6 +414,9 @@ def _mask(s: Selector, op: O.Mask):
     fill = s.materialize(struct.unpack("<I", struct.pack("<f", op.fill))[0], "v")
     keep = simplify(substitute(op.keep, s.renamed)) if s.renamed else op.keep
     x, out = s.tile(op.x), s.new_tile(op.result)
+    # slots whose coordinates meet the condition alike (an MFMA tile's output channel is the
+    # lane's in every slot) share one lane mask: one compare, not one a slot
+    masks: dict = {}
     for slot in range(layout.slots):
         coords = {f"c{a}": simplify(substitute(c, {"slot": slot}))
                   for a, c in enumerate(layout.coords)}
@@ -335,5 +424,6 @@ def _mask(s: Selector, op: O.Mask):
         if isinstance(condition, Const):
             s.emit("v_mov_b32_e32", out[slot], x[slot] if condition.value else fill)
             continue
-        lanes = s.lane_mask(condition)
-        s.emit("v_cndmask_b32_e64", out[slot], fill, x[slot], lanes)
+        if condition not in masks:
+            masks[condition] = s.lane_mask(condition)
+        s.emit("v_cndmask_b32_e64", out[slot], fill, x[slot], masks[condition])
