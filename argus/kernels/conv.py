@@ -1286,7 +1286,9 @@ def input_slab(plan, block_p: int, mfma: str = F32_MFMA):
     for _, off, ph in taps:
         lo, hi = spread.get((off[:-1], ph), (off[-1], off[-1]))
         spread[off[:-1], ph] = (min(lo, off[-1]), max(hi, off[-1]))
-    width = -(-(block_p + max(hi - lo for lo, hi in spread.values())) // 64) * 64
+    # whole runs of a channel's lanes (`_slab_loads`: 64 / k of them), one load each
+    run = 64 // k
+    width = -(-(block_p + max(hi - lo for lo, hi in spread.values())) // run) * run
     row_bytes = MFMA_WAVES * width * k * 4
     per_chunk = min(len(spread), SLAB_CHUNK_BYTES // row_bytes)
     if len(taps) < SLAB_MIN_REUSE * len(spread) or per_chunk < 1:
@@ -1305,10 +1307,15 @@ def _slab_loads(slab, X, x_origin, x_pos, c, k) -> list[dict]:
     {row in the chunk: tile}."""
     buffer, rows = slab
     _, _, width, _ = buffer.shape
-    per_row = width // 64
-    wave, lane, slot = T.thread_vars(MFMA_WAVES, per_row * k)
+    # the lanes split into k runs, one per channel, and a lane's slots step along the row:
+    # a row's loads then differ by constants (the instruction's offset field) and its
+    # channels by a per-lane offset, so a row keeps one SGPR offset live where the lanes
+    # along the positions kept one per channel (a 3x3x3 window's 36 rows by channels
+    # passed the 102 SGPRs a wave has on the 16x16 engine)
+    run = 64 // k
+    wave, lane, slot = T.thread_vars(MFMA_WAVES, width // run)
     spec = T.TileSpec((MFMA_WAVES, width, k), T.ThreadLayout(
-        MFMA_WAVES, per_row * k, (wave, lane + 64 * (slot % per_row), slot // per_row)))
+        MFMA_WAVES, width // run, (wave, lane % run + run * slot, lane // run)))
     chunks: list[dict] = [{} for _ in range(1 + max(chunk for chunk, _, _ in rows.values()))]
     for (outer, ph), (chunk, row, lo) in rows.items():
         chunks[chunk][row] = X.load(x_origin((*outer, lo), ph, c * k), spec, axes=(0, x_pos, 2),

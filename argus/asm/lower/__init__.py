@@ -80,7 +80,7 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
 
     if not isinstance(policy, str) or policy not in POLICIES:
         raise LoweringError(f"unknown scheduling policy {policy!r}; choose one of {POLICIES}")
-    stripped = strip_tags(kernel)                       # tags emit nothing
+    stripped = fold_assumed(strip_tags(kernel))         # tags emit nothing
     selector = Selector(stripped, policy)
     items = selector.run()                              # isel + address generation
     _dump("instruction selection", items)
@@ -105,6 +105,30 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
                    sgprs, vgprs, 0, stripped.waves, tuple(stripped.grid), tuple(stripped.sizes),
                    waves_per_simd, limit, allocation.peak, policy, items, frame,
                    tuple(selector.spans))
+
+
+def fold_assumed(kernel: O.Kernel) -> O.Kernel:
+    """The kernel with each size its assumptions fix to a constant (`T.assume(S.eq(1))`: a
+    convolution's phase counts and window extents) replaced by that constant in every
+    expression but the size list (the argument is still passed). Under the assumptions the
+    program is the same; strides over such a size become constants, so an offset they scale
+    goes into the instruction's offset field instead of an SGPR (a 3x3x3 window's taps, its
+    input rows' channel steps)."""
+    from argus.ir.expr import Const, Term, Var
+    from argus.ir.rewrite import fold_sizes
+
+    fixed: dict = {}
+    sizes = {v.name for v in kernel.sizes}
+    for fact in kernel.assumes:
+        if isinstance(fact, Term) and fact.op == "eq":
+            a, b = fact.args
+            if isinstance(b, Var) and isinstance(a, Const):
+                a, b = b, a
+            if isinstance(a, Var) and a.name in sizes and isinstance(b, Const):
+                fixed[a.name] = int(b.value)
+    if not fixed:
+        return kernel
+    return fold_sizes(kernel, fixed)
 
 
 def _dump(stage: str, items: list) -> None:
