@@ -653,22 +653,28 @@ def test_a_3x3x3_window_reads_its_inputs_through_an_lds_slab():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
 
 
-def test_the_16x16_engine_s_slab_rows_load_whole_channel_runs():
+@pytest.mark.parametrize("tiles, rows", [(2, 3), (4, 5)])
+def test_the_16x16_engine_s_slab_rows_load_whole_channel_runs(tiles, rows):
     """On the 16x16 engine (k = 4) a slab row's lanes split into 4 runs of 16 positions, one
-    per channel, so a 3x3x3 window's 9 rows of 32 + 2 positions take 3 loads each (27; the
-    lanes along 64 positions by slot-channels took 36), their offsets constants in the
-    instruction. Right in the strict emulator with a channel tail (3 of 4), a position tail
-    (37 a row), 13 output channels and a batch tail (5 images), with a bias and a vector."""
-    from argus.kernels.conv import NARROW_TILES
+    per channel, so a 3x3x3 window's 9 rows of 16 * tiles + 2 positions take `rows` loads
+    each (27 at 2 tiles; the lanes along 64 positions by slot-channels took 36), their
+    offsets constants in the instruction. `conv_engine` takes 4 position tiles where a row
+    passes 2 (62 positions: KernelBench Level 2 48, 491 -> 445 us, modelled). Right in the
+    strict emulator with a channel tail (3 of 4), a position tail (37 a row), 13 output
+    channels and a batch tail (5 images), with a bias and a vector."""
+    from argus.kernels.conv import NARROW_MAX_TILES, NARROW_TILES
 
+    assert conv_engine(3, 16, positions=30) == ("mfma_f32_16", (NARROW_TILES, 1))
+    assert conv_engine(3, 16, positions=62) == ("mfma_f32_16", (NARROW_MAX_TILES, 1))
+    assert conv_engine(3, 16, phases=4, positions=62) == ("mfma_f32_16", (NARROW_TILES, 1))
     c = dict(n=5, spatial=(3, 3, 37), cg=3, ocg=13, window=(3, 3, 3))
     epilogue = ("bias", ("vec", "mul", 0))
     compiled = argus.compile(conv_kernel(3, "mfma_f32_16", epilogue), verify=False,
-                             window=(3, 3, 3), padding=(1, 1, 0), tiles=(NARROW_TILES, 1))
+                             window=(3, 3, 3), padding=(1, 1, 0), tiles=(tiles, 1))
     ops = [i.opcode for i in compiled.code.disassemble(compiled.code.kernel(compiled.name))]
-    # per channel step: 27 slab loads + 9 weight slices; the bias and the vector once a
+    # per channel step: the slab's loads + 9 weight slices; the bias and the vector once a
     # position tile
-    assert ops.count("buffer_load_dword") == 27 + 9 + 2 * NARROW_TILES
+    assert ops.count("buffer_load_dword") == 9 * rows + 9 + 2 * tiles
     rng = np.random.default_rng(5)
     x = rng.standard_normal((c["n"], *c["spatial"], c["cg"])).astype(np.float32)
     weight = rng.standard_normal((*c["window"], 1, c["ocg"], c["cg"])).astype(np.float32)

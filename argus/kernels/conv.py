@@ -52,6 +52,11 @@ CHANNEL_TILES = 2
 #: KernelBench Level 2 6's convolution, modelled: 161.9 us on 1, 108.2 on 2, and 4 passes
 #: the SGPRs at a 3x3x3 window's 27 unrolled taps)
 NARROW_OC, NARROW_TILES = 16, 2
+#: the most position tiles a wave of the "mfma_f32_16" engine covers on a single-phase output
+#: whose rows pass NARROW_TILES tiles (`conv_engine`): each channel step's weights, staged
+#: once, then feed twice the MFMAs. Modelled conv launches (KernelBench Level 2, 2 -> 4
+#: tiles): 48 (62 positions a row) 491 -> 445 us, 8 (62) 643 -> 636
+NARROW_MAX_TILES = 4
 #: the fewest taps per output phase on average (the window's taps over the phases) for which
 #: `conv_engine` packs a phased output's channels (`PACKED`), undilated. Modelled, KernelBench
 #: Level 2 (conv launch, unpacked -> packed): 3x3x3 stride 2 (3.4 taps a phase): 49 448 ->
@@ -783,7 +788,8 @@ def conv_engine(cg: int, ocg: int, phases: int = 1, positions: int | None = None
     scaled check to the published sizes' kernel. At most NARROW_OC output channels per group
     take the 16x16 MFMA ("mfma_f32_16", NARROW_TILES position tiles a wave): the 32x32 one
     computed and stored 32 columns for 16 used (KernelBench Level 2 6's convolution, 3 to 16
-    channels 3x3x3: 182.5 us on 32x32x2, 108.2 on 16x16x4, modelled). A phased output
+    channels 3x3x3: 182.5 us on 32x32x2, 108.2 on 16x16x4, modelled), up to
+    NARROW_MAX_TILES where a single-phase output's rows (`positions`) are wider. A phased output
     wider than that, undilated, with `taps` (the window's) of at least PACKED_MIN_TAPS per
     phase, takes a packed engine (`_packed_engine`, `positions` the output view's innermost
     extent) where its input channels pack evenly (`packs_evenly`)."""
@@ -792,7 +798,11 @@ def conv_engine(cg: int, ocg: int, phases: int = 1, positions: int | None = None
     if cg < 2:
         return "fma", (1, FMA_OC)
     if ocg <= NARROW_OC:
-        return "mfma_f32_16", (NARROW_TILES, 1)
+        tiles = NARROW_TILES
+        while phases == 1 and positions is not None and tiles < NARROW_MAX_TILES and \
+                NARROW_OC * tiles < positions:
+            tiles *= 2
+        return "mfma_f32_16", (tiles, 1)
     if phases > 1 and taps >= PACKED_MIN_TAPS * phases and dilation == 1 and \
             packs_evenly("mfma_f32", cg):
         return _packed_engine(cg, ocg, positions)
