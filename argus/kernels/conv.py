@@ -1278,12 +1278,13 @@ def input_slab(plan, block_p: int, mfma: str = F32_MFMA):
     """The f32 MFMA engine's input slab for a single-phase window whose weights are staged:
     per channel step each wave loads, for every distinct (outer-axis offsets, inner phase)
     of the taps (a slab row), the run of input positions its taps along the innermost axis
-    read (the tile's block_p positions plus the taps' spread, rounded up to 64) with one
-    load per 64 positions and channel, the lanes along the positions, and the taps then read
-    their A from LDS at their offsets in the row. The direct loads gave every tap its own
-    load of 32 positions by 2 channels, and a vector memory instruction holds the CU's
-    addresser for a fixed time however few lines it touches: a 3x3x3 window made 27 of them
-    per step, where the slab makes 9 rows x 2 channels (KernelBench Level 2 6, VMEM bound:
+    read (the tile's block_p positions plus the taps' spread, rounded up to whole runs of
+    `_slab_run` lanes) with one load per 64 positions and channels, the lanes along the
+    positions, and the taps then read their A from LDS at their offsets in the row. The
+    direct loads gave every tap its own load of 32 positions by 2 channels, and a vector
+    memory instruction holds the CU's addresser for a fixed time however few lines it
+    touches: a 3x3x3 window made 27 of them per step, where the slab makes 9 rows x 2
+    channels (KernelBench Level 2 6, VMEM bound:
     1022 loads per wave of a workgroup before, 770 with the slab). The rows go through LDS
     in chunks of at most SLAB_CHUNK_BYTES (`_slab_reduce`). Returns (LDS (chunk rows,
     MFMA_WAVES, width, k), {row key: (chunk, row, first offset)}), or None when a row holds
@@ -1296,8 +1297,8 @@ def input_slab(plan, block_p: int, mfma: str = F32_MFMA):
     for _, off, ph in taps:
         lo, hi = spread.get((off[:-1], ph), (off[-1], off[-1]))
         spread[off[:-1], ph] = (min(lo, off[-1]), max(hi, off[-1]))
-    # whole runs of a channel's lanes (`_slab_loads`: 64 / k of them), one load each
-    run = 64 // k
+    # whole runs of a load's lanes along the row (`_slab_run`)
+    run = _slab_run(k)
     width = -(-(block_p + max(hi - lo for lo, hi in spread.values())) // run) * run
     row_bytes = MFMA_WAVES * width * k * 4
     per_chunk = min(len(spread), SLAB_CHUNK_BYTES // row_bytes)
@@ -1311,21 +1312,32 @@ def input_slab(plan, block_p: int, mfma: str = F32_MFMA):
     return T.lds((per_chunk, MFMA_WAVES, width, k), "f32"), rows
 
 
+def _slab_run(k: int) -> int:
+    """The lanes of a slab row's load that run along its positions (`_slab_loads`) for a
+    channel step of k: 64 / k on the 16x16 engine (k = 4), whose lanes split into one run per
+    channel, so a row keeps one SGPR offset live (a 3x3x3 window's 9 rows by 4 channels, one
+    offset each, passed the 102 SGPRs a wave has) and takes whole runs of 16 (48 positions
+    for 34, not 64); all 64 at k = 2, where the row is 64 wide either way and a channel's
+    32-position runs touched more cache lines (KernelBench Level 2 82's conv: 1314 ->
+    1361 us, modelled)."""
+    return 64 // k if k > 2 else 64
+
+
 def _slab_loads(slab, X, x_origin, x_pos, c, k) -> list[dict]:
     """One channel step's input slab rows (`input_slab`), loaded (guarded: past the input's
     far end and its channels they are zeros, as the direct loads read them), per chunk
     {row in the chunk: tile}."""
     buffer, rows = slab
     _, _, width, _ = buffer.shape
-    # the lanes split into k runs, one per channel, and a lane's slots step along the row:
-    # a row's loads then differ by constants (the instruction's offset field) and its
-    # channels by a per-lane offset, so a row keeps one SGPR offset live where the lanes
-    # along the positions kept one per channel (a 3x3x3 window's 36 rows by channels
-    # passed the 102 SGPRs a wave has on the 16x16 engine)
-    run = 64 // k
-    wave, lane, slot = T.thread_vars(MFMA_WAVES, width // run)
+    # runs of `run` lanes along the positions, 64 / run channels at once, a lane's slots
+    # along the row then through the channels: a row's loads differ by constants (the
+    # instruction's offset field) and its channels by a per-lane offset
+    run = _slab_run(k)
+    groups, per_row = 64 // run, width // run
+    wave, lane, slot = T.thread_vars(MFMA_WAVES, per_row * k // groups)
     spec = T.TileSpec((MFMA_WAVES, width, k), T.ThreadLayout(
-        MFMA_WAVES, width // run, (wave, lane % run + run * slot, lane // run)))
+        MFMA_WAVES, per_row * k // groups, (wave, lane % run + run * (slot % per_row),
+                                            lane // run + groups * (slot // per_row))))
     chunks: list[dict] = [{} for _ in range(1 + max(chunk for chunk, _, _ in rows.values()))]
     for (outer, ph), (chunk, row, lo) in rows.items():
         chunks[chunk][row] = X.load(x_origin((*outer, lo), ph, c * k), spec, axes=(0, x_pos, 2),

@@ -80,8 +80,10 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
 
     if not isinstance(policy, str) or policy not in POLICIES:
         raise LoweringError(f"unknown scheduling policy {policy!r}; choose one of {POLICIES}")
-    stripped = fold_assumed(strip_tags(kernel))         # tags emit nothing
-    selector = Selector(stripped, policy)
+    stripped = strip_tags(kernel)                       # tags emit nothing
+    fixed = assumed_constants(stripped)
+    stripped = fold_assumed(stripped)
+    selector = Selector(stripped, policy, fixed)
     items = selector.run()                              # isel + address generation
     _dump("instruction selection", items)
     schedule.schedule(items, policy)                    # MFMA / LDS / VMEM interleave
@@ -114,10 +116,17 @@ def fold_assumed(kernel: O.Kernel) -> O.Kernel:
     program is the same; strides over such a size become constants, so an offset they scale
     goes into the instruction's offset field instead of an SGPR (a 3x3x3 window's taps, its
     input rows' channel steps)."""
-    from argus.ir.expr import Const, Term, Var
     from argus.ir.rewrite import fold_sizes
 
-    fixed: dict = {}
+    fixed = assumed_constants(kernel)
+    return fold_sizes(kernel, fixed) if fixed else kernel
+
+
+def assumed_constants(kernel: O.Kernel) -> dict[str, int]:
+    """{size: value} for each size an assumption `S.eq(c)` fixes (`fold_assumed`)."""
+    from argus.ir.expr import Const, Term, Var
+
+    fixed: dict[str, int] = {}
     sizes = {v.name for v in kernel.sizes}
     for fact in kernel.assumes:
         if isinstance(fact, Term) and fact.op == "eq":
@@ -126,9 +135,7 @@ def fold_assumed(kernel: O.Kernel) -> O.Kernel:
                 a, b = b, a
             if isinstance(a, Var) and a.name in sizes and isinstance(b, Const):
                 fixed[a.name] = int(b.value)
-    if not fixed:
-        return kernel
-    return fold_sizes(kernel, fixed)
+    return fixed
 
 
 def _dump(stage: str, items: list) -> None:
