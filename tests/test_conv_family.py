@@ -372,28 +372,6 @@ def test_fitting_steps_down_to_a_kernel_that_fits_the_registers():
                           **geometry)
 
 
-def test_fitting_takes_fewer_unrolled_taps_where_they_keep_more_waves():
-    """KernelBench Level 2 26's strided transposed 3x3x3 convolution on the packed 16x16
-    engine fits the SGPRs at 9 unrolled taps once the lowering folds the assumed sizes, but
-    their loads hold 188 VGPRs (2 waves a SIMD, 1647 us modelled); conv_fitted takes the
-    fewer unrolled taps that keep more waves (1111 us)."""
-    from argus.kernelbench.templates import conv_fitted
-    from argus.kernels.conv import UNROLLED_TAPS
-
-    geometry = dict(window=(3, 3, 3), stride=(2, 2, 2), padding=(1, 1, 1),
-                    dilation=(1, 1, 1), transposed=True)
-    engine, tiles = conv_engine(32, 64, 8, 16, 27)
-    assert engine == "mfma_f32_16_pk"
-
-    def waves(unrolled):
-        return argus.compile(conv_kernel(3, engine, ("bias",)), verify=False, tiles=tiles,
-                             unrolled=unrolled, **geometry).lowered.occupancy
-
-    fitted = conv_fitted(3, engine, tiles, ("bias",), **geometry)
-    assert fitted[:2] == (engine, tiles) and fitted[2] < UNROLLED_TAPS
-    assert waves(fitted[2]) > waves(UNROLLED_TAPS)
-
-
 def test_the_fma_engines_position_tiles_are_one_run_per_tap():
     """KernelBench 85's depthwise 3x7 window: the FMA engine's four 64-position tiles are
     one run per wave (4 adjacent positions a lane, the input channels first), so each of the

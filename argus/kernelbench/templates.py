@@ -1093,24 +1093,12 @@ def conv_fitted(dims: int, engine: str, tiles: tuple, epilogue: tuple, **geometr
                   for u in (UNROLLED_TAPS, *FITTING_UNROLLED) if (e, (1, 1), u) not in tried]
     tried += [("fma", t, UNROLLED_TAPS) for t in halved((1, FMA_OC))
               if ("fma", t, UNROLLED_TAPS) not in tried and not stats]
-    def occupancy(choice, t, unrolled) -> int | None:
-        try:
-            return compile_kernel(conv_kernel(dims, choice, epilogue), verify=False, tiles=t,
-                                  unrolled=unrolled, **geometry).lowered.occupancy
-        except RegisterBudgetError:
-            return None
-
     for choice, t, unrolled in tried:
-        waves = occupancy(choice, t, unrolled)
-        if waves is None:
+        try:
+            compile_kernel(conv_kernel(dims, choice, epilogue), verify=False, tiles=t,
+                           unrolled=unrolled, **geometry)
+        except RegisterBudgetError:
             continue
-        # fewer unrolled taps where they keep more waves a SIMD: the taps of a pass hold
-        # their loads' registers together (KernelBench Level 2 26's packed 16x16 engine:
-        # 188 VGPRs, 2 waves, 1647 us at 9 taps; 116, 4 waves, 1311 us at 3, modelled)
-        for fewer in (u for u in FITTING_UNROLLED if u < unrolled and choice != "fma"):
-            more = occupancy(choice, t, fewer)
-            if more is not None and more > waves:
-                unrolled, waves = fewer, more
         return choice, t, unrolled
     # none fits: the smallest tile, whose compilation names what does not fit
     if stats:
