@@ -383,6 +383,7 @@ def test_fitting_steps_down_to_a_kernel_that_fits_the_registers():
     """conv_fitting keeps the f32 MFMA engine's two channel tiles where they fit and steps
     down (to one tile, then the FMA engine) only where compiling refuses the registers."""
     from argus.asm.lower.regalloc import RegisterBudgetError
+    from argus.kernelbench.templates import conv_fitted
     from argus.kernelbench.templates import conv_fitting as fitting
 
     geometry = dict(window=(3, 3), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
@@ -390,12 +391,18 @@ def test_fitting_steps_down_to_a_kernel_that_fits_the_registers():
     assert fitting(2, "mfma_f32", (1, 2), (), **geometry) == ("mfma_f32", (1, 2))
     # a bias fits beside two channel tiles since the stores' offsets are made where they store
     assert fitting(2, "mfma_f32", (1, 2), ("bias",), **geometry) == ("mfma_f32", (1, 2))
-    # a 5x5 window's weights pass STAGED_B_BYTES, so each tap loads its own B, whose offsets
-    # beside a bias and a residual pass the SGPRs (a staged 3x3 now fits)
+    # a 5x5 window's weights pass STAGED_B_BYTES, so each tap loads its own B; beside a bias
+    # and a residual their offsets passed the SGPRs until the lowering folded the assumed
+    # window extents (`fold_assumed`: the taps' weight offsets are constants now); a 7x7
+    # window's still pass them
     geometry["window"] = (5, 5)
+    assert fitting(2, "mfma_f32", (1, 2), ("bias", "residual"), **geometry) == \
+        ("mfma_f32", (1, 2))
+    geometry["window"] = (7, 7)
     for epilogue in [("bias", "residual")]:
-        engine, tiles = fitting(2, "mfma_f32", (1, 2), epilogue, **geometry)
-        argus.compile(conv_kernel(2, engine, epilogue), verify=False, tiles=tiles, **geometry)
+        engine, tiles, unrolled = conv_fitted(2, "mfma_f32", (1, 2), epilogue, **geometry)
+        argus.compile(conv_kernel(2, engine, epilogue), verify=False, tiles=tiles,
+                      unrolled=unrolled, **geometry)
         assert (engine, tiles) != ("mfma_f32", (1, 2))
         with pytest.raises(RegisterBudgetError):
             argus.compile(conv_kernel(2, "mfma_f32", epilogue), verify=False, tiles=(1, 2),
@@ -750,6 +757,45 @@ def test_a_3x3x3_window_reads_its_inputs_through_an_lds_slab():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
 
 
+@pytest.mark.parametrize("tiles, rows", [(2, 3), (4, 5)])
+def test_the_16x16_engine_s_slab_rows_load_whole_channel_runs(tiles, rows):
+    """On the 16x16 engine (k = 4) a slab row's lanes split into 4 runs of 16 positions, one
+    per channel, so a 3x3x3 window's 9 rows of 16 * tiles + 2 positions take `rows` loads
+    each (27 at 2 tiles; the lanes along 64 positions by slot-channels took 36), their
+    offsets constants in the instruction. `conv_engine` takes 4 position tiles where a row
+    passes 2 (62 positions: KernelBench Level 2 48, 491 -> 445 us, modelled). Right in the
+    strict emulator with a channel tail (3 of 4), a position tail (37 a row), 13 output
+    channels and a batch tail (5 images), with a bias and a vector."""
+    from argus.kernels.conv import NARROW_MAX_TILES, NARROW_TILES
+
+    assert conv_engine(3, 16, positions=30) == ("mfma_f32_16", (NARROW_TILES, 1))
+    assert conv_engine(3, 16, positions=62) == ("mfma_f32_16", (NARROW_MAX_TILES, 1))
+    assert conv_engine(3, 16, phases=4, positions=62) == ("mfma_f32_16", (NARROW_TILES, 1))
+    c = dict(n=5, spatial=(3, 3, 37), cg=3, ocg=13, window=(3, 3, 3))
+    epilogue = ("bias", ("vec", "mul", 0))
+    compiled = argus.compile(conv_kernel(3, "mfma_f32_16", epilogue), verify=False,
+                             window=(3, 3, 3), padding=(1, 1, 0), tiles=(tiles, 1))
+    ops = [i.opcode for i in compiled.code.disassemble(compiled.code.kernel(compiled.name))]
+    # per channel step: the slab's loads + 9 weight slices; the bias and the vector once a
+    # position tile
+    assert ops.count("buffer_load_dword") == 9 * rows + 9 + 2 * tiles
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((c["n"], *c["spatial"], c["cg"])).astype(np.float32)
+    weight = rng.standard_normal((*c["window"], 1, c["ocg"], c["cg"])).astype(np.float32)
+    bias = rng.standard_normal((1, c["ocg"])).astype(np.float32)
+    vec = rng.standard_normal((1, c["ocg"])).astype(np.float32)
+    out = [conv_output_size(i, 3, 1, p, 1, False) for i, p in zip(c["spatial"], (1, 1, 0))]
+    want = conv_reference_nd(x, weight, padding=(1, 1, 0), epilogue=epilogue, bias=bias,
+                             vectors=(vec,))
+    args = list(engine_layout("mfma_f32_16", conv_input_view(x, window=3, padding=(1, 1, 0)),
+                              weight))
+    y = np.full(output_shape("mfma_f32_16", conv_output_view(c["n"], out, 1, 1, c["ocg"],
+                                                             False)), np.nan, np.float32)
+    compiled.run(*args, bias, vec, y, check="strict")
+    got = from_phase_view(output_layout("mfma_f32_16", y, back=True), out)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * max(1.0, np.abs(want).max()))
+
+
 @pytest.mark.parametrize("engine", ["mfma_f32", "mfma_f32_16"])
 def test_a_stats_step_gives_robust_moments_where_the_mean_is_1e4_stds(engine):
     """The epilogue's "stats" step (each tile's count, mean and M2 of what it stores) and
@@ -800,20 +846,23 @@ def test_a_stats_step_gives_robust_moments_where_the_mean_is_1e4_stds(engine):
         conv_kernel(2, "mfma_f32", (("stats", True), "relu"))
 
 
-def test_a_16_channel_conv_past_the_16x16_engine_s_sgprs_keeps_an_mfma_engine():
+def test_a_16_channel_3x3x3_conv_with_a_long_epilogue_fits_the_16x16_engine():
     """KernelBench Level 2 48's 3x3x3 convolution to 16 channels with a bias, two vectors and
-    two activations needs 104 of a wave's 102 SGPRs on the 16x16 engine at any tiles and
-    taps: it takes the 32x32 f32 engine (6.44x the roofline, modelled), not the FMA engine
-    it fell to (46.9x)."""
+    two activations needed 104 of a wave's 102 SGPRs on the 16x16 engine at any tiles and
+    taps, and fell to the 32x32 one (719 us, modelled): each of the 9 slab rows by 4 channels
+    kept its own offset live, since the phase counts (assumed 1) scaled every stride. The
+    lowering folds the assumed sizes (`fold_assumed`) and the slab's lanes split by channel
+    (`_slab_loads`), so a row's loads differ by constants in the instruction: it fits at the
+    engine's own tiles (491 us, modelled)."""
     from argus.kernelbench.templates import conv_fitted
-    from argus.kernels.conv import conv_engine
+    from argus.kernels.conv import NARROW_TILES, UNROLLED_TAPS, conv_engine
 
     epilogue = ("bias", ("vec", "mul", 0), "tanh", ("vec", "mul", 1), "sigmoid")
     geometry = dict(window=(3, 3, 3), stride=(1, 1, 1), padding=(0, 0, 0),
                     dilation=(1, 1, 1), transposed=False)
-    assert conv_engine(3, 16)[0] == "mfma_f32_16"
-    assert conv_fitted(3, "mfma_f32_16", (2, 1), epilogue, **geometry)[:2] == \
-        ("mfma_f32", (1, 1))
+    assert conv_engine(3, 16) == ("mfma_f32_16", (NARROW_TILES, 1))
+    assert conv_fitted(3, "mfma_f32_16", (NARROW_TILES, 1), epilogue, **geometry) == \
+        ("mfma_f32_16", (NARROW_TILES, 1), UNROLLED_TAPS)
 
 
 def test_groups_of_16_output_channels_take_the_16x16_mfma_engine():

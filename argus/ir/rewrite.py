@@ -14,7 +14,7 @@ from argus.ir import ops as O
 from argus.ir.expr import Expr
 from argus.ir.types import SourceLoc, Value
 
-__all__ = ["sites", "replace_op", "replace_values", "map_exprs"]
+__all__ = ["sites", "replace_op", "replace_values", "map_exprs", "fold_sizes"]
 
 
 def sites(kernel: O.Kernel) -> Iterator[tuple[int, O.Op, tuple[O.For, ...]]]:
@@ -68,7 +68,15 @@ def map_exprs(kernel: O.Kernel, fn: Callable[[Expr], Expr]) -> O.Kernel:
     return _map(kernel, fn, {})
 
 
-def _map(kernel: O.Kernel, fn, values: dict) -> O.Kernel:
+def fold_sizes(kernel: O.Kernel, values: dict[str, int]) -> O.Kernel:
+    """The kernel with the sizes named in `values` replaced by those constants in every
+    expression but its list of sizes (each is still an argument), re-verified."""
+    from argus.ir.expr import simplify, substitute
+
+    return _map(kernel, lambda e: simplify(substitute(e, values)), {}, keep=("sizes",))
+
+
+def _map(kernel: O.Kernel, fn, values: dict, keep: tuple[str, ...] = ()) -> O.Kernel:
     memo: dict = {}
 
     def go(x):
@@ -86,7 +94,9 @@ def _map(kernel: O.Kernel, fn, values: dict) -> O.Kernel:
                 memo[key] = values[x]
         return memo[key]
 
-    return go(kernel).verify()
+    kept = {name: getattr(kernel, name) for name in keep}
+    mapped = go(attrs.evolve(kernel, **{name: () for name in keep}))
+    return attrs.evolve(mapped, **kept).verify()
 
 
 def _rebuilt(x, go):

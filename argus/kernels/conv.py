@@ -52,6 +52,11 @@ CHANNEL_TILES = 2
 #: KernelBench Level 2 6's convolution, modelled: 161.9 us on 1, 108.2 on 2, and 4 passes
 #: the SGPRs at a 3x3x3 window's 27 unrolled taps)
 NARROW_OC, NARROW_TILES = 16, 2
+#: the most position tiles a wave of the "mfma_f32_16" engine covers on a single-phase output
+#: whose rows pass NARROW_TILES tiles (`conv_engine`): each channel step's weights, staged
+#: once, then feed twice the MFMAs. Modelled conv launches (KernelBench Level 2, 2 -> 4
+#: tiles): 48 (62 positions a row) 491 -> 445 us, 8 (62) 643 -> 636
+NARROW_MAX_TILES = 4
 #: the fewest taps per output phase on average (the window's taps over the phases) for which
 #: `conv_engine` packs a phased output's channels (`PACKED`), undilated. Modelled, KernelBench
 #: Level 2 (conv launch, unpacked -> packed): 3x3x3 stride 2 (3.4 taps a phase): 49 448 ->
@@ -783,7 +788,8 @@ def conv_engine(cg: int, ocg: int, phases: int = 1, positions: int | None = None
     scaled check to the published sizes' kernel. At most NARROW_OC output channels per group
     take the 16x16 MFMA ("mfma_f32_16", NARROW_TILES position tiles a wave): the 32x32 one
     computed and stored 32 columns for 16 used (KernelBench Level 2 6's convolution, 3 to 16
-    channels 3x3x3: 182.5 us on 32x32x2, 108.2 on 16x16x4, modelled). A phased output
+    channels 3x3x3: 182.5 us on 32x32x2, 108.2 on 16x16x4, modelled), up to
+    NARROW_MAX_TILES where a single-phase output's rows (`positions`) are wider. A phased output
     wider than that, undilated, with `taps` (the window's) of at least PACKED_MIN_TAPS per
     phase, takes a packed engine (`_packed_engine`, `positions` the output view's innermost
     extent) where its input channels pack evenly (`packs_evenly`)."""
@@ -792,7 +798,11 @@ def conv_engine(cg: int, ocg: int, phases: int = 1, positions: int | None = None
     if cg < 2:
         return "fma", (1, FMA_OC)
     if ocg <= NARROW_OC:
-        return "mfma_f32_16", (NARROW_TILES, 1)
+        tiles = NARROW_TILES
+        while phases == 1 and positions is not None and tiles < NARROW_MAX_TILES and \
+                NARROW_OC * tiles < positions:
+            tiles *= 2
+        return "mfma_f32_16", (tiles, 1)
     if phases > 1 and taps >= PACKED_MIN_TAPS * phases and dilation == 1 and \
             packs_evenly("mfma_f32", cg):
         return _packed_engine(cg, ocg, positions)
@@ -1310,12 +1320,13 @@ def input_slab(plan, block_p: int, mfma: str = F32_MFMA):
     """The f32 MFMA engine's input slab for a single-phase window whose weights are staged:
     per channel step each wave loads, for every distinct (outer-axis offsets, inner phase)
     of the taps (a slab row), the run of input positions its taps along the innermost axis
-    read (the tile's block_p positions plus the taps' spread, rounded up to 64) with one
-    load per 64 positions and channel, the lanes along the positions, and the taps then read
-    their A from LDS at their offsets in the row. The direct loads gave every tap its own
-    load of 32 positions by 2 channels, and a vector memory instruction holds the CU's
-    addresser for a fixed time however few lines it touches: a 3x3x3 window made 27 of them
-    per step, where the slab makes 9 rows x 2 channels (KernelBench Level 2 6, VMEM bound:
+    read (the tile's block_p positions plus the taps' spread, rounded up to whole runs of
+    `_slab_run` lanes) with one load per 64 positions and channels, the lanes along the
+    positions, and the taps then read their A from LDS at their offsets in the row. The
+    direct loads gave every tap its own load of 32 positions by 2 channels, and a vector
+    memory instruction holds the CU's addresser for a fixed time however few lines it
+    touches: a 3x3x3 window made 27 of them per step, where the slab makes 9 rows x 2
+    channels (KernelBench Level 2 6, VMEM bound:
     1022 loads per wave of a workgroup before, 770 with the slab). The rows go through LDS
     in chunks of at most SLAB_CHUNK_BYTES (`_slab_reduce`). Returns (LDS (chunk rows,
     MFMA_WAVES, width, k), {row key: (chunk, row, first offset)}), or None when a row holds
@@ -1328,7 +1339,9 @@ def input_slab(plan, block_p: int, mfma: str = F32_MFMA):
     for _, off, ph in taps:
         lo, hi = spread.get((off[:-1], ph), (off[-1], off[-1]))
         spread[off[:-1], ph] = (min(lo, off[-1]), max(hi, off[-1]))
-    width = -(-(block_p + max(hi - lo for lo, hi in spread.values())) // 64) * 64
+    # whole runs of a load's lanes along the row (`_slab_run`)
+    run = _slab_run(k)
+    width = -(-(block_p + max(hi - lo for lo, hi in spread.values())) // run) * run
     row_bytes = MFMA_WAVES * width * k * 4
     per_chunk = min(len(spread), SLAB_CHUNK_BYTES // row_bytes)
     if len(taps) < SLAB_MIN_REUSE * len(spread) or per_chunk < 1:
@@ -1341,16 +1354,32 @@ def input_slab(plan, block_p: int, mfma: str = F32_MFMA):
     return T.lds((per_chunk, MFMA_WAVES, width, k), "f32"), rows
 
 
+def _slab_run(k: int) -> int:
+    """The lanes of a slab row's load that run along its positions (`_slab_loads`) for a
+    channel step of k: 64 / k on the 16x16 engine (k = 4), whose lanes split into one run per
+    channel, so a row keeps one SGPR offset live (a 3x3x3 window's 9 rows by 4 channels, one
+    offset each, passed the 102 SGPRs a wave has) and takes whole runs of 16 (48 positions
+    for 34, not 64); all 64 at k = 2, where the row is 64 wide either way and a channel's
+    32-position runs touched more cache lines (KernelBench Level 2 82's conv: 1314 ->
+    1361 us, modelled)."""
+    return 64 // k if k > 2 else 64
+
+
 def _slab_loads(slab, X, x_origin, x_pos, c, k) -> list[dict]:
     """One channel step's input slab rows (`input_slab`), loaded (guarded: past the input's
     far end and its channels they are zeros, as the direct loads read them), per chunk
     {row in the chunk: tile}."""
     buffer, rows = slab
     _, _, width, _ = buffer.shape
-    per_row = width // 64
-    wave, lane, slot = T.thread_vars(MFMA_WAVES, per_row * k)
+    # runs of `run` lanes along the positions, 64 / run channels at once, a lane's slots
+    # along the row then through the channels: a row's loads differ by constants (the
+    # instruction's offset field) and its channels by a per-lane offset
+    run = _slab_run(k)
+    groups, per_row = 64 // run, width // run
+    wave, lane, slot = T.thread_vars(MFMA_WAVES, per_row * k // groups)
     spec = T.TileSpec((MFMA_WAVES, width, k), T.ThreadLayout(
-        MFMA_WAVES, per_row * k, (wave, lane + 64 * (slot % per_row), slot // per_row)))
+        MFMA_WAVES, per_row * k // groups, (wave, lane % run + run * (slot % per_row),
+                                            lane // run + groups * (slot // per_row))))
     chunks: list[dict] = [{} for _ in range(1 + max(chunk for chunk, _, _ in rows.values()))]
     for (outer, ph), (chunk, row, lo) in rows.items():
         chunks[chunk][row] = X.load(x_origin((*outer, lo), ph, c * k), spec, axes=(0, x_pos, 2),

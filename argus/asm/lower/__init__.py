@@ -81,7 +81,9 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
     if not isinstance(policy, str) or policy not in POLICIES:
         raise LoweringError(f"unknown scheduling policy {policy!r}; choose one of {POLICIES}")
     stripped = strip_tags(kernel)                       # tags emit nothing
-    selector = Selector(stripped, policy)
+    fixed = assumed_constants(stripped)
+    stripped = fold_assumed(stripped)
+    selector = Selector(stripped, policy, fixed)
     items = selector.run()                              # isel + address generation
     _dump("instruction selection", items)
     schedule.schedule(items, policy)                    # MFMA / LDS / VMEM interleave
@@ -105,6 +107,35 @@ def lower(kernel: O.Kernel, policy: str = "interleave") -> Lowered:
                    sgprs, vgprs, 0, stripped.waves, tuple(stripped.grid), tuple(stripped.sizes),
                    waves_per_simd, limit, allocation.peak, policy, items, frame,
                    tuple(selector.spans))
+
+
+def fold_assumed(kernel: O.Kernel) -> O.Kernel:
+    """The kernel with each size its assumptions fix to a constant (`T.assume(S.eq(1))`: a
+    convolution's phase counts and window extents) replaced by that constant in every
+    expression but the size list (the argument is still passed). Under the assumptions the
+    program is the same; strides over such a size become constants, so an offset they scale
+    goes into the instruction's offset field instead of an SGPR (a 3x3x3 window's taps, its
+    input rows' channel steps)."""
+    from argus.ir.rewrite import fold_sizes
+
+    fixed = assumed_constants(kernel)
+    return fold_sizes(kernel, fixed) if fixed else kernel
+
+
+def assumed_constants(kernel: O.Kernel) -> dict[str, int]:
+    """{size: value} for each size an assumption `S.eq(c)` fixes (`fold_assumed`)."""
+    from argus.ir.expr import Const, Term, Var
+
+    fixed: dict[str, int] = {}
+    sizes = {v.name for v in kernel.sizes}
+    for fact in kernel.assumes:
+        if isinstance(fact, Term) and fact.op == "eq":
+            a, b = fact.args
+            if isinstance(b, Var) and isinstance(a, Const):
+                a, b = b, a
+            if isinstance(a, Var) and a.name in sizes and isinstance(b, Const):
+                fixed[a.name] = int(b.value)
+    return fixed
 
 
 def _dump(stage: str, items: list) -> None:

@@ -158,9 +158,11 @@ def last_uses(kernel: O.Kernel) -> tuple[dict[str, int], dict[int, int]]:
 class Selector(ExprEmitter):
     """The state of instruction selection for one kernel."""
 
-    def __init__(self, kernel: O.Kernel, policy: str):
+    def __init__(self, kernel: O.Kernel, policy: str, constants: dict[str, int] | None = None):
         self.kernel = kernel
         self.policy = policy
+        #: sizes the assumptions fix (`fold_assumed`): still arguments, never loaded
+        self.fixed_sizes = dict(constants or {})
         self.main: list = []
         prologue: list = []
         super().__init__({}, prologue, set())
@@ -232,9 +234,15 @@ class Selector(ExprEmitter):
             pointers[tensor.name] = rsrc
             offset += 8
         for var in list(k.sizes) + list(k.scalars):
+            self.kernargs.append(KernargSlot(var.name, "i32", offset, 4))
+            if var.name in self.fixed_sizes:
+                # folded away: a load nothing reads kept its register busy, and reusing it
+                # waited for the load (an s_waitcnt per such size in the entry code)
+                self.bindings[var.name] = self.fixed_sizes[var.name]
+                offset += 4
+                continue
             reg = VReg("s", 1, var.name)
             self.emit("s_load_dword", reg, kernarg_ptr, offset, note=var.name)
-            self.kernargs.append(KernargSlot(var.name, "i32", offset, 4))
             self.bindings[var.name] = reg
             offset += 4
         self.kernarg_bytes = offset
