@@ -161,7 +161,7 @@ def test_compile_reports_the_vgpr_peak_and_where_it_is():
     """head_dim 128 with a 128-row query tile: the peak is the most VGPRs live at any one
     instruction (counted here directly from the live ranges), at a line of the kernel, held by
     values the report attributes to their DSL lines."""
-    from argus.asm.lower import schedule
+    from argus.asm.lower import assumed_constants, fold_assumed, schedule
     from argus.asm.lower.isel import Selector
     from argus.asm.lower.regalloc import intervals
     from argus.cli import main
@@ -169,7 +169,8 @@ def test_compile_reports_the_vgpr_peak_and_where_it_is():
 
     compiled = argus.compile(ATTENTION.kernel, head_dim=128)
     lowered, peak = compiled.lowered, compiled.lowered.peak
-    items = Selector(strip_tags(compiled.ir), "interleave").run()     # before allocation
+    stripped = strip_tags(compiled.ir)                                 # as `lower` selects
+    items = Selector(fold_assumed(stripped), "interleave", assumed_constants(stripped)).run()
     schedule.schedule(items, "interleave")
     order, span = intervals(items)
     vgprs = [(r.size, a, b) for r, (a, b) in span.items() if r.cls == "v"]
