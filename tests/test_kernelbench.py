@@ -268,14 +268,14 @@ def test_a_solution_leaving_an_element_unwritten_is_incorrect():
 
 def test_a_kernel_beyond_a_wave_s_registers_is_unsupported_with_the_point():
     """A template's kernel that does not fit (the f32 MFMA convolution with two channel
-    tiles, a bias and a residual over a 5x5 window, whose weights are loaded per tap, which
+    tiles, a bias and a residual over a 7x7 window, whose weights are loaded per tap, which
     `conv_fitting` steps down from) is a limit of the template, named where it overflows,
     not an `error` row."""
     from argus.kernels.conv import conv_kernel
 
     def forward(ctx, x):
         argus.compile(conv_kernel(2, "mfma_f32", ("bias", "residual")), verify=False,
-                      tiles=(1, 2), window=(5, 5))
+                      tiles=(1, 2), window=(7, 7))
         return ctx.alloc(x.shape)
 
     [row] = run(LEVEL1, only=["19"], solutions=_by_hand(forward))

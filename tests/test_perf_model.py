@@ -680,14 +680,15 @@ def test_an_outer_loop_too_long_to_sample_once_samples_an_inner_loop_shorter_too
     from argus.kernels.conv import conv_kernel
 
     kernel = argus.compile(conv_kernel(2, "mfma_f32"), tiles=(1, 1))
-    sizes = {"N": 1, "I2H": 4, "SIH": 1, "I2W": 130, "SIW": 1, "G": 1, "CG": 16, "KH": 3,
+    # 32 channels: at 16 the kernel (its strides folded to constants) fits the budget whole
+    sizes = {"N": 1, "I2H": 4, "SIH": 1, "I2W": 130, "SIW": 1, "G": 1, "CG": 32, "KH": 3,
              "KW": 3, "OCG": 64, "O2H": 2, "SOH": 1, "O2W": 128, "SOW": 1}
     full = argus.time(kernel, sizes=sizes, extrapolate=False)
     # at the default budget the CU's round of waves is over it already: the inner loop is
-    # sampled at the largest pair of trip counts within the budget (2 and 4), not at 1 and 2,
+    # sampled at the largest pair of trip counts within the budget (4 and 8), not at 1 and 2,
     # and the time is the full run's
     default = argus.time(kernel, sizes=sizes)
-    assert default.extrapolation.startswith("CG sampled at 4 and 8 (trip counts 2, 4)"), \
+    assert default.extrapolation.startswith("CG sampled at 8 and 16 (trip counts 4, 8)"), \
         default.extrapolation
     assert within(default.cycles_per_cu, full.cycles_per_cu, 0.02)
     monkeypatch.setattr(sample, "SAMPLE_BUDGET", 100)
@@ -695,7 +696,7 @@ def test_an_outer_loop_too_long_to_sample_once_samples_an_inner_loop_shorter_too
     nested = argus.time(kernel, sizes=sizes)
     # however small the budget, not from a single trip (no steady state): trips 2 and 4
     assert re.match(r"CG sampled at \d+ and \d+ \(trip counts 2, 4\) and the time "
-                    r"extrapolated linearly to 8 trips", nested.extrapolation), \
+                    r"extrapolated linearly to 16 trips", nested.extrapolation), \
         nested.extrapolation
     assert within(nested.cycles_per_cu, full.cycles_per_cu, 0.02)
     assert within(nested.flops, full.flops, 0.01)

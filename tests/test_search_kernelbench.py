@@ -74,15 +74,19 @@ def test_a_convolution_is_tuned_over_engine_tiles_and_its_epilogue(conv_target, 
     assert (default["0.engine"], default["0.tiles"]) == conv.fitted()
     assert default["0.epilogue"] == "fused"
     points = conv_target.points()
-    # (mfma_f32 and mfma_f32_16: 4 tiles each, fma: (1, 1) only) x (fused, split)
-    assert len(points) == 18
+    # (mfma_f32 and mfma_f32_16: the 4 searched tiles, and the route's own where it is not
+    # one of them (the 16x16 engine's 4 position tiles on a wide row), fma: (1, 1) only) x
+    # (fused, split)
+    tiles = {f: v for _, f, v in conv_target.knobs()}["tiles"]
+    assert len(tiles) == 4 + (conv.tiles not in ((1, 1), (1, 2), (2, 1), (2, 2)))
+    assert len(points) == (2 * len(tiles) + 1) * 2
     assert all(p["0.tiles"] == (1, 1) for p in points if p["0.engine"] == "fma")
     run_file = tmp_path / "run.jsonl"
     rows = tune(conv_target, run_file=run_file, budget=1, echo=lambda *_: None)
     events = [json.loads(line) for line in run_file.read_text().splitlines()]
     screened = [e for e in events if e["kind"] == "screened"]
     screen = next(e for e in events if e["kind"] == "screen")
-    assert screen["timed"] + len(screened) == screen["points"] == 18
+    assert screen["timed"] + len(screened) == screen["points"] == len(points)
     # a point is screened out exactly when its kernel would not be the one asked for
     for point in points:
         engine, tiles = point["0.engine"], point["0.tiles"]
