@@ -247,14 +247,15 @@ def _best_attention(kernels: list[tuple[str, dict]], gpu: str, **params
     return (*best, plain)
 
 
-def _other_rounding(amd: object, ours: object, kernels: list[tuple[str, dict]]) -> str:
+def _other_rounding(amd: object, ours: object, kernels: list[tuple[str, dict]], gpu: str
+                    ) -> str:
     """The causal row's ratio with ours rounding P and O the other way (`CAUSAL_ROUNDING`'s
     other value), at the counted figure's kernel (of `kernels`, with its sizes) and knobs."""
     other = "rne" if CAUSAL_ROUNDING == "rtz" else "rtz"
     name, key = _CONFIG[id(ours)]
     sizes = dict(kernels)[name]
     params = {k: v for k, v in key if k != "rounding"}
-    timing, why = _ours(name, sizes, "mi300x", **params,
+    timing, why = _ours(name, sizes, gpu, **params,
                         **({"rounding": other} if other != "rne" else {}))
     if timing is None:
         return f"{other} at this configuration: does not compile ({why.split(': ')[-1][:60]})"
@@ -287,7 +288,7 @@ def _attention_rows(rows: list, quick: bool, groups: set[str]) -> None:
             if ours is not None and plain is not None and plain is not ours:
                 why += f"; default order {amd.microseconds / plain.microseconds:.2f}x"
             if ours is not None and causal:
-                why += "; " + _other_rounding(amd, ours, kernels)
+                why += "; " + _other_rounding(amd, ours, kernels, r.gpu)
             _line(label, amd, ours, why, None if causal else r.measured_us)
     if "hd64" not in groups:
         return
